@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs every system dependency of glint from Debian 12 packages, and the pinned npm packages the tests use.
+# Idempotent: installs nothing when everything is present. Run as root (or with sudo available).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git      # toolchain
+  clang libclang-rt-14-dev                              # libFuzzer targets (tests/fuzz)
+  libgtest-dev libgmock-dev libbenchmark-dev            # tests and benchmarks
+  nlohmann-json3-dev libcli11-dev libpcre2-dev          # JSON (io/, server/), CLI, tokenizer regex
+  libxxhash-dev libhwy-dev libcpp-httplib-dev           # prefix-cache hashes, SIMD, HTTP
+  gnuplot-nox curl nodejs npm python3                   # plots, black-box server tests
+)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$package")
+  fi
+done
+# A node/npm not from Debian (e.g. a preinstalled Node 20) is fine: do not ask apt for them.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  filtered=()
+  for package in "${missing[@]}"; do
+    [[ "$package" == nodejs || "$package" == npm ]] || filtered+=("$package")
+  done
+  missing=("${filtered[@]+"${filtered[@]}"}")
+fi
+
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: system packages present"
+fi
+
+# Pinned npm packages for the black-box API tests (tests/node/package.json + package-lock.json).
+if [[ -f tests/node/package.json ]]; then
+  if [[ ! -d tests/node/node_modules ]] || [[ tests/node/package-lock.json -nt tests/node/node_modules ]]; then
+    (cd tests/node && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+fi

@@ -1,0 +1,46 @@
+// Whole-file reads and read-only memory maps. Both report the path and the OS error on failure.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+
+namespace glint {
+
+// Reads a whole file. `max_bytes` bounds what a config or tokenizer file may be, so a wrong path to a
+// multi-gigabyte file is an error instead of an allocation.
+Result<std::string> ReadFile(const std::string& path, size_t max_bytes = size_t{1} << 30);
+
+// Writes atomically: to `path.tmp`, then rename, so a crash never leaves a half-written file under `path`.
+Status WriteFileAtomic(const std::string& path, std::string_view contents);
+
+// A read-only private mapping of a whole file. Movable, not copyable; unmaps on destruction.
+class MappedFile {
+ public:
+  static Result<MappedFile> Open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+bool PathExists(const std::string& path);
+bool IsDirectory(const std::string& path);
+std::string JoinPath(const std::string& dir, const std::string& name);
+
+}  // namespace glint
