@@ -33,6 +33,11 @@ Result<InitRule> InitRuleFor(const TensorSpec& spec, const ModelConfig& config) 
     const float fan_in = static_cast<float>(spec.shape[1]);
     // The router a little wider than N(0, 1/in), so expert scores differ from token to token.
     if (ends("mlp.gate.weight")) return InitRule{0.0f, 1.5f / std::sqrt(fan_in)};
+    // SwiGLU projections (dense, shared and routed experts) as in the golden fixtures: gate/up wide enough that the
+    // clamp at swiglu_limit = 10 is active for a fraction of a percent of values, down narrow so the residual stays
+    // near unit scale.
+    if (ends("gate_proj.weight") || ends("up_proj.weight")) return InitRule{0.0f, 3.5f / std::sqrt(fan_in)};
+    if (ends("down_proj.weight")) return InitRule{0.0f, 0.25f / std::sqrt(fan_in)};
     return InitRule{0.0f, 1.0f / std::sqrt(fan_in)};  // linear [out, in]: unit-variance outputs
   }
   return InternalError("no initialisation rule for tensor ", spec.name, " of shape ", spec.shape.size(), "-D");

@@ -38,6 +38,7 @@ Result<SafetensorsStreamWriter> SafetensorsStreamWriter::Create(const std::strin
   while ((8 + header_text.size()) % kAlignment != 0) header_text.push_back(' ');
   writer.entries_ = std::move(entries);
   writer.data_offset_ = 8 + header_text.size();
+  writer.data_size_ = offset;
   writer.total_bytes_ = writer.data_offset_ + offset;
 
   writer.file_ = std::fopen(path.c_str(), "wb");
@@ -62,7 +63,8 @@ SafetensorsStreamWriter::SafetensorsStreamWriter(SafetensorsStreamWriter&& other
       written_in_current_(other.written_in_current_),
       data_position_(other.data_position_),
       total_bytes_(other.total_bytes_),
-      data_offset_(other.data_offset_) {
+      data_offset_(other.data_offset_),
+      data_size_(other.data_size_) {
   other.file_ = nullptr;
 }
 
@@ -118,6 +120,8 @@ Status SafetensorsStreamWriter::Close() {
   if (const Entry* missing = current()) {
     return InternalError("'", path_, "': tensor ", missing->name, " was not written completely");
   }
+  // Trailing zero-size tensors may sit past the last byte written; the data section extends to their offset.
+  GLINT_RETURN_IF_ERROR(WritePadding(data_size_ - data_position_));
   bool ok = std::fflush(file_) == 0;
   ok = (::fsync(::fileno(file_)) == 0) && ok;
   ok = (std::fclose(file_) == 0) && ok;

@@ -57,6 +57,7 @@ class SafetensorsStreamWriter {
   uint64_t data_position_ = 0;   // bytes of the data section written so far
   uint64_t total_bytes_ = 0;     // file size when complete
   uint64_t data_offset_ = 0;     // 8 + header length: where the data section starts
+  uint64_t data_size_ = 0;       // bytes of the data section when complete
 };
 
 }  // namespace glint
