@@ -161,17 +161,20 @@ void DeltaRuleRecurrent(const KdaDims& dims, int64_t tokens, const float* q, con
       }
       std::fill(accumulator.begin(), accumulator.end(), 0.0);  // u = Sᵀ k_t: what S recalls for k_t
       for (int64_t key = 0; key < d; ++key) {
-        for (int64_t value = 0; value < d; ++value) accumulator[value] += static_cast<double>(s[key * d + value]) * k_t[key];
+        const float* s_row = s + key * d;  // [d value]
+        for (int64_t value = 0; value < d; ++value) accumulator[value] += static_cast<double>(s_row[value]) * k_t[key];
       }
       for (int64_t value = 0; value < d; ++value) accumulator[value] = beta_t * (v_t[value] - accumulator[value]);
       for (int64_t key = 0; key < d; ++key) {  // S ← S + k_t ⊗ β_t (v_t − u)
+        float* s_row = s + key * d;  // [d value]
         for (int64_t value = 0; value < d; ++value) {
-          s[key * d + value] = static_cast<float>(s[key * d + value] + static_cast<double>(k_t[key]) * accumulator[value]);
+          s_row[value] = static_cast<float>(s_row[value] + static_cast<double>(k_t[key]) * accumulator[value]);
         }
       }
       std::fill(accumulator.begin(), accumulator.end(), 0.0);  // o_t = Sᵀ q_t (after this token's update)
       for (int64_t key = 0; key < d; ++key) {
-        for (int64_t value = 0; value < d; ++value) accumulator[value] += static_cast<double>(s[key * d + value]) * q_t[key];
+        const float* s_row = s + key * d;  // [d value]
+        for (int64_t value = 0; value < d; ++value) accumulator[value] += static_cast<double>(s_row[value]) * q_t[key];
       }
       for (int64_t value = 0; value < d; ++value) o[offset + value] = static_cast<float>(accumulator[value]);
     }
