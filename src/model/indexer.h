@@ -77,7 +77,7 @@ struct PoolSelection {
   // either score is NaN (the boundary is undecided).
   float margin = 0.0f;
 };
-PoolSelection SelectTopPools(std::span<const float> scores, int64_t k);
+PoolSelection SelectTopPools(std::span<const float> scores, int64_t k);  // k ≥ 1
 
 // Token positions attended by a query at `position` given its selected pools (ascending): each pool expanded to
 // its kpool tokens, then the tail {kpool · n_pool(position), …, position}. Ascending, no duplicates.
