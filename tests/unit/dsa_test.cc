@@ -128,7 +128,7 @@ LayerRun Prefill(const DsaWeights& w, const ModelConfig& c, const std::vector<fl
 
 // The same tokens fed in consecutive chunks of the given sizes (cycled), cache carried; traces concatenated.
 LayerRun Chunked(const DsaWeights& w, const ModelConfig& c, const std::vector<float>& hidden, const DsaOptions& options,
-                  const std::vector<int64_t>& chunk_sizes) {
+                 const std::vector<int64_t>& chunk_sizes) {
   LayerRun run;
   const int64_t d = c.hidden_size, tokens = static_cast<int64_t>(hidden.size()) / d;
   run.cache = NewDsaCache(c);
