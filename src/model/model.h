@@ -25,11 +25,11 @@
 
 namespace glint {
 
-class ReferenceModel;
+class Model;
 
 // Every per-sequence cache of the trunk (and of the MTP layer). Created by ReferenceModel::NewSequence.
 struct SequenceState {
-  const ReferenceModel* owner = nullptr;  // a state is only valid with the model that created it
+  const Model* owner = nullptr;           // a state is only valid with the model that created it
   int64_t tokens = 0;                     // positions consumed by the trunk
   std::vector<KdaState> kda;              // [num_hidden_layers]; empty entries for DSA layers
   std::vector<DsaCache> dsa;              // [num_hidden_layers]; empty entries for KDA layers
@@ -63,26 +63,43 @@ struct ForwardOptions {
   DsaOptions dsa;                                       // naive/absorbed MLA, indexer/dense selection
 };
 
-class ReferenceModel {
+// What the engine knows of a model: the forward pass over a ragged batch and the per-sequence state. The fp32
+// ReferenceModel implements it; faster implementations (int8, threads) implement it too and are tested against it.
+class Model {
  public:
-  ReferenceModel(ModelConfig config, ModelWeights weights);
-  // Reads config.json and the safetensors of `dir`; FP8 weights are dequantized to fp32 in memory.
-  static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir, const LoadOptions& options = {});
-
-  const ModelConfig& config() const { return config_; }
-  const ModelWeights& weights() const { return weights_; }
-  SequenceState NewSequence() const;
+  virtual ~Model() = default;
+  virtual const ModelConfig& config() const = 0;
+  virtual SequenceState NewSequence() const = 0;
 
   // Runs the trunk over every entry; outputs[i] belongs to batch[i]. Checks every entry first (token ids in
   // range, T ≥ 1, the state belongs to this model, the context limit) so a bad entry changes no state.
-  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
-                 const ForwardOptions& options = {}, Trace* trace = nullptr,
-                 const ForcedChoices* forced = nullptr) const;
+  virtual Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                         const ForwardOptions& options = {}, Trace* trace = nullptr,
+                         const ForcedChoices* forced = nullptr) const = 0;
 
   // The MTP layer (§10) over T pairs (h_t, x_{t+1}) continuing the state's MTP cache: hidden [T, D] is the trunk's
   // final normed hidden at positions t, next_tokens [T] the tokens at t+1. Returns draft logits [T, V] for t+2.
+  virtual Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                            std::vector<float>& logits, const ForwardOptions& options = {},
+                            Trace* trace = nullptr) const = 0;
+};
+
+// The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
+class ReferenceModel final : public Model {
+ public:
+  ReferenceModel(ModelConfig config, ModelWeights weights);
+  // Reads config.json and the safetensors of `dir`.
+  static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir, const LoadOptions& options = {});
+
+  const ModelConfig& config() const override { return config_; }
+  const ModelWeights& weights() const { return weights_; }
+  SequenceState NewSequence() const override;
+  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                 const ForwardOptions& options = {}, Trace* trace = nullptr,
+                 const ForcedChoices* forced = nullptr) const override;
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr) const;
+                    std::vector<float>& logits, const ForwardOptions& options = {},
+                    Trace* trace = nullptr) const override;
 
  private:
   Status CheckEntry(const BatchEntry& entry) const;
