@@ -33,3 +33,77 @@ std::string MakeTempDir(const std::string& tag) {
 }
 
 }  // namespace glint::testing
+
+#include <cmath>
+#include <cstring>
+
+#include <nlohmann/json.hpp>
+
+#include "base/file.h"
+
+namespace glint::testing {
+
+GoldenOutputs::GoldenOutputs(const std::string& fixture) : dir_(TestDataPath("golden/" + fixture)) {
+  auto file = Checkpoint::Open(dir_ + "/expected.safetensors");
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  if (file.ok()) file_ = std::make_unique<Checkpoint>(std::move(file).value());
+}
+
+bool GoldenOutputs::Has(const std::string& name) const { return file_ && file_->Find(name) != nullptr; }
+
+std::vector<float> GoldenOutputs::Floats(const std::string& name) const {
+  auto view = file_->View(name);
+  EXPECT_TRUE(view.ok()) << view.status().ToString();
+  if (!view.ok() || view->dtype() != DType::kF32) return {};
+  std::vector<float> out(view->bytes.size() / 4);
+  std::memcpy(out.data(), view->bytes.data(), view->bytes.size());
+  return out;
+}
+
+std::vector<int32_t> GoldenOutputs::Ints(const std::string& name) const {
+  auto view = file_->View(name);
+  EXPECT_TRUE(view.ok()) << view.status().ToString();
+  if (!view.ok() || view->dtype() != DType::kI32) return {};
+  std::vector<int32_t> out(view->bytes.size() / 4);
+  std::memcpy(out.data(), view->bytes.data(), view->bytes.size());
+  return out;
+}
+
+std::vector<int64_t> GoldenOutputs::Shape(const std::string& name) const {
+  const TensorInfo* info = file_->Find(name);
+  return info ? info->shape : std::vector<int64_t>{};
+}
+
+std::vector<std::vector<int32_t>> GoldenOutputs::Tokens() const {
+  auto text = ReadFile(dir_ + "/tokens.json");
+  EXPECT_TRUE(text.ok());
+  return nlohmann::json::parse(*text).get<std::vector<std::vector<int32_t>>>();
+}
+
+double RelativeRmsError(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    norm += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+double MaxAbsError(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return worst;
+}
+
+double StdDev(const std::vector<float>& values) {
+  double mean = 0;
+  for (float v : values) mean += v;
+  mean /= values.size();
+  double variance = 0;
+  for (float v : values) variance += (v - mean) * (v - mean);
+  return std::sqrt(variance / values.size());
+}
+
+}  // namespace glint::testing

@@ -53,3 +53,36 @@ Status StatusOf(const Result<T>& result) {
   return result.status();
 }
 }  // namespace glint::testing
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "io/safetensors.h"
+
+namespace glint::testing {
+
+// The reference outputs of one golden fixture (tests/data/golden/<fixture>/expected.safetensors).
+class GoldenOutputs {
+ public:
+  explicit GoldenOutputs(const std::string& fixture);
+  bool Has(const std::string& name) const;
+  std::vector<float> Floats(const std::string& name) const;   // F32 tensor, fails the test if absent
+  std::vector<int32_t> Ints(const std::string& name) const;   // I32 tensor
+  std::vector<int64_t> Shape(const std::string& name) const;
+  // Token sequences of tokens.json.
+  std::vector<std::vector<int32_t>> Tokens() const;
+
+ private:
+  std::string dir_;
+  std::unique_ptr<Checkpoint> file_;
+};
+
+// ‖a − b‖ / ‖b‖ (relative RMS error, the golden README's intermediate metric).
+double RelativeRmsError(const std::vector<float>& a, const std::vector<float>& b);
+// max |a − b|.
+double MaxAbsError(const std::vector<float>& a, const std::vector<float>& b);
+// Population standard deviation.
+double StdDev(const std::vector<float>& values);
+
+}  // namespace glint::testing

@@ -1,0 +1,184 @@
+#include "model/indexer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "kernels/reference.h"
+
+namespace glint {
+namespace {
+
+// LayerNorm eps of the indexer key norm: hard-coded 1e-6 in HF, not rms_norm_eps (pitfall 9).
+constexpr float kKeyNormEps = 1e-6f;
+
+Status CheckMatrix(const Matrix& m, const char* name, int64_t rows, int64_t cols) {
+  if (m.rows != rows || m.cols != cols || static_cast<int64_t>(m.data.size()) != rows * cols) {
+    return InvalidArgument("indexer weight ", name, " is [", m.rows, ", ", m.cols, "] with ", m.data.size(),
+                           " values; the config needs [", rows, ", ", cols, "]");
+  }
+  return Status::Ok();
+}
+
+Status CheckVector(const std::vector<float>& v, const char* name, int64_t size) {
+  if (static_cast<int64_t>(v.size()) != size) {
+    return InvalidArgument("indexer weight ", name, " has ", v.size(), " values; the config needs ", size);
+  }
+  return Status::Ok();
+}
+
+// True when pool a ranks before pool b: the total order of SelectTopPools.
+bool RanksBefore(float score_a, int64_t a, float score_b, int64_t b) {
+  const bool nan_a = std::isnan(score_a), nan_b = std::isnan(score_b);
+  if (nan_a != nan_b) return nan_b;  // a number beats NaN
+  if (!nan_a && score_a != score_b) return score_a > score_b;
+  return a < b;  // equal scores (or both NaN): lower index first
+}
+
+}  // namespace
+
+IndexerCache NewIndexerCache(const ModelConfig& config) {
+  IndexerCache cache;
+  cache.head_dim = config.index_head_dim;
+  cache.kpool = config.index_kpool;
+  return cache;
+}
+
+Status ValidateIndexerCache(const IndexerCache& cache, const ModelConfig& config, int64_t tokens) {
+  if (cache.head_dim != config.index_head_dim || cache.kpool != config.index_kpool) {
+    return FailedPrecondition("the indexer cache was made for index_head_dim ", cache.head_dim, ", index_kpool ",
+                              cache.kpool, " but the config has ", config.index_head_dim, ", ",
+                              config.index_kpool, " (a cache of another model or an uninitialised one)");
+  }
+  const int64_t e = cache.head_dim;
+  const auto rows = [e](const std::vector<float>& v) { return static_cast<int64_t>(v.size()) / e; };
+  if (cache.pending_keys.size() % e != 0 || cache.pending_gates.size() != cache.pending_keys.size() ||
+      cache.pooled_keys.size() % e != 0 || rows(cache.pooled_keys) != tokens / cache.kpool ||
+      rows(cache.pending_keys) != tokens % cache.kpool) {
+    return FailedPrecondition("the indexer cache is inconsistent with ", tokens, " cached tokens: ",
+                              rows(cache.pooled_keys), " pooled keys and ", rows(cache.pending_keys),
+                              " pending rows, expected ", tokens / cache.kpool, " and ", tokens % cache.kpool);
+  }
+  return Status::Ok();
+}
+
+Status ValidateIndexerWeights(const IndexerWeights& w, const ModelConfig& c) {
+  const int64_t e = c.index_head_dim;
+  GLINT_RETURN_IF_ERROR(CheckMatrix(w.wq_b, "wq_b", c.index_n_heads * e, c.q_lora_rank));
+  GLINT_RETURN_IF_ERROR(CheckMatrix(w.wk, "wk", e, c.hidden_size));
+  GLINT_RETURN_IF_ERROR(CheckVector(w.k_norm_weight, "k_norm.weight", e));
+  GLINT_RETURN_IF_ERROR(CheckVector(w.k_norm_bias, "k_norm.bias", e));
+  GLINT_RETURN_IF_ERROR(CheckMatrix(w.weights_proj, "weights_proj", c.index_n_heads, c.hidden_size));
+  GLINT_RETURN_IF_ERROR(CheckMatrix(w.compress_gate, "index_kpool_compress_gate", e, c.hidden_size));
+  return CheckMatrix(w.compress_ape, "index_kpool_compress_ape", c.index_kpool, e);
+}
+
+void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t kpool, int64_t head_dim,
+              float* pooled) {
+  std::vector<float> weight(kpool);  // [kpool] softmax over the pool's members, one channel at a time
+  for (int64_t c = 0; c < head_dim; ++c) {
+    for (int64_t j = 0; j < kpool; ++j) weight[j] = gates[j * head_dim + c] + ape[j * head_dim + c];
+    ref::Softmax(weight.data(), kpool);
+    double sum = 0;
+    for (int64_t j = 0; j < kpool; ++j) sum += static_cast<double>(weight[j]) * keys[j * head_dim + c];
+    pooled[c] = static_cast<float>(sum);
+  }
+}
+
+void AppendIndexerKeys(const IndexerWeights& w, const ModelConfig& config, const float* hidden, int64_t tokens,
+                       IndexerCache& cache) {
+  const int64_t d = config.hidden_size, e = config.index_head_dim, kpool = config.index_kpool;
+  std::vector<float> key(e), gate(e), pooled(e);  // [e] each
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* h = hidden + t * d;
+    ref::Linear(h, 1, w.wk.data.data(), e, d, key.data());
+    ref::LayerNorm(key.data(), w.k_norm_weight.data(), w.k_norm_bias.data(), e, kKeyNormEps, key.data());
+    ref::Linear(h, 1, w.compress_gate.data.data(), e, d, gate.data());
+    cache.pending_keys.insert(cache.pending_keys.end(), key.begin(), key.end());
+    cache.pending_gates.insert(cache.pending_gates.end(), gate.begin(), gate.end());
+    if (cache.NumPending() == kpool) {  // the pool completed on this token: its key is final
+      PoolKeys(cache.pending_keys.data(), cache.pending_gates.data(), w.compress_ape.data.data(), kpool, e,
+               pooled.data());
+      cache.pooled_keys.insert(cache.pooled_keys.end(), pooled.begin(), pooled.end());
+      cache.pending_keys.clear();
+      cache.pending_gates.clear();
+    }
+  }
+}
+
+void IndexerQuery(const IndexerWeights& w, const ModelConfig& config, const float* q_resid, const float* hidden,
+                  float* query, float* head_weights) {
+  const int64_t heads = config.index_n_heads;
+  ref::Linear(q_resid, 1, w.wq_b.data.data(), heads * config.index_head_dim, config.q_lora_rank, query);
+  ref::Linear(hidden, 1, w.weights_proj.data.data(), heads, config.hidden_size, head_weights);
+  const double head_scale = 1.0 / std::sqrt(static_cast<double>(heads));  // I^-1/2
+  for (int64_t h = 0; h < heads; ++h) head_weights[h] = static_cast<float>(head_weights[h] * head_scale);
+}
+
+void ScorePools(const float* query, const float* head_weights, const float* pooled, int64_t num_pools,
+                int64_t num_heads, int64_t head_dim, float* scores) {
+  const double dot_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));  // e^-1/2, applied before the ReLU
+  for (int64_t m = 0; m < num_pools; ++m) {
+    const float* key = pooled + m * head_dim;
+    double score = 0;
+    for (int64_t h = 0; h < num_heads; ++h) {
+      const double logit = ref::Dot(query + h * head_dim, key, head_dim) * dot_scale;
+      score += static_cast<double>(head_weights[h]) * std::max(logit, 0.0);
+    }
+    scores[m] = static_cast<float>(score);
+  }
+}
+
+PoolSelection SelectTopPools(std::span<const float> scores, int64_t k) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  PoolSelection selection;
+  if (k >= n) {
+    selection.pools.resize(n);
+    std::iota(selection.pools.begin(), selection.pools.end(), int64_t{0});
+    selection.margin = std::numeric_limits<float>::infinity();
+    return selection;
+  }
+  GLINT_CHECK(k > 0) << "SelectTopPools needs k ≥ 1, got " << k;
+  std::vector<int64_t> order(n);  // [n] pool indices, the first k+1 ranked by the total order
+  std::iota(order.begin(), order.end(), int64_t{0});
+  const auto before = [&](int64_t a, int64_t b) { return RanksBefore(scores[a], a, scores[b], b); };
+  std::partial_sort(order.begin(), order.begin() + k + 1, order.end(), before);
+  selection.margin = scores[order[k - 1]] - scores[order[k]];  // NaN if either is NaN
+  selection.pools.assign(order.begin(), order.begin() + k);
+  std::sort(selection.pools.begin(), selection.pools.end());
+  return selection;
+}
+
+std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool) {
+  std::vector<int64_t> positions;
+  positions.reserve(pools.size() * kpool + kpool);
+  for (int64_t m : pools) {
+    for (int64_t j = 0; j < kpool; ++j) positions.push_back(m * kpool + j);
+  }
+  for (int64_t j = VisiblePools(position, kpool) * kpool; j <= position; ++j) positions.push_back(j);
+  return positions;
+}
+
+IndexerSelection IndexerSelect(const ModelConfig& config, const IndexerCache& cache, const float* query,
+                               const float* head_weights, int64_t position) {
+  const int64_t visible = VisiblePools(position, config.index_kpool);
+  GLINT_CHECK(visible <= cache.NumPools()) << "query at " << position << " sees pools not yet cached";
+  PoolSelection pools;
+  if (visible <= config.IndexTopkPools()) {  // dense regime: every visible pool, exactly tokens 0..position
+    pools.pools.resize(visible);
+    std::iota(pools.pools.begin(), pools.pools.end(), int64_t{0});
+    pools.margin = std::numeric_limits<float>::infinity();
+  } else {
+    std::vector<float> scores(visible);  // [visible]
+    ScorePools(query, head_weights, cache.pooled_keys.data(), visible, config.index_n_heads, config.index_head_dim,
+               scores.data());
+    pools = SelectTopPools(scores, config.IndexTopkPools());
+  }
+  IndexerSelection selection;
+  selection.positions = ExpandPools(pools.pools, position, config.index_kpool);
+  selection.margin = pools.margin;
+  return selection;
+}
+
+}  // namespace glint

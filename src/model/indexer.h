@@ -1,0 +1,95 @@
+// KPool lightning indexer of a DSA layer, fp32 reference (../shared/docs/model-glm53.md §7, docs/model-dsa.md).
+//
+// For a query at absolute position p (0-based) the indexer scores every complete, visible pool of `kpool`
+// consecutive tokens (pools anchored at position 0; pool m = tokens [kpool·m, kpool·m + kpool − 1], visible when
+// its last token is ≤ p) and keeps the K = index_topk / index_kpool best. The attended set is the selected pools'
+// tokens plus the tail of the incomplete pool, {kpool·n_pool(p), …, p}.
+//
+// Per token (h = the layer's normed hidden [D], q_resid = RMSNorm(q_a_proj h) [q_lora], shared with MLA):
+//   iq[I, e] = wq_b q_resid                      ik[e] = LayerNorm(wk h; k_norm weight, bias, eps 1e-6)
+//   ig[e]    = compress_gate h                   w[I]  = weights_proj h · I^-1/2
+// Per complete pool m, per channel c:  pk_m[c] = Σ_j softmax_j(ig_{kpool·m+j}[c] + ape[j, c]) · ik_{kpool·m+j}[c]
+// Score of pool m for a query:          s_m    = Σ_h w_h · relu((iq_h · pk_m) · e^-1/2)
+//
+// Arrays are row-major fp32; sums accumulate in double (ref::Dot) and are stored as fp32.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "io/config.h"
+#include "model/weights.h"
+
+namespace glint {
+
+// The indexer's per-sequence state for one DSA layer: what later queries need of the tokens seen so far.
+// A pool's key is final once its last token arrives, so only the incomplete pool's raw rows are kept
+// (model card §7.5). Tokens seen = pools · kpool + pending rows.
+struct IndexerCache {
+  int64_t head_dim = 0;  // e; layout identity, checked against the config on every use
+  int64_t kpool = 0;     // tokens per pool
+  std::vector<float> pending_keys;   // [tokens % kpool, e]  LayerNorm'd keys ik of the incomplete pool
+  std::vector<float> pending_gates;  // [tokens % kpool, e]  pooling logits ig of the incomplete pool
+  std::vector<float> pooled_keys;    // [tokens / kpool, e]  pk_m of every complete pool, in pool order
+
+  int64_t NumPools() const { return head_dim > 0 ? static_cast<int64_t>(pooled_keys.size()) / head_dim : 0; }
+  int64_t NumPending() const { return head_dim > 0 ? static_cast<int64_t>(pending_keys.size()) / head_dim : 0; }
+};
+
+// An empty cache laid out for `config`.
+IndexerCache NewIndexerCache(const ModelConfig& config);
+
+// Checks that `cache` was made for `config` and is consistent with having seen `tokens` tokens.
+Status ValidateIndexerCache(const IndexerCache& cache, const ModelConfig& config, int64_t tokens);
+
+// Checks every indexer tensor's shape against the config (hand-built weights in tests can be wrong).
+Status ValidateIndexerWeights(const IndexerWeights& weights, const ModelConfig& config);
+
+// Number of complete pools visible to a query at `position`: floor((position + 1) / kpool).
+inline int64_t VisiblePools(int64_t position, int64_t kpool) { return (position + 1) / kpool; }
+
+// Key side for `tokens` rows of h [tokens, D]: ik and ig of each token, appended to the cache; every pool that
+// completes is pooled into pooled_keys and its pending rows are dropped. Inputs must have been validated.
+void AppendIndexerKeys(const IndexerWeights& weights, const ModelConfig& config, const float* hidden,
+                       int64_t tokens, IndexerCache& cache);
+
+// pk[e] = Σ_j softmax_j(gates[j, c] + ape[j, c]) · keys[j, c] for one pool (softmax over the kpool members of each
+// channel, in fp32 with the max subtracted). keys, gates, ape: [kpool, e].
+void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t kpool, int64_t head_dim,
+              float* pooled);
+
+// Query side for one token: iq [I, e] = wq_b q_resid and the head weights w [I] = weights_proj h · I^-1/2.
+void IndexerQuery(const IndexerWeights& weights, const ModelConfig& config, const float* q_resid,
+                  const float* hidden, float* query, float* head_weights);
+
+// s_m for m < num_pools: query [I, e], head_weights [I], pooled [num_pools, e] → scores [num_pools].
+void ScorePools(const float* query, const float* head_weights, const float* pooled, int64_t num_pools,
+                int64_t num_heads, int64_t head_dim, float* scores);
+
+// The K best pools by score. The order is total so that any input gives a valid answer (pitfall 14): higher
+// score first, equal scores toward the LOWER pool index (the golden reference's rule; torch.topk leaves it
+// unspecified), and NaN below every number (−inf included), NaNs among themselves by lower index.
+struct PoolSelection {
+  std::vector<int64_t> pools;  // [min(k, n)] ascending pool indices
+  // score(K-th best) − score((K+1)-th best) in the order above; +inf when k ≥ n (every pool selected), NaN when
+  // either score is NaN (the boundary is undecided).
+  float margin = 0.0f;
+};
+PoolSelection SelectTopPools(std::span<const float> scores, int64_t k);  // k ≥ 1
+
+// Token positions attended by a query at `position` given its selected pools (ascending): each pool expanded to
+// its kpool tokens, then the tail {kpool · n_pool(position), …, position}. Ascending, no duplicates.
+std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool);
+
+// The whole indexer for one query at `position`, whose visible pools are already in `cache`: query [I, e],
+// head_weights [I]. Dense regime (n_pool ≤ K): every visible pool, without scoring, margin +inf.
+struct IndexerSelection {
+  std::vector<int64_t> positions;  // ascending
+  float margin = 0.0f;             // as PoolSelection::margin
+};
+IndexerSelection IndexerSelect(const ModelConfig& config, const IndexerCache& cache, const float* query,
+                               const float* head_weights, int64_t position);
+
+}  // namespace glint

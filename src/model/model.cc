@@ -1,0 +1,270 @@
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "io/safetensors.h"
+#include "kernels/reference.h"
+#include "model/mhc.h"
+
+namespace glint {
+namespace {
+
+// Writes selected positions [T, width] padded with −1, the golden `indexer_selected` layout.
+std::vector<int32_t> PadSelections(const std::vector<std::vector<int64_t>>& selected, int64_t width) {
+  std::vector<int32_t> out(selected.size() * width, -1);
+  for (size_t t = 0; t < selected.size(); ++t) {
+    const int64_t count = std::min<int64_t>(width, static_cast<int64_t>(selected[t].size()));
+    for (int64_t i = 0; i < count; ++i) out[t * width + i] = static_cast<int32_t>(selected[t][i]);
+  }
+  return out;
+}
+
+void TraceRouting(Trace& trace, int sequence, const std::string& prefix, const std::vector<RouterChoice>& choices,
+                  int64_t k) {
+  std::vector<int32_t> experts;
+  std::vector<float> weights, margins;
+  for (const RouterChoice& choice : choices) {
+    experts.insert(experts.end(), choice.experts.begin(), choice.experts.end());
+    weights.insert(weights.end(), choice.weights.begin(), choice.weights.end());
+    margins.push_back(choice.margin);
+  }
+  const int64_t tokens = static_cast<int64_t>(choices.size());
+  trace.Ints(sequence, prefix + "moe_experts", experts, {tokens, k});
+  trace.Floats(sequence, prefix + "moe_weights", weights, {tokens, k});
+  trace.Floats(sequence, prefix + "moe_margin", margins, {tokens});
+}
+
+void TraceSelection(Trace& trace, int sequence, const std::string& prefix, const DsaTrace& dsa, int64_t width) {
+  const int64_t tokens = static_cast<int64_t>(dsa.selected.size());
+  trace.Ints(sequence, prefix + "indexer_selected", PadSelections(dsa.selected, width), {tokens, width});
+  trace.Floats(sequence, prefix + "indexer_margin", dsa.margin, {tokens});
+}
+
+}  // namespace
+
+ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights)
+    : config_(std::move(config)), weights_(std::move(weights)) {}
+
+Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& dir, const LoadOptions& options) {
+  GLINT_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  GLINT_ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(checkpoint, config, options));
+  return std::make_unique<ReferenceModel>(std::move(config), std::move(weights));
+}
+
+SequenceState ReferenceModel::NewSequence() const {
+  SequenceState state;
+  state.owner = this;
+  state.kda.resize(config_.num_hidden_layers);
+  state.dsa.resize(config_.num_hidden_layers);
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    if (config_.attention_kinds[l] == AttentionKind::kKda) {
+      state.kda[l] = KdaState::Zero(config_);
+    } else {
+      state.dsa[l] = NewDsaCache(config_);
+    }
+  }
+  if (config_.HasMtp()) state.mtp_dsa = NewDsaCache(config_);
+  return state;
+}
+
+Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
+  if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
+  if (entry.state->owner != this) {
+    return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
+  }
+  if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
+  for (size_t i = 0; i < entry.tokens.size(); ++i) {
+    if (entry.tokens[i] < 0 || entry.tokens[i] >= config_.vocab_size) {
+      return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
+                             config_.vocab_size);
+    }
+  }
+  // Every cache must hold exactly the sequence's positions: a cache swapped in from another sequence, or left
+  // behind by a failed call elsewhere, would silently attend to the wrong history.
+  const SequenceState& state = *entry.state;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const int64_t cached = config_.attention_kinds[l] == AttentionKind::kKda ? state.kda[l].tokens_seen
+                                                                            : state.dsa[l].tokens;
+    if (cached != state.tokens) {
+      return FailedPrecondition("the sequence state is inconsistent: layer ", l, " has ", cached,
+                                " cached positions but the sequence has ", state.tokens);
+    }
+  }
+  const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
+  if (total > config_.max_position_embeddings) {
+    return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
+                      config_.max_position_embeddings, " (max_position_embeddings)");
+  }
+  return Status::Ok();
+}
+
+Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                               const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Status status = CheckEntry(batch[i]);
+    if (!status.ok()) return status.WithContext(StrCat("batch entry ", i));
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].state == batch[i].state) return InvalidArgument("batch entries ", j, " and ", i, " share a state");
+    }
+  }
+  outputs.assign(batch.size(), EntryOutput{});
+  // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
+  // "batched = one by one" is what the fast path is tested against.
+  for (size_t i = 0; i < batch.size(); ++i) {
+    GLINT_RETURN_IF_ERROR(ForwardOne(batch[i], static_cast<int>(i), outputs[i], options, trace, forced));
+  }
+  return Status::Ok();
+}
+
+Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output,
+                                  const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
+  const ModelConfig& c = config_;
+  const int64_t tokens = static_cast<int64_t>(entry.tokens.size());
+  const int64_t d = c.hidden_size, hc = c.hc_mult;
+  const bool tracing = trace != nullptr && trace->Wants(sequence);
+  SequenceState& state = *entry.state;
+
+  // X: [T, hc, D], every stream starts as the token embedding (no scaling, no positions: NoPE).
+  std::vector<float> streams(tokens * hc * d);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* embedding = weights_.embed_tokens.Row(entry.tokens[t]);
+    for (int64_t s = 0; s < hc; ++s) std::copy_n(embedding, d, &streams[(t * hc + s) * d]);
+  }
+  if (tracing) {
+    std::vector<float> embedded(tokens * d);
+    for (int64_t t = 0; t < tokens; ++t) std::copy_n(weights_.embed_tokens.Row(entry.tokens[t]), d, &embedded[t * d]);
+    trace->Floats(sequence, "hidden.emb", embedded, {tokens, d});
+  }
+
+  std::vector<float> sublayer_in(tokens * d), sublayer_out(tokens * d), collapsed(d);  // [T, D]
+  std::vector<MhcCoefficients> site(tokens);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& layer = weights_.layers[l];
+    const std::string prefix = "layer." + std::to_string(l) + ".";
+
+    // ---- attention site: mHC read → RMSNorm → KDA | DSA → mHC write ----
+    for (int64_t t = 0; t < tokens; ++t) {
+      float* x = &streams[t * hc * d];
+      site[t] = MhcComputeCoefficients(layer.hc_attn, c, x);
+      MhcRead(site[t], x, hc, d, collapsed.data());
+      ref::RmsNorm(collapsed.data(), layer.input_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
+    }
+    if (layer.attention_kind == AttentionKind::kKda) {
+      GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, sublayer_in.data(), tokens, state.kda[l],
+                                       options.kda_algorithm, sublayer_out.data()));
+    } else {
+      DsaOptions dsa_options = options.dsa;
+      if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {
+        dsa_options.selection = KeySelection::kForced;
+        dsa_options.forced_positions = &forced->attended[l];
+      }
+      DsaTrace dsa_trace;
+      GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, c, sublayer_in.data(), tokens, state.dsa[l], dsa_options,
+                                       sublayer_out.data(), tracing ? &dsa_trace : nullptr));
+      if (tracing) TraceSelection(*trace, sequence, prefix, dsa_trace, c.DenseRegimeTokens());
+    }
+    if (tracing) {
+      trace->Floats(sequence, prefix + "attn_in", sublayer_in, {tokens, d});
+      trace->Floats(sequence, prefix + "attn_out", sublayer_out, {tokens, d});
+    }
+    for (int64_t t = 0; t < tokens; ++t) MhcWrite(site[t], &sublayer_out[t * d], hc, d, &streams[t * hc * d]);
+
+    // ---- FFN site: mHC read → RMSNorm → dense MLP | MoE → mHC write ----
+    std::vector<RouterChoice> choices;
+    for (int64_t t = 0; t < tokens; ++t) {
+      float* x = &streams[t * hc * d];
+      site[t] = MhcComputeCoefficients(layer.hc_ffn, c, x);
+      MhcRead(site[t], x, hc, d, collapsed.data());
+      ref::RmsNorm(collapsed.data(), layer.post_attention_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
+      if (layer.mlp_kind == MlpKind::kDense) {
+        SwiGluMlp(layer.mlp, c.swiglu_limit, &sublayer_in[t * d], &sublayer_out[t * d]);
+      } else {
+        const RouterChoice* forced_choice = nullptr;
+        if (forced != nullptr && l < static_cast<int64_t>(forced->router.size()) &&
+            t < static_cast<int64_t>(forced->router[l].size())) {
+          forced_choice = &forced->router[l][t];
+        }
+        choices.push_back(MoeForward(layer.moe, c, &sublayer_in[t * d], &sublayer_out[t * d], forced_choice));
+      }
+      MhcWrite(site[t], &sublayer_out[t * d], hc, d, x);
+    }
+    if (tracing) {
+      trace->Floats(sequence, prefix + "ffn_in", sublayer_in, {tokens, d});
+      trace->Floats(sequence, prefix + "ffn_out", sublayer_out, {tokens, d});
+      trace->Floats(sequence, prefix + "streams", streams, {tokens, hc, d});
+      if (layer.mlp_kind == MlpKind::kMoe) TraceRouting(*trace, sequence, prefix, choices, c.num_experts_per_tok);
+    }
+  }
+  state.tokens += tokens;
+
+  // ---- final: mean of the streams → RMSNorm → lm_head (only the rows asked for) ----
+  std::vector<float> normed(tokens * d);  // [T, D]
+  for (int64_t t = 0; t < tokens; ++t) {
+    MhcCollapseMean(&streams[t * hc * d], hc, d, collapsed.data());
+    ref::RmsNorm(collapsed.data(), weights_.final_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
+  }
+  if (tracing) trace->Floats(sequence, "final.normed", normed, {tokens, d});
+  const int64_t first_row = entry.logits == LogitsWanted::kAll ? 0 : tokens - 1;
+  const int64_t rows = entry.logits == LogitsWanted::kNone ? 0 : tokens - first_row;
+  output.logits.resize(rows * c.vocab_size);
+  ref::Linear(&normed[first_row * d], rows, weights_.lm_head.data.data(), c.vocab_size, d, output.logits.data());
+  if (entry.want_hidden) output.hidden = std::move(normed);
+  return Status::Ok();
+}
+
+Status ReferenceModel::MtpForward(SequenceState& state, std::span<const float> hidden,
+                                  std::span<const int32_t> next_tokens, std::vector<float>& logits,
+                                  const ForwardOptions& options, Trace* trace) const {
+  const ModelConfig& c = config_;
+  if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
+  if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
+  const int64_t pairs = static_cast<int64_t>(next_tokens.size());
+  const int64_t d = c.hidden_size;
+  if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");
+  if (static_cast<int64_t>(hidden.size()) != pairs * d) {
+    return InvalidArgument("MTP hidden has ", hidden.size(), " values; expected ", pairs, " × ", d);
+  }
+  for (int32_t token : next_tokens) {
+    if (token < 0 || token >= c.vocab_size) return InvalidArgument("MTP token id ", token, " is out of range");
+  }
+  const MtpWeights& m = *weights_.mtp;
+  const bool tracing = trace != nullptr && trace->Wants(0);
+  // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)] — the embedding half first.
+  std::vector<float> concat(2 * d), z(pairs * d), normed(pairs * d), sublayer(pairs * d);  // z, normed: [T, D]
+  for (int64_t t = 0; t < pairs; ++t) {
+    ref::RmsNorm(weights_.embed_tokens.Row(next_tokens[t]), m.enorm.data(), d, c.rms_norm_eps, concat.data());
+    ref::RmsNorm(&hidden[t * d], m.hnorm.data(), d, c.rms_norm_eps, concat.data() + d);
+    ref::Linear(concat.data(), 1, m.eh_proj.data.data(), d, 2 * d, &z[t * d]);
+  }
+  if (tracing) trace->Floats(0, "mtp.eh_out", z, {pairs, d});
+  // r = z + DSA(RMSNorm(z)) — plain residuals, no mHC (pitfall 12).
+  for (int64_t t = 0; t < pairs; ++t) ref::RmsNorm(&z[t * d], m.input_layernorm.data(), d, c.rms_norm_eps, &normed[t * d]);
+  DsaTrace dsa_trace;
+  GLINT_RETURN_IF_ERROR(DsaForward(m.dsa, c, normed.data(), pairs, state.mtp_dsa, options.dsa, sublayer.data(),
+                                   tracing ? &dsa_trace : nullptr));
+  if (tracing) {
+    trace->Floats(0, "mtp.attn_out", sublayer, {pairs, d});
+    TraceSelection(*trace, 0, "mtp.", dsa_trace, c.DenseRegimeTokens());
+  }
+  for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
+  // r = r + MoE(RMSNorm(r))
+  std::vector<RouterChoice> choices;
+  for (int64_t t = 0; t < pairs; ++t) {
+    ref::RmsNorm(&z[t * d], m.post_attention_layernorm.data(), d, c.rms_norm_eps, &normed[t * d]);
+    choices.push_back(MoeForward(m.moe, c, &normed[t * d], &sublayer[t * d]));
+  }
+  if (tracing) {
+    trace->Floats(0, "mtp.ffn_out", sublayer, {pairs, d});
+    TraceRouting(*trace, 0, "mtp.", choices, c.num_experts_per_tok);
+  }
+  for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
+  // logits = lm_head · RMSNorm(r; shared_head.norm), sharing the trunk's lm_head.
+  for (int64_t t = 0; t < pairs; ++t) ref::RmsNorm(&z[t * d], m.shared_head_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
+  logits.resize(pairs * c.vocab_size);
+  ref::Linear(normed.data(), pairs, weights_.lm_head.data.data(), c.vocab_size, d, logits.data());
+  state.mtp_tokens += pairs;
+  return Status::Ok();
+}
+
+}  // namespace glint

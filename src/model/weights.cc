@@ -1,0 +1,283 @@
+#include "model/weights.h"
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+
+#include "io/checkpoint_schema.h"
+#include "quant/formats.h"
+
+namespace glint {
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
+
+bool IsFloatDType(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
+
+float HalfToFloat(uint16_t bits) {
+  const uint32_t sign = (bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1f;
+  const uint32_t mantissa = bits & 0x3ff;
+  if (exponent == 0) {  // zero or subnormal: m · 2^-24
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+// Binds tensors by name, tracking which checkpoint tensors were used so leftovers can be reported.
+class Binder {
+ public:
+  Binder(const Checkpoint& checkpoint, const ModelConfig& config) : checkpoint_(checkpoint), config_(config) {
+    for (const TensorSpec& spec : ExpectedTensors(config)) specs_.emplace(spec.name, spec);
+  }
+
+  Result<std::vector<float>> Tensor(const std::string& name) {
+    auto spec_it = specs_.find(name);
+    if (spec_it == specs_.end()) return InternalError("no schema entry for '", name, "'");
+    const TensorSpec& spec = spec_it->second;
+    const TensorInfo* info = checkpoint_.Find(name);
+    if (info == nullptr) return NotFound("tensor '", name, "' is missing from the checkpoint");
+    if (info->shape != spec.shape) {
+      return InvalidArgument("tensor '", name, "' has shape ", ShapeText(info->shape), "; expected ",
+                             ShapeText(spec.shape), " from config.json");
+    }
+    used_.insert(name);
+    const std::string scale_name = name + "_scale_inv";
+    const TensorInfo* scale = checkpoint_.Find(scale_name);
+    if (info->dtype == DType::kF8E4M3) {
+      if (spec.storage != TensorStorage::kFp8Block) {
+        return InvalidArgument("tensor '", name, "' is F8_E4M3 but the release stores it as a float type");
+      }
+      if (!config_.fp8) {
+        return InvalidArgument("tensor '", name, "' is F8_E4M3 but config.json has no fp8 quantization_config");
+      }
+      if (scale == nullptr) return NotFound("FP8 tensor '", name, "' has no '", scale_name, "'");
+      const auto expected = ScaleShape(spec.shape, config_.fp8_block_rows, config_.fp8_block_cols);
+      if (scale->dtype != DType::kF32 || scale->shape != expected) {
+        return InvalidArgument("'", scale_name, "' is ", DTypeName(scale->dtype), " ", ShapeText(scale->shape),
+                               "; expected F32 ", ShapeText(expected), " (one scale per ", config_.fp8_block_rows,
+                               "x", config_.fp8_block_cols, " block)");
+      }
+      used_.insert(scale_name);
+      const TensorView scale_view = checkpoint_.ViewOf(*scale);
+      return DecodeToFloat(checkpoint_.ViewOf(*info), &scale_view, config_.fp8_block_rows, config_.fp8_block_cols);
+    }
+    if (!IsFloatDType(info->dtype)) {
+      return InvalidArgument("tensor '", name, "' has dtype ", DTypeName(info->dtype), "; expected ",
+                             spec.storage == TensorStorage::kFp8Block ? "F8_E4M3 (or BF16/F16/F32)"
+                                                                       : "BF16, F16 or F32");
+    }
+    if (scale != nullptr) {
+      return InvalidArgument("tensor '", name, "' is ", DTypeName(info->dtype), " but has a '", scale_name,
+                             "'; expected F8_E4M3 with block scales, or no scales");
+    }
+    return DecodeToFloat(checkpoint_.ViewOf(*info), nullptr, 0, 0);
+  }
+
+  Status Matrix2D(const std::string& name, Matrix& out) {
+    GLINT_ASSIGN_OR_RETURN(out.data, Tensor(name));
+    const TensorSpec& spec = specs_.at(name);
+    out.rows = spec.shape[0];
+    out.cols = 1;
+    for (size_t i = 1; i < spec.shape.size(); ++i) out.cols *= spec.shape[i];
+    return Status::Ok();
+  }
+  Status Vector(const std::string& name, std::vector<float>& out) {
+    GLINT_ASSIGN_OR_RETURN(out, Tensor(name));
+    return Status::Ok();
+  }
+
+  // Every checkpoint tensor must have been bound, be a known companion, or be deliberately ignored.
+  Status CheckNoLeftovers(const LoadOptions& options) const {
+    const std::string mtp_prefix = LayerPrefix(config_.MtpLayerIndex());
+    for (const TensorInfo& info : checkpoint_.tensors()) {
+      if (used_.count(info.name) || IsVisionTensorName(info.name)) continue;
+      if (!options.load_mtp && config_.HasMtp() && info.name.starts_with(mtp_prefix)) continue;
+      if (specs_.count(info.name) == 0 && info.name.ends_with("_scale_inv") &&
+          specs_.count(info.name.substr(0, info.name.size() - 10))) {
+        return InvalidArgument("'", info.name, "' scales a tensor that is not stored as F8_E4M3");
+      }
+      return InvalidArgument("the checkpoint has tensor '", info.name,
+                             "' which GLM-5.3-Flash (as described by config.json) does not have");
+    }
+    return Status::Ok();
+  }
+
+ private:
+  const Checkpoint& checkpoint_;
+  const ModelConfig& config_;
+  std::map<std::string, TensorSpec> specs_;
+  std::set<std::string> used_;
+};
+
+Status BindMhc(Binder& b, const std::string& p, const char* site, MhcWeights& w) {
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(p + site + "fn", w.fn));
+  GLINT_RETURN_IF_ERROR(b.Vector(p + site + "base", w.base));
+  return b.Vector(p + site + "scale", w.scale);
+}
+
+Status BindKda(Binder& b, const std::string& p, KdaWeights& w) {
+  const std::string a = p + "self_attn.";
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "q_proj.weight", w.q_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "k_proj.weight", w.k_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "v_proj.weight", w.v_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "o_proj.weight", w.o_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "f_a_proj.weight", w.f_a_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "f_b_proj.weight", w.f_b_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "g_a_proj.weight", w.g_a_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "g_b_proj.weight", w.g_b_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "b_proj.weight", w.b_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "q_conv1d.weight", w.q_conv));  // [width, 1, K] → [width, K]
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "k_conv1d.weight", w.k_conv));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "v_conv1d.weight", w.v_conv));
+  GLINT_RETURN_IF_ERROR(b.Vector(a + "A_log", w.a_log));
+  GLINT_RETURN_IF_ERROR(b.Vector(a + "dt_bias", w.dt_bias));
+  return b.Vector(a + "o_norm.weight", w.o_norm);
+}
+
+Status BindDsa(Binder& b, const std::string& p, DsaWeights& w) {
+  const std::string a = p + "self_attn.";
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "q_a_proj.weight", w.q_a_proj));
+  GLINT_RETURN_IF_ERROR(b.Vector(a + "q_a_layernorm.weight", w.q_a_layernorm));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "q_b_proj.weight", w.q_b_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "kv_a_proj_with_mqa.weight", w.kv_a_proj));
+  GLINT_RETURN_IF_ERROR(b.Vector(a + "kv_a_layernorm.weight", w.kv_a_layernorm));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "kv_b_proj.weight", w.kv_b_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(a + "o_proj.weight", w.o_proj));
+  const std::string i = a + "indexer.";
+  IndexerWeights& x = w.indexer;
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(i + "wq_b.weight", x.wq_b));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(i + "wk.weight", x.wk));
+  GLINT_RETURN_IF_ERROR(b.Vector(i + "k_norm.weight", x.k_norm_weight));
+  GLINT_RETURN_IF_ERROR(b.Vector(i + "k_norm.bias", x.k_norm_bias));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(i + "weights_proj.weight", x.weights_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(i + "index_kpool_compress_gate", x.compress_gate));
+  return b.Matrix2D(i + "index_kpool_compress_ape", x.compress_ape);
+}
+
+Status BindMlp(Binder& b, const std::string& p, MlpWeights& w) {
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(p + "gate_proj.weight", w.gate_proj));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(p + "up_proj.weight", w.up_proj));
+  return b.Matrix2D(p + "down_proj.weight", w.down_proj);
+}
+
+Status BindMoe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights& w) {
+  const std::string m = p + "mlp.";
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(m + "gate.weight", w.router));
+  GLINT_RETURN_IF_ERROR(b.Vector(m + "gate.e_score_correction_bias", w.e_score_correction_bias));
+  w.shared.resize(c.n_shared_experts > 0 ? 1 : 0);
+  if (!w.shared.empty()) GLINT_RETURN_IF_ERROR(BindMlp(b, m + "shared_experts.", w.shared[0]));
+  w.experts.resize(c.n_routed_experts);
+  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+    GLINT_RETURN_IF_ERROR(BindMlp(b, m + "experts." + std::to_string(e) + ".", w.experts[e]));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::vector<float>> DecodeToFloat(const TensorView& view, const TensorView* scale, int64_t block_rows,
+                                         int64_t block_cols) {
+  const int64_t count = view.info->NumElements();
+  std::vector<float> out(static_cast<size_t>(count));
+  const uint8_t* bytes = view.bytes.data();
+  switch (view.dtype()) {
+    case DType::kF32:
+      std::memcpy(out.data(), bytes, count * sizeof(float));  // safetensors data need not be 4-aligned
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes + 2 * i, 2);
+        out[i] = Bf16ToFloat(bits);
+      }
+      break;
+    case DType::kF16:
+      for (int64_t i = 0; i < count; ++i) {
+        uint16_t bits;
+        std::memcpy(&bits, bytes + 2 * i, 2);
+        out[i] = HalfToFloat(bits);
+      }
+      break;
+    case DType::kF8E4M3: {
+      if (scale == nullptr || view.shape().size() != 2) {
+        return InvalidArgument("FP8 tensor '", view.info->name, "' needs 2-D block scales");
+      }
+      const int64_t rows = view.shape()[0];
+      const int64_t cols = view.shape()[1];
+      const int64_t scale_cols = scale->shape()[1];
+      const float* table = Fp8E4m3Table();
+      std::vector<float> scales(scale->info->NumElements());
+      std::memcpy(scales.data(), scale->bytes.data(), scales.size() * sizeof(float));
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* scale_row = scales.data() + (r / block_rows) * scale_cols;
+        for (int64_t c = 0; c < cols; ++c) {
+          // Exact in fp32 too: a 4-bit-significand e4m3 value times an fp32 scale needs ≤ 28 bits, but the
+          // product is rounded once to fp32 — the same single rounding HF's dequantization performs.
+          out[r * cols + c] = table[bytes[r * cols + c]] * scale_row[c / block_cols];
+        }
+      }
+      break;
+    }
+    default:
+      return InvalidArgument("tensor '", view.info->name, "' has dtype ", DTypeName(view.dtype()),
+                             "; expected a float type");
+  }
+  return out;
+}
+
+Result<ModelWeights> LoadModelWeights(const Checkpoint& checkpoint, const ModelConfig& config,
+                                      const LoadOptions& options) {
+  Binder b(checkpoint, config);
+  ModelWeights w;
+  const std::string top(kLanguageModelPrefix);
+  GLINT_RETURN_IF_ERROR(b.Matrix2D(top + "embed_tokens.weight", w.embed_tokens));
+  GLINT_RETURN_IF_ERROR(b.Vector(top + "norm.weight", w.final_norm));
+  GLINT_RETURN_IF_ERROR(b.Matrix2D("lm_head.weight", w.lm_head));
+  w.layers.resize(config.num_hidden_layers);
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const std::string p = LayerPrefix(l);
+    LayerWeights& layer = w.layers[l];
+    layer.attention_kind = config.attention_kinds[l];
+    layer.mlp_kind = config.mlp_kinds[l];
+    GLINT_RETURN_IF_ERROR(b.Vector(p + "input_layernorm.weight", layer.input_layernorm));
+    GLINT_RETURN_IF_ERROR(b.Vector(p + "post_attention_layernorm.weight", layer.post_attention_layernorm));
+    GLINT_RETURN_IF_ERROR(BindMhc(b, p, "hc_attn_", layer.hc_attn));
+    GLINT_RETURN_IF_ERROR(BindMhc(b, p, "hc_ffn_", layer.hc_ffn));
+    if (layer.attention_kind == AttentionKind::kKda) {
+      GLINT_RETURN_IF_ERROR(BindKda(b, p, layer.kda));
+    } else {
+      GLINT_RETURN_IF_ERROR(BindDsa(b, p, layer.dsa));
+    }
+    if (layer.mlp_kind == MlpKind::kDense) {
+      GLINT_RETURN_IF_ERROR(BindMlp(b, p + "mlp.", layer.mlp));
+    } else {
+      GLINT_RETURN_IF_ERROR(BindMoe(b, config, p, layer.moe));
+    }
+  }
+  if (config.HasMtp() && options.load_mtp) {
+    const std::string p = LayerPrefix(config.MtpLayerIndex());
+    w.mtp = std::make_unique<MtpWeights>();
+    MtpWeights& m = *w.mtp;
+    GLINT_RETURN_IF_ERROR(b.Matrix2D(p + "eh_proj.weight", m.eh_proj));
+    GLINT_RETURN_IF_ERROR(b.Vector(p + "enorm.weight", m.enorm));
+    GLINT_RETURN_IF_ERROR(b.Vector(p + "hnorm.weight", m.hnorm));
+    GLINT_RETURN_IF_ERROR(b.Vector(p + "input_layernorm.weight", m.input_layernorm));
+    GLINT_RETURN_IF_ERROR(b.Vector(p + "post_attention_layernorm.weight", m.post_attention_layernorm));
+    GLINT_RETURN_IF_ERROR(b.Vector(p + "shared_head.norm.weight", m.shared_head_norm));
+    GLINT_RETURN_IF_ERROR(BindDsa(b, p, m.dsa));
+    GLINT_RETURN_IF_ERROR(BindMoe(b, config, p, m.moe));
+  }
+  GLINT_RETURN_IF_ERROR(b.CheckNoLeftovers(options));
+  return w;
+}
+
+}  // namespace glint

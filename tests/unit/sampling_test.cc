@@ -1,0 +1,75 @@
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/sampling.h"
+#include "test_util.h"
+
+namespace glint {
+namespace {
+
+TEST(Sampling, GreedyIsArgMaxWithLowerIdTies) {
+  Sampler sampler({.temperature = 0.0f});
+  const std::vector<float> logits = {1.0f, 3.0f, 3.0f, NAN};
+  EXPECT_EQ(sampler.Sample(logits), 1);
+  EXPECT_EQ(ArgMax(std::vector<float>{NAN, 2.0f, 1.0f}), 1);
+}
+
+TEST(Sampling, SameSeedSameTokensDifferentSeedDifferent) {
+  const std::vector<float> logits = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.0f, -0.1f, 0.25f};
+  auto draw = [&](uint64_t seed) {
+    Sampler sampler({.temperature = 1.0f, .seed = seed});
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 64; ++i) tokens.push_back(sampler.Sample(logits));
+    return tokens;
+  };
+  EXPECT_EQ(draw(7), draw(7));
+  EXPECT_NE(draw(7), draw(8));
+}
+
+// Frequencies of 40,000 draws match softmax(logits / T) within 5 standard errors.
+TEST(Sampling, FrequenciesFollowTheTemperedSoftmax) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f};
+  const float temperature = 2.0f;
+  Sampler sampler({.temperature = temperature, .seed = 1});
+  std::map<int32_t, int> counts;
+  const int draws = 40000;
+  for (int i = 0; i < draws; ++i) counts[sampler.Sample(logits)]++;
+  double total = 0;
+  for (float l : logits) total += std::exp(l / temperature);
+  for (int i = 0; i < 3; ++i) {
+    const double p = std::exp(logits[i] / temperature) / total;
+    const double standard_error = std::sqrt(p * (1 - p) / draws);
+    EXPECT_NEAR(counts[i] / double(draws), p, 5 * standard_error) << i;
+  }
+}
+
+TEST(Sampling, TopKTopPAndMinPRestrictTheSupport) {
+  const std::vector<float> logits = {std::log(0.5f), std::log(0.3f), std::log(0.15f), std::log(0.05f)};
+  auto support = [&](SamplingParams params) {
+    Sampler sampler(params);
+    std::map<int32_t, int> seen;
+    for (int i = 0; i < 2000; ++i) seen[sampler.Sample(logits)]++;
+    std::vector<int32_t> ids;
+    for (auto& [id, count] : seen) ids.push_back(id);
+    return ids;
+  };
+  EXPECT_EQ(support({.top_k = 2}), (std::vector<int32_t>{0, 1}));
+  EXPECT_EQ(support({.top_p = 0.79f}), (std::vector<int32_t>{0, 1}));  // 0.5 + 0.3 reaches 0.79
+  EXPECT_EQ(support({.top_p = 0.81f}), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(support({.min_p = 0.5f}), (std::vector<int32_t>{0, 1}));   // keep p ≥ 0.25
+  EXPECT_EQ(support({.top_p = 0.01f}), (std::vector<int32_t>{0}));
+}
+
+TEST(Sampling, InvalidParamsAreRejected) {
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.temperature = -1}), "temperature");
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.top_p = 0}), "top_p");
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.top_k = -3}), "top_k");
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.min_p = 2}), "min_p");
+  EXPECT_OK(ValidateSamplingParams({}));
+}
+
+}  // namespace
+}  // namespace glint
