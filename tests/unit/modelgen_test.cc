@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
+#include "model/model.h"
 #include "modelgen/make_tiny.h"
 #include "modelgen/presets.h"
 #include "modelgen/random_weights.h"
@@ -213,6 +215,49 @@ TEST(MakeTiny, TokenizerLoadsAndRoundTrips) {
   }
   ASSERT_OK_AND_ASSIGN(Ids common, tokenizer.Encode(" the lighthouse"));
   EXPECT_LE(common.size(), 3u);  // trained merges cover the corpus's frequent words
+}
+
+// The weights' scales keep the fp32 reference forward healthy: finite logits with a spread like the golden
+// fixtures' (std ≈ 3), next-token choices that vary, over a prompt long enough (100 > 67 tokens) for the DSA
+// indexer to drop pools, and an MTP draft.
+TEST(MakeTiny, ReferenceForwardGivesHealthyLogits) {
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ReferenceModel> model, ReferenceModel::Load(DefaultModelDir()));
+  ASSERT_OK_AND_ASSIGN(Tokenizer tokenizer, Tokenizer::Load(DefaultModelDir()));
+  std::string text = "[gMASK]<sop><|user|>";
+  while (text.size() < 400) text += "The keeper climbs the steps and lights the lamp at a quarter past six. ";
+  ASSERT_OK_AND_ASSIGN(Ids tokens, tokenizer.Encode(text));
+  tokens.resize(100);
+  SequenceState state = model->NewSequence();
+  BatchEntry entry{tokens, &state, LogitsWanted::kAll, /*want_hidden=*/true};
+  std::vector<EntryOutput> outputs;
+  ASSERT_OK(model->Forward({&entry, 1}, outputs));
+  const int64_t vocab = model->config().vocab_size;
+  ASSERT_EQ(outputs[0].logits.size(), static_cast<size_t>(100 * vocab));
+  std::set<int64_t> argmaxes;
+  double mean_std = 0;
+  for (int64_t t = 0; t < 100; ++t) {
+    const float* row = outputs[0].logits.data() + t * vocab;
+    double sum = 0, sum_squares = 0;
+    for (int64_t v = 0; v < vocab; ++v) {
+      ASSERT_TRUE(std::isfinite(row[v])) << "position " << t << ", token " << v;
+      sum += row[v];
+      sum_squares += double{row[v]} * row[v];
+    }
+    const double mean = sum / vocab;
+    mean_std += std::sqrt(sum_squares / vocab - mean * mean) / 100;
+    argmaxes.insert(std::max_element(row, row + vocab) - row);
+  }
+  std::printf("logits: mean std %.2f over 100 positions, %zu distinct argmax tokens\n", mean_std, argmaxes.size());
+  EXPECT_GT(mean_std, 1.0);
+  EXPECT_LT(mean_std, 10.0);
+  EXPECT_GE(argmaxes.size(), 10u);
+
+  std::vector<float> draft;
+  const Ids next = {tokens[1]};
+  ASSERT_OK(model->MtpForward(state, {outputs[0].hidden.data(), static_cast<size_t>(model->config().hidden_size)},
+                              next, draft));
+  ASSERT_EQ(draft.size(), static_cast<size_t>(vocab));
+  for (float logit : draft) ASSERT_TRUE(std::isfinite(logit));
 }
 
 TEST(MakeTiny, TokenizerConfigHasTheChatTemplateAndSpecials) {
