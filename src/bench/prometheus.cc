@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "bench/prometheus.h"
 
 #include <cctype>

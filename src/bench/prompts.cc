@@ -106,7 +106,7 @@ Result<int64_t> PromptFactory::SpecialTokenCount() {
 
 Result<std::string> PromptFactory::ExactLengthText(int64_t count, bool count_special_tokens, Rng& rng) {
   constexpr int kSequences = 3;  // fresh random sequences to try
-  constexpr int kSteps = 8;      // cut-point corrections per sequence
+  constexpr int kSteps = 24;     // cut-point corrections per sequence (bisection needs ~log2 of the length)
   int64_t special = 0;
   if (count_special_tokens) {
     GLINT_ASSIGN_OR_RETURN(special, SpecialTokenCount());
@@ -120,16 +120,25 @@ Result<std::string> PromptFactory::ExactLengthText(int64_t count, bool count_spe
   for (int sequence = 0; sequence < kSequences; ++sequence) {
     // Room to extend the cut when decoding merges tokens.
     GLINT_ASSIGN_OR_RETURN(std::vector<int32_t> ids, RandomTokenIds(content + content / 4 + 16, rng));
+    // The encoded length f(cut) of the first `cut` ids grows with cut (not strictly: merges at the cut). Move the
+    // cut by the length error, which lands at once when tokens round-trip about one-to-one; keep a bracket
+    // lower < cut < upper of cuts known to be too short and too long, and bisect whenever the correction leaves
+    // it, so a tokenizer that round-trips k ids to 2k tokens still converges instead of oscillating.
+    int64_t lower = 0;
+    int64_t upper = static_cast<int64_t>(ids.size()) + 1;
     int64_t cut = content;
-    std::set<int64_t> tried;
-    for (int step = 0; step < kSteps && tried.insert(cut).second; ++step) {
+    for (int step = 0; step < kSteps; ++step) {
       ++tokenizer_calls_;
       GLINT_ASSIGN_OR_RETURN(std::string text,
                              tokenizer_.Decode(std::vector<int32_t>(ids.begin(), ids.begin() + cut)));
       GLINT_ASSIGN_OR_RETURN(int64_t length, EncodedLength(text, count_special_tokens));
       if (length == count) return text;
       if (closest < 0 || std::llabs(length - count) < std::llabs(closest - count)) closest = length;
-      cut = std::clamp<int64_t>(cut + (count - length), 1, static_cast<int64_t>(ids.size()));
+      (length < count ? lower : upper) = cut;
+      int64_t next = cut + (count - length);
+      if (next <= lower || next >= upper) next = lower + (upper - lower) / 2;
+      if (next <= lower || next >= upper) break;  // no cut left between a too-short and a too-long one
+      cut = next;
     }
   }
   return FailedPrecondition("could not build a text prompt of exactly ", count, " tokens (closest: ", closest,
