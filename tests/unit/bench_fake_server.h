@@ -23,7 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace glint::bench::testing {
+namespace glint::bench::fake {
 
 struct FakeReply {
   int http_status = 200;               // not 200: an OpenAI-style error body, no stream
@@ -45,6 +45,7 @@ class FakeServer {
 
   explicit FakeServer(Script script = nullptr) : script_(std::move(script)) {
     server_.new_task_queue = [] { return new httplib::ThreadPool(64); };
+    server_.set_tcp_nodelay(true);  // each SSE chunk leaves when written, as the script times it
     server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
       res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})", "application/json");
     });
@@ -59,7 +60,8 @@ class FakeServer {
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { Metrics(res); });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    server_.wait_until_ready();
+    // stop() is a no-op until the accept loop runs, so wait for it (connections queue in the backlog meanwhile).
+    while (!server_.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 
   ~FakeServer() {
@@ -286,4 +288,4 @@ class FakeServer {
   std::atomic<int64_t> completed_{0};
 };
 
-}  // namespace glint::bench::testing
+}  // namespace glint::bench::fake
