@@ -107,7 +107,8 @@ Result<HttpReply> HttpClient::Post(const std::string& path, const std::string& j
 }
 
 Result<nlohmann::json> HttpClient::PostJson(const std::string& path, const nlohmann::json& body) {
-  GLINT_ASSIGN_OR_RETURN(HttpReply reply, Post(path, body.dump()));
+  const std::string payload = body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  GLINT_ASSIGN_OR_RETURN(HttpReply reply, Post(path, payload));
   if (reply.status != 200) {
     return FailedPrecondition("POST ", path, " returned HTTP ", reply.status, ": ",
                               reply.body.substr(0, kMaxErrorBodyBytes));

@@ -19,9 +19,13 @@ std::string TerminalProgress::FormatLine(const ProgressSnapshot& snapshot, int b
   bar.append(static_cast<size_t>(bar_width - filled), '-');
   char elapsed[32];
   std::snprintf(elapsed, sizeof(elapsed), "%.1f s", snapshot.elapsed_s);
-  return StrCat("[c=", snapshot.concurrency, " ", snapshot.phase, "] [", bar, "] ", snapshot.done, "/",
-                snapshot.total, "  ok ", snapshot.done - snapshot.failed, "  err ", snapshot.failed, "  in flight ",
-                snapshot.in_flight, "  ", elapsed);
+  std::string line = StrCat("[c=", snapshot.concurrency, " ", snapshot.phase, "] [", bar, "] ", snapshot.done, "/",
+                            snapshot.total);
+  if (snapshot.phase != "prompts") {  // prompt building has no outcomes or requests in flight
+    line += StrCat("  ok ", snapshot.done - snapshot.failed, "  err ", snapshot.failed, "  in flight ",
+                   snapshot.in_flight);
+  }
+  return StrCat(line, "  ", elapsed);
 }
 
 void TerminalProgress::Update(const ProgressSnapshot& snapshot) {

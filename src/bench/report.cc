@@ -56,7 +56,7 @@ std::string CsvText(const std::string& value) {
 std::string CsvJson(const json& value) {
   if (value.is_string()) return CsvText(value.get<std::string>());
   if (value.is_null()) return "";
-  return CsvText(value.dump());
+  return CsvText(value.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
 using LevelColumn = std::pair<std::string, std::function<std::string(const LevelResult&)>>;
@@ -307,7 +307,9 @@ Status WriteRunFiles(const BenchRun& run, const std::string& dir) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return IoError("cannot create output directory ", dir, ": ", error.message());
-  GLINT_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "results.json"), RunToJson(run).dump(2) + "\n"));
+  // Error messages quote server replies verbatim: invalid UTF-8 in them is replaced, not thrown on.
+  const std::string results = RunToJson(run).dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  GLINT_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "results.json"), results));
   GLINT_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "results.csv"), LevelsCsv(run)));
   GLINT_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(dir, "requests.csv"), RequestsCsv(run)));
   return Status::Ok();
@@ -337,6 +339,7 @@ Result<ParetoSeries> ParetoFromResults(const json& results) {
     if (!level.is_object() || !level.contains("concurrency") || !level["concurrency"].is_number_integer()) {
       return InvalidArgument("a level has no integer \"concurrency\"");
     }
+    if (level.value("interrupted", false)) continue;  // partial figures of a level cut short by Ctrl-C
     const json x = level.value(series.x_key, json());
     const json y = level.value(series.y_key, json());
     if (!x.is_number() || !y.is_number()) continue;  // undefined at this level (e.g. every request failed)

@@ -112,7 +112,9 @@ class SessionRunner {
       record.max_tokens = turn.max_tokens;
       reply.clear();
       ++phase_.in_flight;
-      client.Run(chat ? "/v1/chat/completions" : "/v1/completions", body.dump(), phase_.config.request_timeout_s,
+      // Invalid UTF-8 (e.g. a --model given in another encoding) is replaced rather than thrown on.
+      const std::string payload = body.dump(-1, ' ', false, json::error_handler_t::replace);
+      client.Run(chat ? "/v1/chat/completions" : "/v1/completions", payload, phase_.config.request_timeout_s,
                  phase_.epoch, record, reply);
       --phase_.in_flight;
       const bool ok = record.outcome == Outcome::kOk;
@@ -337,7 +339,10 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
   };
 
   for (int concurrency : config.concurrency) {
-    if (stop.load()) break;
+    if (stop.load()) {  // Ctrl-C between two levels
+      run.interrupted = true;
+      break;
+    }
     LevelResult level;
     level.concurrency = concurrency;
 

@@ -26,7 +26,8 @@
 namespace glint::bench::fake {
 
 struct FakeReply {
-  int http_status = 200;               // not 200: an OpenAI-style error body, no stream
+  int http_status = 200;               // not 200: `error_body`, no stream
+  std::string error_body = R"({"error":{"message":"scripted failure","type":"InternalServerError","code":500}})";
   double ttft_s = 0.0;                 // first content chunk this long after the request arrived
   double itl_s = 0.0;                  // between content chunks
   int64_t tokens = -1;                 // completion tokens; -1: the request's max_tokens (ignore_eos)
@@ -206,8 +207,7 @@ class FakeServer {
     const FakeReply reply = script_ ? script_(number, body) : FakeReply();
     if (reply.http_status != 200) {
       res.status = reply.http_status;
-      res.set_content(R"({"error":{"message":"scripted failure","type":"InternalServerError","code":500}})",
-                      "application/json");
+      res.set_content(reply.error_body, "application/json");
       return;
     }
     const int64_t tokens = reply.tokens >= 0 ? reply.tokens : body["max_tokens"].get<int64_t>();

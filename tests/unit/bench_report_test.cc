@@ -4,6 +4,7 @@
 
 #include "base/file.h"
 #include "bench/plot.h"
+#include "bench/progress.h"
 #include "bench/report.h"
 #include "test_util.h"
 
@@ -86,6 +87,10 @@ TEST(BenchReport, ParetoSeriesFromResults) {
   EXPECT_EQ(series.points[2].concurrency, 4);
   EXPECT_NEAR(series.points[0].x, 100, 1e-9);  // 1000 / 10 ms
   EXPECT_EQ(series.label, "run, \"quoted\"");
+  BenchRun interrupted = SampleRun(WorkloadKind::kRandom);
+  interrupted.levels[2].interrupted = true;
+  ASSERT_OK_AND_ASSIGN(ParetoSeries partial, ParetoFromResults(RunToJson(interrupted)));
+  EXPECT_EQ(partial.points.size(), 2u);  // the figures of a level cut short are not plotted
   EXPECT_ERROR_CONTAINS(ParetoFromResults(nlohmann::json{{"levels", nlohmann::json::array()}}),
                         "not a glint bench results file");
   const std::string dir = testing::MakeTempDir("bench_report");
@@ -132,6 +137,21 @@ TEST(BenchPlot, GnuplotDrawsOverlaidSeriesAndRefusesMixedAxes) {
   ParetoSeries empty = a;
   empty.points.clear();
   EXPECT_ERROR_CONTAINS(PlotPareto({empty}, JoinPath(dir, "empty.png"), "t"), "nothing to plot");
+}
+
+TEST(BenchProgress, LinesShowTheLevelPhaseAndCounts) {
+  ProgressSnapshot snapshot;
+  snapshot.concurrency = 4;
+  snapshot.phase = "measure";
+  snapshot.total = 40;
+  snapshot.done = 10;
+  snapshot.failed = 1;
+  snapshot.in_flight = 4;
+  snapshot.elapsed_s = 12.34;
+  EXPECT_EQ(TerminalProgress::FormatLine(snapshot, 8), "[c=4 measure] [##------] 10/40  ok 9  err 1  in flight 4  12.3 s");
+  snapshot.phase = "prompts";
+  snapshot.done = 40;
+  EXPECT_EQ(TerminalProgress::FormatLine(snapshot, 4), "[c=4 prompts] [####] 40/40  12.3 s");
 }
 
 }  // namespace

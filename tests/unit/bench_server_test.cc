@@ -205,6 +205,28 @@ TEST(BenchAgainstFakeServer, FailuresAreCountedPerLevelAndNeverFatal) {
   EXPECT_EQ(records[5].outcome, Outcome::kOk);  // the client recovers after each failure
 }
 
+TEST(BenchAgainstFakeServer, InvalidUtf8InAServerErrorDoesNotBreakTheResultFiles) {
+  FakeServer server([](int64_t number, const nlohmann::json&) {
+    FakeReply reply;
+    if (number == 0) {
+      reply.http_status = 503;
+      reply.error_body = "overloaded \xff\xfe";
+    }
+    return reply;
+  });
+  BenchConfig config = FakeConfig(server);
+  config.prompts_per_level = 2;
+  config.out_dir = JoinPath(glint::testing::MakeTempDir("bench_utf8"), "out");
+  std::atomic<bool> stop{false};
+  std::FILE* table = std::tmpfile();
+  ASSERT_OK(RunBenchCommand(config, stop, table, nullptr));
+  std::fclose(table);
+  ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(JoinPath(config.out_dir, "results.json")));
+  const nlohmann::json results = nlohmann::json::parse(text);
+  const std::string example = results["levels"][0]["error_examples"][0].get<std::string>();
+  EXPECT_NE(example.find("http_503: HTTP 503: overloaded \xEF\xBF\xBD"), std::string::npos) << example;  // U+FFFD
+}
+
 TEST(BenchAgainstFakeServer, UsageIsCrossCheckedAgainstTheChunksCounted) {
   FakeServer server([](int64_t number, const nlohmann::json&) {
     FakeReply reply;
