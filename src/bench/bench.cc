@@ -65,8 +65,8 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
     return FailedPrecondition("interrupted by Ctrl-C: partial results written to ", config.out_dir);
   }
   if (!run_status.ok()) {
-    return run_status.WithContext(StrCat("sweep stopped early (results of the finished levels are in ",
-                                         config.out_dir, ")"));
+    return run_status.WithContext(
+        StrCat("sweep stopped early (results of the finished levels are in ", config.out_dir, ")"));
   }
   return plot_status.WithContext(StrCat("results written to ", config.out_dir, ", but the Pareto plot failed"));
 }

@@ -11,9 +11,7 @@ Result<WorkloadKind> ParseWorkloadKind(std::string_view name) {
   return InvalidArgument("unknown workload '", name, "': expected 'random' or 'multiturn'");
 }
 
-std::string_view WorkloadKindName(WorkloadKind kind) {
-  return kind == WorkloadKind::kRandom ? "random" : "multiturn";
-}
+std::string_view WorkloadKindName(WorkloadKind kind) { return kind == WorkloadKind::kRandom ? "random" : "multiturn"; }
 
 Result<PromptFormat> ParsePromptFormat(std::string_view name) {
   if (name == "text") return PromptFormat::kText;
@@ -21,9 +19,7 @@ Result<PromptFormat> ParsePromptFormat(std::string_view name) {
   return InvalidArgument("unknown prompt format '", name, "': expected 'text' or 'token-ids'");
 }
 
-std::string_view PromptFormatName(PromptFormat format) {
-  return format == PromptFormat::kText ? "text" : "token-ids";
-}
+std::string_view PromptFormatName(PromptFormat format) { return format == PromptFormat::kText ? "text" : "token-ids"; }
 
 double RangeRatio(const BenchConfig& config) {
   return config.range_ratio.value_or(FixedLengthRatio(config.range_convention));
@@ -41,8 +37,9 @@ namespace {
 
 // Request fields glint bench sets itself; --extra-body may not override them or the measurement breaks.
 const std::set<std::string>& ReservedBodyKeys() {
-  static const std::set<std::string> keys = {"model", "prompt", "messages", "stream", "stream_options",
-                                             "max_tokens", "max_completion_tokens", "ignore_eos", "n"};
+  static const std::set<std::string> keys = {
+      "model",      "prompt", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+      "ignore_eos", "n"};
   return keys;
 }
 
@@ -55,12 +52,14 @@ Status ValidateConfig(const BenchConfig& config) {
   }
   if (config.input_len < 1) return InvalidArgument("--input-len ", config.input_len, " must be at least 1");
   if (config.output_len < 1) return InvalidArgument("--output-len ", config.output_len, " must be at least 1");
-  GLINT_RETURN_IF_ERROR(ComputeLengthRange(config.input_len, RangeRatio(config), config.range_convention).status()
+  GLINT_RETURN_IF_ERROR(ComputeLengthRange(config.input_len, RangeRatio(config), config.range_convention)
+                            .status()
                             .WithContext("--range-ratio"));
   if (config.concurrency.empty()) return InvalidArgument("--concurrency needs at least one level");
   for (int level : config.concurrency) {
     if (level < 1 || level > 4096) {
-      return InvalidArgument("--concurrency level ", level, " must be in [1, 4096] (one client thread per session in flight)");
+      return InvalidArgument("--concurrency level ", level,
+                             " must be in [1, 4096] (one client thread per session in flight)");
     }
   }
   if (config.prompts_per_level < 0) {
@@ -124,13 +123,13 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
     json["subagent_input_len"] = config.subagent_input_len;
   }
   json["concurrency"] = config.concurrency;
-  json["prompts_per_level"] = config.prompts_per_level > 0 ? nlohmann::json(config.prompts_per_level)
-                                                           : nlohmann::json("10 x concurrency");
-  json["warmup_requests"] = config.warmup_requests >= 0 ? nlohmann::json(config.warmup_requests)
-                                                        : nlohmann::json("2 x concurrency");
+  json["prompts_per_level"] =
+      config.prompts_per_level > 0 ? nlohmann::json(config.prompts_per_level) : nlohmann::json("10 x concurrency");
+  json["warmup_requests"] =
+      config.warmup_requests >= 0 ? nlohmann::json(config.warmup_requests) : nlohmann::json("2 x concurrency");
   json["chips"] = config.chips;
-  json["price_per_chip_hour"] = config.price_per_chip_hour ? nlohmann::json(*config.price_per_chip_hour)
-                                                           : nlohmann::json(nullptr);
+  json["price_per_chip_hour"] =
+      config.price_per_chip_hour ? nlohmann::json(*config.price_per_chip_hour) : nlohmann::json(nullptr);
   json["out_dir"] = config.out_dir;
   return json;
 }

@@ -34,18 +34,22 @@ void SetReadTimeout(httplib::Client& client, double seconds) {
 // httplib's error names ("Connection", "Read") are terse; say what they mean for a benchmark.
 std::string Describe(httplib::Error error) {
   switch (error) {
-    case httplib::Error::Connection: return "could not connect (Connection)";
-    case httplib::Error::ConnectionTimeout: return "connection timed out (ConnectionTimeout)";
-    case httplib::Error::Read: return "reading the reply failed: connection closed or read timeout (Read)";
-    case httplib::Error::Write: return "sending the request failed (Write)";
-    case httplib::Error::Canceled: return "cancelled (Canceled)";
-    default: return httplib::to_string(error);
+    case httplib::Error::Connection:
+      return "could not connect (Connection)";
+    case httplib::Error::ConnectionTimeout:
+      return "connection timed out (ConnectionTimeout)";
+    case httplib::Error::Read:
+      return "reading the reply failed: connection closed or read timeout (Read)";
+    case httplib::Error::Write:
+      return "sending the request failed (Write)";
+    case httplib::Error::Canceled:
+      return "cancelled (Canceled)";
+    default:
+      return httplib::to_string(error);
   }
 }
 
-double SecondsSince(Clock::time_point epoch) {
-  return std::chrono::duration<double>(Clock::now() - epoch).count();
-}
+double SecondsSince(Clock::time_point epoch) { return std::chrono::duration<double>(Clock::now() - epoch).count(); }
 
 }  // namespace
 
@@ -81,8 +85,7 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url) {
   return base;
 }
 
-HttpClient::HttpClient(const HttpOptions& options, double timeout_s)
-    : options_(options), client_(MakeClient(options)) {
+HttpClient::HttpClient(const HttpOptions& options, double timeout_s) : options_(options), client_(MakeClient(options)) {
   SetReadTimeout(*client_, timeout_s);
 }
 
@@ -240,8 +243,8 @@ void StreamingClient::Run(const std::string& path, const std::string& json_body,
     // A reply is complete at [DONE] (or, from a server that omits [DONE], at a finish_reason on a cleanly closed
     // stream); a transport error after [DONE] does not matter.
     record.outcome = Outcome::kDisconnected;
-    record.error = StrCat("the stream ended before [DONE] after ", record.content_times_s.size(),
-                          " content chunks", sent ? "" : StrCat(": ", Describe(error)));
+    record.error = StrCat("the stream ended before [DONE] after ", record.content_times_s.size(), " content chunks",
+                          sent ? "" : StrCat(": ", Describe(error)));
   } else if (record.content_times_s.empty()) {
     record.outcome = Outcome::kNoContent;
     record.error = "the stream ended without any generated content";

@@ -6,10 +6,9 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "bench/metrics.h"
@@ -32,7 +31,7 @@ Result<BaseUrl> ParseBaseUrl(std::string_view url);
 
 struct HttpOptions {
   BaseUrl base;
-  std::string api_key;              // sent as "Authorization: Bearer <key>" when not empty
+  std::string api_key;  // sent as "Authorization: Bearer <key>" when not empty
   double connect_timeout_s = 10;
 };
 
@@ -83,7 +82,7 @@ class StreamingClient {
  private:
   HttpOptions options_;
   std::unique_ptr<httplib::Client> client_;
-  std::mutex mutex_;             // guards active_ and deadline_, and serialises stop() calls
+  std::mutex mutex_;  // guards active_ and deadline_, and serialises stop() calls
   bool active_ = false;
   Clock::time_point deadline_;
   std::atomic<bool> timed_out_{false};

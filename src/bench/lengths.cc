@@ -15,9 +15,7 @@ std::string_view RangeConventionName(RangeConvention convention) {
   return convention == RangeConvention::kInferenceX ? "inferencex" : "vllm";
 }
 
-double FixedLengthRatio(RangeConvention convention) {
-  return convention == RangeConvention::kInferenceX ? 1.0 : 0.0;
-}
+double FixedLengthRatio(RangeConvention convention) { return convention == RangeConvention::kInferenceX ? 1.0 : 0.0; }
 
 Result<LengthRange> ComputeLengthRange(int64_t nominal, double ratio, RangeConvention convention) {
   if (nominal < 1) return InvalidArgument("length ", nominal, " must be at least 1 token");

@@ -7,14 +7,22 @@ namespace glint::bench {
 
 std::string_view OutcomeName(Outcome outcome) {
   switch (outcome) {
-    case Outcome::kOk: return "ok";
-    case Outcome::kHttpError: return "http_error";
-    case Outcome::kTimeout: return "timeout";
-    case Outcome::kDisconnected: return "disconnected";
-    case Outcome::kConnectionFailed: return "connection_failed";
-    case Outcome::kBadResponse: return "bad_response";
-    case Outcome::kNoContent: return "no_content";
-    case Outcome::kCancelled: return "cancelled";
+    case Outcome::kOk:
+      return "ok";
+    case Outcome::kHttpError:
+      return "http_error";
+    case Outcome::kTimeout:
+      return "timeout";
+    case Outcome::kDisconnected:
+      return "disconnected";
+    case Outcome::kConnectionFailed:
+      return "connection_failed";
+    case Outcome::kBadResponse:
+      return "bad_response";
+    case Outcome::kNoContent:
+      return "no_content";
+    case Outcome::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -118,10 +126,10 @@ void ComputeLevelMetrics(const std::vector<RequestRecord>& records, const CostMo
     level.total_throughput = static_cast<double>(level.input_tokens + level.output_tokens) / level.duration_s;
     level.output_throughput_per_chip = level.output_throughput / chips;
     level.total_throughput_per_chip = level.total_throughput / chips;
-    level.cost_per_million_output_tokens = CostPerMillionTokens(cost.price_per_chip_hour,
-                                                                level.output_throughput_per_chip);
-    level.cost_per_million_total_tokens = CostPerMillionTokens(cost.price_per_chip_hour,
-                                                               level.total_throughput_per_chip);
+    level.cost_per_million_output_tokens =
+        CostPerMillionTokens(cost.price_per_chip_hour, level.output_throughput_per_chip);
+    level.cost_per_million_total_tokens =
+        CostPerMillionTokens(cost.price_per_chip_hour, level.total_throughput_per_chip);
   }
 }
 

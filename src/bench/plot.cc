@@ -77,21 +77,13 @@ Result<int> RunProgram(const std::vector<std::string>& argv, const std::string& 
 
 std::string ParetoScript(const std::vector<ParetoSeries>& series, const std::string& data_path,
                          const std::string& png_path, const std::string& title) {
-  std::string script = StrCat(
-      "# Pareto plot written by glint bench (docs/bench.md). Rerun with: gnuplot <this file>\n",
-      "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n",
-      "  set terminal pngcairo size 1100,750 noenhanced\n",
-      "} else {\n",
-      "  set terminal png size 1100,750 noenhanced\n",
-      "}\n",
-      "set output ", Quote(png_path), "\n",
-      "set title ", Quote(title), "\n",
-      "set xlabel ", Quote(series.front().x_label), "\n",
-      "set ylabel ", Quote(series.front().y_label), "\n",
-      "set grid\n",
-      "set key outside bottom center horizontal\n",
-      "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05\n",
-      "plot");
+  std::string script =
+      StrCat("# Pareto plot written by glint bench (docs/bench.md). Rerun with: gnuplot <this file>\n",
+             "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n", "  set terminal pngcairo size 1100,750 noenhanced\n",
+             "} else {\n", "  set terminal png size 1100,750 noenhanced\n", "}\n", "set output ", Quote(png_path), "\n",
+             "set title ", Quote(title), "\n", "set xlabel ", Quote(series.front().x_label), "\n", "set ylabel ",
+             Quote(series.front().y_label), "\n", "set grid\n", "set key outside bottom center horizontal\n",
+             "set offsets graph 0.05, graph 0.05, graph 0.05, graph 0.05\n", "plot");
   for (size_t i = 0; i < series.size(); ++i) {
     if (i > 0) script += ", \\\n    ";
     script += StrCat(" ", Quote(data_path), " index ", i, " using 2:3 with linespoints linewidth 2 pointtype 7 title ",

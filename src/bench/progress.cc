@@ -11,19 +11,20 @@ namespace glint::bench {
 TerminalProgress::TerminalProgress(std::FILE* out) : out_(out), interactive_(isatty(fileno(out)) == 1) {}
 
 std::string TerminalProgress::FormatLine(const ProgressSnapshot& snapshot, int bar_width) {
-  const double fraction = snapshot.total > 0 ? std::clamp(static_cast<double>(snapshot.done) /
-                                                              static_cast<double>(snapshot.total), 0.0, 1.0)
-                                             : 1.0;
+  const double fraction =
+      snapshot.total > 0
+          ? std::clamp(static_cast<double>(snapshot.done) / static_cast<double>(snapshot.total), 0.0, 1.0)
+          : 1.0;
   const int filled = static_cast<int>(fraction * bar_width + 0.5);
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(bar_width - filled), '-');
   char elapsed[32];
   std::snprintf(elapsed, sizeof(elapsed), "%.1f s", snapshot.elapsed_s);
-  std::string line = StrCat("[c=", snapshot.concurrency, " ", snapshot.phase, "] [", bar, "] ", snapshot.done, "/",
-                            snapshot.total);
+  std::string line =
+      StrCat("[c=", snapshot.concurrency, " ", snapshot.phase, "] [", bar, "] ", snapshot.done, "/", snapshot.total);
   if (snapshot.phase != "prompts") {  // prompt building has no outcomes or requests in flight
-    line += StrCat("  ok ", snapshot.done - snapshot.failed, "  err ", snapshot.failed, "  in flight ",
-                   snapshot.in_flight);
+    line +=
+        StrCat("  ok ", snapshot.done - snapshot.failed, "  err ", snapshot.failed, "  in flight ", snapshot.in_flight);
   }
   return StrCat(line, "  ", elapsed);
 }

@@ -9,10 +9,10 @@ namespace glint::bench {
 
 struct ProgressSnapshot {
   int concurrency = 0;
-  std::string phase;       // "prompts", "warm-up" or "measure"
-  int64_t total = 0;       // requests (or prompts) in the phase
-  int64_t done = 0;        // finished, whatever the outcome
-  int64_t failed = 0;      // finished with an error
+  std::string phase;   // "prompts", "warm-up" or "measure"
+  int64_t total = 0;   // requests (or prompts) in the phase
+  int64_t done = 0;    // finished, whatever the outcome
+  int64_t failed = 0;  // finished with an error
   int64_t in_flight = 0;
   double elapsed_s = 0;
 };

@@ -1,7 +1,6 @@
-#include <algorithm>
-
 #include "bench/prometheus.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdlib>

@@ -37,11 +37,11 @@ struct SpecDecodeCounters {
 SpecDecodeCounters ExtractSpecDecodeCounters(const std::vector<PrometheusSample>& samples);
 
 struct SpecDecodeMetrics {
-  double drafts = 0;           // deltas over the level
+  double drafts = 0;  // deltas over the level
   double draft_tokens = 0;
   double accepted_tokens = 0;
-  double acceptance_rate = 0;    // accepted / draft tokens
-  double acceptance_length = 0;  // 1 + accepted / drafts: tokens emitted per verification step
+  double acceptance_rate = 0;                        // accepted / draft tokens
+  double acceptance_length = 0;                      // 1 + accepted / drafts: tokens emitted per verification step
   std::vector<double> per_position_acceptance_rate;  // accepted at position i / drafts
 };
 

@@ -47,24 +47,30 @@ Result<std::string> ServerTokenizer::Decode(const std::vector<int32_t>& ids) {
 const std::vector<std::string>& PromptWords() {
   // Common English words: plain ASCII, so every decoded prefix is valid text.
   static const std::vector<std::string> words = {
-      "the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "was", "with", "be", "by", "on", "not",
-      "he", "this", "are", "or", "his", "from", "at", "which", "but", "have", "an", "had", "they", "you", "were",
-      "their", "one", "all", "we", "can", "her", "has", "there", "been", "if", "more", "when", "will", "would",
-      "who", "so", "no", "time", "people", "year", "way", "day", "man", "thing", "woman", "life", "child",
-      "world", "school", "state", "family", "student", "group", "country", "problem", "hand", "part", "place",
-      "case", "week", "company", "system", "program", "question", "work", "government", "number", "night",
-      "point", "home", "water", "room", "mother", "area", "money", "story", "fact", "month", "lot", "right",
-      "study", "book", "eye", "job", "word", "business", "issue", "side", "kind", "head", "house", "service",
-      "friend", "father", "power", "hour", "game", "line", "end", "member", "law", "car", "city", "community",
-      "name", "president", "team", "minute", "idea", "kid", "body", "information", "back", "parent", "face",
-      "others", "level", "office", "door", "health", "person", "art", "war", "history", "party", "result",
-      "change", "morning", "reason", "research", "girl", "guy", "moment", "air", "teacher", "force",
-      "education", "river", "mountain", "garden", "window", "music", "paper", "market", "energy", "signal",
-      "engine", "memory", "stream", "token", "matrix", "vector", "kernel", "cache", "server", "client",
-      "network", "model", "layer", "expert", "router", "batch", "queue", "thread", "socket", "buffer", "record",
-      "quickly", "slowly", "bright", "green", "silent", "heavy", "simple", "careful", "ancient", "modern",
-      "open", "close", "build", "measure", "carry", "follow", "answer", "travel", "gather", "remember",
-      "seven", "twelve", "hundred", "thousand", "north", "south", "winter", "summer", "yellow", "purple"};
+      "the",    "of",      "and",      "to",        "in",         "is",          "that",      "for",     "it",
+      "as",     "was",     "with",     "be",        "by",         "on",          "not",       "he",      "this",
+      "are",    "or",      "his",      "from",      "at",         "which",       "but",       "have",    "an",
+      "had",    "they",    "you",      "were",      "their",      "one",         "all",       "we",      "can",
+      "her",    "has",     "there",    "been",      "if",         "more",        "when",      "will",    "would",
+      "who",    "so",      "no",       "time",      "people",     "year",        "way",       "day",     "man",
+      "thing",  "woman",   "life",     "child",     "world",      "school",      "state",     "family",  "student",
+      "group",  "country", "problem",  "hand",      "part",       "place",       "case",      "week",    "company",
+      "system", "program", "question", "work",      "government", "number",      "night",     "point",   "home",
+      "water",  "room",    "mother",   "area",      "money",      "story",       "fact",      "month",   "lot",
+      "right",  "study",   "book",     "eye",       "job",        "word",        "business",  "issue",   "side",
+      "kind",   "head",    "house",    "service",   "friend",     "father",      "power",     "hour",    "game",
+      "line",   "end",     "member",   "law",       "car",        "city",        "community", "name",    "president",
+      "team",   "minute",  "idea",     "kid",       "body",       "information", "back",      "parent",  "face",
+      "others", "level",   "office",   "door",      "health",     "person",      "art",       "war",     "history",
+      "party",  "result",  "change",   "morning",   "reason",     "research",    "girl",      "guy",     "moment",
+      "air",    "teacher", "force",    "education", "river",      "mountain",    "garden",    "window",  "music",
+      "paper",  "market",  "energy",   "signal",    "engine",     "memory",      "stream",    "token",   "matrix",
+      "vector", "kernel",  "cache",    "server",    "client",     "network",     "model",     "layer",   "expert",
+      "router", "batch",   "queue",    "thread",    "socket",     "buffer",      "record",    "quickly", "slowly",
+      "bright", "green",   "silent",   "heavy",     "simple",     "careful",     "ancient",   "modern",  "open",
+      "close",  "build",   "measure",  "carry",     "follow",     "answer",      "travel",    "gather",  "remember",
+      "seven",  "twelve",  "hundred",  "thousand",  "north",      "south",       "winter",    "summer",  "yellow",
+      "purple"};
   return words;
 }
 
@@ -129,8 +135,7 @@ Result<std::string> PromptFactory::ExactLengthText(int64_t count, bool count_spe
     int64_t cut = content;
     for (int step = 0; step < kSteps; ++step) {
       ++tokenizer_calls_;
-      GLINT_ASSIGN_OR_RETURN(std::string text,
-                             tokenizer_.Decode(std::vector<int32_t>(ids.begin(), ids.begin() + cut)));
+      GLINT_ASSIGN_OR_RETURN(std::string text, tokenizer_.Decode(std::vector<int32_t>(ids.begin(), ids.begin() + cut)));
       GLINT_ASSIGN_OR_RETURN(int64_t length, EncodedLength(text, count_special_tokens));
       if (length == count) return text;
       if (closest < 0 || std::llabs(length - count) < std::llabs(closest - count)) closest = length;

@@ -71,8 +71,8 @@ class PromptFactory {
   Result<int64_t> EncodedLength(const std::string& text, bool add_special_tokens);
 
   Tokenizer& tokenizer_;
-  std::vector<int32_t> pool_;       // distinct ids, ascending (deterministic order for a given tokenizer)
-  int64_t special_tokens_ = -1;     // tokens added to an empty prompt; -1 until measured
+  std::vector<int32_t> pool_;    // distinct ids, ascending (deterministic order for a given tokenizer)
+  int64_t special_tokens_ = -1;  // tokens added to an empty prompt; -1 until measured
   int64_t tokenizer_calls_ = 0;
 };
 

@@ -15,8 +15,8 @@ using nlohmann::json;
 json Number(double value) { return std::isfinite(value) ? json(value) : json(nullptr); }
 
 json SummaryToJson(const Summary& summary) {
-  return {{"count", summary.count}, {"mean", Number(summary.mean)}, {"median", Number(summary.median)},
-          {"p90", Number(summary.p90)}, {"p99", Number(summary.p99)}, {"min", Number(summary.min)},
+  return {{"count", summary.count},     {"mean", Number(summary.mean)}, {"median", Number(summary.median)},
+          {"p90", Number(summary.p90)}, {"p99", Number(summary.p99)},   {"min", Number(summary.min)},
           {"max", Number(summary.max)}, {"std", Number(summary.stddev)}};
 }
 
@@ -85,7 +85,8 @@ std::vector<LevelColumn> LevelColumns() {
       {"failed", count(&LevelResult::failed)},
       {"cancelled", count(&LevelResult::cancelled)},
       {"skipped", count(&LevelResult::skipped)},
-      {"errors", [](const LevelResult& l) {
+      {"errors",
+       [](const LevelResult& l) {
          std::string text;
          for (const auto& [kind, n] : l.errors) text += StrCat(text.empty() ? "" : ";", kind, "=", n);
          return CsvText(text);
@@ -112,19 +113,21 @@ std::vector<LevelColumn> LevelColumns() {
       {"e2e_interactivity_p90", number(&LevelResult::e2e_interactivity_p90)},
       {"cost_per_million_output_tokens", number(&LevelResult::cost_per_million_output_tokens)},
       {"cost_per_million_total_tokens", number(&LevelResult::cost_per_million_total_tokens)},
-      {"usage_requests_without_usage", [](const LevelResult& l) {
-         return std::to_string(l.usage.requests_without_usage); }},
+      {"usage_requests_without_usage",
+       [](const LevelResult& l) { return std::to_string(l.usage.requests_without_usage); }},
       {"usage_completion_tokens", [](const LevelResult& l) { return std::to_string(l.usage.usage_completion_tokens); }},
       {"usage_content_chunks", [](const LevelResult& l) { return std::to_string(l.usage.content_chunks); }},
-      {"usage_completion_vs_chunks_mismatches", [](const LevelResult& l) {
-         return std::to_string(l.usage.completion_vs_chunks_mismatches); }},
+      {"usage_completion_vs_chunks_mismatches",
+       [](const LevelResult& l) { return std::to_string(l.usage.completion_vs_chunks_mismatches); }},
       {"usage_prompt_mismatches", [](const LevelResult& l) { return std::to_string(l.usage.prompt_mismatches); }},
-      {"usage_output_length_mismatches", [](const LevelResult& l) {
-         return std::to_string(l.usage.output_length_mismatches); }},
-      {"spec_acceptance_rate", [](const LevelResult& l) {
-         return l.spec_decode ? CsvNumber(l.spec_decode->acceptance_rate) : std::string(); }},
-      {"spec_acceptance_length", [](const LevelResult& l) {
-         return l.spec_decode ? CsvNumber(l.spec_decode->acceptance_length) : std::string(); }},
+      {"usage_output_length_mismatches",
+       [](const LevelResult& l) { return std::to_string(l.usage.output_length_mismatches); }},
+      {"spec_acceptance_rate",
+       [](const LevelResult& l) { return l.spec_decode ? CsvNumber(l.spec_decode->acceptance_rate) : std::string(); }},
+      {"spec_acceptance_length",
+       [](const LevelResult& l) {
+         return l.spec_decode ? CsvNumber(l.spec_decode->acceptance_length) : std::string();
+       }},
   };
   columns.insert(columns.end(), tail.begin(), tail.end());
   return columns;
@@ -267,18 +270,19 @@ std::string SummaryTable(const BenchRun& run) {
   out += line;
   for (const LevelResult& l : run.levels) {
     std::snprintf(line, sizeof(line), "%6d %11s %5lld %8s %10s %10s %10s %9s %9s %9s %9s %9s %9s %10s %10s %9s%s\n",
-                  l.concurrency, StrCat(l.completed, "/", l.requests_sent).c_str(),
-                  static_cast<long long>(l.failed), Fixed(l.duration_s, 1).c_str(),
-                  Fixed(l.output_throughput, 1).c_str(), Fixed(l.total_throughput, 1).c_str(),
-                  Fixed(l.total_throughput_per_chip, 1).c_str(), Fixed(l.ttft_ms.median, 1).c_str(),
-                  Fixed(l.ttft_ms.p99, 1).c_str(), Fixed(l.tpot_ms.median, 2).c_str(), Fixed(l.tpot_ms.p99, 2).c_str(),
-                  Fixed(l.itl_ms.p99, 2).c_str(), Fixed(l.e2e_ms.median, 0).c_str(),
-                  Fixed(l.interactivity_median, 1).c_str(), Fixed(l.e2e_interactivity_p90, 1).c_str(),
-                  Fixed(l.cost_per_million_output_tokens, 3).c_str(), l.interrupted ? "  (interrupted)" : "");
+                  l.concurrency, StrCat(l.completed, "/", l.requests_sent).c_str(), static_cast<long long>(l.failed),
+                  Fixed(l.duration_s, 1).c_str(), Fixed(l.output_throughput, 1).c_str(),
+                  Fixed(l.total_throughput, 1).c_str(), Fixed(l.total_throughput_per_chip, 1).c_str(),
+                  Fixed(l.ttft_ms.median, 1).c_str(), Fixed(l.ttft_ms.p99, 1).c_str(),
+                  Fixed(l.tpot_ms.median, 2).c_str(), Fixed(l.tpot_ms.p99, 2).c_str(), Fixed(l.itl_ms.p99, 2).c_str(),
+                  Fixed(l.e2e_ms.median, 0).c_str(), Fixed(l.interactivity_median, 1).c_str(),
+                  Fixed(l.e2e_interactivity_p90, 1).c_str(), Fixed(l.cost_per_million_output_tokens, 3).c_str(),
+                  l.interrupted ? "  (interrupted)" : "");
     out += line;
   }
-  out += "  (latencies in ms; tok/s/user = 1000 / median TPOT; E2E tok/s = 1 / p90 of "
-         "E2E per output token)\n";
+  out +=
+      "  (latencies in ms; tok/s/user = 1000 / median TPOT; E2E tok/s = 1 / p90 of "
+      "E2E per output token)\n";
   for (const LevelResult& l : run.levels) {
     std::string notes;
     for (const auto& [kind, n] : l.errors) notes += StrCat(" ", kind, "=", n);
@@ -293,8 +297,8 @@ std::string SummaryTable(const BenchRun& run) {
                       " tokens in ", l.usage.content_chunks, " chunks)");
     }
     if (l.spec_decode) {
-      notes += StrCat(" spec-decode acceptance=", Fixed(l.spec_decode->acceptance_rate, 3), " length=",
-                      Fixed(l.spec_decode->acceptance_length, 2));
+      notes += StrCat(" spec-decode acceptance=", Fixed(l.spec_decode->acceptance_rate, 3),
+                      " length=", Fixed(l.spec_decode->acceptance_length, 2));
     }
     if (!notes.empty()) out += StrCat("  c=", l.concurrency, ":", notes, "\n");
   }

@@ -3,10 +3,9 @@
 // request), and the summary table printed at the end. Also reads result files back for the comparison plot.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/status.h"
 #include "bench/runner.h"

@@ -51,7 +51,7 @@ struct Phase {
   const std::atomic<bool>& stop;
   Clock::time_point epoch;
   ClientRegistry registry;
-  std::mutex mutex;                      // guards records and skipped
+  std::mutex mutex;  // guards records and skipped
   std::vector<RequestRecord> records;
   int64_t skipped = 0;
   std::atomic<int64_t> next_index{0};
@@ -97,8 +97,8 @@ class SessionRunner {
       json body;
       if (chat) {
         const std::string& text = std::get<std::string>(turn.user_prompt);
-        messages.push_back({{"role", "user"}, {"content", subagent_reports.empty() ? text
-                                                                                  : subagent_reports + "\n\n" + text}});
+        messages.push_back(
+            {{"role", "user"}, {"content", subagent_reports.empty() ? text : subagent_reports + "\n\n" + text}});
         body = GenerationBody(phase_.config, turn, &messages);
       } else {
         body = GenerationBody(phase_.config, turn, nullptr);
@@ -214,8 +214,8 @@ PhaseResult RunPhase(const BenchConfig& config, const HttpOptions& http, const s
     });
   }
 
-  const auto interval = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(hooks.watchdog_interval_s));
+  const auto interval =
+      std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(hooks.watchdog_interval_s));
   const Clock::time_point phase_start = Clock::now();
   auto snapshot = [&] {
     ProgressSnapshot s;
@@ -314,8 +314,7 @@ std::string UtcTimestamp() {
   return text;
 }
 
-Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop, const RunHooks& hooks,
-                    BenchRun& run) {
+Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop, const RunHooks& hooks, BenchRun& run) {
   GLINT_RETURN_IF_ERROR(ValidateConfig(config_in));
   run = BenchRun();
   run.config = config_in;
@@ -365,8 +364,7 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
         run.interrupted = true;
         break;
       }
-      run.stopped_by_error = StrCat("building the prompts of concurrency ", concurrency, ": ",
-                                    plan.status().message());
+      run.stopped_by_error = StrCat("building the prompts of concurrency ", concurrency, ": ", plan.status().message());
       finish();
       return Status(plan.status().code(), run.stopped_by_error);
     }
@@ -383,8 +381,8 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
     PhaseResult measured;
     Result<SpecDecodeCounters> before = ScrapeSpecDecode(setup);
     if (!stop.load()) {
-      measured = RunPhase(config, http, stop, hooks, plan->sessions, concurrency, plan->requests, "measure",
-                          Clock::now());
+      measured =
+          RunPhase(config, http, stop, hooks, plan->sessions, concurrency, plan->requests, "measure", Clock::now());
     } else {
       for (const SessionPlan& session : plan->sessions) measured.skipped += CountRequests(session);
     }

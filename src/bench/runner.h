@@ -17,10 +17,10 @@
 namespace glint::bench {
 
 struct BenchRun {
-  BenchConfig config;          // as run: the model and seed resolved
-  std::string started_at;      // ISO 8601 UTC
+  BenchConfig config;      // as run: the model and seed resolved
+  std::string started_at;  // ISO 8601 UTC
   std::string finished_at;
-  bool interrupted = false;    // Ctrl-C: the last level is partial and later levels were not run
+  bool interrupted = false;      // Ctrl-C: the last level is partial and later levels were not run
   std::string stopped_by_error;  // a setup failure that ended the sweep early (the levels before it are valid)
   std::vector<LevelResult> levels;
   std::vector<std::vector<RequestRecord>> level_requests;  // (levels) the measured requests of each level

@@ -26,18 +26,18 @@ class SseParser {
  private:
   void EndLine(std::vector<std::string>& events);
 
-  std::string line_;        // the line being read (without its terminator)
-  std::string data_;        // the data of the event being built
-  bool has_data_ = false;   // at least one data: line in the current event
-  bool after_cr_ = false;   // the previous byte was \r, so a following \n belongs to the same line end
+  std::string line_;       // the line being read (without its terminator)
+  std::string data_;       // the data of the event being built
+  bool has_data_ = false;  // at least one data: line in the current event
+  bool after_cr_ = false;  // the previous byte was \r, so a following \n belongs to the same line end
 };
 
 // What one streamed chunk of /v1/completions or /v1/chat/completions says.
 struct StreamChunk {
-  bool done = false;          // the "[DONE]" sentinel that ends the stream
-  bool has_content = false;   // the chunk carries generated output: completion text, or a chat delta with content,
-                              // reasoning_content or tool_calls
-  std::string text;           // completion text or chat delta content (reasoning excluded: not replayed in history)
+  bool done = false;         // the "[DONE]" sentinel that ends the stream
+  bool has_content = false;  // the chunk carries generated output: completion text, or a chat delta with content,
+                             // reasoning_content or tool_calls
+  std::string text;          // completion text or chat delta content (reasoning excluded: not replayed in history)
   std::optional<std::string> finish_reason;
   std::optional<int64_t> prompt_tokens;      // from "usage" (stream_options.include_usage)
   std::optional<int64_t> completion_tokens;  // from "usage"

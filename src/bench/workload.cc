@@ -89,7 +89,8 @@ int64_t CountRequests(const SessionPlan& session) {
 Result<LevelPlan> PlanLevel(const BenchConfig& config, uint64_t seed, int concurrency, PromptFactory& prompts,
                             const std::atomic<bool>& stop, const std::function<void(int64_t, int64_t)>& on_session) {
   Ranges ranges;
-  GLINT_ASSIGN_OR_RETURN(ranges.input, ComputeLengthRange(config.input_len, RangeRatio(config), config.range_convention));
+  GLINT_ASSIGN_OR_RETURN(ranges.input,
+                         ComputeLengthRange(config.input_len, RangeRatio(config), config.range_convention));
   GLINT_ASSIGN_OR_RETURN(ranges.output,
                          ComputeLengthRange(config.output_len, RangeRatio(config), config.range_convention));
   // Separate streams for warm-up and measured prompts, and per level, so no two share a prefix by construction.

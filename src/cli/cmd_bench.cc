@@ -32,8 +32,8 @@ struct BenchFlags {
   std::vector<std::string> compare;
 };
 
-Status RunBench(BenchFlags& flags, const CLI::Option* range_ratio, const CLI::Option* seed,
-                const CLI::Option* price, const CLI::Option* base_url) {
+Status RunBench(BenchFlags& flags, const CLI::Option* range_ratio, const CLI::Option* seed, const CLI::Option* price,
+                const CLI::Option* base_url) {
   bench::BenchConfig& config = flags.config;
   if (!flags.compare.empty()) {
     if (base_url->count() > 0) return InvalidArgument("use either --base-url (run a sweep) or --compare, not both");
@@ -62,8 +62,7 @@ Status RunBench(BenchFlags& flags, const CLI::Option* range_ratio, const CLI::Op
   struct sigaction previous {};
   sigaction(SIGINT, &action, &previous);
   bench::TerminalProgress progress(stderr);
-  Status status = bench::RunBenchCommand(config, g_bench_stop_requested, stdout,
-                                         config.progress ? &progress : nullptr);
+  Status status = bench::RunBenchCommand(config, g_bench_stop_requested, stdout, config.progress ? &progress : nullptr);
   sigaction(SIGINT, &previous, nullptr);
   return status;
 }
@@ -71,14 +70,15 @@ Status RunBench(BenchFlags& flags, const CLI::Option* range_ratio, const CLI::Op
 CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
   auto flags = std::make_shared<BenchFlags>();
   bench::BenchConfig& c = flags->config;
-  auto* base_url = command.add_option("--base-url", c.base_url,
-                                      "server root, e.g. http://127.0.0.1:8000 (without /v1)");
+  auto* base_url =
+      command.add_option("--base-url", c.base_url, "server root, e.g. http://127.0.0.1:8000 (without /v1)");
   command.add_option("--model", c.model, "model name to request (default: the first of GET /v1/models)");
   command.add_option("--api-key", c.api_key, "sent as 'Authorization: Bearer KEY'")->envname("OPENAI_API_KEY");
   command.add_option("--label", c.label, "name of this run in tables and plots (default: MODEL @ URL)");
   command.add_option("--workload", flags->workload, "random or multiturn")->capture_default_str();
-  command.add_option("--prompt-format", flags->prompt_format,
-                     "text (exact length via the server's /tokenize) or token-ids (prompt as a list of ids)")
+  command
+      .add_option("--prompt-format", flags->prompt_format,
+                  "text (exact length via the server's /tokenize) or token-ids (prompt as a list of ids)")
       ->capture_default_str();
   command.add_option("--input-len", c.input_len, "prompt tokens (multiturn: first context)")->capture_default_str();
   command.add_option("--output-len", c.output_len, "output tokens per request (ignore_eos)")->capture_default_str();
@@ -103,7 +103,8 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
   command.add_option("--turns", c.turns, "multiturn: turns per session")->capture_default_str();
   command.add_option("--turn-input-len", c.turn_input_len, "multiturn: tokens of each later user message")
       ->capture_default_str();
-  command.add_option("--subagent-every", c.subagent_every, "multiturn: a sub-agent burst after every N-th turn (0: none)")
+  command
+      .add_option("--subagent-every", c.subagent_every, "multiturn: a sub-agent burst after every N-th turn (0: none)")
       ->capture_default_str();
   command.add_option("--subagents", c.subagents, "multiturn: sub-agent sessions per burst")->capture_default_str();
   command.add_option("--subagent-turns", c.subagent_turns, "multiturn: turns per sub-agent session")
@@ -112,8 +113,9 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
       ->capture_default_str();
   command.add_option("--out", c.out_dir, "output directory for results and plots")->capture_default_str();
   command.add_flag("--no-progress", flags->no_progress, "no live progress bar");
-  command.add_option("--compare", flags->compare,
-                     "overlay the Pareto curves of these results.json files on OUT/compare.png (no sweep)")
+  command
+      .add_option("--compare", flags->compare,
+                  "overlay the Pareto curves of these results.json files on OUT/compare.png (no sweep)")
       ->expected(1, -1);
   return [flags, range_ratio, seed, price, base_url] { return RunBench(*flags, range_ratio, seed, price, base_url); };
 };

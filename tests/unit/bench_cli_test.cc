@@ -77,10 +77,31 @@ TEST(BenchCli, SweepWritesResultsTableAndPlotThenCompares) {
   });
   const std::string dir = testing::MakeTempDir("bench_cli_sweep");
   const std::string out = JoinPath(dir, "results");
-  const Child child = SpawnGlint({"--base-url", server.base_url(), "--input-len", "8", "--output-len", "3",
-                                  "--concurrency", "1,2", "--prompts-per-level", "2", "--warmup-requests", "1",
-                                  "--seed", "1", "--no-progress", "--chips", "2", "--price-per-chip-hour", "3",
-                                  "--range-ratio", "0.5", "--range-convention", "vllm", "--out", out},
+  const Child child = SpawnGlint({"--base-url",
+                                  server.base_url(),
+                                  "--input-len",
+                                  "8",
+                                  "--output-len",
+                                  "3",
+                                  "--concurrency",
+                                  "1,2",
+                                  "--prompts-per-level",
+                                  "2",
+                                  "--warmup-requests",
+                                  "1",
+                                  "--seed",
+                                  "1",
+                                  "--no-progress",
+                                  "--chips",
+                                  "2",
+                                  "--price-per-chip-hour",
+                                  "3",
+                                  "--range-ratio",
+                                  "0.5",
+                                  "--range-convention",
+                                  "vllm",
+                                  "--out",
+                                  out},
                                  dir);
   ASSERT_EQ(WaitFor(child, 60), 0) << Slurp(child.stderr_path);
   const std::string printed = Slurp(child.stdout_path);
@@ -105,9 +126,8 @@ TEST(BenchCli, SweepWritesResultsTableAndPlotThenCompares) {
   EXPECT_TRUE(PathExists(JoinPath(out, "results.csv")));
 
   const std::string compare = JoinPath(dir, "compare");
-  const Child overlay = SpawnGlint({"--compare", JoinPath(out, "results.json"), JoinPath(out, "results.json"),
-                                    "--out", compare},
-                                   dir);
+  const Child overlay =
+      SpawnGlint({"--compare", JoinPath(out, "results.json"), JoinPath(out, "results.json"), "--out", compare}, dir);
   ASSERT_EQ(WaitFor(overlay, 30), 0) << Slurp(overlay.stderr_path);
   EXPECT_TRUE(PathExists(JoinPath(compare, "compare.png")));
 }
@@ -121,10 +141,10 @@ TEST(BenchCli, CtrlCStopsTheSweepAndWritesPartialResults) {
   });
   const std::string dir = testing::MakeTempDir("bench_cli_sigint");
   const std::string out = JoinPath(dir, "results");
-  const Child child = SpawnGlint({"--base-url", server.base_url(), "--input-len", "8", "--output-len", "20",
-                                  "--concurrency", "2,4", "--prompts-per-level", "6", "--warmup-requests", "0",
-                                  "--no-progress", "--out", out},
-                                 dir);
+  const Child child =
+      SpawnGlint({"--base-url", server.base_url(), "--input-len", "8", "--output-len", "20", "--concurrency", "2,4",
+                  "--prompts-per-level", "6", "--warmup-requests", "0", "--no-progress", "--out", out},
+                 dir);
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (server.generation_requests() < 2 && std::chrono::steady_clock::now() < give_up) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -16,26 +16,25 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 namespace glint::bench::fake {
 
 struct FakeReply {
-  int http_status = 200;               // not 200: `error_body`, no stream
+  int http_status = 200;  // not 200: `error_body`, no stream
   std::string error_body = R"({"error":{"message":"scripted failure","type":"InternalServerError","code":500}})";
-  double ttft_s = 0.0;                 // first content chunk this long after the request arrived
-  double itl_s = 0.0;                  // between content chunks
-  int64_t tokens = -1;                 // completion tokens; -1: the request's max_tokens (ignore_eos)
-  int tokens_per_chunk = 1;            // > 1 imitates speculative decoding (several tokens per chunk)
+  double ttft_s = 0.0;                   // first content chunk this long after the request arrived
+  double itl_s = 0.0;                    // between content chunks
+  int64_t tokens = -1;                   // completion tokens; -1: the request's max_tokens (ignore_eos)
+  int tokens_per_chunk = 1;              // > 1 imitates speculative decoding (several tokens per chunk)
   int64_t disconnect_after_chunks = -1;  // ≥ 0: drop the connection after this many content chunks
-  bool stall = false;                  // send only SSE comments until the client gives up
-  bool garbage_chunk = false;          // the first content chunk is not JSON
-  bool include_usage = true;           // honour stream_options.include_usage
+  bool stall = false;                    // send only SSE comments until the client gives up
+  bool garbage_chunk = false;            // the first content chunk is not JSON
+  bool include_usage = true;             // honour stream_options.include_usage
   int64_t usage_completion_tokens = -1;  // ≥ 0: report this instead of the tokens sent
 };
 
@@ -52,12 +51,10 @@ class FakeServer {
     });
     server_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
     server_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
-    server_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      Generate(req, res, /*chat=*/false);
-    });
-    server_.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
-      Generate(req, res, /*chat=*/true);
-    });
+    server_.Post("/v1/completions",
+                 [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, /*chat=*/false); });
+    server_.Post("/v1/chat/completions",
+                 [this](const httplib::Request& req, httplib::Response& res) { Generate(req, res, /*chat=*/true); });
     server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) { Metrics(res); });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
@@ -176,8 +173,8 @@ class FakeServer {
       split("vllm:spec_decode_num_draft_tokens_total", kDraftTokensPerRequest);
       split("vllm:spec_decode_num_accepted_tokens_total", kAcceptedPerRequest);
       for (int position = 0; position < 3; ++position) {
-        out << "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"fake-model\",position=\""
-            << position << "\"} " << n * kAcceptedPerPosition[position] << "\n";
+        out << "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"fake-model\",position=\"" << position
+            << "\"} " << n * kAcceptedPerPosition[position] << "\n";
       }
     }
     res.set_content(out.str(), "text/plain; version=0.0.4");
@@ -187,8 +184,8 @@ class FakeServer {
     while (!stopping_) {
       const auto now = std::chrono::steady_clock::now();
       if (now >= deadline) return;
-      std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(deadline - now,
-                                                                                std::chrono::milliseconds(5)));
+      std::this_thread::sleep_for(
+          std::min<std::chrono::steady_clock::duration>(deadline - now, std::chrono::milliseconds(5)));
     }
   }
 
@@ -212,16 +209,17 @@ class FakeServer {
     }
     const int64_t tokens = reply.tokens >= 0 ? reply.tokens : body["max_tokens"].get<int64_t>();
     const int64_t prompt_tokens = PromptTokens(body);
-    const bool usage = reply.include_usage && body.value("stream_options", nlohmann::json::object())
-                                                  .value("include_usage", false);
+    const bool usage =
+        reply.include_usage && body.value("stream_options", nlohmann::json::object()).value("include_usage", false);
     const int active = ++active_;
     for (int seen = max_active_.load(); active > seen && !max_active_.compare_exchange_weak(seen, active);) {
     }
     auto provider = [this, reply, tokens, prompt_tokens, usage, chat, arrival](size_t, httplib::DataSink& sink) {
       auto write = [&sink](const std::string& text) { return sink.write(text.data(), text.size()); };
       const std::string object = chat ? "chat.completion.chunk" : "text_completion";
-      if (chat) write(Event({{"object", object}, {"choices", {{{"index", 0}, {"delta", {{"role", "assistant"},
-                                                                                         {"content", ""}}}}}}}));
+      if (chat)
+        write(Event(
+            {{"object", object}, {"choices", {{{"index", 0}, {"delta", {{"role", "assistant"}, {"content", ""}}}}}}}));
       if (reply.stall) {
         while (!stopping_) {
           if (!write(": waiting\n\n")) return false;
@@ -261,8 +259,10 @@ class FakeServer {
         const int64_t completion = reply.usage_completion_tokens >= 0 ? reply.usage_completion_tokens : tokens;
         write(Event({{"object", object},
                      {"choices", nlohmann::json::array()},
-                     {"usage", {{"prompt_tokens", prompt_tokens}, {"completion_tokens", completion},
-                                {"total_tokens", prompt_tokens + completion}}}}));
+                     {"usage",
+                      {{"prompt_tokens", prompt_tokens},
+                       {"completion_tokens", completion},
+                       {"total_tokens", prompt_tokens + completion}}}}));
       }
       ++completed_;  // counted before [DONE], so a /metrics scrape after the reply sees it
       write("data: [DONE]\n\n");

@@ -83,7 +83,7 @@ TEST(BenchLevelMetrics, CountsThroughputLatencyAndCost) {
   EXPECT_EQ(level.error_examples[0], "http_500: scripted");
 
   EXPECT_EQ(level.output_tokens, 4 + 2 + 1 + 4);
-  EXPECT_EQ(level.input_tokens, 10 + 12 + 8 + 9);  // usage, or the built length when usage is missing
+  EXPECT_EQ(level.input_tokens, 10 + 12 + 8 + 9);   // usage, or the built length when usage is missing
   EXPECT_NEAR(level.duration_s, 0.60, kTolerance);  // first send 0.00 → last end 0.60 (the cancelled request)
   EXPECT_NEAR(level.request_throughput, 4 / 0.6, kTolerance);
   EXPECT_NEAR(level.output_throughput, 11 / 0.6, kTolerance);

@@ -45,7 +45,8 @@ TEST(BenchSse, AnEventThatNeverEndsIsAnError) {
 }
 
 TEST(BenchStreamChunk, CompletionTextUsageAndFinish) {
-  ASSERT_OK_AND_ASSIGN(StreamChunk text, ParseStreamChunk(R"({"choices":[{"index":0,"text":"Hi","finish_reason":null}]})"));
+  ASSERT_OK_AND_ASSIGN(StreamChunk text,
+                       ParseStreamChunk(R"({"choices":[{"index":0,"text":"Hi","finish_reason":null}]})"));
   EXPECT_TRUE(text.has_content);
   EXPECT_EQ(text.text, "Hi");
   EXPECT_FALSE(text.finish_reason.has_value());
@@ -56,7 +57,8 @@ TEST(BenchStreamChunk, CompletionTextUsageAndFinish) {
   EXPECT_EQ(usage.prompt_tokens, 12);
   EXPECT_EQ(usage.completion_tokens, 5);
 
-  ASSERT_OK_AND_ASSIGN(StreamChunk finish, ParseStreamChunk(R"({"choices":[{"text":"","finish_reason":"length"}],"usage":null})"));
+  ASSERT_OK_AND_ASSIGN(StreamChunk finish,
+                       ParseStreamChunk(R"({"choices":[{"text":"","finish_reason":"length"}],"usage":null})"));
   EXPECT_FALSE(finish.has_content);
   EXPECT_EQ(finish.finish_reason, "length");
   EXPECT_FALSE(finish.completion_tokens.has_value());
@@ -66,7 +68,8 @@ TEST(BenchStreamChunk, CompletionTextUsageAndFinish) {
 }
 
 TEST(BenchStreamChunk, ChatDeltasReasoningAndToolCallsAreContent) {
-  ASSERT_OK_AND_ASSIGN(StreamChunk role, ParseStreamChunk(R"({"choices":[{"delta":{"role":"assistant","content":""}}]})"));
+  ASSERT_OK_AND_ASSIGN(StreamChunk role,
+                       ParseStreamChunk(R"({"choices":[{"delta":{"role":"assistant","content":""}}]})"));
   EXPECT_FALSE(role.has_content);  // the opening role chunk carries no output: it must not stop the TTFT clock
   ASSERT_OK_AND_ASSIGN(StreamChunk content, ParseStreamChunk(R"({"choices":[{"delta":{"content":"ok"}}]})"));
   EXPECT_TRUE(content.has_content);

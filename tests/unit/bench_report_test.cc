@@ -148,7 +148,8 @@ TEST(BenchProgress, LinesShowTheLevelPhaseAndCounts) {
   snapshot.failed = 1;
   snapshot.in_flight = 4;
   snapshot.elapsed_s = 12.34;
-  EXPECT_EQ(TerminalProgress::FormatLine(snapshot, 8), "[c=4 measure] [##------] 10/40  ok 9  err 1  in flight 4  12.3 s");
+  EXPECT_EQ(TerminalProgress::FormatLine(snapshot, 8),
+            "[c=4 measure] [##------] 10/40  ok 9  err 1  in flight 4  12.3 s");
   snapshot.phase = "prompts";
   snapshot.done = 40;
   EXPECT_EQ(TerminalProgress::FormatLine(snapshot, 4), "[c=4 prompts] [####] 40/40  12.3 s");

@@ -230,8 +230,8 @@ TEST(BenchAgainstFakeServer, InvalidUtf8InAServerErrorDoesNotBreakTheResultFiles
 TEST(BenchAgainstFakeServer, UsageIsCrossCheckedAgainstTheChunksCounted) {
   FakeServer server([](int64_t number, const nlohmann::json&) {
     FakeReply reply;
-    if (number == 1) reply.tokens_per_chunk = 2;        // 5 tokens in 3 chunks, as with speculative decoding
-    if (number == 2) reply.include_usage = false;       // output counted from the 5 chunks
+    if (number == 1) reply.tokens_per_chunk = 2;         // 5 tokens in 3 chunks, as with speculative decoding
+    if (number == 2) reply.include_usage = false;        // output counted from the 5 chunks
     if (number == 3) reply.usage_completion_tokens = 4;  // usage disagrees with the 5 chunks and max_tokens
     return reply;
   });
@@ -313,7 +313,7 @@ TEST(BenchAgainstFakeServer, MultiTurnSessionsExtendTheirContextAndBurstSubagent
 
   std::vector<nlohmann::json> bodies = server.generation_bodies();
   ASSERT_EQ(bodies.size(), 23u);
-  bodies.erase(bodies.begin());  // the warm-up
+  bodies.erase(bodies.begin());                                      // the warm-up
   std::map<std::string, std::vector<nlohmann::json>> conversations;  // first user message → its requests
   for (const nlohmann::json& body : bodies) {
     conversations[body["messages"][0]["content"].get<std::string>()].push_back(body);
@@ -430,8 +430,9 @@ TEST(BenchAgainstFakeServer, UnusableServersAreClearErrors) {
   std::atomic<bool> stop{false};
   BenchRun run;
   config.model = "nope";
-  EXPECT_ERROR_CONTAINS(RunBenchmark(config, stop, RunHooks(), run), "--model nope is not served; GET /v1/models "
-                                                                     "lists: fake-model");
+  EXPECT_ERROR_CONTAINS(RunBenchmark(config, stop, RunHooks(), run),
+                        "--model nope is not served; GET /v1/models "
+                        "lists: fake-model");
   config.model = "";
   server.tokenize_enabled = false;
   const Status no_tokenize = RunBenchmark(config, stop, RunHooks(), run);
