@@ -16,6 +16,7 @@
 
 #include "base/file.h"
 #include "bench/bench.h"
+#include "bench/http.h"
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "bench_fake_server.h"
@@ -181,18 +182,20 @@ TEST(BenchAgainstFakeServer, FailuresAreCountedPerLevelAndNeverFatal) {
     if (number == 2) reply.disconnect_after_chunks = 2;
     if (number == 3) reply.stall = true;
     if (number == 4) reply.garbage_chunk = true;
+    if (number == 6) reply.tokens = 0;  // a normal end without any output
     return reply;
   });
   BenchConfig config = FakeConfig(server);
-  config.prompts_per_level = 6;
+  config.prompts_per_level = 7;
   config.request_timeout_s = 0.4;
   const BenchRun run = RunOk(config);
   const LevelResult& level = run.levels[0];
-  EXPECT_EQ(level.requests_sent, 6);
+  EXPECT_EQ(level.requests_sent, 7);
   EXPECT_EQ(level.completed, 2);
-  EXPECT_EQ(level.failed, 4);
-  EXPECT_EQ(level.errors, (std::map<std::string, int64_t>{
-                              {"http_500", 1}, {"disconnected", 1}, {"timeout", 1}, {"bad_response", 1}}));
+  EXPECT_EQ(level.failed, 5);
+  EXPECT_EQ(level.errors,
+            (std::map<std::string, int64_t>{
+                {"http_500", 1}, {"disconnected", 1}, {"timeout", 1}, {"bad_response", 1}, {"no_content", 1}}));
   EXPECT_EQ(level.output_tokens, 10);  // only the two completed requests count
   const auto& records = run.level_requests[0];
   EXPECT_EQ(records[1].http_status, 500);
@@ -203,6 +206,17 @@ TEST(BenchAgainstFakeServer, FailuresAreCountedPerLevelAndNeverFatal) {
   EXPECT_LE(timeout_e2e, 0.4 + 0.1);  // the watchdog checks every 20 ms
   EXPECT_NE(records[4].error.find("not a JSON object"), std::string::npos);
   EXPECT_EQ(records[5].outcome, Outcome::kOk);  // the client recovers after each failure
+}
+
+TEST(BenchStreamingClient, NoListenerIsAConnectionFailure) {
+  HttpOptions options;
+  ASSERT_OK_AND_ASSIGN(options.base, ParseBaseUrl("http://127.0.0.1:1"));  // port 1: nothing listens on loopback
+  StreamingClient client(options);
+  RequestRecord record;
+  std::string text;
+  client.Run("/v1/completions", "{}", 5.0, Clock::now(), record, text);
+  EXPECT_EQ(record.outcome, Outcome::kConnectionFailed);
+  EXPECT_NE(record.error.find("could not connect"), std::string::npos) << record.error;
 }
 
 TEST(BenchAgainstFakeServer, InvalidUtf8InAServerErrorDoesNotBreakTheResultFiles) {
