@@ -225,14 +225,21 @@ Table RooflineTable(const PlanInputs& in, const std::vector<SchemeFootprint>& fo
   table.id = "roofline";
   table.title = StrCat("Roofline at ", FormatInteger(in.context), " tokens of context (decode at batch 1 and ",
                        in.concurrency, "; prefill of a ", FormatInteger(in.context), "-token prompt)");
-  table.columns = {{"topology", "topology", false},       {"scheme", "scheme", false},
-                   {"fits", "fits", false},               {"b1_step", "b=1 step"},               {"b1_tokens_per_s", "b=1 tok/s"},
-                   {"b1_collectives", "b=1 collectives"}, {"b1_bound", "b=1 bound", false},
+  const int hot = BatchForExpertsHot(in.config);
+  table.columns = {{"topology", "topology", false},
+                   {"scheme", "scheme", false},
+                   {"fits", "fits", false},
+                   {"b1_step", "b=1 step"},
+                   {"b1_tokens_per_s", "b=1 tok/s"},
+                   {"b1_collectives", "b=1 collectives"},
+                   {"b1_bound", "b=1 bound", false},
                    {"bn_step", StrCat("b=", in.concurrency, " step")},
                    {"bn_tokens_per_s", StrCat("b=", in.concurrency, " tok/s")},
-                   {"bn_bound", StrCat("b=", in.concurrency, " bound"), false},
-                   {"all_experts_read", "all-experts read"},
-                   {"prefill_tokens_per_s", "prefill tok/s"}, {"prefill_dtypes", "prefill dtypes", false}};
+                   {"hot_step", StrCat("b=", hot, " step")},
+                   {"hot_tokens_per_s", StrCat("b=", hot, " tok/s")},
+                   {"hot_bound", StrCat("b=", hot, " bound"), false},
+                   {"prefill_tokens_per_s", "prefill tok/s"},
+                   {"prefill_dtypes", "prefill dtypes", false}};
   const Assumptions& a = in.assumptions;
   for (const Topology& topology : in.topologies) {
     const Chip* chip = in.catalogue.FindChip(topology.chip);
@@ -240,6 +247,7 @@ Table RooflineTable(const PlanInputs& in, const std::vector<SchemeFootprint>& fo
       const RooflineInputs inputs{&in.config, &f, &state, &a, chip, topology.chips};
       const DecodeEstimate one = EstimateDecode(inputs, 1, in.context);
       const DecodeEstimate many = EstimateDecode(inputs, in.concurrency, in.context);
+      const DecodeEstimate all_hot = EstimateDecode(inputs, hot, in.context);
       const PrefillEstimate prefill = EstimatePrefill(inputs, in.context);
       const double usage = WeightsPerChip(f, in.config, topology.chips) / chip->memory_bytes.value;
       const std::string fits = usage > 1                                       ? "no"
@@ -247,7 +255,8 @@ Table RooflineTable(const PlanInputs& in, const std::vector<SchemeFootprint>& fo
                                                                                : "yes";
       table.AddRow({topology.name, std::string(SchemeLetter(f.scheme)), fits, SecondsCell(one.step),
                     FixedCell(one.tokens_per_s, 1), SecondsCell(one.t_collective), one.bound, SecondsCell(many.step),
-                    FixedCell(many.tokens_per_s, 0), many.bound, SecondsCell(AllExpertsReadTime(inputs)),
+                    FixedCell(many.tokens_per_s, 0), SecondsCell(all_hot.step), FixedCell(all_hot.tokens_per_s, 0),
+                    all_hot.bound,
                     prefill.tokens_per_s > 0 ? FixedCell(prefill.tokens_per_s, 0) : Cell("n/a (no peak)"),
                     prefill.dtypes});
     }
@@ -259,8 +268,9 @@ Table RooflineTable(const PlanInputs& in, const std::vector<SchemeFootprint>& fo
                                a.Get("mfu")));
   table.notes.push_back(StrCat("decode reads the non-expert weights (no MTP, vision or embedding table) split over the "
                                "chips, and the experts the batch touches: E(1 - (1 - k/E)^b) distinct, spread at "
-                               "best over the chips; plus caches. All experts are hot from b = ",
-                               BatchForExpertsHot(in.config), " (99%)"));
+                               "best over the chips; plus every sequence's caches at the full context. b = ", hot,
+                               " is the smallest batch touching 99% of the experts (all experts hot); whether its "
+                               "caches fit is the memory table's question"));
   table.notes.push_back(StrCat("collectives per step: ", CollectivesPerDecodeStep(in.config, 2),
                                " (all-reduce per attention and dense MLP, 2 all-to-all per MoE layer, embedding and "
                                "logits) x ", a.Get("collective_latency_us"), " µs + bytes / (link x ",

@@ -210,10 +210,4 @@ double WeightsPerChip(const SchemeFootprint& footprint, const ModelConfig& confi
   return footprint.other_bytes / chips + ExpertSlotsPerChip(config, chips) * footprint.routed_bytes / e;
 }
 
-double AllExpertsReadTime(const RooflineInputs& in) {
-  const double bytes = in.footprint->decode_dense_bytes / in.chips +
-                       ExpertSlotsPerChip(*in.config, in.chips) * TrunkExpertSlotBytes(in);
-  return bytes / (in.chip->memory_bandwidth.value * in.assumptions->Get("bandwidth_efficiency"));
-}
-
 }  // namespace glint::plan

@@ -76,8 +76,6 @@ PrefillEstimate EstimatePrefill(const RooflineInputs& in, int64_t prompt);
 // Weights resident on one chip: non-expert weights / chips + ceil(E / chips) experts of every MoE layer (trunk and
 // MTP). Vision and MTP weights are resident even when a step does not run them.
 double WeightsPerChip(const SchemeFootprint& footprint, const ModelConfig& config, int chips);
-// Time to read every weight a chip holds for the trunk (all experts hot, large batch).
-double AllExpertsReadTime(const RooflineInputs& in);
 // Smallest batch at which 99% of the experts are touched per step.
 int BatchForExpertsHot(const ModelConfig& config, double fraction = 0.99);
 // Collectives per decode step of the trunk: one all-reduce after each attention sublayer and each dense MLP, a
