@@ -36,7 +36,8 @@ std::string RenderText(const Table& table) {
   std::vector<size_t> widths(table.columns.size(), 0);
   for (size_t c = 0; c < table.columns.size(); ++c) widths[c] = DisplayWidth(table.columns[c].header);
   for (const auto& row : table.rows) {
-    for (size_t c = 0; c < row.size() && c < widths.size(); ++c) widths[c] = std::max(widths[c], DisplayWidth(row[c].text));
+    for (size_t c = 0; c < row.size() && c < widths.size(); ++c)
+      widths[c] = std::max(widths[c], DisplayWidth(row[c].text));
   }
   std::string out;
   if (!table.title.empty()) out += table.title + "\n";

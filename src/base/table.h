@@ -22,13 +22,13 @@ struct Cell {
 };
 
 struct Column {
-  std::string id;      // JSON key: lower_snake_case
-  std::string header;  // shown in text and Markdown
-  bool numeric = true; // right-aligned
+  std::string id;       // JSON key: lower_snake_case
+  std::string header;   // shown in text and Markdown
+  bool numeric = true;  // right-aligned
 };
 
 struct Table {
-  std::string id;     // JSON key of the table
+  std::string id;  // JSON key of the table
   std::string title;
   std::vector<Column> columns;
   std::vector<std::vector<Cell>> rows;  // each row has columns.size() cells

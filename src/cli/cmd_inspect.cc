@@ -39,10 +39,9 @@ Result<plan::Report> BuildInspectReport(const std::string& dir) {
                                    config.NumLayersOf(AttentionKind::kDsa), " DSA; ", config.n_routed_experts,
                                    " routed experts, top-", config.num_experts_per_tok,
                                    config.HasMtp() ? "; MTP layer" : "", ")"));
-  report.preamble.push_back(StrCat("safetensors: ", checkpoint.shard_paths().size(), " file(s), ",
-                                   FormatInteger(census.tensor_count), " tensors, ",
-                                   FormatBytes(static_cast<double>(census.TotalBytes())),
-                                   " of tensor data (headers read, data not touched)"));
+  report.preamble.push_back(StrCat(
+      "safetensors: ", checkpoint.shard_paths().size(), " file(s), ", FormatInteger(census.tensor_count), " tensors, ",
+      FormatBytes(static_cast<double>(census.TotalBytes())), " of tensor data (headers read, data not touched)"));
   report.tables.push_back(plan::GroupTable(census));
   report.tables.push_back(plan::DTypeTable(census));
   report.tables.push_back(plan::ActiveTable(census, config));

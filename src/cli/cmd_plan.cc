@@ -61,8 +61,10 @@ CommandSetup PlanSetup() {
     command.add_option("--model", flags->model,
                        "model directory (config.json, + safetensors headers when present) or a config.json; "
                        "default: the released GLM-5.3-Flash config, built in");
-    command.add_option("--hardware", flags->hardware, "topologies, comma-separated (default: all; 'cpu' with "
-                                                      "--memory/--bandwidth)")
+    command
+        .add_option("--hardware", flags->hardware,
+                    "topologies, comma-separated (default: all; 'cpu' with "
+                    "--memory/--bandwidth)")
         ->delimiter(',');
     command.add_option("--context", flags->context, "tokens per sequence")->capture_default_str();
     command.add_option("--concurrency", flags->concurrency, "sequences decoded together")->capture_default_str();

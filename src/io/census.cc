@@ -74,7 +74,9 @@ double ActiveParams(const Census& census, const ModelConfig& config, const Activ
     const auto group = static_cast<TensorGroup>(g);
     const double params = static_cast<double>(census.groups[g].params);
     switch (group) {
-      case TensorGroup::kRoutedExperts: active += params * routed_fraction; break;
+      case TensorGroup::kRoutedExperts:
+        active += params * routed_fraction;
+        break;
       case TensorGroup::kMtp:
         if (options.include_mtp) {
           const double routed = static_cast<double>(census.mtp_routed_expert_params);
@@ -84,7 +86,9 @@ double ActiveParams(const Census& census, const ModelConfig& config, const Activ
       case TensorGroup::kVision:
         if (options.include_vision) active += params;
         break;
-      default: active += params; break;
+      default:
+        active += params;
+        break;
     }
   }
   if (!options.include_embedding_lookup) active -= static_cast<double>(census.embedding_lookup_params);
@@ -216,8 +220,9 @@ Census CensusFromCheckpoint(const Checkpoint& checkpoint, const ModelConfig& con
     }
     // An FP8 payload needs its block scales to mean anything.
     if (info->dtype == DType::kF8E4M3 && checkpoint.Find(spec.name + std::string(kScaleSuffix)) == nullptr) {
-      census.missing.push_back({spec.name + std::string(kScaleSuffix),
-                                StrCat("the block scales of F8_E4M3 tensor ", spec.name, " are not in the checkpoint")});
+      census.missing.push_back(
+          {spec.name + std::string(kScaleSuffix),
+           StrCat("the block scales of F8_E4M3 tensor ", spec.name, " are not in the checkpoint")});
     }
   }
   std::sort(census.unknown_names.begin(), census.unknown_names.end());

@@ -26,9 +26,9 @@ namespace glint {
 struct GroupCensus {
   int64_t weight_tensors = 0;
   int64_t scale_tensors = 0;
-  int64_t params = 0;             // weight elements (scales excluded)
+  int64_t params = 0;  // weight elements (scales excluded)
   uint64_t weight_bytes = 0;
-  uint64_t scale_bytes = 0;       // FP8 block scales (F32)
+  uint64_t scale_bytes = 0;  // FP8 block scales (F32)
   std::map<DType, uint64_t> weight_bytes_by_dtype;
   uint64_t TotalBytes() const { return weight_bytes + scale_bytes; }
 };
@@ -51,7 +51,7 @@ struct Census {
   std::array<GroupCensus, kNumTensorGroups> groups;  // indexed by TensorGroup
   GroupCensus unknown;                               // checkpoint tensors no rule explains
   std::map<DType, DTypeCensus> dtypes;
-  int64_t tensor_count = 0;                          // every tensor, scales included
+  int64_t tensor_count = 0;  // every tensor, scales included
 
   // Pieces the active-parameter count needs (see ActiveParams).
   int64_t mtp_routed_expert_params = 0;  // routed experts of the MTP layer (inside group kMtp)
@@ -60,20 +60,20 @@ struct Census {
 
   // Checkpoint only.
   std::vector<std::string> unknown_names;
-  std::vector<CensusProblem> missing;       // expected tensors (or FP8 scales) absent from the checkpoint
+  std::vector<CensusProblem> missing;  // expected tensors (or FP8 scales) absent from the checkpoint
   std::vector<CensusProblem> shape_mismatches;
 
   const GroupCensus& group(TensorGroup g) const { return groups[static_cast<int>(g)]; }
   GroupCensus& group(TensorGroup g) { return groups[static_cast<int>(g)]; }
-  int64_t TotalParams() const;   // all groups + unknown
-  uint64_t TotalBytes() const;   // all groups + unknown, scales included
+  int64_t TotalParams() const;  // all groups + unknown
+  uint64_t TotalBytes() const;  // all groups + unknown, scales included
 };
 
 // What "active parameters per token" includes. The trunk always counts; routed experts count k/E of their size.
 struct ActiveParamsOptions {
-  bool include_mtp = false;               // the MTP layer (one draft step per token)
-  bool include_vision = false;            // the vision tower (only image tokens run it)
-  bool include_embedding_lookup = true;   // embed_tokens: one row is read, no multiply
+  bool include_mtp = false;              // the MTP layer (one draft step per token)
+  bool include_vision = false;           // the vision tower (only image tokens run it)
+  bool include_embedding_lookup = true;  // embed_tokens: one row is read, no multiply
 };
 
 // Parameters a token touches: every group except routed experts in full, routed experts (trunk and, with MTP, the

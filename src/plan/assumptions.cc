@@ -17,13 +17,14 @@ Assumptions Assumptions::Defaults() {
       "runtime, activations, fragmentation)",
       0.05, 1.0);
   // Quantisation metadata (design.md §4: int8 with a scale per output row and K-group).
-  add("int8_group_size", 128, "elements", "input (K) elements sharing one int8 scale, per output row", 1, 1 << 20, true);
+  add("int8_group_size", 128, "elements", "input (K) elements sharing one int8 scale, per output row", 1, 1 << 20,
+      true);
   add("int4_group_size", 32, "elements", "input (K) elements sharing one int4 scale, per output row", 1, 1 << 20, true);
   add("quant_scale_bytes", 2, "bytes", "bytes per int8/int4 group scale (bf16/fp16 scale)", 1, 8, true);
   add("int4_zero_point_bytes", 0, "bytes", "bytes per int4 group zero point (0: symmetric int4)", 0, 8, true);
   // Per-sequence caches (design.md §4, model-glm53.md §16).
-  add("cache_latent_bytes", 2, "bytes", "bytes per MLA latent value in the cache (2 = bf16, 1 = fp8 + group scales)",
-      1, 4, true);
+  add("cache_latent_bytes", 2, "bytes", "bytes per MLA latent value in the cache (2 = bf16, 1 = fp8 + group scales)", 1,
+      4, true);
   add("cache_fp8_group_size", 128, "values", "latent values sharing one scale when cache_latent_bytes = 1", 1, 1 << 16,
       true);
   add("cache_fp8_scale_bytes", 4, "bytes", "bytes per fp8 latent-cache scale (f32)", 1, 8, true);
@@ -31,12 +32,12 @@ Assumptions Assumptions::Defaults() {
   add("kda_state_bytes", 4, "bytes", "bytes per KDA recurrent-state value (4 = fp32 as the reference, 2 = bf16)", 1, 4,
       true);
   add("conv_state_bytes", 2, "bytes", "bytes per KDA short-conv window value (bf16)", 1, 4, true);
-  add("cache_mtp_layer", 1, "0/1", "1: the MTP layer's latent and indexer caches are kept (speculative decoding on)",
-      0, 1, true);
+  add("cache_mtp_layer", 1, "0/1", "1: the MTP layer's latent and indexer caches are kept (speculative decoding on)", 0,
+      1, true);
   // Roofline.
   add("bandwidth_efficiency", 1.0, "fraction",
-      "fraction of peak memory bandwidth reached by weight and cache reads (1 = roofline; kernels reach 0.7-0.9)",
-      0.01, 1.0);
+      "fraction of peak memory bandwidth reached by weight and cache reads (1 = roofline; kernels reach 0.7-0.9)", 0.01,
+      1.0);
   add("mfu", 0.40, "fraction", "fraction of the peak matmul rate of the dtype used (prefill, compute-bound decode)",
       0.01, 1.0);
   add("collective_latency_us", 10, "µs", "fixed cost of one collective (launch + synchronisation + hops)", 0, 1e6);

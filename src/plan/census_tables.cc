@@ -37,8 +37,7 @@ Table GroupTable(const Census& census) {
   const double total_params = static_cast<double>(census.TotalParams());
 
   auto add_row = [&](const std::string& label, const GroupCensus& group) {
-    std::vector<Cell> row = {label, IntegerCell(group.weight_tensors + group.scale_tensors),
-                             IntegerCell(group.params),
+    std::vector<Cell> row = {label, IntegerCell(group.weight_tensors + group.scale_tensors), IntegerCell(group.params),
                              PercentCell(total_params > 0 ? static_cast<double>(group.params) / total_params : 0)};
     for (DType dtype : dtypes) {
       auto it = group.weight_bytes_by_dtype.find(dtype);
@@ -68,9 +67,11 @@ Table GroupTable(const Census& census) {
   }
   add_row("total", total);
   if (census.vision_estimated) {
-    table.notes.push_back("vision: estimated from vision_config (GLM-OCR ViT layout, BF16); exact only from a checkpoint");
+    table.notes.push_back(
+        "vision: estimated from vision_config (GLM-OCR ViT layout, BF16); exact only from a checkpoint");
   }
-  table.notes.push_back("params count weights only; FP8 block scales (F32 `_scale_inv`) are in 'block scales' and bytes");
+  table.notes.push_back(
+      "params count weights only; FP8 block scales (F32 `_scale_inv`) are in 'block scales' and bytes");
   table.notes.push_back("bytes in decimal units (1 GB = 10^9 bytes)");
   return table;
 }
@@ -94,8 +95,8 @@ Table DTypeTable(const Census& census) {
     scale_tensors += group.scale_tensors;
     scale_bytes += group.scale_bytes;
   }
-  table.AddRow({"total", IntegerCell(total.tensors), IntegerCell(total.elements),
-                BytesCell(static_cast<double>(total.bytes))});
+  table.AddRow(
+      {"total", IntegerCell(total.tensors), IntegerCell(total.elements), BytesCell(static_cast<double>(total.bytes))});
   table.notes.push_back(StrCat("of which FP8 block scales (F32): ", FormatInteger(scale_tensors), " tensors, ",
                                FormatBytes(static_cast<double>(scale_bytes))));
   return table;
@@ -115,15 +116,14 @@ Table ActiveTable(const Census& census, const ModelConfig& config) {
   add("total", all);
   add("total without MTP and vision (text trunk)", all - mtp - vision);
   add("active: trunk", ActiveParams(census, config, {}));
-  add("active: trunk, without the embedding lookup",
-      ActiveParams(census, config, {.include_embedding_lookup = false}));
+  add("active: trunk, without the embedding lookup", ActiveParams(census, config, {.include_embedding_lookup = false}));
   add("active: trunk + MTP", ActiveParams(census, config, {.include_mtp = true}));
   add("active: trunk + MTP, without the embedding lookup",
       ActiveParams(census, config, {.include_mtp = true, .include_embedding_lookup = false}));
   add("active: trunk + MTP + vision", ActiveParams(census, config, {.include_mtp = true, .include_vision = true}));
-  table.notes.push_back(StrCat("routed experts count num_experts_per_tok / n_routed_experts = ",
-                               config.num_experts_per_tok, "/", config.n_routed_experts,
-                               " of their parameters (trunk and MTP layer); every other group counts in full"));
+  table.notes.push_back(
+      StrCat("routed experts count num_experts_per_tok / n_routed_experts = ", config.num_experts_per_tok, "/",
+             config.n_routed_experts, " of their parameters (trunk and MTP layer); every other group counts in full"));
   table.notes.push_back("the embedding lookup reads one row of embed_tokens and multiplies nothing");
   return table;
 }

@@ -1,8 +1,7 @@
 #include "plan/hardware.h"
 
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "plan/embedded.h"
 
@@ -23,7 +22,8 @@ std::optional<double> UnitScale(std::string_view unit) {
   return std::nullopt;
 }
 
-Result<Figure> ReadFigure(const Json& object, const std::string& context, std::initializer_list<std::string_view> units) {
+Result<Figure> ReadFigure(const Json& object, const std::string& context,
+                          std::initializer_list<std::string_view> units) {
   if (!object.is_object()) return InvalidArgument(context, ": expected an object {value, unit, source}");
   if (!object.contains("value") || !object["value"].is_number()) {
     return InvalidArgument(context, ": missing numeric 'value'");
@@ -97,9 +97,12 @@ Result<Chip> ReadChip(const Json& object, const std::string& context) {
 
 std::string_view ComputeDTypeName(ComputeDType dtype) {
   switch (dtype) {
-    case ComputeDType::kBf16: return "bf16";
-    case ComputeDType::kFp8: return "fp8";
-    case ComputeDType::kInt8: return "int8";
+    case ComputeDType::kBf16:
+      return "bf16";
+    case ComputeDType::kFp8:
+      return "fp8";
+    case ComputeDType::kInt8:
+      return "int8";
   }
   return "?";
 }

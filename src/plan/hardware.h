@@ -28,10 +28,10 @@ struct Chip {
   std::string name;
   std::string description;
   Figure memory_bytes;
-  Figure memory_bandwidth;                  // bytes/s
-  std::map<ComputeDType, Figure> peak;      // dense operations/s; absent = no native matrix path
+  Figure memory_bandwidth;              // bytes/s
+  std::map<ComputeDType, Figure> peak;  // dense operations/s; absent = no native matrix path
   std::string interconnect_name;
-  Figure interconnect_bandwidth;            // bytes/s, both directions summed; 0 for a single machine
+  Figure interconnect_bandwidth;  // bytes/s, both directions summed; 0 for a single machine
   bool is_cpu = false;
 
   // The rate for weights stored as `dtype`: its native peak when that beats bf16, else bf16 (the weights are
@@ -66,7 +66,7 @@ Result<Catalogue> EmbeddedCatalogue();
 // A CPU server as a one-chip topology named "cpu". Peaks are optional (prefill figures need them).
 struct CpuServer {
   double memory_bytes = 0;
-  double bandwidth = 0;  // bytes/s
+  double bandwidth = 0;                        // bytes/s
   std::optional<double> bf16_peak, int8_peak;  // operations/s
 };
 Status AddCpuServer(const CpuServer& server, Catalogue& catalogue);

@@ -19,24 +19,24 @@
 namespace glint::plan {
 
 struct PlanRequest {
-  std::string model;                   // a model directory or a config.json; empty = the embedded release config
-  std::vector<std::string> hardware;   // topology names; empty = every catalogue topology (+ "cpu" when given)
-  int64_t context = 32768;             // tokens per sequence
-  int concurrency = 32;                // sequences decoded together
-  std::optional<Scheme> scheme;        // empty = all schemes
-  std::optional<CpuServer> cpu;        // --memory / --bandwidth
-  std::string catalogue_path;          // empty = embedded data/hardware.json
+  std::string model;                  // a model directory or a config.json; empty = the embedded release config
+  std::vector<std::string> hardware;  // topology names; empty = every catalogue topology (+ "cpu" when given)
+  int64_t context = 32768;            // tokens per sequence
+  int concurrency = 32;               // sequences decoded together
+  std::optional<Scheme> scheme;       // empty = all schemes
+  std::optional<CpuServer> cpu;       // --memory / --bandwidth
+  std::string catalogue_path;         // empty = embedded data/hardware.json
   Assumptions assumptions = Assumptions::Defaults();
 };
 
 // Everything the report is computed from, resolved and validated.
 struct PlanInputs {
   ModelConfig config;
-  std::string model_source;            // where the config came from, and whether headers were read
-  Census census;                       // from headers when a checkpoint is present, else from the config
+  std::string model_source;  // where the config came from, and whether headers were read
+  Census census;             // from headers when a checkpoint is present, else from the config
   WeightSet weights;
   Catalogue catalogue;
-  std::vector<Topology> topologies;    // in the order asked
+  std::vector<Topology> topologies;  // in the order asked
   std::vector<Scheme> schemes;
   int64_t context = 0;
   int concurrency = 0;

@@ -99,8 +99,7 @@ double KdaRecurrenceFlops(const ModelConfig& config) {
 double IndexerProjectionFlops(const ModelConfig& config) {
   const double d = static_cast<double>(config.hidden_size);
   const double params = static_cast<double>(config.index_n_heads * config.index_head_dim * config.q_lora_rank) +
-                        static_cast<double>(config.index_head_dim) * d +
-                        static_cast<double>(config.index_n_heads) * d +
+                        static_cast<double>(config.index_head_dim) * d + static_cast<double>(config.index_n_heads) * d +
                         static_cast<double>(config.index_head_dim) * d;
   return 2.0 * params;
 }
@@ -175,8 +174,8 @@ DecodeEstimate EstimateDecode(const RooflineInputs& in, int batch, int64_t conte
     const int all_to_alls = 2 * config.NumLayersOf(MlpKind::kMoe);
     const double bytes = all_reduces * all_reduce + all_to_alls * all_to_all + logits;
     const double link = in.chip->interconnect_bandwidth.value * in.assumptions->Get("interconnect_direction_fraction");
-    estimate.t_collective = estimate.collectives * in.assumptions->Get("collective_latency_us") * 1e-6 +
-                            (link > 0 ? bytes / link : 0);
+    estimate.t_collective =
+        estimate.collectives * in.assumptions->Get("collective_latency_us") * 1e-6 + (link > 0 ? bytes / link : 0);
   }
   estimate.step = std::max(estimate.t_memory, estimate.t_compute) + estimate.t_collective;
   estimate.tokens_per_s = b / estimate.step;

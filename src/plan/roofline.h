@@ -48,18 +48,18 @@ struct DecodeEstimate {
   double cache_bytes_per_chip = 0;
   double flops_per_chip = 0;
   double t_memory = 0;
-  double t_compute = 0;      // 0 when the chip has no peak (CPU without --cpu-bf16-tflops)
+  double t_compute = 0;  // 0 when the chip has no peak (CPU without --cpu-bf16-tflops)
   double t_collective = 0;
   int collectives = 0;
-  double step = 0;           // max(t_memory, t_compute) + t_collective
-  double tokens_per_s = 0;   // batch / step, whole topology
-  std::string bound;         // "memory", "compute" or "collectives": the largest term
+  double step = 0;          // max(t_memory, t_compute) + t_collective
+  double tokens_per_s = 0;  // batch / step, whole topology
+  std::string bound;        // "memory", "compute" or "collectives": the largest term
 };
 
 struct PrefillEstimate {
   double flops_per_token = 0;
-  double tokens_per_s = 0;   // whole topology; 0 when no peak is known
-  std::string dtypes;        // "int8 (native) + bf16", "int8 → bf16 (no faster int8)"
+  double tokens_per_s = 0;  // whole topology; 0 when no peak is known
+  std::string dtypes;       // "int8 (native) + bf16", "int8 → bf16 (no faster int8)"
 };
 
 struct RooflineInputs {

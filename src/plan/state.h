@@ -11,7 +11,7 @@
 namespace glint::plan {
 
 struct StateModel {
-  int cache_layers = 0;          // DSA layers holding caches: the trunk's, + MTP when cache_mtp_layer
+  int cache_layers = 0;  // DSA layers holding caches: the trunk's, + MTP when cache_mtp_layer
   int trunk_dsa_layers = 0;
   int kda_layers = 0;
 
@@ -20,9 +20,9 @@ struct StateModel {
   double index_key_per_token_layer = 0;  // index_head_dim × cache_index_key_bytes / index_kpool
 
   // Per sequence, fixed (bytes).
-  double kda_state = 0;    // kda_layers × heads × head_dim × head_dim × kda_state_bytes
-  double conv_state = 0;   // kda_layers × 3 (q,k,v) × heads·head_dim × (kernel − 1) × conv_state_bytes
-  double index_tail = 0;   // cache_layers × (index_kpool − 1) raw (key, gate) pairs of index_head_dim
+  double kda_state = 0;   // kda_layers × heads × head_dim × head_dim × kda_state_bytes
+  double conv_state = 0;  // kda_layers × 3 (q,k,v) × heads·head_dim × (kernel − 1) × conv_state_bytes
+  double index_tail = 0;  // cache_layers × (index_kpool − 1) raw (key, gate) pairs of index_head_dim
 
   int kda_heads = 0;
 

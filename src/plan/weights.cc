@@ -24,30 +24,38 @@ void SetFlags(WeightTensor& tensor, const ModelConfig& config) {
 
 DType StoredDType(TensorStorage storage, const ModelConfig& config) {
   switch (storage) {
-    case TensorStorage::kFp8Block: return config.fp8 ? DType::kF8E4M3 : DType::kBF16;
-    case TensorStorage::kBf16: return DType::kBF16;
-    case TensorStorage::kF32: return DType::kF32;
+    case TensorStorage::kFp8Block:
+      return config.fp8 ? DType::kF8E4M3 : DType::kBF16;
+    case TensorStorage::kBf16:
+      return DType::kBF16;
+    case TensorStorage::kF32:
+      return DType::kF32;
   }
   return DType::kBF16;
 }
 
 bool KeptBf16InC(const WeightTensor& tensor) {
   if (tensor.shape.size() < 2 || tensor.router) return true;  // norms, biases, router
-  if (!tensor.group) return false;                              // unknown matrices: quantised like the rest
+  if (!tensor.group) return false;                            // unknown matrices: quantised like the rest
   switch (*tensor.group) {
     case TensorGroup::kEmbedding:
     case TensorGroup::kVision:
-    case TensorGroup::kRouterMhcNorms: return true;
-    default: return false;
+    case TensorGroup::kRouterMhcNorms:
+      return true;
+    default:
+      return false;
   }
 }
 
 ComputeDType ComputeOf(WeightFormat format) {
   switch (format) {
-    case WeightFormat::kFp8Block: return ComputeDType::kFp8;
+    case WeightFormat::kFp8Block:
+      return ComputeDType::kFp8;
     case WeightFormat::kInt8:
-    case WeightFormat::kInt4: return ComputeDType::kInt8;  // W8A8 / W4A8 (design.md §4)
-    default: return ComputeDType::kBf16;
+    case WeightFormat::kInt4:
+      return ComputeDType::kInt8;  // W8A8 / W4A8 (design.md §4)
+    default:
+      return ComputeDType::kBf16;
   }
 }
 
@@ -55,22 +63,32 @@ ComputeDType ComputeOf(WeightFormat format) {
 
 std::string_view SchemeLetter(Scheme scheme) {
   switch (scheme) {
-    case Scheme::kRelease: return "R";
-    case Scheme::kA: return "A";
-    case Scheme::kB: return "B";
-    case Scheme::kC: return "C";
-    case Scheme::kD: return "D";
+    case Scheme::kRelease:
+      return "R";
+    case Scheme::kA:
+      return "A";
+    case Scheme::kB:
+      return "B";
+    case Scheme::kC:
+      return "C";
+    case Scheme::kD:
+      return "D";
   }
   return "?";
 }
 
 std::string_view SchemeDescription(Scheme scheme) {
   switch (scheme) {
-    case Scheme::kRelease: return "as released (FP8 block-128 where stored FP8, rest as stored)";
-    case Scheme::kA: return "all bf16";
-    case Scheme::kB: return "MoE int8, rest bf16";
-    case Scheme::kC: return "all int8 except embeddings, vision, router, mHC, norms (bf16)";
-    case Scheme::kD: return "MoE int4 with group scales, rest as C";
+    case Scheme::kRelease:
+      return "as released (FP8 block-128 where stored FP8, rest as stored)";
+    case Scheme::kA:
+      return "all bf16";
+    case Scheme::kB:
+      return "MoE int8, rest bf16";
+    case Scheme::kC:
+      return "all int8 except embeddings, vision, router, mHC, norms (bf16)";
+    case Scheme::kD:
+      return "MoE int4 with group scales, rest as C";
   }
   return "?";
 }
@@ -168,9 +186,12 @@ WeightFormat FormatUnder(Scheme scheme, const WeightTensor& tensor) {
   switch (scheme) {
     case Scheme::kRelease:
       return tensor.stored == DType::kF8E4M3 ? WeightFormat::kFp8Block : WeightFormat::kBf16;
-    case Scheme::kA: return WeightFormat::kBf16;
-    case Scheme::kB: return moe ? WeightFormat::kInt8 : WeightFormat::kBf16;
-    case Scheme::kC: return KeptBf16InC(tensor) ? WeightFormat::kBf16 : WeightFormat::kInt8;
+    case Scheme::kA:
+      return WeightFormat::kBf16;
+    case Scheme::kB:
+      return moe ? WeightFormat::kInt8 : WeightFormat::kBf16;
+    case Scheme::kC:
+      return KeptBf16InC(tensor) ? WeightFormat::kBf16 : WeightFormat::kInt8;
     case Scheme::kD:
       if (moe) return WeightFormat::kInt4;
       return KeptBf16InC(tensor) ? WeightFormat::kBf16 : WeightFormat::kInt8;
@@ -184,8 +205,10 @@ TensorBytes BytesUnder(WeightFormat format, const WeightTensor& tensor, const As
   const double rows = k > 0 ? elements / k : 0;
   auto groups_per_row = [&](double group_size) { return std::ceil(k / group_size); };
   switch (format) {
-    case WeightFormat::kF32: return {elements * 4, 0};
-    case WeightFormat::kBf16: return {elements * 2, 0};
+    case WeightFormat::kF32:
+      return {elements * 4, 0};
+    case WeightFormat::kBf16:
+      return {elements * 2, 0};
     case WeightFormat::kFp8Block: {
       // As stored: the checkpoint (or config census) already counts payload + F32 block scales.
       const double payload = elements;

@@ -29,7 +29,7 @@
 namespace glint::plan {
 
 enum class Scheme { kRelease, kA, kB, kC, kD };
-std::string_view SchemeLetter(Scheme scheme);       // "R", "A", ...
+std::string_view SchemeLetter(Scheme scheme);  // "R", "A", ...
 std::string_view SchemeDescription(Scheme scheme);
 const std::vector<Scheme>& AllSchemes();            // R, A, B, C, D
 Result<Scheme> ParseScheme(std::string_view name);  // a letter, case-insensitive
@@ -42,12 +42,12 @@ struct WeightTensor {
   std::vector<int64_t> shape;
   std::optional<TensorGroup> group;  // nullopt: a checkpoint tensor no rule explains
   DType stored = DType::kBF16;
-  uint64_t stored_bytes = 0;         // as released: payload + block scales
+  uint64_t stored_bytes = 0;  // as released: payload + block scales
   bool routed_expert = false;
   bool shared_expert = false;
-  bool router = false;               // mlp.gate.weight / e_score_correction_bias
-  bool mtp = false;                  // in the MTP layer
-  bool embed_lookup = false;         // embed_tokens: one row read per token, no multiply
+  bool router = false;        // mlp.gate.weight / e_score_correction_bias
+  bool mtp = false;           // in the MTP layer
+  bool embed_lookup = false;  // embed_tokens: one row read per token, no multiply
 
   int64_t Elements() const;
 };
@@ -74,10 +74,10 @@ TensorBytes BytesUnder(WeightFormat format, const WeightTensor& tensor, const As
 // A scheme's footprint, split the ways the memory and roofline models need.
 struct SchemeFootprint {
   Scheme scheme = Scheme::kA;
-  TensorBytes all;                  // every tensor
-  double routed_bytes = 0;          // routed experts, trunk + MTP (expert-parallel)
-  double routed_trunk_bytes = 0;    // routed experts of the trunk only
-  double other_bytes = 0;           // everything else (split evenly over chips)
+  TensorBytes all;                // every tensor
+  double routed_bytes = 0;        // routed experts, trunk + MTP (expert-parallel)
+  double routed_trunk_bytes = 0;  // routed experts of the trunk only
+  double other_bytes = 0;         // everything else (split evenly over chips)
   // Read by one decode step of the trunk, besides the routed experts: no MTP, no vision, no embed_tokens.
   double decode_dense_bytes = 0;
   // 2 × parameters × (k/E for routed experts) per token of the trunk, by the dtype the weights are stored in

@@ -1,11 +1,12 @@
 // The census (io/census.h) against parameter counts worked out by hand from the fixture shapes
 // (tests/data/golden/README.md) and the release vision config; and its classification of odd checkpoints.
-#include <string>
-#include <vector>
+#include "io/census.h"
 
 #include <gtest/gtest.h>
 
-#include "io/census.h"
+#include <string>
+#include <vector>
+
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
@@ -33,7 +34,7 @@ TEST(Census, TinyDenseFromHeadersMatchesHandCount) {
   // Indexer: wq_b 128·48 = 6144; wk 32·64 = 2048; k_norm w+b 64; weights_proj 4·64 = 256; gate 32·64 = 2048;
   // ape 4·32 = 128 → 10688.
   EXPECT_EQ(Params(census, TensorGroup::kIndexer), 10688);
-  EXPECT_EQ(Params(census, TensorGroup::kDenseMlp), 3 * 128 * 64);            // 24,576
+  EXPECT_EQ(Params(census, TensorGroup::kDenseMlp), 3 * 128 * 64);              // 24,576
   EXPECT_EQ(Params(census, TensorGroup::kRoutedExperts), 3 * 8 * 3 * 32 * 64);  // 3 MoE layers × 8 × 6144
   EXPECT_EQ(Params(census, TensorGroup::kSharedExperts), 3 * 3 * 32 * 64);      // 18,432
   // Per layer 2 norms (128) + mHC 2 × (24·256 + 24 + 3) = 12342; routers 3 × (8·64 + 8) = 1560; final norm 64.
@@ -120,7 +121,7 @@ TEST(Census, ReleaseVisionTowerEstimate) {
     for (int64_t d : spec.shape) n *= d;
     params += n;
   }
-  const int64_t patch = 1024 * 3 * 2 * 14 * 14 + 1024;                        // 1,205,248
+  const int64_t patch = 1024 * 3 * 2 * 14 * 14 + 1024;                         // 1,205,248
   const int64_t block = 2 * 1024                                               // norm1, norm2
                         + (3 * 1024 * 1024 + 3 * 1024) + (1024 * 1024 + 1024)  // qkv, proj (+ biases)
                         + 2 * 64                                               // q_norm, k_norm (head_dim 64)

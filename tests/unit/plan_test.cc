@@ -1,11 +1,11 @@
 // glint plan against figures worked out by hand for the released GLM-5.3-Flash config
 // (tests/data/glm-5.3-flash-config.json; model-glm53.md §2, §15, §16), the same config with changed values,
 // and bad inputs. Every expected value below is written as the arithmetic that produces it.
-#include <cmath>
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/file.h"
 #include "io/census.h"
@@ -24,29 +24,29 @@ namespace {
 constexpr double kExpertParams = 3.0 * 2048 * 4096;            // gate, up [2048, 4096]; down [4096, 2048]
 constexpr double kExpertScales = 16 * 32 + 16 * 32 + 32 * 16;  // ceil(out/128) × ceil(in/128) per tensor
 constexpr double kMoeLayers = 42, kExperts = 288, kTopK = 8;
-constexpr double kRoutedTensorsLayers = kMoeLayers + 1;        // + the MTP layer's experts
+constexpr double kRoutedTensorsLayers = kMoeLayers + 1;  // + the MTP layer's experts
 
 // Release bytes by dtype (census by hand, see CensusHandCount below).
 constexpr double kF8Params = 11 * (1536.0 * 4096 + 16384.0 * 1536 + 512.0 * 4096 + 4096.0 * 16384)  // MLA fp8
-                             + 3 * 3 * 12288.0 * 4096                                                // dense MLP
-                             + 42 * kExpertParams                                                    // shared
-                             + 42 * 288 * kExpertParams                                              // routed
+                             + 3 * 3 * 12288.0 * 4096                                               // dense MLP
+                             + 42 * kExpertParams                                                   // shared
+                             + 42 * 288 * kExpertParams                                             // routed
                              + (1536.0 * 4096 + 16384.0 * 1536 + 512.0 * 4096 + 4096.0 * 16384)     // MTP MLA
-                             + kExpertParams + 288 * kExpertParams;                                  // MTP experts
+                             + kExpertParams + 288 * kExpertParams;                                 // MTP experts
 constexpr double kScales = 12 * (12 * 32 + 128 * 12 + 4 * 32 + 32 * 128)  // MLA q_a, q_b, kv_a, o (+ MTP)
-                           + 3 * (96 * 32 * 2 + 32 * 96)                   // dense gate, up, down
-                           + 43 * 289 * kExpertScales;                     // routed + shared, trunk + MTP
-constexpr double kBf16Params = 2 * 154880.0 * 4096                                           // embed, lm_head
+                           + 3 * (96 * 32 * 2 + 32 * 96)                  // dense gate, up, down
+                           + 43 * 289 * kExpertScales;                    // routed + shared, trunk + MTP
+constexpr double kBf16Params = 2 * 154880.0 * 4096                        // embed, lm_head
                                + 34 * (4 * 8192.0 * 4096 + 2 * 128 * 4096 + 2 * 8192 * 128 + 64 * 4096 + 128)  // KDA
-                               + 11 * (1536 + 512 + 32768.0 * 512)                           // MLA norms, kv_b
+                               + 11 * (1536 + 512 + 32768.0 * 512)  // MLA norms, kv_b
                                + 12 * (4096.0 * 1536 + 128 * 4096 + 256 + 32 * 4096 + 128 * 4096 + 4 * 128)  // indexer
-                               + 45 * 2 * 4096 + 4096                                        // layer norms, final
-                               + 43 * 288.0 * 4096                                           // routers (+ MTP)
-                               + 4096.0 * 8192 + 5 * 4096 + (1536 + 512 + 32768.0 * 512)     // MTP eh, norms, MLA
-                               + 563627008;                                                  // vision (census_test)
-constexpr double kF32Params = 34 * (3 * 8192 * 4 + 64 + 8192)        // KDA convs, A_log, dt_bias
-                              + 45 * 2 * (24 * 16384 + 24 + 3)        // hc_{attn,ffn}_{fn,base,scale}
-                              + 43 * 288;                             // e_score_correction_bias (+ MTP)
+                               + 45 * 2 * 4096 + 4096                                     // layer norms, final
+                               + 43 * 288.0 * 4096                                        // routers (+ MTP)
+                               + 4096.0 * 8192 + 5 * 4096 + (1536 + 512 + 32768.0 * 512)  // MTP eh, norms, MLA
+                               + 563627008;                                               // vision (census_test)
+constexpr double kF32Params = 34 * (3 * 8192 * 4 + 64 + 8192)                             // KDA convs, A_log, dt_bias
+                              + 45 * 2 * (24 * 16384 + 24 + 3)  // hc_{attn,ffn}_{fn,base,scale}
+                              + 43 * 288;                       // e_score_correction_bias (+ MTP)
 constexpr double kReleaseBytes = kF8Params + 4 * kScales + 2 * kBf16Params + 4 * kF32Params;
 
 ModelConfig ReleaseConfig() {
@@ -119,12 +119,14 @@ TEST(Plan, CensusHandCount) {
   EXPECT_EQ(params(TensorGroup::kDenseMlp), 3 * 3 * 12288.0 * 4096);
   EXPECT_EQ(params(TensorGroup::kRoutedExperts), kMoeLayers * kExperts * kExpertParams);  // 304.4 B
   EXPECT_EQ(params(TensorGroup::kSharedExperts), kMoeLayers * kExpertParams);
-  EXPECT_EQ(params(TensorGroup::kRouterMhcNorms), 45 * (2 * 4096 + 2 * (24 * 16384 + 24 + 3)) + 42 * (288 * 4096 + 288) + 4096.0);
+  EXPECT_EQ(params(TensorGroup::kRouterMhcNorms),
+            45 * (2 * 4096 + 2 * (24 * 16384 + 24 + 3)) + 42 * (288 * 4096 + 288) + 4096.0);
   // MTP: eh_proj 4096·8192, 5 norms, DSA 117442560 + 7471872, router 288·4096 + 288, shared + 288 experts.
   EXPECT_EQ(params(TensorGroup::kMtp),
             4096.0 * 8192 + 5 * 4096 + 117442560 + 7471872 + 288 * 4096 + 288 + 289 * kExpertParams);
   EXPECT_EQ(params(TensorGroup::kVision), 563627008);
-  const double trunk = static_cast<double>(census.TotalParams()) - params(TensorGroup::kMtp) - params(TensorGroup::kVision);
+  const double trunk =
+      static_cast<double>(census.TotalParams()) - params(TensorGroup::kMtp) - params(TensorGroup::kVision);
   EXPECT_EQ(trunk, 313326811966);  // §15: ≈ 313.3 B (WARP 313.33 B)
   EXPECT_EQ(static_cast<double>(census.TotalParams()), kF8Params + kBf16Params + kF32Params);
   EXPECT_EQ(static_cast<double>(census.dtypes.at(DType::kF8E4M3).elements), kF8Params);
@@ -161,11 +163,11 @@ TEST(Plan, SchemeBytesHandCount) {
 
   // C: KDA matrices int8; convs, A_log, dt_bias stay F32; o_norm (1-D) stays bf16. Per layer:
   const double kda_c = 4 * (8192.0 * 4096 + 8192 * 32 * 2)  // q, k, v [8192, 4096]; o [4096, 8192] (same size)
-                       + 2 * (128.0 * 4096 + 128 * 32 * 2)   // f_a, g_a
-                       + 2 * (8192.0 * 128 + 8192 * 1 * 2)   // f_b, g_b (K = 128: one group)
-                       + (64.0 * 4096 + 64 * 32 * 2)         // b_proj
-                       + 4 * (3 * 8192 * 4 + 64 + 8192)      // F32
-                       + 2 * 128;                            // o_norm bf16
+                       + 2 * (128.0 * 4096 + 128 * 32 * 2)  // f_a, g_a
+                       + 2 * (8192.0 * 128 + 8192 * 1 * 2)  // f_b, g_b (K = 128: one group)
+                       + (64.0 * 4096 + 64 * 32 * 2)        // b_proj
+                       + 4 * (3 * 8192 * 4 + 64 + 8192)     // F32
+                       + 2 * 128;                           // o_norm bf16
   const SchemeFootprint c = Footprint(Scheme::kC, weights, config, a);
   EXPECT_DOUBLE_EQ(c.group_bytes[static_cast<int>(TensorGroup::kKda)], 34 * kda_c);
   // Embeddings, vision, router/mHC/norms are kept: the same bytes as in A.
@@ -190,8 +192,8 @@ TEST(Plan, StateHandCount) {
   EXPECT_DOUBLE_EQ(state.PerSequence(32768),
                    32768.0 * 13056 + 34.0 * 64 * 128 * 128 * 4 + 34.0 * 3 * 8192 * 3 * 2 + 12.0 * 3 * 2 * 128 * 2);
   // 8 chips: KDA state and conv split by head; latent and keys whole on every chip.
-  EXPECT_DOUBLE_EQ(state.PerSequencePerChip(32768, 8),
-                   32768.0 * 13056 + 12.0 * 3 * 2 * 128 * 2 + (34.0 * 64 * 128 * 128 * 4 + 34.0 * 3 * 8192 * 3 * 2) / 8);
+  EXPECT_DOUBLE_EQ(state.PerSequencePerChip(32768, 8), 32768.0 * 13056 + 12.0 * 3 * 2 * 128 * 2 +
+                                                           (34.0 * 64 * 128 * 128 * 4 + 34.0 * 3 * 8192 * 3 * 2) / 8);
   // fp8 latent: 512 values + one 4-byte scale per 128.
   Assumptions fp8 = Assumptions::Defaults();
   ASSERT_OK(fp8.Override("cache_latent_bytes=1"));
@@ -236,19 +238,20 @@ TEST(Plan, DecodeRooflineHandCount) {
   // embedding table, split over 8 chips, + one expert of each of the 42 MoE layers on the busiest chip (8
   // experts over 8 chips, at best one each).
   const double routed = kRoutedTensorsLayers * kExperts * (kExpertParams + 4 * kExpertScales);
-  const double mtp_dense = 2 * 4096.0 * 8192 + 2 * 5 * 4096                           // eh_proj, norms
+  const double mtp_dense = 2 * 4096.0 * 8192 + 2 * 5 * 4096                                    // eh_proj, norms
                            + (1536.0 * 4096 + 16384.0 * 1536 + 512.0 * 4096 + 4096.0 * 16384)  // MLA fp8
-                           + 4 * (12 * 32 + 128 * 12 + 4 * 32 + 32 * 128)              // its scales
-                           + 2 * (1536 + 512 + 32768.0 * 512)                          // MLA bf16
-                           + 2 * 7471872.0                                             // indexer
-                           + 2 * 288.0 * 4096 + 4 * 288                                // router
-                           + kExpertParams + 4 * kExpertScales;                        // shared expert
+                           + 4 * (12 * 32 + 128 * 12 + 4 * 32 + 32 * 128)                      // its scales
+                           + 2 * (1536 + 512 + 32768.0 * 512)                                  // MLA bf16
+                           + 2 * 7471872.0                                                     // indexer
+                           + 2 * 288.0 * 4096 + 4 * 288                                        // router
+                           + kExpertParams + 4 * kExpertScales;                                // shared expert
   const double dense = kReleaseBytes - routed - mtp_dense - 2 * 563627008.0 - 2 * 154880.0 * 4096;
   const double expert_slot = kMoeLayers * (kExpertParams + 4 * kExpertScales);
   EXPECT_DOUBLE_EQ(one.weight_bytes_per_chip, dense / 8 + expert_slot);
   // Caches at 32K: 11 layers × (2051 selected latents × 1024 B + 8192 pooled keys × 256 B), + the KDA state and
   // conv windows read and written, split over 8 chips.
-  const double cache = 11 * (2051.0 * 1024 + 8192.0 * 256) + 2 * (34.0 * 64 * 128 * 128 * 4 + 34.0 * 3 * 8192 * 3 * 2) / 8;
+  const double cache =
+      11 * (2051.0 * 1024 + 8192.0 * 256) + 2 * (34.0 * 64 * 128 * 128 * 4 + 34.0 * 3 * 8192 * 3 * 2) / 8;
   EXPECT_DOUBLE_EQ(one.cache_bytes_per_chip, cache);
   EXPECT_NEAR(one.t_memory, (dense / 8 + expert_slot + cache) / 3.35e12, 1e-15);
   // 134 collectives × 10 µs + bytes / (900 GB/s × 0.5): 49 all-reduces of 2·(7/8)·4096·2 B, 84 all-to-alls of
@@ -280,15 +283,15 @@ TEST(Plan, PrefillHandCount) {
   // Matmul FLOPs: 2 × the active trunk parameters that multiply (16,742,333,246 without the lookup, less the
   // 1-D ones: KDA A_log/dt_bias/o_norm, MLA norms, indexer k_norm, layer norms, final norm, hc base/scale, router
   // bias).
-  const double one_d = 34 * (64 + 8192 + 128) + 11 * (1536 + 512) + 11 * 256 + 45 * 8192 + 4096 + 45 * 2 * (24 + 3) +
-                       42 * 288;
+  const double one_d =
+      34 * (64 + 8192 + 128) + 11 * (1536 + 512) + 11 * 256 + 45 * 8192 + 4096 + 45 * 2 * (24 + 3) + 42 * 288;
   const double matmul = 2 * (16742333246.0 - one_d);
   // Attention (naive MLA, 2·64·(256 + 256) per selected token) averaged over 32768 positions: the first 2051
   // see p + 1 tokens, the rest 2051. Indexer: mean pools Σ floor(m/4) / 32768 = (4·8192·8191/2 + 8192) / 32768.
   const double mean_selected = (2051.0 * 2052 / 2 + (32768.0 - 2051) * 2051) / 32768;
   const double mean_pools = (4 * 8192.0 * 8191 / 2 + 8192) / 32768;
-  const double core = 11 * (2 * 64 * 512 * mean_selected + (2 * 32 * 128 + 2 * 32) * mean_pools) +
-                      34 * 7.0 * 64 * 128 * 128;
+  const double core =
+      11 * (2 * 64 * 512 * mean_selected + (2 * 32 * 128 + 2 * 32) * mean_pools) + 34 * 7.0 * 64 * 128 * 128;
   EXPECT_NEAR(prefill.flops_per_token, matmul + core, 1);
   EXPECT_NEAR(prefill.tokens_per_s, 8 * 989.5e12 * 0.4 / (matmul + core), 1e-6);
   EXPECT_EQ(prefill.dtypes, "bf16");

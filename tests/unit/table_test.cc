@@ -1,7 +1,7 @@
 // base/table: number formats and the text / Markdown renderers the reports print.
-#include <gtest/gtest.h>
-
 #include "base/table.h"
+
+#include <gtest/gtest.h>
 
 namespace glint {
 namespace {
@@ -44,7 +44,7 @@ TEST(Table, TextAlignsColumnsByDisplayWidth) {
   const std::string text = RenderText(Sample());
   EXPECT_EQ(text,
             "Title\n"
-            "  name           value\n"   // name column 11 wide (µ is one column), value column 7 wide
+            "  name           value\n"  // name column 11 wide (µ is one column), value column 7 wide
             "  --------------------\n"
             "  a|b            1,234\n"
             "  µ-long-name  2.00 GB\n"
