@@ -75,7 +75,7 @@ const Table& FindTable(const Report& report, const std::string& id) {
 }
 
 // The number in column `column` of the first row whose first cells equal `keys`.
-double Figure(const Table& table, std::vector<std::string> keys, const std::string& column) {
+double Value(const Table& table, std::vector<std::string> keys, const std::string& column) {
   size_t c = 0;
   while (c < table.columns.size() && table.columns[c].id != column) ++c;
   GLINT_CHECK(c < table.columns.size()) << "no column " << column << " in " << table.id;
@@ -209,17 +209,17 @@ TEST(Plan, MemoryRowsHandCount) {
   const Report report = BuildPlanReport(inputs);
   const Table& memory = FindTable(report, "memory");
   // 288 experts over 8 chips divide evenly: every chip holds an eighth of everything.
-  EXPECT_DOUBLE_EQ(Figure(memory, {"h100x8", "R"}, "weights"), kReleaseBytes / 8);
-  EXPECT_DOUBLE_EQ(Figure(memory, {"h100x8", "R"}, "usage"), kReleaseBytes / 8 / 80e9);
+  EXPECT_DOUBLE_EQ(Value(memory, {"h100x8", "R"}, "weights"), kReleaseBytes / 8);
+  EXPECT_DOUBLE_EQ(Value(memory, {"h100x8", "R"}, "usage"), kReleaseBytes / 8 / 80e9);
   const double room = 0.8 * 80e9 - kReleaseBytes / 8;
-  EXPECT_DOUBLE_EQ(Figure(memory, {"h100x8", "R"}, "cache_room"), room);
+  EXPECT_DOUBLE_EQ(Value(memory, {"h100x8", "R"}, "cache_room"), room);
   const double per_sequence =
       32768.0 * 13056 + 12.0 * 3 * 2 * 128 * 2 + (34.0 * 64 * 128 * 128 * 4 + 34.0 * 3 * 8192 * 3 * 2) / 8;
-  EXPECT_EQ(Figure(memory, {"h100x8", "R"}, "sequences"), std::floor(room / per_sequence));  // 51
+  EXPECT_EQ(Value(memory, {"h100x8", "R"}, "sequences"), std::floor(room / per_sequence));  // 51
   // 64 chips: ceil(288 / 64) = 5 expert slots per chip where an even split would be 4.5.
   const double routed = kRoutedTensorsLayers * kExperts * (kExpertParams + 4 * kExpertScales);
-  EXPECT_DOUBLE_EQ(Figure(memory, {"v6e-64", "R"}, "weights"), (kReleaseBytes - routed) / 64 + 5 * routed / 288);
-  EXPECT_DOUBLE_EQ(Figure(memory, {"v6e-64", "R"}, "capacity"), 32.0 * 1073741824);
+  EXPECT_DOUBLE_EQ(Value(memory, {"v6e-64", "R"}, "weights"), (kReleaseBytes - routed) / 64 + 5 * routed / 288);
+  EXPECT_DOUBLE_EQ(Value(memory, {"v6e-64", "R"}, "capacity"), 32.0 * 1073741824);
 }
 
 TEST(Plan, DecodeRooflineHandCount) {
@@ -336,14 +336,14 @@ TEST(Plan, IndexerTableHandCount) {
   // 262144 pools at 2·32·128 + 2·32 FLOPs each, plus its projections 2·(4096·1536 + 128·4096 + 32·4096 +
   // 128·4096) per layer.
   const std::vector<std::string> key = {"1M (1,048,576)"};
-  EXPECT_DOUBLE_EQ(Figure(indexer, key, "attention_flops"), 11 * 4.0 * 64 * 512 * 2051);
+  EXPECT_DOUBLE_EQ(Value(indexer, key, "attention_flops"), 11 * 4.0 * 64 * 512 * 2051);
   const double projections = 2 * (4096.0 * 1536 + 128 * 4096 + 32 * 4096 + 128 * 4096);
-  EXPECT_DOUBLE_EQ(Figure(indexer, key, "indexer_flops"), 11 * ((2 * 32 * 128 + 2 * 32) * 262144.0 + projections));
-  EXPECT_DOUBLE_EQ(Figure(indexer, key, "key_bytes"), 11 * 262144.0 * 128 * 2);
+  EXPECT_DOUBLE_EQ(Value(indexer, key, "indexer_flops"), 11 * ((2 * 32 * 128 + 2 * 32) * 262144.0 + projections));
+  EXPECT_DOUBLE_EQ(Value(indexer, key, "key_bytes"), 11 * 262144.0 * 128 * 2);
   // The indexer passes attention between 128K and 1M; at 8K it is a small fraction.
-  EXPECT_LT(Figure(indexer, {"8K (8,192)"}, "ratio"), 0.2);
-  EXPECT_GT(Figure(indexer, {"128K (131,072)"}, "ratio"), 1.0);
-  EXPECT_GT(Figure(indexer, key, "share"), Figure(indexer, {"128K (131,072)"}, "share"));
+  EXPECT_LT(Value(indexer, {"8K (8,192)"}, "ratio"), 0.2);
+  EXPECT_GT(Value(indexer, {"128K (131,072)"}, "ratio"), 1.0);
+  EXPECT_GT(Value(indexer, key, "share"), Value(indexer, {"128K (131,072)"}, "share"));
 }
 
 // The same config with more experts: the expert and router rows change, attention, KDA and state do not.
@@ -357,20 +357,20 @@ TEST(Plan, MoreExpertsChangeTheRightRows) {
   const Report b = BuildPlanReport(Resolve(more, request));
   const Table& pa = FindTable(a, "parameters");
   const Table& pb = FindTable(b, "parameters");
-  EXPECT_EQ(Figure(pb, {"routed experts"}, "params"), 2 * Figure(pa, {"routed experts"}, "params"));
-  EXPECT_EQ(Figure(pb, {"router + mHC + norms"}, "params") - Figure(pa, {"router + mHC + norms"}, "params"),
+  EXPECT_EQ(Value(pb, {"routed experts"}, "params"), 2 * Value(pa, {"routed experts"}, "params"));
+  EXPECT_EQ(Value(pb, {"router + mHC + norms"}, "params") - Value(pa, {"router + mHC + norms"}, "params"),
             42 * 288 * (4096 + 1.0));  // 288 more router rows and biases per MoE layer
-  EXPECT_EQ(Figure(pb, {"MTP layer"}, "params") - Figure(pa, {"MTP layer"}, "params"),
+  EXPECT_EQ(Value(pb, {"MTP layer"}, "params") - Value(pa, {"MTP layer"}, "params"),
             288 * kExpertParams + 288 * (4096 + 1.0));
   for (const char* unchanged : {"embed + lm_head", "KDA", "MLA", "DSA indexer", "dense MLP", "shared experts"}) {
-    EXPECT_EQ(Figure(pb, {unchanged}, "params"), Figure(pa, {unchanged}, "params")) << unchanged;
+    EXPECT_EQ(Value(pb, {unchanged}, "params"), Value(pa, {unchanged}, "params")) << unchanged;
   }
   // Active parameters: k/E halves, so the active routed share stays 42 · 8 experts.
-  EXPECT_NEAR(Figure(FindTable(b, "active"), {"active: trunk"}, "params") -
-                  Figure(FindTable(a, "active"), {"active: trunk"}, "params"),
+  EXPECT_NEAR(Value(FindTable(b, "active"), {"active: trunk"}, "params") -
+                  Value(FindTable(a, "active"), {"active: trunk"}, "params"),
               42 * 288 * (4096 + 1.0), 1);
-  EXPECT_GT(Figure(FindTable(b, "memory"), {"b300x8", "R"}, "weights"),
-            1.9 * Figure(FindTable(a, "memory"), {"b300x8", "R"}, "weights"));
+  EXPECT_GT(Value(FindTable(b, "memory"), {"b300x8", "R"}, "weights"),
+            1.9 * Value(FindTable(a, "memory"), {"b300x8", "R"}, "weights"));
   const Table& sa = FindTable(a, "state");
   const Table& sb = FindTable(b, "state");
   ASSERT_EQ(sa.rows.size(), sb.rows.size());
@@ -387,15 +387,15 @@ TEST(Plan, CoarserIndexerPoolsChangeStateAndIndexerRows) {
   const Report a = BuildPlanReport(Resolve(base, request));
   const Report b = BuildPlanReport(Resolve(coarse, request));
   const std::vector<std::string> keys = {"indexer pooled keys (128 per 8 tokens)", "bf16"};
-  EXPECT_DOUBLE_EQ(Figure(FindTable(b, "state"), keys, "per_token"), 12 * 128 * 2 / 8.0);
-  EXPECT_DOUBLE_EQ(Figure(FindTable(b, "indexer"), {"1M (1,048,576)"}, "key_bytes"),
-                   Figure(FindTable(a, "indexer"), {"1M (1,048,576)"}, "key_bytes") / 2);
+  EXPECT_DOUBLE_EQ(Value(FindTable(b, "state"), keys, "per_token"), 12 * 128 * 2 / 8.0);
+  EXPECT_DOUBLE_EQ(Value(FindTable(b, "indexer"), {"1M (1,048,576)"}, "key_bytes"),
+                   Value(FindTable(a, "indexer"), {"1M (1,048,576)"}, "key_bytes") / 2);
   // index_kpool_compress_ape is [index_kpool, 128]: 4 more rows per DSA layer (11 trunk + MTP).
-  EXPECT_EQ(Figure(FindTable(b, "parameters"), {"DSA indexer"}, "params") -
-                Figure(FindTable(a, "parameters"), {"DSA indexer"}, "params"),
+  EXPECT_EQ(Value(FindTable(b, "parameters"), {"DSA indexer"}, "params") -
+                Value(FindTable(a, "parameters"), {"DSA indexer"}, "params"),
             11 * 4 * 128.0);
-  EXPECT_EQ(Figure(FindTable(b, "parameters"), {"routed experts"}, "params"),
-            Figure(FindTable(a, "parameters"), {"routed experts"}, "params"));
+  EXPECT_EQ(Value(FindTable(b, "parameters"), {"routed experts"}, "params"),
+            Value(FindTable(a, "parameters"), {"routed experts"}, "params"));
 }
 
 TEST(Plan, HeadersAndConfigAgreeOnGoldenCheckpoints) {
@@ -451,8 +451,8 @@ TEST(Plan, CpuServerDecode) {
   request.context = 4096;
   const Report report = BuildPlanReport(Resolve(ReleaseConfig(), request));
   const Table& roofline = FindTable(report, "roofline");
-  EXPECT_EQ(Figure(roofline, {"cpu", "C"}, "b1_collectives"), 0);
-  const double tokens = Figure(roofline, {"cpu", "C"}, "b1_tokens_per_s");
+  EXPECT_EQ(Value(roofline, {"cpu", "C"}, "b1_collectives"), 0);
+  const double tokens = Value(roofline, {"cpu", "C"}, "b1_tokens_per_s");
   EXPECT_GT(tokens, 17);
   EXPECT_LT(tokens, 24);
   // No peak given: prefill says so instead of inventing a figure.
@@ -477,9 +477,9 @@ TEST(Plan, AssumptionOverridesAreCheckedAndApplied) {
   const Report report = BuildPlanReport(Resolve(ReleaseConfig(), request));
   // Without the fixed collective cost only bytes remain: batch-1 decode is bandwidth-bound.
   const Table& roofline = FindTable(report, "roofline");
-  EXPECT_LT(Figure(roofline, {"h100x8", "R"}, "b1_collectives"), 20e-6);
+  EXPECT_LT(Value(roofline, {"h100x8", "R"}, "b1_collectives"), 20e-6);
   const Table& assumptions = FindTable(report, "assumptions");
-  EXPECT_EQ(Figure(assumptions, {"collective_latency_us"}, "default"), 10);
+  EXPECT_EQ(Value(assumptions, {"collective_latency_us"}, "default"), 10);
 }
 
 TEST(Plan, BadRequestsAreClearErrors) {
