@@ -1,7 +1,9 @@
 #include "engine/capacity.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <stdexcept>
 #include <sstream>
 
 namespace glint {
@@ -16,6 +18,42 @@ std::string FormatBytes(double bytes) {
   char text[32];
   std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
   return text;
+}
+
+Result<int64_t> ParseByteSize(std::string_view text) {
+  const std::string original(text);
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
+    ++digits;
+  }
+  const std::string number(text.substr(0, digits));
+  std::string unit(text.substr(digits));
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  double value = 0;
+  try {
+    size_t used = 0;
+    value = std::stod(number, &used);
+    if (used != number.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    return InvalidArgument("'", original, "' is not a size; expected a number with an optional K, M, G or T suffix");
+  }
+  double scale = 1;
+  if (unit == "" || unit == "B") {
+    scale = 1;
+  } else if (unit == "K" || unit == "KB" || unit == "KIB") {
+    scale = 1024.0;
+  } else if (unit == "M" || unit == "MB" || unit == "MIB") {
+    scale = 1024.0 * 1024;
+  } else if (unit == "G" || unit == "GB" || unit == "GIB") {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (unit == "T" || unit == "TB" || unit == "TIB") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    return InvalidArgument("'", original, "' has an unknown unit '", unit, "'; expected K, M, G or T");
+  }
+  const double bytes = value * scale;
+  if (!(bytes >= 1) || bytes > 9.0e18) return InvalidArgument("size '", original, "' is out of range");
+  return static_cast<int64_t>(bytes);
 }
 
 Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,

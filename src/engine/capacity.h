@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -55,5 +56,7 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
 
 // "1.50 GiB", "512 B" ...
 std::string FormatBytes(double bytes);
+// "512", "64K", "1.5G", "2GiB", "100MB" → bytes (K, M, G, T are powers of 1024 with or without "iB"/"B").
+Result<int64_t> ParseByteSize(std::string_view text);
 
 }  // namespace glint

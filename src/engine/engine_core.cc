@@ -290,6 +290,10 @@ Status EngineCore::Step() {
   }
   scheduler_->Complete(plan);
   counters_.computed_tokens += plan.tokens;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    const int64_t prompt_end = std::min(chunk.start + chunk.count, scheduler_->Get(chunk.id).prompt_length);
+    counters_.prompt_tokens_computed += std::max<int64_t>(prompt_end - chunk.start, 0);
+  }
 
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& chunk = plan.chunks[i];

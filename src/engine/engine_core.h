@@ -35,6 +35,7 @@ struct EngineMetrics {
   int64_t prompt_tokens = 0;      // of submitted requests (× n is not counted: the prompt is computed once)
   int64_t generated_tokens = 0;
   int64_t computed_tokens = 0;    // positions run through the model: prefill, decode and recompute
+  int64_t prompt_tokens_computed = 0;  // of which prompt positions (prefix-cache hits and forks skip them)
   int64_t steps = 0;
   int64_t preemptions = 0;
   double step_seconds = 0;        // time spent in steps
