@@ -58,6 +58,29 @@ TEST(Capacity, SplitsTheBudgetSlotsCheckpointsBlocks) {
   EXPECT_EQ(plain.num_blocks, rest / 10240);
 }
 
+// The figures docs/engine.md quotes for the release model (tests/data/glm-5.3-flash-config.json).
+TEST(Capacity, ReleaseModelBytes) {
+  const ModelConfig c = LoadModelConfig(testing::TestDataPath("glm-5.3-flash-config.json")).value();
+  const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64}).value();
+  EXPECT_DOUBLE_EQ(layout.BytesPerToken(), 11 * (512 + 128 / 4) * 4);  // 23.4 KiB
+  const int64_t kda_layer = 3 * 8192 * 3 * 4 + 64 * 128 * 128 * 4;      // conv 288 KiB + S 4 MiB
+  EXPECT_EQ(layout.checkpoint_bytes, 34 * kda_layer);
+  EXPECT_EQ(layout.slot_bytes, 34 * kda_layer + 11 * 2 * 3 * 128 * 4);   // + 33 KiB of indexer tails
+  const CacheLayout half = MakeCacheLayout(c, {.block_tokens = 64, .kda_state = KdaStateStorage::kBfloat16}).value();
+  EXPECT_EQ(half.checkpoint_bytes, 34 * (3 * 8192 * 3 * 4 + 64 * 128 * 128 * 2));
+}
+
+TEST(Capacity, ParsesSizes) {
+  EXPECT_EQ(ParseByteSize("512").value(), 512);
+  EXPECT_EQ(ParseByteSize("64K").value(), 64 * 1024);
+  EXPECT_EQ(ParseByteSize("1.5G").value(), 3 * (int64_t{1} << 29));
+  EXPECT_EQ(ParseByteSize("2GiB").value(), int64_t{2} << 30);
+  EXPECT_EQ(ParseByteSize("100mb").value(), 100 << 20);
+  EXPECT_ERROR_CONTAINS(ParseByteSize("lots"), "not a size");
+  EXPECT_ERROR_CONTAINS(ParseByteSize("3X"), "unknown unit");
+  EXPECT_ERROR_CONTAINS(ParseByteSize("0"), "out of range");
+}
+
 TEST(Capacity, BudgetsThatCannotWorkAreRefused) {
   const ModelConfig c = TinyDense();
   const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64}).value();
