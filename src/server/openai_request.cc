@@ -489,7 +489,7 @@ ApiOr<Json> ParseJsonObject(std::string_view body, int max_depth) {
   Json parsed;
   try {
     parsed = Json::parse(body);
-  } catch (const Json::parse_error& error) {
+  } catch (const Json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
     // nlohmann reports ill-formed UTF-8 as a parse error naming the byte; both are "bad JSON" to the client.
     const std::string what = error.what();
     if (what.find("UTF-8") != std::string::npos || what.find("utf-8") != std::string::npos) {
