@@ -150,13 +150,19 @@ void GenerationSession::CancelUnfinished() {
 
 std::optional<GenerationSession::Tagged> GenerationSession::Next(ClientConnection& connection) {
   while (std::find(finished_.begin(), finished_.end(), false) != finished_.end()) {
+    // The connection is checked at least every kPollInterval, also while outputs keep arriving (a non-streaming
+    // answer writes nothing until the end, so only this check notices a client that left).
+    const auto now = Clock::now();
+    if (now - last_alive_check_ >= kPollInterval) {
+      last_alive_check_ = now;
+      if (!connection.Alive()) {
+        client_gone_ = true;
+        CancelUnfinished();
+        return std::nullopt;
+      }
+    }
     auto item = queue_->Pop(kPollInterval);
     if (item) return item;
-    if (!connection.Alive()) {
-      client_gone_ = true;
-      CancelUnfinished();
-      return std::nullopt;
-    }
   }
   return std::nullopt;
 }

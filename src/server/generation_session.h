@@ -111,6 +111,7 @@ class GenerationSession {
   std::unique_ptr<ResponseFormatter> formatter_;
   std::shared_ptr<Queue> queue_;
   Clock::time_point arrival_;
+  Clock::time_point last_alive_check_;
   std::vector<GenerationId> ids_;
   std::vector<bool> finished_;  // [requests]
   int64_t reserved_sequences_ = 0;

@@ -21,12 +21,13 @@ fail() {
   exit 1
 }
 
-if ! "$glint" serve --help | grep -q -- "--max-seqs"; then
+"$glint" serve --help >"$work/help" 2>&1 || true
+if ! grep -q -- "--max-seqs" "$work/help"; then
   echo "SKIP: glint serve is built without the engine (issue #5)"
   exit 77
 fi
 
-ENGINE=(--memory 128M --max-seqs 8 --max-model-len 256)
+ENGINE=(--memory 128M --max-seqs 8 --max-model-len 1024)
 
 # start_server ARGS...: runs glint serve on port 0 and sets $pid, $port, $base.
 start_server() {
@@ -98,7 +99,7 @@ expect_status 200 "$(request GET /health)" "health"
 expect_status 200 "$(request GET /v1/models)" "models"
 [[ "$(json 'd["data"][0]["id"]')" == tiny ]] || fail "models: $(cat "$work/body")"
 max_len="$(json 'd["data"][0]["max_model_len"]')"
-[[ "$max_len" == 256 ]] || fail "max_model_len $max_len"
+[[ "$max_len" == 1024 ]] || fail "max_model_len $max_len"
 
 expect_status 200 "$(post /tokenize '{"prompt": "Hello world"}')" "tokenize"
 tokens="$(json 'json.dumps(d["tokens"])')"
@@ -160,7 +161,8 @@ expect_status 200 "$(post /v1/completions '{"prompt": "Once upon a time", "max_t
 expect_status 200 "$(post /v1/completions '{"prompt": [[5, 6], [7, 8, 9]], "max_tokens": 2, "ignore_eos": true}')" "completion prompt list"
 [[ "$(json 'len(d["choices"])')" == 2 && "$(json 'd["usage"]["prompt_tokens"]')" == 5 ]] || fail "prompt list: $(cat "$work/body")"
 printf '%s' '{"prompt": "Hi", "max_tokens": 3, "ignore_eos": true, "stream": true}' >"$work/req.json"
-curl -sN --max-time 60 --data-binary "@$work/req.json" "$base/v1/completions" | tail -c 20 | grep -q "data: \[DONE\]" || fail "completion stream end"
+curl -sN --max-time 60 --data-binary "@$work/req.json" "$base/v1/completions" >"$work/stream"
+tail -c 20 "$work/stream" | grep -q "data: \[DONE\]" || fail "completion stream end"
 
 # ---- errors ----
 expect_error 400 "$(post /v1/chat/completions '{not json')" "malformed JSON"
@@ -169,9 +171,9 @@ expect_error 400 "$(post /v1/chat/completions '{"messages": [{"role": "user", "c
 printf '{"messages": [{"role": "user", "content": "\xff"}]}' >"$work/bad_utf8.json"
 expect_error 400 "$(request POST /v1/chat/completions "$work/bad_utf8.json")" "invalid UTF-8"
 expect_error 404 "$(post /v1/chat/completions '{"model": "gpt-9", "messages": [{"role": "user", "content": "x"}]}')" "unknown model" model_not_found
-python3 -c "import json; print(json.dumps({'prompt': [5] * 300}))" >"$work/long.json"
+python3 -c "import json; print(json.dumps({'prompt': [5] * 1100}))" >"$work/long.json"
 expect_error 400 "$(request POST /v1/completions "$work/long.json")" "prompt too long" context_length_exceeded
-expect_error 400 "$(post /v1/completions '{"prompt": "x", "max_tokens": 1000}')" "max_tokens past the context" context_length_exceeded
+expect_error 400 "$(post /v1/completions '{"prompt": "x", "max_tokens": 2000}')" "max_tokens past the context" context_length_exceeded
 expect_error 404 "$(request GET /v1/nothing)" "unknown route"
 expect_error 405 "$(request GET /v1/chat/completions)" "wrong method"
 head -c 20000000 /dev/zero | tr '\0' ' ' >"$work/huge.json"
@@ -204,11 +206,12 @@ for _ in $(seq 1 200); do
   sleep 0.1
 done
 [[ -n "$idle" ]] || fail "a disconnected client's request still runs: $(curl -s "$base/metrics" | grep -E '^glint_(requests|kv_blocks|state_slots)')"
-curl -s "$base/metrics" | grep -q 'glint_request_success_total{finish_reason="abort"} [1-9]' || fail "no aborted request counted"
+curl -s --max-time 10 "$base/metrics" >"$work/metrics"
+grep -q 'glint_request_success_total{finish_reason="abort"} [1-9]' "$work/metrics" || fail "no aborted request counted"
 for name in 'vllm:num_requests_running{model_name="tiny"}' 'vllm:prompt_tokens_total{model_name="tiny"}' \
             'vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name="tiny",position="0"}' \
             glint_time_to_first_token_seconds_count vllm:e2e_request_latency_seconds_bucket; do
-  curl -s "$base/metrics" | grep -qF "$name" || fail "metric $name missing"
+  grep -qF "$name" "$work/metrics" || fail "metric $name missing"
 done
 
 # ---- SIGTERM while a request streams: it finishes, then the server exits 0 ----
