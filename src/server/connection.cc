@@ -44,8 +44,7 @@ ConnectionPool::~ConnectionPool() { shutdown(); }
 
 void ConnectionPool::enqueue(std::function<void()> task) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const size_t busy = threads_.size() - idle_;
-  if (busy + tasks_.size() >= max_threads_ + max_pending_) {
+  if (running_ + tasks_.size() >= max_threads_ + max_pending_) {
     rejected_.push_back(std::move(task));
     reject_ready_.notify_one();
     return;
@@ -66,9 +65,11 @@ void ConnectionPool::Work() {
     if (tasks_.empty()) return;  // stopping and nothing left
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
+    ++running_;
     lock.unlock();
     task();
     lock.lock();
+    --running_;
   }
 }
 

@@ -23,7 +23,8 @@ namespace glint::server {
 // httplib's task queue: each accepted connection is one task that serves it until it closes. Up to
 // `max_threads` connections are served at once (threads start on demand); up to `max_pending` more wait for a
 // thread; beyond that, connections are handed to one reject thread on which IsRejectThread() is true, so the
-// request handler can answer 503 right away.
+// request handler answers 503 as soon as the request has arrived (a rejected client that sends nothing holds the
+// reject thread until the keep-alive timeout, delaying other rejected clients, never the served ones).
 class ConnectionPool final : public httplib::TaskQueue {
  public:
   ConnectionPool(size_t max_threads, size_t max_pending);
@@ -48,7 +49,8 @@ class ConnectionPool final : public httplib::TaskQueue {
   std::deque<std::function<void()>> rejected_;
   std::vector<std::thread> threads_;
   std::thread reject_thread_;
-  size_t idle_ = 0;
+  size_t idle_ = 0;     // threads waiting for a task
+  size_t running_ = 0;  // tasks being served (counted apart from idle_: a thread just started is neither)
   bool stopping_ = false;
 };
 

@@ -110,6 +110,10 @@ expect_status 200 "$(post /tokenize '{"messages": [{"role": "user", "content": "
 chat_prompt_tokens="$(json 'd["count"]')"
 
 # ---- chat ----
+# The request log never has prompt text (unless --log-prompts).
+expect_status 200 "$(post /v1/chat/completions '{"messages": [{"role": "user", "content": "secret-marker-4711"}], "max_tokens": 1}')" "private prompt"
+grep -q "POST /v1/chat/completions 200" "$work/server.log" || fail "no request log line"
+if grep -q "secret-marker-4711" "$work/server.log"; then fail "the prompt text reached the log"; fi
 expect_status 200 "$(post /v1/chat/completions '{"model": "tiny", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "ignore_eos": true, "temperature": 0}')" "chat"
 python3 - "$work/body" "$chat_prompt_tokens" <<'EOF' || fail "chat body: $(cat "$work/body")"
 import json, sys

@@ -653,6 +653,25 @@ TEST(Server, QueueBoundGives429WithRetryAfter) {
   EXPECT_NE(metrics.body.find("glint_requests_rejected_total 1"), std::string::npos);
 }
 
+TEST(Server, ConnectionsBeyondTheLimitGet503) {
+  ServerOptions options;
+  options.max_connections = 2;  // 2 served + 2 waiting; a 5th is answered 503 at once
+  TestServer server(options);
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(server.port()));  // connected, silent
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  HttpReply refused = Exchange(server.port(), "GET", "/v1/models");
+  ExpectError(refused, 503, "too many connections");
+  EXPECT_EQ(refused.header("Connection"), "close");
+  for (int fd : idle) close(fd);
+  bool served = false;
+  for (int i = 0; i < 200 && !served; ++i) {
+    served = Exchange(server.port(), "GET", "/health").status == 200;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(served);
+}
+
 TEST(Server, StreamingClientThatLeavesCancelsItsRequest) {
   TestServer server;
   server.backend().set_script([](const GenerationRequest&, int64_t) {
