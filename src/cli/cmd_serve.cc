@@ -12,18 +12,14 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "cli/command.h"
+#include "cli/engine_flags.h"
 #include "cli/model_flags.h"
+#include "engine/engine.h"
 #include "io/config.h"
+#include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
-
-#if __has_include("engine/engine.h")
-#define GLINT_HAVE_ENGINE 1
-#include "cli/engine_flags.h"
-#include "engine/engine.h"
-#include "server/engine_backend.h"
-#endif
 
 namespace glint::cli {
 namespace {
@@ -42,12 +38,9 @@ struct ServeFlags {
   double shutdown_timeout = 30;
   bool no_request_log = false;
   bool log_prompts = false;
-#ifdef GLINT_HAVE_ENGINE
   EngineFlags engine;
-#endif
 };
 
-#ifdef GLINT_HAVE_ENGINE
 std::string BaseName(std::string path) {
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   const size_t slash = path.rfind('/');
@@ -85,13 +78,8 @@ class SignalWatcher {
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
-#endif
 
 Status Serve(ServeFlags flags) {
-#ifndef GLINT_HAVE_ENGINE
-  (void)flags;
-  return Unimplemented("glint serve needs the engine (engine/engine.h, issue #5), which is not in this build yet");
-#else
   if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
   if (flags.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
   if (flags.max_queued < 0) return InvalidArgument("--max-queued must be at least 0");
@@ -137,8 +125,8 @@ Status Serve(ServeFlags flags) {
   options.host = flags.host;
   options.port = flags.port;
   options.api_key = flags.api_key;
-  options.model_names = flags.served_model_names.empty() ? std::vector<std::string>{BaseName(dir)}
-                                                          : flags.served_model_names;
+  options.model_names =
+      flags.served_model_names.empty() ? std::vector<std::string>{BaseName(dir)} : flags.served_model_names;
   options.allowed_origins = flags.allowed_origins;
   options.max_body_bytes = flags.max_body_bytes;
   options.max_connections = flags.max_connections;
@@ -163,47 +151,45 @@ Status Serve(ServeFlags flags) {
   }
   LogInfo("stopped");
   return status;
-#endif
 }
 
-GLINT_REGISTER_COMMAND("serve", "serve the model over HTTP with the OpenAI API (docs/server.md)", 40,
-                       [](CLI::App& command) -> std::function<Status()> {
-                         auto flags = std::make_shared<ServeFlags>();
-                         AddModelFlag(command, flags->model);
-                         command.add_option("--host", flags->host, "address to bind (loopback by default)")
-                             ->capture_default_str();
-                         command.add_option("--port", flags->port, "port to bind (0: any free port)")
-                             ->capture_default_str();
-                         command.add_option("--api-key", flags->api_key,
-                                            "require 'Authorization: Bearer KEY' on every endpoint but /health "
-                                            "(default: $GLINT_API_KEY)");
-                         command.add_option("--served-model-name", flags->served_model_names,
-                                            "model names the API accepts; the first is reported (default: the "
-                                            "model directory's name)");
-                         command.add_option("--allowed-origins", flags->allowed_origins,
-                                            "CORS origins to allow ('*' for any); none by default")
-                             ->delimiter(',');
-                         command.add_option("--chat-template", flags->chat_template,
-                                            "a Jinja file to use instead of the checkpoint's chat template");
-                         command.add_option("--max-body-bytes", flags->max_body_bytes, "largest request body")
-                             ->capture_default_str();
-                         command.add_option("--max-connections", flags->max_connections,
-                                            "connections served at once (as many more may wait; then 503)")
-                             ->capture_default_str();
-                         command.add_option("--max-queued", flags->max_queued,
-                                            "sequences that may wait beyond what the engine runs (then 429)")
-                             ->capture_default_str();
-                         command.add_option("--shutdown-timeout", flags->shutdown_timeout,
-                                            "seconds in-flight requests get after SIGTERM before they are cancelled")
-                             ->capture_default_str();
-                         command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
-                         command.add_flag("--log-prompts", flags->log_prompts,
-                                          "log prompt text (off by default: prompts are private)");
-#ifdef GLINT_HAVE_ENGINE
-                         AddEngineFlags(command, flags->engine);
-#endif
-                         return [flags] { return Serve(*flags); };
-                       });
+GLINT_REGISTER_COMMAND(
+    "serve", "serve the model over HTTP with the OpenAI API (docs/server.md)", 40,
+    [](CLI::App& command) -> std::function<Status()> {
+      auto flags = std::make_shared<ServeFlags>();
+      AddModelFlag(command, flags->model);
+      command.add_option("--host", flags->host, "address to bind (loopback by default)")->capture_default_str();
+      command.add_option("--port", flags->port, "port to bind (0: any free port)")->capture_default_str();
+      command.add_option("--api-key", flags->api_key,
+                         "require 'Authorization: Bearer KEY' on every endpoint but /health "
+                         "(default: $GLINT_API_KEY)");
+      command.add_option("--served-model-name", flags->served_model_names,
+                         "model names the API accepts; the first is reported (default: the "
+                         "model directory's name)");
+      command
+          .add_option("--allowed-origins", flags->allowed_origins,
+                      "CORS origins to allow ('*' for any); none by default")
+          ->delimiter(',');
+      command.add_option("--chat-template", flags->chat_template,
+                         "a Jinja file to use instead of the checkpoint's chat template");
+      command.add_option("--max-body-bytes", flags->max_body_bytes, "largest request body")->capture_default_str();
+      command
+          .add_option("--max-connections", flags->max_connections,
+                      "connections served at once (as many more may wait; then 503)")
+          ->capture_default_str();
+      command
+          .add_option("--max-queued", flags->max_queued,
+                      "sequences that may wait beyond what the engine runs (then 429)")
+          ->capture_default_str();
+      command
+          .add_option("--shutdown-timeout", flags->shutdown_timeout,
+                      "seconds in-flight requests get after SIGTERM before they are cancelled")
+          ->capture_default_str();
+      command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
+      command.add_flag("--log-prompts", flags->log_prompts, "log prompt text (off by default: prompts are private)");
+      AddEngineFlags(command, flags->engine);
+      return [flags] { return Serve(*flags); };
+    });
 
 }  // namespace
 }  // namespace glint::cli

@@ -35,16 +35,16 @@ enum class GenerationFinish { kNone, kStop, kLength, kCancelled, kError };
 
 // One step's worth of one sample.
 struct GenerationOutput {
-  int64_t index = 0;              // which of the n samples
-  std::vector<int32_t> tokens;    // generated since this sample's previous output
-  std::string text;               // their text: complete UTF-8 characters; never includes a stop string
-  std::vector<TokenLogprob> logprobs;                   // [tokens] when asked for
+  int64_t index = 0;                   // which of the n samples
+  std::vector<int32_t> tokens;         // generated since this sample's previous output
+  std::string text;                    // their text: complete UTF-8 characters; never includes a stop string
+  std::vector<TokenLogprob> logprobs;  // [tokens] when asked for
   std::vector<std::vector<TokenLogprob>> top_logprobs;  // [tokens][k] when asked for
   GenerationFinish finish = GenerationFinish::kNone;    // set on the sample's last output
   std::string error;                                    // kError
-  int64_t generated_tokens = 0;   // on the last output: tokens this sample generated
+  int64_t generated_tokens = 0;                         // on the last output: tokens this sample generated
   int64_t cached_prompt_tokens = 0;  // on the last output: prompt tokens restored from the prefix cache
-  bool request_finished = false;  // the last output of the whole request (all n samples)
+  bool request_finished = false;     // the last output of the whole request (all n samples)
 };
 
 class GenerationSink {
@@ -60,7 +60,7 @@ struct GenerationRequest {
   std::vector<std::string> stop_strings;  // finish when the text contains one (not included in the text)
   std::vector<int32_t> stop_token_ids;    // finish on these, besides the model's end ids
   bool ignore_eos = false;
-  bool skip_special_tokens = true;        // false keeps <think>, <tool_call>... in the text for the parsers
+  bool skip_special_tokens = true;  // false keeps <think>, <tool_call>... in the text for the parsers
   int64_t n = 1;
   int64_t logprobs = -1;  // −1: none; k ≥ 0: each token's logprob and the k most likely
   std::shared_ptr<GenerationSink> sink;
@@ -73,7 +73,7 @@ struct BackendMetrics {
   int64_t preemptions = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0;
   int64_t state_slots_total = 0, state_slots_used = 0;
-  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;            // admissions
+  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;             // admissions
   int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;  // tokens
   int64_t computed_tokens = 0;
   int64_t steps = 0;

@@ -7,6 +7,8 @@
 // Request carries), found among the process's sockets once per request, and polled for end-of-stream.
 #pragma once
 
+#include <httplib.h>
+
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -15,8 +17,6 @@
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <httplib.h>
 
 namespace glint::server {
 

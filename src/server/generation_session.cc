@@ -128,8 +128,8 @@ std::optional<ApiError> GenerationSession::Submit(std::vector<GenerationRequest>
       CancelUnfinished();
       ids_.clear();
       finished_.clear();
-      const bool too_long = id.status().message().find("context") != std::string::npos ||
-                            id.status().code() == ErrorCode::kOutOfRange;
+      const bool too_long =
+          id.status().message().find("context") != std::string::npos || id.status().code() == ErrorCode::kOutOfRange;
       return BadRequest(id.status().message(), too_long ? "messages" : "", too_long ? "context_length_exceeded" : "");
     }
     ids_.push_back(*id);
@@ -173,8 +173,8 @@ void GenerationSession::Record(const Tagged& item) {
   if (!first_output_) first_output_ = now;
   if (!output.tokens.empty()) {
     if (!first_token_) first_token_ = now;
-    const size_t sample = static_cast<size_t>(item.tag) * static_cast<size_t>(samples_per_request_) +
-                          static_cast<size_t>(output.index);
+    const size_t sample =
+        static_cast<size_t>(item.tag) * static_cast<size_t>(samples_per_request_) + static_cast<size_t>(output.index);
     if (sample < last_token_.size()) {
       if (last_token_[sample] && metrics_ != nullptr) {
         metrics_->ObserveInterTokenLatency(std::chrono::duration<double>(now - *last_token_[sample]).count());
@@ -273,8 +273,7 @@ void GenerationSession::ReportFinished() {
   figures.generation_tokens = completion_tokens_;
   figures.cached_prompt_tokens = cached_prompt_tokens_;
   figures.e2e_seconds = std::chrono::duration<double>(now - arrival_).count();
-  figures.queue_seconds =
-      std::chrono::duration<double>((first_output_ ? *first_output_ : now) - arrival_).count();
+  figures.queue_seconds = std::chrono::duration<double>((first_output_ ? *first_output_ : now) - arrival_).count();
   if (first_token_) figures.first_token_seconds = std::chrono::duration<double>(*first_token_ - arrival_).count();
   metrics_->RequestFinished(figures);
 }

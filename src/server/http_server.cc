@@ -62,9 +62,7 @@ std::string StatusText(int status) {
 class HttpClient final : public ClientConnection {
  public:
   HttpClient(httplib::DataSink* sink, int socket) : sink_(sink), socket_(socket) {}
-  bool Write(std::string_view data) override {
-    return sink_ != nullptr && sink_->write(data.data(), data.size());
-  }
+  bool Write(std::string_view data) override { return sink_ != nullptr && sink_->write(data.data(), data.size()); }
   bool Alive() override { return socket_ < 0 || !PeerClosed(socket_); }
 
  private:
@@ -92,8 +90,7 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 
 class HttpServer::Impl {
  public:
-  Impl(ServerOptions options, const Tokenizer& tokenizer, const ChatTemplate* chat_template,
-       GenerationBackend& backend)
+  Impl(ServerOptions options, const Tokenizer& tokenizer, const ChatTemplate* chat_template, GenerationBackend& backend)
       : options_(std::move(options)),
         tokenizer_(tokenizer),
         chat_template_(chat_template),
@@ -162,20 +159,19 @@ class HttpServer::Impl {
     server_.set_keep_alive_max_count(1000);
     server_.set_tcp_nodelay(true);
 
-    server_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
-      return PreRoute(req, res);
-    });
-    server_.set_error_handler(httplib::Server::HandlerWithResponse(
-        [this](const httplib::Request& req, httplib::Response& res) {
-      if (res.body.empty() && !res.is_chunked_content_provider_) {
-        ApiError error{res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
-                       StrCat(StatusText(res.status), ": ", req.method, " ", req.path), "", ""};
-        if (res.status == 404) error.code = "not_found";
-        res.set_content(ErrorBody(error), kJson);
-        AddCors(req, res);
-      }
-      return httplib::Server::HandlerResponse::Handled;
-    }));
+    server_.set_pre_routing_handler(
+        [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
+    server_.set_error_handler(
+        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
+          if (res.body.empty() && !res.is_chunked_content_provider_) {
+            ApiError error{res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
+                           StrCat(StatusText(res.status), ": ", req.method, " ", req.path), "", ""};
+            if (res.status == 404) error.code = "not_found";
+            res.set_content(ErrorBody(error), kJson);
+            AddCors(req, res);
+          }
+          return httplib::Server::HandlerResponse::Handled;
+        }));
     server_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
       std::string what = "internal error";
       try {
@@ -202,15 +198,18 @@ class HttpServer::Impl {
     });
     server_.Post("/v1/chat/completions",
                  [this](const httplib::Request& req, httplib::Response& res) { Chat(req, res); });
-    server_.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { Completion(req, res); });
+    server_.Post("/v1/completions",
+                 [this](const httplib::Request& req, httplib::Response& res) { Completion(req, res); });
     server_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
     server_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
     // The right path with the wrong method is a 405, not a 404.
     for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
-      server_.Get(path, [this](const httplib::Request& req, httplib::Response& res) { MethodNotAllowed(req, res, "POST"); });
+      server_.Get(path,
+                  [this](const httplib::Request& req, httplib::Response& res) { MethodNotAllowed(req, res, "POST"); });
     }
     for (const char* path : {"/health", "/v1/models", "/metrics"}) {
-      server_.Post(path, [this](const httplib::Request& req, httplib::Response& res) { MethodNotAllowed(req, res, "GET"); });
+      server_.Post(path,
+                   [this](const httplib::Request& req, httplib::Response& res) { MethodNotAllowed(req, res, "GET"); });
     }
     server_.Options(".*", [this](const httplib::Request& req, httplib::Response& res) { Preflight(req, res); });
   }
@@ -301,10 +300,10 @@ class HttpServer::Impl {
     for (const std::string& name : options_.model_names) {
       if (*model == name) return std::nullopt;
     }
-    return ApiError{404, "invalid_request_error",
-                    StrCat("the model '", *model, "' does not exist; this server serves '", options_.model_names[0],
-                           "'"),
-                    "model", "model_not_found"};
+    return ApiError{
+        404, "invalid_request_error",
+        StrCat("the model '", *model, "' does not exist; this server serves '", options_.model_names[0], "'"), "model",
+        "model_not_found"};
   }
 
   void Models(httplib::Response& res) {
@@ -336,9 +335,9 @@ class HttpServer::Impl {
     const int64_t limit = backend_.max_model_len();
     const int64_t length = static_cast<int64_t>(prompt_tokens);
     if (length >= limit) {
-      return BadRequest(StrCat("the prompt has ", length, " tokens but this model's context is ", limit,
-                               " tokens (prompt + output)"),
-                        param, "context_length_exceeded");
+      return BadRequest(
+          StrCat("the prompt has ", length, " tokens but this model's context is ", limit, " tokens (prompt + output)"),
+          param, "context_length_exceeded");
     }
     if (fields.max_tokens && length + *fields.max_tokens > limit) {
       return BadRequest(StrCat("the prompt (", length, " tokens) plus max_tokens (", *fields.max_tokens,
@@ -392,8 +391,9 @@ class HttpServer::Impl {
     ChatRequest& chat = parsed.value();
     if (auto error = CheckModel(chat.model)) return fail(*error);
     if (chat_template_ == nullptr) {
-      return fail(BadRequest("this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
-                             "/v1/completions"));
+      return fail(
+          BadRequest("this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
+                     "/v1/completions"));
     }
     auto prompt = BuildChatPrompt(chat, *chat_template_, tokenizer_);
     if (!prompt.ok()) return fail(prompt.error());

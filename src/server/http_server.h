@@ -20,20 +20,20 @@
 namespace glint::server {
 
 struct ServerOptions {
-  std::string host = "127.0.0.1";  // loopback unless told otherwise
-  int port = 8080;                 // 0: any free port (see HttpServer::port)
+  std::string host = "127.0.0.1";                    // loopback unless told otherwise
+  int port = 8080;                                   // 0: any free port (see HttpServer::port)
   std::vector<std::string> model_names = {"glint"};  // the first is reported by /v1/models and in responses
-  std::string api_key;             // non-empty: every endpoint but /health needs "Authorization: Bearer <key>"
+  std::string api_key;  // non-empty: every endpoint but /health needs "Authorization: Bearer <key>"
   std::vector<std::string> allowed_origins;  // CORS; empty: no CORS headers; "*" allows any origin
   size_t max_body_bytes = size_t{16} << 20;
   size_t max_header_bytes = size_t{32} << 10;  // all request headers together (each line: at most 8 KiB)
-  int max_connections = 256;       // connections served at once; more wait (up to as many again), then get 503
+  int max_connections = 256;           // connections served at once; more wait (up to as many again), then get 503
   int64_t max_queued_sequences = 512;  // sequences that may wait beyond what the backend runs; then 429
   int read_timeout_seconds = 30;
   int write_timeout_seconds = 30;
   int keep_alive_seconds = 5;
   double shutdown_grace_seconds = 30;  // SIGTERM: in-flight requests get this long, then they are cancelled
-  bool log_requests = true;        // one line per request; never the prompt text unless log_prompts
+  bool log_requests = true;            // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
   RequestPolicy policy;
   jinja::RenderLimits template_limits;

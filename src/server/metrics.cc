@@ -8,11 +8,11 @@ namespace glint::server {
 namespace {
 
 // Bucket bounds as vLLM's, so dashboards built for it read ours.
-const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75,
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
                                           1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
-const std::vector<double> kInterTokenBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5,
+const std::vector<double> kInterTokenBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
                                                 0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
-const std::vector<double> kLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,  2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+const std::vector<double> kLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
                                              30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 const std::vector<double> kTokenBuckets = {1,    2,    5,    10,    20,    50,    100,    200,    500,
                                            1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000};
@@ -71,8 +71,8 @@ Histogram::Histogram(std::vector<double> upper_bounds)
     : upper_bounds_(std::move(upper_bounds)), counts_(upper_bounds_.size() + 1, 0) {}
 
 void Histogram::Observe(double value) {
-  const size_t bucket = static_cast<size_t>(
-      std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin());
+  const size_t bucket =
+      static_cast<size_t>(std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin());
   std::lock_guard<std::mutex> lock(mutex_);
   ++counts_[bucket];
   sum_ += value;
@@ -86,7 +86,8 @@ void Histogram::Render(const std::string& name, const std::string& labels, std::
   for (size_t i = 0; i <= upper_bounds_.size(); ++i) {
     cumulative += counts_[i];
     const double bound = i < upper_bounds_.size() ? upper_bounds_[i] : INFINITY;
-    writer.Sample(name + "_bucket", JoinLabels(labels, "le=\"" + Number(bound) + "\""), static_cast<double>(cumulative));
+    writer.Sample(name + "_bucket", JoinLabels(labels, "le=\"" + Number(bound) + "\""),
+                  static_cast<double>(cumulative));
   }
   writer.Sample(name + "_sum", labels, sum_);
   writer.Sample(name + "_count", labels, static_cast<double>(count_));
@@ -127,8 +128,8 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   Writer w(out);
   const std::string model = "model_name=\"" + EscapeLabel(model_name) + "\"";
   const double kv_usage = backend.kv_blocks_total > 0 ? static_cast<double>(backend.kv_blocks_used) /
-                                                             static_cast<double>(backend.kv_blocks_total)
-                                                       : 0.0;
+                                                            static_cast<double>(backend.kv_blocks_total)
+                                                      : 0.0;
   std::map<std::pair<std::string, int>, int64_t> http_requests;
   std::map<std::string, int64_t> finished;
   int64_t prompt_total = 0, generation_total = 0, cached_total = 0;

@@ -41,9 +41,9 @@ struct RequestFigures {
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
   int64_t cached_prompt_tokens = 0;
-  double queue_seconds = 0;            // arrival → first output (prefill included; an upper bound on queueing)
-  double first_token_seconds = -1;     // arrival → first generated token (TTFT); < 0 if none
-  double e2e_seconds = 0;              // arrival → last output
+  double queue_seconds = 0;         // arrival → first output (prefill included; an upper bound on queueing)
+  double first_token_seconds = -1;  // arrival → first generated token (TTFT); < 0 if none
+  double e2e_seconds = 0;           // arrival → last output
 };
 
 class ServerMetrics {

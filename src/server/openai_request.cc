@@ -10,9 +10,9 @@ namespace {
 
 using Error = std::optional<ApiError>;
 
-#define API_RETURN_IF_ERROR(expr)              \
-  do {                                         \
-    Error api_error_ = (expr);                 \
+#define API_RETURN_IF_ERROR(expr)                  \
+  do {                                             \
+    Error api_error_ = (expr);                     \
     if (api_error_) return std::move(*api_error_); \
   } while (0)
 
@@ -73,7 +73,7 @@ Error ToInteger(const Json& value, const std::string& param, int64_t min, int64_
   } else if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
     parsed = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
-                                                                             : static_cast<int64_t>(u);
+                                                                            : static_cast<int64_t>(u);
   } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
              std::floor(value.get<double>()) == value.get<double>() && std::fabs(value.get<double>()) < 9e18) {
     parsed = static_cast<int64_t>(value.get<double>());
@@ -188,7 +188,8 @@ Error ReadSamplingFields(const Json& body, const RequestPolicy& policy, Sampling
   if (const Json* format = Field(body, "response_format")) {
     if (!format->is_object()) return WrongType("response_format", "an object", *format);
     const Json* type = Field(*format, "type");
-    if (type == nullptr || !type->is_string()) return BadRequest("'response_format.type' must be a string", "response_format");
+    if (type == nullptr || !type->is_string())
+      return BadRequest("'response_format.type' must be a string", "response_format");
     if (type->get<std::string>() != "text") {
       return BadRequest(StrCat("response_format type '", type->get<std::string>(),
                                "' is not supported yet (structured output is a later step); use \"text\""),
@@ -220,14 +221,16 @@ Error ReadContent(const Json& content, const std::string& param, std::string& ou
     const std::string part_param = StrCat(param, "[", i, "]");
     if (!part.is_object()) return WrongType(part_param, "a content part object", part);
     const Json* type = Field(part, "type");
-    if (type == nullptr || !type->is_string()) return BadRequest(StrCat("'", part_param, ".type' must be a string"), part_param);
+    if (type == nullptr || !type->is_string())
+      return BadRequest(StrCat("'", part_param, ".type' must be a string"), part_param);
     if (type->get<std::string>() != "text") {
       return BadRequest(StrCat("content part type '", type->get<std::string>(),
                                "' is not supported: GLM-5.3-Flash is served text-only"),
                         part_param);
     }
     const Json* text = Field(part, "text");
-    if (text == nullptr || !text->is_string()) return BadRequest(StrCat("'", part_param, ".text' must be a string"), part_param);
+    if (text == nullptr || !text->is_string())
+      return BadRequest(StrCat("'", part_param, ".text' must be a string"), part_param);
     if (i > 0) out += "\n";
     out += text->get<std::string>();
   }
@@ -290,8 +293,9 @@ Error ReadMessages(const Json& body, Json& out) {
     std::string role = role_value->get<std::string>();
     if (role == "developer") role = "system";
     if (role != "system" && role != "user" && role != "assistant" && role != "tool") {
-      return BadRequest(StrCat("'", param, ".role' must be system, developer, user, assistant or tool, got '", role, "'"),
-                        param + ".role");
+      return BadRequest(
+          StrCat("'", param, ".role' must be system, developer, user, assistant or tool, got '", role, "'"),
+          param + ".role");
     }
     Json normalized = {{"role", role}};
     const Json* content = Field(message, "content");
@@ -526,9 +530,8 @@ ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body_text, cons
   const Json* prompt = Field(body, "prompt");
   if (prompt == nullptr) return BadRequest("'prompt' is required", "prompt");
   auto token_list = [](const Json& value) {
-    return value.is_array() && !value.empty() && std::all_of(value.begin(), value.end(), [](const Json& x) {
-      return x.is_number();
-    });
+    return value.is_array() && !value.empty() &&
+           std::all_of(value.begin(), value.end(), [](const Json& x) { return x.is_number(); });
   };
   if (prompt->is_string()) {
     completion.prompts.push_back({false, prompt->get<std::string>(), {}});

@@ -10,11 +10,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/api_error.h"
 #include "server/backend.h"
@@ -29,8 +28,8 @@ struct RequestPolicy {
   int64_t max_n = 16;
   int64_t max_stop_strings = 16;
   int64_t max_top_logprobs = 20;
-  int64_t max_prompts = 16;       // completions with a list of prompts
-  int64_t vocab_size = 0;         // token ids must be below this (prompts, stop_token_ids, detokenize)
+  int64_t max_prompts = 16;  // completions with a list of prompts
+  int64_t vocab_size = 0;    // token ids must be below this (prompts, stop_token_ids, detokenize)
 };
 
 struct SamplingFields {
@@ -55,9 +54,9 @@ struct ChatRequest {
   // for an assistant turn with only tool calls), and where given reasoning_content, tool_calls (arguments as
   // objects, parsed from the JSON strings OpenAI sends), tool_call_id, name. "developer" becomes "system".
   Json messages = Json::array();
-  Json tools = Json::array();  // [{"type": "function", "function": {name, description?, parameters?}}]
-  ToolChoice tool_choice = ToolChoice::kNone;  // default: auto with tools, none without
-  std::string tool_choice_name;                // kNamed
+  Json tools = Json::array();                   // [{"type": "function", "function": {name, description?, parameters?}}]
+  ToolChoice tool_choice = ToolChoice::kNone;   // default: auto with tools, none without
+  std::string tool_choice_name;                 // kNamed
   std::optional<std::string> reasoning_effort;  // "Low", "High" or "Max" (the request's low / high / max)
   Json chat_template_kwargs = Json::object();
   bool add_generation_prompt = true;

@@ -124,7 +124,8 @@ class ChatFormatter final : public ResponseFormatter {
                              has_logprobs ? Json{{"content", std::move(logprob_entries)}} : Json(nullptr), nullptr));
     }
     if (finished) {
-      chunks.push_back(Chunk(output.index, Json::object(), nullptr, FinishJson(FinishName(choice.finish, !choice.calls.empty()))));
+      chunks.push_back(
+          Chunk(output.index, Json::object(), nullptr, FinishJson(FinishName(choice.finish, !choice.calls.empty()))));
     }
   }
 
@@ -153,21 +154,13 @@ class ChatFormatter final : public ResponseFormatter {
                          {"logprobs", options_.logprobs ? Json{{"content", choice.logprobs}} : Json(nullptr)},
                          {"finish_reason", FinishJson(FinishName(choice.finish, !choice.calls.empty()))}});
     }
-    return {{"id", identity_.id},
-            {"object", "chat.completion"},
-            {"created", identity_.created},
-            {"model", identity_.model},
-            {"choices", std::move(choices)},
-            {"usage", usage}};
+    return {{"id", identity_.id},       {"object", "chat.completion"},   {"created", identity_.created},
+            {"model", identity_.model}, {"choices", std::move(choices)}, {"usage", usage}};
   }
 
   Json UsageChunk(const Json& usage) const override {
-    return {{"id", identity_.id},
-            {"object", "chat.completion.chunk"},
-            {"created", identity_.created},
-            {"model", identity_.model},
-            {"choices", Json::array()},
-            {"usage", usage}};
+    return {{"id", identity_.id},       {"object", "chat.completion.chunk"}, {"created", identity_.created},
+            {"model", identity_.model}, {"choices", Json::array()},          {"usage", usage}};
   }
 
   std::vector<std::string> FinishReasons() const override {
@@ -199,11 +192,10 @@ class ChatFormatter final : public ResponseFormatter {
             {"object", "chat.completion.chunk"},
             {"created", identity_.created},
             {"model", identity_.model},
-            {"choices",
-             Json::array({{{"index", index},
-                           {"delta", std::move(delta)},
-                           {"logprobs", std::move(logprobs)},
-                           {"finish_reason", std::move(finish_reason)}}})}};
+            {"choices", Json::array({{{"index", index},
+                                      {"delta", std::move(delta)},
+                                      {"logprobs", std::move(logprobs)},
+                                      {"finish_reason", std::move(finish_reason)}}})}};
   }
 
   ResponseIdentity identity_;
@@ -233,7 +225,9 @@ class CompletionFormatter final : public ResponseFormatter {
     choice.echoed = true;
     Json piece = nullptr;
     if (options_.logprobs) {
-      piece = {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+      piece = {{"tokens", Json::array()},
+               {"token_logprobs", Json::array()},
+               {"top_logprobs", Json::array()},
                {"text_offset", Json::array()}};
       for (size_t t = 0; t < output.tokens.size() && t < output.logprobs.size(); ++t) {
         const std::string token_text = SanitizeUtf8(tokenizer_.TokenText(output.tokens[t]));
@@ -275,8 +269,8 @@ class CompletionFormatter final : public ResponseFormatter {
                          {"logprobs", options_.logprobs ? choice.logprobs : Json(nullptr)},
                          {"finish_reason", FinishJson(FinishName(choice.finish, false))}});
     }
-    return {{"id", identity_.id},           {"object", "text_completion"}, {"created", identity_.created},
-            {"model", identity_.model},     {"choices", std::move(choices)}, {"usage", usage}};
+    return {{"id", identity_.id},       {"object", "text_completion"},   {"created", identity_.created},
+            {"model", identity_.model}, {"choices", std::move(choices)}, {"usage", usage}};
   }
 
   Json UsageChunk(const Json& usage) const override {
@@ -294,7 +288,9 @@ class CompletionFormatter final : public ResponseFormatter {
   struct Choice {
     std::string text;
     int64_t text_characters = 0;
-    Json logprobs = {{"tokens", Json::array()}, {"token_logprobs", Json::array()}, {"top_logprobs", Json::array()},
+    Json logprobs = {{"tokens", Json::array()},
+                     {"token_logprobs", Json::array()},
+                     {"top_logprobs", Json::array()},
                      {"text_offset", Json::array()}};
     bool echoed = false;
     GenerationFinish finish = GenerationFinish::kNone;

@@ -7,10 +7,10 @@
 namespace glint {
 namespace {
 
-constexpr size_t kMaxTemplateBytes = size_t{1} << 20;        // a chat template is a few KB
+constexpr size_t kMaxTemplateBytes = size_t{1} << 20;          // a chat template is a few KB
 constexpr size_t kMaxTokenizerConfigBytes = size_t{64} << 20;  // holds added_tokens_decoder: can be a few MB
 
-constexpr const char* kSpecialTokenNames[] = {"bos_token", "eos_token",  "pad_token", "unk_token",
+constexpr const char* kSpecialTokenNames[] = {"bos_token", "eos_token", "pad_token", "unk_token",
                                               "sep_token", "cls_token", "mask_token"};
 
 Result<std::string> TemplateFromConfig(const nlohmann::json& config, const std::string& path) {

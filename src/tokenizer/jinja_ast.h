@@ -63,7 +63,7 @@ struct Node {
     kFilterBlock,  // filter expr %} body {% endfilter; expr is a filter chain whose innermost value is null
     kBreak,
     kContinue,
-    kScope,        // a block that only groups its body ({% generation %})
+    kScope,  // a block that only groups its body ({% generation %})
   };
   Kind kind = Kind::kText;
   int line = 0;

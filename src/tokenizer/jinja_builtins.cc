@@ -18,8 +18,8 @@ Result<std::vector<Value>> Bind(std::string_view function, const CallArgs& args,
                                 std::initializer_list<std::string_view> names) {
   std::vector<Value> bound(names.size());
   if (args.positional.size() > names.size()) {
-    return InvalidArgument(function, "() takes at most ", names.size(), " argument",
-                           names.size() == 1 ? "" : "s", ", got ", args.positional.size());
+    return InvalidArgument(function, "() takes at most ", names.size(), " argument", names.size() == 1 ? "" : "s",
+                           ", got ", args.positional.size());
   }
   for (size_t i = 0; i < args.positional.size(); ++i) bound[i] = args.positional[i];
   for (const auto& [key, value] : args.keyword) {
@@ -153,7 +153,8 @@ Result<Value> Split(const std::string& text, const Value& separator, int64_t max
     if (max_split < 0 || static_cast<size_t>(max_split) >= n) {
       for (const auto& [b, e] : words) parts.push_back(Value(join(b, e)));
     } else if (!from_right) {
-      for (size_t w = 0; w < static_cast<size_t>(max_split); ++w) parts.push_back(Value(join(words[w].first, words[w].second)));
+      for (size_t w = 0; w < static_cast<size_t>(max_split); ++w)
+        parts.push_back(Value(join(words[w].first, words[w].second)));
       // The remainder keeps its trailing whitespace, as in Python.
       parts.push_back(Value(join(words[static_cast<size_t>(max_split)].first, pieces.size())));
     } else {
@@ -170,9 +171,8 @@ Result<Value> Split(const std::string& text, const Value& separator, int64_t max
   if (!from_right) {
     size_t start = 0;
     while (true) {
-      const size_t at = (max_split >= 0 && static_cast<int64_t>(pieces.size()) >= max_split)
-                            ? std::string::npos
-                            : text.find(sep, start);
+      const size_t at = (max_split >= 0 && static_cast<int64_t>(pieces.size()) >= max_split) ? std::string::npos
+                                                                                             : text.find(sep, start);
       if (at == std::string::npos) {
         pieces.push_back(text.substr(start));
         break;
@@ -243,7 +243,8 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
 // startswith/endswith take a string or a tuple of strings.
 Result<bool> AffixTest(const std::string& text, const Value& affix, bool prefix) {
   auto one = [&](const Value& candidate) -> Result<bool> {
-    if (!candidate.is_string()) return TypeError("startswith()/endswith() take a string or a tuple of strings", candidate);
+    if (!candidate.is_string())
+      return TypeError("startswith()/endswith() take a string or a tuple of strings", candidate);
     return prefix ? StartsWith(text, candidate.as_string()) : EndsWith(text, candidate.as_string());
   };
   if (affix.is_array()) {
@@ -616,7 +617,8 @@ Result<Value> FilterSelect(const Value& value, const CallArgs& args, bool with_a
   }
   std::string test;
   if (next < args.positional.size()) {
-    if (!args.positional[next].is_string()) return TypeError("select(): the test name must be a string", args.positional[next]);
+    if (!args.positional[next].is_string())
+      return TypeError("select(): the test name must be a string", args.positional[next]);
     test = args.positional[next++].as_string();
   }
   CallArgs test_args;
@@ -660,8 +662,8 @@ std::string TitleFilter(const std::string& text) {
   std::string out;
   bool word_start = true;
   for (char c : text) {
-    const bool boundary = c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '-' || c == '(' || c == '{' ||
-                          c == '[' || c == '<';
+    const bool boundary =
+        c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
     if (boundary) {
       out += c;
       word_start = true;
@@ -744,16 +746,16 @@ Result<Value> StrFormat(const std::string& format, const CallArgs& args, const V
   return Value(std::move(out));
 }
 
-constexpr std::string_view kUnsupportedFilters[] = {
-    "batch",    "center",  "filesizeformat", "format",  "groupby", "pprint", "random", "slice",
-    "striptags", "truncate", "urlencode",    "urlize", "wordwrap", "xmlattr"};
+constexpr std::string_view kUnsupportedFilters[] = {"batch",     "center", "filesizeformat", "format",    "groupby",
+                                                    "pprint",    "random", "slice",          "striptags", "truncate",
+                                                    "urlencode", "urlize", "wordwrap",       "xmlattr"};
 
 constexpr std::string_view kFilters[] = {
-    "abs",   "attr",    "capitalize", "count",  "d",     "default", "dictsort",   "e",      "escape",
-    "first", "float",   "forceescape", "indent", "int",   "items",   "join",      "last",   "length",
-    "list",  "lower",   "map",        "max",    "min",   "reject",  "rejectattr", "replace", "reverse",
-    "round", "safe",    "select",     "selectattr", "sort", "string", "sum",      "title",  "tojson",
-    "trim",  "unique",  "upper",      "wordcount"};
+    "abs",        "attr",    "capitalize", "count",       "d",      "default", "dictsort",   "e",
+    "escape",     "first",   "float",      "forceescape", "indent", "int",     "items",      "join",
+    "last",       "length",  "list",       "lower",       "map",    "max",     "min",        "reject",
+    "rejectattr", "replace", "reverse",    "round",       "safe",   "select",  "selectattr", "sort",
+    "string",     "sum",     "title",      "tojson",      "trim",   "unique",  "upper",      "wordcount"};
 
 }  // namespace
 
@@ -965,7 +967,8 @@ Result<Value> BinaryOperation(std::string_view op, const Value& left, const Valu
     }
     if (left.is_undefined() || right.is_undefined()) {
       const Value& undefined = left.is_undefined() ? left : right;
-      if (!undefined.undefined_name().empty()) return InvalidArgument("'", undefined.undefined_name(), "' is undefined");
+      if (!undefined.undefined_name().empty())
+        return InvalidArgument("'", undefined.undefined_name(), "' is undefined");
     }
     return type_error();
   }
@@ -1190,9 +1193,9 @@ Result<bool> ApplyTest(std::string_view name, const Value& value, const CallArgs
     return filter.is_string() && HasFilter(filter.as_string());
   }
   static constexpr std::pair<std::string_view, std::string_view> kComparisons[] = {
-      {"eq", "=="}, {"equalto", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="}, {"lt", "<"},
-      {"lessthan", "<"}, {"<", "<"}, {"le", "<="}, {"<=", "<="}, {"gt", ">"}, {"greaterthan", ">"},
-      {">", ">"}, {"ge", ">="}, {">=", ">="}};
+      {"eq", "=="}, {"equalto", "=="},    {"==", "=="}, {"ne", "!="}, {"!=", "!="},
+      {"lt", "<"},  {"lessthan", "<"},    {"<", "<"},   {"le", "<="}, {"<=", "<="},
+      {"gt", ">"},  {"greaterthan", ">"}, {">", ">"},   {"ge", ">="}, {">=", ">="}};
   for (const auto& [test, op] : kComparisons) {
     if (name == test) {
       GLINT_ASSIGN_OR_RETURN(Value other, argument(0));
@@ -1204,10 +1207,10 @@ Result<bool> ApplyTest(std::string_view name, const Value& value, const CallArgs
 
 bool HasMethod(const Value& object, std::string_view name) {
   static constexpr std::string_view kStringMethods[] = {
-      "capitalize", "count",     "endswith", "find",    "format", "isalnum",      "isalpha",      "isdigit",
-      "islower",    "isspace",   "isupper",  "join",    "lower",  "lstrip",       "removeprefix", "removesuffix",
-      "replace",    "rfind",     "rsplit",   "rstrip",  "split",  "splitlines",   "startswith",   "strip",
-      "title",      "upper"};
+      "capitalize",   "count",        "endswith", "find",    "format", "isalnum", "isalpha",
+      "isdigit",      "islower",      "isspace",  "isupper", "join",   "lower",   "lstrip",
+      "removeprefix", "removesuffix", "replace",  "rfind",   "rsplit", "rstrip",  "split",
+      "splitlines",   "startswith",   "strip",    "title",   "upper"};
   static constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values"};
   if (object.is_string()) {
     return std::find(std::begin(kStringMethods), std::end(kStringMethods), name) != std::end(kStringMethods);
@@ -1334,7 +1337,7 @@ Result<Value> CallMethod(const Value& object, std::string_view name, const CallA
     return Value(result);
   }
   for (char c : text) {
-    const bool ok = name == "isdigit" ? IsAsciiDigit(c)
+    const bool ok = name == "isdigit"   ? IsAsciiDigit(c)
                     : name == "isalpha" ? IsAsciiLetter(c)
                                         : (IsAsciiLetter(c) || IsAsciiDigit(c));
     if (!ok) return Value(false);

@@ -227,9 +227,10 @@ class Interpreter {
     loop.entries.emplace_back("length", Value(length));
     loop.entries.emplace_back("depth", Value(int64_t{1}));
     loop.entries.emplace_back("depth0", Value(int64_t{0}));
-    loop.entries.emplace_back("previtem", index > 0 ? items[static_cast<size_t>(index - 1)] : Value::Undefined("previtem"));
-    loop.entries.emplace_back("nextitem",
-                              index + 1 < length ? items[static_cast<size_t>(index + 1)] : Value::Undefined("nextitem"));
+    loop.entries.emplace_back("previtem",
+                              index > 0 ? items[static_cast<size_t>(index - 1)] : Value::Undefined("previtem"));
+    loop.entries.emplace_back(
+        "nextitem", index + 1 < length ? items[static_cast<size_t>(index + 1)] : Value::Undefined("nextitem"));
     auto cycle = std::make_shared<Callable>();
     cycle->name = "loop.cycle";
     cycle->function = [index](const CallArgs& args) -> Result<Value> {

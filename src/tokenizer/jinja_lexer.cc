@@ -169,7 +169,8 @@ class Lexer {
         if (source_[pos_] == '\n') ++line_;
         ++pos_;
       }
-      if (pos_ >= source_.size()) return Error(block ? "tag {% is never closed with %}" : "tag {{ is never closed with }}");
+      if (pos_ >= source_.size())
+        return Error(block ? "tag {% is never closed with %}" : "tag {{ is never closed with }}");
       const std::string_view rest = source_.substr(pos_);
       if (brackets.empty()) {
         const std::string_view end = block ? "%}" : "}}";
@@ -228,8 +229,8 @@ class Lexer {
     size_t length = 0;
     bool is_float = false;
     auto digits = [&]() {
-      while (length < rest.size() && (IsDigit(rest[length]) || (rest[length] == '_' && length + 1 < rest.size() &&
-                                                                  IsDigit(rest[length + 1])))) {
+      while (length < rest.size() && (IsDigit(rest[length]) ||
+                                      (rest[length] == '_' && length + 1 < rest.size() && IsDigit(rest[length + 1])))) {
         ++length;
       }
     };

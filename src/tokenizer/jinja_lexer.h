@@ -26,16 +26,16 @@ enum class TokenKind : uint8_t {
   kString,         // string literal, escapes decoded
   kInteger,
   kFloat,
-  kOperator,       // + - * / // % ** ~ == != < > <= >= = ( ) [ ] { } , . : |
-  kEnd,            // end of the template
+  kOperator,  // + - * / // % ** ~ == != < > <= >= = ( ) [ ] { } , . : |
+  kEnd,       // end of the template
 };
 
 struct Token {
   TokenKind kind = TokenKind::kEnd;
-  std::string text;       // kText, kName, kString (decoded), kOperator
-  int64_t integer = 0;    // kInteger
-  double number = 0.0;    // kFloat
-  int line = 1;           // 1-based line of the token's first character
+  std::string text;     // kText, kName, kString (decoded), kOperator
+  int64_t integer = 0;  // kInteger
+  double number = 0.0;  // kFloat
+  int line = 1;         // 1-based line of the token's first character
 };
 
 struct LexOptions {

@@ -457,9 +457,8 @@ class Parser {
     ExprPtr node;
     while (true) {
       std::string op;
-      if (Peek().kind == TokenKind::kOperator &&
-          (Peek().text == "==" || Peek().text == "!=" || Peek().text == "<" || Peek().text == ">" ||
-           Peek().text == "<=" || Peek().text == ">=")) {
+      if (Peek().kind == TokenKind::kOperator && (Peek().text == "==" || Peek().text == "!=" || Peek().text == "<" ||
+                                                  Peek().text == ">" || Peek().text == "<=" || Peek().text == ">=")) {
         op = Next().text;
       } else if (IsName("in")) {
         Next();
@@ -484,11 +483,9 @@ class Parser {
     return node;
   }
 
-  Result<ExprPtr> ParseBinaryLevel(std::initializer_list<std::string_view> ops,
-                                   Result<ExprPtr> (Parser::*next)()) {
+  Result<ExprPtr> ParseBinaryLevel(std::initializer_list<std::string_view> ops, Result<ExprPtr> (Parser::*next)()) {
     GLINT_ASSIGN_OR_RETURN(ExprPtr left, (this->*next)());
-    while (Peek().kind == TokenKind::kOperator &&
-           std::find(ops.begin(), ops.end(), Peek().text) != ops.end()) {
+    while (Peek().kind == TokenKind::kOperator && std::find(ops.begin(), ops.end(), Peek().text) != ops.end()) {
       const Token& op = Next();
       ExprPtr node = MakeExpr(Expr::Kind::kBinary, op.line);
       node->name = op.text;

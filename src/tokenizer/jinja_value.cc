@@ -4,7 +4,6 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
-
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/utf8.h"
@@ -161,8 +160,8 @@ std::string FloatRepr(double value) {
   } else if (decimal_point >= num_digits) {
     out += digits + std::string(static_cast<size_t>(decimal_point - num_digits), '0') + ".0";
   } else {
-    out += digits.substr(0, static_cast<size_t>(decimal_point)) + "." +
-           digits.substr(static_cast<size_t>(decimal_point));
+    out +=
+        digits.substr(0, static_cast<size_t>(decimal_point)) + "." + digits.substr(static_cast<size_t>(decimal_point));
   }
   return out;
 }
@@ -358,8 +357,9 @@ Status AppendJson(const Value& value, const JsonOptions& options, int level, std
   using Kind = Value::Kind;
   if (level > 256) return InvalidArgument("tojson: value nested deeper than 256 levels");
   const bool pretty = options.indent >= 0 || !options.indent_text.empty();
-  const std::string unit = options.indent_text.empty() ? std::string(static_cast<size_t>(std::max(options.indent, 0)), ' ')
-                                                       : options.indent_text;
+  const std::string unit = options.indent_text.empty()
+                               ? std::string(static_cast<size_t>(std::max(options.indent, 0)), ' ')
+                               : options.indent_text;
   const std::string item_separator = options.item_separator.value_or(pretty ? "," : ", ");
   auto newline = [&](int at_level) {
     out += '\n';
@@ -419,7 +419,8 @@ Status AppendJson(const Value& value, const JsonOptions& options, int level, std
       std::vector<const std::pair<std::string, Value>*> entries;
       for (const auto& entry : object.entries) entries.push_back(&entry);
       if (options.sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+        std::stable_sort(entries.begin(), entries.end(),
+                         [](const auto* a, const auto* b) { return a->first < b->first; });
       }
       out += '{';
       for (size_t i = 0; i < entries.size(); ++i) {

@@ -10,14 +10,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "base/status.h"
 
@@ -43,13 +42,13 @@ class Value {
     v.storage_ = nullptr;
     return v;
   }
-  Value(bool b) : storage_(b) {}                          // NOLINT(google-explicit-constructor)
-  Value(int64_t i) : storage_(i) {}                       // NOLINT(google-explicit-constructor)
-  Value(int i) : storage_(static_cast<int64_t>(i)) {}     // NOLINT(google-explicit-constructor)
-  Value(double f) : storage_(f) {}                        // NOLINT(google-explicit-constructor)
-  Value(std::string s) : storage_(std::move(s)) {}        // NOLINT(google-explicit-constructor)
-  Value(std::string_view s) : storage_(std::string(s)) {} // NOLINT(google-explicit-constructor)
-  Value(const char* s) : storage_(std::string(s)) {}      // NOLINT(google-explicit-constructor)
+  Value(bool b) : storage_(b) {}                                       // NOLINT(google-explicit-constructor)
+  Value(int64_t i) : storage_(i) {}                                    // NOLINT(google-explicit-constructor)
+  Value(int i) : storage_(static_cast<int64_t>(i)) {}                  // NOLINT(google-explicit-constructor)
+  Value(double f) : storage_(f) {}                                     // NOLINT(google-explicit-constructor)
+  Value(std::string s) : storage_(std::move(s)) {}                     // NOLINT(google-explicit-constructor)
+  Value(std::string_view s) : storage_(std::string(s)) {}              // NOLINT(google-explicit-constructor)
+  Value(const char* s) : storage_(std::string(s)) {}                   // NOLINT(google-explicit-constructor)
   Value(Array a) : storage_(std::make_shared<Array>(std::move(a))) {}  // NOLINT(google-explicit-constructor)
   // A tuple is a list that prints as (a, b): tuple literals, dict.items() pairs, dictsort.
   static Value Tuple(Array a) {
@@ -57,9 +56,9 @@ class Value {
     v.tuple_ = true;
     return v;
   }
-  Value(Object o);                                                     // NOLINT(google-explicit-constructor)
-  Value(std::shared_ptr<Object> o) : storage_(std::move(o)) {}         // NOLINT(google-explicit-constructor)
-  Value(std::shared_ptr<const Callable> c) : storage_(std::move(c)) {} // NOLINT(google-explicit-constructor)
+  Value(Object o);                                                      // NOLINT(google-explicit-constructor)
+  Value(std::shared_ptr<Object> o) : storage_(std::move(o)) {}          // NOLINT(google-explicit-constructor)
+  Value(std::shared_ptr<const Callable> c) : storage_(std::move(c)) {}  // NOLINT(google-explicit-constructor)
 
   Kind kind() const { return static_cast<Kind>(storage_.index()); }
   bool is_undefined() const { return kind() == Kind::kUndefined; }
@@ -134,9 +133,9 @@ std::string ToRepr(const Value& value);
 std::string FloatRepr(double value);
 
 struct JsonOptions {
-  int indent = -1;              // < 0: one line; else newlines and `indent` spaces per level
-  std::string indent_text;      // used instead of `indent` spaces when non-empty (Python accepts a string)
-  bool ensure_ascii = false;    // escape non-ASCII as \uXXXX (HF's tojson default is false)
+  int indent = -1;            // < 0: one line; else newlines and `indent` spaces per level
+  std::string indent_text;    // used instead of `indent` spaces when non-empty (Python accepts a string)
+  bool ensure_ascii = false;  // escape non-ASCII as \uXXXX (HF's tojson default is false)
   bool sort_keys = false;
   std::optional<std::string> item_separator;  // default ", " on one line, "," with indent (as Python)
   std::string key_separator = ": ";

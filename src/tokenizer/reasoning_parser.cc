@@ -27,8 +27,8 @@ void ReasoningParser::Push(std::string_view text, std::string& reasoning, std::s
   }
   pending_.append(text);
   if (state_ == State::kMaybeOpen) {
-    const size_t first = static_cast<size_t>(
-        std::find_if_not(pending_.begin(), pending_.end(), IsBlank) - pending_.begin());
+    const size_t first =
+        static_cast<size_t>(std::find_if_not(pending_.begin(), pending_.end(), IsBlank) - pending_.begin());
     const std::string_view rest = std::string_view(pending_).substr(first);
     if (rest.substr(0, kThinkOpen.size()) == kThinkOpen) {
       state_ = State::kReasoning;

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <initializer_list>
-
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/reasoning_parser.h"
@@ -196,8 +195,8 @@ bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& call
     }
     case State::kName: {
       const TagHit hit = FindFirst(buffer, {kKeyOpen, kCallClose});
-      const size_t take = hit.position != std::string::npos ? hit.position
-                                                            : buffer.size() - hold_for({kKeyOpen, kCallClose});
+      const size_t take =
+          hit.position != std::string::npos ? hit.position : buffer.size() - hold_for({kKeyOpen, kCallClose});
       name_.append(buffer.substr(0, take));
       raw_call_.append(buffer.substr(0, take));
       consume(take);
@@ -270,8 +269,8 @@ bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& call
     }
     case State::kValue: {
       const TagHit hit = FindFirst(buffer, {kValueClose, kCallClose});
-      const size_t take = hit.position != std::string::npos ? hit.position
-                                                            : buffer.size() - hold_for({kValueClose, kCallClose});
+      const size_t take =
+          hit.position != std::string::npos ? hit.position : buffer.size() - hold_for({kValueClose, kCallClose});
       if (value_is_string_) {
         EmitArguments(calls, JsonEscape(buffer.substr(0, take)));
       } else {

@@ -51,13 +51,13 @@ class ToolCallParser {
 
  private:
   enum class State {
-    kContent,     // outside calls, looking for <tool_call>
-    kName,        // after <tool_call>, reading the name
-    kAfterName,   // name known; before <arg_key> or </tool_call> (other text is ignored)
-    kKey,         // inside <arg_key>
-    kBeforeValue, // after </arg_key>, before <arg_value>
-    kValue,       // inside <arg_value>
-    kAfterValue,  // after </arg_value>, before the next <arg_key> or </tool_call>
+    kContent,      // outside calls, looking for <tool_call>
+    kName,         // after <tool_call>, reading the name
+    kAfterName,    // name known; before <arg_key> or </tool_call> (other text is ignored)
+    kKey,          // inside <arg_key>
+    kBeforeValue,  // after </arg_key>, before <arg_value>
+    kValue,        // inside <arg_value>
+    kAfterValue,   // after </arg_value>, before the next <arg_key> or </tool_call>
   };
 
   // One step on buffer_; returns false when it needs more text.
@@ -70,15 +70,15 @@ class ToolCallParser {
 
   const ToolParameterTypes* types_;
   State state_ = State::kContent;
-  std::string buffer_;          // input not consumed yet
-  std::string raw_call_;        // kName: the text of the call so far, in case it turns out not to be a call
-  std::string name_;            // the current call's function name
-  std::string key_;             // the current argument name
-  std::string value_;           // kValue, non-string: the value text so far
+  std::string buffer_;    // input not consumed yet
+  std::string raw_call_;  // kName: the text of the call so far, in case it turns out not to be a call
+  std::string name_;      // the current call's function name
+  std::string key_;       // the current argument name
+  std::string value_;     // kValue, non-string: the value text so far
   bool value_is_string_ = false;
   bool arguments_opened_ = false;  // "{" emitted for the current call
   bool name_emitted_ = false;
-  std::string blank_run_;       // whitespace held after a call: emitted only if content follows
+  std::string blank_run_;  // whitespace held after a call: emitted only if content follows
   int num_calls_ = 0;
 };
 

@@ -2,9 +2,8 @@
 // (ignored when it does not parse; a fixed chat-like context is used then). Parsing and rendering must return a
 // result or an error; crashes, sanitizer reports, hangs (the render limits bound loops) or runaway memory fail.
 #include <cstdint>
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "tokenizer/jinja.h"
 
@@ -17,14 +16,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   nlohmann::ordered_json variables = nlohmann::ordered_json::parse(
       split == std::string_view::npos ? std::string_view() : input.substr(split + 1), nullptr, false);
   if (!variables.is_object()) {
-    variables = {{"messages",
-                  {{{"role", "system"}, {"content", "sys"}},
-                   {{"role", "user"}, {"content", "hi"}},
-                   {{"role", "assistant"}, {"content", "ok"}, {"reasoning_content", "r"},
-                    {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", {{"a", 1}}}}}}}}},
-                   {{"role", "tool"}, {"content", "res"}}}},
-                 {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}}},
-                 {"add_generation_prompt", true}};
+    variables = {
+        {"messages",
+         {{{"role", "system"}, {"content", "sys"}},
+          {{"role", "user"}, {"content", "hi"}},
+          {{"role", "assistant"},
+           {"content", "ok"},
+           {"reasoning_content", "r"},
+           {"tool_calls", {{{"function", {{"name", "f"}, {"arguments", {{"a", 1}}}}}}}}},
+          {{"role", "tool"}, {"content", "res"}}}},
+        {"tools", {{{"type", "function"}, {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}}},
+        {"add_generation_prompt", true}};
   }
   glint::jinja::RenderLimits limits;
   limits.max_steps = 200'000;  // keeps each input fast; the limit logic is what is being exercised

@@ -1,7 +1,7 @@
 // Starts the real `glint serve` (path in $GLINT_BINARY) on a free loopback port with the embedded tiny model, and
 // stops it with SIGTERM, checking it exits 0. Every wait is bounded, and a server left running is killed when the
 // test process exits.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,15 +20,8 @@ process.on('exit', () => {
 
 export const ENGINE_ARGS = ['--memory', '256M', '--max-seqs', '16', '--max-model-len', '512'];
 
-// A glint built before the engine (issue #5) landed has a serve command without engine flags: nothing to test.
-export function engineMissing() {
-  const help = spawnSync(binary, ['serve', '--help'], { encoding: 'utf8', timeout: 30_000 });
-  return !String(help.stdout).includes('--max-seqs');
-}
-
 // Resolves once the server logs its address; rejects if it exits first or takes longer than `timeoutMs`.
 export async function startServer(extraArgs = [], { env = {}, timeoutMs = 120_000 } = {}) {
-  if (engineMissing()) throw new Error('glint serve needs the engine, which is not in this build');
   const child = spawn(binary, ['serve', '--port', '0', '--no-request-log', ...ENGINE_ARGS, ...extraArgs], {
     env: { ...process.env, GLINT_CACHE_DIR: cacheDir, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

@@ -9,18 +9,9 @@ import { eventually, metric, startServer } from './harness.mjs';
 const MODEL = 'glint-tiny';
 let server;
 let client;
-let engineMissing = false;
 
 before(async () => {
-  try {
-    server = await startServer(['--served-model-name', MODEL]);
-  } catch (error) {
-    if (String(error.message).includes('needs the engine')) {
-      engineMissing = true;  // a build without the engine (issue #5): nothing to serve yet
-      return;
-    }
-    throw error;
-  }
+  server = await startServer(['--served-model-name', MODEL]);
   client = new OpenAI({ baseURL: `${server.baseURL}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 120_000 });
 });
 
@@ -29,11 +20,6 @@ after(async () => {
   const status = await server.stop();
   assert.deepEqual(status, { code: 0, signal: null }, `glint serve did not exit 0 on SIGTERM:\n${server.log()}`);
 });
-
-function maybeSkip(t) {
-  if (engineMissing) t.skip('glint serve is built without the engine');
-  return engineMissing;
-}
 
 const chatArgs = { model: MODEL, messages: [{ role: 'user', content: 'Hello there' }], temperature: 0, max_tokens: 8 };
 
@@ -44,14 +30,12 @@ async function promptTokens(body) {
 }
 
 describe('openai client', () => {
-  test('models.list names the served model', async (t) => {
-    if (maybeSkip(t)) return;
+  test('models.list names the served model', async () => {
     const models = await client.models.list();
     assert.ok(models.data.some((m) => m.id === MODEL));
   });
 
-  test('chat completion: message, reasoning split, usage', async (t) => {
-    if (maybeSkip(t)) return;
+  test('chat completion: message, reasoning split, usage', async () => {
     const reply = await client.chat.completions.create({ ...chatArgs, ignore_eos: true });
     assert.equal(reply.object, 'chat.completion');
     assert.equal(reply.model, MODEL);
@@ -73,8 +57,7 @@ describe('openai client', () => {
     assert.equal(typeof plain.choices[0].message.content, 'string');
   });
 
-  test('greedy chat is deterministic and equals its stream', async (t) => {
-    if (maybeSkip(t)) return;
+  test('greedy chat is deterministic and equals its stream', async () => {
     const args = { ...chatArgs, chat_template_kwargs: { enable_thinking: false }, ignore_eos: true };
     const first = await client.chat.completions.create(args);
     const second = await client.chat.completions.create(args);
@@ -99,8 +82,7 @@ describe('openai client', () => {
     assert.equal(usage.completion_tokens, 8);
   });
 
-  test('n > 1 and logprobs', async (t) => {
-    if (maybeSkip(t)) return;
+  test('n > 1 and logprobs', async () => {
     const reply = await client.chat.completions.create({
       ...chatArgs, n: 2, temperature: 1, seed: 5, logprobs: true, top_logprobs: 3, ignore_eos: true, max_tokens: 4,
     });
@@ -120,8 +102,7 @@ describe('openai client', () => {
     assert.equal(reply.usage.completion_tokens, 8);
   });
 
-  test('completions: text, stream, token prompts, logprobs', async (t) => {
-    if (maybeSkip(t)) return;
+  test('completions: text, stream, token prompts, logprobs', async () => {
     const reply = await client.completions.create({
       model: MODEL, prompt: 'The quick brown fox', max_tokens: 6, temperature: 0, ignore_eos: true, logprobs: 2,
     });
@@ -149,8 +130,7 @@ describe('openai client', () => {
     assert.equal(tokens.usage.completion_tokens, 3);
   });
 
-  test('tools: a named tool_choice becomes a tool call, whole and streamed', async (t) => {
-    if (maybeSkip(t)) return;
+  test('tools: a named tool_choice becomes a tool call, whole and streamed', async () => {
     const tools = [{
       type: 'function',
       function: {
@@ -192,8 +172,7 @@ describe('openai client', () => {
     assert.equal(followUp.choices.length, 1);
   });
 
-  test('errors are OpenAI errors with the right status', async (t) => {
-    if (maybeSkip(t)) return;
+  test('errors are OpenAI errors with the right status', async () => {
     await assert.rejects(client.chat.completions.create({ ...chatArgs, temperature: 5 }), (error) => {
       assert.ok(error instanceof OpenAI.BadRequestError);
       assert.equal(error.status, 400);
@@ -216,8 +195,7 @@ describe('openai client', () => {
       (error) => error instanceof OpenAI.BadRequestError && error.param === 'tool_choice');
   });
 
-  test('200 concurrent streams all complete with correct usage', async (t) => {
-    if (maybeSkip(t)) return;
+  test('200 concurrent streams all complete with correct usage', async () => {
     const prompt = [11, 12, 13];
     const maxTokens = 3;
     const one = async (i) => {
@@ -242,8 +220,7 @@ describe('openai client', () => {
     }
   });
 
-  test('a client that disconnects mid-stream leaves no running request and no used blocks', async (t) => {
-    if (maybeSkip(t)) return;
+  test('a client that disconnects mid-stream leaves no running request and no used blocks', async () => {
     const controller = new AbortController();
     const stream = await client.completions.create(
       { model: MODEL, prompt: 'Tell me a long story', max_tokens: 400, ignore_eos: true, stream: true },
@@ -269,8 +246,7 @@ describe('openai client', () => {
 });
 
 describe('API key', () => {
-  test('every endpoint but /health needs the key', async (t) => {
-    if (maybeSkip(t)) return;
+  test('every endpoint but /health needs the key', async () => {
     const keyed = await startServer(['--served-model-name', MODEL], { env: { GLINT_API_KEY: 'sk-test-key' } });
     try {
       const health = await fetch(`${keyed.baseURL}/health`);

@@ -75,9 +75,9 @@ TEST(ChatTemplate, ToolsToolCallsObservationsAndEffort) {
 
 TEST(ChatTemplate, ThinkingHistoryIsKeptOnlyWhenClearThinkingIsFalse) {
   const ChatTemplate chat_template = LoadGlm53();
-  ASSERT_OK_AND_ASSIGN(std::string kept, Render(chat_template, {{"messages", kAgentTurns},
-                                                                {"add_generation_prompt", true},
-                                                                {"clear_thinking", false}}));
+  ASSERT_OK_AND_ASSIGN(
+      std::string kept,
+      Render(chat_template, {{"messages", kAgentTurns}, {"add_generation_prompt", true}, {"clear_thinking", false}}));
   EXPECT_NE(kept.find("<|assistant|><think>Need the tool.</think><tool_call>get_weather"), std::string::npos) << kept;
   EXPECT_NE(kept.find("<|assistant|><think>Report it.</think>It is sunny."), std::string::npos) << kept;
 
@@ -99,21 +99,21 @@ TEST(ChatTemplate, ThinkingOffContentPartsAndInlineThink) {
     {"role": "assistant", "content": "<think>inline</think>answer"},
     {"role": "tool", "content": "r1"}, {"role": "tool", "content": "r2"},
     {"role": "user", "content": "next"}])");
-  ASSERT_OK_AND_ASSIGN(std::string out, Render(chat_template, {{"messages", messages},
-                                                               {"add_generation_prompt", true},
-                                                               {"enable_thinking", false}}));
-  EXPECT_EQ(out, "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>part one, part two<|assistant|><think></think>"
-                 "answer<|observation|><tool_response>r1</tool_response><tool_response>r2</tool_response>"
-                 "<|user|>next<|assistant|><think></think>");
+  ASSERT_OK_AND_ASSIGN(
+      std::string out,
+      Render(chat_template, {{"messages", messages}, {"add_generation_prompt", true}, {"enable_thinking", false}}));
+  EXPECT_EQ(out,
+            "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>part one, part two<|assistant|><think></think>"
+            "answer<|observation|><tool_response>r1</tool_response><tool_response>r2</tool_response>"
+            "<|user|>next<|assistant|><think></think>");
 }
 
 TEST(ChatTemplate, TemplateErrorsReachTheCaller) {
   const ChatTemplate chat_template = LoadGlm53();
   EXPECT_ERROR_CONTAINS(Render(chat_template, {{"messages", Json::array()}, {"reasoning_effort", "Medium"}}),
                         "reasoning_effort must be Low, High or Max, not Medium");
-  EXPECT_ERROR_CONTAINS(
-      Render(chat_template, {{"messages", Json::parse(R"([{"role": "wizard", "content": "x"}])")}}),
-      "unknown role: wizard");
+  EXPECT_ERROR_CONTAINS(Render(chat_template, {{"messages", Json::parse(R"([{"role": "wizard", "content": "x"}])")}}),
+                        "unknown role: wizard");
   EXPECT_OK(Render(chat_template, {{"messages", Json::array()}}).status());
 }
 
@@ -133,7 +133,8 @@ TEST(ChatTemplate, LoadsFromTheCheckpointDirectory) {
   ASSERT_OK_AND_ASSIGN(out, Render(from_config, {{"messages", {{{"content", "y"}}}}, {"eos_token", "E"}}));
   EXPECT_EQ(out, "<s>yE");
 
-  config["chat_template"] = Json::array({{{"name", "tool_use"}, {"template", "T"}}, {{"name", "default"}, {"template", "D"}}});
+  config["chat_template"] =
+      Json::array({{{"name", "tool_use"}, {"template", "T"}}, {{"name", "default"}, {"template", "D"}}});
   ASSERT_OK(WriteFileAtomic(JoinPath(dir, "tokenizer_config.json"), config.dump()));
   ASSERT_OK_AND_ASSIGN(ChatTemplate named, ChatTemplate::Load(dir));
   ASSERT_OK_AND_ASSIGN(out, Render(named, Json::object()));
@@ -155,7 +156,8 @@ TEST(ChatTemplate, BadFilesAreClearErrors) {
   EXPECT_ERROR_CONTAINS(ChatTemplate::Load(dir), "has no \"chat_template\"");
   ASSERT_OK(WriteFileAtomic(JoinPath(dir, "tokenizer_config.json"), R"({"chat_template": 5})"));
   EXPECT_ERROR_CONTAINS(ChatTemplate::Load(dir), "must be a string or a list");
-  ASSERT_OK(WriteFileAtomic(JoinPath(dir, "tokenizer_config.json"), R"({"chat_template": [{"name": "x", "template": ""}]})"));
+  ASSERT_OK(
+      WriteFileAtomic(JoinPath(dir, "tokenizer_config.json"), R"({"chat_template": [{"name": "x", "template": ""}]})"));
   EXPECT_ERROR_CONTAINS(ChatTemplate::Load(dir), "without an entry named \"default\"");
   ASSERT_OK(WriteFileAtomic(JoinPath(dir, "chat_template.jinja"), "{% for %}"));
   EXPECT_ERROR_CONTAINS(ChatTemplate::Load(dir), "chat_template.jinja: template line 1");

@@ -59,8 +59,7 @@ TEST(Jinja, ErrorsNameTheLineAndTheProblem) {
   EXPECT_ERROR_CONTAINS(Render("{{ 1) }}"), "unbalanced ')'");
   EXPECT_ERROR_CONTAINS(Render("{{ 9223372036854775807 + 1 }}"), "integer overflow");
   EXPECT_ERROR_CONTAINS(Render("{{ 99999999999999999999 }}"), "does not fit in 64 bits");
-  EXPECT_ERROR_CONTAINS(Render("{{ raise_exception('no system role here') }}"),
-                        "raise_exception: no system role here");
+  EXPECT_ERROR_CONTAINS(Render("{{ raise_exception('no system role here') }}"), "raise_exception: no system role here");
   EXPECT_ERROR_CONTAINS(Render("{% macro f(a) %}{% endmacro %}{{ f(1, 2) }}"), "takes 1 arguments, got 2");
   EXPECT_ERROR_CONTAINS(Render("{% macro f(a) %}{% endmacro %}{{ f(b=1) }}"), "has no parameter 'b'");
   EXPECT_ERROR_CONTAINS(Render("{% for a, b in [[1, 2, 3]] %}{% endfor %}"), "cannot unpack 3 values into 2");
@@ -70,10 +69,11 @@ TEST(Jinja, ErrorsNameTheLineAndTheProblem) {
 
 TEST(Jinja, UndefinedBehavesAsInJinja2) {
   // Printing, testing, iterating and `default` are fine; attributes of an undefined value are errors.
-  ASSERT_OK_AND_ASSIGN(std::string out,
-                       Render("[{{ x }}][{{ x is defined }}][{% for i in x %}i{% endfor %}][{{ x | default('d') }}]"
-                              "[{{ x | length }}][{{ 'a' if x else 'b' }}][{{ m.missing }}][{{ m.missing is defined }}]",
-                              Json{{"m", Json::object()}}));
+  ASSERT_OK_AND_ASSIGN(
+      std::string out,
+      Render("[{{ x }}][{{ x is defined }}][{% for i in x %}i{% endfor %}][{{ x | default('d') }}]"
+             "[{{ x | length }}][{{ 'a' if x else 'b' }}][{{ m.missing }}][{{ m.missing is defined }}]",
+             Json{{"m", Json::object()}}));
   EXPECT_EQ(out, "[][False][][d][0][b][][False]");
   EXPECT_ERROR_CONTAINS(Render("{{ m.missing.deeper }}", Json{{"m", Json::object()}}), "'missing' is undefined");
   EXPECT_ERROR_CONTAINS(Render("{{ nothing() }}"), "'nothing' is undefined");
@@ -100,9 +100,10 @@ TEST(Jinja, FloatReprMatchesPython) {
 }
 
 TEST(Jinja, NamespaceIsSharedAndOtherValuesAreNot) {
-  ASSERT_OK_AND_ASSIGN(std::string out, Render("{% set ns = namespace(items=[]) %}{% set alias = ns %}"
-                                               "{% set ns.items = ns.items + [1] %}{% set alias.items = alias.items + [2] %}"
-                                               "{{ ns.items }} {{ alias.items }}"));
+  ASSERT_OK_AND_ASSIGN(std::string out,
+                       Render("{% set ns = namespace(items=[]) %}{% set alias = ns %}"
+                              "{% set ns.items = ns.items + [1] %}{% set alias.items = alias.items + [2] %}"
+                              "{{ ns.items }} {{ alias.items }}"));
   EXPECT_EQ(out, "[1, 2] [1, 2]");
 }
 

@@ -1,9 +1,8 @@
 // The streaming parsers of GLM's output: reasoning vs content, and tool calls → OpenAI tool_calls. Every test
 // feeds the same text whole, split at every byte position (one and two cuts), byte by byte and in random pieces,
 // and requires the same result each time.
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "test_util.h"
 #include "tokenizer/reasoning_parser.h"
@@ -268,14 +267,17 @@ TEST(ToolCallParser, MalformedCallsStayContent) {
   EXPECT_TRUE(p.names.empty());
   EXPECT_EQ(p.content, "<tool_call>" + long_name);
   // Garbage between tags inside a call is ignored; a value without a key is dropped.
-  p = RunAllChunkings("<tool_call>f junk? no:<arg_value>v</arg_value><arg_key>k</arg_key>zz<arg_value>1</arg_value>"
-                      "yy</tool_call>",
-                      setup);
-  EXPECT_EQ(p.content, "<tool_call>f junk? no:<arg_value>v</arg_value><arg_key>k</arg_key>zz<arg_value>1</arg_value>"
-                       "yy</tool_call>");  // "f junk? no:" has spaces: not a call
-  p = RunAllChunkings("<tool_call>f\n<arg_key>k</arg_key>zz<arg_value>1</arg_value>yy<arg_key>j</arg_key>"
-                      "</tool_call>",
-                      setup);
+  p = RunAllChunkings(
+      "<tool_call>f junk? no:<arg_value>v</arg_value><arg_key>k</arg_key>zz<arg_value>1</arg_value>"
+      "yy</tool_call>",
+      setup);
+  EXPECT_EQ(p.content,
+            "<tool_call>f junk? no:<arg_value>v</arg_value><arg_key>k</arg_key>zz<arg_value>1</arg_value>"
+            "yy</tool_call>");  // "f junk? no:" has spaces: not a call
+  p = RunAllChunkings(
+      "<tool_call>f\n<arg_key>k</arg_key>zz<arg_value>1</arg_value>yy<arg_key>j</arg_key>"
+      "</tool_call>",
+      setup);
   ASSERT_EQ(p.names.size(), 1u);
   EXPECT_EQ(p.names[0], "f");
   EXPECT_EQ(p.arguments[0], R"({"k": 1})");

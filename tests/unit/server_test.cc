@@ -1,20 +1,18 @@
 // The HTTP server in-process, over real sockets, against a scripted backend (fake_backend.h): every endpoint,
 // streaming, reasoning and tool-call parsing end to end, errors, limits, access control, disconnects, shutdown.
 // The real binary on the tiny model is tested by tests/cli/serve.sh and tests/node/.
-#include "server/http_server.h"
-
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <thread>
-
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "base/file.h"
 #include "fake_backend.h"
 #include "modelgen/tokenizer_files.h"
+#include "server/http_server.h"
 #include "test_util.h"
 
 namespace glint::server {
@@ -108,7 +106,8 @@ std::string RequestText(const std::string& method, const std::string& path, cons
                         const std::vector<std::string>& headers = {}) {
   std::string text = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
   for (const std::string& header : headers) text += header + "\r\n";
-  if (method == "POST") text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  if (method == "POST")
+    text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   return text + "\r\n" + body;
 }
 
@@ -197,11 +196,12 @@ TEST(Server, HealthModelsMetrics) {
   HttpReply metrics = Exchange(server.port(), "GET", "/metrics");
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.header("Content-Type").find("text/plain"), std::string::npos);
-  for (const char* name : {"glint_requests_running 0", "vllm:num_requests_running{model_name=\"glm-test\"} 0",
-                           "vllm:spec_decode_num_drafts_total{model_name=\"glm-test\"} 0",
-                           "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"glm-test\",position=\"0\"} 0",
-                           "glint_kv_blocks_used 0", "# TYPE vllm:time_to_first_token_seconds histogram",
-                           "glint_http_requests_total{endpoint=\"/health\",status=\"200\"} 1"}) {
+  for (const char* name :
+       {"glint_requests_running 0", "vllm:num_requests_running{model_name=\"glm-test\"} 0",
+        "vllm:spec_decode_num_drafts_total{model_name=\"glm-test\"} 0",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"glm-test\",position=\"0\"} 0",
+        "glint_kv_blocks_used 0", "# TYPE vllm:time_to_first_token_seconds histogram",
+        "glint_http_requests_total{endpoint=\"/health\",status=\"200\"} 1"}) {
     EXPECT_NE(metrics.body.find(name), std::string::npos) << name;
   }
 }
@@ -296,8 +296,12 @@ TEST(Server, ChatStreamsDeltasAndUsage) {
 TEST(Server, ChatToolCallsStreamedAndWhole) {
   TestServer server;
   server.backend().set_script([](const GenerationRequest&, int64_t) {
-    return std::vector<std::string>{"Need weather.", "</think>", "<tool_call>get_", "weather<arg_key>city",
-                                    "</arg_key><arg_value>Par", "is</arg_value><arg_key>days</arg_key><arg_value>3",
+    return std::vector<std::string>{"Need weather.",
+                                    "</think>",
+                                    "<tool_call>get_",
+                                    "weather<arg_key>city",
+                                    "</arg_key><arg_value>Par",
+                                    "is</arg_value><arg_key>days</arg_key><arg_value>3",
                                     "</arg_value></tool_call>"};
   });
   Json request = UserChat("Weather in Paris?");
@@ -314,7 +318,8 @@ TEST(Server, ChatToolCallsStreamedAndWhole) {
   EXPECT_EQ(call["type"], "function");
   EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
   EXPECT_EQ(call["function"]["name"], "get_weather");
-  EXPECT_EQ(Json::parse(call["function"]["arguments"].get<std::string>()), Json::parse(R"({"city": "Paris", "days": 3})"));
+  EXPECT_EQ(Json::parse(call["function"]["arguments"].get<std::string>()),
+            Json::parse(R"({"city": "Paris", "days": 3})"));
   // The tools were rendered into the prompt.
   const std::string prompt = TestTokenizer().Decode(server.backend().submitted()[0].prompt);
   EXPECT_NE(prompt.find("<tools>"), std::string::npos);
@@ -364,9 +369,8 @@ TEST(Server, ToolChoiceNoneRequiredAndNamed) {
   EXPECT_TRUE(prompt.ends_with("<|assistant|><think></think><tool_call>search")) << prompt;
 
   request["tool_choice"] = "required";
-  server.backend().set_script([](const GenerationRequest&, int64_t) {
-    return std::vector<std::string>{"other</tool_call>"};
-  });
+  server.backend().set_script(
+      [](const GenerationRequest&, int64_t) { return std::vector<std::string>{"other</tool_call>"}; });
   reply = Post(server.port(), "/v1/chat/completions", request);
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(reply.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "other");
@@ -472,8 +476,8 @@ TEST(Server, CompletionsTextEchoLogprobsAndPromptLists) {
     EXPECT_EQ(logprobs["top_logprobs"][0].size(), 2u);  // the chosen token and the top 1
     EXPECT_EQ(logprobs["text_offset"], Json::parse("[0, 2, 3]"));
   }
-  const int64_t expected_prompt = static_cast<int64_t>(TestTokenizer().Encode("one")->size() +
-                                                       TestTokenizer().Encode("two")->size());
+  const int64_t expected_prompt =
+      static_cast<int64_t>(TestTokenizer().Encode("one")->size() + TestTokenizer().Encode("two")->size());
   EXPECT_EQ(body["usage"]["prompt_tokens"], expected_prompt);
   EXPECT_EQ(body["usage"]["completion_tokens"], 12);
 
@@ -588,7 +592,8 @@ TEST(Server, ApiKeyGuardsEverythingButHealth) {
     EXPECT_EQ(Exchange(server.port(), "GET", path, "", {"Authorization: Bearer sk-secret"}).status, 200);
   }
   ExpectError(Post(server.port(), "/v1/chat/completions", UserChat("x")), 401, "API key");
-  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", UserChat("x"), {"Authorization: Bearer sk-secret"}).status, 200);
+  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", UserChat("x"), {"Authorization: Bearer sk-secret"}).status,
+            200);
   EXPECT_TRUE(server.backend().submitted().size() == 1);  // the refused request never reached the backend
 }
 
@@ -674,9 +679,8 @@ TEST(Server, ConnectionsBeyondTheLimitGet503) {
 
 TEST(Server, StreamingClientThatLeavesCancelsItsRequest) {
   TestServer server;
-  server.backend().set_script([](const GenerationRequest&, int64_t) {
-    return std::vector<std::string>(100000, "word ");
-  });
+  server.backend().set_script(
+      [](const GenerationRequest&, int64_t) { return std::vector<std::string>(100000, "word "); });
   Json request = UserChat("Hi");
   request["stream"] = true;
   const int fd = Connect(server.port());
@@ -738,9 +742,7 @@ TEST(Server, ManyConcurrentStreamsAllComplete) {
 
 TEST(Server, ShutdownFinishesInFlightRequestsThenStops) {
   auto server = std::make_unique<TestServer>();
-  server->backend().set_script([](const GenerationRequest&, int64_t) {
-    return std::vector<std::string>(20, "x");
-  });
+  server->backend().set_script([](const GenerationRequest&, int64_t) { return std::vector<std::string>(20, "x"); });
   std::atomic<int> status{0};
   std::thread client([&] { status = Post(server->port(), "/v1/chat/completions", UserChat("Hi")).status; });
   for (int i = 0; i < 500 && server->backend().submitted().empty(); ++i) {
