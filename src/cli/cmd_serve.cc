@@ -86,14 +86,6 @@ Status Serve(ServeFlags flags) {
   if (flags.api_key.empty()) {
     if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
   }
-  // Block the signals before any thread exists, so every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write is an error return, not a signal
-
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel({dir}));
   auto tokenizer = Tokenizer::Load(dir);
@@ -115,6 +107,15 @@ Status Serve(ServeFlags flags) {
   }
   if (chat_template) LogInfo("chat template: ", chat_template->origin());
   GLINT_ASSIGN_OR_RETURN(GenerationConfig generation, LoadGenerationConfig(dir, model->config()));
+
+  // From here on SIGTERM/SIGINT drain the server (before, during loading, they end the process as usual). They
+  // are blocked before the engine's and the server's threads start, so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write is an error return, not a signal
 
   GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
