@@ -35,8 +35,8 @@ bool Describe(const sockaddr_storage& address, std::string& text, int& port) {
 
 }  // namespace
 
-ConnectionPool::ConnectionPool(size_t max_threads, size_t max_pending)
-    : max_threads_(max_threads), max_pending_(max_pending) {
+ConnectionPool::ConnectionPool(size_t max_threads, size_t max_pending, std::atomic<int64_t>* active)
+    : max_threads_(max_threads), max_pending_(max_pending), active_(active) {
   reject_thread_ = std::thread([this] { RejectWork(); });
 }
 
@@ -67,7 +67,9 @@ void ConnectionPool::Work() {
     tasks_.pop_front();
     ++running_;
     lock.unlock();
+    if (active_ != nullptr) active_->fetch_add(1);
     task();
+    if (active_ != nullptr) active_->fetch_sub(1);
     lock.lock();
     --running_;
   }

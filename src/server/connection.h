@@ -9,8 +9,10 @@
 
 #include <httplib.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -27,7 +29,8 @@ namespace glint::server {
 // reject thread until the keep-alive timeout, delaying other rejected clients, never the served ones).
 class ConnectionPool final : public httplib::TaskQueue {
  public:
-  ConnectionPool(size_t max_threads, size_t max_pending);
+  // `active` (may be null) counts the connections being served.
+  ConnectionPool(size_t max_threads, size_t max_pending, std::atomic<int64_t>* active = nullptr);
   ~ConnectionPool() override;
 
   void enqueue(std::function<void()> task) override;
@@ -42,6 +45,7 @@ class ConnectionPool final : public httplib::TaskQueue {
 
   const size_t max_threads_;
   const size_t max_pending_;
+  std::atomic<int64_t>* active_;
   mutable std::mutex mutex_;
   std::condition_variable ready_;
   std::condition_variable reject_ready_;

@@ -151,7 +151,9 @@ class HttpServer::Impl {
  private:
   void SetUp() {
     const size_t max_connections = static_cast<size_t>(std::max(1, options_.max_connections));
-    server_.new_task_queue = [max_connections] { return new ConnectionPool(max_connections, max_connections); };
+    server_.new_task_queue = [this, max_connections] {
+      return new ConnectionPool(max_connections, max_connections, &metrics_.connections_active());
+    };
     server_.set_payload_max_length(options_.max_body_bytes);
     server_.set_read_timeout(options_.read_timeout_seconds, 0);
     server_.set_write_timeout(options_.write_timeout_seconds, 0);

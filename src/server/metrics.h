@@ -54,8 +54,8 @@ class ServerMetrics {
   void RequestFinished(const RequestFigures& figures);
   void ObserveInterTokenLatency(double seconds);
   void CountRejected() { rejected_total_.fetch_add(1); }
-  void ConnectionOpened() { connections_active_.fetch_add(1); }
-  void ConnectionClosed() { connections_active_.fetch_sub(1); }
+  // Incremented and decremented by the connection pool around each served connection.
+  std::atomic<int64_t>& connections_active() { return connections_active_; }
   void SetInFlight(int64_t requests, int64_t sequences) {
     in_flight_requests_.store(requests);
     in_flight_sequences_.store(sequences);
