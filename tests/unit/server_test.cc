@@ -201,7 +201,8 @@ TEST(Server, HealthModelsMetrics) {
         "vllm:spec_decode_num_drafts_total{model_name=\"glm-test\"} 0",
         "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"glm-test\",position=\"0\"} 0",
         "glint_kv_blocks_used 0", "# TYPE vllm:time_to_first_token_seconds histogram",
-        "glint_http_requests_total{endpoint=\"/health\",status=\"200\"} 1"}) {
+        "glint_http_requests_total{endpoint=\"/health\",status=\"200\"} 1",
+        "glint_http_connections_active 1"}) {  // the scrape's own connection
     EXPECT_NE(metrics.body.find(name), std::string::npos) << name;
   }
 }
