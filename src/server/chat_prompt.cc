@@ -47,10 +47,11 @@ ToolParameterTypes ParameterTypes(const Json& tools) {
 
 jinja::Object ChatTemplateVariables(const ChatRequest& request) {
   jinja::Object variables;
+  for (const auto& [key, value] : request.chat_template_kwargs.items()) variables.Set(key, jinja::FromJson(value));
+  // The request's own fields win over the same names in chat_template_kwargs.
   variables.Set("messages", jinja::FromJson(request.messages));
   if (!request.tools.empty()) variables.Set("tools", jinja::FromJson(request.tools));
   variables.Set("add_generation_prompt", jinja::Value(request.add_generation_prompt));
-  for (const auto& [key, value] : request.chat_template_kwargs.items()) variables.Set(key, jinja::FromJson(value));
   if (request.reasoning_effort) variables.Set("reasoning_effort", jinja::Value(*request.reasoning_effort));
   return variables;
 }

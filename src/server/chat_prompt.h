@@ -30,8 +30,8 @@ struct ChatPrompt {
   ToolParameterTypes tool_types;           // which arguments are strings, from the tools' schemas
 };
 
-// The template's variables for a request: messages, tools (when given), add_generation_prompt,
-// chat_template_kwargs, then reasoning_effort (the request field wins over the same key in the kwargs).
+// The template's variables for a request: chat_template_kwargs, then messages, tools (when given),
+// add_generation_prompt and reasoning_effort (the request's fields win over the same names in the kwargs).
 jinja::Object ChatTemplateVariables(const ChatRequest& request);
 
 // Template errors (including its raise_exception) are 400s; so is a prompt that encodes to no tokens.
