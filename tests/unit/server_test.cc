@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "fake_backend.h"
+#include "server/chat_prompt.h"
 #include "modelgen/tokenizer_files.h"
 #include "server/http_server.h"
 #include "test_util.h"
@@ -180,6 +181,71 @@ class TestServer {
 };
 
 Json UserChat(const std::string& text) { return {{"messages", {{{"role", "user"}, {"content", text}}}}}; }
+
+// ---- request parsing and metrics, without HTTP ----
+
+TEST(OpenAiRequest, NormalizesMessagesForTheTemplate) {
+  RequestPolicy policy;
+  policy.default_sampling.temperature = 0.7f;
+  auto parsed = ParseChatRequest(R"({"messages": [
+      {"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null, "reasoning": "r",
+       "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": [1]}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+    "top_k": -1, "max_tokens": 5, "max_completion_tokens": 7, "stop": "END", "seed": -3})",
+                                 policy);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const ChatRequest& chat = parsed.value();
+  EXPECT_EQ(chat.messages[0]["role"], "system");
+  EXPECT_EQ(chat.messages[1]["content"], "a\nb");
+  EXPECT_TRUE(chat.messages[2]["content"].is_null());
+  EXPECT_EQ(chat.messages[2]["reasoning_content"], "r");
+  EXPECT_EQ(chat.messages[2]["tool_calls"][0]["function"]["arguments"], Json::parse(R"({"x": [1]})"));
+  EXPECT_EQ(chat.messages[3]["tool_call_id"], "c1");
+  EXPECT_FLOAT_EQ(chat.fields.sampling.temperature, 0.7f);  // the checkpoint's default
+  EXPECT_EQ(chat.fields.sampling.top_k, 0);
+  EXPECT_EQ(chat.fields.max_tokens, 7);
+  EXPECT_EQ(chat.fields.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(chat.fields.sampling.seed, static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(chat.tool_choice, ToolChoice::kNone);
+
+  auto bad_arguments = ParseChatRequest(
+      R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}]})",
+      policy);
+  ASSERT_FALSE(bad_arguments.ok());
+  EXPECT_NE(bad_arguments.error().message.find("must be a JSON object"), std::string::npos);
+  auto null_fields = ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}], "temperature": null,
+      "stop": null, "tools": null, "n": null})",
+                                      policy);
+  ASSERT_TRUE(null_fields.ok()) << null_fields.error().message;  // null means "not given"
+  EXPECT_EQ(null_fields.value().fields.n, 1);
+}
+
+TEST(OpenAiRequest, TemplateVariablesPreferRequestFields) {
+  ChatRequest chat;
+  chat.messages = Json::parse(R"([{"role": "user", "content": "x"}])");
+  chat.chat_template_kwargs = {{"enable_thinking", false}, {"reasoning_effort", "Low"}, {"add_generation_prompt", false}};
+  chat.reasoning_effort = "High";
+  const jinja::Object variables = ChatTemplateVariables(chat);
+  EXPECT_EQ(variables.Find("reasoning_effort")->as_string(), "High");
+  EXPECT_TRUE(variables.Find("add_generation_prompt")->as_bool());
+  EXPECT_FALSE(variables.Find("enable_thinking")->as_bool());
+  EXPECT_EQ(variables.Find("tools"), nullptr);
+}
+
+TEST(Metrics, HistogramBucketsAreCumulative) {
+  Histogram histogram({1.0, 2.0});
+  histogram.Observe(0.5);
+  histogram.Observe(1.0);
+  histogram.Observe(1.5);
+  histogram.Observe(5.0);
+  std::string out;
+  histogram.Render("h", "m=\"x\"", out);
+  EXPECT_EQ(out,
+            "h_bucket{m=\"x\",le=\"1\"} 2\nh_bucket{m=\"x\",le=\"2\"} 3\nh_bucket{m=\"x\",le=\"+Inf\"} 4\n"
+            "h_sum{m=\"x\"} 8\nh_count{m=\"x\"} 4\n");
+}
 
 // ---- the plain endpoints ----
 
