@@ -46,6 +46,8 @@ std::string FormatInteger(int64_t value);
 std::string FormatCount(double value);
 // Decimal units (GB = 10^9 bytes, as checkpoint sizes and HBM capacities are quoted): "325.1 GB", "849.5 KB".
 std::string FormatBytes(double bytes);
+// Binary units (KiB = 2^10 bytes, as memory pools are sized): "1.50 MiB", "812 B".
+std::string FormatBinaryBytes(double bytes);
 // Fixed decimals: FormatFixed(0.1234, 2) → "0.12".
 std::string FormatFixed(double value, int decimals);
 // Seconds with a unit that keeps 3 significant digits: "12.3 ms", "4.56 µs", "1.20 s".

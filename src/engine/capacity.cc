@@ -1,5 +1,7 @@
 #include "engine/capacity.h"
 
+#include "base/table.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -8,17 +10,6 @@
 
 namespace glint {
 
-std::string FormatBytes(double bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int unit = 0;
-  while (bytes >= 1024 && unit < 4) {
-    bytes /= 1024;
-    ++unit;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), unit == 0 ? "%.0f %s" : "%.2f %s", bytes, units[unit]);
-  return text;
-}
 
 Result<int64_t> ParseByteSize(std::string_view text) {
   const std::string original(text);
@@ -85,8 +76,8 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
 
   r.num_slots = o.max_seqs;
   if (o.max_seqs > o.memory_bytes / layout.slot_bytes) {
-    return ResourceExhausted("--memory ", FormatBytes(o.memory_bytes), " holds at most ",
-                             o.memory_bytes / layout.slot_bytes, " sequence states of ", FormatBytes(layout.slot_bytes),
+    return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " holds at most ",
+                             o.memory_bytes / layout.slot_bytes, " sequence states of ", FormatBinaryBytes(layout.slot_bytes),
                              " each, but --max-seqs is ", o.max_seqs, "; lower --max-seqs or raise --memory");
   }
   r.slots_total_bytes = r.num_slots * layout.slot_bytes;
@@ -95,8 +86,8 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
     r.num_checkpoints = static_cast<int64_t>(rest * o.checkpoint_fraction) / layout.checkpoint_bytes;
     if (r.num_checkpoints < 1) {
       return ResourceExhausted("prefix caching needs room for at least one KDA state checkpoint of ",
-                               FormatBytes(layout.checkpoint_bytes), " but ", o.checkpoint_fraction,
-                               " of the memory left after the slots (", FormatBytes(rest),
+                               FormatBinaryBytes(layout.checkpoint_bytes), " but ", o.checkpoint_fraction,
+                               " of the memory left after the slots (", FormatBinaryBytes(rest),
                                ") is less; raise --memory or the checkpoint fraction, or turn prefix caching off");
     }
     r.checkpoints_total_bytes = r.num_checkpoints * layout.checkpoint_bytes;
@@ -104,9 +95,9 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   }
   r.num_blocks = rest / layout.block_bytes;
   if (r.num_blocks < 1) {
-    return ResourceExhausted("--memory ", FormatBytes(o.memory_bytes), " leaves ", FormatBytes(rest),
+    return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " leaves ", FormatBinaryBytes(rest),
                              " for cache blocks after the sequence states, less than one block of ",
-                             FormatBytes(layout.block_bytes), "; raise --memory or lower --max-seqs");
+                             FormatBinaryBytes(layout.block_bytes), "; raise --memory or lower --max-seqs");
   }
   r.blocks_total_bytes = r.num_blocks * layout.block_bytes;
   r.unused_bytes = rest - r.blocks_total_bytes;
@@ -135,22 +126,22 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
 
 std::string CapacityReport::ToString() const {
   std::ostringstream out;
-  out << "cache memory " << FormatBytes(memory_bytes) << ":\n";
-  out << "  per token   " << FormatBytes(bytes_per_token) << " (MLA latents + indexer keys of every DSA layer, fp32)\n";
-  out << "  per sequence " << FormatBytes(slot_bytes) << " of state (KDA S + conv windows, indexer tails)\n";
-  out << "  blocks      " << num_blocks << " × " << block_tokens << " tokens × " << FormatBytes(block_bytes) << " = "
-      << FormatBytes(blocks_total_bytes) << " → " << cache_tokens << " tokens of cache\n";
-  out << "  slots       " << num_slots << " × " << FormatBytes(slot_bytes) << " = " << FormatBytes(slots_total_bytes)
+  out << "cache memory " << FormatBinaryBytes(memory_bytes) << ":\n";
+  out << "  per token   " << FormatBinaryBytes(bytes_per_token) << " (MLA latents + indexer keys of every DSA layer, fp32)\n";
+  out << "  per sequence " << FormatBinaryBytes(slot_bytes) << " of state (KDA S + conv windows, indexer tails)\n";
+  out << "  blocks      " << num_blocks << " × " << block_tokens << " tokens × " << FormatBinaryBytes(block_bytes) << " = "
+      << FormatBinaryBytes(blocks_total_bytes) << " → " << cache_tokens << " tokens of cache\n";
+  out << "  slots       " << num_slots << " × " << FormatBinaryBytes(slot_bytes) << " = " << FormatBinaryBytes(slots_total_bytes)
       << "\n";
   if (prefix_caching) {
-    out << "  checkpoints " << num_checkpoints << " × " << FormatBytes(checkpoint_bytes) << " = "
-        << FormatBytes(checkpoints_total_bytes) << ", one every " << checkpoint_interval << " tokens ("
+    out << "  checkpoints " << num_checkpoints << " × " << FormatBinaryBytes(checkpoint_bytes) << " = "
+        << FormatBinaryBytes(checkpoints_total_bytes) << ", one every " << checkpoint_interval << " tokens ("
         << num_checkpoints * checkpoint_interval << " tokens of prefix reach)\n";
   } else {
     out << "  checkpoints none (prefix caching off)\n";
   }
-  out << "  unused      " << FormatBytes(unused_bytes) << "\n";
-  if (weight_bytes > 0) out << "weights " << FormatBytes(weight_bytes) << " (not part of the cache budget)\n";
+  out << "  unused      " << FormatBinaryBytes(unused_bytes) << "\n";
+  if (weight_bytes > 0) out << "weights " << FormatBinaryBytes(weight_bytes) << " (not part of the cache budget)\n";
   out << "max model length " << max_model_len << " tokens; concurrent sequences:";
   for (const auto& [length, sequences] : concurrency) out << "  " << sequences << " at " << length;
   out << "\n";

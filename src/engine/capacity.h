@@ -54,8 +54,6 @@ struct CapacityReport {
 Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
                                     const EngineOptions& options, int64_t weight_bytes);
 
-// "1.50 GiB", "512 B" ...
-std::string FormatBytes(double bytes);
 // "512", "64K", "1.5G", "2GiB", "100MB" → bytes (K, M, G, T are powers of 1024 with or without "iB"/"B").
 Result<int64_t> ParseByteSize(std::string_view text);
 
