@@ -204,7 +204,10 @@ def mhc_read(pre, X):
 
 def mhc_write(post, comb, y, R):
     """X'[k] = post[k]·y + Σ_j comb[j,k]·R[j]   (§4.3)"""
-    return post.unsqueeze(-1) * y.unsqueeze(-2) + torch.einsum("btjk,btjd->btkd", comb, R)
+    out = post.unsqueeze(-1) * y.unsqueeze(-2)                           # [B,T,hc,D]
+    for j in range(R.shape[-2]):  # hc broadcast multiply-adds: a batched 4×4 matmul per token is far slower on CPU
+        out = out + comb[..., j, :].unsqueeze(-1) * R[..., j:j + 1, :]
+    return out
 
 
 def swiglu(x, gate, up, down, limit):
@@ -413,7 +416,7 @@ def moe_forward(c, p, pre, x, loads=None):
     x = x.reshape(-1, shape[-1])
     m = pre + "mlp."
     experts, weights = route(c, x, p(m + "gate.weight"), p(m + "gate.e_score_correction_bias"))
-    out = torch.zeros_like(x)
+    out = torch.zeros_like(x)                                            # [N,D]
     counts = torch.bincount(experts.flatten(), minlength=c.n_experts)
     if loads is not None:
         loads[pre] = counts
@@ -424,7 +427,7 @@ def moe_forward(c, p, pre, x, loads=None):
         ep = m + f"experts.{e}."
         y = swiglu(x[token], p(ep + "gate_proj.weight"), p(ep + "up_proj.weight"), p(ep + "down_proj.weight"),
                    c.swiglu_limit)
-        out = out.index_add(0, token, y * weights[token, slot].unsqueeze(-1))
+        out.index_add_(0, token, y * weights[token, slot].unsqueeze(-1))
     if c.n_shared > 0:
         sp = m + "shared_experts."
         out = out + swiglu(x, p(sp + "gate_proj.weight"), p(sp + "up_proj.weight"), p(sp + "down_proj.weight"),
