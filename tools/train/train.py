@@ -33,7 +33,7 @@ import bpe  # noqa: E402
 import glm  # noqa: E402
 
 MTP_WEIGHT = 0.3
-BALANCE_RATE = 1e-3
+BALANCE_RATE = 1e-2  # per step; DeepSeek-V3 uses 1e-3 over ~10⁵ steps, a run here has a few hundred
 SPARSE_AFTER = 0.3
 WARMUP_STEPS = 30
 
