@@ -28,6 +28,7 @@ import glm  # noqa: E402
 import st_io  # noqa: E402
 import train  # noqa: E402
 
+GREEDY_TOKENS = 24
 CROSSCHECK_LENGTHS = (160, 48)  # the first reaches well past the dense regime (index_topk + kpool − 1 = 67)
 PROMPTS = [
     "The",
@@ -137,8 +138,23 @@ def main():
             samples.append({"prompt": prompt, "temperature": temperature, "completion": encoder.decode(ids)})
             print(json.dumps(samples[-1], ensure_ascii=False), flush=True)
     results["samples"] = samples
+    # Greedy continuations in float64 (`glint run --temperature 0 --print-ids` must reproduce them), with the
+    # smallest top-1/top-2 logit gap met on the way (a gap at fp32 rounding level would make the check flaky).
+    greedy = []
+    for prompt in PROMPTS:
+        ids = generate(exported64, encoder, prompt, GREEDY_TOKENS, 0.0, 1.0, seed=0, eos=eos)
+        context = encoder.encode(prompt) + ids
+        with torch.no_grad():
+            normed, _ = exported64.trunk(torch.tensor([context]), sparse=True, chunk=64)
+            logits = exported64.logits(normed)[0, len(context) - len(ids) - 1:len(context) - 1]  # the decisions
+        top2 = torch.topk(logits, 2, dim=-1).values
+        if ids and ids[-1] in eos:
+            ids = ids[:-1]
+        greedy.append({"prompt": prompt, "ids": ids, "min_top2_gap": float((top2[:, 0] - top2[:, 1]).min())})
+        print(json.dumps(greedy[-1]), flush=True)
+    results["greedy"] = greedy
     with open(os.path.join(testdata, "expected.json"), "w") as f:
-        json.dump({k: v for k, v in results.items() if k != "samples"}, f, indent=2)
+        json.dump({k: v for k, v in results.items() if k != "samples"}, f, indent=1)
         f.write("\n")
     with open(os.path.join(workdir, "evaluation.json"), "w") as f:
         json.dump(results, f, indent=2, ensure_ascii=False)

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Draws the loss curves of a training run (WORKDIR/train.log, one JSON object per line) as an SVG with gnuplot.
+# Usage: tools/train/plot_loss.sh WORKDIR OUT.svg
+set -euo pipefail
+workdir=$1
+out=$2
+data=$(mktemp)
+heldout=$(mktemp)
+trap 'rm -f "$data" "$heldout"' EXIT
+/usr/bin/python3 - "$workdir/train.log" "$data" "$heldout" <<'EOF'
+import json, sys
+train, held = {}, {}  # by step: a resumed run repeats the steps after its last checkpoint; keep the later ones
+for line in open(sys.argv[1]):
+    entry = json.loads(line)
+    if "loss" in entry:
+        train[entry["step"]] = (entry["tokens"] / 1000, entry["loss"], entry["mtp_loss"])
+    elif "heldout_loss" in entry and not entry.get("final"):
+        held[entry["step"]] = (entry["step"] * 1.024, entry["heldout_loss"], entry["heldout_mtp_loss"])
+for table, path in ((train, sys.argv[2]), (held, sys.argv[3])):
+    with open(path, "w") as f:
+        for step in sorted(table):
+            print(*table[step], file=f)
+EOF
+gnuplot <<EOF
+set terminal svg size 720,420 font "sans,12"
+set output "$out"
+set xlabel "training tokens (thousands)"
+set ylabel "cross-entropy (nats/token)"
+set key top right
+set grid
+plot "$data" using 1:2 with lines lw 1.5 title "train: next token", \
+     "$data" using 1:3 with lines lw 1 dt 2 title "train: MTP (token after next)", \
+     "$heldout" using 1:2 with linespoints pt 7 lw 2 title "held-out: next token", \
+     "$heldout" using 1:3 with linespoints pt 5 lw 1 title "held-out: MTP"
+EOF
+echo "wrote $out"
