@@ -7,15 +7,15 @@
 // Tolerances: fp32 vs float64 on the golden fixtures deviates ≤ 2.5e-5 × std(logits); we allow 1e-3 × std (the
 // golden bound) and require identical top-1 tokens; the NLL is a mean of ~200 log-probabilities, each within
 // ~1e-5, so 1e-4 relative catches any real disagreement.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
