@@ -88,7 +88,6 @@ def initialise(model, seed):
     mix = (2 + c.hc) * c.hc
     with torch.no_grad():
         for name, t in model.named_tensors():
-            leaf = name.rsplit(".", 1)[-1] if name.endswith("weight") or name.endswith("bias") else name
             if name.endswith("e_score_correction_bias"):
                 t.zero_()
             elif "norm" in name and name.endswith(".weight"):
@@ -115,7 +114,6 @@ def initialise(model, seed):
                 std = 0.02 * (out_scale if name.endswith("o_proj.weight") or name.endswith("down_proj.weight")
                               else 1.0)
                 t.normal_(0.0, std, generator=g)
-            del leaf
 
 
 class Batches:
