@@ -51,7 +51,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("workdir")
     parser.add_argument("--vocab", type=int, default=4096, help="embedding rows; BPE gets vocab − 60 ids")
-    parser.add_argument("--epochs", type=int, default=6, help="shuffled passes written to the training stream")
+    parser.add_argument("--epochs", type=int, default=4, help="shuffled passes written to the training stream")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
 
