@@ -145,6 +145,7 @@ void EngineCore::Bind(SequenceId id) {
 }
 
 void EngineCore::Deliver(std::vector<RequestOutput>& outputs) {
+  Stopwatch clock;
   for (RequestOutput& output : outputs) {
     // A finished request keeps its record (and sink) until here.
     const std::shared_ptr<RequestSink>& sink = requests_.at(output.request).request.sink;
@@ -155,6 +156,7 @@ void EngineCore::Deliver(std::vector<RequestOutput>& outputs) {
     it = it->second.samples.empty() ? requests_.erase(it) : std::next(it);
   }
   outputs.clear();
+  counters_.deliver_seconds += clock.Seconds();
 }
 
 void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput output,

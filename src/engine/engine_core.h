@@ -40,6 +40,7 @@ struct EngineMetrics {
   int64_t preemptions = 0;
   double step_seconds = 0;        // time spent in steps
   double model_seconds = 0;       // of which in Model::Forward
+  double deliver_seconds = 0;     // of which in the sinks (OutputQueue: waking the waiting thread)
   CacheStats cache;               // pool usage, prefix hits, evictions, checkpoints
 };
 

@@ -119,7 +119,9 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     const PrefixMatch match = memory_.FindPrefix(sequence.tokens);
     int64_t reclaimed = 0;  // matched blocks in the free queue are no longer free once taken
     for (int32_t block : match.blocks) reclaimed += memory_.block_pool().ref_count(block) == 0 ? 1 : 0;
-    const int64_t available = memory_.block_pool().num_free() - reclaimed - options_.watermark_blocks;
+    // The watermark keeps room for running sequences to grow; with none running it would only block the head.
+    const int64_t watermark = running_.empty() ? 0 : options_.watermark_blocks;
+    const int64_t available = memory_.block_pool().num_free() - reclaimed - watermark;
     const int64_t fit = (static_cast<int64_t>(match.blocks.size()) + available) * block_tokens - match.tokens;
     const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - match.tokens;
     const int64_t count = std::min(ClipToCheckpoint(match.tokens, std::min(remaining, budget)), fit);

@@ -230,3 +230,29 @@ TEST(Scheduler, AChildWithoutMemoryComputesItsOwnPrompt) {
 
 }  // namespace
 }  // namespace glint
+
+namespace glint {
+namespace {
+
+TEST(Scheduler, TheWatermarkKeepsRoomForRunningSequencesOnly) {
+  {
+    auto memory = Memory(6, 2);
+    Scheduler scheduler(*memory, {.max_batch_tokens = 64, .watermark_blocks = 2});
+    scheduler.Add(1, Tokens(0, 23), 0);
+    const StepPlan plan = scheduler.Schedule();  // nothing runs: all 6 blocks may be used at once
+    EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 23, true}}));
+    Finish(scheduler, plan);
+  }
+  auto memory = Memory(8, 2);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64, .watermark_blocks = 2});
+  scheduler.Add(1, Tokens(0, 23), 0);
+  Finish(scheduler, scheduler.Schedule());
+  scheduler.Add(2, Tokens(0, 3), 1);
+  const StepPlan plan = scheduler.Schedule();  // 2 blocks free, both kept for 1 to grow into
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 23, 1, true}}));
+  EXPECT_EQ(scheduler.Get(2).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+}
+
+}  // namespace
+}  // namespace glint
