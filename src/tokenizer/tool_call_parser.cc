@@ -194,18 +194,24 @@ bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& call
       return true;
     }
     case State::kName: {
-      const TagHit hit = FindFirst(buffer, {kKeyOpen, kCallClose});
-      const size_t take =
-          hit.position != std::string::npos ? hit.position : buffer.size() - hold_for({kKeyOpen, kCallClose});
+      // The name ends at the first '<': there it must be <arg_key> or </tool_call> (else this is no call). Deciding
+      // at the first '<', not at the first tag, keeps the result independent of how the text is cut: a later
+      // <tool_call> is never swallowed into a broken name.
+      const size_t angle = buffer.find('<');
+      const std::string_view rest = angle == std::string::npos ? std::string_view() : buffer.substr(angle);
+      const bool at_key = rest.substr(0, kKeyOpen.size()) == kKeyOpen;
+      const bool at_close = rest.substr(0, kCallClose.size()) == kCallClose;
+      const bool undecided = !at_end && angle != std::string::npos && !at_key && !at_close &&
+                             ((rest.size() < kKeyOpen.size() && kKeyOpen.substr(0, rest.size()) == rest) ||
+                              (rest.size() < kCallClose.size() && kCallClose.substr(0, rest.size()) == rest));
+      const size_t take = angle == std::string::npos ? buffer.size() : angle;
       name_.append(buffer.substr(0, take));
       raw_call_.append(buffer.substr(0, take));
       consume(take);
       const std::string_view name = Trim(name_);
-      const bool broken = name.size() > kMaxNameBytes ||
-                          std::any_of(name.begin(), name.end(), [](char c) { return c == '<' || c == '>'; });
-      if (hit.position == std::string::npos && !broken) return false;
-      if (broken || !ValidName(name)) {
-        // Not a call after all: its text is content, and scanning resumes at the tag that ended it.
+      if (undecided || (angle == std::string::npos && name.size() <= kMaxNameBytes)) return false;
+      if (name.size() > kMaxNameBytes || !(at_key || at_close) || !ValidName(name)) {
+        // Not a call after all: its text is content, and scanning resumes where the name ended.
         emit_content(raw_call_);
         raw_call_.clear();
         name_.clear();
@@ -213,8 +219,8 @@ bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& call
         return true;
       }
       EmitName(calls);
-      consume(hit.tag.size());
-      if (hit.tag == kKeyOpen) {
+      consume(at_key ? kKeyOpen.size() : kCallClose.size());
+      if (at_key) {
         key_.clear();
         state_ = State::kKey;
       } else {
