@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "io/checkpoint_schema.h"
 #include "io/safetensors.h"
@@ -161,6 +162,19 @@ Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
     return FailedPrecondition("the sequence's block table covers ", capacity, " positions but this call needs ",
                               total, "; reserve blocks before the forward pass");
   }
+  int64_t previous = state.tokens;
+  for (const StateCheckpoint& checkpoint : entry.checkpoints) {
+    if (checkpoint.position <= previous || checkpoint.position > total || checkpoint.data == nullptr) {
+      return InvalidArgument("state checkpoint at position ", checkpoint.position,
+                             " is not within this call's positions ", state.tokens + 1, " .. ", total,
+                             ", ascending, with memory to write to");
+    }
+    if (checkpoint.position % state.layout->block_tokens() != 0) {
+      return InvalidArgument("state checkpoint at position ", checkpoint.position, " is not at a block boundary (",
+                             state.layout->block_tokens(), " tokens): the indexer's filling pool would be lost");
+    }
+    previous = checkpoint.position;
+  }
   for (int32_t block : *state.memory.block_table) {
     if (block < 0 || block >= state.memory.blocks->count()) {
       return FailedPrecondition("the sequence's block table names block ", block, " of ",
@@ -233,8 +247,25 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
       ref::RmsNorm(collapsed.data(), layer.input_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
     }
     if (layer.attention_kind == AttentionKind::kKda) {
-      GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, sublayer_in.data(), tokens, KdaLayerState(state, l),
-                                       options.kda_algorithm, sublayer_out.data()));
+      // Split at the state checkpoints: the layer's state at each of them is copied out on the way.
+      const KdaStateView view = KdaLayerState(state, l);
+      const CacheLayout::Layer& at = state.layout->layers[l];
+      int64_t done = 0;
+      for (const StateCheckpoint& checkpoint : entry.checkpoints) {
+        const int64_t end = checkpoint.position - state.tokens;
+        if (end > done) {
+          GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], end - done, view,
+                                           options.kda_algorithm, &sublayer_out[done * d]));
+        }
+        std::memcpy(checkpoint.data + at.conv, state.memory.slot + at.conv, state.layout->kda_conv_bytes);
+        std::memcpy(checkpoint.data + at.recurrent, state.memory.slot + at.recurrent,
+                    state.layout->kda_recurrent_bytes);
+        done = end;
+      }
+      if (done < tokens) {
+        GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], tokens - done, view,
+                                         options.kda_algorithm, &sublayer_out[done * d]));
+      }
     } else {
       DsaOptions dsa_options = options.dsa;
       if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {

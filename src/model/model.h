@@ -57,11 +57,21 @@ struct SequenceState {
 
 enum class LogitsWanted { kNone, kLast, kAll };
 
+// A copy of the sequence's KDA state (every KDA layer's conv window and S, laid out as the first
+// layout.checkpoint_bytes of a slot) to write when the sequence reaches `position` inside a Forward call: the
+// prefix cache's checkpoints, taken without making chunks stop at them. `position` is block-aligned, so the
+// indexer's filling pools (the rest of the slot) are empty there.
+struct StateCheckpoint {
+  int64_t position = 0;       // state.tokens < position ≤ state.tokens + T
+  std::byte* data = nullptr;  // layout.checkpoint_bytes
+};
+
 struct BatchEntry {
   std::span<const int32_t> tokens;  // [T] new tokens, T ≥ 1
   SequenceState* state = nullptr;
   LogitsWanted logits = LogitsWanted::kLast;
   bool want_hidden = false;         // return the final normed hidden [T, D] (MTP input)
+  std::span<const StateCheckpoint> checkpoints = {};  // ascending positions; empty: none
 };
 
 struct EntryOutput {
