@@ -94,48 +94,7 @@ int64_t ReferenceModel::weight_bytes() const {
   return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
 }
 
-namespace {
-
-// The views of one layer's caches inside the sequence's memory.
-KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
-  const CacheLayout::Layer& at = state.layout->layers[layer];
-  KdaStateView view;
-  view.conv_window = reinterpret_cast<float*>(state.memory.slot + at.conv);
-  view.recurrent = state.memory.slot + at.recurrent;
-  view.storage = state.layout->options.kda_state;
-  return view;
-}
-
-DsaCache DsaLayerCache(const SequenceState& state, int64_t layer, const ModelConfig& c) {
-  const CacheLayout::Layer& at = state.layout->layers[layer];
-  DsaCache cache;
-  cache.kv_lora_rank = c.kv_lora_rank;
-  cache.index_head_dim = c.index_head_dim;
-  cache.kpool = c.index_kpool;
-  cache.block_tokens = state.layout->block_tokens();
-  cache.tokens = state.tokens;
-  cache.blocks = state.memory.blocks;
-  cache.block_table = state.memory.block_table;
-  cache.latents_offset = at.latents;
-  cache.pooled_offset = at.pooled;
-  cache.pending = reinterpret_cast<float*>(state.memory.slot + at.pending);
-  return cache;
-}
-
-}  // namespace
-
-Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
-  if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
-  if (entry.state->owner != this) {
-    return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
-  }
-  if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
-  for (size_t i = 0; i < entry.tokens.size(); ++i) {
-    if (entry.tokens[i] < 0 || entry.tokens[i] >= config_.vocab_size) {
-      return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
-                             config_.vocab_size);
-    }
-  }
+Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
   const SequenceState& state = *entry.state;
   if (state.broken) {
     return FailedPrecondition("the sequence state was left inconsistent by a failed forward pass; start a new one");
@@ -144,16 +103,16 @@ Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
       state.memory.slot == nullptr) {
     return FailedPrecondition("the sequence state has no cache memory (make it with NewSequence or BindSequence)");
   }
-  GLINT_RETURN_IF_ERROR(state.layout->CheckMatches(config_));
+  GLINT_RETURN_IF_ERROR(state.layout->CheckMatches(config));
   if (state.memory.blocks->item_bytes() != state.layout->block_bytes) {
     return FailedPrecondition("the sequence's blocks are ", state.memory.blocks->item_bytes(),
                               " bytes; its layout needs ", state.layout->block_bytes);
   }
   if (state.tokens < 0) return FailedPrecondition("the sequence state has ", state.tokens, " positions");
   const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
-  if (total > config_.max_position_embeddings) {
+  if (total > config.max_position_embeddings) {
     return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
-                      config_.max_position_embeddings, " (max_position_embeddings)");
+                      config.max_position_embeddings, " (max_position_embeddings)");
   }
   // Blocks for every position this call writes: the state's own memory grows (after all checks, in Forward);
   // an engine's must already be reserved.
@@ -184,6 +143,59 @@ Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
   return Status::Ok();
 }
 
+void PrepareEntryMemory(const BatchEntry& entry) {
+  SequenceState& state = *entry.state;
+  if (state.owned != nullptr) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
+}
+
+KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
+  const CacheLayout::Layer& at = state.layout->layers[layer];
+  KdaStateView view;
+  view.conv_window = reinterpret_cast<float*>(state.memory.slot + at.conv);
+  view.recurrent = state.memory.slot + at.recurrent;
+  view.storage = state.layout->options.kda_state;
+  return view;
+}
+
+void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint) {
+  const CacheLayout::Layer& at = state.layout->layers[layer];
+  std::memcpy(checkpoint + at.conv, state.memory.slot + at.conv, state.layout->kda_conv_bytes);
+  std::memcpy(checkpoint + at.recurrent, state.memory.slot + at.recurrent, state.layout->kda_recurrent_bytes);
+}
+
+DsaCache DsaLayerCache(const SequenceState& state, int64_t layer) {
+  const CacheLayout& layout = *state.layout;
+  const CacheLayout::Layer& at = layout.layers[layer];
+  DsaCache cache;
+  cache.kv_lora_rank = layout.kv_lora_rank;
+  cache.index_head_dim = layout.index_head_dim;
+  cache.kpool = layout.index_kpool;
+  cache.block_tokens = layout.block_tokens();
+  cache.tokens = state.tokens;
+  cache.blocks = state.memory.blocks;
+  cache.block_table = state.memory.block_table;
+  cache.latents_offset = at.latents;
+  cache.pooled_offset = at.pooled;
+  cache.pending = reinterpret_cast<float*>(state.memory.slot + at.pending);
+  return cache;
+}
+
+
+Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
+  if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
+  if (entry.state->owner != this) {
+    return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
+  }
+  if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
+  for (size_t i = 0; i < entry.tokens.size(); ++i) {
+    if (entry.tokens[i] < 0 || entry.tokens[i] >= config_.vocab_size) {
+      return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
+                             config_.vocab_size);
+    }
+  }
+  return CheckEntryMemory(entry, config_);
+}
+
 Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                                const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -194,9 +206,7 @@ Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<En
     }
   }
   outputs.assign(batch.size(), EntryOutput{});
-  for (const BatchEntry& entry : batch) {
-    if (entry.state->owned != nullptr) entry.state->owned->Reserve(entry.state->tokens + entry.tokens.size());
-  }
+  for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);
   // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
   // "batched = one by one" is what the fast path is tested against.
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -249,7 +259,6 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
     if (layer.attention_kind == AttentionKind::kKda) {
       // Split at the state checkpoints: the layer's state at each of them is copied out on the way.
       const KdaStateView view = KdaLayerState(state, l);
-      const CacheLayout::Layer& at = state.layout->layers[l];
       int64_t done = 0;
       for (const StateCheckpoint& checkpoint : entry.checkpoints) {
         const int64_t end = checkpoint.position - state.tokens;
@@ -257,9 +266,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
           GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], end - done, view,
                                            options.kda_algorithm, &sublayer_out[done * d]));
         }
-        std::memcpy(checkpoint.data + at.conv, state.memory.slot + at.conv, state.layout->kda_conv_bytes);
-        std::memcpy(checkpoint.data + at.recurrent, state.memory.slot + at.recurrent,
-                    state.layout->kda_recurrent_bytes);
+        CopyKdaLayerState(state, l, checkpoint.data);
         done = end;
       }
       if (done < tokens) {
@@ -273,7 +280,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
         dsa_options.forced_positions = &forced->attended[l];
       }
       DsaTrace dsa_trace;
-      DsaCache cache = DsaLayerCache(state, l, c);
+      DsaCache cache = DsaLayerCache(state, l);
       GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, c, sublayer_in.data(), tokens, cache, dsa_options,
                                        sublayer_out.data(), tracing ? &dsa_trace : nullptr));
       if (tracing) TraceSelection(*trace, sequence, prefix, dsa_trace, c.DenseRegimeTokens());

@@ -125,6 +125,19 @@ class Model {
                             Trace* trace = nullptr) const = 0;
 };
 
+// For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.
+// The memory checks of an entry (a layout made for `config`, memory present, blocks reserved for every position
+// the call writes unless the state owns its memory, valid state checkpoints). Changes nothing.
+Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config);
+// Grows a state's own memory (NewSequence) to hold the entry's tokens; a no-op for engine memory. Call after all
+// checks passed.
+void PrepareEntryMemory(const BatchEntry& entry);
+// Views of layer `layer`'s caches in the sequence's memory, at position state.tokens.
+KdaStateView KdaLayerState(const SequenceState& state, int64_t layer);
+DsaCache DsaLayerCache(const SequenceState& state, int64_t layer);
+// Copies a KDA layer's state (conv window and S as stored) into a StateCheckpoint destination.
+void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint);
+
 // The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
 class ReferenceModel final : public Model {
  public:
