@@ -5,6 +5,7 @@
 //      user message), with prefix caching on and then off: hit rate, prompt tokens computed, wall time saved.
 // The machine may be shared: each point runs --repeats times and the median is printed.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -52,6 +53,16 @@ double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
   return values[std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5))];
+}
+
+// The 1-minute load average (Linux), to read the figures of a shared machine by; NaN where unavailable.
+double LoadAverage() {
+  std::FILE* file = std::fopen("/proc/loadavg", "r");
+  if (file == nullptr) return std::nan("");
+  double load = std::nan("");
+  if (std::fscanf(file, "%lf", &load) != 1) load = std::nan("");
+  std::fclose(file);
+  return load;
 }
 
 std::vector<int32_t> RandomTokens(std::mt19937_64& rng, int64_t vocab, int64_t count) {
@@ -186,12 +197,13 @@ Status Bench(const BenchFlags& flags) {
     std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
                 static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
                 static_cast<long long>(flags.repeats));
-    std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s\n", "concurrency", "requests", "out tok/s",
-                "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %", "hand-off %");
+    std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s %5s\n", "concurrency", "requests",
+                "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %",
+                "hand-off %", "load");
     for (int64_t concurrency : flags.concurrency) {
       if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
       const int64_t requests = flags.requests_factor * concurrency;
-      std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff;
+      std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
       for (int64_t r = 0; r < flags.repeats; ++r) {
         std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
         std::vector<std::vector<int32_t>> prompts;
@@ -209,11 +221,12 @@ Status Bench(const BenchFlags& flags) {
         overhead.push_back(100 * (s.metrics.step_seconds - s.metrics.model_seconds - s.metrics.deliver_seconds) /
                            s.metrics.step_seconds);
         handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
+        load.push_back(LoadAverage());
       }
-      std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%%\n",
+      std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %5.2f\n",
                   static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
                   Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
-                  Median(preemptions), Median(overhead), Median(handoff));
+                  Median(preemptions), Median(overhead), Median(handoff), Median(load));
       std::fflush(stdout);
     }
   }
@@ -224,13 +237,13 @@ Status Bench(const BenchFlags& flags) {
                 static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
                 static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
                 static_cast<long long>(flags.turn_output), static_cast<long long>(flags.repeats));
-    std::printf("%14s %14s %15s %9s %10s %10s %9s\n", "prefix caching", "prompt tokens", "prompt computed",
-                "hit rate", "wall", "TTFT p50", "ckpts");
+    std::printf("%14s %14s %15s %9s %10s %10s %9s %5s\n", "prefix caching", "prompt tokens", "prompt computed",
+                "hit rate", "wall", "TTFT p50", "ckpts", "load");
     double wall_on = 0, wall_off = 0, computed_on = 0, computed_off = 0;
     for (bool prefix : {true, false}) {
       EngineOptions run_options = options;
       run_options.prefix_caching = prefix;
-      std::vector<double> walls, computed, hit_rate, ttft, checkpoints;
+      std::vector<double> walls, computed, hit_rate, ttft, checkpoints, load;
       double prompt_tokens = 0;
       for (int64_t r = 0; r < flags.repeats; ++r) {
         GLINT_ASSIGN_OR_RETURN(PointStats s, RunMultiTurn(*model, run_options, flags, flags.seed + 7 * r));
@@ -239,10 +252,12 @@ Status Bench(const BenchFlags& flags) {
         hit_rate.push_back(static_cast<double>(s.metrics.cache.prefix_hit_tokens) / s.prompt_tokens);
         ttft.push_back(Median(s.ttft));
         checkpoints.push_back(static_cast<double>(s.metrics.cache.checkpoints_taken));
+        load.push_back(LoadAverage());
         prompt_tokens = static_cast<double>(s.prompt_tokens);
       }
-      std::printf("%14s %14.0f %15.0f %8.1f%% %9.2fs %9.3fs %9.0f\n", prefix ? "on" : "off", prompt_tokens,
-                  Median(computed), 100 * Median(hit_rate), Median(walls), Median(ttft), Median(checkpoints));
+      std::printf("%14s %14.0f %15.0f %8.1f%% %9.2fs %9.3fs %9.0f %5.2f\n", prefix ? "on" : "off", prompt_tokens,
+                  Median(computed), 100 * Median(hit_rate), Median(walls), Median(ttft), Median(checkpoints),
+                  Median(load));
       (prefix ? wall_on : wall_off) = Median(walls);
       (prefix ? computed_on : computed_off) = Median(computed);
       std::fflush(stdout);

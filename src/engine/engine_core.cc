@@ -162,12 +162,12 @@ void EngineCore::Deliver(std::vector<RequestOutput>& outputs) {
 void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput output,
                               std::vector<RequestOutput>& outputs, const std::string& error) {
   Sample& sample = samples_.at(id);
-  if (reason != FinishReason::kStop || !sample.stops.stopped()) {
-    // Generation ended without a stop string: what was held back can go out, and so can an incomplete character.
-    if (sample.decoder && reason != FinishReason::kCancelled && reason != FinishReason::kError) {
-      output.text += sample.stops.Push(sample.decoder->Flush());
-    }
-    if (reason != FinishReason::kCancelled && reason != FinishReason::kError) output.text += sample.stops.Flush();
+  const bool generation_ended = reason == FinishReason::kStop || reason == FinishReason::kLength;
+  if (generation_ended && !sample.stops.stopped()) {
+    // Ended without a stop string (length, an end id or a stop token): the text held back in case it started a
+    // stop string goes out, and an incomplete character becomes U+FFFD. Cancelled and failed samples get no text.
+    if (sample.decoder) output.text += sample.stops.Push(sample.decoder->Flush());
+    output.text += sample.stops.Flush();
   }
   output.finish_reason = reason;
   output.error = error;
@@ -258,12 +258,15 @@ Status EngineCore::Step() {
   }
 
   std::vector<BatchEntry> batch;  // [chunks] spans into the scheduler's token lists (unchanged until sampling)
+  std::vector<std::vector<StateCheckpoint>> checkpoints(plan.chunks.size());  // [chunks][targets]
   batch.reserve(plan.chunks.size());
-  for (const ScheduledChunk& chunk : plan.chunks) {
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& chunk = plan.chunks[i];
     const std::vector<int32_t>& tokens = scheduler_->Get(chunk.id).tokens;
+    for (const CheckpointTarget& target : chunk.checkpoints) checkpoints[i].push_back({target.position, target.data});
     batch.push_back({std::span<const int32_t>(tokens.data() + chunk.start, chunk.count),
                      samples_.at(chunk.id).state.get(), chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone,
-                     false});
+                     false, checkpoints[i]});
   }
   std::vector<EntryOutput> results;
   Stopwatch model_clock;

@@ -51,13 +51,6 @@ std::vector<SequenceId> Scheduler::Children(SequenceId parent) const {
   return ids;
 }
 
-int64_t Scheduler::ClipToCheckpoint(int64_t computed, int64_t count) const {
-  if (!memory_.prefix_caching()) return count;
-  const int64_t interval = memory_.options().checkpoint_interval;
-  const int64_t next = (computed / interval + 1) * interval;  // the next checkpoint position after `computed`
-  return std::min(count, next - computed);
-}
-
 int64_t Scheduler::Coverable(const SequenceInfo& sequence) const {
   const int64_t blocks = static_cast<int64_t>(memory_.BlockTable(sequence.id).size()) + memory_.block_pool().num_free();
   return std::max<int64_t>(blocks * memory_.options().block_tokens - sequence.computed, 0);
@@ -90,9 +83,9 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     const SequenceInfo& sequence = Get(id);
     const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - sequence.computed;
     if (decodes != (remaining == 1)) continue;
-    int64_t count = ClipToCheckpoint(sequence.computed, std::min(remaining, budget));
+    int64_t count = std::min(remaining, budget);
     bool preempted_self = false;
-    while (Coverable(sequence) < (decodes ? count : 1)) {
+    while (Coverable(sequence) < 1) {  // not even one token's block: make room
       const SequenceId victim = std::prev(running_.end())->second;  // the newest running sequence
       Preempt(victim, plan, budget);
       if (victim == id) {
@@ -102,9 +95,11 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     }
     if (preempted_self) continue;
     count = std::min(count, Coverable(sequence));  // a prefill chunk shrinks to the free blocks
-    GLINT_CHECK(memory_.Reserve(id, sequence.computed + count)) << "Coverable said yes";
+    const bool reserved = memory_.Reserve(id, sequence.computed + count);
+    GLINT_CHECK(reserved) << "Coverable said there were blocks";
     plan.chunks.push_back({id, sequence.computed, count,
-                           sequence.computed + count == static_cast<int64_t>(sequence.tokens.size())});
+                           sequence.computed + count == static_cast<int64_t>(sequence.tokens.size()),
+                           memory_.TakeCheckpoints(id, sequence.tokens, sequence.computed + count)});
     plan.tokens += count;
     budget -= count;
   }
@@ -124,9 +119,10 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     const int64_t available = memory_.block_pool().num_free() - reclaimed - watermark;
     const int64_t fit = (static_cast<int64_t>(match.blocks.size()) + available) * block_tokens - match.tokens;
     const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - match.tokens;
-    const int64_t count = std::min(ClipToCheckpoint(match.tokens, std::min(remaining, budget)), fit);
+    const int64_t count = std::min({remaining, budget, fit});
     if (count < 1) return;  // head of the line does not fit: nobody behind it goes first
-    GLINT_CHECK(memory_.Admit(id, sequence.tokens, match, match.tokens + count)) << "the fit said yes";
+    const bool admitted = memory_.Admit(id, sequence.tokens, match, match.tokens + count);
+    GLINT_CHECK(admitted) << "the fit said there was memory";
     waiting_.erase(waiting_.begin());
     running_.insert({arrival, id});
     sequence.status = SequenceStatus::kRunning;
@@ -134,7 +130,9 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     if (!sequence.admitted_before) sequence.prefix_hit_tokens = match.tokens;
     sequence.admitted_before = true;
     plan.admitted.push_back(id);
-    plan.chunks.push_back({id, match.tokens, count, match.tokens + count == static_cast<int64_t>(sequence.tokens.size())});
+    plan.chunks.push_back({id, match.tokens, count,
+                           match.tokens + count == static_cast<int64_t>(sequence.tokens.size()),
+                           memory_.TakeCheckpoints(id, sequence.tokens, match.tokens + count)});
     plan.tokens += count;
     budget -= count;
   }

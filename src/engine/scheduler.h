@@ -9,8 +9,8 @@
 //   3. waiting sequences, oldest first, admitted while a slot and blocks for their first chunk are free (after a
 //      prefix-cache lookup); the first one that does not fit stops admission, so a large old request is not
 //      starved by small new ones. No admission in a step that had to preempt.
-// A chunk never crosses a checkpoint position (the recurrent state exists only at a chunk's end), and a prefill
-// chunk shrinks to the blocks that are free. When a running sequence cannot get even one token's block, the
+// A chunk that passes checkpoint positions carries the checkpoints to write there (the model snapshots the
+// recurrent state as it passes them), and a prefill chunk shrinks to the blocks that are free. When a running sequence cannot get even one token's block, the
 // newest running sequence is preempted: its memory is freed and it waits again (first in line by arrival) to
 // recompute prompt + generated tokens later.
 //
@@ -45,6 +45,7 @@ struct ScheduledChunk {
   int64_t start = 0;     // first position computed
   int64_t count = 0;     // tokens computed
   bool samples = false;  // the chunk ends at the sequence's last token: its logits give the next token
+  std::vector<CheckpointTarget> checkpoints;  // state checkpoints to write at positions in (start, start + count]
 };
 
 struct StepPlan {
@@ -102,7 +103,6 @@ class Scheduler {
  private:
   using Order = std::set<std::pair<int64_t, SequenceId>>;  // (arrival, id)
   SequenceInfo& Mutable(SequenceId id);
-  int64_t ClipToCheckpoint(int64_t computed, int64_t count) const;
   // Tokens a running sequence can cover from `computed` with its blocks plus the free ones.
   int64_t Coverable(const SequenceInfo& sequence) const;
   void Preempt(SequenceId id, StepPlan& plan, int64_t& budget);

@@ -152,6 +152,30 @@ bool CacheManager::Reserve(SequenceId id, int64_t end) {
   return true;
 }
 
+std::vector<CheckpointTarget> CacheManager::TakeCheckpoints(SequenceId id, std::span<const int32_t> tokens,
+                                                            int64_t end) {
+  Sequence& sequence = Get(id);
+  std::vector<CheckpointTarget> targets;
+  if (!options_.prefix_caching || !NeedsCheckpoints()) return targets;
+  const int64_t b = options_.block_tokens, interval = options_.checkpoint_interval;
+  GLINT_CHECK(end <= static_cast<int64_t>(tokens.size())) << "checkpoints past the sequence's tokens";
+  // Chain hashes of the blocks up to `end`: the committed ones are known, the others follow from the tokens.
+  std::vector<BlockHash> chain = sequence.hashes;
+  for (int64_t position = (sequence.committed / interval + 1) * interval; position <= end; position += interval) {
+    while (static_cast<int64_t>(chain.size()) * b < position) {
+      const int64_t i = static_cast<int64_t>(chain.size());
+      chain.push_back(HashBlock(i == 0 ? kRootBlockHash : chain[i - 1], tokens.subspan(i * b, b)));
+    }
+    const BlockHash hash = chain[position / b - 1];
+    const std::optional<int32_t> checkpoint = checkpoints_.Take(hash, /*pinned=*/true);
+    if (!checkpoint) continue;  // an identical sequence already has it, or every checkpoint is being written
+    sequence.pending_checkpoints.emplace_back(position, hash);
+    ++pending_checkpoints_;
+    targets.push_back({position, *checkpoint, checkpoint_arena_.Item(*checkpoint)});
+  }
+  return targets;
+}
+
 void CacheManager::Commit(SequenceId id, std::span<const int32_t> tokens, int64_t computed) {
   Sequence& sequence = Get(id);
   const int64_t b = options_.block_tokens;
@@ -170,14 +194,23 @@ void CacheManager::Commit(SequenceId id, std::span<const int32_t> tokens, int64_
     sequence.hashes.push_back(hash);
   }
   if (!NeedsCheckpoints()) return;
+  // The checkpoints written up to `computed` are final; every checkpoint position passed must have had one (or
+  // been cached already).
+  std::vector<std::pair<int64_t, BlockHash>> still_pending;
+  for (const auto& [position, hash] : sequence.pending_checkpoints) {
+    if (position <= computed) {
+      checkpoints_.Unpin(hash);
+      ++checkpoints_taken_;
+      --pending_checkpoints_;
+    } else {
+      still_pending.emplace_back(position, hash);
+    }
+  }
+  sequence.pending_checkpoints.swap(still_pending);
   const int64_t interval = options_.checkpoint_interval;
-  if (computed / interval - previous / interval > (computed % interval == 0 ? 1 : 0)) ++checkpoints_missed_;
-  if (computed == previous || computed % interval != 0) return;
-  const BlockHash hash = sequence.hashes[computed / b - 1];
-  const std::optional<int32_t> checkpoint = checkpoints_.Take(hash);
-  if (!checkpoint) return;  // already taken by an identical sequence
-  std::memcpy(checkpoint_arena_.Item(*checkpoint), slot_arena_.Item(sequence.slot), options_.checkpoint_bytes);
-  ++checkpoints_taken_;
+  for (int64_t position = (previous / interval + 1) * interval; position <= computed; position += interval) {
+    if (!checkpoints_.Peek(sequence.hashes[position / b - 1])) ++checkpoints_missed_;
+  }
 }
 
 bool CacheManager::Fork(SequenceId parent_id, SequenceId child_id) {
@@ -209,6 +242,11 @@ void CacheManager::Free(SequenceId id) {
   auto found = sequences_.find(id);
   GLINT_CHECK(found != sequences_.end()) << "freeing sequence " << id << " that is not live";
   const Sequence& sequence = *found->second;
+  // Checkpoints taken for a step that never completed hold nothing valid.
+  for (const auto& [position, hash] : sequence.pending_checkpoints) {
+    checkpoints_.Drop(hash);
+    --pending_checkpoints_;
+  }
   for (auto block = sequence.blocks.rbegin(); block != sequence.blocks.rend(); ++block) blocks_.Release(*block);
   slots_.Free(sequence.slot);
   sequences_.erase(found);
@@ -261,6 +299,11 @@ Status CacheManager::CheckIntegrity() const {
       if (block < 0 || block >= blocks_.num_blocks()) return InternalError("cache manager: bad block id ", block);
       ++holders[block];
     }
+  }
+  int64_t pending = 0;
+  for (const auto& [id, sequence] : sequences_) pending += static_cast<int64_t>(sequence->pending_checkpoints.size());
+  if (pending != pending_checkpoints_) {
+    return InternalError("cache manager: ", pending, " pending checkpoints listed, ", pending_checkpoints_, " counted");
   }
   if (slots_.num_used() != num_live()) {
     return InternalError("cache manager: ", slots_.num_used(), " slots in use for ", num_live(), " live sequences");

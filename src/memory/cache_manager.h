@@ -3,9 +3,10 @@
 //
 // Prefix caching for a model with recurrent state (docs/engine.md "Prefix caching"):
 //   - a full block is identified by the chained hash of its tokens; cached blocks are shared by reference count;
-//   - when a sequence has computed exactly a multiple of `checkpoint_interval` positions, the first
-//     `checkpoint_bytes` of its slot (the recurrent state) are copied into a checkpoint keyed by the hash of the
-//     block that ends there;
+//   - at every multiple of `checkpoint_interval` a sequence computes, the recurrent state (what the first
+//     `checkpoint_bytes` of its slot hold at that position) is written into a checkpoint keyed by the hash of the
+//     block that ends there. TakeCheckpoints hands out the destinations before a step (the model writes them as it
+//     passes those positions, so a chunk need not stop there); Commit makes them findable;
 //   - a new sequence reuses the longest run of cached blocks that ends at a checkpoint, copies the checkpoint into
 //     its own fresh slot, and recomputes the rest. At least one token is always left to compute, so the sequence
 //     gets logits for its last token.
@@ -54,6 +55,13 @@ struct PrefixMatch {
   int32_t checkpoint = -1;
 };
 
+// Where the state at `position` is to be written during the next step (checkpoint_bytes, laid out as a slot).
+struct CheckpointTarget {
+  int64_t position = 0;
+  int32_t checkpoint = -1;
+  std::byte* data = nullptr;
+};
+
 struct CacheStats {
   int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0;  // used: held by a sequence; cached: findable
   int64_t slots_total = 0, slots_used = 0;
@@ -63,7 +71,7 @@ struct CacheStats {
   int64_t prefix_query_tokens = 0;   // tokens of the sequences looked up
   int64_t prefix_hit_tokens = 0;     // tokens not recomputed thanks to a hit
   int64_t block_evictions = 0, checkpoint_evictions = 0, checkpoints_taken = 0;
-  int64_t checkpoints_missed = 0;    // checkpoint positions a sequence stepped over (a scheduler bug if not 0)
+  int64_t checkpoints_missed = 0;    // checkpoint positions passed with no checkpoint (all pinned, or a bug)
 };
 
 class CacheManager {
@@ -87,8 +95,12 @@ class CacheManager {
   bool Admit(SequenceId id, std::span<const int32_t> tokens, const PrefixMatch& match, int64_t end);
   // More blocks so that positions < `end` are covered. False, changing nothing, when the pool is short.
   bool Reserve(SequenceId id, int64_t end);
-  // Positions < `computed` of `tokens` are now in the sequence's blocks and slot: newly full blocks join the
-  // prefix cache, and a checkpoint is taken if `computed` is a checkpoint position.
+  // The checkpoints to write while the sequence computes positions up to `end` of `tokens`: one per checkpoint
+  // position in (committed, end] whose chain has none yet, taken from the pool now (the least recently used one
+  // is evicted when it is full). They become findable at Commit; if the sequence is freed first they are dropped.
+  std::vector<CheckpointTarget> TakeCheckpoints(SequenceId id, std::span<const int32_t> tokens, int64_t end);
+  // Positions < `computed` of `tokens` are now in the sequence's blocks and slot, and the targets up to there are
+  // written: newly full blocks and those checkpoints join the prefix cache.
   void Commit(SequenceId id, std::span<const int32_t> tokens, int64_t computed);
   // Makes `child` a copy of the live sequence `parent`: it shares the parent's full blocks, gets its own copy of
   // the partly filled last block and of the slot. False, changing nothing, when there is no slot or block for it.
@@ -121,6 +133,7 @@ class CacheManager {
     int32_t slot = -1;
     int64_t committed = 0;           // positions whose caches are written
     std::vector<BlockHash> hashes;   // chained hash of each full block below `committed` (prefix caching only)
+    std::vector<std::pair<int64_t, BlockHash>> pending_checkpoints;  // taken, not yet written: (position, hash)
   };
   explicit CacheManager(const CacheManagerOptions& options);
   Sequence& Get(SequenceId id);
@@ -135,6 +148,7 @@ class CacheManager {
   std::map<SequenceId, std::unique_ptr<Sequence>> sequences_;  // unique_ptr: block tables do not move
   int64_t prefix_queries_ = 0, prefix_hits_ = 0, prefix_query_tokens_ = 0, prefix_hit_tokens_ = 0;
   int64_t checkpoints_taken_ = 0, checkpoints_missed_ = 0;
+  int64_t pending_checkpoints_ = 0;  // taken by live sequences, not yet committed
 };
 
 }  // namespace glint

@@ -10,22 +10,28 @@ CheckpointPool::CheckpointPool(int64_t num_checkpoints) : num_checkpoints_(num_c
   for (int64_t id = num_checkpoints - 1; id >= 0; --id) free_.push_back(static_cast<int32_t>(id));  // pop_back = lowest
 }
 
-std::optional<int32_t> CheckpointPool::Take(BlockHash hash) {
+std::optional<int32_t> CheckpointPool::Take(BlockHash hash, bool pinned) {
   if (num_checkpoints_ == 0 || index_.count(hash) != 0) return std::nullopt;
   int32_t id;
   if (!free_.empty()) {
     id = free_.back();
     free_.pop_back();
   } else {
-    const BlockHash victim = lru_.front();
-    id = index_.at(victim).id;
-    index_.erase(victim);
-    lru_.pop_front();
+    auto victim = std::find_if(lru_.begin(), lru_.end(), [&](BlockHash h) { return !index_.at(h).pinned; });
+    if (victim == lru_.end()) return std::nullopt;  // every checkpoint is being written
+    id = index_.at(*victim).id;
+    index_.erase(*victim);
+    lru_.erase(victim);
     ++evictions_;
   }
   lru_.push_back(hash);
-  index_.emplace(hash, Entry{id, std::prev(lru_.end())});
+  index_.emplace(hash, Entry{id, std::prev(lru_.end()), pinned});
   return id;
+}
+
+void CheckpointPool::Unpin(BlockHash hash) {
+  auto found = index_.find(hash);
+  if (found != index_.end()) found->second.pinned = false;
 }
 
 std::optional<int32_t> CheckpointPool::Find(BlockHash hash) {

@@ -3,7 +3,8 @@
 // the block that ends there. A later sequence with the same prefix copies the checkpoint into its own slot and
 // recomputes only what follows; checkpoints themselves are never written after they are taken.
 //
-// Least-recently-used eviction: Take on a full pool reuses the checkpoint touched longest ago; Find touches.
+// Least-recently-used eviction: Take on a full pool reuses the checkpoint touched longest ago that is not pinned;
+// Find touches. A checkpoint is pinned from Take (pinned) until Unpin: it is being written and must not be reused.
 // Storage is an ItemArena beside it.
 #pragma once
 
@@ -27,8 +28,10 @@ class CheckpointPool {
   int64_t num_evictions() const { return evictions_; }
 
   // The checkpoint id to write the state of the chain `hash` into: a free one, else the least recently used one
-  // (evicted). nullopt when the pool has no checkpoints at all, or `hash` already has one (nothing to take).
-  std::optional<int32_t> Take(BlockHash hash);
+  // that is not pinned (evicted). nullopt when `hash` already has one (nothing to take) or every checkpoint is
+  // pinned (or there are none).
+  std::optional<int32_t> Take(BlockHash hash, bool pinned = false);
+  void Unpin(BlockHash hash);
   // The checkpoint of `hash`, made most recently used.
   std::optional<int32_t> Find(BlockHash hash);
   // The checkpoint of `hash` without touching it.
@@ -47,6 +50,7 @@ class CheckpointPool {
   struct Entry {
     int32_t id;
     std::list<BlockHash>::iterator lru_position;
+    bool pinned = false;
   };
   int64_t num_checkpoints_;
   std::vector<int32_t> free_;           // ids never used or dropped, handed out lowest first

@@ -40,13 +40,15 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
   layout.layers.resize(c.num_hidden_layers);
   const int64_t e = c.index_head_dim;
   const int64_t s_bytes = options.kda_state == KdaStateStorage::kFloat32 ? 4 : 2;
+  layout.kda_conv_bytes = 3 * c.KdaWidth() * (c.kda_conv_kernel - 1) * 4;
+  layout.kda_recurrent_bytes = c.kda_num_heads * c.kda_head_dim * c.kda_head_dim * s_bytes;
   // KDA state first: it is what a checkpoint keeps.
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     CacheLayout::Layer& layer = layout.layers[l];
     layer.kind = c.attention_kinds[l];
     if (layer.kind != AttentionKind::kKda) continue;
-    layer.conv = Place(layout.slot_bytes, 3 * c.KdaWidth() * (c.kda_conv_kernel - 1) * 4);
-    layer.recurrent = Place(layout.slot_bytes, c.kda_num_heads * c.kda_head_dim * c.kda_head_dim * s_bytes);
+    layer.conv = Place(layout.slot_bytes, layout.kda_conv_bytes);
+    layer.recurrent = Place(layout.slot_bytes, layout.kda_recurrent_bytes);
   }
   layout.checkpoint_bytes = layout.slot_bytes;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {

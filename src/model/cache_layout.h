@@ -42,6 +42,9 @@ struct CacheLayout {
   };
   std::vector<Layer> layers;  // [num_hidden_layers]
 
+  int64_t kda_conv_bytes = 0;       // one KDA layer's conv window
+  int64_t kda_recurrent_bytes = 0;  // one KDA layer's S as stored
+
   // The config sizes the layout was made for (checked before every use).
   int64_t kv_lora_rank = 0, index_head_dim = 0, index_kpool = 0;
   int64_t kda_heads = 0, kda_head_dim = 0, kda_conv_kernel = 0;

@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "io/checkpoint_schema.h"
 #include "io/safetensors.h"
@@ -93,9 +94,60 @@ int64_t ReferenceModel::weight_bytes() const {
   return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
 }
 
-namespace {
+Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
+  const SequenceState& state = *entry.state;
+  if (state.broken) {
+    return FailedPrecondition("the sequence state was left inconsistent by a failed forward pass; start a new one");
+  }
+  if (state.layout == nullptr || state.memory.blocks == nullptr || state.memory.block_table == nullptr ||
+      state.memory.slot == nullptr) {
+    return FailedPrecondition("the sequence state has no cache memory (make it with NewSequence or BindSequence)");
+  }
+  GLINT_RETURN_IF_ERROR(state.layout->CheckMatches(config));
+  if (state.memory.blocks->item_bytes() != state.layout->block_bytes) {
+    return FailedPrecondition("the sequence's blocks are ", state.memory.blocks->item_bytes(),
+                              " bytes; its layout needs ", state.layout->block_bytes);
+  }
+  if (state.tokens < 0) return FailedPrecondition("the sequence state has ", state.tokens, " positions");
+  const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
+  if (total > config.max_position_embeddings) {
+    return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
+                      config.max_position_embeddings, " (max_position_embeddings)");
+  }
+  // Blocks for every position this call writes: the state's own memory grows (after all checks, in Forward);
+  // an engine's must already be reserved.
+  const int64_t capacity = static_cast<int64_t>(state.memory.block_table->size()) * state.layout->block_tokens();
+  if (state.owned == nullptr && capacity < total) {
+    return FailedPrecondition("the sequence's block table covers ", capacity, " positions but this call needs ",
+                              total, "; reserve blocks before the forward pass");
+  }
+  int64_t previous = state.tokens;
+  for (const StateCheckpoint& checkpoint : entry.checkpoints) {
+    if (checkpoint.position <= previous || checkpoint.position > total || checkpoint.data == nullptr) {
+      return InvalidArgument("state checkpoint at position ", checkpoint.position,
+                             " is not within this call's positions ", state.tokens + 1, " .. ", total,
+                             ", ascending, with memory to write to");
+    }
+    if (checkpoint.position % state.layout->block_tokens() != 0) {
+      return InvalidArgument("state checkpoint at position ", checkpoint.position, " is not at a block boundary (",
+                             state.layout->block_tokens(), " tokens): the indexer's filling pool would be lost");
+    }
+    previous = checkpoint.position;
+  }
+  for (int32_t block : *state.memory.block_table) {
+    if (block < 0 || block >= state.memory.blocks->count()) {
+      return FailedPrecondition("the sequence's block table names block ", block, " of ",
+                                state.memory.blocks->count());
+    }
+  }
+  return Status::Ok();
+}
 
-// The views of one layer's caches inside the sequence's memory.
+void PrepareEntryMemory(const BatchEntry& entry) {
+  SequenceState& state = *entry.state;
+  if (state.owned != nullptr) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
+}
+
 KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
   const CacheLayout::Layer& at = state.layout->layers[layer];
   KdaStateView view;
@@ -105,13 +157,20 @@ KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
   return view;
 }
 
-DsaCache DsaLayerCache(const SequenceState& state, int64_t layer, const ModelConfig& c) {
+void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint) {
   const CacheLayout::Layer& at = state.layout->layers[layer];
+  std::memcpy(checkpoint + at.conv, state.memory.slot + at.conv, state.layout->kda_conv_bytes);
+  std::memcpy(checkpoint + at.recurrent, state.memory.slot + at.recurrent, state.layout->kda_recurrent_bytes);
+}
+
+DsaCache DsaLayerCache(const SequenceState& state, int64_t layer) {
+  const CacheLayout& layout = *state.layout;
+  const CacheLayout::Layer& at = layout.layers[layer];
   DsaCache cache;
-  cache.kv_lora_rank = c.kv_lora_rank;
-  cache.index_head_dim = c.index_head_dim;
-  cache.kpool = c.index_kpool;
-  cache.block_tokens = state.layout->block_tokens();
+  cache.kv_lora_rank = layout.kv_lora_rank;
+  cache.index_head_dim = layout.index_head_dim;
+  cache.kpool = layout.index_kpool;
+  cache.block_tokens = layout.block_tokens();
   cache.tokens = state.tokens;
   cache.blocks = state.memory.blocks;
   cache.block_table = state.memory.block_table;
@@ -121,7 +180,6 @@ DsaCache DsaLayerCache(const SequenceState& state, int64_t layer, const ModelCon
   return cache;
 }
 
-}  // namespace
 
 Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
   if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
@@ -135,39 +193,7 @@ Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
                              config_.vocab_size);
     }
   }
-  const SequenceState& state = *entry.state;
-  if (state.broken) {
-    return FailedPrecondition("the sequence state was left inconsistent by a failed forward pass; start a new one");
-  }
-  if (state.layout == nullptr || state.memory.blocks == nullptr || state.memory.block_table == nullptr ||
-      state.memory.slot == nullptr) {
-    return FailedPrecondition("the sequence state has no cache memory (make it with NewSequence or BindSequence)");
-  }
-  GLINT_RETURN_IF_ERROR(state.layout->CheckMatches(config_));
-  if (state.memory.blocks->item_bytes() != state.layout->block_bytes) {
-    return FailedPrecondition("the sequence's blocks are ", state.memory.blocks->item_bytes(),
-                              " bytes; its layout needs ", state.layout->block_bytes);
-  }
-  if (state.tokens < 0) return FailedPrecondition("the sequence state has ", state.tokens, " positions");
-  const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
-  if (total > config_.max_position_embeddings) {
-    return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
-                      config_.max_position_embeddings, " (max_position_embeddings)");
-  }
-  // Blocks for every position this call writes: the state's own memory grows (after all checks, in Forward);
-  // an engine's must already be reserved.
-  const int64_t capacity = static_cast<int64_t>(state.memory.block_table->size()) * state.layout->block_tokens();
-  if (state.owned == nullptr && capacity < total) {
-    return FailedPrecondition("the sequence's block table covers ", capacity, " positions but this call needs ",
-                              total, "; reserve blocks before the forward pass");
-  }
-  for (int32_t block : *state.memory.block_table) {
-    if (block < 0 || block >= state.memory.blocks->count()) {
-      return FailedPrecondition("the sequence's block table names block ", block, " of ",
-                                state.memory.blocks->count());
-    }
-  }
-  return Status::Ok();
+  return CheckEntryMemory(entry, config_);
 }
 
 Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
@@ -180,9 +206,7 @@ Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<En
     }
   }
   outputs.assign(batch.size(), EntryOutput{});
-  for (const BatchEntry& entry : batch) {
-    if (entry.state->owned != nullptr) entry.state->owned->Reserve(entry.state->tokens + entry.tokens.size());
-  }
+  for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);
   // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
   // "batched = one by one" is what the fast path is tested against.
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -233,8 +257,22 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
       ref::RmsNorm(collapsed.data(), layer.input_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
     }
     if (layer.attention_kind == AttentionKind::kKda) {
-      GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, sublayer_in.data(), tokens, KdaLayerState(state, l),
-                                       options.kda_algorithm, sublayer_out.data()));
+      // Split at the state checkpoints: the layer's state at each of them is copied out on the way.
+      const KdaStateView view = KdaLayerState(state, l);
+      int64_t done = 0;
+      for (const StateCheckpoint& checkpoint : entry.checkpoints) {
+        const int64_t end = checkpoint.position - state.tokens;
+        if (end > done) {
+          GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], end - done, view,
+                                           options.kda_algorithm, &sublayer_out[done * d]));
+        }
+        CopyKdaLayerState(state, l, checkpoint.data);
+        done = end;
+      }
+      if (done < tokens) {
+        GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], tokens - done, view,
+                                         options.kda_algorithm, &sublayer_out[done * d]));
+      }
     } else {
       DsaOptions dsa_options = options.dsa;
       if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {
@@ -242,7 +280,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
         dsa_options.forced_positions = &forced->attended[l];
       }
       DsaTrace dsa_trace;
-      DsaCache cache = DsaLayerCache(state, l, c);
+      DsaCache cache = DsaLayerCache(state, l);
       GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, c, sublayer_in.data(), tokens, cache, dsa_options,
                                        sublayer_out.data(), tracing ? &dsa_trace : nullptr));
       if (tracing) TraceSelection(*trace, sequence, prefix, dsa_trace, c.DenseRegimeTokens());

@@ -57,11 +57,21 @@ struct SequenceState {
 
 enum class LogitsWanted { kNone, kLast, kAll };
 
+// A copy of the sequence's KDA state (every KDA layer's conv window and S, laid out as the first
+// layout.checkpoint_bytes of a slot) to write when the sequence reaches `position` inside a Forward call: the
+// prefix cache's checkpoints, taken without making chunks stop at them. `position` is block-aligned, so the
+// indexer's filling pools (the rest of the slot) are empty there.
+struct StateCheckpoint {
+  int64_t position = 0;       // state.tokens < position ≤ state.tokens + T
+  std::byte* data = nullptr;  // layout.checkpoint_bytes
+};
+
 struct BatchEntry {
   std::span<const int32_t> tokens;  // [T] new tokens, T ≥ 1
   SequenceState* state = nullptr;
   LogitsWanted logits = LogitsWanted::kLast;
   bool want_hidden = false;         // return the final normed hidden [T, D] (MTP input)
+  std::span<const StateCheckpoint> checkpoints = {};  // ascending positions; empty: none
 };
 
 struct EntryOutput {
@@ -114,6 +124,19 @@ class Model {
                             std::vector<float>& logits, const ForwardOptions& options = {},
                             Trace* trace = nullptr) const = 0;
 };
+
+// For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.
+// The memory checks of an entry (a layout made for `config`, memory present, blocks reserved for every position
+// the call writes unless the state owns its memory, valid state checkpoints). Changes nothing.
+Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config);
+// Grows a state's own memory (NewSequence) to hold the entry's tokens; a no-op for engine memory. Call after all
+// checks passed.
+void PrepareEntryMemory(const BatchEntry& entry);
+// Views of layer `layer`'s caches in the sequence's memory, at position state.tokens.
+KdaStateView KdaLayerState(const SequenceState& state, int64_t layer);
+DsaCache DsaLayerCache(const SequenceState& state, int64_t layer);
+// Copies a KDA layer's state (conv window and S as stored) into a StateCheckpoint destination.
+void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint);
 
 // The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
 class ReferenceModel final : public Model {

@@ -207,7 +207,7 @@ TEST_P(EngineGolden, PreemptionForcedByATinyPoolMatches) {
 }
 
 TEST_P(EngineGolden, EverythingTogetherMatches) {
-  EngineOptions options = Sized(*model_, 3, 14, 3);
+  EngineOptions options = Sized(*model_, 3, 10, 3);
   options.max_batch_tokens = 7;
   auto core = MakeCore(*model_, options);
   EXPECT_EQ(Run(*core, /*one_at_a_time=*/false), expected_);

@@ -173,10 +173,14 @@ int64_t SlotStamp(CacheManager& m, SequenceId id, int64_t offset = 0) {
   return position;
 }
 
-// Computes `tokens` in chunks that end at the given positions, stamping the slot as a model would update it.
+// Computes `tokens` in chunks that end at the given positions as a model would: the state at each checkpoint
+// position passed is written to its target, and the slot ends stamped with the chunk's end.
 void ComputeChunks(CacheManager& m, SequenceId id, const std::vector<int32_t>& tokens, const std::vector<int64_t>& ends) {
   for (int64_t end : ends) {
     ASSERT_TRUE(m.Reserve(id, end));
+    for (const CheckpointTarget& target : m.TakeCheckpoints(id, tokens, end)) {
+      std::memcpy(target.data, &target.position, sizeof(target.position));
+    }
     StampSlot(m, id, end);
     m.Commit(id, tokens, end);
     ASSERT_OK(m.CheckIntegrity());
@@ -335,11 +339,37 @@ TEST(CacheManager, ForkSharesFullBlocksAndCopiesThePartialOne) {
   ASSERT_OK(m->CheckIntegrity());
 }
 
+TEST(CacheManager, CheckpointsInsideAChunkAndPinning) {
+  ASSERT_OK_AND_ASSIGN(auto m, CacheManager::Create(SmallOptions(16, 2, 1)));
+  const std::vector<int32_t> a = Tokens(0, 20);
+  ASSERT_TRUE(m->Admit(1, a, {}, 20));
+  // Positions 8 and 16 are both in the chunk, but the pool has one checkpoint: it is pinned by the first target,
+  // so the second cannot evict it while it is being written.
+  const std::vector<CheckpointTarget> targets = m->TakeCheckpoints(1, a, 20);
+  ASSERT_EQ(targets.size(), 1u);
+  EXPECT_EQ(targets[0].position, 8);
+  EXPECT_EQ(m->FindPrefix(a).tokens, 0);  // not findable before Commit (its blocks are not cached yet either)
+  m->Commit(1, a, 20);
+  EXPECT_EQ(m->Stats().checkpoints_taken, 1);
+  EXPECT_EQ(m->Stats().checkpoints_missed, 1);  // the one at 16
+  EXPECT_EQ(m->FindPrefix(a).tokens, 8);
+  ASSERT_OK(m->CheckIntegrity());
+  // A sequence freed before its step completed drops the checkpoints it took (they hold nothing valid).
+  const std::vector<int32_t> b = Tokens(100, 20);
+  ASSERT_TRUE(m->Admit(2, b, {}, 20));
+  ASSERT_EQ(m->TakeCheckpoints(2, b, 20).size(), 1u);  // evicts the unpinned checkpoint at 8 of `a`
+  EXPECT_EQ(m->Stats().checkpoints_used, 1);
+  m->Free(2);
+  EXPECT_EQ(m->Stats().checkpoints_used, 0);
+  EXPECT_EQ(m->Stats().checkpoints_taken, 1);
+  ASSERT_OK(m->CheckIntegrity());
+}
+
 TEST(CacheManager, SteppingOverACheckpointPositionIsCounted) {
   ASSERT_OK_AND_ASSIGN(auto m, CacheManager::Create(SmallOptions(8, 1, 2)));
   const std::vector<int32_t> a = Tokens(0, 12);
   ASSERT_TRUE(m->Admit(1, a, {}, 12));
-  m->Commit(1, a, 12);  // crossed 8 without stopping there
+  m->Commit(1, a, 12);  // passed 8 without a checkpoint target
   EXPECT_EQ(m->Stats().checkpoints_missed, 1);
   EXPECT_EQ(m->Stats().checkpoints_taken, 0);
 }

@@ -3,6 +3,7 @@
 // Tolerances (golden README, "An fp32 implementation"): intermediates ≤ 1e-4 relative RMS, logits rows
 // max |Δ| ≤ 1e-3 × std(logits), top-1 / expert sets / indexer sets identical — about 10× the measured fp32 deviation.
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -267,6 +268,53 @@ TEST(ReferenceModelState, BoundMemoryMustCoverTheCall) {
   ModelConfig changed = c;
   changed.kv_lora_rank += 1;
   EXPECT_ERROR_CONTAINS(MakeCacheLayout(changed, options).value().CheckMatches(c), "made for another model");
+}
+
+}  // namespace
+}  // namespace glint
+
+namespace glint {
+namespace {
+
+// The KDA state written at a checkpoint inside a call is exactly the state of a sequence whose calls end there.
+TEST(ReferenceModelState, CheckpointsInsideACallEqualTheStateAtThatPosition) {
+  auto model = ReferenceModel::Load(testing::TestDataPath("golden/tiny-sparse")).value();
+  const std::vector<int32_t> tokens = testing::GoldenOutputs("tiny-sparse").Tokens()[0];  // 100 tokens
+  auto layout = std::make_shared<const CacheLayout>(model->CacheLayoutFor({.block_tokens = 8}).value());
+  ItemArena blocks = ItemArena::Fixed(32, layout->block_bytes).value();
+  ItemArena slots = ItemArena::Fixed(2, layout->slot_bytes).value();
+  ItemArena saved = ItemArena::Fixed(2, layout->checkpoint_bytes).value();
+  std::vector<int32_t> table_a, table_b;
+  for (int32_t b = 0; b < 16; ++b) {
+    table_a.push_back(b);
+    table_b.push_back(16 + b);
+  }
+  SequenceState a = model->BindSequence(layout, {&blocks, &table_a, slots.Item(0)}, 0);
+  SequenceState b = model->BindSequence(layout, {&blocks, &table_b, slots.Item(1)}, 0);
+  std::vector<EntryOutput> outputs;
+  const std::vector<StateCheckpoint> checkpoints = {{40, saved.Item(0)}, {64, saved.Item(1)}};
+  BatchEntry whole{std::span<const int32_t>(tokens.data(), 70), &a, LogitsWanted::kLast, false, checkpoints};
+  ASSERT_OK(model->Forward({&whole, 1}, outputs));
+  const std::vector<float> logits = outputs[0].logits;
+  int64_t start = 0;
+  for (int i = 0; i < 2; ++i) {
+    const int64_t end = checkpoints[i].position;
+    BatchEntry part{std::span<const int32_t>(tokens.data() + start, end - start), &b, LogitsWanted::kNone, false};
+    ASSERT_OK(model->Forward({&part, 1}, outputs));
+    EXPECT_EQ(std::memcmp(saved.Item(i), slots.Item(1), layout->checkpoint_bytes), 0) << "checkpoint at " << end;
+    start = end;
+  }
+  BatchEntry rest{std::span<const int32_t>(tokens.data() + 64, 6), &b, LogitsWanted::kLast, false};
+  ASSERT_OK(model->Forward({&rest, 1}, outputs));
+  EXPECT_EQ(outputs[0].logits, logits);  // the split is where a chunked prefill would split
+
+  const std::vector<StateCheckpoint> unaligned = {{76, saved.Item(0)}};
+  BatchEntry bad{std::span<const int32_t>(tokens.data() + 70, 10), &a, LogitsWanted::kLast, false, unaligned};
+  EXPECT_ERROR_CONTAINS(model->Forward({&bad, 1}, outputs), "not at a block boundary");
+  const std::vector<StateCheckpoint> outside = {{96, saved.Item(0)}};
+  bad.checkpoints = outside;
+  EXPECT_ERROR_CONTAINS(model->Forward({&bad, 1}, outputs), "not within this call's positions 71 .. 80");
+  EXPECT_EQ(a.tokens, 70);
 }
 
 }  // namespace

@@ -108,17 +108,20 @@ TEST(Scheduler, ALongPromptDelaysDecodesByAtMostOneChunk) {
   EXPECT_EQ(scheduler.Get(2).computed, 98);
 }
 
-TEST(Scheduler, ChunksStopAtCheckpointPositions) {
+TEST(Scheduler, ChunksCarryTheCheckpointsTheyPass) {
   auto memory = Memory(64, 2, /*prefix=*/true);
   Scheduler scheduler(*memory, {.max_batch_tokens = 100});
   scheduler.Add(1, Tokens(0, 20), 0);
-  std::vector<Chunk> seen;
-  for (int step = 0; step < 4; ++step) {
-    const StepPlan plan = scheduler.Schedule();
-    for (const Chunk& c : ChunksOf(plan)) seen.push_back(c);
-    Finish(scheduler, plan);
-  }
-  EXPECT_EQ(seen, (std::vector<Chunk>{{1, 0, 8, false}, {1, 8, 8, false}, {1, 16, 4, true}, {1, 20, 1, true}}));
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 20, true}}));  // no stop at 8 or 16
+  ASSERT_EQ(plan.chunks[0].checkpoints.size(), 2u);
+  EXPECT_EQ(plan.chunks[0].checkpoints[0].position, 8);
+  EXPECT_EQ(plan.chunks[0].checkpoints[1].position, 16);
+  Finish(scheduler, plan);
+  plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 20, 1, true}}));
+  EXPECT_TRUE(plan.chunks[0].checkpoints.empty());
+  Finish(scheduler, plan);
   EXPECT_EQ(memory->Stats().checkpoints_taken, 2);
   EXPECT_EQ(memory->Stats().checkpoints_missed, 0);
 }
