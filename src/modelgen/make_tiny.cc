@@ -20,16 +20,10 @@
 
 namespace glint {
 namespace fs = std::filesystem;
-namespace {
 
-static_assert(std::endian::native == std::endian::little, "safetensors is little-endian; add byte swapping");
-
-constexpr int64_t kChunkElements = int64_t{1} << 20;  // generation granularity for BF16/F32 tensors
-
-// Same result as FloatToFp8E4m3 (quant/formats.h: round to nearest, ties to even, saturating at ±448) for the
-// finite inputs make-tiny has, by bit manipulation instead of a search over the codes: ~20× faster, which matters
-// for the bench preset's 5.5 B FP8 values. A test compares the two on every float pattern of a dense sweep.
-}  // namespace
+// Same result as FloatToFp8E4m3 (quant/formats.h: round to nearest, ties to even, saturating at ±448, NaN → 0x7f)
+// by bit manipulation instead of a search over the codes: ~20× faster, which matters for the bench preset's 5.5 B
+// FP8 values. A test compares the two on a dense sweep of float patterns and at every rounding midpoint.
 uint8_t EncodeFp8E4m3ForTinyModel(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
@@ -50,7 +44,12 @@ uint8_t EncodeFp8E4m3ForTinyModel(float value) {
   if (rest > 0x80000u || (rest == 0x80000u && (kept & 1u))) ++kept;
   return static_cast<uint8_t>(sign | (kept - (120u << 3)));
 }
+
 namespace {
+
+static_assert(std::endian::native == std::endian::little, "safetensors is little-endian; add byte swapping");
+
+constexpr int64_t kChunkElements = int64_t{1} << 20;  // generation granularity for BF16/F32 tensors
 
 class WeightWriter {
  public:
