@@ -20,6 +20,31 @@
 
 namespace glint {
 namespace fs = std::filesystem;
+
+// Same result as FloatToFp8E4m3 (quant/formats.h: round to nearest, ties to even, saturating at ±448, NaN → 0x7f)
+// by bit manipulation instead of a search over the codes: ~20× faster, which matters for the bench preset's 5.5 B
+// FP8 values. A test compares the two on a dense sweep of float patterns and at every rounding midpoint.
+uint8_t EncodeFp8E4m3ForTinyModel(float value) {
+  const uint32_t bits = std::bit_cast<uint32_t>(value);
+  const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  const uint32_t magnitude_bits = bits & 0x7fffffffu;
+  if (magnitude_bits > 0x7f800000u) return 0x7f;           // NaN
+  if (magnitude_bits >= 0x43e00000u) return sign | 0x7e;    // ≥ 448: saturate
+  if (magnitude_bits < 0x3c800000u) {                        // < 2^-6: subnormal codes m · 2^-9, m = 0..8
+    const float scaled = std::bit_cast<float>(magnitude_bits) * 512.0f;  // exact: a power-of-two scaling
+    uint32_t code = static_cast<uint32_t>(scaled);
+    const float fraction = scaled - static_cast<float>(code);
+    if (fraction > 0.5f || (fraction == 0.5f && (code & 1u))) ++code;  // code 8 is 2^-6, the first normal
+    return static_cast<uint8_t>(sign | code);
+  }
+  // Normal: keep 3 of the 23 mantissa bits, round to nearest even (a carry moves into the exponent), re-bias the
+  // exponent from 127 to 7.
+  uint32_t kept = magnitude_bits >> 20;
+  const uint32_t rest = magnitude_bits & 0xfffffu;
+  if (rest > 0x80000u || (rest == 0x80000u && (kept & 1u))) ++kept;
+  return static_cast<uint8_t>(sign | (kept - (120u << 3)));
+}
+
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "safetensors is little-endian; add byte swapping");
@@ -89,16 +114,21 @@ class WeightWriter {
       FillTensorValues(rule, stream, row_begin * cols, row_end * cols, band.data());
       std::vector<float> band_scales(col_blocks, 0.0f);  // [col_blocks]: amax first, then amax/448
       for (int64_t r = 0; r < row_end - row_begin; ++r) {
-        for (int64_t c = 0; c < cols; ++c) {
-          float& amax = band_scales[c / block_cols];
-          amax = std::max(amax, std::fabs(band[r * cols + c]));
+        for (int64_t block = 0; block < col_blocks; ++block) {
+          float& amax = band_scales[block];
+          const int64_t c_end = std::min(cols, (block + 1) * block_cols);
+          for (int64_t c = block * block_cols; c < c_end; ++c) amax = std::max(amax, std::fabs(band[r * cols + c]));
         }
       }
       for (float& scale : band_scales) scale = scale > 0.0f ? scale / 448.0f : 1.0f;
       codes.resize(band.size());
       for (int64_t r = 0; r < row_end - row_begin; ++r) {
-        for (int64_t c = 0; c < cols; ++c) {
-          codes[r * cols + c] = FloatToFp8E4m3(band[r * cols + c] / band_scales[c / block_cols]);
+        for (int64_t block = 0; block < col_blocks; ++block) {
+          const float scale = band_scales[block];
+          const int64_t c_end = std::min(cols, (block + 1) * block_cols);
+          for (int64_t c = block * block_cols; c < c_end; ++c) {
+            codes[r * cols + c] = EncodeFp8E4m3ForTinyModel(band[r * cols + c] / scale);
+          }
         }
       }
       GLINT_RETURN_IF_ERROR(out_.Write(codes));

@@ -46,6 +46,9 @@ Result<MakeTinyReport> MakeTinyModel(const MakeTinyOptions& options);
 Result<MakeTinyReport> WriteTinyModelFiles(const std::string& dir, const std::string& preset, uint64_t seed,
                                            const std::function<void(const MakeTinyProgress&)>& progress);
 
+// fp32 → e4m3fn as FloatToFp8E4m3 (quant/formats.h) computes it, by bit manipulation (fast enough for GBs).
+uint8_t EncodeFp8E4m3ForTinyModel(float value);
+
 // The name of the embedded default model's directory in the cache; bump the version when the generator's
 // output changes, so old caches are not mistaken for the new model.
 inline constexpr const char* kDefaultModelDirName = "tiny-default-v1";

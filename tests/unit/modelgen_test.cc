@@ -1,5 +1,6 @@
 // glint make-tiny: the written checkpoint loads, has exactly the schema's tensors with their release storage,
 // holds the intended values within the rounding of its formats, is deterministic, and has a working tokenizer.
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -401,6 +402,33 @@ TEST(MakeTiny, SpecialTokenIdsKeepTheReleaseOffsets) {
   EXPECT_EQ(*GlmSpecialTokenId("<|image|>", 154880), 154854);
   EXPECT_EQ(*GlmSpecialTokenId("<|video|>", 154880), 154855);
   EXPECT_ERROR_CONTAINS(GlmSpecialTokenId("<nope>", 154880), "not one of GLM's special tokens");
+}
+
+// The fast encoder must agree with the reference FloatToFp8E4m3 on every input: a sweep over float bit patterns
+// (every 127th pattern below 2^31, covering every exponent and both signs) plus each midpoint between adjacent codes
+// and its neighbours one ulp away, where rounding decides.
+TEST(MakeTiny, FastFp8EncoderMatchesTheReference) {
+  int64_t checked = 0;
+  for (uint64_t pattern = 0; pattern < (uint64_t{1} << 31); pattern += 127) {
+    for (uint32_t sign : {0u, 0x80000000u}) {
+      const float value = std::bit_cast<float>(static_cast<uint32_t>(pattern) | sign);
+      if (std::isnan(value)) continue;
+      ASSERT_EQ(EncodeFp8E4m3ForTinyModel(value), FloatToFp8E4m3(value)) << value;
+      ++checked;
+    }
+  }
+  const float* table = Fp8E4m3Table();
+  for (int code = 0; code < 0x7e; ++code) {
+    const float midpoint = (table[code] + table[code + 1]) / 2;  // exact: one more bit than e4m3 has
+    for (float value : {midpoint, std::nextafter(midpoint, 0.0f), std::nextafter(midpoint, 1000.0f), table[code]}) {
+      ASSERT_EQ(EncodeFp8E4m3ForTinyModel(value), FloatToFp8E4m3(value)) << value;
+      ASSERT_EQ(EncodeFp8E4m3ForTinyModel(-value), FloatToFp8E4m3(-value)) << -value;
+    }
+  }
+  EXPECT_EQ(EncodeFp8E4m3ForTinyModel(448.0f), 0x7e);
+  EXPECT_EQ(EncodeFp8E4m3ForTinyModel(1e9f), 0x7e);
+  EXPECT_EQ(EncodeFp8E4m3ForTinyModel(-1e9f), 0xfe);
+  EXPECT_GT(checked, 30'000'000);
 }
 
 TEST(RandomWeights, BellHasUnitVarianceAndIsBounded) {
