@@ -85,7 +85,9 @@ constexpr int kMaxTileTokens = 4;
 template <int NT>
 GLINT_TARGET_AVX2 inline void GroupTile(const uint8_t* codes, const int8_t* x, int64_t x_stride, int64_t g,
                                         int64_t group, __m256i (&acc)[2][NT]) {
+  #pragma GCC unroll 8
   for (int h = 0; h < 2; ++h) {
+    #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) acc[h][j] = _mm256_setzero_si256();
   }
   const __m256i bias = _mm256_set1_epi8(static_cast<char>(0x80));
@@ -96,6 +98,7 @@ GLINT_TARGET_AVX2 inline void GroupTile(const uint8_t* codes, const int8_t* x, i
     const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k4 * 64)), bias);
     const __m256i w1 =
         _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k4 * 64 + 32)), bias);
+    #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       int32_t v;
       std::memcpy(&v, x + j * x_stride + 4 * k4, 4);
@@ -121,20 +124,25 @@ struct TileArgs {
 template <int NT>
 GLINT_TARGET_AVX2 void Tile(const TileArgs& a, float* y, int64_t y_stride, int valid_rows) {
   __m256 facc[2][NT];
+  #pragma GCC unroll 8
   for (int h = 0; h < 2; ++h) {
+    #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) facc[h][j] = _mm256_setzero_ps();
   }
   for (int64_t g = 0; g < a.groups; ++g) {
     __m256i acc[2][NT];
     GroupTile<NT>(a.codes, a.x, a.x_stride, g, a.group, acc);
+    #pragma GCC unroll 8
     for (int h = 0; h < 2; ++h) {
       const __m256 w_scale = _mm256_loadu_ps(a.w_scales + g * 16 + h * 8);
+      #pragma GCC unroll 8
       for (int j = 0; j < NT; ++j) {
         const __m256 scale = _mm256_mul_ps(w_scale, _mm256_set1_ps(a.x_scales[j * a.groups + g]));
         facc[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[h][j]), scale, facc[h][j]);
       }
     }
   }
+  #pragma GCC unroll 8
   for (int j = 0; j < NT; ++j) {
     alignas(32) float lanes[16];
     _mm256_store_ps(lanes, facc[0][j]);
@@ -148,6 +156,7 @@ GLINT_TARGET_AVX2 void SumsTile(const TileArgs& a, int32_t* sums, int64_t token_
   for (int64_t g = 0; g < a.groups; ++g) {
     __m256i acc[2][NT];
     GroupTile<NT>(a.codes, a.x, a.x_stride, g, a.group, acc);
+    #pragma GCC unroll 8
     for (int j = 0; j < NT; ++j) {
       alignas(32) int32_t lanes[16];
       _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), acc[0][j]);
