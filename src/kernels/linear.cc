@@ -24,4 +24,12 @@ void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView
   LinearI8Quantized(pool, kernels, w, q, y, y_stride);
 }
 
+void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x,
+                int64_t x_stride, int64_t tokens, float* y, int64_t y_stride) {
+  const int64_t blocks = w.layout.row_blocks();
+  pool.ParallelFor(blocks, RowBlocksPerTask(blocks, pool.size()), [&](int64_t begin, int64_t end, int) {
+    kernels.gemm(w, x, x_stride, tokens, begin, end, y, y_stride);
+  });
+}
+
 }  // namespace glint

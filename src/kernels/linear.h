@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "base/worker_pool.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_i8.h"
 
 namespace glint {
@@ -19,6 +20,10 @@ void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView
 // The same with activations already quantized for w's K-grouping (several matrices sharing one input).
 void LinearI8Quantized(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w,
                        const QuantizedActivations& x, float* y, int64_t y_stride);
+
+// y = W x for bf16 weights and fp32 activations x [tokens, w.cols] (row stride x_stride).
+void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x,
+                int64_t x_stride, int64_t tokens, float* y, int64_t y_stride);
 
 // Row blocks per task for a matrix of `row_blocks` blocks on `threads` threads: about 8 tasks per thread for
 // balance, never fewer than 4 blocks (one full 4-block tile).
