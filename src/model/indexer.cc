@@ -88,18 +88,27 @@ void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t k
 
 void AppendIndexerKeys(const IndexerWeights& w, const ModelConfig& config, const float* hidden, int64_t tokens,
                        IndexerCache& cache) {
-  const int64_t d = config.hidden_size, e = config.index_head_dim, kpool = config.index_kpool;
-  std::vector<float> key(e), gate(e), pooled(e);  // [e] each
+  const int64_t d = config.hidden_size, e = config.index_head_dim;
+  std::vector<float> keys(tokens * e), gates(tokens * e);  // [tokens, e] each
   for (int64_t t = 0; t < tokens; ++t) {
     const float* h = hidden + t * d;
-    ref::Linear(h, 1, w.wk.data.data(), e, d, key.data());
-    ref::LayerNorm(key.data(), w.k_norm_weight.data(), w.k_norm_bias.data(), e, kKeyNormEps, key.data());
-    ref::Linear(h, 1, w.compress_gate.data.data(), e, d, gate.data());
-    cache.pending_keys.insert(cache.pending_keys.end(), key.begin(), key.end());
-    cache.pending_gates.insert(cache.pending_gates.end(), gate.begin(), gate.end());
+    float* key = &keys[t * e];
+    ref::Linear(h, 1, w.wk.data.data(), e, d, key);
+    ref::LayerNorm(key, w.k_norm_weight.data(), w.k_norm_bias.data(), e, kKeyNormEps, key);
+    ref::Linear(h, 1, w.compress_gate.data.data(), e, d, &gates[t * e]);
+  }
+  AppendIndexerKeyRows(keys.data(), gates.data(), w.compress_ape.data.data(), tokens, cache);
+}
+
+void AppendIndexerKeyRows(const float* keys, const float* gates, const float* ape, int64_t tokens,
+                          IndexerCache& cache) {
+  const int64_t e = cache.head_dim, kpool = cache.kpool;
+  std::vector<float> pooled(e);  // [e]
+  for (int64_t t = 0; t < tokens; ++t) {
+    cache.pending_keys.insert(cache.pending_keys.end(), keys + t * e, keys + (t + 1) * e);
+    cache.pending_gates.insert(cache.pending_gates.end(), gates + t * e, gates + (t + 1) * e);
     if (cache.NumPending() == kpool) {  // the pool completed on this token: its key is final
-      PoolKeys(cache.pending_keys.data(), cache.pending_gates.data(), w.compress_ape.data.data(), kpool, e,
-               pooled.data());
+      PoolKeys(cache.pending_keys.data(), cache.pending_gates.data(), ape, kpool, e, pooled.data());
       cache.pooled_keys.insert(cache.pooled_keys.end(), pooled.begin(), pooled.end());
       cache.pending_keys.clear();
       cache.pending_gates.clear();

@@ -55,6 +55,11 @@ inline int64_t VisiblePools(int64_t position, int64_t kpool) { return (position 
 void AppendIndexerKeys(const IndexerWeights& weights, const ModelConfig& config, const float* hidden,
                        int64_t tokens, IndexerCache& cache);
 
+// The same from keys (after the k_norm LayerNorm) and pooling logits computed elsewhere: keys, gates [tokens, e];
+// ape [kpool, e].
+void AppendIndexerKeyRows(const float* keys, const float* gates, const float* ape, int64_t tokens,
+                          IndexerCache& cache);
+
 // pk[e] = Σ_j softmax_j(gates[j, c] + ape[j, c]) · keys[j, c] for one pool (softmax over the kpool members of each
 // channel, in fp32 with the max subtracted). keys, gates, ape: [kpool, e].
 void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t kpool, int64_t head_dim,

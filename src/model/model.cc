@@ -68,23 +68,26 @@ SequenceState ReferenceModel::NewSequence() const {
   return state;
 }
 
-Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
+namespace {
+
+Status CheckEntry(const Model& model, const BatchEntry& entry) {
+  const ModelConfig& config = model.config();
   if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
-  if (entry.state->owner != this) {
+  if (entry.state->owner != &model) {
     return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
   }
   if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
   for (size_t i = 0; i < entry.tokens.size(); ++i) {
-    if (entry.tokens[i] < 0 || entry.tokens[i] >= config_.vocab_size) {
+    if (entry.tokens[i] < 0 || entry.tokens[i] >= config.vocab_size) {
       return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
-                             config_.vocab_size);
+                             config.vocab_size);
     }
   }
   // Every cache must hold exactly the sequence's positions: a cache swapped in from another sequence, or left
   // behind by a failed call elsewhere, would silently attend to the wrong history.
   const SequenceState& state = *entry.state;
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    const int64_t cached = config_.attention_kinds[l] == AttentionKind::kKda ? state.kda[l].tokens_seen
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const int64_t cached = config.attention_kinds[l] == AttentionKind::kKda ? state.kda[l].tokens_seen
                                                                             : state.dsa[l].tokens;
     if (cached != state.tokens) {
       return FailedPrecondition("the sequence state is inconsistent: layer ", l, " has ", cached,
@@ -92,22 +95,29 @@ Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
     }
   }
   const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
-  if (total > config_.max_position_embeddings) {
+  if (total > config.max_position_embeddings) {
     return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
-                      config_.max_position_embeddings, " (max_position_embeddings)");
+                      config.max_position_embeddings, " (max_position_embeddings)");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CheckBatch(const Model& model, std::span<const BatchEntry> batch) {
+  for (size_t i = 0; i < batch.size(); ++i) {
+    Status status = CheckEntry(model, batch[i]);
+    if (!status.ok()) return status.WithContext(StrCat("batch entry ", i));
+    for (size_t j = 0; j < i; ++j) {
+      if (batch[j].state == batch[i].state) return InvalidArgument("batch entries ", j, " and ", i, " share a state");
+    }
   }
   return Status::Ok();
 }
 
 Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                                const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Status status = CheckEntry(batch[i]);
-    if (!status.ok()) return status.WithContext(StrCat("batch entry ", i));
-    for (size_t j = 0; j < i; ++j) {
-      if (batch[j].state == batch[i].state) return InvalidArgument("batch entries ", j, " and ", i, " share a state");
-    }
-  }
+  GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
   outputs.assign(batch.size(), EntryOutput{});
   // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
   // "batched = one by one" is what the fast path is tested against.

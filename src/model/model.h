@@ -84,6 +84,11 @@ class Model {
                             Trace* trace = nullptr) const = 0;
 };
 
+// The checks every Model::Forward makes before touching any state (shared so that all implementations refuse the
+// same inputs with the same messages): each entry has tokens, in range, a state created by `model` whose caches
+// all hold the sequence's positions, and stays within max_position_embeddings; no two entries share a state.
+Status CheckBatch(const Model& model, std::span<const BatchEntry> batch);
+
 // The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
 class ReferenceModel final : public Model {
  public:
@@ -102,7 +107,6 @@ class ReferenceModel final : public Model {
                     Trace* trace = nullptr) const override;
 
  private:
-  Status CheckEntry(const BatchEntry& entry) const;
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                     Trace* trace, const ForcedChoices* forced) const;
 
