@@ -93,10 +93,12 @@ void DecodeStep(float* state, const float* q, const float* k, const float* v, co
   }
 }
 
-void Chunk(float* state, const float* q, const float* k, const float* v, const float* g, int64_t qk_stride,
-           int64_t v_stride, const float* beta, int64_t beta_stride, int64_t n, int64_t dk, int64_t dv, float* o,
-           float* scratch) {
+void Chunk(float* state, const ChunkArgs& args, float* scratch) {
   const D d;
+  const float *q = args.q, *k = args.k, *v = args.v, *g = args.g, *beta = args.beta;
+  const int64_t qk_stride = args.qk_stride, v_stride = args.v_stride, g_stride = args.g_stride;
+  const int64_t beta_stride = args.beta_stride, o_stride = args.o_stride, n = args.n, dk = args.dk, dv = args.dv;
+  float* o = args.o;
   const int64_t blocks = (n + kSubBlock - 1) / kSubBlock;
   float* prefix = scratch;                 // [n, dk]  L_i: in-block inclusive prefix sum of g
   float* suffix = prefix + n * dk;         // [n, dk]  R_j: in-block exclusive suffix sum of g
@@ -120,12 +122,12 @@ void Chunk(float* state, const float* q, const float* k, const float* v, const f
     const int64_t begin = b * kSubBlock, end = std::min(n, begin + kSubBlock);
     for (int64_t c = 0; c < dk; ++c) {
       float run = 0;
-      for (int64_t i = begin; i < end; ++i) prefix[i * dk + c] = (run += g[i * qk_stride + c]);
+      for (int64_t i = begin; i < end; ++i) prefix[i * dk + c] = (run += g[i * g_stride + c]);
       totals[b * dk + c] = run;
       run = 0;
       for (int64_t i = end - 1; i >= begin; --i) {
         suffix[i * dk + c] = run;
-        run += g[i * qk_stride + c];
+        run += g[i * g_stride + c];
       }
     }
   }
@@ -194,7 +196,7 @@ void Chunk(float* state, const float* q, const float* k, const float* v, const f
   }
   // o_i = S0ᵀ (q_i ⊙ Γ_i) + Σ_{j ≤ i} Aqk[i, j] ν_j
   for (int64_t i = 0; i < n; ++i) {
-    float* out = o + i * v_stride;
+    float* out = o + i * o_stride;
     std::fill(out, out + dv, 0.0f);
     for (int64_t key = 0; key < dk; ++key) Axpy(d, q_gamma[i * dk + key], state + key * dv, out, dv);
     for (int64_t j = 0; j <= i; ++j) Axpy(d, scores[i * n + j], nu + j * dv, out, dv);
@@ -232,10 +234,6 @@ void DecodeStep(float* state, const float* q, const float* k, const float* v, co
                 int64_t dv, float* o) {
   HWY_DYNAMIC_DISPATCH(DecodeStep)(state, q, k, v, g, beta, dk, dv, o);
 }
-void Chunk(float* state, const float* q, const float* k, const float* v, const float* g, int64_t qk_stride,
-           int64_t v_stride, const float* beta, int64_t beta_stride, int64_t n, int64_t dk, int64_t dv, float* o,
-           float* scratch) {
-  HWY_DYNAMIC_DISPATCH(Chunk)(state, q, k, v, g, qk_stride, v_stride, beta, beta_stride, n, dk, dv, o, scratch);
-}
+void Chunk(float* state, const ChunkArgs& args, float* scratch) { HWY_DYNAMIC_DISPATCH(Chunk)(state, args, scratch); }
 }  // namespace glint::kda
 #endif  // HWY_ONCE

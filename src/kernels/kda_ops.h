@@ -24,11 +24,22 @@ void DecodeStep(float* state, const float* q, const float* k, const float* v, co
 // exp(±320) overflows fp32): within a 16-token sub-block they factor as exp(L_i)·exp(−L_j) with |L| ≤ 80, and across
 // sub-blocks as exp(L_i)·exp(M + R_j) with both exponents ≤ 0 (L: in-block prefix sum, R: in-block suffix sum,
 // M: whole blocks between), which also keeps each difference accurate instead of a difference of two large sums.
-//   q, k, g: rows of stride qk_stride; v, o: rows of stride v_stride; beta: values of stride beta_stride.
-//   scratch: ChunkScratchFloats(dk, dv) floats.
-void Chunk(float* state, const float* q, const float* k, const float* v, const float* g, int64_t qk_stride,
-           int64_t v_stride, const float* beta, int64_t beta_stride, int64_t n, int64_t dk, int64_t dv, float* o,
-           float* scratch);
+struct ChunkArgs {
+  const float* q = nullptr;  // [n] rows of qk_stride, dk values (L2-normed, q scaled)
+  const float* k = nullptr;
+  int64_t qk_stride = 0;
+  const float* v = nullptr;  // [n] rows of v_stride, dv values
+  int64_t v_stride = 0;
+  const float* g = nullptr;  // [n] rows of g_stride, dk log-decays (≤ 0)
+  int64_t g_stride = 0;
+  const float* beta = nullptr;  // [n] values of beta_stride
+  int64_t beta_stride = 0;
+  float* o = nullptr;        // [n] rows of o_stride, dv outputs
+  int64_t o_stride = 0;
+  int64_t n = 0, dk = 0, dv = 0;
+};
+// scratch: ChunkScratchFloats(dk, dv) floats.
+void Chunk(float* state, const ChunkArgs& args, float* scratch);
 int64_t ChunkScratchFloats(int64_t dk, int64_t dv);
 
 }  // namespace glint::kda

@@ -99,6 +99,16 @@ void Sigmoid(const float* x, int64_t n, float* y) {
   }
 }
 
+void Silu(const float* x, int64_t n, float* y) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    const auto v = hn::MaskedLoad(mask, d, x + i);
+    hn::BlendedStore(hn::Mul(v, SigmoidV(d, v)), mask, d, y + i);
+  }
+}
+
 void Axpy(float a, const float* x, int64_t n, float* y) {
   const D d;
   const int64_t lanes = hn::Lanes(d);
@@ -158,6 +168,7 @@ HWY_EXPORT(DotRows);
 HWY_EXPORT(RmsNorm);
 HWY_EXPORT(SwiGlu);
 HWY_EXPORT(Sigmoid);
+HWY_EXPORT(Silu);
 HWY_EXPORT(Axpy);
 HWY_EXPORT(Scale);
 HWY_EXPORT(MhcRead);
@@ -175,6 +186,7 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* o
   HWY_DYNAMIC_DISPATCH(SwiGlu)(gate, up, n, limit, out);
 }
 void Sigmoid(const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Sigmoid)(x, n, y); }
+void Silu(const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Silu)(x, n, y); }
 void Axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpy)(a, x, n, y); }
 void Scale(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Scale)(a, x, n, y); }
 void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, float* h) {

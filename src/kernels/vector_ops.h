@@ -18,6 +18,8 @@ void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y
 void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* out);
 // y = 1 / (1 + exp(−x)); x and y may alias.
 void Sigmoid(const float* x, int64_t n, float* y);
+// y = x · sigmoid(x); x and y may alias.
+void Silu(const float* x, int64_t n, float* y);
 // y += a · x.
 void Axpy(float a, const float* x, int64_t n, float* y);
 // y = a · x.

@@ -79,8 +79,12 @@ TEST(KdaOps, ChunkAndDecodeMatchTheRecurrentRule) {
           // Chunked.
           std::vector<float> chunk_state = in.state, chunk_o(n * dv);
           std::vector<float> scratch(kda::ChunkScratchFloats(dk, dv));
-          kda::Chunk(chunk_state.data(), in.q.data(), in.k.data(), in.v.data(), in.g.data(), dk, dv, in.beta.data(), 1,
-                     n, dk, dv, chunk_o.data(), scratch.data());
+          kda::ChunkArgs args;
+          args.q = in.q.data(), args.k = in.k.data(), args.qk_stride = dk;
+          args.v = in.v.data(), args.v_stride = dv, args.g = in.g.data(), args.g_stride = dk;
+          args.beta = in.beta.data(), args.beta_stride = 1, args.o = chunk_o.data(), args.o_stride = dv;
+          args.n = n, args.dk = dk, args.dv = dv;
+          kda::Chunk(chunk_state.data(), args, scratch.data());
           g_worst = std::max({g_worst, RelativeRms(chunk_o, o), RelativeRms(chunk_state, state)});
           EXPECT_LT(RelativeRms(chunk_o, o), kBound) << "chunk outputs";
           EXPECT_LT(RelativeRms(chunk_state, state), kBound) << "chunk state";

@@ -75,14 +75,17 @@ TEST(VectorOps, ActivationsMatchReference) {
       auto gate = Random(n, 3 * n, 8.0f), up = Random(n, 3 * n + 1, 8.0f);
       gate[0] = 40.0f;  // the clamps are active
       if (n > 2) up[2] = -30.0f;
-      std::vector<float> out(n), sig(n);
+      std::vector<float> out(n), sig(n), silu(n);
       vec::SwiGlu(gate.data(), up.data(), n, 10.0f, out.data());
       vec::Sigmoid(gate.data(), n, sig.data());
+      vec::Silu(up.data(), n, silu.data());
       for (int64_t i = 0; i < n; ++i) {
         const float g = std::min(gate[i], 10.0f), u = std::clamp(up[i], -10.0f, 10.0f);
         const double expected = ref::Silu(g) * static_cast<double>(u);
         ASSERT_NEAR(out[i], expected, 4e-7 * (1 + std::fabs(expected))) << n << " at " << i;
         ASSERT_NEAR(sig[i], 1.0 / (1.0 + std::exp(-static_cast<double>(gate[i]))), 3e-7) << n << " at " << i;
+        const double silu_expected = up[i] / (1.0 + std::exp(-static_cast<double>(up[i])));
+        ASSERT_NEAR(silu[i], silu_expected, 4e-7 * (1 + std::fabs(silu_expected))) << n << " at " << i;
       }
     }
   });
