@@ -1,0 +1,137 @@
+#include "bench/config.h"
+
+#include <cmath>
+#include <set>
+
+namespace glint::bench {
+
+Result<WorkloadKind> ParseWorkloadKind(std::string_view name) {
+  if (name == "random") return WorkloadKind::kRandom;
+  if (name == "multiturn") return WorkloadKind::kMultiTurn;
+  return InvalidArgument("unknown workload '", name, "': expected 'random' or 'multiturn'");
+}
+
+std::string_view WorkloadKindName(WorkloadKind kind) { return kind == WorkloadKind::kRandom ? "random" : "multiturn"; }
+
+Result<PromptFormat> ParsePromptFormat(std::string_view name) {
+  if (name == "text") return PromptFormat::kText;
+  if (name == "token-ids") return PromptFormat::kTokenIds;
+  return InvalidArgument("unknown prompt format '", name, "': expected 'text' or 'token-ids'");
+}
+
+std::string_view PromptFormatName(PromptFormat format) { return format == PromptFormat::kText ? "text" : "token-ids"; }
+
+double RangeRatio(const BenchConfig& config) {
+  return config.range_ratio.value_or(FixedLengthRatio(config.range_convention));
+}
+
+int64_t SessionsForLevel(const BenchConfig& config, int concurrency) {
+  return config.prompts_per_level > 0 ? config.prompts_per_level : 10 * static_cast<int64_t>(concurrency);
+}
+
+int64_t WarmupsForLevel(const BenchConfig& config, int concurrency) {
+  return config.warmup_requests >= 0 ? config.warmup_requests : 2 * static_cast<int64_t>(concurrency);
+}
+
+namespace {
+
+// Request fields glint bench sets itself; --extra-body may not override them or the measurement breaks.
+const std::set<std::string>& ReservedBodyKeys() {
+  static const std::set<std::string> keys = {
+      "model",      "prompt", "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens",
+      "ignore_eos", "n"};
+  return keys;
+}
+
+}  // namespace
+
+Status ValidateConfig(const BenchConfig& config) {
+  if (config.base_url.empty()) return InvalidArgument("--base-url is required (e.g. http://127.0.0.1:8000)");
+  if (!(config.request_timeout_s > 0)) {
+    return InvalidArgument("--request-timeout ", config.request_timeout_s, " must be positive (seconds)");
+  }
+  if (config.input_len < 1) return InvalidArgument("--input-len ", config.input_len, " must be at least 1");
+  if (config.output_len < 1) return InvalidArgument("--output-len ", config.output_len, " must be at least 1");
+  GLINT_RETURN_IF_ERROR(ComputeLengthRange(config.input_len, RangeRatio(config), config.range_convention)
+                            .status()
+                            .WithContext("--range-ratio"));
+  if (config.concurrency.empty()) return InvalidArgument("--concurrency needs at least one level");
+  for (int level : config.concurrency) {
+    if (level < 1 || level > 4096) {
+      return InvalidArgument("--concurrency level ", level,
+                             " must be in [1, 4096] (one client thread per session in flight)");
+    }
+  }
+  if (config.prompts_per_level < 0) {
+    return InvalidArgument("--prompts-per-level ", config.prompts_per_level, " must be positive (0: 10 × concurrency)");
+  }
+  if (config.chips < 1) return InvalidArgument("--chips ", config.chips, " must be at least 1");
+  if (config.price_per_chip_hour && !(*config.price_per_chip_hour >= 0 && std::isfinite(*config.price_per_chip_hour))) {
+    return InvalidArgument("--price-per-chip-hour ", *config.price_per_chip_hour, " must be a non-negative number");
+  }
+  if (!config.extra_body.is_object()) {
+    return InvalidArgument("--extra-body must be a JSON object, got ", config.extra_body.type_name());
+  }
+  for (const auto& [key, value] : config.extra_body.items()) {
+    if (ReservedBodyKeys().contains(key)) {
+      return InvalidArgument("--extra-body may not set \"", key, "\": glint bench sets it to measure the request");
+    }
+  }
+  if (config.workload == WorkloadKind::kMultiTurn) {
+    if (config.prompt_format != PromptFormat::kText) {
+      return InvalidArgument("--workload multiturn sends chat messages, which are text: use --prompt-format text");
+    }
+    if (config.turns < 1) return InvalidArgument("--turns ", config.turns, " must be at least 1");
+    if (config.turn_input_len < 1) return InvalidArgument("--turn-input-len must be at least 1");
+    if (config.subagent_every < 0) return InvalidArgument("--subagent-every must be ≥ 0 (0: no sub-agents)");
+    if (config.subagents < 0) return InvalidArgument("--subagents must be ≥ 0");
+    if (config.subagent_turns < 1) return InvalidArgument("--subagent-turns must be at least 1");
+    if (config.subagent_input_len < 1) return InvalidArgument("--subagent-input-len must be at least 1");
+  }
+  if (config.out_dir.empty()) return InvalidArgument("--out must name a directory");
+  return Status::Ok();
+}
+
+nlohmann::json ConfigToJson(const BenchConfig& config) {
+  nlohmann::json json;
+  json["base_url"] = config.base_url;
+  json["model"] = config.model;
+  json["api_key_set"] = !config.api_key.empty();
+  json["label"] = config.label;
+  json["request_timeout_s"] = config.request_timeout_s;
+  json["workload"] = WorkloadKindName(config.workload);
+  json["prompt_format"] = PromptFormatName(config.prompt_format);
+  json["input_len"] = config.input_len;
+  json["output_len"] = config.output_len;
+  json["range_ratio"] = RangeRatio(config);
+  json["range_convention"] = RangeConventionName(config.range_convention);
+  if (auto input = ComputeLengthRange(config.input_len, RangeRatio(config), config.range_convention); input.ok()) {
+    json["input_len_range"] = {input->min, input->max};
+  }
+  if (auto output = ComputeLengthRange(config.output_len, RangeRatio(config), config.range_convention); output.ok()) {
+    json["output_len_range"] = {output->min, output->max};
+  }
+  json["ignore_eos"] = true;
+  json["seed"] = config.seed ? nlohmann::json(*config.seed) : nlohmann::json(nullptr);
+  json["extra_body"] = config.extra_body;
+  if (config.workload == WorkloadKind::kMultiTurn) {
+    json["turns"] = config.turns;
+    json["turn_input_len"] = config.turn_input_len;
+    json["subagent_every"] = config.subagent_every;
+    json["subagents"] = config.subagents;
+    json["subagent_turns"] = config.subagent_turns;
+    json["subagent_input_len"] = config.subagent_input_len;
+  }
+  json["concurrency"] = config.concurrency;
+  json["prompts_per_level"] =
+      config.prompts_per_level > 0 ? nlohmann::json(config.prompts_per_level) : nlohmann::json("10 x concurrency");
+  json["warmup_requests"] =
+      config.warmup_requests >= 0 ? nlohmann::json(config.warmup_requests) : nlohmann::json("2 x concurrency");
+  json["chips"] = config.chips;
+  json["price_per_chip_hour"] =
+      config.price_per_chip_hour ? nlohmann::json(*config.price_per_chip_hour) : nlohmann::json(nullptr);
+  json["out_dir"] = config.out_dir;
+  return json;
+}
+
+}  // namespace glint::bench

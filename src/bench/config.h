@@ -1,0 +1,79 @@
+// Everything a `glint bench` run is configured with; written in full into every result file.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+#include "bench/lengths.h"
+
+namespace glint::bench {
+
+enum class WorkloadKind {
+  kRandom,     // independent random-token prompts to /v1/completions
+  kMultiTurn,  // agentic sessions on /v1/chat/completions: turns append to the context, bursts of sub-agents
+};
+Result<WorkloadKind> ParseWorkloadKind(std::string_view name);  // "random" or "multiturn"
+std::string_view WorkloadKindName(WorkloadKind kind);
+
+enum class PromptFormat { kText, kTokenIds };                   // see prompts.h
+Result<PromptFormat> ParsePromptFormat(std::string_view name);  // "text" or "token-ids"
+std::string_view PromptFormatName(PromptFormat format);
+
+struct BenchConfig {
+  // Server.
+  std::string base_url;
+  std::string model;    // empty: the first model of GET /v1/models
+  std::string api_key;  // never written to result files
+  std::string label;    // names the run in tables and comparison plots; empty: "<model> @ <base_url>"
+  double request_timeout_s = 3600;
+
+  // Workload.
+  WorkloadKind workload = WorkloadKind::kRandom;
+  PromptFormat prompt_format = PromptFormat::kText;
+  int64_t input_len = 8192;  // serving.md §3's primary scenario: 8k in / 1k out
+  int64_t output_len = 1024;
+  std::optional<double> range_ratio;  // empty: fixed lengths in either convention
+  RangeConvention range_convention = RangeConvention::kInferenceX;
+  // Empty: a fresh seed from the clock, recorded in the results. A fixed seed repeats the same prompts, which a
+  // server that keeps its prefix cache between runs will partly serve from cache.
+  std::optional<uint64_t> seed;
+  nlohmann::json extra_body = nlohmann::json::object();  // merged into every generation request
+
+  // Multi-turn workload (see workload.h).
+  int turns = 4;                      // turns per main session
+  int64_t turn_input_len = 256;       // tokens of each later user message
+  int subagent_every = 2;             // a burst of sub-agents after every N-th turn (0: never)
+  int subagents = 3;                  // sessions per burst, run in parallel
+  int subagent_turns = 2;             // turns per sub-agent session
+  int64_t subagent_input_len = 1024;  // tokens of a sub-agent's first (fresh) context
+
+  // Sweep.
+  std::vector<int> concurrency = {1, 2, 4, 8, 16, 32, 64};
+  int64_t prompts_per_level = 0;  // sessions per level; 0: 10 × concurrency
+  int64_t warmup_requests = -1;   // warm-up requests per level; -1: 2 × concurrency
+
+  // Cost.
+  int chips = 1;  // accelerators behind the server (1 for a CPU machine: figures per machine)
+  std::optional<double> price_per_chip_hour;
+
+  // Output.
+  std::string out_dir = "glint-bench-results";
+  bool progress = true;
+};
+
+// Checks every field and the combinations (e.g. multiturn needs text prompts); the message names the flag.
+Status ValidateConfig(const BenchConfig& config);
+
+double RangeRatio(const BenchConfig& config);  // the ratio in effect (the convention's "fixed" default)
+int64_t SessionsForLevel(const BenchConfig& config, int concurrency);
+int64_t WarmupsForLevel(const BenchConfig& config, int concurrency);
+
+// The configuration as JSON (api_key replaced by whether one was set), with the derived length ranges.
+nlohmann::json ConfigToJson(const BenchConfig& config);
+
+}  // namespace glint::bench

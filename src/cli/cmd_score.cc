@@ -1,0 +1,149 @@
+// glint score: per-token negative log-likelihood and perplexity of token sequences, optional logits dump, and
+// comparison with reference logits (max error, top-1 agreement, KL divergence). How users check a quantized or
+// converted model against a reference.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "base/log.h"
+#include "base/timer.h"
+#include "cli/command.h"
+#include "cli/model_flags.h"
+#include "engine/sampling.h"
+#include "io/safetensors.h"
+#include "io/token_file.h"
+#include "model/model.h"
+
+namespace glint::cli {
+namespace {
+
+struct ScoreFlags {
+  ModelFlag model;
+  std::string tokens_file;
+  std::string dump_logits;
+  std::string reference;
+};
+
+// log Σ exp(row) with the max subtracted, in double.   row: [V]
+double LogSumExp(const float* row, int64_t n) {
+  double top = row[0];
+  for (int64_t i = 1; i < n; ++i) top = std::max<double>(top, row[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += std::exp(row[i] - top);
+  return top + std::log(sum);
+}
+
+struct Comparison {
+  double max_abs_error = 0;
+  double max_rel_error = 0;  // max |Δ| / std(reference logits of that row)
+  double top1_agreement = 0;
+  double mean_kl = 0;        // KL(reference ‖ ours), nats, mean over positions
+};
+
+Comparison Compare(const std::vector<float>& ours, const std::vector<float>& reference, int64_t rows, int64_t vocab) {
+  Comparison result;
+  int64_t agree = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* a = &ours[r * vocab];
+    const float* b = &reference[r * vocab];
+    double mean = 0, variance = 0;
+    for (int64_t i = 0; i < vocab; ++i) mean += b[i];
+    mean /= vocab;
+    for (int64_t i = 0; i < vocab; ++i) variance += (b[i] - mean) * (b[i] - mean);
+    const double row_std = std::sqrt(variance / vocab);
+    double row_max = 0;
+    for (int64_t i = 0; i < vocab; ++i) row_max = std::max(row_max, std::fabs(static_cast<double>(a[i]) - b[i]));
+    result.max_abs_error = std::max(result.max_abs_error, row_max);
+    if (row_std > 0) result.max_rel_error = std::max(result.max_rel_error, row_max / row_std);
+    agree += ArgMax({a, static_cast<size_t>(vocab)}) == ArgMax({b, static_cast<size_t>(vocab)});
+    const double log_za = LogSumExp(a, vocab), log_zb = LogSumExp(b, vocab);
+    double kl = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const double log_pb = b[i] - log_zb;
+      kl += std::exp(log_pb) * (log_pb - (a[i] - log_za));
+    }
+    result.mean_kl += std::max(0.0, kl);
+  }
+  result.top1_agreement = rows ? static_cast<double>(agree) / rows : 0;
+  result.mean_kl = rows ? result.mean_kl / rows : 0;
+  return result;
+}
+
+Status RunScore(const ScoreFlags& flags) {
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flags.model));
+  const ModelConfig& c = model->config();
+  GLINT_ASSIGN_OR_RETURN(auto sequences, ReadTokenSequences(flags.tokens_file, c.vocab_size));
+  std::unique_ptr<Checkpoint> reference;
+  if (!flags.reference.empty()) {
+    GLINT_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(flags.reference));
+    reference = std::make_unique<Checkpoint>(std::move(opened));
+  }
+  SafetensorsWriter dump;
+  std::printf("%-4s %7s %10s %10s", "seq", "tokens", "mean NLL", "ppl");
+  if (reference) std::printf(" %12s %12s %8s %12s", "max|dlogit|", "max/std", "top-1", "mean KL");
+  std::printf("\n");
+  double total_nll = 0;
+  int64_t total_predicted = 0;
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    const auto& tokens = sequences[i];
+    const int64_t length = static_cast<int64_t>(tokens.size());
+    SequenceState state = model->NewSequence();
+    std::vector<EntryOutput> outputs;
+    const BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+    GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs).WithContext(StrCat("sequence ", i)));
+    const std::vector<float>& logits = outputs[0].logits;  // [T, V]
+    // NLL of token t+1 under the distribution at position t.
+    double nll = 0;
+    for (int64_t t = 0; t + 1 < length; ++t) {
+      const float* row = &logits[t * c.vocab_size];
+      nll += LogSumExp(row, c.vocab_size) - row[tokens[t + 1]];
+    }
+    const int64_t predicted = length - 1;
+    total_nll += nll;
+    total_predicted += predicted;
+    const double mean_nll = predicted ? nll / predicted : 0;
+    std::printf("%-4zu %7lld %10.4f %10.3f", i, static_cast<long long>(length), mean_nll, std::exp(mean_nll));
+    const std::string name = "logits." + std::to_string(i);
+    if (reference) {
+      GLINT_ASSIGN_OR_RETURN(TensorView view, reference->View(name));
+      if (view.dtype() != DType::kF32 || view.shape() != std::vector<int64_t>{length, c.vocab_size}) {
+        return InvalidArgument(flags.reference, ": '", name, "' must be F32 [", length, ", ", c.vocab_size, "]");
+      }
+      std::vector<float> expected(length * c.vocab_size);
+      std::memcpy(expected.data(), view.bytes.data(), view.bytes.size());
+      const Comparison cmp = Compare(logits, expected, length, c.vocab_size);
+      std::printf(" %12.3e %12.3e %7.2f%% %12.3e", cmp.max_abs_error, cmp.max_rel_error, 100 * cmp.top1_agreement,
+                  cmp.mean_kl);
+    }
+    std::printf("\n");
+    if (!flags.dump_logits.empty()) GLINT_RETURN_IF_ERROR(dump.AddF32(name, {length, c.vocab_size}, logits));
+  }
+  if (total_predicted > 0) {
+    std::printf("all  %7lld %10.4f %10.3f\n", static_cast<long long>(total_predicted + sequences.size()),
+                total_nll / total_predicted, std::exp(total_nll / total_predicted));
+  }
+  if (!flags.dump_logits.empty()) {
+    GLINT_RETURN_IF_ERROR(dump.WriteTo(flags.dump_logits));
+    LogInfo("wrote logits of ", sequences.size(), " sequences to ", flags.dump_logits);
+  }
+  return Status::Ok();
+}
+
+GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences; compare logits with a reference", 30,
+                       [](CLI::App& command) {
+                         auto flags = std::make_shared<ScoreFlags>();
+                         AddModelFlag(command, flags->model);
+                         command.add_option("--tokens-file", flags->tokens_file,
+                                            "JSON list of token-id lists, e.g. the golden tokens.json")
+                             ->required()
+                             ->check(CLI::ExistingFile);
+                         command.add_option("--dump-logits", flags->dump_logits,
+                                            "write the logits of every position as F32 tensors logits.<i> [T, vocab]");
+                         command.add_option("--reference", flags->reference,
+                                            "safetensors with logits.<i> to compare against (e.g. golden expected.safetensors)")
+                             ->check(CLI::ExistingFile);
+                         return [flags] { return RunScore(*flags); };
+                       });
+
+}  // namespace
+}  // namespace glint::cli

@@ -1,0 +1,31 @@
+#include "cli/model_flags.h"
+
+#include "base/log.h"
+#include "base/timer.h"
+#include "modelgen/make_tiny.h"
+
+namespace glint::cli {
+
+void AddModelFlag(CLI::App& command, ModelFlag& flag) {
+  command.add_option("--model", flag.dir,
+                     "checkpoint directory (config.json + safetensors); default: the embedded tiny model, generated "
+                     "into $GLINT_CACHE_DIR (or ~/.cache/glint) on first use");
+}
+
+Result<std::string> ResolveModelDir(const ModelFlag& flag) {
+  if (!flag.dir.empty()) return flag.dir;
+  return EnsureDefaultModel();
+}
+
+Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag) {
+  GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
+  Stopwatch watch;
+  auto model = ReferenceModel::Load(dir);
+  if (!model.ok()) return model.status();
+  const ModelConfig& c = (*model)->config();
+  LogInfo("loaded ", dir, " (", c.num_hidden_layers, " layers, hidden ", c.hidden_size, ", vocab ", c.vocab_size,
+          ") as fp32 in ", watch.Seconds(), " s");
+  return model;
+}
+
+}  // namespace glint::cli

@@ -1,0 +1,102 @@
+// Validation of glint bench's configuration and base URL, and what of it goes into result files.
+#include "bench/config.h"
+#include "bench/http.h"
+#include "test_util.h"
+
+namespace glint::bench {
+namespace {
+
+BenchConfig Valid() {
+  BenchConfig config;
+  config.base_url = "http://127.0.0.1:8000";
+  return config;
+}
+
+TEST(BenchConfig, DefaultsFollowTheServingDoc) {
+  const BenchConfig config = Valid();
+  EXPECT_OK(ValidateConfig(config));
+  EXPECT_EQ(config.input_len, 8192);
+  EXPECT_EQ(config.output_len, 1024);
+  EXPECT_EQ(SessionsForLevel(config, 4), 40);  // 10 × concurrency
+  EXPECT_EQ(WarmupsForLevel(config, 4), 8);    // 2 × concurrency
+  EXPECT_EQ(RangeRatio(config), 1.0);          // fixed lengths in the InferenceX convention
+  BenchConfig vllm = Valid();
+  vllm.range_convention = RangeConvention::kVllm;
+  EXPECT_EQ(RangeRatio(vllm), 0.0);
+  vllm.prompts_per_level = 5;
+  vllm.warmup_requests = 0;
+  EXPECT_EQ(SessionsForLevel(vllm, 64), 5);
+  EXPECT_EQ(WarmupsForLevel(vllm, 64), 0);
+}
+
+TEST(BenchConfig, InvalidCombinationsNameTheFlag) {
+  BenchConfig c = Valid();
+  c.base_url = "";
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--base-url is required");
+  c = Valid();
+  c.workload = WorkloadKind::kMultiTurn;
+  c.prompt_format = PromptFormat::kTokenIds;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "use --prompt-format text");
+  c = Valid();
+  c.concurrency = {1, 0};
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--concurrency level 0");
+  c = Valid();
+  c.extra_body = {{"stream", false}};
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--extra-body may not set \"stream\"");
+  c = Valid();
+  c.extra_body = nlohmann::json::array();
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "must be a JSON object");
+  c = Valid();
+  c.range_ratio = 0.5;
+  c.range_convention = RangeConvention::kVllm;
+  EXPECT_OK(ValidateConfig(c));
+  c.range_ratio = 1.0;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--range-ratio");
+  c = Valid();
+  c.chips = 0;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--chips");
+  c = Valid();
+  c.price_per_chip_hour = -1;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--price-per-chip-hour");
+  c = Valid();
+  c.output_len = 0;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--output-len");
+  EXPECT_ERROR_CONTAINS(ParseWorkloadKind("chat"), "expected 'random' or 'multiturn'");
+  EXPECT_ERROR_CONTAINS(ParsePromptFormat("ids"), "expected 'text' or 'token-ids'");
+}
+
+TEST(BenchConfig, JsonCarriesEverythingButTheKey) {
+  BenchConfig c = Valid();
+  c.api_key = "secret-key";
+  c.range_ratio = 0.8;
+  c.input_len = 1024;
+  c.seed = 5;
+  const nlohmann::json json = ConfigToJson(c);
+  EXPECT_EQ(json.dump().find("secret-key"), std::string::npos);
+  EXPECT_TRUE(json["api_key_set"].get<bool>());
+  EXPECT_EQ(json["range_convention"], "inferencex");
+  EXPECT_EQ(json["input_len_range"], nlohmann::json({819, 1024}));
+  EXPECT_EQ(json["output_len_range"], nlohmann::json({819, 1024}));
+  EXPECT_EQ(json["seed"], 5);
+  EXPECT_EQ(json["prompts_per_level"], "10 x concurrency");
+  EXPECT_TRUE(json["ignore_eos"].get<bool>());
+}
+
+TEST(BenchBaseUrl, OriginAndPrefix) {
+  ASSERT_OK_AND_ASSIGN(BaseUrl plain, ParseBaseUrl("http://127.0.0.1:8000"));
+  EXPECT_EQ(plain.origin, "http://127.0.0.1:8000");
+  EXPECT_EQ(plain.path_prefix, "");
+  ASSERT_OK_AND_ASSIGN(BaseUrl prefixed, ParseBaseUrl("https://example.org/llm/"));
+  EXPECT_EQ(prefixed.origin, "https://example.org");
+  EXPECT_EQ(prefixed.path_prefix, "/llm");
+  EXPECT_ERROR_CONTAINS(ParseBaseUrl("127.0.0.1:8000"), "has no scheme");
+  EXPECT_ERROR_CONTAINS(ParseBaseUrl("ftp://host"), "has scheme 'ftp'");
+  EXPECT_ERROR_CONTAINS(ParseBaseUrl("http://host:8000/v1"), "ends in /v1");
+  EXPECT_ERROR_CONTAINS(ParseBaseUrl("http://host/api/v1/"), "ends in /v1");
+  EXPECT_ERROR_CONTAINS(ParseBaseUrl("http:///x"), "has no host");
+  EXPECT_ERROR_CONTAINS(ParseBaseUrl("http://host/?q=1"), "query");
+  EXPECT_ERROR_CONTAINS(ParseBaseUrl("http://user:pw@host"), "--api-key");
+}
+
+}  // namespace
+}  // namespace glint::bench
