@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "base/timer.h"
 #include "kernels/linear.h"
 #include "kernels/vector_ops.h"
 #include "model/fast_layers.h"
@@ -42,7 +43,10 @@ void FastContext::Linear(const PackedLinear& w, const float* x, int64_t x_stride
                          int64_t y_stride) {
   weight_bytes_read += w.bytes();
   if (w.format == PackedLinear::Format::kInt8) {
+    Stopwatch watch;
     LinearI8(pool, i8, w.int8, x, x_stride, tokens, y, y_stride, activations_);
+    int8_seconds += watch.Seconds();
+    int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
   } else {
     LinearBf16(pool, bf16, w.bf16, x, x_stride, tokens, y, y_stride);
   }
@@ -55,11 +59,14 @@ void FastContext::LinearPerHead(const PackedLinear& w, int64_t heads, const floa
   const int64_t blocks_per_head = w.int8.layout.row_blocks() / heads;
   // The head's input is only its cols: quantize that slice with the matrix's grouping.
   Int8Layout head_input = w.int8.layout;
+  Stopwatch watch;
   pool.Run(heads, [&](int64_t h, int worker) {
     const QuantizedActivations q =
         QuantizeActivations(i8, head_input, x + h * x_head_offset, x_stride, tokens, worker_activations_[worker]);
     i8.gemm(w.int8, q, h * blocks_per_head, (h + 1) * blocks_per_head, y, y_stride);
   });
+  int8_seconds += watch.Seconds();
+  int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
 }
 
 // ---- mHC ----
@@ -68,6 +75,7 @@ void FastMhcRead(FastContext& ctx, const FastMhcWeights& w, const float* norm, c
                  float* h, MhcTokenCoefficients* coefficients) {
   const ModelConfig& c = ctx.config;
   const int64_t hc = c.hc_mult, d = c.hidden_size, flat = hc * d, mix_rows = (2 + hc) * hc;
+  ctx.weight_bytes_read += mix_rows * flat * sizeof(float);  // fn, read for every token but cached after the first
   ctx.pool.Run(n, [&](int64_t t, int) {
     const float* x = streams + t * flat;
     // r = (mean(xf²) + rms_norm_eps)^-1/2 (pitfall 5); mix = (fn · xf) · r.
@@ -157,67 +165,85 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
     for (int64_t t = 0; t < n; ++t) job.rows.push_back(t), job.row_weights.push_back(1.0f);
     jobs.push_back(std::move(job));
   }
-  int64_t total_rows = 0, max_width = 0;
-  for (Job& job : jobs) {
-    job.offset = total_rows;
-    total_rows += static_cast<int64_t>(job.rows.size());
-    max_width = std::max(max_width, job.weights->down.cols());
-  }
-  // 3. Gather and quantize each job's input rows (once per job, whatever the number of row tasks below).
-  float* gathered = ctx.Buffer(kBufMoeInput, total_rows * d);             // [total_rows, D]
-  float* gate_up = ctx.Buffer(kBufMoeGateUp, total_rows * 2 * max_width); // [total_rows, 2·width]
-  float* act = ctx.Buffer(kBufMoeAct, total_rows * max_width);            // [total_rows, width]
-  float* expert_out = ctx.Buffer(kBufMoeOut, total_rows * d);             // [total_rows, D]
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    Job& job = jobs[j];
-    for (size_t i = 0; i < job.rows.size(); ++i) {
-      std::memcpy(gathered + (job.offset + i) * d, h + job.rows[i] * d, d * sizeof(float));
-    }
-    job.input = QuantizeActivations(ctx.i8, job.weights->gate_up.int8.layout, gathered + job.offset * d, d,
-                                    static_cast<int64_t>(job.rows.size()), ctx.ExpertActivations(2 * j));
-  }
-  // 4. Products of every job in one parallel call per phase: tasks are (job, row-block range), so each expert's
-  //    weights are read once for all of its rows, and experts spread over the threads.
-  auto run_phase = [&](auto matrix_of, auto input_of, float* outputs, int64_t stride) {
-    struct Task {
-      size_t job;
-      int64_t begin, end;
-    };
-    std::vector<Task> tasks;
-    for (size_t j = 0; j < jobs.size(); ++j) {
-      const Int8MatrixView& m = matrix_of(jobs[j]);
-      ctx.weight_bytes_read += m.layout.code_bytes() + m.layout.scale_count() * 4;
-      const int64_t blocks = m.layout.row_blocks();
-      const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size());
-      for (int64_t b = 0; b < blocks; b += grain) tasks.push_back({j, b, std::min(blocks, b + grain)});
-    }
-    ctx.pool.Run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
-      const Task& task = tasks[i];
-      const Job& job = jobs[task.job];
-      const Int8MatrixView& m = matrix_of(job);
-      ctx.i8.gemm(m, input_of(job), task.begin, task.end, outputs + job.offset * stride, stride);
-    });
-  };
-  run_phase([](const Job& job) -> const Int8MatrixView& { return job.weights->gate_up.int8; },
-            [](const Job& job) -> const QuantizedActivations& { return job.input; }, gate_up, 2 * max_width);
-  for (size_t j = 0; j < jobs.size(); ++j) {
-    Job& job = jobs[j];
-    const int64_t width = job.weights->down.cols();
-    for (size_t i = 0; i < job.rows.size(); ++i) {
-      const float* row = gate_up + (job.offset + i) * 2 * max_width;
-      vec::SwiGlu(row, row + width, width, c.swiglu_limit, act + (job.offset + i) * max_width);
-    }
-    job.act = QuantizeActivations(ctx.i8, job.weights->down.int8.layout, act + job.offset * max_width, max_width,
-                                  static_cast<int64_t>(job.rows.size()), ctx.ExpertActivations(2 * j + 1));
-  }
-  run_phase([](const Job& job) -> const Int8MatrixView& { return job.weights->down.int8; },
-            [](const Job& job) -> const QuantizedActivations& { return job.act; }, expert_out, d);
-  // 5. Combine per row, jobs in order (ascending expert id, shared last).
+  int64_t max_width = 0;
+  for (const Job& job : jobs) max_width = std::max(max_width, job.weights->down.cols());
   std::fill(out, out + n * d, 0.0f);
-  for (const Job& job : jobs) {
-    for (size_t i = 0; i < job.rows.size(); ++i) {
-      vec::Axpy(job.row_weights[i], expert_out + (job.offset + i) * d, d, out + job.rows[i] * d);
+  ctx.ExpertActivations(2 * static_cast<int64_t>(jobs.size()) + 1);  // grown here, not inside parallel tasks
+  // Waves of whole jobs with at most kMoeWaveRows rows (a single job may exceed it alone).
+  for (size_t wave_begin = 0; wave_begin < jobs.size();) {
+    size_t wave_end = wave_begin;
+    int64_t total_rows = 0;
+    while (wave_end < jobs.size() &&
+           (wave_end == wave_begin || total_rows + static_cast<int64_t>(jobs[wave_end].rows.size()) <= kMoeWaveRows)) {
+      jobs[wave_end].offset = total_rows;
+      total_rows += static_cast<int64_t>(jobs[wave_end].rows.size());
+      ++wave_end;
     }
+    // 3. Quantize each job's input rows straight from h (once per job, whatever the number of row tasks below).
+    float* gate_up = ctx.Buffer(kBufMoeGateUp, total_rows * 2 * max_width);  // [rows, 2·width]
+    float* act = ctx.Buffer(kBufMoeAct, total_rows * max_width);             // [rows, width]
+    float* expert_out = ctx.Buffer(kBufMoeOut, total_rows * d);              // [rows, D]
+    ctx.pool.Run(static_cast<int64_t>(wave_end - wave_begin), [&](int64_t i, int) {
+      Job& job = jobs[wave_begin + i];
+      const Int8Layout& layout = job.weights->gate_up.int8.layout;
+      const int64_t rows = static_cast<int64_t>(job.rows.size()), padded = layout.padded_cols(), groups = layout.groups();
+      ActivationScratch& scratch = ctx.ExpertActivations(2 * (wave_begin + i));
+      scratch.Reserve(rows, padded, groups);
+      for (int64_t r = 0; r < rows; ++r) {  // rows of h are scattered: quantize them one by one into place
+        ctx.i8.quantize(h + job.rows[r] * d, d, 1, layout.cols, layout.group, padded, scratch.codes() + r * padded,
+                        scratch.scales() + r * groups, scratch.bias_correction() + r * groups);
+      }
+      job.input = {rows, layout.cols, padded, layout.group, scratch.codes(), scratch.scales(), scratch.bias_correction()};
+    });
+    // 4. Products of every job in one parallel call per phase: tasks are (job, row-block range), so each expert's
+    //    weights are read once for all of its rows, and experts spread over the threads.
+    auto run_phase = [&](auto matrix_of, auto input_of, float* outputs, int64_t stride) {
+      struct Task {
+        size_t job;
+        int64_t begin, end;
+      };
+      std::vector<Task> tasks;
+      for (size_t j = wave_begin; j < wave_end; ++j) {
+        const Int8MatrixView& m = matrix_of(jobs[j]);
+        ctx.weight_bytes_read += m.layout.code_bytes() + m.layout.scale_count() * 4;
+        ctx.int8_macs += static_cast<uint64_t>(m.layout.rows * m.layout.cols * static_cast<int64_t>(jobs[j].rows.size()));
+        const int64_t blocks = m.layout.row_blocks();
+        const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size());
+        for (int64_t b = 0; b < blocks; b += grain) tasks.push_back({j, b, std::min(blocks, b + grain)});
+      }
+      Stopwatch watch;
+      ctx.pool.Run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
+        const Task& task = tasks[i];
+        const Job& job = jobs[task.job];
+        ctx.i8.gemm(matrix_of(job), input_of(job), task.begin, task.end, outputs + job.offset * stride, stride);
+      });
+      ctx.int8_seconds += watch.Seconds();
+    };
+    run_phase([](const Job& job) -> const Int8MatrixView& { return job.weights->gate_up.int8; },
+              [](const Job& job) -> const QuantizedActivations& { return job.input; }, gate_up, 2 * max_width);
+    ctx.pool.Run(static_cast<int64_t>(wave_end - wave_begin), [&](int64_t i, int) {
+      Job& job = jobs[wave_begin + i];
+      const int64_t width = job.weights->down.cols();
+      for (size_t r = 0; r < job.rows.size(); ++r) {
+        const float* row = gate_up + (job.offset + r) * 2 * max_width;
+        vec::SwiGlu(row, row + width, width, c.swiglu_limit, act + (job.offset + r) * max_width);
+      }
+      job.act = QuantizeActivations(ctx.i8, job.weights->down.int8.layout, act + job.offset * max_width, max_width,
+                                    static_cast<int64_t>(job.rows.size()), ctx.ExpertActivations(2 * (wave_begin + i) + 1));
+    });
+    run_phase([](const Job& job) -> const Int8MatrixView& { return job.weights->down.int8; },
+              [](const Job& job) -> const QuantizedActivations& { return job.act; }, expert_out, d);
+    // 5. Combine per row, jobs in order (ascending expert id, shared last); rows split over the threads.
+    std::vector<std::vector<std::pair<int64_t, float>>> contributions(n);  // per output row: (wave row, weight)
+    for (size_t j = wave_begin; j < wave_end; ++j) {
+      for (size_t r = 0; r < jobs[j].rows.size(); ++r) {
+        contributions[jobs[j].rows[r]].push_back({jobs[j].offset + static_cast<int64_t>(r), jobs[j].row_weights[r]});
+      }
+    }
+    ctx.pool.Run(n, [&](int64_t t, int) {
+      for (const auto& [row, weight] : contributions[t]) vec::Axpy(weight, expert_out + row * d, d, out + t * d);
+    });
+    wave_begin = wave_end;
   }
   if (choices != nullptr) *choices = std::move(routed);
 }

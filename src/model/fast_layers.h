@@ -59,7 +59,12 @@ class FastContext {
   float* Buffer(int id, int64_t count);
   ActivationScratch& ExpertActivations(int64_t index);
 
-  uint64_t weight_bytes_read = 0;  // bytes of packed weights the products of this step read (benchmarks)
+  // Statistics since the last ResetStats (benchmarks): bytes of weights the products read, and the int8 products'
+  // multiply-adds and wall time (the prefill target is judged on those products alone).
+  uint64_t weight_bytes_read = 0;
+  uint64_t int8_macs = 0;
+  double int8_seconds = 0;
+  void ResetStats() { weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0; }
 
  private:
   ActivationScratch activations_;
@@ -121,5 +126,9 @@ void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t 
 void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
              const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
              std::vector<RouterChoice>* choices, int64_t* experts_active);
+
+// Rows of expert work (Σ over active experts of their rows) processed together in one MoE wave: bounds the MoE
+// buffers of long prefills (each expert still belongs to exactly one wave, so its weights are read once per pass).
+inline constexpr int64_t kMoeWaveRows = 1024;
 
 }  // namespace glint

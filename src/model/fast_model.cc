@@ -107,7 +107,7 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   }
   last_step_ = FastStepStats{};
   last_step_.experts_active.assign(config_.num_hidden_layers, 0);
-  context_->weight_bytes_read = 0;
+  context_->ResetStats();
   // Passes of at most max_tokens_per_pass rows; an entry longer than that continues in the next pass from the
   // state the previous pass left (a chunked prefill).
   std::vector<Segment> segments;
@@ -129,6 +129,8 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   }
   if (!segments.empty()) GLINT_RETURN_IF_ERROR(RunPass(batch, segments, outputs, options, trace, forced));
   last_step_.weight_bytes_read = context_->weight_bytes_read;
+  last_step_.int8_macs = context_->int8_macs;
+  last_step_.int8_seconds = context_->int8_seconds;
   return Status::Ok();
 }
 

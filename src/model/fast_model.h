@@ -42,6 +42,8 @@ struct FastLoadReport {
 struct FastStepStats {
   int64_t rows = 0;
   uint64_t weight_bytes_read = 0;
+  uint64_t int8_macs = 0;    // multiply-adds of the int8 products
+  double int8_seconds = 0;   // wall time inside the int8 products
   std::vector<int64_t> experts_active;  // [num_hidden_layers], 0 for dense layers
 };
 
