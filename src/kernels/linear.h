@@ -26,7 +26,9 @@ void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixVi
                 int64_t x_stride, int64_t tokens, float* y, int64_t y_stride);
 
 // Row blocks per task for a matrix of `row_blocks` blocks on `threads` threads: about 8 tasks per thread for
-// balance, never fewer than 4 blocks (one full 4-block tile).
-int64_t RowBlocksPerTask(int64_t row_blocks, int threads);
+// balance, never fewer than 4 blocks (one full 4-block tile), and at least kMinTaskMacs multiply-adds per task
+// (`macs_per_block` = 16 · cols · tokens) so that small products run on one thread instead of paying a hand-off.
+inline constexpr int64_t kMinTaskMacs = int64_t{1} << 18;
+int64_t RowBlocksPerTask(int64_t row_blocks, int threads, int64_t macs_per_block = kMinTaskMacs);
 
 }  // namespace glint

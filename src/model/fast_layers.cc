@@ -208,7 +208,8 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
         ctx.weight_bytes_read += m.layout.code_bytes() + m.layout.scale_count() * 4;
         ctx.int8_macs += static_cast<uint64_t>(m.layout.rows * m.layout.cols * static_cast<int64_t>(jobs[j].rows.size()));
         const int64_t blocks = m.layout.row_blocks();
-        const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size());
+        const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size(),
+                                               kInt8RowBlock * m.layout.cols * static_cast<int64_t>(jobs[j].rows.size()));
         for (int64_t b = 0; b < blocks; b += grain) tasks.push_back({j, b, std::min(blocks, b + grain)});
       }
       Stopwatch watch;
