@@ -35,6 +35,7 @@ struct BenchFlags {
   int64_t steps = 8;
   int repetitions = 3;
   int64_t pass_tokens = 512;
+  int64_t probe_mib = 256;
 };
 
 double Median(std::vector<double> values) {
@@ -101,7 +102,9 @@ Status RunBenchModel(const BenchFlags& flags) {
 
   std::printf("== machine: %s, %d threads, kernels %s%s\n", CpuName().c_str(), threads, std::string(IsaName(options.isa)).c_str(),
               CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "");
-  const MachineLimits limits = MeasureMachineLimits(pool);
+  MachineProbeOptions probe;
+  probe.array_bytes = flags.probe_mib << 20;
+  const MachineLimits limits = MeasureMachineLimits(pool, probe);
   std::printf("   triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), int8 VNNI peak %.0f GOPS "
               "(1 thread %.0f)\n",
               limits.triad_gbps_all_threads, limits.triad_gbps_one_thread, limits.read_gbps_all_threads,
@@ -218,6 +221,10 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--repetitions", flags->repetitions, "prefill runs per prompt length")->capture_default_str();
       command.add_option("--pass-tokens", flags->pass_tokens, "rows per layer pass (FastModelOptions)")
           ->capture_default_str();
+      command.add_option("--probe-mib", flags->probe_mib,
+                         "MiB per bandwidth-probe array (keep ≥ 8× the last-level cache for real figures)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1 << 16));
       return [flags] { return RunBenchModel(*flags); };
     });
 
