@@ -92,6 +92,7 @@ uint64_t CacheBytes(const std::vector<SequenceState>& states) {
 }
 
 Status RunBenchModel(const BenchFlags& flags) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as soon as it is measured, also into a file or pipe
   const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
   WorkerPool pool(threads);
   FastModelOptions options;

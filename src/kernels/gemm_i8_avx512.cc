@@ -8,6 +8,7 @@
 // facc += float(acc − 128·Σx) · (s_w · s_x).
 // GCC 12 reports its own AVX-512 intrinsics (the _mm*_undefined_* idiom) as maybe-uninitialized: GCC bug 105593.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
@@ -83,11 +84,16 @@ GLINT_TARGET_AVX512 inline __m512i Broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// The int32 sums of K-group g for an RB × NT tile, written to sums [RB][NT][16]. Not inlined on purpose: as its own
-// function (initialise, loop, store) GCC 12 keeps the 24 accumulators in registers; inlined into a loop over groups
-// with an fp32 epilogue it stores every accumulator to the stack on every step, halving throughput.
-template <int RB, int NT>
-GLINT_TARGET_AVX512 __attribute__((noinline)) void GroupSums(const TileArgs& a, int64_t g, int32_t* sums) {
+// One K-group of an RB × NT tile: the int32 sums over the group's k (vpdpbusd), then either the fp32 epilogue
+// y += float(sum − 128·Σx) · (s_w · s_x) into y (masked to the rows that exist; the first group stores), or, for
+// tests, the corrected int32 sums into sums [RB][NT][16].
+//
+// Register allocation: GCC 12 keeps the RB·NT accumulators in registers only when this is its own function (no
+// enclosing loop over groups) and an empty asm pins them before the epilogue; otherwise it stores every accumulator
+// to the stack on every step of the K loop, halving throughput (checked with objdump: no stack traffic in the loop).
+template <int RB, int NT, bool kSums>
+GLINT_TARGET_AVX512 __attribute__((noinline)) void Group(const TileArgs& a, int64_t g, float* y, int64_t y_stride,
+                                                           int last_block_rows, int32_t* sums) {
   __m512i acc[RB][NT];
 #pragma GCC unroll 8
   for (int i = 0; i < RB; ++i) {
@@ -112,50 +118,42 @@ GLINT_TARGET_AVX512 __attribute__((noinline)) void GroupSums(const TileArgs& a, 
 #pragma GCC unroll 8
   for (int i = 0; i < RB; ++i) {
 #pragma GCC unroll 8
-    for (int j = 0; j < NT; ++j) _mm512_store_si512(sums + (i * NT + j) * 16, acc[i][j]);
+    for (int j = 0; j < NT; ++j) asm volatile("" : "+v"(acc[i][j]));
   }
-}
-
-// The group's sums minus the bias correction 128 · Σ x (see int8_matrix.h).
-template <int RB, int NT>
-GLINT_TARGET_AVX512 inline __m512i CorrectedSum(const TileArgs& a, int64_t g, const int32_t* sums, int i, int j) {
-  return _mm512_sub_epi32(_mm512_load_si512(sums + (i * NT + j) * 16),
-                          _mm512_set1_epi32(a.x_correction[j * a.groups + g]));
-}
-
-// The fp32 results accumulate in y itself, masked to the rows that exist: one load and store per output per
-// K-group, noise next to the group's RB·NT·group/4 vpdpbusd.
-template <int RB, int NT>
-GLINT_TARGET_AVX512 void Tile(const TileArgs& a, float* y, int64_t y_stride, int last_block_rows) {
-  alignas(64) int32_t sums[RB * NT * 16];
-  for (int64_t g = 0; g < a.groups; ++g) {
-    GroupSums<RB, NT>(a, g, sums);
 #pragma GCC unroll 8
-    for (int i = 0; i < RB; ++i) {
-      const __mmask16 rows = i == RB - 1 ? __mmask16((1u << last_block_rows) - 1) : __mmask16(0xffff);
-      const __m512 w_scale = _mm512_loadu_ps(a.w_scales + i * a.block_scales + g * 16);
+  for (int i = 0; i < RB; ++i) {
+    const __mmask16 rows = i == RB - 1 ? __mmask16((1u << last_block_rows) - 1) : __mmask16(0xffff);
+    const __m512 w_scale = _mm512_loadu_ps(a.w_scales + i * a.block_scales + g * 16);
 #pragma GCC unroll 8
-      for (int j = 0; j < NT; ++j) {
+    for (int j = 0; j < NT; ++j) {
+      const __m512i corrected = _mm512_sub_epi32(acc[i][j], _mm512_set1_epi32(a.x_correction[j * a.groups + g]));
+      if constexpr (kSums) {
+        _mm512_store_si512(sums + (i * NT + j) * 16, corrected);
+      } else {
         float* out = y + j * y_stride + i * 16;
         const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.x_scales[j * a.groups + g]));
         const __m512 previous = g == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(rows, out);
-        const __m512 sum = _mm512_cvtepi32_ps(CorrectedSum<RB, NT>(a, g, sums, i, j));
-        _mm512_mask_storeu_ps(out, rows, _mm512_fmadd_ps(sum, scale, previous));
+        _mm512_mask_storeu_ps(out, rows, _mm512_fmadd_ps(_mm512_cvtepi32_ps(corrected), scale, previous));
       }
     }
   }
 }
 
 template <int RB, int NT>
+GLINT_TARGET_AVX512 void Tile(const TileArgs& a, float* y, int64_t y_stride, int last_block_rows) {
+  for (int64_t g = 0; g < a.groups; ++g) Group<RB, NT, false>(a, g, y, y_stride, last_block_rows, nullptr);
+}
+
+template <int RB, int NT>
 GLINT_TARGET_AVX512 void SumsTile(const TileArgs& a, int32_t* sums, int64_t token_stride) {
   alignas(64) int32_t group_sums[RB * NT * 16];
   for (int64_t g = 0; g < a.groups; ++g) {
-    GroupSums<RB, NT>(a, g, group_sums);
+    Group<RB, NT, true>(a, g, nullptr, 0, 16, group_sums);
     for (int i = 0; i < RB; ++i) {
       for (int j = 0; j < NT; ++j) {
-        alignas(64) int32_t lanes[16];
-        _mm512_store_si512(lanes, CorrectedSum<RB, NT>(a, g, group_sums, i, j));
-        for (int lane = 0; lane < 16; ++lane) sums[j * token_stride + ((i * 16 + lane) * a.groups) + g] = lanes[lane];
+        for (int lane = 0; lane < 16; ++lane) {
+          sums[j * token_stride + ((i * 16 + lane) * a.groups) + g] = group_sums[(i * NT + j) * 16 + lane];
+        }
       }
     }
   }
