@@ -7,6 +7,8 @@
 //             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth
 //   memory    peak RSS against 1.1 × weight bytes + caches
 // It prints figures and never fails on a time.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -52,6 +54,21 @@ uint64_t ProcStatusBytes(const std::string& field) {
     if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
   }
   return 0;
+}
+
+// User + system CPU seconds of this process so far.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+// The 1-minute load average: how busy the (possibly shared) machine was.
+std::string LoadAverage() {
+  std::ifstream file("/proc/loadavg");
+  std::string first;
+  file >> first;
+  return first;
 }
 
 // Resets VmHWM to the current RSS (Linux ≥ 4.0: "5" written to /proc/self/clear_refs).
@@ -101,8 +118,11 @@ Status RunBenchModel(const BenchFlags& flags) {
   }
   options.max_tokens_per_pass = flags.pass_tokens;
 
-  std::printf("== machine: %s, %d threads, kernels %s%s\n", CpuName().c_str(), threads, std::string(IsaName(options.isa)).c_str(),
-              CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "");
+  std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
+              std::string(IsaName(options.isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
+              LoadAverage().c_str(), std::thread::hardware_concurrency());
+  std::printf("   (cpu share = this process's CPU time ÷ (wall time × threads): below 100%% the OS ran other work on "
+              "our cores)\n");
   MachineProbeOptions probe;
   probe.array_bytes = flags.probe_mib << 20;
   const MachineLimits limits = MeasureMachineLimits(pool, probe);
@@ -132,24 +152,26 @@ Status RunBenchModel(const BenchFlags& flags) {
 
   // ---- prefill ----
   for (int64_t prompt : flags.prompts) {
-    std::vector<double> seconds, gops, int8_share;
+    std::vector<double> seconds, gops, int8_share, cpu_share;
     for (int rep = 0; rep < flags.repetitions; ++rep) {
       SequenceState state = model->NewSequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
       std::vector<EntryOutput> outputs;
       const BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
       Stopwatch watch;
+      const double cpu_before = ProcessCpuSeconds();
       GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs));
       seconds.push_back(watch.Seconds());
+      cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
       const FastStepStats& stats = model->last_step();
       gops.push_back(2.0 * stats.int8_macs / stats.int8_seconds / 1e9);
       int8_share.push_back(stats.int8_seconds / seconds.back());
     }
     const double s = Median(seconds), g = Median(gops);
     std::printf("== prefill %lld tokens: %.2f s = %.1f tokens/s; int8 products %.0f GOPS = %.0f%% of the VNNI peak "
-                "(%.0f%% of the time)  [median of %d]\n",
+                "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
                 static_cast<long long>(prompt), s, prompt / s, g, 100 * g / limits.int8_gops_all_threads,
-                100 * Median(int8_share), flags.repetitions);
+                100 * Median(int8_share), 100 * Median(cpu_share), flags.repetitions);
   }
 
   // ---- decode ----
@@ -165,7 +187,7 @@ Status RunBenchModel(const BenchFlags& flags) {
     }
     std::vector<EntryOutput> outputs;
     GLINT_RETURN_IF_ERROR(model->Forward(entries, outputs));
-    std::vector<double> seconds, bandwidth_ratio;
+    std::vector<double> seconds, bandwidth_ratio, cpu_share;
     double bytes_per_step = 0, experts_per_layer = 0;
     int moe_layers = 0;
     for (int64_t step = 0; step < flags.steps; ++step) {
@@ -176,8 +198,10 @@ Status RunBenchModel(const BenchFlags& flags) {
         entries.push_back({next[i], &states[i], LogitsWanted::kLast, false});
       }
       Stopwatch watch;
+      const double cpu_before = ProcessCpuSeconds();
       GLINT_RETURN_IF_ERROR(model->Forward(entries, outputs));
       seconds.push_back(watch.Seconds());
+      cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
       const FastStepStats& stats = model->last_step();
       bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / bandwidth);
       bytes_per_step = static_cast<double>(stats.weight_bytes_read);
@@ -190,11 +214,12 @@ Status RunBenchModel(const BenchFlags& flags) {
     const double s = Median(seconds);
     std::printf("== decode %lld sequence%s (context %lld): %.1f ms/step = %.2f tokens/s; %.3f GB of weights per step "
                 "(%.1f routed experts per MoE layer) = %.1f GB/s = %.0f%% of triad; bound 1.25 × bytes/bandwidth = "
-                "%.1f ms: %s  [median of %lld steps]\n",
+                "%.1f ms: %s; cpu share %.0f%%  [median of %lld steps]\n",
                 static_cast<long long>(batch_size), batch_size > 1 ? "s" : "", static_cast<long long>(flags.context),
                 1e3 * s, batch_size / s, bytes_per_step / 1e9, moe_layers ? experts_per_layer / moe_layers : 0.0,
                 bytes_per_step / s / 1e9, 100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
-                s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", static_cast<long long>(flags.steps));
+                s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
+                static_cast<long long>(flags.steps));
   }
 
   // ---- memory ----

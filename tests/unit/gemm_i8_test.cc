@@ -4,6 +4,7 @@
 // saturation edges (codes ±127 everywhere), non-finite activations, and row-block ranges that leave other rows
 // untouched.
 #include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -165,6 +166,44 @@ TEST_P(Int8Kernel, NonFiniteActivationsGiveNanOutputs) {
   std::vector<float> y(tokens * rows);
   fast().gemm(w.view(), actual.view, 0, w.layout().row_blocks(), y.data(), rows);
   for (float v : y) EXPECT_TRUE(std::isnan(v));
+}
+
+// Quality gate (a) at the kernel level: a W8A8 product against the exact fp32 product. With independent rounding
+// errors of relative RMS e_w (weights, measured by dequantizing) and e_x (activations, likewise), the output's
+// relative RMS error is ≈ sqrt(e_w² + e_x²); bound 1.25× that. On Gaussian data with group 128 both are ≈ 0.6%.
+TEST_P(Int8Kernel, ErrorAgainstFp32IsTheFormatsRoundingError) {
+  const int64_t rows = 256, cols = 1024, tokens = 16, group = 128;
+  const std::vector<float> weights = Random(rows * cols, 21), x = Random(tokens * cols, 22);
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  const Quantized q = Quantize(fast(), w.layout(), x, tokens, cols);
+  std::vector<float> dequantized(rows * cols);
+  DequantizeInt8(w.view(), dequantized.data());
+  auto relative = [](const std::vector<float>& a, const std::vector<double>& b) {
+    double error = 0, norm = 0;
+    for (size_t i = 0; i < b.size(); ++i) error += (a[i] - b[i]) * (a[i] - b[i]), norm += b[i] * b[i];
+    return std::sqrt(error / norm);
+  };
+  std::vector<double> exact_w(weights.begin(), weights.end()), exact_x(x.begin(), x.end());
+  std::vector<float> x_back(tokens * cols);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < cols; ++c) x_back[t * cols + c] = q.codes[t * cols + c] * q.scales[t * (cols / group) + c / group];
+  }
+  const double e_w = relative(dequantized, exact_w), e_x = relative(x_back, exact_x);
+  std::vector<double> exact(tokens * rows);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(weights[r * cols + c]) * x[t * cols + c];
+      exact[t * rows + r] = sum;
+    }
+  }
+  std::vector<float> y(tokens * rows);
+  fast().gemm(w.view(), q.view, 0, w.layout().row_blocks(), y.data(), rows);
+  const double e_y = relative(y, exact), expected = std::sqrt(e_w * e_w + e_x * e_x);
+  std::printf("W8A8: weight error %.4f, activation error %.4f, output error %.4f (expected %.4f)\n", e_w, e_x, e_y,
+              expected);
+  EXPECT_LT(e_y, 1.25 * expected);
+  EXPECT_GT(e_y, 0.5 * expected);  // the product really is quantized
 }
 
 std::vector<Isa> FastIsas() {
