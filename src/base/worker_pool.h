@@ -34,6 +34,17 @@ class WorkerPool {
   // Run at a time.
   void Run(int64_t tasks, FunctionRef<void(int64_t task, int worker)> body);
 
+  // Run, or a plain loop on the calling thread when the whole call is smaller than `min_parallel_work` (in the
+  // caller's unit, e.g. multiply-adds): a hand-off to a sleeping or descheduled worker costs more than tiny work.
+  void RunIfWorthIt(int64_t tasks, int64_t work, int64_t min_parallel_work,
+                    FunctionRef<void(int64_t task, int worker)> body) {
+    if (work < min_parallel_work) {
+      for (int64_t task = 0; task < tasks; ++task) body(task, 0);
+    } else {
+      Run(tasks, body);
+    }
+  }
+
   // Splits [0, count) into ranges of at most `grain` items and calls body(begin, end, worker) for each.
   void ParallelFor(int64_t count, int64_t grain, FunctionRef<void(int64_t begin, int64_t end, int worker)> body);
 

@@ -69,7 +69,8 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
   for (size_t s = 0; s < segments.size(); ++s) {
     for (int stream = 0; stream < 3; ++stream) conv_tasks.push_back({s, stream});
   }
-  ctx.pool.Run(static_cast<int64_t>(conv_tasks.size()), [&](int64_t i, int worker) {
+  ctx.pool.RunIfWorthIt(static_cast<int64_t>(conv_tasks.size()), 3 * n * width * kernel, kMinParallelElements,
+                        [&](int64_t i, int worker) {
     const Segment& s = segments[conv_tasks[i].first];
     const int stream = conv_tasks[i].second;
     KdaState& state = state_of(s);

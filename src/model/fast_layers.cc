@@ -183,7 +183,8 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
     float* gate_up = ctx.Buffer(kBufMoeGateUp, total_rows * 2 * max_width);  // [rows, 2·width]
     float* act = ctx.Buffer(kBufMoeAct, total_rows * max_width);             // [rows, width]
     float* expert_out = ctx.Buffer(kBufMoeOut, total_rows * d);              // [rows, D]
-    ctx.pool.Run(static_cast<int64_t>(wave_end - wave_begin), [&](int64_t i, int) {
+    ctx.pool.RunIfWorthIt(static_cast<int64_t>(wave_end - wave_begin), total_rows * d, kMinParallelElements,
+                          [&](int64_t i, int) {
       Job& job = jobs[wave_begin + i];
       const Int8Layout& layout = job.weights->gate_up.int8.layout;
       const int64_t rows = static_cast<int64_t>(job.rows.size()), padded = layout.padded_cols(), groups = layout.groups();
@@ -222,7 +223,8 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
     };
     run_phase([](const Job& job) -> const Int8MatrixView& { return job.weights->gate_up.int8; },
               [](const Job& job) -> const QuantizedActivations& { return job.input; }, gate_up, 2 * max_width);
-    ctx.pool.Run(static_cast<int64_t>(wave_end - wave_begin), [&](int64_t i, int) {
+    ctx.pool.RunIfWorthIt(static_cast<int64_t>(wave_end - wave_begin), total_rows * max_width * 2,
+                          kMinParallelElements, [&](int64_t i, int) {
       Job& job = jobs[wave_begin + i];
       const int64_t width = job.weights->down.cols();
       for (size_t r = 0; r < job.rows.size(); ++r) {
@@ -241,7 +243,7 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
         contributions[jobs[j].rows[r]].push_back({jobs[j].offset + static_cast<int64_t>(r), jobs[j].row_weights[r]});
       }
     }
-    ctx.pool.Run(n, [&](int64_t t, int) {
+    ctx.pool.RunIfWorthIt(n, total_rows * d, kMinParallelElements, [&](int64_t t, int) {
       for (const auto& [row, weight] : contributions[t]) vec::Axpy(weight, expert_out + row * d, d, out + t * d);
     });
     wave_begin = wave_end;

@@ -131,4 +131,7 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
 // buffers of long prefills (each expert still belongs to exactly one wave, so its weights are read once per pass).
 inline constexpr int64_t kMoeWaveRows = 1024;
 
+// Elementwise work (floats touched) below which a step runs on the calling thread (WorkerPool::RunIfWorthIt).
+inline constexpr int64_t kMinParallelElements = int64_t{1} << 16;
+
 }  // namespace glint
