@@ -10,7 +10,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev            # tests and benchmarks
   nlohmann-json3-dev libcli11-dev libpcre2-dev          # JSON (io/, server/), CLI, tokenizer regex
   libxxhash-dev libhwy-dev libcpp-httplib-dev           # prefix-cache hashes, SIMD, HTTP
-  gnuplot-nox curl nodejs npm python3                   # plots, black-box server tests
+  gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
 )
 
 missing=()

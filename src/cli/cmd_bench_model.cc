@@ -96,14 +96,12 @@ std::vector<int32_t> RandomTokens(int64_t count, int64_t vocab, uint64_t seed) {
   return tokens;
 }
 
+// Cache memory of the sequences: each one's slot (KDA states, pending indexer rows) and its blocks (latents and
+// pooled keys of the DSA layers).
 uint64_t CacheBytes(const std::vector<SequenceState>& states) {
   uint64_t bytes = 0;
   for (const SequenceState& s : states) {
-    for (const KdaState& k : s.kda) bytes += (k.conv_window.size() + k.recurrent.size()) * sizeof(float);
-    for (const DsaCache& d : s.dsa) {
-      bytes += (d.latents.size() + d.indexer.pooled_keys.size() + d.indexer.pending_keys.size() +
-                d.indexer.pending_gates.size()) * sizeof(float);
-    }
+    bytes += s.layout->slot_bytes + s.memory.block_table->size() * s.layout->block_bytes;
   }
   return bytes;
 }

@@ -1,5 +1,8 @@
 #include "cli/model_flags.h"
 
+#include <cstdlib>
+
+#include "base/file.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "model/fast_model.h"
@@ -9,12 +12,21 @@ namespace glint::cli {
 
 void AddModelFlag(CLI::App& command, ModelFlag& flag) {
   command.add_option("--model", flag.dir,
-                     "checkpoint directory (config.json + safetensors); default: the embedded tiny model, generated "
-                     "into $GLINT_CACHE_DIR (or ~/.cache/glint) on first use");
+                     "checkpoint directory (config.json + safetensors); default: $GLINT_DEFAULT_MODEL, else the "
+                     "trained tiny model glint-tiny shipped in the source tree (models/glint-tiny)");
 }
 
 Result<std::string> ResolveModelDir(const ModelFlag& flag) {
   if (!flag.dir.empty()) return flag.dir;
+  if (const char* chosen = std::getenv("GLINT_DEFAULT_MODEL"); chosen != nullptr && *chosen != '\0') {
+    return std::string(chosen);
+  }
+  // The trained tiny model (docs/training.md) ships with the sources; its path is fixed at build time.
+  const std::string shipped = std::string(GLINT_SOURCE_DIR) + "/models/glint-tiny";
+  if (IsDirectory(shipped)) return shipped;
+  // A binary moved away from its source tree: say so, and use the generated random tiny model instead.
+  LogWarning("the trained default model is not at ", shipped, "; using the random tiny model (its text is noise). ",
+             "Pass --model DIR or set GLINT_DEFAULT_MODEL.");
   return EnsureDefaultModel();
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -17,6 +18,17 @@ Status ValidateSamplingParams(const SamplingParams& params) {
   if (params.top_k < 0) return InvalidArgument("top_k ", params.top_k, " is invalid; expected >= 0 (0 = off)");
   if (!(params.min_p >= 0 && params.min_p <= 1)) {
     return InvalidArgument("min_p ", params.min_p, " is invalid; expected a number in [0, 1]");
+  }
+  if (!(params.presence_penalty >= -2 && params.presence_penalty <= 2)) {
+    return InvalidArgument("presence_penalty ", params.presence_penalty, " is invalid; expected a number in [-2, 2]");
+  }
+  if (!(params.frequency_penalty >= -2 && params.frequency_penalty <= 2)) {
+    return InvalidArgument("frequency_penalty ", params.frequency_penalty,
+                           " is invalid; expected a number in [-2, 2]");
+  }
+  if (!(params.repetition_penalty > 0) || !std::isfinite(params.repetition_penalty)) {
+    return InvalidArgument("repetition_penalty ", params.repetition_penalty,
+                           " is invalid; expected a finite number > 0 (1 = off)");
   }
   return Status::Ok();
 }
@@ -72,6 +84,72 @@ int32_t Sampler::Sample(std::span<const float> logits) {
     if (draw < cumulative) return order[i];
   }
   return order[keep - 1];
+}
+
+}  // namespace glint
+
+namespace glint {
+
+TokenHistory::TokenHistory(std::span<const int32_t> prompt) : prompt_tokens_(prompt.begin(), prompt.end()) {
+  std::sort(prompt_tokens_.begin(), prompt_tokens_.end());
+  prompt_tokens_.erase(std::unique(prompt_tokens_.begin(), prompt_tokens_.end()), prompt_tokens_.end());
+}
+
+void TokenHistory::Add(int32_t generated) { ++generated_counts_[generated]; }
+
+void ApplyPenalties(const SamplingParams& params, const TokenHistory& history, std::span<float> logits) {
+  const int64_t vocab = static_cast<int64_t>(logits.size());
+  const auto in_range = [vocab](int32_t token) { return token >= 0 && token < vocab; };
+  if (params.repetition_penalty != 1.0f) {
+    const float r = params.repetition_penalty;
+    const auto penalise = [&](int32_t token) {
+      float& logit = logits[token];
+      logit = logit > 0 ? logit / r : logit * r;
+    };
+    for (int32_t token : history.prompt_tokens()) {
+      if (in_range(token)) penalise(token);
+    }
+    for (const auto& [token, count] : history.generated_counts()) {
+      // A token both in the prompt and generated is penalised once.
+      if (in_range(token) && !std::binary_search(history.prompt_tokens().begin(), history.prompt_tokens().end(), token)) {
+        penalise(token);
+      }
+    }
+  }
+  if (params.frequency_penalty != 0.0f || params.presence_penalty != 0.0f) {
+    for (const auto& [token, count] : history.generated_counts()) {
+      if (!in_range(token)) continue;
+      logits[token] -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
+    }
+  }
+}
+
+Logprobs ComputeLogprobs(std::span<const float> logits, int32_t token, int64_t k) {
+  // log softmax = x − max − log Σ exp(x − max), summed in double.
+  float top = -std::numeric_limits<float>::infinity();
+  for (float x : logits) {
+    if (x > top) top = x;
+  }
+  double sum = 0;
+  for (float x : logits) {
+    if (!std::isnan(x)) sum += std::exp(static_cast<double>(x) - top);
+  }
+  const double log_normaliser = static_cast<double>(top) + std::log(sum);
+  const auto logprob = [&](int32_t id) { return static_cast<float>(logits[id] - log_normaliser); };
+  Logprobs result;
+  result.chosen = logprob(token);
+  k = std::min<int64_t>(k, static_cast<int64_t>(logits.size()));
+  if (k > 0) {
+    std::vector<int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    const auto before = [&](int32_t a, int32_t b) {
+      if (std::isnan(logits[a]) != std::isnan(logits[b])) return std::isnan(logits[b]);
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    };
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+    for (int64_t i = 0; i < k; ++i) result.top.emplace_back(order[i], logprob(order[i]));
+  }
+  return result;
 }
 
 }  // namespace glint

@@ -397,6 +397,7 @@ Status ReadVision(const Json& vision_json, const std::string& context, VisionCon
   GLINT_ASSIGN_OR_RETURN(vision.projection_intermediate_size,
                          reader.PositiveInt("projection_intermediate_size", vision.intermediate_size));
   GLINT_ASSIGN_OR_RETURN(vision.in_channels, reader.PositiveInt("in_channels", 3));
+  GLINT_ASSIGN_OR_RETURN(vision.attention_bias, reader.Bool("attention_bias", false));
   return Status::Ok();
 }
 

@@ -27,6 +27,7 @@ struct VisionConfig {
   bool present = false;
   int64_t depth = 0, hidden_size = 0, num_heads = 0, intermediate_size = 0, patch_size = 0, temporal_patch_size = 0;
   int64_t spatial_merge_size = 0, out_hidden_size = 0, projection_intermediate_size = 0, in_channels = 3;
+  bool attention_bias = false;  // biases on qkv/proj and the block MLP (true in the release)
 };
 
 struct ModelConfig {

@@ -37,19 +37,6 @@ Status CheckConfig(const ModelConfig& c) {
   return Status::Ok();
 }
 
-Status CheckCache(const DsaCache& cache, const ModelConfig& config) {
-  if (cache.kv_lora_rank != config.kv_lora_rank) {
-    return FailedPrecondition("the DSA cache was made for kv_lora_rank ", cache.kv_lora_rank,
-                              " but the config has ", config.kv_lora_rank,
-                              " (a cache of another model, or not made with NewDsaCache)");
-  }
-  if (cache.tokens < 0 || static_cast<int64_t>(cache.latents.size()) != cache.tokens * cache.kv_lora_rank) {
-    return FailedPrecondition("the DSA cache holds ", cache.latents.size(), " latent values for ", cache.tokens,
-                              " tokens; expected tokens × kv_lora_rank = ", cache.tokens * cache.kv_lora_rank);
-  }
-  return ValidateIndexerCache(cache.indexer, config, cache.tokens);
-}
-
 Status CheckForcedPositions(const std::vector<std::vector<int64_t>>* forced, int64_t first_position,
                             int64_t tokens) {
   if (forced == nullptr) return InvalidArgument("KeySelection::kForced needs DsaOptions::forced_positions");
@@ -73,13 +60,7 @@ Status CheckForcedPositions(const std::vector<std::vector<int64_t>>* forced, int
   return Status::Ok();
 }
 
-Status CheckCall(const DsaWeights& weights, const ModelConfig& config, const float* hidden, int64_t tokens,
-                 const DsaCache& cache, const DsaOptions& options, const float* out) {
-  if (tokens <= 0) return InvalidArgument("DsaForward needs at least one new token, got ", tokens);
-  if (hidden == nullptr || out == nullptr) return InvalidArgument("DsaForward: null hidden or out buffer");
-  GLINT_RETURN_IF_ERROR(CheckConfig(config));
-  GLINT_RETURN_IF_ERROR(ValidateDsaWeights(weights, config));
-  GLINT_RETURN_IF_ERROR(CheckCache(cache, config));
+Status CheckOptions(const DsaOptions& options, int64_t first_position, int64_t tokens) {
   if (options.form != MlaForm::kNaive && options.form != MlaForm::kAbsorbed) {
     return InvalidArgument("unknown MlaForm ", static_cast<int>(options.form));
   }
@@ -88,9 +69,21 @@ Status CheckCall(const DsaWeights& weights, const ModelConfig& config, const flo
     case KeySelection::kDense:
       return Status::Ok();
     case KeySelection::kForced:
-      return CheckForcedPositions(options.forced_positions, cache.tokens, tokens);
+      return CheckForcedPositions(options.forced_positions, first_position, tokens);
   }
   return InvalidArgument("unknown KeySelection ", static_cast<int>(options.selection));
+}
+
+// Everything is checked before anything is written; the cache's memory is prepared (a standalone cache grows)
+// last, once the call is known to proceed.
+Status CheckCall(const DsaWeights& weights, const ModelConfig& config, const float* hidden, int64_t tokens,
+                 DsaCache& cache, const DsaOptions& options, const float* out) {
+  if (tokens <= 0) return InvalidArgument("DsaForward needs at least one new token, got ", tokens);
+  if (hidden == nullptr || out == nullptr) return InvalidArgument("DsaForward: null hidden or out buffer");
+  GLINT_RETURN_IF_ERROR(CheckConfig(config));
+  GLINT_RETURN_IF_ERROR(ValidateDsaWeights(weights, config));
+  GLINT_RETURN_IF_ERROR(CheckOptions(options, cache.tokens, tokens));
+  return PrepareDsaCache(cache, config, tokens);
 }
 
 // Rows of kv = kv_b_proj c_j [heads, qk + v] for the positions the naive form attends, computed once per call.
@@ -105,7 +98,7 @@ class MaterializedKv {
       if (row_of_[j] >= 0) continue;
       row_of_[j] = static_cast<int64_t>(rows_.size()) / width;
       rows_.resize(rows_.size() + width);
-      ref::Linear(cache_.latents.data() + j * rank, 1, weights_.kv_b_proj.data.data(), width, rank,
+      ref::Linear(cache_.LatentRow(j), 1, weights_.kv_b_proj.data.data(), width, rank,
                   rows_.data() + row_of_[j] * width);
     }
   }
@@ -162,12 +155,12 @@ void AttendAbsorbed(const DsaWeights& w, const ModelConfig& c, const DsaCache& c
     }
     for (int64_t r = 0; r < rank; ++r) q_latent[r] = static_cast<float>(sum[r]);
     for (int64_t i = 0; i < n; ++i) {
-      p[i] = static_cast<float>(ref::Dot(q_latent.data(), cache.latents.data() + positions[i] * rank, rank) * scale);
+      p[i] = static_cast<float>(ref::Dot(q_latent.data(), cache.LatentRow(positions[i]), rank) * scale);
     }
     ref::Softmax(p.data(), n);
     std::fill(sum.begin(), sum.end(), 0.0);
     for (int64_t i = 0; i < n; ++i) {
-      const float* latent = cache.latents.data() + positions[i] * rank;
+      const float* latent = cache.LatentRow(positions[i]);
       for (int64_t r = 0; r < rank; ++r) sum[r] += static_cast<double>(p[i]) * latent[r];
     }
     for (int64_t r = 0; r < rank; ++r) o_latent[r] = static_cast<float>(sum[r]);
@@ -176,13 +169,6 @@ void AttendAbsorbed(const DsaWeights& w, const ModelConfig& c, const DsaCache& c
 }
 
 }  // namespace
-
-DsaCache NewDsaCache(const ModelConfig& config) {
-  DsaCache cache;
-  cache.kv_lora_rank = config.kv_lora_rank;
-  cache.indexer = NewIndexerCache(config);
-  return cache;
-}
 
 Status ValidateDsaWeights(const DsaWeights& w, const ModelConfig& c) {
   const int64_t heads = c.num_attention_heads;
@@ -207,18 +193,17 @@ Status DsaForward(const DsaWeights& w, const ModelConfig& c, const float* hidden
   // 1. Per-token projections; the new latents and indexer keys join the cache (nothing can fail from here on).
   std::vector<float> q_resid(tokens * c.q_lora_rank);  // [T, q_lora]
   std::vector<float> q(tokens * q_width);              // [T, heads · qk]
-  cache.latents.resize((first + tokens) * rank);       // [first + T, kv_lora]
   for (int64_t t = 0; t < tokens; ++t) {
     const float* h = hidden + t * d;
     float* qr = q_resid.data() + t * c.q_lora_rank;
     ref::Linear(h, 1, w.q_a_proj.data.data(), c.q_lora_rank, d, qr);
     ref::RmsNorm(qr, w.q_a_layernorm.data(), c.q_lora_rank, c.rms_norm_eps, qr);
     ref::Linear(qr, 1, w.q_b_proj.data.data(), q_width, c.q_lora_rank, q.data() + t * q_width);
-    float* latent = cache.latents.data() + (first + t) * rank;
+    float* latent = cache.LatentRow(first + t);
     ref::Linear(h, 1, w.kv_a_proj.data.data(), rank, d, latent);
     ref::RmsNorm(latent, w.kv_a_layernorm.data(), rank, c.rms_norm_eps, latent);
   }
-  AppendIndexerKeys(w.indexer, c, hidden, tokens, cache.indexer);
+  AppendIndexerKeys(w.indexer, c, hidden, tokens, cache);
   cache.tokens = first + tokens;
 
   // 2. The attended positions of each query. The query at position p sees pools with last token ≤ p, all cached.
@@ -232,7 +217,7 @@ Status DsaForward(const DsaWeights& w, const ModelConfig& c, const float* hidden
       case KeySelection::kIndexer: {
         IndexerQuery(w.indexer, c, q_resid.data() + t * c.q_lora_rank, hidden + t * d, index_query.data(),
                      head_weights.data());
-        IndexerSelection s = IndexerSelect(c, cache.indexer, index_query.data(), head_weights.data(), position);
+        IndexerSelection s = IndexerSelect(c, cache, index_query.data(), head_weights.data(), position);
         selected[t] = std::move(s.positions);
         margin[t] = s.margin;
         break;

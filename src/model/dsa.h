@@ -19,22 +19,11 @@
 
 #include "base/status.h"
 #include "io/config.h"
+#include "model/dsa_cache.h"
 #include "model/indexer.h"
 #include "model/weights.h"
 
 namespace glint {
-
-// Per-sequence state of one DSA layer, owned by the caller (the engine will page it later). Holds the tokens at
-// positions 0 .. tokens−1; DsaForward appends the next ones. Make it with NewDsaCache.
-struct DsaCache {
-  int64_t kv_lora_rank = 0;    // layout identity, checked against the config on every call
-  int64_t tokens = 0;          // positions cached so far
-  std::vector<float> latents;  // [tokens, kv_lora_rank]  c_j after kv_a_layernorm (absorbed and naive read it)
-  IndexerCache indexer;        // pooled keys of complete pools + the incomplete pool's raw rows
-};
-
-// An empty cache laid out for `config`.
-DsaCache NewDsaCache(const ModelConfig& config);
 
 enum class MlaForm {
   kNaive,     // materialise k_h, v_h = kv_b_proj c_j for the attended positions (the model card's equations)
@@ -63,9 +52,10 @@ struct DsaTrace {
   std::vector<float> margin;
 };
 
-// Runs the layer on T new tokens at positions cache.tokens .. cache.tokens + T − 1 and appends them to `cache`.
-// hidden: [T, D] the layer's normed input; out: [T, D] after o_proj. On error nothing is changed. NaN inputs give
-// NaN outputs but never an invalid selection.
+// Runs the layer on T new tokens at positions cache.tokens .. cache.tokens + T − 1 and appends them to `cache`
+// (dsa_cache.h: a view over blocks and a slot, or a cache made by NewDsaCache that grows its own memory).
+// hidden: [T, D] the layer's normed input; out: [T, D] after o_proj. On error no cached value is changed. NaN
+// inputs give NaN outputs but never an invalid selection.
 Status DsaForward(const DsaWeights& weights, const ModelConfig& config, const float* hidden, int64_t tokens,
                   DsaCache& cache, const DsaOptions& options, float* out, DsaTrace* trace = nullptr);
 

@@ -11,6 +11,7 @@
 #include "kernels/reference.h"
 #include "kernels/vector_ops.h"
 #include "model/fast_layers.h"
+#include "model/dsa_cache.h"
 #include "model/indexer.h"
 
 namespace glint {
@@ -19,13 +20,32 @@ namespace {
 constexpr float kKeyNormEps = 1e-6f;  // indexer k_norm LayerNorm eps (pitfall 9)
 constexpr int64_t kHeadsPerTask = 8;  // attention tasks: one token × 8 heads
 
-Status CheckCache(const DsaCache& cache, const ModelConfig& c) {
-  if (cache.kv_lora_rank != c.kv_lora_rank ||
-      static_cast<int64_t>(cache.latents.size()) != cache.tokens * c.kv_lora_rank) {
-    return FailedPrecondition("the DSA cache holds ", cache.latents.size(), " latent values for ", cache.tokens,
-                              " tokens of rank ", cache.kv_lora_rank, "; the config needs rank ", c.kv_lora_rank);
+// Appends one token's indexer key and pooling logits at `position` (cache.tokens ≤ position): a filling pool keeps
+// them as pending rows; the token that completes a pool pools its kpool rows into the pool's key (model card §7.5).
+void AppendIndexerKey(const DsaCache& cache, const float* key, const float* gate, const float* ape,
+                      int64_t position, float* pool_rows /* [2, kpool, e] */) {
+  const int64_t e = cache.index_head_dim, kpool = cache.kpool, row = position % kpool;
+  if (row < kpool - 1) {
+    std::copy_n(key, e, cache.PendingKey(row));
+    std::copy_n(gate, e, cache.PendingGate(row));
+    return;
   }
-  return ValidateIndexerCache(cache.indexer, c, cache.tokens);
+  float* keys = pool_rows;
+  float* gates = pool_rows + kpool * e;
+  for (int64_t j = 0; j < kpool - 1; ++j) {
+    std::copy_n(cache.PendingKey(j), e, keys + j * e);
+    std::copy_n(cache.PendingGate(j), e, gates + j * e);
+  }
+  std::copy_n(key, e, keys + (kpool - 1) * e);
+  std::copy_n(gate, e, gates + (kpool - 1) * e);
+  PoolKeys(keys, gates, ape, kpool, e, cache.PooledKey(position / kpool));
+}
+
+// The latent rows of a cache as a page table: one page per block (rows of a block are contiguous).
+std::vector<const float*> LatentPages(const DsaCache& cache, int64_t tokens) {
+  std::vector<const float*> pages;
+  for (int64_t p = 0; p < tokens; p += cache.block_tokens) pages.push_back(cache.LatentRow(p));
+  return pages;
 }
 
 Status CheckForced(const std::vector<int64_t>& positions, int64_t query) {
@@ -52,7 +72,7 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
   int64_t n = 0;
   for (const Segment& s : segments) {
     n = std::max(n, s.row + s.count);
-    GLINT_RETURN_IF_ERROR(CheckCache(cache_of(s), c));
+    GLINT_RETURN_IF_ERROR(PrepareDsaCache(cache_of(s), c, s.count));
     if (cache_of(s).tokens != s.first_position) {
       return FailedPrecondition("a DSA cache holds ", cache_of(s).tokens, " positions but the segment starts at ",
                                 s.first_position);
@@ -81,14 +101,14 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
   ctx.Linear(w.q_b, qa_kva, qa_width, n, q, heads * qk);
 
   // 2. The new latents and indexer keys join the caches.
+  std::vector<float> pool_rows(2 * kpool * e);  // [2, kpool, e] a completing pool's keys and gates
   for (const Segment& s : segments) {
     DsaCache& cache = cache_of(s);
-    for (int64_t t = s.row; t < s.row + s.count; ++t) {
-      const float* latent = qa_kva + t * qa_width + q_lora;
-      cache.latents.insert(cache.latents.end(), latent, latent + rank);
-    }
-    for (int64_t t = s.row; t < s.row + s.count; ++t) {
-      AppendIndexerKeyRows(index_in + t * index_width, index_in + t * index_width + e, w.ape, 1, cache.indexer);
+    for (int64_t i = 0; i < s.count; ++i) {
+      const int64_t t = s.row + i;
+      std::copy_n(qa_kva + t * qa_width + q_lora, rank, cache.LatentRow(s.first_position + i));
+      AppendIndexerKey(cache, index_in + t * index_width, index_in + t * index_width + e, w.ape, s.first_position + i,
+                       pool_rows.data());
     }
     cache.tokens += s.count;
   }
@@ -130,8 +150,12 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
       pools.margin = std::numeric_limits<float>::infinity();
     } else {
       float* scores = ctx.WorkerFloats(worker, visible);
-      mla::IndexerScores(index_q + t * index_heads * e, index_in + t * index_width + 2 * e,
-                         cache_of(s).indexer.pooled_keys.data(), visible, index_heads, e, dot_scale, scores);
+      const DsaCache& cache = cache_of(s);
+      const int64_t pools_per_block = cache.block_tokens / kpool;
+      for (int64_t m = 0; m < visible; m += pools_per_block) {  // each block's pooled keys are contiguous
+        mla::IndexerScores(index_q + t * index_heads * e, index_in + t * index_width + 2 * e, cache.PooledKey(m),
+                           std::min(pools_per_block, visible - m), index_heads, e, dot_scale, scores + m);
+      }
       pools = SelectTopPools(std::span<const float>(scores, visible), top_pools);
     }
     selected[t] = ExpandPools(pools.pools, position, kpool);
@@ -145,15 +169,18 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
   ctx.LinearPerHead(w.k_absorb, heads, q, heads * qk, qk, n, q_latent, heads * rank);
   const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
   const int64_t head_groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
-  std::vector<const float*> latent_base(segments.size());
-  for (size_t si = 0; si < segments.size(); ++si) latent_base[si] = cache_of(segments[si]).latents.data();
+  std::vector<std::vector<const float*>> latent_pages(segments.size());
+  for (size_t si = 0; si < segments.size(); ++si) {
+    const DsaCache& cache = cache_of(segments[si]);
+    latent_pages[si] = LatentPages(cache, cache.tokens);
+  }
   ctx.pool.Run(static_cast<int64_t>(rows.size()) * head_groups, [&](int64_t task, int worker) {
     const int64_t r = task / head_groups, group = task % head_groups;
     const size_t si = rows[r].first;
     const Segment& s = segments[si];
     const int64_t t = s.row + rows[r].second;
     const int64_t h0 = group * kHeadsPerTask, nh = std::min(kHeadsPerTask, heads - h0);
-    const mla::LatentRows latents{&latent_base[si], std::numeric_limits<int64_t>::max(), rank};
+    const mla::LatentRows latents{latent_pages[si].data(), cache_of(s).block_tokens, rank};
     const std::vector<int64_t>& positions = selected[t];
     const int64_t count = static_cast<int64_t>(positions.size());
     float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(nh, count));

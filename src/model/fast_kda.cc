@@ -8,6 +8,7 @@
 #include "kernels/kda_ops.h"
 #include "kernels/vector_ops.h"
 #include "model/fast_layers.h"
+#include "quant/formats.h"
 
 namespace glint {
 namespace {
@@ -45,7 +46,7 @@ void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* wind
 }  // namespace
 
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<KdaState&(const Segment&)>& state_of, float* out) {
+               const std::function<KdaStateView(const Segment&)>& state_of, float* out) {
   const ModelConfig& c = ctx.config;
   const int64_t heads = c.kda_num_heads, d = c.kda_head_dim, width = c.KdaWidth(), hidden = c.hidden_size;
   const int64_t kernel = c.kda_conv_kernel;
@@ -73,9 +74,9 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
                         [&](int64_t i, int worker) {
     const Segment& s = segments[conv_tasks[i].first];
     const int stream = conv_tasks[i].second;
-    KdaState& state = state_of(s);
+    const KdaStateView state = state_of(s);
     float* scratch = ctx.WorkerFloats(worker, (kernel - 1 + s.count + kernel) * width);
-    ShortConvSilu(w.conv[stream], width, kernel, state.conv_window.data() + stream * width * (kernel - 1),
+    ShortConvSilu(w.conv[stream], width, kernel, state.conv_window + stream * width * (kernel - 1),
                   qkv + s.row * 3 * width + stream * width, 3 * width, s.count, scratch);
   });
   // (2) per-head L2 norms (q also × d^-1/2), (3) g = lb · sigmoid(exp(A_log) (f + dt_bias)), (4) β = sigmoid(b).
@@ -103,8 +104,15 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
   ctx.pool.Run(tasks, [&](int64_t i, int worker) {
     const Segment& s = segments[i / heads];
     const int64_t hd = i % heads;
-    KdaState& state = state_of(s);
-    float* S = state.recurrent.data() + hd * d * d;
+    const KdaStateView state = state_of(s);
+    // S of this head, fp32 in place, or widened from bf16 storage into scratch and rounded back after the call.
+    const bool bf16 = state.storage == KdaStateStorage::kBfloat16;
+    float* scratch_all = ctx.WorkerFloats(worker, d * d + kda::ChunkScratchFloats(d, d));
+    uint16_t* S_bf16 = static_cast<uint16_t*>(state.recurrent) + hd * d * d;
+    float* S = bf16 ? scratch_all : static_cast<float*>(state.recurrent) + hd * d * d;
+    if (bf16) {
+      for (int64_t i = 0; i < d * d; ++i) S[i] = Bf16ToFloat(S_bf16[i]);
+    }
     const float* q = qkv + s.row * 3 * width + hd * d;
     const float* k = q + width;
     const float* v = q + 2 * width;
@@ -113,10 +121,9 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
     float* out_rows = o + s.row * width + hd * d;
     if (s.count == 1) {
       kda::DecodeStep(S, q, k, v, g, *b, d, d, out_rows);
-      return;
     }
-    float* scratch = ctx.WorkerFloats(worker, kda::ChunkScratchFloats(d, d));
-    for (int64_t start = 0; start < s.count; start += kda::kChunkTokens) {
+    float* scratch = scratch_all + d * d;
+    for (int64_t start = 0; s.count > 1 && start < s.count; start += kda::kChunkTokens) {
       const int64_t len = std::min(kda::kChunkTokens, s.count - start);
       kda::ChunkArgs args;
       args.q = q + start * 3 * width, args.k = k + start * 3 * width, args.qk_stride = 3 * width;
@@ -126,6 +133,9 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
       args.o = out_rows + start * width, args.o_stride = width;
       args.n = len, args.dk = d, args.dv = d;
       kda::Chunk(S, args, scratch);
+    }
+    if (bf16) {
+      for (int64_t i = 0; i < d * d; ++i) S_bf16[i] = FloatToBf16(S[i]);
     }
   });
   // (7) gated RMSNorm per head with a sigmoid gate: o' = o_norm ⊙ RMSNorm(o_h) ⊙ sigmoid(z_h).
@@ -140,7 +150,6 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
   });
   // (8) out = o_proj o'
   ctx.Linear(w.o_proj, o, width, n, out, hidden);
-  for (const Segment& s : segments) state_of(s).tokens_seen += s.count;
   return Status::Ok();
 }
 

@@ -100,9 +100,10 @@ void FastMhcRead(FastContext& ctx, const FastMhcWeights& w, const float* norm, c
 void FastMhcWrite(FastContext& ctx, const MhcTokenCoefficients* coefficients, const float* y, int64_t n,
                   float* streams);
 
-// KDA over the pass: h [n, D] → out [n, D]; advances each segment's state (`state_of`).
+// KDA over the pass: h [n, D] → out [n, D]; updates each segment's state in place (`state_of`: the layer's view
+// in the sequence's slot, fp32 or bf16 storage). The caller counts tokens.
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<KdaState&(const Segment&)>& state_of, float* out);
+               const std::function<KdaStateView(const Segment&)>& state_of, float* out);
 
 // Selections of the DSA sublayer, per pass row (for traces).
 struct DsaRowSelection {
@@ -110,9 +111,10 @@ struct DsaRowSelection {
   float margin = 0;
 };
 
-// DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (`cache_of`). `forced_of` (may be
-// empty) returns the forced attended positions of a segment's token i, or null to let the indexer choose.
-// selections: when not null, resized to n and filled.
+// DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (`cache_of`: a view whose `tokens` is
+// the segment's first position; an owning cache is grown, a view's blocks must already cover the new positions) and
+// advances that view's `tokens`. `forced_of` (may be empty) returns the forced attended positions of a segment's
+// token i, or null to let the indexer choose. selections: when not null, resized to n and filled.
 Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::span<const Segment> segments,
                const std::function<DsaCache&(const Segment&)>& cache_of,
                const std::function<const std::vector<int64_t>*(const Segment&, int64_t i)>& forced_of, float* out,

@@ -75,22 +75,6 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   return model;
 }
 
-SequenceState FastModel::NewSequence() const {
-  SequenceState state;
-  state.owner = this;
-  state.kda.resize(config_.num_hidden_layers);
-  state.dsa.resize(config_.num_hidden_layers);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    if (config_.attention_kinds[l] == AttentionKind::kKda) {
-      state.kda[l] = KdaState::Zero(config_);
-    } else {
-      state.dsa[l] = NewDsaCache(config_);
-    }
-  }
-  if (config_.HasMtp()) state.mtp_dsa = NewDsaCache(config_);
-  return state;
-}
-
 Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                           const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -99,6 +83,9 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   }
   GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
   outputs.assign(batch.size(), EntryOutput{});
+  for (const BatchEntry& entry : batch) {  // a state that owns its memory grows it now; an engine's is reserved
+    if (entry.state->owned != nullptr) entry.state->owned->Reserve(entry.state->tokens + entry.tokens.size());
+  }
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t tokens = static_cast<int64_t>(batch[i].tokens.size());
     const int64_t rows = batch[i].logits == LogitsWanted::kAll ? tokens : batch[i].logits == LogitsWanted::kLast ? 1 : 0;
@@ -121,17 +108,27 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
       rows += take;
       consumed[e] += take;
       if (rows == max_tokens_per_pass_) {
-        GLINT_RETURN_IF_ERROR(RunPass(batch, segments, outputs, options, trace, forced));
+        GLINT_RETURN_IF_ERROR(RunPassOrBreak(batch, segments, outputs, options, trace, forced));
         segments.clear();
         rows = 0;
       }
     }
   }
-  if (!segments.empty()) GLINT_RETURN_IF_ERROR(RunPass(batch, segments, outputs, options, trace, forced));
+  if (!segments.empty()) GLINT_RETURN_IF_ERROR(RunPassOrBreak(batch, segments, outputs, options, trace, forced));
   last_step_.weight_bytes_read = context_->weight_bytes_read;
   last_step_.int8_macs = context_->int8_macs;
   last_step_.int8_seconds = context_->int8_seconds;
   return Status::Ok();
+}
+
+Status FastModel::RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
+                                 std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
+                                 const ForcedChoices* forced) const {
+  Status status = RunPass(batch, segments, outputs, options, trace, forced);
+  if (!status.ok()) {  // some layers may have written: these sequences' caches no longer describe their tokens
+    for (const Segment& s : segments) batch[s.sequence].state->broken = true;
+  }
+  return status;
 }
 
 Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,
@@ -172,7 +169,7 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
     FastMhcRead(ctx, layer.hc_attn, layer.attn_norm, streams, n, h, coefficients.data());
     if (layer.attention_kind == AttentionKind::kKda) {
       GLINT_RETURN_IF_ERROR(FastKda(ctx, layer.kda, h, segments,
-                                    [&](const Segment& s) -> KdaState& { return batch[s.sequence].state->kda[l]; },
+                                    [&](const Segment& s) { return KdaLayerState(*batch[s.sequence].state, l); },
                                     y));
     } else {
       std::function<const std::vector<int64_t>*(const Segment&, int64_t)> forced_of;
@@ -184,8 +181,10 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
         };
       }
       std::vector<DsaRowSelection> selections;
+      std::vector<DsaCache> caches;  // [segments] this layer's view in each sequence's memory
+      for (const Segment& s : segments) caches.push_back(DsaLayerCache(*batch[s.sequence].state, l, c));
       GLINT_RETURN_IF_ERROR(FastDsa(ctx, layer.dsa, h, segments,
-                                    [&](const Segment& s) -> DsaCache& { return batch[s.sequence].state->dsa[l]; },
+                                    [&](const Segment& s) -> DsaCache& { return caches[&s - segments.data()]; },
                                     forced_of, y, trace != nullptr ? &selections : nullptr));
       if (trace != nullptr) {
         for (const Segment& s : segments) {
@@ -283,6 +282,10 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   }
   if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
   if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
+  if (state.mtp_dsa.blocks == nullptr) {
+    return FailedPrecondition("this sequence has no MTP cache: sequences bound to engine memory are not given one "
+                              "(speculative decoding is not implemented yet); use NewSequence for MTP");
+  }
   const int64_t pairs = static_cast<int64_t>(next_tokens.size()), d = c.hidden_size;
   if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");
   if (static_cast<int64_t>(hidden.size()) != pairs * d) {

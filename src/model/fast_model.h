@@ -58,7 +58,7 @@ class FastModel final : public Model {
                                                    const FastModelOptions& options = {});
 
   const ModelConfig& config() const override { return config_; }
-  SequenceState NewSequence() const override;
+  int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override;
@@ -74,6 +74,9 @@ class FastModel final : public Model {
  private:
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
             const FastModelOptions& options);
+  Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
+                        std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
+                        const ForcedChoices* forced) const;
   Status RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,
                  std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                  const ForcedChoices* forced) const;

@@ -38,31 +38,6 @@ bool RanksBefore(float score_a, int64_t a, float score_b, int64_t b) {
 
 }  // namespace
 
-IndexerCache NewIndexerCache(const ModelConfig& config) {
-  IndexerCache cache;
-  cache.head_dim = config.index_head_dim;
-  cache.kpool = config.index_kpool;
-  return cache;
-}
-
-Status ValidateIndexerCache(const IndexerCache& cache, const ModelConfig& config, int64_t tokens) {
-  if (cache.head_dim != config.index_head_dim || cache.kpool != config.index_kpool) {
-    return FailedPrecondition("the indexer cache was made for index_head_dim ", cache.head_dim, ", index_kpool ",
-                              cache.kpool, " but the config has ", config.index_head_dim, ", ",
-                              config.index_kpool, " (a cache of another model or an uninitialised one)");
-  }
-  const int64_t e = cache.head_dim;
-  const auto rows = [e](const std::vector<float>& v) { return static_cast<int64_t>(v.size()) / e; };
-  if (cache.pending_keys.size() % e != 0 || cache.pending_gates.size() != cache.pending_keys.size() ||
-      cache.pooled_keys.size() % e != 0 || rows(cache.pooled_keys) != tokens / cache.kpool ||
-      rows(cache.pending_keys) != tokens % cache.kpool) {
-    return FailedPrecondition("the indexer cache is inconsistent with ", tokens, " cached tokens: ",
-                              rows(cache.pooled_keys), " pooled keys and ", rows(cache.pending_keys),
-                              " pending rows, expected ", tokens / cache.kpool, " and ", tokens % cache.kpool);
-  }
-  return Status::Ok();
-}
-
 Status ValidateIndexerWeights(const IndexerWeights& w, const ModelConfig& c) {
   const int64_t e = c.index_head_dim;
   GLINT_RETURN_IF_ERROR(CheckMatrix(w.wq_b, "wq_b", c.index_n_heads * e, c.q_lora_rank));
@@ -87,32 +62,31 @@ void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t k
 }
 
 void AppendIndexerKeys(const IndexerWeights& w, const ModelConfig& config, const float* hidden, int64_t tokens,
-                       IndexerCache& cache) {
-  const int64_t d = config.hidden_size, e = config.index_head_dim;
-  std::vector<float> keys(tokens * e), gates(tokens * e);  // [tokens, e] each
+                       const DsaCache& cache) {
+  const int64_t d = config.hidden_size, e = config.index_head_dim, kpool = config.index_kpool;
+  std::vector<float> keys(kpool * e), gates(kpool * e);  // [kpool, e] the completing pool's rows
+  std::vector<float> key(e), gate(e), pooled(e);        // [e] each
   for (int64_t t = 0; t < tokens; ++t) {
+    const int64_t position = cache.tokens + t;
+    const int64_t row = position % kpool;  // row within the filling pool
     const float* h = hidden + t * d;
-    float* key = &keys[t * e];
-    ref::Linear(h, 1, w.wk.data.data(), e, d, key);
-    ref::LayerNorm(key, w.k_norm_weight.data(), w.k_norm_bias.data(), e, kKeyNormEps, key);
-    ref::Linear(h, 1, w.compress_gate.data.data(), e, d, &gates[t * e]);
-  }
-  AppendIndexerKeyRows(keys.data(), gates.data(), w.compress_ape.data.data(), tokens, cache);
-}
-
-void AppendIndexerKeyRows(const float* keys, const float* gates, const float* ape, int64_t tokens,
-                          IndexerCache& cache) {
-  const int64_t e = cache.head_dim, kpool = cache.kpool;
-  std::vector<float> pooled(e);  // [e]
-  for (int64_t t = 0; t < tokens; ++t) {
-    cache.pending_keys.insert(cache.pending_keys.end(), keys + t * e, keys + (t + 1) * e);
-    cache.pending_gates.insert(cache.pending_gates.end(), gates + t * e, gates + (t + 1) * e);
-    if (cache.NumPending() == kpool) {  // the pool completed on this token: its key is final
-      PoolKeys(cache.pending_keys.data(), cache.pending_gates.data(), ape, kpool, e, pooled.data());
-      cache.pooled_keys.insert(cache.pooled_keys.end(), pooled.begin(), pooled.end());
-      cache.pending_keys.clear();
-      cache.pending_gates.clear();
+    ref::Linear(h, 1, w.wk.data.data(), e, d, key.data());
+    ref::LayerNorm(key.data(), w.k_norm_weight.data(), w.k_norm_bias.data(), e, kKeyNormEps, key.data());
+    ref::Linear(h, 1, w.compress_gate.data.data(), e, d, gate.data());
+    if (row < kpool - 1) {  // the pool is still filling: keep the raw rows in the slot
+      std::copy(key.begin(), key.end(), cache.PendingKey(row));
+      std::copy(gate.begin(), gate.end(), cache.PendingGate(row));
+      continue;
     }
+    // The pool completes on this token: its key is final (§7.5), the pending rows are no longer needed.
+    for (int64_t j = 0; j < kpool - 1; ++j) {
+      std::copy_n(cache.PendingKey(j), e, &keys[j * e]);
+      std::copy_n(cache.PendingGate(j), e, &gates[j * e]);
+    }
+    std::copy(key.begin(), key.end(), &keys[(kpool - 1) * e]);
+    std::copy(gate.begin(), gate.end(), &gates[(kpool - 1) * e]);
+    PoolKeys(keys.data(), gates.data(), w.compress_ape.data.data(), kpool, e, pooled.data());
+    std::copy(pooled.begin(), pooled.end(), cache.PooledKey(position / kpool));
   }
 }
 
@@ -169,7 +143,7 @@ std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t positio
   return positions;
 }
 
-IndexerSelection IndexerSelect(const ModelConfig& config, const IndexerCache& cache, const float* query,
+IndexerSelection IndexerSelect(const ModelConfig& config, const DsaCache& cache, const float* query,
                                const float* head_weights, int64_t position) {
   const int64_t visible = VisiblePools(position, config.index_kpool);
   GLINT_CHECK(visible <= cache.NumPools()) << "query at " << position << " sees pools not yet cached";
@@ -180,8 +154,13 @@ IndexerSelection IndexerSelect(const ModelConfig& config, const IndexerCache& ca
     pools.margin = std::numeric_limits<float>::infinity();
   } else {
     std::vector<float> scores(visible);  // [visible]
-    ScorePools(query, head_weights, cache.pooled_keys.data(), visible, config.index_n_heads, config.index_head_dim,
-               scores.data());
+    const int64_t pools_per_block = cache.block_tokens / cache.kpool;
+    for (int64_t first = 0; first < visible;) {
+      const int64_t count = std::min(pools_per_block - first % pools_per_block, visible - first);
+      ScorePools(query, head_weights, cache.PooledKey(first), count, config.index_n_heads, config.index_head_dim,
+                 &scores[first]);
+      first += count;
+    }
     pools = SelectTopPools(scores, config.IndexTopkPools());
   }
   IndexerSelection selection;

@@ -20,29 +20,10 @@
 
 #include "base/status.h"
 #include "io/config.h"
+#include "model/dsa_cache.h"
 #include "model/weights.h"
 
 namespace glint {
-
-// The indexer's per-sequence state for one DSA layer: what later queries need of the tokens seen so far.
-// A pool's key is final once its last token arrives, so only the incomplete pool's raw rows are kept
-// (model card §7.5). Tokens seen = pools · kpool + pending rows.
-struct IndexerCache {
-  int64_t head_dim = 0;  // e; layout identity, checked against the config on every use
-  int64_t kpool = 0;     // tokens per pool
-  std::vector<float> pending_keys;   // [tokens % kpool, e]  LayerNorm'd keys ik of the incomplete pool
-  std::vector<float> pending_gates;  // [tokens % kpool, e]  pooling logits ig of the incomplete pool
-  std::vector<float> pooled_keys;    // [tokens / kpool, e]  pk_m of every complete pool, in pool order
-
-  int64_t NumPools() const { return head_dim > 0 ? static_cast<int64_t>(pooled_keys.size()) / head_dim : 0; }
-  int64_t NumPending() const { return head_dim > 0 ? static_cast<int64_t>(pending_keys.size()) / head_dim : 0; }
-};
-
-// An empty cache laid out for `config`.
-IndexerCache NewIndexerCache(const ModelConfig& config);
-
-// Checks that `cache` was made for `config` and is consistent with having seen `tokens` tokens.
-Status ValidateIndexerCache(const IndexerCache& cache, const ModelConfig& config, int64_t tokens);
 
 // Checks every indexer tensor's shape against the config (hand-built weights in tests can be wrong).
 Status ValidateIndexerWeights(const IndexerWeights& weights, const ModelConfig& config);
@@ -50,15 +31,11 @@ Status ValidateIndexerWeights(const IndexerWeights& weights, const ModelConfig& 
 // Number of complete pools visible to a query at `position`: floor((position + 1) / kpool).
 inline int64_t VisiblePools(int64_t position, int64_t kpool) { return (position + 1) / kpool; }
 
-// Key side for `tokens` rows of h [tokens, D]: ik and ig of each token, appended to the cache; every pool that
-// completes is pooled into pooled_keys and its pending rows are dropped. Inputs must have been validated.
+// Key side for `tokens` rows of h [tokens, D] at positions cache.tokens, …: ik and ig of each token go to the
+// filling pool's pending rows; a pool that completes is pooled into its PooledKey slot. The caller advances
+// cache.tokens afterwards. Inputs and the cache's capacity must have been checked (PrepareDsaCache).
 void AppendIndexerKeys(const IndexerWeights& weights, const ModelConfig& config, const float* hidden,
-                       int64_t tokens, IndexerCache& cache);
-
-// The same from keys (after the k_norm LayerNorm) and pooling logits computed elsewhere: keys, gates [tokens, e];
-// ape [kpool, e].
-void AppendIndexerKeyRows(const float* keys, const float* gates, const float* ape, int64_t tokens,
-                          IndexerCache& cache);
+                       int64_t tokens, const DsaCache& cache);
 
 // pk[e] = Σ_j softmax_j(gates[j, c] + ape[j, c]) · keys[j, c] for one pool (softmax over the kpool members of each
 // channel, in fp32 with the max subtracted). keys, gates, ape: [kpool, e].
@@ -69,7 +46,7 @@ void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t k
 void IndexerQuery(const IndexerWeights& weights, const ModelConfig& config, const float* q_resid,
                   const float* hidden, float* query, float* head_weights);
 
-// s_m for m < num_pools: query [I, e], head_weights [I], pooled [num_pools, e] → scores [num_pools].
+// s_m for m < num_pools: query [I, e], head_weights [I], pooled [num_pools, e] (contiguous) → scores [num_pools].
 void ScorePools(const float* query, const float* head_weights, const float* pooled, int64_t num_pools,
                 int64_t num_heads, int64_t head_dim, float* scores);
 
@@ -89,12 +66,13 @@ PoolSelection SelectTopPools(std::span<const float> scores, int64_t k);  // k �
 std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool);
 
 // The whole indexer for one query at `position`, whose visible pools are already in `cache`: query [I, e],
-// head_weights [I]. Dense regime (n_pool ≤ K): every visible pool, without scoring, margin +inf.
+// head_weights [I]. Dense regime (n_pool ≤ K): every visible pool, without scoring, margin +inf. Pools are scored
+// block by block (each block's pooled keys are contiguous) with the same per-pool arithmetic as one flat call.
 struct IndexerSelection {
   std::vector<int64_t> positions;  // ascending
   float margin = 0.0f;             // as PoolSelection::margin
 };
-IndexerSelection IndexerSelect(const ModelConfig& config, const IndexerCache& cache, const float* query,
+IndexerSelection IndexerSelect(const ModelConfig& config, const DsaCache& cache, const float* query,
                                const float* head_weights, int64_t position);
 
 }  // namespace glint

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "kernels/reference.h"
+#include "quant/formats.h"
 
 namespace glint {
 namespace {
@@ -52,14 +53,7 @@ Status CheckVector(const std::vector<float>& vector, const char* name, int64_t s
   return Status::Ok();
 }
 
-Status ValidateArguments(const KdaWeights& w, const KdaDims& dims, const float* h, int64_t tokens,
-                         const KdaState& state, const float* out) {
-  if (dims.heads <= 0 || dims.head_dim <= 0 || dims.hidden <= 0 || dims.kernel <= 0) {
-    return InvalidArgument("KDA config has heads=", dims.heads, ", head_dim=", dims.head_dim, ", hidden=",
-                           dims.hidden, ", conv kernel=", dims.kernel, "; all must be positive");
-  }
-  if (tokens <= 0) return InvalidArgument("KDA forward needs at least one token; got ", tokens);
-  if (h == nullptr || out == nullptr) return InvalidArgument("KDA forward got a null input or output buffer");
+Status ValidateState(const KdaDims& dims, const KdaState& state) {
   if (static_cast<int64_t>(state.conv_window.size()) != dims.ConvWindowSize()) {
     return InvalidArgument("KDA state conv window has ", state.conv_window.size(),
                            " values; this config needs 3 × ", dims.width, " × ", dims.ConvHistory(), " = ",
@@ -71,6 +65,17 @@ Status ValidateArguments(const KdaWeights& w, const KdaDims& dims, const float* 
                            " (use KdaState::Zero)");
   }
   if (state.tokens_seen < 0) return InvalidArgument("KDA state has tokens_seen=", state.tokens_seen, " < 0");
+  return Status::Ok();
+}
+
+Status ValidateArguments(const KdaWeights& w, const KdaDims& dims, const float* h, int64_t tokens,
+                         const float* out) {
+  if (dims.heads <= 0 || dims.head_dim <= 0 || dims.hidden <= 0 || dims.kernel <= 0) {
+    return InvalidArgument("KDA config has heads=", dims.heads, ", head_dim=", dims.head_dim, ", hidden=",
+                           dims.hidden, ", conv kernel=", dims.kernel, "; all must be positive");
+  }
+  if (tokens <= 0) return InvalidArgument("KDA forward needs at least one token; got ", tokens);
+  if (h == nullptr || out == nullptr) return InvalidArgument("KDA forward got a null input or output buffer");
   const int64_t d = dims.head_dim, width = dims.width, hidden = dims.hidden;
   GLINT_RETURN_IF_ERROR(CheckMatrix(w.q_proj, "q_proj", width, hidden));
   GLINT_RETURN_IF_ERROR(CheckMatrix(w.k_proj, "k_proj", width, hidden));
@@ -309,10 +314,11 @@ KdaState KdaState::Zero(const ModelConfig& config) {
   return state;
 }
 
-Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens,
-                  KdaState& state, KdaAlgorithm algorithm, float* out) {
-  const KdaDims dims = DimsOf(config);
-  GLINT_RETURN_IF_ERROR(ValidateArguments(weights, dims, h, tokens, state, out));
+namespace {
+
+// The layer on validated arguments. conv_window: [3, width, K−1]; recurrent: [H, d, d] fp32, both updated.
+void KdaForwardCore(const KdaWeights& weights, const ModelConfig& config, const KdaDims& dims, const float* h,
+                    int64_t tokens, float* conv_window, float* recurrent, KdaAlgorithm algorithm, float* out) {
   const int64_t T = tokens, D = dims.hidden, width = dims.width, d = dims.head_dim;
 
   // Projections of the normed hidden h.
@@ -334,9 +340,9 @@ Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const fl
 
   // (1) short conv + SiLU per stream; each stream owns one [width, K−1] slice of the window.
   const int64_t window_slice = width * dims.ConvHistory();
-  ShortConvSilu(weights.q_conv, dims, T, state.conv_window.data() + 0 * window_slice, q.data());
-  ShortConvSilu(weights.k_conv, dims, T, state.conv_window.data() + 1 * window_slice, k.data());
-  ShortConvSilu(weights.v_conv, dims, T, state.conv_window.data() + 2 * window_slice, v.data());
+  ShortConvSilu(weights.q_conv, dims, T, conv_window + 0 * window_slice, q.data());
+  ShortConvSilu(weights.k_conv, dims, T, conv_window + 1 * window_slice, k.data());
+  ShortConvSilu(weights.v_conv, dims, T, conv_window + 2 * window_slice, v.data());
   // (2) L2 norms (v is used as is).
   L2NormalizeHeads(dims, T, 1.0 / std::sqrt(static_cast<double>(d)), q.data());
   L2NormalizeHeads(dims, T, 1.0, k.data());
@@ -344,11 +350,9 @@ Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const fl
   // (5)/(6) the delta rule.
   std::vector<float> attention(T * width);  // [T, H, d] o = Sᵀq per head
   if (algorithm == KdaAlgorithm::kRecurrent) {
-    DeltaRuleRecurrent(dims, T, q.data(), k.data(), v.data(), g.data(), beta.data(), state.recurrent.data(),
-                       attention.data());
+    DeltaRuleRecurrent(dims, T, q.data(), k.data(), v.data(), g.data(), beta.data(), recurrent, attention.data());
   } else {
-    DeltaRuleChunked(dims, T, q.data(), k.data(), v.data(), g.data(), beta.data(), state.recurrent.data(),
-                     attention.data());
+    DeltaRuleChunked(dims, T, q.data(), k.data(), v.data(), g.data(), beta.data(), recurrent, attention.data());
   }
 
   // (7) gated RMSNorm per head with a SIGMOID gate (pitfall 3), eps = rms_norm_eps:
@@ -360,8 +364,42 @@ Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const fl
   }
   // (8) out = o_proj o'
   ref::Linear(attention.data(), T, weights.o_proj.data.data(), D, width, out);
-  state.tokens_seen += T;
+}
+
+}  // namespace
+
+Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens,
+                  KdaState& state, KdaAlgorithm algorithm, float* out) {
+  const KdaDims dims = DimsOf(config);
+  GLINT_RETURN_IF_ERROR(ValidateArguments(weights, dims, h, tokens, out));
+  GLINT_RETURN_IF_ERROR(ValidateState(dims, state));
+  KdaForwardCore(weights, config, dims, h, tokens, state.conv_window.data(), state.recurrent.data(), algorithm, out);
+  state.tokens_seen += tokens;
   return Status::Ok();
+}
+
+Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens,
+                  const KdaStateView& state, KdaAlgorithm algorithm, float* out) {
+  const KdaDims dims = DimsOf(config);
+  GLINT_RETURN_IF_ERROR(ValidateArguments(weights, dims, h, tokens, out));
+  if (state.conv_window == nullptr || state.recurrent == nullptr) {
+    return InvalidArgument("the KDA state view has no memory (null conv window or recurrent state)");
+  }
+  switch (state.storage) {
+    case KdaStateStorage::kFloat32:
+      KdaForwardCore(weights, config, dims, h, tokens, state.conv_window, static_cast<float*>(state.recurrent),
+                     algorithm, out);
+      return Status::Ok();
+    case KdaStateStorage::kBfloat16: {
+      bf16_bits* stored = static_cast<bf16_bits*>(state.recurrent);
+      std::vector<float> recurrent(dims.RecurrentSize());  // [H, d, d] fp32 working copy of S
+      for (size_t i = 0; i < recurrent.size(); ++i) recurrent[i] = Bf16ToFloat(stored[i]);
+      KdaForwardCore(weights, config, dims, h, tokens, state.conv_window, recurrent.data(), algorithm, out);
+      for (size_t i = 0; i < recurrent.size(); ++i) stored[i] = FloatToBf16(recurrent[i]);
+      return Status::Ok();
+    }
+  }
+  return InvalidArgument("unknown KDA state storage ", static_cast<int>(state.storage));
 }
 
 }  // namespace glint

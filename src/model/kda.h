@@ -36,6 +36,21 @@ enum class KdaAlgorithm {
   kChunked,    // WY-form chunks of 64 tokens with S carried across chunks (§5.2)
 };
 
+// How a slot stores S between calls. The math is fp32 either way.
+enum class KdaStateStorage {
+  kFloat32,   // S kept as computed (the reference)
+  kBfloat16,  // S rounded to bf16 (round to nearest even) after each call: half the memory; docs/engine.md
+              // measures what it costs in quality
+};
+
+// A KDA layer's state where the engine keeps it (a slot of its slot pool; cache_layout.h), read and written in
+// place. Sizes are the layout's, so they are not checked here.
+struct KdaStateView {
+  float* conv_window = nullptr;  // [3, width, K−1] fp32
+  void* recurrent = nullptr;     // [H, d, d] fp32 or bf16 bits, per `storage`
+  KdaStateStorage storage = KdaStateStorage::kFloat32;
+};
+
 // One KDA sublayer over `tokens` consecutive tokens of one sequence, continuing from `state`.
 //   h:   [tokens, D]  the RMS-normed hidden (input of the sublayer)
 //   out: [tokens, D]  the sublayer output (after o_proj); may alias `h`
@@ -43,6 +58,11 @@ enum class KdaAlgorithm {
 // pointers) nothing is written and `state` is unchanged.
 Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens,
                   KdaState& state, KdaAlgorithm algorithm, float* out);
+// The same on a state kept in a slot. fp32 storage is updated in place; bf16 storage is widened to an fp32 copy
+// of S for the call and rounded back after it (one read and one write of S per call: what a fused kernel would
+// avoid). The caller counts tokens.
+Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens,
+                  const KdaStateView& state, KdaAlgorithm algorithm, float* out);
 
 // Token count of one chunk of the chunked form (HF / FLA chunk_size).
 inline constexpr int64_t kKdaChunkTokens = 64;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "io/checkpoint_schema.h"
 #include "io/safetensors.h"
 #include "kernels/reference.h"
 #include "model/mhc.h"
@@ -52,20 +53,69 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
   return std::make_unique<ReferenceModel>(std::move(config), std::move(weights));
 }
 
-SequenceState ReferenceModel::NewSequence() const {
+SequenceState Model::NewSequence() const {
+  const ModelConfig& c = config();
+  CacheOptions options;
+  options.block_tokens = StandaloneBlockTokens(c);
+  Result<CacheLayout> layout = CacheLayoutFor(options);
   SequenceState state;
   state.owner = this;
-  state.kda.resize(config_.num_hidden_layers);
-  state.dsa.resize(config_.num_hidden_layers);
-  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
-    if (config_.attention_kinds[l] == AttentionKind::kKda) {
-      state.kda[l] = KdaState::Zero(config_);
-    } else {
-      state.dsa[l] = NewDsaCache(config_);
-    }
-  }
-  if (config_.HasMtp()) state.mtp_dsa = NewDsaCache(config_);
+  // A config whose sizes cannot be laid out gets a state without memory; Forward refuses it with the reason.
+  if (!layout.ok()) return state;
+  state.layout = std::make_shared<const CacheLayout>(std::move(layout).value());
+  Result<std::unique_ptr<OwnedSequenceMemory>> owned =
+      OwnedSequenceMemory::Create(options.block_tokens, state.layout->block_bytes, state.layout->slot_bytes);
+  GLINT_CHECK(owned.ok()) << owned.status().ToString();
+  state.owned = std::move(owned).value();
+  state.memory = {&state.owned->blocks, &state.owned->block_table, state.owned->slot.Item(0)};
+  if (c.HasMtp()) state.mtp_dsa = NewDsaCache(c);
   return state;
+}
+
+SequenceState Model::BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory,
+                                  int64_t tokens) const {
+  SequenceState state;
+  state.owner = this;
+  state.tokens = tokens;
+  state.layout = std::move(layout);
+  state.memory = memory;
+  return state;
+}
+
+int64_t ReferenceModel::weight_bytes() const {
+  int64_t values = 0;
+  for (const TensorSpec& spec : ExpectedTensors(config_)) {
+    if (spec.layer == config_.MtpLayerIndex() && weights_.mtp == nullptr) continue;
+    int64_t count = 1;
+    for (int64_t dim : spec.shape) count *= dim;
+    values += count;
+  }
+  return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
+}
+
+KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
+  const CacheLayout::Layer& at = state.layout->layers[layer];
+  KdaStateView view;
+  view.conv_window = reinterpret_cast<float*>(state.memory.slot + at.conv);
+  view.recurrent = state.memory.slot + at.recurrent;
+  view.storage = state.layout->options.kda_state;
+  return view;
+}
+
+DsaCache DsaLayerCache(const SequenceState& state, int64_t layer, const ModelConfig& c) {
+  const CacheLayout::Layer& at = state.layout->layers[layer];
+  DsaCache cache;
+  cache.kv_lora_rank = c.kv_lora_rank;
+  cache.index_head_dim = c.index_head_dim;
+  cache.kpool = c.index_kpool;
+  cache.block_tokens = state.layout->block_tokens();
+  cache.tokens = state.tokens;
+  cache.blocks = state.memory.blocks;
+  cache.block_table = state.memory.block_table;
+  cache.latents_offset = at.latents;
+  cache.pooled_offset = at.pooled;
+  cache.pending = reinterpret_cast<float*>(state.memory.slot + at.pending);
+  return cache;
 }
 
 namespace {
@@ -83,21 +133,37 @@ Status CheckEntry(const Model& model, const BatchEntry& entry) {
                              config.vocab_size);
     }
   }
-  // Every cache must hold exactly the sequence's positions: a cache swapped in from another sequence, or left
-  // behind by a failed call elsewhere, would silently attend to the wrong history.
   const SequenceState& state = *entry.state;
-  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    const int64_t cached = config.attention_kinds[l] == AttentionKind::kKda ? state.kda[l].tokens_seen
-                                                                            : state.dsa[l].tokens;
-    if (cached != state.tokens) {
-      return FailedPrecondition("the sequence state is inconsistent: layer ", l, " has ", cached,
-                                " cached positions but the sequence has ", state.tokens);
-    }
+  if (state.broken) {
+    return FailedPrecondition("the sequence state was left inconsistent by a failed forward pass; start a new one");
   }
+  if (state.layout == nullptr || state.memory.blocks == nullptr || state.memory.block_table == nullptr ||
+      state.memory.slot == nullptr) {
+    return FailedPrecondition("the sequence state has no cache memory (make it with NewSequence or BindSequence)");
+  }
+  GLINT_RETURN_IF_ERROR(state.layout->CheckMatches(config));
+  if (state.memory.blocks->item_bytes() != state.layout->block_bytes) {
+    return FailedPrecondition("the sequence's blocks are ", state.memory.blocks->item_bytes(),
+                              " bytes; its layout needs ", state.layout->block_bytes);
+  }
+  if (state.tokens < 0) return FailedPrecondition("the sequence state has ", state.tokens, " positions");
   const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
   if (total > config.max_position_embeddings) {
     return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
                       config.max_position_embeddings, " (max_position_embeddings)");
+  }
+  // Blocks for every position this call writes: the state's own memory grows (after all checks, in Forward);
+  // an engine's must already be reserved.
+  const int64_t capacity = static_cast<int64_t>(state.memory.block_table->size()) * state.layout->block_tokens();
+  if (state.owned == nullptr && capacity < total) {
+    return FailedPrecondition("the sequence's block table covers ", capacity, " positions but this call needs ",
+                              total, "; reserve blocks before the forward pass");
+  }
+  for (int32_t block : *state.memory.block_table) {
+    if (block < 0 || block >= state.memory.blocks->count()) {
+      return FailedPrecondition("the sequence's block table names block ", block, " of ",
+                                state.memory.blocks->count());
+    }
   }
   return Status::Ok();
 }
@@ -119,12 +185,23 @@ Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<En
                                const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
   GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
   outputs.assign(batch.size(), EntryOutput{});
+  for (const BatchEntry& entry : batch) {
+    if (entry.state->owned != nullptr) entry.state->owned->Reserve(entry.state->tokens + entry.tokens.size());
+  }
   // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
   // "batched = one by one" is what the fast path is tested against.
   for (size_t i = 0; i < batch.size(); ++i) {
-    GLINT_RETURN_IF_ERROR(ForwardOne(batch[i], static_cast<int>(i), outputs[i], options, trace, forced));
+    GLINT_RETURN_IF_ERROR(ForwardOneOrBreak(batch[i], static_cast<int>(i), outputs[i], options, trace, forced));
   }
   return Status::Ok();
+}
+
+Status ReferenceModel::ForwardOneOrBreak(const BatchEntry& entry, int sequence, EntryOutput& output,
+                                         const ForwardOptions& options, Trace* trace,
+                                         const ForcedChoices* forced) const {
+  Status status = ForwardOne(entry, sequence, output, options, trace, forced);
+  if (!status.ok()) entry.state->broken = true;  // some layers may have written: the caches are now unknown
+  return status;
 }
 
 Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output,
@@ -161,7 +238,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
       ref::RmsNorm(collapsed.data(), layer.input_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
     }
     if (layer.attention_kind == AttentionKind::kKda) {
-      GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, sublayer_in.data(), tokens, state.kda[l],
+      GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, sublayer_in.data(), tokens, KdaLayerState(state, l),
                                        options.kda_algorithm, sublayer_out.data()));
     } else {
       DsaOptions dsa_options = options.dsa;
@@ -170,7 +247,8 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
         dsa_options.forced_positions = &forced->attended[l];
       }
       DsaTrace dsa_trace;
-      GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, c, sublayer_in.data(), tokens, state.dsa[l], dsa_options,
+      DsaCache cache = DsaLayerCache(state, l, c);
+      GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, c, sublayer_in.data(), tokens, cache, dsa_options,
                                        sublayer_out.data(), tracing ? &dsa_trace : nullptr));
       if (tracing) TraceSelection(*trace, sequence, prefix, dsa_trace, c.DenseRegimeTokens());
     }
@@ -229,6 +307,10 @@ Status ReferenceModel::MtpForward(SequenceState& state, std::span<const float> h
   const ModelConfig& c = config_;
   if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
   if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
+  if (state.mtp_dsa.blocks == nullptr) {
+    return FailedPrecondition("this sequence has no MTP cache: sequences bound to engine memory are not given one "
+                              "(speculative decoding is not implemented yet); use NewSequence for MTP");
+  }
   const int64_t pairs = static_cast<int64_t>(next_tokens.size());
   const int64_t d = c.hidden_size;
   if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");

@@ -1,7 +1,7 @@
 // The GLM-5.3-Flash text model, fp32 reference forward pass over a ragged batch (model-glm53.md §3).
 //
 // Each batch entry is one sequence: a span of new tokens continuing from the caches in its SequenceState, which
-// the caller owns (the engine pages them later). Logits are computed only for the positions asked for; the final
+// live in paged memory (blocks + a slot, cache_layout.h) that the engine or the state itself owns. Logits are computed only for the positions asked for; the final
 // normed hidden is returned where MTP needs it. The layer loop in model.cc reads like the model card:
 //   X = 4 copies of embed(x)
 //   per layer: (attention site) mHC read → RMSNorm → KDA or DSA → mHC write;
@@ -17,6 +17,9 @@
 
 #include "base/status.h"
 #include "io/config.h"
+#include "memory/item_arena.h"
+#include "memory/owned_memory.h"
+#include "model/cache_layout.h"
 #include "model/dsa.h"
 #include "model/ffn.h"
 #include "model/kda.h"
@@ -27,14 +30,29 @@ namespace glint {
 
 class Model;
 
-// Every per-sequence cache of the trunk (and of the MTP layer). Created by ReferenceModel::NewSequence.
+// Where one sequence's caches are (cache_layout.h): its blocks, reached through its block table, and its slot.
+// Views, not owners: into an engine's pools (BindSequence), or into the state's own memory (NewSequence).
+struct SequenceMemory {
+  const ItemArena* blocks = nullptr;                  // items of layout.block_bytes
+  const std::vector<int32_t>* block_table = nullptr;  // position p in block (*block_table)[p / block_tokens]
+  std::byte* slot = nullptr;                          // layout.slot_bytes
+};
+
+// Every per-sequence cache of the trunk (and of the MTP layer): the unit the model sees. Move-only.
 struct SequenceState {
-  const Model* owner = nullptr;           // a state is only valid with the model that created it
-  int64_t tokens = 0;                     // positions consumed by the trunk
-  std::vector<KdaState> kda;              // [num_hidden_layers]; empty entries for DSA layers
-  std::vector<DsaCache> dsa;              // [num_hidden_layers]; empty entries for KDA layers
-  DsaCache mtp_dsa;                       // the MTP layer's own latent + indexer cache (pair positions)
-  int64_t mtp_tokens = 0;                 // pairs consumed by the MTP layer
+  const Model* owner = nullptr;  // a state is only valid with the model that created it
+  int64_t tokens = 0;            // positions consumed by the trunk
+  std::shared_ptr<const CacheLayout> layout;
+  SequenceMemory memory;
+  // NewSequence only: the state owns its memory and Forward grows it. An engine's state has none: the engine
+  // reserves blocks before each Forward.
+  std::unique_ptr<OwnedSequenceMemory> owned;
+  // A forward pass failed after it started writing, so the caches no longer describe `tokens`; refused from then on.
+  bool broken = false;
+  // The MTP layer's own latent + indexer cache (pair positions). NewSequence only: engine sequences have none,
+  // since speculative decoding is not implemented yet and the MTP cache is not paged.
+  DsaCache mtp_dsa;
+  int64_t mtp_tokens = 0;  // pairs consumed by the MTP layer
 };
 
 enum class LogitsWanted { kNone, kLast, kAll };
@@ -69,7 +87,20 @@ class Model {
  public:
   virtual ~Model() = default;
   virtual const ModelConfig& config() const = 0;
-  virtual SequenceState NewSequence() const = 0;
+  // Bytes of weights held in memory (for the capacity report); 0 when unknown.
+  virtual int64_t weight_bytes() const { return 0; }
+
+  // The layout of one sequence's caches for `options`; the engine sizes its pools with it.
+  virtual Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const {
+    return MakeCacheLayout(config(), options);
+  }
+  // An empty sequence that owns its memory (blocks grown on demand, StandaloneBlockTokens, fp32 state), with an
+  // MTP cache when the model has an MTP layer. For tests and tools; the engine uses BindSequence.
+  virtual SequenceState NewSequence() const;
+  // A sequence whose caches live in memory the caller manages: `layout` from CacheLayoutFor, `memory` holding
+  // `tokens` positions already (0 for a zeroed slot, or a restored prefix). The caller keeps the block table
+  // covering every position a Forward will write.
+  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens) const;
 
   // Runs the trunk over every entry; outputs[i] belongs to batch[i]. Checks every entry first (token ids in
   // range, T ≥ 1, the state belongs to this model, the context limit) so a bad entry changes no state.
@@ -85,9 +116,14 @@ class Model {
 };
 
 // The checks every Model::Forward makes before touching any state (shared so that all implementations refuse the
-// same inputs with the same messages): each entry has tokens, in range, a state created by `model` whose caches
-// all hold the sequence's positions, and stays within max_position_embeddings; no two entries share a state.
+// same inputs with the same messages): each entry has tokens, in range, a state created by `model` with cache
+// memory laid out for its config (an engine's block table already covering the new positions), within
+// max_position_embeddings; no two entries share a state.
 Status CheckBatch(const Model& model, std::span<const BatchEntry> batch);
+
+// The views of one layer's caches inside a sequence's memory (cache_layout.h).
+KdaStateView KdaLayerState(const SequenceState& state, int64_t layer);
+DsaCache DsaLayerCache(const SequenceState& state, int64_t layer, const ModelConfig& config);
 
 // The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
 class ReferenceModel final : public Model {
@@ -97,8 +133,8 @@ class ReferenceModel final : public Model {
   static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir, const LoadOptions& options = {});
 
   const ModelConfig& config() const override { return config_; }
+  int64_t weight_bytes() const override;
   const ModelWeights& weights() const { return weights_; }
-  SequenceState NewSequence() const override;
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override;
@@ -107,6 +143,8 @@ class ReferenceModel final : public Model {
                     Trace* trace = nullptr) const override;
 
  private:
+  Status ForwardOneOrBreak(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
+                           Trace* trace, const ForcedChoices* forced) const;
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                     Trace* trace, const ForcedChoices* forced) const;
 

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -214,7 +215,14 @@ class FakeServer {
     const int active = ++active_;
     for (int seen = max_active_.load(); active > seen && !max_active_.compare_exchange_weak(seen, active);) {
     }
-    auto provider = [this, reply, tokens, prompt_tokens, usage, chat, arrival](size_t, httplib::DataSink& sink) {
+    // A stream stops counting as in flight when its last byte is written, not when httplib releases the
+    // response later: on a loaded machine that release can lag past the client's next request.
+    auto still_active = std::make_shared<std::atomic<bool>>(true);
+    auto release = [this, still_active] {
+      if (still_active->exchange(false)) --active_;
+    };
+    auto provider = [this, reply, tokens, prompt_tokens, usage, chat, arrival, release](size_t,
+                                                                                       httplib::DataSink& sink) {
       auto write = [&sink](const std::string& text) { return sink.write(text.data(), text.size()); };
       const std::string object = chat ? "chat.completion.chunk" : "text_completion";
       if (chat)
@@ -265,11 +273,12 @@ class FakeServer {
                        {"total_tokens", prompt_tokens + completion}}}}));
       }
       ++completed_;  // counted before [DONE], so a /metrics scrape after the reply sees it
+      release();
       write("data: [DONE]\n\n");
       sink.done();
       return true;
     };
-    res.set_chunked_content_provider("text/event-stream", provider, [this](bool) { --active_; });
+    res.set_chunked_content_provider("text/event-stream", provider, [release](bool) { release(); });
   }
 
   Script script_;

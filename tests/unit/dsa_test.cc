@@ -578,15 +578,15 @@ TEST(DsaEquivalence, PrefillEqualsChunksEqualsSingleSteps) {
       EXPECT_EQ(chunked.trace.selected, whole.trace.selected);
       EXPECT_TRUE(SameBits(chunked.trace.margin, whole.trace.margin));
       EXPECT_EQ(chunked.cache.tokens, 157);
-      EXPECT_TRUE(SameBits(chunked.cache.latents, whole.cache.latents));
-      EXPECT_TRUE(SameBits(chunked.cache.indexer.pooled_keys, whole.cache.indexer.pooled_keys));
-      EXPECT_TRUE(SameBits(chunked.cache.indexer.pending_keys, whole.cache.indexer.pending_keys));
-      EXPECT_TRUE(SameBits(chunked.cache.indexer.pending_gates, whole.cache.indexer.pending_gates));
+      EXPECT_TRUE(SameBits(GatherLatents(chunked.cache), GatherLatents(whole.cache)));
+      EXPECT_TRUE(SameBits(GatherPooledKeys(chunked.cache), GatherPooledKeys(whole.cache)));
+      EXPECT_TRUE(SameBits(GatherPendingKeys(chunked.cache), GatherPendingKeys(whole.cache)));
+      EXPECT_TRUE(SameBits(GatherPendingGates(chunked.cache), GatherPendingGates(whole.cache)));
     }
   }
   const LayerRun whole = Prefill(w, c, hidden, {});
-  EXPECT_EQ(whole.cache.indexer.NumPools(), 39);
-  EXPECT_EQ(whole.cache.indexer.NumPending(), 1);
+  EXPECT_EQ(whole.cache.NumPools(), 39);
+  EXPECT_EQ(whole.cache.NumPending(), 1);
 }
 
 // Replaying the indexer's own choices reproduces the indexer run; a forced single position p gives
@@ -614,7 +614,7 @@ TEST(DsaEquivalence, ForcedSelectionReplaysAndOverrides) {
   const int64_t heads = c.num_attention_heads, block = c.qk_head_dim + c.v_head_dim, rank = c.kv_lora_rank;
   std::vector<float> kv(heads * block), o(heads * c.v_head_dim), expected(c.hidden_size);
   for (int64_t p : {0, 37, 89}) {
-    ref::Linear(forced.cache.latents.data() + p * rank, 1, w.kv_b_proj.data.data(), heads * block, rank, kv.data());
+    ref::Linear(forced.cache.LatentRow(p), 1, w.kv_b_proj.data.data(), heads * block, rank, kv.data());
     for (int64_t h = 0; h < heads; ++h) {
       std::copy_n(kv.data() + h * block + c.qk_head_dim, c.v_head_dim, o.data() + h * c.v_head_dim);
     }
@@ -642,9 +642,9 @@ class DsaBadInput : public ::testing::Test {
   }
   void ExpectCacheUnchanged() {
     EXPECT_EQ(cache_.tokens, 6);
-    EXPECT_EQ(cache_.latents.size(), static_cast<size_t>(6 * config_.kv_lora_rank));
-    EXPECT_EQ(cache_.indexer.NumPools(), 1);
-    EXPECT_EQ(cache_.indexer.NumPending(), 2);
+    EXPECT_EQ(GatherLatents(cache_).size(), static_cast<size_t>(6 * config_.kv_lora_rank));
+    EXPECT_EQ(cache_.NumPools(), 1);
+    EXPECT_EQ(cache_.NumPending(), 2);
   }
 
   ModelConfig config_;
@@ -674,14 +674,17 @@ TEST_F(DsaBadInput, CacheOfAnotherConfigOrCorrupt) {
                         "index_kpool 8");
   DsaCache blank;  // not made with NewDsaCache
   EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, blank, {}, out_.data()), "NewDsaCache");
+  // The cache is paged (dsa_cache.h): a view without memory, or whose block table does not cover the call, is
+  // refused; only a cache that owns its memory grows.
   DsaCache corrupt = cache_;
-  corrupt.tokens = 7;
+  corrupt.block_table = nullptr;
   EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, corrupt, {}, out_.data()),
-                        "latent values for 7 tokens");
+                        "has no memory");
   corrupt = cache_;
-  corrupt.indexer.pending_keys.resize(config_.index_head_dim);
-  EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, corrupt, {}, out_.data()),
-                        "inconsistent with 6 cached tokens");
+  corrupt.owned = nullptr;  // a view of the same memory: its one block covers 16 positions
+  corrupt.tokens = 15;
+  EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 2, corrupt, {}, out_.data()),
+                        "block table covers 16 positions but 17 are needed");
   ExpectCacheUnchanged();
 }
 

@@ -274,6 +274,35 @@ TEST_P(FastGolden, BadInputIsRefused) {
   EXPECT_ERROR_CONTAINS(fast_->Forward({&good, 1}, outputs, dense), "indexer only");
 }
 
+// Engine memory: a state bound to caller-managed blocks (several per sequence, out of order) gives the same logits as
+// one that owns its memory; with bf16 KDA state storage the fast path widens S for the call and rounds it back
+// (2^-9 relative per value), which stays well inside the int8 budget.
+TEST_P(FastGolden, BoundMemoryAndBf16State) {
+  const std::vector<int32_t> tokens = golden_->Tokens()[0];
+  const int64_t length = static_cast<int64_t>(tokens.size());
+  const std::vector<float> own = Logits(*fast_, tokens);
+  for (KdaStateStorage storage : {KdaStateStorage::kFloat32, KdaStateStorage::kBfloat16}) {
+    CacheOptions options;
+    options.block_tokens = 8;
+    options.kda_state = storage;
+    auto layout = std::make_shared<const CacheLayout>(fast_->CacheLayoutFor(options).value());
+    const int64_t blocks_needed = (length + 7) / 8;
+    ItemArena blocks = ItemArena::Fixed(blocks_needed + 2, layout->block_bytes).value();
+    ItemArena slot = ItemArena::Fixed(1, layout->slot_bytes).value();
+    std::vector<int32_t> table;
+    for (int64_t b = blocks_needed - 1; b >= 0; --b) table.push_back(static_cast<int32_t>(b + 2));
+    SequenceState state = fast_->BindSequence(layout, {&blocks, &table, slot.Item(0)}, 0);
+    std::vector<EntryOutput> outputs;
+    BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+    ASSERT_OK(fast_->Forward({&entry, 1}, outputs));
+    if (storage == KdaStateStorage::kFloat32) {
+      EXPECT_EQ(outputs[0].logits, own);
+    } else {
+      EXPECT_LT(testing::RelativeRmsError(outputs[0].logits, own), 0.05);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, FastGolden, ::testing::Values("tiny-dense", "tiny-sparse"));
 
 // Broken containers are refused with a message, never read out of bounds.
@@ -317,13 +346,14 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
     const int64_t tokens = static_cast<int64_t>(golden.Tokens()[0].size()), d = c.hidden_size;
     FastContext ctx(pool, BestIsa(), c);
     SequenceState state = fast->NewSequence();
+    state.owned->Reserve(tokens);  // blocks for the DSA layers' latents and pooled keys
     const Segment segment{0, 0, tokens, 0, 0};
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const std::string prefix = "layer." + std::to_string(l) + ".";
       const FastLayerWeights& w = fast->weights().layers[l];
       std::vector<float> in = golden.Floats(prefix + "attn_in"), out(tokens * d);
       if (w.attention_kind == AttentionKind::kKda) {
-        ASSERT_OK(FastKda(ctx, w.kda, in.data(), {&segment, 1}, [&](const Segment&) -> KdaState& { return state.kda[l]; },
+        ASSERT_OK(FastKda(ctx, w.kda, in.data(), {&segment, 1}, [&](const Segment&) { return KdaLayerState(state, l); },
                           out.data()));
       } else {
         std::vector<std::vector<int64_t>> attended(tokens);
@@ -332,7 +362,8 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
         for (int64_t t = 0; t < tokens; ++t) {
           for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) attended[t].push_back(selected[t * width + i]);
         }
-        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, [&](const Segment&) -> DsaCache& { return state.dsa[l]; },
+        DsaCache cache = DsaLayerCache(state, l, c);
+        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, [&](const Segment&) -> DsaCache& { return cache; },
                           [&](const Segment&, int64_t i) { return &attended[i]; }, out.data(), nullptr));
       }
       const double attention_error = testing::RelativeRmsError(out, golden.Floats(prefix + "attn_out"));

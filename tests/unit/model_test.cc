@@ -232,15 +232,41 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenModel, ::testing::Values("tiny-dense", 
 namespace glint {
 namespace {
 
-TEST(ReferenceModelState, SwappedLayerCacheIsRefused) {
+// The caches are paged: a state bound to memory the caller manages must have blocks reserved for every position a
+// call writes, and a state whose forward pass failed midway is refused from then on.
+TEST(ReferenceModelState, BoundMemoryMustCoverTheCall) {
   auto model = ReferenceModel::Load(testing::TestDataPath("golden/tiny-dense")).value();
-  SequenceState state = model->NewSequence();
+  const ModelConfig& c = model->config();
+  CacheOptions options;
+  options.block_tokens = 8;
+  auto layout = std::make_shared<const CacheLayout>(model->CacheLayoutFor(options).value());
+  ItemArena blocks = ItemArena::Fixed(4, layout->block_bytes).value();
+  ItemArena slot = ItemArena::Fixed(1, layout->slot_bytes).value();
+  std::vector<int32_t> table = {2};
+  SequenceState state = model->BindSequence(layout, {&blocks, &table, slot.Item(0)}, 0);
   std::vector<EntryOutput> outputs;
-  const std::vector<int32_t> three = {1, 2, 3};
-  BatchEntry entry{three, &state, LogitsWanted::kLast, false};
+  const std::vector<int32_t> nine = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  BatchEntry entry{nine, &state, LogitsWanted::kLast, false};
+  EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "covers 8 positions but this call needs 9");
+  table.push_back(0);
   ASSERT_OK(model->Forward({&entry, 1}, outputs));
-  state.kda[1] = model->NewSequence().kda[1];  // a fresh cache under a sequence that has 3 positions
-  EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "layer 1 has 0 cached positions");
+  EXPECT_EQ(state.tokens, 9);
+  // Same logits as a sequence that owns its memory.
+  SequenceState own = model->NewSequence();
+  std::vector<EntryOutput> own_outputs;
+  BatchEntry own_entry{nine, &own, LogitsWanted::kLast, false};
+  ASSERT_OK(model->Forward({&own_entry, 1}, own_outputs));
+  EXPECT_EQ(outputs[0].logits, own_outputs[0].logits);
+  table.push_back(7);
+  EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "names block 7 of 4");
+  EXPECT_ERROR_CONTAINS(model->MtpForward(state, std::vector<float>(c.hidden_size), std::vector<int32_t>{1}, outputs[0].logits),
+                        "no MTP cache");
+  state.broken = true;
+  table.pop_back();
+  EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "left inconsistent");
+  ModelConfig changed = c;
+  changed.kv_lora_rank += 1;
+  EXPECT_ERROR_CONTAINS(MakeCacheLayout(changed, options).value().CheckMatches(c), "made for another model");
 }
 
 }  // namespace

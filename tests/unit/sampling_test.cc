@@ -73,3 +73,56 @@ TEST(Sampling, InvalidParamsAreRejected) {
 
 }  // namespace
 }  // namespace glint
+
+namespace glint {
+namespace {
+
+TEST(Penalties, RepetitionFrequencyAndPresence) {
+  const std::vector<int32_t> prompt = {1, 1, 2};
+  TokenHistory history(prompt);
+  history.Add(2);
+  history.Add(3);
+  history.Add(3);
+  std::vector<float> logits = {1.0f, 2.0f, -2.0f, 4.0f, 5.0f};
+  SamplingParams params;
+  params.repetition_penalty = 2.0f;
+  ApplyPenalties(params, history, logits);
+  // 1 (prompt), 2 (prompt and generated, once), 3 (generated) are penalised; 0 and 4 are not.
+  EXPECT_EQ(logits, (std::vector<float>{1.0f, 1.0f, -4.0f, 2.0f, 5.0f}));
+  logits = {1.0f, 2.0f, -2.0f, 4.0f, 5.0f};
+  params = {};
+  params.frequency_penalty = 0.5f;
+  params.presence_penalty = 1.0f;
+  ApplyPenalties(params, history, logits);
+  // Only generated tokens: 2 once (−0.5 − 1), 3 twice (−1 − 1). The prompt does not count.
+  EXPECT_EQ(logits, (std::vector<float>{1.0f, 2.0f, -3.5f, 2.0f, 5.0f}));
+  logits = {1.0f, 2.0f};
+  ApplyPenalties({}, history, logits);  // off: unchanged
+  EXPECT_EQ(logits, (std::vector<float>{1.0f, 2.0f}));
+}
+
+TEST(Penalties, RangesAreValidated) {
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.presence_penalty = 2.5f}), "presence_penalty");
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.frequency_penalty = -3}), "frequency_penalty");
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.repetition_penalty = 0}), "repetition_penalty");
+  EXPECT_OK(ValidateSamplingParams({.presence_penalty = -2, .frequency_penalty = 2, .repetition_penalty = 1.3f}));
+}
+
+TEST(Logprobs, LogSoftmaxAndTopK) {
+  const std::vector<float> logits = {0.0f, 2.0f, 1.0f, 2.0f};
+  const Logprobs lp = ComputeLogprobs(logits, 2, 3);
+  const double z = std::log(1 + 2 * std::exp(2.0) + std::exp(1.0));
+  EXPECT_NEAR(lp.chosen, 1.0 - z, 1e-6);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);  // tie with 3: the lower id first
+  EXPECT_EQ(lp.top[1].first, 3);
+  EXPECT_EQ(lp.top[2].first, 2);
+  EXPECT_NEAR(lp.top[0].second, 2.0 - z, 1e-6);
+  double total = 0;
+  for (int32_t t = 0; t < 4; ++t) total += std::exp(ComputeLogprobs(logits, t, 0).chosen);
+  EXPECT_NEAR(total, 1.0, 1e-6);
+  EXPECT_TRUE(ComputeLogprobs(logits, 0, 0).top.empty());
+}
+
+}  // namespace
+}  // namespace glint

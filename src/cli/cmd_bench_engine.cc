@@ -1,0 +1,287 @@
+// glint bench-engine: figures of the engine (not a test; nothing here fails on time).
+//   1. Throughput at fixed concurrency (closed loop, as InferenceX and `vllm bench serve` run it): random-token
+//      prompts of --input-len, --output-len generated tokens with ignore_eos, `concurrency` requests in flight.
+//   2. A multi-turn workload: conversations whose every turn extends the previous context (prompt + answer + a new
+//      user message), with prefix caching on and then off: hit rate, prompt tokens computed, wall time saved.
+// The machine may be shared: each point runs --repeats times and the median is printed.
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/log.h"
+#include "base/timer.h"
+#include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "cli/model_flags.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+namespace glint::cli {
+namespace {
+
+struct BenchFlags {
+  ModelFlag model;
+  EngineFlags engine;
+  std::vector<int64_t> concurrency = {1, 4, 16, 64};
+  int64_t input_len = 64;
+  int64_t output_len = 16;
+  int64_t requests_factor = 1;  // requests per point = factor × concurrency
+  int64_t repeats = 3;
+  uint64_t seed = 1;
+  int64_t conversations = 4;
+  int64_t turns = 4;
+  int64_t system_tokens = 256;
+  int64_t user_tokens = 32;
+  int64_t turn_output = 32;
+  bool skip_throughput = false;
+  bool skip_multi_turn = false;
+};
+
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5))];
+}
+
+std::vector<int32_t> RandomTokens(std::mt19937_64& rng, int64_t vocab, int64_t count) {
+  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
+  std::vector<int32_t> tokens(count);
+  for (int32_t& token : tokens) token = pick(rng);
+  return tokens;
+}
+
+Request Make(std::vector<int32_t> prompt, int64_t output_len, std::shared_ptr<RequestSink> sink) {
+  Request request;
+  request.prompt = std::move(prompt);
+  request.sampling.temperature = 0.0f;
+  request.stop.max_tokens = output_len;
+  request.stop.ignore_eos = true;
+  request.sink = std::move(sink);
+  return request;
+}
+
+struct PointStats {
+  double wall = 0;
+  int64_t prompt_tokens = 0, generated = 0;
+  std::vector<double> ttft, tpot, e2e;  // seconds, one per request
+  EngineMetrics metrics;
+};
+
+// Closed loop: keeps `concurrency` requests in flight until every prompt was served.
+Result<PointStats> RunThroughput(const Model& model, const EngineOptions& options,
+                                 const std::vector<std::vector<int32_t>>& prompts, int64_t output_len,
+                                 int64_t concurrency) {
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(model, options));
+  auto queue = std::make_shared<OutputQueue>();
+  PointStats stats;
+  Stopwatch wall;
+  size_t next = 0;
+  int64_t in_flight = 0;
+  const auto submit = [&]() -> Status {
+    GLINT_ASSIGN_OR_RETURN(RequestId id, engine->Submit(Make(prompts[next], output_len, queue)));
+    (void)id;
+    stats.prompt_tokens += static_cast<int64_t>(prompts[next].size());
+    ++next;
+    ++in_flight;
+    return Status::Ok();
+  };
+  while (in_flight < concurrency && next < prompts.size()) GLINT_RETURN_IF_ERROR(submit());
+  while (in_flight > 0) {
+    RequestOutput out = queue->Pop();
+    if (out.finish_reason == FinishReason::kError) return InternalError("a request failed: ", out.error);
+    if (!out.request_finished) continue;
+    const SequenceTimings& t = *out.timings;
+    stats.generated += t.generated_tokens;
+    stats.ttft.push_back(t.first_token - t.arrival);
+    stats.e2e.push_back(t.finished - t.arrival);
+    if (t.generated_tokens > 1) stats.tpot.push_back((t.finished - t.first_token) / (t.generated_tokens - 1));
+    --in_flight;
+    if (next < prompts.size()) GLINT_RETURN_IF_ERROR(submit());
+  }
+  stats.wall = wall.Seconds();
+  stats.metrics = engine->Metrics();
+  return stats;
+}
+
+// Conversations of `turns` turns run side by side; turn k's prompt is turn k−1's prompt + answer + a new message.
+Result<PointStats> RunMultiTurn(const Model& model, const EngineOptions& options, const BenchFlags& flags,
+                                uint64_t seed) {
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(model, options));
+  const int64_t vocab = model.config().vocab_size;
+  std::mt19937_64 rng(seed);
+  struct Conversation {
+    std::vector<int32_t> context;
+    std::vector<int32_t> answer;
+    int64_t turn = 0;
+  };
+  std::vector<Conversation> conversations(flags.conversations);
+  std::map<RequestId, size_t> owner;
+  auto queue = std::make_shared<OutputQueue>();
+  PointStats stats;
+  Stopwatch wall;
+  const auto submit = [&](size_t c) -> Status {
+    Conversation& conversation = conversations[c];
+    const std::vector<int32_t> message = RandomTokens(rng, vocab, flags.user_tokens);
+    conversation.context.insert(conversation.context.end(), conversation.answer.begin(), conversation.answer.end());
+    conversation.context.insert(conversation.context.end(), message.begin(), message.end());
+    conversation.answer.clear();
+    GLINT_ASSIGN_OR_RETURN(RequestId id, engine->Submit(Make(conversation.context, flags.turn_output, queue)));
+    owner[id] = c;
+    stats.prompt_tokens += static_cast<int64_t>(conversation.context.size());
+    return Status::Ok();
+  };
+  for (size_t c = 0; c < conversations.size(); ++c) {
+    conversations[c].context = RandomTokens(rng, vocab, flags.system_tokens);
+    GLINT_RETURN_IF_ERROR(submit(c));
+  }
+  int64_t in_flight = flags.conversations;
+  while (in_flight > 0) {
+    RequestOutput out = queue->Pop();
+    if (out.finish_reason == FinishReason::kError) return InternalError("a request failed: ", out.error);
+    Conversation& conversation = conversations[owner.at(out.request)];
+    conversation.answer.insert(conversation.answer.end(), out.tokens.begin(), out.tokens.end());
+    if (!out.request_finished) continue;
+    const SequenceTimings& t = *out.timings;
+    stats.generated += t.generated_tokens;
+    stats.ttft.push_back(t.first_token - t.arrival);
+    stats.e2e.push_back(t.finished - t.arrival);
+    if (++conversation.turn < flags.turns) {
+      GLINT_RETURN_IF_ERROR(submit(owner.at(out.request)));
+    } else {
+      --in_flight;
+    }
+  }
+  stats.wall = wall.Seconds();
+  stats.metrics = engine->Metrics();
+  return stats;
+}
+
+Status Bench(const BenchFlags& flags) {
+  if (flags.repeats < 1 || flags.input_len < 1 || flags.output_len < 1 || flags.requests_factor < 1) {
+    return InvalidArgument("--repeats, --input-len, --output-len and --requests-factor must be at least 1");
+  }
+  GLINT_ASSIGN_OR_RETURN(EngineOptions options, ToEngineOptions(flags.engine));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flags.model));
+  const ModelConfig& c = model->config();
+  {
+    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> probe, EngineCore::Create(*model, options));
+    std::printf("%s", probe->capacity().ToString().c_str());
+  }
+  std::printf("model: %lld layers, hidden %lld, vocab %lld (fp32 reference forward)\n",
+              static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
+              static_cast<long long>(c.vocab_size));
+
+  if (!flags.skip_throughput) {
+    std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
+                static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
+                static_cast<long long>(flags.repeats));
+    std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s\n", "concurrency", "requests", "out tok/s",
+                "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %", "hand-off %");
+    for (int64_t concurrency : flags.concurrency) {
+      if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
+      const int64_t requests = flags.requests_factor * concurrency;
+      std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff;
+      for (int64_t r = 0; r < flags.repeats; ++r) {
+        std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
+        std::vector<std::vector<int32_t>> prompts;
+        for (int64_t i = 0; i < requests; ++i) prompts.push_back(RandomTokens(rng, c.vocab_size, flags.input_len));
+        GLINT_ASSIGN_OR_RETURN(PointStats s, RunThroughput(*model, options, prompts, flags.output_len, concurrency));
+        out_rate.push_back(s.generated / s.wall);
+        total_rate.push_back((s.generated + s.prompt_tokens) / s.wall);
+        ttft50.push_back(Median(s.ttft));
+        ttft99.push_back(Percentile(s.ttft, 0.99));
+        tpot50.push_back(Median(s.tpot));
+        e2e50.push_back(Median(s.e2e));
+        preemptions.push_back(static_cast<double>(s.metrics.preemptions));
+        // Time of the steps not spent in Model::Forward nor handing outputs to the client thread (which, on a busy
+        // machine, mostly measures the OS giving the core to the woken thread): scheduling, memory, sampling, stops.
+        overhead.push_back(100 * (s.metrics.step_seconds - s.metrics.model_seconds - s.metrics.deliver_seconds) /
+                           s.metrics.step_seconds);
+        handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
+      }
+      std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%%\n",
+                  static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
+                  Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
+                  Median(preemptions), Median(overhead), Median(handoff));
+      std::fflush(stdout);
+    }
+  }
+
+  if (!flags.skip_multi_turn) {
+    std::printf("\nmulti-turn: %lld conversations × %lld turns; system %lld tokens, each turn +%lld user tokens, "
+                "%lld generated; median of %lld runs\n",
+                static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
+                static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
+                static_cast<long long>(flags.turn_output), static_cast<long long>(flags.repeats));
+    std::printf("%14s %14s %15s %9s %10s %10s %9s\n", "prefix caching", "prompt tokens", "prompt computed",
+                "hit rate", "wall", "TTFT p50", "ckpts");
+    double wall_on = 0, wall_off = 0, computed_on = 0, computed_off = 0;
+    for (bool prefix : {true, false}) {
+      EngineOptions run_options = options;
+      run_options.prefix_caching = prefix;
+      std::vector<double> walls, computed, hit_rate, ttft, checkpoints;
+      double prompt_tokens = 0;
+      for (int64_t r = 0; r < flags.repeats; ++r) {
+        GLINT_ASSIGN_OR_RETURN(PointStats s, RunMultiTurn(*model, run_options, flags, flags.seed + 7 * r));
+        walls.push_back(s.wall);
+        computed.push_back(static_cast<double>(s.metrics.prompt_tokens_computed));
+        hit_rate.push_back(static_cast<double>(s.metrics.cache.prefix_hit_tokens) / s.prompt_tokens);
+        ttft.push_back(Median(s.ttft));
+        checkpoints.push_back(static_cast<double>(s.metrics.cache.checkpoints_taken));
+        prompt_tokens = static_cast<double>(s.prompt_tokens);
+      }
+      std::printf("%14s %14.0f %15.0f %8.1f%% %9.2fs %9.3fs %9.0f\n", prefix ? "on" : "off", prompt_tokens,
+                  Median(computed), 100 * Median(hit_rate), Median(walls), Median(ttft), Median(checkpoints));
+      (prefix ? wall_on : wall_off) = Median(walls);
+      (prefix ? computed_on : computed_off) = Median(computed);
+      std::fflush(stdout);
+    }
+    std::printf("saved by prefix caching: %.0f prompt tokens (%.1f%%), %.2f s of %.2f s wall (%.1f%%)\n",
+                computed_off - computed_on, 100 * (computed_off - computed_on) / std::max(computed_off, 1.0),
+                wall_off - wall_on, wall_off, 100 * (wall_off - wall_on) / std::max(wall_off, 1e-9));
+  }
+  return Status::Ok();
+}
+
+GLINT_REGISTER_COMMAND(
+    "bench-engine", "Engine figures: tokens/s at fixed concurrency, and prefix caching on a multi-turn workload", 60,
+    [](CLI::App& command) {
+      auto flags = std::make_shared<BenchFlags>();
+      AddModelFlag(command, flags->model);
+      AddEngineFlags(command, flags->engine);
+      command.add_option("--concurrency", flags->concurrency, "requests in flight, one point each")
+          ->delimiter(',')
+          ->capture_default_str();
+      command.add_option("--input-len", flags->input_len, "prompt tokens (random ids)")->capture_default_str();
+      command.add_option("--output-len", flags->output_len, "generated tokens per request")->capture_default_str();
+      command.add_option("--requests-factor", flags->requests_factor, "requests per point = factor × concurrency")
+          ->capture_default_str();
+      command.add_option("--repeats", flags->repeats, "runs per point (the median is printed)")->capture_default_str();
+      command.add_option("--seed", flags->seed, "seed of the random prompts")->capture_default_str();
+      command.add_option("--conversations", flags->conversations, "multi-turn: conversations run side by side")
+          ->capture_default_str();
+      command.add_option("--turns", flags->turns, "multi-turn: turns per conversation")->capture_default_str();
+      command.add_option("--system-tokens", flags->system_tokens, "multi-turn: first prompt length")
+          ->capture_default_str();
+      command.add_option("--user-tokens", flags->user_tokens, "multi-turn: tokens each new message adds")
+          ->capture_default_str();
+      command.add_option("--turn-output", flags->turn_output, "multi-turn: tokens generated per turn")
+          ->capture_default_str();
+      command.add_flag("--skip-throughput", flags->skip_throughput, "only the multi-turn workload");
+      command.add_flag("--skip-multi-turn", flags->skip_multi_turn, "only the throughput points");
+      return [flags] { return Bench(*flags); };
+    });
+
+}  // namespace
+}  // namespace glint::cli

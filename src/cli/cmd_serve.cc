@@ -1,0 +1,196 @@
+// glint serve: the OpenAI-compatible HTTP server (docs/server.md) over the engine, on the embedded tiny model by
+// default. Loads the model, its tokenizer and chat template, starts the engine thread, binds (loopback unless told
+// otherwise) and serves until SIGTERM or SIGINT, which drain the server and exit 0.
+#include <pthread.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdlib>
+#include <optional>
+#include <thread>
+
+#include "base/file.h"
+#include "base/log.h"
+#include "cli/command.h"
+#include "cli/engine_flags.h"
+#include "cli/model_flags.h"
+#include "engine/engine.h"
+#include "io/config.h"
+#include "server/engine_backend.h"
+#include "server/http_server.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace glint::cli {
+namespace {
+
+struct ServeFlags {
+  ModelFlag model;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string api_key;
+  std::vector<std::string> served_model_names;
+  std::vector<std::string> allowed_origins;
+  std::string chat_template;  // a file overriding the checkpoint's template
+  size_t max_body_bytes = size_t{16} << 20;
+  int max_connections = 256;
+  int64_t max_queued = 512;
+  double shutdown_timeout = 30;
+  bool no_request_log = false;
+  bool log_prompts = false;
+  EngineFlags engine;
+};
+
+std::string BaseName(std::string path) {
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// SIGTERM and SIGINT are blocked in every thread (set before any thread starts) and taken by one waiting thread,
+// which drains the server; so no handler runs in the middle of the engine or a request.
+class SignalWatcher {
+ public:
+  explicit SignalWatcher(server::HttpServer& server) : server_(server) {
+    thread_ = std::thread([this] {
+      sigset_t signals;
+      sigemptyset(&signals);
+      sigaddset(&signals, SIGTERM);
+      sigaddset(&signals, SIGINT);
+      const timespec tick{0, 100'000'000};
+      while (!done_.load()) {
+        const int signal = sigtimedwait(&signals, nullptr, &tick);
+        if (signal == SIGTERM || signal == SIGINT) {
+          LogInfo("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+          server_.Shutdown();
+          return;
+        }
+      }
+    });
+  }
+  ~SignalWatcher() {
+    done_.store(true);
+    thread_.join();
+  }
+
+ private:
+  server::HttpServer& server_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+Status Serve(ServeFlags flags) {
+  if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
+  if (flags.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
+  if (flags.max_queued < 0) return InvalidArgument("--max-queued must be at least 0");
+  if (flags.api_key.empty()) {
+    if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
+  }
+  GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel({dir}));
+  auto tokenizer = Tokenizer::Load(dir);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext("glint serve needs the checkpoint's tokenizer.json");
+  std::optional<ChatTemplate> chat_template;
+  if (!flags.chat_template.empty()) {
+    GLINT_ASSIGN_OR_RETURN(std::string source, ReadFile(flags.chat_template));
+    GLINT_ASSIGN_OR_RETURN(ChatTemplate loaded, ChatTemplate::FromSource(source, flags.chat_template));
+    chat_template.emplace(std::move(loaded));
+  } else {
+    auto loaded = ChatTemplate::Load(dir);
+    if (loaded.ok()) {
+      chat_template.emplace(std::move(loaded).value());
+    } else if (loaded.status().code() == ErrorCode::kNotFound) {
+      LogWarning(loaded.status().message(), ": /v1/chat/completions will answer 400");
+    } else {
+      return loaded.status();
+    }
+  }
+  if (chat_template) LogInfo("chat template: ", chat_template->origin());
+  GLINT_ASSIGN_OR_RETURN(GenerationConfig generation, LoadGenerationConfig(dir, model->config()));
+
+  // From here on SIGTERM/SIGINT drain the server (before, during loading, they end the process as usual). They
+  // are blocked before the engine's and the server's threads start, so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write is an error return, not a signal
+
+  GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
+  LogInfo("engine capacity:\n", engine->capacity().ToString());
+  server::EngineBackend backend(*engine);
+
+  server::ServerOptions options;
+  options.host = flags.host;
+  options.port = flags.port;
+  options.api_key = flags.api_key;
+  options.model_names =
+      flags.served_model_names.empty() ? std::vector<std::string>{BaseName(dir)} : flags.served_model_names;
+  options.allowed_origins = flags.allowed_origins;
+  options.max_body_bytes = flags.max_body_bytes;
+  options.max_connections = flags.max_connections;
+  options.max_queued_sequences = flags.max_queued;
+  options.shutdown_grace_seconds = flags.shutdown_timeout;
+  options.log_requests = !flags.no_request_log;
+  options.log_prompts = flags.log_prompts;
+  options.policy.default_sampling.temperature = generation.do_sample ? generation.temperature : 0.0f;
+  options.policy.default_sampling.top_p = generation.top_p;
+  options.policy.default_sampling.top_k = generation.top_k;
+  options.policy.vocab_size = model->config().vocab_size;
+
+  server::HttpServer server(options, *tokenizer, chat_template ? &*chat_template : nullptr, backend);
+  GLINT_RETURN_IF_ERROR(server.Bind());
+  LogInfo("serving ", options.model_names[0], " on http://", flags.host, ":", server.port(),
+          flags.api_key.empty() ? "" : " (API key required)");
+  std::fflush(stderr);
+  Status status;
+  {
+    SignalWatcher watcher(server);
+    status = server.Run();
+  }
+  LogInfo("stopped");
+  return status;
+}
+
+GLINT_REGISTER_COMMAND(
+    "serve", "serve the model over HTTP with the OpenAI API (docs/server.md)", 40,
+    [](CLI::App& command) -> std::function<Status()> {
+      auto flags = std::make_shared<ServeFlags>();
+      AddModelFlag(command, flags->model);
+      command.add_option("--host", flags->host, "address to bind (loopback by default)")->capture_default_str();
+      command.add_option("--port", flags->port, "port to bind (0: any free port)")->capture_default_str();
+      command.add_option("--api-key", flags->api_key,
+                         "require 'Authorization: Bearer KEY' on every endpoint but /health "
+                         "(default: $GLINT_API_KEY)");
+      command.add_option("--served-model-name", flags->served_model_names,
+                         "model names the API accepts; the first is reported (default: the "
+                         "model directory's name)");
+      command
+          .add_option("--allowed-origins", flags->allowed_origins,
+                      "CORS origins to allow ('*' for any); none by default")
+          ->delimiter(',');
+      command.add_option("--chat-template", flags->chat_template,
+                         "a Jinja file to use instead of the checkpoint's chat template");
+      command.add_option("--max-body-bytes", flags->max_body_bytes, "largest request body")->capture_default_str();
+      command
+          .add_option("--max-connections", flags->max_connections,
+                      "connections served at once (as many more may wait; then 503)")
+          ->capture_default_str();
+      command
+          .add_option("--max-queued", flags->max_queued,
+                      "sequences that may wait beyond what the engine runs (then 429)")
+          ->capture_default_str();
+      command
+          .add_option("--shutdown-timeout", flags->shutdown_timeout,
+                      "seconds in-flight requests get after SIGTERM before they are cancelled")
+          ->capture_default_str();
+      command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
+      command.add_flag("--log-prompts", flags->log_prompts, "log prompt text (off by default: prompts are private)");
+      AddEngineFlags(command, flags->engine);
+      return [flags] { return Serve(*flags); };
+    });
+
+}  // namespace
+}  // namespace glint::cli

@@ -1,0 +1,48 @@
+#include "cli/engine_flags.h"
+
+namespace glint::cli {
+
+void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
+  command.add_option("--memory", flags.memory, "cache memory budget: blocks + state slots + checkpoints (e.g. 8G)")
+      ->capture_default_str();
+  command.add_option("--max-seqs", flags.max_seqs, "most sequences in memory at once (state slots)")
+      ->capture_default_str();
+  command.add_option("--max-model-len", flags.max_model_len,
+                     "prompt + generated tokens per sequence (0: what the cache holds, at most the model's limit)")
+      ->capture_default_str();
+  command.add_option("--max-batch-tokens", flags.max_batch_tokens, "tokens computed per step (the scheduler budget)")
+      ->capture_default_str();
+  command.add_option("--block-size", flags.block_size, "tokens per cache block (a multiple of index_kpool)")
+      ->capture_default_str();
+  command.add_option("--kda-state", flags.kda_state, "storage of the KDA recurrent state: fp32 or bf16")
+      ->capture_default_str();
+  command.add_flag("--no-prefix-caching", flags.no_prefix_caching, "turn prefix caching off");
+  command.add_option("--checkpoint-interval", flags.checkpoint_interval,
+                     "tokens between KDA state checkpoints of the prefix cache (a multiple of --block-size)")
+      ->capture_default_str();
+  command.add_option("--checkpoint-fraction", flags.checkpoint_fraction,
+                     "share of the memory left after the state slots that holds checkpoints")
+      ->capture_default_str();
+}
+
+Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
+  EngineOptions options;
+  GLINT_ASSIGN_OR_RETURN(options.memory_bytes, ParseByteSize(flags.memory));
+  options.max_seqs = flags.max_seqs;
+  options.max_model_len = flags.max_model_len;
+  options.max_batch_tokens = flags.max_batch_tokens;
+  options.block_tokens = flags.block_size;
+  if (flags.kda_state == "fp32") {
+    options.kda_state = KdaStateStorage::kFloat32;
+  } else if (flags.kda_state == "bf16") {
+    options.kda_state = KdaStateStorage::kBfloat16;
+  } else {
+    return InvalidArgument("--kda-state is '", flags.kda_state, "'; expected fp32 or bf16");
+  }
+  options.prefix_caching = !flags.no_prefix_caching;
+  options.checkpoint_interval = flags.checkpoint_interval;
+  options.checkpoint_fraction = flags.checkpoint_fraction;
+  return options;
+}
+
+}  // namespace glint::cli

@@ -1,0 +1,30 @@
+// The engine's flags, shared by every command that starts an engine (bench-engine, and the server): the cache
+// memory budget and limits of docs/engine.md "Capacity".
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "base/status.h"
+#include "engine/capacity.h"
+
+namespace glint::cli {
+
+struct EngineFlags {
+  std::string memory = "1G";
+  int64_t max_seqs = 16;
+  int64_t max_model_len = 0;
+  int64_t max_batch_tokens = 512;
+  int64_t block_size = 64;
+  std::string kda_state = "fp32";
+  bool no_prefix_caching = false;
+  int64_t checkpoint_interval = 256;
+  double checkpoint_fraction = 0.2;
+};
+
+void AddEngineFlags(CLI::App& command, EngineFlags& flags);
+Result<EngineOptions> ToEngineOptions(const EngineFlags& flags);
+
+}  // namespace glint::cli

@@ -1,0 +1,151 @@
+#include "engine/capacity.h"
+
+#include "base/table.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <stdexcept>
+#include <sstream>
+
+namespace glint {
+
+
+Result<int64_t> ParseByteSize(std::string_view text) {
+  const std::string original(text);
+  size_t digits = 0;
+  while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) {
+    ++digits;
+  }
+  const std::string number(text.substr(0, digits));
+  std::string unit(text.substr(digits));
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  double value = 0;
+  try {
+    size_t used = 0;
+    value = std::stod(number, &used);
+    if (used != number.size()) throw std::invalid_argument("trailing");
+  } catch (const std::exception&) {
+    return InvalidArgument("'", original, "' is not a size; expected a number with an optional K, M, G or T suffix");
+  }
+  double scale = 1;
+  if (unit == "" || unit == "B") {
+    scale = 1;
+  } else if (unit == "K" || unit == "KB" || unit == "KIB") {
+    scale = 1024.0;
+  } else if (unit == "M" || unit == "MB" || unit == "MIB") {
+    scale = 1024.0 * 1024;
+  } else if (unit == "G" || unit == "GB" || unit == "GIB") {
+    scale = 1024.0 * 1024 * 1024;
+  } else if (unit == "T" || unit == "TB" || unit == "TIB") {
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  } else {
+    return InvalidArgument("'", original, "' has an unknown unit '", unit, "'; expected K, M, G or T");
+  }
+  const double bytes = value * scale;
+  if (!(bytes >= 1) || bytes > 9.0e18) return InvalidArgument("size '", original, "' is out of range");
+  return static_cast<int64_t>(bytes);
+}
+
+Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
+                                    const EngineOptions& o, int64_t weight_bytes) {
+  if (o.memory_bytes <= 0) return InvalidArgument("--memory must be positive, got ", o.memory_bytes, " bytes");
+  if (o.max_seqs < 1) return InvalidArgument("--max-seqs must be at least 1, got ", o.max_seqs);
+  if (o.max_batch_tokens < 1) return InvalidArgument("the batch token budget must be at least 1, got ", o.max_batch_tokens);
+  if (o.max_model_len < 0) return InvalidArgument("--max-model-len must be ≥ 0 (0 = automatic), got ", o.max_model_len);
+  if (!(o.checkpoint_fraction >= 0 && o.checkpoint_fraction < 1)) {
+    return InvalidArgument("the checkpoint memory fraction must be in [0, 1), got ", o.checkpoint_fraction);
+  }
+  if (!(o.admission_watermark >= 0 && o.admission_watermark < 1)) {
+    return InvalidArgument("the admission watermark must be in [0, 1), got ", o.admission_watermark);
+  }
+  if (o.prefix_caching && (o.checkpoint_interval <= 0 || o.checkpoint_interval % layout.block_tokens() != 0)) {
+    return InvalidArgument("the checkpoint interval (", o.checkpoint_interval,
+                           " tokens) must be a positive multiple of the block size (", layout.block_tokens(), ")");
+  }
+  CapacityReport r;
+  r.block_tokens = layout.block_tokens();
+  r.block_bytes = layout.block_bytes;
+  r.slot_bytes = layout.slot_bytes;
+  r.checkpoint_bytes = layout.checkpoint_bytes;
+  r.bytes_per_token = layout.BytesPerToken();
+  r.memory_bytes = o.memory_bytes;
+  r.weight_bytes = weight_bytes;
+  r.prefix_caching = o.prefix_caching;
+  r.checkpoint_interval = o.prefix_caching ? o.checkpoint_interval : 0;
+
+  r.num_slots = o.max_seqs;
+  if (o.max_seqs > o.memory_bytes / layout.slot_bytes) {
+    return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " holds at most ",
+                             o.memory_bytes / layout.slot_bytes, " sequence states of ", FormatBinaryBytes(layout.slot_bytes),
+                             " each, but --max-seqs is ", o.max_seqs, "; lower --max-seqs or raise --memory");
+  }
+  r.slots_total_bytes = r.num_slots * layout.slot_bytes;
+  int64_t rest = o.memory_bytes - r.slots_total_bytes;
+  if (o.prefix_caching && layout.checkpoint_bytes > 0) {
+    r.num_checkpoints = static_cast<int64_t>(rest * o.checkpoint_fraction) / layout.checkpoint_bytes;
+    if (r.num_checkpoints < 1) {
+      return ResourceExhausted("prefix caching needs room for at least one KDA state checkpoint of ",
+                               FormatBinaryBytes(layout.checkpoint_bytes), " but ", o.checkpoint_fraction,
+                               " of the memory left after the slots (", FormatBinaryBytes(rest),
+                               ") is less; raise --memory or the checkpoint fraction, or turn prefix caching off");
+    }
+    r.checkpoints_total_bytes = r.num_checkpoints * layout.checkpoint_bytes;
+    rest -= r.checkpoints_total_bytes;
+  }
+  r.num_blocks = rest / layout.block_bytes;
+  if (r.num_blocks < 1) {
+    return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " leaves ", FormatBinaryBytes(rest),
+                             " for cache blocks after the sequence states, less than one block of ",
+                             FormatBinaryBytes(layout.block_bytes), "; raise --memory or lower --max-seqs");
+  }
+  r.blocks_total_bytes = r.num_blocks * layout.block_bytes;
+  r.unused_bytes = rest - r.blocks_total_bytes;
+  r.cache_tokens = r.num_blocks * r.block_tokens;
+  if (o.max_model_len > r.cache_tokens) {
+    return ResourceExhausted("--max-model-len ", o.max_model_len, " can never fit: the cache holds ", r.cache_tokens,
+                             " tokens (", r.num_blocks, " blocks of ", r.block_tokens,
+                             "); raise --memory or lower --max-model-len");
+  }
+  if (o.max_model_len > config.max_position_embeddings) {
+    return InvalidArgument("--max-model-len ", o.max_model_len, " exceeds the model's max_position_embeddings ",
+                           config.max_position_embeddings);
+  }
+  r.max_model_len = o.max_model_len > 0 ? o.max_model_len : std::min(r.cache_tokens, config.max_position_embeddings);
+  std::vector<int64_t> lengths;
+  for (int64_t length : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) {
+    if (length < r.max_model_len) lengths.push_back(length);
+  }
+  lengths.push_back(r.max_model_len);
+  for (int64_t length : lengths) {
+    const int64_t blocks = (length + r.block_tokens - 1) / r.block_tokens;
+    r.concurrency.emplace_back(length, std::min(r.num_slots, r.num_blocks / blocks));
+  }
+  return r;
+}
+
+std::string CapacityReport::ToString() const {
+  std::ostringstream out;
+  out << "cache memory " << FormatBinaryBytes(memory_bytes) << ":\n";
+  out << "  per token   " << FormatBinaryBytes(bytes_per_token) << " (MLA latents + indexer keys of every DSA layer, fp32)\n";
+  out << "  per sequence " << FormatBinaryBytes(slot_bytes) << " of state (KDA S + conv windows, indexer tails)\n";
+  out << "  blocks      " << num_blocks << " × " << block_tokens << " tokens × " << FormatBinaryBytes(block_bytes) << " = "
+      << FormatBinaryBytes(blocks_total_bytes) << " → " << cache_tokens << " tokens of cache\n";
+  out << "  slots       " << num_slots << " × " << FormatBinaryBytes(slot_bytes) << " = " << FormatBinaryBytes(slots_total_bytes)
+      << "\n";
+  if (prefix_caching) {
+    out << "  checkpoints " << num_checkpoints << " × " << FormatBinaryBytes(checkpoint_bytes) << " = "
+        << FormatBinaryBytes(checkpoints_total_bytes) << ", one every " << checkpoint_interval << " tokens ("
+        << num_checkpoints * checkpoint_interval << " tokens of prefix reach)\n";
+  } else {
+    out << "  checkpoints none (prefix caching off)\n";
+  }
+  out << "  unused      " << FormatBinaryBytes(unused_bytes) << "\n";
+  if (weight_bytes > 0) out << "weights " << FormatBinaryBytes(weight_bytes) << " (not part of the cache budget)\n";
+  out << "max model length " << max_model_len << " tokens; concurrent sequences:";
+  for (const auto& [length, sequences] : concurrency) out << "  " << sequences << " at " << length;
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace glint

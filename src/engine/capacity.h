@@ -1,0 +1,60 @@
+// Engine options and the start-up capacity report: how the cache memory budget splits into state slots, state
+// checkpoints and blocks, and what that means in tokens and concurrent sequences (docs/engine.md "Capacity").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "io/config.h"
+#include "model/cache_layout.h"
+#include "model/model.h"
+
+namespace glint {
+
+struct EngineOptions {
+  int64_t memory_bytes = int64_t{1} << 30;  // --memory: the cache budget (blocks + slots + checkpoints), not weights
+  int64_t max_seqs = 16;                    // --max-seqs: state slots = the most sequences in memory at once
+  int64_t max_model_len = 0;                // --max-model-len: prompt + generated; 0 = as much as the cache holds
+                                            // (at most max_position_embeddings)
+  int64_t max_batch_tokens = 512;           // tokens computed per step (the scheduler's budget)
+  int64_t block_tokens = 64;                // positions per cache block (a multiple of index_kpool)
+  KdaStateStorage kda_state = KdaStateStorage::kFloat32;
+  bool prefix_caching = true;
+  int64_t checkpoint_interval = 256;        // tokens between KDA state checkpoints (a multiple of block_tokens)
+  double checkpoint_fraction = 0.2;         // of the memory left after the slots, for checkpoints (prefix caching)
+  double admission_watermark = 0.01;        // fraction of blocks admission leaves free for running sequences
+  std::optional<std::vector<int32_t>> end_token_ids;  // finish a sample on these; default: the config's eos ids
+  ForwardOptions forward;                   // passed to Model::Forward
+};
+
+struct CapacityReport {
+  int64_t block_tokens = 0, block_bytes = 0, slot_bytes = 0, checkpoint_bytes = 0;
+  double bytes_per_token = 0;  // per-token caches (DSA latents + pooled keys), all layers
+  int64_t num_blocks = 0, num_slots = 0, num_checkpoints = 0;
+  int64_t cache_tokens = 0;    // positions the blocks hold, all sequences together
+  int64_t checkpoint_interval = 0;
+  bool prefix_caching = false;
+  int64_t memory_bytes = 0;    // the budget
+  int64_t blocks_total_bytes = 0, slots_total_bytes = 0, checkpoints_total_bytes = 0, unused_bytes = 0;
+  int64_t weight_bytes = 0;    // 0 when the model does not say
+  int64_t max_model_len = 0;
+  std::vector<std::pair<int64_t, int64_t>> concurrency;  // (context length, most sequences of it at once)
+
+  std::string ToString() const;  // the start-up report, a few lines
+};
+
+// Splits options.memory_bytes: max_seqs slots first, then checkpoint_fraction of the rest for checkpoints (prefix
+// caching of a model with recurrent state), then blocks. Fails with what to change when the budget cannot hold
+// the slots, one block, a checkpoint, or max_model_len tokens.
+Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
+                                    const EngineOptions& options, int64_t weight_bytes);
+
+// "512", "64K", "1.5G", "2GiB", "100MB" → bytes (K, M, G, T are powers of 1024 with or without "iB"/"B").
+Result<int64_t> ParseByteSize(std::string_view text);
+
+}  // namespace glint

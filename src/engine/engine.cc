@@ -1,0 +1,87 @@
+#include "engine/engine.h"
+
+#include "base/log.h"
+
+namespace glint {
+
+Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) { metrics_ = core_->Metrics(); }
+
+Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const EngineOptions& options,
+                                              const Tokenizer* tokenizer) {
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, options, tokenizer));
+  std::unique_ptr<Engine> engine(new Engine(std::move(core)));
+  engine->thread_ = std::thread([raw = engine.get()] { raw->Loop(); });
+  return engine;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<RequestId> Engine::Submit(Request request) {
+  GLINT_RETURN_IF_ERROR(core_->Validate(request));
+  const RequestId id = next_id_.fetch_add(1);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return FailedPrecondition("the engine is stopping");
+    submitted_.emplace_back(id, std::move(request));
+  }
+  wake_.notify_one();
+  return id;
+}
+
+void Engine::Cancel(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    cancelled_.push_back(id);
+  }
+  wake_.notify_one();
+}
+
+EngineMetrics Engine::Metrics() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return metrics_;
+}
+
+void Engine::Loop() {
+  for (;;) {
+    std::vector<std::pair<RequestId, Request>> submitted;
+    std::vector<RequestId> cancelled;
+    bool stopping;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || !submitted_.empty() || !cancelled_.empty() || core_->HasWork(); });
+      submitted.swap(submitted_);
+      cancelled.swap(cancelled_);
+      stopping = stopping_;
+    }
+    for (auto& [id, request] : submitted) {
+      const Status status = core_->Add(id, std::move(request));
+      // Validated at Submit; only a duplicate id could fail here, which next_id_ rules out.
+      if (!status.ok()) LogError("engine: request ", id, " refused after validation: ", status.message());
+    }
+    for (RequestId id : cancelled) core_->Cancel(id);
+    if (stopping) {
+      core_->FailAll("the engine stopped", FinishReason::kCancelled);
+      std::lock_guard<std::mutex> lock(mutex_);
+      metrics_ = core_->Metrics();
+      return;
+    }
+    if (core_->HasWork()) {
+      const Status status = core_->Step();
+      if (!status.ok()) {
+        LogError("engine: ", status.ToString(), "; failing every request");
+        core_->FailAll(StrCat("internal engine error: ", status.message()));
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    metrics_ = core_->Metrics();
+  }
+}
+
+}  // namespace glint

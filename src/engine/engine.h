@@ -1,0 +1,59 @@
+// The engine: one thread owns the model, the memory and the scheduler; any thread submits requests, cancels them
+// and reads metrics; outputs go to each request's sink from the engine thread (docs/engine.md has an example).
+//
+//   auto engine = Engine::Start(model, options, &tokenizer).value();
+//   auto queue = std::make_shared<OutputQueue>();
+//   Request request{.prompt = ids, .sink = queue};
+//   RequestId id = engine->Submit(std::move(request)).value();   // or a clear error: too long, bad sampling, …
+//   for (;;) { RequestOutput out = queue->Pop(); … if (out.request_finished) break; }
+//   engine->Cancel(id);                                            // any time, any thread
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "engine/engine_core.h"
+
+namespace glint {
+
+class Engine {
+ public:
+  // Creates the core (capacity planned, pools allocated) and starts the engine thread. `model` and `tokenizer`
+  // (optional) must outlive the engine.
+  static Result<std::unique_ptr<Engine>> Start(const Model& model, const EngineOptions& options,
+                                               const Tokenizer* tokenizer = nullptr);
+  // Stops the thread; requests still in flight finish as cancelled.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Validates the request on the calling thread (errors come back here, nothing is queued) and queues it.
+  Result<RequestId> Submit(Request request);
+  // Cancels a request: its samples finish as cancelled and free their memory at the engine's next step boundary.
+  // Unknown or finished ids are ignored.
+  void Cancel(RequestId id);
+  // A snapshot taken after the latest step.
+  EngineMetrics Metrics() const;
+  const CapacityReport& capacity() const { return core_->capacity(); }
+
+ private:
+  explicit Engine(std::unique_ptr<EngineCore> core);
+  void Loop();
+
+  std::unique_ptr<EngineCore> core_;
+  mutable std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<std::pair<RequestId, Request>> submitted_;  // guarded by mutex_
+  std::vector<RequestId> cancelled_;                      // guarded by mutex_
+  bool stopping_ = false;                                 // guarded by mutex_
+  EngineMetrics metrics_;                                 // guarded by mutex_
+  std::atomic<RequestId> next_id_{1};
+  std::thread thread_;
+};
+
+}  // namespace glint

@@ -1,0 +1,390 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "base/log.h"
+
+namespace glint {
+namespace {
+
+constexpr int64_t kMaxSamplesPerRequest = 128;  // OpenAI's limit for n
+constexpr int64_t kMaxTopLogprobs = 20;         // OpenAI's limit for top_logprobs
+
+// Seed of sample i: distinct per sample, equal to the request's seed for the first (a Weyl sequence step).
+uint64_t SampleSeed(uint64_t seed, int64_t index) { return seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ULL; }
+
+}  // namespace
+
+EngineCore::EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer)
+    : model_(model), options_(options), tokenizer_(tokenizer) {}
+
+Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const EngineOptions& options,
+                                                       const Tokenizer* tokenizer) {
+  std::unique_ptr<EngineCore> core(new EngineCore(model, options, tokenizer));
+  const ModelConfig& c = model.config();
+  CacheOptions cache_options;
+  cache_options.block_tokens = options.block_tokens;
+  cache_options.kda_state = options.kda_state;
+  GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model.CacheLayoutFor(cache_options));
+  core->layout_ = std::make_shared<const CacheLayout>(std::move(layout));
+  GLINT_ASSIGN_OR_RETURN(core->capacity_, PlanCapacity(c, *core->layout_, options, model.weight_bytes()));
+  const CapacityReport& r = core->capacity_;
+  CacheManagerOptions memory;
+  memory.block_tokens = r.block_tokens;
+  memory.block_bytes = r.block_bytes;
+  memory.num_blocks = r.num_blocks;
+  memory.slot_bytes = r.slot_bytes;
+  memory.num_slots = r.num_slots;
+  memory.checkpoint_bytes = core->layout_->checkpoint_bytes;
+  memory.num_checkpoints = r.num_checkpoints;
+  memory.prefix_caching = options.prefix_caching;
+  memory.checkpoint_interval = options.checkpoint_interval;
+  GLINT_ASSIGN_OR_RETURN(core->memory_, CacheManager::Create(memory));
+  SchedulerOptions scheduling;
+  scheduling.max_batch_tokens = options.max_batch_tokens;
+  scheduling.watermark_blocks = static_cast<int64_t>(options.admission_watermark * r.num_blocks);
+  core->scheduler_ = std::make_unique<Scheduler>(*core->memory_, scheduling);
+  if (options.end_token_ids) {
+    core->end_ids_ = *options.end_token_ids;
+  } else {
+    for (int64_t id : c.eos_token_ids) core->end_ids_.push_back(static_cast<int32_t>(id));
+  }
+  for (int32_t id : core->end_ids_) {
+    if (id < 0 || id >= c.vocab_size) {
+      return InvalidArgument("end token id ", id, " is outside the vocabulary (0 ≤ id < ", c.vocab_size, ")");
+    }
+  }
+  return core;
+}
+
+Status EngineCore::Validate(const Request& request) const {
+  const ModelConfig& c = model_.config();
+  const int64_t length = static_cast<int64_t>(request.prompt.size());
+  if (length == 0) return InvalidArgument("the prompt is empty; expected at least one token");
+  for (size_t i = 0; i < request.prompt.size(); ++i) {
+    if (request.prompt[i] < 0 || request.prompt[i] >= c.vocab_size) {
+      return InvalidArgument("prompt token ", i, " is ", request.prompt[i], "; expected an id in 0 .. ",
+                             c.vocab_size - 1);
+    }
+  }
+  const int64_t limit = capacity_.max_model_len;
+  if (length >= limit) {
+    return OutOfRange("the prompt has ", length, " tokens but the context limit is ", limit,
+                      " tokens (max_model_len, set by the cache memory or --max-model-len): at most ", limit - 1,
+                      " prompt tokens fit with one generated token");
+  }
+  const StopConditions& stop = request.stop;
+  if (stop.max_tokens == 0 || stop.max_tokens < -1) {
+    return InvalidArgument("max_tokens is ", stop.max_tokens, "; expected at least 1 (or −1 for the context limit)");
+  }
+  if (stop.max_tokens > 0 && length + stop.max_tokens > limit) {
+    return OutOfRange("the prompt (", length, " tokens) plus max_tokens (", stop.max_tokens, ") is ",
+                      length + stop.max_tokens, " tokens, more than the context limit of ", limit,
+                      " (max_model_len)");
+  }
+  GLINT_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
+  if (request.n < 1 || request.n > kMaxSamplesPerRequest) {
+    return InvalidArgument("n is ", request.n, "; expected 1 .. ", kMaxSamplesPerRequest);
+  }
+  if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs) {
+    return InvalidArgument("logprobs is ", request.logprobs, "; expected −1 (off) or 0 .. ", kMaxTopLogprobs);
+  }
+  for (int32_t id : stop.stop_token_ids) {
+    if (id < 0 || id >= c.vocab_size) return InvalidArgument("stop token id ", id, " is outside the vocabulary");
+  }
+  for (const std::string& text : stop.stop_strings) {
+    if (text.empty()) return InvalidArgument("a stop string is empty");
+  }
+  if (!stop.stop_strings.empty() && tokenizer_ == nullptr) {
+    return FailedPrecondition("stop strings need text, but this engine was started without a tokenizer");
+  }
+  if (request.sink == nullptr) return InvalidArgument("the request has no output sink");
+  return Status::Ok();
+}
+
+Status EngineCore::Add(RequestId id, Request request) {
+  GLINT_RETURN_IF_ERROR(Validate(request));
+  if (requests_.count(id) != 0) return InvalidArgument("request id ", id, " is already in use");
+  const double now = Now();
+  RequestRecord& record = requests_[id];
+  const int64_t length = static_cast<int64_t>(request.prompt.size());
+  record.max_tokens = request.stop.max_tokens > 0 ? request.stop.max_tokens : capacity_.max_model_len - length;
+  const uint64_t seed = request.seeded ? request.sampling.seed : std::random_device{}();
+  const int64_t arrival = next_arrival_++;
+  for (int64_t index = 0; index < request.n; ++index) {
+    const SequenceId sequence = next_sequence_++;
+    SamplingParams params = request.sampling;
+    params.seed = SampleSeed(seed, index);
+    Sample sample{id, index, Sampler(params), TokenHistory(request.prompt), std::nullopt,
+                  StopStringMatcher(request.stop.stop_strings), 0, SequenceTimings{}, nullptr};
+    if (tokenizer_ != nullptr) sample.decoder.emplace(*tokenizer_, request.stop.skip_special_tokens);
+    sample.timings.arrival = now;
+    sample.timings.prompt_tokens = length;
+    samples_.emplace(sequence, std::move(sample));
+    record.samples.push_back(sequence);
+    // Sample 0 computes the prompt; the others start as copies of it once it has (n > 1 computes it once).
+    if (index == 0) {
+      scheduler_->Add(sequence, request.prompt, arrival);
+    } else {
+      scheduler_->AddChild(sequence, record.samples.front(), arrival);
+    }
+  }
+  ++counters_.requests_submitted;
+  counters_.prompt_tokens += length;
+  request.prompt.clear();
+  record.request = std::move(request);
+  return Status::Ok();
+}
+
+void EngineCore::Bind(SequenceId id) {
+  Sample& sample = samples_.at(id);
+  const SequenceMemory memory{&memory_->block_arena(), &memory_->BlockTable(id), memory_->Slot(id)};
+  sample.state = std::make_unique<SequenceState>(model_.BindSequence(layout_, memory, scheduler_->Get(id).computed));
+}
+
+void EngineCore::Deliver(std::vector<RequestOutput>& outputs) {
+  Stopwatch clock;
+  for (RequestOutput& output : outputs) {
+    // A finished request keeps its record (and sink) until here.
+    const std::shared_ptr<RequestSink>& sink = requests_.at(output.request).request.sink;
+    sink->OnOutput(std::move(output));
+  }
+  // Requests whose last sample finished are forgotten only after their outputs went out.
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    it = it->second.samples.empty() ? requests_.erase(it) : std::next(it);
+  }
+  outputs.clear();
+  counters_.deliver_seconds += clock.Seconds();
+}
+
+void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput output,
+                              std::vector<RequestOutput>& outputs, const std::string& error) {
+  Sample& sample = samples_.at(id);
+  if (reason != FinishReason::kStop || !sample.stops.stopped()) {
+    // Generation ended without a stop string: what was held back can go out, and so can an incomplete character.
+    if (sample.decoder && reason != FinishReason::kCancelled && reason != FinishReason::kError) {
+      output.text += sample.stops.Push(sample.decoder->Flush());
+    }
+    if (reason != FinishReason::kCancelled && reason != FinishReason::kError) output.text += sample.stops.Flush();
+  }
+  output.finish_reason = reason;
+  output.error = error;
+  sample.timings.finished = Now();
+  sample.timings.generated_tokens = sample.generated;
+  if (scheduler_->Contains(id)) sample.timings.preemptions = scheduler_->Get(id).preemptions;
+  output.timings = sample.timings;
+  RequestRecord& record = requests_.at(sample.request);
+  record.samples.erase(std::find(record.samples.begin(), record.samples.end(), id));
+  output.request_finished = record.samples.empty();
+  if (output.request_finished) ++counters_.requests_finished;
+  switch (reason) {
+    case FinishReason::kStop: ++counters_.finished_stop; break;
+    case FinishReason::kLength: ++counters_.finished_length; break;
+    case FinishReason::kCancelled: ++counters_.finished_cancelled; break;
+    case FinishReason::kError: ++counters_.finished_error; break;
+    case FinishReason::kNone: break;
+  }
+  if (scheduler_->Contains(id)) scheduler_->Finish(id);
+  samples_.erase(id);
+  outputs.push_back(std::move(output));
+}
+
+void EngineCore::SampleNext(SequenceId id, std::span<const float> logits, std::vector<RequestOutput>& outputs) {
+  Sample& sample = samples_.at(id);
+  const RequestRecord& record = requests_.at(sample.request);
+  const Request& request = record.request;
+  std::vector<float> penalised(logits.begin(), logits.end());  // [V]
+  ApplyPenalties(request.sampling, sample.history, penalised);
+  const int32_t token = sample.sampler.Sample(penalised);
+  sample.history.Add(token);
+  scheduler_->AppendToken(id, token);
+  ++sample.generated;
+  ++counters_.generated_tokens;
+  const double now = Now();
+  if (sample.generated == 1) sample.timings.first_token = now;
+
+  RequestOutput output;
+  output.request = sample.request;
+  output.index = sample.index;
+  output.time = now;
+  output.tokens = {token};
+  if (request.logprobs >= 0) {
+    const Logprobs lp = ComputeLogprobs(logits, token, request.logprobs);
+    output.logprobs.push_back({token, lp.chosen});
+    std::vector<TokenLogprob> top;
+    for (const auto& [id_k, value] : lp.top) top.push_back({id_k, value});
+    output.top_logprobs.push_back(std::move(top));
+  }
+  const StopConditions& stop = request.stop;
+  const bool end_id = !stop.ignore_eos && std::find(end_ids_.begin(), end_ids_.end(), token) != end_ids_.end();
+  const bool stop_id = std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) !=
+                       stop.stop_token_ids.end();
+  if (end_id || stop_id) {  // the stop token's own text is not returned
+    FinishSample(id, FinishReason::kStop, std::move(output), outputs);
+    return;
+  }
+  if (sample.decoder) output.text = sample.stops.Push(sample.decoder->Push(token));
+  if (sample.stops.stopped()) {
+    FinishSample(id, FinishReason::kStop, std::move(output), outputs);
+  } else if (sample.generated >= record.max_tokens) {
+    FinishSample(id, FinishReason::kLength, std::move(output), outputs);
+  } else {
+    outputs.push_back(std::move(output));
+  }
+}
+
+Status EngineCore::Step() {
+  Stopwatch step_clock;
+  std::vector<RequestOutput> outputs;
+  StepPlan plan = scheduler_->Schedule();
+  const double now = Now();
+  for (SequenceId id : plan.preempted) samples_.at(id).state.reset();
+  for (SequenceId id : plan.admitted) {
+    Bind(id);
+    Sample& sample = samples_.at(id);
+    if (sample.timings.first_scheduled == 0) {
+      sample.timings.first_scheduled = now;
+      sample.timings.cached_prompt_tokens = scheduler_->Get(id).prefix_hit_tokens;
+    }
+  }
+  if (plan.chunks.empty()) {
+    if (scheduler_->num_waiting() > 0 && scheduler_->num_running() == 0 && plan.preempted.empty()) {
+      return InternalError("the scheduler planned nothing with ", scheduler_->num_waiting(),
+                           " sequences waiting and none running");
+    }
+    return Status::Ok();
+  }
+
+  std::vector<BatchEntry> batch;  // [chunks] spans into the scheduler's token lists (unchanged until sampling)
+  batch.reserve(plan.chunks.size());
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    const std::vector<int32_t>& tokens = scheduler_->Get(chunk.id).tokens;
+    batch.push_back({std::span<const int32_t>(tokens.data() + chunk.start, chunk.count),
+                     samples_.at(chunk.id).state.get(), chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone,
+                     false});
+  }
+  std::vector<EntryOutput> results;
+  Stopwatch model_clock;
+  const Status forward = model_.Forward(batch, results, options_.forward);
+  counters_.model_seconds += model_clock.Seconds();
+  ++counters_.steps;
+  if (!forward.ok()) {
+    // The model refused or failed: every request in this batch ends with the error; the engine goes on.
+    LogError("engine: the model failed a step of ", plan.chunks.size(), " sequences: ", forward.message());
+    std::vector<RequestId> failed;
+    for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(samples_.at(chunk.id).request);
+    std::sort(failed.begin(), failed.end());
+    failed.erase(std::unique(failed.begin(), failed.end()), failed.end());
+    for (RequestId request : failed) {
+      for (SequenceId id : std::vector<SequenceId>(requests_.at(request).samples)) {
+        RequestOutput output;
+        output.request = request;
+        output.index = samples_.at(id).index;
+        output.time = Now();
+        FinishSample(id, FinishReason::kError, std::move(output), outputs, forward.message());
+      }
+    }
+    Deliver(outputs);
+    counters_.step_seconds += step_clock.Seconds();
+    return Status::Ok();
+  }
+  scheduler_->Complete(plan);
+  counters_.computed_tokens += plan.tokens;
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    const int64_t prompt_end = std::min(chunk.start + chunk.count, scheduler_->Get(chunk.id).prompt_length);
+    counters_.prompt_tokens_computed += std::max<int64_t>(prompt_end - chunk.start, 0);
+  }
+
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    const ScheduledChunk& chunk = plan.chunks[i];
+    if (!chunk.samples) continue;
+    const std::span<const float> logits = results[i].logits;
+    // The first time a parent has computed its prompt, its waiting siblings start as copies of it and draw
+    // their first token from the same logits.
+    const SequenceInfo& info = scheduler_->Get(chunk.id);
+    if (info.computed == info.prompt_length) {
+      for (SequenceId child : scheduler_->Children(chunk.id)) {
+        if (!scheduler_->Fork(child)) continue;  // no memory now: it computes its prompt itself later
+        Bind(child);
+        Sample& sample = samples_.at(child);
+        sample.timings.first_scheduled = Now();
+        sample.timings.cached_prompt_tokens = info.prompt_length;
+        SampleNext(child, logits, outputs);
+      }
+    }
+    SampleNext(chunk.id, logits, outputs);
+  }
+  Deliver(outputs);
+  counters_.step_seconds += step_clock.Seconds();
+  if (check_integrity_) GLINT_RETURN_IF_ERROR(CheckIntegrity());
+  return Status::Ok();
+}
+
+void EngineCore::Cancel(RequestId id) {
+  auto found = requests_.find(id);
+  if (found == requests_.end()) return;
+  std::vector<RequestOutput> outputs;
+  for (SequenceId sequence : std::vector<SequenceId>(found->second.samples)) {
+    RequestOutput output;
+    output.request = id;
+    output.index = samples_.at(sequence).index;
+    output.time = Now();
+    FinishSample(sequence, FinishReason::kCancelled, std::move(output), outputs);
+  }
+  Deliver(outputs);
+}
+
+void EngineCore::FailAll(const std::string& message, FinishReason reason) {
+  std::vector<RequestOutput> outputs;
+  for (auto& [id, record] : requests_) {
+    for (SequenceId sequence : std::vector<SequenceId>(record.samples)) {
+      RequestOutput output;
+      output.request = id;
+      output.index = samples_.at(sequence).index;
+      output.time = Now();
+      FinishSample(sequence, reason, std::move(output), outputs, message);
+    }
+  }
+  Deliver(outputs);
+}
+
+EngineMetrics EngineCore::Metrics() const {
+  EngineMetrics m = counters_;
+  m.sequences_running = scheduler_->num_running();
+  m.sequences_waiting = scheduler_->num_waiting();
+  for (const auto& [id, record] : requests_) {
+    const bool running = std::any_of(record.samples.begin(), record.samples.end(), [&](SequenceId sequence) {
+      return scheduler_->Get(sequence).status == SequenceStatus::kRunning;
+    });
+    ++(running ? m.requests_running : m.requests_waiting);
+  }
+  m.preemptions = scheduler_->num_preemptions();
+  m.cache = memory_->Stats();
+  return m;
+}
+
+Status EngineCore::CheckIntegrity() const {
+  GLINT_RETURN_IF_ERROR(scheduler_->CheckIntegrity());
+  for (const auto& [id, sample] : samples_) {
+    if (!scheduler_->Contains(id)) return InternalError("engine: sample ", id, " is unknown to the scheduler");
+    const SequenceInfo& info = scheduler_->Get(id);
+    const bool running = info.status == SequenceStatus::kRunning;
+    if (running != (sample.state != nullptr)) {
+      return InternalError("engine: sample ", id, " running=", running, " but has_state=", sample.state != nullptr);
+    }
+    if (running && sample.state->tokens != info.computed) {
+      return InternalError("engine: sample ", id, " model state has ", sample.state->tokens, " positions, ",
+                           info.computed, " computed");
+    }
+  }
+  int64_t listed = 0;
+  for (const auto& [id, record] : requests_) listed += static_cast<int64_t>(record.samples.size());
+  if (listed != static_cast<int64_t>(samples_.size())) {
+    return InternalError("engine: requests list ", listed, " samples, ", samples_.size(), " exist");
+  }
+  return Status::Ok();
+}
+
+}  // namespace glint

@@ -1,0 +1,123 @@
+// The engine without its thread: requests in, one scheduler step at a time, outputs to each request's sink.
+// Engine (engine.h) runs it on its own thread; tests drive it step by step. Not thread-safe except Validate.
+//
+// A step (docs/engine.md "A step"): Schedule (memory, preemption, admission with prefix-cache lookup) → bind the
+// newly admitted sequences to their memory → Model::Forward over the ragged batch → commit the computed positions
+// (blocks join the prefix cache, checkpoints are taken) → for each chunk that reached its last token: fork the
+// waiting n > 1 samples, sample, append, check stops, stream → free what finished.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "base/status.h"
+#include "base/timer.h"
+#include "engine/capacity.h"
+#include "engine/request.h"
+#include "engine/sampling.h"
+#include "engine/scheduler.h"
+#include "engine/stop.h"
+#include "memory/cache_manager.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace glint {
+
+struct EngineMetrics {
+  int64_t requests_running = 0;   // requests with a sample in memory
+  int64_t requests_waiting = 0;   // requests with no sample in memory (queued, or preempted)
+  int64_t sequences_running = 0, sequences_waiting = 0;
+  int64_t requests_submitted = 0, requests_finished = 0;
+  int64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
+  int64_t prompt_tokens = 0;      // of submitted requests (× n is not counted: the prompt is computed once)
+  int64_t generated_tokens = 0;
+  int64_t computed_tokens = 0;    // positions run through the model: prefill, decode and recompute
+  int64_t prompt_tokens_computed = 0;  // of which prompt positions (prefix-cache hits and forks skip them)
+  int64_t steps = 0;
+  int64_t preemptions = 0;
+  double step_seconds = 0;        // time spent in steps
+  double model_seconds = 0;       // of which in Model::Forward
+  double deliver_seconds = 0;     // of which in the sinks (OutputQueue: waking the waiting thread)
+  CacheStats cache;               // pool usage, prefix hits, evictions, checkpoints
+};
+
+class EngineCore {
+ public:
+  // Lays out the caches, plans the capacity and allocates every pool. `tokenizer` (optional, not owned) is needed
+  // for text output and stop strings.
+  static Result<std::unique_ptr<EngineCore>> Create(const Model& model, const EngineOptions& options,
+                                                    const Tokenizer* tokenizer = nullptr);
+
+  // Checks a request against the model and the limits (thread-safe: reads only what Create fixed).
+  Status Validate(const Request& request) const;
+  // Validates and queues the request under `id` (unique, chosen by the caller).
+  Status Add(RequestId id, Request request);
+  // Finishes every sample of the request as cancelled and frees its memory; unknown ids are ignored.
+  void Cancel(RequestId id);
+  // Finishes every request with an error (the engine is stopping or broken).
+  void FailAll(const std::string& message, FinishReason reason = FinishReason::kError);
+
+  bool HasWork() const { return !requests_.empty(); }
+  // One step. A model failure finishes the requests of the batch with kError and is not returned; an error here
+  // means the engine itself is inconsistent.
+  Status Step();
+
+  EngineMetrics Metrics() const;
+  const CapacityReport& capacity() const { return capacity_; }
+  const EngineOptions& options() const { return options_; }
+  const CacheLayout& layout() const { return *layout_; }
+  const CacheManager& memory() const { return *memory_; }
+  const Scheduler& scheduler() const { return *scheduler_; }
+  // Checks the scheduler, the memory and the model states after every step (tests).
+  void set_check_integrity(bool on) { check_integrity_ = on; }
+  Status CheckIntegrity() const;
+
+ private:
+  struct Sample {
+    RequestId request = 0;
+    int64_t index = 0;
+    Sampler sampler;
+    TokenHistory history;
+    std::optional<StreamingDecoder> decoder;
+    StopStringMatcher stops;
+    int64_t generated = 0;
+    SequenceTimings timings;
+    std::unique_ptr<SequenceState> state;  // while running
+  };
+  struct RequestRecord {
+    Request request;  // prompt moved to the scheduler
+    int64_t max_tokens = 0;
+    std::vector<SequenceId> samples;  // unfinished samples
+  };
+
+  EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer);
+  double Now() const { return clock_.Seconds(); }
+  void Bind(SequenceId id);
+  // Samples the next token of `id` from `logits` [V] and handles it; adds to `outputs`.
+  void SampleNext(SequenceId id, std::span<const float> logits, std::vector<RequestOutput>& outputs);
+  // Ends a sample: final output (flushing held text unless stopped by a stop string), memory freed.
+  void FinishSample(SequenceId id, FinishReason reason, RequestOutput output, std::vector<RequestOutput>& outputs,
+                    const std::string& error = {});
+  void Deliver(std::vector<RequestOutput>& outputs);
+
+  const Model& model_;
+  EngineOptions options_;
+  const Tokenizer* tokenizer_;
+  std::vector<int32_t> end_ids_;
+  std::shared_ptr<const CacheLayout> layout_;
+  CapacityReport capacity_;
+  std::unique_ptr<CacheManager> memory_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::map<RequestId, RequestRecord> requests_;
+  std::map<SequenceId, Sample> samples_;
+  SequenceId next_sequence_ = 0;
+  int64_t next_arrival_ = 0;
+  Stopwatch clock_;
+  bool check_integrity_ = false;
+  EngineMetrics counters_;  // the cumulative fields
+};
+
+}  // namespace glint

@@ -1,0 +1,104 @@
+// What other threads hand the engine, and what it hands back (docs/engine.md "API").
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/sampling.h"
+
+namespace glint {
+
+using RequestId = uint64_t;
+
+enum class FinishReason {
+  kNone,       // not finished
+  kStop,       // an end id, a stop token id or a stop string
+  kLength,     // max_tokens or the context limit
+  kCancelled,  // Cancel()
+  kError,      // the engine failed on this request (RequestOutput::error says why)
+};
+std::string_view FinishReasonName(FinishReason reason);  // "stop", "length", "cancelled", "error"
+
+struct StopConditions {
+  int64_t max_tokens = -1;              // generated tokens; −1: up to the context limit (max_model_len)
+  std::vector<int32_t> stop_token_ids;  // finish when one is generated (in addition to the end ids)
+  bool ignore_eos = false;              // do not finish at the engine's end ids (stop_token_ids still do)
+  // Finish when the generated text contains one; the text returned stops just before it (never includes it).
+  // Needs an engine with a tokenizer.
+  std::vector<std::string> stop_strings;
+  bool skip_special_tokens = true;      // leave special tokens out of the returned text
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;  // log softmax of the model's raw logits (before penalties and temperature)
+};
+
+// Figures of one sample, on its last output. Times are seconds on the engine's clock (since it started).
+struct SequenceTimings {
+  double arrival = 0;          // Submit
+  double first_scheduled = 0;  // first admitted to a step
+  double first_token = 0;      // its first generated token was produced
+  double finished = 0;
+  int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // restored from the prefix cache at the first admission
+  int64_t generated_tokens = 0;
+  int64_t preemptions = 0;
+};
+
+struct RequestOutput {
+  RequestId request = 0;
+  int64_t index = 0;                 // which of the n samples
+  std::vector<int32_t> tokens;       // tokens generated since the previous output of this sample (0 or 1)
+  std::vector<TokenLogprob> logprobs;                  // [tokens] the chosen token's, when asked for
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // [tokens][k], most likely first, when asked for
+  std::string text;                  // new text (engines with a tokenizer); a stop string never appears in it
+  double time = 0;                   // when the step that made it finished (engine clock, seconds)
+  FinishReason finish_reason = FinishReason::kNone;  // set on the sample's last output
+  std::string error;                 // kError: what went wrong
+  std::optional<SequenceTimings> timings;            // on the sample's last output
+  bool request_finished = false;     // this was the last output of the whole request (all n samples)
+};
+
+// An output sink. OnOutput runs on the engine thread, in order, once per step in which the sequence produced
+// something; it must return quickly (hand the output to another thread: see OutputQueue).
+class RequestSink {
+ public:
+  virtual ~RequestSink() = default;
+  virtual void OnOutput(RequestOutput output) = 0;
+};
+
+struct Request {
+  std::vector<int32_t> prompt;  // token ids, at least one
+  SamplingParams sampling;      // temperature 0 = greedy; penalties; `seed` is used only if `seeded`
+  bool seeded = false;          // false: the engine draws a seed (outputs are not reproducible)
+  StopConditions stop;
+  int64_t n = 1;                // independent samples of the same prompt (the prompt is computed once)
+  int64_t logprobs = -1;        // −1: none; k ≥ 0: log-probability of each token and the k most likely (k ≤ 20)
+  std::shared_ptr<RequestSink> sink;
+};
+
+// A sink that queues outputs for the thread that waits on them (an HTTP handler).
+class OutputQueue final : public RequestSink {
+ public:
+  void OnOutput(RequestOutput output) override;
+  // The next output; nullopt if none arrived within `timeout`.
+  std::optional<RequestOutput> Pop(std::chrono::milliseconds timeout);
+  // Blocks until the next output.
+  RequestOutput Pop();
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable ready_;
+  std::deque<RequestOutput> outputs_;
+};
+
+}  // namespace glint

@@ -1,0 +1,229 @@
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+namespace glint {
+
+Scheduler::Scheduler(CacheManager& memory, const SchedulerOptions& options) : memory_(memory), options_(options) {
+  GLINT_CHECK(options.max_batch_tokens > 0 && options.watermark_blocks >= 0);
+}
+
+SequenceInfo& Scheduler::Mutable(SequenceId id) {
+  auto found = sequences_.find(id);
+  GLINT_CHECK(found != sequences_.end()) << "unknown sequence " << id;
+  return found->second;
+}
+
+const SequenceInfo& Scheduler::Get(SequenceId id) const {
+  auto found = sequences_.find(id);
+  GLINT_CHECK(found != sequences_.end()) << "unknown sequence " << id;
+  return found->second;
+}
+
+void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival) {
+  GLINT_CHECK(!Contains(id) && !prompt.empty()) << "sequence " << id;
+  SequenceInfo& sequence = sequences_[id];
+  sequence.id = id;
+  sequence.arrival = arrival;
+  sequence.prompt_length = static_cast<int64_t>(prompt.size());
+  sequence.tokens = std::move(prompt);
+  waiting_.insert({arrival, id});
+}
+
+void Scheduler::AddChild(SequenceId id, SequenceId parent, int64_t arrival) {
+  const SequenceInfo& source = Get(parent);
+  GLINT_CHECK(!Contains(id)) << "sequence " << id;
+  SequenceInfo& sequence = sequences_[id];
+  sequence.id = id;
+  sequence.arrival = arrival;
+  sequence.prompt_length = source.prompt_length;
+  sequence.tokens.assign(source.tokens.begin(), source.tokens.begin() + source.prompt_length);
+  sequence.status = SequenceStatus::kWaitingForParent;
+  sequence.parent = parent;
+  children_.insert({arrival, id});
+}
+
+std::vector<SequenceId> Scheduler::Children(SequenceId parent) const {
+  std::vector<SequenceId> ids;
+  for (const auto& [arrival, id] : children_) {
+    if (Get(id).parent == parent) ids.push_back(id);
+  }
+  return ids;
+}
+
+int64_t Scheduler::ClipToCheckpoint(int64_t computed, int64_t count) const {
+  if (!memory_.prefix_caching()) return count;
+  const int64_t interval = memory_.options().checkpoint_interval;
+  const int64_t next = (computed / interval + 1) * interval;  // the next checkpoint position after `computed`
+  return std::min(count, next - computed);
+}
+
+int64_t Scheduler::Coverable(const SequenceInfo& sequence) const {
+  const int64_t blocks = static_cast<int64_t>(memory_.BlockTable(sequence.id).size()) + memory_.block_pool().num_free();
+  return std::max<int64_t>(blocks * memory_.options().block_tokens - sequence.computed, 0);
+}
+
+void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
+  SequenceInfo& sequence = Mutable(id);
+  memory_.Free(id);
+  running_.erase({sequence.arrival, id});
+  sequence.status = SequenceStatus::kWaiting;
+  sequence.computed = 0;
+  ++sequence.preemptions;
+  ++preemptions_;
+  waiting_.insert({sequence.arrival, id});
+  plan.preempted.push_back(id);
+  // A sequence scheduled earlier in this step gives its chunk back.
+  auto chunk = std::find_if(plan.chunks.begin(), plan.chunks.end(), [id](const ScheduledChunk& c) { return c.id == id; });
+  if (chunk != plan.chunks.end()) {
+    budget += chunk->count;
+    plan.tokens -= chunk->count;
+    plan.chunks.erase(chunk);
+  }
+}
+
+void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
+  const std::vector<std::pair<int64_t, SequenceId>> order(running_.begin(), running_.end());  // preemption edits running_
+  for (const auto& [arrival, id] : order) {
+    if (budget == 0) return;
+    if (running_.count({arrival, id}) == 0) continue;  // preempted earlier in this step
+    const SequenceInfo& sequence = Get(id);
+    const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - sequence.computed;
+    if (decodes != (remaining == 1)) continue;
+    int64_t count = ClipToCheckpoint(sequence.computed, std::min(remaining, budget));
+    bool preempted_self = false;
+    while (Coverable(sequence) < (decodes ? count : 1)) {
+      const SequenceId victim = std::prev(running_.end())->second;  // the newest running sequence
+      Preempt(victim, plan, budget);
+      if (victim == id) {
+        preempted_self = true;
+        break;
+      }
+    }
+    if (preempted_self) continue;
+    count = std::min(count, Coverable(sequence));  // a prefill chunk shrinks to the free blocks
+    GLINT_CHECK(memory_.Reserve(id, sequence.computed + count)) << "Coverable said yes";
+    plan.chunks.push_back({id, sequence.computed, count,
+                           sequence.computed + count == static_cast<int64_t>(sequence.tokens.size())});
+    plan.tokens += count;
+    budget -= count;
+  }
+}
+
+void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
+  const int64_t block_tokens = memory_.options().block_tokens;
+  while (budget > 0 && !waiting_.empty()) {
+    const auto [arrival, id] = *waiting_.begin();
+    SequenceInfo& sequence = Mutable(id);
+    if (memory_.slot_pool().num_free() == 0) return;
+    const PrefixMatch match = memory_.FindPrefix(sequence.tokens);
+    int64_t reclaimed = 0;  // matched blocks in the free queue are no longer free once taken
+    for (int32_t block : match.blocks) reclaimed += memory_.block_pool().ref_count(block) == 0 ? 1 : 0;
+    // The watermark keeps room for running sequences to grow; with none running it would only block the head.
+    const int64_t watermark = running_.empty() ? 0 : options_.watermark_blocks;
+    const int64_t available = memory_.block_pool().num_free() - reclaimed - watermark;
+    const int64_t fit = (static_cast<int64_t>(match.blocks.size()) + available) * block_tokens - match.tokens;
+    const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - match.tokens;
+    const int64_t count = std::min(ClipToCheckpoint(match.tokens, std::min(remaining, budget)), fit);
+    if (count < 1) return;  // head of the line does not fit: nobody behind it goes first
+    GLINT_CHECK(memory_.Admit(id, sequence.tokens, match, match.tokens + count)) << "the fit said yes";
+    waiting_.erase(waiting_.begin());
+    running_.insert({arrival, id});
+    sequence.status = SequenceStatus::kRunning;
+    sequence.computed = match.tokens;
+    if (!sequence.admitted_before) sequence.prefix_hit_tokens = match.tokens;
+    sequence.admitted_before = true;
+    plan.admitted.push_back(id);
+    plan.chunks.push_back({id, match.tokens, count, match.tokens + count == static_cast<int64_t>(sequence.tokens.size())});
+    plan.tokens += count;
+    budget -= count;
+  }
+}
+
+StepPlan Scheduler::Schedule() {
+  StepPlan plan;
+  int64_t budget = options_.max_batch_tokens;
+  ScheduleRunning(/*decodes=*/true, plan, budget);
+  ScheduleRunning(/*decodes=*/false, plan, budget);
+  if (plan.preempted.empty()) Admit(plan, budget);
+  return plan;
+}
+
+void Scheduler::Complete(const StepPlan& plan) {
+  for (const ScheduledChunk& chunk : plan.chunks) {
+    SequenceInfo& sequence = Mutable(chunk.id);
+    GLINT_CHECK(sequence.status == SequenceStatus::kRunning && sequence.computed == chunk.start)
+        << "sequence " << chunk.id << " changed between Schedule and Complete";
+    sequence.computed += chunk.count;
+    memory_.Commit(chunk.id, sequence.tokens, sequence.computed);
+  }
+}
+
+void Scheduler::AppendToken(SequenceId id, int32_t token) { Mutable(id).tokens.push_back(token); }
+
+bool Scheduler::Fork(SequenceId child_id) {
+  SequenceInfo& child = Mutable(child_id);
+  GLINT_CHECK(child.status == SequenceStatus::kWaitingForParent) << "sequence " << child_id << " is not a child";
+  const SequenceInfo& parent = Get(child.parent);
+  GLINT_CHECK(parent.status == SequenceStatus::kRunning && parent.computed == parent.prompt_length)
+      << "the parent of " << child_id << " has not just computed its prompt";
+  children_.erase({child.arrival, child_id});
+  child.parent = -1;
+  if (memory_.Fork(parent.id, child_id)) {
+    child.status = SequenceStatus::kRunning;
+    child.computed = parent.computed;
+    child.admitted_before = true;
+    running_.insert({child.arrival, child_id});
+    return true;
+  }
+  child.status = SequenceStatus::kWaiting;
+  waiting_.insert({child.arrival, child_id});
+  return false;
+}
+
+void Scheduler::Finish(SequenceId id) {
+  SequenceInfo& sequence = Mutable(id);
+  if (memory_.IsLive(id)) memory_.Free(id);
+  running_.erase({sequence.arrival, id});
+  waiting_.erase({sequence.arrival, id});
+  children_.erase({sequence.arrival, id});
+  sequences_.erase(id);
+}
+
+Status Scheduler::CheckIntegrity() const {
+  if (running_.size() + waiting_.size() + children_.size() != sequences_.size()) {
+    return InternalError("scheduler: ", running_.size(), " running + ", waiting_.size(), " waiting + ",
+                         children_.size(), " children != ", sequences_.size(), " sequences");
+  }
+  const auto check = [&](const Order& order, SequenceStatus status) -> Status {
+    for (const auto& [arrival, id] : order) {
+      auto found = sequences_.find(id);
+      if (found == sequences_.end() || found->second.arrival != arrival || found->second.status != status) {
+        return InternalError("scheduler: sequence ", id, " is listed in the wrong state");
+      }
+      const SequenceInfo& s = found->second;
+      const bool live = memory_.IsLive(id);
+      if (live != (status == SequenceStatus::kRunning)) {
+        return InternalError("scheduler: sequence ", id, " live=", live, " in state ", static_cast<int>(status));
+      }
+      if (live && (memory_.Committed(id) != s.computed || s.computed >= static_cast<int64_t>(s.tokens.size()))) {
+        return InternalError("scheduler: sequence ", id, " computed ", s.computed, " of ", s.tokens.size(),
+                             " tokens, memory committed ", memory_.Committed(id));
+      }
+      if (!live && s.computed != 0) return InternalError("scheduler: waiting sequence ", id, " has computed tokens");
+      if (status == SequenceStatus::kWaitingForParent && !Contains(s.parent)) {
+        return InternalError("scheduler: sequence ", id, " waits for a parent that is gone");
+      }
+    }
+    return Status::Ok();
+  };
+  GLINT_RETURN_IF_ERROR(check(running_, SequenceStatus::kRunning));
+  GLINT_RETURN_IF_ERROR(check(waiting_, SequenceStatus::kWaiting));
+  GLINT_RETURN_IF_ERROR(check(children_, SequenceStatus::kWaitingForParent));
+  if (memory_.num_live() != num_running()) {
+    return InternalError("scheduler: ", memory_.num_live(), " live sequences in memory, ", num_running(), " running");
+  }
+  return memory_.CheckIntegrity();
+}
+
+}  // namespace glint

@@ -1,0 +1,119 @@
+// The scheduler: which sequences compute which tokens in the next step (docs/engine.md "Scheduling").
+//
+// Every sequence has `tokens` (prompt, then generated tokens) and `computed`, the positions whose caches are in
+// memory; a step computes a chunk tokens[computed, computed + n) of some sequences. Prefill, chunked prefill,
+// decode, recompute after preemption and resumption after a prefix-cache hit are all this one arithmetic (the
+// vLLM v1 formulation). Each step, under a token budget:
+//   1. running sequences that decode (one token left), oldest first;
+//   2. running sequences still in prefill, oldest first, each one chunk (at most what the budget leaves);
+//   3. waiting sequences, oldest first, admitted while a slot and blocks for their first chunk are free (after a
+//      prefix-cache lookup); the first one that does not fit stops admission, so a large old request is not
+//      starved by small new ones. No admission in a step that had to preempt.
+// A chunk never crosses a checkpoint position (the recurrent state exists only at a chunk's end), and a prefill
+// chunk shrinks to the blocks that are free. When a running sequence cannot get even one token's block, the
+// newest running sequence is preempted: its memory is freed and it waits again (first in line by arrival) to
+// recompute prompt + generated tokens later.
+//
+// No model here: tests drive it with a CacheManager alone and check exact plans and block ids.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "base/status.h"
+#include "memory/cache_manager.h"
+
+namespace glint {
+
+struct SchedulerOptions {
+  int64_t max_batch_tokens = 512;  // tokens computed per step, all sequences together
+  int64_t watermark_blocks = 0;    // blocks an admission leaves free for running sequences to grow into
+};
+
+enum class SequenceStatus {
+  kWaiting,           // not in memory; will be admitted (again)
+  kRunning,           // live in memory
+  kWaitingForParent,  // one of n > 1 samples: starts as a copy of its parent once the parent's prompt is computed
+};
+
+struct ScheduledChunk {
+  SequenceId id = 0;
+  int64_t start = 0;     // first position computed
+  int64_t count = 0;     // tokens computed
+  bool samples = false;  // the chunk ends at the sequence's last token: its logits give the next token
+};
+
+struct StepPlan {
+  std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks; each sequence at most once
+  std::vector<SequenceId> admitted;    // became live this step, with `computed` positions restored
+  std::vector<SequenceId> preempted;   // lost their memory this step and wait again
+  int64_t tokens = 0;                  // Σ chunk counts ≤ max_batch_tokens
+};
+
+struct SequenceInfo {
+  SequenceId id = 0;
+  int64_t arrival = 0;            // order of arrival: lower is older
+  std::vector<int32_t> tokens;    // prompt, then generated tokens
+  int64_t prompt_length = 0;
+  int64_t computed = 0;           // positions whose caches are in memory (0 unless running)
+  SequenceStatus status = SequenceStatus::kWaiting;
+  SequenceId parent = -1;         // kWaitingForParent only
+  int64_t preemptions = 0;
+  int64_t prefix_hit_tokens = 0;  // positions restored from the prefix cache at the first admission
+  bool admitted_before = false;
+};
+
+class Scheduler {
+ public:
+  Scheduler(CacheManager& memory, const SchedulerOptions& options);
+
+  // A new sequence that waits to run its prompt.
+  void Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival);
+  // A sequence that waits until `parent` (added before it, same prompt) has computed its prompt; then Fork.
+  void AddChild(SequenceId id, SequenceId parent, int64_t arrival);
+
+  StepPlan Schedule();
+  // After the model computed `plan`: positions advance and are committed to memory (blocks join the prefix
+  // cache, checkpoints are taken).
+  void Complete(const StepPlan& plan);
+  void AppendToken(SequenceId id, int32_t token);
+  // Starts the waiting child as a copy of its parent's computed positions (sharing its blocks). When memory is
+  // short the child becomes an ordinary waiting sequence that computes its prompt itself; returns false then.
+  bool Fork(SequenceId child);
+  // Frees the sequence's memory and forgets it.
+  void Finish(SequenceId id);
+
+  bool Contains(SequenceId id) const { return sequences_.count(id) != 0; }
+  const SequenceInfo& Get(SequenceId id) const;
+  std::vector<SequenceId> Children(SequenceId parent) const;  // waiting for `parent`, in arrival order
+  int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
+  int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size() + children_.size()); }
+  int64_t num_preemptions() const { return preemptions_; }
+  const SchedulerOptions& options() const { return options_; }
+
+  // Every sequence is in exactly one state; running ones are live with `computed` committed; waiting ones hold no
+  // memory; the memory's own integrity check passes. Tests call it after every step.
+  Status CheckIntegrity() const;
+
+ private:
+  using Order = std::set<std::pair<int64_t, SequenceId>>;  // (arrival, id)
+  SequenceInfo& Mutable(SequenceId id);
+  int64_t ClipToCheckpoint(int64_t computed, int64_t count) const;
+  // Tokens a running sequence can cover from `computed` with its blocks plus the free ones.
+  int64_t Coverable(const SequenceInfo& sequence) const;
+  void Preempt(SequenceId id, StepPlan& plan, int64_t& budget);
+  void ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget);
+  void Admit(StepPlan& plan, int64_t& budget);
+
+  CacheManager& memory_;
+  SchedulerOptions options_;
+  std::map<SequenceId, SequenceInfo> sequences_;
+  Order running_, waiting_, children_;
+  int64_t preemptions_ = 0;
+};
+
+}  // namespace glint

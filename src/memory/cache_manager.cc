@@ -1,0 +1,272 @@
+#include "memory/cache_manager.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace glint {
+
+CacheManager::CacheManager(const CacheManagerOptions& options)
+    : options_(options),
+      blocks_(options.num_blocks, options.block_tokens),
+      slots_(options.num_slots),
+      checkpoints_(options.num_checkpoints) {
+  // A checkpoint is only usable while the block that ends at it is cached: drop it with the block.
+  blocks_.set_eviction_listener([this](BlockHash hash) { checkpoints_.Drop(hash); });
+}
+
+Result<std::unique_ptr<CacheManager>> CacheManager::Create(const CacheManagerOptions& o) {
+  if (o.block_tokens <= 0) return InvalidArgument("block_tokens is ", o.block_tokens, "; expected a positive count");
+  if (o.num_blocks < 0 || o.num_slots < 0 || o.num_checkpoints < 0) {
+    return InvalidArgument("pool sizes must be ≥ 0 (blocks ", o.num_blocks, ", slots ", o.num_slots,
+                           ", checkpoints ", o.num_checkpoints, ")");
+  }
+  for (auto [bytes, name] : {std::pair{o.block_bytes, "block"}, {o.slot_bytes, "slot"}}) {
+    if (bytes <= 0 || bytes % kItemAlignment != 0) {
+      return InvalidArgument(name, " size ", bytes, " bytes is not a positive multiple of ", kItemAlignment);
+    }
+  }
+  if (o.checkpoint_bytes < 0 || o.checkpoint_bytes > o.slot_bytes || o.checkpoint_bytes % kItemAlignment != 0) {
+    return InvalidArgument("checkpoint size ", o.checkpoint_bytes, " bytes must be a multiple of ", kItemAlignment,
+                           " within the slot's ", o.slot_bytes);
+  }
+  if (o.checkpoint_bytes == 0 && o.num_checkpoints > 0) {
+    return InvalidArgument("checkpoints were asked for but the slot has no recurrent state to keep");
+  }
+  if (o.prefix_caching) {
+    if (o.checkpoint_interval <= 0 || o.checkpoint_interval % o.block_tokens != 0) {
+      return InvalidArgument("checkpoint interval ", o.checkpoint_interval,
+                             " tokens must be a positive multiple of the block size (", o.block_tokens, " tokens)");
+    }
+    if (o.checkpoint_bytes > 0 && o.num_checkpoints == 0) {
+      return InvalidArgument("prefix caching a model with recurrent state needs at least one state checkpoint; "
+                             "give the checkpoint pool some memory or turn prefix caching off");
+    }
+  }
+  std::unique_ptr<CacheManager> manager(new CacheManager(o));
+  GLINT_ASSIGN_OR_RETURN(manager->block_arena_, ItemArena::Fixed(o.num_blocks, o.block_bytes));
+  GLINT_ASSIGN_OR_RETURN(manager->slot_arena_, ItemArena::Fixed(o.num_slots, o.slot_bytes));
+  if (o.num_checkpoints > 0) {
+    GLINT_ASSIGN_OR_RETURN(manager->checkpoint_arena_, ItemArena::Fixed(o.num_checkpoints, o.checkpoint_bytes));
+  }
+  return manager;
+}
+
+CacheManager::Sequence& CacheManager::Get(SequenceId id) {
+  auto found = sequences_.find(id);
+  GLINT_CHECK(found != sequences_.end()) << "sequence " << id << " is not live";
+  return *found->second;
+}
+
+const CacheManager::Sequence& CacheManager::Get(SequenceId id) const {
+  auto found = sequences_.find(id);
+  GLINT_CHECK(found != sequences_.end()) << "sequence " << id << " is not live";
+  return *found->second;
+}
+
+const std::vector<int32_t>& CacheManager::BlockTable(SequenceId id) const { return Get(id).blocks; }
+int64_t CacheManager::Committed(SequenceId id) const { return Get(id).committed; }
+int32_t CacheManager::SlotOf(SequenceId id) const { return Get(id).slot; }
+std::byte* CacheManager::Slot(SequenceId id) const { return slot_arena_.Item(Get(id).slot); }
+
+PrefixMatch CacheManager::FindPrefix(std::span<const int32_t> tokens) const {
+  PrefixMatch match;
+  if (!options_.prefix_caching) return match;
+  const int64_t b = options_.block_tokens;
+  const int64_t length = static_cast<int64_t>(tokens.size());
+  BlockHash parent = kRootBlockHash;
+  std::vector<int32_t> blocks;
+  std::vector<BlockHash> hashes;
+  // A block is reusable only if at least one token follows it (the sequence needs logits for its last token).
+  for (int64_t i = 0; (i + 1) * b <= length - 1; ++i) {
+    const std::span<const int32_t> block_tokens = tokens.subspan(i * b, b);
+    const BlockHash hash = HashBlock(parent, block_tokens);
+    const std::optional<int32_t> block = blocks_.Lookup(hash, parent, block_tokens);
+    if (!block) break;
+    blocks.push_back(*block);
+    hashes.push_back(hash);
+    parent = hash;
+    const int64_t end = (i + 1) * b;
+    std::optional<int32_t> checkpoint;
+    if (NeedsCheckpoints()) {  // the recurrent state exists only at checkpoint positions
+      if (end % options_.checkpoint_interval != 0) continue;
+      checkpoint = checkpoints_.Peek(hash);
+      if (!checkpoint) continue;
+    }
+    match.tokens = end;
+    match.checkpoint = checkpoint.value_or(-1);
+    match.blocks.assign(blocks.begin(), blocks.end());
+    match.hashes.assign(hashes.begin(), hashes.end());
+  }
+  return match;
+}
+
+bool CacheManager::CanAdmit(const PrefixMatch& match, int64_t end) const {
+  if (slots_.num_free() == 0) return false;
+  int64_t reclaimed = 0;  // matched blocks that sit in the free queue stop being free once acquired
+  for (int32_t block : match.blocks) reclaimed += blocks_.ref_count(block) == 0 ? 1 : 0;
+  const int64_t needed = std::max<int64_t>(BlocksFor(end) - static_cast<int64_t>(match.blocks.size()), 0);
+  return needed <= blocks_.num_free() - reclaimed;
+}
+
+bool CacheManager::Admit(SequenceId id, std::span<const int32_t> tokens, const PrefixMatch& match, int64_t end) {
+  GLINT_CHECK(!IsLive(id)) << "sequence " << id << " is already live";
+  GLINT_CHECK(match.tokens == static_cast<int64_t>(match.blocks.size()) * options_.block_tokens &&
+              match.hashes.size() == match.blocks.size() && end > match.tokens)
+      << "inconsistent prefix match";
+  if (!CanAdmit(match, end)) return false;
+  auto sequence = std::make_unique<Sequence>();
+  sequence->slot = *slots_.Allocate();
+  for (int32_t block : match.blocks) blocks_.Acquire(block);
+  sequence->blocks = match.blocks;
+  sequence->hashes = match.hashes;
+  sequence->committed = match.tokens;
+  const int64_t needed = BlocksFor(end) - static_cast<int64_t>(match.blocks.size());
+  std::optional<std::vector<int32_t>> fresh = blocks_.Allocate(needed);
+  GLINT_CHECK(fresh.has_value()) << "CanAdmit said yes";
+  sequence->blocks.insert(sequence->blocks.end(), fresh->begin(), fresh->end());
+
+  std::byte* slot = slot_arena_.Item(sequence->slot);
+  std::memset(slot, 0, options_.slot_bytes);
+  if (match.tokens > 0 && NeedsCheckpoints()) {
+    const std::optional<int32_t> checkpoint = checkpoints_.Find(match.hashes.back());
+    GLINT_CHECK(checkpoint.has_value() && *checkpoint == match.checkpoint) << "the match's checkpoint is gone";
+    std::memcpy(slot, checkpoint_arena_.Item(*checkpoint), options_.checkpoint_bytes);
+  }
+  if (options_.prefix_caching) {
+    ++prefix_queries_;
+    prefix_query_tokens_ += static_cast<int64_t>(tokens.size());
+    if (match.tokens > 0) ++prefix_hits_;
+    prefix_hit_tokens_ += match.tokens;
+  }
+  sequences_.emplace(id, std::move(sequence));
+  return true;
+}
+
+bool CacheManager::Reserve(SequenceId id, int64_t end) {
+  Sequence& sequence = Get(id);
+  const int64_t needed = BlocksFor(end) - static_cast<int64_t>(sequence.blocks.size());
+  if (needed <= 0) return true;
+  std::optional<std::vector<int32_t>> fresh = blocks_.Allocate(needed);
+  if (!fresh) return false;
+  sequence.blocks.insert(sequence.blocks.end(), fresh->begin(), fresh->end());
+  return true;
+}
+
+void CacheManager::Commit(SequenceId id, std::span<const int32_t> tokens, int64_t computed) {
+  Sequence& sequence = Get(id);
+  const int64_t b = options_.block_tokens;
+  GLINT_CHECK(computed >= sequence.committed && computed <= static_cast<int64_t>(tokens.size()) &&
+              computed <= static_cast<int64_t>(sequence.blocks.size()) * b)
+      << "commit of " << computed << " positions for a sequence at " << sequence.committed;
+  const int64_t previous = sequence.committed;
+  sequence.committed = computed;
+  if (!options_.prefix_caching) return;
+  // Newly full blocks join the cache.
+  for (int64_t i = static_cast<int64_t>(sequence.hashes.size()); (i + 1) * b <= computed; ++i) {
+    const BlockHash parent = i == 0 ? kRootBlockHash : sequence.hashes[i - 1];
+    const std::span<const int32_t> block_tokens = tokens.subspan(i * b, b);
+    const BlockHash hash = HashBlock(parent, block_tokens);
+    blocks_.Register(sequence.blocks[i], hash, parent, block_tokens);  // false: an identical block is cached
+    sequence.hashes.push_back(hash);
+  }
+  if (!NeedsCheckpoints()) return;
+  const int64_t interval = options_.checkpoint_interval;
+  if (computed / interval - previous / interval > (computed % interval == 0 ? 1 : 0)) ++checkpoints_missed_;
+  if (computed == previous || computed % interval != 0) return;
+  const BlockHash hash = sequence.hashes[computed / b - 1];
+  const std::optional<int32_t> checkpoint = checkpoints_.Take(hash);
+  if (!checkpoint) return;  // already taken by an identical sequence
+  std::memcpy(checkpoint_arena_.Item(*checkpoint), slot_arena_.Item(sequence.slot), options_.checkpoint_bytes);
+  ++checkpoints_taken_;
+}
+
+bool CacheManager::Fork(SequenceId parent_id, SequenceId child_id) {
+  GLINT_CHECK(!IsLive(child_id)) << "sequence " << child_id << " is already live";
+  const Sequence& parent = Get(parent_id);
+  const int64_t b = options_.block_tokens;
+  const int64_t full = parent.committed / b;
+  const bool partial = static_cast<int64_t>(parent.blocks.size()) > full && parent.committed % b != 0;
+  if (slots_.num_free() == 0 || blocks_.num_free() < (partial ? 1 : 0)) return false;
+  auto child = std::make_unique<Sequence>();
+  child->slot = *slots_.Allocate();
+  child->committed = parent.committed;
+  child->hashes = parent.hashes;
+  for (int64_t i = 0; i < full; ++i) {
+    blocks_.Acquire(parent.blocks[i]);
+    child->blocks.push_back(parent.blocks[i]);
+  }
+  if (partial) {
+    const int32_t copy = blocks_.Allocate(1)->front();
+    std::memcpy(block_arena_.Item(copy), block_arena_.Item(parent.blocks[full]), options_.block_bytes);
+    child->blocks.push_back(copy);
+  }
+  std::memcpy(slot_arena_.Item(child->slot), slot_arena_.Item(parent.slot), options_.slot_bytes);
+  sequences_.emplace(child_id, std::move(child));
+  return true;
+}
+
+void CacheManager::Free(SequenceId id) {
+  auto found = sequences_.find(id);
+  GLINT_CHECK(found != sequences_.end()) << "freeing sequence " << id << " that is not live";
+  const Sequence& sequence = *found->second;
+  for (auto block = sequence.blocks.rbegin(); block != sequence.blocks.rend(); ++block) blocks_.Release(*block);
+  slots_.Free(sequence.slot);
+  sequences_.erase(found);
+}
+
+CacheStats CacheManager::Stats() const {
+  CacheStats s;
+  s.blocks_total = blocks_.num_blocks();
+  s.blocks_used = blocks_.num_used();
+  s.blocks_cached = blocks_.num_cached();
+  s.slots_total = slots_.num_slots();
+  s.slots_used = slots_.num_used();
+  s.checkpoints_total = checkpoints_.num_checkpoints();
+  s.checkpoints_used = checkpoints_.num_used();
+  s.prefix_queries = prefix_queries_;
+  s.prefix_hits = prefix_hits_;
+  s.prefix_query_tokens = prefix_query_tokens_;
+  s.prefix_hit_tokens = prefix_hit_tokens_;
+  s.block_evictions = blocks_.num_evictions();
+  s.checkpoint_evictions = checkpoints_.num_evictions();
+  s.checkpoints_taken = checkpoints_taken_;
+  s.checkpoints_missed = checkpoints_missed_;
+  return s;
+}
+
+Status CacheManager::CheckIntegrity() const {
+  std::vector<int32_t> holders(blocks_.num_blocks(), 0);
+  std::vector<bool> slot_seen(slots_.num_slots(), false);
+  for (const auto& [id, sequence] : sequences_) {
+    if (sequence->slot < 0 || sequence->slot >= slots_.num_slots() || slot_seen[sequence->slot] ||
+        slots_.is_free(sequence->slot)) {
+      return InternalError("cache manager: sequence ", id, " has slot ", sequence->slot,
+                           " which is free, shared or out of range");
+    }
+    slot_seen[sequence->slot] = true;
+    if (sequence->committed > static_cast<int64_t>(sequence->blocks.size()) * options_.block_tokens) {
+      return InternalError("cache manager: sequence ", id, " committed ", sequence->committed, " positions in ",
+                           sequence->blocks.size(), " blocks");
+    }
+    if (options_.prefix_caching && static_cast<int64_t>(sequence->hashes.size()) != sequence->committed / options_.block_tokens) {
+      return InternalError("cache manager: sequence ", id, " has ", sequence->hashes.size(), " block hashes for ",
+                           sequence->committed, " committed positions");
+    }
+    std::vector<int32_t> sorted = sequence->blocks;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) {
+      return InternalError("cache manager: sequence ", id, " holds a block twice");
+    }
+    for (int32_t block : sequence->blocks) {
+      if (block < 0 || block >= blocks_.num_blocks()) return InternalError("cache manager: bad block id ", block);
+      ++holders[block];
+    }
+  }
+  if (slots_.num_used() != num_live()) {
+    return InternalError("cache manager: ", slots_.num_used(), " slots in use for ", num_live(), " live sequences");
+  }
+  GLINT_RETURN_IF_ERROR(blocks_.CheckIntegrity(holders));
+  return checkpoints_.CheckIntegrity();
+}
+
+}  // namespace glint

@@ -1,0 +1,140 @@
+// The memory of every live sequence: which blocks hold its per-token caches (its block table), which slot holds
+// its recurrent state, and the prefix cache that lets a new sequence start from another one's work.
+//
+// Prefix caching for a model with recurrent state (docs/engine.md "Prefix caching"):
+//   - a full block is identified by the chained hash of its tokens; cached blocks are shared by reference count;
+//   - when a sequence has computed exactly a multiple of `checkpoint_interval` positions, the first
+//     `checkpoint_bytes` of its slot (the recurrent state) are copied into a checkpoint keyed by the hash of the
+//     block that ends there;
+//   - a new sequence reuses the longest run of cached blocks that ends at a checkpoint, copies the checkpoint into
+//     its own fresh slot, and recomputes the rest. At least one token is always left to compute, so the sequence
+//     gets logits for its last token.
+// The slot bytes after `checkpoint_bytes` must describe nothing at a block boundary (for the hybrid model: the
+// indexer's filling pool is empty there because block_tokens is a multiple of index_kpool); a restored slot has
+// them zeroed. A model without recurrent state (checkpoint_bytes = 0) resumes at any cached block boundary.
+//
+// Knows sizes only, never the model. Single-threaded: the engine thread owns it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "memory/block_pool.h"
+#include "memory/checkpoint_pool.h"
+#include "memory/item_arena.h"
+#include "memory/slot_pool.h"
+
+namespace glint {
+
+using SequenceId = int64_t;
+
+struct CacheManagerOptions {
+  int64_t block_tokens = 64;        // positions per block
+  int64_t block_bytes = 0;          // one block: every layer's per-token caches for block_tokens positions
+  int64_t num_blocks = 0;
+  int64_t slot_bytes = 0;           // one sequence's state
+  int64_t num_slots = 0;            // the maximum number of live sequences
+  int64_t checkpoint_bytes = 0;     // the leading bytes of a slot that a checkpoint keeps (0: no recurrent state)
+  int64_t num_checkpoints = 0;
+  bool prefix_caching = false;
+  int64_t checkpoint_interval = 0;  // tokens; a positive multiple of block_tokens when prefix caching is on
+};
+
+// What a new sequence can reuse: `tokens` positions covered by `blocks`, with the state at that position in
+// `checkpoint` (−1 when the model has no recurrent state or nothing matched).
+struct PrefixMatch {
+  int64_t tokens = 0;
+  std::vector<int32_t> blocks;     // [tokens / block_tokens]
+  std::vector<BlockHash> hashes;   // [tokens / block_tokens] chained hash of each block
+  int32_t checkpoint = -1;
+};
+
+struct CacheStats {
+  int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0;  // used: held by a sequence; cached: findable
+  int64_t slots_total = 0, slots_used = 0;
+  int64_t checkpoints_total = 0, checkpoints_used = 0;
+  int64_t prefix_queries = 0;        // admissions that looked up the prefix cache
+  int64_t prefix_hits = 0;           // ... that reused at least one block
+  int64_t prefix_query_tokens = 0;   // tokens of the sequences looked up
+  int64_t prefix_hit_tokens = 0;     // tokens not recomputed thanks to a hit
+  int64_t block_evictions = 0, checkpoint_evictions = 0, checkpoints_taken = 0;
+  int64_t checkpoints_missed = 0;    // checkpoint positions a sequence stepped over (a scheduler bug if not 0)
+};
+
+class CacheManager {
+ public:
+  // Checks the options and allocates every pool up front.
+  static Result<std::unique_ptr<CacheManager>> Create(const CacheManagerOptions& options);
+
+  CacheManager(const CacheManager&) = delete;  // the block pool's eviction listener points back here
+  CacheManager& operator=(const CacheManager&) = delete;
+
+  const CacheManagerOptions& options() const { return options_; }
+  bool prefix_caching() const { return options_.prefix_caching; }
+  int64_t BlocksFor(int64_t tokens) const { return (tokens + options_.block_tokens - 1) / options_.block_tokens; }
+
+  // The longest reusable prefix of `tokens` (see the file comment). No side effects.
+  PrefixMatch FindPrefix(std::span<const int32_t> tokens) const;
+  // Whether Admit(match, end) would succeed now.
+  bool CanAdmit(const PrefixMatch& match, int64_t end) const;
+  // Makes `id` live: a slot (zeroed, then the match's checkpoint copied in), the match's blocks (shared), and new
+  // blocks covering positions < `end`. Returns false, changing nothing, when the pools cannot provide them.
+  bool Admit(SequenceId id, std::span<const int32_t> tokens, const PrefixMatch& match, int64_t end);
+  // More blocks so that positions < `end` are covered. False, changing nothing, when the pool is short.
+  bool Reserve(SequenceId id, int64_t end);
+  // Positions < `computed` of `tokens` are now in the sequence's blocks and slot: newly full blocks join the
+  // prefix cache, and a checkpoint is taken if `computed` is a checkpoint position.
+  void Commit(SequenceId id, std::span<const int32_t> tokens, int64_t computed);
+  // Makes `child` a copy of the live sequence `parent`: it shares the parent's full blocks, gets its own copy of
+  // the partly filled last block and of the slot. False, changing nothing, when there is no slot or block for it.
+  bool Fork(SequenceId parent, SequenceId child);
+  // Releases the sequence's blocks (last block first, so its tail is evicted before its head) and its slot.
+  void Free(SequenceId id);
+
+  bool IsLive(SequenceId id) const { return sequences_.count(id) != 0; }
+  int64_t num_live() const { return static_cast<int64_t>(sequences_.size()); }
+  // Block ids of the sequence, position p in blocks[p / block_tokens]. The reference stays valid while it lives.
+  const std::vector<int32_t>& BlockTable(SequenceId id) const;
+  int64_t Committed(SequenceId id) const;
+  int32_t SlotOf(SequenceId id) const;
+  std::byte* Slot(SequenceId id) const;
+  ItemArena& block_arena() { return block_arena_; }
+  const ItemArena& block_arena() const { return block_arena_; }
+  const BlockPool& block_pool() const { return blocks_; }
+  const SlotPool& slot_pool() const { return slots_; }
+  const CheckpointPool& checkpoint_pool() const { return checkpoints_; }
+  std::byte* CheckpointData(int32_t id) const { return checkpoint_arena_.Item(id); }
+
+  CacheStats Stats() const;
+  // Reference counts equal the number of tables holding each block, every live sequence has a distinct slot and
+  // blocks for its committed positions, and each pool is consistent. Tests call it after every step.
+  Status CheckIntegrity() const;
+
+ private:
+  struct Sequence {
+    std::vector<int32_t> blocks;     // block table
+    int32_t slot = -1;
+    int64_t committed = 0;           // positions whose caches are written
+    std::vector<BlockHash> hashes;   // chained hash of each full block below `committed` (prefix caching only)
+  };
+  explicit CacheManager(const CacheManagerOptions& options);
+  Sequence& Get(SequenceId id);
+  const Sequence& Get(SequenceId id) const;
+  bool NeedsCheckpoints() const { return options_.checkpoint_bytes > 0; }
+
+  CacheManagerOptions options_;
+  BlockPool blocks_;
+  SlotPool slots_;
+  CheckpointPool checkpoints_;
+  ItemArena block_arena_, slot_arena_, checkpoint_arena_;
+  std::map<SequenceId, std::unique_ptr<Sequence>> sequences_;  // unique_ptr: block tables do not move
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0, prefix_query_tokens_ = 0, prefix_hit_tokens_ = 0;
+  int64_t checkpoints_taken_ = 0, checkpoints_missed_ = 0;
+};
+
+}  // namespace glint

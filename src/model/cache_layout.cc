@@ -1,0 +1,81 @@
+#include "model/cache_layout.h"
+
+#include "memory/item_arena.h"
+
+namespace glint {
+namespace {
+
+// Appends a segment of `bytes` to a region of `size` bytes and returns its offset.
+int64_t Place(int64_t& size, int64_t bytes) {
+  const int64_t offset = size;
+  size += AlignItemBytes(bytes);
+  return offset;
+}
+
+}  // namespace
+
+int64_t StandaloneBlockTokens(const ModelConfig& config) { return 4 * std::max<int64_t>(config.index_kpool, 1); }
+
+Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& options) {
+  const int64_t b = options.block_tokens;
+  if (c.index_kpool <= 0 || b <= 0 || b % c.index_kpool != 0) {
+    return InvalidArgument("block size ", b, " tokens must be a positive multiple of index_kpool (", c.index_kpool,
+                           ") so that indexer pools never straddle blocks");
+  }
+  if (options.kda_state != KdaStateStorage::kFloat32 && options.kda_state != KdaStateStorage::kBfloat16) {
+    return InvalidArgument("unknown KDA state storage ", static_cast<int>(options.kda_state));
+  }
+  if (static_cast<int64_t>(c.attention_kinds.size()) != c.num_hidden_layers) {
+    return InvalidArgument("the config lists ", c.attention_kinds.size(), " attention kinds for ",
+                           c.num_hidden_layers, " layers");
+  }
+  CacheLayout layout;
+  layout.options = options;
+  layout.kv_lora_rank = c.kv_lora_rank;
+  layout.index_head_dim = c.index_head_dim;
+  layout.index_kpool = c.index_kpool;
+  layout.kda_heads = c.kda_num_heads;
+  layout.kda_head_dim = c.kda_head_dim;
+  layout.kda_conv_kernel = c.kda_conv_kernel;
+  layout.layers.resize(c.num_hidden_layers);
+  const int64_t e = c.index_head_dim;
+  const int64_t s_bytes = options.kda_state == KdaStateStorage::kFloat32 ? 4 : 2;
+  // KDA state first: it is what a checkpoint keeps.
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    CacheLayout::Layer& layer = layout.layers[l];
+    layer.kind = c.attention_kinds[l];
+    if (layer.kind != AttentionKind::kKda) continue;
+    layer.conv = Place(layout.slot_bytes, 3 * c.KdaWidth() * (c.kda_conv_kernel - 1) * 4);
+    layer.recurrent = Place(layout.slot_bytes, c.kda_num_heads * c.kda_head_dim * c.kda_head_dim * s_bytes);
+  }
+  layout.checkpoint_bytes = layout.slot_bytes;
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    CacheLayout::Layer& layer = layout.layers[l];
+    if (layer.kind != AttentionKind::kDsa) continue;
+    layer.latents = Place(layout.block_bytes, b * c.kv_lora_rank * 4);
+    layer.pooled = Place(layout.block_bytes, b / c.index_kpool * e * 4);
+    layer.pending = Place(layout.slot_bytes, 2 * (c.index_kpool - 1) * e * 4);
+  }
+  // Pools need items of at least one alignment unit even for a model without one of the layer kinds.
+  if (layout.block_bytes == 0) layout.block_bytes = kItemAlignment;
+  if (layout.slot_bytes == 0) layout.slot_bytes = kItemAlignment;
+  return layout;
+}
+
+Status CacheLayout::CheckMatches(const ModelConfig& c) const {
+  if (kv_lora_rank != c.kv_lora_rank || index_head_dim != c.index_head_dim || index_kpool != c.index_kpool ||
+      kda_heads != c.kda_num_heads || kda_head_dim != c.kda_head_dim || kda_conv_kernel != c.kda_conv_kernel ||
+      static_cast<int64_t>(layers.size()) != c.num_hidden_layers) {
+    return FailedPrecondition("the cache layout was made for another model (kv_lora ", kv_lora_rank, ", index e ",
+                              index_head_dim, ", kpool ", index_kpool, ", KDA ", kda_heads, "×", kda_head_dim,
+                              ", ", layers.size(), " layers); make it with MakeCacheLayout(config)");
+  }
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    if (layers[l].kind != c.attention_kinds[l]) {
+      return FailedPrecondition("the cache layout's layer ", l, " kind differs from the config's");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace glint

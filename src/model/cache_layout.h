@@ -1,0 +1,61 @@
+// How one sequence's caches are laid out in memory (docs/engine.md "Memory"). The engine sizes its pools with it;
+// the model's cache views address bytes with it.
+//
+//   block (B = block_tokens positions, a multiple of index_kpool), for each DSA layer in layer order:
+//     latents      [B, kv_lora]            fp32   MLA latent c_j after kv_a_layernorm
+//     pooled keys  [B / kpool, e]          fp32   the indexer's pk_m of the pools that lie in the block
+//   slot (one per live sequence):
+//     for each KDA layer: conv window [3, width, K−1] fp32, recurrent S [H, d, d] fp32 or bf16
+//     for each DSA layer: pending rows [2, kpool − 1, e] fp32 (ik then ig of the filling pool)
+//   checkpoint = the slot's KDA part, which comes first. At a block boundary the filling pools are empty, so a
+//   checkpoint taken there plus the blocks before it is the whole sequence state.
+// Every segment starts on a 64-byte boundary (kItemAlignment).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "base/status.h"
+#include "io/config.h"
+#include "model/kda.h"
+
+namespace glint {
+
+struct CacheOptions {
+  int64_t block_tokens = 64;
+  KdaStateStorage kda_state = KdaStateStorage::kFloat32;
+};
+
+struct CacheLayout {
+  CacheOptions options;
+  int64_t block_bytes = 0;       // one block, every DSA layer
+  int64_t slot_bytes = 0;        // one sequence's state
+  int64_t checkpoint_bytes = 0;  // the leading KDA part of a slot
+
+  struct Layer {
+    AttentionKind kind = AttentionKind::kKda;
+    int64_t latents = -1;    // DSA: byte offset in a block
+    int64_t pooled = -1;     // DSA: byte offset in a block
+    int64_t pending = -1;    // DSA: byte offset in the slot
+    int64_t conv = -1;       // KDA: byte offset in the slot
+    int64_t recurrent = -1;  // KDA: byte offset in the slot
+  };
+  std::vector<Layer> layers;  // [num_hidden_layers]
+
+  // The config sizes the layout was made for (checked before every use).
+  int64_t kv_lora_rank = 0, index_head_dim = 0, index_kpool = 0;
+  int64_t kda_heads = 0, kda_head_dim = 0, kda_conv_kernel = 0;
+
+  int64_t block_tokens() const { return options.block_tokens; }
+  // Cache bytes one position adds (all DSA layers; pooled keys amortised over their pool).
+  double BytesPerToken() const { return static_cast<double>(block_bytes) / options.block_tokens; }
+  Status CheckMatches(const ModelConfig& config) const;
+};
+
+// The layout for `config`. Fails when block_tokens is not a positive multiple of index_kpool.
+Result<CacheLayout> MakeCacheLayout(const ModelConfig& config, const CacheOptions& options = {});
+
+// The block size standalone sequences use (NewSequence, NewDsaCache): small, so tests cross block boundaries.
+int64_t StandaloneBlockTokens(const ModelConfig& config);
+
+}  // namespace glint

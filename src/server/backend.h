@@ -1,0 +1,96 @@
+// What the HTTP layer needs from the thing that generates tokens: submit a request (token ids, sampling, stops, a
+// sink for outputs), cancel it, read metrics. The engine (engine/engine.h) is adapted to it in engine_backend.cc;
+// tests use a scripted fake. Outputs reach the sink on the backend's thread and must be handed off quickly.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace glint::server {
+
+using GenerationId = uint64_t;
+
+struct GenerationSampling {
+  float temperature = 1.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  int64_t top_k = 0;  // 0 = off
+  float min_p = 0.0f;
+  std::optional<uint64_t> seed;  // absent: not reproducible
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+};
+
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0.0f;
+};
+
+enum class GenerationFinish { kNone, kStop, kLength, kCancelled, kError };
+
+// One step's worth of one sample.
+struct GenerationOutput {
+  int64_t index = 0;                   // which of the n samples
+  std::vector<int32_t> tokens;         // generated since this sample's previous output
+  std::string text;                    // their text: complete UTF-8 characters; never includes a stop string
+  std::vector<TokenLogprob> logprobs;  // [tokens] when asked for
+  std::vector<std::vector<TokenLogprob>> top_logprobs;  // [tokens][k] when asked for
+  GenerationFinish finish = GenerationFinish::kNone;    // set on the sample's last output
+  std::string error;                                    // kError
+  int64_t generated_tokens = 0;                         // on the last output: tokens this sample generated
+  int64_t cached_prompt_tokens = 0;  // on the last output: prompt tokens restored from the prefix cache
+  bool request_finished = false;     // the last output of the whole request (all n samples)
+};
+
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+  virtual void OnOutput(GenerationOutput output) = 0;  // backend thread; must return quickly
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // at least one token
+  GenerationSampling sampling;
+  int64_t max_tokens = -1;                // −1: up to the context limit
+  std::vector<std::string> stop_strings;  // finish when the text contains one (not included in the text)
+  std::vector<int32_t> stop_token_ids;    // finish on these, besides the model's end ids
+  bool ignore_eos = false;
+  bool skip_special_tokens = true;  // false keeps <think>, <tool_call>... in the text for the parsers
+  int64_t n = 1;
+  int64_t logprobs = -1;  // −1: none; k ≥ 0: each token's logprob and the k most likely
+  std::shared_ptr<GenerationSink> sink;
+};
+
+// A snapshot for /metrics and admission. Cumulative counters only grow.
+struct BackendMetrics {
+  int64_t requests_running = 0;
+  int64_t requests_waiting = 0;
+  int64_t preemptions = 0;
+  int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0;
+  int64_t state_slots_total = 0, state_slots_used = 0;
+  int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;             // admissions
+  int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;  // tokens
+  int64_t computed_tokens = 0;
+  int64_t steps = 0;
+};
+
+class GenerationBackend {
+ public:
+  virtual ~GenerationBackend() = default;
+  // Validates and queues; an error (bad sampling, prompt too long...) means nothing was queued.
+  virtual Result<GenerationId> Submit(GenerationRequest request) = 0;
+  // The request's samples finish as kCancelled and free their memory soon; unknown ids are ignored.
+  virtual void Cancel(GenerationId id) = 0;
+  virtual BackendMetrics Metrics() const = 0;
+  // Prompt + generated tokens of one sequence.
+  virtual int64_t max_model_len() const = 0;
+  // Sequences that can be in memory at once (requests beyond wait in the backend's queue).
+  virtual int64_t max_running_sequences() const = 0;
+};
+
+}  // namespace glint::server

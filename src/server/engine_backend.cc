@@ -1,0 +1,102 @@
+#include "server/engine_backend.h"
+
+namespace glint::server {
+namespace {
+
+GenerationFinish ToFinish(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kNone:
+      return GenerationFinish::kNone;
+    case FinishReason::kStop:
+      return GenerationFinish::kStop;
+    case FinishReason::kLength:
+      return GenerationFinish::kLength;
+    case FinishReason::kCancelled:
+      return GenerationFinish::kCancelled;
+    case FinishReason::kError:
+      return GenerationFinish::kError;
+  }
+  return GenerationFinish::kError;
+}
+
+std::vector<TokenLogprob> ToLogprobs(const std::vector<glint::TokenLogprob>& from) {
+  std::vector<TokenLogprob> to;
+  to.reserve(from.size());
+  for (const auto& entry : from) to.push_back({entry.token, entry.logprob});
+  return to;
+}
+
+// Runs on the engine thread: converts and forwards (the session's sink only queues).
+class SinkAdapter final : public RequestSink {
+ public:
+  explicit SinkAdapter(std::shared_ptr<GenerationSink> sink) : sink_(std::move(sink)) {}
+
+  void OnOutput(RequestOutput output) override {
+    GenerationOutput converted;
+    converted.index = output.index;
+    converted.tokens = std::move(output.tokens);
+    converted.text = std::move(output.text);
+    converted.logprobs = ToLogprobs(output.logprobs);
+    converted.top_logprobs.reserve(output.top_logprobs.size());
+    for (const auto& top : output.top_logprobs) converted.top_logprobs.push_back(ToLogprobs(top));
+    converted.finish = ToFinish(output.finish_reason);
+    converted.error = std::move(output.error);
+    if (output.timings) {
+      converted.generated_tokens = output.timings->generated_tokens;
+      converted.cached_prompt_tokens = output.timings->cached_prompt_tokens;
+    }
+    converted.request_finished = output.request_finished;
+    sink_->OnOutput(std::move(converted));
+  }
+
+ private:
+  std::shared_ptr<GenerationSink> sink_;
+};
+
+}  // namespace
+
+Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
+  Request converted;
+  converted.prompt = std::move(request.prompt);
+  const GenerationSampling& s = request.sampling;
+  converted.sampling.temperature = s.temperature;
+  converted.sampling.top_p = s.top_p;
+  converted.sampling.top_k = s.top_k;
+  converted.sampling.min_p = s.min_p;
+  converted.sampling.presence_penalty = s.presence_penalty;
+  converted.sampling.frequency_penalty = s.frequency_penalty;
+  converted.sampling.repetition_penalty = s.repetition_penalty;
+  converted.seeded = s.seed.has_value();
+  converted.sampling.seed = s.seed.value_or(0);
+  converted.stop.max_tokens = request.max_tokens;
+  converted.stop.stop_token_ids = std::move(request.stop_token_ids);
+  converted.stop.ignore_eos = request.ignore_eos;
+  converted.stop.stop_strings = std::move(request.stop_strings);
+  converted.stop.skip_special_tokens = request.skip_special_tokens;
+  converted.n = request.n;
+  converted.logprobs = request.logprobs;
+  converted.sink = std::make_shared<SinkAdapter>(std::move(request.sink));
+  return engine_.Submit(std::move(converted));
+}
+
+BackendMetrics EngineBackend::Metrics() const {
+  const EngineMetrics m = engine_.Metrics();
+  BackendMetrics out;
+  out.requests_running = m.requests_running;
+  out.requests_waiting = m.requests_waiting;
+  out.preemptions = m.preemptions;
+  out.kv_blocks_total = m.cache.blocks_total;
+  out.kv_blocks_used = m.cache.blocks_used;
+  out.kv_blocks_cached = m.cache.blocks_cached;
+  out.state_slots_total = m.cache.slots_total;
+  out.state_slots_used = m.cache.slots_used;
+  out.prefix_cache_queries = m.cache.prefix_queries;
+  out.prefix_cache_hits = m.cache.prefix_hits;
+  out.prefix_cache_query_tokens = m.cache.prefix_query_tokens;
+  out.prefix_cache_hit_tokens = m.cache.prefix_hit_tokens;
+  out.computed_tokens = m.computed_tokens;
+  out.steps = m.steps;
+  return out;
+}
+
+}  // namespace glint::server

@@ -1,0 +1,254 @@
+#include "server/metrics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace glint::server {
+namespace {
+
+// Bucket bounds as vLLM's, so dashboards built for it read ours.
+const std::vector<double> kTtftBuckets = {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25,  0.5,   0.75,
+                                          1.0,   2.5,   5.0,  7.5,  10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kInterTokenBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                                0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kLatencyBuckets = {0.3,  0.5,  0.8,  1.0,  1.5,   2.0,   2.5,   5.0,   10.0,   15.0,  20.0,
+                                             30.0, 40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kTokenBuckets = {1,    2,    5,    10,    20,    50,    100,    200,    500,
+                                           1000, 2000, 5000, 10000, 20000, 50000, 100000, 200000, 500000};
+
+std::string Number(double value) {
+  if (std::isinf(value)) return value > 0 ? "+Inf" : "-Inf";
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", value);
+  return buffer;
+}
+
+std::string EscapeLabel(const std::string& value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string JoinLabels(const std::string& a, const std::string& b) {
+  if (a.empty()) return b;
+  if (b.empty()) return a;
+  return a + "," + b;
+}
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void Header(const std::string& name, const char* type, const char* help) {
+    out_ += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  }
+  void Sample(const std::string& name, const std::string& labels, double value) {
+    out_ += name;
+    if (!labels.empty()) out_ += "{" + labels + "}";
+    out_ += " " + Number(value) + "\n";
+  }
+  void Single(const std::string& name, const char* type, const char* help, const std::string& labels, double value) {
+    Header(name, type, help);
+    Sample(name, labels, value);
+  }
+
+ private:
+  std::string& out_;
+};
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : upper_bounds_(std::move(upper_bounds)), counts_(upper_bounds_.size() + 1, 0) {}
+
+void Histogram::Observe(double value) {
+  const size_t bucket =
+      static_cast<size_t>(std::lower_bound(upper_bounds_.begin(), upper_bounds_.end(), value) - upper_bounds_.begin());
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++counts_[bucket];
+  sum_ += value;
+  ++count_;
+}
+
+void Histogram::Render(const std::string& name, const std::string& labels, std::string& out) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Writer writer(out);
+  int64_t cumulative = 0;
+  for (size_t i = 0; i <= upper_bounds_.size(); ++i) {
+    cumulative += counts_[i];
+    const double bound = i < upper_bounds_.size() ? upper_bounds_[i] : INFINITY;
+    writer.Sample(name + "_bucket", JoinLabels(labels, "le=\"" + Number(bound) + "\""),
+                  static_cast<double>(cumulative));
+  }
+  writer.Sample(name + "_sum", labels, sum_);
+  writer.Sample(name + "_count", labels, static_cast<double>(count_));
+}
+
+ServerMetrics::ServerMetrics()
+    : time_to_first_token_(kTtftBuckets),
+      inter_token_latency_(kInterTokenBuckets),
+      e2e_latency_(kLatencyBuckets),
+      queue_time_(kLatencyBuckets),
+      prompt_tokens_(kTokenBuckets),
+      generation_tokens_(kTokenBuckets) {}
+
+void ServerMetrics::CountHttpRequest(const std::string& endpoint, int status) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++http_requests_[{endpoint, status}];
+}
+
+void ServerMetrics::RequestFinished(const RequestFigures& figures) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++finished_by_reason_[figures.finish_reason];
+    prompt_tokens_total_ += figures.prompt_tokens;
+    generation_tokens_total_ += figures.generation_tokens;
+    cached_prompt_tokens_total_ += figures.cached_prompt_tokens;
+  }
+  if (figures.first_token_seconds >= 0) time_to_first_token_.Observe(figures.first_token_seconds);
+  e2e_latency_.Observe(figures.e2e_seconds);
+  queue_time_.Observe(figures.queue_seconds);
+  prompt_tokens_.Observe(static_cast<double>(figures.prompt_tokens));
+  generation_tokens_.Observe(static_cast<double>(figures.generation_tokens));
+}
+
+void ServerMetrics::ObserveInterTokenLatency(double seconds) { inter_token_latency_.Observe(seconds); }
+
+std::string ServerMetrics::Render(const BackendMetrics& backend, const std::string& model_name) const {
+  std::string out;
+  Writer w(out);
+  const std::string model = "model_name=\"" + EscapeLabel(model_name) + "\"";
+  const double kv_usage = backend.kv_blocks_total > 0 ? static_cast<double>(backend.kv_blocks_used) /
+                                                            static_cast<double>(backend.kv_blocks_total)
+                                                      : 0.0;
+  std::map<std::pair<std::string, int>, int64_t> http_requests;
+  std::map<std::string, int64_t> finished;
+  int64_t prompt_total = 0, generation_total = 0, cached_total = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    http_requests = http_requests_;
+    finished = finished_by_reason_;
+    prompt_total = prompt_tokens_total_;
+    generation_total = generation_tokens_total_;
+    cached_total = cached_prompt_tokens_total_;
+  }
+  for (const char* reason : {"stop", "length", "tool_calls", "abort", "error"}) finished.try_emplace(reason, 0);
+
+  // ---- glint: ----
+  w.Single("glint_requests_running", "gauge", "Requests with a sequence in engine memory.", "",
+           static_cast<double>(backend.requests_running));
+  w.Single("glint_requests_waiting", "gauge", "Requests queued in the engine (not in memory).", "",
+           static_cast<double>(backend.requests_waiting));
+  w.Single("glint_server_requests_in_flight", "gauge", "Generation requests accepted by the server and not finished.",
+           "", static_cast<double>(in_flight_requests_.load()));
+  w.Single("glint_server_sequences_in_flight", "gauge", "Sequences (requests times n) accepted and not finished.", "",
+           static_cast<double>(in_flight_sequences_.load()));
+  w.Single("glint_http_connections_active", "gauge", "Open HTTP connections being served.", "",
+           static_cast<double>(connections_active_.load()));
+  w.Header("glint_http_requests_total", "counter", "HTTP requests by endpoint and status.");
+  for (const auto& [key, count] : http_requests) {
+    w.Sample("glint_http_requests_total",
+             "endpoint=\"" + EscapeLabel(key.first) + "\",status=\"" + std::to_string(key.second) + "\"",
+             static_cast<double>(count));
+  }
+  w.Single("glint_requests_rejected_total", "counter", "Requests refused because the queue was full (429).", "",
+           static_cast<double>(rejected_total_.load()));
+  w.Header("glint_request_success_total", "counter", "Finished generation requests by finish reason.");
+  for (const auto& [reason, count] : finished) {
+    w.Sample("glint_request_success_total", "finish_reason=\"" + reason + "\"", static_cast<double>(count));
+  }
+  w.Single("glint_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", "",
+           static_cast<double>(prompt_total));
+  w.Single("glint_prompt_tokens_cached_total", "counter", "Prompt tokens restored from the prefix cache.", "",
+           static_cast<double>(cached_total));
+  w.Single("glint_generation_tokens_total", "counter", "Generated tokens of finished requests.", "",
+           static_cast<double>(generation_total));
+  w.Header("glint_time_to_first_token_seconds", "histogram", "Arrival to first generated token.");
+  time_to_first_token_.Render("glint_time_to_first_token_seconds", "", out);
+  w.Header("glint_inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a sample.");
+  inter_token_latency_.Render("glint_inter_token_latency_seconds", "", out);
+  w.Header("glint_e2e_request_latency_seconds", "histogram", "Arrival to last output.");
+  e2e_latency_.Render("glint_e2e_request_latency_seconds", "", out);
+  w.Header("glint_request_queue_time_seconds", "histogram", "Arrival to first output (queueing and prefill).");
+  queue_time_.Render("glint_request_queue_time_seconds", "", out);
+  w.Header("glint_request_prompt_tokens", "histogram", "Prompt tokens per request.");
+  prompt_tokens_.Render("glint_request_prompt_tokens", "", out);
+  w.Header("glint_request_generation_tokens", "histogram", "Generated tokens per request.");
+  generation_tokens_.Render("glint_request_generation_tokens", "", out);
+  w.Single("glint_kv_blocks_total", "gauge", "KV cache blocks.", "", static_cast<double>(backend.kv_blocks_total));
+  w.Single("glint_kv_blocks_used", "gauge", "KV cache blocks held by running sequences.", "",
+           static_cast<double>(backend.kv_blocks_used));
+  w.Single("glint_kv_blocks_cached", "gauge", "KV cache blocks kept for prefix reuse.", "",
+           static_cast<double>(backend.kv_blocks_cached));
+  w.Single("glint_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.", "", kv_usage);
+  w.Single("glint_state_slots_total", "gauge", "Recurrent-state slots (KDA).", "",
+           static_cast<double>(backend.state_slots_total));
+  w.Single("glint_state_slots_used", "gauge", "Recurrent-state slots held by running sequences.", "",
+           static_cast<double>(backend.state_slots_used));
+  w.Single("glint_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", "",
+           static_cast<double>(backend.prefix_cache_query_tokens));
+  w.Single("glint_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", "",
+           static_cast<double>(backend.prefix_cache_hit_tokens));
+  w.Single("glint_preemptions_total", "counter", "Sequences preempted (to be recomputed).", "",
+           static_cast<double>(backend.preemptions));
+  w.Single("glint_engine_steps_total", "counter", "Engine steps.", "", static_cast<double>(backend.steps));
+  w.Single("glint_computed_tokens_total", "counter", "Positions run through the model.", "",
+           static_cast<double>(backend.computed_tokens));
+  // Speculative decoding (MTP) is not implemented yet: these stay 0 so tools that read them work.
+  w.Single("glint_spec_decode_num_drafts_total", "counter", "Speculative drafts (0: not implemented yet).", "", 0);
+  w.Single("glint_spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", "", 0);
+  w.Single("glint_spec_decode_num_accepted_tokens_total", "counter", "Accepted drafted tokens.", "", 0);
+  w.Single("glint_spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted drafted tokens by position.",
+           "position=\"0\"", 0);
+
+  // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----
+  w.Single("vllm:num_requests_running", "gauge", "Requests running.", model,
+           static_cast<double>(backend.requests_running));
+  w.Single("vllm:num_requests_waiting", "gauge", "Requests waiting.", model,
+           static_cast<double>(backend.requests_waiting));
+  w.Single("vllm:kv_cache_usage_perc", "gauge", "KV cache usage (1 = 100%).", model, kv_usage);
+  w.Single("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage (1 = 100%); older name.", model, kv_usage);
+  w.Single("vllm:prompt_tokens_total", "counter", "Prompt tokens.", model, static_cast<double>(prompt_total));
+  w.Single("vllm:generation_tokens_total", "counter", "Generated tokens.", model,
+           static_cast<double>(generation_total));
+  w.Header("vllm:request_success_total", "counter", "Finished requests by reason.");
+  for (const auto& [reason, count] : finished) {
+    w.Sample("vllm:request_success_total", model + ",finished_reason=\"" + reason + "\"", static_cast<double>(count));
+  }
+  w.Header("vllm:time_to_first_token_seconds", "histogram", "Time to first token.");
+  time_to_first_token_.Render("vllm:time_to_first_token_seconds", model, out);
+  w.Header("vllm:time_per_output_token_seconds", "histogram", "Time per output token.");
+  inter_token_latency_.Render("vllm:time_per_output_token_seconds", model, out);
+  w.Header("vllm:inter_token_latency_seconds", "histogram", "Inter-token latency.");
+  inter_token_latency_.Render("vllm:inter_token_latency_seconds", model, out);
+  w.Header("vllm:e2e_request_latency_seconds", "histogram", "End-to-end request latency.");
+  e2e_latency_.Render("vllm:e2e_request_latency_seconds", model, out);
+  w.Header("vllm:request_queue_time_seconds", "histogram", "Queue time (includes prefill here).");
+  queue_time_.Render("vllm:request_queue_time_seconds", model, out);
+  w.Header("vllm:request_prompt_tokens", "histogram", "Prompt tokens per request.");
+  prompt_tokens_.Render("vllm:request_prompt_tokens", model, out);
+  w.Header("vllm:request_generation_tokens", "histogram", "Generated tokens per request.");
+  generation_tokens_.Render("vllm:request_generation_tokens", model, out);
+  w.Single("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries (tokens).", model,
+           static_cast<double>(backend.prefix_cache_query_tokens));
+  w.Single("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits (tokens).", model,
+           static_cast<double>(backend.prefix_cache_hit_tokens));
+  w.Single("vllm:num_preemptions_total", "counter", "Preemptions.", model, static_cast<double>(backend.preemptions));
+  w.Single("vllm:spec_decode_num_drafts_total", "counter", "Speculative drafts.", model, 0);
+  w.Single("vllm:spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", model, 0);
+  w.Single("vllm:spec_decode_num_accepted_tokens_total", "counter", "Accepted drafted tokens.", model, 0);
+  w.Single("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted drafted tokens by position.",
+           model + ",position=\"0\"", 0);
+  return out;
+}
+
+}  // namespace glint::server

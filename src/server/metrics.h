@@ -1,0 +1,85 @@
+// Server metrics in the Prometheus text format (GET /metrics).
+//
+// Every series has a glint: name; the series vLLM dashboards and `vllm bench serve` read are exported again under
+// their vllm: names with a model_name label, and the speculative-decoding counters exist (zero until speculative
+// decoding does). The list with meanings is in docs/server.md. Request-level figures (TTFT, inter-token latency,
+// end-to-end latency, token counts) are measured here, at the HTTP layer; engine-level ones (running/waiting,
+// blocks, slots, prefix cache, preemptions) come from the backend's snapshot at scrape time.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "server/backend.h"
+
+namespace glint::server {
+
+// A Prometheus histogram: cumulative bucket counts, sum and count. Thread-safe.
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> upper_bounds);
+  void Observe(double value);
+  // Appends `name_bucket{le=...}`, `name_sum`, `name_count` lines; `labels` is "" or `key="value"`.
+  void Render(const std::string& name, const std::string& labels, std::string& out) const;
+
+ private:
+  std::vector<double> upper_bounds_;
+  mutable std::mutex mutex_;
+  std::vector<int64_t> counts_;  // [upper_bounds + 1], not cumulative; the last is +Inf
+  double sum_ = 0;
+  int64_t count_ = 0;
+};
+
+// What one finished generation request contributes.
+struct RequestFigures {
+  std::string finish_reason;  // "stop", "length", "tool_calls", "abort", "error"
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t cached_prompt_tokens = 0;
+  double queue_seconds = 0;         // arrival → first output (prefill included; an upper bound on queueing)
+  double first_token_seconds = -1;  // arrival → first generated token (TTFT); < 0 if none
+  double e2e_seconds = 0;           // arrival → last output
+};
+
+class ServerMetrics {
+ public:
+  ServerMetrics();
+
+  void CountHttpRequest(const std::string& endpoint, int status);
+  void RequestFinished(const RequestFigures& figures);
+  void ObserveInterTokenLatency(double seconds);
+  void CountRejected() { rejected_total_.fetch_add(1); }
+  // Incremented and decremented by the connection pool around each served connection.
+  std::atomic<int64_t>& connections_active() { return connections_active_; }
+  void SetInFlight(int64_t requests, int64_t sequences) {
+    in_flight_requests_.store(requests);
+    in_flight_sequences_.store(sequences);
+  }
+
+  std::string Render(const BackendMetrics& backend, const std::string& model_name) const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::pair<std::string, int>, int64_t> http_requests_;  // (endpoint, status) → count
+  std::map<std::string, int64_t> finished_by_reason_;
+  int64_t prompt_tokens_total_ = 0;
+  int64_t generation_tokens_total_ = 0;
+  int64_t cached_prompt_tokens_total_ = 0;
+  std::atomic<int64_t> rejected_total_{0};
+  std::atomic<int64_t> connections_active_{0};
+  std::atomic<int64_t> in_flight_requests_{0};
+  std::atomic<int64_t> in_flight_sequences_{0};
+  Histogram time_to_first_token_;
+  Histogram inter_token_latency_;
+  Histogram e2e_latency_;
+  Histogram queue_time_;
+  Histogram prompt_tokens_;
+  Histogram generation_tokens_;
+};
+
+}  // namespace glint::server

@@ -1,0 +1,105 @@
+// OpenAI request JSON → native structs, with full validation: wrong types and invalid values are 400s naming the
+// field (`param`), unknown fields are ignored, null means "not given". Only the server layer touches JSON.
+//
+// Chat (POST /v1/chat/completions) and completions (POST /v1/completions) share the sampling fields:
+// temperature [0, 2], top_p (0, 1], top_k (−1 or 0 = off, else ≥ 1), min_p [0, 1], seed (integer),
+// presence_penalty / frequency_penalty [−2, 2], repetition_penalty (0, 2], max_tokens / max_completion_tokens ≥ 1,
+// stop (a string or up to 16 non-empty strings), stop_token_ids, ignore_eos, n [1, 16], stream,
+// stream_options.include_usage. Defaults for temperature/top_p/top_k come from the checkpoint's
+// generation_config.json.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "server/api_error.h"
+#include "server/backend.h"
+
+namespace glint::server {
+
+using Json = nlohmann::ordered_json;
+
+// What requests may ask for, and the defaults they get.
+struct RequestPolicy {
+  GenerationSampling default_sampling;  // from generation_config.json
+  int64_t max_n = 16;
+  int64_t max_stop_strings = 16;
+  int64_t max_top_logprobs = 20;
+  int64_t max_prompts = 16;  // completions with a list of prompts
+  int64_t vocab_size = 0;    // token ids must be below this (prompts, stop_token_ids, detokenize)
+};
+
+struct SamplingFields {
+  GenerationSampling sampling;
+  std::optional<int64_t> max_tokens;  // absent: up to the context limit
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int64_t n = 1;
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+};
+
+enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+
+struct ChatRequest {
+  std::optional<std::string> model;
+  SamplingFields fields;
+  bool logprobs = false;
+  int64_t top_logprobs = 0;
+  // The conversation as the chat template sees it: role, content (a string; text parts joined with "\n"; null
+  // for an assistant turn with only tool calls), and where given reasoning_content, tool_calls (arguments as
+  // objects, parsed from the JSON strings OpenAI sends), tool_call_id, name. "developer" becomes "system".
+  Json messages = Json::array();
+  Json tools = Json::array();                   // [{"type": "function", "function": {name, description?, parameters?}}]
+  ToolChoice tool_choice = ToolChoice::kNone;   // default: auto with tools, none without
+  std::string tool_choice_name;                 // kNamed
+  std::optional<std::string> reasoning_effort;  // "Low", "High" or "Max" (the request's low / high / max)
+  Json chat_template_kwargs = Json::object();
+  bool add_generation_prompt = true;
+};
+
+struct PromptInput {
+  bool is_tokens = false;
+  std::string text;
+  std::vector<int32_t> tokens;
+};
+
+struct CompletionRequest {
+  std::optional<std::string> model;
+  SamplingFields fields;
+  std::vector<PromptInput> prompts;  // one or more (a list of prompts gives n choices per prompt)
+  std::optional<int64_t> logprobs;   // completions' integer logprobs: the k most likely per token
+  bool echo = false;
+};
+
+// Both parse the JSON body text (malformed JSON, invalid UTF-8 or nesting deeper than 64 → 400).
+ApiOr<ChatRequest> ParseChatRequest(std::string_view body, const RequestPolicy& policy);
+ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body, const RequestPolicy& policy);
+
+// POST /tokenize: {"prompt": "..."} or {"messages": [...]} (+ add_generation_prompt, tools, chat_template_kwargs,
+// reasoning_effort as in chat); add_special_tokens (default true) parses special tokens in a prompt.
+struct TokenizeRequest {
+  std::optional<std::string> model;
+  std::optional<std::string> prompt;
+  ChatRequest chat;  // when messages were given
+  bool add_special_tokens = true;
+  bool return_token_strs = false;
+};
+ApiOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body, const RequestPolicy& policy);
+
+// POST /detokenize: {"tokens": [ids]}.
+struct DetokenizeRequest {
+  std::optional<std::string> model;
+  std::vector<int32_t> tokens;
+};
+ApiOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body, const RequestPolicy& policy);
+
+// The body as a JSON object: 400 for malformed JSON, invalid UTF-8, nesting deeper than `max_depth`, or a
+// non-object. Exposed for tests.
+ApiOr<Json> ParseJsonObject(std::string_view body, int max_depth = 64);
+
+}  // namespace glint::server

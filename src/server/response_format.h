@@ -1,0 +1,64 @@
+// Backend outputs → OpenAI response JSON: stream chunks as outputs arrive, and the whole response at the end.
+//
+// Chat: each choice's text goes through the reasoning parser (reasoning_content vs content) and, when tools are
+// in play, the GLM tool-call parser (tool_calls with arguments as a JSON string, streamed incrementally). Stream
+// chunks: the first delta of a choice carries role "assistant"; then reasoning_content / content / tool_calls
+// deltas (a call's first delta has its id, type and name); then an empty delta with the finish_reason ("stop",
+// "length", "tool_calls" when calls were made, "error"). logprobs use OpenAI's {"content": [{token, logprob,
+// bytes, top_logprobs}]} shape, per chunk when streaming.
+// Completions: text per choice (choice index = prompt index × n + sample), optional echo of the prompt, logprobs
+// in the legacy {tokens, token_logprobs, top_logprobs, text_offset} shape.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "server/backend.h"
+#include "server/chat_prompt.h"
+#include "tokenizer/tokenizer.h"
+
+namespace glint::server {
+
+struct ResponseIdentity {
+  std::string id;       // chatcmpl-… / cmpl-…
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+
+class ResponseFormatter {
+ public:
+  virtual ~ResponseFormatter() = default;
+  // Records one output of request `tag` (the index of the prompt) and appends the stream chunks it makes.
+  virtual void OnOutput(int tag, const GenerationOutput& output, std::vector<Json>& chunks) = 0;
+  // The non-streaming response, with `usage`.
+  virtual Json FinalResponse(const Json& usage) const = 0;
+  // The last stream chunk when stream_options.include_usage: no choices, the usage.
+  virtual Json UsageChunk(const Json& usage) const = 0;
+  // The finish reason of every choice, "" while unfinished (for logs and metrics).
+  virtual std::vector<std::string> FinishReasons() const = 0;
+};
+
+struct ChatFormatOptions {
+  bool logprobs = false;
+  int64_t top_logprobs = 0;
+};
+
+std::unique_ptr<ResponseFormatter> MakeChatFormatter(ResponseIdentity identity, const ChatPrompt& prompt, int64_t n,
+                                                     const ChatFormatOptions& options, const Tokenizer& tokenizer);
+
+struct CompletionFormatOptions {
+  std::vector<std::string> echo_texts;  // [prompts]: prepended to each choice's text when echo is on; else empty
+  std::optional<int64_t> logprobs;      // the k of completions' logprobs
+};
+
+std::unique_ptr<ResponseFormatter> MakeCompletionFormatter(ResponseIdentity identity, int num_prompts, int64_t n,
+                                                           const CompletionFormatOptions& options,
+                                                           const Tokenizer& tokenizer);
+
+// "call_" + 24 random letters and digits; "chatcmpl-"/"cmpl-" ids use RandomId too.
+std::string RandomId(std::string_view prefix, int length = 24);
+
+}  // namespace glint::server

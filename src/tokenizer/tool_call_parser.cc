@@ -1,0 +1,337 @@
+#include "tokenizer/tool_call_parser.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/reasoning_parser.h"
+
+namespace glint {
+namespace {
+
+constexpr std::string_view kCallOpen = "<tool_call>";
+constexpr std::string_view kCallClose = "</tool_call>";
+constexpr std::string_view kKeyOpen = "<arg_key>";
+constexpr std::string_view kKeyClose = "</arg_key>";
+constexpr std::string_view kValueOpen = "<arg_value>";
+constexpr std::string_view kValueClose = "</arg_value>";
+
+constexpr size_t kMaxNameBytes = 256;
+
+bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && IsBlank(text.front())) text.remove_prefix(1);
+  while (!text.empty() && IsBlank(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+// JSON string escaping byte by byte: quotes, backslashes and control characters are escaped, every other byte is
+// copied, so escaping pieces of a string cut anywhere (even inside a UTF-8 character) concatenates to the escaping
+// of the whole.
+std::string JsonEscape(std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
+      default:
+        if (byte < 0x20) {
+          out += "\\u00";
+          out += kHex[byte >> 4];
+          out += kHex[byte & 0xF];
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string JsonQuote(std::string_view text) { return "\"" + JsonEscape(text) + "\""; }
+
+bool ValidName(std::string_view name) {
+  if (name.empty() || name.size() > kMaxNameBytes) return false;
+  return std::none_of(name.begin(), name.end(), [](char c) { return IsBlank(c) || c == '<' || c == '>'; });
+}
+
+struct TagHit {
+  size_t position = std::string::npos;
+  std::string_view tag;
+};
+
+// The earliest of `tags` in `text`.
+TagHit FindFirst(std::string_view text, std::initializer_list<std::string_view> tags) {
+  TagHit hit;
+  for (std::string_view tag : tags) {
+    const size_t at = text.find(tag);
+    if (at < hit.position) hit = {at, tag};
+  }
+  return hit;
+}
+
+// How much of the end of `text` could be the start of one of `tags`.
+size_t HoldBack(std::string_view text, std::initializer_list<std::string_view> tags) {
+  size_t hold = 0;
+  for (std::string_view tag : tags) hold = std::max(hold, PartialTagLength(text, tag));
+  return hold;
+}
+
+}  // namespace
+
+void ToolCallParser::StartInsideCall(std::string_view forced_name) {
+  raw_call_.clear();
+  name_.assign(forced_name);
+  state_ = forced_name.empty() ? State::kName : State::kAfterName;
+  name_emitted_ = false;
+  arguments_opened_ = false;
+}
+
+void ToolCallParser::EmitName(std::vector<ToolCallDelta>& calls) {
+  calls.push_back({num_calls_, std::string(Trim(name_)), ""});
+  name_emitted_ = true;
+  ++num_calls_;
+}
+
+void ToolCallParser::EmitArguments(std::vector<ToolCallDelta>& calls, std::string fragment) {
+  if (fragment.empty()) return;
+  const int index = num_calls_ - 1;
+  if (!calls.empty() && calls.back().index == index) {
+    calls.back().arguments += fragment;
+  } else {
+    calls.push_back({index, "", std::move(fragment)});
+  }
+}
+
+void ToolCallParser::CloseCall(std::vector<ToolCallDelta>& calls) {
+  if (!name_emitted_) EmitName(calls);
+  EmitArguments(calls, arguments_opened_ ? "}" : "{}");
+  state_ = State::kContent;
+  name_.clear();
+  key_.clear();
+  value_.clear();
+  raw_call_.clear();
+  arguments_opened_ = false;
+  name_emitted_ = false;
+  blank_run_.clear();
+}
+
+bool ToolCallParser::ValueIsString() const {
+  if (types_ == nullptr) return false;
+  const auto it = types_->string_parameters.find(std::string(Trim(name_)));
+  return it != types_->string_parameters.end() && it->second.count(key_) > 0;
+}
+
+std::string ToolCallParser::ConvertValue(std::string_view raw) const {
+  const std::string_view trimmed = Trim(raw);
+  nlohmann::json parsed = nlohmann::json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
+  if (!parsed.is_discarded() && !trimmed.empty()) {
+    return parsed.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  return JsonQuote(raw);
+}
+
+bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& calls, bool at_end) {
+  const std::string_view buffer = buffer_;
+  auto emit_content = [&](std::string_view text) {
+    if (text.empty()) return;
+    if (num_calls_ == 0) {
+      content.append(text);
+      return;
+    }
+    // After a call, whitespace is held until something else follows (it may be just the gap before the next
+    // call, or trailing); cutting at the last non-blank keeps the result independent of the chunking.
+    const auto last = std::find_if_not(text.rbegin(), text.rend(), IsBlank);
+    if (last == text.rend()) {
+      blank_run_.append(text);
+      return;
+    }
+    const size_t kept = static_cast<size_t>(text.rend() - last);
+    content.append(blank_run_);
+    content.append(text.substr(0, kept));
+    blank_run_.assign(text.substr(kept));
+  };
+  auto consume = [&](size_t bytes) { buffer_.erase(0, bytes); };
+  auto hold_for = [&](std::initializer_list<std::string_view> tags) { return at_end ? 0 : HoldBack(buffer, tags); };
+
+  switch (state_) {
+    case State::kContent: {
+      const TagHit hit = FindFirst(buffer, {kCallOpen});
+      if (hit.position == std::string::npos) {
+        const size_t keep = hold_for({kCallOpen});
+        emit_content(buffer.substr(0, buffer.size() - keep));
+        consume(buffer.size() - keep);
+        return false;
+      }
+      emit_content(buffer.substr(0, hit.position));
+      blank_run_.clear();
+      consume(hit.position + hit.tag.size());
+      state_ = State::kName;
+      raw_call_ = kCallOpen;
+      name_.clear();
+      return true;
+    }
+    case State::kName: {
+      const TagHit hit = FindFirst(buffer, {kKeyOpen, kCallClose});
+      const size_t take =
+          hit.position != std::string::npos ? hit.position : buffer.size() - hold_for({kKeyOpen, kCallClose});
+      name_.append(buffer.substr(0, take));
+      raw_call_.append(buffer.substr(0, take));
+      consume(take);
+      const std::string_view name = Trim(name_);
+      const bool broken = name.size() > kMaxNameBytes ||
+                          std::any_of(name.begin(), name.end(), [](char c) { return c == '<' || c == '>'; });
+      if (hit.position == std::string::npos && !broken) return false;
+      if (broken || !ValidName(name)) {
+        // Not a call after all: its text is content, and scanning resumes at the tag that ended it.
+        emit_content(raw_call_);
+        raw_call_.clear();
+        name_.clear();
+        state_ = State::kContent;
+        return true;
+      }
+      EmitName(calls);
+      consume(hit.tag.size());
+      if (hit.tag == kKeyOpen) {
+        key_.clear();
+        state_ = State::kKey;
+      } else {
+        CloseCall(calls);
+      }
+      return true;
+    }
+    case State::kAfterName:
+    case State::kBeforeValue:
+    case State::kAfterValue: {
+      if (!name_emitted_) EmitName(calls);
+      const TagHit hit = state_ == State::kBeforeValue ? FindFirst(buffer, {kValueOpen, kKeyOpen, kCallClose})
+                                                       : FindFirst(buffer, {kKeyOpen, kCallClose});
+      if (hit.position == std::string::npos) {  // text between tags means nothing: dropped
+        consume(buffer.size() - hold_for({kValueOpen, kKeyOpen, kCallClose}));
+        return false;
+      }
+      consume(hit.position + hit.tag.size());
+      if (hit.tag == kCallClose) {
+        CloseCall(calls);
+      } else if (hit.tag == kKeyOpen) {
+        key_.clear();
+        state_ = State::kKey;
+      } else {  // <arg_value>
+        value_.clear();
+        value_is_string_ = ValueIsString();
+        if (value_is_string_) {
+          EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": \"");
+          arguments_opened_ = true;
+        }
+        state_ = State::kValue;
+      }
+      return true;
+    }
+    case State::kKey: {
+      const TagHit hit = FindFirst(buffer, {kKeyClose, kCallClose});
+      if (hit.position == std::string::npos) {
+        const size_t take = buffer.size() - hold_for({kKeyClose, kCallClose});
+        key_.append(buffer.substr(0, take));
+        consume(take);
+        return false;
+      }
+      key_.append(buffer.substr(0, hit.position));
+      consume(hit.position + hit.tag.size());
+      key_ = std::string(Trim(key_));
+      if (hit.tag == kCallClose) {
+        CloseCall(calls);  // a key without a value is dropped
+      } else {
+        state_ = State::kBeforeValue;
+      }
+      return true;
+    }
+    case State::kValue: {
+      const TagHit hit = FindFirst(buffer, {kValueClose, kCallClose});
+      const size_t take =
+          hit.position != std::string::npos ? hit.position : buffer.size() - hold_for({kValueClose, kCallClose});
+      if (value_is_string_) {
+        EmitArguments(calls, JsonEscape(buffer.substr(0, take)));
+      } else {
+        value_.append(buffer.substr(0, take));
+      }
+      consume(take);
+      if (hit.position == std::string::npos) return false;
+      consume(hit.tag.size());
+      if (value_is_string_) {
+        EmitArguments(calls, "\"");
+      } else {
+        EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": " + ConvertValue(value_));
+        arguments_opened_ = true;
+      }
+      value_.clear();
+      if (hit.tag == kCallClose) {
+        CloseCall(calls);
+      } else {
+        state_ = State::kAfterValue;
+      }
+      return true;
+    }
+  }
+  return false;
+}
+
+void ToolCallParser::Push(std::string_view text, std::string& content, std::vector<ToolCallDelta>& calls) {
+  buffer_.append(text);
+  while (Step(content, calls, /*at_end=*/false)) {
+  }
+}
+
+void ToolCallParser::Finish(std::string& content, std::vector<ToolCallDelta>& calls) {
+  while (Step(content, calls, /*at_end=*/true)) {
+  }
+  switch (state_) {
+    case State::kContent:
+      break;
+    case State::kName:
+      if (ValidName(Trim(name_))) {  // e.g. the output stopped right after the name
+        CloseCall(calls);
+      } else {
+        content.append(raw_call_);
+      }
+      break;
+    case State::kValue:
+      if (value_is_string_) {
+        EmitArguments(calls, "\"");
+      } else {
+        EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": " + ConvertValue(value_));
+        arguments_opened_ = true;
+      }
+      CloseCall(calls);
+      break;
+    default:
+      CloseCall(calls);
+  }
+  buffer_.clear();
+  blank_run_.clear();
+  raw_call_.clear();
+  state_ = State::kContent;
+}
+
+}  // namespace glint

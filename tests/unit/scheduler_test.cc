@@ -1,0 +1,258 @@
+// The scheduler without a model (as vLLM's scheduler tests): exact chunks, budget arithmetic, block ids,
+// preemption order, prefix hits and forks, with the integrity check after every step.
+#include <numeric>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/scheduler.h"
+#include "memory/cache_manager.h"
+#include "test_util.h"
+
+namespace glint {
+namespace {
+
+using Ids = std::vector<int32_t>;
+
+std::vector<int32_t> Tokens(int32_t first, int64_t count) {
+  std::vector<int32_t> tokens(count);
+  std::iota(tokens.begin(), tokens.end(), first);
+  return tokens;
+}
+
+// Blocks of 4 tokens; checkpoints every 8 when prefix caching is on.
+std::unique_ptr<CacheManager> Memory(int64_t blocks, int64_t slots, bool prefix = false, int64_t checkpoints = 4) {
+  CacheManagerOptions o;
+  o.block_tokens = 4;
+  o.block_bytes = 64;
+  o.num_blocks = blocks;
+  o.slot_bytes = 128;
+  o.num_slots = slots;
+  o.checkpoint_bytes = 64;
+  o.num_checkpoints = prefix ? checkpoints : 0;
+  o.prefix_caching = prefix;
+  o.checkpoint_interval = 8;
+  return CacheManager::Create(o).value();
+}
+
+struct Chunk {
+  SequenceId id;
+  int64_t start, count;
+  bool samples;
+  bool operator==(const Chunk&) const = default;
+};
+std::ostream& operator<<(std::ostream& out, const Chunk& c) {
+  return out << "{" << c.id << ", " << c.start << ", " << c.count << ", " << c.samples << "}";
+}
+std::vector<Chunk> ChunksOf(const StepPlan& plan) {
+  std::vector<Chunk> chunks;
+  for (const ScheduledChunk& c : plan.chunks) chunks.push_back({c.id, c.start, c.count, c.samples});
+  return chunks;
+}
+
+// What the engine does after the model ran: commit, then append a token (100 + id) to each sampling sequence.
+void Finish(Scheduler& scheduler, const StepPlan& plan) {
+  scheduler.Complete(plan);
+  for (const ScheduledChunk& c : plan.chunks) {
+    if (c.samples) scheduler.AppendToken(c.id, static_cast<int32_t>(100 + c.id));
+  }
+  ASSERT_OK(scheduler.CheckIntegrity());
+}
+
+TEST(Scheduler, BudgetDecodesFirstThenPrefillChunksThenAdmissions) {
+  auto memory = Memory(64, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 16});
+  scheduler.Add(1, Tokens(0, 10), 0);
+  scheduler.Add(2, Tokens(0, 20), 1);
+  scheduler.Add(3, Tokens(0, 5), 2);
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 10, true}, {2, 0, 6, false}}));
+  EXPECT_EQ(plan.tokens, 16);
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 2}));
+  EXPECT_EQ(memory->BlockTable(1), (Ids{0, 1, 2}));
+  EXPECT_EQ(memory->BlockTable(2), (Ids{3, 4}));
+  Finish(scheduler, plan);
+  // Step 2: 1 decodes; 2 continues its prefill with what is left of the budget; 3 gets the last token of budget.
+  plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 10, 1, true}, {2, 6, 14, true}, {3, 0, 1, false}}));
+  EXPECT_EQ(plan.tokens, 16);
+  Finish(scheduler, plan);
+  EXPECT_EQ(memory->BlockTable(2), (Ids{3, 4, 5, 6, 7}));
+  // Step 3: two decodes, then 3's prefill.
+  plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 11, 1, true}, {2, 20, 1, true}, {3, 1, 4, true}}));
+  Finish(scheduler, plan);
+  EXPECT_EQ(scheduler.Get(1).tokens.size(), 13u);
+  EXPECT_EQ(scheduler.Get(3).computed, 5);
+  for (SequenceId id : {1, 2, 3}) scheduler.Finish(id);
+  EXPECT_EQ(memory->Stats().blocks_used, 0);
+  EXPECT_EQ(memory->Stats().slots_used, 0);
+  ASSERT_OK(scheduler.CheckIntegrity());
+}
+
+TEST(Scheduler, ALongPromptDelaysDecodesByAtMostOneChunk) {
+  auto memory = Memory(128, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 8});
+  scheduler.Add(1, Tokens(0, 3), 0);
+  Finish(scheduler, scheduler.Schedule());  // 1 prefills and starts decoding
+  scheduler.Add(2, Tokens(0, 100), 1);
+  for (int step = 0; step < 14; ++step) {
+    const StepPlan plan = scheduler.Schedule();
+    ASSERT_GE(plan.chunks.size(), 1u);
+    EXPECT_EQ(ChunksOf(plan)[0], (Chunk{1, 3 + step, 1, true})) << "the decode comes first in step " << step;
+    if (step < 13) {
+      EXPECT_EQ(ChunksOf(plan)[1], (Chunk{2, 7 * step, 7, false})) << step;
+    }
+    Finish(scheduler, plan);
+  }
+  EXPECT_EQ(scheduler.Get(2).computed, 98);
+}
+
+TEST(Scheduler, ChunksStopAtCheckpointPositions) {
+  auto memory = Memory(64, 2, /*prefix=*/true);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 100});
+  scheduler.Add(1, Tokens(0, 20), 0);
+  std::vector<Chunk> seen;
+  for (int step = 0; step < 4; ++step) {
+    const StepPlan plan = scheduler.Schedule();
+    for (const Chunk& c : ChunksOf(plan)) seen.push_back(c);
+    Finish(scheduler, plan);
+  }
+  EXPECT_EQ(seen, (std::vector<Chunk>{{1, 0, 8, false}, {1, 8, 8, false}, {1, 16, 4, true}, {1, 20, 1, true}}));
+  EXPECT_EQ(memory->Stats().checkpoints_taken, 2);
+  EXPECT_EQ(memory->Stats().checkpoints_missed, 0);
+}
+
+TEST(Scheduler, AdmissionReusesTheCachedPrefix) {
+  auto memory = Memory(64, 2, /*prefix=*/true);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 100});
+  scheduler.Add(1, Tokens(0, 20), 0);
+  for (int step = 0; step < 3; ++step) Finish(scheduler, scheduler.Schedule());
+  scheduler.Finish(1);
+  std::vector<int32_t> prompt = Tokens(0, 18);
+  prompt.push_back(77);
+  scheduler.Add(2, prompt, 1);
+  const StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, 16, 3, true}}));
+  EXPECT_EQ(scheduler.Get(2).prefix_hit_tokens, 16);
+  // Blocks 0..3 are shared from the cache; the new one comes from the head of the free queue (never-used blocks
+  // before 1's cached ones, which went to the tail).
+  EXPECT_EQ(memory->BlockTable(2), (Ids{0, 1, 2, 3, 5}));
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, AdmissionTakesWhatIsFreeInArrivalOrder) {
+  auto memory = Memory(6, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 16), 0);  // takes 4 of 6 blocks
+  Finish(scheduler, scheduler.Schedule());
+  scheduler.Add(2, Tokens(0, 12), 1);  // would need 3 blocks; 1 is left after 1's growth
+  scheduler.Add(3, Tokens(0, 2), 2);
+  StepPlan plan = scheduler.Schedule();
+  // 1 decodes into a fifth block; 2 takes the last block for a shortened first chunk; 3 waits for memory.
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 16, 1, true}, {2, 0, 4, false}}));
+  EXPECT_EQ(scheduler.Get(3).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, PreemptsTheNewestAndRecomputesItLater) {
+  auto memory = Memory(5, 3);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 8), 0);  // blocks 0 1
+  scheduler.Add(2, Tokens(0, 8), 1);  // blocks 2 3
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 2}));
+  Finish(scheduler, plan);  // both at 8 computed, 9 tokens
+  plan = scheduler.Schedule();  // 1 takes block 4; 2 finds none free: 2 (the newest) is preempted
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 8, 1, true}}));
+  EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{2}));
+  EXPECT_EQ(memory->BlockTable(1), (Ids{0, 1, 4}));
+  EXPECT_EQ(scheduler.Get(2).status, SequenceStatus::kWaiting);
+  EXPECT_EQ(scheduler.Get(2).tokens.size(), 9u);  // prompt + its generated token, to recompute
+  EXPECT_EQ(scheduler.num_preemptions(), 1);
+  Finish(scheduler, plan);
+  scheduler.Finish(1);
+  plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, 0, 9, true}}));  // recompute prompt + generated, then sample
+  Finish(scheduler, plan);
+  EXPECT_EQ(scheduler.Get(2).tokens, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 102, 102}));
+}
+
+TEST(Scheduler, APrefillChunkShrinksToTheFreeBlocks) {
+  auto memory = Memory(4, 2);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 6), 0);
+  Finish(scheduler, scheduler.Schedule());  // 2 blocks
+  scheduler.Add(2, Tokens(0, 30), 1);
+  const StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 6, 1, true}, {2, 0, 8, false}}));
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, ChildrenForkWhenTheParentHasComputedItsPrompt) {
+  auto memory = Memory(16, 3);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 6), 0);
+  scheduler.AddChild(2, 1, 0);
+  scheduler.AddChild(3, 1, 0);
+  EXPECT_EQ(scheduler.Children(1), (std::vector<SequenceId>{2, 3}));
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 6, true}}));  // children are not scheduled
+  scheduler.Complete(plan);
+  EXPECT_TRUE(scheduler.Fork(2));
+  EXPECT_TRUE(scheduler.Fork(3));
+  EXPECT_EQ(memory->BlockTable(2), (Ids{0, 2}));
+  EXPECT_EQ(memory->BlockTable(3), (Ids{0, 3}));
+  EXPECT_EQ(memory->block_pool().ref_count(0), 3);
+  for (SequenceId id : {1, 2, 3}) scheduler.AppendToken(id, static_cast<int32_t>(200 + id));
+  ASSERT_OK(scheduler.CheckIntegrity());
+  plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 6, 1, true}, {2, 6, 1, true}, {3, 6, 1, true}}));
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, AChildWithoutMemoryComputesItsOwnPrompt) {
+  auto memory = Memory(16, 1);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 6), 0);
+  scheduler.AddChild(2, 1, 0);
+  StepPlan plan = scheduler.Schedule();
+  scheduler.Complete(plan);
+  EXPECT_FALSE(scheduler.Fork(2));  // the only slot is the parent's
+  EXPECT_EQ(scheduler.Get(2).status, SequenceStatus::kWaiting);
+  scheduler.AppendToken(1, 201);
+  ASSERT_OK(scheduler.CheckIntegrity());
+  scheduler.Finish(1);
+  plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, 0, 6, true}}));
+  Finish(scheduler, plan);
+}
+
+}  // namespace
+}  // namespace glint
+
+namespace glint {
+namespace {
+
+TEST(Scheduler, TheWatermarkKeepsRoomForRunningSequencesOnly) {
+  {
+    auto memory = Memory(6, 2);
+    Scheduler scheduler(*memory, {.max_batch_tokens = 64, .watermark_blocks = 2});
+    scheduler.Add(1, Tokens(0, 23), 0);
+    const StepPlan plan = scheduler.Schedule();  // nothing runs: all 6 blocks may be used at once
+    EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 23, true}}));
+    Finish(scheduler, plan);
+  }
+  auto memory = Memory(8, 2);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64, .watermark_blocks = 2});
+  scheduler.Add(1, Tokens(0, 23), 0);
+  Finish(scheduler, scheduler.Schedule());
+  scheduler.Add(2, Tokens(0, 3), 1);
+  const StepPlan plan = scheduler.Schedule();  // 2 blocks free, both kept for 1 to grow into
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 23, 1, true}}));
+  EXPECT_EQ(scheduler.Get(2).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+}
+
+}  // namespace
+}  // namespace glint

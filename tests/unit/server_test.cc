@@ -1,0 +1,854 @@
+// The HTTP server in-process, over real sockets, against a scripted backend (fake_backend.h): every endpoint,
+// streaming, reasoning and tool-call parsing end to end, errors, limits, access control, disconnects, shutdown.
+// The real binary on the tiny model is tested by tests/cli/serve.sh and tests/node/.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/file.h"
+#include "fake_backend.h"
+#include "server/chat_prompt.h"
+#include "modelgen/tokenizer_files.h"
+#include "server/http_server.h"
+#include "test_util.h"
+
+namespace glint::server {
+namespace {
+
+using testing::FakeBackend;
+
+const Tokenizer& TestTokenizer() {
+  static const Tokenizer* tokenizer = [] {
+    auto files = MakeTinyTokenizerFiles(2048);
+    GLINT_CHECK(files.ok()) << files.status().ToString();
+    auto loaded = Tokenizer::FromJson(files->tokenizer_json);
+    GLINT_CHECK(loaded.ok()) << loaded.status().ToString();
+    return new Tokenizer(std::move(loaded).value());
+  }();
+  return *tokenizer;
+}
+
+const ChatTemplate& TestTemplate() {
+  static const ChatTemplate* chat_template = [] {
+    auto text = ReadFile(glint::testing::TestDataPath("chat_templates/glm53.jinja"));
+    GLINT_CHECK(text.ok());
+    auto loaded = ChatTemplate::FromSource(*text, "glm53.jinja");
+    GLINT_CHECK(loaded.ok()) << loaded.status().ToString();
+    return new ChatTemplate(std::move(loaded).value());
+  }();
+  return *chat_template;
+}
+
+struct HttpReply {
+  int status = 0;
+  std::string head;  // status line and headers
+  std::string body;  // de-chunked
+  Json json() const { return Json::parse(body); }
+  std::string header(const std::string& name) const {
+    const std::string key = "\r\n" + name + ": ";
+    const size_t at = head.find(key);
+    if (at == std::string::npos) return "";
+    const size_t end = head.find("\r\n", at + key.size());
+    return head.substr(at + key.size(), end - at - key.size());
+  }
+};
+
+int Connect(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  GLINT_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  timeval timeout{20, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+void SendAll(int fd, const std::string& data) {
+  size_t sent = 0;
+  while (sent < data.size()) {
+    const ssize_t n = send(fd, data.data() + sent, data.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return;
+    sent += static_cast<size_t>(n);
+  }
+}
+
+std::string Dechunk(const std::string& raw) {
+  std::string out;
+  size_t at = 0;
+  while (at < raw.size()) {
+    const size_t line_end = raw.find("\r\n", at);
+    if (line_end == std::string::npos) break;
+    const size_t size = std::stoul(raw.substr(at, line_end - at), nullptr, 16);
+    if (size == 0) break;
+    out += raw.substr(line_end + 2, size);
+    at = line_end + 2 + size + 2;
+  }
+  return out;
+}
+
+HttpReply ParseReply(const std::string& raw) {
+  HttpReply reply;
+  const size_t split = raw.find("\r\n\r\n");
+  if (split == std::string::npos) return reply;
+  reply.head = raw.substr(0, split);
+  reply.status = std::stoi(raw.substr(9, 3));
+  const std::string rest = raw.substr(split + 4);
+  reply.body = reply.head.find("Transfer-Encoding: chunked") != std::string::npos ? Dechunk(rest) : rest;
+  return reply;
+}
+
+std::string RequestText(const std::string& method, const std::string& path, const std::string& body,
+                        const std::vector<std::string>& headers = {}) {
+  std::string text = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n";
+  for (const std::string& header : headers) text += header + "\r\n";
+  if (method == "POST")
+    text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  return text + "\r\n" + body;
+}
+
+// One request on a fresh connection (Connection: close); the whole reply.
+HttpReply Exchange(int port, const std::string& method, const std::string& path, const std::string& body = "",
+                   const std::vector<std::string>& headers = {}) {
+  const int fd = Connect(port);
+  SendAll(fd, RequestText(method, path, body, headers));
+  std::string raw;
+  char buffer[65536];
+  while (true) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    if (n <= 0) break;
+    raw.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  return ParseReply(raw);
+}
+
+HttpReply Post(int port, const std::string& path, const Json& body, const std::vector<std::string>& headers = {}) {
+  return Exchange(port, "POST", path, body.dump(), headers);
+}
+
+// The JSON of each `data:` event of an SSE body, and whether it ended with [DONE].
+std::vector<Json> Events(const std::string& body, bool* done = nullptr) {
+  std::vector<Json> events;
+  if (done != nullptr) *done = false;
+  size_t at = 0;
+  while ((at = body.find("data: ", at)) != std::string::npos) {
+    const size_t end = body.find("\n\n", at);
+    const std::string data = body.substr(at + 6, end - at - 6);
+    if (data == "[DONE]") {
+      if (done != nullptr) *done = true;
+    } else {
+      events.push_back(Json::parse(data));
+    }
+    at = end;
+  }
+  return events;
+}
+
+class TestServer {
+ public:
+  explicit TestServer(ServerOptions options = {}, int64_t max_model_len = 4096, int64_t max_running = 4)
+      : backend_(max_model_len, max_running) {
+    options.port = 0;
+    options.log_requests = false;
+    options.model_names = {"glm-test", "alias"};
+    options.shutdown_grace_seconds = 2;
+    server_ = std::make_unique<HttpServer>(options, TestTokenizer(), &TestTemplate(), backend_);
+    GLINT_CHECK(server_->Bind().ok());
+    thread_ = std::thread([this] { run_status_ = server_->Run(); });
+  }
+  ~TestServer() { Stop(); }
+  void Stop() {
+    if (!thread_.joinable()) return;
+    server_->Shutdown();
+    thread_.join();
+  }
+  int port() const { return server_->port(); }
+  FakeBackend& backend() { return backend_; }
+  HttpServer& server() { return *server_; }
+  const Status& run_status() const { return run_status_; }
+
+ private:
+  FakeBackend backend_;
+  std::unique_ptr<HttpServer> server_;
+  std::thread thread_;
+  Status run_status_;
+};
+
+Json UserChat(const std::string& text) { return {{"messages", {{{"role", "user"}, {"content", text}}}}}; }
+
+// ---- request parsing and metrics, without HTTP ----
+
+TEST(OpenAiRequest, NormalizesMessagesForTheTemplate) {
+  RequestPolicy policy;
+  policy.default_sampling.temperature = 0.7f;
+  auto parsed = ParseChatRequest(R"({"messages": [
+      {"role": "developer", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
+      {"role": "assistant", "content": null, "reasoning": "r",
+       "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{\"x\": [1]}"}}]},
+      {"role": "tool", "tool_call_id": "c1", "content": "ok"}],
+    "top_k": -1, "max_tokens": 5, "max_completion_tokens": 7, "stop": "END", "seed": -3})",
+                                 policy);
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const ChatRequest& chat = parsed.value();
+  EXPECT_EQ(chat.messages[0]["role"], "system");
+  EXPECT_EQ(chat.messages[1]["content"], "a\nb");
+  EXPECT_TRUE(chat.messages[2]["content"].is_null());
+  EXPECT_EQ(chat.messages[2]["reasoning_content"], "r");
+  EXPECT_EQ(chat.messages[2]["tool_calls"][0]["function"]["arguments"], Json::parse(R"({"x": [1]})"));
+  EXPECT_EQ(chat.messages[3]["tool_call_id"], "c1");
+  EXPECT_FLOAT_EQ(chat.fields.sampling.temperature, 0.7f);  // the checkpoint's default
+  EXPECT_EQ(chat.fields.sampling.top_k, 0);
+  EXPECT_EQ(chat.fields.max_tokens, 7);
+  EXPECT_EQ(chat.fields.stop, std::vector<std::string>{"END"});
+  EXPECT_EQ(chat.fields.sampling.seed, static_cast<uint64_t>(int64_t{-3}));
+  EXPECT_EQ(chat.tool_choice, ToolChoice::kNone);
+
+  auto bad_arguments = ParseChatRequest(
+      R"({"messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "f", "arguments": "[1]"}}]}]})",
+      policy);
+  ASSERT_FALSE(bad_arguments.ok());
+  EXPECT_NE(bad_arguments.error().message.find("must be a JSON object"), std::string::npos);
+  auto null_fields = ParseChatRequest(R"({"messages": [{"role": "user", "content": "x"}], "temperature": null,
+      "stop": null, "tools": null, "n": null})",
+                                      policy);
+  ASSERT_TRUE(null_fields.ok()) << null_fields.error().message;  // null means "not given"
+  EXPECT_EQ(null_fields.value().fields.n, 1);
+}
+
+TEST(OpenAiRequest, TemplateVariablesPreferRequestFields) {
+  ChatRequest chat;
+  chat.messages = Json::parse(R"([{"role": "user", "content": "x"}])");
+  chat.chat_template_kwargs = {{"enable_thinking", false}, {"reasoning_effort", "Low"}, {"add_generation_prompt", false}};
+  chat.reasoning_effort = "High";
+  const jinja::Object variables = ChatTemplateVariables(chat);
+  EXPECT_EQ(variables.Find("reasoning_effort")->as_string(), "High");
+  EXPECT_TRUE(variables.Find("add_generation_prompt")->as_bool());
+  EXPECT_FALSE(variables.Find("enable_thinking")->as_bool());
+  EXPECT_EQ(variables.Find("tools"), nullptr);
+}
+
+TEST(Metrics, HistogramBucketsAreCumulative) {
+  Histogram histogram({1.0, 2.0});
+  histogram.Observe(0.5);
+  histogram.Observe(1.0);
+  histogram.Observe(1.5);
+  histogram.Observe(5.0);
+  std::string out;
+  histogram.Render("h", "m=\"x\"", out);
+  EXPECT_EQ(out,
+            "h_bucket{m=\"x\",le=\"1\"} 2\nh_bucket{m=\"x\",le=\"2\"} 3\nh_bucket{m=\"x\",le=\"+Inf\"} 4\n"
+            "h_sum{m=\"x\"} 8\nh_count{m=\"x\"} 4\n");
+}
+
+// ---- the plain endpoints ----
+
+TEST(Server, HealthModelsMetrics) {
+  TestServer server;
+  HttpReply health = Exchange(server.port(), "GET", "/health");
+  EXPECT_EQ(health.status, 200);
+  EXPECT_EQ(health.json()["status"], "ok");
+  HttpReply models = Exchange(server.port(), "GET", "/v1/models");
+  ASSERT_EQ(models.status, 200);
+  EXPECT_EQ(models.json()["object"], "list");
+  EXPECT_EQ(models.json()["data"][0]["id"], "glm-test");
+  EXPECT_EQ(models.json()["data"][0]["max_model_len"], 4096);
+  HttpReply metrics = Exchange(server.port(), "GET", "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  EXPECT_NE(metrics.header("Content-Type").find("text/plain"), std::string::npos);
+  for (const char* name :
+       {"glint_requests_running 0", "vllm:num_requests_running{model_name=\"glm-test\"} 0",
+        "vllm:spec_decode_num_drafts_total{model_name=\"glm-test\"} 0",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"glm-test\",position=\"0\"} 0",
+        "glint_kv_blocks_used 0", "# TYPE vllm:time_to_first_token_seconds histogram",
+        "glint_http_requests_total{endpoint=\"/health\",status=\"200\"} 1"}) {
+    EXPECT_NE(metrics.body.find(name), std::string::npos) << name;
+  }
+  // The scrape's own connection is being served (earlier ones may still be closing).
+  const size_t active = metrics.body.find("\nglint_http_connections_active ");
+  ASSERT_NE(active, std::string::npos);
+  EXPECT_GE(std::stoi(metrics.body.substr(active + 31)), 1);
+}
+
+TEST(Server, TokenizeAndDetokenize) {
+  TestServer server;
+  HttpReply reply = Post(server.port(), "/tokenize", {{"prompt", "hello world"}, {"return_token_strs", true}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json tokens = reply.json()["tokens"];
+  EXPECT_EQ(tokens, Json(*TestTokenizer().Encode("hello world")));
+  EXPECT_EQ(reply.json()["count"], tokens.size());
+  EXPECT_EQ(reply.json()["token_strs"].size(), tokens.size());
+  HttpReply back = Post(server.port(), "/detokenize", {{"tokens", tokens}});
+  ASSERT_EQ(back.status, 200);
+  EXPECT_EQ(back.json()["prompt"], "hello world");
+
+  Json chat = UserChat("Hi");
+  chat["add_generation_prompt"] = true;
+  reply = Post(server.port(), "/tokenize", chat);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(TestTokenizer().Decode(reply.json()["tokens"].get<std::vector<int32_t>>()),
+            "[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>Hi<|assistant|><think>");
+
+  EXPECT_EQ(Post(server.port(), "/detokenize", {{"tokens", {1, 999999}}}).status, 400);
+  EXPECT_EQ(Post(server.port(), "/tokenize", Json::object()).status, 400);
+}
+
+// ---- chat ----
+
+TEST(Server, ChatSplitsReasoningAndCountsUsage) {
+  TestServer server;
+  server.backend().set_script([](const GenerationRequest&, int64_t) {
+    return std::vector<std::string>{"Let me ", "think.", "</th", "ink>", "Hello", " there", "!"};
+  });
+  HttpReply reply = Post(server.port(), "/v1/chat/completions", UserChat("Hi"));
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json body = reply.json();
+  EXPECT_EQ(body["object"], "chat.completion");
+  EXPECT_EQ(body["model"], "glm-test");
+  EXPECT_EQ(body["id"].get<std::string>().rfind("chatcmpl-", 0), 0u);
+  const Json& message = body["choices"][0]["message"];
+  EXPECT_EQ(message["role"], "assistant");
+  EXPECT_EQ(message["reasoning_content"], "Let me think.");
+  EXPECT_EQ(message["content"], "Hello there!");
+  EXPECT_FALSE(message.contains("tool_calls"));
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "stop");
+  const int64_t prompt_tokens = static_cast<int64_t>(
+      TestTokenizer().Encode("[gMASK]<sop><|system|>Reasoning Effort: Max<|user|>Hi<|assistant|><think>")->size());
+  EXPECT_EQ(body["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(body["usage"]["total_tokens"], prompt_tokens + 7);
+  // What reached the backend: the rendered prompt's tokens, special tokens kept in the output text.
+  const auto submitted = server.backend().submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  EXPECT_FALSE(submitted[0].skip_special_tokens);
+  EXPECT_EQ(static_cast<int64_t>(submitted[0].prompt.size()), prompt_tokens);
+}
+
+TEST(Server, ChatStreamsDeltasAndUsage) {
+  TestServer server;
+  server.backend().set_script([](const GenerationRequest&, int64_t) {
+    return std::vector<std::string>{"hm", "</think>", "Hel", "lo"};
+  });
+  Json request = UserChat("Hi");
+  request["stream"] = true;
+  request["stream_options"] = {{"include_usage", true}};
+  HttpReply reply = Post(server.port(), "/v1/chat/completions", request);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_NE(reply.header("Content-Type").find("text/event-stream"), std::string::npos);
+  bool done = false;
+  const std::vector<Json> events = Events(reply.body, &done);
+  EXPECT_TRUE(done);
+  ASSERT_GE(events.size(), 4u);
+  EXPECT_EQ(events[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(events[0]["choices"][0]["delta"]["role"], "assistant");
+  std::string reasoning, content, finish;
+  for (const Json& event : events) {
+    if (event["choices"].empty()) continue;
+    const Json& delta = event["choices"][0]["delta"];
+    if (delta.contains("reasoning_content")) reasoning += delta["reasoning_content"].get<std::string>();
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (!event["choices"][0]["finish_reason"].is_null()) finish = event["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(reasoning, "hm");
+  EXPECT_EQ(content, "Hello");
+  EXPECT_EQ(finish, "stop");
+  const Json& last = events.back();
+  EXPECT_TRUE(last["choices"].empty());
+  EXPECT_EQ(last["usage"]["completion_tokens"], 4);
+}
+
+TEST(Server, ChatToolCallsStreamedAndWhole) {
+  TestServer server;
+  server.backend().set_script([](const GenerationRequest&, int64_t) {
+    return std::vector<std::string>{"Need weather.",
+                                    "</think>",
+                                    "<tool_call>get_",
+                                    "weather<arg_key>city",
+                                    "</arg_key><arg_value>Par",
+                                    "is</arg_value><arg_key>days</arg_key><arg_value>3",
+                                    "</arg_value></tool_call>"};
+  });
+  Json request = UserChat("Weather in Paris?");
+  request["tools"] = Json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters":
+    {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])");
+  HttpReply reply = Post(server.port(), "/v1/chat/completions", request);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json choice = reply.json()["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_TRUE(choice["message"]["content"].is_null());
+  EXPECT_EQ(choice["message"]["reasoning_content"], "Need weather.");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const Json& call = choice["message"]["tool_calls"][0];
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["id"].get<std::string>().rfind("call_", 0), 0u);
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(call["function"]["arguments"].get<std::string>()),
+            Json::parse(R"({"city": "Paris", "days": 3})"));
+  // The tools were rendered into the prompt.
+  const std::string prompt = TestTokenizer().Decode(server.backend().submitted()[0].prompt);
+  EXPECT_NE(prompt.find("<tools>"), std::string::npos);
+  EXPECT_NE(prompt.find("\"get_weather\""), std::string::npos);
+
+  request["stream"] = true;
+  reply = Post(server.port(), "/v1/chat/completions", request);
+  ASSERT_EQ(reply.status, 200);
+  std::string name, arguments, id, finish;
+  int name_deltas = 0;
+  for (const Json& event : Events(reply.body)) {
+    const Json& c = event["choices"][0];
+    if (!c["finish_reason"].is_null()) finish = c["finish_reason"];
+    if (!c["delta"].contains("tool_calls")) continue;
+    for (const Json& delta : c["delta"]["tool_calls"]) {
+      EXPECT_EQ(delta["index"], 0);
+      if (delta.contains("id")) {
+        id = delta["id"];
+        name += delta["function"]["name"].get<std::string>();
+        ++name_deltas;
+      }
+      arguments += delta["function"]["arguments"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(name, "get_weather");
+  EXPECT_EQ(name_deltas, 1);
+  EXPECT_FALSE(id.empty());
+  EXPECT_EQ(Json::parse(arguments), Json::parse(R"({"city": "Paris", "days": 3})"));
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST(Server, ToolChoiceNoneRequiredAndNamed) {
+  TestServer server;
+  server.backend().set_script([](const GenerationRequest&, int64_t) {
+    return std::vector<std::string>{"<arg_key>q</arg_key><arg_value>x</arg_value></tool_call>"};
+  });
+  Json request = UserChat("go");
+  request["tools"] = Json::parse(R"([{"type": "function", "function": {"name": "search"}},
+                                     {"type": "function", "function": {"name": "other"}}])");
+  request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "search"}}}};
+  HttpReply reply = Post(server.port(), "/v1/chat/completions", request);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json call = reply.json()["choices"][0]["message"]["tool_calls"][0];
+  EXPECT_EQ(call["function"]["name"], "search");
+  EXPECT_EQ(call["function"]["arguments"], R"({"q": "x"})");
+  std::string prompt = TestTokenizer().Decode(server.backend().submitted().back().prompt);
+  EXPECT_TRUE(prompt.ends_with("<|assistant|><think></think><tool_call>search")) << prompt;
+
+  request["tool_choice"] = "required";
+  server.backend().set_script(
+      [](const GenerationRequest&, int64_t) { return std::vector<std::string>{"other</tool_call>"}; });
+  reply = Post(server.port(), "/v1/chat/completions", request);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  EXPECT_EQ(reply.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"], "other");
+  prompt = TestTokenizer().Decode(server.backend().submitted().back().prompt);
+  EXPECT_TRUE(prompt.ends_with("<|assistant|><think></think><tool_call>")) << prompt;
+
+  request["tool_choice"] = "none";  // tools rendered, calls left as text
+  server.backend().set_script([](const GenerationRequest&, int64_t) {
+    return std::vector<std::string>{"</think><tool_call>search</tool_call>"};
+  });
+  reply = Post(server.port(), "/v1/chat/completions", request);
+  ASSERT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.json()["choices"][0]["message"]["content"], "<tool_call>search</tool_call>");
+  EXPECT_EQ(reply.json()["choices"][0]["finish_reason"], "stop");
+
+  request["tool_choice"] = {{"type", "function"}, {"function", {{"name", "missing"}}}};
+  reply = Post(server.port(), "/v1/chat/completions", request);
+  EXPECT_EQ(reply.status, 400);
+  EXPECT_EQ(reply.json()["error"]["param"], "tool_choice");
+}
+
+TEST(Server, SeveralChoicesLogprobsAndStops) {
+  TestServer server;
+  server.backend().set_script([](const GenerationRequest&, int64_t index) {
+    return std::vector<std::string>{"</think>", "choice ", std::to_string(index), " END more"};
+  });
+  Json request = UserChat("Hi");
+  request["n"] = 3;
+  request["logprobs"] = true;
+  request["top_logprobs"] = 2;
+  request["stop"] = "END";
+  HttpReply reply = Post(server.port(), "/v1/chat/completions", request);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json body = reply.json();
+  ASSERT_EQ(body["choices"].size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    const Json& choice = body["choices"][i];
+    EXPECT_EQ(choice["index"], i);
+    EXPECT_EQ(choice["message"]["content"], "choice " + std::to_string(i) + " ");
+    EXPECT_EQ(choice["finish_reason"], "stop");
+    const Json& content = choice["logprobs"]["content"];
+    ASSERT_EQ(content.size(), 4u);
+    EXPECT_FLOAT_EQ(content[0]["logprob"].get<float>(), -0.25f);
+    EXPECT_TRUE(content[0]["token"].is_string());
+    EXPECT_TRUE(content[0]["bytes"].is_array());
+    EXPECT_EQ(content[0]["top_logprobs"].size(), 2u);
+  }
+  EXPECT_EQ(body["usage"]["completion_tokens"], 12);
+  const GenerationRequest sent = server.backend().submitted().back();
+  EXPECT_EQ(sent.n, 3);
+  EXPECT_EQ(sent.logprobs, 2);
+  EXPECT_EQ(sent.stop_strings, std::vector<std::string>{"END"});
+}
+
+TEST(Server, SamplingFieldsReachTheBackend) {
+  TestServer server;
+  Json request = UserChat("Hi");
+  request.update(Json::parse(R"({"temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.1, "seed": 7,
+    "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.1, "max_completion_tokens": 9,
+    "stop_token_ids": [5, 6], "ignore_eos": true, "unknown_field": {"is": "ignored"}})"));
+  ASSERT_EQ(Post(server.port(), "/v1/chat/completions", request).status, 200);
+  const GenerationRequest sent = server.backend().submitted().back();
+  EXPECT_FLOAT_EQ(sent.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(sent.sampling.top_p, 0.9f);
+  EXPECT_EQ(sent.sampling.top_k, 40);
+  EXPECT_FLOAT_EQ(sent.sampling.min_p, 0.1f);
+  EXPECT_EQ(sent.sampling.seed, 7u);
+  EXPECT_FLOAT_EQ(sent.sampling.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(sent.sampling.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(sent.sampling.repetition_penalty, 1.1f);
+  EXPECT_EQ(sent.max_tokens, 9);
+  EXPECT_EQ(sent.stop_token_ids, (std::vector<int32_t>{5, 6}));
+  EXPECT_TRUE(sent.ignore_eos);
+}
+
+// ---- completions ----
+
+TEST(Server, CompletionsTextEchoLogprobsAndPromptLists) {
+  TestServer server;
+  server.backend().set_script([](const GenerationRequest& request, int64_t) {
+    return std::vector<std::string>{" A", "B", "C"};
+  });
+  HttpReply reply = Post(server.port(), "/v1/completions",
+                         {{"prompt", "Once"}, {"echo", true}, {"max_tokens", 2}, {"model", "alias"}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  Json body = reply.json();
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["choices"][0]["text"], "Once AB");
+  EXPECT_EQ(body["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(body["usage"]["completion_tokens"], 2);
+  EXPECT_TRUE(server.backend().submitted().back().skip_special_tokens);
+
+  reply = Post(server.port(), "/v1/completions", {{"prompt", {"one", "two"}}, {"n", 2}, {"logprobs", 1}});
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  body = reply.json();
+  ASSERT_EQ(body["choices"].size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(body["choices"][i]["index"], i);
+    EXPECT_EQ(body["choices"][i]["text"], " ABC");
+    const Json& logprobs = body["choices"][i]["logprobs"];
+    EXPECT_EQ(logprobs["tokens"].size(), 3u);
+    EXPECT_EQ(logprobs["token_logprobs"].size(), 3u);
+    EXPECT_EQ(logprobs["top_logprobs"][0].size(), 2u);  // the chosen token and the top 1
+    EXPECT_EQ(logprobs["text_offset"], Json::parse("[0, 2, 3]"));
+  }
+  const int64_t expected_prompt =
+      static_cast<int64_t>(TestTokenizer().Encode("one")->size() + TestTokenizer().Encode("two")->size());
+  EXPECT_EQ(body["usage"]["prompt_tokens"], expected_prompt);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 12);
+
+  reply = Post(server.port(), "/v1/completions",
+               {{"prompt", {5, 6, 7}}, {"stream", true}, {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(reply.status, 200);
+  bool done = false;
+  std::string text;
+  for (const Json& event : Events(reply.body, &done)) {
+    EXPECT_EQ(event["object"], "text_completion");
+    if (!event["choices"].empty()) text += event["choices"][0]["text"].get<std::string>();
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(text, " ABC");
+  EXPECT_EQ(server.backend().submitted().back().prompt, (std::vector<int32_t>{5, 6, 7}));
+}
+
+// ---- errors ----
+
+void ExpectError(const HttpReply& reply, int status, const std::string& message_part, const std::string& param = "") {
+  EXPECT_EQ(reply.status, status) << reply.body;
+  const Json body = Json::parse(reply.body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << reply.body;
+  ASSERT_TRUE(body.contains("error")) << reply.body;
+  const Json& error = body["error"];
+  for (const char* key : {"message", "type", "param", "code"}) EXPECT_TRUE(error.contains(key)) << key;
+  EXPECT_NE(error["message"].get<std::string>().find(message_part), std::string::npos) << reply.body;
+  if (!param.empty()) {
+    EXPECT_EQ(error["param"], param);
+  }
+}
+
+TEST(Server, ErrorsAreOpenAiShaped) {
+  TestServer server(ServerOptions{}, /*max_model_len=*/64);
+  const int port = server.port();
+  ExpectError(Exchange(port, "POST", "/v1/chat/completions", "{not json"), 400, "not valid JSON");
+  ExpectError(Exchange(port, "POST", "/v1/chat/completions", "[1, 2]"), 400, "must be a JSON object");
+  ExpectError(Exchange(port, "POST", "/v1/chat/completions", "{\"messages\": \"\xff\xfe\"}"), 400, "UTF-8");
+  ExpectError(Exchange(port, "POST", "/v1/chat/completions", std::string(100, '[') + std::string(100, ']')), 400,
+              "nested more than");
+  ExpectError(Post(port, "/v1/chat/completions", Json::object()), 400, "'messages' is required", "messages");
+  ExpectError(Post(port, "/v1/chat/completions", {{"messages", Json::array()}}), 400, "must not be empty");
+  Json bad = UserChat("x");
+  bad["temperature"] = "hot";
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "must be a number", "temperature");
+  bad = UserChat("x");
+  bad["temperature"] = 3;
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "must be in [0, 2]", "temperature");
+  bad = UserChat("x");
+  bad["n"] = 0;
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "'n'", "n");
+  bad = UserChat("x");
+  bad["max_tokens"] = 1.5;
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "must be an integer", "max_tokens");
+  bad = UserChat("x");
+  bad["stream_options"] = {{"include_usage", true}};
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "only allowed when 'stream' is true");
+  bad = {{"messages", {{{"role", "wizard"}, {"content", "x"}}}}};
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "must be system, developer, user", "messages[0].role");
+  bad = {{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}};
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "text-only");
+  bad = UserChat("x");
+  bad["reasoning_effort"] = "medium";
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "low, high or max", "reasoning_effort");
+  bad = UserChat("x");
+  bad["response_format"] = {{"type", "json_schema"}};
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "not supported yet", "response_format");
+  bad = UserChat("x");
+  bad["model"] = "gpt-4";
+  HttpReply unknown_model = Post(port, "/v1/chat/completions", bad);
+  ExpectError(unknown_model, 404, "does not exist", "model");
+  EXPECT_EQ(unknown_model.json()["error"]["code"], "model_not_found");
+  HttpReply too_long = Post(port, "/v1/chat/completions", UserChat(std::string(400, 'x') + " words words"));
+  ExpectError(too_long, 400, "context");
+  EXPECT_EQ(too_long.json()["error"]["code"], "context_length_exceeded");
+  ExpectError(Post(port, "/v1/completions", {{"prompt", "hi"}, {"max_tokens", 100}}), 400, "exceeds", "max_tokens");
+  ExpectError(Post(port, "/v1/completions", {{"prompt", {1, 2, 100000}}}), 400, "prompt[2]");
+  ExpectError(Post(port, "/v1/completions", {{"prompt", 5}}), 400, "'prompt' must be");
+  ExpectError(Post(port, "/v1/completions", {{"prompt", "x"}, {"suffix", "y"}}), 400, "not supported");
+  ExpectError(Exchange(port, "GET", "/v1/nothing"), 404, "no such endpoint");
+  HttpReply wrong_method = Exchange(port, "GET", "/v1/chat/completions");
+  ExpectError(wrong_method, 405, "use POST");
+  EXPECT_EQ(wrong_method.header("Allow"), "POST");
+  // The server is still up.
+  EXPECT_EQ(Exchange(port, "GET", "/health").status, 200);
+}
+
+TEST(Server, BodyAndHeaderLimits) {
+  ServerOptions options;
+  options.max_body_bytes = 1000;
+  options.max_header_bytes = 2000;
+  TestServer server(options);
+  ExpectError(Exchange(server.port(), "POST", "/v1/completions", std::string(5000, ' ')), 413, "too large");
+  std::vector<std::string> headers;
+  for (int i = 0; i < 10; ++i) headers.push_back("X-Filler-" + std::to_string(i) + ": " + std::string(500, 'a'));
+  ExpectError(Exchange(server.port(), "GET", "/v1/models", "", headers), 431, "headers are");
+  EXPECT_EQ(Exchange(server.port(), "GET", "/health").status, 200);
+}
+
+TEST(Server, ApiKeyGuardsEverythingButHealth) {
+  ServerOptions options;
+  options.api_key = "sk-secret";
+  TestServer server(options);
+  EXPECT_EQ(Exchange(server.port(), "GET", "/health").status, 200);
+  for (const char* path : {"/v1/models", "/metrics"}) {
+    HttpReply missing = Exchange(server.port(), "GET", path);
+    ExpectError(missing, 401, "missing API key");
+    EXPECT_EQ(missing.json()["error"]["type"], "authentication_error");
+    ExpectError(Exchange(server.port(), "GET", path, "", {"Authorization: Bearer sk-wrong"}), 401, "invalid API key");
+    ExpectError(Exchange(server.port(), "GET", path, "", {"Authorization: Bearer sk-secretX"}), 401, "invalid");
+    ExpectError(Exchange(server.port(), "GET", path, "", {"Authorization: sk-secret"}), 401, "missing");
+    EXPECT_EQ(Exchange(server.port(), "GET", path, "", {"Authorization: Bearer sk-secret"}).status, 200);
+  }
+  ExpectError(Post(server.port(), "/v1/chat/completions", UserChat("x")), 401, "API key");
+  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", UserChat("x"), {"Authorization: Bearer sk-secret"}).status,
+            200);
+  EXPECT_TRUE(server.backend().submitted().size() == 1);  // the refused request never reached the backend
+}
+
+TEST(Server, ConstantTimeEqualsIsEquality) {
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_TRUE(ConstantTimeEquals("", ""));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "ab"));
+  EXPECT_FALSE(ConstantTimeEquals("ab", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals(std::string("a\0b", 3), "a"));
+}
+
+TEST(Server, CorsOnlyWhenEnabled) {
+  {
+    TestServer server;
+    HttpReply reply = Exchange(server.port(), "GET", "/v1/models", "", {"Origin: https://example.com"});
+    EXPECT_EQ(reply.header("Access-Control-Allow-Origin"), "");
+    EXPECT_EQ(Exchange(server.port(), "OPTIONS", "/v1/models", "", {"Origin: https://example.com"}).status, 405);
+  }
+  ServerOptions options;
+  options.allowed_origins = {"https://example.com"};
+  TestServer server(options);
+  HttpReply reply = Exchange(server.port(), "GET", "/v1/models", "", {"Origin: https://example.com"});
+  EXPECT_EQ(reply.header("Access-Control-Allow-Origin"), "https://example.com");
+  HttpReply preflight = Exchange(server.port(), "OPTIONS", "/v1/chat/completions", "", {"Origin: https://example.com"});
+  EXPECT_EQ(preflight.status, 204);
+  EXPECT_NE(preflight.header("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  EXPECT_EQ(Exchange(server.port(), "GET", "/v1/models", "", {"Origin: https://evil.example"})
+                .header("Access-Control-Allow-Origin"),
+            "");
+}
+
+// ---- load, disconnects, shutdown ----
+
+TEST(Server, QueueBoundGives429WithRetryAfter) {
+  ServerOptions options;
+  options.max_queued_sequences = 2;  // + 4 running = 6 sequences at once
+  TestServer server(options);
+  server.backend().set_paused(true);
+  std::vector<std::thread> clients;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 3; ++i) {
+    clients.emplace_back([&] {
+      Json request = UserChat("x");
+      request["n"] = 2;
+      if (Post(server.port(), "/v1/chat/completions", request).status == 200) ++ok;
+    });
+  }
+  // Wait until the 6 sequences are in.
+  for (int i = 0; i < 500 && server.backend().submitted().size() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server.backend().submitted().size(), 3u);
+  HttpReply refused = Post(server.port(), "/v1/chat/completions", UserChat("x"));
+  ExpectError(refused, 429, "busy");
+  EXPECT_EQ(refused.header("Retry-After"), "1");
+  server.backend().set_paused(false);
+  for (auto& client : clients) client.join();
+  EXPECT_EQ(ok.load(), 3);
+  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", UserChat("x")).status, 200);
+  HttpReply metrics = Exchange(server.port(), "GET", "/metrics");
+  EXPECT_NE(metrics.body.find("glint_requests_rejected_total 1"), std::string::npos);
+}
+
+TEST(Server, ConnectionsBeyondTheLimitGet503) {
+  ServerOptions options;
+  options.max_connections = 2;  // 2 served + 2 waiting; a 5th is answered 503 at once
+  TestServer server(options);
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) idle.push_back(Connect(server.port()));  // connected, silent
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  HttpReply refused = Exchange(server.port(), "GET", "/v1/models");
+  ExpectError(refused, 503, "too many connections");
+  EXPECT_EQ(refused.header("Connection"), "close");
+  for (int fd : idle) close(fd);
+  bool served = false;
+  for (int i = 0; i < 200 && !served; ++i) {
+    served = Exchange(server.port(), "GET", "/health").status == 200;
+    if (!served) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST(Server, StreamingClientThatLeavesCancelsItsRequest) {
+  TestServer server;
+  server.backend().set_script(
+      [](const GenerationRequest&, int64_t) { return std::vector<std::string>(100000, "word "); });
+  Json request = UserChat("Hi");
+  request["stream"] = true;
+  const int fd = Connect(server.port());
+  SendAll(fd, RequestText("POST", "/v1/chat/completions", request.dump()));
+  std::string received;
+  char buffer[4096];
+  while (received.find("word") == std::string::npos) {
+    const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+    ASSERT_GT(n, 0);
+    received.append(buffer, static_cast<size_t>(n));
+  }
+  close(fd);
+  EXPECT_TRUE(server.backend().WaitIdle(std::chrono::seconds(5)));
+  EXPECT_EQ(server.backend().cancelled().size(), 1u);
+  HttpReply metrics = Exchange(server.port(), "GET", "/metrics");
+  EXPECT_NE(metrics.body.find("glint_server_requests_in_flight 0"), std::string::npos);
+  EXPECT_NE(metrics.body.find("glint_request_success_total{finish_reason=\"abort\"} 1"), std::string::npos);
+}
+
+TEST(Server, WaitingClientThatLeavesCancelsItsRequest) {
+  TestServer server;
+  server.backend().set_paused(true);  // the request waits (as behind a long prefill); nothing is written
+  const int fd = Connect(server.port());
+  SendAll(fd, RequestText("POST", "/v1/chat/completions", UserChat("Hi").dump()));
+  for (int i = 0; i < 500 && server.backend().submitted().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(server.backend().submitted().size(), 1u);
+  close(fd);
+  for (int i = 0; i < 400 && server.backend().cancelled().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(server.backend().cancelled().size(), 1u);
+  EXPECT_TRUE(server.backend().WaitIdle(std::chrono::seconds(5)));
+}
+
+TEST(Server, ManyConcurrentStreamsAllComplete) {
+  TestServer server(ServerOptions{}, 4096, /*max_running=*/8);
+  server.backend().set_script([](const GenerationRequest&, int64_t) {
+    return std::vector<std::string>{"</think>", "a", "b", "c", "d"};
+  });
+  constexpr int kClients = 64;
+  std::vector<std::thread> clients;
+  std::atomic<int> good{0};
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&] {
+      Json request = UserChat("Hi");
+      request["stream"] = true;
+      request["stream_options"] = {{"include_usage", true}};
+      HttpReply reply = Post(server.port(), "/v1/chat/completions", request);
+      bool done = false;
+      const std::vector<Json> events = Events(reply.body, &done);
+      if (reply.status == 200 && done && !events.empty() && events.back()["usage"]["completion_tokens"] == 5) ++good;
+    });
+  }
+  for (auto& client : clients) client.join();
+  EXPECT_EQ(good.load(), kClients);
+}
+
+TEST(Server, ShutdownFinishesInFlightRequestsThenStops) {
+  auto server = std::make_unique<TestServer>();
+  server->backend().set_script([](const GenerationRequest&, int64_t) { return std::vector<std::string>(20, "x"); });
+  std::atomic<int> status{0};
+  std::thread client([&] { status = Post(server->port(), "/v1/chat/completions", UserChat("Hi")).status; });
+  for (int i = 0; i < 500 && server->backend().submitted().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const int port = server->port();
+  server->Stop();  // returns once every connection is closed
+  client.join();
+  EXPECT_EQ(status.load(), 200);
+  EXPECT_OK(server->run_status());
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &address.sin_addr);
+  EXPECT_NE(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);  // no longer listening
+  close(fd);
+}
+
+TEST(Server, ShutdownCancelsRequestsThatOutlastTheGrace) {
+  auto server = std::make_unique<TestServer>();
+  server->backend().set_paused(true);
+  std::atomic<int> status{0};
+  std::string body;
+  std::thread client([&] {
+    HttpReply reply = Post(server->port(), "/v1/chat/completions", UserChat("Hi"));
+    status = reply.status;
+  });
+  for (int i = 0; i < 500 && server->backend().submitted().empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  server->Stop();  // grace is 2 s in TestServer, then the request is cancelled
+  client.join();
+  EXPECT_EQ(server->backend().cancelled().size(), 1u);
+  EXPECT_EQ(status.load(), 503);  // answered: cancelled by the shutdown
+}
+
+}  // namespace
+}  // namespace glint::server
