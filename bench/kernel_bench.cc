@@ -16,8 +16,13 @@
 #include <vector>
 
 #include "base/worker_pool.h"
+#include "kernels/gemm_bf16.h"
 #include "kernels/gemm_i8.h"
+#include "kernels/kda_ops.h"
+#include "kernels/mla_ops.h"
+#include "kernels/vector_ops.h"
 #include "kernels/linear.h"
+#include "quant/bf16_matrix.h"
 #include "kernels/machine_limits.h"
 
 namespace glint {
@@ -122,6 +127,87 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_LinearI8)->Name("Decode/LinearI8")->Apply(DecodeArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
 BENCHMARK(BM_LinearI8)->Name("Prefill/LinearI8")->Apply(PrefillArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
+
+// bf16 weights × fp32 activations (router, indexer, KDA gates). Args: rows, cols, tokens, threads.
+void BM_LinearBf16(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const Bf16Layout layout{rows, cols};
+  std::vector<Bf16Matrix> matrices;  // enough copies to stream from memory
+  const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (layout.value_count() * 2) + 1);
+  for (int64_t i = 0; i < copies; ++i) {
+    matrices.emplace_back(layout);
+    for (int64_t v = 0; v < layout.value_count(); ++v) matrices.back().values()[v] = static_cast<uint16_t>(0x3c00 + v % 97);
+  }
+  const std::vector<float> x = RandomActivations(tokens * cols);
+  std::vector<float> y(tokens * rows);
+  WorkerPool& pool = Pool(threads);
+  const Bf16Kernels& kernels = GetBf16Kernels(BestIsa());
+  size_t next = 0;
+  for (auto _ : state) {
+    LinearBf16(pool, kernels, matrices[next].view(), x.data(), cols, tokens, y.data(), rows);
+    next = (next + 1) % matrices.size();
+  }
+  const double bytes = static_cast<double>(layout.value_count()) * 2;
+  state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_LinearBf16)->Name("LinearBf16")->ArgNames({"rows", "cols", "tokens", "threads"})
+    ->Args({288, 4096, 1, 1})->Args({4096, 1536, 1, 1})->Args({4096, 1536, 512, 2})->UseRealTime();
+
+// KDA decode step over all 64 heads of one layer: S is read twice and written once (3 × 4 MiB per token).
+void BM_KdaDecodeStep(benchmark::State& state) {
+  const int64_t heads = 64, d = 128;
+  std::vector<float> S(heads * d * d, 0.01f), q(heads * d, 0.05f), k(heads * d, 0.05f), v(heads * d, 1.0f),
+      g(heads * d, -0.1f), o(heads * d);
+  for (auto _ : state) {
+    for (int64_t h = 0; h < heads; ++h) {
+      kda::DecodeStep(S.data() + h * d * d, q.data() + h * d, k.data() + h * d, v.data() + h * d, g.data() + h * d,
+                      0.5f, d, d, o.data() + h * d);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(3.0 * S.size() * 4 * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KdaDecodeStep)->Name("KdaDecodeStep/heads:64/d:128")->UseRealTime();
+
+// KDA chunked form: one 64-token chunk of one head. FLOPs counted as the WY form's products (≈ 6 n d² + 2 n² d).
+void BM_KdaChunk(benchmark::State& state) {
+  const int64_t n = 64, d = 128;
+  std::vector<float> S(d * d, 0.01f), q(n * d, 0.05f), k(n * d, 0.05f), v(n * d, 1.0f), g(n * d, -0.1f), beta(n, 0.5f),
+      o(n * d), scratch(kda::ChunkScratchFloats(d, d));
+  kda::ChunkArgs args;
+  args.q = q.data(), args.k = k.data(), args.qk_stride = d, args.v = v.data(), args.v_stride = d;
+  args.g = g.data(), args.g_stride = d, args.beta = beta.data(), args.beta_stride = 1, args.o = o.data();
+  args.o_stride = d, args.n = n, args.dk = d, args.dv = d;
+  for (auto _ : state) {
+    kda::Chunk(S.data(), args, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter((6.0 * n * d * d + 2.0 * n * n * d) * 2 * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
+
+// Absorbed MLA attention for one query: 64 heads × rank 512 over `count` latent positions.
+void BM_Attend(benchmark::State& state) {
+  const int64_t heads = 64, rank = 512, count = state.range(0);
+  std::vector<float> latents(count * rank), q(heads * rank, 0.01f), out(heads * rank),
+      scratch(mla::AttendScratchFloats(heads, count));
+  for (size_t i = 0; i < latents.size(); ++i) latents[i] = static_cast<float>(i % 13) * 0.01f;
+  const float* page = latents.data();
+  const mla::LatentRows rows{&page, count, rank};
+  std::vector<int64_t> positions(count);
+  for (int64_t i = 0; i < count; ++i) positions[i] = i;
+  for (auto _ : state) {
+    mla::Attend(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(4.0 * heads * rank * count * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Attend)->Name("MlaAttend/heads:64/rank:512")->ArgName("positions")->Arg(256)->Arg(2051)->UseRealTime();
 
 // Adds bw and peak ratios to every run's counters before printing.
 class RatioReporter : public benchmark::ConsoleReporter {

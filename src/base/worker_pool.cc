@@ -58,8 +58,11 @@ void WorkerPool::WorkerLoop(int worker) {
     }
     if (stop_.load(std::memory_order_acquire)) return;
     seen = generation;
-    RunTasks(worker);
-    workers_busy_.fetch_sub(1, std::memory_order_acq_rel);
+    // Join, then check the call is still open (sequentially consistent against the caller's close-then-count, so
+    // either the caller sees this worker or this worker sees the call closed).
+    joined_.fetch_add(1, std::memory_order_seq_cst);
+    if (open_.load(std::memory_order_seq_cst) == generation) RunTasks(worker);
+    joined_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
@@ -74,16 +77,18 @@ void WorkerPool::Run(int64_t tasks, FunctionRef<void(int64_t task, int worker)> 
   body_ = &body;
   tasks_ = tasks;
   next_task_.store(0, std::memory_order_relaxed);
-  workers_busy_.store(static_cast<int>(threads_.size()), std::memory_order_relaxed);
   {
     // Under the mutex so that a worker between its predicate check and its wait cannot miss the wake-up.
     std::lock_guard<std::mutex> lock(mutex_);
-    generation_.fetch_add(1, std::memory_order_acq_rel);
+    const uint64_t generation = generation_.load(std::memory_order_relaxed) + 1;
+    open_.store(generation, std::memory_order_seq_cst);
+    generation_.store(generation, std::memory_order_seq_cst);
   }
   wake_.notify_all();
   RunTasks(0);
-  // Every worker must have left RunTasks before body_ and the counters are reused by the next call.
-  while (workers_busy_.load(std::memory_order_acquire) != 0) GLINT_CPU_RELAX();
+  // Close the call, then wait for the workers that joined it to leave (body_ and the counters are reused next).
+  open_.store(0, std::memory_order_seq_cst);
+  while (joined_.load(std::memory_order_seq_cst) != 0) GLINT_CPU_RELAX();
   body_ = nullptr;
   running_ = false;
 }
