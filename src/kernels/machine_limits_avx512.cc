@@ -26,4 +26,27 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t VnniLoop(int64_t 
   return _mm512_reduce_add_epi32(total);
 }
 
+
+// Σ of 64-bit lanes over [data, data + n) read as 4 side-by-side streams with 64-byte loads (n a multiple of 32).
+__attribute__((target("avx512f"))) uint64_t ReadSum(const uint64_t* data, int64_t n) {
+  const int64_t quarter = n / 4;
+  const uint64_t *a = data, *b = a + quarter, *c = b + quarter, *d = c + quarter;
+  __m512i s0 = _mm512_setzero_si512(), s1 = s0, s2 = s0, s3 = s0;
+  for (int64_t i = 0; i + 8 <= quarter; i += 8) {
+    s0 = _mm512_add_epi64(s0, _mm512_loadu_si512(a + i));
+    s1 = _mm512_add_epi64(s1, _mm512_loadu_si512(b + i));
+    s2 = _mm512_add_epi64(s2, _mm512_loadu_si512(c + i));
+    s3 = _mm512_add_epi64(s3, _mm512_loadu_si512(d + i));
+  }
+  return _mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(s0, s1), _mm512_add_epi64(s2, s3)));
+}
+
+// a[i] = b[i] + s · c[i] with 64-byte loads and stores (n a multiple of 16).
+__attribute__((target("avx512f"))) void Triad(float* a, const float* b, const float* c, float s, int64_t n) {
+  const __m512 scale = _mm512_set1_ps(s);
+  for (int64_t i = 0; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(a + i, _mm512_fmadd_ps(scale, _mm512_loadu_ps(c + i), _mm512_loadu_ps(b + i)));
+  }
+}
+
 }  // namespace glint::internal
