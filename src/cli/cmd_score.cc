@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "base/log.h"
 #include "base/timer.h"
@@ -19,6 +20,8 @@ namespace {
 
 struct ScoreFlags {
   ModelFlag model;
+  bool fast = false;  // the int8/bf16 fast path instead of the fp32 reference
+  int threads = 0;
   std::string tokens_file;
   std::string dump_logits;
   std::string reference;
@@ -70,7 +73,13 @@ Comparison Compare(const std::vector<float>& ours, const std::vector<float>& ref
 }
 
 Status RunScore(const ScoreFlags& flags) {
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flags.model));
+  WorkerPool pool(flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency()));
+  std::unique_ptr<Model> model;
+  if (flags.fast) {
+    GLINT_ASSIGN_OR_RETURN(model, LoadFastModel(flags.model, pool));
+  } else {
+    GLINT_ASSIGN_OR_RETURN(model, LoadReferenceModel(flags.model));
+  }
   const ModelConfig& c = model->config();
   GLINT_ASSIGN_OR_RETURN(auto sequences, ReadTokenSequences(flags.tokens_file, c.vocab_size));
   std::unique_ptr<Checkpoint> reference;
@@ -133,6 +142,10 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                        [](CLI::App& command) {
                          auto flags = std::make_shared<ScoreFlags>();
                          AddModelFlag(command, flags->model);
+                         command.add_flag("--fast", flags->fast,
+                                          "run the int8/bf16 fast path (compare with the fp32 path's --dump-logits "
+                                          "through --reference)");
+                         command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
                          command.add_option("--tokens-file", flags->tokens_file,
                                             "JSON list of token-id lists, e.g. the golden tokens.json")
                              ->required()

@@ -5,6 +5,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/timer.h"
+#include "model/fast_model.h"
 #include "modelgen/make_tiny.h"
 
 namespace glint::cli {
@@ -38,6 +39,16 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
   LogInfo("loaded ", dir, " (", c.num_hidden_layers, " layers, hidden ", c.hidden_size, ", vocab ", c.vocab_size,
           ") as fp32 in ", watch.Seconds(), " s");
   return model;
+}
+
+Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool) {
+  GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool));
+  const FastLoadReport& load = model->load_report();
+  LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
+          load.weight_bytes / 1e9, " GB, ", IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ",
+          load.seconds, " s");
+  return std::unique_ptr<Model>(std::move(model));
 }
 
 }  // namespace glint::cli

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/status.h"
+#include "base/worker_pool.h"
 #include "model/model.h"
 
 namespace glint::cli {
@@ -21,5 +22,7 @@ void AddModelFlag(CLI::App& command, ModelFlag& flag);
 Result<std::string> ResolveModelDir(const ModelFlag& flag);
 // Loads the fp32 reference model (FP8 weights dequantized in memory) and logs what and how long it took.
 Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag);
+// Loads the fast int8/bf16 model (a `glint convert` container, or a checkpoint converted in memory) on `pool`.
+Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool);
 
 }  // namespace glint::cli

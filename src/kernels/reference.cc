@@ -1,6 +1,7 @@
 #include "kernels/reference.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace glint::ref {
 
@@ -46,6 +47,62 @@ void Softmax(float* values, int64_t n) {
     sum += values[i];
   }
   for (int64_t i = 0; i < n; ++i) values[i] = static_cast<float>(values[i] / sum);
+}
+
+void KdaRecurrent(double* state, const float* q, const float* k, const float* v, const float* g, int64_t qk_stride,
+                  int64_t v_stride, const float* beta, int64_t beta_stride, int64_t tokens, int64_t dk, int64_t dv,
+                  double* o) {
+  std::vector<double> u(dv);
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float *q_t = q + t * qk_stride, *k_t = k + t * qk_stride, *g_t = g + t * qk_stride, *v_t = v + t * v_stride;
+    for (int64_t key = 0; key < dk; ++key) {
+      const double alpha = std::exp(static_cast<double>(g_t[key]));
+      for (int64_t j = 0; j < dv; ++j) state[key * dv + j] *= alpha;
+    }
+    std::fill(u.begin(), u.end(), 0.0);
+    for (int64_t key = 0; key < dk; ++key) {
+      for (int64_t j = 0; j < dv; ++j) u[j] += state[key * dv + j] * k_t[key];
+    }
+    for (int64_t j = 0; j < dv; ++j) u[j] = beta[t * beta_stride] * (v_t[j] - u[j]);
+    for (int64_t key = 0; key < dk; ++key) {
+      for (int64_t j = 0; j < dv; ++j) state[key * dv + j] += k_t[key] * u[j];
+    }
+    double* o_t = o + t * v_stride;
+    std::fill(o_t, o_t + dv, 0.0);
+    for (int64_t key = 0; key < dk; ++key) {
+      for (int64_t j = 0; j < dv; ++j) o_t[j] += state[key * dv + j] * q_t[key];
+    }
+  }
+}
+
+void LatentAttention(const float* q_latent, int64_t heads, int64_t rank, const float* const* rows, int64_t count,
+                     double scale, double* out) {
+  std::vector<double> p(count);
+  for (int64_t h = 0; h < heads; ++h) {
+    double max_score = -INFINITY;
+    for (int64_t i = 0; i < count; ++i) {
+      p[i] = scale * Dot(q_latent + h * rank, rows[i], rank);
+      max_score = std::max(max_score, p[i]);
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < count; ++i) sum += (p[i] = std::exp(p[i] - max_score));
+    double* o = out + h * rank;
+    std::fill(o, o + rank, 0.0);
+    for (int64_t i = 0; i < count; ++i) {
+      for (int64_t r = 0; r < rank; ++r) o[r] += p[i] / sum * rows[i][r];
+    }
+  }
+}
+
+void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
+                   int64_t dim, double scale, double* scores) {
+  for (int64_t m = 0; m < pools; ++m) {
+    double score = 0;
+    for (int64_t h = 0; h < heads; ++h) {
+      score += head_weights[h] * std::max(0.0, scale * Dot(query + h * dim, pooled + m * dim, dim));
+    }
+    scores[m] = score;
+  }
 }
 
 }  // namespace glint::ref

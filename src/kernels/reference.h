@@ -28,4 +28,23 @@ inline float Silu(float x) { return x * Sigmoid(x); }
 // Σ a[i]·b[i] accumulated in double.
 double Dot(const float* a, const float* b, int64_t n);
 
+// The KDA delta rule for one head, token by token, in double (model-glm53.md §5.1): the specification of
+// kernels/kda_ops.h. state [dk, dv] (double); per token t: q, k, g rows of stride qk_stride, v, o rows of stride
+// v_stride, beta[t · beta_stride].
+//   S ← Diag(exp(g_t)) S;  u = Sᵀ k_t;  S ← S + k_t ⊗ β_t (v_t − u);  o_t = Sᵀ q_t
+void KdaRecurrent(double* state, const float* q, const float* k, const float* v, const float* g, int64_t qk_stride,
+                  int64_t v_stride, const float* beta, int64_t beta_stride, int64_t tokens, int64_t dk, int64_t dv,
+                  double* o);
+
+// Absorbed MLA over selected latent rows for one query (model-glm53.md §6), in double: the specification of
+// kernels/mla_ops.h. q_latent [heads, rank]; rows[i] → the latent of the i-th selected position [rank];
+// out [heads, rank] = Σ_i softmax_i(scale · q_latent_h · row_i) · row_i.
+void LatentAttention(const float* q_latent, int64_t heads, int64_t rank, const float* const* rows, int64_t count,
+                     double scale, double* out);
+
+// KPool indexer scores (model-glm53.md §7.3), in double: scores[m] = Σ_h w_h · relu(scale · query_h · pooled_m).
+// query [heads, dim], head_weights [heads], pooled [pools, dim].
+void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
+                   int64_t dim, double scale, double* scores);
+
 }  // namespace glint::ref

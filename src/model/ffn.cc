@@ -24,12 +24,31 @@ void SwiGluMlp(const MlpWeights& w, float swiglu_limit, const float* x, float* y
 }
 
 RouterChoice Route(const MoeWeights& w, const ModelConfig& c, const float* x) {
+  std::vector<float> logits(c.n_routed_experts);  // [E]
+  for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+    logits[e] = static_cast<float>(ref::Dot(w.router.Row(e), x, c.hidden_size));
+  }
+  return RouteFromLogits(logits.data(), w.e_score_correction_bias.data(), c);
+}
+
+std::vector<float> RouterWeights(const float* logits, const std::vector<int32_t>& experts, const ModelConfig& c) {
+  double sum = 0;
+  for (int32_t e : experts) sum += ref::Sigmoid(logits[e]);
+  std::vector<float> weights;
+  for (int32_t e : experts) {
+    const double score = ref::Sigmoid(logits[e]);
+    const double normalised = c.norm_topk_prob ? score / (sum + 1e-20) : score;
+    weights.push_back(static_cast<float>(normalised * c.routed_scaling_factor));
+  }
+  return weights;
+}
+
+RouterChoice RouteFromLogits(const float* logits, const float* bias, const ModelConfig& c) {
   const int64_t experts = c.n_routed_experts;
   const int64_t k = c.num_experts_per_tok;
-  std::vector<float> score(experts), choice(experts);  // [E]: sigmoid(logit), and + bias for the choice
+  std::vector<float> choice(experts);  // [E] sigmoid(logit) + bias, for the choice only
   for (int64_t e = 0; e < experts; ++e) {
-    score[e] = ref::Sigmoid(static_cast<float>(ref::Dot(w.router.Row(e), x, c.hidden_size)));
-    choice[e] = score[e] + w.e_score_correction_bias[e];
+    choice[e] = ref::Sigmoid(logits[e]) + bias[e];
     if (std::isnan(choice[e])) choice[e] = -std::numeric_limits<float>::infinity();
   }
   std::vector<int32_t> order(experts);
@@ -40,12 +59,7 @@ RouterChoice Route(const MoeWeights& w, const ModelConfig& c, const float* x) {
   out.margin = k < experts ? choice[order[k - 1]] - choice[order[k]] : std::numeric_limits<float>::infinity();
   out.experts.assign(order.begin(), order.begin() + k);
   std::sort(out.experts.begin(), out.experts.end());
-  double sum = 0;
-  for (int32_t e : out.experts) sum += score[e];
-  for (int32_t e : out.experts) {
-    const double normalised = c.norm_topk_prob ? score[e] / (sum + 1e-20) : score[e];
-    out.weights.push_back(static_cast<float>(normalised * c.routed_scaling_factor));
-  }
+  out.weights = RouterWeights(logits, out.experts, c);
   return out;
 }
 

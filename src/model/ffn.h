@@ -26,6 +26,13 @@ struct RouterChoice {
 // rank last, so a NaN never selects an out-of-range expert, pitfall 14); weights from the UNBIASED s.
 RouterChoice Route(const MoeWeights& w, const ModelConfig& c, const float* x);
 
+// The router from its logits [E] = W_router x (computed elsewhere, e.g. by a fast kernel): the same choice rule.
+RouterChoice RouteFromLogits(const float* logits, const float* bias, const ModelConfig& c);
+
+// Weights for given experts (ascending) from the router logits [E]: normalised unbiased sigmoid scores ×
+// routed_scaling_factor, as Route computes them for its own choice. Used when the experts are forced.
+std::vector<float> RouterWeights(const float* logits, const std::vector<int32_t>& experts, const ModelConfig& c);
+
 // §8.3: Σ_k weight_k · Expert_k(x) + Σ shared(x). With `forced` the router's choice is replaced (the fast path's
 // quality gate forces the fp32 path's discrete choices).   x: [D], y: [D]
 RouterChoice MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, float* y,

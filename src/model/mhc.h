@@ -23,6 +23,10 @@ struct MhcCoefficients {
 // §4.1. streams: [hc, D] of one token.
 MhcCoefficients MhcComputeCoefficients(const MhcWeights& w, const ModelConfig& c, const float* streams);
 
+// §4.1 from the projection onward: mix [(2 + hc)·hc] = (fn · xf) · r already computed (the fast path computes it with
+// its own kernels); base [(2 + hc)·hc], scale [3].
+MhcCoefficients MhcCoefficientsFromMix(const double* mix, const float* base, const float* scale, const ModelConfig& c);
+
 // §4.2: h[d] = Σ_s pre[s] · streams[s, d].   streams: [hc, D], h: [D]
 void MhcRead(const MhcCoefficients& coefficients, const float* streams, int64_t hc, int64_t hidden, float* h);
 

@@ -180,31 +180,40 @@ DsaCache DsaLayerCache(const SequenceState& state, int64_t layer) {
   return cache;
 }
 
+namespace {
 
-Status ReferenceModel::CheckEntry(const BatchEntry& entry) const {
+Status CheckEntry(const Model& model, const BatchEntry& entry) {
+  const ModelConfig& config = model.config();
   if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
-  if (entry.state->owner != this) {
+  if (entry.state->owner != &model) {
     return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
   }
   if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
   for (size_t i = 0; i < entry.tokens.size(); ++i) {
-    if (entry.tokens[i] < 0 || entry.tokens[i] >= config_.vocab_size) {
+    if (entry.tokens[i] < 0 || entry.tokens[i] >= config.vocab_size) {
       return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
-                             config_.vocab_size);
+                             config.vocab_size);
     }
   }
-  return CheckEntryMemory(entry, config_);
+  return CheckEntryMemory(entry, config);
 }
 
-Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
-                               const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
+}  // namespace
+
+Status CheckBatch(const Model& model, std::span<const BatchEntry> batch) {
   for (size_t i = 0; i < batch.size(); ++i) {
-    Status status = CheckEntry(batch[i]);
+    Status status = CheckEntry(model, batch[i]);
     if (!status.ok()) return status.WithContext(StrCat("batch entry ", i));
     for (size_t j = 0; j < i; ++j) {
       if (batch[j].state == batch[i].state) return InvalidArgument("batch entries ", j, " and ", i, " share a state");
     }
   }
+  return Status::Ok();
+}
+
+Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                               const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
+  GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
   outputs.assign(batch.size(), EntryOutput{});
   for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);
   // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence

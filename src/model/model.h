@@ -126,13 +126,18 @@ class Model {
 };
 
 // For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.
-// The memory checks of an entry (a layout made for `config`, memory present, blocks reserved for every position
-// the call writes unless the state owns its memory, valid state checkpoints). Changes nothing.
+// The checks every Model::Forward makes before touching any state (shared so that all implementations refuse the
+// same inputs with the same messages): each entry has tokens, in range, a state created by `model` with cache
+// memory laid out for its config (an engine's block table already covering the new positions, valid state
+// checkpoints), within max_position_embeddings; no two entries share a state. Changes nothing.
+Status CheckBatch(const Model& model, std::span<const BatchEntry> batch);
+// The memory part of those checks for one entry (a layout made for `config`, memory present, blocks reserved for
+// every position the call writes unless the state owns its memory, valid state checkpoints).
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config);
 // Grows a state's own memory (NewSequence) to hold the entry's tokens; a no-op for engine memory. Call after all
 // checks passed.
 void PrepareEntryMemory(const BatchEntry& entry);
-// Views of layer `layer`'s caches in the sequence's memory, at position state.tokens.
+// Views of layer `layer`'s caches in the sequence's memory (cache_layout.h), at position state.tokens.
 KdaStateView KdaLayerState(const SequenceState& state, int64_t layer);
 DsaCache DsaLayerCache(const SequenceState& state, int64_t layer);
 // Copies a KDA layer's state (conv window and S as stored) into a StateCheckpoint destination.
@@ -156,7 +161,6 @@ class ReferenceModel final : public Model {
                     Trace* trace = nullptr) const override;
 
  private:
-  Status CheckEntry(const BatchEntry& entry) const;
   Status ForwardOneOrBreak(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                            Trace* trace, const ForcedChoices* forced) const;
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,

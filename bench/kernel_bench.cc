@@ -1,0 +1,250 @@
+// Kernel benchmarks with ratios to this machine's limits measured at start-up in the same run.
+//
+//   cmake --build --preset release --target glint_kernel_bench
+//   build/release/bench/glint_kernel_bench [--benchmark_filter=Linear] [--benchmark_repetitions=5]
+//
+// Counters: GB/s = weight bytes streamed per second (codes + scales); bw = GB/s ÷ triad bandwidth at the same
+// thread count; GOPS = 2 · rows · cols · tokens per second; peak = GOPS ÷ the VNNI loop's GOPS at the same thread
+// count. Decode shapes (1–16 tokens) are judged by bw, prefill shapes (hundreds of tokens) by peak.
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "base/worker_pool.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/gemm_i8.h"
+#include "kernels/kda_ops.h"
+#include "kernels/mla_ops.h"
+#include "kernels/vector_ops.h"
+#include "kernels/linear.h"
+#include "quant/bf16_matrix.h"
+#include "kernels/machine_limits.h"
+
+namespace glint {
+namespace {
+
+MachineLimits g_limits;
+
+WorkerPool& Pool(int threads) {
+  static std::map<int, std::unique_ptr<WorkerPool>> pools;
+  auto& pool = pools[threads];
+  if (!pool) pool = std::make_unique<WorkerPool>(threads);
+  return *pool;
+}
+
+double TriadFor(int threads) { return threads == 1 ? g_limits.triad_gbps_one_thread : g_limits.triad_gbps_all_threads; }
+double PeakFor(int threads) { return threads == 1 ? g_limits.int8_gops_one_thread : g_limits.int8_gops_all_threads; }
+
+// Random codes and scales: the kernels' speed does not depend on the values.
+Int8Matrix RandomInt8(int64_t rows, int64_t cols, int64_t group) {
+  Int8Matrix m(Int8Layout{rows, cols, group});
+  uint64_t state = 0x9e3779b97f4a7c15ull;
+  uint8_t* codes = m.codes();
+  for (int64_t i = 0; i < m.layout().code_bytes(); i += 8) {
+    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
+    for (int b = 0; b < 8; ++b) codes[i + b] = static_cast<uint8_t>(1 + ((state >> (8 * b)) & 0xff) % 255);
+  }
+  for (int64_t i = 0; i < m.layout().scale_count(); ++i) m.scales()[i] = 0.01f;
+  return m;
+}
+
+std::vector<float> RandomActivations(int64_t n) {
+  std::vector<float> x(n);
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal;
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+// Args: rows, cols, tokens, threads, isa, group.
+void BM_LinearI8(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const Isa isa = static_cast<Isa>(state.range(4));
+  const int64_t group = state.range(5);
+  if (!IsaSupported(isa)) {
+    state.SkipWithError("ISA not supported");
+    return;
+  }
+  // Decode streams weights from memory, never from cache: cycle through enough copies to exceed the last-level
+  // cache 4× (a 4096² int8 matrix alone is 16 MiB and would sit in a 32 MiB L3).
+  static std::map<std::tuple<int64_t, int64_t, int64_t>, std::vector<Int8Matrix>> cache;  // built once
+  auto key = std::make_tuple(rows, cols, group);
+  if (!cache.count(key)) {
+    const int64_t bytes = Int8Layout{rows, cols, group}.code_bytes();
+    const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / bytes + 1);
+    for (int64_t i = 0; i < copies; ++i) cache[key].push_back(RandomInt8(rows, cols, group));
+  }
+  const std::vector<Int8Matrix>& matrices = cache.at(key);
+  const Int8Matrix& w = matrices[0];
+  size_t next = 0;
+  const std::vector<float> x = RandomActivations(tokens * cols);
+  std::vector<float> y(tokens * rows);
+  ActivationScratch scratch;
+  WorkerPool& pool = Pool(threads);
+  const Int8Kernels& kernels = GetInt8Kernels(isa);
+  for (auto _ : state) {
+    LinearI8(pool, kernels, matrices[next].view(), x.data(), cols, tokens, y.data(), rows, scratch);
+    next = (next + 1) % matrices.size();
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(w.layout().code_bytes() + w.layout().scale_count() * 4);
+  const double ops = 2.0 * rows * cols * tokens;
+  state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GOPS"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(IsaName(isa)));
+}
+
+// Ratios are computed after the run from the rates (Google Benchmark has no derived counters); see main().
+void DecodeArgs(benchmark::internal::Benchmark* b) {
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  // (rows, cols): expert gate+up and down, KDA q/k/v fused, KDA o_proj, dense down, lm_head.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 2048}, {24576, 4096}, {4096, 8192},
+                            {4096, 12288}, {154880, 4096}}) {
+    for (int64_t tokens : {1, 4, 16}) {
+      for (int threads : {1, all}) b->Args({rows, cols, tokens, threads, static_cast<int>(Isa::kAvx512), 128});
+    }
+  }
+  // Group size and ISA comparisons on one shape.
+  for (int64_t group : {32, 64, 256}) b->Args({4096, 4096, 1, all, static_cast<int>(Isa::kAvx512), group});
+  b->Args({4096, 4096, 1, all, static_cast<int>(Isa::kAvx2), 128});
+}
+
+void PrefillArgs(benchmark::internal::Benchmark* b) {
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 2048}, {24576, 4096}, {4096, 8192}}) {
+    for (int threads : {1, all}) b->Args({rows, cols, 512, threads, static_cast<int>(Isa::kAvx512), 128});
+  }
+  for (int64_t group : {32, 64, 256}) b->Args({4096, 4096, 512, all, static_cast<int>(Isa::kAvx512), group});
+  b->Args({4096, 4096, 64, all, static_cast<int>(Isa::kAvx512), 128});  // one expert's share of a prefill
+  b->Args({4096, 4096, 512, all, static_cast<int>(Isa::kAvx2), 128});
+}
+
+BENCHMARK(BM_LinearI8)->Name("Decode/LinearI8")->Apply(DecodeArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
+BENCHMARK(BM_LinearI8)->Name("Prefill/LinearI8")->Apply(PrefillArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
+
+// bf16 weights × fp32 activations (router, indexer, KDA gates). Args: rows, cols, tokens, threads.
+void BM_LinearBf16(benchmark::State& state) {
+  const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
+  const int threads = static_cast<int>(state.range(3));
+  const Bf16Layout layout{rows, cols};
+  std::vector<Bf16Matrix> matrices;  // enough copies to stream from memory
+  const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (layout.value_count() * 2) + 1);
+  for (int64_t i = 0; i < copies; ++i) {
+    matrices.emplace_back(layout);
+    for (int64_t v = 0; v < layout.value_count(); ++v) matrices.back().values()[v] = static_cast<uint16_t>(0x3c00 + v % 97);
+  }
+  const std::vector<float> x = RandomActivations(tokens * cols);
+  std::vector<float> y(tokens * rows);
+  WorkerPool& pool = Pool(threads);
+  const Bf16Kernels& kernels = GetBf16Kernels(BestIsa());
+  size_t next = 0;
+  for (auto _ : state) {
+    LinearBf16(pool, kernels, matrices[next].view(), x.data(), cols, tokens, y.data(), rows);
+    next = (next + 1) % matrices.size();
+  }
+  const double bytes = static_cast<double>(layout.value_count()) * 2;
+  state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_LinearBf16)->Name("LinearBf16")->ArgNames({"rows", "cols", "tokens", "threads"})
+    ->Args({288, 4096, 1, 1})->Args({4096, 1536, 1, 1})->Args({4096, 1536, 512, 2})->UseRealTime();
+
+// KDA decode step over all 64 heads of one layer: S is read twice and written once (3 × 4 MiB per token).
+void BM_KdaDecodeStep(benchmark::State& state) {
+  const int64_t heads = 64, d = 128;
+  std::vector<float> S(heads * d * d, 0.01f), q(heads * d, 0.05f), k(heads * d, 0.05f), v(heads * d, 1.0f),
+      g(heads * d, -0.1f), o(heads * d);
+  for (auto _ : state) {
+    for (int64_t h = 0; h < heads; ++h) {
+      kda::DecodeStep(S.data() + h * d * d, q.data() + h * d, k.data() + h * d, v.data() + h * d, g.data() + h * d,
+                      0.5f, d, d, o.data() + h * d);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["GB/s"] = benchmark::Counter(3.0 * S.size() * 4 * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KdaDecodeStep)->Name("KdaDecodeStep/heads:64/d:128")->UseRealTime();
+
+// KDA chunked form: one 64-token chunk of one head. FLOPs counted as the WY form's products (≈ 6 n d² + 2 n² d).
+void BM_KdaChunk(benchmark::State& state) {
+  const int64_t n = 64, d = 128;
+  std::vector<float> S(d * d, 0.01f), q(n * d, 0.05f), k(n * d, 0.05f), v(n * d, 1.0f), g(n * d, -0.1f), beta(n, 0.5f),
+      o(n * d), scratch(kda::ChunkScratchFloats(d, d));
+  kda::ChunkArgs args;
+  args.q = q.data(), args.k = k.data(), args.qk_stride = d, args.v = v.data(), args.v_stride = d;
+  args.g = g.data(), args.g_stride = d, args.beta = beta.data(), args.beta_stride = 1, args.o = o.data();
+  args.o_stride = d, args.n = n, args.dk = d, args.dv = d;
+  for (auto _ : state) {
+    kda::Chunk(S.data(), args, scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter((6.0 * n * d * d + 2.0 * n * n * d) * 2 * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
+
+// Absorbed MLA attention for one query: 64 heads × rank 512 over `count` latent positions.
+void BM_Attend(benchmark::State& state) {
+  const int64_t heads = 64, rank = 512, count = state.range(0);
+  std::vector<float> latents(count * rank), q(heads * rank, 0.01f), out(heads * rank),
+      scratch(mla::AttendScratchFloats(heads, count));
+  for (size_t i = 0; i < latents.size(); ++i) latents[i] = static_cast<float>(i % 13) * 0.01f;
+  const float* page = latents.data();
+  const mla::LatentRows rows{&page, count, rank};
+  std::vector<int64_t> positions(count);
+  for (int64_t i = 0; i < count; ++i) positions[i] = i;
+  for (auto _ : state) {
+    mla::Attend(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOPS"] = benchmark::Counter(4.0 * heads * rank * count * state.iterations() / 1e9,
+                                                benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Attend)->Name("MlaAttend/heads:64/rank:512")->ArgName("positions")->Arg(256)->Arg(2051)->UseRealTime();
+
+// Adds bw and peak ratios to every run's counters before printing.
+class RatioReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    std::vector<Run> with_ratios = runs;
+    for (Run& run : with_ratios) {
+      const int threads = ThreadsOf(run.benchmark_name());
+      if (run.counters.count("GB/s")) run.counters["bw"] = benchmark::Counter(run.counters["GB/s"].value / TriadFor(threads));
+      if (run.counters.count("GOPS") && PeakFor(threads) > 0) {
+        run.counters["peak"] = benchmark::Counter(run.counters["GOPS"].value / PeakFor(threads));
+      }
+    }
+    ConsoleReporter::ReportRuns(with_ratios);
+  }
+
+ private:
+  static int ThreadsOf(const std::string& name) {
+    const auto at = name.find("threads:");
+    return at == std::string::npos ? 1 : std::atoi(name.c_str() + at + 8);
+  }
+};
+
+}  // namespace
+}  // namespace glint
+
+int main(int argc, char** argv) {
+  using namespace glint;
+  benchmark::Initialize(&argc, argv);
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  g_limits = MeasureMachineLimits(Pool(all));
+  std::printf("machine limits (%d threads): triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), "
+              "int8 VNNI peak %.0f GOPS (1 thread %.0f)\n",
+              all, g_limits.triad_gbps_all_threads, g_limits.triad_gbps_one_thread, g_limits.read_gbps_all_threads,
+              g_limits.read_gbps_one_thread, g_limits.int8_gops_all_threads, g_limits.int8_gops_one_thread);
+  RatioReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  return 0;
+}

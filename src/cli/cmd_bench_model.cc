@@ -1,0 +1,256 @@
+// glint bench-model: end-to-end figures of the fast path on a model directory, each beside this machine's limits
+// measured in the same run (docs/performance.md explains the figures and the targets they are judged by):
+//   machine   triad and read bandwidth, int8 VNNI peak (one thread and all threads)
+//   load      time and GB/s to load the weights (a `glint convert` container maps with no conversion)
+//   prefill   tokens/s for each prompt length; GOPS of the int8 products and their ratio to the VNNI peak
+//   decode    tokens/s at each batch size; weight bytes streamed per step and their ratio to the triad bandwidth;
+//             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth
+//   memory    peak RSS against 1.1 × weight bytes + caches
+// It prints figures and never fails on a time.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "base/file.h"
+#include "base/log.h"
+#include "base/timer.h"
+#include "base/worker_pool.h"
+#include "cli/command.h"
+#include "cli/progress_bar.h"
+#include "kernels/machine_limits.h"
+#include "model/fast_model.h"
+
+namespace glint::cli {
+namespace {
+
+struct BenchFlags {
+  std::string model;
+  int threads = 0;
+  std::string isa;
+  std::vector<int64_t> prompts = {512, 4096};
+  std::vector<int64_t> batches = {1, 4, 16};
+  int64_t context = 64;
+  int64_t steps = 8;
+  int repetitions = 3;
+  int64_t pass_tokens = 512;
+  int64_t probe_mib = 256;
+};
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n == 0 ? 0 : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// kB value of a /proc/self/status field (VmHWM, VmRSS), in bytes.
+uint64_t ProcStatusBytes(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1)) * 1024;
+  }
+  return 0;
+}
+
+// User + system CPU seconds of this process so far.
+double ProcessCpuSeconds() {
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+}
+
+// The 1-minute load average: how busy the (possibly shared) machine was.
+std::string LoadAverage() {
+  std::ifstream file("/proc/loadavg");
+  std::string first;
+  file >> first;
+  return first;
+}
+
+// Resets VmHWM to the current RSS (Linux ≥ 4.0: "5" written to /proc/self/clear_refs).
+void ResetPeakRss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+}
+
+std::string CpuName() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line)) {
+    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
+  }
+  return "unknown CPU";
+}
+
+std::vector<int32_t> RandomTokens(int64_t count, int64_t vocab, uint64_t seed) {
+  std::vector<int32_t> tokens(count);
+  uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (int32_t& token : tokens) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    token = static_cast<int32_t>((state >> 33) % static_cast<uint64_t>(vocab));
+  }
+  return tokens;
+}
+
+// Cache memory of the sequences: each one's slot (KDA states, pending indexer rows) and its blocks (latents and
+// pooled keys of the DSA layers).
+uint64_t CacheBytes(const std::vector<SequenceState>& states) {
+  uint64_t bytes = 0;
+  for (const SequenceState& s : states) {
+    bytes += s.layout->slot_bytes + s.memory.block_table->size() * s.layout->block_bytes;
+  }
+  return bytes;
+}
+
+Status RunBenchModel(const BenchFlags& flags) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as soon as it is measured, also into a file or pipe
+  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
+  WorkerPool pool(threads);
+  FastModelOptions options;
+  if (!flags.isa.empty()) {
+    GLINT_ASSIGN_OR_RETURN(options.isa, ParseIsa(flags.isa));
+  }
+  options.max_tokens_per_pass = flags.pass_tokens;
+
+  std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
+              std::string(IsaName(options.isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
+              LoadAverage().c_str(), std::thread::hardware_concurrency());
+  std::printf("   (cpu share = this process's CPU time ÷ (wall time × threads): below 100%% the OS ran other work on "
+              "our cores)\n");
+  MachineProbeOptions probe;
+  probe.array_bytes = flags.probe_mib << 20;
+  const MachineLimits limits = MeasureMachineLimits(pool, probe);
+  std::printf("   triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), int8 VNNI peak %.0f GOPS "
+              "(1 thread %.0f)\n",
+              limits.triad_gbps_all_threads, limits.triad_gbps_one_thread, limits.read_gbps_all_threads,
+              limits.read_gbps_one_thread, limits.int8_gops_all_threads, limits.int8_gops_one_thread);
+  const double bandwidth = limits.triad_gbps_all_threads * 1e9;
+  ResetPeakRss();  // the probes' buffers (≈1 GB) are not the model's
+
+  // Load twice: the second load of a container reads from the page cache.
+  std::unique_ptr<FastModel> model;
+  for (int run = 0; run < 2; ++run) {
+    model.reset();
+    ProgressBar bar("convert at load");
+    options.progress = [&bar](const ConvertProgress& p) { bar.Update(p.done_bytes, p.total_bytes, p.tensor); };
+    GLINT_ASSIGN_OR_RETURN(model, FastModel::Load(flags.model, pool, options));
+    const FastLoadReport& load = model->load_report();
+    std::printf("== load %d: %s, %.3f GB in %.2f s = %.2f GB/s\n", run + 1,
+                load.from_container ? "container (mmap, no conversion)" : "checkpoint (converted in memory)",
+                load.weight_bytes / 1e9, load.seconds, load.weight_bytes / 1e9 / load.seconds);
+    if (!load.from_container) break;  // converting twice teaches nothing new
+    if (run == 0) ResetPeakRss();      // only one copy of the weights is ever mapped at a time
+  }
+  const ModelConfig& c = model->config();
+  const uint64_t weight_bytes = model->load_report().weight_bytes;
+
+  // ---- prefill ----
+  for (int64_t prompt : flags.prompts) {
+    std::vector<double> seconds, gops, int8_share, cpu_share;
+    for (int rep = 0; rep < flags.repetitions; ++rep) {
+      SequenceState state = model->NewSequence();
+      const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
+      std::vector<EntryOutput> outputs;
+      const BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
+      Stopwatch watch;
+      const double cpu_before = ProcessCpuSeconds();
+      GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs));
+      seconds.push_back(watch.Seconds());
+      cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
+      const FastStepStats& stats = model->last_step();
+      gops.push_back(2.0 * stats.int8_macs / stats.int8_seconds / 1e9);
+      int8_share.push_back(stats.int8_seconds / seconds.back());
+    }
+    const double s = Median(seconds), g = Median(gops);
+    std::printf("== prefill %lld tokens: %.2f s = %.1f tokens/s; int8 products %.0f GOPS = %.0f%% of the VNNI peak "
+                "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
+                static_cast<long long>(prompt), s, prompt / s, g, 100 * g / limits.int8_gops_all_threads,
+                100 * Median(int8_share), 100 * Median(cpu_share), flags.repetitions);
+  }
+
+  // ---- decode ----
+  uint64_t peak_cache_bytes = 0;
+  for (int64_t batch_size : flags.batches) {
+    std::vector<SequenceState> states;
+    for (int64_t i = 0; i < batch_size; ++i) states.push_back(model->NewSequence());
+    std::vector<std::vector<int32_t>> contexts(batch_size);
+    std::vector<BatchEntry> entries;
+    for (int64_t i = 0; i < batch_size; ++i) {
+      contexts[i] = RandomTokens(flags.context, c.vocab_size, 1000 + i);
+      entries.push_back({contexts[i], &states[i], LogitsWanted::kLast, false});
+    }
+    std::vector<EntryOutput> outputs;
+    GLINT_RETURN_IF_ERROR(model->Forward(entries, outputs));
+    std::vector<double> seconds, bandwidth_ratio, cpu_share;
+    double bytes_per_step = 0, experts_per_layer = 0;
+    int moe_layers = 0;
+    for (int64_t step = 0; step < flags.steps; ++step) {
+      std::vector<std::vector<int32_t>> next(batch_size);
+      entries.clear();
+      for (int64_t i = 0; i < batch_size; ++i) {
+        next[i] = RandomTokens(1, c.vocab_size, 5000 + step * 100 + i);
+        entries.push_back({next[i], &states[i], LogitsWanted::kLast, false});
+      }
+      Stopwatch watch;
+      const double cpu_before = ProcessCpuSeconds();
+      GLINT_RETURN_IF_ERROR(model->Forward(entries, outputs));
+      seconds.push_back(watch.Seconds());
+      cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
+      const FastStepStats& stats = model->last_step();
+      bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / bandwidth);
+      bytes_per_step = static_cast<double>(stats.weight_bytes_read);
+      experts_per_layer = 0, moe_layers = 0;
+      for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+        if (c.mlp_kinds[l] == MlpKind::kMoe) experts_per_layer += stats.experts_active[l], ++moe_layers;
+      }
+    }
+    peak_cache_bytes = std::max(peak_cache_bytes, CacheBytes(states));
+    const double s = Median(seconds);
+    std::printf("== decode %lld sequence%s (context %lld): %.1f ms/step = %.2f tokens/s; %.3f GB of weights per step "
+                "(%.1f routed experts per MoE layer) = %.1f GB/s = %.0f%% of triad; bound 1.25 × bytes/bandwidth = "
+                "%.1f ms: %s; cpu share %.0f%%  [median of %lld steps]\n",
+                static_cast<long long>(batch_size), batch_size > 1 ? "s" : "", static_cast<long long>(flags.context),
+                1e3 * s, batch_size / s, bytes_per_step / 1e9, moe_layers ? experts_per_layer / moe_layers : 0.0,
+                bytes_per_step / s / 1e9, 100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
+                s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
+                static_cast<long long>(flags.steps));
+  }
+
+  // ---- memory ----
+  const uint64_t peak_rss = ProcStatusBytes("VmHWM");
+  const double budget = 1.1 * weight_bytes + peak_cache_bytes;
+  std::printf("== memory: peak RSS %.3f GB; budget 1.1 × %.3f GB weights + %.3f GB caches = %.3f GB: %s\n",
+              peak_rss / 1e9, weight_bytes / 1e9, peak_cache_bytes / 1e9, budget / 1e9,
+              peak_rss <= budget ? "within" : "over");
+  return Status::Ok();
+}
+
+GLINT_REGISTER_COMMAND(
+    "bench-model", "Benchmark the fast path end to end (prefill, decode, load, memory) against machine limits", 85,
+    [](CLI::App& command) -> std::function<Status()> {
+      auto flags = std::make_shared<BenchFlags>();
+      command.add_option("--model", flags->model, "model directory (a `glint convert` output, or a checkpoint)")
+          ->required()
+          ->check(CLI::ExistingDirectory);
+      command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
+      command.add_option("--isa", flags->isa, "kernel level: avx512, avx2 or scalar (default: the best supported)");
+      command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
+      command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
+      command.add_option("--context", flags->context, "tokens of context before decoding")->capture_default_str();
+      command.add_option("--steps", flags->steps, "decode steps per batch size")->capture_default_str();
+      command.add_option("--repetitions", flags->repetitions, "prefill runs per prompt length")->capture_default_str();
+      command.add_option("--pass-tokens", flags->pass_tokens, "rows per layer pass (FastModelOptions)")
+          ->capture_default_str();
+      command.add_option("--probe-mib", flags->probe_mib,
+                         "MiB per bandwidth-probe array (keep ≥ 8× the last-level cache for real figures)")
+          ->capture_default_str()
+          ->check(CLI::Range(1, 1 << 16));
+      return [flags] { return RunBenchModel(*flags); };
+    });
+
+}  // namespace
+}  // namespace glint::cli

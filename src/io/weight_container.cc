@@ -1,0 +1,205 @@
+#include "io/weight_container.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+namespace glint {
+namespace {
+
+using Json = nlohmann::json;
+
+constexpr uint64_t kMaxHeaderBytes = uint64_t{256} << 20;
+constexpr uint64_t kLargeBlob = uint64_t{1} << 20;
+
+uint64_t AlignFor(uint64_t bytes) { return bytes >= kLargeBlob ? 4096 : 64; }
+uint64_t RoundUp(uint64_t value, uint64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+
+void PutLittleEndian64(uint8_t* out, uint64_t value) {
+  for (int i = 0; i < 8; ++i) out[i] = static_cast<uint8_t>(value >> (8 * i));
+}
+
+uint64_t GetLittleEndian64(const uint8_t* bytes) {
+  uint64_t value = 0;
+  for (int i = 7; i >= 0; --i) value = (value << 8) | bytes[i];
+  return value;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ContainerWriter>> ContainerWriter::Create(const std::string& path,
+                                                                 std::vector<ContainerEntrySpec> entries,
+                                                                 std::map<std::string, std::string> metadata) {
+  std::set<std::string> names;
+  for (const ContainerEntrySpec& entry : entries) {
+    if (!names.insert(entry.name).second) return InvalidArgument("container tensor '", entry.name, "' is listed twice");
+  }
+  // The header's size depends on the offsets written into it and vice versa: assume a header size, lay out, and
+  // grow the assumption until the serialised header fits.
+  std::unique_ptr<ContainerWriter> writer(new ContainerWriter());
+  writer->entries_ = std::move(entries);
+  std::string header_text;
+  for (uint64_t reserved = 4096;; reserved *= 2) {
+    Json tensors = Json::array();
+    uint64_t position = RoundUp(16 + reserved, 4096);
+    writer->offsets_.assign(writer->entries_.size(), {});
+    for (size_t e = 0; e < writer->entries_.size(); ++e) {
+      const ContainerEntrySpec& entry = writer->entries_[e];
+      Json blobs = Json::array();
+      for (uint64_t bytes : entry.blob_bytes) {
+        position = RoundUp(position, AlignFor(bytes));
+        writer->offsets_[e].push_back(position);
+        blobs.push_back(Json::array({position, bytes}));
+        position += bytes;
+      }
+      tensors.push_back({{"name", entry.name}, {"kind", entry.kind}, {"dims", entry.dims}, {"blobs", blobs}});
+    }
+    Json header = {{"container_version", 1}, {"metadata", metadata}, {"tensors", tensors}};
+    header_text = header.dump();
+    if (header_text.size() <= reserved) {
+      header_text.resize(reserved, ' ');  // padding keeps the computed offsets valid
+      writer->total_bytes_ = position;
+      break;
+    }
+  }
+  writer->path_ = path;
+  writer->tmp_path_ = path + ".tmp";
+  writer->file_ = std::fopen(writer->tmp_path_.c_str(), "wb");
+  if (writer->file_ == nullptr) return IoError("cannot create '", writer->tmp_path_, "': ", std::strerror(errno));
+  uint8_t prefix[16];
+  std::memcpy(prefix, kContainerMagic, 8);
+  PutLittleEndian64(prefix + 8, header_text.size());
+  if (std::fwrite(prefix, 1, 16, writer->file_) != 16 ||
+      std::fwrite(header_text.data(), 1, header_text.size(), writer->file_) != header_text.size()) {
+    return IoError("cannot write '", writer->tmp_path_, "': ", std::strerror(errno));
+  }
+  writer->position_ = 16 + header_text.size();
+  return writer;
+}
+
+ContainerWriter::~ContainerWriter() {
+  if (file_ != nullptr) {  // not finished: leave nothing behind
+    std::fclose(file_);
+    std::remove(tmp_path_.c_str());
+  }
+}
+
+Status ContainerWriter::WriteNextBlob(std::span<const uint8_t> bytes) {
+  while (next_entry_ < entries_.size() && next_blob_ >= entries_[next_entry_].blob_bytes.size()) {
+    ++next_entry_;
+    next_blob_ = 0;
+  }
+  if (next_entry_ >= entries_.size()) return InternalError("container: more blobs written than declared");
+  const ContainerEntrySpec& entry = entries_[next_entry_];
+  if (bytes.size() != entry.blob_bytes[next_blob_]) {
+    return InternalError("container tensor '", entry.name, "' blob ", next_blob_, ": ", bytes.size(),
+                         " bytes written, ", entry.blob_bytes[next_blob_], " declared");
+  }
+  const uint64_t offset = offsets_[next_entry_][next_blob_];
+  static const uint8_t kZeros[4096] = {};
+  while (position_ < offset) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(kZeros), offset - position_));
+    if (std::fwrite(kZeros, 1, n, file_) != n) return IoError("cannot write '", tmp_path_, "': ", std::strerror(errno));
+    position_ += n;
+  }
+  if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) {
+    return IoError("cannot write '", tmp_path_, "': ", std::strerror(errno));
+  }
+  position_ += bytes.size();
+  ++next_blob_;
+  return Status::Ok();
+}
+
+Status ContainerWriter::Finish() {
+  while (next_entry_ < entries_.size() && next_blob_ >= entries_[next_entry_].blob_bytes.size()) {
+    ++next_entry_;
+    next_blob_ = 0;
+  }
+  if (next_entry_ < entries_.size()) {
+    return InternalError("container: tensor '", entries_[next_entry_].name, "' was never written");
+  }
+  bool ok = std::fflush(file_) == 0;
+  ok = ::fsync(::fileno(file_)) == 0 && ok;
+  ok = std::fclose(file_) == 0 && ok;
+  file_ = nullptr;
+  if (!ok) {
+    std::remove(tmp_path_.c_str());
+    return IoError("cannot write '", tmp_path_, "': ", std::strerror(errno));
+  }
+  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
+    std::remove(tmp_path_.c_str());
+    return IoError("cannot rename '", tmp_path_, "' to '", path_, "': ", std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
+Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate) {
+  GLINT_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path, populate));
+  ContainerFile container;
+  container.file_ = std::make_unique<MappedFile>(std::move(mapped));
+  const std::span<const uint8_t> bytes = container.file_->bytes();
+  auto fail = [&](auto... parts) { return InvalidArgument("'", path, "' is not a valid glint container: ", parts...); };
+  if (bytes.size() < 16 || std::memcmp(bytes.data(), kContainerMagic, 8) != 0) {
+    return fail("missing the GLINTWC1 magic (write one with `glint convert`)");
+  }
+  const uint64_t header_bytes = GetLittleEndian64(bytes.data() + 8);
+  if (header_bytes > kMaxHeaderBytes || header_bytes > bytes.size() - 16) {
+    return fail("header length ", header_bytes, " does not fit the file of ", bytes.size(), " bytes");
+  }
+  const uint64_t data_begin = 16 + header_bytes;
+  Json header = Json::parse(bytes.begin() + 16, bytes.begin() + data_begin, nullptr, /*allow_exceptions=*/false);
+  if (header.is_discarded() || !header.is_object()) return fail("the header is not a JSON object");
+  if (header.value("container_version", 0) != 1) return fail("unsupported container_version (expected 1)");
+  if (header.contains("metadata")) {
+    if (!header["metadata"].is_object()) return fail("'metadata' is not an object");
+    for (const auto& [key, value] : header["metadata"].items()) {
+      if (!value.is_string()) return fail("metadata '", key, "' is not a string");
+      container.metadata_[key] = value.get<std::string>();
+    }
+  }
+  const Json& tensors = header["tensors"];
+  if (!tensors.is_array()) return fail("'tensors' is not an array");
+  for (const Json& tensor : tensors) {
+    if (!tensor.is_object() || !tensor.contains("name") || !tensor["name"].is_string() || !tensor.contains("kind") ||
+        !tensor["kind"].is_string() || !tensor.contains("dims") || !tensor["dims"].is_array() ||
+        !tensor.contains("blobs") || !tensor["blobs"].is_array()) {
+      return fail("a tensor entry lacks name, kind, dims or blobs: ", tensor.dump().substr(0, 200));
+    }
+    ContainerEntry entry;
+    entry.name = tensor["name"].get<std::string>();
+    entry.kind = tensor["kind"].get<std::string>();
+    for (const Json& dim : tensor["dims"]) {
+      if (!dim.is_number_integer()) return fail("tensor '", entry.name, "' has a non-integer dim");
+      entry.dims.push_back(dim.get<int64_t>());
+    }
+    for (const Json& blob : tensor["blobs"]) {
+      if (!blob.is_array() || blob.size() != 2 || !blob[0].is_number_unsigned() || !blob[1].is_number_unsigned()) {
+        return fail("tensor '", entry.name, "' has a blob that is not [offset, bytes]");
+      }
+      const uint64_t offset = blob[0].get<uint64_t>(), size = blob[1].get<uint64_t>();
+      if (offset < data_begin || offset > bytes.size() || size > bytes.size() - offset) {
+        return fail("tensor '", entry.name, "' blob [", offset, ", +", size, ") lies outside the data section [",
+                    data_begin, ", ", bytes.size(), ") (a truncated file?)");
+      }
+      if (offset % 64 != 0) return fail("tensor '", entry.name, "' blob at ", offset, " is not 64-byte aligned");
+      entry.blobs.push_back(bytes.subspan(offset, size));
+    }
+    if (!container.index_.emplace(entry.name, container.entries_.size()).second) {
+      return fail("tensor '", entry.name, "' is listed twice");
+    }
+    container.entries_.push_back(std::move(entry));
+  }
+  return container;
+}
+
+const ContainerEntry* ContainerFile::Find(const std::string& name) const {
+  auto it = index_.find(name);
+  return it == index_.end() ? nullptr : &entries_[it->second];
+}
+
+}  // namespace glint

@@ -1,0 +1,87 @@
+// The converted-weights container (`glint convert`): packed kernel-ready weights that load by mmap, with no
+// conversion. One file, `model.glint`:
+//
+//   bytes 0–7    magic "GLINTWC1"
+//   bytes 8–15   header length N (little-endian u64)
+//   N bytes      JSON header: {"container_version": 1, "metadata": {str: str},
+//                              "tensors": [{"name", "kind", "dims": [int…], "blobs": [[offset, bytes]…]}…]}
+//   data         every blob at its absolute file offset, aligned to 64 bytes (4096 for blobs ≥ 1 MiB)
+//
+// The container is generic: `kind` and `dims` are the model layer's business (e.g. kind "int8" with dims
+// [rows, cols, group] and blobs [codes, scales]); the reader checks that every blob lies inside the file, is
+// aligned and does not overlap the header, so a truncated or corrupt file is an error, never a bad read.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/file.h"
+#include "base/status.h"
+
+namespace glint {
+
+inline constexpr char kContainerMagic[8] = {'G', 'L', 'I', 'N', 'T', 'W', 'C', '1'};
+inline constexpr const char* kContainerFileName = "model.glint";
+
+// What the writer is told before any data: names, kinds, dims and blob sizes (offsets are assigned).
+struct ContainerEntrySpec {
+  std::string name;
+  std::string kind;
+  std::vector<int64_t> dims;
+  std::vector<uint64_t> blob_bytes;
+};
+
+struct ContainerEntry {
+  std::string name;
+  std::string kind;
+  std::vector<int64_t> dims;
+  std::vector<std::span<const uint8_t>> blobs;  // views into the mapping
+};
+
+// Writes a container in two phases: the whole layout up front (so the header can come first and the data can be
+// streamed), then every blob in entry order. The file appears under `path` only after Finish().
+class ContainerWriter {
+ public:
+  static Result<std::unique_ptr<ContainerWriter>> Create(const std::string& path,
+                                                         std::vector<ContainerEntrySpec> entries,
+                                                         std::map<std::string, std::string> metadata);
+  ~ContainerWriter();
+
+  // The next blob, in order: entry 0 blob 0, entry 0 blob 1, …; its size must be as declared.
+  Status WriteNextBlob(std::span<const uint8_t> bytes);
+  Status Finish();
+  uint64_t total_bytes() const { return total_bytes_; }
+
+ private:
+  ContainerWriter() = default;
+  std::string path_, tmp_path_;
+  std::FILE* file_ = nullptr;
+  std::vector<ContainerEntrySpec> entries_;
+  std::vector<std::vector<uint64_t>> offsets_;
+  size_t next_entry_ = 0, next_blob_ = 0;
+  uint64_t position_ = 0, total_bytes_ = 0;
+};
+
+class ContainerFile {
+ public:
+  // Maps `path` read-only; with `populate` every page is read in before returning (see MappedFile).
+  static Result<ContainerFile> Open(const std::string& path, bool populate);
+
+  const ContainerEntry* Find(const std::string& name) const;
+  const std::vector<ContainerEntry>& entries() const { return entries_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  uint64_t size() const { return file_->size(); }
+
+ private:
+  std::unique_ptr<MappedFile> file_;
+  std::vector<ContainerEntry> entries_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+}  // namespace glint

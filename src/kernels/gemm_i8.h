@@ -1,0 +1,80 @@
+// W8A8 matrix products: int8 weights (quant/int8_matrix.h, a scale per output row and K-group) times int8
+// activations quantized per token and K-group, accumulated exactly in int32 within each group and combined in
+// fp32 across groups:
+//
+//   y[t, r] = Σ_g  s_w[r, g] · s_x[t, g] · Σ_{c ∈ g} w[r, c] · x[t, c]          (the inner sum is exact int32)
+//
+// One kernel serves decode (a GEMV: one token per sequence) and prefill (a GEMM over many tokens): tiles of up to
+// 4 row blocks × 6 tokens keep the int32 sums in registers, and a row block's weights stay in L2 while every token
+// tile passes over them. Each level (isa.h) is its own translation unit (gemm_i8_{scalar,avx2,avx512}.cc);
+// gemm_i8_scalar.cc is the specification the others are tested against, exactly for the int32 group sums.
+//
+// Activation quantization (per token and group): s_x = amax/127, code = round_to_nearest_even(x · 127/amax),
+// |code| ≤ 127; a zero group has s_x = 0 and codes 0. Because packed weights are biased by +128, the kernels
+// subtract 128 · Σ codes per (token, group), which the quantizer stores as `bias_correction`.
+#pragma once
+
+#include <cstdint>
+
+#include "base/aligned_buffer.h"
+#include "kernels/isa.h"
+#include "quant/int8_matrix.h"
+
+namespace glint {
+
+// Activations quantized for one weight layout's K-grouping. Non-owning.
+struct QuantizedActivations {
+  int64_t tokens = 0;
+  int64_t cols = 0;         // logical K
+  int64_t padded_cols = 0;  // = the weight layout's padded_cols; codes past cols are 0
+  int64_t group = 0;
+  const int8_t* codes = nullptr;            // [tokens, padded_cols]
+  const float* scales = nullptr;            // [tokens, groups]
+  const int32_t* bias_correction = nullptr; // [tokens, groups]  128 · Σ_{c ∈ g} code[t, c]
+
+  int64_t groups() const { return group > 0 ? padded_cols / group : 0; }
+};
+
+// Scratch for quantized activations of up to `max_tokens` × `max_padded_cols`, reused across calls.
+class ActivationScratch {
+ public:
+  ActivationScratch() = default;
+  // Grows the buffers (never shrinks) to hold `tokens` rows of `padded_cols` codes and `groups` groups.
+  void Reserve(int64_t tokens, int64_t padded_cols, int64_t groups);
+  int8_t* codes() { return codes_.As<int8_t>(); }
+  float* scales() { return scales_.As<float>(); }
+  int32_t* bias_correction() { return corrections_.As<int32_t>(); }
+
+ private:
+  AlignedBuffer codes_, scales_, corrections_;
+};
+
+struct Int8Kernels {
+  // x: [tokens] rows of `cols` fp32 values, row stride x_stride. Writes codes [tokens, padded_cols] (zero past
+  // cols), scales and bias corrections [tokens, padded_cols / group].
+  void (*quantize)(const float* x, int64_t x_stride, int64_t tokens, int64_t cols, int64_t group,
+                   int64_t padded_cols, int8_t* codes, float* scales, int32_t* bias_correction);
+  // y[t, r] for every token and the rows of row blocks [block_begin, block_end) that exist (r < rows); y has row
+  // stride y_stride (≥ rows). Other rows of y are not touched, so row-block ranges can run on different threads.
+  void (*gemm)(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+               float* y, int64_t y_stride);
+  // The exact int32 group sums Σ_{c ∈ g} w[r, c] · x[t, c] for row blocks [block_begin, block_end):
+  // sums [tokens, (block_end − block_begin) · 16, groups]. For tests: the integer part of `gemm`, observable.
+  void (*group_sums)(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
+                     int64_t block_end, int32_t* sums);
+};
+
+const Int8Kernels& GetInt8Kernels(Isa isa);  // the level must be supported (IsaSupported)
+
+// Quantizes with `kernels` into `scratch` for the K-grouping of `layout` and returns the view.
+QuantizedActivations QuantizeActivations(const Int8Kernels& kernels, const Int8Layout& layout, const float* x,
+                                         int64_t x_stride, int64_t tokens, ActivationScratch& scratch);
+
+namespace internal {
+// Per-level tables, defined in the level's translation unit.
+const Int8Kernels& Int8KernelsScalar();
+const Int8Kernels& Int8KernelsAvx2();
+const Int8Kernels& Int8KernelsAvx512();
+}  // namespace internal
+
+}  // namespace glint

@@ -1,0 +1,27 @@
+// Instruction-set levels of the fast kernels, detected at run time (one binary runs everywhere).
+//
+//   kScalar  plain C++: the reference every other level is tested against
+//   kAvx2    AVX2 + FMA (x86-64-v3): int8 dot products through vpmaddubsw with the sign trick
+//   kAvx512  AVX-512 F/BW/DQ/VL + VNNI (vpdpbusd): Ice Lake, Sapphire Rapids, Zen 4 and later
+// Kernels take the level explicitly (no process-wide switch): the model picks BestIsa() unless told otherwise,
+// tests run every supported level against kScalar, benchmarks compare levels in one run.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "base/status.h"
+
+namespace glint {
+
+enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+std::string_view IsaName(Isa isa);  // "scalar", "avx2", "avx512"
+Result<Isa> ParseIsa(std::string_view name);
+bool IsaSupported(Isa isa);
+Isa BestIsa();
+std::vector<Isa> SupportedIsas();  // ascending
+// Whether the CPU has AVX512-BF16 (vdpbf16ps), reported by benchmarks.
+bool CpuHasAvx512Bf16();
+
+}  // namespace glint

@@ -1,0 +1,34 @@
+// Linear layers on the worker pool: y [tokens, rows] = W x for packed int8 (W8A8) or bf16 weights.
+//
+// The output rows are split into ranges of row blocks, one task each; every task streams its own weights, so a
+// decode step (one or a few tokens) reads each weight byte once, spread over the threads, and a prefill tile
+// reuses each weight block from cache across all tokens. Activations are quantized once, before the split.
+#pragma once
+
+#include <cstdint>
+
+#include "base/worker_pool.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/gemm_i8.h"
+
+namespace glint {
+
+// Quantizes x [tokens, w.cols] (row stride x_stride) into `scratch` and computes y (row stride y_stride ≥ rows).
+void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w, const float* x,
+              int64_t x_stride, int64_t tokens, float* y, int64_t y_stride, ActivationScratch& scratch);
+
+// The same with activations already quantized for w's K-grouping (several matrices sharing one input).
+void LinearI8Quantized(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w,
+                       const QuantizedActivations& x, float* y, int64_t y_stride);
+
+// y = W x for bf16 weights and fp32 activations x [tokens, w.cols] (row stride x_stride).
+void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x,
+                int64_t x_stride, int64_t tokens, float* y, int64_t y_stride);
+
+// Row blocks per task for a matrix of `row_blocks` blocks on `threads` threads: about 8 tasks per thread for
+// balance, never fewer than 4 blocks (one full 4-block tile), and at least kMinTaskMacs multiply-adds per task
+// (`macs_per_block` = 16 · cols · tokens) so that small products run on one thread instead of paying a hand-off.
+inline constexpr int64_t kMinTaskMacs = int64_t{1} << 18;
+int64_t RowBlocksPerTask(int64_t row_blocks, int threads, int64_t macs_per_block = kMinTaskMacs);
+
+}  // namespace glint

@@ -1,0 +1,186 @@
+// Highway implementation of mla_ops.h.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/mla_ops.cc"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
+#endif
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "kernels/mla_ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+HWY_BEFORE_NAMESPACE();
+namespace glint::mla {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+
+constexpr int64_t kTile = 4;
+
+// scores[a · count + i] for a tile of 4 heads × 4 positions; q[a] and rows[i] always point at valid data (callers
+// repeat a valid head or row to fill a partial tile and ignore those results), so every loop has a compile-time
+// trip count and the 16 accumulators stay in registers (GCC keeps arrays indexed by runtime bounds in memory).
+HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float* const* rows, float* dots, float scale) {
+  const int64_t lanes = hn::Lanes(d);
+  auto a00 = hn::Zero(d), a01 = hn::Zero(d), a02 = hn::Zero(d), a03 = hn::Zero(d);
+  auto a10 = hn::Zero(d), a11 = hn::Zero(d), a12 = hn::Zero(d), a13 = hn::Zero(d);
+  auto a20 = hn::Zero(d), a21 = hn::Zero(d), a22 = hn::Zero(d), a23 = hn::Zero(d);
+  auto a30 = hn::Zero(d), a31 = hn::Zero(d), a32 = hn::Zero(d), a33 = hn::Zero(d);
+  for (int64_t r = 0; r < rank; r += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(rank - r));
+    const auto c0 = hn::MaskedLoad(mask, d, rows[0] + r), c1 = hn::MaskedLoad(mask, d, rows[1] + r);
+    const auto c2 = hn::MaskedLoad(mask, d, rows[2] + r), c3 = hn::MaskedLoad(mask, d, rows[3] + r);
+    auto qv = hn::MaskedLoad(mask, d, q[0] + r);
+    a00 = hn::MulAdd(qv, c0, a00), a01 = hn::MulAdd(qv, c1, a01), a02 = hn::MulAdd(qv, c2, a02), a03 = hn::MulAdd(qv, c3, a03);
+    qv = hn::MaskedLoad(mask, d, q[1] + r);
+    a10 = hn::MulAdd(qv, c0, a10), a11 = hn::MulAdd(qv, c1, a11), a12 = hn::MulAdd(qv, c2, a12), a13 = hn::MulAdd(qv, c3, a13);
+    qv = hn::MaskedLoad(mask, d, q[2] + r);
+    a20 = hn::MulAdd(qv, c0, a20), a21 = hn::MulAdd(qv, c1, a21), a22 = hn::MulAdd(qv, c2, a22), a23 = hn::MulAdd(qv, c3, a23);
+    qv = hn::MaskedLoad(mask, d, q[3] + r);
+    a30 = hn::MulAdd(qv, c0, a30), a31 = hn::MulAdd(qv, c1, a31), a32 = hn::MulAdd(qv, c2, a32), a33 = hn::MulAdd(qv, c3, a33);
+  }
+  const auto sum = [&](auto v) { return scale * hn::GetLane(hn::SumOfLanes(d, v)); };
+  dots[0] = sum(a00), dots[1] = sum(a01), dots[2] = sum(a02), dots[3] = sum(a03);
+  dots[4] = sum(a10), dots[5] = sum(a11), dots[6] = sum(a12), dots[7] = sum(a13);
+  dots[8] = sum(a20), dots[9] = sum(a21), dots[10] = sum(a22), dots[11] = sum(a23);
+  dots[12] = sum(a30), dots[13] = sum(a31), dots[14] = sum(a32), dots[15] = sum(a33);
+}
+
+// out[a] (4 heads) += Σ_i p[a][i] · rows[i][r : r + 4·lanes] for one slice of 4 vectors of the rank.
+HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows, int64_t count, int64_t r,
+                           int64_t rank, float* const* out) {
+  const int64_t lanes = hn::Lanes(d);
+  const auto m0 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r, 0, lanes)));
+  const auto m1 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - lanes, 0, lanes)));
+  const auto m2 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - 2 * lanes, 0, lanes)));
+  const auto m3 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - 3 * lanes, 0, lanes)));
+  auto a00 = hn::Zero(d), a01 = hn::Zero(d), a02 = hn::Zero(d), a03 = hn::Zero(d);
+  auto a10 = hn::Zero(d), a11 = hn::Zero(d), a12 = hn::Zero(d), a13 = hn::Zero(d);
+  auto a20 = hn::Zero(d), a21 = hn::Zero(d), a22 = hn::Zero(d), a23 = hn::Zero(d);
+  auto a30 = hn::Zero(d), a31 = hn::Zero(d), a32 = hn::Zero(d), a33 = hn::Zero(d);
+  for (int64_t i = 0; i < count; ++i) {
+    const float* row = rows[i] + r;
+    const auto c0 = hn::MaskedLoad(m0, d, row), c1 = hn::MaskedLoad(m1, d, row + lanes);
+    const auto c2 = hn::MaskedLoad(m2, d, row + 2 * lanes), c3 = hn::MaskedLoad(m3, d, row + 3 * lanes);
+    auto pv = hn::Set(d, p[0][i]);
+    a00 = hn::MulAdd(pv, c0, a00), a01 = hn::MulAdd(pv, c1, a01), a02 = hn::MulAdd(pv, c2, a02), a03 = hn::MulAdd(pv, c3, a03);
+    pv = hn::Set(d, p[1][i]);
+    a10 = hn::MulAdd(pv, c0, a10), a11 = hn::MulAdd(pv, c1, a11), a12 = hn::MulAdd(pv, c2, a12), a13 = hn::MulAdd(pv, c3, a13);
+    pv = hn::Set(d, p[2][i]);
+    a20 = hn::MulAdd(pv, c0, a20), a21 = hn::MulAdd(pv, c1, a21), a22 = hn::MulAdd(pv, c2, a22), a23 = hn::MulAdd(pv, c3, a23);
+    pv = hn::Set(d, p[3][i]);
+    a30 = hn::MulAdd(pv, c0, a30), a31 = hn::MulAdd(pv, c1, a31), a32 = hn::MulAdd(pv, c2, a32), a33 = hn::MulAdd(pv, c3, a33);
+  }
+  const auto store = [&](float* o, auto v0, auto v1, auto v2, auto v3) {
+    hn::BlendedStore(v0, m0, d, o + r), hn::BlendedStore(v1, m1, d, o + r + lanes);
+    hn::BlendedStore(v2, m2, d, o + r + 2 * lanes), hn::BlendedStore(v3, m3, d, o + r + 3 * lanes);
+  };
+  store(out[0], a00, a01, a02, a03);
+  store(out[1], a10, a11, a12, a13);
+  store(out[2], a20, a21, a22, a23);
+  store(out[3], a30, a31, a32, a33);
+}
+
+void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
+            int64_t count, float scale, float* out, float* scratch) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  float* scores = scratch;  // [heads, count]
+  // [count + 4] row pointers, after the scores at an even float offset (8-byte aligned for a 16-byte aligned scratch)
+  const float** row = reinterpret_cast<const float**>(scratch + (heads * count + 1) / 2 * 2);
+  for (int64_t i = 0; i < count; ++i) row[i] = rows.Row(positions[i]);
+  for (int64_t i = count; i < count + kTile; ++i) row[i] = row[0];  // partial tiles repeat a valid row
+
+  float dots[kTile * kTile];
+  for (int64_t h = 0; h < heads; h += kTile) {
+    const float* q[kTile];
+    for (int64_t a = 0; a < kTile; ++a) q[a] = q_latent + std::min(h + a, heads - 1) * rank;
+    for (int64_t i = 0; i < count; i += kTile) {
+      ScoreTile(d, q, rank, row + i, dots, scale);
+      for (int64_t a = 0; a < std::min(kTile, heads - h); ++a) {
+        for (int64_t j = 0; j < std::min(kTile, count - i); ++j) scores[(h + a) * count + i + j] = dots[a * kTile + j];
+      }
+    }
+  }
+  // Softmax per head, in fp32 with the maximum subtracted.
+  for (int64_t h = 0; h < heads; ++h) {
+    float* s = scores + h * count;
+    const float max_score = *std::max_element(s, s + count);
+    auto sum = hn::Zero(d);
+    for (int64_t i = 0; i < count; i += lanes) {
+      const auto mask = hn::FirstN(d, static_cast<size_t>(count - i));
+      const auto e = hn::IfThenElseZero(mask, hn::Exp(d, hn::Sub(hn::MaskedLoad(mask, d, s + i), hn::Set(d, max_score))));
+      sum = hn::Add(sum, e);
+      hn::BlendedStore(e, mask, d, s + i);
+    }
+    const auto inverse = hn::Set(d, 1.0f / hn::GetLane(hn::SumOfLanes(d, sum)));
+    for (int64_t i = 0; i < count; i += lanes) {
+      const auto mask = hn::FirstN(d, static_cast<size_t>(count - i));
+      hn::BlendedStore(hn::Mul(hn::MaskedLoad(mask, d, s + i), inverse), mask, d, s + i);
+    }
+  }
+  // ō = P C: 4 heads × 4 vectors of rank per pass over the positions (a rank slice stays in cache across heads).
+  for (int64_t r = 0; r < rank; r += kTile * lanes) {
+    for (int64_t h = 0; h < heads; h += kTile) {
+      const float* p[kTile];
+      float* o[kTile];
+      for (int64_t a = 0; a < kTile; ++a) {
+        // A partial tile repeats head h: it computes head h's values again and writes them to the same place.
+        const int64_t head = h + a < heads ? h + a : h;
+        p[a] = scores + head * count;
+        o[a] = out + head * rank;
+      }
+      OutputTile(d, p, row, count, r, rank, o);
+    }
+  }
+}
+
+void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
+                   int64_t dim, float scale, float* scores) {
+  const D d;
+  float dots[kTile * kTile];
+  const float* rows[kTile];
+  const float* q[kTile];
+  for (int64_t m = 0; m < pools; m += kTile) {
+    const int64_t np = std::min(kTile, pools - m);
+    for (int64_t i = 0; i < kTile; ++i) rows[i] = pooled + (m + std::min(i, np - 1)) * dim;
+    float total[kTile] = {0, 0, 0, 0};
+    for (int64_t h = 0; h < heads; h += kTile) {
+      const int64_t nh = std::min(kTile, heads - h);
+      for (int64_t a = 0; a < kTile; ++a) q[a] = query + (h + std::min(a, nh - 1)) * dim;
+      ScoreTile(d, q, dim, rows, dots, scale);
+      for (int64_t a = 0; a < nh; ++a) {
+        for (int64_t i = 0; i < np; ++i) total[i] += head_weights[h + a] * std::max(0.0f, dots[a * kTile + i]);
+      }
+    }
+    for (int64_t i = 0; i < np; ++i) scores[m + i] = total[i];
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glint::mla
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace glint::mla {
+HWY_EXPORT(Attend);
+HWY_EXPORT(IndexerScores);
+
+void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
+                   int64_t dim, float scale, float* scores) {
+  HWY_DYNAMIC_DISPATCH(IndexerScores)(query, head_weights, pooled, pools, heads, dim, scale, scores);
+}
+
+int64_t AttendScratchFloats(int64_t heads, int64_t count) {
+  return (heads * count + 1) / 2 * 2 + 2 * (count + 4);  // scores, then count + 4 row pointers (2 floats each)
+}
+
+void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
+            int64_t count, float scale, float* out, float* scratch) {
+  HWY_DYNAMIC_DISPATCH(Attend)(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
+}
+}  // namespace glint::mla
+#endif  // HWY_ONCE

@@ -1,0 +1,38 @@
+// Absorbed MLA attention over selected latent positions for one query token (model-glm53.md §6) and the DSA
+// indexer's pool scores (§7.3), fp32,
+// Highway-dispatched; the specification is ref::LatentAttention (kernels/reference.h).
+//
+//   scores[h, i] = scale · q̃_h · c_{pos_i};   p = softmax_i(scores[h, ·]);   ō_h = Σ_i p[h, i] · c_{pos_i}
+//
+// Both products are register-tiled GEMMs (4 heads × 4 positions of dot products; 4 heads × 4 vectors of rank per
+// pass over the positions), so each latent row is read from cache a few times per query instead of once per head.
+// Latent rows are reached through LatentRows, a page table (a contiguous cache is one page), so the kernel does not
+// care how the engine pages its cache.
+#pragma once
+
+#include <cstdint>
+
+namespace glint::mla {
+
+struct LatentRows {
+  const float* const* pages = nullptr;  // [pages] → rows_per_page rows of row_stride floats
+  int64_t rows_per_page = 0;
+  int64_t row_stride = 0;
+  const float* Row(int64_t position) const {
+    return pages[position / rows_per_page] + (position % rows_per_page) * row_stride;
+  }
+};
+
+// q_latent [heads, rank]; positions [count] (any order, count ≥ 1); out [heads, rank];
+// scratch: AttendScratchFloats(heads, count) floats.
+void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
+            int64_t count, float scale, float* out, float* scratch);
+int64_t AttendScratchFloats(int64_t heads, int64_t count);
+
+// KPool indexer scores (model-glm53.md §7.3), specification ref::IndexerScores:
+//   scores[m] = Σ_h head_weights[h] · relu(scale · query_h · pooled_m)
+// query [heads, dim], head_weights [heads], pooled [pools, dim] (row stride dim), scores [pools].
+void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
+                   int64_t dim, float scale, float* scores);
+
+}  // namespace glint::mla

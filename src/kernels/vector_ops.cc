@@ -1,0 +1,199 @@
+// Highway implementations of vector_ops.h. The SSE levels are not compiled: x86-64 CPUs without AVX2 take the
+// scalar (EMU128/SCALAR) path, which keeps the number of generated variants (and the build time) down.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/vector_ops.cc"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
+#endif
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "kernels/vector_ops.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glint::vec {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using D = hn::ScalableTag<float>;
+
+float Dot(const float* a, const float* b, int64_t n) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {
+    s0 = hn::MulAdd(hn::LoadU(d, a + i), hn::LoadU(d, b + i), s0);
+    s1 = hn::MulAdd(hn::LoadU(d, a + i + lanes), hn::LoadU(d, b + i + lanes), s1);
+    s2 = hn::MulAdd(hn::LoadU(d, a + i + 2 * lanes), hn::LoadU(d, b + i + 2 * lanes), s2);
+    s3 = hn::MulAdd(hn::LoadU(d, a + i + 3 * lanes), hn::LoadU(d, b + i + 3 * lanes), s3);
+  }
+  for (; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    s0 = hn::MulAdd(hn::MaskedLoad(mask, d, a + i), hn::MaskedLoad(mask, d, b + i), s0);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+}
+
+float SumSquares(const float* x, int64_t n) { return Dot(x, x, n); }
+
+void DotRows(const float* rows, int64_t count, int64_t stride, const float* x, int64_t n, float* out) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  int64_t r = 0;
+  for (; r + 4 <= count; r += 4) {  // four rows share each load of x
+    const float* r0 = rows + r * stride;
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    for (int64_t i = 0; i < n; i += lanes) {
+      const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+      const auto xv = hn::MaskedLoad(mask, d, x + i);
+      s0 = hn::MulAdd(hn::MaskedLoad(mask, d, r0 + i), xv, s0);
+      s1 = hn::MulAdd(hn::MaskedLoad(mask, d, r0 + stride + i), xv, s1);
+      s2 = hn::MulAdd(hn::MaskedLoad(mask, d, r0 + 2 * stride + i), xv, s2);
+      s3 = hn::MulAdd(hn::MaskedLoad(mask, d, r0 + 3 * stride + i), xv, s3);
+    }
+    out[r] = hn::GetLane(hn::SumOfLanes(d, s0));
+    out[r + 1] = hn::GetLane(hn::SumOfLanes(d, s1));
+    out[r + 2] = hn::GetLane(hn::SumOfLanes(d, s2));
+    out[r + 3] = hn::GetLane(hn::SumOfLanes(d, s3));
+  }
+  for (; r < count; ++r) out[r] = Dot(rows + r * stride, x, n);
+}
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  const float inverse = 1.0f / std::sqrt(Dot(x, x, n) / static_cast<float>(n) + eps);
+  const auto scale = hn::Set(d, inverse);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    auto v = hn::Mul(hn::MaskedLoad(mask, d, x + i), scale);
+    if (weight != nullptr) v = hn::Mul(v, hn::MaskedLoad(mask, d, weight + i));
+    hn::BlendedStore(v, mask, d, y + i);
+  }
+}
+
+template <class V>
+V SigmoidV(D d, V x) {
+  // 1 / (1 + exp(−x)); exp saturates to +inf for very negative x, giving 0 as it should.
+  return hn::Div(hn::Set(d, 1.0f), hn::Add(hn::Set(d, 1.0f), hn::Exp(d, hn::Neg(x))));
+}
+
+void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* out) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  const auto high = hn::Set(d, limit), low = hn::Set(d, -limit);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    const auto g = hn::Min(hn::MaskedLoad(mask, d, gate + i), high);
+    const auto u = hn::Min(hn::Max(hn::MaskedLoad(mask, d, up + i), low), high);
+    hn::BlendedStore(hn::Mul(hn::Mul(g, SigmoidV(d, g)), u), mask, d, out + i);
+  }
+}
+
+void Sigmoid(const float* x, int64_t n, float* y) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    hn::BlendedStore(SigmoidV(d, hn::MaskedLoad(mask, d, x + i)), mask, d, y + i);
+  }
+}
+
+void Silu(const float* x, int64_t n, float* y) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    const auto v = hn::MaskedLoad(mask, d, x + i);
+    hn::BlendedStore(hn::Mul(v, SigmoidV(d, v)), mask, d, y + i);
+  }
+}
+
+void Axpy(float a, const float* x, int64_t n, float* y) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  const auto av = hn::Set(d, a);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    hn::BlendedStore(hn::MulAdd(av, hn::MaskedLoad(mask, d, x + i), hn::MaskedLoad(mask, d, y + i)), mask, d, y + i);
+  }
+}
+
+void Scale(float a, const float* x, int64_t n, float* y) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  const auto av = hn::Set(d, a);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    hn::BlendedStore(hn::Mul(av, hn::MaskedLoad(mask, d, x + i)), mask, d, y + i);
+  }
+}
+
+void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, float* h) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    auto sum = hn::Zero(d);
+    for (int64_t s = 0; s < hc; ++s) sum = hn::MulAdd(hn::Set(d, pre[s]), hn::MaskedLoad(mask, d, streams + s * n + i), sum);
+    hn::BlendedStore(sum, mask, d, h + i);
+  }
+}
+
+void MhcWrite(const float* post, const float* comb, const float* y, int64_t hc, int64_t n, float* streams) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    hn::Vec<D> old[8];
+    for (int64_t j = 0; j < hc; ++j) old[j] = hn::MaskedLoad(mask, d, streams + j * n + i);
+    const auto yv = hn::MaskedLoad(mask, d, y + i);
+    for (int64_t k = 0; k < hc; ++k) {
+      auto sum = hn::Mul(hn::Set(d, post[k]), yv);
+      for (int64_t j = 0; j < hc; ++j) sum = hn::MulAdd(hn::Set(d, comb[j * hc + k]), old[j], sum);
+      hn::BlendedStore(sum, mask, d, streams + k * n + i);
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glint::vec
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace glint::vec {
+HWY_EXPORT(Dot);
+HWY_EXPORT(SumSquares);
+HWY_EXPORT(DotRows);
+HWY_EXPORT(RmsNorm);
+HWY_EXPORT(SwiGlu);
+HWY_EXPORT(Sigmoid);
+HWY_EXPORT(Silu);
+HWY_EXPORT(Axpy);
+HWY_EXPORT(Scale);
+HWY_EXPORT(MhcRead);
+HWY_EXPORT(MhcWrite);
+
+float Dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n); }
+float SumSquares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n); }
+void DotRows(const float* rows, int64_t count, int64_t stride, const float* x, int64_t n, float* out) {
+  HWY_DYNAMIC_DISPATCH(DotRows)(rows, count, stride, x, n, out);
+}
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
+  HWY_DYNAMIC_DISPATCH(RmsNorm)(x, weight, n, eps, y);
+}
+void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* out) {
+  HWY_DYNAMIC_DISPATCH(SwiGlu)(gate, up, n, limit, out);
+}
+void Sigmoid(const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Sigmoid)(x, n, y); }
+void Silu(const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Silu)(x, n, y); }
+void Axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpy)(a, x, n, y); }
+void Scale(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Scale)(a, x, n, y); }
+void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, float* h) {
+  HWY_DYNAMIC_DISPATCH(MhcRead)(streams, pre, hc, n, h);
+}
+void MhcWrite(const float* post, const float* comb, const float* y, int64_t hc, int64_t n, float* streams) {
+  HWY_DYNAMIC_DISPATCH(MhcWrite)(post, comb, y, hc, n, streams);
+}
+}  // namespace glint::vec
+#endif  // HWY_ONCE

@@ -1,0 +1,32 @@
+// Vectorised fp32 building blocks of the fast path (dots, norms, activations, the mHC read/write), written once
+// with Google Highway and dispatched at run time to AVX-512, AVX2 or scalar code. Each function's specification
+// is the double-precision loop of the same name in kernels/reference.h; vector_ops_test checks every compiled
+// target against it with a bound derived from fp32 accumulation.
+#pragma once
+
+#include <cstdint>
+
+namespace glint::vec {
+
+float Dot(const float* a, const float* b, int64_t n);
+float SumSquares(const float* x, int64_t n);
+// out[r] = Σ_i rows[r · stride + i] · x[i] for r < count (one x against several rows: x stays in registers/L1).
+void DotRows(const float* rows, int64_t count, int64_t stride, const float* x, int64_t n, float* out);
+// y = x · (mean(x²) + eps)^-1/2 · weight; weight may be null; x and y may alias.
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y);
+// out = silu(min(gate, limit)) · clamp(up, −limit, limit): the clamped SwiGLU of model-glm53.md §8.1.
+void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* out);
+// y = 1 / (1 + exp(−x)); x and y may alias.
+void Sigmoid(const float* x, int64_t n, float* y);
+// y = x · sigmoid(x); x and y may alias.
+void Silu(const float* x, int64_t n, float* y);
+// y += a · x.
+void Axpy(float a, const float* x, int64_t n, float* y);
+// y = a · x.
+void Scale(float a, const float* x, int64_t n, float* y);
+// mHC read (§4.2): h[d] = Σ_s pre[s] · streams[s · n + d].   streams: [hc, n], h: [n]
+void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, float* h);
+// mHC write (§4.3), in place: streams[k] ← post[k] · y + Σ_j comb[j · hc + k] · streams[j]. hc ≤ 8.
+void MhcWrite(const float* post, const float* comb, const float* y, int64_t hc, int64_t n, float* streams);
+
+}  // namespace glint::vec

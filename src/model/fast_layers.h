@@ -1,0 +1,140 @@
+// The sublayers of the fast forward pass (FastModel): each works on the rows of one pass — the new tokens of every
+// sequence in the batch, stacked — and on the per-sequence caches of the segments those rows belong to. Matrix
+// products go through the int8/bf16 kernels on the worker pool; everything between them is fp32.
+//
+// Exposed (rather than private to fast_model.cc) so that tests can run one fast sublayer against its fp32
+// reference on the same input (tests/unit/fast_model_test.cc, quality gate (a)).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "base/status.h"
+#include "base/worker_pool.h"
+#include "io/config.h"
+#include "kernels/gemm_bf16.h"
+#include "kernels/gemm_i8.h"
+#include "model/dsa.h"
+#include "model/ffn.h"
+#include "model/fast_weights.h"
+#include "model/kda.h"
+
+namespace glint {
+
+// Rows [row, row + count) of a pass belong to one sequence, at absolute positions first_position…; first_index is
+// the index of the first of them among the tokens of the Forward call's entry (what ForcedChoices is indexed by).
+struct Segment {
+  int sequence = 0;           // batch entry
+  int64_t row = 0;
+  int64_t count = 0;
+  int64_t first_position = 0;
+  int64_t first_index = 0;
+  std::byte* checkpoint_after = nullptr;  // StateCheckpoint::data to fill with the KDA state after these rows
+};
+
+// Kernels, pool, scratch and statistics for one model. Not thread-safe: one forward pass at a time.
+class FastContext {
+ public:
+  FastContext(WorkerPool& pool, Isa isa, const ModelConfig& config);
+
+  WorkerPool& pool;
+  const Int8Kernels& i8;
+  const Bf16Kernels& bf16;
+  const ModelConfig& config;
+
+  // y [tokens, w.rows] = W x for x [tokens, w.cols] (row stride x_stride): int8 weights quantize x per token and
+  // group first; bf16 weights use x as it is.
+  void Linear(const PackedLinear& w, const float* x, int64_t x_stride, int64_t tokens, float* y, int64_t y_stride);
+  // For a matrix stacking `heads` per-head blocks of w.rows / heads rows: head h's rows of y are W_h x_h with
+  // x_h = x + h · x_head_offset (each head has its own input, e.g. q_h). int8 only.
+  void LinearPerHead(const PackedLinear& w, int64_t heads, const float* x, int64_t x_stride, int64_t x_head_offset,
+                     int64_t tokens, float* y, int64_t y_stride);
+
+  // Per-worker scratch.
+  ActivationScratch& WorkerActivations(int worker) { return worker_activations_[worker]; }
+  float* WorkerFloats(int worker, int64_t count);
+  // Named buffers of the pass (grown on demand, kept between calls).
+  float* Buffer(int id, int64_t count);
+  ActivationScratch& ExpertActivations(int64_t index);
+
+  // Statistics since the last ResetStats (benchmarks): bytes of weights the products read, and the int8 products'
+  // multiply-adds and wall time (the prefill target is judged on those products alone).
+  uint64_t weight_bytes_read = 0;
+  uint64_t int8_macs = 0;
+  double int8_seconds = 0;
+  void ResetStats() { weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0; }
+
+ private:
+  ActivationScratch activations_;
+  std::vector<ActivationScratch> worker_activations_;
+  std::vector<std::vector<float>> worker_floats_;
+  std::vector<std::vector<float>> buffers_;
+  std::vector<std::unique_ptr<ActivationScratch>> expert_activations_;
+};
+
+// Buffer ids of FastContext::Buffer (one per role, so roles never overlap).
+enum FastBuffer : int {
+  kBufStreams, kBufSublayerIn, kBufSublayerOut, kBufCollapsed,
+  kBufKdaQkv, kBufKdaGates, kBufKdaF, kBufKdaZ, kBufKdaOut,
+  kBufDsaQaKva, kBufDsaQ, kBufDsaQLatent, kBufDsaOLatent, kBufDsaO, kBufDsaIndexIn, kBufDsaIndexQ,
+  kBufMlpGateUp, kBufMlpAct,
+  kBufMoeLogits, kBufMoeInput, kBufMoeGateUp, kBufMoeAct, kBufMoeOut,
+  kBufFinal, kBufLogitsRows, kBufMtp,
+  kNumFastBuffers
+};
+
+// Per-token mHC coefficients (hc ≤ 8).
+struct MhcTokenCoefficients {
+  float pre[8];
+  float post[8];
+  float comb[64];
+};
+
+// mHC read at one site for n tokens: coefficients from the streams, then h = RMSNorm(Σ pre · X; norm).
+//   streams [n, hc, D]; h [n, D]; coefficients [n]
+void FastMhcRead(FastContext& ctx, const FastMhcWeights& w, const float* norm, const float* streams, int64_t n,
+                 float* h, MhcTokenCoefficients* coefficients);
+// mHC write: streams ← post · y + combᵀ streams, per token.   y [n, D]
+void FastMhcWrite(FastContext& ctx, const MhcTokenCoefficients* coefficients, const float* y, int64_t n,
+                  float* streams);
+
+// KDA over the pass: h [n, D] → out [n, D]; updates each segment's state in place (`state_of`: the layer's view
+// in the sequence's slot, fp32 or bf16 storage). The caller counts tokens.
+Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
+               const std::function<KdaStateView(const Segment&)>& state_of, float* out);
+
+// Selections of the DSA sublayer, per pass row (for traces).
+struct DsaRowSelection {
+  std::vector<int64_t> positions;
+  float margin = 0;
+};
+
+// DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (`cache_of`: a view whose `tokens` is
+// the segment's first position; an owning cache is grown, a view's blocks must already cover the new positions) and
+// advances that view's `tokens`. `forced_of` (may be empty) returns the forced attended positions of a segment's
+// token i, or null to let the indexer choose. selections: when not null, resized to n and filled.
+Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::span<const Segment> segments,
+               const std::function<DsaCache&(const Segment&)>& cache_of,
+               const std::function<const std::vector<int64_t>*(const Segment&, int64_t i)>& forced_of, float* out,
+               std::vector<DsaRowSelection>* selections);
+
+// Clamped SwiGLU MLP: h [n, D] → out [n, D].
+void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t n, float* out);
+
+// MoE: route (forced_of may be empty or return null: the router chooses), group rows by expert, read each active
+// expert's weights once, combine in ascending expert id, shared expert last. choices: when not null, filled [n].
+void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+             const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
+             std::vector<RouterChoice>* choices, int64_t* experts_active);
+
+// Rows of expert work (Σ over active experts of their rows) processed together in one MoE wave: bounds the MoE
+// buffers of long prefills (each expert still belongs to exactly one wave, so its weights are read once per pass).
+inline constexpr int64_t kMoeWaveRows = 1024;
+
+// Elementwise work (floats touched) below which a step runs on the calling thread (WorkerPool::RunIfWorthIt).
+inline constexpr int64_t kMinParallelElements = int64_t{1} << 16;
+
+}  // namespace glint

@@ -1,0 +1,348 @@
+#include "model/fast_model.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/file.h"
+#include "base/timer.h"
+#include "kernels/vector_ops.h"
+#include "model/mhc.h"
+
+namespace glint {
+namespace {
+
+// Selected positions [T, width] padded with −1: the golden `indexer_selected` layout (as the reference traces it).
+std::vector<int32_t> PadSelections(const std::vector<DsaRowSelection>& rows, int64_t begin, int64_t count,
+                                   int64_t width) {
+  std::vector<int32_t> out(count * width, -1);
+  for (int64_t t = 0; t < count; ++t) {
+    const auto& positions = rows[begin + t].positions;
+    const int64_t n = std::min<int64_t>(width, static_cast<int64_t>(positions.size()));
+    for (int64_t i = 0; i < n; ++i) out[t * width + i] = static_cast<int32_t>(positions[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+FastModel::FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
+                     const FastModelOptions& options)
+    : config_(std::move(config)),
+      source_(std::move(source)),
+      weights_(std::move(weights)),
+      pool_(pool),
+      isa_(options.isa),
+      max_tokens_per_pass_(std::max<int64_t>(1, options.max_tokens_per_pass)) {
+  load_report_.weight_bytes = source_.TotalBytes();
+}
+
+Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWeightSource source, WorkerPool& pool,
+                                                     const FastModelOptions& options) {
+  if (!IsaSupported(options.isa)) {
+    return InvalidArgument("this CPU does not support the '", IsaName(options.isa), "' kernels");
+  }
+  if (config.hc_mult > 8) return Unimplemented("the fast path supports hc_mult ≤ 8, got ", config.hc_mult);
+  if (config.kv_lora_rank % kInt8RowBlock != 0 || config.v_head_dim % kInt8RowBlock != 0) {
+    return Unimplemented("the fast path needs kv_lora_rank and v_head_dim to be multiples of 16 (got ",
+                         config.kv_lora_rank, " and ", config.v_head_dim, ")");
+  }
+  const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
+  GLINT_ASSIGN_OR_RETURN(FastWeights weights, BindFastWeights(source, config, with_mtp));
+  auto model = std::unique_ptr<FastModel>(
+      new FastModel(std::move(config), std::move(source), std::move(weights), pool, options));
+  model->context_ = std::make_unique<FastContext>(pool, options.isa, model->config_);
+  return model;
+}
+
+Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, WorkerPool& pool,
+                                                   const FastModelOptions& options) {
+  Stopwatch watch;
+  GLINT_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  const std::string container_path = JoinPath(dir, kContainerFileName);
+  FastWeightSource source;
+  const bool from_container = PathExists(container_path);
+  if (from_container) {
+    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, options.populate));
+    GLINT_ASSIGN_OR_RETURN(source, SourceFromContainer(std::make_unique<ContainerFile>(std::move(container))));
+  } else {
+    GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
+    GLINT_ASSIGN_OR_RETURN(auto plan, PlanFastWeights(checkpoint, config, options.convert));
+    GLINT_RETURN_IF_ERROR(MaterializeFastWeights(plan, pool, source, options.progress));
+  }
+  GLINT_ASSIGN_OR_RETURN(auto model, Create(std::move(config), std::move(source), pool, options));
+  model->load_report_.from_container = from_container;
+  model->load_report_.seconds = watch.Seconds();
+  return model;
+}
+
+Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                          const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (options.dsa.selection != KeySelection::kIndexer) {
+    return Unimplemented("the fast path selects keys with the indexer only; force choices through ForcedChoices");
+  }
+  GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
+  outputs.assign(batch.size(), EntryOutput{});
+  for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);  // own memory grows; an engine's is reserved
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const int64_t tokens = static_cast<int64_t>(batch[i].tokens.size());
+    const int64_t rows = batch[i].logits == LogitsWanted::kAll ? tokens : batch[i].logits == LogitsWanted::kLast ? 1 : 0;
+    outputs[i].logits.resize(rows * config_.vocab_size);
+    if (batch[i].want_hidden) outputs[i].hidden.resize(tokens * config_.hidden_size);
+  }
+  last_step_ = FastStepStats{};
+  last_step_.experts_active.assign(config_.num_hidden_layers, 0);
+  context_->ResetStats();
+  // Passes of at most max_tokens_per_pass rows; an entry longer than that continues in the next pass from the
+  // state the previous pass left (a chunked prefill).
+  std::vector<Segment> segments;
+  int64_t rows = 0;
+  // A segment also ends at each state checkpoint (the KDA state is copied out after the segment's layer); the
+  // pass then ends too when the entry goes on, so that no pass holds two segments of one sequence.
+  std::vector<int64_t> consumed(batch.size(), 0);
+  for (size_t e = 0; e < batch.size(); ++e) {
+    const int64_t tokens = static_cast<int64_t>(batch[e].tokens.size());
+    const int64_t start = batch[e].state->tokens;  // position before this call
+    size_t next_checkpoint = 0;
+    while (consumed[e] < tokens) {
+      int64_t take = std::min(tokens - consumed[e], max_tokens_per_pass_ - rows);
+      std::byte* checkpoint = nullptr;
+      if (next_checkpoint < batch[e].checkpoints.size()) {
+        const StateCheckpoint& target = batch[e].checkpoints[next_checkpoint];
+        const int64_t until = target.position - start - consumed[e];  // ≥ 1: CheckBatch validated positions
+        if (until <= take) {
+          take = until;
+          checkpoint = target.data;
+          ++next_checkpoint;
+        }
+      }
+      segments.push_back({static_cast<int>(e), rows, take, start + consumed[e], consumed[e], checkpoint});
+      rows += take;
+      consumed[e] += take;
+      if (rows == max_tokens_per_pass_ || (checkpoint != nullptr && consumed[e] < tokens)) {
+        GLINT_RETURN_IF_ERROR(RunPassOrBreak(batch, segments, outputs, options, trace, forced));
+        segments.clear();
+        rows = 0;
+      }
+    }
+  }
+  if (!segments.empty()) GLINT_RETURN_IF_ERROR(RunPassOrBreak(batch, segments, outputs, options, trace, forced));
+  last_step_.weight_bytes_read = context_->weight_bytes_read;
+  last_step_.int8_macs = context_->int8_macs;
+  last_step_.int8_seconds = context_->int8_seconds;
+  return Status::Ok();
+}
+
+Status FastModel::RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
+                                 std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
+                                 const ForcedChoices* forced) const {
+  Status status = RunPass(batch, segments, outputs, options, trace, forced);
+  if (!status.ok()) {  // some layers may have written: these sequences' caches no longer describe their tokens
+    for (const Segment& s : segments) batch[s.sequence].state->broken = true;
+  }
+  return status;
+}
+
+Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,
+                          std::vector<EntryOutput>& outputs, const ForwardOptions&, Trace* trace,
+                          const ForcedChoices* forced) const {
+  FastContext& ctx = *context_;
+  const ModelConfig& c = config_;
+  const int64_t d = c.hidden_size, hc = c.hc_mult;
+  int64_t n = 0;
+  for (const Segment& s : segments) n = std::max(n, s.row + s.count);
+  last_step_.rows += n;
+
+  float* streams = ctx.Buffer(kBufStreams, n * hc * d);  // [n, hc, D]
+  float* h = ctx.Buffer(kBufSublayerIn, n * d);          // [n, D]
+  float* y = ctx.Buffer(kBufSublayerOut, n * d);         // [n, D]
+  std::vector<MhcTokenCoefficients> coefficients(n);
+  for (const Segment& s : segments) {
+    for (int64_t i = 0; i < s.count; ++i) {
+      float* x = streams + (s.row + i) * hc * d;
+      weights_.embed.Row(batch[s.sequence].tokens[s.first_index + i], x);
+      for (int64_t k = 1; k < hc; ++k) std::memcpy(x + k * d, x, d * sizeof(float));
+    }
+  }
+  // Traces are per sequence: each segment's rows under the sequence's names (a sequence spanning several passes
+  // records a name once per pass, in order).
+  auto trace_rows = [&](const std::string& name, const float* values, int64_t width) {
+    if (trace == nullptr) return;
+    for (const Segment& s : segments) {
+      if (!trace->Wants(s.sequence)) continue;
+      trace->Floats(s.sequence, name, std::span<const float>(values + s.row * width, s.count * width), {s.count, width});
+    }
+  };
+
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const FastLayerWeights& layer = weights_.layers[l];
+    const std::string prefix = "layer." + std::to_string(l) + ".";
+    // ---- attention site ----
+    FastMhcRead(ctx, layer.hc_attn, layer.attn_norm, streams, n, h, coefficients.data());
+    if (layer.attention_kind == AttentionKind::kKda) {
+      GLINT_RETURN_IF_ERROR(FastKda(ctx, layer.kda, h, segments,
+                                    [&](const Segment& s) { return KdaLayerState(*batch[s.sequence].state, l); },
+                                    y));
+      for (const Segment& s : segments) {  // prefix-cache checkpoints: this layer's state at the segment's end
+        if (s.checkpoint_after != nullptr) CopyKdaLayerState(*batch[s.sequence].state, l, s.checkpoint_after);
+      }
+    } else {
+      std::function<const std::vector<int64_t>*(const Segment&, int64_t)> forced_of;
+      if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {
+        const auto& attended = forced->attended[l];
+        forced_of = [&attended](const Segment& s, int64_t i) -> const std::vector<int64_t>* {
+          const int64_t index = s.first_index + i;
+          return index < static_cast<int64_t>(attended.size()) ? &attended[index] : nullptr;
+        };
+      }
+      std::vector<DsaRowSelection> selections;
+      std::vector<DsaCache> caches;  // [segments] this layer's view in each sequence's memory
+      for (const Segment& s : segments) caches.push_back(DsaLayerCache(*batch[s.sequence].state, l));
+      GLINT_RETURN_IF_ERROR(FastDsa(ctx, layer.dsa, h, segments,
+                                    [&](const Segment& s) -> DsaCache& { return caches[&s - segments.data()]; },
+                                    forced_of, y, trace != nullptr ? &selections : nullptr));
+      if (trace != nullptr) {
+        for (const Segment& s : segments) {
+          if (!trace->Wants(s.sequence)) continue;
+          const int64_t width = c.DenseRegimeTokens();
+          trace->Ints(s.sequence, prefix + "indexer_selected", PadSelections(selections, s.row, s.count, width),
+                      {s.count, width});
+        }
+      }
+    }
+    trace_rows(prefix + "attn_in", h, d);
+    trace_rows(prefix + "attn_out", y, d);
+    FastMhcWrite(ctx, coefficients.data(), y, n, streams);
+    // ---- FFN site ----
+    FastMhcRead(ctx, layer.hc_ffn, layer.ffn_norm, streams, n, h, coefficients.data());
+    if (layer.mlp_kind == MlpKind::kDense) {
+      FastMlp(ctx, layer.mlp, h, n, y);
+    } else {
+      std::vector<const RouterChoice*> forced_rows(n, nullptr);
+      if (forced != nullptr && l < static_cast<int64_t>(forced->router.size())) {
+        for (const Segment& s : segments) {
+          for (int64_t i = 0; i < s.count; ++i) {
+            const int64_t index = s.first_index + i;
+            if (index < static_cast<int64_t>(forced->router[l].size())) forced_rows[s.row + i] = &forced->router[l][index];
+          }
+        }
+      }
+      std::vector<RouterChoice> choices;
+      int64_t active = 0;
+      FastMoe(ctx, layer.moe, h, n, [&](int64_t row) { return forced_rows[row]; }, y,
+              trace != nullptr ? &choices : nullptr, &active);
+      last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
+      if (trace != nullptr) {
+        for (const Segment& s : segments) {
+          if (!trace->Wants(s.sequence)) continue;
+          std::vector<int32_t> experts;
+          for (int64_t i = 0; i < s.count; ++i) {
+            experts.insert(experts.end(), choices[s.row + i].experts.begin(), choices[s.row + i].experts.end());
+          }
+          trace->Ints(s.sequence, prefix + "moe_experts", experts, {s.count, c.num_experts_per_tok});
+        }
+      }
+    }
+    trace_rows(prefix + "ffn_in", h, d);
+    trace_rows(prefix + "ffn_out", y, d);
+    FastMhcWrite(ctx, coefficients.data(), y, n, streams);
+    trace_rows(prefix + "streams", streams, hc * d);
+  }
+
+  // ---- final: mean of the streams → RMSNorm → lm_head, for the rows asked for ----
+  float* normed = ctx.Buffer(kBufFinal, n * d);  // [n, D]
+  ctx.pool.Run(n, [&](int64_t t, int) {
+    float* out = normed + t * d;
+    vec::Scale(1.0f / static_cast<float>(hc), streams + t * hc * d, d, out);
+    for (int64_t k = 1; k < hc; ++k) vec::Axpy(1.0f / static_cast<float>(hc), streams + (t * hc + k) * d, d, out);
+    vec::RmsNorm(out, weights_.final_norm, d, c.rms_norm_eps, out);
+  });
+  trace_rows("final.normed", normed, d);
+  std::vector<std::pair<int64_t, float*>> logit_rows;  // (pass row, destination)
+  for (const Segment& s : segments) {
+    const BatchEntry& entry = batch[s.sequence];
+    const int64_t tokens = static_cast<int64_t>(entry.tokens.size());
+    for (int64_t i = 0; i < s.count; ++i) {
+      const int64_t index = s.first_index + i;
+      if (entry.logits == LogitsWanted::kAll) {
+        logit_rows.push_back({s.row + i, outputs[s.sequence].logits.data() + index * c.vocab_size});
+      } else if (entry.logits == LogitsWanted::kLast && index == tokens - 1) {
+        logit_rows.push_back({s.row + i, outputs[s.sequence].logits.data()});
+      }
+      if (entry.want_hidden) {
+        std::memcpy(outputs[s.sequence].hidden.data() + index * d, normed + (s.row + i) * d, d * sizeof(float));
+      }
+    }
+  }
+  if (!logit_rows.empty()) {
+    const int64_t count = static_cast<int64_t>(logit_rows.size());
+    float* gathered = ctx.Buffer(kBufLogitsRows, count * d);
+    for (int64_t r = 0; r < count; ++r) std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
+    float* logits = ctx.Buffer(kBufMtp, count * c.vocab_size);
+    ctx.Linear(weights_.lm_head, gathered, d, count, logits, c.vocab_size);
+    for (int64_t r = 0; r < count; ++r) {
+      std::memcpy(logit_rows[r].second, logits + r * c.vocab_size, c.vocab_size * sizeof(float));
+    }
+  }
+  for (const Segment& s : segments) batch[s.sequence].state->tokens += s.count;
+  return Status::Ok();
+}
+
+Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                             std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const ModelConfig& c = config_;
+  if (options.dsa.selection != KeySelection::kIndexer) {
+    return Unimplemented("the fast path selects keys with the indexer only");
+  }
+  if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
+  if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
+  if (state.mtp_dsa.blocks == nullptr) {
+    return FailedPrecondition("this sequence has no MTP cache: sequences bound to engine memory are not given one "
+                              "(speculative decoding is not implemented yet); use NewSequence for MTP");
+  }
+  const int64_t pairs = static_cast<int64_t>(next_tokens.size()), d = c.hidden_size;
+  if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");
+  if (static_cast<int64_t>(hidden.size()) != pairs * d) {
+    return InvalidArgument("MTP hidden has ", hidden.size(), " values; expected ", pairs, " × ", d);
+  }
+  for (int32_t token : next_tokens) {
+    if (token < 0 || token >= c.vocab_size) return InvalidArgument("MTP token id ", token, " is out of range");
+  }
+  FastContext& ctx = *context_;
+  const FastMtpWeights& m = *weights_.mtp;
+  // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)]
+  std::vector<float> concat(pairs * 2 * d), z(pairs * d), normed(pairs * d), sublayer(pairs * d);
+  for (int64_t t = 0; t < pairs; ++t) {
+    float* row = concat.data() + t * 2 * d;
+    weights_.embed.Row(next_tokens[t], row);
+    vec::RmsNorm(row, m.enorm, d, c.rms_norm_eps, row);
+    vec::RmsNorm(hidden.data() + t * d, m.hnorm, d, c.rms_norm_eps, row + d);
+  }
+  ctx.Linear(m.eh_proj, concat.data(), 2 * d, pairs, z.data(), d);
+  for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.attn_norm, d, c.rms_norm_eps, normed.data() + t * d);
+  const Segment segment{0, 0, pairs, state.mtp_dsa.tokens, 0};
+  std::vector<DsaRowSelection> selections;
+  GLINT_RETURN_IF_ERROR(FastDsa(ctx, m.dsa, normed.data(), std::span<const Segment>(&segment, 1),
+                                [&](const Segment&) -> DsaCache& { return state.mtp_dsa; }, {}, sublayer.data(),
+                                trace != nullptr ? &selections : nullptr));
+  for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
+  for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
+  std::vector<RouterChoice> choices;
+  FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(), trace != nullptr ? &choices : nullptr, nullptr);
+  for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
+  for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
+  logits.resize(pairs * c.vocab_size);
+  ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
+  state.mtp_tokens += pairs;
+  if (trace != nullptr && trace->Wants(0)) {
+    trace->Ints(0, "mtp.indexer_selected", PadSelections(selections, 0, pairs, c.DenseRegimeTokens()),
+                {pairs, c.DenseRegimeTokens()});
+    std::vector<int32_t> experts;
+    for (const RouterChoice& choice : choices) experts.insert(experts.end(), choice.experts.begin(), choice.experts.end());
+    trace->Ints(0, "mtp.moe_experts", experts, {pairs, c.num_experts_per_tok});
+  }
+  return Status::Ok();
+}
+
+}  // namespace glint

@@ -1,0 +1,97 @@
+// The fast forward pass of GLM-5.3-Flash on x86-64 CPUs: int8 W8A8 and exact-bf16 weights in packed kernel
+// layouts, AVX-512 VNNI / AVX2 / scalar kernels chosen at run time, a caller-owned worker pool, and the fp32
+// ReferenceModel as its oracle (docs/fast-path.md; measured figures in docs/performance.md).
+//
+// Implements the engine's Model interface over the same SequenceState as the reference, so the two can be swapped
+// and compared state for state. The rows of every sequence in a batch are processed together by each layer (one
+// weight read for all of them), in passes of at most max_tokens_per_pass rows so that activation memory stays
+// bounded for long prompts (a pass boundary inside a prompt is a chunked prefill, which the model allows).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/worker_pool.h"
+#include "kernels/isa.h"
+#include "model/fast_convert.h"
+#include "model/fast_layers.h"
+#include "model/model.h"
+
+namespace glint {
+
+struct FastModelOptions {
+  Isa isa = BestIsa();                // kernel level for the int8 and bf16 products
+  int64_t max_tokens_per_pass = 512;  // rows per layer pass; bounds activation memory
+  FastConvertOptions convert;         // when loading a checkpoint (not a container)
+  bool populate = true;               // read a container's pages in at load (MAP_POPULATE)
+  ConvertProgressFn progress;         // conversion progress (checkpoint loads)
+};
+
+// How the weights were loaded, for `glint bench-model` and logs.
+struct FastLoadReport {
+  bool from_container = false;
+  double seconds = 0;
+  uint64_t weight_bytes = 0;  // packed bytes (the container's size for a container load)
+};
+
+// What the last Forward did, for benchmarks: the rows it ran and the weight bytes its products read, and per MoE
+// layer the number of distinct routed experts the rows activated.
+struct FastStepStats {
+  int64_t rows = 0;
+  uint64_t weight_bytes_read = 0;
+  uint64_t int8_macs = 0;    // multiply-adds of the int8 products
+  double int8_seconds = 0;   // wall time inside the int8 products
+  std::vector<int64_t> experts_active;  // [num_hidden_layers], 0 for dense layers
+};
+
+class FastModel final : public Model {
+ public:
+  // `dir` holds config.json and either model.glint (written by `glint convert`: mapped, no conversion) or the
+  // checkpoint's safetensors (converted in memory now). The pool must outlive the model.
+  static Result<std::unique_ptr<FastModel>> Load(const std::string& dir, WorkerPool& pool,
+                                                 const FastModelOptions& options = {});
+  // From a source already in memory (tests, conversion benchmarks).
+  static Result<std::unique_ptr<FastModel>> Create(ModelConfig config, FastWeightSource source, WorkerPool& pool,
+                                                   const FastModelOptions& options = {});
+
+  const ModelConfig& config() const override { return config_; }
+  int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
+  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                 const ForwardOptions& options = {}, Trace* trace = nullptr,
+                 const ForcedChoices* forced = nullptr) const override;
+  Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                    std::vector<float>& logits, const ForwardOptions& options = {},
+                    Trace* trace = nullptr) const override;
+
+  const FastLoadReport& load_report() const { return load_report_; }
+  const FastStepStats& last_step() const { return last_step_; }
+  const FastWeights& weights() const { return weights_; }
+  Isa isa() const { return isa_; }
+
+ private:
+  FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
+            const FastModelOptions& options);
+  Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
+                        std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
+                        const ForcedChoices* forced) const;
+  Status RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,
+                 std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
+                 const ForcedChoices* forced) const;
+
+  ModelConfig config_;
+  FastWeightSource source_;
+  FastWeights weights_;
+  WorkerPool& pool_;
+  Isa isa_;
+  int64_t max_tokens_per_pass_;
+  FastLoadReport load_report_;
+  // The forward pass's scratch; Forward is serialised (one engine thread owns the model).
+  mutable std::mutex mutex_;
+  mutable std::unique_ptr<FastContext> context_;
+  mutable FastStepStats last_step_;
+};
+
+}  // namespace glint

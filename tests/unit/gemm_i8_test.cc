@@ -1,0 +1,222 @@
+// Every int8 kernel level against the scalar specification (kernels/gemm_i8.h): shapes across SIMD and tile
+// remainders (rows around 16-row blocks and 4-block tiles, K around groups, tokens around the 6-token tile),
+// exact equality of quantized activations and int32 group sums, the fp32 output within its rounding bound,
+// saturation edges (codes ±127 everywhere), non-finite activations, and row-block ranges that leave other rows
+// untouched.
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/gemm_i8.h"
+#include "quant/int8_matrix.h"
+#include "test_util.h"
+
+namespace glint {
+namespace {
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+struct Quantized {
+  std::vector<int8_t> codes;
+  std::vector<float> scales;
+  std::vector<int32_t> corrections;
+  QuantizedActivations view;
+};
+
+Quantized Quantize(const Int8Kernels& k, const Int8Layout& layout, const std::vector<float>& x, int64_t tokens,
+                   int64_t x_stride) {
+  Quantized q;
+  const int64_t padded = layout.padded_cols(), groups = layout.groups();
+  q.codes.assign(tokens * padded + 64, 99);  // poison: the quantizer must write every code, padding included
+  q.scales.assign(tokens * groups, -1.0f);
+  q.corrections.assign(tokens * groups, -1);
+  k.quantize(x.data(), x_stride, tokens, layout.cols, layout.group, padded, q.codes.data(), q.scales.data(),
+             q.corrections.data());
+  q.codes.resize(tokens * padded);
+  q.view = {tokens, layout.cols, padded, layout.group, q.codes.data(), q.scales.data(), q.corrections.data()};
+  return q;
+}
+
+class Int8Kernel : public ::testing::TestWithParam<Isa> {
+ protected:
+  const Int8Kernels& fast() const { return GetInt8Kernels(GetParam()); }
+  const Int8Kernels& reference() const { return GetInt8Kernels(Isa::kScalar); }
+
+  // Compares every output of the level with the scalar specification for one shape.
+  void Check(int64_t rows, int64_t cols, int64_t group, int64_t tokens, uint32_t seed) {
+    SCOPED_TRACE(::testing::Message() << IsaName(GetParam()) << " rows " << rows << " cols " << cols << " group "
+                                    << group << " tokens " << tokens);
+    const std::vector<float> weights = Random(rows * cols, seed);
+    ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+    const int64_t x_stride = cols + 3;  // rows of x need not be packed
+    std::vector<float> x = Random(tokens * x_stride, seed + 1, 2.0f);
+    if (tokens > 1) std::fill_n(x.begin() + x_stride, cols, 0.0f);  // an all-zero token
+    const Quantized expected = Quantize(reference(), w.layout(), x, tokens, x_stride);
+    const Quantized actual = Quantize(fast(), w.layout(), x, tokens, x_stride);
+    ASSERT_EQ(actual.codes, expected.codes);
+    ASSERT_EQ(actual.scales, expected.scales);
+    ASSERT_EQ(actual.corrections, expected.corrections);
+
+    const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
+    std::vector<int32_t> sums_expected(tokens * blocks * 16 * groups), sums_actual(sums_expected.size(), -7);
+    reference().group_sums(w.view(), expected.view, 0, blocks, sums_expected.data());
+    fast().group_sums(w.view(), expected.view, 0, blocks, sums_actual.data());
+    ASSERT_EQ(sums_actual, sums_expected) << "int32 group sums differ";
+
+    const int64_t y_stride = rows + 5;
+    std::vector<float> y_expected(tokens * y_stride, 0.0f), y_actual(tokens * y_stride, 12345.0f);
+    reference().gemm(w.view(), expected.view, 0, blocks, y_expected.data(), y_stride);
+    fast().gemm(w.view(), expected.view, 0, blocks, y_actual.data(), y_stride);
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t r = 0; r < y_stride; ++r) {
+        const float got = y_actual[t * y_stride + r];
+        if (r >= rows) {
+          ASSERT_EQ(got, 12345.0f) << "wrote past the rows at token " << t << " column " << r;
+          continue;
+        }
+        // fp32 accumulation over `groups` terms, each one product rounding: a few ulps of Σ|term|.
+        double magnitude = 0;
+        for (int64_t g = 0; g < groups; ++g) {
+          magnitude += std::fabs(static_cast<double>(sums_expected[(t * blocks * 16 + r) * groups + g]) *
+                                 w.view().Scale(r, g) * expected.scales[t * groups + g]);
+        }
+        ASSERT_NEAR(got, y_expected[t * y_stride + r], 4e-7 * (groups + 2) * magnitude + 1e-30)
+            << "token " << t << " row " << r;
+      }
+    }
+  }
+};
+
+TEST_P(Int8Kernel, SweepMatchesScalar) {
+  uint32_t seed = 1;
+  for (int64_t group : {16, 32, 64, 128}) {
+    for (int64_t rows : {1, 15, 16, 17, 48, 64, 67, 100}) {
+      for (int64_t cols : {int64_t{16}, group, group + 16, 3 * group - 5, int64_t{260}}) {
+        for (int64_t tokens : {1, 2, 5, 6, 7, 13}) {
+          Check(rows, cols, group, tokens, seed++);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST_P(Int8Kernel, SaturationEdgesAreExact) {
+  // Every weight and activation code at ±127 over a long K: each group sum reaches ±127²·group, and the AVX2
+  // int16 pair sums reach 2·127² (no saturation). Signs follow a pattern so sums are not trivially equal.
+  const int64_t rows = 35, cols = 2048, group = 128, tokens = 7;
+  std::vector<float> weights(rows * cols), x(tokens * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) weights[i] = ((i * 7) % 5 < 2) ? -3.0f : 3.0f;
+  for (int64_t i = 0; i < tokens * cols; ++i) x[i] = ((i * 3) % 7 < 3) ? -0.5f : 0.5f;
+  for (int64_t c = 0; c < cols; ++c) x[c] = 0.5f;                       // token 0: all positive
+  for (int64_t c = 0; c < cols; ++c) x[cols + c] = -0.5f;               // token 1: all negative
+  for (int64_t c = 0; c < cols; ++c) weights[c] = 3.0f;                 // row 0: all positive
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  const Quantized q = Quantize(reference(), w.layout(), x, tokens, cols);
+  for (int8_t code : q.codes) ASSERT_EQ(std::abs(code), 127);
+  const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
+  std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size());
+  reference().group_sums(w.view(), q.view, 0, blocks, expected.data());
+  fast().group_sums(w.view(), q.view, 0, blocks, actual.data());
+  EXPECT_EQ(actual, expected);
+  EXPECT_EQ(expected[0], 127 * 127 * group);            // row 0 × token 0
+  EXPECT_EQ(expected[blocks * 16 * groups], -127 * 127 * group);  // row 0 × token 1
+  std::vector<float> y(tokens * rows);
+  fast().gemm(w.view(), q.view, 0, blocks, y.data(), rows);
+  EXPECT_FLOAT_EQ(y[0], 3.0f * 0.5f * cols);
+  EXPECT_FLOAT_EQ(y[rows], -3.0f * 0.5f * cols);
+}
+
+TEST_P(Int8Kernel, RowBlockRangesWriteOnlyTheirRows) {
+  const int64_t rows = 150, cols = 96, group = 32, tokens = 3;
+  const std::vector<float> weights = Random(rows * cols, 5);
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  const std::vector<float> x = Random(tokens * cols, 6);
+  const Quantized q = Quantize(fast(), w.layout(), x, tokens, cols);
+  std::vector<float> whole(tokens * rows), pieces(tokens * rows, NAN);
+  fast().gemm(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows);
+  // Uneven ranges exercise the 4-, 2- and 1-block tiles; together they cover every block exactly once.
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}, {4, 9}, {9, 10}}) {
+    fast().gemm(w.view(), q.view, begin, end, pieces.data(), rows);
+  }
+  EXPECT_EQ(pieces, whole);
+}
+
+TEST_P(Int8Kernel, NonFiniteActivationsGiveNanOutputs) {
+  const int64_t rows = 20, cols = 64, group = 32, tokens = 2;
+  const std::vector<float> weights = Random(rows * cols, 8);
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  std::vector<float> x = Random(tokens * cols, 9);
+  x[40] = NAN;               // token 0, group 1
+  x[cols + 3] = INFINITY;    // token 1, group 0
+  const Quantized expected = Quantize(reference(), w.layout(), x, tokens, cols);
+  const Quantized actual = Quantize(fast(), w.layout(), x, tokens, cols);
+  EXPECT_EQ(actual.codes, expected.codes);
+  EXPECT_TRUE(std::isnan(actual.scales[1]) && std::isnan(actual.scales[2]));
+  EXPECT_FALSE(std::isnan(actual.scales[0]) || std::isnan(actual.scales[3]));
+  std::vector<float> y(tokens * rows);
+  fast().gemm(w.view(), actual.view, 0, w.layout().row_blocks(), y.data(), rows);
+  for (float v : y) EXPECT_TRUE(std::isnan(v));
+}
+
+// Quality gate (a) at the kernel level: a W8A8 product against the exact fp32 product. With independent rounding
+// errors of relative RMS e_w (weights, measured by dequantizing) and e_x (activations, likewise), the output's
+// relative RMS error is ≈ sqrt(e_w² + e_x²); bound 1.25× that. On Gaussian data with group 128 both are ≈ 0.6%.
+TEST_P(Int8Kernel, ErrorAgainstFp32IsTheFormatsRoundingError) {
+  const int64_t rows = 256, cols = 1024, tokens = 16, group = 128;
+  const std::vector<float> weights = Random(rows * cols, 21), x = Random(tokens * cols, 22);
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  const Quantized q = Quantize(fast(), w.layout(), x, tokens, cols);
+  std::vector<float> dequantized(rows * cols);
+  DequantizeInt8(w.view(), dequantized.data());
+  auto relative = [](const std::vector<float>& a, const std::vector<double>& b) {
+    double error = 0, norm = 0;
+    for (size_t i = 0; i < b.size(); ++i) error += (a[i] - b[i]) * (a[i] - b[i]), norm += b[i] * b[i];
+    return std::sqrt(error / norm);
+  };
+  std::vector<double> exact_w(weights.begin(), weights.end()), exact_x(x.begin(), x.end());
+  std::vector<float> x_back(tokens * cols);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t c = 0; c < cols; ++c) x_back[t * cols + c] = q.codes[t * cols + c] * q.scales[t * (cols / group) + c / group];
+  }
+  const double e_w = relative(dequantized, exact_w), e_x = relative(x_back, exact_x);
+  std::vector<double> exact(tokens * rows);
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0;
+      for (int64_t c = 0; c < cols; ++c) sum += static_cast<double>(weights[r * cols + c]) * x[t * cols + c];
+      exact[t * rows + r] = sum;
+    }
+  }
+  std::vector<float> y(tokens * rows);
+  fast().gemm(w.view(), q.view, 0, w.layout().row_blocks(), y.data(), rows);
+  const double e_y = relative(y, exact), expected = std::sqrt(e_w * e_w + e_x * e_x);
+  std::printf("W8A8: weight error %.4f, activation error %.4f, output error %.4f (expected %.4f)\n", e_w, e_x, e_y,
+              expected);
+  EXPECT_LT(e_y, 1.25 * expected);
+  EXPECT_GT(e_y, 0.5 * expected);  // the product really is quantized
+}
+
+std::vector<Isa> FastIsas() {
+  std::vector<Isa> isas;
+  for (Isa isa : SupportedIsas()) {
+    if (isa != Isa::kScalar) isas.push_back(isa);
+  }
+  if (isas.empty()) isas.push_back(Isa::kScalar);  // still run the scalar level against itself
+  return isas;
+}
+
+INSTANTIATE_TEST_SUITE_P(Levels, Int8Kernel, ::testing::ValuesIn(FastIsas()),
+                         [](const ::testing::TestParamInfo<Isa>& info) { return std::string(IsaName(info.param)); });
+
+}  // namespace
+}  // namespace glint

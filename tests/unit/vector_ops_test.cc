@@ -1,0 +1,130 @@
+// Every compiled Highway target of kernels/vector_ops.h against double-precision loops: lengths across vector and
+// unroll remainders; fp32 bounds derived from the accumulation (n · 2^-24 · Σ|terms|) or per-element ulps.
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
+#include "kernels/reference.h"
+#include "kernels/vector_ops.h"
+
+namespace glint {
+namespace {
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+// Runs `body` once per compiled and supported Highway target.
+template <typename Body>
+void ForEachTarget(Body&& body) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    body();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+const int64_t kLengths[] = {1, 3, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 100, 129, 1000, 4099};
+
+TEST(VectorOps, DotAndDotRows) {
+  ForEachTarget([] {
+    for (int64_t n : kLengths) {
+      const auto a = Random(5 * n, n), b = Random(n, n + 1);
+      double magnitude = 0;
+      for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(a[i] * b[i]);
+      const double bound = (n + 4) * 6e-8 * magnitude;
+      EXPECT_NEAR(vec::Dot(a.data(), b.data(), n), ref::Dot(a.data(), b.data(), n), bound) << n;
+      std::vector<float> out(5);
+      vec::DotRows(a.data(), 5, n, b.data(), n, out.data());
+      for (int r = 0; r < 5; ++r) {
+        double m = 0;
+        for (int64_t i = 0; i < n; ++i) m += std::fabs(a[r * n + i] * b[i]);
+        EXPECT_NEAR(out[r], ref::Dot(a.data() + r * n, b.data(), n), (n + 4) * 6e-8 * m) << n << " row " << r;
+      }
+    }
+  });
+}
+
+TEST(VectorOps, RmsNormMatchesReference) {
+  ForEachTarget([] {
+    for (int64_t n : kLengths) {
+      const auto x = Random(n, 7 * n, 3.0f), w = Random(n, 7 * n + 1);
+      std::vector<float> expected(n), actual(n);
+      ref::RmsNorm(x.data(), w.data(), n, 1e-5f, expected.data());
+      vec::RmsNorm(x.data(), w.data(), n, 1e-5f, actual.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(actual[i], expected[i], 1e-6 * (1 + std::fabs(expected[i])) * std::sqrt(n)) << n << " at " << i;
+      vec::RmsNorm(x.data(), nullptr, n, 1e-5f, actual.data());
+      ref::RmsNorm(x.data(), nullptr, n, 1e-5f, expected.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(actual[i], expected[i], 1e-6 * (1 + std::fabs(expected[i])) * std::sqrt(n));
+    }
+  });
+}
+
+TEST(VectorOps, ActivationsMatchReference) {
+  ForEachTarget([] {
+    for (int64_t n : kLengths) {
+      auto gate = Random(n, 3 * n, 8.0f), up = Random(n, 3 * n + 1, 8.0f);
+      gate[0] = 40.0f;  // the clamps are active
+      if (n > 2) up[2] = -30.0f;
+      std::vector<float> out(n), sig(n), silu(n);
+      vec::SwiGlu(gate.data(), up.data(), n, 10.0f, out.data());
+      vec::Sigmoid(gate.data(), n, sig.data());
+      vec::Silu(up.data(), n, silu.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const float g = std::min(gate[i], 10.0f), u = std::clamp(up[i], -10.0f, 10.0f);
+        const double expected = ref::Silu(g) * static_cast<double>(u);
+        ASSERT_NEAR(out[i], expected, 4e-7 * (1 + std::fabs(expected))) << n << " at " << i;
+        ASSERT_NEAR(sig[i], 1.0 / (1.0 + std::exp(-static_cast<double>(gate[i]))), 3e-7) << n << " at " << i;
+        const double silu_expected = up[i] / (1.0 + std::exp(-static_cast<double>(up[i])));
+        ASSERT_NEAR(silu[i], silu_expected, 4e-7 * (1 + std::fabs(silu_expected))) << n << " at " << i;
+      }
+    }
+  });
+}
+
+TEST(VectorOps, AxpyScaleAndMhc) {
+  ForEachTarget([] {
+    for (int64_t n : kLengths) {
+      const int64_t hc = 4;
+      const auto x = Random(n, n), streams = Random(hc * n, n + 9, 2.0f), y = Random(n, n + 5);
+      std::vector<float> acc = Random(n, n + 2), scaled(n);
+      const std::vector<float> acc0 = acc;
+      vec::Axpy(0.75f, x.data(), n, acc.data());
+      vec::Scale(-1.5f, x.data(), n, scaled.data());
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_NEAR(acc[i], acc0[i] + 0.75 * x[i], 2e-7 * (std::fabs(acc0[i]) + std::fabs(x[i])));
+        ASSERT_FLOAT_EQ(scaled[i], -1.5f * x[i]);
+      }
+      const float pre[4] = {0.3f, 1.2f, -0.4f, 0.9f}, post[4] = {1.9f, 0.1f, 1.0f, 0.5f};
+      float comb[16];
+      for (int i = 0; i < 16; ++i) comb[i] = 0.05f * (i + 1);
+      std::vector<float> h(n), written = streams;
+      vec::MhcRead(streams.data(), pre, hc, n, h.data());
+      vec::MhcWrite(post, comb, y.data(), hc, n, written.data());
+      for (int64_t i = 0; i < n; ++i) {
+        double expected = 0, magnitude = 0;
+        for (int s = 0; s < hc; ++s) expected += pre[s] * static_cast<double>(streams[s * n + i]);
+        for (int s = 0; s < hc; ++s) magnitude += std::fabs(pre[s] * streams[s * n + i]);
+        ASSERT_NEAR(h[i], expected, 5 * 6e-8 * magnitude);
+        for (int k = 0; k < hc; ++k) {
+          double w = post[k] * static_cast<double>(y[i]), m = std::fabs(post[k] * y[i]);
+          for (int j = 0; j < hc; ++j) w += comb[j * hc + k] * static_cast<double>(streams[j * n + i]);
+          for (int j = 0; j < hc; ++j) m += std::fabs(comb[j * hc + k] * streams[j * n + i]);
+          ASSERT_NEAR(written[k * n + i], w, 6 * 6e-8 * m) << n << " at " << i << " stream " << k;
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+}  // namespace glint

@@ -1,0 +1,64 @@
+// The worker pool: every task runs exactly once per call, on a valid worker id, for many consecutive calls (the
+// hand-off between calls is where a race would lose or repeat a task), including calls after idle workers went to
+// sleep; ParallelFor covers its range exactly.
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "base/worker_pool.h"
+
+namespace glint {
+namespace {
+
+TEST(WorkerPool, EveryTaskRunsOnceOnAValidWorker) {
+  for (int threads : {1, 2, 3}) {
+    WorkerPool pool(threads);
+    EXPECT_EQ(pool.size(), threads);
+    for (int call = 0; call < 500; ++call) {
+      const int64_t tasks = 1 + call % 37;
+      std::vector<std::atomic<int>> runs(tasks);
+      std::atomic<bool> bad_worker{false};
+      pool.Run(tasks, [&](int64_t task, int worker) {
+        runs[task].fetch_add(1);
+        if (worker < 0 || worker >= threads) bad_worker = true;
+      });
+      for (int64_t t = 0; t < tasks; ++t) ASSERT_EQ(runs[t].load(), 1) << "call " << call << " task " << t;
+      ASSERT_FALSE(bad_worker);
+    }
+  }
+}
+
+TEST(WorkerPool, WakesSleepingWorkersAndUsesThem) {
+  WorkerPool pool(2);
+  pool.set_spin_microseconds(0);
+  for (int round = 0; round < 5; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers are asleep now
+    std::atomic<int> on_worker_one{0};
+    // Tasks that take a while, so the caller cannot finish them all before the woken worker joins.
+    pool.Run(8, [&](int64_t, int worker) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (worker == 1) on_worker_one.fetch_add(1);
+    });
+    EXPECT_GT(on_worker_one.load(), 0) << "round " << round;
+  }
+}
+
+TEST(WorkerPool, ParallelForCoversTheRangeExactly) {
+  WorkerPool pool(3);
+  for (int64_t count : {0, 1, 7, 64, 1001}) {
+    for (int64_t grain : {1, 3, 64, 5000}) {
+      std::vector<std::atomic<int>> hits(count);
+      pool.ParallelFor(count, grain, [&](int64_t begin, int64_t end, int) {
+        EXPECT_LE(end - begin, grain);
+        for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1);
+      });
+      for (int64_t i = 0; i < count; ++i) ASSERT_EQ(hits[i].load(), 1) << count << "/" << grain << " at " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace glint
