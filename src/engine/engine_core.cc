@@ -252,11 +252,15 @@ Status EngineCore::RunMtp(SequenceId id, std::span<const float> hidden, int64_t 
   GLINT_RETURN_IF_ERROR(model_.MtpForward(state, hidden.subspan((first - first_position) * d, (end - first) * d),
                                           std::span<const int32_t>(info.tokens.data() + first + 1, end - first),
                                           logits, options_.forward));
-  // The last pair predicts x_{end+1}: the draft to verify with the next decode of x_end, when that decode can
+  // The last pair predicts x_{end+1}: the draft to verify with the next decode of x_end, when x_end is a generated
+  // token (the prompt's last position is computed alone: n > 1 samples fork right after it) and that decode can
   // hand out two tokens within max_tokens.
   const RequestRecord& record = requests_.at(sample.request);
   const int64_t generated = static_cast<int64_t>(info.tokens.size()) - info.prompt_length;
-  if (end + 1 != static_cast<int64_t>(info.tokens.size()) || generated + 2 > record.max_tokens) return Status::Ok();
+  if (end + 1 != static_cast<int64_t>(info.tokens.size()) || end < info.prompt_length ||
+      generated + 2 > record.max_tokens) {
+    return Status::Ok();
+  }
   std::vector<float> penalised(logits.end() - vocab, logits.end());  // [V]
   ApplyPenalties(record.request.sampling, sample.history, penalised);
   if (sample.sampler.greedy()) {
