@@ -22,6 +22,7 @@
 #include "base/worker_pool.h"
 #include "io/token_file.h"
 #include "model/fast_model.h"
+#include "model_checks.h"
 #include "test_util.h"
 
 namespace glint {
@@ -305,42 +306,9 @@ TEST_P(FastGolden, BoundMemoryAndBf16State) {
   }
 }
 
-// Prefix-cache checkpoints inside one call: the KDA state copied out at each is exactly the state of a sequence
-// whose calls end there (the pass splits at checkpoints as separate calls would), and the logits do not change.
+// Prefix-cache checkpoints inside one call: the pass splits at each, as separate calls would (bit-exact).
 TEST_P(FastGolden, CheckpointsInsideACallEqualTheStateAtThatPosition) {
-  std::vector<int32_t> tokens(80);  // any ids: the property holds for every input
-  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7919 + 13) % fast_->config().vocab_size);
-  auto layout = std::make_shared<const CacheLayout>(fast_->CacheLayoutFor({.block_tokens = 8}).value());
-  ItemArena blocks = ItemArena::Fixed(32, layout->block_bytes).value();
-  ItemArena slots = ItemArena::Fixed(2, layout->slot_bytes).value();
-  ItemArena saved = ItemArena::Fixed(2, layout->checkpoint_bytes).value();
-  std::vector<int32_t> table_a, table_b;
-  for (int32_t b = 0; b < 16; ++b) {
-    table_a.push_back(b);
-    table_b.push_back(16 + b);
-  }
-  SequenceState a = fast_->BindSequence(layout, {&blocks, &table_a, slots.Item(0)}, 0);
-  SequenceState b = fast_->BindSequence(layout, {&blocks, &table_b, slots.Item(1)}, 0);
-  std::vector<EntryOutput> outputs;
-  const std::vector<StateCheckpoint> checkpoints = {{40, saved.Item(0)}, {64, saved.Item(1)}};
-  BatchEntry whole{std::span<const int32_t>(tokens.data(), 70), &a, LogitsWanted::kLast, false, checkpoints};
-  ASSERT_OK(fast_->Forward({&whole, 1}, outputs));
-  const std::vector<float> logits = outputs[0].logits;
-  int64_t start = 0;
-  for (int i = 0; i < 2; ++i) {
-    const int64_t end = checkpoints[i].position;
-    BatchEntry part{std::span<const int32_t>(tokens.data() + start, end - start), &b, LogitsWanted::kNone, false};
-    ASSERT_OK(fast_->Forward({&part, 1}, outputs));
-    EXPECT_EQ(std::memcmp(saved.Item(i), slots.Item(1), layout->checkpoint_bytes), 0) << "checkpoint at " << end;
-    start = end;
-  }
-  BatchEntry rest{std::span<const int32_t>(tokens.data() + 64, 6), &b, LogitsWanted::kLast, false};
-  ASSERT_OK(fast_->Forward({&rest, 1}, outputs));
-  EXPECT_EQ(outputs[0].logits, logits);
-  const std::vector<StateCheckpoint> unaligned = {{76, saved.Item(0)}};
-  BatchEntry bad{std::span<const int32_t>(tokens.data() + 70, 10), &a, LogitsWanted::kLast, false, unaligned};
-  EXPECT_ERROR_CONTAINS(fast_->Forward({&bad, 1}, outputs), "not at a block boundary");
-  EXPECT_EQ(a.tokens, 70);
+  testing::ExpectCheckpointsInsideACallEqualTheStateAtThatPosition(*fast_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FastGolden, ::testing::Values("tiny-dense", "tiny-sparse"));
