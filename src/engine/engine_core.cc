@@ -28,7 +28,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   const ModelConfig& c = model.config();
   if (options.speculative == SpeculativeMethod::kMtp && !model.has_mtp()) {
     return InvalidArgument("--speculative mtp needs the model's MTP layer, but ",
-                           c.HasMtp() ? "its weights were not loaded" : "the model has none (num_nextn_predict_layers 0)");
+                           c.HasMtp() ? "its weights were not loaded"
+                                      : "the model has none (num_nextn_predict_layers 0)");
   }
   CacheOptions cache_options;
   cache_options.block_tokens = options.block_tokens;
@@ -235,41 +236,62 @@ void EngineCore::ClearDraft(SequenceId id) {
   if (scheduler_->Contains(id) && scheduler_->Get(id).has_draft) scheduler_->SetDraft(id, false);
 }
 
-Status EngineCore::RunMtp(SequenceId id, std::span<const float> hidden, int64_t first_position) {
-  Sample& sample = samples_.at(id);
-  SequenceState& state = *sample.state;
+bool EngineCore::WantsDraft(SequenceId id) const {
+  const Sample& sample = samples_.at(id);
   const SequenceInfo& info = scheduler_->Get(id);
-  const int64_t d = model_.config().hidden_size, vocab = model_.config().vocab_size;
-  const int64_t first = state.mtp_tokens, end = state.tokens;  // pairs first .. end − 1 are new
-  if (first == end) return Status::Ok();
-  const int64_t rows = static_cast<int64_t>(hidden.size()) / d;
-  if (first < first_position || end > first_position + rows || end >= static_cast<int64_t>(info.tokens.size())) {
-    return InternalError("engine: MTP pairs ", first, " .. ", end - 1, " of sequence ", id, " are not covered by ",
-                         rows, " hidden rows from position ", first_position, " and ", info.tokens.size(), " tokens");
-  }
-  // Pair p = (h_p, x_{p+1}): the trunk's final hidden at p and the token after it (all known now).
-  std::vector<float> logits;  // [pairs, V]
-  GLINT_RETURN_IF_ERROR(model_.MtpForward(state, hidden.subspan((first - first_position) * d, (end - first) * d),
-                                          std::span<const int32_t>(info.tokens.data() + first + 1, end - first),
-                                          logits, options_.forward));
-  // The last pair predicts x_{end+1}: the draft to verify with the next decode of x_end, when x_end is a generated
-  // token (the prompt's last position is computed alone: n > 1 samples fork right after it) and that decode can
-  // hand out two tokens within max_tokens.
-  const RequestRecord& record = requests_.at(sample.request);
+  const int64_t end = sample.state->tokens;  // the next decode computes x_end, and the draft is x_{end+1}
   const int64_t generated = static_cast<int64_t>(info.tokens.size()) - info.prompt_length;
-  if (end + 1 != static_cast<int64_t>(info.tokens.size()) || end < info.prompt_length ||
-      generated + 2 > record.max_tokens) {
-    return Status::Ok();
+  return end + 1 == static_cast<int64_t>(info.tokens.size()) && end >= info.prompt_length &&
+         generated + 2 <= requests_.at(sample.request).max_tokens;
+}
+
+Status EngineCore::RunMtp(std::span<const MtpWork> work) {
+  const int64_t d = model_.config().hidden_size, vocab = model_.config().vocab_size;
+  std::vector<MtpEntry> entries;  // [sequences with new pairs]
+  std::vector<SequenceId> ids;
+  for (const MtpWork& w : work) {
+    SequenceState& state = *samples_.at(w.id).state;
+    const SequenceInfo& info = scheduler_->Get(w.id);
+    const int64_t first = state.mtp_tokens, end = state.tokens;  // pairs first .. end − 1 are new
+    if (first == end) continue;
+    const int64_t rows = static_cast<int64_t>(w.hidden.size()) / d;
+    if (first < w.first_position || end > w.first_position + rows ||
+        end >= static_cast<int64_t>(info.tokens.size())) {
+      return InternalError("engine: MTP pairs ", first, " .. ", end - 1, " of sequence ", w.id, " are not covered by ",
+                           rows, " hidden rows from position ", w.first_position, " and ", info.tokens.size(),
+                           " tokens");
+    }
+    // Pair p = (h_p, x_{p+1}): the trunk's final hidden at p and the token after it (all known now).
+    entries.push_back({&state, w.hidden.subspan((first - w.first_position) * d, (end - first) * d),
+                       std::span<const int32_t>(info.tokens.data() + first + 1, end - first),
+                       WantsDraft(w.id) ? LogitsWanted::kLast : LogitsWanted::kNone});
+    ids.push_back(w.id);
   }
-  std::vector<float> penalised(logits.end() - vocab, logits.end());  // [V]
-  ApplyPenalties(record.request.sampling, sample.history, penalised);
-  if (sample.sampler.greedy()) {
-    sample.draft = ArgMax(penalised);
-  } else {
-    sample.draft_distribution = sample.sampler.Distribution(penalised);
-    sample.draft = sample.sampler.Draw(sample.draft_distribution);
+  if (entries.empty()) return Status::Ok();
+  std::vector<std::vector<float>> logits;  // [entries][rows, V]
+  Stopwatch clock;
+  const Status status = model_.MtpForwardBatch(entries, logits, options_.forward);
+  counters_.mtp_seconds += clock.Seconds();
+  counters_.model_seconds += clock.Seconds();
+  GLINT_RETURN_IF_ERROR(status);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].logits == LogitsWanted::kNone) continue;
+    if (static_cast<int64_t>(logits[i].size()) != vocab) {
+      return InternalError("engine: the MTP layer gave ", logits[i].size(), " logits for one row of ", vocab);
+    }
+    // The last pair predicts x_{end+1}: drawn with the sample's own penalties and sampler (its distribution q is
+    // kept for the acceptance test when sampling).
+    Sample& sample = samples_.at(ids[i]);
+    std::vector<float> penalised = std::move(logits[i]);  // [V]
+    ApplyPenalties(requests_.at(sample.request).request.sampling, sample.history, penalised);
+    if (sample.sampler.greedy()) {
+      sample.draft = ArgMax(penalised);
+    } else {
+      sample.draft_distribution = sample.sampler.Distribution(penalised);
+      sample.draft = sample.sampler.Draw(sample.draft_distribution);
+    }
+    scheduler_->SetDraft(ids[i], true);
   }
-  scheduler_->SetDraft(id, true);
   return Status::Ok();
 }
 
@@ -455,27 +477,24 @@ Status EngineCore::Step() {
   // 2. The MTP layer over every chunk's new positions (pairs need the tokens chosen above), which drafts the next
   //    token of the sequences that decode next; then the checkpoints whose key became known.
   if (mtp) {
-    std::vector<RequestId> failed;
-    std::string failure;
+    std::vector<MtpWork> work;
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
-      const ScheduledChunk& chunk = plan.chunks[i];
-      Status status = RunMtp(chunk.id, results[i].hidden, chunk.start);
-      if (status.ok()) status = TakeEndCheckpoints(chunk.id, chunk.draft > 0 ? chunk.start + 1 : -1);
-      if (!status.ok()) {
-        LogError("engine: the MTP layer failed for sequence ", chunk.id, ": ", status.message());
-        failed.push_back(samples_.at(chunk.id).request);
-        failure = status.message();
-      }
+      work.push_back({plan.chunks[i].id, results[i].hidden, plan.chunks[i].start});
     }
-    if (!failed.empty()) {
-      // Their requests end with the error; their chunks leave the plan (the memory is freed).
-      for (size_t i = plan.chunks.size(); i-- > 0;) {
-        if (std::find(failed.begin(), failed.end(), samples_.at(plan.chunks[i].id).request) == failed.end()) continue;
-        plan.chunks.erase(plan.chunks.begin() + i);
-        emissions.erase(emissions.begin() + i);
-        results.erase(results.begin() + i);
-      }
-      FailRequests(std::move(failed), failure, outputs);
+    const Status status = RunMtp(work);
+    if (!status.ok()) {
+      // As a failed Forward: every request of the batch ends with the error (their memory is freed), the engine
+      // goes on.
+      LogError("engine: the MTP layer failed a step of ", plan.chunks.size(), " sequences: ", status.message());
+      std::vector<RequestId> failed;
+      for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(samples_.at(chunk.id).request);
+      FailRequests(std::move(failed), status.message(), outputs);
+      Deliver(outputs);
+      counters_.step_seconds += step_clock.Seconds();
+      return Status::Ok();
+    }
+    for (const ScheduledChunk& chunk : plan.chunks) {
+      GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(chunk.id, chunk.draft > 0 ? chunk.start + 1 : -1));
     }
   }
 
@@ -484,6 +503,7 @@ Status EngineCore::Step() {
 
   // 4. The first time a parent has computed its prompt, its waiting siblings start as copies of it and draw their
   //    first token from the same logits (with speculation, each then runs its own MTP pair for that token).
+  std::vector<MtpWork> children_work;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& chunk = plan.chunks[i];
     if (!chunk.samples) continue;
@@ -499,14 +519,18 @@ Status EngineCore::Step() {
       const int32_t token = ChooseToken(sample, results[i].logits);
       Append(child, token);
       forked.push_back({child, token, results[i].logits});
-      if (mtp) {
-        Status status = RunMtp(child, results[i].hidden, chunk.start);
-        if (status.ok()) status = TakeEndCheckpoints(child, -1);
-        if (!status.ok()) return status;  // the parent's identical pairs just succeeded: an engine bug
-      }
-      memory_->Commit(child, scheduler_->Get(child).tokens, info.computed);
+      children_work.push_back({child, results[i].hidden, chunk.start});
     }
     emissions[i].insert(emissions[i].begin(), forked.begin(), forked.end());
+  }
+  if (mtp) {
+    // The parents' identical pairs just succeeded: a failure here would be an engine bug.
+    GLINT_RETURN_IF_ERROR(RunMtp(children_work));
+    for (const MtpWork& w : children_work) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, -1));
+  }
+  for (const MtpWork& w : children_work) {
+    const SequenceInfo& child = scheduler_->Get(w.id);
+    memory_->Commit(w.id, child.tokens, child.computed);  // with the MTP rows written, its blocks may be cached
   }
 
   // 5. Hand the tokens out: stop checks, text, outputs. A sample that finishes at a token hands out no more.

@@ -44,7 +44,8 @@ struct EngineMetrics {
   int64_t steps = 0;
   int64_t preemptions = 0;
   double step_seconds = 0;        // time spent in steps
-  double model_seconds = 0;       // of which in Model::Forward
+  double model_seconds = 0;       // of which in the model (Forward, and MtpForwardBatch with speculation)
+  double mtp_seconds = 0;         // of which in the MTP layer
   double deliver_seconds = 0;     // of which in the sinks (OutputQueue: waking the waiting thread)
   CacheStats cache;               // pool usage, prefix hits, evictions, checkpoints
   // Speculative decoding (--speculative mtp): verification steps (one drafted token each), drafted tokens,
@@ -124,9 +125,19 @@ class EngineCore {
   // The token joins the sample's history and the scheduler's tokens.
   void Append(SequenceId id, int32_t token);
   void ClearDraft(SequenceId id);
-  // The MTP layer over the pairs (h_p, x_{p+1}) of the positions the sequence computed since its last run (hidden
-  // [rows, D] of positions first_position…), then the draft for its next decode when it decodes next.
-  Status RunMtp(SequenceId id, std::span<const float> hidden, int64_t first_position);
+  // The MTP layer, in one batch, over the pairs (h_p, x_{p+1}) of the positions each sequence computed since its
+  // last run (`hidden` [rows, D]: its rows of the step, from `first_position`), then the draft for the next decode
+  // of those that decode next. An error is the model's (the caller fails the requests).
+  struct MtpWork {
+    SequenceId id = 0;
+    std::span<const float> hidden;
+    int64_t first_position = 0;
+  };
+  Status RunMtp(std::span<const MtpWork> work);
+  // Whether the sequence drafts after this step: its next position holds a generated token (the prompt's last
+  // position is computed alone: n > 1 samples fork right after it) and its next decode can hand out two tokens
+  // within max_tokens.
+  bool WantsDraft(SequenceId id) const;
   // Speculative decoding with prefix caching: the checkpoints whose key became known this step (positions up to the
   // sequence's new length), copied from the slot or from the rollback snapshot at `snapshot_position`.
   Status TakeEndCheckpoints(SequenceId id, int64_t snapshot_position);

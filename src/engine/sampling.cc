@@ -100,7 +100,9 @@ TokenDistribution Sampler::Distribution(std::span<const float> logits) const {
   std::vector<double> probability(order.size());
   const double top = logits[order[0]] / params_.temperature;
   double total = 0;
-  for (size_t i = 0; i < order.size(); ++i) total += probability[i] = std::exp(logits[order[i]] / params_.temperature - top);
+  for (size_t i = 0; i < order.size(); ++i) {
+    total += probability[i] = std::exp(logits[order[i]] / params_.temperature - top);
+  }
   for (double& p : probability) p /= total;
   size_t keep = order.size();
   if (params_.top_p < 1.0f) {

@@ -53,8 +53,8 @@ class BlockPool {
   void Release(int32_t id);
 
   // Records that the full block `id` holds `tokens` (its key: key_tokens ids) after the chain `parent`, under
-  // `hash` = HashBlock(parent, tokens). Returns false (and changes nothing) when another block already holds that chain: the first copy stays
-  // the cached one and `id` stays uncached.
+  // `hash` = HashBlock(parent, tokens). Returns false (and changes nothing) when another block already holds that
+  // chain: the first copy stays the cached one and `id` stays uncached.
   bool Register(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> tokens);
   // The cached block holding `tokens` after `parent`, verified against the stored key. Does not take a reference.
   std::optional<int32_t> Lookup(BlockHash hash, BlockHash parent, std::span<const int32_t> tokens) const;

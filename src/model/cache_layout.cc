@@ -26,8 +26,8 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
     return InvalidArgument("unknown KDA state storage ", static_cast<int>(options.kda_state));
   }
   if (options.mtp && !c.HasMtp()) {
-    return InvalidArgument("speculative decoding with MTP needs a model with an MTP layer (num_nextn_predict_layers ≥ 1); "
-                           "this config has none");
+    return InvalidArgument("speculative decoding with MTP needs a model with an MTP layer "
+                           "(num_nextn_predict_layers ≥ 1); this config has none");
   }
   if (static_cast<int64_t>(c.attention_kinds.size()) != c.num_hidden_layers) {
     return InvalidArgument("the config lists ", c.attention_kinds.size(), " attention kinds for ",

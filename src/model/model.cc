@@ -109,6 +109,25 @@ int64_t ReferenceModel::weight_bytes() const {
   return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
 }
 
+Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                              const ForwardOptions& options) const {
+  logits.assign(batch.size(), {});
+  const int64_t vocab = config().vocab_size;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const MtpEntry& entry = batch[i];
+    if (entry.state == nullptr) return InvalidArgument("MTP batch entry ", i, " has no sequence state");
+    Status status = MtpForward(*entry.state, entry.hidden, entry.next_tokens, logits[i], options);
+    if (!status.ok()) return status.WithContext(StrCat("MTP batch entry ", i));
+    const int64_t rows = static_cast<int64_t>(logits[i].size()) / vocab;
+    if (entry.logits == LogitsWanted::kNone) {
+      logits[i].clear();
+    } else if (entry.logits == LogitsWanted::kLast && rows > 1) {
+      logits[i].erase(logits[i].begin(), logits[i].end() - vocab);
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
   const SequenceState& state = *entry.state;
   if (state.broken) {

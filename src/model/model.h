@@ -86,6 +86,15 @@ struct EntryOutput {
   std::vector<float> hidden;  // [T, D] when want_hidden
 };
 
+// One sequence's part of a batched MTP call (Model::MtpForwardBatch): T pairs (h_t, x_{t+1}) continuing the
+// state's MTP cache, as MtpForward takes them.
+struct MtpEntry {
+  SequenceState* state = nullptr;
+  std::span<const float> hidden;         // [T, D] the trunk's final normed hidden at positions t
+  std::span<const int32_t> next_tokens;  // [T] the tokens at t + 1
+  LogitsWanted logits = LogitsWanted::kLast;  // draft logits wanted: every pair, the last one, or none
+};
+
 // Discrete choices to force instead of computing them (the quality gate of quantized paths compares with the
 // choices of the fp32 path): per layer, per new token.
 struct ForcedChoices {
@@ -134,6 +143,12 @@ class Model {
   virtual Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
                             std::vector<float>& logits, const ForwardOptions& options = {},
                             Trace* trace = nullptr) const = 0;
+  // The MTP layer over several sequences: logits[i] [rows, V] for batch[i] (rows: T, 1 or 0 per its `logits`).
+  // Entries must have distinct states. This default runs MtpForward on each in turn (one weight read per
+  // sequence); an implementation that batches rows overrides it. On an error, the states of entries already run
+  // have advanced.
+  virtual Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                                 const ForwardOptions& options = {}) const;
 };
 
 // For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.

@@ -9,16 +9,16 @@
 //    fast path gives the same outputs with and without speculation.
 //  - The speculative-sampling rule keeps the target distribution, and seeded sampling with speculation is
 //    reproducible.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "base/file.h"
 #include "base/worker_pool.h"
@@ -64,7 +64,7 @@ struct Bound {
 };
 
 std::vector<float> Forward(const Model& model, SequenceState& state, std::span<const int32_t> tokens,
-                       LogitsWanted logits = LogitsWanted::kLast, StateCheckpoint rollback = {}) {
+                           LogitsWanted logits = LogitsWanted::kLast, StateCheckpoint rollback = {}) {
   std::vector<EntryOutput> outputs;
   BatchEntry entry{tokens, &state, logits, false};
   entry.rollback = rollback;
@@ -121,8 +121,7 @@ TEST_P(SpecModel, VerificationRowsAreThePlainDecodeRows) {
     ItemArena snapshot = ItemArena::Fixed(1, std::max<int64_t>(a.layout->checkpoint_bytes, 64)).value();
     Forward(*model, a.state, prompt);
     b.CopyFrom(a);
-    const std::vector<float> rows =
-        Forward(*model, a.state, pair, LogitsWanted::kAll, {length_ + 1, snapshot.Item(0)});
+    const std::vector<float> rows = Forward(*model, a.state, pair, LogitsWanted::kAll, {length_ + 1, snapshot.Item(0)});
     const std::vector<float> first = Forward(*model, b.state, std::span<const int32_t>(pair.data(), 1));
     EXPECT_EQ(std::memcmp(snapshot.Item(0), b.slot.Item(0), a.layout->checkpoint_bytes), 0)
         << "the snapshot is not the state after the first row";
@@ -158,7 +157,8 @@ TEST_P(SpecModel, RejectedDraftLeavesTheStateOfARunThatNeverSawIt) {
       ExpectSameLiveState(*model, a.state, b.state);
       for (int64_t i = start + 1; i < start + 1 + 6; ++i) {
         const std::span<const int32_t> next(tokens_.data() + i, 1);
-        EXPECT_EQ(Forward(*model, a.state, next), Forward(*model, b.state, next)) << "offset " << offset << ", position " << i;
+        EXPECT_EQ(Forward(*model, a.state, next), Forward(*model, b.state, next))
+            << "offset " << offset << ", position " << i;
       }
       ExpectSameLiveState(*model, a.state, b.state);
     }
@@ -394,8 +394,9 @@ TEST_P(SpecEngine, AloneMatchesThePlainModelLoop) {
   ASSERT_EQ(m.spec_accepted_per_position.size(), 1u);
   EXPECT_EQ(m.spec_accepted_per_position[0], m.spec_accepted_tokens);
   EXPECT_LE(m.spec_accepted_tokens, m.spec_drafts);
-  std::printf("%s: %lld drafts, %lld accepted (%.0f%%)\n", GetParam().model.c_str(), static_cast<long long>(m.spec_drafts),
-              static_cast<long long>(m.spec_accepted_tokens), 100.0 * m.spec_accepted_tokens / m.spec_drafts);
+  std::printf("%s: %lld drafts, %lld accepted (%.0f%%)\n", GetParam().model.c_str(),
+              static_cast<long long>(m.spec_drafts), static_cast<long long>(m.spec_accepted_tokens),
+              100.0 * m.spec_accepted_tokens / m.spec_drafts);
 }
 
 TEST_P(SpecEngine, BatchedAndChunkedMatch) {
@@ -627,9 +628,9 @@ TEST(SpecEngineSampling, SeededSamplingIsReproducible) {
 TEST(SpeculativeSampling, VerifyKeepsTheTargetDistribution) {
   const std::vector<std::pair<TokenDistribution, TokenDistribution>> cases = {
       {{{0, 0.5}, {1, 0.3}, {2, 0.2}}, {{0, 0.2}, {1, 0.2}, {2, 0.6}}},
-      {{{3, 0.7}, {1, 0.3}}, {{0, 0.5}, {1, 0.25}, {2, 0.25}}},          // q mostly off p's support
-      {{{0, 0.25}, {1, 0.25}, {2, 0.25}, {3, 0.25}}, {{0, 1.0}}},        // a greedy-like draft
-      {{{2, 1.0}}, {{0, 0.1}, {1, 0.1}, {2, 0.8}}},                      // a greedy target
+      {{{3, 0.7}, {1, 0.3}}, {{0, 0.5}, {1, 0.25}, {2, 0.25}}},    // q mostly off p's support
+      {{{0, 0.25}, {1, 0.25}, {2, 0.25}, {3, 0.25}}, {{0, 1.0}}},  // a greedy-like draft
+      {{{2, 1.0}}, {{0, 0.1}, {1, 0.1}, {2, 0.8}}},                // a greedy target
   };
   constexpr int kTrials = 200000;
   for (size_t c = 0; c < cases.size(); ++c) {
