@@ -52,6 +52,7 @@ completion() {  # completion BASE: greedy completion text of a fixed prompt
     "$1/v1/completions" | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['text'])"
 }
 start_server() {
+  rm -f "$work/server.log"  # the previous server's log must not be read as this one's
   "$glint" serve --port 0 --memory 128M --max-seqs 4 --max-model-len 512 "$@" >"$work/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 1200); do
