@@ -22,6 +22,19 @@ Status MakeDirectory(const std::string& dir) {
 
 bool HasParetoPoint(const ParetoSeries& series) { return !series.points.empty(); }
 
+// Why a finished sweep has no Pareto point: usually every request failed, and the server said why.
+std::string NoPointReason(const BenchRun& run) {
+  int64_t completed = 0;
+  std::string first_error;
+  for (const LevelResult& level : run.levels) {
+    completed += level.completed;
+    if (first_error.empty() && !level.error_examples.empty()) first_error = level.error_examples.front();
+  }
+  if (completed > 0) return " (an axis is undefined at every level: one-token replies have no TPOT, so no interactivity)";
+  if (first_error.empty()) return ": no request completed";
+  return StrCat(": every measured request failed; the first with ", first_error.substr(0, 400));
+}
+
 }  // namespace
 
 Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop, std::FILE* table_out,
@@ -57,7 +70,7 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
                                     config.input_len, "/", config.output_len, ", ", config.chips, " chip(s))"));
     if (plot_status.ok()) std::fprintf(table_out, "plot: %s\n", png.c_str());
   } else if (!run.interrupted) {
-    plot_status = FailedPrecondition("no level produced a Pareto point (every request failed?), so no plot");
+    plot_status = FailedPrecondition("no level produced a Pareto point, so no plot", NoPointReason(run));
   }
   std::fflush(table_out);
 
