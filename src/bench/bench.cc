@@ -22,17 +22,14 @@ Status MakeDirectory(const std::string& dir) {
 
 bool HasParetoPoint(const ParetoSeries& series) { return !series.points.empty(); }
 
-// Why a finished sweep has no Pareto point: usually every request failed, and the server said why.
-std::string NoPointReason(const BenchRun& run) {
-  int64_t completed = 0;
+// The first error of a sweep in which no measured request completed; empty if one did (or none was sent).
+std::string FirstErrorIfAllFailed(const BenchRun& run) {
   std::string first_error;
   for (const LevelResult& level : run.levels) {
-    completed += level.completed;
+    if (level.completed > 0) return "";
     if (first_error.empty() && !level.error_examples.empty()) first_error = level.error_examples.front();
   }
-  if (completed > 0) return " (an axis is undefined at every level: one-token replies have no TPOT, so no interactivity)";
-  if (first_error.empty()) return ": no request completed";
-  return StrCat(": every measured request failed; the first with ", first_error.substr(0, 400));
+  return first_error.substr(0, 400);
 }
 
 }  // namespace
@@ -70,7 +67,8 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
                                     config.input_len, "/", config.output_len, ", ", config.chips, " chip(s))"));
     if (plot_status.ok()) std::fprintf(table_out, "plot: %s\n", png.c_str());
   } else if (!run.interrupted) {
-    plot_status = FailedPrecondition("no level produced a Pareto point, so no plot", NoPointReason(run));
+    plot_status = FailedPrecondition(
+        "no level produced a Pareto point (with --output-len 1 there is no TPOT, so no interactivity)");
   }
   std::fflush(table_out);
 
@@ -80,6 +78,11 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
   if (!run_status.ok()) {
     return run_status.WithContext(
         StrCat("sweep stopped early (results of the finished levels are in ", config.out_dir, ")"));
+  }
+  // Nothing was measured: the server's reason is the error, not the missing plot.
+  if (const std::string first_error = FirstErrorIfAllFailed(run); !first_error.empty()) {
+    return FailedPrecondition("every measured request failed (results written to ", config.out_dir,
+                              "); the first: ", first_error);
   }
   return plot_status.WithContext(StrCat("results written to ", config.out_dir, ", but the Pareto plot failed"));
 }

@@ -497,7 +497,8 @@ TEST(BenchAgainstFakeServer, TheServersReasonIsShownWhenEveryRequestFails) {
   const Status status = RunBenchCommand(config, stop, table, nullptr);
   const std::string printed = ReadAll(table);
   std::fclose(table);
-  EXPECT_ERROR_CONTAINS(status, "every measured request failed; the first with http_400: HTTP 400: ");
+  EXPECT_ERROR_CONTAINS(status, "every measured request failed (results written to " + config.out_dir +
+                                    "); the first: http_400: HTTP 400: ");
   EXPECT_ERROR_CONTAINS(status, "temperature must be in [0, 2]");
   // Each level's table notes quote its first error.
   EXPECT_NE(printed.find("  c=1: http_400=2\n    first error: http_400: HTTP 400: {\"error\":{\"message\":"
@@ -506,6 +507,19 @@ TEST(BenchAgainstFakeServer, TheServersReasonIsShownWhenEveryRequestFails) {
       << printed;
   EXPECT_NE(printed.find("  c=2: http_400=2\n    first error: "), std::string::npos) << printed;
   EXPECT_TRUE(ReadFile(JoinPath(config.out_dir, "results.json")).ok());  // the results are kept
+}
+
+TEST(BenchAgainstFakeServer, OneTokenRepliesHaveNoParetoPointAndSaySo) {
+  FakeServer server;
+  BenchConfig config = FakeConfig(server);
+  config.output_len = 1;
+  config.out_dir = JoinPath(glint::testing::MakeTempDir("bench_one_token"), "out");
+  std::atomic<bool> stop{false};
+  std::FILE* table = std::tmpfile();
+  EXPECT_ERROR_CONTAINS(RunBenchCommand(config, stop, table, nullptr),
+                        "the Pareto plot failed: no level produced a Pareto point (with --output-len 1 there is no "
+                        "TPOT, so no interactivity)");
+  std::fclose(table);
 }
 
 TEST(BenchAgainstFakeServer, ResultFilesArePlottedAndCompared) {
