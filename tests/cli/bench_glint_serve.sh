@@ -47,11 +47,12 @@ for file in results.json results.csv requests.csv pareto.png pareto.dat pareto.g
 done
 [[ "$(head -c 8 "$out/pareto.png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] || fail "pareto.png is not a PNG"
 [[ $(wc -l <"$out/results.csv") -eq 3 ]] || fail "results.csv: expected a header and 2 levels: $(cat "$out/results.csv")"
-grep -Eq "^ +1 +4/4 +0 " "$work/bench.out" && grep -Eq "^ +2 +4/4 +0 " "$work/bench.out" ||
+level_row="+$PROMPTS_PER_LEVEL/$PROMPTS_PER_LEVEL +0 "  # concurrency, done/sent, failures
+grep -Eq "^ +1 $level_row" "$work/bench.out" && grep -Eq "^ +2 $level_row" "$work/bench.out" ||
   fail "the summary table lacks a level row"
 
-# Every failed check prints one line; none may be printed. $tol is the relative rounding allowed between figures
-# computed from the same doubles (results.json prints them with 17 significant digits).
+# Every failed check prints one line; none may be printed. near() allows a relative 1e-9 between figures computed
+# from the same doubles (results.json prints them with 17 significant digits, so only the arithmetic rounds).
 check_json() {  # check_json WHAT JQ-ARGS... <INPUT: runs jq; any line it prints is a failed check
   local what="$1"
   shift
