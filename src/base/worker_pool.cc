@@ -1,5 +1,8 @@
 #include "base/worker_pool.h"
 
+#include <pthread.h>
+#include <signal.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -17,7 +20,14 @@ namespace glint {
 WorkerPool::WorkerPool(int threads) {
   GLINT_CHECK(threads >= 1) << "a worker pool needs at least one thread, got " << threads;
   threads_.reserve(threads - 1);
+  // Workers block every signal: a process-directed signal (SIGTERM, SIGINT) then goes to a thread that expects it
+  // (glint serve's signal watcher, or the main thread's default action), never to a compute thread, whatever mask
+  // the creating thread had. A new thread inherits its creator's mask, so the mask is set around the creation.
+  sigset_t all, previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
   for (int worker = 1; worker < threads; ++worker) threads_.emplace_back([this, worker] { WorkerLoop(worker); });
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
 }
 
 WorkerPool::~WorkerPool() {

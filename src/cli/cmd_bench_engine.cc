@@ -26,6 +26,7 @@ namespace {
 
 struct BenchFlags {
   ModelFlag model;
+  ForwardPathFlags path;
   EngineFlags engine;
   std::vector<int64_t> concurrency = {1, 4, 16, 64};
   int64_t input_len = 64;
@@ -183,15 +184,16 @@ Status Bench(const BenchFlags& flags) {
     return InvalidArgument("--repeats, --input-len, --output-len and --requests-factor must be at least 1");
   }
   GLINT_ASSIGN_OR_RETURN(EngineOptions options, ToEngineOptions(flags.engine));
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flags.model));
+  GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(flags.model, flags.path));
+  const Model* model = loaded.model.get();
   const ModelConfig& c = model->config();
   {
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> probe, EngineCore::Create(*model, options));
     std::printf("%s", probe->capacity().ToString().c_str());
   }
-  std::printf("model: %lld layers, hidden %lld, vocab %lld (fp32 reference forward)\n",
-              static_cast<long long>(c.num_hidden_layers), static_cast<long long>(c.hidden_size),
-              static_cast<long long>(c.vocab_size));
+  std::printf("model: %lld layers, hidden %lld, vocab %lld (%s)\n", static_cast<long long>(c.num_hidden_layers),
+              static_cast<long long>(c.hidden_size), static_cast<long long>(c.vocab_size),
+              loaded.description.c_str());
 
   if (!flags.skip_throughput) {
     std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
@@ -274,6 +276,7 @@ GLINT_REGISTER_COMMAND(
     [](CLI::App& command) {
       auto flags = std::make_shared<BenchFlags>();
       AddModelFlag(command, flags->model);
+      AddForwardPathFlags(command, flags->path);
       AddEngineFlags(command, flags->engine);
       command.add_option("--concurrency", flags->concurrency, "requests in flight, one point each")
           ->delimiter(',')

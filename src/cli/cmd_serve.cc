@@ -26,6 +26,7 @@ namespace {
 
 struct ServeFlags {
   ModelFlag model;
+  ForwardPathFlags path;
   std::string host = "127.0.0.1";
   int port = 8080;
   std::string api_key;
@@ -87,7 +88,9 @@ Status Serve(ServeFlags flags) {
     if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
   }
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel({dir}));
+  GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel({dir}, flags.path));
+  const Model* model = loaded.model.get();
+  LogInfo("forward pass: ", loaded.description);
   auto tokenizer = Tokenizer::Load(dir);
   if (!tokenizer.ok()) return tokenizer.status().WithContext("glint serve needs the checkpoint's tokenizer.json");
   std::optional<ChatTemplate> chat_template;
@@ -159,6 +162,7 @@ GLINT_REGISTER_COMMAND(
     [](CLI::App& command) -> std::function<Status()> {
       auto flags = std::make_shared<ServeFlags>();
       AddModelFlag(command, flags->model);
+      AddForwardPathFlags(command, flags->path);
       command.add_option("--host", flags->host, "address to bind (loopback by default)")->capture_default_str();
       command.add_option("--port", flags->port, "port to bind (0: any free port)")->capture_default_str();
       command.add_option("--api-key", flags->api_key,

@@ -1,6 +1,8 @@
 #include "cli/model_flags.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "base/file.h"
 #include "base/log.h"
@@ -49,6 +51,32 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
           load.weight_bytes / 1e9, " GB, ", IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ",
           load.seconds, " s");
   return std::unique_ptr<Model>(std::move(model));
+}
+
+void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
+  command.add_option("--path", flags.path,
+                     "forward pass: fast (int8/bf16 kernels) or reference (fp32, exact to the golden outputs, slow)")
+      ->check(CLI::IsMember({"fast", "reference"}))
+      ->capture_default_str();
+  command.add_option("--threads", flags.threads, "fast path worker threads (default: all cores)")
+      ->check(CLI::Range(0, 1024));
+}
+
+Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path) {
+  LoadedModel loaded;
+  if (path.path == "reference") {
+    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flag));
+    loaded.model = std::move(model);
+    loaded.description = "fp32 reference";
+    return loaded;
+  }
+  const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
+  loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
+  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool));
+  const auto& fast = static_cast<const FastModel&>(*loaded.model);
+  loaded.description =
+      StrCat("int8/bf16 fast path, ", IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
+  return loaded;
 }
 
 }  // namespace glint::cli

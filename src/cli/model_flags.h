@@ -25,4 +25,20 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
 // Loads the fast int8/bf16 model (a `glint convert` container, or a checkpoint converted in memory) on `pool`.
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool);
 
+// Which forward pass a serving command runs: the int8/bf16 fast path (docs/fast-path.md; the default) or the fp32
+// reference (the oracle: exact to the golden outputs, slow, fp32 weights in memory).
+struct ForwardPathFlags {
+  std::string path = "fast";  // "fast" | "reference" (checked by the flag)
+  int threads = 0;  // fast path worker threads; 0: all cores
+};
+void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags);
+
+// A loaded model with the worker pool it runs on (declared first, so it outlives the model).
+struct LoadedModel {
+  std::unique_ptr<WorkerPool> pool;  // null on the reference path
+  std::unique_ptr<Model> model;
+  std::string description;  // e.g. "int8/bf16 fast path, avx512-vnni, 2 threads" or "fp32 reference"
+};
+Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path);
+
 }  // namespace glint::cli

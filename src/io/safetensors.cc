@@ -110,7 +110,9 @@ int64_t TensorInfo::NumElements() const {
   return count;
 }
 
-std::string TensorInfo::ShapeString() const {
+std::string TensorInfo::ShapeString() const { return glint::ShapeString(shape); }
+
+std::string ShapeString(std::span<const int64_t> shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
   return text + "]";

@@ -26,6 +26,9 @@ std::string_view DTypeName(DType dtype);  // the safetensors spelling: "F32", "B
 Result<DType> ParseDType(std::string_view name);
 size_t DTypeSize(DType dtype);
 
+// "[4096, 154880]": a shape as error messages spell it.
+std::string ShapeString(std::span<const int64_t> shape);
+
 struct TensorInfo {
   std::string name;
   DType dtype = DType::kF32;

@@ -9,62 +9,21 @@
 #include "io/checkpoint_schema.h"
 #include "quant/formats.h"
 #include "quant/requantize.h"
+#include "model/weights.h"
 
 namespace glint {
 namespace {
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-bool IsFloat(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
-
-// The checkpoint rules of the fp32 loader (model/weights.cc), applied without decoding anything.
+// The checkpoint rules of the fp32 loader (model/weights.h), applied without decoding anything.
 Status CheckCheckpoint(const Checkpoint& checkpoint, const ModelConfig& c, bool with_mtp) {
   std::set<std::string> used;
   for (const TensorSpec& spec : ExpectedTensors(c)) {
     if (!with_mtp && c.HasMtp() && spec.layer == c.MtpLayerIndex()) continue;
-    const TensorInfo* info = checkpoint.Find(spec.name);
-    if (info == nullptr) return NotFound("tensor '", spec.name, "' is missing from the checkpoint");
-    if (info->shape != spec.shape) {
-      return InvalidArgument("tensor '", spec.name, "' has shape ", ShapeText(info->shape), "; expected ",
-                             ShapeText(spec.shape), " from config.json");
-    }
+    GLINT_ASSIGN_OR_RETURN(const CheckedTensor stored, CheckStoredTensor(checkpoint, c, spec));
     used.insert(spec.name);
-    const std::string scale_name = spec.name + "_scale_inv";
-    const TensorInfo* scale = checkpoint.Find(scale_name);
-    if (info->dtype == DType::kF8E4M3) {
-      if (spec.storage != TensorStorage::kFp8Block) {
-        return InvalidArgument("tensor '", spec.name, "' is F8_E4M3 but the release stores it as a float type");
-      }
-      if (!c.fp8) return InvalidArgument("tensor '", spec.name, "' is F8_E4M3 but config.json has no fp8 quantization_config");
-      if (scale == nullptr) return NotFound("FP8 tensor '", spec.name, "' has no '", scale_name, "'");
-      const auto expected = ScaleShape(spec.shape, c.fp8_block_rows, c.fp8_block_cols);
-      if (scale->dtype != DType::kF32 || scale->shape != expected) {
-        return InvalidArgument("'", scale_name, "' is ", DTypeName(scale->dtype), " ", ShapeText(scale->shape),
-                               "; expected F32 ", ShapeText(expected));
-      }
-      used.insert(scale_name);
-    } else {
-      if (!IsFloat(info->dtype)) {
-        return InvalidArgument("tensor '", spec.name, "' has dtype ", DTypeName(info->dtype),
-                               "; expected F8_E4M3, BF16, F16 or F32");
-      }
-      if (scale != nullptr) {
-        return InvalidArgument("tensor '", spec.name, "' is ", DTypeName(info->dtype), " but has a '", scale_name, "'");
-      }
-    }
+    if (stored.scale != nullptr) used.insert(stored.scale->name);
   }
-  const std::string mtp_prefix = LayerPrefix(c.MtpLayerIndex());
-  for (const TensorInfo& info : checkpoint.tensors()) {
-    if (used.count(info.name) || IsVisionTensorName(info.name)) continue;
-    if (!with_mtp && c.HasMtp() && info.name.starts_with(mtp_prefix)) continue;
-    return InvalidArgument("the checkpoint has tensor '", info.name,
-                           "' which GLM-5.3-Flash (as described by config.json) does not have");
-  }
-  return Status::Ok();
+  return CheckNoUnknownTensors(checkpoint, c, used, !with_mtp);
 }
 
 // A row source over a (validated) checkpoint tensor, rows = shape[0], cols = the product of the rest.

@@ -10,27 +10,66 @@
 #include "quant/formats.h"
 
 namespace glint {
+
+Result<CheckedTensor> CheckStoredTensor(const Checkpoint& checkpoint, const ModelConfig& config,
+                                       const TensorSpec& spec) {
+  const std::string& name = spec.name;
+  CheckedTensor stored;
+  stored.info = checkpoint.Find(name);
+  if (stored.info == nullptr) return NotFound("tensor '", name, "' is missing from the checkpoint");
+  const TensorInfo& info = *stored.info;
+  if (info.shape != spec.shape) {
+    return InvalidArgument("tensor '", name, "' has shape ", info.ShapeString(), "; expected ",
+                           ShapeString(spec.shape), " from config.json");
+  }
+  const std::string scale_name = name + "_scale_inv";
+  const TensorInfo* scale = checkpoint.Find(scale_name);
+  if (info.dtype == DType::kF8E4M3) {
+    if (spec.storage != TensorStorage::kFp8Block) {
+      return InvalidArgument("tensor '", name, "' is F8_E4M3 but the release stores it as a float type");
+    }
+    if (!config.fp8) {
+      return InvalidArgument("tensor '", name, "' is F8_E4M3 but config.json has no fp8 quantization_config");
+    }
+    if (scale == nullptr) return NotFound("FP8 tensor '", name, "' has no '", scale_name, "'");
+    const auto expected = ScaleShape(spec.shape, config.fp8_block_rows, config.fp8_block_cols);
+    if (scale->dtype != DType::kF32 || scale->shape != expected) {
+      return InvalidArgument("'", scale_name, "' is ", DTypeName(scale->dtype), " ", scale->ShapeString(),
+                             "; expected F32 ", ShapeString(expected), " (one scale per ", config.fp8_block_rows,
+                             "x", config.fp8_block_cols, " block)");
+    }
+    stored.scale = scale;
+    return stored;
+  }
+  if (info.dtype != DType::kF32 && info.dtype != DType::kBF16 && info.dtype != DType::kF16) {
+    return InvalidArgument("tensor '", name, "' has dtype ", DTypeName(info.dtype), "; expected ",
+                           spec.storage == TensorStorage::kFp8Block ? "F8_E4M3 (or BF16/F16/F32)"
+                                                                     : "BF16, F16 or F32");
+  }
+  if (scale != nullptr) {
+    return InvalidArgument("tensor '", name, "' is ", DTypeName(info.dtype), " but has a '", scale_name,
+                           "'; expected F8_E4M3 with block scales, or no scales");
+  }
+  return stored;
+}
+
+Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& config,
+                             const std::set<std::string>& used, bool skip_mtp) {
+  const std::string mtp_prefix = LayerPrefix(config.MtpLayerIndex());
+  for (const TensorInfo& info : checkpoint.tensors()) {
+    if (used.count(info.name) || IsVisionTensorName(info.name)) continue;
+    if (skip_mtp && config.HasMtp() && info.name.starts_with(mtp_prefix)) continue;
+    if (info.name.ends_with("_scale_inv") && used.count(info.name.substr(0, info.name.size() - 10))) {
+      return InvalidArgument("'", info.name, "' scales a tensor that is not stored as F8_E4M3");
+    }
+    return InvalidArgument("the checkpoint has tensor '", info.name,
+                           "' which GLM-5.3-Flash (as described by config.json) does not have");
+  }
+  return Status::Ok();
+}
+
 namespace {
 
-std::string ShapeText(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
-bool IsFloatDType(DType dtype) { return dtype == DType::kF32 || dtype == DType::kBF16 || dtype == DType::kF16; }
-
-float HalfToFloat(uint16_t bits) {
-  const uint32_t sign = (bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1f;
-  const uint32_t mantissa = bits & 0x3ff;
-  if (exponent == 0) {  // zero or subnormal: m · 2^-24
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
 
 // Binds tensors by name, tracking which checkpoint tensors were used so leftovers can be reported.
 class Binder {
@@ -42,44 +81,13 @@ class Binder {
   Result<std::vector<float>> Tensor(const std::string& name) {
     auto spec_it = specs_.find(name);
     if (spec_it == specs_.end()) return InternalError("no schema entry for '", name, "'");
-    const TensorSpec& spec = spec_it->second;
-    const TensorInfo* info = checkpoint_.Find(name);
-    if (info == nullptr) return NotFound("tensor '", name, "' is missing from the checkpoint");
-    if (info->shape != spec.shape) {
-      return InvalidArgument("tensor '", name, "' has shape ", ShapeText(info->shape), "; expected ",
-                             ShapeText(spec.shape), " from config.json");
-    }
+    GLINT_ASSIGN_OR_RETURN(const CheckedTensor stored, CheckStoredTensor(checkpoint_, config_, spec_it->second));
     used_.insert(name);
-    const std::string scale_name = name + "_scale_inv";
-    const TensorInfo* scale = checkpoint_.Find(scale_name);
-    if (info->dtype == DType::kF8E4M3) {
-      if (spec.storage != TensorStorage::kFp8Block) {
-        return InvalidArgument("tensor '", name, "' is F8_E4M3 but the release stores it as a float type");
-      }
-      if (!config_.fp8) {
-        return InvalidArgument("tensor '", name, "' is F8_E4M3 but config.json has no fp8 quantization_config");
-      }
-      if (scale == nullptr) return NotFound("FP8 tensor '", name, "' has no '", scale_name, "'");
-      const auto expected = ScaleShape(spec.shape, config_.fp8_block_rows, config_.fp8_block_cols);
-      if (scale->dtype != DType::kF32 || scale->shape != expected) {
-        return InvalidArgument("'", scale_name, "' is ", DTypeName(scale->dtype), " ", ShapeText(scale->shape),
-                               "; expected F32 ", ShapeText(expected), " (one scale per ", config_.fp8_block_rows,
-                               "x", config_.fp8_block_cols, " block)");
-      }
-      used_.insert(scale_name);
-      const TensorView scale_view = checkpoint_.ViewOf(*scale);
-      return DecodeToFloat(checkpoint_.ViewOf(*info), &scale_view, config_.fp8_block_rows, config_.fp8_block_cols);
-    }
-    if (!IsFloatDType(info->dtype)) {
-      return InvalidArgument("tensor '", name, "' has dtype ", DTypeName(info->dtype), "; expected ",
-                             spec.storage == TensorStorage::kFp8Block ? "F8_E4M3 (or BF16/F16/F32)"
-                                                                       : "BF16, F16 or F32");
-    }
-    if (scale != nullptr) {
-      return InvalidArgument("tensor '", name, "' is ", DTypeName(info->dtype), " but has a '", scale_name,
-                             "'; expected F8_E4M3 with block scales, or no scales");
-    }
-    return DecodeToFloat(checkpoint_.ViewOf(*info), nullptr, 0, 0);
+    if (stored.scale == nullptr) return DecodeToFloat(checkpoint_.ViewOf(*stored.info), nullptr, 0, 0);
+    used_.insert(stored.scale->name);
+    const TensorView scale_view = checkpoint_.ViewOf(*stored.scale);
+    return DecodeToFloat(checkpoint_.ViewOf(*stored.info), &scale_view, config_.fp8_block_rows,
+                         config_.fp8_block_cols);
   }
 
   Status Matrix2D(const std::string& name, Matrix& out) {
@@ -97,18 +105,7 @@ class Binder {
 
   // Every checkpoint tensor must have been bound, be a known companion, or be deliberately ignored.
   Status CheckNoLeftovers(const LoadOptions& options) const {
-    const std::string mtp_prefix = LayerPrefix(config_.MtpLayerIndex());
-    for (const TensorInfo& info : checkpoint_.tensors()) {
-      if (used_.count(info.name) || IsVisionTensorName(info.name)) continue;
-      if (!options.load_mtp && config_.HasMtp() && info.name.starts_with(mtp_prefix)) continue;
-      if (specs_.count(info.name) == 0 && info.name.ends_with("_scale_inv") &&
-          specs_.count(info.name.substr(0, info.name.size() - 10))) {
-        return InvalidArgument("'", info.name, "' scales a tensor that is not stored as F8_E4M3");
-      }
-      return InvalidArgument("the checkpoint has tensor '", info.name,
-                             "' which GLM-5.3-Flash (as described by config.json) does not have");
-    }
-    return Status::Ok();
+    return CheckNoUnknownTensors(checkpoint_, config_, used_, !options.load_mtp);
   }
 
  private:
@@ -204,7 +201,7 @@ Result<std::vector<float>> DecodeToFloat(const TensorView& view, const TensorVie
       for (int64_t i = 0; i < count; ++i) {
         uint16_t bits;
         std::memcpy(&bits, bytes + 2 * i, 2);
-        out[i] = HalfToFloat(bits);
+        out[i] = Fp16ToFloat(bits);
       }
       break;
     case DType::kF8E4M3: {

@@ -9,10 +9,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "base/status.h"
+#include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 
@@ -126,6 +128,20 @@ struct LoadOptions {
 // tensor without its `_scale_inv` (or with one of the wrong shape).
 Result<ModelWeights> LoadModelWeights(const Checkpoint& checkpoint, const ModelConfig& config,
                                       const LoadOptions& options = {});
+
+// The checkpoint rules every weight loader applies (the fp32 binder here and the fast path's converter), so
+// both accept and refuse the same files with the same messages.
+// A tensor against its schema entry: present, of the expected shape, either F8_E4M3 (only where the release
+// stores FP8, with an F32 `_scale_inv` of one scale per block) or F32/BF16/F16 without scales.
+struct CheckedTensor {
+  const TensorInfo* info = nullptr;
+  const TensorInfo* scale = nullptr;  // the `_scale_inv` companion; null unless info is F8_E4M3
+};
+Result<CheckedTensor> CheckStoredTensor(const Checkpoint& checkpoint, const ModelConfig& config, const TensorSpec& spec);
+// After binding: every tensor of the checkpoint was used (`used` names tensors and scales), is a vision tensor
+// (skipped: text-only serving), or belongs to the MTP layer while `skip_mtp`.
+Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& config,
+                             const std::set<std::string>& used, bool skip_mtp);
 
 // Decodes one float tensor (F32/BF16/F16, or F8_E4M3 with `scale`) to fp32. Exposed for tests.
 Result<std::vector<float>> DecodeToFloat(const TensorView& view, const TensorView* scale, int64_t block_rows,

@@ -27,6 +27,19 @@ inline bf16_bits FloatToBf16(float value) {
 // Rounds an fp32 to the nearest bf16 value and back (the rounding points of the HF bf16 model).
 inline float RoundToBf16(float value) { return Bf16ToFloat(FloatToBf16(value)); }
 
+// Decodes one IEEE binary16 (F16 tensors of a checkpoint). Exact: every fp16 value is an fp32 value.
+inline float Fp16ToFloat(uint16_t bits) {
+  const uint32_t sign = (bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1f;
+  const uint32_t mantissa = bits & 0x3ff;
+  if (exponent == 0) {  // zero or subnormal: m · 2^-24
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));  // re-bias 15 → 127
+}
+
 // Decodes one e4m3fn byte. Exact; NaN codes (0x7f, 0xff) give NaN.
 inline float Fp8E4m3ToFloat(uint8_t code) {
   const uint32_t sign = (code & 0x80u) << 24;

@@ -10,18 +10,6 @@
 namespace glint {
 namespace {
 
-float HalfBitsToFloat(uint16_t bits) {
-  const uint32_t sign = (bits & 0x8000u) << 16;
-  const uint32_t exponent = (bits >> 10) & 0x1f;
-  const uint32_t mantissa = bits & 0x3ff;
-  if (exponent == 0) {  // zero or subnormal: m · 2^-24
-    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-    return sign ? -magnitude : magnitude;
-  }
-  if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
-}
-
 Status CheckRange(const char* what, int64_t rows, int64_t begin, int64_t count) {
   if (begin < 0 || count < 0 || begin + count > rows) {
     return InternalError(what, " source read rows [", begin, ", ", begin + count, ") of ", rows);
@@ -100,7 +88,7 @@ RowSource F16Source(const uint8_t* bytes, int64_t rows, int64_t cols) {
     for (int64_t i = 0; i < count * cols; ++i) {
       uint16_t bits;
       std::memcpy(&bits, src + 2 * i, 2);
-      out[i] = HalfBitsToFloat(bits);
+      out[i] = Fp16ToFloat(bits);
     }
     return Status::Ok();
   };

@@ -3,8 +3,11 @@
 #  - `glint score` on held-out token sequences against the logits of the PyTorch training tool (tools/train, an
 #    independent implementation, float64 on the same exported weights): every row's max |Δlogit| ≤ 1e-3 × std,
 #    top-1 agreement 100 %, mean KL ≤ 1e-6 nats, and the held-out perplexity is the recorded one (1e-4 relative);
-#  - `glint run --temperature 0` reproduces the PyTorch greedy continuations of the recorded prompts (plain text
-#    and GLM's chat template), token for token.
+#  - `glint score --fast` (the int8 path) against the fp32 path within docs/quality.md's W8A8 thresholds;
+#  - `glint run --path reference --temperature 0` reproduces the PyTorch greedy continuations of the recorded
+#    prompts (plain text and GLM's chat template), token for token; the int8 fast path (the default) starts the
+#    same continuation (its figure, the tokens it shares before the first divergence, is printed: one early
+#    near-tie flipped by int8 rounding changes everything after it, so only the first token is required).
 # Args: path-to-glint, tests/data dir.
 set -euo pipefail
 glint="$1"
@@ -28,6 +31,20 @@ awk -v a="$measured" -v b="$recorded" 'BEGIN { d = a - b; if (d < 0) d = -d; exi
   fail "held-out NLL $measured nats/token, recorded $recorded"
 echo "held-out NLL $measured nats/token (recorded $recorded)"
 
+# The int8 fast path against the fp32 path (docs/quality.md, W8A8 thresholds: top-1 ≥ 98 %, mean KL ≤ 3e-4 nats,
+# perplexity within 0.5 %), weighted over all positions.
+"$glint" score --model "$model" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
+  --dump-logits "$work/fp32.safetensors" >/dev/null 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "fp32 dump"; }
+"$glint" score --fast --model "$model" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
+  --reference "$work/fp32.safetensors" >"$work/fast" 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "fast score"; }
+cat "$work/fast"
+awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
+     $1 == "all" { nll = $3 }
+     END { d = (nll - fp32) / fp32; if (d < 0) d = -d
+           printf "fast path: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
+           exit !(top1 / n >= 0.98 && kl / n <= 3e-4 && d <= 0.005) }' "$work/fast" ||
+  fail "the fast path misses the W8A8 quality thresholds of docs/quality.md"
+
 count=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["greedy"]))' "$expected")
 [[ $count -ge 3 ]] || fail "expected.json has $count greedy cases"
 for ((i = 0; i < count; i++)); do
@@ -36,9 +53,16 @@ for ((i = 0; i < count; i++)); do
   want=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["greedy"][int(sys.argv[2])]["ids"])))' \
     "$expected" "$i")
   n=$(wc -w <<<"$want")
-  got=$("$glint" run --model "$model" --prompt "$prompt" --temperature 0 --max-tokens 24 --print-ids 2>/dev/null |
-    tr -s ' \n' ' ' | sed 's/ *$//')
+  got=$("$glint" run --path reference --model "$model" --prompt "$prompt" --temperature 0 --max-tokens 24 \
+    --print-ids 2>/dev/null | tr -s ' \n' ' ' | sed 's/ *$//')
   [[ "$got" == "$want" ]] || fail "greedy continuation of '$prompt': got [$got], PyTorch [$want]"
-  echo "greedy '$prompt': $n tokens identical"
+  fast=$("$glint" run --model "$model" --prompt "$prompt" --temperature 0 --max-tokens 24 --print-ids 2>/dev/null |
+    tr -s ' \n' ' ' | sed 's/ *$//')
+  read -ra w <<<"$want"
+  read -ra f <<<"$fast"
+  shared=0
+  while ((shared < ${#w[@]} && shared < ${#f[@]})) && [[ "${w[shared]}" == "${f[shared]}" ]]; do ((shared += 1)); done
+  ((shared >= 1)) || fail "the fast path's greedy continuation of '$prompt' differs at the first token: [$fast]"
+  echo "greedy '$prompt': $n tokens identical (reference path); fast path shares the first $shared"
 done
 echo "glint_tiny: all checks passed"

@@ -49,6 +49,14 @@ expect_error "give exactly one of --prompt TEXT or --tokens IDS" "$glint" run --
 expect_error "out of range" "$glint" run --model "$data/golden/tiny-dense" --tokens 1,999
 expect_error "expected integers" "$glint" run --model "$data/golden/tiny-dense" --tokens 1,x
 expect_error "The following argument was not expected: --bogus" "$glint" run --bogus
+expect_error "--path: fp16 not in {fast,reference}" "$glint" run --path fp16 --tokens 1
+# Both forward paths generate from the golden checkpoint, and say which one ran.
+for path in fast reference; do
+  "$glint" run --path "$path" --model "$data/golden/tiny-sparse" --tokens 113,247,99 --max-tokens 3 --temperature 0 --ignore-eos \
+    --print-ids >"$work/p" 2>"$work/p.err" || fail "run --path $path failed: $(cat "$work/p.err")"
+  [[ $(wc -w <"$work/p") -eq 3 ]] || fail "run --path $path: expected 3 ids, got $(cat "$work/p")"
+done
+grep -q "fp32 reference" "$work/p.err" || fail "run does not say which forward path ran: $(cat "$work/p.err")"
 expect_error "top_p" "$glint" run --model "$data/golden/tiny-dense" --tokens 1 --top-p 2
 echo '[[1, 2], [3, "x"]]' >"$work/bad.json"
 expect_error "sequence 1 entry 1" "$glint" score --model "$data/golden/tiny-dense" --tokens-file "$work/bad.json"

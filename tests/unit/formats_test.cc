@@ -56,6 +56,24 @@ TEST(Fp8E4m3, EncodeRoundsToNearestEvenAndSaturates) {
   EXPECT_EQ(FloatToFp8E4m3(0x1p-11f), 0x00);  // below half the smallest subnormal → 0
 }
 
+// Every one of the 65,536 binary16 codes against the compiler's own _Float16 conversion (an independent
+// implementation): equal values, or both NaN with the same sign.
+TEST(Fp16, AllCodesDecodeExactly) {
+  for (uint32_t code = 0; code < 65536; ++code) {
+    const float ours = Fp16ToFloat(static_cast<uint16_t>(code));
+    const float theirs = static_cast<float>(std::bit_cast<_Float16>(static_cast<uint16_t>(code)));
+    if (std::isnan(theirs)) {
+      ASSERT_TRUE(std::isnan(ours)) << "code " << code;
+      ASSERT_EQ(std::signbit(ours), std::signbit(theirs)) << "code " << code;
+    } else {
+      ASSERT_EQ(std::bit_cast<uint32_t>(ours), std::bit_cast<uint32_t>(theirs)) << "code " << code;
+    }
+  }
+  EXPECT_EQ(Fp16ToFloat(0x3c00), 1.0f);
+  EXPECT_EQ(Fp16ToFloat(0x0001), std::ldexp(1.0f, -24));  // the smallest subnormal
+  EXPECT_EQ(Fp16ToFloat(0x7bff), 65504.0f);               // the largest finite
+}
+
 TEST(Bf16, DecodeIsTheTopHalfOfFp32) {
   for (uint32_t bits = 0; bits < 0x10000; ++bits) {
     const float value = Bf16ToFloat(static_cast<bf16_bits>(bits));

@@ -1,6 +1,8 @@
 // The worker pool: every task runs exactly once per call, on a valid worker id, for many consecutive calls (the
 // hand-off between calls is where a race would lose or repeat a task), including calls after idle workers went to
 // sleep; ParallelFor covers its range exactly.
+#include <signal.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -44,6 +46,29 @@ TEST(WorkerPool, WakesSleepingWorkersAndUsesThem) {
     });
     EXPECT_GT(on_worker_one.load(), 0) << "round " << round;
   }
+}
+
+// A process-directed SIGTERM must never land on a compute thread (it would kill `glint serve` instead of draining
+// it): workers block every signal, and the creating thread's own mask is left as it was.
+TEST(WorkerPool, WorkersBlockSignalsAndTheCallerKeepsItsMask) {
+  sigset_t before;
+  pthread_sigmask(SIG_BLOCK, nullptr, &before);
+  ASSERT_FALSE(sigismember(&before, SIGTERM));
+  WorkerPool pool(2);
+  sigset_t after;
+  pthread_sigmask(SIG_BLOCK, nullptr, &after);
+  EXPECT_FALSE(sigismember(&after, SIGTERM));
+  std::atomic<int> checked{0}, unblocked{0};
+  pool.Run(16, [&](int64_t, int worker) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (worker == 0) return;
+    sigset_t mask;
+    pthread_sigmask(SIG_BLOCK, nullptr, &mask);
+    checked.fetch_add(1);
+    if (!sigismember(&mask, SIGTERM) || !sigismember(&mask, SIGINT)) unblocked.fetch_add(1);
+  });
+  EXPECT_GT(checked.load(), 0);
+  EXPECT_EQ(unblocked.load(), 0);
 }
 
 TEST(WorkerPool, ParallelForCoversTheRangeExactly) {
