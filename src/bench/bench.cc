@@ -22,6 +22,16 @@ Status MakeDirectory(const std::string& dir) {
 
 bool HasParetoPoint(const ParetoSeries& series) { return !series.points.empty(); }
 
+// The first error of a sweep in which no measured request completed; empty if one did (or none was sent).
+std::string FirstErrorIfAllFailed(const BenchRun& run) {
+  std::string first_error;
+  for (const LevelResult& level : run.levels) {
+    if (level.completed > 0) return "";
+    if (first_error.empty() && !level.error_examples.empty()) first_error = level.error_examples.front();
+  }
+  return first_error.substr(0, 400);
+}
+
 }  // namespace
 
 Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop, std::FILE* table_out,
@@ -57,7 +67,8 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
                                     config.input_len, "/", config.output_len, ", ", config.chips, " chip(s))"));
     if (plot_status.ok()) std::fprintf(table_out, "plot: %s\n", png.c_str());
   } else if (!run.interrupted) {
-    plot_status = FailedPrecondition("no level produced a Pareto point (every request failed?), so no plot");
+    plot_status = FailedPrecondition(
+        "no level produced a Pareto point (with --output-len 1 there is no TPOT, so no interactivity)");
   }
   std::fflush(table_out);
 
@@ -67,6 +78,11 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
   if (!run_status.ok()) {
     return run_status.WithContext(
         StrCat("sweep stopped early (results of the finished levels are in ", config.out_dir, ")"));
+  }
+  // Nothing was measured: the server's reason is the error, not the missing plot.
+  if (const std::string first_error = FirstErrorIfAllFailed(run); !first_error.empty()) {
+    return FailedPrecondition("every measured request failed (results written to ", config.out_dir,
+                              "); the first: ", first_error);
   }
   return plot_status.WithContext(StrCat("results written to ", config.out_dir, ", but the Pareto plot failed"));
 }

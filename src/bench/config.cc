@@ -92,6 +92,28 @@ Status ValidateConfig(const BenchConfig& config) {
   return Status::Ok();
 }
 
+Status CheckFitsContext(const BenchConfig& config, int64_t max_model_len) {
+  GLINT_ASSIGN_OR_RETURN(const LengthRange input,
+                         ComputeLengthRange(config.input_len, RangeRatio(config), config.range_convention));
+  GLINT_ASSIGN_OR_RETURN(const LengthRange output,
+                         ComputeLengthRange(config.output_len, RangeRatio(config), config.range_convention));
+  // random: prompt lengths include the special tokens, so prompt + max_tokens is exactly what the server counts.
+  // multiturn: a first turn's message alone has that many tokens; the chat template only adds (special) tokens.
+  int64_t longest_prompt = input.max;
+  const char* prompt_flag = "--input-len";
+  if (config.workload == WorkloadKind::kMultiTurn && config.subagent_every > 0 && config.subagents > 0 &&
+      config.turns > config.subagent_every && config.subagent_input_len > longest_prompt) {
+    longest_prompt = config.subagent_input_len;  // a burst happens, and its fresh contexts are the longest
+    prompt_flag = "--subagent-input-len";
+  }
+  const int64_t needed = longest_prompt + output.max;
+  if (needed <= max_model_len) return Status::Ok();
+  return InvalidArgument(config.workload == WorkloadKind::kRandom ? "requests need up to " : "first turns need at least ",
+                         longest_prompt, " + ", output.max, " = ", needed,
+                         " tokens (prompt + output) but the server's max_model_len is ", max_model_len,
+                         " (GET /v1/models): lower ", prompt_flag, " or --output-len, or raise the server's limit");
+}
+
 nlohmann::json ConfigToJson(const BenchConfig& config) {
   nlohmann::json json;
   json["base_url"] = config.base_url;

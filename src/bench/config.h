@@ -69,6 +69,10 @@ struct BenchConfig {
 // Checks every field and the combinations (e.g. multiturn needs text prompts); the message names the flag.
 Status ValidateConfig(const BenchConfig& config);
 
+// Refuses a run whose longest request cannot fit the server's context (`max_model_len` of GET /v1/models):
+// prompt + max_tokens past it is a 400 for every such request. The message names the flags to change.
+Status CheckFitsContext(const BenchConfig& config, int64_t max_model_len);
+
 double RangeRatio(const BenchConfig& config);  // the ratio in effect (the convention's "fixed" default)
 int64_t SessionsForLevel(const BenchConfig& config, int concurrency);
 int64_t WarmupsForLevel(const BenchConfig& config, int concurrency);

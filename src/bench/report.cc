@@ -1,5 +1,6 @@
 #include "bench/report.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -141,6 +142,19 @@ std::vector<std::pair<std::string, json>> ConfigColumns(const BenchRun& run) {
   columns.emplace_back("run_started_at", run.started_at);
   columns.emplace_back("run_interrupted", run.interrupted);
   return columns;
+}
+
+// The first `max_bytes` of `text` (cut at a UTF-8 character boundary) and "..." when longer; newlines become
+// spaces, so a server's multi-line error stays on one table line.
+std::string Shorten(std::string text, size_t max_bytes) {
+  if (text.size() > max_bytes) {
+    size_t cut = max_bytes;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+    text = text.substr(0, cut) + "...";
+  }
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  std::replace(text.begin(), text.end(), '\r', ' ');
+  return text;
 }
 
 std::string Fixed(double value, int decimals) {
@@ -301,6 +315,8 @@ std::string SummaryTable(const BenchRun& run) {
                       " length=", Fixed(l.spec_decode->acceptance_length, 2));
     }
     if (!notes.empty()) out += StrCat("  c=", l.concurrency, ":", notes, "\n");
+    // The server's own words on why requests failed (e.g. a 400 naming the bad field); all in results.json.
+    if (!l.error_examples.empty()) out += StrCat("    first error: ", Shorten(l.error_examples.front(), 400), "\n");
   }
   if (run.interrupted) out += "  interrupted by Ctrl-C: the last level is partial, later levels were not run\n";
   if (!run.stopped_by_error.empty()) out += StrCat("  stopped early: ", run.stopped_by_error, "\n");

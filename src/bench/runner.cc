@@ -247,19 +247,38 @@ PhaseResult RunPhase(const BenchConfig& config, const HttpOptions& http, const s
   return result;
 }
 
-Result<std::string> ResolveModel(HttpClient& http, const std::string& requested) {
+// A model as GET /v1/models lists it.
+struct ServedModel {
+  std::string id;
+  std::optional<int64_t> max_model_len;  // vLLM's and glint's extension field; absent on other servers
+};
+
+// Resolves --model against GET /v1/models (the first listed model when --model is empty).
+Result<ServedModel> ResolveModel(HttpClient& http, const BenchConfig& config) {
+  const std::string& requested = config.model;
   auto reply = http.Get("/v1/models");
   if (!reply.ok()) {
     return reply.status().WithContext(StrCat("cannot reach the server at ", http.options().base.origin));
   }
-  std::vector<std::string> served;
+  // Without the right key nothing else will work either: say so before guessing anything.
+  if (reply->status == 401 || reply->status == 403) {
+    return FailedPrecondition("GET /v1/models returned HTTP ", reply->status, " (", reply->body.substr(0, 300), "): ",
+                              config.api_key.empty()
+                                  ? "the server requires an API key: pass --api-key KEY or set OPENAI_API_KEY"
+                                  : "the server refused the API key given by --api-key or OPENAI_API_KEY");
+  }
+  std::vector<ServedModel> served;
   if (reply->status == 200) {
     json parsed = json::parse(reply->body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_object() && parsed.contains("data") && parsed["data"].is_array()) {
       for (const json& entry : parsed["data"]) {
-        if (entry.is_object() && entry.contains("id") && entry["id"].is_string()) {
-          served.push_back(entry["id"].get<std::string>());
+        if (!entry.is_object() || !entry.contains("id") || !entry["id"].is_string()) continue;
+        ServedModel model{entry["id"].get<std::string>(), std::nullopt};
+        if (entry.contains("max_model_len") && entry["max_model_len"].is_number_integer() &&
+            entry["max_model_len"].get<int64_t>() > 0) {
+          model.max_model_len = entry["max_model_len"].get<int64_t>();
         }
+        served.push_back(std::move(model));
       }
     }
   }
@@ -269,13 +288,16 @@ Result<std::string> ResolveModel(HttpClient& http, const std::string& requested)
     }
     return served.front();
   }
-  if (!served.empty() && std::find(served.begin(), served.end(), requested) == served.end()) {
-    std::string list;
-    for (const std::string& name : served) list += (list.empty() ? "" : ", ") + name;
-    return InvalidArgument("--model ", requested, " is not served; GET /v1/models lists: ", list);
+  if (served.empty()) {
+    LogWarning("GET /v1/models returned HTTP ", reply->status, " and no model; using --model ", requested);
+    return ServedModel{requested, std::nullopt};
   }
-  if (served.empty()) LogWarning("GET /v1/models returned HTTP ", reply->status, "; using --model ", requested);
-  return requested;
+  for (const ServedModel& model : served) {
+    if (model.id == requested) return model;
+  }
+  std::string list;
+  for (const ServedModel& model : served) list += (list.empty() ? "" : ", ") + model.id;
+  return InvalidArgument("--model ", requested, " is not served; GET /v1/models lists: ", list);
 }
 
 Result<SpecDecodeCounters> ScrapeSpecDecode(HttpClient& http) {
@@ -326,7 +348,9 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
   GLINT_ASSIGN_OR_RETURN(http.base, ParseBaseUrl(config.base_url));
   http.api_key = config.api_key;
   HttpClient setup(http, std::min(config.request_timeout_s, 300.0));
-  GLINT_ASSIGN_OR_RETURN(config.model, ResolveModel(setup, config.model));
+  GLINT_ASSIGN_OR_RETURN(const ServedModel served, ResolveModel(setup, config));
+  config.model = served.id;
+  if (served.max_model_len) GLINT_RETURN_IF_ERROR(CheckFitsContext(config, *served.max_model_len));
   if (config.label.empty()) config.label = StrCat(config.model, " @ ", config.base_url);
   ServerTokenizer tokenizer(setup, config.model);
   PromptFactory prompts(tokenizer);

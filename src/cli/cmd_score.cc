@@ -13,6 +13,7 @@
 #include "engine/sampling.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
+#include "memory/item_arena.h"
 #include "model/model.h"
 
 namespace glint::cli {
@@ -25,7 +26,43 @@ struct ScoreFlags {
   std::string tokens_file;
   std::string dump_logits;
   std::string reference;
+  std::string kda_state = "fp32";  // storage of the KDA recurrent state: fp32 | bf16
+  bool token_by_token = false;     // one token per forward call (the decode path) instead of one call per sequence
 };
+
+// The logits [T, V] of every position of `tokens` from a fresh sequence: one call, or one call per token (the
+// decode path: the KDA state is stored, and with bf16 storage rounded, after every token). The sequence's memory
+// is laid out with the chosen KDA state storage and bound like an engine's.
+Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const int32_t> tokens,
+                                          KdaStateStorage storage, bool token_by_token) {
+  const ModelConfig& c = model.config();
+  CacheOptions options;
+  options.block_tokens = StandaloneBlockTokens(c);
+  options.kda_state = storage;
+  GLINT_ASSIGN_OR_RETURN(CacheLayout made, model.CacheLayoutFor(options));
+  auto layout = std::make_shared<const CacheLayout>(std::move(made));
+  const int64_t length = static_cast<int64_t>(tokens.size());
+  const int64_t blocks_needed = (length + options.block_tokens - 1) / options.block_tokens;
+  GLINT_ASSIGN_OR_RETURN(ItemArena blocks, ItemArena::Fixed(blocks_needed, layout->block_bytes));
+  GLINT_ASSIGN_OR_RETURN(ItemArena slot, ItemArena::Fixed(1, layout->slot_bytes));
+  std::vector<int32_t> table(blocks_needed);  // [blocks]
+  for (int64_t b = 0; b < blocks_needed; ++b) table[b] = static_cast<int32_t>(b);
+  SequenceState state = model.BindSequence(layout, {&blocks, &table, slot.Item(0)}, 0);
+  std::vector<EntryOutput> outputs;
+  if (!token_by_token) {
+    const BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+    GLINT_RETURN_IF_ERROR(model.Forward({&entry, 1}, outputs));
+    return std::move(outputs[0].logits);
+  }
+  std::vector<float> logits;  // [T, V]
+  logits.reserve(length * c.vocab_size);
+  for (const int32_t& token : tokens) {
+    const BatchEntry entry{std::span<const int32_t>(&token, 1), &state, LogitsWanted::kLast, false};
+    GLINT_RETURN_IF_ERROR(model.Forward({&entry, 1}, outputs));
+    logits.insert(logits.end(), outputs[0].logits.begin(), outputs[0].logits.end());
+  }
+  return logits;
+}
 
 // log Σ exp(row) with the max subtracted, in double.   row: [V]
 double LogSumExp(const float* row, int64_t n) {
@@ -81,6 +118,7 @@ Status RunScore(const ScoreFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(model, LoadReferenceModel(flags.model));
   }
   const ModelConfig& c = model->config();
+  const KdaStateStorage storage = flags.kda_state == "bf16" ? KdaStateStorage::kBfloat16 : KdaStateStorage::kFloat32;
   GLINT_ASSIGN_OR_RETURN(auto sequences, ReadTokenSequences(flags.tokens_file, c.vocab_size));
   std::unique_ptr<Checkpoint> reference;
   if (!flags.reference.empty()) {
@@ -96,11 +134,9 @@ Status RunScore(const ScoreFlags& flags) {
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto& tokens = sequences[i];
     const int64_t length = static_cast<int64_t>(tokens.size());
-    SequenceState state = model->NewSequence();
-    std::vector<EntryOutput> outputs;
-    const BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
-    GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs).WithContext(StrCat("sequence ", i)));
-    const std::vector<float>& logits = outputs[0].logits;  // [T, V]
+    auto computed = SequenceLogits(*model, tokens, storage, flags.token_by_token);
+    if (!computed.ok()) return computed.status().WithContext(StrCat("sequence ", i));
+    const std::vector<float>& logits = *computed;  // [T, V]
     // NLL of token t+1 under the distribution at position t.
     double nll = 0;
     for (int64_t t = 0; t + 1 < length; ++t) {
@@ -155,6 +191,13 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                          command.add_option("--reference", flags->reference,
                                             "safetensors with logits.<i> to compare against (e.g. golden expected.safetensors)")
                              ->check(CLI::ExistingFile);
+                         command.add_option("--kda-state", flags->kda_state,
+                                            "storage of the KDA recurrent state (as the engine's --kda-state)")
+                             ->check(CLI::IsMember({"fp32", "bf16"}))
+                             ->capture_default_str();
+                         command.add_flag("--token-by-token", flags->token_by_token,
+                                          "one token per forward call (the decode path) instead of the whole "
+                                          "sequence at once");
                          return [flags] { return RunScore(*flags); };
                        });
 

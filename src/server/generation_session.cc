@@ -226,6 +226,9 @@ bool GenerationSession::Stream(ClientConnection& connection, bool include_usage)
     }
   }
   if (client_gone_) return false;
+  // Every output is in, so the request is finished: count it in /metrics before the client can see [DONE], or a
+  // client that reads [DONE] and then scrapes /metrics (glint bench does, after each level) may miss it.
+  ReportFinished();
   std::string tail;
   if (include_usage) {
     tail += "data: " + formatter_->UsageChunk(Usage()).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
@@ -235,7 +238,6 @@ bool GenerationSession::Stream(ClientConnection& connection, bool include_usage)
     client_gone_ = true;
     return false;
   }
-  ReportFinished();
   return true;
 }
 

@@ -3,7 +3,8 @@
 #  - `glint score` on held-out token sequences against the logits of the PyTorch training tool (tools/train, an
 #    independent implementation, float64 on the same exported weights): every row's max |Δlogit| ≤ 1e-3 × std,
 #    top-1 agreement 100 %, mean KL ≤ 1e-6 nats, and the held-out perplexity is the recorded one (1e-4 relative);
-#  - `glint score --fast` (the int8 path) against the fp32 path within docs/quality.md's W8A8 thresholds;
+#  - `glint score --fast` (the int8 path) against the fp32 path within docs/quality.md's W8A8 thresholds, and
+#    bf16 KDA state storage (decoded token by token) against fp32 state within the same thresholds;
 #  - `glint run --path reference --temperature 0` reproduces the PyTorch greedy continuations of the recorded
 #    prompts (plain text and GLM's chat template), token for token; the int8 fast path (the default) starts the
 #    same continuation (its figure, the tokens it shares before the first divergence, is printed: one early
@@ -44,6 +45,21 @@ awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl +=
            printf "fast path: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
            exit !(top1 / n >= 0.98 && kl / n <= 3e-4 && d <= 0.005) }' "$work/fast" ||
   fail "the fast path misses the W8A8 quality thresholds of docs/quality.md"
+
+# bf16 KDA state storage on the decode path (S rounded after every token), against fp32 state on the same path,
+# within the same thresholds (docs/quality.md).
+"$glint" score --fast --token-by-token --model "$model" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
+  --dump-logits "$work/fp32-state.safetensors" >/dev/null 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "fp32-state dump"; }
+"$glint" score --fast --token-by-token --kda-state bf16 --model "$model" \
+  --tokens-file "$data/glint-tiny/crosscheck_tokens.json" --reference "$work/fp32-state.safetensors" \
+  >"$work/bf16" 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "bf16-state score"; }
+cat "$work/bf16"
+awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
+     $1 == "all" { nll = $3 }
+     END { d = (nll - fp32) / fp32; if (d < 0) d = -d
+           printf "bf16 KDA state: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
+           exit !(top1 / n >= 0.98 && kl / n <= 3e-4 && d <= 0.005) }' "$work/bf16" ||
+  fail "bf16 KDA state storage misses the thresholds of docs/quality.md"
 
 count=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["greedy"]))' "$expected")
 [[ $count -ge 3 ]] || fail "expected.json has $count greedy cases"

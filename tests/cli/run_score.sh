@@ -50,6 +50,7 @@ expect_error "out of range" "$glint" run --model "$data/golden/tiny-dense" --tok
 expect_error "expected integers" "$glint" run --model "$data/golden/tiny-dense" --tokens 1,x
 expect_error "The following argument was not expected: --bogus" "$glint" run --bogus
 expect_error "--path: fp16 not in {fast,reference}" "$glint" run --path fp16 --tokens 1
+expect_error "--kda-state: fp16 not in {fp32,bf16}" "$glint" score --kda-state fp16 --tokens-file "$data/golden/tiny-dense/tokens.json"
 # Both forward paths generate from the golden checkpoint, and say which one ran.
 for path in fast reference; do
   "$glint" run --path "$path" --model "$data/golden/tiny-sparse" --tokens 113,247,99 --max-tokens 3 --temperature 0 --ignore-eos \

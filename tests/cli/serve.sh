@@ -6,47 +6,9 @@
 set -euo pipefail
 glint="$1"
 data="$2"
-work="$(mktemp -d)"
-export GLINT_CACHE_DIR="$work/cache"
-pid=""
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [[ -f "$work/server.log" ]] && tail -20 "$work/server.log" >&2
-  exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/serve_util.sh"  # $work, fail, start_server, stop_server, metric
 
 ENGINE=(--memory 128M --max-seqs 8 --max-model-len 1024)
-
-# start_server ARGS...: runs glint serve on port 0 and sets $pid, $port, $base.
-start_server() {
-  "$glint" serve --port 0 "${ENGINE[@]}" "$@" >"$work/server.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 1200); do
-    grep -q "serving .* on http://" "$work/server.log" && break
-    kill -0 "$pid" 2>/dev/null || fail "glint serve exited: $(cat "$work/server.log")"
-    sleep 0.1
-  done
-  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/server.log" | head -1)"
-  [[ -n "$port" ]] || fail "no port in the log"
-  base="http://127.0.0.1:$port"
-}
-
-# stop_server: SIGTERM, and the exit status must be 0.
-stop_server() {
-  kill -TERM "$pid"
-  local status=0
-  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$pid" 2>/dev/null && fail "glint serve did not stop within 60 s of SIGTERM"
-  wait "$pid" || status=$?
-  pid=""
-  [[ $status -eq 0 ]] || fail "glint serve exited $status after SIGTERM"
-}
 
 # request METHOD PATH [BODY-FILE] [CURL ARGS...]: prints the status; the body goes to $work/body.
 request() {
@@ -82,9 +44,7 @@ if sys.argv[2]:
 EOF
 }
 
-metric() { curl -s --max-time 10 "$base/metrics" | awk -v n="$1" '$1 == n { print $2 }'; }
-
-start_server --served-model-name tiny
+start_server "${ENGINE[@]}" --served-model-name tiny
 grep -q "on http://127.0.0.1:" "$work/server.log" || fail "does not bind loopback by default"
 
 # ---- plain endpoints ----
@@ -223,7 +183,11 @@ tail -c 20 "$work/last_stream" | grep -q "data: \[DONE\]" || fail "the in-flight
 
 # ---- the API key: --api-key, and $GLINT_API_KEY ----
 for how in flag env; do
-  if [[ $how == flag ]]; then start_server --api-key sk-local; else GLINT_API_KEY=sk-local start_server; fi
+  if [[ $how == flag ]]; then
+    start_server "${ENGINE[@]}" --api-key sk-local
+  else
+    GLINT_API_KEY=sk-local start_server "${ENGINE[@]}"
+  fi
   expect_status 200 "$(request GET /health)" "health without a key ($how)"
   expect_error 401 "$(request GET /v1/models)" "no key ($how)" invalid_api_key
   expect_error 401 "$(request GET /metrics "" -H "Authorization: Bearer nope")" "wrong key ($how)"

@@ -29,6 +29,37 @@ TEST(BenchConfig, DefaultsFollowTheServingDoc) {
   EXPECT_EQ(WarmupsForLevel(vllm, 64), 0);
 }
 
+TEST(BenchConfig, TheLongestRequestMustFitTheServersContext) {
+  BenchConfig c = Valid();
+  c.input_len = 1000;
+  c.output_len = 24;
+  EXPECT_OK(CheckFitsContext(c, 1024));  // prompt + max_tokens = the context exactly: the server accepts it
+  EXPECT_ERROR_CONTAINS(CheckFitsContext(c, 1023),
+                        "requests need up to 1000 + 24 = 1024 tokens (prompt + output) but the server's "
+                        "max_model_len is 1023 (GET /v1/models): lower --input-len or --output-len");
+  // With a range the longest draw counts: vLLM's convention, 1000 · 1.1 → 1100 and 24 · 1.1 → 27 (rounded up).
+  c.range_convention = RangeConvention::kVllm;
+  c.range_ratio = 0.1;
+  EXPECT_OK(CheckFitsContext(c, 1127));
+  EXPECT_ERROR_CONTAINS(CheckFitsContext(c, 1126), "1100 + 27 = 1127 tokens");
+
+  // Multi-turn: a first turn's message alone; the sub-agents' fresh contexts when a burst happens and is longer.
+  BenchConfig m = Valid();
+  m.workload = WorkloadKind::kMultiTurn;
+  m.input_len = 100;
+  m.output_len = 10;
+  m.subagent_input_len = 500;
+  m.turns = 2;
+  m.subagent_every = 2;  // a burst never follows the last turn: no sub-agents in a 2-turn session
+  EXPECT_OK(CheckFitsContext(m, 110));
+  EXPECT_ERROR_CONTAINS(CheckFitsContext(m, 109), "first turns need at least 100 + 10 = 110 tokens");
+  m.turns = 3;
+  EXPECT_ERROR_CONTAINS(CheckFitsContext(m, 509), "first turns need at least 500 + 10 = 510 tokens");
+  EXPECT_ERROR_CONTAINS(CheckFitsContext(m, 509), "lower --subagent-input-len or --output-len");
+  m.subagents = 0;
+  EXPECT_OK(CheckFitsContext(m, 110));
+}
+
 TEST(BenchConfig, InvalidCombinationsNameTheFlag) {
   BenchConfig c = Valid();
   c.base_url = "";

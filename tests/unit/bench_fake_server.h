@@ -47,9 +47,7 @@ class FakeServer {
   explicit FakeServer(Script script = nullptr) : script_(std::move(script)) {
     server_.new_task_queue = [] { return new httplib::ThreadPool(64); };
     server_.set_tcp_nodelay(true);  // each SSE chunk leaves when written, as the script times it
-    server_.Get("/v1/models", [](const httplib::Request&, httplib::Response& res) {
-      res.set_content(R"({"object":"list","data":[{"id":"fake-model","object":"model"}]})", "application/json");
-    });
+    server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
     server_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
     server_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
     server_.Post("/v1/completions",
@@ -75,6 +73,8 @@ class FakeServer {
   std::atomic<bool> metrics_enabled{true};      // false: /metrics answers 404
   std::atomic<bool> spec_decode_enabled{true};  // false: /metrics has no spec-decode counters
   std::atomic<bool> tokenize_enabled{true};     // false: /tokenize and /detokenize answer 404
+  std::atomic<int64_t> max_model_len{0};       // > 0: /v1/models reports it (as vLLM and glint do)
+  std::atomic<bool> require_api_key{false};     // true: /v1/models answers 401, as a server with a key does
 
   std::vector<nlohmann::json> generation_bodies() const {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -136,6 +136,18 @@ class FakeServer {
   static constexpr int kAcceptedPerPosition[3] = {9, 7, 4};
 
  private:
+  void Models(httplib::Response& res) {
+    if (require_api_key) {
+      res.status = 401;
+      res.set_content(R"({"error":{"message":"missing API key","type":"authentication_error","code":"invalid_api_key"}})",
+                      "application/json");
+      return;
+    }
+    nlohmann::json model = {{"id", "fake-model"}, {"object", "model"}};
+    if (max_model_len > 0) model["max_model_len"] = max_model_len.load();
+    res.set_content(nlohmann::json{{"object", "list"}, {"data", {model}}}.dump(), "application/json");
+  }
+
   void Tokenize(const httplib::Request& req, httplib::Response& res) {
     if (!tokenize_enabled) return NotFound(res);
     const auto body = nlohmann::json::parse(req.body);

@@ -81,6 +81,18 @@ TEST(BenchReport, CsvRowsCarryTheConfigurationAndQuoteText) {
   EXPECT_NE(table.find("TPOT p50"), std::string::npos);
 }
 
+TEST(BenchReport, TheTableQuotesEachLevelsFirstErrorOnOneShortLine) {
+  BenchRun run = SampleRun(WorkloadKind::kRandom);
+  EXPECT_NE(SummaryTable(run).find("  c=1: http_503=1\n    first error: http_503: HTTP 503: full, try later\n"),
+            std::string::npos)
+      << SummaryTable(run);
+  // A long multi-line body: one line, cut after 400 bytes at a character boundary ("é" is 2 bytes at 399-400).
+  run.levels[0].error_examples = {"line one\nline two " + std::string(381, 'x') + "\xC3\xA9" + std::string(50, 'y')};
+  const std::string table = SummaryTable(run);
+  EXPECT_NE(table.find("    first error: line one line two " + std::string(381, 'x') + "...\n"), std::string::npos)
+      << table;
+}
+
 TEST(BenchReport, ParetoSeriesFromResults) {
   ASSERT_OK_AND_ASSIGN(ParetoSeries series, ParetoFromResults(RunToJson(SampleRun(WorkloadKind::kRandom))));
   ASSERT_EQ(series.points.size(), 3u);

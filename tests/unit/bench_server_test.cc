@@ -455,6 +455,73 @@ TEST(BenchAgainstFakeServer, UnusableServersAreClearErrors) {
   EXPECT_EQ(server.generation_requests(), 0);
 }
 
+TEST(BenchAgainstFakeServer, AMissingApiKeyOrAShortContextIsRefusedBeforeAnyRequest) {
+  FakeServer server;
+  BenchConfig config = FakeConfig(server);  // 16 + 5 tokens per request
+  std::atomic<bool> stop{false};
+  BenchRun run;
+  server.require_api_key = true;
+  const Status no_key = RunBenchmark(config, stop, RunHooks(), run);
+  EXPECT_ERROR_CONTAINS(no_key, "GET /v1/models returned HTTP 401");
+  EXPECT_ERROR_CONTAINS(no_key, "missing API key");  // the server's own words
+  EXPECT_ERROR_CONTAINS(no_key, "the server requires an API key: pass --api-key KEY or set OPENAI_API_KEY");
+  config.api_key = "wrong";
+  EXPECT_ERROR_CONTAINS(RunBenchmark(config, stop, RunHooks(), run), "the server refused the API key");
+  config.model = "fake-model";  // a --model does not turn the 401 into a guess
+  EXPECT_ERROR_CONTAINS(RunBenchmark(config, stop, RunHooks(), run), "HTTP 401");
+
+  server.require_api_key = false;
+  server.max_model_len = 20;
+  EXPECT_ERROR_CONTAINS(RunBenchmark(config, stop, RunHooks(), run),
+                        "requests need up to 16 + 5 = 21 tokens (prompt + output) but the server's max_model_len is 20");
+  EXPECT_EQ(server.generation_requests(), 0);
+  server.max_model_len = 21;
+  config.prompts_per_level = 1;
+  RunOk(config);
+  EXPECT_EQ(server.generation_requests(), 1);
+}
+
+TEST(BenchAgainstFakeServer, TheServersReasonIsShownWhenEveryRequestFails) {
+  FakeServer server([](int64_t, const nlohmann::json&) {
+    FakeReply reply;
+    reply.http_status = 400;
+    reply.error_body = R"({"error":{"message":"temperature must be in [0, 2]","type":"invalid_request_error"}})";
+    return reply;
+  });
+  BenchConfig config = FakeConfig(server);
+  config.concurrency = {1, 2};
+  config.prompts_per_level = 2;
+  config.out_dir = JoinPath(glint::testing::MakeTempDir("bench_all_fail"), "out");
+  std::atomic<bool> stop{false};
+  std::FILE* table = std::tmpfile();
+  const Status status = RunBenchCommand(config, stop, table, nullptr);
+  const std::string printed = ReadAll(table);
+  std::fclose(table);
+  EXPECT_ERROR_CONTAINS(status, "every measured request failed (results written to " + config.out_dir +
+                                    "); the first: http_400: HTTP 400: ");
+  EXPECT_ERROR_CONTAINS(status, "temperature must be in [0, 2]");
+  // Each level's table notes quote its first error.
+  EXPECT_NE(printed.find("  c=1: http_400=2\n    first error: http_400: HTTP 400: {\"error\":{\"message\":"
+                         "\"temperature must be in [0, 2]\""),
+            std::string::npos)
+      << printed;
+  EXPECT_NE(printed.find("  c=2: http_400=2\n    first error: "), std::string::npos) << printed;
+  EXPECT_TRUE(ReadFile(JoinPath(config.out_dir, "results.json")).ok());  // the results are kept
+}
+
+TEST(BenchAgainstFakeServer, OneTokenRepliesHaveNoParetoPointAndSaySo) {
+  FakeServer server;
+  BenchConfig config = FakeConfig(server);
+  config.output_len = 1;
+  config.out_dir = JoinPath(glint::testing::MakeTempDir("bench_one_token"), "out");
+  std::atomic<bool> stop{false};
+  std::FILE* table = std::tmpfile();
+  EXPECT_ERROR_CONTAINS(RunBenchCommand(config, stop, table, nullptr),
+                        "the Pareto plot failed: no level produced a Pareto point (with --output-len 1 there is no "
+                        "TPOT, so no interactivity)");
+  std::fclose(table);
+}
+
 TEST(BenchAgainstFakeServer, ResultFilesArePlottedAndCompared) {
   const std::string root = glint::testing::MakeTempDir("bench_files");
   std::vector<std::string> results;

@@ -12,6 +12,7 @@
 #include "base/file.h"
 #include "fake_backend.h"
 #include "server/chat_prompt.h"
+#include "server/generation_session.h"
 #include "modelgen/tokenizer_files.h"
 #include "server/http_server.h"
 #include "test_util.h"
@@ -274,6 +275,49 @@ TEST(Metrics, SpeculativeDecodingCountersComeFromTheBackend) {
 }
 
 // ---- the plain endpoints ----
+
+// A client end that renders /metrics at the moment [DONE] is written, as a client that scrapes /metrics right
+// after reading [DONE] would see it.
+class MetricsAtDoneConnection final : public ClientConnection {
+ public:
+  explicit MetricsAtDoneConnection(const ServerMetrics& metrics) : metrics_(metrics) {}
+  bool Write(std::string_view data) override {
+    if (data.find("data: [DONE]") != std::string_view::npos) metrics_at_done = metrics_.Render({}, "m");
+    written += data;
+    return true;
+  }
+  bool Alive() override { return true; }
+
+  std::string written;
+  std::string metrics_at_done;
+
+ private:
+  const ServerMetrics& metrics_;
+};
+
+TEST(GenerationSession, AStreamIsCountedInTheMetricsBeforeItsDone) {
+  FakeBackend backend;
+  backend.set_script([](const GenerationRequest&, int64_t) { return std::vector<std::string>(5, "word "); });
+  InFlightRegistry registry(8);
+  ServerMetrics metrics;
+  GenerationSession session(backend, registry, &metrics,
+                            MakeCompletionFormatter({"cmpl-test", 0, "m"}, 1, 1, {}, TestTokenizer()),
+                            GenerationSession::Clock::now());
+  GenerationRequest request;
+  request.prompt = {5, 6, 7};
+  request.max_tokens = 3;
+  std::vector<GenerationRequest> requests;
+  requests.push_back(std::move(request));
+  ASSERT_FALSE(session.Submit(std::move(requests)).has_value());
+  MetricsAtDoneConnection connection(metrics);
+  ASSERT_TRUE(session.Stream(connection, /*include_usage=*/true));
+  ASSERT_NE(connection.written.find("data: [DONE]"), std::string::npos);
+  EXPECT_NE(connection.metrics_at_done.find("\nglint_generation_tokens_total 3\n"), std::string::npos)
+      << connection.metrics_at_done;
+  EXPECT_NE(connection.metrics_at_done.find("\nglint_prompt_tokens_total 3\n"), std::string::npos);
+  EXPECT_NE(connection.metrics_at_done.find("glint_request_success_total{finish_reason=\"length\"} 1\n"),
+            std::string::npos);
+}
 
 TEST(Server, HealthModelsMetrics) {
   TestServer server;
