@@ -199,13 +199,15 @@ Status Bench(const BenchFlags& flags) {
     std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
                 static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
                 static_cast<long long>(flags.repeats));
-    std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s %5s\n", "concurrency", "requests",
+    std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s %8s %6s %5s\n", "concurrency", "requests",
                 "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %",
-                "hand-off %", "load");
+                "hand-off %", "accept", "MTP %", "load");
     for (int64_t concurrency : flags.concurrency) {
       if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
       const int64_t requests = flags.requests_factor * concurrency;
       std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
+      std::vector<double> acceptance;  // speculative decoding: accepted drafted tokens / drafted tokens
+      std::vector<double> mtp_share;   // … and the share of step time in the MTP layer
       for (int64_t r = 0; r < flags.repeats; ++r) {
         std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
         std::vector<std::vector<int32_t>> prompts;
@@ -223,12 +225,18 @@ Status Bench(const BenchFlags& flags) {
         overhead.push_back(100 * (s.metrics.step_seconds - s.metrics.model_seconds - s.metrics.deliver_seconds) /
                            s.metrics.step_seconds);
         handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
+        if (s.metrics.spec_draft_tokens > 0) {
+          acceptance.push_back(100.0 * s.metrics.spec_accepted_tokens / s.metrics.spec_draft_tokens);
+        }
+        mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
         load.push_back(LoadAverage());
       }
-      std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %5.2f\n",
+      const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(Median(acceptance) + 0.5), "%");
+      std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %8s %5.1f%% %5.2f\n",
                   static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
                   Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
-                  Median(preemptions), Median(overhead), Median(handoff), Median(load));
+                  Median(preemptions), Median(overhead), Median(handoff), accept.c_str(), Median(mtp_share),
+                  Median(load));
       std::fflush(stdout);
     }
   }

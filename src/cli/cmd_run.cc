@@ -9,6 +9,7 @@
 #include "base/timer.h"
 #include "cli/command.h"
 #include "cli/model_flags.h"
+#include "engine/engine_core.h"
 #include "engine/sampling.h"
 #include "io/token_file.h"
 #include "model/model.h"
@@ -29,13 +30,78 @@ struct RunFlags {
   uint64_t seed = 0;
   bool ignore_eos = false;
   bool print_ids = false;
+  std::string speculative = "none";
 };
+
+// Prints each output of the one request as it arrives (EngineCore runs on this thread).
+class PrintingSink final : public RequestSink {
+ public:
+  explicit PrintingSink(bool text) : text_(text) {}
+  void OnOutput(RequestOutput output) override {
+    if (text_) {
+      std::fputs(output.text.c_str(), stdout);
+    } else if (output.finish_reason != FinishReason::kStop) {  // an end id ends the output unprinted, as below
+      for (int32_t token : output.tokens) std::printf("%d ", token);
+    }
+    std::fflush(stdout);
+    if (output.finish_reason != FinishReason::kNone) last = std::move(output);
+  }
+  std::optional<RequestOutput> last;
+
+ private:
+  bool text_;
+};
+
+// --speculative mtp: the same generation through the engine (one sequence), which verifies the MTP layer's
+// drafts (docs/engine.md "Speculative decoding"); greedy output is the same as without it.
+Status RunWithEngine(const RunFlags& flags, const Model& model, const std::optional<Tokenizer>& tokenizer,
+                     const GenerationConfig& generation, std::vector<int32_t> prompt, const SamplingParams& params,
+                     const std::string& description) {
+  EngineOptions options;
+  options.speculative = SpeculativeMethod::kMtp;
+  options.max_seqs = 1;
+  options.prefix_caching = false;  // one request: nothing to share, and chunks need not split at checkpoints
+  options.end_token_ids = std::vector<int32_t>(generation.eos_token_ids.begin(), generation.eos_token_ids.end());
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core,
+                         EngineCore::Create(model, options, tokenizer ? &*tokenizer : nullptr));
+  const bool text_output = tokenizer.has_value() && !flags.print_ids;
+  auto sink = std::make_shared<PrintingSink>(text_output);
+  Request request;
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
+  request.prompt = std::move(prompt);
+  request.sampling = params;
+  request.seeded = true;
+  request.stop.max_tokens = flags.max_tokens;
+  request.stop.ignore_eos = flags.ignore_eos;
+  request.stop.skip_special_tokens = false;  // as the plain loop prints them
+  request.sink = sink;
+  GLINT_RETURN_IF_ERROR(core->Add(1, std::move(request)));
+  while (core->HasWork()) GLINT_RETURN_IF_ERROR(core->Step());
+  std::printf("\n");
+  if (!sink->last || !sink->last->timings) return InternalError("the engine finished without a last output");
+  if (sink->last->finish_reason == FinishReason::kError) return InternalError(sink->last->error);
+  const SequenceTimings& t = *sink->last->timings;
+  const double prefill_seconds = t.first_token - t.first_scheduled, decode_seconds = t.finished - t.first_token;
+  const EngineMetrics m = core->Metrics();
+  std::fprintf(stderr,
+               "glint run: prompt %lld tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s after the "
+               "first (%.1f tokens/s); finish: %s; %s; speculative decoding: %lld of %lld drafts accepted\n",
+               static_cast<long long>(prompt_tokens), prefill_seconds, prompt_tokens / std::max(prefill_seconds, 1e-9),
+               static_cast<long long>(t.generated_tokens), decode_seconds,
+               (t.generated_tokens - 1) / std::max(decode_seconds, 1e-9),
+               std::string(FinishReasonName(sink->last->finish_reason)).c_str(), description.c_str(),
+               static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_drafts));
+  return Status::Ok();
+}
 
 Status RunGenerate(const RunFlags& flags) {
   if (flags.prompt.empty() == flags.tokens.empty()) {
     return InvalidArgument("give exactly one of --prompt TEXT or --tokens IDS");
   }
   if (flags.max_tokens < 0) return InvalidArgument("--max-tokens must be >= 0, got ", flags.max_tokens);
+  if (flags.speculative != "none" && flags.speculative != "mtp") {
+    return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
+  }
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
   GLINT_ASSIGN_OR_RETURN(LoadedModel forward, LoadModel({dir}, flags.path));
   const Model* model = forward.model.get();
@@ -64,6 +130,9 @@ Status RunGenerate(const RunFlags& flags) {
   params.top_k = flags.top_k;
   params.seed = flags.seed;
   GLINT_RETURN_IF_ERROR(ValidateSamplingParams(params));
+  if (flags.speculative == "mtp" && flags.max_tokens > 0) {
+    return RunWithEngine(flags, *model, tokenizer, generation, std::move(prompt), params, forward.description);
+  }
   Sampler sampler(params);
   const bool text_output = tokenizer.has_value() && !flags.print_ids;
 
@@ -126,6 +195,10 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
       command.add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-sequence tokens");
       command.add_flag("--print-ids", flags->print_ids, "print token ids instead of text");
+      command.add_option("--speculative", flags->speculative,
+                         "speculative decoding: none, or mtp (through the engine: the MTP layer drafts a token per "
+                         "step and the model verifies it; outputs are unchanged)")
+          ->capture_default_str();
       command.footer(
           "--path reference dequantizes FP8 weights to fp32 in memory: fine for tiny models, far too large for "
           "the full 321B model.");

@@ -23,6 +23,10 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--checkpoint-fraction", flags.checkpoint_fraction,
                      "share of the memory left after the state slots that holds checkpoints")
       ->capture_default_str();
+  command.add_option("--speculative", flags.speculative,
+                     "speculative decoding: none, or mtp (the model's MTP layer drafts one token per step, the "
+                     "model verifies it in the same forward pass; outputs are unchanged)")
+      ->capture_default_str();
 }
 
 Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
@@ -42,6 +46,13 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
   options.prefix_caching = !flags.no_prefix_caching;
   options.checkpoint_interval = flags.checkpoint_interval;
   options.checkpoint_fraction = flags.checkpoint_fraction;
+  if (flags.speculative == "none") {
+    options.speculative = SpeculativeMethod::kNone;
+  } else if (flags.speculative == "mtp") {
+    options.speculative = SpeculativeMethod::kMtp;
+  } else {
+    return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
+  }
   return options;
 }
 

@@ -22,6 +22,7 @@ struct EngineFlags {
   bool no_prefix_caching = false;
   int64_t checkpoint_interval = 256;
   double checkpoint_fraction = 0.2;
+  std::string speculative = "none";
 };
 
 void AddEngineFlags(CLI::App& command, EngineFlags& flags);

@@ -1,6 +1,7 @@
 #include "engine/capacity.h"
 
 #include "base/table.h"
+#include "memory/item_arena.h"
 
 #include <algorithm>
 #include <cctype>
@@ -75,13 +76,19 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   r.checkpoint_interval = o.prefix_caching ? o.checkpoint_interval : 0;
 
   r.num_slots = o.max_seqs;
-  if (o.max_seqs > o.memory_bytes / layout.slot_bytes) {
+  r.speculative = o.speculative != SpeculativeMethod::kNone;
+  // The rollback snapshot is a copy of the slot's KDA part (aligned, at least one alignment unit).
+  r.rollback_bytes = r.speculative ? AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
+  const int64_t per_sequence = layout.slot_bytes + r.rollback_bytes;
+  if (o.max_seqs > o.memory_bytes / per_sequence) {
     return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " holds at most ",
-                             o.memory_bytes / layout.slot_bytes, " sequence states of ", FormatBinaryBytes(layout.slot_bytes),
-                             " each, but --max-seqs is ", o.max_seqs, "; lower --max-seqs or raise --memory");
+                             o.memory_bytes / per_sequence, " sequence states of ", FormatBinaryBytes(per_sequence),
+                             " each", r.speculative ? " (with the speculative-decoding rollback copy)" : "",
+                             ", but --max-seqs is ", o.max_seqs, "; lower --max-seqs or raise --memory");
   }
   r.slots_total_bytes = r.num_slots * layout.slot_bytes;
-  int64_t rest = o.memory_bytes - r.slots_total_bytes;
+  r.rollback_total_bytes = r.num_slots * r.rollback_bytes;
+  int64_t rest = o.memory_bytes - r.slots_total_bytes - r.rollback_total_bytes;
   if (o.prefix_caching && layout.checkpoint_bytes > 0) {
     r.num_checkpoints = static_cast<int64_t>(rest * o.checkpoint_fraction) / layout.checkpoint_bytes;
     if (r.num_checkpoints < 1) {
@@ -133,6 +140,10 @@ std::string CapacityReport::ToString() const {
       << FormatBinaryBytes(blocks_total_bytes) << " → " << cache_tokens << " tokens of cache\n";
   out << "  slots       " << num_slots << " × " << FormatBinaryBytes(slot_bytes) << " = " << FormatBinaryBytes(slots_total_bytes)
       << "\n";
+  if (speculative) {
+    out << "  rollback    " << num_slots << " × " << FormatBinaryBytes(rollback_bytes) << " = "
+        << FormatBinaryBytes(rollback_total_bytes) << " (KDA state kept while a drafted token is verified)\n";
+  }
   if (prefix_caching) {
     out << "  checkpoints " << num_checkpoints << " × " << FormatBinaryBytes(checkpoint_bytes) << " = "
         << FormatBinaryBytes(checkpoints_total_bytes) << ", one every " << checkpoint_interval << " tokens ("

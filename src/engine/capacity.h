@@ -16,6 +16,12 @@
 
 namespace glint {
 
+// Speculative decoding (docs/engine.md "Speculative decoding").
+enum class SpeculativeMethod {
+  kNone,
+  kMtp,  // the model's MTP layer drafts one token per step; the trunk verifies it in the same forward pass
+};
+
 struct EngineOptions {
   int64_t memory_bytes = int64_t{1} << 30;  // --memory: the cache budget (blocks + slots + checkpoints), not weights
   int64_t max_seqs = 16;                    // --max-seqs: state slots = the most sequences in memory at once
@@ -28,12 +34,14 @@ struct EngineOptions {
   int64_t checkpoint_interval = 256;        // tokens between KDA state checkpoints (a multiple of block_tokens)
   double checkpoint_fraction = 0.2;         // of the memory left after the slots, for checkpoints (prefix caching)
   double admission_watermark = 0.01;        // fraction of blocks admission leaves free for running sequences
+  SpeculativeMethod speculative = SpeculativeMethod::kNone;  // --speculative
   std::optional<std::vector<int32_t>> end_token_ids;  // finish a sample on these; default: the config's eos ids
   ForwardOptions forward;                   // passed to Model::Forward
 };
 
 struct CapacityReport {
   int64_t block_tokens = 0, block_bytes = 0, slot_bytes = 0, checkpoint_bytes = 0;
+  int64_t rollback_bytes = 0;  // per slot: the KDA state kept while a draft is verified (speculative decoding)
   double bytes_per_token = 0;  // per-token caches (DSA latents + pooled keys), all layers
   int64_t num_blocks = 0, num_slots = 0, num_checkpoints = 0;
   int64_t cache_tokens = 0;    // positions the blocks hold, all sequences together
@@ -41,6 +49,8 @@ struct CapacityReport {
   bool prefix_caching = false;
   int64_t memory_bytes = 0;    // the budget
   int64_t blocks_total_bytes = 0, slots_total_bytes = 0, checkpoints_total_bytes = 0, unused_bytes = 0;
+  int64_t rollback_total_bytes = 0;
+  bool speculative = false;
   int64_t weight_bytes = 0;    // 0 when the model does not say
   int64_t max_model_len = 0;
   std::vector<std::pair<int64_t, int64_t>> concurrency;  // (context length, most sequences of it at once)
@@ -48,8 +58,9 @@ struct CapacityReport {
   std::string ToString() const;  // the start-up report, a few lines
 };
 
-// Splits options.memory_bytes: max_seqs slots first, then checkpoint_fraction of the rest for checkpoints (prefix
-// caching of a model with recurrent state), then blocks. Fails with what to change when the budget cannot hold
+// Splits options.memory_bytes: max_seqs slots first (each with a rollback snapshot of its KDA state when
+// speculative decoding is on), then checkpoint_fraction of the rest for checkpoints (prefix caching of a model
+// with recurrent state), then blocks. Fails with what to change when the budget cannot hold
 // the slots, one block, a checkpoint, or max_model_len tokens.
 Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
                                     const EngineOptions& options, int64_t weight_bytes);

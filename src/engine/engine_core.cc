@@ -1,7 +1,9 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include "base/log.h"
@@ -24,9 +26,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
                                                        const Tokenizer* tokenizer) {
   std::unique_ptr<EngineCore> core(new EngineCore(model, options, tokenizer));
   const ModelConfig& c = model.config();
+  if (options.speculative == SpeculativeMethod::kMtp && !model.has_mtp()) {
+    return InvalidArgument("--speculative mtp needs the model's MTP layer, but ",
+                           c.HasMtp() ? "its weights were not loaded"
+                                      : "the model has none (num_nextn_predict_layers 0)");
+  }
   CacheOptions cache_options;
   cache_options.block_tokens = options.block_tokens;
   cache_options.kda_state = options.kda_state;
+  cache_options.mtp = options.speculative == SpeculativeMethod::kMtp;
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model.CacheLayoutFor(cache_options));
   core->layout_ = std::make_shared<const CacheLayout>(std::move(layout));
   GLINT_ASSIGN_OR_RETURN(core->capacity_, PlanCapacity(c, *core->layout_, options, model.weight_bytes()));
@@ -41,7 +49,13 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   memory.num_checkpoints = r.num_checkpoints;
   memory.prefix_caching = options.prefix_caching;
   memory.checkpoint_interval = options.checkpoint_interval;
+  // The MTP layer's row at a position holds (h_p, x_{p+1}): a block's contents depend on the token after it.
+  memory.key_next_token = cache_options.mtp;
   GLINT_ASSIGN_OR_RETURN(core->memory_, CacheManager::Create(memory));
+  if (r.speculative) {
+    GLINT_ASSIGN_OR_RETURN(core->rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
+    core->counters_.spec_accepted_per_position.assign(1, 0);
+  }
   SchedulerOptions scheduling;
   scheduling.max_batch_tokens = options.max_batch_tokens;
   scheduling.watermark_blocks = static_cast<int64_t>(options.admission_watermark * r.num_blocks);
@@ -138,11 +152,14 @@ Status EngineCore::Add(RequestId id, Request request) {
   return Status::Ok();
 }
 
-void EngineCore::Bind(SequenceId id) {
+void EngineCore::Bind(SequenceId id, int64_t mtp_tokens) {
   Sample& sample = samples_.at(id);
   const SequenceMemory memory{&memory_->block_arena(), &memory_->BlockTable(id), memory_->Slot(id)};
-  sample.state = std::make_unique<SequenceState>(model_.BindSequence(layout_, memory, scheduler_->Get(id).computed));
+  sample.state = std::make_unique<SequenceState>(
+      model_.BindSequence(layout_, memory, scheduler_->Get(id).computed, mtp_tokens));
 }
+
+std::byte* EngineCore::RollbackData(SequenceId id) const { return rollback_.Item(memory_->SlotOf(id)); }
 
 void EngineCore::Deliver(std::vector<RequestOutput>& outputs) {
   Stopwatch clock;
@@ -191,15 +208,116 @@ void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput 
   outputs.push_back(std::move(output));
 }
 
-void EngineCore::SampleNext(SequenceId id, std::span<const float> logits, std::vector<RequestOutput>& outputs) {
+int32_t EngineCore::ChooseToken(Sample& sample, std::span<const float> logits) {
+  std::vector<float> penalised(logits.begin(), logits.end());  // [V]
+  ApplyPenalties(requests_.at(sample.request).request.sampling, sample.history, penalised);
+  return sample.sampler.Sample(penalised);
+}
+
+std::pair<int32_t, bool> EngineCore::VerifyDraft(Sample& sample, std::span<const float> logits) {
+  std::vector<float> penalised(logits.begin(), logits.end());  // [V]
+  ApplyPenalties(requests_.at(sample.request).request.sampling, sample.history, penalised);
+  if (sample.sampler.greedy()) {  // the target is one token: the draft is kept exactly when it is that token
+    const int32_t token = ArgMax(penalised);
+    return {token, token == sample.draft};
+  }
+  return sample.sampler.Verify(sample.sampler.Distribution(penalised), sample.draft, sample.draft_distribution);
+}
+
+void EngineCore::Append(SequenceId id, int32_t token) {
+  samples_.at(id).history.Add(token);
+  scheduler_->AppendToken(id, token);
+}
+
+void EngineCore::ClearDraft(SequenceId id) {
+  Sample& sample = samples_.at(id);
+  sample.draft = -1;
+  sample.draft_distribution.clear();
+  if (scheduler_->Contains(id) && scheduler_->Get(id).has_draft) scheduler_->SetDraft(id, false);
+}
+
+bool EngineCore::WantsDraft(SequenceId id) const {
+  const Sample& sample = samples_.at(id);
+  const SequenceInfo& info = scheduler_->Get(id);
+  const int64_t end = sample.state->tokens;  // the next decode computes x_end, and the draft is x_{end+1}
+  const int64_t generated = static_cast<int64_t>(info.tokens.size()) - info.prompt_length;
+  return end + 1 == static_cast<int64_t>(info.tokens.size()) && end >= info.prompt_length &&
+         generated + 2 <= requests_.at(sample.request).max_tokens;
+}
+
+Status EngineCore::RunMtp(std::span<const MtpWork> work) {
+  const int64_t d = model_.config().hidden_size, vocab = model_.config().vocab_size;
+  std::vector<MtpEntry> entries;  // [sequences with new pairs]
+  std::vector<SequenceId> ids;
+  for (const MtpWork& w : work) {
+    SequenceState& state = *samples_.at(w.id).state;
+    const SequenceInfo& info = scheduler_->Get(w.id);
+    const int64_t first = state.mtp_tokens, end = state.tokens;  // pairs first .. end − 1 are new
+    if (first == end) continue;
+    const int64_t rows = static_cast<int64_t>(w.hidden.size()) / d;
+    if (first < w.first_position || end > w.first_position + rows ||
+        end >= static_cast<int64_t>(info.tokens.size())) {
+      return InternalError("engine: MTP pairs ", first, " .. ", end - 1, " of sequence ", w.id, " are not covered by ",
+                           rows, " hidden rows from position ", w.first_position, " and ", info.tokens.size(),
+                           " tokens");
+    }
+    // Pair p = (h_p, x_{p+1}): the trunk's final hidden at p and the token after it (all known now).
+    entries.push_back({&state, w.hidden.subspan((first - w.first_position) * d, (end - first) * d),
+                       std::span<const int32_t>(info.tokens.data() + first + 1, end - first),
+                       WantsDraft(w.id) ? LogitsWanted::kLast : LogitsWanted::kNone});
+    ids.push_back(w.id);
+  }
+  if (entries.empty()) return Status::Ok();
+  std::vector<std::vector<float>> logits;  // [entries][rows, V]
+  Stopwatch clock;
+  const Status status = model_.MtpForwardBatch(entries, logits, options_.forward);
+  counters_.mtp_seconds += clock.Seconds();
+  counters_.model_seconds += clock.Seconds();
+  GLINT_RETURN_IF_ERROR(status);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].logits == LogitsWanted::kNone) continue;
+    if (static_cast<int64_t>(logits[i].size()) != vocab) {
+      return InternalError("engine: the MTP layer gave ", logits[i].size(), " logits for one row of ", vocab);
+    }
+    // The last pair predicts x_{end+1}: drawn with the sample's own penalties and sampler (its distribution q is
+    // kept for the acceptance test when sampling).
+    Sample& sample = samples_.at(ids[i]);
+    std::vector<float> penalised = std::move(logits[i]);  // [V]
+    ApplyPenalties(requests_.at(sample.request).request.sampling, sample.history, penalised);
+    if (sample.sampler.greedy()) {
+      sample.draft = ArgMax(penalised);
+    } else {
+      sample.draft_distribution = sample.sampler.Distribution(penalised);
+      sample.draft = sample.sampler.Draw(sample.draft_distribution);
+    }
+    scheduler_->SetDraft(ids[i], true);
+  }
+  return Status::Ok();
+}
+
+Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t snapshot_position) {
+  const SequenceState& state = *samples_.at(id).state;
+  for (const CheckpointTarget& target : memory_->TakeCheckpoints(id, scheduler_->Get(id).tokens, state.tokens)) {
+    const std::byte* source = nullptr;
+    if (target.position == state.tokens) {
+      source = memory_->Slot(id);  // the KDA state at the sequence's length is the slot's
+    } else if (target.position == snapshot_position) {
+      source = RollbackData(id);  // a verified draft went past it: the snapshot holds the state there
+    } else {
+      return InternalError("engine: checkpoint at ", target.position, " of sequence ", id, " (at ", state.tokens,
+                           ") has no state to copy");
+    }
+    std::memcpy(target.data, source, layout_->checkpoint_bytes);
+  }
+  return Status::Ok();
+}
+
+void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>& outputs) {
+  const SequenceId id = emission.id;
+  const int32_t token = emission.token;
   Sample& sample = samples_.at(id);
   const RequestRecord& record = requests_.at(sample.request);
   const Request& request = record.request;
-  std::vector<float> penalised(logits.begin(), logits.end());  // [V]
-  ApplyPenalties(request.sampling, sample.history, penalised);
-  const int32_t token = sample.sampler.Sample(penalised);
-  sample.history.Add(token);
-  scheduler_->AppendToken(id, token);
   ++sample.generated;
   ++counters_.generated_tokens;
   const double now = Now();
@@ -211,7 +329,7 @@ void EngineCore::SampleNext(SequenceId id, std::span<const float> logits, std::v
   output.time = now;
   output.tokens = {token};
   if (request.logprobs >= 0) {
-    const Logprobs lp = ComputeLogprobs(logits, token, request.logprobs);
+    const Logprobs lp = ComputeLogprobs(emission.logits, token, request.logprobs);
     output.logprobs.push_back({token, lp.chosen});
     std::vector<TokenLogprob> top;
     for (const auto& [id_k, value] : lp.top) top.push_back({id_k, value});
@@ -235,12 +353,30 @@ void EngineCore::SampleNext(SequenceId id, std::span<const float> logits, std::v
   }
 }
 
+void EngineCore::FailRequests(std::vector<RequestId> requests, const std::string& message,
+                              std::vector<RequestOutput>& outputs) {
+  std::sort(requests.begin(), requests.end());
+  requests.erase(std::unique(requests.begin(), requests.end()), requests.end());
+  for (RequestId request : requests) {
+    for (SequenceId id : std::vector<SequenceId>(requests_.at(request).samples)) {
+      RequestOutput output;
+      output.request = request;
+      output.index = samples_.at(id).index;
+      output.time = Now();
+      FinishSample(id, FinishReason::kError, std::move(output), outputs, message);
+    }
+  }
+}
+
 Status EngineCore::Step() {
   Stopwatch step_clock;
   std::vector<RequestOutput> outputs;
   StepPlan plan = scheduler_->Schedule();
   const double now = Now();
-  for (SequenceId id : plan.preempted) samples_.at(id).state.reset();
+  for (SequenceId id : plan.preempted) {
+    samples_.at(id).state.reset();
+    ClearDraft(id);  // it will recompute, and draft again once it decodes
+  }
   for (SequenceId id : plan.admitted) {
     Bind(id);
     Sample& sample = samples_.at(id);
@@ -257,16 +393,28 @@ Status EngineCore::Step() {
     return Status::Ok();
   }
 
+  const bool mtp = speculative();
+  const int64_t vocab = model_.config().vocab_size;
   std::vector<BatchEntry> batch;  // [chunks] spans into the scheduler's token lists (unchanged until sampling)
   std::vector<std::vector<StateCheckpoint>> checkpoints(plan.chunks.size());  // [chunks][targets]
+  std::vector<std::array<int32_t, 2>> verified(plan.chunks.size());          // [chunks] (last token, draft)
   batch.reserve(plan.chunks.size());
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& chunk = plan.chunks[i];
     const std::vector<int32_t>& tokens = scheduler_->Get(chunk.id).tokens;
     for (const CheckpointTarget& target : chunk.checkpoints) checkpoints[i].push_back({target.position, target.data});
-    batch.push_back({std::span<const int32_t>(tokens.data() + chunk.start, chunk.count),
+    BatchEntry entry{std::span<const int32_t>(tokens.data() + chunk.start, chunk.count),
                      samples_.at(chunk.id).state.get(), chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone,
-                     false, checkpoints[i]});
+                     /*want_hidden=*/mtp, checkpoints[i]};
+    if (chunk.draft > 0) {
+      // Verification: the last token and the draft after it, logits for both rows, and the KDA state between them
+      // kept in case the draft is rejected.
+      verified[i] = {tokens[chunk.start], samples_.at(chunk.id).draft};
+      entry.tokens = verified[i];
+      entry.logits = LogitsWanted::kAll;
+      entry.rollback = {chunk.start + 1, RollbackData(chunk.id)};
+    }
+    batch.push_back(entry);
   }
   std::vector<EntryOutput> results;
   Stopwatch model_clock;
@@ -278,46 +426,118 @@ Status EngineCore::Step() {
     LogError("engine: the model failed a step of ", plan.chunks.size(), " sequences: ", forward.message());
     std::vector<RequestId> failed;
     for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(samples_.at(chunk.id).request);
-    std::sort(failed.begin(), failed.end());
-    failed.erase(std::unique(failed.begin(), failed.end()), failed.end());
-    for (RequestId request : failed) {
-      for (SequenceId id : std::vector<SequenceId>(requests_.at(request).samples)) {
-        RequestOutput output;
-        output.request = request;
-        output.index = samples_.at(id).index;
-        output.time = Now();
-        FinishSample(id, FinishReason::kError, std::move(output), outputs, forward.message());
-      }
-    }
+    FailRequests(std::move(failed), forward.message(), outputs);
     Deliver(outputs);
     counters_.step_seconds += step_clock.Seconds();
     return Status::Ok();
   }
-  scheduler_->Complete(plan);
   counters_.computed_tokens += plan.tokens;
   for (const ScheduledChunk& chunk : plan.chunks) {
     const int64_t prompt_end = std::min(chunk.start + chunk.count, scheduler_->Get(chunk.id).prompt_length);
     counters_.prompt_tokens_computed += std::max<int64_t>(prompt_end - chunk.start, 0);
   }
 
+  // 1. The next token of every chunk that reached its sequence's last token. A verification keeps or replaces
+  //    the draft (row 0); when kept, row 1 gives one more token; when not, the KDA state goes back to the
+  //    snapshot after the last token.
+  std::vector<std::vector<Emission>> emissions(plan.chunks.size());  // [chunks] in hand-out order
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    ScheduledChunk& chunk = plan.chunks[i];
+    if (!chunk.samples) continue;
+    Sample& sample = samples_.at(chunk.id);
+    const std::span<const float> logits = results[i].logits;
+    if (chunk.draft == 0) {
+      ClearDraft(chunk.id);  // a draft the scheduler had no room to verify is dropped
+      const int32_t token = ChooseToken(sample, logits);
+      Append(chunk.id, token);
+      emissions[i].push_back({chunk.id, token, logits});
+      continue;
+    }
+    const std::span<const float> row0 = logits.subspan(0, vocab), row1 = logits.subspan(vocab, vocab);
+    const auto [token, kept] = VerifyDraft(sample, row0);
+    ClearDraft(chunk.id);
+    ++counters_.spec_drafts;
+    ++counters_.spec_draft_tokens;
+    Append(chunk.id, token);
+    emissions[i].push_back({chunk.id, token, row0});
+    if (kept) {
+      chunk.accepted = 1;
+      ++counters_.spec_accepted_tokens;
+      ++counters_.spec_accepted_per_position[0];
+      // The bonus token. Always chosen, so that both positions have their next token (the MTP pairs and the
+      // prefix-cache keys need it); a sample that stops at `token` never hands it out.
+      const int32_t bonus = ChooseToken(sample, row1);
+      Append(chunk.id, bonus);
+      emissions[i].push_back({chunk.id, bonus, row1});
+    } else {
+      RollBack(*sample.state, RollbackData(chunk.id), chunk.start + 1);
+    }
+  }
+
+  // 2. The MTP layer over every chunk's new positions (pairs need the tokens chosen above), which drafts the next
+  //    token of the sequences that decode next; then the checkpoints whose key became known.
+  if (mtp) {
+    std::vector<MtpWork> work;
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      work.push_back({plan.chunks[i].id, results[i].hidden, plan.chunks[i].start});
+    }
+    const Status status = RunMtp(work);
+    if (!status.ok()) {
+      // As a failed Forward: every request of the batch ends with the error (their memory is freed), the engine
+      // goes on.
+      LogError("engine: the MTP layer failed a step of ", plan.chunks.size(), " sequences: ", status.message());
+      std::vector<RequestId> failed;
+      for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(samples_.at(chunk.id).request);
+      FailRequests(std::move(failed), status.message(), outputs);
+      Deliver(outputs);
+      counters_.step_seconds += step_clock.Seconds();
+      return Status::Ok();
+    }
+    for (const ScheduledChunk& chunk : plan.chunks) {
+      GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(chunk.id, chunk.draft > 0 ? chunk.start + 1 : -1));
+    }
+  }
+
+  // 3. Commit: positions advance (accepted drafts included); full blocks and checkpoints join the prefix cache.
+  scheduler_->Complete(plan);
+
+  // 4. The first time a parent has computed its prompt, its waiting siblings start as copies of it and draw their
+  //    first token from the same logits (with speculation, each then runs its own MTP pair for that token).
+  std::vector<MtpWork> children_work;
   for (size_t i = 0; i < plan.chunks.size(); ++i) {
     const ScheduledChunk& chunk = plan.chunks[i];
     if (!chunk.samples) continue;
-    const std::span<const float> logits = results[i].logits;
-    // The first time a parent has computed its prompt, its waiting siblings start as copies of it and draw
-    // their first token from the same logits.
     const SequenceInfo& info = scheduler_->Get(chunk.id);
-    if (info.computed == info.prompt_length) {
-      for (SequenceId child : scheduler_->Children(chunk.id)) {
-        if (!scheduler_->Fork(child)) continue;  // no memory now: it computes its prompt itself later
-        Bind(child);
-        Sample& sample = samples_.at(child);
-        sample.timings.first_scheduled = Now();
-        sample.timings.cached_prompt_tokens = info.prompt_length;
-        SampleNext(child, logits, outputs);
-      }
+    if (info.computed != info.prompt_length) continue;
+    std::vector<Emission> forked;
+    for (SequenceId child : scheduler_->Children(chunk.id)) {
+      if (!scheduler_->Fork(child)) continue;  // no memory now: it computes its prompt itself later
+      Bind(child, mtp ? info.computed - 1 : -1);  // the MTP pair of the last prompt position is the child's own
+      Sample& sample = samples_.at(child);
+      sample.timings.first_scheduled = Now();
+      sample.timings.cached_prompt_tokens = info.prompt_length;
+      const int32_t token = ChooseToken(sample, results[i].logits);
+      Append(child, token);
+      forked.push_back({child, token, results[i].logits});
+      children_work.push_back({child, results[i].hidden, chunk.start});
     }
-    SampleNext(chunk.id, logits, outputs);
+    emissions[i].insert(emissions[i].begin(), forked.begin(), forked.end());
+  }
+  if (mtp) {
+    // The parents' identical pairs just succeeded: a failure here would be an engine bug.
+    GLINT_RETURN_IF_ERROR(RunMtp(children_work));
+    for (const MtpWork& w : children_work) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, -1));
+  }
+  for (const MtpWork& w : children_work) {
+    const SequenceInfo& child = scheduler_->Get(w.id);
+    memory_->Commit(w.id, child.tokens, child.computed);  // with the MTP rows written, its blocks may be cached
+  }
+
+  // 5. Hand the tokens out: stop checks, text, outputs. A sample that finishes at a token hands out no more.
+  for (const std::vector<Emission>& chunk_emissions : emissions) {
+    for (const Emission& emission : chunk_emissions) {
+      if (samples_.count(emission.id) != 0) EmitToken(emission, outputs);
+    }
   }
   Deliver(outputs);
   counters_.step_seconds += step_clock.Seconds();
@@ -380,6 +600,13 @@ Status EngineCore::CheckIntegrity() const {
     if (running && sample.state->tokens != info.computed) {
       return InternalError("engine: sample ", id, " model state has ", sample.state->tokens, " positions, ",
                            info.computed, " computed");
+    }
+    if (running && speculative() && sample.state->mtp_tokens != info.computed) {
+      return InternalError("engine: sample ", id, " MTP layer has ", sample.state->mtp_tokens, " pairs, ",
+                           info.computed, " positions computed");
+    }
+    if (info.has_draft != (sample.draft >= 0)) {
+      return InternalError("engine: sample ", id, " has_draft=", info.has_draft, " but draft ", sample.draft);
     }
   }
   int64_t listed = 0;

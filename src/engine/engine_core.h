@@ -2,15 +2,20 @@
 // Engine (engine.h) runs it on its own thread; tests drive it step by step. Not thread-safe except Validate.
 //
 // A step (docs/engine.md "A step"): Schedule (memory, preemption, admission with prefix-cache lookup) → bind the
-// newly admitted sequences to their memory → Model::Forward over the ragged batch → commit the computed positions
-// (blocks join the prefix cache, checkpoints are taken) → for each chunk that reached its last token: fork the
-// waiting n > 1 samples, sample, append, check stops, stream → free what finished.
+// newly admitted sequences to their memory → Model::Forward over the ragged batch → for each chunk that reached
+// its last token: the next token (with speculative decoding: the draft verified, rolled back if rejected, and the
+// bonus token) → the MTP layer over the new positions and the next drafts → commit the computed positions
+// (blocks join the prefix cache, checkpoints are taken) → fork the waiting n > 1 samples → check stops, stream →
+// free what finished.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -39,9 +44,14 @@ struct EngineMetrics {
   int64_t steps = 0;
   int64_t preemptions = 0;
   double step_seconds = 0;        // time spent in steps
-  double model_seconds = 0;       // of which in Model::Forward
+  double model_seconds = 0;       // of which in the model (Forward, and MtpForwardBatch with speculation)
+  double mtp_seconds = 0;         // of which in the MTP layer
   double deliver_seconds = 0;     // of which in the sinks (OutputQueue: waking the waiting thread)
   CacheStats cache;               // pool usage, prefix hits, evictions, checkpoints
+  // Speculative decoding (--speculative mtp): verification steps (one drafted token each), drafted tokens,
+  // drafted tokens accepted, and accepted tokens by draft position ([1]; empty when speculation is off).
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
 };
 
 class EngineCore {
@@ -86,6 +96,16 @@ class EngineCore {
     int64_t generated = 0;
     SequenceTimings timings;
     std::unique_ptr<SequenceState> state;  // while running
+    // Speculative decoding: the token drafted for the position after the next one (−1: none), and the distribution
+    // q it was drawn from when sampling (empty when greedy).
+    int32_t draft = -1;
+    TokenDistribution draft_distribution = {};
+  };
+  // A token to hand out at the end of the step, with the logits row it was chosen from (for logprobs).
+  struct Emission {
+    SequenceId id = 0;
+    int32_t token = 0;
+    std::span<const float> logits;
   };
   struct RequestRecord {
     Request request;  // prompt moved to the scheduler
@@ -95,9 +115,37 @@ class EngineCore {
 
   EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer);
   double Now() const { return clock_.Seconds(); }
-  void Bind(SequenceId id);
-  // Samples the next token of `id` from `logits` [V] and handles it; adds to `outputs`.
-  void SampleNext(SequenceId id, std::span<const float> logits, std::vector<RequestOutput>& outputs);
+  bool speculative() const { return options_.speculative != SpeculativeMethod::kNone; }
+  // Binds the sequence to its memory; the MTP layer holds `mtp_tokens` pairs (−1: as many as computed positions).
+  void Bind(SequenceId id, int64_t mtp_tokens = -1);
+  // The next token of the sample from `logits` [V] (penalties, then the sampler); changes only the sampler.
+  int32_t ChooseToken(Sample& sample, std::span<const float> logits);
+  // Verifies the sample's draft against `logits` [V] of its position: (the token there, the draft was kept).
+  std::pair<int32_t, bool> VerifyDraft(Sample& sample, std::span<const float> logits);
+  // The token joins the sample's history and the scheduler's tokens.
+  void Append(SequenceId id, int32_t token);
+  void ClearDraft(SequenceId id);
+  // The MTP layer, in one batch, over the pairs (h_p, x_{p+1}) of the positions each sequence computed since its
+  // last run (`hidden` [rows, D]: its rows of the step, from `first_position`), then the draft for the next decode
+  // of those that decode next. An error is the model's (the caller fails the requests).
+  struct MtpWork {
+    SequenceId id = 0;
+    std::span<const float> hidden;
+    int64_t first_position = 0;
+  };
+  Status RunMtp(std::span<const MtpWork> work);
+  // Whether the sequence drafts after this step: its next position holds a generated token (the prompt's last
+  // position is computed alone: n > 1 samples fork right after it) and its next decode can hand out two tokens
+  // within max_tokens.
+  bool WantsDraft(SequenceId id) const;
+  // Speculative decoding with prefix caching: the checkpoints whose key became known this step (positions up to the
+  // sequence's new length), copied from the slot or from the rollback snapshot at `snapshot_position`.
+  Status TakeEndCheckpoints(SequenceId id, int64_t snapshot_position);
+  std::byte* RollbackData(SequenceId id) const;
+  // Hands out a chosen token: counts, logprobs, stop checks, text; adds to `outputs`.
+  void EmitToken(const Emission& emission, std::vector<RequestOutput>& outputs);
+  // Finishes every sample of these requests with kError and `message`.
+  void FailRequests(std::vector<RequestId> requests, const std::string& message, std::vector<RequestOutput>& outputs);
   // Ends a sample: final output (flushing held text unless stopped by a stop string), memory freed.
   void FinishSample(SequenceId id, FinishReason reason, RequestOutput output, std::vector<RequestOutput>& outputs,
                     const std::string& error = {});
@@ -110,6 +158,7 @@ class EngineCore {
   std::shared_ptr<const CacheLayout> layout_;
   CapacityReport capacity_;
   std::unique_ptr<CacheManager> memory_;
+  ItemArena rollback_;  // speculative decoding: one KDA-state snapshot per slot (capacity_.rollback_bytes each)
   std::unique_ptr<Scheduler> scheduler_;
   std::map<RequestId, RequestRecord> requests_;
   std::map<SequenceId, Sample> samples_;

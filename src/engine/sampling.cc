@@ -86,6 +86,88 @@ int32_t Sampler::Sample(std::span<const float> logits) {
   return order[keep - 1];
 }
 
+TokenDistribution Sampler::Distribution(std::span<const float> logits) const {
+  if (params_.temperature == 0.0f) return {{ArgMax(logits), 1.0}};
+  // The same candidates, softmax and filters as Sample, renormalised over what the filters keep.
+  std::vector<int32_t> order;
+  order.reserve(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isnan(logits[i])) order.push_back(static_cast<int32_t>(i));
+  }
+  if (order.empty()) return {{0, 1.0}};
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < order.size()) order.resize(params_.top_k);
+  std::vector<double> probability(order.size());
+  const double top = logits[order[0]] / params_.temperature;
+  double total = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    total += probability[i] = std::exp(logits[order[i]] / params_.temperature - top);
+  }
+  for (double& p : probability) p /= total;
+  size_t keep = order.size();
+  if (params_.top_p < 1.0f) {
+    double mass = 0;
+    for (size_t i = 0; i < order.size(); ++i) {
+      mass += probability[i];
+      if (mass >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0) {
+    const double floor = params_.min_p * probability[0];
+    while (keep > 1 && probability[keep - 1] < floor) --keep;
+  }
+  double kept_mass = 0;
+  for (size_t i = 0; i < keep; ++i) kept_mass += probability[i];
+  TokenDistribution distribution;
+  for (size_t i = 0; i < keep; ++i) {
+    if (probability[i] > 0) distribution.emplace_back(order[i], probability[i] / kept_mass);
+  }
+  if (distribution.empty()) distribution.emplace_back(order[0], 1.0);
+  return distribution;
+}
+
+int32_t Sampler::Draw(const TokenDistribution& distribution) {
+  GLINT_CHECK(!distribution.empty()) << "drawing from an empty distribution";
+  if (distribution.size() == 1) return distribution[0].first;
+  double total = 0;
+  for (const auto& [token, p] : distribution) total += p;
+  const double draw = std::uniform_real_distribution<double>(0.0, total)(generator_);
+  double cumulative = 0;
+  for (const auto& [token, p] : distribution) {
+    cumulative += p;
+    if (draw < cumulative) return token;
+  }
+  return distribution.back().first;
+}
+
+std::pair<int32_t, bool> Sampler::Verify(const TokenDistribution& target, int32_t draft,
+                                         const TokenDistribution& draft_distribution) {
+  const auto probability_of = [](const TokenDistribution& d, int32_t token) {
+    for (const auto& [id, p] : d) {
+      if (id == token) return p;
+    }
+    return 0.0;
+  };
+  const double p = probability_of(target, draft), q = probability_of(draft_distribution, draft);
+  if (p >= q) return {draft, true};  // min(1, p/q) = 1 (q > 0 for a token drawn from q; q = 0 would mean p ≥ 0 too)
+  const double u = std::uniform_real_distribution<double>(0.0, 1.0)(generator_);
+  if (u * q < p) return {draft, true};
+  // Rejected: residual r(x) = max(0, p(x) − q(x)), which is 0 at the draft (p < q there).
+  std::unordered_map<int32_t, double> q_of(draft_distribution.begin(), draft_distribution.end());
+  TokenDistribution residual;
+  for (const auto& [token, target_p] : target) {
+    const auto found = q_of.find(token);
+    const double r = target_p - (found == q_of.end() ? 0.0 : found->second);
+    if (r > 0) residual.emplace_back(token, r);
+  }
+  // Σ r = Σ max(0, q − p) ≥ q(draft) − p(draft) > 0 in exact arithmetic; only rounding could empty it.
+  if (residual.empty()) return {Draw(target), false};
+  return {Draw(residual), false};
+}
+
 }  // namespace glint
 
 namespace glint {

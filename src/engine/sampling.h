@@ -31,11 +31,28 @@ struct SamplingParams {
 
 Status ValidateSamplingParams(const SamplingParams& params);
 
+// A distribution over token ids after the sampler's filters: (token, probability > 0), most likely first, the
+// probabilities summing to 1.
+using TokenDistribution = std::vector<std::pair<int32_t, double>>;
+
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& params) : params_(params), generator_(params.seed) {}
+  bool greedy() const { return params_.temperature == 0.0f; }
   // logits: [V]. Returns a token id in [0, V).
   int32_t Sample(std::span<const float> logits);
+
+  // Speculative decoding (docs/engine.md "Speculative decoding"):
+  // The distribution Sample draws from for `logits` [V] (greedy: the argmax with probability 1).
+  TokenDistribution Distribution(std::span<const float> logits) const;
+  // A draw from `distribution` (non-empty) with this sampler's generator.
+  int32_t Draw(const TokenDistribution& distribution);
+  // Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): `draft` was drawn from `draft_distribution` q
+  // and `target` p is the distribution of the same position. The draft is kept with probability
+  // min(1, p(draft) / q(draft)); otherwise the token is drawn from the residual max(0, p − q), renormalised. The
+  // token returned is then distributed exactly as p, whatever q is. Returns (token, draft kept).
+  std::pair<int32_t, bool> Verify(const TokenDistribution& target, int32_t draft,
+                                  const TokenDistribution& draft_distribution);
 
  private:
   SamplingParams params_;

@@ -62,6 +62,7 @@ void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   running_.erase({sequence.arrival, id});
   sequence.status = SequenceStatus::kWaiting;
   sequence.computed = 0;
+  sequence.has_draft = false;
   ++sequence.preemptions;
   ++preemptions_;
   waiting_.insert({sequence.arrival, id});
@@ -69,8 +70,8 @@ void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   // A sequence scheduled earlier in this step gives its chunk back.
   auto chunk = std::find_if(plan.chunks.begin(), plan.chunks.end(), [id](const ScheduledChunk& c) { return c.id == id; });
   if (chunk != plan.chunks.end()) {
-    budget += chunk->count;
-    plan.tokens -= chunk->count;
+    budget += chunk->count + chunk->draft;
+    plan.tokens -= chunk->count + chunk->draft;
     plan.chunks.erase(chunk);
   }
 }
@@ -95,13 +96,16 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     }
     if (preempted_self) continue;
     count = std::min(count, Coverable(sequence));  // a prefill chunk shrinks to the free blocks
-    const bool reserved = memory_.Reserve(id, sequence.computed + count);
+    // A drafted token rides along with a decode when there is room for it; it never preempts anyone.
+    const int64_t draft =
+        decodes && sequence.has_draft && budget >= count + 1 && Coverable(sequence) >= count + 1 ? 1 : 0;
+    const bool reserved = memory_.Reserve(id, sequence.computed + count + draft);
     GLINT_CHECK(reserved) << "Coverable said there were blocks";
     plan.chunks.push_back({id, sequence.computed, count,
                            sequence.computed + count == static_cast<int64_t>(sequence.tokens.size()),
-                           memory_.TakeCheckpoints(id, sequence.tokens, sequence.computed + count)});
-    plan.tokens += count;
-    budget -= count;
+                           memory_.TakeCheckpoints(id, sequence.tokens, sequence.computed + count), draft, 0});
+    plan.tokens += count + draft;
+    budget -= count + draft;
   }
 }
 
@@ -132,7 +136,7 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     plan.admitted.push_back(id);
     plan.chunks.push_back({id, match.tokens, count,
                            match.tokens + count == static_cast<int64_t>(sequence.tokens.size()),
-                           memory_.TakeCheckpoints(id, sequence.tokens, match.tokens + count)});
+                           memory_.TakeCheckpoints(id, sequence.tokens, match.tokens + count), 0, 0});
     plan.tokens += count;
     budget -= count;
   }
@@ -150,14 +154,21 @@ StepPlan Scheduler::Schedule() {
 void Scheduler::Complete(const StepPlan& plan) {
   for (const ScheduledChunk& chunk : plan.chunks) {
     SequenceInfo& sequence = Mutable(chunk.id);
-    GLINT_CHECK(sequence.status == SequenceStatus::kRunning && sequence.computed == chunk.start)
+    GLINT_CHECK(sequence.status == SequenceStatus::kRunning && sequence.computed == chunk.start &&
+                chunk.accepted >= 0 && chunk.accepted <= chunk.draft)
         << "sequence " << chunk.id << " changed between Schedule and Complete";
-    sequence.computed += chunk.count;
+    sequence.computed += chunk.count + chunk.accepted;
     memory_.Commit(chunk.id, sequence.tokens, sequence.computed);
   }
 }
 
 void Scheduler::AppendToken(SequenceId id, int32_t token) { Mutable(id).tokens.push_back(token); }
+
+void Scheduler::SetDraft(SequenceId id, bool has_draft) {
+  SequenceInfo& sequence = Mutable(id);
+  GLINT_CHECK(!has_draft || sequence.status == SequenceStatus::kRunning) << "a draft for a sequence not running";
+  sequence.has_draft = has_draft;
+}
 
 bool Scheduler::Fork(SequenceId child_id) {
   SequenceInfo& child = Mutable(child_id);
@@ -208,7 +219,12 @@ Status Scheduler::CheckIntegrity() const {
         return InternalError("scheduler: sequence ", id, " computed ", s.computed, " of ", s.tokens.size(),
                              " tokens, memory committed ", memory_.Committed(id));
       }
-      if (!live && s.computed != 0) return InternalError("scheduler: waiting sequence ", id, " has computed tokens");
+      if (!live && (s.computed != 0 || s.has_draft)) {
+        return InternalError("scheduler: waiting sequence ", id, " has computed tokens or a draft");
+      }
+      if (s.has_draft && s.computed + 1 != static_cast<int64_t>(s.tokens.size())) {
+        return InternalError("scheduler: sequence ", id, " has a draft but is not decoding");
+      }
       if (status == SequenceStatus::kWaitingForParent && !Contains(s.parent)) {
         return InternalError("scheduler: sequence ", id, " waits for a parent that is gone");
       }

@@ -46,13 +46,17 @@ struct ScheduledChunk {
   int64_t count = 0;     // tokens computed
   bool samples = false;  // the chunk ends at the sequence's last token: its logits give the next token
   std::vector<CheckpointTarget> checkpoints;  // state checkpoints to write at positions in (start, start + count]
+  // Speculative decoding: a decode that also verifies the sequence's drafted token (computed at start + count, not
+  // in `tokens`). The engine sets `accepted` (≤ draft) before Complete.
+  int64_t draft = 0;
+  int64_t accepted = 0;
 };
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks; each sequence at most once
   std::vector<SequenceId> admitted;    // became live this step, with `computed` positions restored
   std::vector<SequenceId> preempted;   // lost their memory this step and wait again
-  int64_t tokens = 0;                  // Σ chunk counts ≤ max_batch_tokens
+  int64_t tokens = 0;                  // Σ chunk counts + drafts ≤ max_batch_tokens
 };
 
 struct SequenceInfo {
@@ -66,6 +70,7 @@ struct SequenceInfo {
   int64_t preemptions = 0;
   int64_t prefix_hit_tokens = 0;  // positions restored from the prefix cache at the first admission
   bool admitted_before = false;
+  bool has_draft = false;         // a drafted token waits to be verified with the next decode
 };
 
 class Scheduler {
@@ -78,10 +83,14 @@ class Scheduler {
   void AddChild(SequenceId id, SequenceId parent, int64_t arrival);
 
   StepPlan Schedule();
-  // After the model computed `plan`: positions advance and are committed to memory (blocks join the prefix
-  // cache, checkpoints are taken).
+  // After the model computed `plan`: positions advance (count + accepted drafts) and are committed to memory
+  // (blocks join the prefix cache, checkpoints are taken). Tokens appended before it are part of the commit.
   void Complete(const StepPlan& plan);
   void AppendToken(SequenceId id, int32_t token);
+  // Speculative decoding: the running sequence has (or no longer has) a drafted token for its next decode, which
+  // then computes two positions when the budget and blocks allow (the draft is dropped, never a reason to
+  // preempt, when they do not). Preemption drops it.
+  void SetDraft(SequenceId id, bool has_draft);
   // Starts the waiting child as a copy of its parent's computed positions (sharing its blocks). When memory is
   // short the child becomes an ordinary waiting sequence that computes its prompt itself; returns false then.
   bool Fork(SequenceId child);

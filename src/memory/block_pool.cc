@@ -10,15 +10,16 @@ BlockHash HashBlock(BlockHash parent, std::span<const int32_t> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
 }
 
-BlockPool::BlockPool(int64_t num_blocks, int64_t block_tokens)
+BlockPool::BlockPool(int64_t num_blocks, int64_t block_tokens, int64_t key_tokens)
     : block_tokens_(block_tokens),
+      key_tokens_(key_tokens > 0 ? key_tokens : block_tokens),
       ref_count_(num_blocks, 0),
       cached_(num_blocks, false),
       hash_(num_blocks, 0),
       prev_(num_blocks, -1),
       next_(num_blocks, -1),
       in_queue_(num_blocks, false) {
-  GLINT_CHECK(num_blocks >= 0 && num_blocks < (int64_t{1} << 31) && block_tokens > 0);
+  GLINT_CHECK(num_blocks >= 0 && num_blocks < (int64_t{1} << 31) && block_tokens > 0 && key_tokens_ >= block_tokens);
   for (int32_t id = 0; id < num_blocks; ++id) PushTail(id);  // ids in order: allocation is deterministic
 }
 
@@ -94,7 +95,8 @@ void BlockPool::Release(int32_t id) {
 
 bool BlockPool::Register(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> tokens) {
   GLINT_CHECK(id >= 0 && id < num_blocks() && ref_count_[id] > 0) << "registering block " << id << " with no holder";
-  GLINT_CHECK(static_cast<int64_t>(tokens.size()) == block_tokens_) << "a cached block must be full";
+  GLINT_CHECK(static_cast<int64_t>(tokens.size()) == key_tokens_) << "a cached block must be full (" << key_tokens_
+                                                                    << " key tokens, got " << tokens.size() << ")";
   if (cached_[id] || index_.count(hash) != 0) return false;
   index_.emplace(hash, CacheEntry{id, parent, std::vector<int32_t>(tokens.begin(), tokens.end())});
   cached_[id] = true;

@@ -32,10 +32,13 @@ BlockHash HashBlock(BlockHash parent, std::span<const int32_t> tokens);
 
 class BlockPool {
  public:
-  BlockPool(int64_t num_blocks, int64_t block_tokens);
+  // A cache key holds `key_tokens` token ids: the block's block_tokens, or one more when a block's contents also
+  // depend on the token after it (the MTP layer's cache; CacheManagerOptions::key_next_token). 0: block_tokens.
+  BlockPool(int64_t num_blocks, int64_t block_tokens, int64_t key_tokens = 0);
 
   int64_t num_blocks() const { return static_cast<int64_t>(ref_count_.size()); }
   int64_t block_tokens() const { return block_tokens_; }
+  int64_t key_tokens() const { return key_tokens_; }
   int64_t num_free() const { return free_count_; }  // no holder (includes cached blocks waiting to be evicted)
   int64_t num_used() const { return num_blocks() - free_count_; }
   int64_t num_cached() const { return static_cast<int64_t>(index_.size()); }
@@ -49,9 +52,9 @@ class BlockPool {
   // One holder less; see the class comment for where a block with no holder goes.
   void Release(int32_t id);
 
-  // Records that the full block `id` holds `tokens` after the chain `parent`, under `hash` = HashBlock(parent,
-  // tokens). Returns false (and changes nothing) when another block already holds that chain: the first copy stays
-  // the cached one and `id` stays uncached.
+  // Records that the full block `id` holds `tokens` (its key: key_tokens ids) after the chain `parent`, under
+  // `hash` = HashBlock(parent, tokens). Returns false (and changes nothing) when another block already holds that
+  // chain: the first copy stays the cached one and `id` stays uncached.
   bool Register(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> tokens);
   // The cached block holding `tokens` after `parent`, verified against the stored key. Does not take a reference.
   std::optional<int32_t> Lookup(BlockHash hash, BlockHash parent, std::span<const int32_t> tokens) const;
@@ -71,7 +74,7 @@ class BlockPool {
   struct CacheEntry {
     int32_t block;
     BlockHash parent;
-    std::vector<int32_t> tokens;  // [block_tokens]
+    std::vector<int32_t> tokens;  // [key_tokens]
   };
   void PushHead(int32_t id);
   void PushTail(int32_t id);
@@ -79,6 +82,7 @@ class BlockPool {
   void Uncache(int32_t id);
 
   int64_t block_tokens_;
+  int64_t key_tokens_;
   std::vector<int32_t> ref_count_;  // [num_blocks]
   std::vector<bool> cached_;        // [num_blocks] has an entry in index_
   std::vector<BlockHash> hash_;     // [num_blocks] valid when cached_

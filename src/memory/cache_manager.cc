@@ -7,7 +7,7 @@ namespace glint {
 
 CacheManager::CacheManager(const CacheManagerOptions& options)
     : options_(options),
-      blocks_(options.num_blocks, options.block_tokens),
+      blocks_(options.num_blocks, options.block_tokens, options.block_tokens + (options.key_next_token ? 1 : 0)),
       slots_(options.num_slots),
       checkpoints_(options.num_checkpoints) {
   // A checkpoint is only usable while the block that ends at it is cached: drop it with the block.
@@ -68,6 +68,12 @@ int64_t CacheManager::Committed(SequenceId id) const { return Get(id).committed;
 int32_t CacheManager::SlotOf(SequenceId id) const { return Get(id).slot; }
 std::byte* CacheManager::Slot(SequenceId id) const { return slot_arena_.Item(Get(id).slot); }
 
+std::span<const int32_t> CacheManager::BlockKey(std::span<const int32_t> tokens, int64_t i) const {
+  const int64_t b = options_.block_tokens;
+  GLINT_CHECK((i + 1) * b + KeyExtra() <= static_cast<int64_t>(tokens.size())) << "block " << i << " has no key yet";
+  return tokens.subspan(i * b, b + KeyExtra());
+}
+
 PrefixMatch CacheManager::FindPrefix(std::span<const int32_t> tokens) const {
   PrefixMatch match;
   if (!options_.prefix_caching) return match;
@@ -77,10 +83,11 @@ PrefixMatch CacheManager::FindPrefix(std::span<const int32_t> tokens) const {
   std::vector<int32_t> blocks;
   std::vector<BlockHash> hashes;
   // A block is reusable only if at least one token follows it (the sequence needs logits for its last token).
+  // (With key_next_token that token is also the last of the block's key.)
   for (int64_t i = 0; (i + 1) * b <= length - 1; ++i) {
-    const std::span<const int32_t> block_tokens = tokens.subspan(i * b, b);
-    const BlockHash hash = HashBlock(parent, block_tokens);
-    const std::optional<int32_t> block = blocks_.Lookup(hash, parent, block_tokens);
+    const std::span<const int32_t> key = BlockKey(tokens, i);
+    const BlockHash hash = HashBlock(parent, key);
+    const std::optional<int32_t> block = blocks_.Lookup(hash, parent, key);
     if (!block) break;
     blocks.push_back(*block);
     hashes.push_back(hash);
@@ -120,6 +127,7 @@ bool CacheManager::Admit(SequenceId id, std::span<const int32_t> tokens, const P
   sequence->blocks = match.blocks;
   sequence->hashes = match.hashes;
   sequence->committed = match.tokens;
+  sequence->checkpoints_through = match.tokens;
   const int64_t needed = BlocksFor(end) - static_cast<int64_t>(match.blocks.size());
   std::optional<std::vector<int32_t>> fresh = blocks_.Allocate(needed);
   GLINT_CHECK(fresh.has_value()) << "CanAdmit said yes";
@@ -159,12 +167,16 @@ std::vector<CheckpointTarget> CacheManager::TakeCheckpoints(SequenceId id, std::
   if (!options_.prefix_caching || !NeedsCheckpoints()) return targets;
   const int64_t b = options_.block_tokens, interval = options_.checkpoint_interval;
   GLINT_CHECK(end <= static_cast<int64_t>(tokens.size())) << "checkpoints past the sequence's tokens";
-  // Chain hashes of the blocks up to `end`: the committed ones are known, the others follow from the tokens.
+  // Positions whose key is known: with key_next_token the token at the position is part of it.
+  const int64_t through = std::min(end, static_cast<int64_t>(tokens.size()) - KeyExtra());
+  // Chain hashes of the blocks up to `through`: the committed ones are known, the others follow from the tokens.
   std::vector<BlockHash> chain = sequence.hashes;
-  for (int64_t position = (sequence.committed / interval + 1) * interval; position <= end; position += interval) {
+  const int64_t first = (sequence.checkpoints_through / interval + 1) * interval;  // through ≥ committed − 1
+  sequence.checkpoints_through = std::max(sequence.checkpoints_through, through);
+  for (int64_t position = first; position <= through; position += interval) {
     while (static_cast<int64_t>(chain.size()) * b < position) {
       const int64_t i = static_cast<int64_t>(chain.size());
-      chain.push_back(HashBlock(i == 0 ? kRootBlockHash : chain[i - 1], tokens.subspan(i * b, b)));
+      chain.push_back(HashBlock(i == 0 ? kRootBlockHash : chain[i - 1], BlockKey(tokens, i)));
     }
     const BlockHash hash = chain[position / b - 1];
     const std::optional<int32_t> checkpoint = checkpoints_.Take(hash, /*pinned=*/true);
@@ -179,18 +191,20 @@ std::vector<CheckpointTarget> CacheManager::TakeCheckpoints(SequenceId id, std::
 void CacheManager::Commit(SequenceId id, std::span<const int32_t> tokens, int64_t computed) {
   Sequence& sequence = Get(id);
   const int64_t b = options_.block_tokens;
-  GLINT_CHECK(computed >= sequence.committed && computed <= static_cast<int64_t>(tokens.size()) &&
+  GLINT_CHECK(computed >= sequence.committed && computed + KeyExtra() <= static_cast<int64_t>(tokens.size()) &&
               computed <= static_cast<int64_t>(sequence.blocks.size()) * b)
-      << "commit of " << computed << " positions for a sequence at " << sequence.committed;
+      << "commit of " << computed << " positions for a sequence at " << sequence.committed << " with "
+      << tokens.size() << " tokens";
   const int64_t previous = sequence.committed;
   sequence.committed = computed;
+  sequence.checkpoints_through = std::max(sequence.checkpoints_through, computed);
   if (!options_.prefix_caching) return;
   // Newly full blocks join the cache.
   for (int64_t i = static_cast<int64_t>(sequence.hashes.size()); (i + 1) * b <= computed; ++i) {
     const BlockHash parent = i == 0 ? kRootBlockHash : sequence.hashes[i - 1];
-    const std::span<const int32_t> block_tokens = tokens.subspan(i * b, b);
-    const BlockHash hash = HashBlock(parent, block_tokens);
-    blocks_.Register(sequence.blocks[i], hash, parent, block_tokens);  // false: an identical block is cached
+    const std::span<const int32_t> key = BlockKey(tokens, i);
+    const BlockHash hash = HashBlock(parent, key);
+    blocks_.Register(sequence.blocks[i], hash, parent, key);  // false: an identical block is cached
     sequence.hashes.push_back(hash);
   }
   if (!NeedsCheckpoints()) return;
@@ -217,13 +231,19 @@ bool CacheManager::Fork(SequenceId parent_id, SequenceId child_id) {
   GLINT_CHECK(!IsLive(child_id)) << "sequence " << child_id << " is already live";
   const Sequence& parent = Get(parent_id);
   const int64_t b = options_.block_tokens;
-  const int64_t full = parent.committed / b;
-  const bool partial = static_cast<int64_t>(parent.blocks.size()) > full && parent.committed % b != 0;
+  // Shared: the full blocks, except (key_next_token) the one holding the last position, whose last rows the child
+  // writes itself.
+  const int64_t full = options_.key_next_token ? std::max<int64_t>(parent.committed - 1, 0) / b : parent.committed / b;
+  const bool partial = static_cast<int64_t>(parent.blocks.size()) > full &&
+                       (parent.committed % b != 0 || (options_.key_next_token && parent.committed > 0));
   if (slots_.num_free() == 0 || blocks_.num_free() < (partial ? 1 : 0)) return false;
   auto child = std::make_unique<Sequence>();
   child->slot = *slots_.Allocate();
   child->committed = parent.committed;
-  child->hashes = parent.hashes;
+  child->hashes.assign(parent.hashes.begin(),
+                       parent.hashes.begin() + std::min<int64_t>(full, static_cast<int64_t>(parent.hashes.size())));
+  // Its own checkpoint at the last position is keyed by its own next token: looked at again.
+  child->checkpoints_through = options_.key_next_token ? parent.committed - 1 : parent.committed;
   for (int64_t i = 0; i < full; ++i) {
     blocks_.Acquire(parent.blocks[i]);
     child->blocks.push_back(parent.blocks[i]);
@@ -286,7 +306,8 @@ Status CacheManager::CheckIntegrity() const {
       return InternalError("cache manager: sequence ", id, " committed ", sequence->committed, " positions in ",
                            sequence->blocks.size(), " blocks");
     }
-    if (options_.prefix_caching && static_cast<int64_t>(sequence->hashes.size()) != sequence->committed / options_.block_tokens) {
+    if (options_.prefix_caching &&
+        static_cast<int64_t>(sequence->hashes.size()) != sequence->committed / options_.block_tokens) {
       return InternalError("cache manager: sequence ", id, " has ", sequence->hashes.size(), " block hashes for ",
                            sequence->committed, " committed positions");
     }

@@ -14,6 +14,12 @@
 // indexer's filling pool is empty there because block_tokens is a multiple of index_kpool); a restored slot has
 // them zeroed. A model without recurrent state (checkpoint_bytes = 0) resumes at any cached block boundary.
 //
+// With `key_next_token` (speculative decoding: the MTP layer's cache row at a position holds the pair (h_p,
+// x_{p+1}), so a block's last row depends on the token after the block) a block's key is its tokens plus the next
+// one: a block joins the cache only once that token is known (Commit must be called with it in `tokens`), a
+// checkpoint's key likewise, and a fork copies the block holding the parent's last position instead of sharing it
+// (the child writes its own row there).
+//
 // Knows sizes only, never the model. Single-threaded: the engine thread owns it.
 #pragma once
 
@@ -44,6 +50,7 @@ struct CacheManagerOptions {
   int64_t num_checkpoints = 0;
   bool prefix_caching = false;
   int64_t checkpoint_interval = 0;  // tokens; a positive multiple of block_tokens when prefix caching is on
+  bool key_next_token = false;      // a block's contents depend on the token after it (see the file comment)
 };
 
 // What a new sequence can reuse: `tokens` positions covered by `blocks`, with the state at that position in
@@ -96,14 +103,19 @@ class CacheManager {
   // More blocks so that positions < `end` are covered. False, changing nothing, when the pool is short.
   bool Reserve(SequenceId id, int64_t end);
   // The checkpoints to write while the sequence computes positions up to `end` of `tokens`: one per checkpoint
-  // position in (committed, end] whose chain has none yet, taken from the pool now (the least recently used one
-  // is evicted when it is full). They become findable at Commit; if the sequence is freed first they are dropped.
+  // position not looked at by an earlier call, up to `end` and whose key `tokens` already holds (with
+  // key_next_token: positions < tokens.size()), whose chain has none yet, taken from the pool now (the least
+  // recently used one is evicted when it is full). They become findable at Commit; if the sequence is freed first
+  // they are dropped. A position whose key is not known yet is looked at by a later call (the engine takes such a
+  // checkpoint after its step, from the slot).
   std::vector<CheckpointTarget> TakeCheckpoints(SequenceId id, std::span<const int32_t> tokens, int64_t end);
   // Positions < `computed` of `tokens` are now in the sequence's blocks and slot, and the targets up to there are
-  // written: newly full blocks and those checkpoints join the prefix cache.
+  // written: newly full blocks and those checkpoints join the prefix cache. With key_next_token, `tokens` must
+  // hold the token at `computed` too.
   void Commit(SequenceId id, std::span<const int32_t> tokens, int64_t computed);
   // Makes `child` a copy of the live sequence `parent`: it shares the parent's full blocks, gets its own copy of
-  // the partly filled last block and of the slot. False, changing nothing, when there is no slot or block for it.
+  // the partly filled last block (with key_next_token: of the block holding the last position, full or not) and of
+  // the slot. False, changing nothing, when there is no slot or block for it.
   bool Fork(SequenceId parent, SequenceId child);
   // Releases the sequence's blocks (last block first, so its tail is evicted before its head) and its slot.
   void Free(SequenceId id);
@@ -134,11 +146,15 @@ class CacheManager {
     int64_t committed = 0;           // positions whose caches are written
     std::vector<BlockHash> hashes;   // chained hash of each full block below `committed` (prefix caching only)
     std::vector<std::pair<int64_t, BlockHash>> pending_checkpoints;  // taken, not yet written: (position, hash)
+    int64_t checkpoints_through = 0;  // checkpoint positions ≤ this were looked at by TakeCheckpoints
   };
   explicit CacheManager(const CacheManagerOptions& options);
   Sequence& Get(SequenceId id);
   const Sequence& Get(SequenceId id) const;
   bool NeedsCheckpoints() const { return options_.checkpoint_bytes > 0; }
+  // The key of block i of `tokens` (which must hold it): its tokens, and the next one with key_next_token.
+  std::span<const int32_t> BlockKey(std::span<const int32_t> tokens, int64_t i) const;
+  int64_t KeyExtra() const { return options_.key_next_token ? 1 : 0; }
 
   CacheManagerOptions options_;
   BlockPool blocks_;

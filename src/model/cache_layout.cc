@@ -25,6 +25,10 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
   if (options.kda_state != KdaStateStorage::kFloat32 && options.kda_state != KdaStateStorage::kBfloat16) {
     return InvalidArgument("unknown KDA state storage ", static_cast<int>(options.kda_state));
   }
+  if (options.mtp && !c.HasMtp()) {
+    return InvalidArgument("speculative decoding with MTP needs a model with an MTP layer "
+                           "(num_nextn_predict_layers ≥ 1); this config has none");
+  }
   if (static_cast<int64_t>(c.attention_kinds.size()) != c.num_hidden_layers) {
     return InvalidArgument("the config lists ", c.attention_kinds.size(), " attention kinds for ",
                            c.num_hidden_layers, " layers");
@@ -57,6 +61,11 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
     layer.latents = Place(layout.block_bytes, b * c.kv_lora_rank * 4);
     layer.pooled = Place(layout.block_bytes, b / c.index_kpool * e * 4);
     layer.pending = Place(layout.slot_bytes, 2 * (c.index_kpool - 1) * e * 4);
+  }
+  if (options.mtp) {  // the MTP layer is one more DSA layer with its own cache (model-glm53.md §10)
+    layout.mtp_latents = Place(layout.block_bytes, b * c.kv_lora_rank * 4);
+    layout.mtp_pooled = Place(layout.block_bytes, b / c.index_kpool * e * 4);
+    layout.mtp_pending = Place(layout.slot_bytes, 2 * (c.index_kpool - 1) * e * 4);
   }
   // Pools need items of at least one alignment unit even for a model without one of the layer kinds.
   if (layout.block_bytes == 0) layout.block_bytes = kItemAlignment;

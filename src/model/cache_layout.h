@@ -4,11 +4,17 @@
 //   block (B = block_tokens positions, a multiple of index_kpool), for each DSA layer in layer order:
 //     latents      [B, kv_lora]            fp32   MLA latent c_j after kv_a_layernorm
 //     pooled keys  [B / kpool, e]          fp32   the indexer's pk_m of the pools that lie in the block
+//     with CacheOptions::mtp, then the MTP layer's own DSA cache, where position p holds the pair (h_p, x_{p+1}):
+//     MTP latents  [B, kv_lora]            fp32
+//     MTP pooled   [B / kpool, e]          fp32
 //   slot (one per live sequence):
 //     for each KDA layer: conv window [3, width, K−1] fp32, recurrent S [H, d, d] fp32 or bf16
 //     for each DSA layer: pending rows [2, kpool − 1, e] fp32 (ik then ig of the filling pool)
+//     with CacheOptions::mtp: the MTP layer's pending rows [2, kpool − 1, e] fp32
 //   checkpoint = the slot's KDA part, which comes first. At a block boundary the filling pools are empty, so a
-//   checkpoint taken there plus the blocks before it is the whole sequence state.
+//   checkpoint taken there plus the blocks before it is the whole sequence state. (The MTP rows of a block's last
+//   position depend on the token after the block: docs/engine.md "Speculative decoding" says how the prefix cache
+//   keys them.)
 // Every segment starts on a 64-byte boundary (kItemAlignment).
 #pragma once
 
@@ -24,6 +30,7 @@ namespace glint {
 struct CacheOptions {
   int64_t block_tokens = 64;
   KdaStateStorage kda_state = KdaStateStorage::kFloat32;
+  bool mtp = false;  // also lay out the MTP layer's cache (speculative decoding); needs a config with an MTP layer
 };
 
 struct CacheLayout {
@@ -41,6 +48,9 @@ struct CacheLayout {
     int64_t recurrent = -1;  // KDA: byte offset in the slot
   };
   std::vector<Layer> layers;  // [num_hidden_layers]
+  // options.mtp: the MTP layer's DSA cache (latents and pooled keys: byte offsets in a block; pending rows: in the
+  // slot). −1 without.
+  int64_t mtp_latents = -1, mtp_pooled = -1, mtp_pending = -1;
 
   int64_t kda_conv_bytes = 0;       // one KDA layer's conv window
   int64_t kda_recurrent_bytes = 0;  // one KDA layer's S as stored
@@ -50,12 +60,14 @@ struct CacheLayout {
   int64_t kda_heads = 0, kda_head_dim = 0, kda_conv_kernel = 0;
 
   int64_t block_tokens() const { return options.block_tokens; }
-  // Cache bytes one position adds (all DSA layers; pooled keys amortised over their pool).
+  bool has_mtp() const { return options.mtp; }
+  // Cache bytes one position adds (all DSA layers and the MTP layer; pooled keys amortised over their pool).
   double BytesPerToken() const { return static_cast<double>(block_bytes) / options.block_tokens; }
   Status CheckMatches(const ModelConfig& config) const;
 };
 
-// The layout for `config`. Fails when block_tokens is not a positive multiple of index_kpool.
+// The layout for `config`. Fails when block_tokens is not a positive multiple of index_kpool, or when the MTP
+// cache is asked for and the config has no MTP layer.
 Result<CacheLayout> MakeCacheLayout(const ModelConfig& config, const CacheOptions& options = {});
 
 // The block size standalone sequences use (NewSequence, NewDsaCache): small, so tests cross block boundaries.

@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
+#include <utility>
+#include <vector>
 
 #include "kernels/kda_ops.h"
 #include "kernels/vector_ops.h"
@@ -18,8 +21,9 @@ constexpr float kL2NormEps = 1e-6f;  // HF l2norm eps, inside the sqrt (pitfall 
 // Causal depthwise conv (kernel K, tap K−1 on the current token) + SiLU over one stream of one segment, in place.
 // x: rows [count] of stride `stride`, width channels; taps [width, K]; window [width, K−1] holds the K−1 inputs
 // before the segment (oldest first) and is left holding the last K−1 inputs. scratch: (K − 1 + count + K) · width.
+// copies: (rows r, window [width, K−1]) to fill with the window as it is after the segment's first r rows.
 void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* window, float* x, int64_t stride,
-                   int64_t count, float* scratch) {
+                   int64_t count, float* scratch, std::span<const std::pair<int64_t, float*>> copies) {
   const int64_t history = kernel - 1;
   float* raw = scratch;                                  // [K−1 + count, width] history, then the segment's inputs
   float* taps_by_offset = raw + (history + count) * width;  // [K, width] taps transposed: the loops run over channels
@@ -28,6 +32,12 @@ void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* wind
     for (int64_t i = 0; i < history; ++i) raw[i * width + c] = window[c * history + i];
   }
   for (int64_t t = 0; t < count; ++t) std::memcpy(raw + (history + t) * width, x + t * stride, width * sizeof(float));
+  // After r rows the window holds raw rows r .. r + K − 2 (the last K − 1 inputs).
+  for (const auto& [rows, copy] : copies) {
+    for (int64_t c = 0; c < width; ++c) {
+      for (int64_t i = 0; i < history; ++i) copy[c * history + i] = raw[(rows + i) * width + c];
+    }
+  }
   for (int64_t c = 0; c < width; ++c) {
     for (int64_t i = 0; i < history; ++i) window[c * history + i] = raw[(count + i) * width + c];
   }
@@ -46,13 +56,26 @@ void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* wind
 }  // namespace
 
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<KdaStateView(const Segment&)>& state_of, float* out) {
+               const std::function<KdaStateView(const Segment&)>& state_of, float* out,
+               const std::function<KdaStateView(const Segment&, std::byte*)>& copy_view) {
   const ModelConfig& c = ctx.config;
   const int64_t heads = c.kda_num_heads, d = c.kda_head_dim, width = c.KdaWidth(), hidden = c.hidden_size;
   const int64_t kernel = c.kda_conv_kernel;
   if (d > 256) return Unimplemented("the fast KDA kernels support head_dim ≤ 256, got ", d);
   int64_t n = 0;
-  for (const Segment& s : segments) n = std::max(n, s.row + s.count);
+  for (const Segment& s : segments) {
+    n = std::max(n, s.row + s.count);
+    if (!s.state_copies.empty() && !copy_view) {
+      return InvalidArgument("FastKda: a segment asks for state copies but no destination view was given");
+    }
+  }
+  // The layer's view in each state copy's destination: [segments][copies].
+  std::vector<std::vector<KdaStateView>> copies(segments.size());
+  for (size_t i = 0; i < segments.size(); ++i) {
+    for (const auto& [rows, destination] : segments[i].state_copies) {
+      copies[i].push_back(copy_view(segments[i], destination));
+    }
+  }
 
   // Projections: [q; k; v] (int8), [f_a; g_a; b] (bf16), then f = f_b(f_a h), z = g_b(g_a h) (bf16).
   float* qkv = ctx.Buffer(kBufKdaQkv, n * 3 * width);         // [n, 3·width]
@@ -75,9 +98,14 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
     const Segment& s = segments[conv_tasks[i].first];
     const int stream = conv_tasks[i].second;
     const KdaStateView state = state_of(s);
+    std::vector<std::pair<int64_t, float*>> window_copies;  // this stream's window in each copy
+    for (size_t k = 0; k < s.state_copies.size(); ++k) {
+      window_copies.emplace_back(s.state_copies[k].first,
+                                 copies[conv_tasks[i].first][k].conv_window + stream * width * (kernel - 1));
+    }
     float* scratch = ctx.WorkerFloats(worker, (kernel - 1 + s.count + kernel) * width);
     ShortConvSilu(w.conv[stream], width, kernel, state.conv_window + stream * width * (kernel - 1),
-                  qkv + s.row * 3 * width + stream * width, 3 * width, s.count, scratch);
+                  qkv + s.row * 3 * width + stream * width, 3 * width, s.count, scratch, window_copies);
   });
   // (2) per-head L2 norms (q also × d^-1/2), (3) g = lb · sigmoid(exp(A_log) (f + dt_bias)), (4) β = sigmoid(b).
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -119,21 +147,42 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
     const float* g = f + s.row * width + hd * d;
     const float* b = beta + s.row * (2 * d + heads) + 2 * d + hd;
     float* out_rows = o + s.row * width + hd * d;
-    if (s.count == 1) {
-      kda::DecodeStep(S, q, k, v, g, *b, d, d, out_rows);
-    }
     float* scratch = scratch_all + d * d;
-    for (int64_t start = 0; s.count > 1 && start < s.count; start += kda::kChunkTokens) {
-      const int64_t len = std::min(kda::kChunkTokens, s.count - start);
-      kda::ChunkArgs args;
-      args.q = q + start * 3 * width, args.k = k + start * 3 * width, args.qk_stride = 3 * width;
-      args.v = v + start * 3 * width, args.v_stride = 3 * width;
-      args.g = g + start * width, args.g_stride = width;
-      args.beta = b + start * (2 * d + heads), args.beta_stride = 2 * d + heads;
-      args.o = out_rows + start * width, args.o_stride = width;
-      args.n = len, args.dk = d, args.dv = d;
-      kda::Chunk(S, args, scratch);
+    // Rows [begin, end) as one call: the fused decode step for one row, chunks of 64 from `begin` otherwise.
+    const auto run_rows = [&](int64_t begin, int64_t end) {
+      if (end - begin == 1) {
+        kda::DecodeStep(S, q + begin * 3 * width, k + begin * 3 * width, v + begin * 3 * width, g + begin * width,
+                        b[begin * (2 * d + heads)], d, d, out_rows + begin * width);
+        return;
+      }
+      for (int64_t start = begin; start < end; start += kda::kChunkTokens) {
+        const int64_t len = std::min(kda::kChunkTokens, end - start);
+        kda::ChunkArgs args;
+        args.q = q + start * 3 * width, args.k = k + start * 3 * width, args.qk_stride = 3 * width;
+        args.v = v + start * 3 * width, args.v_stride = 3 * width;
+        args.g = g + start * width, args.g_stride = width;
+        args.beta = b + start * (2 * d + heads), args.beta_stride = 2 * d + heads;
+        args.o = out_rows + start * width, args.o_stride = width;
+        args.n = len, args.dk = d, args.dv = d;
+        kda::Chunk(S, args, scratch);
+      }
+    };
+    int64_t done = 0;
+    for (size_t c = 0; c < s.state_copies.size(); ++c) {
+      const int64_t rows = s.state_copies[c].first;
+      if (rows > done) run_rows(done, rows);
+      done = rows;
+      if (bf16) {  // a call boundary: S is stored as bf16 there, and the next call widens it again
+        uint16_t* copy = static_cast<uint16_t*>(copies[i / heads][c].recurrent) + hd * d * d;
+        for (int64_t j = 0; j < d * d; ++j) {
+          copy[j] = FloatToBf16(S[j]);
+          S[j] = Bf16ToFloat(copy[j]);
+        }
+      } else {
+        std::memcpy(static_cast<float*>(copies[i / heads][c].recurrent) + hd * d * d, S, d * d * sizeof(float));
+      }
     }
+    if (done < s.count) run_rows(done, s.count);
     if (bf16) {
       for (int64_t i = 0; i < d * d; ++i) S_bf16[i] = FloatToBf16(S[i]);
     }

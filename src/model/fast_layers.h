@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -32,7 +33,10 @@ struct Segment {
   int64_t count = 0;
   int64_t first_position = 0;
   int64_t first_index = 0;
-  std::byte* checkpoint_after = nullptr;  // StateCheckpoint::data to fill with the KDA state after these rows
+  // Where to copy the KDA state out inside the segment (prefix-cache checkpoints, the speculative-decoding rollback
+  // snapshot): (rows of the segment before the copy, 1..count, ascending; destination laid out as a slot's KDA
+  // part). FastKda splits its recurrence there exactly as separate calls would.
+  std::vector<std::pair<int64_t, std::byte*>> state_copies = {};
 };
 
 // Kernels, pool, scratch and statistics for one model. Not thread-safe: one forward pass at a time.
@@ -102,9 +106,13 @@ void FastMhcWrite(FastContext& ctx, const MhcTokenCoefficients* coefficients, co
                   float* streams);
 
 // KDA over the pass: h [n, D] → out [n, D]; updates each segment's state in place (`state_of`: the layer's view
-// in the sequence's slot, fp32 or bf16 storage). The caller counts tokens.
+// in the sequence's slot, fp32 or bf16 storage). The caller counts tokens. Each segment's state_copies get the
+// layer's state at their row (`copy_view`: the layer's view in a copy's destination; needed when any segment has
+// copies): the rows are computed in parts split there, each part as a call of its own (one row: the decode step;
+// more: chunks of 64 from the part's first row; bf16 storage rounded at each split).
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<KdaStateView(const Segment&)>& state_of, float* out);
+               const std::function<KdaStateView(const Segment&)>& state_of, float* out,
+               const std::function<KdaStateView(const Segment&, std::byte*)>& copy_view = {});
 
 // Selections of the DSA sublayer, per pass row (for traces).
 struct DsaRowSelection {

@@ -97,29 +97,26 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   // state the previous pass left (a chunked prefill).
   std::vector<Segment> segments;
   int64_t rows = 0;
-  // A segment also ends at each state checkpoint (the KDA state is copied out after the segment's layer); the
-  // pass then ends too when the entry goes on, so that no pass holds two segments of one sequence.
+  // State copies (prefix-cache checkpoints, the rollback snapshot) go with the segment that holds their position;
+  // FastKda splits its recurrence there, so neither segments nor passes end at them. A pass ends only when full,
+  // and an entry that goes on continues in the next pass: no pass holds two segments of one sequence.
   std::vector<int64_t> consumed(batch.size(), 0);
   for (size_t e = 0; e < batch.size(); ++e) {
     const int64_t tokens = static_cast<int64_t>(batch[e].tokens.size());
     const int64_t start = batch[e].state->tokens;  // position before this call
-    size_t next_checkpoint = 0;
+    const std::vector<std::pair<int64_t, std::byte*>> copies = EntryStateCopies(batch[e]);  // (rows of the entry, …)
+    size_t next_copy = 0;
     while (consumed[e] < tokens) {
-      int64_t take = std::min(tokens - consumed[e], max_tokens_per_pass_ - rows);
-      std::byte* checkpoint = nullptr;
-      if (next_checkpoint < batch[e].checkpoints.size()) {
-        const StateCheckpoint& target = batch[e].checkpoints[next_checkpoint];
-        const int64_t until = target.position - start - consumed[e];  // ≥ 1: CheckBatch validated positions
-        if (until <= take) {
-          take = until;
-          checkpoint = target.data;
-          ++next_checkpoint;
-        }
+      const int64_t take = std::min(tokens - consumed[e], max_tokens_per_pass_ - rows);
+      Segment segment{static_cast<int>(e), rows, take, start + consumed[e], consumed[e], {}};
+      // ≥ 1 row before each copy: CheckBatch validated the positions.
+      for (; next_copy < copies.size() && copies[next_copy].first <= consumed[e] + take; ++next_copy) {
+        segment.state_copies.emplace_back(copies[next_copy].first - consumed[e], copies[next_copy].second);
       }
-      segments.push_back({static_cast<int>(e), rows, take, start + consumed[e], consumed[e], checkpoint});
+      segments.push_back(std::move(segment));
       rows += take;
       consumed[e] += take;
-      if (rows == max_tokens_per_pass_ || (checkpoint != nullptr && consumed[e] < tokens)) {
+      if (rows == max_tokens_per_pass_) {
         GLINT_RETURN_IF_ERROR(RunPassOrBreak(batch, segments, outputs, options, trace, forced));
         segments.clear();
         rows = 0;
@@ -180,12 +177,11 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
     // ---- attention site ----
     FastMhcRead(ctx, layer.hc_attn, layer.attn_norm, streams, n, h, coefficients.data());
     if (layer.attention_kind == AttentionKind::kKda) {
-      GLINT_RETURN_IF_ERROR(FastKda(ctx, layer.kda, h, segments,
-                                    [&](const Segment& s) { return KdaLayerState(*batch[s.sequence].state, l); },
-                                    y));
-      for (const Segment& s : segments) {  // prefix-cache checkpoints: this layer's state at the segment's end
-        if (s.checkpoint_after != nullptr) CopyKdaLayerState(*batch[s.sequence].state, l, s.checkpoint_after);
-      }
+      GLINT_RETURN_IF_ERROR(FastKda(
+          ctx, layer.kda, h, segments, [&](const Segment& s) { return KdaLayerState(*batch[s.sequence].state, l); },
+          y, [&](const Segment& s, std::byte* destination) {
+            return KdaLayerStateIn(*batch[s.sequence].state->layout, l, destination);
+          }));
     } else {
       std::function<const std::vector<int64_t>*(const Segment&, int64_t)> forced_of;
       if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {
@@ -298,8 +294,8 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
   if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
   if (state.mtp_dsa.blocks == nullptr) {
-    return FailedPrecondition("this sequence has no MTP cache: sequences bound to engine memory are not given one "
-                              "(speculative decoding is not implemented yet); use NewSequence for MTP");
+    return FailedPrecondition("this sequence has no MTP cache: bind it with a cache layout made with "
+                              "CacheOptions::mtp (speculative decoding), or use NewSequence");
   }
   const int64_t pairs = static_cast<int64_t>(next_tokens.size()), d = c.hidden_size;
   if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");
@@ -321,7 +317,7 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   }
   ctx.Linear(m.eh_proj, concat.data(), 2 * d, pairs, z.data(), d);
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.attn_norm, d, c.rms_norm_eps, normed.data() + t * d);
-  const Segment segment{0, 0, pairs, state.mtp_dsa.tokens, 0};
+  const Segment segment{0, 0, pairs, state.mtp_dsa.tokens, 0, {}};
   std::vector<DsaRowSelection> selections;
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, m.dsa, normed.data(), std::span<const Segment>(&segment, 1),
                                 [&](const Segment&) -> DsaCache& { return state.mtp_dsa; }, {}, sublayer.data(),

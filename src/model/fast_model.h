@@ -59,6 +59,7 @@ class FastModel final : public Model {
 
   const ModelConfig& config() const override { return config_; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
+  bool has_mtp() const override { return weights_.mtp != nullptr; }
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override;

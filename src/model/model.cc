@@ -73,13 +73,28 @@ SequenceState Model::NewSequence() const {
   return state;
 }
 
-SequenceState Model::BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory,
-                                  int64_t tokens) const {
+SequenceState Model::BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
+                                  int64_t mtp_tokens) const {
   SequenceState state;
   state.owner = this;
   state.tokens = tokens;
   state.layout = std::move(layout);
   state.memory = memory;
+  if (state.layout != nullptr && state.layout->has_mtp() && memory.slot != nullptr) {
+    // The MTP layer's cache: its own segments of the same blocks (position p of the block table) and slot.
+    const CacheLayout& l = *state.layout;
+    DsaCache& cache = state.mtp_dsa;
+    cache.kv_lora_rank = l.kv_lora_rank;
+    cache.index_head_dim = l.index_head_dim;
+    cache.kpool = l.index_kpool;
+    cache.block_tokens = l.block_tokens();
+    cache.blocks = memory.blocks;
+    cache.block_table = memory.block_table;
+    cache.latents_offset = l.mtp_latents;
+    cache.pooled_offset = l.mtp_pooled;
+    cache.pending = reinterpret_cast<float*>(memory.slot + l.mtp_pending);
+    state.mtp_tokens = cache.tokens = mtp_tokens < 0 ? tokens : mtp_tokens;
+  }
   return state;
 }
 
@@ -92,6 +107,25 @@ int64_t ReferenceModel::weight_bytes() const {
     values += count;
   }
   return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
+}
+
+Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                              const ForwardOptions& options) const {
+  logits.assign(batch.size(), {});
+  const int64_t vocab = config().vocab_size;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const MtpEntry& entry = batch[i];
+    if (entry.state == nullptr) return InvalidArgument("MTP batch entry ", i, " has no sequence state");
+    Status status = MtpForward(*entry.state, entry.hidden, entry.next_tokens, logits[i], options);
+    if (!status.ok()) return status.WithContext(StrCat("MTP batch entry ", i));
+    const int64_t rows = static_cast<int64_t>(logits[i].size()) / vocab;
+    if (entry.logits == LogitsWanted::kNone) {
+      logits[i].clear();
+    } else if (entry.logits == LogitsWanted::kLast && rows > 1) {
+      logits[i].erase(logits[i].begin(), logits[i].end() - vocab);
+    }
+  }
+  return Status::Ok();
 }
 
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
@@ -134,6 +168,14 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
     }
     previous = checkpoint.position;
   }
+  const StateCheckpoint& rollback = entry.rollback;
+  if (rollback.data != nullptr || rollback.position != 0) {
+    if (rollback.data == nullptr || rollback.position <= state.tokens || rollback.position >= total) {
+      return InvalidArgument("the rollback snapshot at position ", rollback.position,
+                             " is not strictly inside this call's positions ", state.tokens, " .. ", total,
+                             " with memory to write to");
+    }
+  }
   for (int32_t block : *state.memory.block_table) {
     if (block < 0 || block >= state.memory.blocks->count()) {
       return FailedPrecondition("the sequence's block table names block ", block, " of ",
@@ -148,13 +190,37 @@ void PrepareEntryMemory(const BatchEntry& entry) {
   if (state.owned != nullptr) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
 }
 
-KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
-  const CacheLayout::Layer& at = state.layout->layers[layer];
+KdaStateView KdaLayerStateIn(const CacheLayout& layout, int64_t layer, std::byte* slot_like) {
+  const CacheLayout::Layer& at = layout.layers[layer];
   KdaStateView view;
-  view.conv_window = reinterpret_cast<float*>(state.memory.slot + at.conv);
-  view.recurrent = state.memory.slot + at.recurrent;
-  view.storage = state.layout->options.kda_state;
+  view.conv_window = reinterpret_cast<float*>(slot_like + at.conv);
+  view.recurrent = slot_like + at.recurrent;
+  view.storage = layout.options.kda_state;
   return view;
+}
+
+KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
+  return KdaLayerStateIn(*state.layout, layer, state.memory.slot);
+}
+
+std::vector<std::pair<int64_t, std::byte*>> EntryStateCopies(const BatchEntry& entry) {
+  std::vector<std::pair<int64_t, std::byte*>> copies;
+  for (const StateCheckpoint& checkpoint : entry.checkpoints) {
+    copies.emplace_back(checkpoint.position - entry.state->tokens, checkpoint.data);
+  }
+  if (entry.rollback.data != nullptr) {
+    copies.emplace_back(entry.rollback.position - entry.state->tokens, entry.rollback.data);
+  }
+  std::stable_sort(copies.begin(), copies.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  return copies;
+}
+
+void RollBack(SequenceState& state, const std::byte* snapshot, int64_t position) {
+  GLINT_CHECK(state.memory.slot != nullptr && snapshot != nullptr && position >= 0 && position <= state.tokens)
+      << "rollback to " << position << " of a sequence at " << state.tokens;
+  std::memcpy(state.memory.slot, snapshot, state.layout->checkpoint_bytes);
+  state.tokens = position;
 }
 
 void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint) {
@@ -252,6 +318,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
     trace->Floats(sequence, "hidden.emb", embedded, {tokens, d});
   }
 
+  const std::vector<std::pair<int64_t, std::byte*>> state_copies = EntryStateCopies(entry);
   std::vector<float> sublayer_in(tokens * d), sublayer_out(tokens * d), collapsed(d);  // [T, D]
   std::vector<MhcCoefficients> site(tokens);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -266,16 +333,16 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
       ref::RmsNorm(collapsed.data(), layer.input_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
     }
     if (layer.attention_kind == AttentionKind::kKda) {
-      // Split at the state checkpoints: the layer's state at each of them is copied out on the way.
+      // Split at the state checkpoints and the rollback snapshot: the layer's state at each of them is copied out
+      // on the way (each part is computed as a call of its own would be).
       const KdaStateView view = KdaLayerState(state, l);
       int64_t done = 0;
-      for (const StateCheckpoint& checkpoint : entry.checkpoints) {
-        const int64_t end = checkpoint.position - state.tokens;
+      for (const auto& [end, destination] : state_copies) {
         if (end > done) {
           GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], end - done, view,
                                            options.kda_algorithm, &sublayer_out[done * d]));
         }
-        CopyKdaLayerState(state, l, checkpoint.data);
+        CopyKdaLayerState(state, l, destination);
         done = end;
       }
       if (done < tokens) {
@@ -350,8 +417,8 @@ Status ReferenceModel::MtpForward(SequenceState& state, std::span<const float> h
   if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
   if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
   if (state.mtp_dsa.blocks == nullptr) {
-    return FailedPrecondition("this sequence has no MTP cache: sequences bound to engine memory are not given one "
-                              "(speculative decoding is not implemented yet); use NewSequence for MTP");
+    return FailedPrecondition("this sequence has no MTP cache: bind it with a cache layout made with "
+                              "CacheOptions::mtp (speculative decoding), or use NewSequence");
   }
   const int64_t pairs = static_cast<int64_t>(next_tokens.size());
   const int64_t d = c.hidden_size;

@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -49,10 +50,11 @@ struct SequenceState {
   std::unique_ptr<OwnedSequenceMemory> owned;
   // A forward pass failed after it started writing, so the caches no longer describe `tokens`; refused from then on.
   bool broken = false;
-  // The MTP layer's own latent + indexer cache (pair positions). NewSequence only: engine sequences have none,
-  // since speculative decoding is not implemented yet and the MTP cache is not paged.
+  // The MTP layer's own latent + indexer cache; its position p holds the pair (h_p, x_{p+1}). NewSequence: a cache
+  // with its own memory. BindSequence with a layout made with CacheOptions::mtp: a view into the same blocks (the
+  // layout's MTP segments) and slot; otherwise none.
   DsaCache mtp_dsa;
-  int64_t mtp_tokens = 0;  // pairs consumed by the MTP layer
+  int64_t mtp_tokens = 0;  // pairs consumed by the MTP layer (= mtp_dsa.tokens)
 };
 
 enum class LogitsWanted { kNone, kLast, kAll };
@@ -72,11 +74,25 @@ struct BatchEntry {
   LogitsWanted logits = LogitsWanted::kLast;
   bool want_hidden = false;         // return the final normed hidden [T, D] (MTP input)
   std::span<const StateCheckpoint> checkpoints = {};  // ascending positions; empty: none
+  // Speculative decoding: the KDA state (the slot's first layout.checkpoint_bytes) as it is at `position`, at any
+  // position inside the call (state.tokens < position < state.tokens + T), so that the tokens after it can be
+  // rejected: RollBack restores it. The model computes the KDA layers in two parts split there, exactly as two
+  // calls would; every other sublayer is per row and unchanged. data null: none.
+  StateCheckpoint rollback = {};
 };
 
 struct EntryOutput {
   std::vector<float> logits;  // [rows, V]: rows = T (kAll), 1 (kLast) or 0
   std::vector<float> hidden;  // [T, D] when want_hidden
+};
+
+// One sequence's part of a batched MTP call (Model::MtpForwardBatch): T pairs (h_t, x_{t+1}) continuing the
+// state's MTP cache, as MtpForward takes them.
+struct MtpEntry {
+  SequenceState* state = nullptr;
+  std::span<const float> hidden;         // [T, D] the trunk's final normed hidden at positions t
+  std::span<const int32_t> next_tokens;  // [T] the tokens at t + 1
+  LogitsWanted logits = LogitsWanted::kLast;  // draft logits wanted: every pair, the last one, or none
 };
 
 // Discrete choices to force instead of computing them (the quality gate of quantized paths compares with the
@@ -99,6 +115,8 @@ class Model {
   virtual const ModelConfig& config() const = 0;
   // Bytes of weights held in memory (for the capacity report); 0 when unknown.
   virtual int64_t weight_bytes() const { return 0; }
+  // Whether MtpForward can run: the config has an MTP layer and its weights were loaded.
+  virtual bool has_mtp() const = 0;
 
   // The layout of one sequence's caches for `options`; the engine sizes its pools with it.
   virtual Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const {
@@ -109,8 +127,10 @@ class Model {
   virtual SequenceState NewSequence() const;
   // A sequence whose caches live in memory the caller manages: `layout` from CacheLayoutFor, `memory` holding
   // `tokens` positions already (0 for a zeroed slot, or a restored prefix). The caller keeps the block table
-  // covering every position a Forward will write.
-  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens) const;
+  // covering every position a Forward will write. With a layout that has the MTP cache, the MTP layer holds
+  // `mtp_tokens` pairs (−1: as many as `tokens`) in the same memory.
+  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
+                             int64_t mtp_tokens = -1) const;
 
   // Runs the trunk over every entry; outputs[i] belongs to batch[i]. Checks every entry first (token ids in
   // range, T ≥ 1, the state belongs to this model, the context limit) so a bad entry changes no state.
@@ -123,6 +143,12 @@ class Model {
   virtual Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
                             std::vector<float>& logits, const ForwardOptions& options = {},
                             Trace* trace = nullptr) const = 0;
+  // The MTP layer over several sequences: logits[i] [rows, V] for batch[i] (rows: T, 1 or 0 per its `logits`).
+  // Entries must have distinct states. This default runs MtpForward on each in turn (one weight read per
+  // sequence); an implementation that batches rows overrides it. On an error, the states of entries already run
+  // have advanced.
+  virtual Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                                 const ForwardOptions& options = {}) const;
 };
 
 // For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.
@@ -140,8 +166,19 @@ void PrepareEntryMemory(const BatchEntry& entry);
 // Views of layer `layer`'s caches in the sequence's memory (cache_layout.h), at position state.tokens.
 KdaStateView KdaLayerState(const SequenceState& state, int64_t layer);
 DsaCache DsaLayerCache(const SequenceState& state, int64_t layer);
+// A KDA layer's state inside `slot_like`: a slot, or a StateCheckpoint destination (laid out as a slot's KDA part).
+KdaStateView KdaLayerStateIn(const CacheLayout& layout, int64_t layer, std::byte* slot_like);
 // Copies a KDA layer's state (conv window and S as stored) into a StateCheckpoint destination.
 void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint);
+// The KDA positions of an entry where its state is to be copied out (its checkpoints and its rollback snapshot),
+// ascending, as (rows of the entry before the copy, destination). Shared by the Forward implementations.
+std::vector<std::pair<int64_t, std::byte*>> EntryStateCopies(const BatchEntry& entry);
+// Speculative decoding: puts the sequence back at `position`, whose KDA state `snapshot` holds (a BatchEntry's
+// rollback written by a Forward that went past it). The DSA caches need nothing: the rows past `position`
+// (latents, the draft's filling-pool row, a pooled key it completed) are written again by the next token at
+// `position` before anything reads them, and the rows before it were never touched; docs/engine.md
+// "Speculative decoding" has the argument and tests/unit/spec_decode_test.cc checks it bit for bit.
+void RollBack(SequenceState& state, const std::byte* snapshot, int64_t position);
 
 // The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
 class ReferenceModel final : public Model {
@@ -152,6 +189,7 @@ class ReferenceModel final : public Model {
 
   const ModelConfig& config() const override { return config_; }
   int64_t weight_bytes() const override;
+  bool has_mtp() const override { return weights_.mtp != nullptr; }
   const ModelWeights& weights() const { return weights_; }
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,

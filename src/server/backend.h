@@ -77,6 +77,10 @@ struct BackendMetrics {
   int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;  // tokens
   int64_t computed_tokens = 0;
   int64_t steps = 0;
+  // Speculative decoding: verification steps (drafts), drafted tokens, accepted drafted tokens, and accepted tokens
+  // by draft position (empty when speculation is off).
+  int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
+  std::vector<int64_t> spec_accepted_per_position;
 };
 
 class GenerationBackend {

@@ -96,6 +96,10 @@ BackendMetrics EngineBackend::Metrics() const {
   out.prefix_cache_hit_tokens = m.cache.prefix_hit_tokens;
   out.computed_tokens = m.computed_tokens;
   out.steps = m.steps;
+  out.spec_drafts = m.spec_drafts;
+  out.spec_draft_tokens = m.spec_draft_tokens;
+  out.spec_accepted_tokens = m.spec_accepted_tokens;
+  out.spec_accepted_per_position = m.spec_accepted_per_position;
   return out;
 }
 

@@ -203,12 +203,26 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   w.Single("glint_engine_steps_total", "counter", "Engine steps.", "", static_cast<double>(backend.steps));
   w.Single("glint_computed_tokens_total", "counter", "Positions run through the model.", "",
            static_cast<double>(backend.computed_tokens));
-  // Speculative decoding (MTP) is not implemented yet: these stay 0 so tools that read them work.
-  w.Single("glint_spec_decode_num_drafts_total", "counter", "Speculative drafts (0: not implemented yet).", "", 0);
-  w.Single("glint_spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", "", 0);
-  w.Single("glint_spec_decode_num_accepted_tokens_total", "counter", "Accepted drafted tokens.", "", 0);
-  w.Single("glint_spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted drafted tokens by position.",
-           "position=\"0\"", 0);
+  // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens
+  // = tokens proposed, accepted = drafted tokens the model kept, per draft position. All 0 when speculation is off
+  // (position 0 is still written, so that tools that read it find it).
+  const std::vector<int64_t> per_position =
+      backend.spec_accepted_per_position.empty() ? std::vector<int64_t>{0} : backend.spec_accepted_per_position;
+  const auto write_spec = [&](const std::string& prefix, const std::string& labels) {
+    w.Single(prefix + "spec_decode_num_drafts_total", "counter", "Speculative decoding drafts (verification steps).",
+             labels, static_cast<double>(backend.spec_drafts));
+    w.Single(prefix + "spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", labels,
+             static_cast<double>(backend.spec_draft_tokens));
+    w.Single(prefix + "spec_decode_num_accepted_tokens_total", "counter", "Accepted drafted tokens.", labels,
+             static_cast<double>(backend.spec_accepted_tokens));
+    const std::string name = prefix + "spec_decode_num_accepted_tokens_per_pos_total";
+    w.Header(name, "counter", "Accepted drafted tokens by draft position.");
+    for (size_t position = 0; position < per_position.size(); ++position) {
+      w.Sample(name, JoinLabels(labels, "position=\"" + std::to_string(position) + "\""),
+               static_cast<double>(per_position[position]));
+    }
+  };
+  write_spec("glint_", "");
 
   // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----
   w.Single("vllm:num_requests_running", "gauge", "Requests running.", model,
@@ -243,11 +257,7 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   w.Single("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits (tokens).", model,
            static_cast<double>(backend.prefix_cache_hit_tokens));
   w.Single("vllm:num_preemptions_total", "counter", "Preemptions.", model, static_cast<double>(backend.preemptions));
-  w.Single("vllm:spec_decode_num_drafts_total", "counter", "Speculative drafts.", model, 0);
-  w.Single("vllm:spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", model, 0);
-  w.Single("vllm:spec_decode_num_accepted_tokens_total", "counter", "Accepted drafted tokens.", model, 0);
-  w.Single("vllm:spec_decode_num_accepted_tokens_per_pos_total", "counter", "Accepted drafted tokens by position.",
-           model + ",position=\"0\"", 0);
+  write_spec("vllm:", model);
   return out;
 }
 

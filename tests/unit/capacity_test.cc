@@ -29,6 +29,43 @@ TEST(CacheLayout, TinyDenseBytes) {
   EXPECT_ERROR_CONTAINS(MakeCacheLayout(c, {.block_tokens = 6}), "multiple of index_kpool");
 }
 
+// With speculative decoding the MTP layer's cache joins the layout: its latents and pooled keys in every block, its
+// filling pool in the slot after the checkpoint part (a checkpoint at a block boundary has it empty).
+TEST(CacheLayout, TinyDenseWithTheMtpCache) {
+  const ModelConfig c = TinyDense();
+  const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64, .mtp = true}).value();
+  EXPECT_TRUE(layout.has_mtp());
+  EXPECT_EQ(layout.block_bytes, 2 * (8192 + 2048));
+  EXPECT_EQ(layout.mtp_latents, 8192 + 2048);
+  EXPECT_EQ(layout.mtp_pooled, 2 * 8192 + 2048);
+  EXPECT_EQ(layout.checkpoint_bytes, 3 * (2304 + 8192));
+  EXPECT_EQ(layout.slot_bytes, 3 * (2304 + 8192) + 2 * 768);
+  EXPECT_EQ(layout.mtp_pending, 3 * (2304 + 8192) + 768);
+  EXPECT_DOUBLE_EQ(layout.BytesPerToken(), 320.0);
+  ModelConfig no_mtp = c;
+  no_mtp.num_nextn_predict_layers = 0;
+  EXPECT_ERROR_CONTAINS(MakeCacheLayout(no_mtp, {.block_tokens = 64, .mtp = true}), "needs a model with an MTP layer");
+}
+
+// Speculative decoding keeps one rollback copy of the KDA state per slot, counted before the blocks.
+TEST(Capacity, SpeculativeDecodingCountsTheRollbackCopies) {
+  const ModelConfig c = TinyDense();
+  const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64, .mtp = true}).value();
+  EngineOptions o;
+  o.memory_bytes = 1 << 20;
+  o.max_seqs = 4;
+  o.prefix_caching = false;
+  o.speculative = SpeculativeMethod::kMtp;
+  const CapacityReport r = PlanCapacity(c, layout, o, 0).value();
+  EXPECT_EQ(r.rollback_bytes, 31488);
+  EXPECT_EQ(r.rollback_total_bytes, 4 * 31488);
+  EXPECT_EQ(r.num_blocks, ((1 << 20) - 4 * (32256 + 768) - 4 * 31488) / layout.block_bytes);
+  EXPECT_EQ(r.slots_total_bytes + r.rollback_total_bytes + r.blocks_total_bytes + r.unused_bytes, 1 << 20);
+  EXPECT_NE(r.ToString().find("rollback"), std::string::npos);
+  o.max_seqs = (1 << 20) / (32256 + 768);  // fits without the rollback copies, not with them
+  EXPECT_ERROR_CONTAINS(PlanCapacity(c, layout, o, 0), "rollback copy");
+}
+
 TEST(Capacity, SplitsTheBudgetSlotsCheckpointsBlocks) {
   const ModelConfig c = TinyDense();
   const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64}).value();

@@ -374,5 +374,56 @@ TEST(CacheManager, SteppingOverACheckpointPositionIsCounted) {
   EXPECT_EQ(m->Stats().checkpoints_taken, 0);
 }
 
+// Speculative decoding's MTP cache: a block's last row depends on the token after the block, so with
+// key_next_token that token is part of the block's key. A block is cached only once it is known; a prompt that
+// continues differently after a cached block does not reuse it; checkpoints whose key is not known yet are left
+// for a later TakeCheckpoints.
+TEST(CacheManager, KeyNextTokenKeysBlocksWithTheTokenAfterThem) {
+  CacheManagerOptions options = SmallOptions(16, 3, 4);
+  options.key_next_token = true;
+  ASSERT_OK_AND_ASSIGN(auto m, CacheManager::Create(options));
+  std::vector<int32_t> a = Tokens(0, 8);  // exactly two blocks, nothing after them yet
+  ASSERT_TRUE(m->Admit(1, a, {}, 8));
+  EXPECT_TRUE(m->TakeCheckpoints(1, a, 8).empty());  // the key of position 8 needs token 8
+  a.push_back(50);                                    // the sampled token
+  const std::vector<CheckpointTarget> late = m->TakeCheckpoints(1, a, 8);
+  ASSERT_EQ(late.size(), 1u);
+  EXPECT_EQ(late[0].position, 8);
+  std::memcpy(late[0].data, &late[0].position, sizeof(late[0].position));
+  m->Commit(1, a, 8);
+  EXPECT_EQ(m->Stats().blocks_cached, 2);
+  EXPECT_EQ(m->Stats().checkpoints_missed, 0);
+  ASSERT_OK(m->CheckIntegrity());
+  // The same eight tokens, then 50: the whole match (both blocks and the checkpoint at 8).
+  std::vector<int32_t> same = a;
+  same.push_back(60);
+  EXPECT_EQ(m->FindPrefix(same).tokens, 8);
+  // Then another token: the second block's key differs (its last MTP row would be wrong), so only the first block
+  // is reusable, and without a checkpoint there (interval 8) nothing is.
+  std::vector<int32_t> other(a.begin(), a.begin() + 8);
+  other.push_back(51);
+  other.push_back(60);
+  EXPECT_EQ(m->FindPrefix(other).tokens, 0);
+  // Fork: the child gets its own copy of the block holding the parent's last position even though it is full,
+  // and keys it (and its checkpoint) with its own next token.
+  ASSERT_TRUE(m->Fork(1, 2));
+  EXPECT_EQ(m->BlockTable(2)[0], m->BlockTable(1)[0]);
+  EXPECT_NE(m->BlockTable(2)[1], m->BlockTable(1)[1]);
+  other.pop_back();
+  const std::vector<CheckpointTarget> child = m->TakeCheckpoints(2, other, 8);
+  ASSERT_EQ(child.size(), 1u);
+  std::memcpy(child[0].data, &child[0].position, sizeof(child[0].position));
+  m->Commit(2, other, 8);
+  ASSERT_OK(m->CheckIntegrity());
+  other.push_back(60);
+  EXPECT_EQ(m->FindPrefix(other).tokens, 8);  // now the child's block and checkpoint serve this prompt
+  const PrefixMatch match = m->FindPrefix(other);
+  EXPECT_EQ(match.blocks, (Ids{m->BlockTable(2)[0], m->BlockTable(2)[1]}));
+  m->Free(1);
+  m->Free(2);
+  EXPECT_EQ(m->Stats().blocks_used, 0);
+  ASSERT_OK(m->CheckIntegrity());
+}
+
 }  // namespace
 }  // namespace glint

@@ -257,5 +257,72 @@ TEST(Scheduler, TheWatermarkKeepsRoomForRunningSequencesOnly) {
   Finish(scheduler, plan);
 }
 
+// Speculative decoding: a decode with a draft computes one more position (budget and blocks included); an accepted
+// draft advances the sequence by two positions, a rejected one by one; without room in the budget the decode runs
+// alone and the draft waits.
+TEST(Scheduler, DraftsRideAlongWithDecodesWhenThereIsRoom) {
+  auto memory = Memory(8, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 16});
+  scheduler.Add(1, Tokens(0, 7), 0);
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 7, true}}));
+  Finish(scheduler, plan);  // positions 0..6 computed, token 101 appended
+  scheduler.SetDraft(1, true);
+  plan = scheduler.Schedule();
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].count, 1);
+  EXPECT_EQ(plan.chunks[0].draft, 1);
+  EXPECT_EQ(plan.tokens, 2);
+  EXPECT_EQ(memory->BlockTable(1), (Ids{0, 1, 2}));  // positions 7 and 8: the draft's block is reserved too
+  plan.chunks[0].accepted = 1;
+  scheduler.AppendToken(1, 55);  // the draft, kept
+  scheduler.SetDraft(1, false);
+  Finish(scheduler, plan);       // and the bonus token
+  EXPECT_EQ(scheduler.Get(1).computed, 9);
+  EXPECT_EQ(scheduler.Get(1).tokens.size(), 10u);
+  scheduler.SetDraft(1, true);   // rejected: one position
+  plan = scheduler.Schedule();
+  EXPECT_EQ(plan.chunks[0].draft, 1);
+  scheduler.SetDraft(1, false);
+  Finish(scheduler, plan);
+  EXPECT_EQ(scheduler.Get(1).computed, 10);
+  // No room in the budget: the decode runs alone and the draft stays for a later step.
+  auto tight_memory = Memory(8, 4);
+  Scheduler tight(*tight_memory, {.max_batch_tokens = 1});
+  tight.Add(2, Tokens(0, 3), 0);
+  plan = tight.Schedule();
+  Finish(tight, plan);
+  tight.SetDraft(2, true);
+  plan = tight.Schedule();
+  EXPECT_EQ(plan.chunks[0].draft, 0);
+  EXPECT_EQ(plan.tokens, 1);
+  tight.SetDraft(2, false);
+  Finish(tight, plan);
+}
+
+// A draft never preempts anyone (it is dropped when its position has no block), and preemption drops it.
+TEST(Scheduler, ADraftNeverPreemptsAndPreemptionDropsIt) {
+  auto memory = Memory(4, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 16});
+  scheduler.Add(1, Tokens(0, 7), 0);
+  scheduler.Add(2, Tokens(0, 7), 1);
+  StepPlan plan = scheduler.Schedule();
+  Finish(scheduler, plan);  // blocks {0, 1} and {2, 3}: positions 0..7 each, none free
+  scheduler.SetDraft(2, true);
+  plan = scheduler.Schedule();
+  // 2's decode at 7 fits its block; its draft at 8 would need a fifth block: dropped, nobody preempted.
+  EXPECT_TRUE(plan.preempted.empty());
+  ASSERT_EQ(plan.chunks.size(), 2u);
+  EXPECT_EQ(plan.chunks[1].id, 2);
+  EXPECT_EQ(plan.chunks[1].draft, 0);
+  Finish(scheduler, plan);
+  EXPECT_TRUE(scheduler.Get(2).has_draft);  // still waiting for room
+  // 1's decode at 8 needs a block: the newest (2) is preempted, and its draft goes with its memory.
+  plan = scheduler.Schedule();
+  EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{2}));
+  EXPECT_FALSE(scheduler.Get(2).has_draft);
+  Finish(scheduler, plan);
+}
+
 }  // namespace
 }  // namespace glint

@@ -248,6 +248,32 @@ TEST(Metrics, HistogramBucketsAreCumulative) {
             "h_sum{m=\"x\"} 8\nh_count{m=\"x\"} 4\n");
 }
 
+// The speculative-decoding counters come from the engine (glint_ and vllm: series alike, one sample per draft
+// position); with speculation off they are 0 and position 0 is still there.
+TEST(Metrics, SpeculativeDecodingCountersComeFromTheBackend) {
+  ServerMetrics metrics;
+  BackendMetrics backend;
+  backend.spec_drafts = 40;
+  backend.spec_draft_tokens = 40;
+  backend.spec_accepted_tokens = 27;
+  backend.spec_accepted_per_position = {27};
+  const std::string out = metrics.Render(backend, "m");
+  for (const char* line :
+       {"glint_spec_decode_num_drafts_total 40\n", "glint_spec_decode_num_draft_tokens_total 40\n",
+        "glint_spec_decode_num_accepted_tokens_total 27\n",
+        "glint_spec_decode_num_accepted_tokens_per_pos_total{position=\"0\"} 27\n",
+        "vllm:spec_decode_num_drafts_total{model_name=\"m\"} 40\n",
+        "vllm:spec_decode_num_draft_tokens_total{model_name=\"m\"} 40\n",
+        "vllm:spec_decode_num_accepted_tokens_total{model_name=\"m\"} 27\n",
+        "vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"0\"} 27\n"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line;
+  }
+  const std::string off = metrics.Render(BackendMetrics{}, "m");
+  EXPECT_NE(off.find("vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=\"m\",position=\"0\"} 0\n"),
+            std::string::npos);
+  EXPECT_NE(off.find("glint_spec_decode_num_drafts_total 0\n"), std::string::npos);
+}
+
 // ---- the plain endpoints ----
 
 // A client end that renders /metrics at the moment [DONE] is written, as a client that scrapes /metrics right

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Black-box test of --speculative mtp (docs/engine.md "Speculative decoding") on the trained default model:
+# `glint run` prints the same greedy text with and without it on both forward paths; `glint serve` with it answers
+# the same greedy completion and its /metrics count drafts and accepted tokens; `glint bench-engine` prints the
+# acceptance rate; bad values are refused.
+# Args: path-to-glint, tests/data dir.
+set -euo pipefail
+glint="$1"
+data="$2"
+work="$(mktemp -d)"
+export GLINT_CACHE_DIR="$work/cache"
+pid=""
+cleanup() {
+  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  [[ -f "$work/server.log" ]] && tail -20 "$work/server.log" >&2
+  exit 1
+}
+expect_error() {
+  local want="$1"; shift
+  if "$@" >"$work/out" 2>"$work/err"; then fail "expected failure: $*"; fi
+  grep -qF -- "$want" "$work/err" || { cat "$work/err" >&2; fail "stderr of '$*' lacks '$want'"; }
+}
+
+# ---- run: the same greedy output, and the drafts are reported ----
+prompt="Dear Emily: I have a question about"
+for path in fast reference; do
+  "$glint" run --path "$path" --prompt "$prompt" --max-tokens 40 --temperature 0 >"$work/plain" 2>/dev/null
+  "$glint" run --path "$path" --prompt "$prompt" --max-tokens 40 --temperature 0 --speculative mtp \
+    >"$work/spec" 2>"$work/spec.err" || fail "run --speculative mtp --path $path: $(cat "$work/spec.err")"
+  cmp -s "$work/plain" "$work/spec" || fail "run --path $path: speculative output differs: $(cat "$work/spec")"
+  grep -Eq "speculative decoding: [0-9]+ of [1-9][0-9]* drafts accepted" "$work/spec.err" \
+    || fail "run does not report the drafts: $(cat "$work/spec.err")"
+done
+# A golden checkpoint (random MTP layer: drafts are rejected) with ids.
+"$glint" run --model "$data/golden/tiny-sparse" --tokens 113,247,99 --max-tokens 8 --temperature 0 --print-ids \
+  --ignore-eos >"$work/plain" 2>/dev/null
+"$glint" run --model "$data/golden/tiny-sparse" --tokens 113,247,99 --max-tokens 8 --temperature 0 --print-ids \
+  --ignore-eos --speculative mtp >"$work/spec" 2>/dev/null
+cmp -s "$work/plain" "$work/spec" || fail "golden ids differ: $(cat "$work/plain") vs $(cat "$work/spec")"
+expect_error "--speculative is 'eagle'; expected none or mtp" "$glint" run --tokens 1 --speculative eagle
+
+# ---- serve: same completion, counters ----
+completion() {  # completion BASE: greedy completion text of a fixed prompt
+  curl -s --max-time 60 -H "Content-Type: application/json" \
+    --data-binary '{"prompt": "The meaning of life is", "max_tokens": 24, "temperature": 0}' \
+    "$1/v1/completions" | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['text'])"
+}
+start_server() {
+  rm -f "$work/server.log"  # the previous server's log must not be read as this one's
+  "$glint" serve --port 0 --memory 128M --max-seqs 4 --max-model-len 512 "$@" >"$work/server.log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 1200); do
+    grep -q "serving .* on http://127.0.0.1:[0-9]" "$work/server.log" && { sleep 0.2; break; }
+    kill -0 "$pid" 2>/dev/null || fail "glint serve exited: $(cat "$work/server.log")"
+    sleep 0.1
+  done
+  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/server.log" | head -1)"
+  [[ -n "$port" ]] || fail "no port in the log"
+  base="http://127.0.0.1:$port"
+}
+stop_server() {
+  kill -TERM "$pid"
+  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  wait "$pid" || fail "glint serve did not exit cleanly"
+  pid=""
+}
+start_server
+completion "$base" >"$work/plain"
+stop_server
+start_server --speculative mtp
+grep -q "rollback" "$work/server.log" || fail "the capacity report lacks the rollback copies"
+completion "$base" >"$work/spec"
+cmp -s "$work/plain" "$work/spec" || fail "serve: speculative completion differs: $(cat "$work/plain") vs $(cat "$work/spec")"
+curl -s --max-time 10 "$base/metrics" >"$work/metrics"
+drafts="$(awk '$1 == "glint_spec_decode_num_drafts_total" { print $2 }' "$work/metrics")"
+accepted="$(awk '$1 == "glint_spec_decode_num_accepted_tokens_total" { print $2 }' "$work/metrics")"
+[[ "${drafts:-0}" -gt 0 && "${accepted:-0}" -gt 0 && "$accepted" -le "$drafts" ]] \
+  || fail "spec-decode counters: drafts '$drafts', accepted '$accepted'"
+grep -q '^vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=".*",position="0"} '"$accepted"'$' \
+  "$work/metrics" || fail "vllm: per-position counter: $(grep spec_decode "$work/metrics")"
+stop_server
+expect_error "--speculative is 'yes'; expected none or mtp" "$glint" serve --port 0 --speculative yes
+
+# ---- bench-engine: the acceptance column ----
+"$glint" bench-engine --skip-multi-turn --concurrency 1 --repeats 1 --input-len 8 --output-len 16 --memory 64M \
+  --max-seqs 2 --speculative mtp >"$work/bench" 2>"$work/bench.err" || fail "bench-engine: $(cat "$work/bench.err")"
+awk '$1 == 1 && $13 ~ /%$/ { found = 1 } END { exit !found }' "$work/bench" \
+  || fail "bench-engine shows no acceptance rate: $(cat "$work/bench")"
+echo "speculative: ok"
