@@ -155,7 +155,7 @@ done
 expect_status 200 "$(request GET /health)" "health after the fuzz corpus"
 
 # ---- a client that disconnects mid-stream leaves no running request and no used blocks ----
-printf '%s' '{"prompt": "Tell me a story", "max_tokens": 200, "ignore_eos": true, "stream": true}' >"$work/req.json"
+printf '%s' '{"prompt": "Tell me a story", "max_tokens": 1000, "ignore_eos": true, "stream": true}' >"$work/req.json"
 curl -sN --max-time 60 --data-binary "@$work/req.json" "$base/v1/completions" 2>/dev/null | head -c 300 >/dev/null || true
 idle=""
 for _ in $(seq 1 200); do

@@ -221,9 +221,10 @@ describe('openai client', () => {
   });
 
   test('a client that disconnects mid-stream leaves no running request and no used blocks', async () => {
+    // Long enough that the fast path (≈ 1,000 tokens/s on the tiny model) cannot finish it before the abort lands.
     const controller = new AbortController();
     const stream = await client.completions.create(
-      { model: MODEL, prompt: 'Tell me a long story', max_tokens: 400, ignore_eos: true, stream: true },
+      { model: MODEL, prompt: 'Tell me a long story', max_tokens: 20000, ignore_eos: true, stream: true },
       { signal: controller.signal });
     let chunks = 0;
     try {
