@@ -221,28 +221,37 @@ describe('openai client', () => {
   });
 
   test('a client that disconnects mid-stream leaves no running request and no used blocks', async () => {
-    // Long enough that the fast path (≈ 1,000 tokens/s on the tiny model) cannot finish it before the abort lands.
-    const controller = new AbortController();
-    const stream = await client.completions.create(
-      { model: MODEL, prompt: 'Tell me a long story', max_tokens: 20000, ignore_eos: true, stream: true },
-      { signal: controller.signal });
-    let chunks = 0;
+    // On the fp32 reference path (≈ 80 tokens/s on the tiny model) 480 tokens take seconds, so the abort always
+    // lands mid-stream; on the fast path (≈ 1,000 tokens/s) the stream could finish as 'length' first.
+    const slow = await startServer(['--served-model-name', MODEL, '--path', 'reference']);
     try {
-      for await (const chunk of stream) {
-        if (chunk.choices.length > 0 && ++chunks === 2) controller.abort();
+      const slowClient = new OpenAI({ baseURL: `${slow.baseURL}/v1`, apiKey: 'unused', maxRetries: 0 });
+      const controller = new AbortController();
+      const stream = await slowClient.completions.create(
+        { model: MODEL, prompt: 'Tell me a long story', max_tokens: 480, ignore_eos: true, stream: true },
+        { signal: controller.signal });
+      let chunks = 0;
+      try {
+        for await (const chunk of stream) {
+          if (chunk.choices.length > 0 && ++chunks === 2) controller.abort();
+        }
+      } catch (error) {
+        assert.ok(error instanceof OpenAI.APIUserAbortError, `unexpected error: ${error}`);
       }
-    } catch (error) {
-      assert.ok(error instanceof OpenAI.APIUserAbortError, `unexpected error: ${error}`);
+      assert.equal(chunks, 2, 'the stream went on after the abort');
+      const idle = await eventually(async () => {
+        const text = await (await fetch(`${slow.baseURL}/metrics`)).text();
+        return metric(text, 'glint_requests_running') === 0 && metric(text, 'glint_requests_waiting') === 0 &&
+            metric(text, 'glint_kv_blocks_used') === 0 && metric(text, 'glint_state_slots_used') === 0;
+      });
+      assert.ok(idle, 'the disconnected request still holds memory');
+      const text = await (await fetch(`${slow.baseURL}/metrics`)).text();
+      assert.ok(/glint_request_success_total\{finish_reason="abort"\} [1-9]/.test(text),
+                'the disconnected request was not counted as aborted');
+    } finally {
+      const status = await slow.stop();
+      assert.deepEqual(status, { code: 0, signal: null });
     }
-    assert.equal(chunks, 2, 'the stream went on after the abort');
-    const idle = await eventually(async () => {
-      const text = await (await fetch(`${server.baseURL}/metrics`)).text();
-      return metric(text, 'glint_requests_running') === 0 && metric(text, 'glint_requests_waiting') === 0 &&
-          metric(text, 'glint_kv_blocks_used') === 0 && metric(text, 'glint_state_slots_used') === 0;
-    });
-    assert.ok(idle, 'the disconnected request still holds memory');
-    const text = await (await fetch(`${server.baseURL}/metrics`)).text();
-    assert.ok(/glint_request_success_total\{finish_reason="abort"\} [1-9]/.test(text));
   });
 });
 
