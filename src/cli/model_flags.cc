@@ -59,8 +59,8 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
   }
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool, options));
   const FastLoadReport& load = model->load_report();
-  LogInfo("loaded ", dir, " as int8/bf16 with ", ExpertWeightsName(model->weights().experts), " experts (",
-          load.from_container ? "container" : "converted at load", ", ",
+  LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
+          ExpertWeightsName(model->weights().experts), " routed experts, ",
           load.weight_bytes / 1e9, " GB, ", IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ",
           load.seconds, " s");
   return std::unique_ptr<Model>(std::move(model));

@@ -525,11 +525,12 @@ TEST(FastTrainedModel, Bf16KdaStateCostsLessThanW8A8) {
 }
 
 // Quality of int4 routed experts (W4A8, --experts int4) on the trained model, without forcing, against the fp32
-// path on the cross-check sequences (docs/quality.md). An int4 step is 127/7 ≈ 18× an int8 step, so the experts'
-// products carry ≈ 11% relative weight error instead of 0.6%; experts are ≈ half of each MoE layer's output, so
-// the logit error grows ≈ 10× and the KL (quadratic in it) ≈ 100× the W8A8 figure (1e-4). Bounds: see the
-// measured figures in docs/quality.md.
-constexpr double kInt4Top1Bound = 0.90, kInt4KlBound = 0.02;  // placeholders until measured
+// path on the cross-check sequences (docs/quality.md). An int4 step is 127/7 ≈ 18× an int8 step, so an expert's
+// product carries ≈ 11% relative weight error instead of 0.6% (gemm_i4_test). Measured: top-1 98.56%, mean KL
+// 1.6e-4 nats (W8A8: 99.04%, 7.7e-5); on 14,842 held-out positions 98.57% and 1.6e-4. The routed experts'
+// share of the residual stream is small enough in this model that the KL only doubles. Bounds, with the same
+// margin as the W8A8 gate (≈ 2.5× the measured KL, ≈ 2× the measured disagreement): top-1 ≥ 97%, KL ≤ 4e-4.
+constexpr double kInt4Top1Bound = 0.97, kInt4KlBound = 4e-4;
 
 TEST(FastTrainedModel, Int4ExpertsStayWithinTheirBudget) {
   const std::string dir = testing::TestDataPath("../../models/glint-tiny");

@@ -504,7 +504,7 @@ TEST(Plan, BadRequestsAreClearErrors) {
   request = {};
   request.model = "/nonexistent/model";
   EXPECT_ERROR_CONTAINS(ResolvePlan(request), "does not exist");
-  EXPECT_ERROR_CONTAINS(ParseScheme("E"), "unknown scheme 'E'");
+  EXPECT_ERROR_CONTAINS(ParseScheme("F"), "unknown scheme 'F'");
   request = {};
   request.catalogue_path = "/nonexistent/hardware.json";
   EXPECT_ERROR_CONTAINS(ResolvePlanForConfig(ReleaseConfig(), "test", request), "/nonexistent/hardware.json");
