@@ -20,6 +20,7 @@
 #include "base/timer.h"
 #include "base/worker_pool.h"
 #include "cli/command.h"
+#include "cli/model_flags.h"
 #include "cli/progress_bar.h"
 #include "kernels/machine_limits.h"
 #include "model/fast_model.h"
@@ -31,6 +32,7 @@ struct BenchFlags {
   std::string model;
   int threads = 0;
   std::string isa;
+  std::string experts;  // --experts int8|int4 (empty: as stored)
   std::vector<int64_t> prompts = {512, 4096};
   std::vector<int64_t> batches = {1, 4, 16};
   int64_t context = 64;
@@ -115,6 +117,9 @@ Status RunBenchModel(const BenchFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(options.isa, ParseIsa(flags.isa));
   }
   options.max_tokens_per_pass = flags.pass_tokens;
+  if (!flags.experts.empty()) {
+    GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
+  }
 
   std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
               std::string(IsaName(options.isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
@@ -139,9 +144,10 @@ Status RunBenchModel(const BenchFlags& flags) {
     options.progress = [&bar](const ConvertProgress& p) { bar.Update(p.done_bytes, p.total_bytes, p.tensor); };
     GLINT_ASSIGN_OR_RETURN(model, FastModel::Load(flags.model, pool, options));
     const FastLoadReport& load = model->load_report();
-    std::printf("== load %d: %s, %.3f GB in %.2f s = %.2f GB/s\n", run + 1,
+    std::printf("== load %d: %s, %s experts, %.3f GB in %.2f s = %.2f GB/s\n", run + 1,
                 load.from_container ? "container (mmap, no conversion)" : "checkpoint (converted in memory)",
-                load.weight_bytes / 1e9, load.seconds, load.weight_bytes / 1e9 / load.seconds);
+                std::string(ExpertWeightsName(model->weights().experts)).c_str(), load.weight_bytes / 1e9,
+                load.seconds, load.weight_bytes / 1e9 / load.seconds);
     if (!load.from_container) break;  // converting twice teaches nothing new
     if (run == 0) ResetPeakRss();      // only one copy of the weights is ever mapped at a time
   }
@@ -238,6 +244,7 @@ GLINT_REGISTER_COMMAND(
           ->check(CLI::ExistingDirectory);
       command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
       command.add_option("--isa", flags->isa, "kernel level: avx512, avx2 or scalar (default: the best supported)");
+      AddExpertsFlag(command, flags->experts);
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
       command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
       command.add_option("--context", flags->context, "tokens of context before decoding")->capture_default_str();

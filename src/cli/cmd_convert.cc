@@ -23,6 +23,8 @@ struct ConvertFlags {
   std::string model;
   std::string out;
   int64_t group = 128;
+  std::string experts = "int8";
+  int64_t int4_group = kDefaultInt4Group;
   int threads = 0;
   bool no_mtp = false;
   bool force = false;
@@ -51,6 +53,8 @@ Status RunConvert(const ConvertFlags& flags) {
   FastConvertOptions options;
   options.group = flags.group;
   options.with_mtp = !flags.no_mtp;
+  GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
+  options.int4_group = flags.int4_group;
   GLINT_ASSIGN_OR_RETURN(auto plan, PlanFastWeights(checkpoint, config, options));
   GLINT_RETURN_IF_ERROR(PrepareOutput(flags));
   WorkerPool pool(flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency()));
@@ -59,7 +63,11 @@ Status RunConvert(const ConvertFlags& flags) {
   const std::string path = JoinPath(flags.out, kContainerFileName);
   GLINT_RETURN_IF_ERROR(WriteFastContainer(
       plan, pool, path,
-      {{"source", flags.model}, {"int8_group", std::to_string(flags.group)}, {"writer", "glint convert 0.1.0"}},
+      {{"source", flags.model},
+       {"int8_group", std::to_string(flags.group)},
+       {"experts", flags.experts},
+       {"int4_group", options.experts == ExpertWeights::kInt4 ? std::to_string(flags.int4_group) : "-"},
+       {"writer", "glint convert 0.1.0"}},
       [&bar](const ConvertProgress& p) { bar.Update(p.done_bytes, p.total_bytes, p.tensor); }));
   const double seconds = watch.Seconds();
   for (const char* name : kCopiedFiles) {
@@ -69,8 +77,11 @@ Status RunConvert(const ConvertFlags& flags) {
     GLINT_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(flags.out, name), contents));
   }
   GLINT_ASSIGN_OR_RETURN(MappedFile written, MappedFile::Open(path));
-  std::printf("wrote %s: %zu tensors, %.3f GB in %.1f s (int8 group %lld, %d threads)\n", path.c_str(), plan.size(),
-              written.size() / 1e9, seconds, static_cast<long long>(flags.group), pool.size());
+  std::printf("wrote %s: %zu tensors, %.3f GB in %.1f s (int8 group %lld, %s routed experts%s, %d threads)\n",
+              path.c_str(), plan.size(), written.size() / 1e9, seconds, static_cast<long long>(flags.group),
+              flags.experts.c_str(),
+              options.experts == ExpertWeights::kInt4 ? StrCat(" in groups of ", flags.int4_group).c_str() : "",
+              pool.size());
   return Status::Ok();
 }
 
@@ -83,6 +94,14 @@ GLINT_REGISTER_COMMAND("convert", "Convert a checkpoint once into packed int8/bf
                          command.add_option("--out", flags->out, "output model directory (created if absent)")
                              ->required();
                          command.add_option("--group", flags->group, "int8 K-group size, a multiple of 16")
+                             ->capture_default_str();
+                         command.add_option("--experts", flags->experts,
+                                            "routed experts' weights: int8 (W8A8) or int4 (W4A8: half the bytes, "
+                                            "~16x the rounding error; docs/fast-path.md)")
+                             ->check(CLI::IsMember({"int8", "int4"}))
+                             ->capture_default_str();
+                         command.add_option("--int4-group", flags->int4_group,
+                                            "K-group of int4 experts, a multiple of 16")
                              ->capture_default_str();
                          command.add_option("--threads", flags->threads, "conversion threads (default: all cores)");
                          command.add_flag("--no-mtp", flags->no_mtp, "leave out the MTP layer");

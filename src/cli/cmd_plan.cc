@@ -68,7 +68,7 @@ CommandSetup PlanSetup() {
         ->delimiter(',');
     command.add_option("--context", flags->context, "tokens per sequence")->capture_default_str();
     command.add_option("--concurrency", flags->concurrency, "sequences decoded together")->capture_default_str();
-    command.add_option("--scheme", flags->scheme, "R (as released), A, B, C or D (default: all)");
+    command.add_option("--scheme", flags->scheme, "R (as released), A, B, C, D or E (routed experts int4, glint --experts int4) (default: all)");
     command.add_option("--format", flags->format, "table, markdown or json")->capture_default_str();
     command.add_option("--memory", flags->memory_gb, "CPU server: memory in GB");
     command.add_option("--bandwidth", flags->bandwidth_gbps, "CPU server: memory bandwidth in GB/s");

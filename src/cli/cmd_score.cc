@@ -22,6 +22,7 @@ namespace {
 struct ScoreFlags {
   ModelFlag model;
   bool fast = false;  // the int8/bf16 fast path instead of the fp32 reference
+  std::string experts;  // --experts (fast path)
   int threads = 0;
   std::string tokens_file;
   std::string dump_logits;
@@ -112,8 +113,9 @@ Comparison Compare(const std::vector<float>& ours, const std::vector<float>& ref
 Status RunScore(const ScoreFlags& flags) {
   WorkerPool pool(flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::unique_ptr<Model> model;
+  if (!flags.fast && !flags.experts.empty()) return InvalidArgument("--experts applies to the fast path; add --fast");
   if (flags.fast) {
-    GLINT_ASSIGN_OR_RETURN(model, LoadFastModel(flags.model, pool));
+    GLINT_ASSIGN_OR_RETURN(model, LoadFastModel(flags.model, pool, flags.experts));
   } else {
     GLINT_ASSIGN_OR_RETURN(model, LoadReferenceModel(flags.model));
   }
@@ -182,6 +184,7 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                                           "run the int8/bf16 fast path (compare with the fp32 path's --dump-logits "
                                           "through --reference)");
                          command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
+                         AddExpertsFlag(command, flags->experts);
                          command.add_option("--tokens-file", flags->tokens_file,
                                             "JSON list of token-id lists, e.g. the golden tokens.json")
                              ->required()

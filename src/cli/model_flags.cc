@@ -43,11 +43,24 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
   return model;
 }
 
-Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool) {
+void AddExpertsFlag(CLI::App& command, std::string& experts) {
+  command.add_option("--experts", experts,
+                     "fast path: routed experts' weights, int8 (W8A8) or int4 (W4A8, half the bytes); a checkpoint is "
+                     "converted to it, a glint convert container must hold it (default: as stored, int8 when "
+                     "converting)")
+      ->check(CLI::IsMember({"int8", "int4"}));
+}
+
+Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts) {
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool));
+  FastModelOptions options;
+  if (!experts.empty()) {
+    GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(experts));
+  }
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool, options));
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
+          ExpertWeightsName(model->weights().experts), " routed experts, ",
           load.weight_bytes / 1e9, " GB, ", IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ",
           load.seconds, " s");
   return std::unique_ptr<Model>(std::move(model));
@@ -60,11 +73,13 @@ void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
       ->capture_default_str();
   command.add_option("--threads", flags.threads, "fast path worker threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
+  AddExpertsFlag(command, flags.experts);
 }
 
 Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path) {
   LoadedModel loaded;
   if (path.path == "reference") {
+    if (!path.experts.empty()) return InvalidArgument("--experts applies to the fast path, not --path reference");
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flag));
     loaded.model = std::move(model);
     loaded.description = "fp32 reference";
@@ -72,10 +87,10 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
   }
   const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
   loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
-  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool));
+  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool, path.experts));
   const auto& fast = static_cast<const FastModel&>(*loaded.model);
-  loaded.description =
-      StrCat("int8/bf16 fast path, ", IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
+  loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts, ",
+                              IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
   return loaded;
 }
 

@@ -22,14 +22,19 @@ void AddModelFlag(CLI::App& command, ModelFlag& flag);
 Result<std::string> ResolveModelDir(const ModelFlag& flag);
 // Loads the fp32 reference model (FP8 weights dequantized in memory) and logs what and how long it took.
 Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag);
+// --experts int8|int4 (routed experts' weight format, docs/fast-path.md "int4 experts") into `experts`; empty when
+// not given (a container loads as stored, a checkpoint converts to int8).
+void AddExpertsFlag(CLI::App& command, std::string& experts);
 // Loads the fast int8/bf16 model (a `glint convert` container, or a checkpoint converted in memory) on `pool`.
-Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool);
+// `experts`: the --experts value (empty: as stored / int8).
+Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "");
 
 // Which forward pass a serving command runs: the int8/bf16 fast path (docs/fast-path.md; the default) or the fp32
 // reference (the oracle: exact to the golden outputs, slow, fp32 weights in memory).
 struct ForwardPathFlags {
   std::string path = "fast";  // "fast" | "reference" (checked by the flag)
   int threads = 0;  // fast path worker threads; 0: all cores
+  std::string experts;  // fast path: --experts int8|int4, empty when not given (AddExpertsFlag)
 };
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags);
 

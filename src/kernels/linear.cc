@@ -26,6 +26,23 @@ void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView
   LinearI8Quantized(pool, kernels, w, q, y, y_stride);
 }
 
+void LinearI4Quantized(WorkerPool& pool, const Int4Kernels& kernels, const Int4MatrixView& w,
+                       const QuantizedActivations& x, float* y, int64_t y_stride) {
+  const int64_t blocks = w.layout.row_blocks();
+  const int64_t macs_per_block = kInt8RowBlock * w.layout.cols * x.tokens;
+  pool.ParallelFor(blocks, RowBlocksPerTask(blocks, pool.size(), macs_per_block), [&](int64_t begin, int64_t end, int) {
+    kernels.gemm(w, x, begin, end, y, y_stride);
+  });
+}
+
+void LinearI4(WorkerPool& pool, const Int8Kernels& quantizer, const Int4Kernels& kernels, const Int4MatrixView& w,
+              const float* x, int64_t x_stride, int64_t tokens, float* y, int64_t y_stride,
+              ActivationScratch& scratch) {
+  const QuantizedActivations q =
+      QuantizeActivations(quantizer, w.layout.ActivationGrouping(), x, x_stride, tokens, scratch);
+  LinearI4Quantized(pool, kernels, w, q, y, y_stride);
+}
+
 void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x,
                 int64_t x_stride, int64_t tokens, float* y, int64_t y_stride) {
   const int64_t blocks = w.layout.row_blocks();

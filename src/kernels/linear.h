@@ -9,6 +9,7 @@
 
 #include "base/worker_pool.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
 
 namespace glint {
@@ -20,6 +21,14 @@ void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView
 // The same with activations already quantized for w's K-grouping (several matrices sharing one input).
 void LinearI8Quantized(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w,
                        const QuantizedActivations& x, float* y, int64_t y_stride);
+
+// The same for int4 weights (W4A8, gemm_i4.h) with activations quantized for w's grouping
+// (Int4Layout::ActivationGrouping) by the int8 quantizer.
+void LinearI4Quantized(WorkerPool& pool, const Int4Kernels& kernels, const Int4MatrixView& w,
+                       const QuantizedActivations& x, float* y, int64_t y_stride);
+void LinearI4(WorkerPool& pool, const Int8Kernels& quantizer, const Int4Kernels& kernels, const Int4MatrixView& w,
+              const float* x, int64_t x_stride, int64_t tokens, float* y, int64_t y_stride,
+              ActivationScratch& scratch);
 
 // y = W x for bf16 weights and fp32 activations x [tokens, w.cols] (row stride x_stride).
 void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x,

@@ -94,6 +94,38 @@ class Planner {
     plan.push_back(std::move(t));
   }
 
+  void Int4(const std::string& name, RowSource source) {
+    const Int4Layout layout{source.rows, source.cols, options_.int4_group};
+    PlannedTensor t{name, "int4", {layout.rows, layout.cols, layout.group},
+                    {static_cast<uint64_t>(layout.code_bytes()), static_cast<uint64_t>(layout.scale_count()) * 4}, {}};
+    t.fill = [layout, source](std::vector<std::span<uint8_t>>& blobs, WorkerPool& pool) -> Status {
+      uint8_t* codes = blobs[0].data();
+      float* scales = reinterpret_cast<float*>(blobs[1].data());
+      std::fill_n(codes, blobs[0].size(), kInt4ZeroByte);
+      std::vector<Status> errors(pool.size());
+      std::vector<std::vector<float>> rows(pool.size(), std::vector<float>(kInt8RowBlock * layout.cols));
+      pool.ParallelFor(layout.row_blocks(), 16, [&](int64_t begin, int64_t end, int worker) {
+        for (int64_t block = begin; block < end && errors[worker].ok(); ++block) {
+          const int64_t first = block * kInt8RowBlock, n = std::min(kInt8RowBlock, layout.rows - first);
+          Status status = source.read(first, n, rows[worker].data());
+          if (status.ok()) status = QuantizeInt4Block(rows[worker].data(), n, block, layout, codes, scales);
+          if (!status.ok()) errors[worker] = status;
+        }
+      });
+      for (const Status& error : errors) GLINT_RETURN_IF_ERROR(error);
+      return Status::Ok();
+    };
+    plan.push_back(std::move(t));
+  }
+
+  // A routed expert's matrix in the requested expert format.
+  void Expert(const std::string& name, const std::vector<std::string>& parts) {
+    if (options_.experts == ExpertWeights::kInt8) return Int8(name, parts);
+    std::vector<RowSource> sources;
+    for (const std::string& part : parts) sources.push_back(SourceOf(checkpoint_, c_, part));
+    Int4(name, ConcatRows(std::move(sources)).value());
+  }
+
   void Int8(const std::string& name, const std::vector<std::string>& parts) {
     std::vector<RowSource> sources;
     for (const std::string& part : parts) sources.push_back(SourceOf(checkpoint_, c_, part));
@@ -208,7 +240,9 @@ class Planner {
     Bf16(p + "router", {m + "gate.weight"});
     F32(p + "bias", m + "gate.e_score_correction_bias", {c_.n_routed_experts});
     for (int64_t e = 0; e < c_.n_routed_experts; ++e) {
-      Mlp(p + "experts." + std::to_string(e) + ".", m + "experts." + std::to_string(e) + ".");
+      const std::string dst = p + "experts." + std::to_string(e) + ".", src = m + "experts." + std::to_string(e) + ".";
+      Expert(dst + "gate_up", {src + "gate_proj.weight", src + "up_proj.weight"});
+      Expert(dst + "down", {src + "down_proj.weight"});
     }
     if (c_.n_shared_experts > 0) Mlp(p + "shared.", m + "shared_experts.");
   }
@@ -224,6 +258,9 @@ class Planner {
 Result<std::vector<PlannedTensor>> PlanFastWeights(const Checkpoint& checkpoint, const ModelConfig& c,
                                                    const FastConvertOptions& options) {
   GLINT_RETURN_IF_ERROR(ValidateInt8Layout({1, 1, options.group}).WithContext("--group"));
+  if (options.experts == ExpertWeights::kInt4) {
+    GLINT_RETURN_IF_ERROR(ValidateInt4Layout({1, 1, options.int4_group}).WithContext("--int4-group"));
+  }
   GLINT_RETURN_IF_ERROR(CheckCheckpoint(checkpoint, c, options.with_mtp));
   // Absorbed MLA splits kv_b_proj per head into 16-row blocks; the stacked matrices need whole blocks per head.
   if (c.kv_lora_rank % kInt8RowBlock != 0 || c.v_head_dim % kInt8RowBlock != 0) {

@@ -21,9 +21,14 @@
 
 namespace glint {
 
+// Int4 expert K-group (docs/fast-path.md, "int4 experts": measured against 32 and 128).
+inline constexpr int64_t kDefaultInt4Group = 64;
+
 struct FastConvertOptions {
   int64_t group = 128;  // int8 K-group size (docs/fast-path.md: why 128)
   bool with_mtp = true; // convert the MTP layer when the config has one
+  ExpertWeights experts = ExpertWeights::kInt8;  // routed experts' gate/up/down (main and MTP layers)
+  int64_t int4_group = kDefaultInt4Group;        // K-group of int4 experts
 };
 
 struct ConvertProgress {

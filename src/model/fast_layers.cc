@@ -14,6 +14,7 @@ namespace glint {
 FastContext::FastContext(WorkerPool& pool, Isa isa, const ModelConfig& config)
     : pool(pool),
       i8(GetInt8Kernels(isa)),
+      i4(GetInt4Kernels(isa)),
       bf16(GetBf16Kernels(isa)),
       config(config),
       worker_activations_(pool.size()),
@@ -47,8 +48,23 @@ void FastContext::Linear(const PackedLinear& w, const float* x, int64_t x_stride
     LinearI8(pool, i8, w.int8, x, x_stride, tokens, y, y_stride, activations_);
     int8_seconds += watch.Seconds();
     int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
+  } else if (w.format == PackedLinear::Format::kInt4) {
+    Stopwatch watch;
+    LinearI4(pool, i8, i4, w.int4, x, x_stride, tokens, y, y_stride, activations_);
+    int8_seconds += watch.Seconds();
+    int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
   } else {
     LinearBf16(pool, bf16, w.bf16, x, x_stride, tokens, y, y_stride);
+  }
+}
+
+void FastContext::IntegerGemm(const PackedLinear& w, const QuantizedActivations& x, int64_t block_begin,
+                              int64_t block_end, float* y, int64_t y_stride) const {
+  if (w.format == PackedLinear::Format::kInt4) {
+    i4.gemm(w.int4, x, block_begin, block_end, y, y_stride);
+  } else {
+    GLINT_CHECK(w.format == PackedLinear::Format::kInt8) << "an integer product needs int8 or int4 weights";
+    i8.gemm(w.int8, x, block_begin, block_end, y, y_stride);
   }
 }
 
@@ -186,7 +202,7 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
     ctx.pool.RunIfWorthIt(static_cast<int64_t>(wave_end - wave_begin), total_rows * d, kMinParallelElements,
                           [&](int64_t i, int) {
       Job& job = jobs[wave_begin + i];
-      const Int8Layout& layout = job.weights->gate_up.int8.layout;
+      const Int8Layout layout = job.weights->gate_up.ActivationGrouping();
       const int64_t rows = static_cast<int64_t>(job.rows.size()), padded = layout.padded_cols(), groups = layout.groups();
       ActivationScratch& scratch = ctx.ExpertActivations(2 * (wave_begin + i));
       scratch.Reserve(rows, padded, groups);
@@ -205,23 +221,23 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
       };
       std::vector<Task> tasks;
       for (size_t j = wave_begin; j < wave_end; ++j) {
-        const Int8MatrixView& m = matrix_of(jobs[j]);
-        ctx.weight_bytes_read += m.layout.code_bytes() + m.layout.scale_count() * 4;
-        ctx.int8_macs += static_cast<uint64_t>(m.layout.rows * m.layout.cols * static_cast<int64_t>(jobs[j].rows.size()));
-        const int64_t blocks = m.layout.row_blocks();
+        const PackedLinear& m = matrix_of(jobs[j]);
+        ctx.weight_bytes_read += m.bytes();
+        ctx.int8_macs += static_cast<uint64_t>(m.rows() * m.cols() * static_cast<int64_t>(jobs[j].rows.size()));
+        const int64_t blocks = (m.rows() + kInt8RowBlock - 1) / kInt8RowBlock;
         const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size(),
-                                               kInt8RowBlock * m.layout.cols * static_cast<int64_t>(jobs[j].rows.size()));
+                                               kInt8RowBlock * m.cols() * static_cast<int64_t>(jobs[j].rows.size()));
         for (int64_t b = 0; b < blocks; b += grain) tasks.push_back({j, b, std::min(blocks, b + grain)});
       }
       Stopwatch watch;
       ctx.pool.Run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
         const Task& task = tasks[i];
         const Job& job = jobs[task.job];
-        ctx.i8.gemm(matrix_of(job), input_of(job), task.begin, task.end, outputs + job.offset * stride, stride);
+        ctx.IntegerGemm(matrix_of(job), input_of(job), task.begin, task.end, outputs + job.offset * stride, stride);
       });
       ctx.int8_seconds += watch.Seconds();
     };
-    run_phase([](const Job& job) -> const Int8MatrixView& { return job.weights->gate_up.int8; },
+    run_phase([](const Job& job) -> const PackedLinear& { return job.weights->gate_up; },
               [](const Job& job) -> const QuantizedActivations& { return job.input; }, gate_up, 2 * max_width);
     ctx.pool.RunIfWorthIt(static_cast<int64_t>(wave_end - wave_begin), total_rows * max_width * 2,
                           kMinParallelElements, [&](int64_t i, int) {
@@ -231,10 +247,10 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
         const float* row = gate_up + (job.offset + r) * 2 * max_width;
         vec::SwiGlu(row, row + width, width, c.swiglu_limit, act + (job.offset + r) * max_width);
       }
-      job.act = QuantizeActivations(ctx.i8, job.weights->down.int8.layout, act + job.offset * max_width, max_width,
+      job.act = QuantizeActivations(ctx.i8, job.weights->down.ActivationGrouping(), act + job.offset * max_width, max_width,
                                     static_cast<int64_t>(job.rows.size()), ctx.ExpertActivations(2 * (wave_begin + i) + 1));
     });
-    run_phase([](const Job& job) -> const Int8MatrixView& { return job.weights->down.int8; },
+    run_phase([](const Job& job) -> const PackedLinear& { return job.weights->down; },
               [](const Job& job) -> const QuantizedActivations& { return job.act; }, expert_out, d);
     // 5. Combine per row, jobs in order (ascending expert id, shared last); rows split over the threads.
     std::vector<std::vector<std::pair<int64_t, float>>> contributions(n);  // per output row: (wave row, weight)

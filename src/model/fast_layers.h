@@ -17,6 +17,7 @@
 #include "base/worker_pool.h"
 #include "io/config.h"
 #include "kernels/gemm_bf16.h"
+#include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
 #include "model/dsa.h"
 #include "model/ffn.h"
@@ -46,16 +47,22 @@ class FastContext {
 
   WorkerPool& pool;
   const Int8Kernels& i8;
+  const Int4Kernels& i4;
   const Bf16Kernels& bf16;
   const ModelConfig& config;
 
-  // y [tokens, w.rows] = W x for x [tokens, w.cols] (row stride x_stride): int8 weights quantize x per token and
-  // group first; bf16 weights use x as it is.
+  // y [tokens, w.rows] = W x for x [tokens, w.cols] (row stride x_stride): int8 and int4 weights quantize x per
+  // token and group first; bf16 weights use x as it is.
   void Linear(const PackedLinear& w, const float* x, int64_t x_stride, int64_t tokens, float* y, int64_t y_stride);
   // For a matrix stacking `heads` per-head blocks of w.rows / heads rows: head h's rows of y are W_h x_h with
   // x_h = x + h · x_head_offset (each head has its own input, e.g. q_h). int8 only.
   void LinearPerHead(const PackedLinear& w, int64_t heads, const float* x, int64_t x_stride, int64_t x_head_offset,
                      int64_t tokens, float* y, int64_t y_stride);
+
+  // Row blocks [block_begin, block_end) of an int8 or int4 product on the calling thread, x quantized for
+  // w.ActivationGrouping(). No statistics (the caller counts).
+  void IntegerGemm(const PackedLinear& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+                   float* y, int64_t y_stride) const;
 
   // Per-worker scratch.
   ActivationScratch& WorkerActivations(int worker) { return worker_activations_[worker]; }
@@ -64,8 +71,8 @@ class FastContext {
   float* Buffer(int id, int64_t count);
   ActivationScratch& ExpertActivations(int64_t index);
 
-  // Statistics since the last ResetStats (benchmarks): bytes of weights the products read, and the int8 products'
-  // multiply-adds and wall time (the prefill target is judged on those products alone).
+  // Statistics since the last ResetStats (benchmarks): bytes of weights the products read, and the integer (int8
+  // and int4) products' multiply-adds and wall time (the prefill target is judged on those products alone).
   uint64_t weight_bytes_read = 0;
   uint64_t int8_macs = 0;
   double int8_seconds = 0;

@@ -66,10 +66,18 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
     GLINT_ASSIGN_OR_RETURN(source, SourceFromContainer(std::make_unique<ContainerFile>(std::move(container))));
   } else {
     GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-    GLINT_ASSIGN_OR_RETURN(auto plan, PlanFastWeights(checkpoint, config, options.convert));
+    FastConvertOptions convert = options.convert;
+    if (options.experts.has_value()) convert.experts = *options.experts;
+    GLINT_ASSIGN_OR_RETURN(auto plan, PlanFastWeights(checkpoint, config, convert));
     GLINT_RETURN_IF_ERROR(MaterializeFastWeights(plan, pool, source, options.progress));
   }
   GLINT_ASSIGN_OR_RETURN(auto model, Create(std::move(config), std::move(source), pool, options));
+  if (options.experts.has_value() && model->weights_.experts != *options.experts) {
+    return InvalidArgument("'", container_path, "' holds ", ExpertWeightsName(model->weights_.experts),
+                           " routed experts, not the requested ", ExpertWeightsName(*options.experts),
+                           "; the expert format is chosen when converting (glint convert --experts ",
+                           ExpertWeightsName(*options.experts), ")");
+  }
   model->load_report_.from_container = from_container;
   model->load_report_.seconds = watch.Seconds();
   return model;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct FastModelOptions {
   Isa isa = BestIsa();                // kernel level for the int8 and bf16 products
   int64_t max_tokens_per_pass = 512;  // rows per layer pass; bounds activation memory
   FastConvertOptions convert;         // when loading a checkpoint (not a container)
+  // Routed experts' format (`--experts`): a checkpoint is converted to it (overriding convert.experts), a container
+  // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
+  std::optional<ExpertWeights> experts;
   bool populate = true;               // read a container's pages in at load (MAP_POPULATE)
   ConvertProgressFn progress;         // conversion progress (checkpoint loads)
 };

@@ -1,13 +1,31 @@
 #include "model/fast_weights.h"
 
 #include <cstring>
+#include <optional>
 
 #include "quant/formats.h"
 
 namespace glint {
 
+int64_t PackedLinear::rows() const {
+  return format == Format::kInt8 ? int8.layout.rows : format == Format::kInt4 ? int4.layout.rows : bf16.layout.rows;
+}
+
+int64_t PackedLinear::cols() const {
+  return format == Format::kInt8 ? int8.layout.cols : format == Format::kInt4 ? int4.layout.cols : bf16.layout.cols;
+}
+
+std::string_view ExpertWeightsName(ExpertWeights format) { return format == ExpertWeights::kInt4 ? "int4" : "int8"; }
+
+Result<ExpertWeights> ParseExpertWeights(std::string_view name) {
+  if (name == "int8") return ExpertWeights::kInt8;
+  if (name == "int4") return ExpertWeights::kInt4;
+  return InvalidArgument("unknown expert weight format '", name, "'; expected int8 or int4");
+}
+
 uint64_t PackedLinear::bytes() const {
   if (format == Format::kInt8) return int8.layout.code_bytes() + int8.layout.scale_count() * sizeof(float);
+  if (format == Format::kInt4) return int4.layout.code_bytes() + int4.layout.scale_count() * sizeof(float);
   if (format == Format::kBf16) return bf16.layout.value_count() * sizeof(uint16_t);
   return 0;
 }
@@ -77,6 +95,39 @@ class FastBinder {
     out.format = PackedLinear::Format::kInt8;
     out.int8 = {layout, t->blobs[0].data(), reinterpret_cast<const float*>(t->blobs[1].data())};
     return Status::Ok();
+  }
+
+  Status Int4(const std::string& name, int64_t rows, int64_t cols, PackedLinear& out) {
+    GLINT_ASSIGN_OR_RETURN(const StoredTensor* t, Get(name, "int4", 2));
+    if (t->dims.size() != 3 || t->dims[0] != rows || t->dims[1] != cols) {
+      return InvalidArgument("converted tensor '", name, "' has dims ", DimsText(t->dims), "; the config needs [", rows,
+                             ", ", cols, ", group]");
+    }
+    const Int4Layout layout{rows, cols, t->dims[2]};
+    GLINT_RETURN_IF_ERROR(ValidateInt4Layout(layout).WithContext(name));
+    if (t->blobs[0].size() != static_cast<size_t>(layout.code_bytes()) ||
+        t->blobs[1].size() != static_cast<size_t>(layout.scale_count()) * sizeof(float)) {
+      return InvalidArgument("converted tensor '", name, "' has ", t->blobs[0].size(), " code and ",
+                             t->blobs[1].size(), " scale bytes; its int4 layout needs ", layout.code_bytes(), " and ",
+                             layout.scale_count() * 4);
+    }
+    out.format = PackedLinear::Format::kInt4;
+    out.int4 = {layout, t->blobs[0].data(), reinterpret_cast<const float*>(t->blobs[1].data())};
+    return Status::Ok();
+  }
+
+  // A routed expert's matrix: int8 or int4 as stored. Every routed expert must use the same one (`experts`: the
+  // format of the first bound, null before it).
+  Status Expert(const std::string& name, int64_t rows, int64_t cols, PackedLinear& out,
+                std::optional<ExpertWeights>& experts) {
+    const StoredTensor* t = source_.Find(name);
+    const ExpertWeights stored = t != nullptr && t->kind == "int4" ? ExpertWeights::kInt4 : ExpertWeights::kInt8;
+    if (experts.has_value() && *experts != stored) {
+      return InvalidArgument("converted tensor '", name, "' is ", ExpertWeightsName(stored), " but earlier routed ",
+                             "experts are ", ExpertWeightsName(*experts), "; a container holds one expert format");
+    }
+    experts = stored;
+    return stored == ExpertWeights::kInt4 ? Int4(name, rows, cols, out) : Int8(name, rows, cols, out);
   }
 
   Status Bf16(const std::string& name, int64_t rows, int64_t cols, PackedLinear& out) {
@@ -170,13 +221,20 @@ Status BindMlp(FastBinder& b, const std::string& p, int64_t hidden, int64_t widt
   return b.Int8(p + "down", hidden, width, w.down);
 }
 
-Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, FastMoeWeights& w) {
+Status BindExpert(FastBinder& b, const std::string& p, int64_t hidden, int64_t width, FastMlpWeights& w,
+                  std::optional<ExpertWeights>& experts) {
+  GLINT_RETURN_IF_ERROR(b.Expert(p + "gate_up", 2 * width, hidden, w.gate_up, experts));
+  return b.Expert(p + "down", hidden, width, w.down, experts);
+}
+
+Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, FastMoeWeights& w,
+               std::optional<ExpertWeights>& experts) {
   GLINT_RETURN_IF_ERROR(b.Bf16(p + "router", c.n_routed_experts, c.hidden_size, w.router));
   GLINT_RETURN_IF_ERROR(b.F32(p + "bias", {c.n_routed_experts}, w.bias));
   w.experts.resize(c.n_routed_experts);
   for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-    GLINT_RETURN_IF_ERROR(BindMlp(b, p + "experts." + std::to_string(e) + ".", c.hidden_size,
-                                  c.moe_intermediate_size, w.experts[e]));
+    GLINT_RETURN_IF_ERROR(BindExpert(b, p + "experts." + std::to_string(e) + ".", c.hidden_size,
+                                     c.moe_intermediate_size, w.experts[e], experts));
   }
   w.shared.resize(c.n_shared_experts > 0 ? 1 : 0);
   if (!w.shared.empty()) GLINT_RETURN_IF_ERROR(BindMlp(b, p + "shared.", c.hidden_size, c.SharedIntermediate(), w.shared[0]));
@@ -188,6 +246,7 @@ Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, FastMo
 Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& c, bool with_mtp) {
   FastBinder b(source);
   FastWeights w;
+  std::optional<ExpertWeights> experts;  // set by the first routed expert bound
   const int64_t d = c.hidden_size;
   GLINT_RETURN_IF_ERROR(b.Embedding("embed", c.vocab_size, d, w.embed));
   GLINT_RETURN_IF_ERROR(b.F32("final_norm", {d}, w.final_norm));
@@ -210,7 +269,7 @@ Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelC
     if (layer.mlp_kind == MlpKind::kDense) {
       GLINT_RETURN_IF_ERROR(BindMlp(b, p + "mlp.", d, c.intermediate_size, layer.mlp));
     } else {
-      GLINT_RETURN_IF_ERROR(BindMoe(b, c, p + "moe.", layer.moe));
+      GLINT_RETURN_IF_ERROR(BindMoe(b, c, p + "moe.", layer.moe, experts));
     }
   }
   if (with_mtp && c.HasMtp()) {
@@ -222,9 +281,10 @@ Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelC
     GLINT_RETURN_IF_ERROR(b.F32("mtp.ffn_norm", {d}, mtp->ffn_norm));
     GLINT_RETURN_IF_ERROR(b.F32("mtp.head_norm", {d}, mtp->head_norm));
     GLINT_RETURN_IF_ERROR(BindDsa(b, c, "mtp.dsa.", mtp->dsa));
-    GLINT_RETURN_IF_ERROR(BindMoe(b, c, "mtp.moe.", mtp->moe));
+    GLINT_RETURN_IF_ERROR(BindMoe(b, c, "mtp.moe.", mtp->moe, experts));
     w.mtp = std::move(mtp);
   }
+  w.experts = experts.value_or(ExpertWeights::kInt8);
   return w;
 }
 

@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/aligned_buffer.h"
@@ -24,21 +25,31 @@
 #include "io/config.h"
 #include "io/weight_container.h"
 #include "quant/bf16_matrix.h"
+#include "quant/int4_matrix.h"
 #include "quant/int8_matrix.h"
 
 namespace glint {
 
-// One packed linear weight [rows, cols], int8 or bf16.
+// One packed linear weight [rows, cols]: int8, int4 (routed experts with `--experts int4`) or bf16.
 struct PackedLinear {
-  enum class Format { kNone, kInt8, kBf16 };
+  enum class Format { kNone, kInt8, kInt4, kBf16 };
   Format format = Format::kNone;
   Int8MatrixView int8;
+  Int4MatrixView int4;
   Bf16MatrixView bf16;
 
-  int64_t rows() const { return format == Format::kInt8 ? int8.layout.rows : bf16.layout.rows; }
-  int64_t cols() const { return format == Format::kInt8 ? int8.layout.cols : bf16.layout.cols; }
+  int64_t rows() const;
+  int64_t cols() const;
   uint64_t bytes() const;  // bytes a full product reads (codes + scales, or bf16 values)
+  // The activation K-grouping of an int8 or int4 weight (what QuantizeActivations needs).
+  Int8Layout ActivationGrouping() const { return format == Format::kInt4 ? int4.layout.ActivationGrouping() : int8.layout; }
 };
+
+// Storage of the routed experts' gate/up/down weights (everything else is unaffected): int8 W8A8 (default) or
+// int4 W4A8 (docs/fast-path.md, "int4 experts"), which halves the bytes of the model's largest part.
+enum class ExpertWeights { kInt8, kInt4 };
+std::string_view ExpertWeightsName(ExpertWeights format);  // "int8", "int4"
+Result<ExpertWeights> ParseExpertWeights(std::string_view name);
 
 // Rows of an embedding table [rows, cols] in bf16 (or fp32 when the checkpoint stored fp32).
 struct EmbeddingTable {
@@ -116,6 +127,7 @@ struct FastMtpWeights {
 };
 
 struct FastWeights {
+  ExpertWeights experts = ExpertWeights::kInt8;  // of every routed expert (binding refuses a mix)
   EmbeddingTable embed;
   std::vector<FastLayerWeights> layers;
   const float* final_norm = nullptr;  // [D]
@@ -123,7 +135,7 @@ struct FastWeights {
   std::unique_ptr<FastMtpWeights> mtp;
 };
 
-// A stored packed tensor: kind ("int8": dims [rows, cols, group], blobs [codes, scales]; "bf16": dims [rows, cols],
+// A stored packed tensor: kind ("int8" or "int4": dims [rows, cols, group], blobs [codes, scales]; "bf16": dims [rows, cols],
 // blobs [values]; "f32": dims = shape, blobs [values]; "rows_bf16" / "rows_f32": dims [rows, cols]).
 struct StoredTensor {
   std::string kind;

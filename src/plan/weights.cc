@@ -73,6 +73,8 @@ std::string_view SchemeLetter(Scheme scheme) {
       return "C";
     case Scheme::kD:
       return "D";
+    case Scheme::kE:
+      return "E";
   }
   return "?";
 }
@@ -89,12 +91,15 @@ std::string_view SchemeDescription(Scheme scheme) {
       return "all int8 except embeddings, vision, router, mHC, norms (bf16)";
     case Scheme::kD:
       return "MoE int4 with group scales, rest as C";
+    case Scheme::kE:
+      return "routed experts int4 (W4A8, glint --experts int4), shared experts int8, rest as C";
   }
   return "?";
 }
 
 const std::vector<Scheme>& AllSchemes() {
-  static const std::vector<Scheme> schemes = {Scheme::kRelease, Scheme::kA, Scheme::kB, Scheme::kC, Scheme::kD};
+  static const std::vector<Scheme> schemes = {Scheme::kRelease, Scheme::kA, Scheme::kB, Scheme::kC, Scheme::kD,
+                                                 Scheme::kE};
   return schemes;
 }
 
@@ -106,7 +111,7 @@ Result<Scheme> ParseScheme(std::string_view name) {
   }
   return InvalidArgument("unknown scheme '", name,
                          "'; expected R (as released), A (all bf16), B (MoE int8), C (int8 except embeddings, vision, "
-                         "router, mHC, norms) or D (MoE int4, rest as C)");
+                         "router, mHC, norms), D (MoE int4, rest as C) or E (routed experts int4, rest as C)");
 }
 
 int64_t WeightTensor::Elements() const {
@@ -194,6 +199,10 @@ WeightFormat FormatUnder(Scheme scheme, const WeightTensor& tensor) {
       return KeptBf16InC(tensor) ? WeightFormat::kBf16 : WeightFormat::kInt8;
     case Scheme::kD:
       if (moe) return WeightFormat::kInt4;
+      return KeptBf16InC(tensor) ? WeightFormat::kBf16 : WeightFormat::kInt8;
+    case Scheme::kE:
+      if (tensor.routed_expert) return WeightFormat::kInt4;
+      if (tensor.shared_expert) return WeightFormat::kInt8;
       return KeptBf16InC(tensor) ? WeightFormat::kBf16 : WeightFormat::kInt8;
   }
   return WeightFormat::kBf16;

@@ -6,6 +6,8 @@
 //   B  MoE (routed + shared experts) int8, rest bf16
 //   C  all int8 except embeddings, vision, router, mHC and norms (kept bf16)
 //   D  MoE int4 with group scales, rest as C
+//   E  routed experts int4 with group scales, shared experts int8, rest as C: glint's fast path with
+//      `--experts int4` (W4A8; its exact metadata is --assume int4_group_size=64,quant_scale_bytes=4)
 // In every scheme the tensors stored F32 (A_log, dt_bias, conv weights, hc_*, e_score_correction_bias) stay F32:
 // the engine keeps them so (design.md §4). 1-D tensors (norms, biases) are never quantised.
 // int8 of [rows, K]: rows·K bytes + rows·ceil(K / int8_group_size) scales; int4: rows·K/2 bytes + rows·ceil(K /
@@ -28,10 +30,10 @@
 
 namespace glint::plan {
 
-enum class Scheme { kRelease, kA, kB, kC, kD };
+enum class Scheme { kRelease, kA, kB, kC, kD, kE };
 std::string_view SchemeLetter(Scheme scheme);  // "R", "A", ...
 std::string_view SchemeDescription(Scheme scheme);
-const std::vector<Scheme>& AllSchemes();            // R, A, B, C, D
+const std::vector<Scheme>& AllSchemes();            // R, A, B, C, D, E
 Result<Scheme> ParseScheme(std::string_view name);  // a letter, case-insensitive
 
 enum class WeightFormat { kF32, kBf16, kFp8Block, kInt8, kInt4 };

@@ -166,6 +166,31 @@ Result<Int8Matrix> RequantizeInt8(const RowSource& source, int64_t group) {
   return matrix;
 }
 
+Status RequantizeInt4Into(const RowSource& source, const Int4Layout& layout, uint8_t* codes, float* scales) {
+  GLINT_RETURN_IF_ERROR(ValidateInt4Layout(layout));
+  if (layout.rows != source.rows || layout.cols != source.cols) {
+    return InternalError("int4 layout [", layout.rows, ", ", layout.cols, "] does not match its source [",
+                         source.rows, ", ", source.cols, "]");
+  }
+  std::fill_n(codes, layout.code_bytes(), kInt4ZeroByte);
+  std::fill_n(scales, layout.scale_count(), 0.0f);
+  std::vector<float> rows(kInt8RowBlock * layout.cols);  // [16, cols] one row block in fp32
+  for (int64_t block = 0; block < layout.row_blocks(); ++block) {
+    const int64_t begin = block * kInt8RowBlock, n = std::min(kInt8RowBlock, layout.rows - begin);
+    GLINT_RETURN_IF_ERROR(source.read(begin, n, rows.data()));
+    GLINT_RETURN_IF_ERROR(QuantizeInt4Block(rows.data(), n, block, layout, codes, scales));
+  }
+  return Status::Ok();
+}
+
+Result<Int4Matrix> RequantizeInt4(const RowSource& source, int64_t group) {
+  const Int4Layout layout{source.rows, source.cols, group};
+  GLINT_RETURN_IF_ERROR(ValidateInt4Layout(layout));
+  Int4Matrix matrix(layout);
+  GLINT_RETURN_IF_ERROR(RequantizeInt4Into(source, layout, matrix.codes(), matrix.scales()));
+  return matrix;
+}
+
 Status PackBf16Into(const RowSource& source, const Bf16Layout& layout, uint16_t* values) {
   GLINT_RETURN_IF_ERROR(ValidateBf16Layout(layout));
   if (layout.rows != source.rows || layout.cols != source.cols) {

@@ -13,6 +13,7 @@
 
 #include "base/status.h"
 #include "quant/bf16_matrix.h"
+#include "quant/int4_matrix.h"
 #include "quant/int8_matrix.h"
 
 namespace glint {
@@ -43,6 +44,11 @@ Result<RowSource> ConcatRows(std::vector<RowSource> parts);
 // may be an output file's mapping. Errors name the first non-finite weight.
 Status RequantizeInt8Into(const RowSource& source, const Int8Layout& layout, uint8_t* codes, float* scales);
 Result<Int8Matrix> RequantizeInt8(const RowSource& source, int64_t group);
+
+// The same into int4 (int4_matrix.h): FP8 → int4 rounds the exact FP8 value to the nearest multiple of the int4
+// group scale, |W − Ŵ| ≤ amax(row, group) / 14 — 127/7 ≈ 18× the int8 bound.
+Status RequantizeInt4Into(const RowSource& source, const Int4Layout& layout, uint8_t* codes, float* scales);
+Result<Int4Matrix> RequantizeInt4(const RowSource& source, int64_t group);
 
 // Packs a source as bf16: bit-exact for a bf16 source, rounded to nearest even otherwise.
 Status PackBf16Into(const RowSource& source, const Bf16Layout& layout, uint16_t* values);

@@ -3,7 +3,8 @@
 #  - `glint score` on held-out token sequences against the logits of the PyTorch training tool (tools/train, an
 #    independent implementation, float64 on the same exported weights): every row's max |Δlogit| ≤ 1e-3 × std,
 #    top-1 agreement 100 %, mean KL ≤ 1e-6 nats, and the held-out perplexity is the recorded one (1e-4 relative);
-#  - `glint score --fast` (the int8 path) against the fp32 path within docs/quality.md's W8A8 thresholds, and
+#  - `glint score --fast` (the int8 path) against the fp32 path within docs/quality.md's W8A8 thresholds, int4
+#    routed experts (`--experts int4`, in memory and from a converted container) within the int4 thresholds, and
 #    bf16 KDA state storage (decoded token by token) against fp32 state within the same thresholds;
 #  - `glint run --path reference --temperature 0` reproduces the PyTorch greedy continuations of the recorded
 #    prompts (plain text and GLM's chat template), token for token; the int8 fast path (the default) starts the
@@ -45,6 +46,31 @@ awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl +=
            printf "fast path: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
            exit !(top1 / n >= 0.98 && kl / n <= 3e-4 && d <= 0.005) }' "$work/fast" ||
   fail "the fast path misses the W8A8 quality thresholds of docs/quality.md"
+
+# int4 routed experts (W4A8, --experts int4) against the fp32 path (docs/quality.md, int4-expert thresholds: top-1
+# ≥ 97 %, mean KL ≤ 4e-4 nats, perplexity within 0.5 %; measured 98.56 %, 1.6e-4, 180.65 vs 180.78 here), and a
+# container converted with --experts int4 loads as int4 with no flag, to the same figures.
+"$glint" score --fast --experts int4 --model "$model" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
+  --reference "$work/fp32.safetensors" >"$work/int4" 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "int4 score"; }
+cat "$work/int4"
+awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
+     $1 == "all" { nll = $3 }
+     END { d = (nll - fp32) / fp32; if (d < 0) d = -d
+           printf "int4 experts: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
+           exit !(top1 / n >= 0.97 && kl / n <= 4e-4 && d <= 0.005) }' "$work/int4" ||
+  fail "int4 experts miss the thresholds of docs/quality.md"
+"$glint" convert --model "$model" --out "$work/int4-container" --experts int4 >/dev/null 2>"$work/convert.err" ||
+  { cat "$work/convert.err" >&2; fail "glint convert --experts int4"; }
+"$glint" score --fast --model "$work/int4-container" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
+  --reference "$work/fp32.safetensors" >"$work/int4-container.txt" 2>"$work/score.err" ||
+  { cat "$work/score.err" >&2; fail "int4 container score"; }
+grep -q "(container, int4 routed experts" "$work/score.err" || fail "the int4 container did not load as int4"
+diff <(grep -v '^glint' "$work/int4") <(grep -v '^glint' "$work/int4-container.txt") >/dev/null ||
+  fail "the int4 container scores differently from an in-memory int4 conversion"
+! "$glint" score --fast --experts int8 --model "$work/int4-container" \
+  --tokens-file "$data/glint-tiny/crosscheck_tokens.json" >/dev/null 2>"$work/score.err" ||
+  fail "--experts int8 on an int4 container must be refused"
+grep -q "holds int4 routed experts" "$work/score.err" || { cat "$work/score.err" >&2; fail "unclear --experts error"; }
 
 # bf16 KDA state storage on the decode path (S rounded after every token), against fp32 state on the same path,
 # within the same thresholds (docs/quality.md).

@@ -14,7 +14,7 @@ json="$("$glint" plan --hardware h100x8,v7x-8 --format json)"
 jq -e '.preamble[0] | test("embedded release config")' <<<"$json" >/dev/null || fail "default model is not the release"
 total="$(jq '.tables.parameters.rows[] | select(.group == "total") | .params' <<<"$json")"
 [[ "$total" == "321323031390" ]] || fail "release total params $total"
-[[ "$(jq '.tables.memory.rows | length' <<<"$json")" == "10" ]] || fail "2 topologies x 5 schemes expected"
+[[ "$(jq '.tables.memory.rows | length' <<<"$json")" == "12" ]] || fail "2 topologies x 6 schemes expected"
 [[ "$(jq -r '.tables.memory.rows[] | select(.topology == "h100x8" and .scheme == "A") | .over' <<<"$json")" \
   == "DOES NOT FIT" ]] || fail "bf16 on 8xH100 must not fit (642.7 GB)"
 for table in assumptions parameters dtypes active schemes memory state roofline indexer hardware; do

@@ -161,6 +161,18 @@ TEST(Plan, SchemeBytesHandCount) {
   const SchemeFootprint d = Footprint(Scheme::kD, weights, config, a);
   EXPECT_DOUBLE_EQ(d.routed_bytes, kRoutedTensorsLayers * kExperts * int4_expert);
 
+  // E (glint --experts int4): routed experts as in D, shared experts as in B, everything else as in C.
+  const SchemeFootprint e = Footprint(Scheme::kE, weights, config, a);
+  EXPECT_DOUBLE_EQ(e.routed_bytes, d.routed_bytes);
+  EXPECT_LT(e.all.Total(), Footprint(Scheme::kC, weights, config, a).all.Total());
+  EXPECT_GT(e.all.Total(), d.all.Total());  // the shared experts stay int8
+  // glint's own int4 metadata (fp32 scale per 64 inputs): 0.5 + 4/64 bytes per routed expert weight.
+  Assumptions glint_int4 = a;
+  ASSERT_OK(glint_int4.Override("int4_group_size=64"));
+  ASSERT_OK(glint_int4.Override("quant_scale_bytes=4"));
+  EXPECT_DOUBLE_EQ(Footprint(Scheme::kE, weights, config, glint_int4).routed_bytes,
+                   kRoutedTensorsLayers * kExperts * kExpertParams * (0.5 + 4.0 / 64));
+
   // C: KDA matrices int8; convs, A_log, dt_bias stay F32; o_norm (1-D) stays bf16. Per layer:
   const double kda_c = 4 * (8192.0 * 4096 + 8192 * 32 * 2)  // q, k, v [8192, 4096]; o [4096, 8192] (same size)
                        + 2 * (128.0 * 4096 + 128 * 32 * 2)  // f_a, g_a
@@ -492,7 +504,7 @@ TEST(Plan, BadRequestsAreClearErrors) {
   request = {};
   request.model = "/nonexistent/model";
   EXPECT_ERROR_CONTAINS(ResolvePlan(request), "does not exist");
-  EXPECT_ERROR_CONTAINS(ParseScheme("E"), "unknown scheme 'E'");
+  EXPECT_ERROR_CONTAINS(ParseScheme("F"), "unknown scheme 'F'");
   request = {};
   request.catalogue_path = "/nonexistent/hardware.json";
   EXPECT_ERROR_CONTAINS(ResolvePlanForConfig(ReleaseConfig(), "test", request), "/nonexistent/hardware.json");

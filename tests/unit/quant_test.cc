@@ -176,6 +176,109 @@ TEST(Requantize, Fp8NanCodeIsAnErrorNamingThePosition) {
   EXPECT_ERROR_CONTAINS(RequantizeInt8(source, 32), "weight row 5 column 9");
 }
 
+// ---- int4 (quant/int4_matrix.h) ----
+
+TEST(Int4Matrix, RoundTripWithinHalfAStepAcrossShapesAndGroups) {
+  for (int64_t group : {16, 32, 64, 128}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {15, 17}, {16, 64}, {17, 130}, {48, 300}}) {
+      SCOPED_TRACE(::testing::Message() << "group " << group << " shape " << rows << "x" << cols);
+      const std::vector<float> w = RandomMatrix(rows, cols, static_cast<uint32_t>(rows * 1000 + cols));
+      ASSERT_OK_AND_ASSIGN(Int4Matrix m, QuantizeInt4(w.data(), rows, cols, group));
+      const Int4Layout& l = m.layout();
+      EXPECT_EQ(l.code_bytes(), l.padded_rows() * l.padded_cols() / 2);
+      std::vector<float> back(rows * cols);
+      DequantizeInt4(m.view(), back.data());
+      for (int64_t r = 0; r < l.padded_rows(); ++r) {
+        for (int64_t g = 0; g < l.groups(); ++g) {
+          const float scale = m.view().Scale(r, g);
+          int max_code = 0;
+          for (int64_t c = g * group; c < (g + 1) * group; ++c) {
+            const int code = m.view().Code(r, c);
+            ASSERT_GE(code, -7);
+            ASSERT_LE(code, 7);
+            if (r >= rows || c >= cols) {
+              ASSERT_EQ(code, 0) << "padding at " << r << ", " << c;
+              continue;
+            }
+            max_code = std::max(max_code, std::abs(code));
+            ASSERT_LE(std::fabs(back[r * cols + c] - w[r * cols + c]), 0.5f * scale * (1 + 1e-5f) + 1e-30f)
+                << "row " << r << " col " << c;
+          }
+          if (r >= rows) {
+            EXPECT_EQ(scale, 0.0f);
+          } else if (scale > 0) {
+            EXPECT_EQ(max_code, 7) << "row " << r << " group " << g;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Int4Matrix, PackedLayoutIsTwoFourKStepsPerByte) {
+  // Byte (p, lane, j) of a row block: low nibble = code (lane, 8p + j) + 8, high nibble = code (lane, 8p + 4 + j) + 8.
+  const int64_t rows = 20, cols = 48;
+  Int4Matrix m(Int4Layout{rows, cols, 16});
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) SetInt4Code(m.layout(), m.codes(), r, c, static_cast<int>((r + 3 * c) % 16) - 8);
+  }
+  const uint8_t* codes = m.view().codes;
+  const int64_t block_bytes = m.layout().block_code_bytes();
+  EXPECT_EQ(block_bytes, 16 * 48 / 2);
+  // Row 17 (block 1, lane 1), columns 13 and 9 share byte p = 1, j = 1.
+  const uint8_t byte = codes[block_bytes + 1 * 64 + 1 * 4 + 1];
+  EXPECT_EQ(byte & 0x0f, (17 + 3 * 9) % 16);
+  EXPECT_EQ(byte >> 4, (17 + 3 * 13) % 16);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(m.view().Code(r, c), static_cast<int>((r + 3 * c) % 16) - 8);
+  }
+  // Padding rows 20..31 hold zero codes (byte 0x88).
+  EXPECT_EQ(codes[block_bytes + 5 * 4], kInt4ZeroByte);
+}
+
+TEST(Int4Matrix, RefusesNonFiniteWeightsAndBadLayouts) {
+  std::vector<float> w(4 * 20, 1.0f);
+  w[2 * 20 + 7] = NAN;
+  EXPECT_ERROR_CONTAINS(QuantizeInt4(w.data(), 4, 20, 16), "weight row 2 column 7");
+  w[2 * 20 + 7] = INFINITY;
+  EXPECT_ERROR_CONTAINS(QuantizeInt4(w.data(), 4, 20, 16), "needs finite weights");
+  EXPECT_ERROR_CONTAINS(QuantizeInt4(w.data(), 4, 20, 24), "not a positive multiple of 16");
+  EXPECT_ERROR_CONTAINS(QuantizeInt4(w.data(), 0, 20, 16), "at least one row");
+}
+
+TEST(Requantize, Int4ErrorByGroupOnFp8Blocks) {
+  // The int4 group-size trade-off (docs/fast-path.md): relative RMS error of FP8 → int4 per group, beside int8's
+  // at group 128. A uniform rounding error of a step amax/7 is amax/(7√12); amax/RMS ≈ 2.5–3.5 → 10–14%.
+  const Fp8Tensor t = RandomFp8(256, 1024, 7);
+  const std::vector<float> exact = t.Dequantized();
+  const RowSource source = Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()),
+                                          t.rows, t.cols, 128, 128);
+  auto relative = [&](const std::vector<float>& back) {
+    double error = 0, norm = 0;
+    for (size_t i = 0; i < exact.size(); ++i) {
+      error += (back[i] - exact[i]) * (back[i] - exact[i]);
+      norm += exact[i] * exact[i];
+    }
+    return std::sqrt(error / norm);
+  };
+  ASSERT_OK_AND_ASSIGN(Int8Matrix int8, RequantizeInt8(source, 128));
+  std::vector<float> back(exact.size());
+  DequantizeInt8(int8.view(), back.data());
+  const double int8_error = relative(back);
+  double previous = 1.0;
+  for (int64_t group : {128, 64, 32}) {
+    ASSERT_OK_AND_ASSIGN(Int4Matrix m, RequantizeInt4(source, group));
+    DequantizeInt4(m.view(), back.data());
+    const double error = relative(back);
+    std::printf("int4 group %3lld: relative RMS error %.4f (%.1fx int8 group 128's %.4f)\n",
+                static_cast<long long>(group), error, error / int8_error, int8_error);
+    EXPECT_LT(error, 0.16) << "group " << group;
+    EXPECT_GT(error, 10 * int8_error) << "group " << group;  // a step 127/7 ≈ 18× coarser
+    EXPECT_LE(error, previous * 1.01) << "group " << group;
+    previous = error;
+  }
+}
+
 TEST(Bf16Matrix, PackingIsBitExactAndPadded) {
   const int64_t rows = 19, cols = 37;
   std::vector<uint16_t> bits(rows * cols);
