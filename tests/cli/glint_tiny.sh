@@ -33,6 +33,17 @@ awk -v a="$measured" -v b="$recorded" 'BEGIN { d = a - b; if (d < 0) d = -d; exi
   fail "held-out NLL $measured nats/token, recorded $recorded"
 echo "held-out NLL $measured nats/token (recorded $recorded)"
 
+# within_thresholds FILE LABEL TOP1 KL: the `glint score --reference` table in FILE, weighted over all positions,
+# has top-1 agreement ≥ TOP1 (a fraction), mean KL ≤ KL nats and a mean NLL within 0.5 % of the fp32 path's.
+within_thresholds() {
+  awk -v fp32="$measured" -v label="$2" -v min_top1="$3" -v max_kl="$4" \
+    '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
+     $1 == "all" { nll = $3 }
+     END { d = (nll - fp32) / fp32; if (d < 0) d = -d
+           printf "%s: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", label, 100 * top1 / n, kl / n, nll, fp32
+           exit !(n > 0 && top1 / n >= min_top1 && kl / n <= max_kl && d <= 0.005) }' "$1"
+}
+
 # The int8 fast path against the fp32 path (docs/quality.md, W8A8 thresholds: top-1 ≥ 98 %, mean KL ≤ 3e-4 nats,
 # perplexity within 0.5 %), weighted over all positions.
 "$glint" score --model "$model" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
@@ -40,11 +51,7 @@ echo "held-out NLL $measured nats/token (recorded $recorded)"
 "$glint" score --fast --model "$model" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
   --reference "$work/fp32.safetensors" >"$work/fast" 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "fast score"; }
 cat "$work/fast"
-awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
-     $1 == "all" { nll = $3 }
-     END { d = (nll - fp32) / fp32; if (d < 0) d = -d
-           printf "fast path: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
-           exit !(top1 / n >= 0.98 && kl / n <= 3e-4 && d <= 0.005) }' "$work/fast" ||
+within_thresholds "$work/fast" "fast path" 0.98 3e-4 ||
   fail "the fast path misses the W8A8 quality thresholds of docs/quality.md"
 
 # int4 routed experts (W4A8, --experts int4) against the fp32 path (docs/quality.md, int4-expert thresholds: top-1
@@ -53,11 +60,7 @@ awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl +=
 "$glint" score --fast --experts int4 --model "$model" --tokens-file "$data/glint-tiny/crosscheck_tokens.json" \
   --reference "$work/fp32.safetensors" >"$work/int4" 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "int4 score"; }
 cat "$work/int4"
-awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
-     $1 == "all" { nll = $3 }
-     END { d = (nll - fp32) / fp32; if (d < 0) d = -d
-           printf "int4 experts: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
-           exit !(top1 / n >= 0.97 && kl / n <= 4e-4 && d <= 0.005) }' "$work/int4" ||
+within_thresholds "$work/int4" "int4 experts" 0.97 4e-4 ||
   fail "int4 experts miss the thresholds of docs/quality.md"
 "$glint" convert --model "$model" --out "$work/int4-container" --experts int4 >/dev/null 2>"$work/convert.err" ||
   { cat "$work/convert.err" >&2; fail "glint convert --experts int4"; }
@@ -80,11 +83,7 @@ grep -q "holds int4 routed experts" "$work/score.err" || { cat "$work/score.err"
   --tokens-file "$data/glint-tiny/crosscheck_tokens.json" --reference "$work/fp32-state.safetensors" \
   >"$work/bf16" 2>"$work/score.err" || { cat "$work/score.err" >&2; fail "bf16-state score"; }
 cat "$work/bf16"
-awk -v fp32="$measured" '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
-     $1 == "all" { nll = $3 }
-     END { d = (nll - fp32) / fp32; if (d < 0) d = -d
-           printf "bf16 KDA state: top-1 %.2f%%, mean KL %.3g, NLL %.6f vs %.6f\n", 100 * top1 / n, kl / n, nll, fp32
-           exit !(top1 / n >= 0.98 && kl / n <= 3e-4 && d <= 0.005) }' "$work/bf16" ||
+within_thresholds "$work/bf16" "bf16 KDA state" 0.98 3e-4 ||
   fail "bf16 KDA state storage misses the thresholds of docs/quality.md"
 
 count=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["greedy"]))' "$expected")

@@ -7,20 +7,7 @@
 set -euo pipefail
 glint="$1"
 data="$2"
-work="$(mktemp -d)"
-export GLINT_CACHE_DIR="$work/cache"
-pid=""
-cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [[ -f "$work/server.log" ]] && tail -20 "$work/server.log" >&2
-  exit 1
-}
+source "$(dirname "$0")/lib/serve_util.sh"  # $work, fail, start_server, stop_server
 expect_error() {
   local want="$1"; shift
   if "$@" >"$work/out" 2>"$work/err"; then fail "expected failure: $*"; fi
@@ -51,29 +38,11 @@ completion() {  # completion BASE: greedy completion text of a fixed prompt
     --data-binary '{"prompt": "The meaning of life is", "max_tokens": 24, "temperature": 0}' \
     "$1/v1/completions" | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['text'])"
 }
-start_server() {
-  rm -f "$work/server.log"  # the previous server's log must not be read as this one's
-  "$glint" serve --port 0 --memory 128M --max-seqs 4 --max-model-len 512 "$@" >"$work/server.log" 2>&1 &
-  pid=$!
-  for _ in $(seq 1 1200); do
-    grep -q "serving .* on http://127.0.0.1:[0-9]" "$work/server.log" && { sleep 0.2; break; }
-    kill -0 "$pid" 2>/dev/null || fail "glint serve exited: $(cat "$work/server.log")"
-    sleep 0.1
-  done
-  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/server.log" | head -1)"
-  [[ -n "$port" ]] || fail "no port in the log"
-  base="http://127.0.0.1:$port"
-}
-stop_server() {
-  kill -TERM "$pid"
-  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  wait "$pid" || fail "glint serve did not exit cleanly"
-  pid=""
-}
-start_server
+SERVE=(--memory 128M --max-seqs 4 --max-model-len 512)
+start_server "${SERVE[@]}"
 completion "$base" >"$work/plain"
 stop_server
-start_server --speculative mtp
+start_server "${SERVE[@]}" --speculative mtp
 grep -q "rollback" "$work/server.log" || fail "the capacity report lacks the rollback copies"
 completion "$base" >"$work/spec"
 cmp -s "$work/plain" "$work/spec" || fail "serve: speculative completion differs: $(cat "$work/plain") vs $(cat "$work/spec")"

@@ -1,4 +1,4 @@
-# Shared by the black-box tests that run `glint serve` (tests/cli/serve.sh, tests/cli/bench_glint_serve.sh).
+# Shared by the black-box tests that run `glint serve` (tests/cli/serve.sh, bench_glint_serve.sh, speculative.sh).
 # Source it after setting $glint (the binary). It makes the scratch directory $work (removed at exit, with its own
 # GLINT_CACHE_DIR), and defines:
 #   fail MESSAGE        print FAIL and the end of the server log, exit 1
