@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
+#include "engine_checks.h"
 #include "test_util.h"
 
 namespace glint {
@@ -27,100 +28,15 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
-class Collector : public RequestSink {
- public:
-  void OnOutput(RequestOutput output) override { outputs.push_back(std::move(output)); }
-  // Generated tokens of sample `index` of `request`, in order.
-  Tokens TokensOf(RequestId request, int64_t index = 0) const {
-    Tokens tokens;
-    for (const RequestOutput& o : outputs) {
-      if (o.request == request && o.index == index) tokens.insert(tokens.end(), o.tokens.begin(), o.tokens.end());
-    }
-    return tokens;
-  }
-  std::string TextOf(RequestId request, int64_t index = 0) const {
-    std::string text;
-    for (const RequestOutput& o : outputs) {
-      if (o.request == request && o.index == index) text += o.text;
-    }
-    return text;
-  }
-  const RequestOutput* Last(RequestId request, int64_t index = 0) const {
-    const RequestOutput* last = nullptr;
-    for (const RequestOutput& o : outputs) {
-      if (o.request == request && o.index == index) last = &o;
-    }
-    return last;
-  }
-  std::vector<RequestOutput> outputs;
-};
+using testing::Collector;
+using testing::ExpectPoolsAtStart;
+using testing::Greedy;
+using testing::GreedyOracle;
+using testing::MakeCore;
+using testing::RunToCompletion;
 
-// The oracle: the model alone, whole prompt then one token at a time, greedy.
-Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count) {
-  SequenceState state = model.NewSequence();
-  Tokens generated;
-  Tokens input = prompt;
-  for (int64_t i = 0; i < count; ++i) {
-    std::vector<EntryOutput> outputs;
-    BatchEntry entry{input, &state, LogitsWanted::kLast, false};
-    EXPECT_OK(model.Forward({&entry, 1}, outputs));
-    const int32_t token = ArgMax(outputs[0].logits);
-    generated.push_back(token);
-    input = {token};
-  }
-  return generated;
-}
-
-Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<RequestSink> sink) {
-  Request request;
-  request.prompt = prompt;
-  request.sampling.temperature = 0.0f;
-  request.stop.max_tokens = max_tokens;
-  request.stop.ignore_eos = true;
-  request.sink = std::move(sink);
-  return request;
-}
-
-// Options with exactly `slots` slots, `blocks` blocks of 8 tokens and `checkpoints` checkpoints every 16 tokens.
 EngineOptions Sized(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints) {
-  EngineOptions o;
-  o.block_tokens = 8;
-  o.checkpoint_interval = 16;
-  o.max_seqs = slots;
-  o.prefix_caching = checkpoints > 0;
-  o.admission_watermark = 0;
-  const CacheLayout layout = model.CacheLayoutFor({.block_tokens = 8}).value();
-  const int64_t rest = checkpoints * layout.checkpoint_bytes + blocks * layout.block_bytes;
-  o.memory_bytes = slots * layout.slot_bytes + rest;
-  o.checkpoint_fraction = checkpoints > 0 ? (checkpoints * layout.checkpoint_bytes + 0.5) / rest : 0.2;
-  return o;
-}
-
-std::unique_ptr<EngineCore> MakeCore(const Model& model, const EngineOptions& options,
-                                     const Tokenizer* tokenizer = nullptr) {
-  auto core = EngineCore::Create(model, options, tokenizer);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  if (!core.ok()) return nullptr;
-  (*core)->set_check_integrity(true);
-  return std::move(core).value();
-}
-
-void RunToCompletion(EngineCore& core) {
-  for (int step = 0; core.HasWork(); ++step) {
-    ASSERT_OK(core.Step());
-    ASSERT_LT(step, 100000) << "the engine does not finish";
-  }
-}
-
-// Nothing is held once every request finished: no block has a holder, no slot is taken (cached blocks and
-// checkpoints may stay, findable and evictable).
-void ExpectPoolsAtStart(const EngineCore& core) {
-  const CacheStats stats = core.memory().Stats();
-  EXPECT_EQ(stats.blocks_used, 0);
-  EXPECT_EQ(stats.slots_used, 0);
-  EXPECT_EQ(core.memory().block_pool().num_free(), stats.blocks_total);
-  EXPECT_EQ(core.scheduler().num_running() + core.scheduler().num_waiting(), 0);
-  EXPECT_OK(core.CheckIntegrity());
+  return testing::SizedOptions(model, slots, blocks, checkpoints);
 }
 
 class EngineGolden : public ::testing::TestWithParam<std::string> {

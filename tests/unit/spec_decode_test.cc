@@ -25,6 +25,7 @@
 #include "engine/engine_core.h"
 #include "model/fast_model.h"
 #include "model/model.h"
+#include "engine_checks.h"
 #include "test_util.h"
 
 namespace glint {
@@ -190,92 +191,12 @@ INSTANTIATE_TEST_SUITE_P(Models, SpecModel, ::testing::Values("tiny-dense", "tin
 // Engine level
 // ---------------------------------------------------------------------------------------------------------------
 
-class Collector : public RequestSink {
- public:
-  void OnOutput(RequestOutput output) override { outputs.push_back(std::move(output)); }
-  Tokens TokensOf(RequestId request, int64_t index = 0) const {
-    Tokens tokens;
-    for (const RequestOutput& o : outputs) {
-      if (o.request == request && o.index == index) tokens.insert(tokens.end(), o.tokens.begin(), o.tokens.end());
-    }
-    return tokens;
-  }
-  const RequestOutput* Last(RequestId request, int64_t index = 0) const {
-    const RequestOutput* last = nullptr;
-    for (const RequestOutput& o : outputs) {
-      if (o.request == request && o.index == index) last = &o;
-    }
-    return last;
-  }
-  std::vector<RequestOutput> outputs;
-};
-
-// The oracle: the model alone, whole prompt then one token at a time, greedy, no speculation.
-Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count) {
-  SequenceState state = model.NewSequence();
-  Tokens generated;
-  Tokens input = prompt;
-  for (int64_t i = 0; i < count; ++i) {
-    std::vector<EntryOutput> outputs;
-    BatchEntry entry{input, &state, LogitsWanted::kLast, false};
-    EXPECT_OK(model.Forward({&entry, 1}, outputs));
-    const int32_t token = ArgMax(outputs[0].logits);
-    generated.push_back(token);
-    input = {token};
-  }
-  return generated;
-}
-
-Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<RequestSink> sink) {
-  Request request;
-  request.prompt = prompt;
-  request.sampling.temperature = 0.0f;
-  request.stop.max_tokens = max_tokens;
-  request.stop.ignore_eos = true;
-  request.sink = std::move(sink);
-  return request;
-}
-
-// Options with exactly `slots` slots, `blocks` blocks of 8 tokens and `checkpoints` checkpoints every 16 tokens.
-EngineOptions Sized(const Model& model, bool speculative, int64_t slots, int64_t blocks, int64_t checkpoints) {
-  EngineOptions o;
-  o.block_tokens = 8;
-  o.checkpoint_interval = 16;
-  o.max_seqs = slots;
-  o.prefix_caching = checkpoints > 0;
-  o.admission_watermark = 0;
-  o.speculative = speculative ? SpeculativeMethod::kMtp : SpeculativeMethod::kNone;
-  const CacheLayout layout = model.CacheLayoutFor({.block_tokens = 8, .mtp = speculative}).value();
-  const int64_t rollback = speculative ? AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
-  const int64_t rest = checkpoints * layout.checkpoint_bytes + blocks * layout.block_bytes;
-  o.memory_bytes = slots * (layout.slot_bytes + rollback) + rest;
-  o.checkpoint_fraction = checkpoints > 0 ? (checkpoints * layout.checkpoint_bytes + 0.5) / rest : 0.2;
-  return o;
-}
-
-std::unique_ptr<EngineCore> MakeCore(const Model& model, const EngineOptions& options) {
-  auto core = EngineCore::Create(model, options);
-  EXPECT_TRUE(core.ok()) << core.status().ToString();
-  if (!core.ok()) return nullptr;
-  (*core)->set_check_integrity(true);
-  return std::move(core).value();
-}
-
-void RunToCompletion(EngineCore& core) {
-  for (int step = 0; core.HasWork(); ++step) {
-    ASSERT_OK(core.Step());
-    ASSERT_LT(step, 100000) << "the engine does not finish";
-  }
-}
-
-void ExpectPoolsAtStart(const EngineCore& core) {
-  const CacheStats stats = core.memory().Stats();
-  EXPECT_EQ(stats.blocks_used, 0);
-  EXPECT_EQ(stats.slots_used, 0);
-  EXPECT_EQ(core.memory().block_pool().num_free(), stats.blocks_total);
-  EXPECT_EQ(core.scheduler().num_running() + core.scheduler().num_waiting(), 0);
-  EXPECT_OK(core.CheckIntegrity());
-}
+using testing::Collector;
+using testing::ExpectPoolsAtStart;
+using testing::Greedy;
+using testing::GreedyOracle;
+using testing::MakeCore;
+using testing::RunToCompletion;
 
 // Prompts for a model: pieces of its own test data that share prefixes (for prefix-cache hits), long enough to go
 // past the indexer's dense regime.
@@ -381,7 +302,7 @@ class SpecEngine : public ::testing::TestWithParam<EngineCase> {
 };
 
 TEST_P(SpecEngine, AloneMatchesThePlainModelLoop) {
-  auto core = MakeCore(*model_, Sized(*model_, true, 4, 64, 0));
+  auto core = MakeCore(*model_, testing::SizedOptions(*model_, 4, 64, 0, true));
   EXPECT_EQ(Run(*core, /*one_at_a_time=*/true), expected_);
   const EngineMetrics m = core->Metrics();
   // Per request: the prefill's token, one plus the accepted per verification, and at most one plain decode at the
@@ -400,10 +321,10 @@ TEST_P(SpecEngine, AloneMatchesThePlainModelLoop) {
 }
 
 TEST_P(SpecEngine, BatchedAndChunkedMatch) {
-  auto batched = MakeCore(*model_, Sized(*model_, true, 4, 64, 0));
+  auto batched = MakeCore(*model_, testing::SizedOptions(*model_, 4, 64, 0, true));
   EXPECT_EQ(Run(*batched, /*one_at_a_time=*/false), expected_);
   // A budget of 5 tokens: prefill chunks of at most 5, and drafts dropped when the budget has no room for them.
-  EngineOptions options = Sized(*model_, true, 4, 64, 0);
+  EngineOptions options = testing::SizedOptions(*model_, 4, 64, 0, true);
   options.max_batch_tokens = 5;
   auto chunked = MakeCore(*model_, options);
   EXPECT_EQ(Run(*chunked, /*one_at_a_time=*/false), expected_);
@@ -411,7 +332,7 @@ TEST_P(SpecEngine, BatchedAndChunkedMatch) {
 }
 
 TEST_P(SpecEngine, PrefixCachingMatchesAndHits) {
-  auto core = MakeCore(*model_, Sized(*model_, true, 4, 64, 16));
+  auto core = MakeCore(*model_, testing::SizedOptions(*model_, 4, 64, 16, true));
   EXPECT_EQ(Run(*core, /*one_at_a_time=*/true), expected_);
   const CacheStats stats = core->Metrics().cache;
   EXPECT_EQ(stats.prefix_queries, 4);
@@ -429,13 +350,13 @@ TEST_P(SpecEngine, PrefixCachingMatchesAndHits) {
 }
 
 TEST_P(SpecEngine, PreemptionForcedByATinyPoolMatches) {
-  auto core = MakeCore(*model_, Sized(*model_, true, 4, tight_blocks_, 0));
+  auto core = MakeCore(*model_, testing::SizedOptions(*model_, 4, tight_blocks_, 0, true));
   EXPECT_EQ(Run(*core, /*one_at_a_time=*/false), expected_);
   EXPECT_GT(core->Metrics().preemptions, 0);
 }
 
 TEST_P(SpecEngine, EverythingTogetherMatches) {
-  EngineOptions options = Sized(*model_, true, 3, tight_blocks_, 3);
+  EngineOptions options = testing::SizedOptions(*model_, 3, tight_blocks_, 3, true);
   options.max_batch_tokens = 7;
   auto core = MakeCore(*model_, options);
   EXPECT_EQ(Run(*core, /*one_at_a_time=*/false), expected_);
@@ -448,7 +369,7 @@ TEST_P(SpecEngine, EverythingTogetherMatches) {
 
 TEST_P(SpecEngine, NSamplesForkAndDraftEachTheirOwn) {
   for (int64_t checkpoints : {0, 8}) {
-    auto core = MakeCore(*model_, Sized(*model_, true, 4, 64, checkpoints));
+    auto core = MakeCore(*model_, testing::SizedOptions(*model_, 4, 64, checkpoints, true));
     auto sink = std::make_shared<Collector>();
     Request request = Greedy(prompts_[0], kGenerated, sink);
     request.n = 3;
@@ -461,7 +382,7 @@ TEST_P(SpecEngine, NSamplesForkAndDraftEachTheirOwn) {
 }
 
 TEST_P(SpecEngine, CancellationFreesEverything) {
-  auto core = MakeCore(*model_, Sized(*model_, true, 4, 64, 4));
+  auto core = MakeCore(*model_, testing::SizedOptions(*model_, 4, 64, 4, true));
   auto sink = std::make_shared<Collector>();
   for (RequestId id = 1; id <= 3; ++id) ASSERT_OK(core->Add(id, Greedy(prompts_[id - 1], 50, sink)));
   Request waiting = Greedy(prompts_[3], 50, sink);
@@ -482,7 +403,7 @@ TEST_P(SpecEngine, CancellationFreesEverything) {
 // out, and the output equals the plain loop's cut at the stop.
 TEST_P(SpecEngine, StopTokensCutAnAcceptedPair) {
   for (int64_t stop_at = 1; stop_at < 6; ++stop_at) {
-    auto core = MakeCore(*model_, Sized(*model_, true, 4, 64, 0));
+    auto core = MakeCore(*model_, testing::SizedOptions(*model_, 4, 64, 0, true));
     auto sink = std::make_shared<Collector>();
     Request request = Greedy(prompts_[0], kGenerated, sink);
     request.stop.stop_token_ids = {expected_[0][stop_at]};
@@ -511,7 +432,7 @@ TEST(SpecEngineTrained, Fp32ReferenceMatchesThePlainLoop) {
   for (const Tokens& prompt : fixture.prompts) {
     blocks = std::max<int64_t>(blocks, (static_cast<int64_t>(prompt.size()) + kGenerated + 7) / 8 + 2);
   }
-  EngineOptions options = Sized(model, true, 3, blocks, 3);
+  EngineOptions options = testing::SizedOptions(model, 3, blocks, 3, true);
   options.max_batch_tokens = 7;
   auto core = MakeCore(model, options);
   auto sink = std::make_shared<Collector>();
@@ -540,7 +461,7 @@ TEST(SpecEngineTrained, MostDraftsAreAcceptedAndStepsDrop) {
   auto model = FastModel::Load(GlintTinyDir(), pool).value();
   const std::vector<Tokens> prompts = PromptsFor("glint-tiny", model->config());
   auto run = [&](bool speculative) {
-    auto core = MakeCore(*model, Sized(*model, speculative, 4, 128, 0));
+    auto core = MakeCore(*model, testing::SizedOptions(*model, 4, 128, 0, speculative));
     auto sink = std::make_shared<Collector>();
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_OK(core->Add(i + 1, Greedy(prompts[i], 24, sink)));
     RunToCompletion(*core);
@@ -566,7 +487,7 @@ TEST(SpecEngineFast, GreedyOutputsEqualWithoutSpeculation) {
   auto model = FastModel::Load(GlintTinyDir(), pool).value();
   const std::vector<Tokens> prompts = PromptsFor("glint-tiny", model->config());
   auto run = [&](bool speculative, int64_t checkpoints) {
-    auto core = MakeCore(*model, Sized(*model, speculative, 4, 128, checkpoints));
+    auto core = MakeCore(*model, testing::SizedOptions(*model, 4, 128, checkpoints, speculative));
     auto sink = std::make_shared<Collector>();
     std::vector<Tokens> outputs;
     for (size_t i = 0; i < prompts.size(); ++i) EXPECT_OK(core->Add(i + 1, Greedy(prompts[i], 16, sink)));
@@ -585,8 +506,8 @@ TEST(SpecEngineOptions, AModelWithoutItsMtpLayerIsRefused) {
   options.load_mtp = false;
   auto model = ReferenceModel::Load(testing::TestDataPath("golden/tiny-dense"), options).value();
   EXPECT_FALSE(model->has_mtp());
-  EXPECT_TRUE(EngineCore::Create(*model, Sized(*model, false, 2, 16, 0)).ok());
-  EngineOptions spec = Sized(*model, false, 2, 16, 0);
+  EXPECT_TRUE(EngineCore::Create(*model, testing::SizedOptions(*model, 2, 16, 0, false)).ok());
+  EngineOptions spec = testing::SizedOptions(*model, 2, 16, 0, false);
   spec.speculative = SpeculativeMethod::kMtp;
   EXPECT_ERROR_CONTAINS(EngineCore::Create(*model, spec), "weights were not loaded");
 }
@@ -598,7 +519,7 @@ TEST(SpecEngineSampling, SeededSamplingIsReproducible) {
   auto model = FastModel::Load(GlintTinyDir(), pool).value();
   const Tokens prompt = PromptsFor("glint-tiny", model->config())[2];
   auto sample = [&](uint64_t seed) {
-    auto core = MakeCore(*model, Sized(*model, true, 4, 64, 0));
+    auto core = MakeCore(*model, testing::SizedOptions(*model, 4, 64, 0, true));
     auto sink = std::make_shared<Collector>();
     Request request = Greedy(prompt, 24, sink);
     request.sampling = {.temperature = 0.8f, .top_p = 0.95f, .seed = seed, .presence_penalty = 0.5f};

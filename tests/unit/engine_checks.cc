@@ -1,0 +1,104 @@
+#include "engine_checks.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "engine/sampling.h"
+#include "test_util.h"
+
+namespace glint::testing {
+
+Tokens Collector::TokensOf(RequestId request, int64_t index) const {
+  Tokens tokens;
+  for (const RequestOutput& o : outputs) {
+    if (o.request == request && o.index == index) tokens.insert(tokens.end(), o.tokens.begin(), o.tokens.end());
+  }
+  return tokens;
+}
+
+std::string Collector::TextOf(RequestId request, int64_t index) const {
+  std::string text;
+  for (const RequestOutput& o : outputs) {
+    if (o.request == request && o.index == index) text += o.text;
+  }
+  return text;
+}
+
+const RequestOutput* Collector::Last(RequestId request, int64_t index) const {
+  const RequestOutput* last = nullptr;
+  for (const RequestOutput& o : outputs) {
+    if (o.request == request && o.index == index) last = &o;
+  }
+  return last;
+}
+
+Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count) {
+  SequenceState state = model.NewSequence();
+  Tokens generated;
+  Tokens input = prompt;
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<EntryOutput> outputs;
+    BatchEntry entry{input, &state, LogitsWanted::kLast, false};
+    EXPECT_OK(model.Forward({&entry, 1}, outputs));
+    if (outputs.empty()) break;
+    const int32_t token = ArgMax(outputs[0].logits);
+    generated.push_back(token);
+    input = {token};
+  }
+  return generated;
+}
+
+Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<RequestSink> sink) {
+  Request request;
+  request.prompt = prompt;
+  request.sampling.temperature = 0.0f;
+  request.stop.max_tokens = max_tokens;
+  request.stop.ignore_eos = true;
+  request.sink = std::move(sink);
+  return request;
+}
+
+EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints,
+                           bool speculative) {
+  EngineOptions o;
+  o.block_tokens = 8;
+  o.checkpoint_interval = 16;
+  o.max_seqs = slots;
+  o.prefix_caching = checkpoints > 0;
+  o.admission_watermark = 0;
+  o.speculative = speculative ? SpeculativeMethod::kMtp : SpeculativeMethod::kNone;
+  const CacheLayout layout = model.CacheLayoutFor({.block_tokens = 8, .mtp = speculative}).value();
+  // With speculation every slot has a rollback copy of its KDA state (engine.md "Speculative decoding").
+  const int64_t rollback = speculative ? AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
+  const int64_t rest = checkpoints * layout.checkpoint_bytes + blocks * layout.block_bytes;
+  o.memory_bytes = slots * (layout.slot_bytes + rollback) + rest;
+  o.checkpoint_fraction = checkpoints > 0 ? (checkpoints * layout.checkpoint_bytes + 0.5) / rest : 0.2;
+  return o;
+}
+
+std::unique_ptr<EngineCore> MakeCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer) {
+  auto core = EngineCore::Create(model, options, tokenizer);
+  EXPECT_TRUE(core.ok()) << core.status().ToString();
+  if (!core.ok()) return nullptr;
+  (*core)->set_check_integrity(true);
+  return std::move(core).value();
+}
+
+void RunToCompletion(EngineCore& core) {
+  for (int step = 0; core.HasWork(); ++step) {
+    ASSERT_OK(core.Step());
+    ASSERT_LT(step, 100000) << "the engine does not finish";
+  }
+}
+
+void ExpectPoolsAtStart(const EngineCore& core) {
+  const CacheStats stats = core.memory().Stats();
+  EXPECT_EQ(stats.blocks_used, 0);
+  EXPECT_EQ(stats.slots_used, 0);
+  EXPECT_EQ(core.memory().block_pool().num_free(), stats.blocks_total);
+  EXPECT_EQ(core.scheduler().num_running() + core.scheduler().num_waiting(), 0);
+  EXPECT_OK(core.CheckIntegrity());
+}
+
+}  // namespace glint::testing

@@ -1,0 +1,48 @@
+// Helpers shared by the engine's tests on real models (engine_test.cc, spec_decode_test.cc): a sink that records
+// outputs, the plain-model greedy oracle, exact memory sizing, and the "nothing is held" check.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/engine_core.h"
+#include "model/model.h"
+
+namespace glint::testing {
+
+using Tokens = std::vector<int32_t>;
+
+// Records every output of the requests it is the sink of.
+class Collector : public RequestSink {
+ public:
+  void OnOutput(RequestOutput output) override { outputs.push_back(std::move(output)); }
+  // Generated tokens / text of sample `index` of `request`, in order.
+  Tokens TokensOf(RequestId request, int64_t index = 0) const;
+  std::string TextOf(RequestId request, int64_t index = 0) const;
+  // The last output of that sample (its finish reason), or null.
+  const RequestOutput* Last(RequestId request, int64_t index = 0) const;
+  std::vector<RequestOutput> outputs;
+};
+
+// The oracle: the model alone, whole prompt then one token at a time, greedy, no speculation.
+Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count);
+
+// A greedy request for `max_tokens` tokens, ignoring end-of-sequence ids.
+Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<RequestSink> sink);
+
+// Options with exactly `slots` slots (plus their rollback copies with speculation), `blocks` blocks of 8 tokens and
+// `checkpoints` checkpoints every 16 tokens (prefix caching off when 0).
+EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints,
+                           bool speculative = false);
+
+// An engine core that checks its integrity after every step (null, with a test failure, if it cannot be made).
+std::unique_ptr<EngineCore> MakeCore(const Model& model, const EngineOptions& options,
+                                     const Tokenizer* tokenizer = nullptr);
+// Steps until no work is left (at most 100,000 steps).
+void RunToCompletion(EngineCore& core);
+// Nothing is held once every request finished: no block has a holder, no slot is taken (cached blocks and
+// checkpoints may stay, findable and evictable), nothing runs or waits, and the integrity check passes.
+void ExpectPoolsAtStart(const EngineCore& core);
+
+}  // namespace glint::testing
