@@ -23,7 +23,13 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t VnniLoop(int64_t 
   __m512i total = acc[0];
 #pragma GCC unroll 24
   for (int i = 1; i < kVnniPerIteration; ++i) total = _mm512_add_epi32(total, acc[i]);
-  return _mm512_reduce_add_epi32(total);
+  // The accumulators wrap around after enough iterations (the value only has to depend on the work). Sum the lanes
+  // as uint32, where wrapping is defined: _mm512_reduce_add_epi32 adds them as int, which UBSan reports.
+  alignas(64) uint32_t lanes[16];
+  _mm512_store_si512(lanes, total);
+  uint32_t sum = 0;
+  for (uint32_t lane : lanes) sum += lane;
+  return static_cast<int64_t>(sum);
 }
 
 
