@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds (release) and runs the main job on the embedded default model. The first README command.
-#   scripts/run.sh                  generate text from the embedded tiny model
-#   scripts/run.sh [glint args...]  run any glint subcommand instead, e.g. scripts/run.sh inspect DIR
+#   scripts/run.sh                  serve the embedded default model (glint-tiny) on http://127.0.0.1:8080
+#                                   (OpenAI-compatible; Ctrl-C stops it)
+#   scripts/run.sh [glint args...]  run any glint subcommand instead, e.g. scripts/run.sh run --prompt "Hi"
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -10,4 +11,6 @@ cmake --build --preset release -j "${GLINT_JOBS:-$(nproc)}"
 if (($#)); then
   exec build/release/src/cli/glint "$@"
 fi
-exec build/release/src/cli/glint run --prompt "The quick brown fox" --max-tokens 48
+echo "glint: serving the default model on http://127.0.0.1:8080 (try: curl -s localhost:8080/v1/chat/completions \\
+  -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}]}'); Ctrl-C stops it" >&2
+exec build/release/src/cli/glint serve
