@@ -43,52 +43,13 @@ int32_t ArgMax(std::span<const float> values) {
 
 int32_t Sampler::Sample(std::span<const float> logits) {
   if (params_.temperature == 0.0f) return ArgMax(logits);
-  // Candidates sorted by logit, descending (ties: lower id first); NaN logits are never candidates.
-  std::vector<int32_t> order;
-  order.reserve(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!std::isnan(logits[i])) order.push_back(static_cast<int32_t>(i));
-  }
-  if (order.empty()) return 0;
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < order.size()) order.resize(params_.top_k);
-  // Softmax of logit/temperature over the remaining candidates (max subtracted; double sums).
-  std::vector<double> probability(order.size());
-  const double top = logits[order[0]] / params_.temperature;
-  double total = 0;
-  for (size_t i = 0; i < order.size(); ++i) total += probability[i] = std::exp(logits[order[i]] / params_.temperature - top);
-  for (double& p : probability) p /= total;
-  // Nucleus: the smallest prefix whose mass reaches top_p (at least one token).
-  size_t keep = order.size();
-  if (params_.top_p < 1.0f) {
-    double mass = 0;
-    for (size_t i = 0; i < order.size(); ++i) {
-      mass += probability[i];
-      if (mass >= params_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-  }
-  // min-p: drop tokens below min_p × the most likely token's probability.
-  if (params_.min_p > 0) {
-    const double floor = params_.min_p * probability[0];
-    while (keep > 1 && probability[keep - 1] < floor) --keep;
-  }
-  double kept_mass = 0;
-  for (size_t i = 0; i < keep; ++i) kept_mass += probability[i];
-  const double draw = std::uniform_real_distribution<double>(0.0, kept_mass)(generator_);
-  double cumulative = 0;
-  for (size_t i = 0; i < keep; ++i) {
-    cumulative += probability[i];
-    if (draw < cumulative) return order[i];
-  }
-  return order[keep - 1];
+  return Draw(Distribution(logits));
 }
 
 TokenDistribution Sampler::Distribution(std::span<const float> logits) const {
   if (params_.temperature == 0.0f) return {{ArgMax(logits), 1.0}};
-  // The same candidates, softmax and filters as Sample, renormalised over what the filters keep.
+  // Candidates sorted by logit, descending (ties: lower id first); NaN logits are never candidates. Then the
+  // softmax of logit/temperature (max subtracted, double sums), top-p and min-p, renormalised over what they keep.
   std::vector<int32_t> order;
   order.reserve(logits.size());
   for (size_t i = 0; i < logits.size(); ++i) {
@@ -104,6 +65,7 @@ TokenDistribution Sampler::Distribution(std::span<const float> logits) const {
     total += probability[i] = std::exp(logits[order[i]] / params_.temperature - top);
   }
   for (double& p : probability) p /= total;
+  // Nucleus: the smallest prefix whose mass reaches top_p (at least one token).
   size_t keep = order.size();
   if (params_.top_p < 1.0f) {
     double mass = 0;
@@ -115,6 +77,7 @@ TokenDistribution Sampler::Distribution(std::span<const float> logits) const {
       }
     }
   }
+  // min-p: drop tokens below min_p × the most likely token's probability.
   if (params_.min_p > 0) {
     const double floor = params_.min_p * probability[0];
     while (keep > 1 && probability[keep - 1] < floor) --keep;

@@ -71,44 +71,33 @@ class Planner {
   std::vector<PlannedTensor> plan;
 
   void Int8(const std::string& name, RowSource source) {
-    const Int8Layout layout{source.rows, source.cols, options_.group};
-    PlannedTensor t{name, "int8", {layout.rows, layout.cols, layout.group},
-                    {static_cast<uint64_t>(layout.code_bytes()), static_cast<uint64_t>(layout.scale_count()) * 4}, {}};
-    t.fill = [layout, source](std::vector<std::span<uint8_t>>& blobs, WorkerPool& pool) -> Status {
-      uint8_t* codes = blobs[0].data();
-      float* scales = reinterpret_cast<float*>(blobs[1].data());
-      std::fill_n(codes, blobs[0].size(), static_cast<uint8_t>(kInt8CodeBias));
-      std::vector<Status> errors(pool.size());
-      std::vector<std::vector<float>> rows(pool.size(), std::vector<float>(kInt8RowBlock * layout.cols));
-      pool.ParallelFor(layout.row_blocks(), 16, [&](int64_t begin, int64_t end, int worker) {
-        for (int64_t block = begin; block < end && errors[worker].ok(); ++block) {
-          const int64_t first = block * kInt8RowBlock, n = std::min(kInt8RowBlock, layout.rows - first);
-          Status status = source.read(first, n, rows[worker].data());
-          if (status.ok()) status = QuantizeInt8Block(rows[worker].data(), n, block, layout, codes, scales);
-          if (!status.ok()) errors[worker] = status;
-        }
-      });
-      for (const Status& error : errors) GLINT_RETURN_IF_ERROR(error);
-      return Status::Ok();
-    };
-    plan.push_back(std::move(t));
+    Quantized(name, "int8", Int8Layout{source.rows, source.cols, options_.group}, static_cast<uint8_t>(kInt8CodeBias),
+              source, QuantizeInt8Block);
   }
 
   void Int4(const std::string& name, RowSource source) {
-    const Int4Layout layout{source.rows, source.cols, options_.int4_group};
-    PlannedTensor t{name, "int4", {layout.rows, layout.cols, layout.group},
+    Quantized(name, "int4", Int4Layout{source.rows, source.cols, options_.int4_group}, kInt4ZeroByte, source,
+              QuantizeInt4Block);
+  }
+
+  // A quantised matrix (int8 or int4 codes + fp32 scales per row and group): codes start as the format's zero, then
+  // every band of kInt8RowBlock rows is read from `source` and quantised by `quantize`, in parallel.
+  template <typename Layout, typename QuantizeBlock>
+  void Quantized(const std::string& name, const char* kind, Layout layout, uint8_t zero_byte, RowSource source,
+                 QuantizeBlock quantize) {
+    PlannedTensor t{name, kind, {layout.rows, layout.cols, layout.group},
                     {static_cast<uint64_t>(layout.code_bytes()), static_cast<uint64_t>(layout.scale_count()) * 4}, {}};
-    t.fill = [layout, source](std::vector<std::span<uint8_t>>& blobs, WorkerPool& pool) -> Status {
+    t.fill = [layout, source, zero_byte, quantize](std::vector<std::span<uint8_t>>& blobs, WorkerPool& pool) -> Status {
       uint8_t* codes = blobs[0].data();
       float* scales = reinterpret_cast<float*>(blobs[1].data());
-      std::fill_n(codes, blobs[0].size(), kInt4ZeroByte);
+      std::fill_n(codes, blobs[0].size(), zero_byte);
       std::vector<Status> errors(pool.size());
       std::vector<std::vector<float>> rows(pool.size(), std::vector<float>(kInt8RowBlock * layout.cols));
       pool.ParallelFor(layout.row_blocks(), 16, [&](int64_t begin, int64_t end, int worker) {
         for (int64_t block = begin; block < end && errors[worker].ok(); ++block) {
           const int64_t first = block * kInt8RowBlock, n = std::min(kInt8RowBlock, layout.rows - first);
           Status status = source.read(first, n, rows[worker].data());
-          if (status.ok()) status = QuantizeInt4Block(rows[worker].data(), n, block, layout, codes, scales);
+          if (status.ok()) status = quantize(rows[worker].data(), n, block, layout, codes, scales);
           if (!status.ok()) errors[worker] = status;
         }
       });

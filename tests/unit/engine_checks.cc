@@ -92,6 +92,24 @@ void RunToCompletion(EngineCore& core) {
   }
 }
 
+std::vector<Tokens> RunGreedyPrompts(EngineCore& core, const std::vector<Tokens>& prompts, int64_t generated,
+                                     bool one_at_a_time) {
+  auto sink = std::make_shared<Collector>();
+  std::vector<Tokens> results;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    EXPECT_OK(core.Add(i + 1, Greedy(prompts[i], generated, sink)));
+    if (one_at_a_time) RunToCompletion(core);
+  }
+  RunToCompletion(core);
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    results.push_back(sink->TokensOf(i + 1));
+    const RequestOutput* last = sink->Last(i + 1);
+    EXPECT_TRUE(last != nullptr && last->finish_reason == FinishReason::kLength && last->request_finished);
+  }
+  ExpectPoolsAtStart(core);
+  return results;
+}
+
 void ExpectPoolsAtStart(const EngineCore& core) {
   const CacheStats stats = core.memory().Stats();
   EXPECT_EQ(stats.blocks_used, 0);

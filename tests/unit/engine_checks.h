@@ -41,6 +41,10 @@ std::unique_ptr<EngineCore> MakeCore(const Model& model, const EngineOptions& op
                                      const Tokenizer* tokenizer = nullptr);
 // Steps until no work is left (at most 100,000 steps).
 void RunToCompletion(EngineCore& core);
+// Runs every prompt as a greedy request of `generated` tokens through `core`, all at once or one after the other;
+// checks each finished by length and that nothing is held afterwards; returns the generated tokens per prompt.
+std::vector<Tokens> RunGreedyPrompts(EngineCore& core, const std::vector<Tokens>& prompts, int64_t generated,
+                                     bool one_at_a_time);
 // Nothing is held once every request finished: no block has a holder, no slot is taken (cached blocks and
 // checkpoints may stay, findable and evictable), nothing runs or waits, and the integrity check passes.
 void ExpectPoolsAtStart(const EngineCore& core);

@@ -61,20 +61,7 @@ class EngineGolden : public ::testing::TestWithParam<std::string> {
 
   // Runs every prompt through `core`, all at once or one after the other; returns the generated tokens.
   std::vector<Tokens> Run(EngineCore& core, bool one_at_a_time) {
-    auto sink = std::make_shared<Collector>();
-    std::vector<Tokens> results;
-    for (size_t i = 0; i < prompts_.size(); ++i) {
-      EXPECT_OK(core.Add(i + 1, Greedy(prompts_[i], kGenerated, sink)));
-      if (one_at_a_time) RunToCompletion(core);
-    }
-    RunToCompletion(core);
-    for (size_t i = 0; i < prompts_.size(); ++i) {
-      results.push_back(sink->TokensOf(i + 1));
-      const RequestOutput* last = sink->Last(i + 1);
-      EXPECT_TRUE(last != nullptr && last->finish_reason == FinishReason::kLength && last->request_finished);
-    }
-    ExpectPoolsAtStart(core);
-    return results;
+    return testing::RunGreedyPrompts(core, prompts_, kGenerated, one_at_a_time);
   }
 
   static constexpr int64_t kGenerated = 10;
