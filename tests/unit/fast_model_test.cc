@@ -431,7 +431,8 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
           choices[t].experts.assign(experts.begin() + t * c.num_experts_per_tok,
                                     experts.begin() + (t + 1) * c.num_experts_per_tok);
         }
-        FastMoe(ctx, w.moe, in.data(), tokens, [&](int64_t row) { return &choices[row]; }, out.data(), nullptr, nullptr);
+        ASSERT_OK(FastMoe(ctx, w.moe, in.data(), tokens, [&](int64_t row) { return &choices[row]; }, out.data(),
+                          nullptr, nullptr));
       }
       const double ffn_error = testing::RelativeRmsError(out, golden.Floats(prefix + "ffn_out"));
       std::printf("%s layer %lld: %s relative RMS error %.4f, %s %.4f\n", fixture.c_str(), static_cast<long long>(l),
