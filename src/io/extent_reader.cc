@@ -49,7 +49,7 @@ Status DirectFileReader::CheckUnchanged() const {
   const bool replaced = ::stat(path_.c_str(), &at_path) != 0 || at_path.st_ino != inode_;
   if (open_file.st_size != size_ || MtimeNs(open_file) != mtime_ns_ || replaced) {
     return IoError("the container '", path_, "' changed while in use (", replaced ? "replaced or removed" : "rewritten",
-                    "; size ", size_, " → ", open_file.st_size, "): restart glint on the new container");
+                   "; size ", size_, " → ", open_file.st_size, "): restart glint on the new container");
   }
   return Status::Ok();
 }
@@ -69,7 +69,7 @@ Status DirectFileReader::Read(uint64_t offset, std::span<uint8_t> out) {
     if (got == 0) {
       GLINT_RETURN_IF_ERROR(CheckUnchanged());
       return IoError("short read of '", path_, "': ", done, " of ", out.size(), " bytes at offset ", offset,
-                      " (the file ends early)");
+                     " (the file ends early)");
     }
     done += static_cast<size_t>(got);
   }
@@ -91,13 +91,19 @@ Result<uint64_t> ParseByteSize(const std::string& text, const std::string& what)
   if (!suffix.empty() && suffix != "B") {
     const std::string unit = suffix.substr(0, 1), rest = suffix.substr(1);
     if (rest != "" && rest != "B" && rest != "IB") return fail();
-    if (unit == "K") shift = 10;
-    else if (unit == "M") shift = 20;
-    else if (unit == "G") shift = 30;
-    else if (unit == "T") shift = 40;
-    else return fail();
+    if (unit == "K")
+      shift = 10;
+    else if (unit == "M")
+      shift = 20;
+    else if (unit == "G")
+      shift = 30;
+    else if (unit == "T")
+      shift = 40;
+    else
+      return fail();
   }
-  if (number > (std::numeric_limits<uint64_t>::max() >> shift)) return InvalidArgument(what, " '", text, "' is too large");
+  if (number > (std::numeric_limits<uint64_t>::max() >> shift))
+    return InvalidArgument(what, " '", text, "' is too large");
   return number << shift;
 }
 

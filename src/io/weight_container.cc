@@ -262,7 +262,8 @@ Status ContainerFile::ReadExtents(const nlohmann::json& header, uint64_t data_be
     if (parsed.offset % kExtentAlignment != 0 || parsed.bytes % kExtentAlignment != 0 || parsed.offset < data_begin ||
         parsed.offset > size() || parsed.bytes > size() - parsed.offset) {
       return fail("extent '", parsed.name, "' [", parsed.offset, ", +", parsed.bytes,
-                  ") is not 4 KiB-aligned inside the data section of the ", size(), "-byte file");
+                  ") is not 4 KiB-aligned or lies outside the data section of the ", size(),
+                  "-byte file (a truncated file?)");
     }
     if (!extent_index_.emplace(parsed.name, extents_.size()).second) {
       return fail("extent '", parsed.name, "' is listed twice");

@@ -88,20 +88,24 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   if (cache->layers_.empty()) return InvalidArgument("--expert-memory: this model has no routed experts");
   const uint64_t minimum = static_cast<uint64_t>(experts_per_token) * cache->slot_bytes_;
   if (options.budget_bytes < minimum) {
-    return InvalidArgument("--expert-memory ", options.budget_bytes, " bytes is below one layer's top-k experts: at least ",
-                           minimum, " bytes (", experts_per_token, " experts × ", cache->slot_bytes_, " bytes, ",
+    return InvalidArgument("--expert-memory ", options.budget_bytes,
+                           " bytes is below one layer's top-k experts: at least ", minimum, " bytes (",
+                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes, ",
                            (minimum + (uint64_t{1} << 20) - 1) >> 20, "M)");
   }
-  const int64_t slots = std::min<int64_t>(static_cast<int64_t>(options.budget_bytes / cache->slot_bytes_), total_experts);
+  const int64_t slots =
+      std::min<int64_t>(static_cast<int64_t>(options.budget_bytes / cache->slot_bytes_), total_experts);
   void* memory = std::aligned_alloc(kExtentAlignment, static_cast<size_t>(slots) * cache->slot_bytes_);
   if (memory == nullptr) {
-    return ResourceExhausted("--expert-memory: cannot allocate ", slots, " expert slots of ", cache->slot_bytes_, " bytes");
+    return ResourceExhausted("--expert-memory: cannot allocate ", slots, " expert slots of ", cache->slot_bytes_,
+                             " bytes");
   }
   cache->memory_ = {static_cast<uint8_t*>(memory), std::free};
   cache->slots_.resize(slots);
   for (int64_t s = 0; s < slots; ++s) cache->slots_[s].data = cache->memory_.get() + s * cache->slot_bytes_;
   cache->reader_ = std::move(reader);
-  for (int r = 0; r < std::max(1, options.readers); ++r) cache->readers_.emplace_back([c = cache.get()] { c->ReaderLoop(); });
+  for (int r = 0; r < std::max(1, options.readers); ++r)
+    cache->readers_.emplace_back([c = cache.get()] { c->ReaderLoop(); });
   return cache;
 }
 
@@ -262,6 +266,41 @@ void DiskExpertCache::End() {
   }
   wanted_.clear();
   pass_layer_ = -1;
+}
+
+Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
+  std::vector<const Expert*> experts;
+  for (const Layer& layer : layers_) {
+    for (const Expert& expert : layer.experts) experts.push_back(&expert);
+  }
+  const int threads = static_cast<int>(readers_.size());
+  const uint64_t per_thread = std::max<uint64_t>(max_bytes / threads, slot_bytes_);
+  std::vector<Status> errors(threads);
+  std::vector<uint64_t> bytes(threads, 0);
+  Stopwatch watch;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      void* buffer = std::aligned_alloc(kExtentAlignment, slot_bytes_);
+      if (buffer == nullptr) return void(errors[t] = ResourceExhausted("the read probe cannot allocate its buffer"));
+      uint64_t state = 0x9e3779b97f4a7c15ull * (t + 1);
+      while (bytes[t] < per_thread && errors[t].ok()) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;  // an LCG: reproducible spread of extents
+        const Expert& expert = *experts[(state >> 33) % experts.size()];
+        errors[t] = reader_->Read(expert.offset, std::span<uint8_t>(static_cast<uint8_t*>(buffer), expert.bytes));
+        bytes[t] += expert.bytes;
+      }
+      std::free(buffer);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  const double seconds = watch.Seconds();
+  uint64_t total = 0;
+  for (int t = 0; t < threads; ++t) {
+    GLINT_RETURN_IF_ERROR(errors[t].WithContext("the expert read probe"));
+    total += bytes[t];
+  }
+  return total / seconds / 1e9;
 }
 
 ExpertCacheStats DiskExpertCache::stats() const {

@@ -66,7 +66,8 @@ class DiskExpertCache final : public ExpertStore {
   // `weights` are bound to `container` (their expert views point into its mapping, which is never touched for
   // routed experts); `reader` reads the container's file. Refuses a budget below one layer's top-k experts.
   static Result<std::unique_ptr<DiskExpertCache>> Create(const FastWeights& weights, const ContainerFile& container,
-                                                         int64_t experts_per_token, std::unique_ptr<ExtentReader> reader,
+                                                         int64_t experts_per_token,
+                                                         std::unique_ptr<ExtentReader> reader,
                                                          const ExpertCacheOptions& options);
   ~DiskExpertCache() override;
 
@@ -83,9 +84,12 @@ class DiskExpertCache final : public ExpertStore {
   bool direct() const { return reader_->direct(); }
   ExpertCacheStats stats() const;
   void ResetStats();
+  // The container's O_DIRECT read bandwidth in GB/s: up to `max_bytes` of expert extents (chosen pseudo-randomly,
+  // as misses are), read by as many threads as the cache has readers. Not counted in stats().
+  Result<double> ProbeReadGbps(uint64_t max_bytes) const;
 
  private:
-  struct Expert {        // one routed expert as stored
+  struct Expert {                    // one routed expert as stored
     uint64_t offset = 0, bytes = 0;  // its extent
     FastMlpWeights mapped;           // views into the container mapping (layouts; pointers rebased per slot)
   };
@@ -102,16 +106,16 @@ class DiskExpertCache final : public ExpertStore {
     uint64_t last_use = 0;
     FastMlpWeights weights;  // views into data, when ready
   };
-  struct Wanted {             // one expert of the current pass
+  struct Wanted {  // one expert of the current pass
     int64_t expert = 0;
-    int64_t slot = -1;        // -1: not yet assigned a slot
+    int64_t slot = -1;  // -1: not yet assigned a slot
     bool handed_out = false, released = false;
     Status error;
   };
 
   DiskExpertCache() = default;
   void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
-  int64_t Victim() const;                          // an unpinned, not loading slot (LRU), or -1
+  int64_t Victim() const;                         // an unpinned, not loading slot (LRU), or -1
   void ReaderLoop();
   static FastMlpWeights Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to);
 

@@ -133,24 +133,26 @@ struct WaveBuffers {
 void RunExperts(FastContext& ctx, std::vector<MoeJob>& jobs, std::span<const size_t> group, const WaveBuffers& b) {
   if (group.empty()) return;
   const int64_t d = ctx.config.hidden_size, max_width = b.max_width;
-  RunPhase(ctx, jobs, group, [](const MoeJob& job) -> const PackedLinear& { return job.weights->gate_up; },
-           [](const MoeJob& job) -> const QuantizedActivations& { return job.input; }, b.gate_up, 2 * max_width);
+  RunPhase(
+      ctx, jobs, group, [](const MoeJob& job) -> const PackedLinear& { return job.weights->gate_up; },
+      [](const MoeJob& job) -> const QuantizedActivations& { return job.input; }, b.gate_up, 2 * max_width);
   int64_t rows = 0;
   for (size_t j : group) rows += static_cast<int64_t>(jobs[j].rows.size());
-  ctx.pool.RunIfWorthIt(static_cast<int64_t>(group.size()), rows * max_width * 2, kMinParallelElements,
-                        [&](int64_t i, int) {
-    MoeJob& job = jobs[group[i]];
-    const int64_t width = job.layout->down.cols();
-    for (size_t r = 0; r < job.rows.size(); ++r) {
-      const float* row = b.gate_up + (job.offset + r) * 2 * max_width;
-      vec::SwiGlu(row, row + width, width, ctx.config.swiglu_limit, b.act + (job.offset + r) * max_width);
-    }
-    job.act = QuantizeActivations(ctx.i8, job.layout->down.ActivationGrouping(), b.act + job.offset * max_width,
-                                  max_width, static_cast<int64_t>(job.rows.size()),
-                                  ctx.ExpertActivations(2 * group[i] + 1));
-  });
-  RunPhase(ctx, jobs, group, [](const MoeJob& job) -> const PackedLinear& { return job.weights->down; },
-           [](const MoeJob& job) -> const QuantizedActivations& { return job.act; }, b.expert_out, d);
+  ctx.pool.RunIfWorthIt(
+      static_cast<int64_t>(group.size()), rows * max_width * 2, kMinParallelElements, [&](int64_t i, int) {
+        MoeJob& job = jobs[group[i]];
+        const int64_t width = job.layout->down.cols();
+        for (size_t r = 0; r < job.rows.size(); ++r) {
+          const float* row = b.gate_up + (job.offset + r) * 2 * max_width;
+          vec::SwiGlu(row, row + width, width, ctx.config.swiglu_limit, b.act + (job.offset + r) * max_width);
+        }
+        job.act = QuantizeActivations(ctx.i8, job.layout->down.ActivationGrouping(), b.act + job.offset * max_width,
+                                      max_width, static_cast<int64_t>(job.rows.size()),
+                                      ctx.ExpertActivations(2 * group[i] + 1));
+      });
+  RunPhase(
+      ctx, jobs, group, [](const MoeJob& job) -> const PackedLinear& { return job.weights->down; },
+      [](const MoeJob& job) -> const QuantizedActivations& { return job.act; }, b.expert_out, d);
 }
 
 // The products of wave [begin, end): everything at once when all is resident; with a store, the shared expert and
@@ -228,7 +230,8 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
       }
     }
     ctx.pool.RunIfWorthIt(n, total_rows * d, kMinParallelElements, [&](int64_t t, int) {
-      for (const auto& [row, weight] : contributions[t]) vec::Axpy(weight, buffers.expert_out + row * d, d, out + t * d);
+      for (const auto& [row, weight] : contributions[t])
+        vec::Axpy(weight, buffers.expert_out + row * d, d, out + t * d);
     });
     wave_begin = wave_end;
   }

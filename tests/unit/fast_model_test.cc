@@ -373,6 +373,13 @@ TEST(FastContainer, TruncatedOrForeignContainersAreRefused) {
   // Truncated: the last blobs lie past the end.
   ASSERT_OK(WriteFileAtomic(path, std::string_view(bytes).substr(0, bytes.size() / 2)));
   EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "outside the data section");
+  // A version 1 container (before per-expert extents): refused with the way out.
+  std::string old = bytes;
+  const size_t version = old.find("\"container_version\":2");
+  ASSERT_NE(version, std::string::npos);
+  old[version + std::string("\"container_version\":").size()] = '1';
+  ASSERT_OK(WriteFileAtomic(path, old));
+  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "re-run `glint convert`");
   // Not a container at all.
   ASSERT_OK(WriteFileAtomic(path, "hello"));
   EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "GLINTWC1 magic");
