@@ -33,6 +33,7 @@ struct BenchFlags {
   int threads = 0;
   std::string isa;
   std::string experts;  // --experts int8|int4 (empty: as stored)
+  std::string expert_memory;  // --expert-memory SIZE (empty: every expert resident)
   std::vector<int64_t> prompts = {512, 4096};
   std::vector<int64_t> batches = {1, 4, 16};
   int64_t context = 64;
@@ -120,6 +121,7 @@ Status RunBenchModel(const BenchFlags& flags) {
   if (!flags.experts.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
   }
+  GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(flags.expert_memory));
 
   std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
               std::string(IsaName(options.isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
@@ -153,6 +155,7 @@ Status RunBenchModel(const BenchFlags& flags) {
   }
   const ModelConfig& c = model->config();
   const uint64_t weight_bytes = model->load_report().weight_bytes;
+  GLINT_RETURN_IF_ERROR(LogExpertCacheReport(*model, pool));
 
   // ---- prefill ----
   for (int64_t prompt : flags.prompts) {
@@ -191,6 +194,8 @@ Status RunBenchModel(const BenchFlags& flags) {
     }
     std::vector<EntryOutput> outputs;
     GLINT_RETURN_IF_ERROR(model->Forward(entries, outputs));
+    if (model->expert_cache() != nullptr) const_cast<DiskExpertCache*>(model->expert_cache())->ResetStats();
+    Stopwatch decode_clock;
     std::vector<double> seconds, bandwidth_ratio, cpu_share;
     double bytes_per_step = 0, experts_per_layer = 0;
     int moe_layers = 0;
@@ -224,6 +229,15 @@ Status RunBenchModel(const BenchFlags& flags) {
                 bytes_per_step / s / 1e9, 100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
                 s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
                 static_cast<long long>(flags.steps));
+    if (const DiskExpertCache* cache = model->expert_cache(); cache != nullptr) {
+      const ExpertCacheStats cs = cache->stats();
+      const double wall = decode_clock.Seconds();
+      std::printf("   expert cache: hit rate %.1f%% (%lld hits, %lld misses), %.3f GB read from disk = %.2f GB/s over "
+                  "the %lld steps\n",
+                  100.0 * cs.hits / std::max<int64_t>(1, cs.hits + cs.misses), static_cast<long long>(cs.hits),
+                  static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall,
+                  static_cast<long long>(flags.steps));
+    }
   }
 
   // ---- memory ----
@@ -245,6 +259,7 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
       command.add_option("--isa", flags->isa, "kernel level: avx512, avx2 or scalar (default: the best supported)");
       AddExpertsFlag(command, flags->experts);
+      AddExpertMemoryFlag(command, flags->expert_memory);
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
       command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
       command.add_option("--context", flags->context, "tokens of context before decoding")->capture_default_str();

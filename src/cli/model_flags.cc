@@ -7,6 +7,8 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/timer.h"
+#include "io/extent_reader.h"
+#include "kernels/machine_limits.h"
 #include "model/fast_model.h"
 #include "modelgen/make_tiny.h"
 
@@ -51,19 +53,61 @@ void AddExpertsFlag(CLI::App& command, std::string& experts) {
       ->check(CLI::IsMember({"int8", "int4"}));
 }
 
-Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts) {
+void AddExpertMemoryFlag(CLI::App& command, std::string& expert_memory) {
+  command.add_option("--expert-memory", expert_memory,
+                     "fast path: keep routed experts in the glint convert container on disk and read them (O_DIRECT) "
+                     "into a RAM cache of this size, e.g. 512M, 24G (binary units); everything else stays resident. "
+                     "At least one layer's top-k experts. Default: every expert resident (docs/expert-cache.md)");
+}
+
+Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
+  if (expert_memory.empty()) return uint64_t{0};
+  GLINT_ASSIGN_OR_RETURN(const uint64_t bytes, ParseByteSize(expert_memory, "--expert-memory"));
+  if (bytes == 0) return InvalidArgument("--expert-memory must be more than 0 (leave it out to keep every expert resident)");
+  return bytes;
+}
+
+Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts,
+                                             const std::string& expert_memory) {
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
   FastModelOptions options;
   if (!experts.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(experts));
   }
+  GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(expert_memory));
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool, options));
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
           ExpertWeightsName(model->weights().experts), " routed experts, ",
           load.weight_bytes / 1e9, " GB, ", IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ",
           load.seconds, " s");
+  GLINT_RETURN_IF_ERROR(LogExpertCacheReport(*model, pool));
   return std::unique_ptr<Model>(std::move(model));
+}
+
+Status LogExpertCacheReport(const Model& model, WorkerPool& pool) {
+  const auto* fast = dynamic_cast<const FastModel*>(&model);
+  const DiskExpertCache* cache = fast != nullptr ? fast->expert_cache() : nullptr;
+  if (cache == nullptr) return Status::Ok();
+  const FastLoadReport& load = fast->load_report();
+  const ModelConfig& c = model.config();
+  const int64_t main_moe_layers = cache->moe_layers() - (fast->has_mtp() ? 1 : 0);
+  GLINT_ASSIGN_OR_RETURN(const double disk_gbps, cache->ProbeReadGbps(uint64_t{256} << 20));
+  const double memory_gbps = MeasureReadGbps(pool, pool.size(), int64_t{64} << 20, 2);
+  // Per token (decode, one sequence): every MoE layer's top-k experts from disk at hit rate 0, and roughly every
+  // resident byte from memory (an upper bound: the embedding is read one row at a time).
+  const double miss_bytes = static_cast<double>(main_moe_layers) * c.num_experts_per_tok * cache->slot_bytes();
+  const double resident = static_cast<double>(load.resident_bytes);
+  const double roofline = 1.0 / (miss_bytes / (disk_gbps * 1e9) + resident / (memory_gbps * 1e9));
+  LogInfo("expert cache: ", load.resident_bytes / 1e9, " GB resident + ", load.expert_cache_bytes / 1e9, " GB for ",
+          cache->slots(), " experts of ", cache->slot_bytes() / 1e6, " MB (", cache->routed_bytes() / 1e9,
+          " GB of routed experts on disk; ", static_cast<double>(cache->slots()) / cache->moe_layers(),
+          " experts per MoE layer of ", c.n_routed_experts, ")");
+  LogInfo("expert cache: reads ", cache->direct() ? "O_DIRECT" : "through the page cache (no O_DIRECT)", " at ",
+          disk_gbps, " GB/s (probe), memory ", memory_gbps, " GB/s; at hit rate 0 a token reads ", miss_bytes / 1e9,
+          " GB from disk: at most ", roofline, " tokens/s at one sequence (1 / (disk bytes / disk bandwidth + ",
+          "resident bytes / memory bandwidth))");
+  return Status::Ok();
 }
 
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
@@ -74,12 +118,16 @@ void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
   command.add_option("--threads", flags.threads, "fast path worker threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   AddExpertsFlag(command, flags.experts);
+  AddExpertMemoryFlag(command, flags.expert_memory);
 }
 
 Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path) {
   LoadedModel loaded;
   if (path.path == "reference") {
     if (!path.experts.empty()) return InvalidArgument("--experts applies to the fast path, not --path reference");
+    if (!path.expert_memory.empty()) {
+      return InvalidArgument("--expert-memory applies to the fast path, not --path reference");
+    }
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flag));
     loaded.model = std::move(model);
     loaded.description = "fp32 reference";
@@ -87,10 +135,12 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
   }
   const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
   loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
-  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool, path.experts));
+  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool, path.experts, path.expert_memory));
   const auto& fast = static_cast<const FastModel&>(*loaded.model);
-  loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts, ",
-                              IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
+  loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
+                              fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(),
+                                                                      " cached from disk)") : "",
+                              ", ", IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
   return loaded;
 }
 

@@ -25,9 +25,18 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
 // --experts int8|int4 (routed experts' weight format, docs/fast-path.md "int4 experts") into `experts`; empty when
 // not given (a container loads as stored, a checkpoint converts to int8).
 void AddExpertsFlag(CLI::App& command, std::string& experts);
+// --expert-memory SIZE (docs/expert-cache.md): routed experts read from the container into a RAM cache of SIZE.
+void AddExpertMemoryFlag(CLI::App& command, std::string& expert_memory);
+// Its value in bytes: 0 when empty (every expert resident); a bad size is an error naming the flag.
+Result<uint64_t> ParseExpertMemory(const std::string& expert_memory);
 // Loads the fast int8/bf16 model (a `glint convert` container, or a checkpoint converted in memory) on `pool`.
-// `experts`: the --experts value (empty: as stored / int8).
-Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "");
+// `experts`: the --experts value (empty: as stored / int8); `expert_memory`: the --expert-memory value (empty:
+// every expert resident); with it, the expert cache's capacity report is logged.
+Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "",
+                                             const std::string& expert_memory = "");
+// The capacity report of a model with an expert cache (start-up): resident bytes, cache slots, a short O_DIRECT read
+// probe and the expected disk bytes and tokens/s per token at a hit rate of 0. Nothing without a cache.
+Status LogExpertCacheReport(const Model& model, WorkerPool& pool);
 
 // Which forward pass a serving command runs: the int8/bf16 fast path (docs/fast-path.md; the default) or the fp32
 // reference (the oracle: exact to the golden outputs, slow, fp32 weights in memory).
@@ -35,6 +44,7 @@ struct ForwardPathFlags {
   std::string path = "fast";  // "fast" | "reference" (checked by the flag)
   int threads = 0;  // fast path worker threads; 0: all cores
   std::string experts;  // fast path: --experts int8|int4, empty when not given (AddExpertsFlag)
+  std::string expert_memory;  // fast path: --expert-memory SIZE, empty when not given
 };
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags);
 

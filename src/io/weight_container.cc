@@ -45,21 +45,49 @@ Result<std::unique_ptr<ContainerWriter>> ContainerWriter::Create(const std::stri
   writer->entries_ = std::move(entries);
   std::string header_text;
   for (uint64_t reserved = 4096;; reserved *= 2) {
-    Json tensors = Json::array();
+    Json tensors = Json::array(), extents = Json::array();
     uint64_t position = RoundUp(16 + reserved, 4096);
     writer->offsets_.assign(writer->entries_.size(), {});
+    writer->extents_.clear();
+    std::set<std::string> closed_extents;
+    // An extent opens at a 4 KiB boundary with its first tensor and closes, padded to 4 KiB, before the next tensor
+    // that is not in it.
+    auto close_extent = [&] {
+      if (writer->extents_.empty() || writer->extents_.back().bytes != 0) return;
+      position = RoundUp(position, kExtentAlignment);
+      ContainerExtent& open = writer->extents_.back();
+      open.bytes = position - open.offset;
+      extents.push_back(Json::array({open.name, open.offset, open.bytes}));
+      closed_extents.insert(open.name);
+    };
     for (size_t e = 0; e < writer->entries_.size(); ++e) {
       const ContainerEntrySpec& entry = writer->entries_[e];
+      const bool continues = !entry.extent.empty() && !writer->extents_.empty() &&
+                             writer->extents_.back().bytes == 0 && writer->extents_.back().name == entry.extent;
+      if (!continues) {
+        close_extent();
+        if (!entry.extent.empty()) {
+          if (closed_extents.count(entry.extent) != 0) {
+            return InvalidArgument("container extent '", entry.extent, "' is not one run of consecutive tensors");
+          }
+          position = RoundUp(position, kExtentAlignment);
+          writer->extents_.push_back({entry.extent, position, 0});
+        }
+      }
       Json blobs = Json::array();
       for (uint64_t bytes : entry.blob_bytes) {
-        position = RoundUp(position, AlignFor(bytes));
+        position = RoundUp(position, entry.extent.empty() ? AlignFor(bytes) : 64);
         writer->offsets_[e].push_back(position);
         blobs.push_back(Json::array({position, bytes}));
         position += bytes;
       }
-      tensors.push_back({{"name", entry.name}, {"kind", entry.kind}, {"dims", entry.dims}, {"blobs", blobs}});
+      Json tensor = {{"name", entry.name}, {"kind", entry.kind}, {"dims", entry.dims}, {"blobs", blobs}};
+      if (!entry.extent.empty()) tensor["extent"] = entry.extent;
+      tensors.push_back(std::move(tensor));
     }
-    Json header = {{"container_version", 1}, {"metadata", metadata}, {"tensors", tensors}};
+    close_extent();
+    Json header = {{"container_version", kContainerVersion}, {"metadata", metadata}, {"tensors", tensors},
+                   {"extents", extents}};
     header_text = header.dump();
     if (header_text.size() <= reserved) {
       header_text.resize(reserved, ' ');  // padding keeps the computed offsets valid
@@ -89,6 +117,16 @@ ContainerWriter::~ContainerWriter() {
   }
 }
 
+Status ContainerWriter::PadTo(uint64_t offset) {
+  static const uint8_t kZeros[4096] = {};
+  while (position_ < offset) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(kZeros), offset - position_));
+    if (std::fwrite(kZeros, 1, n, file_) != n) return IoError("cannot write '", tmp_path_, "': ", std::strerror(errno));
+    position_ += n;
+  }
+  return Status::Ok();
+}
+
 Status ContainerWriter::WriteNextBlob(std::span<const uint8_t> bytes) {
   while (next_entry_ < entries_.size() && next_blob_ >= entries_[next_entry_].blob_bytes.size()) {
     ++next_entry_;
@@ -100,13 +138,7 @@ Status ContainerWriter::WriteNextBlob(std::span<const uint8_t> bytes) {
     return InternalError("container tensor '", entry.name, "' blob ", next_blob_, ": ", bytes.size(),
                          " bytes written, ", entry.blob_bytes[next_blob_], " declared");
   }
-  const uint64_t offset = offsets_[next_entry_][next_blob_];
-  static const uint8_t kZeros[4096] = {};
-  while (position_ < offset) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(sizeof(kZeros), offset - position_));
-    if (std::fwrite(kZeros, 1, n, file_) != n) return IoError("cannot write '", tmp_path_, "': ", std::strerror(errno));
-    position_ += n;
-  }
+  GLINT_RETURN_IF_ERROR(PadTo(offsets_[next_entry_][next_blob_]));
   if (!bytes.empty() && std::fwrite(bytes.data(), 1, bytes.size(), file_) != bytes.size()) {
     return IoError("cannot write '", tmp_path_, "': ", std::strerror(errno));
   }
@@ -123,6 +155,7 @@ Status ContainerWriter::Finish() {
   if (next_entry_ < entries_.size()) {
     return InternalError("container: tensor '", entries_[next_entry_].name, "' was never written");
   }
+  GLINT_RETURN_IF_ERROR(PadTo(total_bytes_));  // a last extent ends on its 4 KiB boundary inside the file
   bool ok = std::fflush(file_) == 0;
   ok = ::fsync(::fileno(file_)) == 0 && ok;
   ok = std::fclose(file_) == 0 && ok;
@@ -154,7 +187,13 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate
   const uint64_t data_begin = 16 + header_bytes;
   Json header = Json::parse(bytes.begin() + 16, bytes.begin() + data_begin, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return fail("the header is not a JSON object");
-  if (header.value("container_version", 0) != 1) return fail("unsupported container_version (expected 1)");
+  const int version = header.value("container_version", 0);
+  if (version == 1) {
+    return fail("container_version 1 predates per-expert extents (version ", kContainerVersion,
+                "); re-run `glint convert` to rewrite it");
+  }
+  if (version != kContainerVersion) return fail("unsupported container_version (expected ", kContainerVersion, ")");
+  GLINT_RETURN_IF_ERROR(container.ReadExtents(header, data_begin).WithContext(StrCat("'", path, "'")));
   if (header.contains("metadata")) {
     if (!header["metadata"].is_object()) return fail("'metadata' is not an object");
     for (const auto& [key, value] : header["metadata"].items()) {
@@ -189,12 +228,59 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate
       if (offset % 64 != 0) return fail("tensor '", entry.name, "' blob at ", offset, " is not 64-byte aligned");
       entry.blobs.push_back(bytes.subspan(offset, size));
     }
+    if (tensor.contains("extent")) {
+      const auto it = tensor["extent"].is_string() ? container.extent_index_.find(tensor["extent"].get<std::string>())
+                                                   : container.extent_index_.end();
+      if (it == container.extent_index_.end()) return fail("tensor '", entry.name, "' names an unknown extent");
+      const ContainerExtent& extent = container.extents_[it->second];
+      for (const auto& blob : entry.blobs) {
+        const uint64_t offset = static_cast<uint64_t>(blob.data() - bytes.data());
+        if (offset < extent.offset || offset + blob.size() > extent.offset + extent.bytes) {
+          return fail("tensor '", entry.name, "' has a blob outside its extent '", extent.name, "'");
+        }
+      }
+      entry.extent = static_cast<int64_t>(it->second);
+    }
     if (!container.index_.emplace(entry.name, container.entries_.size()).second) {
       return fail("tensor '", entry.name, "' is listed twice");
     }
     container.entries_.push_back(std::move(entry));
   }
   return container;
+}
+
+Status ContainerFile::ReadExtents(const nlohmann::json& header, uint64_t data_begin) {
+  const auto fail = [](auto... parts) { return InvalidArgument("not a valid glint container: ", parts...); };
+  if (!header.contains("extents") || !header["extents"].is_array()) return fail("'extents' is not an array");
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  for (const Json& extent : header["extents"]) {
+    if (!extent.is_array() || extent.size() != 3 || !extent[0].is_string() || !extent[1].is_number_unsigned() ||
+        !extent[2].is_number_unsigned()) {
+      return fail("an extent is not [name, offset, bytes]");
+    }
+    ContainerExtent parsed{extent[0].get<std::string>(), extent[1].get<uint64_t>(), extent[2].get<uint64_t>()};
+    if (parsed.offset % kExtentAlignment != 0 || parsed.bytes % kExtentAlignment != 0 || parsed.offset < data_begin ||
+        parsed.offset > size() || parsed.bytes > size() - parsed.offset) {
+      return fail("extent '", parsed.name, "' [", parsed.offset, ", +", parsed.bytes,
+                  ") is not 4 KiB-aligned or lies outside the data section of the ", size(),
+                  "-byte file (a truncated file?)");
+    }
+    if (!extent_index_.emplace(parsed.name, extents_.size()).second) {
+      return fail("extent '", parsed.name, "' is listed twice");
+    }
+    ranges.emplace_back(parsed.offset, parsed.bytes);
+    extents_.push_back(std::move(parsed));
+  }
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i - 1].first + ranges[i - 1].second > ranges[i].first) return fail("two extents overlap");
+  }
+  return Status::Ok();
+}
+
+const ContainerExtent* ContainerFile::FindExtent(const std::string& name) const {
+  auto it = extent_index_.find(name);
+  return it == extent_index_.end() ? nullptr : &extents_[it->second];
 }
 
 const ContainerEntry* ContainerFile::Find(const std::string& name) const {

@@ -3,9 +3,15 @@
 //
 //   bytes 0–7    magic "GLINTWC1"
 //   bytes 8–15   header length N (little-endian u64)
-//   N bytes      JSON header: {"container_version": 1, "metadata": {str: str},
-//                              "tensors": [{"name", "kind", "dims": [int…], "blobs": [[offset, bytes]…]}…]}
+//   N bytes      JSON header: {"container_version": 2, "metadata": {str: str},
+//                              "tensors": [{"name", "kind", "dims": [int…], "blobs": [[offset, bytes]…]}…],
+//                              "extents": [[name, offset, bytes]…]}
 //   data         every blob at its absolute file offset, aligned to 64 bytes (4096 for blobs ≥ 1 MiB)
+//
+// An extent is a run of consecutive tensors (e.g. one routed expert's gate_up and down) laid out as one contiguous
+// range that starts and ends on a 4 KiB boundary, so it can be read with one O_DIRECT read into an aligned buffer
+// (docs/expert-cache.md). Inside an extent blobs are 64-byte aligned. Version 2 added extents; a version 1 file is
+// refused with a message to re-run `glint convert`.
 //
 // The container is generic: `kind` and `dims` are the model layer's business (e.g. kind "int8" with dims
 // [rows, cols, group] and blobs [codes, scales]); the reader checks that every blob lies inside the file, is
@@ -19,6 +25,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "base/file.h"
 #include "base/status.h"
@@ -34,13 +42,25 @@ struct ContainerEntrySpec {
   std::string kind;
   std::vector<int64_t> dims;
   std::vector<uint64_t> blob_bytes;
+  std::string extent = {};  // non-empty: the extent this tensor belongs to (consecutive entries share one)
 };
+
+// One contiguous 4 KiB-aligned range of the file: [offset, offset + bytes), both multiples of kExtentAlignment.
+struct ContainerExtent {
+  std::string name;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+inline constexpr uint64_t kExtentAlignment = 4096;  // O_DIRECT needs offsets, sizes and buffers on this boundary
+inline constexpr int kContainerVersion = 2;
 
 struct ContainerEntry {
   std::string name;
   std::string kind;
   std::vector<int64_t> dims;
   std::vector<std::span<const uint8_t>> blobs;  // views into the mapping
+  int64_t extent = -1;  // index into ContainerFile::extents(), or -1
 };
 
 // Writes a container in two phases: the whole layout up front (so the header can come first and the data can be
@@ -59,10 +79,12 @@ class ContainerWriter {
 
  private:
   ContainerWriter() = default;
+  Status PadTo(uint64_t offset);  // zeros up to file offset `offset`
   std::string path_, tmp_path_;
   std::FILE* file_ = nullptr;
   std::vector<ContainerEntrySpec> entries_;
   std::vector<std::vector<uint64_t>> offsets_;
+  std::vector<ContainerExtent> extents_;
   size_t next_entry_ = 0, next_blob_ = 0;
   uint64_t position_ = 0, total_bytes_ = 0;
 };
@@ -75,13 +97,22 @@ class ContainerFile {
   const ContainerEntry* Find(const std::string& name) const;
   const std::vector<ContainerEntry>& entries() const { return entries_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const std::vector<ContainerExtent>& extents() const { return extents_; }
+  const ContainerExtent* FindExtent(const std::string& name) const;
   uint64_t size() const { return file_->size(); }
+  const std::string& path() const { return file_->path(); }
+  // Where a view returned by this container lies in the file.
+  uint64_t OffsetOf(const uint8_t* pointer) const { return static_cast<uint64_t>(pointer - file_->bytes().data()); }
 
  private:
+  Status ReadExtents(const nlohmann::json& header, uint64_t data_begin);
+
   std::unique_ptr<MappedFile> file_;
   std::vector<ContainerEntry> entries_;
   std::map<std::string, size_t> index_;
   std::map<std::string, std::string> metadata_;
+  std::vector<ContainerExtent> extents_;
+  std::map<std::string, size_t> extent_index_;
 };
 
 }  // namespace glint

@@ -232,6 +232,9 @@ class Planner {
       const std::string dst = p + "experts." + std::to_string(e) + ".", src = m + "experts." + std::to_string(e) + ".";
       Expert(dst + "gate_up", {src + "gate_proj.weight", src + "up_proj.weight"});
       Expert(dst + "down", {src + "down_proj.weight"});
+      const std::string extent = ExpertExtentName(p, e);
+      plan[plan.size() - 2].extent = extent;
+      plan[plan.size() - 1].extent = extent;
     }
     if (c_.n_shared_experts > 0) Mlp(p + "shared.", m + "shared_experts.");
   }
@@ -243,6 +246,10 @@ class Planner {
 };
 
 }  // namespace
+
+std::string ExpertExtentName(const std::string& moe_prefix, int64_t expert) {
+  return moe_prefix + "experts." + std::to_string(expert);
+}
 
 Result<std::vector<PlannedTensor>> PlanFastWeights(const Checkpoint& checkpoint, const ModelConfig& c,
                                                    const FastConvertOptions& options) {
@@ -320,7 +327,7 @@ Status WriteFastContainer(const std::vector<PlannedTensor>& plan, WorkerPool& po
   std::vector<ContainerEntrySpec> specs;
   ConvertProgress report;
   for (const PlannedTensor& t : plan) {
-    specs.push_back({t.name, t.kind, t.dims, t.blob_bytes});
+    specs.push_back({t.name, t.kind, t.dims, t.blob_bytes, t.extent});
     for (uint64_t bytes : t.blob_bytes) report.total_bytes += bytes;
   }
   GLINT_ASSIGN_OR_RETURN(auto writer, ContainerWriter::Create(path, std::move(specs), std::move(metadata)));

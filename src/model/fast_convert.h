@@ -45,7 +45,13 @@ struct PlannedTensor {
   std::vector<uint64_t> blob_bytes;
   // Fills the blobs (each pre-sized and 64-byte aligned, zeroed). May use the pool.
   std::function<Status(std::vector<std::span<uint8_t>>& blobs, WorkerPool& pool)> fill;
+  // Container extent (io/weight_container.h): a routed expert's tensors share one, named ExpertExtentName(…), so
+  // the expert is one contiguous 4 KiB-aligned read (model/expert_store.h). Empty for everything else.
+  std::string extent = {};
 };
+
+// The extent of routed expert `expert` of the MoE whose tensors start with `moe_prefix` ("layers.3.moe.").
+std::string ExpertExtentName(const std::string& moe_prefix, int64_t expert);
 
 // Checks the checkpoint against the config (every expected tensor present with its shape, FP8 tensors with
 // correctly shaped block scales, no unknown tensors) and plans the conversion. The plan refers to the checkpoint's

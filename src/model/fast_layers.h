@@ -26,6 +26,8 @@
 
 namespace glint {
 
+class ExpertStore;
+
 // Rows [row, row + count) of a pass belong to one sequence, at absolute positions first_position…; first_index is
 // the index of the first of them among the tokens of the Forward call's entry (what ForcedChoices is indexed by).
 struct Segment {
@@ -74,6 +76,8 @@ class FastContext {
   // Statistics since the last ResetStats (benchmarks): bytes of weights the products read, and the integer (int8
   // and int4) products' multiply-adds and wall time (the prefill target is judged on those products alone).
   uint64_t weight_bytes_read = 0;
+  // Where routed experts come from: null = FastMoeWeights::experts, all resident (the default).
+  ExpertStore* experts = nullptr;
   uint64_t int8_macs = 0;
   double int8_seconds = 0;
   void ResetStats() { weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0; }
@@ -139,9 +143,11 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
 // Clamped SwiGLU MLP: h [n, D] → out [n, D].
 void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t n, float* out);
 
-// MoE: route (forced_of may be empty or return null: the router chooses), group rows by expert, read each active
-// expert's weights once, combine in ascending expert id, shared expert last. choices: when not null, filled [n].
-void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+// MoE (model/fast_moe.cc): route (forced_of may be empty or return null: the router chooses), group rows by expert,
+// read each active expert's weights once, combine in ascending expert id, shared expert last. choices: when not
+// null, filled [n]. With ctx.experts set, routed experts come from that store (model/expert_store.h) and an expert
+// it cannot read fails the call.
+Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
              const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
              std::vector<RouterChoice>* choices, int64_t* experts_active);
 

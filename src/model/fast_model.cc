@@ -34,6 +34,39 @@ FastModel::FastModel(ModelConfig config, FastWeightSource source, FastWeights we
       isa_(options.isa),
       max_tokens_per_pass_(std::max<int64_t>(1, options.max_tokens_per_pass)) {
   load_report_.weight_bytes = source_.TotalBytes();
+  load_report_.resident_bytes = load_report_.weight_bytes;
+}
+
+Status FastModel::AttachExpertCache(const FastModelOptions& options) {
+  const ContainerFile* container = source_.container();
+  if (container == nullptr) {
+    return FailedPrecondition("--expert-memory reads routed experts from a `glint convert` container (model.glint); ",
+                              "this model was converted at load: convert it once with `glint convert`");
+  }
+  std::unique_ptr<ExtentReader> reader;
+  if (options.open_expert_reader) {
+    GLINT_ASSIGN_OR_RETURN(reader, options.open_expert_reader(container->path()));
+  } else {
+    GLINT_ASSIGN_OR_RETURN(reader, DirectFileReader::Open(container->path()));
+  }
+  GLINT_ASSIGN_OR_RETURN(expert_cache_, DiskExpertCache::Create(weights_, *container, config_.num_experts_per_tok,
+                                                                std::move(reader),
+                                                                {options.expert_memory, options.expert_readers}));
+  context_->experts = expert_cache_.get();
+  // Everything but the routed experts stays resident: read those pages in now (the mapping was not populated).
+  uint64_t resident = 0;
+  volatile uint8_t sink = 0;
+  for (const ContainerEntry& entry : container->entries()) {
+    if (entry.extent >= 0) continue;
+    for (const auto& blob : entry.blobs) {
+      for (size_t i = 0; i < blob.size(); i += 4096) sink = sink + blob[i];
+      resident += blob.size();
+    }
+  }
+  load_report_.resident_bytes = resident;
+  load_report_.expert_cache_bytes = static_cast<uint64_t>(expert_cache_->slots()) * expert_cache_->slot_bytes();
+  load_report_.weight_bytes = resident + load_report_.expert_cache_bytes;
+  return Status::Ok();
 }
 
 Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWeightSource source, WorkerPool& pool,
@@ -62,7 +95,9 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   FastWeightSource source;
   const bool from_container = PathExists(container_path);
   if (from_container) {
-    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, options.populate));
+    // With an expert cache the routed experts must not be read in by the mapping (AttachExpertCache reads the rest).
+    const bool populate = options.populate && options.expert_memory == 0;
+    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, populate));
     GLINT_ASSIGN_OR_RETURN(source, SourceFromContainer(std::make_unique<ContainerFile>(std::move(container))));
   } else {
     GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
@@ -78,6 +113,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
                            "; the expert format is chosen when converting (glint convert --experts ",
                            ExpertWeightsName(*options.experts), ")");
   }
+  if (options.expert_memory > 0) GLINT_RETURN_IF_ERROR(model->AttachExpertCache(options));
   model->load_report_.from_container = from_container;
   model->load_report_.seconds = watch.Seconds();
   return model;
@@ -233,8 +269,8 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
       }
       std::vector<RouterChoice> choices;
       int64_t active = 0;
-      FastMoe(ctx, layer.moe, h, n, [&](int64_t row) { return forced_rows[row]; }, y,
-              trace != nullptr ? &choices : nullptr, &active);
+      GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, h, n, [&](int64_t row) { return forced_rows[row]; }, y,
+                                    trace != nullptr ? &choices : nullptr, &active));
       last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
       if (trace != nullptr) {
         for (const Segment& s : segments) {
@@ -333,7 +369,8 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   std::vector<RouterChoice> choices;
-  FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(), trace != nullptr ? &choices : nullptr, nullptr);
+  GLINT_RETURN_IF_ERROR(
+      FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(), trace != nullptr ? &choices : nullptr, nullptr));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
   logits.resize(pairs * c.vocab_size);

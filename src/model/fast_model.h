@@ -17,6 +17,7 @@
 
 #include "base/worker_pool.h"
 #include "kernels/isa.h"
+#include "model/expert_store.h"
 #include "model/fast_convert.h"
 #include "model/fast_layers.h"
 #include "model/model.h"
@@ -31,6 +32,12 @@ struct FastModelOptions {
   // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
   std::optional<ExpertWeights> experts;
   bool populate = true;               // read a container's pages in at load (MAP_POPULATE)
+  // Routed experts read from the container into a RAM cache of this many bytes (`--expert-memory`,
+  // docs/expert-cache.md); 0: every expert resident, as mapped. Needs a `glint convert` container.
+  uint64_t expert_memory = 0;
+  int expert_readers = 4;             // reads in flight for the expert cache
+  // Opens the container for the expert cache's reads (tests inject faults); default DirectFileReader (O_DIRECT).
+  std::function<Result<std::unique_ptr<ExtentReader>>(const std::string& path)> open_expert_reader;
   ConvertProgressFn progress;         // conversion progress (checkpoint loads)
 };
 
@@ -38,7 +45,9 @@ struct FastModelOptions {
 struct FastLoadReport {
   bool from_container = false;
   double seconds = 0;
-  uint64_t weight_bytes = 0;  // packed bytes (the container's size for a container load)
+  uint64_t weight_bytes = 0;  // packed bytes in memory: resident tensors + the expert cache
+  uint64_t resident_bytes = 0;      // tensors held in memory for good (all of them without an expert cache)
+  uint64_t expert_cache_bytes = 0;  // the expert cache's slots (0 without one)
 };
 
 // What the last Forward did, for benchmarks: the rows it ran and the weight bytes its products read, and per MoE
@@ -74,11 +83,14 @@ class FastModel final : public Model {
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
   const FastWeights& weights() const { return weights_; }
+  // The routed-expert cache of --expert-memory, or null (every expert resident).
+  const DiskExpertCache* expert_cache() const { return expert_cache_.get(); }
   Isa isa() const { return isa_; }
 
  private:
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
             const FastModelOptions& options);
+  Status AttachExpertCache(const FastModelOptions& options);
   Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
                         std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                         const ForcedChoices* forced) const;
@@ -96,6 +108,7 @@ class FastModel final : public Model {
   // The forward pass's scratch; Forward is serialised (one engine thread owns the model).
   mutable std::mutex mutex_;
   mutable std::unique_ptr<FastContext> context_;
+  std::unique_ptr<DiskExpertCache> expert_cache_;
   mutable FastStepStats last_step_;
 };
 

@@ -152,6 +152,7 @@ class FastWeightSource {
     return *owned_.back();
   }
   void SetContainer(std::unique_ptr<ContainerFile> container) { container_ = std::move(container); }
+  const ContainerFile* container() const { return container_.get(); }
   const StoredTensor* Find(const std::string& name) const;
   const std::map<std::string, StoredTensor>& tensors() const { return tensors_; }
   uint64_t TotalBytes() const;

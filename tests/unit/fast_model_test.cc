@@ -373,6 +373,13 @@ TEST(FastContainer, TruncatedOrForeignContainersAreRefused) {
   // Truncated: the last blobs lie past the end.
   ASSERT_OK(WriteFileAtomic(path, std::string_view(bytes).substr(0, bytes.size() / 2)));
   EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "outside the data section");
+  // A version 1 container (before per-expert extents): refused with the way out.
+  std::string old = bytes;
+  const size_t version = old.find("\"container_version\":2");
+  ASSERT_NE(version, std::string::npos);
+  old[version + std::string("\"container_version\":").size()] = '1';
+  ASSERT_OK(WriteFileAtomic(path, old));
+  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "re-run `glint convert`");
   // Not a container at all.
   ASSERT_OK(WriteFileAtomic(path, "hello"));
   EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "GLINTWC1 magic");
@@ -431,7 +438,8 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
           choices[t].experts.assign(experts.begin() + t * c.num_experts_per_tok,
                                     experts.begin() + (t + 1) * c.num_experts_per_tok);
         }
-        FastMoe(ctx, w.moe, in.data(), tokens, [&](int64_t row) { return &choices[row]; }, out.data(), nullptr, nullptr);
+        ASSERT_OK(FastMoe(ctx, w.moe, in.data(), tokens, [&](int64_t row) { return &choices[row]; }, out.data(),
+                          nullptr, nullptr));
       }
       const double ffn_error = testing::RelativeRmsError(out, golden.Floats(prefix + "ffn_out"));
       std::printf("%s layer %lld: %s relative RMS error %.4f, %s %.4f\n", fixture.c_str(), static_cast<long long>(l),

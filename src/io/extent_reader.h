@@ -1,0 +1,56 @@
+// Reads 4 KiB-aligned extents of a container file (io/weight_container.h) with O_DIRECT, for the routed-expert cache
+// (model/expert_store.h): the page cache must not quietly hold what the cache budget leaves on disk.
+//
+// Every read is checked: a short read, an I/O error, or a file that has changed since it was opened (size, mtime or
+// inode of the path differ) is an error naming the file and the offset, never a partly filled buffer taken as data.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "base/status.h"
+
+namespace glint {
+
+// What the expert cache reads through; tests substitute a fault-injecting reader.
+class ExtentReader {
+ public:
+  virtual ~ExtentReader() = default;
+  // Reads exactly out.size() bytes at `offset` into `out` (offset, size and address 4 KiB multiples). Thread-safe.
+  virtual Status Read(uint64_t offset, std::span<uint8_t> out) = 0;
+  // True when the reads bypass the page cache (O_DIRECT).
+  virtual bool direct() const = 0;
+};
+
+class DirectFileReader final : public ExtentReader {
+ public:
+  // Opens `path` with O_DIRECT; a filesystem that refuses O_DIRECT (tmpfs) is an error unless `allow_buffered`, in
+  // which case reads go through the page cache and direct() says so.
+  static Result<std::unique_ptr<DirectFileReader>> Open(const std::string& path, bool allow_buffered = false);
+  ~DirectFileReader() override;
+
+  Status Read(uint64_t offset, std::span<uint8_t> out) override;
+  bool direct() const override { return direct_; }
+
+ private:
+  DirectFileReader() = default;
+  Status CheckUnchanged() const;
+
+  std::string path_;
+  int fd_ = -1;
+  bool direct_ = true;
+  // The file as opened: a change afterwards means the mapped tensors and the extents may disagree.
+  off_t size_ = 0;
+  int64_t mtime_ns_ = 0;
+  ino_t inode_ = 0;
+};
+
+// Parses a byte size: a whole number with an optional binary suffix K, M, G or T (KiB … TiB; "B" and "iB" accepted
+// after it, any case): "64K", "512M", "24G", "1.5G" is refused (whole numbers only). `what` names the flag in errors.
+Result<uint64_t> ParseByteSize(const std::string& text, const std::string& what);
+
+}  // namespace glint

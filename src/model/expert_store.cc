@@ -1,0 +1,316 @@
+#include "model/expert_store.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "base/timer.h"
+#include "model/fast_convert.h"
+
+namespace glint {
+namespace {
+
+// Every routed-expert MoE of the model with the tensor prefix its extents are named by (fast_convert.cc).
+std::vector<std::pair<const FastMoeWeights*, std::string>> RoutedMoes(const FastWeights& weights) {
+  std::vector<std::pair<const FastMoeWeights*, std::string>> moes;
+  for (size_t l = 0; l < weights.layers.size(); ++l) {
+    if (weights.layers[l].mlp_kind == MlpKind::kMoe) {
+      moes.emplace_back(&weights.layers[l].moe, "layers." + std::to_string(l) + ".moe.");
+    }
+  }
+  if (weights.mtp != nullptr) moes.emplace_back(&weights.mtp->moe, "mtp.moe.");
+  return moes;
+}
+
+std::vector<const uint8_t*> BlobsOf(const FastMlpWeights& expert) {
+  std::vector<const uint8_t*> blobs;
+  for (const PackedLinear* m : {&expert.gate_up, &expert.down}) {
+    if (m->format == PackedLinear::Format::kInt4) {
+      blobs.push_back(m->int4.codes), blobs.push_back(reinterpret_cast<const uint8_t*>(m->int4.scales));
+    } else {
+      blobs.push_back(m->int8.codes), blobs.push_back(reinterpret_cast<const uint8_t*>(m->int8.scales));
+    }
+  }
+  return blobs;
+}
+
+}  // namespace
+
+FastMlpWeights DiskExpertCache::Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to) {
+  FastMlpWeights out = mapped;
+  auto move = [&](auto* pointer) {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(pointer)>>;
+    return reinterpret_cast<const T*>(to + (reinterpret_cast<const uint8_t*>(pointer) - from));
+  };
+  for (PackedLinear* m : {&out.gate_up, &out.down}) {
+    m->int8.codes = m->int8.codes ? move(m->int8.codes) : nullptr;
+    m->int8.scales = m->int8.scales ? move(m->int8.scales) : nullptr;
+    m->int4.codes = m->int4.codes ? move(m->int4.codes) : nullptr;
+    m->int4.scales = m->int4.scales ? move(m->int4.scales) : nullptr;
+  }
+  return out;
+}
+
+Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeights& weights,
+                                                                 const ContainerFile& container,
+                                                                 int64_t experts_per_token,
+                                                                 std::unique_ptr<ExtentReader> reader,
+                                                                 const ExpertCacheOptions& options) {
+  std::unique_ptr<DiskExpertCache> cache(new DiskExpertCache());
+  int64_t total_experts = 0;
+  for (const auto& [moe, prefix] : RoutedMoes(weights)) {
+    Layer layer;
+    for (size_t e = 0; e < moe->experts.size(); ++e) {
+      const std::string name = ExpertExtentName(prefix, static_cast<int64_t>(e));
+      const ContainerExtent* extent = container.FindExtent(name);
+      if (extent == nullptr) {
+        return FailedPrecondition("'", container.path(), "' has no extent for routed expert '", name,
+                                  "'; re-run `glint convert` to write one");
+      }
+      Expert expert{extent->offset, extent->bytes, moe->experts[e]};
+      for (const uint8_t* blob : BlobsOf(expert.mapped)) {
+        const uint64_t offset = container.OffsetOf(blob);
+        if (offset < extent->offset || offset >= extent->offset + extent->bytes) {
+          return InvalidArgument("routed expert '", name, "' has a tensor outside its extent");
+        }
+      }
+      if (layer.map_base == nullptr) {
+        const uint8_t* blob = BlobsOf(expert.mapped)[0];
+        layer.map_base = blob - container.OffsetOf(blob);
+      }
+      cache->slot_bytes_ = std::max(cache->slot_bytes_, extent->bytes);
+      cache->routed_bytes_ += extent->bytes;
+      layer.experts.push_back(std::move(expert));
+    }
+    total_experts += static_cast<int64_t>(layer.experts.size());
+    cache->layer_of_[moe] = static_cast<int64_t>(cache->layers_.size());
+    cache->layers_.push_back(std::move(layer));
+  }
+  if (cache->layers_.empty()) return InvalidArgument("--expert-memory: this model has no routed experts");
+  const uint64_t minimum = static_cast<uint64_t>(experts_per_token) * cache->slot_bytes_;
+  if (options.budget_bytes < minimum) {
+    return InvalidArgument("--expert-memory ", options.budget_bytes,
+                           " bytes is below one layer's top-k experts: at least ", minimum, " bytes (",
+                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes, ",
+                           (minimum + (uint64_t{1} << 20) - 1) >> 20, "M)");
+  }
+  const int64_t slots =
+      std::min<int64_t>(static_cast<int64_t>(options.budget_bytes / cache->slot_bytes_), total_experts);
+  void* memory = std::aligned_alloc(kExtentAlignment, static_cast<size_t>(slots) * cache->slot_bytes_);
+  if (memory == nullptr) {
+    return ResourceExhausted("--expert-memory: cannot allocate ", slots, " expert slots of ", cache->slot_bytes_,
+                             " bytes");
+  }
+  cache->memory_ = {static_cast<uint8_t*>(memory), std::free};
+  cache->slots_.resize(slots);
+  for (int64_t s = 0; s < slots; ++s) cache->slots_[s].data = cache->memory_.get() + s * cache->slot_bytes_;
+  cache->reader_ = std::move(reader);
+  for (int r = 0; r < std::max(1, options.readers); ++r)
+    cache->readers_.emplace_back([c = cache.get()] { c->ReaderLoop(); });
+  return cache;
+}
+
+DiskExpertCache::~DiskExpertCache() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  queued_.notify_all();
+  for (std::thread& thread : readers_) thread.join();
+}
+
+Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto it = layer_of_.find(&moe);
+  if (it == layer_of_.end()) return InternalError("expert cache: an MoE layer it does not know");
+  if (!wanted_.empty()) return InternalError("expert cache: a pass began before the last one ended");
+  pass_layer_ = it->second;
+  for (int32_t expert : experts) {
+    Wanted want{expert, -1, false, false, Status::Ok()};
+    const auto held = slot_of_.find({pass_layer_, expert});
+    if (held != slot_of_.end()) {
+      Slot& slot = slots_[held->second];
+      ++slot.pins;
+      slot.last_use = ++clock_;
+      want.slot = held->second;
+      ++stats_.hits;
+    } else {
+      ++stats_.misses;
+    }
+    wanted_.push_back(std::move(want));
+  }
+  Pump(lock);
+  return Status::Ok();
+}
+
+int64_t DiskExpertCache::Victim() const {
+  int64_t best = -1;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    const Slot& slot = slots_[s];
+    if (slot.pins > 0 || slot.state == SlotState::kLoading) continue;
+    if (slot.state == SlotState::kEmpty) return static_cast<int64_t>(s);
+    if (best < 0 || slot.last_use < slots_[best].last_use) best = static_cast<int64_t>(s);
+  }
+  return best;
+}
+
+void DiskExpertCache::Pump(std::unique_lock<std::mutex>&) {
+  bool queued = false;
+  for (Wanted& want : wanted_) {
+    if (want.slot >= 0 || !want.error.ok() || want.released) continue;
+    const int64_t s = Victim();
+    if (s < 0) break;
+    Slot& slot = slots_[s];
+    if (slot.state == SlotState::kReady) slot_of_.erase({slot.layer, slot.expert});
+    slot.layer = pass_layer_, slot.expert = want.expert;
+    slot.state = SlotState::kLoading;
+    slot.pins = 1;
+    slot.last_use = ++clock_;
+    slot_of_[{pass_layer_, want.expert}] = s;
+    want.slot = s;
+    read_queue_.push_back(s);
+    ++in_flight_;
+    queued = true;
+  }
+  if (queued) queued_.notify_all();
+}
+
+void DiskExpertCache::ReaderLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    queued_.wait(lock, [&] { return stopping_ || !read_queue_.empty(); });
+    if (stopping_) return;
+    const int64_t s = read_queue_.front();
+    read_queue_.pop_front();
+    Slot& slot = slots_[s];
+    const Expert& expert = layers_[slot.layer].experts[slot.expert];
+    lock.unlock();
+    Stopwatch watch;
+    const Status status = reader_->Read(expert.offset, std::span<uint8_t>(slot.data, expert.bytes));
+    const double seconds = watch.Seconds();
+    lock.lock();
+    stats_.read_seconds += seconds;
+    if (status.ok()) {
+      stats_.bytes_read += expert.bytes;
+      slot.weights = Rebase(expert.mapped, layers_[slot.layer].map_base + expert.offset, slot.data);
+      slot.state = SlotState::kReady;
+    } else {  // never handed out: the slot is emptied and the pass that wanted it fails
+      ++stats_.failed_reads;
+      for (Wanted& want : wanted_) {
+        if (want.slot != s) continue;
+        want.error = status.WithContext(StrCat("routed expert ", slot.expert, " of MoE layer ", slot.layer));
+        want.slot = -1;
+      }
+      slot_of_.erase({slot.layer, slot.expert});
+      slot.state = SlotState::kEmpty;
+      slot.pins = 0;
+    }
+    --in_flight_;
+    landed_.notify_all();
+  }
+}
+
+Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  end = std::min(end, wanted_.size());
+  for (;;) {
+    bool waiting = false, loading = false;
+    for (size_t i = begin; i < end; ++i) {
+      Wanted& want = wanted_[i];
+      if (!want.error.ok()) return want.error;
+      if (want.handed_out) continue;
+      waiting = true;
+      if (want.slot < 0) continue;
+      if (slots_[want.slot].state == SlotState::kReady) {
+        want.handed_out = true;
+        ready.push_back(i);
+      } else {
+        loading = true;
+      }
+    }
+    if (!ready.empty() || !waiting || !wait) return Status::Ok();
+    if (!loading) {
+      Pump(lock);
+      bool assigned = false;
+      for (size_t i = begin; i < end; ++i) assigned |= !wanted_[i].handed_out && wanted_[i].slot >= 0;
+      if (!assigned) return InternalError("expert cache: every slot is held by experts of this pass not yet released");
+    }
+    landed_.wait(lock);
+  }
+}
+
+const FastMlpWeights& DiskExpertCache::Weights(size_t i) const { return slots_[wanted_[i].slot].weights; }
+
+void DiskExpertCache::Release(size_t i) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Wanted& want = wanted_[i];
+  if (want.released || want.slot < 0) return;
+  want.released = true;
+  --slots_[want.slot].pins;
+  Pump(lock);
+}
+
+void DiskExpertCache::End() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (int64_t s : read_queue_) {  // reads not started: drop them
+    Slot& slot = slots_[s];
+    slot_of_.erase({slot.layer, slot.expert});
+    slot.state = SlotState::kEmpty;
+    slot.pins = 0;
+    --in_flight_;
+    for (Wanted& want : wanted_) want.slot = want.slot == s ? -1 : want.slot;
+  }
+  read_queue_.clear();
+  landed_.wait(lock, [&] { return in_flight_ == 0; });
+  for (Wanted& want : wanted_) {
+    if (want.slot >= 0 && !want.released && slots_[want.slot].pins > 0) --slots_[want.slot].pins;
+  }
+  wanted_.clear();
+  pass_layer_ = -1;
+}
+
+Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
+  std::vector<const Expert*> experts;
+  for (const Layer& layer : layers_) {
+    for (const Expert& expert : layer.experts) experts.push_back(&expert);
+  }
+  const int threads = static_cast<int>(readers_.size());
+  const uint64_t per_thread = std::max<uint64_t>(max_bytes / threads, slot_bytes_);
+  std::vector<Status> errors(threads);
+  std::vector<uint64_t> bytes(threads, 0);
+  Stopwatch watch;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      void* buffer = std::aligned_alloc(kExtentAlignment, slot_bytes_);
+      if (buffer == nullptr) return void(errors[t] = ResourceExhausted("the read probe cannot allocate its buffer"));
+      uint64_t state = 0x9e3779b97f4a7c15ull * (t + 1);
+      while (bytes[t] < per_thread && errors[t].ok()) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;  // an LCG: reproducible spread of extents
+        const Expert& expert = *experts[(state >> 33) % experts.size()];
+        errors[t] = reader_->Read(expert.offset, std::span<uint8_t>(static_cast<uint8_t*>(buffer), expert.bytes));
+        bytes[t] += expert.bytes;
+      }
+      std::free(buffer);
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  const double seconds = watch.Seconds();
+  uint64_t total = 0;
+  for (int t = 0; t < threads; ++t) {
+    GLINT_RETURN_IF_ERROR(errors[t].WithContext("the expert read probe"));
+    total += bytes[t];
+  }
+  return total / seconds / 1e9;
+}
+
+ExpertCacheStats DiskExpertCache::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+void DiskExpertCache::ResetStats() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_ = ExpertCacheStats{};
+}
+
+}  // namespace glint

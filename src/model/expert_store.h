@@ -1,0 +1,143 @@
+// Where the fast MoE (model/fast_moe.cc) gets a routed expert's packed weights, and the disk-backed cache behind
+// `--expert-memory SIZE` (docs/expert-cache.md).
+//
+// Without a store every routed expert is resident (bound into the mapped container or converted buffers) and FastMoe
+// reads FastMoeWeights::experts directly: nothing changes. With a store, FastMoe asks for one layer pass's experts
+// as soon as the router has run, computes the shared expert and the resident ones first, then each missing expert
+// as it lands, and releases each when its products are done. The combine order (ascending expert id, shared last) is
+// unchanged, so the output is bit-identical whatever the store holds.
+//
+// The store decides only where an expert's bytes are; which experts a process holds at all (expert parallelism)
+// is a different layer that can sit in front of it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "io/extent_reader.h"
+#include "model/fast_weights.h"
+
+namespace glint {
+
+class ExpertStore {
+ public:
+  virtual ~ExpertStore() = default;
+  // Starts one MoE pass over `experts` (distinct, ascending) of `moe`; one pass at a time (Forward is serialised).
+  virtual Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) = 0;
+  // Appends to `ready` the indices (into Begin's list) in [begin, end) that are resident and not yet handed out;
+  // with `wait`, blocks until at least one is (unless all are handed out). Error: an expert in the range could not
+  // be read (the pass must fail; no partly read expert is ever handed out).
+  virtual Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) = 0;
+  // The weights of a handed-out expert; valid until Release(i) or End().
+  virtual const FastMlpWeights& Weights(size_t i) const = 0;
+  // The caller is done with expert i (its memory may be reused for another expert of the pass).
+  virtual void Release(size_t i) = 0;
+  // Ends the pass (also after an error): releases everything and waits for reads still in flight.
+  virtual void End() = 0;
+};
+
+// Cache counters since the start (or ResetStats).
+struct ExpertCacheStats {
+  int64_t hits = 0, misses = 0;
+  uint64_t bytes_read = 0;
+  double read_seconds = 0;  // summed over the reader threads
+  int64_t failed_reads = 0;
+};
+
+struct ExpertCacheOptions {
+  uint64_t budget_bytes = 0;  // RAM for cached experts (--expert-memory)
+  int readers = 4;            // reads in flight (pread threads)
+};
+
+// Routed experts read from the container's per-expert extents into a fixed set of equal slots, evicting the least
+// recently used unpinned slot. Thread-safe as far as the ExpertStore contract needs (one pass at a time, reads on
+// the reader threads).
+class DiskExpertCache final : public ExpertStore {
+ public:
+  // `weights` are bound to `container` (their expert views point into its mapping, which is never touched for
+  // routed experts); `reader` reads the container's file. Refuses a budget below one layer's top-k experts.
+  static Result<std::unique_ptr<DiskExpertCache>> Create(const FastWeights& weights, const ContainerFile& container,
+                                                         int64_t experts_per_token,
+                                                         std::unique_ptr<ExtentReader> reader,
+                                                         const ExpertCacheOptions& options);
+  ~DiskExpertCache() override;
+
+  Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) override;
+  Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) override;
+  const FastMlpWeights& Weights(size_t i) const override;
+  void Release(size_t i) override;
+  void End() override;
+
+  int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
+  uint64_t slot_bytes() const { return slot_bytes_; }
+  int64_t moe_layers() const { return static_cast<int64_t>(layers_.size()); }
+  uint64_t routed_bytes() const { return routed_bytes_; }  // all routed experts' extents, as on disk
+  bool direct() const { return reader_->direct(); }
+  ExpertCacheStats stats() const;
+  void ResetStats();
+  // The container's O_DIRECT read bandwidth in GB/s: up to `max_bytes` of expert extents (chosen pseudo-randomly,
+  // as misses are), read by as many threads as the cache has readers. Not counted in stats().
+  Result<double> ProbeReadGbps(uint64_t max_bytes) const;
+
+ private:
+  struct Expert {                    // one routed expert as stored
+    uint64_t offset = 0, bytes = 0;  // its extent
+    FastMlpWeights mapped;           // views into the container mapping (layouts; pointers rebased per slot)
+  };
+  struct Layer {
+    std::vector<Expert> experts;
+    const uint8_t* map_base = nullptr;  // the container mapping's first byte
+  };
+  enum class SlotState { kEmpty, kLoading, kReady };
+  struct Slot {
+    uint8_t* data = nullptr;
+    SlotState state = SlotState::kEmpty;
+    int64_t layer = -1, expert = -1;
+    int pins = 0;
+    uint64_t last_use = 0;
+    FastMlpWeights weights;  // views into data, when ready
+  };
+  struct Wanted {  // one expert of the current pass
+    int64_t expert = 0;
+    int64_t slot = -1;  // -1: not yet assigned a slot
+    bool handed_out = false, released = false;
+    Status error;
+  };
+
+  DiskExpertCache() = default;
+  void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
+  int64_t Victim() const;                         // an unpinned, not loading slot (LRU), or -1
+  void ReaderLoop();
+  static FastMlpWeights Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to);
+
+  std::vector<Layer> layers_;
+  std::map<const FastMoeWeights*, int64_t> layer_of_;
+  std::unique_ptr<ExtentReader> reader_;
+  uint64_t slot_bytes_ = 0, routed_bytes_ = 0;
+  std::unique_ptr<uint8_t, void (*)(void*)> memory_{nullptr, nullptr};
+  std::vector<Slot> slots_;
+  std::map<std::pair<int64_t, int64_t>, int64_t> slot_of_;  // (layer, expert) → slot holding or loading it
+
+  mutable std::mutex mutex_;
+  std::condition_variable landed_, queued_;
+  std::deque<int64_t> read_queue_;  // slots to read
+  int64_t in_flight_ = 0;           // queued or being read
+  bool stopping_ = false;
+  std::vector<std::thread> readers_;
+  uint64_t clock_ = 0;
+  int64_t pass_layer_ = -1;
+  std::vector<Wanted> wanted_;
+  std::map<int64_t, Status> slot_errors_;  // read failures of the pass, by slot
+  ExpertCacheStats stats_;
+};
+
+}  // namespace glint

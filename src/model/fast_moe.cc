@@ -1,0 +1,242 @@
+// The fast MoE sublayer (fast_layers.h): route, group rows by expert, products per expert, combine.
+//
+// Bit-identity whatever the expert store holds: each expert's products depend only on its own rows and weights, and
+// the combine runs after all of a wave's products in a fixed order (ascending expert id, shared expert last), so the
+// order in which experts are computed (resident first, then as they land from disk) never changes the output.
+#include <algorithm>
+
+#include "base/timer.h"
+#include "kernels/linear.h"
+#include "kernels/vector_ops.h"
+#include "model/expert_store.h"
+#include "model/fast_layers.h"
+
+namespace glint {
+namespace {
+
+// One expert's work in a pass: its rows, gathered.
+struct MoeJob {
+  const FastMlpWeights* layout;             // the bound weights: layouts (and the data when resident)
+  const FastMlpWeights* weights = nullptr;  // what the products read (set when the expert is resident)
+  std::vector<int64_t> rows = {};           // pass rows
+  std::vector<float> row_weights = {};      // routing weight per row
+  int64_t offset = 0;                       // first row of this job in the gathered wave buffers
+  QuantizedActivations input = {}, act = {};
+};
+
+std::vector<RouterChoice> Route(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+                                const std::function<const RouterChoice*(int64_t row)>& forced_of) {
+  const ModelConfig& c = ctx.config;
+  const int64_t num_experts = c.n_routed_experts;
+  float* logits = ctx.Buffer(kBufMoeLogits, n * num_experts);  // [n, E] fp32 logits from exact bf16 router weights
+  ctx.Linear(w.router, h, c.hidden_size, n, logits, num_experts);
+  std::vector<RouterChoice> routed(n);
+  for (int64_t t = 0; t < n; ++t) {
+    const RouterChoice* forced = forced_of ? forced_of(t) : nullptr;
+    if (forced != nullptr) {  // the fp32 path's experts, weighted by this path's own scores
+      routed[t].experts = forced->experts;
+      routed[t].weights = RouterWeights(logits + t * num_experts, forced->experts, c);
+      routed[t].margin = forced->margin;
+    } else {
+      routed[t] = RouteFromLogits(logits + t * num_experts, w.bias, c);
+    }
+  }
+  return routed;
+}
+
+// Jobs in ascending expert id (the accumulation order of HF's index_add_, §8.3), then the shared expert taking every
+// row. `expert_ids` gets the routed jobs' ids.
+std::vector<MoeJob> GroupByExpert(const FastMoeWeights& w, const std::vector<RouterChoice>& routed,
+                                  std::vector<int32_t>& expert_ids) {
+  const int64_t n = static_cast<int64_t>(routed.size());
+  std::vector<int64_t> job_of_expert(w.experts.size(), -1);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int32_t e : routed[t].experts) job_of_expert[e] = 0;
+  }
+  std::vector<MoeJob> jobs;
+  for (size_t e = 0; e < w.experts.size(); ++e) {
+    if (job_of_expert[e] < 0) continue;
+    job_of_expert[e] = static_cast<int64_t>(jobs.size());
+    jobs.push_back({&w.experts[e]});
+    expert_ids.push_back(static_cast<int32_t>(e));
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    for (size_t i = 0; i < routed[t].experts.size(); ++i) {
+      MoeJob& job = jobs[job_of_expert[routed[t].experts[i]]];
+      job.rows.push_back(t);
+      job.row_weights.push_back(routed[t].weights[i]);
+    }
+  }
+  for (const FastMlpWeights& shared : w.shared) {
+    MoeJob job{&shared, &shared};
+    for (int64_t t = 0; t < n; ++t) job.rows.push_back(t), job.row_weights.push_back(1.0f);
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
+}
+
+// Quantizes each job's input rows straight from h [n, D] (once per job, whatever the number of row tasks later).
+void QuantizeInputs(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t end, const float* h,
+                    int64_t total_rows) {
+  const int64_t d = ctx.config.hidden_size;
+  ctx.pool.RunIfWorthIt(static_cast<int64_t>(end - begin), total_rows * d, kMinParallelElements, [&](int64_t i, int) {
+    MoeJob& job = jobs[begin + i];
+    const Int8Layout layout = job.layout->gate_up.ActivationGrouping();
+    const int64_t rows = static_cast<int64_t>(job.rows.size()), padded = layout.padded_cols(), groups = layout.groups();
+    ActivationScratch& scratch = ctx.ExpertActivations(2 * (begin + i));
+    scratch.Reserve(rows, padded, groups);
+    for (int64_t r = 0; r < rows; ++r) {  // rows of h are scattered: quantize them one by one into place
+      ctx.i8.quantize(h + job.rows[r] * d, d, 1, layout.cols, layout.group, padded, scratch.codes() + r * padded,
+                      scratch.scales() + r * groups, scratch.bias_correction() + r * groups);
+    }
+    job.input = {rows, layout.cols, padded, layout.group, scratch.codes(), scratch.scales(), scratch.bias_correction()};
+  });
+}
+
+// One product phase of the jobs in `group`, in one parallel call: tasks are (job, row-block range), so each expert's
+// weights are read once for all of its rows, and experts spread over the threads.
+template <typename MatrixOf, typename InputOf>
+void RunPhase(FastContext& ctx, const std::vector<MoeJob>& jobs, std::span<const size_t> group, MatrixOf matrix_of,
+              InputOf input_of, float* outputs, int64_t stride) {
+  struct Task {
+    size_t job;
+    int64_t begin, end;
+  };
+  std::vector<Task> tasks;
+  for (size_t j : group) {
+    const PackedLinear& m = matrix_of(jobs[j]);
+    const int64_t rows = static_cast<int64_t>(jobs[j].rows.size());
+    ctx.weight_bytes_read += m.bytes();
+    ctx.int8_macs += static_cast<uint64_t>(m.rows() * m.cols() * rows);
+    const int64_t blocks = (m.rows() + kInt8RowBlock - 1) / kInt8RowBlock;
+    const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size(), kInt8RowBlock * m.cols() * rows);
+    for (int64_t b = 0; b < blocks; b += grain) tasks.push_back({j, b, std::min(blocks, b + grain)});
+  }
+  Stopwatch watch;
+  ctx.pool.Run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
+    const Task& task = tasks[i];
+    const MoeJob& job = jobs[task.job];
+    ctx.IntegerGemm(matrix_of(job), input_of(job), task.begin, task.end, outputs + job.offset * stride, stride);
+  });
+  ctx.int8_seconds += watch.Seconds();
+}
+
+// Scratch of one wave: [rows, 2·width] gate/up, [rows, width] activations, [rows, D] expert outputs.
+struct WaveBuffers {
+  float* gate_up;
+  float* act;
+  float* expert_out;
+  int64_t max_width;
+};
+
+// gate_up → SwiGLU → down for the jobs in `group` (their weights resident), outputs into the wave buffers.
+void RunExperts(FastContext& ctx, std::vector<MoeJob>& jobs, std::span<const size_t> group, const WaveBuffers& b) {
+  if (group.empty()) return;
+  const int64_t d = ctx.config.hidden_size, max_width = b.max_width;
+  RunPhase(
+      ctx, jobs, group, [](const MoeJob& job) -> const PackedLinear& { return job.weights->gate_up; },
+      [](const MoeJob& job) -> const QuantizedActivations& { return job.input; }, b.gate_up, 2 * max_width);
+  int64_t rows = 0;
+  for (size_t j : group) rows += static_cast<int64_t>(jobs[j].rows.size());
+  ctx.pool.RunIfWorthIt(
+      static_cast<int64_t>(group.size()), rows * max_width * 2, kMinParallelElements, [&](int64_t i, int) {
+        MoeJob& job = jobs[group[i]];
+        const int64_t width = job.layout->down.cols();
+        for (size_t r = 0; r < job.rows.size(); ++r) {
+          const float* row = b.gate_up + (job.offset + r) * 2 * max_width;
+          vec::SwiGlu(row, row + width, width, ctx.config.swiglu_limit, b.act + (job.offset + r) * max_width);
+        }
+        job.act = QuantizeActivations(ctx.i8, job.layout->down.ActivationGrouping(), b.act + job.offset * max_width,
+                                      max_width, static_cast<int64_t>(job.rows.size()),
+                                      ctx.ExpertActivations(2 * group[i] + 1));
+      });
+  RunPhase(
+      ctx, jobs, group, [](const MoeJob& job) -> const PackedLinear& { return job.weights->down; },
+      [](const MoeJob& job) -> const QuantizedActivations& { return job.act; }, b.expert_out, d);
+}
+
+// The products of wave [begin, end): everything at once when all is resident; with a store, the shared expert and
+// the resident experts first, then each group of experts that has landed, released as soon as it is done.
+Status RunWave(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t end, size_t routed_jobs,
+               const WaveBuffers& buffers) {
+  std::vector<size_t> group;
+  if (ctx.experts == nullptr) {
+    for (size_t j = begin; j < end; ++j) group.push_back(j);
+    RunExperts(ctx, jobs, group, buffers);
+    return Status::Ok();
+  }
+  for (size_t j = std::max(begin, routed_jobs); j < end; ++j) group.push_back(j);  // shared
+  const size_t routed_end = std::min(end, routed_jobs);
+  size_t handed_out = 0;
+  for (bool wait = false;; wait = true) {
+    std::vector<size_t> ready;
+    if (begin < routed_end) GLINT_RETURN_IF_ERROR(ctx.experts->NextReady(begin, routed_end, ready, wait));
+    for (size_t j : ready) jobs[j].weights = &ctx.experts->Weights(j);
+    group.insert(group.end(), ready.begin(), ready.end());
+    RunExperts(ctx, jobs, group, buffers);
+    for (size_t j : ready) ctx.experts->Release(j);
+    handed_out += ready.size();
+    group.clear();
+    if (begin >= routed_end || handed_out == routed_end - begin) return Status::Ok();
+  }
+}
+
+}  // namespace
+
+Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+               const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
+               std::vector<RouterChoice>* choices, int64_t* experts_active) {
+  const int64_t d = ctx.config.hidden_size;
+  std::vector<RouterChoice> routed = Route(ctx, w, h, n, forced_of);
+  std::vector<int32_t> expert_ids;
+  std::vector<MoeJob> jobs = GroupByExpert(w, routed, expert_ids);
+  const size_t routed_jobs = expert_ids.size();
+  if (experts_active != nullptr) *experts_active = static_cast<int64_t>(routed_jobs);
+  if (ctx.experts == nullptr) {
+    for (size_t j = 0; j < routed_jobs; ++j) jobs[j].weights = jobs[j].layout;
+  } else {
+    GLINT_RETURN_IF_ERROR(ctx.experts->Begin(w, expert_ids));  // every missing expert requested now
+  }
+  struct EndPass {
+    ExpertStore* store;
+    ~EndPass() {
+      if (store != nullptr) store->End();
+    }
+  } end_pass{ctx.experts};
+  int64_t max_width = 0;
+  for (const MoeJob& job : jobs) max_width = std::max(max_width, job.layout->down.cols());
+  std::fill(out, out + n * d, 0.0f);
+  ctx.ExpertActivations(2 * static_cast<int64_t>(jobs.size()) + 1);  // grown here, not inside parallel tasks
+  // Waves of whole jobs with at most kMoeWaveRows rows (a single job may exceed it alone).
+  for (size_t wave_begin = 0; wave_begin < jobs.size();) {
+    size_t wave_end = wave_begin;
+    int64_t total_rows = 0;
+    while (wave_end < jobs.size() &&
+           (wave_end == wave_begin || total_rows + static_cast<int64_t>(jobs[wave_end].rows.size()) <= kMoeWaveRows)) {
+      jobs[wave_end].offset = total_rows;
+      total_rows += static_cast<int64_t>(jobs[wave_end].rows.size());
+      ++wave_end;
+    }
+    const WaveBuffers buffers{ctx.Buffer(kBufMoeGateUp, total_rows * 2 * max_width),
+                              ctx.Buffer(kBufMoeAct, total_rows * max_width), ctx.Buffer(kBufMoeOut, total_rows * d),
+                              max_width};
+    QuantizeInputs(ctx, jobs, wave_begin, wave_end, h, total_rows);
+    GLINT_RETURN_IF_ERROR(RunWave(ctx, jobs, wave_begin, wave_end, routed_jobs, buffers));
+    // Combine per row, jobs in order (ascending expert id, shared last); rows split over the threads.
+    std::vector<std::vector<std::pair<int64_t, float>>> contributions(n);  // per output row: (wave row, weight)
+    for (size_t j = wave_begin; j < wave_end; ++j) {
+      for (size_t r = 0; r < jobs[j].rows.size(); ++r) {
+        contributions[jobs[j].rows[r]].push_back({jobs[j].offset + static_cast<int64_t>(r), jobs[j].row_weights[r]});
+      }
+    }
+    ctx.pool.RunIfWorthIt(n, total_rows * d, kMinParallelElements, [&](int64_t t, int) {
+      for (const auto& [row, weight] : contributions[t])
+        vec::Axpy(weight, buffers.expert_out + row * d, d, out + t * d);
+    });
+    wave_begin = wave_end;
+  }
+  if (choices != nullptr) *choices = std::move(routed);
+  return Status::Ok();
+}
+
+}  // namespace glint

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# --expert-memory (docs/expert-cache.md): logits bit-identical with every expert resident and with the routed experts
+# read from the container into caches of the minimum, a few and all experts; bad sizes refused with the minimum.
+set -euo pipefail
+glint=$1 data=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+for model in tiny-sparse tiny-dense; do
+  "$glint" convert --model "$data/golden/$model" --out "$tmp/$model" >/dev/null 2>&1
+  tokens="$data/golden/$model/tokens.json"
+  "$glint" score --fast --model "$tmp/$model" --tokens-file "$tokens" --dump-logits "$tmp/all.st" >/dev/null 2>&1
+  minimum=$("$glint" score --fast --model "$tmp/$model" --expert-memory 4K --tokens-file "$tokens" 2>&1 |
+            sed -n 's/.*at least \([0-9]*\) bytes.*/\1/p' || true)
+  [[ -n "$minimum" ]] || { echo "FAIL: $model: a 4K budget was not refused with the minimum"; exit 1; }
+  for budget in "$minimum" $((minimum * 3)) 1G; do
+    "$glint" score --fast --model "$tmp/$model" --expert-memory "$budget" --tokens-file "$tokens" \
+      --dump-logits "$tmp/cached.st" >/dev/null 2>&1
+    cmp -s "$tmp/all.st" "$tmp/cached.st" || { echo "FAIL: $model: logits differ with --expert-memory $budget"; exit 1; }
+  done
+done
+for bad in 12Q 1.5G -3 0; do
+  if "$glint" score --fast --model "$tmp/tiny-sparse" --expert-memory "$bad" --tokens-file \
+       "$data/golden/tiny-sparse/tokens.json" >"$tmp/out" 2>&1; then
+    echo "FAIL: --expert-memory $bad accepted"; exit 1
+  fi
+  grep -q -- "--expert-memory" "$tmp/out" || { echo "FAIL: --expert-memory $bad: no message naming the flag"; cat "$tmp/out"; exit 1; }
+done
+echo "expert_memory: ok"
