@@ -1,6 +1,11 @@
-# Turns a text file into a C++ source defining `std::string_view glint::plan::<SYMBOL>()` that returns the file's
-# contents, so the binary carries its data files (hardware catalogue, release config) and needs no path at run time.
-# Usage: cmake -DINPUT=file -DOUTPUT=file.cc -DSYMBOL=Name -P EmbedText.cmake
+# Turns a text file into a C++ source defining `std::string_view glint::<NAMESPACE>::<SYMBOL>()` that returns
+# the file's contents, so the binary carries its data files (hardware catalogue, release config, the web UI) and needs
+# no path at run time.
+# Usage: cmake -DINPUT=file -DOUTPUT=file.cc -DSYMBOL=Name [-DNAMESPACE=server] -P EmbedText.cmake
+# (NAMESPACE is the part after glint::, plan by default.)
+if(NOT DEFINED NAMESPACE)
+  set(NAMESPACE plan)
+endif()
 file(READ "${INPUT}" text)
 set(delimiter "glint_embedded")
 string(FIND "${text}" ")${delimiter}\"" clash)
@@ -11,12 +16,12 @@ file(WRITE "${OUTPUT}.tmp"
 "// Generated from ${INPUT} by cmake/EmbedText.cmake. Do not edit.
 #include <string_view>
 
-namespace glint::plan {
+namespace glint::${NAMESPACE} {
 std::string_view ${SYMBOL}() {
   static constexpr char kText[] = R\"${delimiter}(${text})${delimiter}\";
   return {kText, sizeof(kText) - 1};
 }
-}  // namespace glint::plan
+}  // namespace glint::${NAMESPACE}
 ")
 file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
 file(REMOVE "${OUTPUT}.tmp")

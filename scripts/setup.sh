@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev          # JSON (io/, server/), CLI, tokenizer regex
   libxxhash-dev libhwy-dev libcpp-httplib-dev           # prefix-cache hashes, SIMD, HTTP
   gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
+  chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
 )
 
 missing=()

@@ -39,6 +39,7 @@ struct ServeFlags {
   double shutdown_timeout = 30;
   bool no_request_log = false;
   bool log_prompts = false;
+  bool no_webui = false;
   EngineFlags engine;
 };
 
@@ -138,6 +139,7 @@ Status Serve(ServeFlags flags) {
   options.shutdown_grace_seconds = flags.shutdown_timeout;
   options.log_requests = !flags.no_request_log;
   options.log_prompts = flags.log_prompts;
+  options.webui = !flags.no_webui;
   options.policy.default_sampling.temperature = generation.do_sample ? generation.temperature : 0.0f;
   options.policy.default_sampling.top_p = generation.top_p;
   options.policy.default_sampling.top_k = generation.top_k;
@@ -147,6 +149,7 @@ Status Serve(ServeFlags flags) {
   GLINT_RETURN_IF_ERROR(server.Bind());
   LogInfo("serving ", options.model_names[0], " on http://", flags.host, ":", server.port(),
           flags.api_key.empty() ? "" : " (API key required)");
+  if (options.webui) LogInfo("chat page: open http://", flags.host, ":", server.port(), "/ in a browser");
   std::fflush(stderr);
   Status status;
   {
@@ -192,6 +195,7 @@ GLINT_REGISTER_COMMAND(
           ->capture_default_str();
       command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
       command.add_flag("--log-prompts", flags->log_prompts, "log prompt text (off by default: prompts are private)");
+      command.add_flag("--no-webui", flags->no_webui, "do not serve the chat page at / (docs/webui.md)");
       AddEngineFlags(command, flags->engine);
       return [flags] { return Serve(*flags); };
     });

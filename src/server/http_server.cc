@@ -13,6 +13,7 @@
 #include "server/connection.h"
 #include "server/generation_session.h"
 #include "server/response_format.h"
+#include "server/webui.h"
 #include "tokenizer/utf8.h"
 
 namespace glint::server {
@@ -69,6 +70,11 @@ class HttpClient final : public ClientConnection {
   httplib::DataSink* sink_;
   int socket_;
 };
+
+void ServeWebAsset(const WebAsset& asset, httplib::Response& res) {
+  for (const auto& [name, value] : WebAssetHeaders()) res.set_header(std::string(name), std::string(value));
+  res.set_content(asset.body.data(), asset.body.size(), std::string(asset.content_type));
+}
 
 int SocketOf(const httplib::Request& req) {
   return FindConnectionSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
@@ -235,6 +241,13 @@ class HttpServer::Impl {
                                StrCat("the request headers are ", header_bytes, " bytes; at most ",
                                       options_.max_header_bytes, " are accepted"),
                                "", "headers_too_large"});
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // The chat page (webui.h) needs no API key: it is the same for everyone and asks for the key itself.
+    const bool read = req.method == "GET" || req.method == "HEAD";
+    if (const WebAsset* asset = options_.webui && read ? FindWebAsset(req.path) : nullptr) {
+      ServeWebAsset(*asset, res);
+      Count(std::string(asset->path), 200);
       return httplib::Server::HandlerResponse::Handled;
     }
     AddCors(req, res);

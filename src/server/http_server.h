@@ -35,6 +35,7 @@ struct ServerOptions {
   double shutdown_grace_seconds = 30;  // SIGTERM: in-flight requests get this long, then they are cancelled
   bool log_requests = true;            // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
+  bool webui = true;  // the chat page at / (webui.h); --no-webui turns it off
   RequestPolicy policy;
   jinja::RenderLimits template_limits;
 };
