@@ -9,9 +9,10 @@
 //
 // Tiles: C tmm0..tmm3 = (token tile m, row block n) at tmm(2m + n); A tmm4, tmm5 = token tiles 0, 1 (up to 16
 // tokens each); B tmm6, tmm7 = row blocks 0, 1. A 32-token × 32-row step loads 2 A and 2 B tiles for 4
-// multiplies. After each K-group the four C tiles go to a 4 KiB buffer and AVX-512 applies the same fp32 epilogue
-// as the VNNI kernels (gemm_tile_avx512.h): y += float(C − 128·Σx) · (s_w · s_x), the first group storing.
-// The tile unit and the vector ports are separate, so the next group's multiplies overlap this group's epilogue.
+// multiplies. The C tiles of a K-group start from −128·Σx (the bias correction done by the tile unit), and after
+// the group they go to a 4 KiB buffer where AVX-512 applies the VNNI kernels' fp32 epilogue (gemm_tile_avx512.h):
+// y += float(C) · (s_w · s_x), the first group storing. The tile unit and the vector ports are separate, so the
+// next group's multiplies overlap this group's epilogue.
 // GCC 12 reports its own AVX-512 intrinsics (the _mm*_undefined_* idiom) as maybe-uninitialized: GCC bug 105593.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 
+#include "base/aligned_buffer.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/gemm_i8.h"
 
@@ -37,10 +39,6 @@ GLINT_TARGET_AMX inline void TileLoad(const void* base, int64_t stride) {
 template <int T>
 GLINT_TARGET_AMX inline void TileStore(void* base, int64_t stride) {
   asm volatile("tilestored %%tmm%c2, (%0,%1,1)" : : "r"(base), "r"(stride), "n"(T) : "memory");
-}
-template <int T>
-GLINT_TARGET_AMX inline void TileZero() {
-  asm volatile("tilezero %%tmm%c0" : : "n"(T));
 }
 // C += A · B, A signed and B unsigned bytes.
 template <int C, int A, int B>
@@ -66,20 +64,23 @@ GLINT_TARGET_AMX void ConfigureTiles(int tokens0, int tokens1, int k_step) {
 }
 
 struct GroupSpan {
-  const uint8_t* w;     // row block b's codes at the group's first k
-  int64_t block_bytes;  // to row block b + 1
-  const int8_t* x;      // token t0's codes at the group's first k
-  int64_t x_stride;     // to token t0 + 1
+  const uint8_t* w;      // row block b's codes at the group's first k
+  int64_t block_bytes;   // to row block b + 1
+  const int8_t* x;       // token t0's codes at the group's first k
+  int64_t x_stride;      // to token t0 + 1
+  const int32_t* start;  // the group's starting C tiles [MT][16 tokens][16 rows]: row i = −128·Σx of token i
   int steps, k_step;
 };
 
-// The int32 sums of one K-group for MT token tiles × NB row blocks into c [2m + n][16 tokens][16 rows].
+// The corrected int32 sums of one K-group for MT token tiles × NB row blocks into c [2m + n][16 tokens][16 rows].
+// The C tiles start from −128·Σx instead of zero, so the tile unit applies the bias correction (int32, exact)
+// and the epilogue is left with the fp32 scaling.
 template <int MT, int NB>
 GLINT_TARGET_AMX void GroupProducts(const GroupSpan& s, int32_t* c) {
-  TileZero<kC>();
-  if constexpr (NB == 2) TileZero<kC + 1>();
-  if constexpr (MT == 2) TileZero<kC + 2>();
-  if constexpr (MT == 2 && NB == 2) TileZero<kC + 3>();
+  TileLoad<kC>(s.start, 64);
+  if constexpr (NB == 2) TileLoad<kC + 1>(s.start, 64);
+  if constexpr (MT == 2) TileLoad<kC + 2>(s.start + 256, 64);
+  if constexpr (MT == 2 && NB == 2) TileLoad<kC + 3>(s.start + 256, 64);
   for (int step = 0; step < s.steps; ++step) {
     const int64_t k = int64_t{step} * s.k_step;
     TileLoad<kA>(s.x + k, s.x_stride);
@@ -105,77 +106,135 @@ GLINT_TARGET_AMX void Products(int mt, int nb, const GroupSpan& s, int32_t* c) {
   }
 }
 
-// One C tile (`tokens` tokens from t × the 16 rows of row block b) of group g: y += float(C − correction) ·
-// (s_w · s_x) into y's existing rows, or (sums != nullptr) the corrected int32 sums into the group_sums layout.
-struct EpilogueArgs {
-  const QuantizedActivations* x;
-  const float* w_scales;  // row block b's 16 scales of group g
-  int64_t t, g;
-  int tokens;
-  __mmask16 rows;
-  float* y;  // token t, row 16·b
-  int64_t y_stride;
-  int32_t* sums;  // token t, row 16·(b − block_begin), group g; token stride sums_stride
-  int64_t sums_stride;
-};
-
-GLINT_TARGET_AMX void Epilogue(const EpilogueArgs& a, const int32_t* c) {
-  const int64_t groups = a.x->groups();
-  const __m512 w_scale = _mm512_loadu_ps(a.w_scales);
-  for (int i = 0; i < a.tokens; ++i) {
-    const int64_t tg = (a.t + i) * groups + a.g;
-    const __m512i corrected =
-        _mm512_sub_epi32(_mm512_load_si512(c + 16 * i), _mm512_set1_epi32(a.x->bias_correction[tg]));
-    if (a.sums != nullptr) {
-      alignas(64) int32_t lanes[16];
-      _mm512_store_si512(lanes, corrected);
-      for (int lane = 0; lane < 16; ++lane) a.sums[i * a.sums_stride + lane * groups] = lanes[lane];
-      continue;
-    }
-    float* out = a.y + i * a.y_stride;
-    const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(a.x->scales[tg]));
-    const __m512 previous = a.g == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(a.rows, out);
-    _mm512_mask_storeu_ps(out, a.rows, _mm512_fmadd_ps(_mm512_cvtepi32_ps(corrected), scale, previous));
+// acc += float(C) · (s_w · s_x) for one C tile (`tokens` tokens × one row block) of one group; acc [16][16] is
+// the tile's fp32 sums, the first group stores. fmadd onto +0 in the first group, as the VNNI epilogue, keeps the
+// bits equal. (The sums stay in this contiguous 1 KiB until the last group: y's rows are a whole matrix row apart,
+// often a multiple of 4 KiB, so 16-32 of them fall into one L1 set and would miss on every group.)
+template <bool kFirst>
+GLINT_TARGET_AMX void ScaleInto(const int32_t* c, int tokens, const float* x_scales, int64_t groups,
+                                const float* w_scales, float* acc) {
+  const __m512 w_scale = _mm512_loadu_ps(w_scales);
+  for (int i = 0; i < tokens; ++i) {
+    const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(x_scales[i * groups]));
+    const __m512 sums = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i));
+    const __m512 previous = kFirst ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * i);
+    _mm512_store_ps(acc + 16 * i, _mm512_fmadd_ps(sums, scale, previous));
   }
 }
 
-// Token pairs (32 tokens) outer, so the tile shape is configured once per pair; row-block pairs inner, each
-// pair's weights (32 rows × K) staying in L2 while the groups pass; then the K-groups.
-GLINT_TARGET_AMX void Run(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                          int64_t block_end, float* y, int64_t y_stride, int32_t* sums) {
-  const int64_t groups = x.groups(), block_bytes = w.layout.block_code_bytes();
-  const int k_step = KStep(x.group);
-  const int64_t sums_rows = (block_end - block_begin) * 16;
-  alignas(64) int32_t c[4 * 256];
-  for (int64_t t0 = 0; t0 < x.tokens; t0 += 2 * kTileTokens) {
-    const int tokens0 = static_cast<int>(std::min<int64_t>(kTileTokens, x.tokens - t0));
-    const int tokens1 = static_cast<int>(std::clamp<int64_t>(x.tokens - t0 - kTileTokens, 0, kTileTokens));
-    ConfigureTiles(tokens0, tokens1, k_step);
-    const int mt = tokens1 > 0 ? 2 : 1;
-    for (int64_t b = block_begin; b < block_end; b += 2) {
-      const int nb = static_cast<int>(std::min<int64_t>(2, block_end - b));
-      for (int64_t g = 0; g < groups; ++g) {
-        const GroupSpan span{w.BlockCodes(b) + 16 * g * x.group, block_bytes, x.codes + t0 * x.padded_cols + g * x.group,
-                             x.padded_cols, static_cast<int>(x.group / k_step), k_step};
-        Products(mt, nb, span, c);
-        for (int m = 0; m < mt; ++m) {
-          for (int n = 0; n < nb; ++n) {
-            const int64_t block = b + n, t = t0 + m * kTileTokens;
-            const int64_t rows = std::min<int64_t>(16, w.layout.rows - block * 16);
-            EpilogueArgs a{&x, w.BlockScales(block) + g * 16, t, g, m == 0 ? tokens0 : tokens1,
-                           static_cast<__mmask16>((1u << rows) - 1), nullptr, y_stride, nullptr, sums_rows * groups};
-            if (sums != nullptr) {
-              a.sums = sums + (t * sums_rows + (block - block_begin) * 16) * groups + g;
-            } else {
-              a.y = y + t * y_stride + block * 16;
-            }
-            Epilogue(a, c + (2 * m + n) * 256);
-          }
+// One call's walk: token pairs (32 tokens) outer, so the tile shape is configured once per pair; row-block pairs
+// inner, each pair's weights (32 rows × K) staying in L2 while the groups pass; then the K-groups, whose C tiles
+// alternate between two buffers so that group g's epilogue reads stores the tile unit finished a group earlier
+// (reading a `tilestored` result at once stalls on the store) while group g + 1 multiplies.
+class TileWalk {
+ public:
+  GLINT_TARGET_AMX TileWalk(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+           float* y, int64_t y_stride, int32_t* sums)
+      : w_(w), x_(x), block_begin_(block_begin), block_end_(block_end), y_(y), y_stride_(y_stride), sums_(sums),
+        groups_(x.groups()), k_step_(KStep(x.group)) {}
+
+  GLINT_TARGET_AMX void Run() {
+    for (t0_ = 0; t0_ < x_.tokens; t0_ += 2 * kTileTokens) {
+      tokens_[0] = static_cast<int>(std::min<int64_t>(kTileTokens, x_.tokens - t0_));
+      tokens_[1] = static_cast<int>(std::clamp<int64_t>(x_.tokens - t0_ - kTileTokens, 0, kTileTokens));
+      ConfigureTiles(tokens_[0], tokens_[1], k_step_);
+      FillStartTiles();
+      for (int64_t b = block_begin_; b < block_end_; b += 2) {
+        RowPair(b, static_cast<int>(std::min<int64_t>(2, block_end_ - b)));
+      }
+    }
+    ReleaseTiles();
+  }
+
+ private:
+  // start_ [groups][2 token tiles][16 tokens][16 rows] = −128·Σx of the token, the C tiles' starting values.
+  GLINT_TARGET_AMX void FillStartTiles() {
+    thread_local AlignedBuffer buffer;
+    const size_t bytes = static_cast<size_t>(groups_) * 2 * 256 * 4;
+    if (buffer.size() < bytes) buffer = AlignedBuffer(bytes);
+    start_ = buffer.As<int32_t>();
+    for (int64_t g = 0; g < groups_; ++g) {
+      for (int m = 0; m < 2; ++m) {
+        for (int i = 0; i < tokens_[m]; ++i) {
+          const int32_t correction = x_.bias_correction[(t0_ + m * kTileTokens + i) * groups_ + g];
+          _mm512_store_si512(start_ + (g * 2 + m) * 256 + 16 * i, _mm512_set1_epi32(-correction));
         }
       }
     }
   }
-  ReleaseTiles();
+
+  GLINT_TARGET_AMX void RowPair(int64_t b, int nb) {
+    const int mt = tokens_[1] > 0 ? 2 : 1;
+    for (int64_t g = 0; g < groups_; ++g) {
+      const GroupSpan span{w_.BlockCodes(b) + 16 * g * x_.group, w_.layout.block_code_bytes(),
+                           x_.codes + t0_ * x_.padded_cols + g * x_.group, x_.padded_cols, start_ + g * 512,
+                           static_cast<int>(x_.group / k_step_), k_step_};
+      Products(mt, nb, span, c_ + (g & 1) * 1024);
+      if (g > 0) Finish(b, mt, nb, g - 1);
+    }
+    Finish(b, mt, nb, groups_ - 1);
+  }
+
+  GLINT_TARGET_AMX void Finish(int64_t b, int mt, int nb, int64_t g) {
+    const int32_t* c = c_ + (g & 1) * 1024;
+    for (int m = 0; m < mt; ++m) {
+      for (int n = 0; n < nb; ++n) {
+        const int32_t* tile = c + (2 * m + n) * 256;
+        const int64_t block = b + n, t = t0_ + m * kTileTokens;
+        if (sums_ != nullptr) {
+          CopySums(tile, tokens_[m], t, block, g);
+          continue;
+        }
+        const float* x_scales = x_.scales + t * groups_ + g;
+        const float* w_scales = w_.BlockScales(block) + g * 16;
+        float* acc = acc_ + (2 * m + n) * 256;
+        if (g == 0) {
+          ScaleInto<true>(tile, tokens_[m], x_scales, groups_, w_scales, acc);
+        } else {
+          ScaleInto<false>(tile, tokens_[m], x_scales, groups_, w_scales, acc);
+        }
+        if (g == groups_ - 1) Store(acc, tokens_[m], t, block);
+      }
+    }
+  }
+
+  // The finished sums of one C tile into y's rows that exist.
+  GLINT_TARGET_AMX void Store(const float* acc, int tokens, int64_t t, int64_t block) {
+    const int64_t rows = std::min<int64_t>(16, w_.layout.rows - block * 16);
+    const __mmask16 mask = static_cast<__mmask16>((1u << rows) - 1);
+    for (int i = 0; i < tokens; ++i) {
+      _mm512_mask_storeu_ps(y_ + (t + i) * y_stride_ + block * 16, mask, _mm512_load_ps(acc + 16 * i));
+    }
+  }
+
+  // The group_sums layout: sums [tokens, (block_end − block_begin)·16, groups].
+  GLINT_TARGET_AMX void CopySums(const int32_t* tile, int tokens, int64_t t, int64_t block, int64_t g) {
+    const int64_t rows = (block_end_ - block_begin_) * 16;
+    for (int i = 0; i < tokens; ++i) {
+      for (int lane = 0; lane < 16; ++lane) {
+        sums_[((t + i) * rows + (block - block_begin_) * 16 + lane) * groups_ + g] = tile[16 * i + lane];
+      }
+    }
+  }
+
+  const Int8MatrixView& w_;
+  const QuantizedActivations& x_;
+  const int64_t block_begin_, block_end_;
+  float* const y_;
+  const int64_t y_stride_;
+  int32_t* const sums_;
+  const int64_t groups_;
+  const int k_step_;
+  int64_t t0_ = 0;
+  int tokens_[2] = {0, 0};
+  int32_t* start_ = nullptr;
+  alignas(64) int32_t c_[2 * 4 * 256];  // two groups' C tiles
+  alignas(64) float acc_[4 * 256];      // the fp32 sums of the four C tiles over the groups so far
+};
+
+GLINT_TARGET_AMX void Run(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
+                          int64_t block_end, float* y, int64_t y_stride, int32_t* sums) {
+  TileWalk(w, x, block_begin, block_end, y, y_stride, sums).Run();
 }
 
 void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
