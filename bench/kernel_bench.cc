@@ -5,7 +5,8 @@
 //
 // Counters: GB/s = weight bytes streamed per second (codes + scales); bw = GB/s ÷ triad bandwidth at the same
 // thread count; GOPS = 2 · rows · cols · tokens per second; peak = GOPS ÷ the VNNI loop's GOPS at the same thread
-// count. Decode shapes (1–16 tokens) are judged by bw, prefill shapes (hundreds of tokens) by peak.
+// count (÷ the AMX loop's for isa:3, the AMX level, and isa:4, its tiles at every token count). Decode shapes
+// (1–16 tokens) are judged by bw, prefill shapes (hundreds of tokens) by peak.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -39,7 +40,17 @@ WorkerPool& Pool(int threads) {
 }
 
 double TriadFor(int threads) { return threads == 1 ? g_limits.triad_gbps_one_thread : g_limits.triad_gbps_all_threads; }
-double PeakFor(int threads) { return threads == 1 ? g_limits.int8_gops_one_thread : g_limits.int8_gops_all_threads; }
+// The int8 peak a product is judged by: the AMX loop's for the AMX level, the VNNI loop's otherwise.
+double PeakFor(int threads, Isa isa) { return Int8PeakFor(g_limits, isa, threads == 1); }
+
+// The `isa` argument value that runs the AMX tile kernel at every token count (the AMX level's table hands products
+// of fewer than kAmxMinTokens tokens to VNNI): the Threshold benchmarks compare it with avx512 to measure R.
+constexpr int kAmxTilesAlways = 4;
+const Int8Kernels& AmxTilesAlways() {
+  static const Int8Kernels kernels{GetInt8Kernels(Isa::kAmx).quantize, internal::Int8GemmAmxTiles,
+                                   internal::Int8GroupSumsAmxTiles};
+  return kernels;
+}
 
 // Random codes and scales: the kernels' speed does not depend on the values.
 Int8Matrix RandomInt8(int64_t rows, int64_t cols, int64_t group) {
@@ -66,7 +77,8 @@ std::vector<float> RandomActivations(int64_t n) {
 void BM_LinearI8(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
-  const Isa isa = static_cast<Isa>(state.range(4));
+  const bool tiles_always = state.range(4) == kAmxTilesAlways;
+  const Isa isa = tiles_always ? Isa::kAmx : static_cast<Isa>(state.range(4));
   const int64_t group = state.range(5);
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported");
@@ -88,7 +100,7 @@ void BM_LinearI8(benchmark::State& state) {
   std::vector<float> y(tokens * rows);
   ActivationScratch scratch;
   WorkerPool& pool = Pool(threads);
-  const Int8Kernels& kernels = GetInt8Kernels(isa);
+  const Int8Kernels& kernels = tiles_always ? AmxTilesAlways() : GetInt8Kernels(isa);
   for (auto _ : state) {
     LinearI8(pool, kernels, matrices[next].view(), x.data(), cols, tokens, y.data(), rows, scratch);
     next = (next + 1) % matrices.size();
@@ -98,7 +110,7 @@ void BM_LinearI8(benchmark::State& state) {
   const double ops = 2.0 * rows * cols * tokens;
   state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["GOPS"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(std::string(IsaName(isa)));
+  state.SetLabel(tiles_always ? "amx tiles at every token count" : std::string(IsaName(isa)));
 }
 
 // Int4 experts (W4A8, gemm_i4.h) at the expert shapes: gate+up [4096, 4096] and down [4096, 2048]. Args: rows,
@@ -175,6 +187,21 @@ void DecodeArgs(benchmark::internal::Benchmark* b) {
   // Group size and ISA comparisons on one shape.
   for (int64_t group : {32, 64, 256}) b->Args({4096, 4096, 1, all, static_cast<int>(Isa::kAvx512), group});
   b->Args({4096, 4096, 1, all, static_cast<int>(Isa::kAvx2), 128});
+  // The AMX level on the batched-decode shapes (16 tokens: one 16-token tile).
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {24576, 4096}}) {
+    for (int64_t tokens : {4, 16}) b->Args({rows, cols, tokens, all, static_cast<int>(Isa::kAmx), 128});
+  }
+}
+
+// R, the token count from which the AMX tiles beat VNNI (kAmxMinTokens): both at 1–64 tokens on a weight that
+// streams from memory (gate+up) and on one that stays in L2 (an expert's down share).
+void ThresholdArgs(benchmark::internal::Benchmark* b) {
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {512, 2048}}) {
+    for (int64_t tokens : {1, 2, 4, 6, 8, 12, 16, 24, 32, 64}) {
+      for (int isa : {static_cast<int>(Isa::kAvx512), kAmxTilesAlways}) b->Args({rows, cols, tokens, all, isa, 128});
+    }
+  }
 }
 
 void PrefillArgs(benchmark::internal::Benchmark* b) {
@@ -185,9 +212,18 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   for (int64_t group : {32, 64, 256}) b->Args({4096, 4096, 512, all, static_cast<int>(Isa::kAvx512), group});
   b->Args({4096, 4096, 64, all, static_cast<int>(Isa::kAvx512), 128});  // one expert's share of a prefill
   b->Args({4096, 4096, 512, all, static_cast<int>(Isa::kAvx2), 128});
+  // AMX against AVX-512 on the same shapes, and at the 4,096-token prompt.
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 2048}, {24576, 4096}, {4096, 8192}}) {
+    for (int threads : {1, all}) b->Args({rows, cols, 512, threads, static_cast<int>(Isa::kAmx), 128});
+  }
+  b->Args({4096, 4096, 64, all, static_cast<int>(Isa::kAmx), 128});
+  for (int isa : {static_cast<int>(Isa::kAvx512), static_cast<int>(Isa::kAmx)}) {
+    b->Args({4096, 4096, 4096, all, isa, 128});
+  }
 }
 
 BENCHMARK(BM_LinearI8)->Name("Decode/LinearI8")->Apply(DecodeArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
+BENCHMARK(BM_LinearI8)->Name("Threshold/LinearI8")->Apply(ThresholdArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
 BENCHMARK(BM_LinearI8)->Name("Prefill/LinearI8")->Apply(PrefillArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
 
 // bf16 weights × fp32 activations (router, indexer, KDA gates). Args: rows, cols, tokens, threads.
@@ -279,14 +315,21 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (Run& run : with_ratios) {
       const int threads = ThreadsOf(run.benchmark_name());
       if (run.counters.count("GB/s")) run.counters["bw"] = benchmark::Counter(run.counters["GB/s"].value / TriadFor(threads));
-      if (run.counters.count("GOPS") && PeakFor(threads) > 0) {
-        run.counters["peak"] = benchmark::Counter(run.counters["GOPS"].value / PeakFor(threads));
+      const double peak = PeakFor(threads, IsaOf(run.benchmark_name()));
+      if (run.counters.count("GOPS") && peak > 0) {
+        run.counters["peak"] = benchmark::Counter(run.counters["GOPS"].value / peak);
       }
     }
     ConsoleReporter::ReportRuns(with_ratios);
   }
 
  private:
+  // The isa argument of the run's name (amx tiles count as amx); benchmarks without one are judged by VNNI.
+  static Isa IsaOf(const std::string& name) {
+    const auto at = name.find("isa:");
+    const int isa = at == std::string::npos ? static_cast<int>(Isa::kAvx512) : std::atoi(name.c_str() + at + 4);
+    return isa == kAmxTilesAlways || isa == static_cast<int>(Isa::kAmx) ? Isa::kAmx : Isa::kAvx512;
+  }
   static int ThreadsOf(const std::string& name) {
     const auto at = name.find("threads:");
     return at == std::string::npos ? 1 : std::atoi(name.c_str() + at + 8);
@@ -302,9 +345,11 @@ int main(int argc, char** argv) {
   const int all = static_cast<int>(std::thread::hardware_concurrency());
   g_limits = MeasureMachineLimits(Pool(all));
   std::printf("machine limits (%d threads): triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), "
-              "int8 VNNI peak %.0f GOPS (1 thread %.0f)\n",
+              "int8 VNNI peak %.0f GOPS (1 thread %.0f), AMX int8 peak %.0f GOPS (1 thread %.0f)%s%s\n",
               all, g_limits.triad_gbps_all_threads, g_limits.triad_gbps_one_thread, g_limits.read_gbps_all_threads,
-              g_limits.read_gbps_one_thread, g_limits.int8_gops_all_threads, g_limits.int8_gops_one_thread);
+              g_limits.read_gbps_one_thread, g_limits.int8_gops_all_threads, g_limits.int8_gops_one_thread,
+              g_limits.amx_int8_gops_all_threads, g_limits.amx_int8_gops_one_thread,
+              IsaSupported(Isa::kAmx) ? "" : ": no AMX, ", std::string(AmxUnavailableReason()).c_str());
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

@@ -1,8 +1,10 @@
 // glint bench-model: end-to-end figures of the fast path on a model directory, each beside this machine's limits
 // measured in the same run (docs/performance.md explains the figures and the targets they are judged by):
-//   machine   triad and read bandwidth, int8 VNNI peak (one thread and all threads)
+//   machine   triad and read bandwidth, int8 VNNI peak and (where the CPU has it) AMX int8 peak (one thread and
+//             all threads)
 //   load      time and GB/s to load the weights (a `glint convert` container maps with no conversion)
-//   prefill   tokens/s for each prompt length; GOPS of the int8 products and their ratio to the VNNI peak
+//   prefill   tokens/s for each prompt length; GOPS of the int8 products and their ratio to the peak of the kernel
+//             level (AMX at --isa amx, VNNI otherwise)
 //   decode    tokens/s at each batch size; weight bytes streamed per step and their ratio to the triad bandwidth;
 //             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth
 //   memory    peak RSS against 1.1 × weight bytes + caches
@@ -22,6 +24,7 @@
 #include "cli/command.h"
 #include "cli/model_flags.h"
 #include "cli/progress_bar.h"
+#include "kernels/gemm_i8.h"
 #include "kernels/machine_limits.h"
 #include "model/fast_model.h"
 
@@ -132,9 +135,17 @@ Status RunBenchModel(const BenchFlags& flags) {
   probe.array_bytes = flags.probe_mib << 20;
   const MachineLimits limits = MeasureMachineLimits(pool, probe);
   std::printf("   triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), int8 VNNI peak %.0f GOPS "
-              "(1 thread %.0f)\n",
+              "(1 thread %.0f)",
               limits.triad_gbps_all_threads, limits.triad_gbps_one_thread, limits.read_gbps_all_threads,
               limits.read_gbps_one_thread, limits.int8_gops_all_threads, limits.int8_gops_one_thread);
+  if (IsaSupported(Isa::kAmx)) {
+    std::printf(", AMX int8 peak %.0f GOPS (1 thread %.0f)\n", limits.amx_int8_gops_all_threads,
+                limits.amx_int8_gops_one_thread);
+  } else {
+    std::printf("; no AMX: %s\n", std::string(AmxUnavailableReason()).c_str());
+  }
+  const double int8_peak = Int8PeakFor(limits, options.isa, /*one_thread=*/false);
+  const char* peak_name = options.isa == Isa::kAmx ? "AMX" : "VNNI";
   const double bandwidth = limits.triad_gbps_all_threads * 1e9;
   ResetPeakRss();  // the probes' buffers (≈1 GB) are not the model's
 
@@ -175,9 +186,9 @@ Status RunBenchModel(const BenchFlags& flags) {
       int8_share.push_back(stats.int8_seconds / seconds.back());
     }
     const double s = Median(seconds), g = Median(gops);
-    std::printf("== prefill %lld tokens: %.2f s = %.1f tokens/s; int8 products %.0f GOPS = %.0f%% of the VNNI peak "
+    std::printf("== prefill %lld tokens: %.2f s = %.1f tokens/s; int8 products %.0f GOPS = %.0f%% of the %s peak "
                 "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
-                static_cast<long long>(prompt), s, prompt / s, g, 100 * g / limits.int8_gops_all_threads,
+                static_cast<long long>(prompt), s, prompt / s, g, 100 * g / int8_peak, peak_name,
                 100 * Median(int8_share), 100 * Median(cpu_share), flags.repetitions);
   }
 
@@ -257,7 +268,10 @@ GLINT_REGISTER_COMMAND(
           ->required()
           ->check(CLI::ExistingDirectory);
       command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
-      command.add_option("--isa", flags->isa, "kernel level: avx512, avx2 or scalar (default: the best supported)");
+      command.add_option("--isa", flags->isa,
+                         "kernel level: " + std::string(kIsaNames) +
+                             " (default: the best supported; amx runs the int8 products of at least " +
+                             std::to_string(kAmxMinTokens) + " tokens on AMX tiles and everything else as avx512)");
       AddExpertsFlag(command, flags->experts);
       AddExpertMemoryFlag(command, flags->expert_memory);
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();

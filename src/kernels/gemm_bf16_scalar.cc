@@ -32,6 +32,7 @@ const Bf16Kernels& Bf16KernelsScalar() {
 const Bf16Kernels& GetBf16Kernels(Isa isa) {
   GLINT_CHECK(IsaSupported(isa)) << "bf16 kernels for " << IsaName(isa) << " requested on a CPU without it";
   switch (isa) {
+    case Isa::kAmx:  // bf16 products stay on AVX-512 at the AMX level (docs/fast-path.md, "AMX": < 2% of the work)
     case Isa::kAvx512:
       return internal::Bf16KernelsAvx512();
     case Isa::kAvx2:

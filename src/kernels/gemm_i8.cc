@@ -14,6 +14,8 @@ void ActivationScratch::Reserve(int64_t tokens, int64_t padded_cols, int64_t gro
 const Int8Kernels& GetInt8Kernels(Isa isa) {
   GLINT_CHECK(IsaSupported(isa)) << "int8 kernels for " << IsaName(isa) << " requested on a CPU without it";
   switch (isa) {
+    case Isa::kAmx:
+      return internal::Int8KernelsAmx();
     case Isa::kAvx512:
       return internal::Int8KernelsAvx512();
     case Isa::kAvx2:

@@ -64,7 +64,11 @@ struct Int8Kernels {
                      int64_t block_end, int32_t* sums);
 };
 
-const Int8Kernels& GetInt8Kernels(Isa isa);  // the level must be supported (IsaSupported)
+const Int8Kernels& GetInt8Kernels(Isa isa);
+// At the AMX level, int8 products with at least this many tokens (rows per weight) run on AMX tiles and smaller
+// ones on AVX-512 VNNI, where one token's 16-row tile would leave 15/16 of the tile multiply idle while the weights
+// stream from memory either way (docs/fast-path.md, "AMX": how R was measured).
+inline constexpr int64_t kAmxMinTokens = 8;  // the level must be supported (IsaSupported)
 
 // Quantizes with `kernels` into `scratch` for the K-grouping of `layout` and returns the view.
 QuantizedActivations QuantizeActivations(const Int8Kernels& kernels, const Int8Layout& layout, const float* x,
@@ -75,6 +79,14 @@ namespace internal {
 const Int8Kernels& Int8KernelsScalar();
 const Int8Kernels& Int8KernelsAvx2();
 const Int8Kernels& Int8KernelsAvx512();
+const Int8Kernels& Int8KernelsAmx();  // gemm_i8_amx.cc
+
+// The AMX level's tile kernels themselves, whatever the token count (the table's `gemm` hands products of fewer
+// than kAmxMinTokens tokens to the VNNI kernel): for tests and benchmarks. The CPU must support Isa::kAmx.
+void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
+                      int64_t block_end, float* y, int64_t y_stride);
+void Int8GroupSumsAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
+                           int64_t block_end, int32_t* sums);
 }  // namespace internal
 
 }  // namespace glint

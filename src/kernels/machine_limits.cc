@@ -84,14 +84,17 @@ double MeasureReadGbps(WorkerPool& pool, int threads, int64_t bytes, int repetit
   return static_cast<double>(n) * 8 / best / 1e9;
 }
 
-double MeasureInt8Gops(WorkerPool& pool, int threads, double seconds) {
-  if (!IsaSupported(Isa::kAvx512)) return 0;
+namespace {
+
+// Calibrates `loop`'s iteration count on one thread to about seconds/4, then keeps the best of 3 timed runs on
+// `threads` threads; returns 2 × multiply-adds per second in G.
+double MeasureLoopGops(WorkerPool& pool, int threads, double seconds, int64_t (*loop)(int64_t),
+                       double macs_per_iteration) {
   threads = std::clamp(threads, 1, pool.size());
-  // Calibrate the iteration count on one thread, then time all threads running it.
-  int64_t iterations = 1 << 16;
+  int64_t iterations = 1 << 12;
   for (;;) {
     Stopwatch watch;
-    internal::VnniLoop(iterations);
+    loop(iterations);
     if (watch.Seconds() > seconds / 4 || iterations > (int64_t{1} << 40)) break;
     iterations *= 2;
   }
@@ -99,11 +102,23 @@ double MeasureInt8Gops(WorkerPool& pool, int threads, double seconds) {
   double best = 1e30;
   for (int rep = 0; rep < 3; ++rep) {
     best = std::min(best, TimeOnThreads(pool, threads, [&](int) {
-      sink.fetch_add(internal::VnniLoop(iterations), std::memory_order_relaxed);
+      sink.fetch_add(loop(iterations), std::memory_order_relaxed);
     }));
   }
-  const double macs = static_cast<double>(iterations) * internal::kVnniPerIteration * 64 * threads;
-  return 2.0 * macs / best / 1e9;
+  return 2.0 * static_cast<double>(iterations) * macs_per_iteration * threads / best / 1e9;
+}
+
+}  // namespace
+
+double MeasureInt8Gops(WorkerPool& pool, int threads, double seconds) {
+  if (!IsaSupported(Isa::kAvx512)) return 0;
+  return MeasureLoopGops(pool, threads, seconds, internal::VnniLoop, internal::kVnniPerIteration * 64.0);
+}
+
+double MeasureAmxInt8Gops(WorkerPool& pool, int threads, double seconds) {
+  if (!IsaSupported(Isa::kAmx)) return 0;
+  return MeasureLoopGops(pool, threads, seconds, internal::AmxLoop,
+                         static_cast<double>(internal::kAmxMacsPerIteration));
 }
 
 MachineLimits MeasureMachineLimits(WorkerPool& pool, const MachineProbeOptions& options) {
@@ -115,6 +130,8 @@ MachineLimits MeasureMachineLimits(WorkerPool& pool, const MachineProbeOptions& 
   limits.read_gbps_all_threads = MeasureReadGbps(pool, pool.size(), options.array_bytes, options.repetitions);
   limits.int8_gops_one_thread = MeasureInt8Gops(pool, 1, options.vnni_seconds);
   limits.int8_gops_all_threads = MeasureInt8Gops(pool, pool.size(), options.vnni_seconds);
+  limits.amx_int8_gops_one_thread = MeasureAmxInt8Gops(pool, 1, options.vnni_seconds);
+  limits.amx_int8_gops_all_threads = MeasureAmxInt8Gops(pool, pool.size(), options.vnni_seconds);
   return limits;
 }
 

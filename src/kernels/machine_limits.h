@@ -5,7 +5,9 @@
 //     of the reported bytes), and a read-only reduction over 4 streams per thread, the access pattern of a decode
 //     GEMV;
 //   - int8 peak: a tight loop of independent `vpdpbusd` (AVX-512 VNNI) on registers, 64 multiply-adds per
-//     instruction, counted as 2 operations each (GOPS = 2 × MACs / s).
+//     instruction, counted as 2 operations each (GOPS = 2 × MACs / s);
+//   - AMX int8 peak (where Isa::kAmx is supported): a loop of independent `tdpbsud` on tiles, 16,384
+//     multiply-adds per instruction, counted the same way.
 // Each is measured on one thread and on every thread of the pool; the best of `repetitions` runs is kept.
 #pragma once
 
@@ -21,6 +23,7 @@ struct MachineLimits {
   double triad_gbps_one_thread = 0, triad_gbps_all_threads = 0;
   double read_gbps_one_thread = 0, read_gbps_all_threads = 0;
   double int8_gops_one_thread = 0, int8_gops_all_threads = 0;  // 0 when the CPU has no AVX-512 VNNI
+  double amx_int8_gops_one_thread = 0, amx_int8_gops_all_threads = 0;  // 0 without Isa::kAmx
 };
 
 struct MachineProbeOptions {
@@ -35,12 +38,22 @@ MachineLimits MeasureMachineLimits(WorkerPool& pool, const MachineProbeOptions& 
 double MeasureTriadGbps(WorkerPool& pool, int threads, int64_t array_bytes, int repetitions);
 double MeasureReadGbps(WorkerPool& pool, int threads, int64_t bytes, int repetitions);
 double MeasureInt8Gops(WorkerPool& pool, int threads, double seconds);
+double MeasureAmxInt8Gops(WorkerPool& pool, int threads, double seconds);  // 0 without Isa::kAmx
+// The int8 peak of the products at `isa` for prefill-sized products: the AMX peak at kAmx, the VNNI peak otherwise.
+inline double Int8PeakFor(const MachineLimits& limits, Isa isa, bool one_thread) {
+  if (isa == Isa::kAmx) return one_thread ? limits.amx_int8_gops_one_thread : limits.amx_int8_gops_all_threads;
+  return one_thread ? limits.int8_gops_one_thread : limits.int8_gops_all_threads;
+}
 
 namespace internal {
 // Runs `iterations` rounds of 24 independent vpdpbusd (AVX-512 VNNI); returns a value that depends on them so the
 // loop is not optimised away. Defined in machine_limits_avx512.cc.
 int64_t VnniLoop(int64_t iterations);
 inline constexpr int kVnniPerIteration = 24;
+// Runs `iterations` rounds of 4 independent tdpbsud (16 × 16 × 64 each). Defined in machine_limits_amx.cc; the CPU
+// must support Isa::kAmx.
+int64_t AmxLoop(int64_t iterations);
+inline constexpr int64_t kAmxMacsPerIteration = 4 * 16 * 16 * 64;
 // AVX-512 forms of the bandwidth probes (a plain loop would be limited by instructions, not memory, on one core).
 uint64_t ReadSum(const uint64_t* data, int64_t n);
 void Triad(float* a, const float* b, const float* c, float s, int64_t n);

@@ -1,0 +1,156 @@
+// The AMX int8 tile kernels (gemm_i8_amx.cc) against the scalar specification, at every token count (the tile
+// path itself, bypassing the table's hand-off of small products to VNNI): exact int32 group sums; fp32 outputs
+// bit-identical to the AVX-512 VNNI level's (both apply the same fp32 operations to the same exact integers in the
+// same order) and therefore within the VNNI level's bound of the scalar result; tile remainders (tokens around
+// 16 and 32, rows around 16-row blocks and 2-block pairs, K groups of every tile step 16, 32, 64); row-block
+// ranges; saturation; the table's threshold kAmxMinTokens. Skipped, with the reason printed, where the CPU or the
+// kernel does not offer AMX.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/gemm_i8.h"
+#include "quant/int8_matrix.h"
+#include "test_util.h"
+
+namespace glint {
+namespace {
+
+std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = normal(rng);
+  return v;
+}
+
+struct Activations {
+  std::vector<int8_t> codes;
+  std::vector<float> scales;
+  std::vector<int32_t> corrections;
+  QuantizedActivations view;
+};
+
+Activations Quantize(const Int8Layout& layout, const std::vector<float>& x, int64_t tokens, int64_t x_stride) {
+  Activations q;
+  const int64_t padded = layout.padded_cols(), groups = layout.groups();
+  q.codes.resize(tokens * padded);
+  q.scales.resize(tokens * groups);
+  q.corrections.resize(tokens * groups);
+  GetInt8Kernels(Isa::kScalar)
+      .quantize(x.data(), x_stride, tokens, layout.cols, layout.group, padded, q.codes.data(), q.scales.data(),
+                q.corrections.data());
+  q.view = {tokens, layout.cols, padded, layout.group, q.codes.data(), q.scales.data(), q.corrections.data()};
+  return q;
+}
+
+class AmxTiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
+  }
+
+  void Check(int64_t rows, int64_t cols, int64_t group, int64_t tokens, uint32_t seed) {
+    SCOPED_TRACE(::testing::Message() << "rows " << rows << " cols " << cols << " group " << group << " tokens "
+                                      << tokens);
+    const std::vector<float> weights = Random(rows * cols, seed);
+    ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+    const int64_t x_stride = cols + 1;
+    std::vector<float> x = Random(tokens * x_stride, seed + 1, 2.0f);
+    if (tokens > 2) std::fill_n(x.begin() + 2 * x_stride, cols, 0.0f);  // an all-zero token
+    const Activations q = Quantize(w.layout(), x, tokens, x_stride);
+    const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
+
+    std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size(), -7);
+    GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
+    internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data());
+    ASSERT_EQ(actual, expected) << "int32 group sums differ";
+
+    const int64_t y_stride = rows + 3;
+    std::vector<float> vnni(tokens * y_stride, 12345.0f), amx(tokens * y_stride, 12345.0f);
+    GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, blocks, vnni.data(), y_stride);
+    internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, amx.data(), y_stride);
+    // Bitwise, padding columns (never written: 12345) included.
+    ASSERT_EQ(0, std::memcmp(amx.data(), vnni.data(), amx.size() * sizeof(float))) << "differs from AVX-512 VNNI";
+  }
+};
+
+TEST_F(AmxTiles, SweepMatchesScalarAndVnni) {
+  uint32_t seed = 1;
+  for (int64_t group : {16, 32, 48, 64, 128}) {
+    for (int64_t rows : {1, 16, 17, 33, 64, 100}) {
+      for (int64_t cols : {group, 3 * group - 5, int64_t{260}}) {
+        for (int64_t tokens : {1, 7, 15, 16, 17, 32, 33, 50}) {
+          Check(rows, cols, group, tokens, seed++);
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(AmxTiles, SaturatedCodesAreExact) {
+  // Every code ±127 over K = 4096: group sums reach ±127²·128 and the int32 tile accumulation must not wrap.
+  const int64_t rows = 40, cols = 4096, group = 128, tokens = 35;
+  std::vector<float> weights(rows * cols), x(tokens * cols);
+  for (int64_t i = 0; i < rows * cols; ++i) weights[i] = ((i * 7) % 5 < 2) ? -3.0f : 3.0f;
+  for (int64_t i = 0; i < tokens * cols; ++i) x[i] = ((i * 3) % 7 < 3) ? -0.5f : 0.5f;
+  for (int64_t c = 0; c < cols; ++c) x[c] = 0.5f, weights[c] = 3.0f;  // row 0 and token 0 all positive
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  const Activations q = Quantize(w.layout(), x, tokens, cols);
+  const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
+  std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size());
+  GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
+  internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data());
+  EXPECT_EQ(actual, expected);
+  EXPECT_EQ(actual[0], 127 * 127 * group);
+  std::vector<float> y(tokens * rows);
+  internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, y.data(), rows);
+  EXPECT_FLOAT_EQ(y[0], 3.0f * 0.5f * cols);
+}
+
+TEST_F(AmxTiles, RowBlockRangesWriteOnlyTheirRows) {
+  const int64_t rows = 150, cols = 192, group = 64, tokens = 40;
+  const std::vector<float> weights = Random(rows * cols, 5);
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  const Activations q = Quantize(w.layout(), Random(tokens * cols, 6), tokens, cols);
+  std::vector<float> whole(tokens * rows), pieces(tokens * rows, NAN);
+  internal::Int8GemmAmxTiles(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows);
+  // Odd ranges leave a single-block pair at each end; together they cover every block once.
+  for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}, {4, 9}, {9, 10}}) {
+    internal::Int8GemmAmxTiles(w.view(), q.view, begin, end, pieces.data(), rows);
+  }
+  EXPECT_EQ(pieces, whole);
+}
+
+TEST_F(AmxTiles, TableUsesTilesFromTheThresholdOn) {
+  // Both sides of kAmxMinTokens give the same bits as VNNI (which is what makes the hand-off invisible).
+  const int64_t rows = 64, cols = 512, group = 128;
+  const std::vector<float> weights = Random(rows * cols, 11);
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  for (int64_t tokens : {kAmxMinTokens - 1, kAmxMinTokens, kAmxMinTokens + 9}) {
+    const Activations q = Quantize(w.layout(), Random(tokens * cols, 12 + tokens), tokens, cols);
+    std::vector<float> vnni(tokens * rows), amx(tokens * rows);
+    GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, w.layout().row_blocks(), vnni.data(), rows);
+    GetInt8Kernels(Isa::kAmx).gemm(w.view(), q.view, 0, w.layout().row_blocks(), amx.data(), rows);
+    EXPECT_EQ(amx, vnni) << tokens << " tokens";
+  }
+}
+
+TEST(AmxLevel, ParsesOrExplains) {
+  const Result<Isa> parsed = ParseIsa("amx");
+  if (IsaSupported(Isa::kAmx)) {
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, Isa::kAmx);
+    EXPECT_EQ(BestIsa(), Isa::kAmx);
+  } else {
+    EXPECT_ERROR_CONTAINS(parsed, AmxUnavailableReason());
+  }
+  EXPECT_ERROR_CONTAINS(ParseIsa("amx2"), "expected amx, avx512, avx2 or scalar");
+}
+
+}  // namespace
+}  // namespace glint
