@@ -232,7 +232,7 @@ int32_t Grammar::AddCodePointClass(std::vector<std::pair<uint32_t, uint32_t>> ra
   return AddRuleWith(name, std::move(alternatives));  // an empty class has no alternative: Validate refuses it
 }
 
-int32_t Grammar::AddTextUntil(std::string_view stop, const std::string& name) {
+int32_t Grammar::AddTextUntil(std::string_view stop, const std::string& name, bool open_ended) {
   const size_t length = stop.size();
   if (length == 0) return AddRuleWith(name, {{}});
   // KMP: failure[i] = length of the longest proper border of stop[0, i).
@@ -257,9 +257,10 @@ int32_t Grammar::AddTextUntil(std::string_view stop, const std::string& name) {
       while (end + 1 < 256 && next(s, static_cast<uint8_t>(end + 1)) == target) ++end;
       Sequence sequence = {Element::Bytes(static_cast<uint8_t>(b), static_cast<uint8_t>(end))};
       if (target < length) sequence.push_back(Element::Rule(states[target]));
-      AddAlternative(states[s], std::move(sequence));
+      if (target < length || !open_ended) AddAlternative(states[s], std::move(sequence));
       b = end + 1;
     }
+    if (open_ended) AddAlternative(states[s], {});
   }
   return states[0];
 }

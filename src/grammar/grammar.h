@@ -61,7 +61,8 @@ class Grammar {
   // `negate`, every code point outside them.
   int32_t AddCodePointClass(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negate, const std::string& name);
   // Any bytes that do not contain `stop`, followed by `stop` (a deterministic automaton: KMP's failure function).
-  int32_t AddTextUntil(std::string_view stop, const std::string& name);
+  // With `open_ended`: any bytes that do not contain `stop`, ending anywhere (stop itself is never completed).
+  int32_t AddTextUntil(std::string_view stop, const std::string& name, bool open_ended = false);
 
   void set_root(int32_t rule) { root_ = rule; }
   int32_t root() const { return root_; }

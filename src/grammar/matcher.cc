@@ -321,10 +321,16 @@ CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
   return stats;
 }
 
+void Matcher::FillMask(TokenMask& mask) const {
+  if (!ended_) return grammar_->FillMask(*vocabulary_, state_, mask);
+  mask.Reset(vocabulary_->size());
+  for (int32_t id : vocabulary_->end_ids()) mask.Set(id);
+}
+
 bool Matcher::Advance(int32_t token) {
   if (token < 0 || token >= vocabulary_->size()) return false;
   if (vocabulary_->is_end(token)) {
-    if (ended_ || !IsAccepting()) return false;
+    if (!ended_ && !IsAccepting()) return false;
     ended_ = true;
     return true;
   }

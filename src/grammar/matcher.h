@@ -150,10 +150,11 @@ class Matcher {
   Matcher(std::shared_ptr<const CompiledGrammar> grammar, const TokenVocabulary* vocabulary)
       : grammar_(std::move(grammar)), vocabulary_(vocabulary), state_(grammar_->initial_state()) {}
 
-  // Accepts the token (its bytes; an end id when the text is complete ends the matcher). False if the token is not
-  // allowed: the state is then unchanged.
+  // Accepts the token (its bytes; an end id when the text is complete ends the matcher, and once ended only end
+  // ids are accepted). False if the token is not allowed: the state is then unchanged.
   bool Advance(int32_t token);
-  void FillMask(TokenMask& mask) const { grammar_->FillMask(*vocabulary_, state_, mask); }
+  // The tokens Advance accepts now (fast path: trie walk, cached per state).
+  void FillMask(TokenMask& mask) const;
   bool IsAccepting() const { return CompiledGrammar::IsAccepting(state_); }
   bool CanContinue() const { return !ended_ && CompiledGrammar::CanContinue(state_); }
   bool ended() const { return ended_; }

@@ -152,6 +152,9 @@ TEST(Grammar, SpecialAndEndTokens) {
     EXPECT_TRUE(matcher.Advance(end));
     EXPECT_TRUE(matcher.ended());
     EXPECT_FALSE(matcher.Advance('b'));
+    matcher.FillMask(mask);
+    EXPECT_EQ(mask.Count(), 1);  // only the end id once ended
+    EXPECT_TRUE(matcher.Advance(end));
   }
 }
 
