@@ -26,7 +26,7 @@ namespace glint::server {
 
 using Json = nlohmann::ordered_json;
 
-inline constexpr int kMaxWhitespace = 16;
+inline constexpr int kMaxWhitespace = 4;
 
 class JsonSchemaCompiler {
  public:
