@@ -70,6 +70,16 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
       return InvalidArgument("end token id ", id, " is outside the vocabulary (0 ≤ id < ", c.vocab_size, ")");
     }
   }
+  if (tokenizer != nullptr) {
+    // Masks cover the model's logits [V]; ids past the tokenizer's vocabulary have no bytes and are never allowed.
+    std::vector<std::string> bytes(static_cast<size_t>(c.vocab_size));
+    std::vector<bool> special(bytes.size(), false);
+    for (int64_t id = 0; id < c.vocab_size && id < tokenizer->vocab_size(); ++id) {
+      bytes[id] = std::string(tokenizer->TokenText(static_cast<int32_t>(id)));
+      special[id] = tokenizer->IsSpecial(static_cast<int32_t>(id));
+    }
+    core->vocabulary_ = std::make_unique<grammar::TokenVocabulary>(std::move(bytes), std::move(special), core->end_ids_);
+  }
   return core;
 }
 
@@ -114,6 +124,10 @@ Status EngineCore::Validate(const Request& request) const {
   if (!stop.stop_strings.empty() && tokenizer_ == nullptr) {
     return FailedPrecondition("stop strings need text, but this engine was started without a tokenizer");
   }
+  if (request.grammar != nullptr && vocabulary_ == nullptr) {
+    return FailedPrecondition("structured output needs the tokenizer's byte strings, but this engine was started "
+                              "without a tokenizer");
+  }
   if (request.sink == nullptr) return InvalidArgument("the request has no output sink");
   return Status::Ok();
 }
@@ -134,6 +148,7 @@ Status EngineCore::Add(RequestId id, Request request) {
     Sample sample{id, index, Sampler(params), TokenHistory(request.prompt), std::nullopt,
                   StopStringMatcher(request.stop.stop_strings), 0, SequenceTimings{}, nullptr};
     if (tokenizer_ != nullptr) sample.decoder.emplace(*tokenizer_, request.stop.skip_special_tokens);
+    if (request.grammar != nullptr) sample.matcher.emplace(request.grammar, vocabulary_.get());
     sample.timings.arrival = now;
     sample.timings.prompt_tokens = length;
     samples_.emplace(sequence, std::move(sample));
@@ -208,15 +223,28 @@ void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput 
   outputs.push_back(std::move(output));
 }
 
-int32_t EngineCore::ChooseToken(Sample& sample, std::span<const float> logits) {
+std::vector<float> EngineCore::SamplerLogits(Sample& sample, std::span<const float> logits) {
   std::vector<float> penalised(logits.begin(), logits.end());  // [V]
   ApplyPenalties(requests_.at(sample.request).request.sampling, sample.history, penalised);
-  return sample.sampler.Sample(penalised);
+  if (sample.matcher) {
+    sample.matcher->FillMask(mask_);
+    if (mask_.Count() == 0) {
+      sample.grammar_dead_end = true;  // nothing fits (EmitToken ends the sample with an error); leave logits as is
+    } else {
+      ApplyTokenMask(mask_.words, penalised);
+    }
+  }
+  return penalised;
+}
+
+int32_t EngineCore::ChooseToken(Sample& sample, std::span<const float> logits) {
+  return sample.sampler.Sample(SamplerLogits(sample, logits));
 }
 
 std::pair<int32_t, bool> EngineCore::VerifyDraft(Sample& sample, std::span<const float> logits) {
-  std::vector<float> penalised(logits.begin(), logits.end());  // [V]
-  ApplyPenalties(requests_.at(sample.request).request.sampling, sample.history, penalised);
+  // The draft was drawn under the same mask (RunMtp masks with the state this position starts from), so the
+  // acceptance test compares two distributions over the allowed tokens and stays lossless.
+  std::vector<float> penalised = SamplerLogits(sample, logits);
   if (sample.sampler.greedy()) {  // the target is one token: the draft is kept exactly when it is that token
     const int32_t token = ArgMax(penalised);
     return {token, token == sample.draft};
@@ -225,7 +253,9 @@ std::pair<int32_t, bool> EngineCore::VerifyDraft(Sample& sample, std::span<const
 }
 
 void EngineCore::Append(SequenceId id, int32_t token) {
-  samples_.at(id).history.Add(token);
+  Sample& sample = samples_.at(id);
+  if (sample.matcher && !sample.grammar_dead_end && !sample.matcher->Advance(token)) sample.grammar_dead_end = true;
+  sample.history.Add(token);
   scheduler_->AppendToken(id, token);
 }
 
@@ -282,8 +312,7 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work) {
     // The last pair predicts x_{end+1}: drawn with the sample's own penalties and sampler (its distribution q is
     // kept for the acceptance test when sampling).
     Sample& sample = samples_.at(ids[i]);
-    std::vector<float> penalised = std::move(logits[i]);  // [V]
-    ApplyPenalties(requests_.at(sample.request).request.sampling, sample.history, penalised);
+    std::vector<float> penalised = SamplerLogits(sample, logits[i]);  // [V], masked: drafts follow the grammar
     if (sample.sampler.greedy()) {
       sample.draft = ArgMax(penalised);
     } else {
@@ -335,8 +364,17 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
     for (const auto& [id_k, value] : lp.top) top.push_back({id_k, value});
     output.top_logprobs.push_back(std::move(top));
   }
+  if (sample.grammar_dead_end) {
+    FinishSample(id, FinishReason::kError, std::move(output), outputs,
+                 "structured output: the grammar allows no token of the vocabulary here (the constraint cannot be "
+                 "continued with this tokenizer)");
+    return;
+  }
   const StopConditions& stop = request.stop;
-  const bool end_id = !stop.ignore_eos && std::find(end_ids_.begin(), end_ids_.end(), token) != end_ids_.end();
+  // A grammar that is complete ends the sample at its end id even with ignore_eos (nothing else may follow).
+  const bool grammar_done = sample.matcher && sample.matcher->ended();
+  const bool end_id = grammar_done ||
+                      (!stop.ignore_eos && std::find(end_ids_.begin(), end_ids_.end(), token) != end_ids_.end());
   const bool stop_id = std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) !=
                        stop.stop_token_ids.end();
   if (end_id || stop_id) {  // the stop token's own text is not returned

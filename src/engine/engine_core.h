@@ -100,6 +100,10 @@ class EngineCore {
     // q it was drawn from when sampling (empty when greedy).
     int32_t draft = -1;
     TokenDistribution draft_distribution = {};
+    // Structured output: the grammar state after the sample's appended tokens (it depends on the tokens only, so
+    // preemption, recompute and prefix-cache hits leave it as it is), and whether the grammar allowed no token.
+    std::optional<grammar::Matcher> matcher = {};
+    bool grammar_dead_end = false;
   };
   // A token to hand out at the end of the step, with the logits row it was chosen from (for logprobs).
   struct Emission {
@@ -118,7 +122,9 @@ class EngineCore {
   bool speculative() const { return options_.speculative != SpeculativeMethod::kNone; }
   // Binds the sequence to its memory; the MTP layer holds `mtp_tokens` pairs (−1: as many as computed positions).
   void Bind(SequenceId id, int64_t mtp_tokens = -1);
-  // The next token of the sample from `logits` [V] (penalties, then the sampler); changes only the sampler.
+  // Penalties, then the structured-output mask: `logits` [V] as the sampler sees them.
+  std::vector<float> SamplerLogits(Sample& sample, std::span<const float> logits);
+  // The next token of the sample from `logits` [V] (penalties, mask, then the sampler); changes only the sampler.
   int32_t ChooseToken(Sample& sample, std::span<const float> logits);
   // Verifies the sample's draft against `logits` [V] of its position: (the token there, the draft was kept).
   std::pair<int32_t, bool> VerifyDraft(Sample& sample, std::span<const float> logits);
@@ -155,6 +161,8 @@ class EngineCore {
   EngineOptions options_;
   const Tokenizer* tokenizer_;
   std::vector<int32_t> end_ids_;
+  std::unique_ptr<grammar::TokenVocabulary> vocabulary_;  // structured output: the tokenizer's byte strings [V]
+  grammar::TokenMask mask_;                               // scratch: the allowed tokens of one sample
   std::shared_ptr<const CacheLayout> layout_;
   CapacityReport capacity_;
   std::unique_ptr<CacheManager> memory_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/sampling.h"
+#include "grammar/matcher.h"
 
 namespace glint {
 
@@ -83,6 +84,9 @@ struct Request {
   StopConditions stop;
   int64_t n = 1;                // independent samples of the same prompt (the prompt is computed once)
   int64_t logprobs = -1;        // −1: none; k ≥ 0: log-probability of each token and the k most likely (k ≤ 20)
+  // Structured output: each sample's tokens follow this grammar (a mask before sampling; end ids only once the
+  // text is complete). Needs an engine with a tokenizer (the masks are over its byte strings).
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<RequestSink> sink;
 };
 

@@ -169,6 +169,19 @@ void ApplyPenalties(const SamplingParams& params, const TokenHistory& history, s
   }
 }
 
+void ApplyTokenMask(std::span<const uint64_t> allowed, std::span<float> logits) {
+  constexpr float kMinusInfinity = -std::numeric_limits<float>::infinity();
+  const size_t vocab = logits.size();
+  for (size_t word = 0; word * 64 < vocab; ++word) {
+    const uint64_t bits = word < allowed.size() ? allowed[word] : 0;
+    if (bits == ~uint64_t{0}) continue;  // a whole word allowed: the common case inside free text
+    const size_t end = std::min(vocab, word * 64 + 64);
+    for (size_t t = word * 64; t < end; ++t) {
+      if (((bits >> (t - word * 64)) & 1) == 0) logits[t] = kMinusInfinity;
+    }
+  }
+}
+
 Logprobs ComputeLogprobs(std::span<const float> logits, int32_t token, int64_t k) {
   // log softmax = x − max − log Σ exp(x − max), summed in double.
   float top = -std::numeric_limits<float>::infinity();

@@ -78,6 +78,12 @@ class TokenHistory {
 // Applies the penalties of `params` to `logits` [V] in place (a no-op when they are off).
 void ApplyPenalties(const SamplingParams& params, const TokenHistory& history, std::span<float> logits);
 
+// Structured output (docs/server.md "Structured output"): every token outside `allowed` (a bitset over [V], bit
+// t % 64 of word t / 64) gets logit −inf, so it has probability exactly 0 for every sampler step (greedy, top-k,
+// top-p, min-p, the draw and speculative verification) and the choice is made among the allowed tokens only.
+// Applied after the penalties, before the sampler.
+void ApplyTokenMask(std::span<const uint64_t> allowed, std::span<float> logits);
+
 // log softmax of `logits` [V] at `token`, and the `k` most likely tokens (ties toward the lower id).
 struct Logprobs {
   float chosen = 0.0f;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "grammar/matcher.h"
 
 namespace glint::server {
 
@@ -63,6 +64,8 @@ struct GenerationRequest {
   bool skip_special_tokens = true;  // false keeps <think>, <tool_call>... in the text for the parsers
   int64_t n = 1;
   int64_t logprobs = -1;  // −1: none; k ≥ 0: each token's logprob and the k most likely
+  // Structured output: every sample's tokens are constrained to this grammar (null: unconstrained).
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<GenerationSink> sink;
 };
 

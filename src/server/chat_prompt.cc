@@ -1,29 +1,12 @@
 #include "server/chat_prompt.h"
 
+#include "server/json_schema_grammar.h"
+
 namespace glint::server {
 namespace {
 
 bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
-}
-
-// A JSON-schema "type" that allows only strings (possibly nullable): the value is text, never parsed as JSON.
-bool IsStringType(const Json& schema) {
-  if (!schema.is_object()) return false;
-  const auto type = schema.find("type");
-  if (type == schema.end()) return false;
-  if (type->is_string()) return type->get<std::string>() == "string";
-  if (!type->is_array()) return false;
-  bool has_string = false;
-  for (const Json& t : *type) {
-    if (!t.is_string()) return false;
-    if (t.get<std::string>() == "string") {
-      has_string = true;
-    } else if (t.get<std::string>() != "null") {
-      return false;
-    }
-  }
-  return has_string;
 }
 
 ToolParameterTypes ParameterTypes(const Json& tools) {
@@ -37,7 +20,7 @@ ToolParameterTypes ParameterTypes(const Json& tools) {
     const auto properties = parameters->find("properties");
     if (properties == parameters->end() || !properties->is_object()) continue;
     for (const auto& [key, schema] : properties->items()) {
-      if (IsStringType(schema)) strings.insert(key);
+      if (IsStringSchema(schema)) strings.insert(key);
     }
   }
   return types;

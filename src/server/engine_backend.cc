@@ -75,6 +75,7 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   converted.stop.skip_special_tokens = request.skip_special_tokens;
   converted.n = request.n;
   converted.logprobs = request.logprobs;
+  converted.grammar = std::move(request.grammar);
   converted.sink = std::make_shared<SinkAdapter>(std::move(request.sink));
   return engine_.Submit(std::move(converted));
 }

@@ -13,6 +13,7 @@
 #include "server/connection.h"
 #include "server/generation_session.h"
 #include "server/response_format.h"
+#include "server/structured_output.h"
 #include "server/webui.h"
 #include "tokenizer/utf8.h"
 
@@ -417,6 +418,9 @@ class HttpServer::Impl {
     GenerationRequest request = BaseRequest(chat.fields);
     request.prompt = prompt.value().tokens;
     request.skip_special_tokens = false;  // <think>, <tool_call>... must reach the parsers
+    auto grammar = ChatConstraint(chat, prompt.value());
+    if (!grammar.ok()) return fail(grammar.error());
+    request.grammar = std::move(grammar).value();
     request.logprobs = chat.logprobs ? chat.top_logprobs : -1;
     ResponseIdentity identity{RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
     auto formatter = MakeChatFormatter(std::move(identity), prompt.value(), chat.fields.n,
@@ -426,6 +430,28 @@ class HttpServer::Impl {
     requests.push_back(std::move(request));
     if (auto error = session->Submit(std::move(requests))) return fail(*error);
     Respond(req, res, endpoint, std::move(session), chat.fields.stream, chat.fields.include_usage);
+  }
+
+  // Structured output of a chat: response_format / structured_outputs / guided_*, or the tool calls' schemas
+  // (tool_choice required or named, or strict functions with auto). Reasoning stays free when the prompt ends
+  // inside <think>; the chat keeps special tokens in its text, so tags may come as special tokens.
+  ApiOr<GrammarPtr> ChatConstraint(const ChatRequest& chat, const ChatPrompt& prompt) const {
+    ConstraintContext context;
+    context.reasoning_first = prompt.reasoning_start == ReasoningParser::Start::kReasoning;
+    context.special_tokens_are_text = true;
+    const bool tools_constrained =
+        chat.tool_choice == ToolChoice::kRequired || chat.tool_choice == ToolChoice::kNamed ||
+        (chat.tool_choice == ToolChoice::kAuto && !chat.strict_tools.empty());
+    if (chat.fields.constraint) {
+      if (tools_constrained) {
+        return BadRequest(StrCat("'", chat.fields.constraint->param,
+                                 "' cannot be combined with constrained tool calls (tool_choice required or named, "
+                                 "or strict tools with auto)"),
+                          chat.fields.constraint->param);
+      }
+      return CompileConstraint(*chat.fields.constraint, context);
+    }
+    return CompileToolConstraint(chat.tools, chat.tool_choice, chat.tool_choice_name, chat.strict_tools, context);
   }
 
   void Completion(const httplib::Request& req, httplib::Response& res) {
@@ -443,6 +469,12 @@ class HttpServer::Impl {
     std::vector<GenerationRequest> requests;
     CompletionFormatOptions format;
     format.logprobs = completion.logprobs;
+    GrammarPtr grammar;
+    if (completion.fields.constraint) {  // raw text: special tokens are left out of it, so they are never allowed
+      auto compiled = CompileConstraint(*completion.fields.constraint, ConstraintContext{});
+      if (!compiled.ok()) return fail(compiled.error());
+      grammar = std::move(compiled).value();
+    }
     for (size_t i = 0; i < completion.prompts.size(); ++i) {
       const PromptInput& input = completion.prompts[i];
       GenerationRequest request = BaseRequest(completion.fields);
@@ -458,6 +490,7 @@ class HttpServer::Impl {
       if (auto error = CheckContext(request.prompt.size(), completion.fields, param.c_str())) return fail(*error);
       if (completion.echo) format.echo_texts.push_back(input.is_tokens ? tokenizer_.Decode(input.tokens) : input.text);
       request.logprobs = completion.logprobs ? *completion.logprobs : -1;
+      request.grammar = grammar;
       if (options_.log_prompts) LogInfo("prompt: ", input.is_tokens ? tokenizer_.Decode(input.tokens) : input.text);
       requests.push_back(std::move(request));
     }

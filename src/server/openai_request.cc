@@ -185,17 +185,7 @@ Error ReadSamplingFields(const Json& body, const RequestPolicy& policy, Sampling
       fields.include_usage = usage->get<bool>();
     }
   }
-  if (const Json* format = Field(body, "response_format")) {
-    if (!format->is_object()) return WrongType("response_format", "an object", *format);
-    const Json* type = Field(*format, "type");
-    if (type == nullptr || !type->is_string())
-      return BadRequest("'response_format.type' must be a string", "response_format");
-    if (type->get<std::string>() != "text") {
-      return BadRequest(StrCat("response_format type '", type->get<std::string>(),
-                               "' is not supported yet (structured output is a later step); use \"text\""),
-                        "response_format");
-    }
-  }
+  API_RETURN_IF_ERROR(ReadConstraint(body, fields.constraint));
   return std::nullopt;
 }
 
@@ -366,6 +356,10 @@ Error ReadTools(const Json& body, ChatRequest& chat) {
       if (const Json* parameters = Field(*function, "parameters")) {
         if (!parameters->is_object()) return WrongType(param + ".function.parameters", "an object", *parameters);
         normalized_function["parameters"] = *parameters;
+      }
+      if (const Json* strict = Field(*function, "strict")) {
+        if (!strict->is_boolean()) return WrongType(param + ".function.strict", "a boolean", *strict);
+        if (strict->get<bool>()) chat.strict_tools.insert(name->get<std::string>());
       }
       chat.tools.push_back({{"type", "function"}, {"function", std::move(normalized_function)}});
     }

@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "server/api_error.h"
 #include "server/backend.h"
+#include "server/structured_output.h"
 
 namespace glint::server {
 
@@ -41,6 +43,8 @@ struct SamplingFields {
   int64_t n = 1;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // response_format / structured_outputs / guided_* (structured_output.h); empty: unconstrained text.
+  std::optional<ConstraintSpec> constraint;
 };
 
 enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
@@ -57,6 +61,7 @@ struct ChatRequest {
   Json tools = Json::array();                   // [{"type": "function", "function": {name, description?, parameters?}}]
   ToolChoice tool_choice = ToolChoice::kNone;   // default: auto with tools, none without
   std::string tool_choice_name;                 // kNamed
+  std::set<std::string> strict_tools;           // functions declared "strict": true (their calls are constrained)
   std::optional<std::string> reasoning_effort;  // "Low", "High" or "Max" (the request's low / high / max)
   Json chat_template_kwargs = Json::object();
   bool add_generation_prompt = true;

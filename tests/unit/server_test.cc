@@ -684,7 +684,7 @@ TEST(Server, ErrorsAreOpenAiShaped) {
   ExpectError(Post(port, "/v1/chat/completions", bad), 400, "low, high or max", "reasoning_effort");
   bad = UserChat("x");
   bad["response_format"] = {{"type", "json_schema"}};
-  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "not supported yet", "response_format");
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "must be an object with a 'schema'", "response_format");
   bad = UserChat("x");
   bad["model"] = "gpt-4";
   HttpReply unknown_model = Post(port, "/v1/chat/completions", bad);

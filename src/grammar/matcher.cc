@@ -1,0 +1,350 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <bit>
+#include <numeric>
+
+namespace glint::grammar {
+namespace {
+
+// Appends the stack [stack] to the flat state unless an equal stack is already there. Returns the number of stacks.
+void AddStack(const std::vector<int32_t>& stack, State& state, int64_t& count) {
+  for (size_t at = 0; at < state.size();) {
+    const size_t length = static_cast<size_t>(state[at]);
+    if (length == stack.size() && std::equal(stack.begin(), stack.end(), state.begin() + at + 1)) return;
+    at += length + 1;
+  }
+  state.push_back(static_cast<int32_t>(stack.size()));
+  state.insert(state.end(), stack.begin(), stack.end());
+  ++count;
+}
+
+// Sorts the stacks of a flat state (canonical form, so equal sets are equal vectors).
+void SortStacks(State& state, int64_t count) {
+  if (count < 2) return;
+  std::vector<std::pair<size_t, size_t>> spans;  // (offset of the first position, length)
+  for (size_t at = 0; at < state.size(); at += static_cast<size_t>(state[at]) + 1) {
+    spans.emplace_back(at + 1, static_cast<size_t>(state[at]));
+  }
+  std::sort(spans.begin(), spans.end(), [&](const auto& a, const auto& b) {
+    return std::lexicographical_compare(state.begin() + a.first, state.begin() + a.first + a.second,
+                                        state.begin() + b.first, state.begin() + b.first + b.second);
+  });
+  State sorted;
+  sorted.reserve(state.size());
+  for (const auto& [offset, length] : spans) {
+    sorted.push_back(static_cast<int32_t>(length));
+    sorted.insert(sorted.end(), state.begin() + offset, state.begin() + offset + length);
+  }
+  state.swap(sorted);
+}
+
+}  // namespace
+
+int64_t TokenMask::Count() const {
+  int64_t count = 0;
+  for (uint64_t word : words) count += std::popcount(word);
+  return count;
+}
+
+TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vector<bool> special,
+                                 std::vector<int32_t> end_ids)
+    : bytes_(std::move(token_bytes)), is_end_(bytes_.size(), false) {
+  special.resize(bytes_.size(), false);
+  for (int32_t id : end_ids) {
+    if (id >= 0 && id < size() && !is_end_[static_cast<size_t>(id)]) {
+      is_end_[static_cast<size_t>(id)] = true;
+      end_ids_.push_back(id);
+    }
+  }
+  std::vector<int32_t> text_ids;
+  for (int32_t id = 0; id < size(); ++id) {
+    if (is_end_[static_cast<size_t>(id)] || bytes_[static_cast<size_t>(id)].empty()) continue;
+    (special[static_cast<size_t>(id)] ? special_ids_ : text_ids).push_back(id);
+  }
+  std::stable_sort(text_ids.begin(), text_ids.end(), [&](int32_t a, int32_t b) { return bytes(a) < bytes(b); });
+  // Preorder build: walk the sorted byte strings keeping the path of open nodes; a node's subtree ends when a later
+  // string leaves its prefix.
+  nodes_.push_back({0, 0, 0, 0, 0});
+  std::vector<int32_t> path = {0};  // path[d] = node at depth d of the current prefix
+  std::string_view previous;
+  for (int32_t id : text_ids) {
+    const std::string_view text = bytes(id);
+    size_t common = 0;
+    while (common < previous.size() && common < text.size() && previous[common] == text[common]) ++common;
+    while (path.size() > common + 1) {
+      nodes_[static_cast<size_t>(path.back())].subtree_end = static_cast<int32_t>(nodes_.size());
+      path.pop_back();
+    }
+    for (size_t d = common; d < text.size(); ++d) {
+      const uint16_t depth = static_cast<uint16_t>(std::min<size_t>(d + 1, UINT16_MAX));
+      nodes_.push_back({static_cast<uint8_t>(text[d]), depth, 0, static_cast<int32_t>(token_ids_.size()), 0});
+      path.push_back(static_cast<int32_t>(nodes_.size() - 1));
+    }
+    Node& last = nodes_[static_cast<size_t>(path.back())];
+    if (last.num_tokens == 0) last.first_token = static_cast<int32_t>(token_ids_.size());
+    token_ids_.push_back(id);  // equal strings are adjacent in the sorted order, so a node's ids are contiguous
+    ++last.num_tokens;
+    max_depth_ = std::max(max_depth_, static_cast<int>(text.size()));
+    previous = text;
+  }
+  while (!path.empty()) {
+    nodes_[static_cast<size_t>(path.back())].subtree_end = static_cast<int32_t>(nodes_.size());
+    path.pop_back();
+  }
+}
+
+Result<std::shared_ptr<CompiledGrammar>> CompiledGrammar::Compile(const Grammar& grammar, bool allow_special_tokens) {
+  if (Status status = grammar.Validate(); !status.ok()) return status;
+  std::shared_ptr<CompiledGrammar> compiled(new CompiledGrammar());
+  compiled->allow_special_tokens_ = allow_special_tokens;
+  const std::vector<Rule>& rules = grammar.rules();
+  compiled->alternatives_.resize(rules.size());
+  for (size_t r = 0; r < rules.size(); ++r) {
+    for (const Sequence& sequence : rules[r].alternatives) {
+      compiled->alternatives_[r].push_back(static_cast<int32_t>(compiled->elements_.size()));
+      compiled->elements_.insert(compiled->elements_.end(), sequence.begin(), sequence.end());
+      compiled->elements_.push_back({Element::Kind::kRule, 0, 0, kEndMarker});
+    }
+  }
+  // The initial state: the root's expansions (a root element followed by an end marker, never matched itself).
+  compiled->elements_.push_back(Element::Rule(grammar.root()));
+  compiled->elements_.push_back({Element::Kind::kRule, 0, 0, kEndMarker});
+  std::vector<int32_t> stack = {static_cast<int32_t>(compiled->elements_.size() - 2)};
+  std::vector<std::vector<int32_t>> stacks;
+  if (!compiled->Expand(stack, stacks, 0)) {
+    return InvalidArgument("the grammar is too ambiguous or too deeply nested at its start (more than ", kMaxStacks,
+                           " parses or ", kMaxStackDepth, " nested rules)");
+  }
+  compiled->Canonicalise(stacks, compiled->initial_);
+  return compiled;
+}
+
+bool CompiledGrammar::Expand(std::vector<int32_t>& stack, std::vector<std::vector<int32_t>>& out, int depth) const {
+  if (static_cast<int64_t>(stack.size()) > kMaxStackDepth || depth > kMaxStackDepth) return false;
+  if (stack.empty() || elements_[static_cast<size_t>(stack.back())].kind == Element::Kind::kBytes) {
+    if (std::find(out.begin(), out.end(), stack) == out.end()) out.push_back(stack);
+    return static_cast<int64_t>(out.size()) <= kMaxStacks;
+  }
+  const int32_t position = stack.back();
+  const int32_t rule = elements_[static_cast<size_t>(position)].rule;
+  stack.pop_back();
+  const bool has_rest = !IsEnd(position + 1);  // a reference in tail position leaves no frame (a tail call)
+  if (has_rest) stack.push_back(position + 1);
+  bool ok = true;
+  for (int32_t start : alternatives_[static_cast<size_t>(rule)]) {
+    if (IsEnd(start)) {
+      ok = Expand(stack, out, depth + 1);
+    } else {
+      stack.push_back(start);
+      ok = Expand(stack, out, depth + 1);
+      stack.pop_back();
+    }
+    if (!ok) break;
+  }
+  if (has_rest) stack.pop_back();
+  stack.push_back(position);
+  return ok;
+}
+
+void CompiledGrammar::Canonicalise(std::vector<std::vector<int32_t>>& stacks, State& state) const {
+  std::sort(stacks.begin(), stacks.end());
+  stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
+  state.clear();
+  for (const auto& stack : stacks) {
+    state.push_back(static_cast<int32_t>(stack.size()));
+    state.insert(state.end(), stack.begin(), stack.end());
+  }
+}
+
+bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to) const {
+  to.clear();
+  thread_local std::vector<int32_t> stack;
+  thread_local std::vector<std::vector<int32_t>> expanded;
+  int64_t count = 0;
+  for (size_t at = 0; at < from.size(); at += static_cast<size_t>(from[at]) + 1) {
+    const size_t length = static_cast<size_t>(from[at]);
+    if (length == 0) continue;
+    const int32_t top = from[at + length];
+    const Element& e = elements_[static_cast<size_t>(top)];
+    if (e.kind != Element::Kind::kBytes || byte < e.lo || byte > e.hi) continue;
+    stack.assign(from.begin() + at + 1, from.begin() + at + length);
+    if (!IsEnd(top + 1)) {
+      stack.push_back(top + 1);
+      if (elements_[static_cast<size_t>(top + 1)].kind == Element::Kind::kBytes) {
+        AddStack(stack, to, count);  // the common case: the next element is a byte range, nothing to expand
+        continue;
+      }
+    } else if (stack.empty() || elements_[static_cast<size_t>(stack.back())].kind == Element::Kind::kBytes) {
+      AddStack(stack, to, count);
+      continue;
+    }
+    expanded.clear();
+    if (!Expand(stack, expanded, 0)) {
+      to.clear();
+      return false;
+    }
+    for (const auto& s : expanded) AddStack(s, to, count);
+    if (count > kMaxStacks) {
+      to.clear();
+      return false;
+    }
+  }
+  SortStacks(to, count);
+  return count > 0;
+}
+
+bool CompiledGrammar::AdvanceBytes(State& state, std::string_view bytes) const {
+  State next;
+  for (char c : bytes) {
+    if (!AdvanceByte(state, static_cast<uint8_t>(c), next)) return false;
+    state.swap(next);
+  }
+  return true;
+}
+
+bool CompiledGrammar::IsAccepting(const State& state) {
+  for (size_t at = 0; at < state.size(); at += static_cast<size_t>(state[at]) + 1) {
+    if (state[at] == 0) return true;
+  }
+  return false;
+}
+
+bool CompiledGrammar::CanContinue(const State& state) {
+  for (size_t at = 0; at < state.size(); at += static_cast<size_t>(state[at]) + 1) {
+    if (state[at] != 0) return true;
+  }
+  return false;
+}
+
+void CompiledGrammar::AddNonTrieTokens(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
+  if (IsAccepting(state)) {
+    for (int32_t id : vocabulary.end_ids()) mask.Set(id);
+  }
+  if (!allow_special_tokens_) return;
+  State copy;
+  for (int32_t id : vocabulary.special_ids()) {
+    copy = state;
+    if (AdvanceBytes(copy, vocabulary.bytes(id))) mask.Set(id);
+  }
+}
+
+void CompiledGrammar::ComputeMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
+  mask.Reset(vocabulary.size());
+  const std::vector<TokenVocabulary::Node>& nodes = vocabulary.nodes();
+  thread_local std::vector<State> levels;  // levels[d]: the state after the first d bytes of the current node
+  if (levels.size() < static_cast<size_t>(vocabulary.max_depth()) + 1) levels.resize(vocabulary.max_depth() + 1);
+  levels[0] = state;
+  for (size_t i = 1; i < nodes.size();) {
+    const TokenVocabulary::Node& node = nodes[i];
+    if (!AdvanceByte(levels[node.depth - 1], node.byte, levels[node.depth])) {
+      i = static_cast<size_t>(node.subtree_end);  // no token with this prefix is allowed
+      continue;
+    }
+    for (int32_t id : vocabulary.NodeTokens(node)) mask.Set(id);
+    ++i;
+  }
+  AddNonTrieTokens(vocabulary, state, mask);
+}
+
+void CompiledGrammar::FillMaskReference(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
+  mask.Reset(vocabulary.size());
+  State copy;
+  for (int32_t id = 0; id < vocabulary.size(); ++id) {
+    const std::string_view bytes = vocabulary.bytes(id);
+    if (vocabulary.is_end(id)) {
+      if (IsAccepting(state)) mask.Set(id);
+      continue;
+    }
+    if (bytes.empty()) continue;
+    const bool special = std::find(vocabulary.special_ids().begin(), vocabulary.special_ids().end(), id) !=
+                         vocabulary.special_ids().end();
+    if (special && !allow_special_tokens_) continue;
+    copy = state;
+    if (AdvanceBytes(copy, bytes)) mask.Set(id);
+  }
+}
+
+size_t CompiledGrammar::StateHash::operator()(const State& state) const {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ state.size();
+  for (int32_t v : state) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001B3ULL;  // FNV-1a over the values
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
+void CompiledGrammar::FillMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
+  {
+    std::lock_guard<std::mutex> lock(cache_mutex_);
+    Cache& cache = caches_[&vocabulary];
+    const auto found = cache.masks.find(state);
+    if (found != cache.masks.end()) {
+      ++stats_.hits;
+      const CachedMask& cached = found->second;
+      mask.Reset(vocabulary.size());
+      if (cached.inverted) {
+        std::fill(mask.words.begin(), mask.words.end(), ~uint64_t{0});
+        const int64_t tail = vocabulary.size() % 64;
+        if (tail != 0) mask.words.back() = (uint64_t{1} << tail) - 1;
+        for (int32_t id : cached.ids) mask.words[static_cast<size_t>(id) >> 6] &= ~(uint64_t{1} << (id & 63));
+      } else {
+        for (int32_t id : cached.ids) mask.Set(id);
+      }
+      return;
+    }
+  }
+  ComputeMask(vocabulary, state, mask);
+  CachedMask cached;
+  const int64_t allowed = mask.Count();
+  cached.inverted = allowed > vocabulary.size() / 2;
+  cached.ids.reserve(static_cast<size_t>(cached.inverted ? vocabulary.size() - allowed : allowed));
+  for (int32_t id = 0; id < vocabulary.size(); ++id) {
+    if (mask.Test(id) != cached.inverted) cached.ids.push_back(id);
+  }
+  const int64_t entry_bytes =
+      static_cast<int64_t>(cached.ids.size() * sizeof(int32_t) + state.size() * sizeof(int32_t)) + 64;
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  ++stats_.misses;
+  Cache& cache = caches_[&vocabulary];
+  if (cache.bytes + entry_bytes > kMaxCacheBytes) {
+    cache.masks.clear();  // a bound, not a policy: schemas that need more states than this recompute some masks
+    cache.bytes = 0;
+  }
+  if (cache.masks.emplace(state, std::move(cached)).second) cache.bytes += entry_bytes;
+}
+
+CompiledGrammar::CacheStats CompiledGrammar::cache_stats() const {
+  std::lock_guard<std::mutex> lock(cache_mutex_);
+  CacheStats stats = stats_;
+  for (const auto& [vocabulary, cache] : caches_) {
+    stats.entries += static_cast<int64_t>(cache.masks.size());
+    stats.bytes += cache.bytes;
+  }
+  return stats;
+}
+
+void Matcher::FillMask(TokenMask& mask) const {
+  if (!ended_) return grammar_->FillMask(*vocabulary_, state_, mask);
+  mask.Reset(vocabulary_->size());
+  for (int32_t id : vocabulary_->end_ids()) mask.Set(id);
+}
+
+bool Matcher::Advance(int32_t token) {
+  if (token < 0 || token >= vocabulary_->size()) return false;
+  if (vocabulary_->is_end(token)) {
+    if (!ended_ && !IsAccepting()) return false;
+    ended_ = true;
+    return true;
+  }
+  if (ended_) return false;
+  const std::string_view bytes = vocabulary_->bytes(token);
+  if (bytes.empty()) return false;
+  const auto& special = vocabulary_->special_ids();
+  if (!grammar_->allow_special_tokens() && std::find(special.begin(), special.end(), token) != special.end()) {
+    return false;
+  }
+  State next = state_;
+  if (!grammar_->AdvanceBytes(next, bytes)) return false;
+  state_.swap(next);
+  return true;
+}
+
+}  // namespace glint::grammar

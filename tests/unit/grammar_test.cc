@@ -1,0 +1,181 @@
+// The grammar layer: GBNF and regex compilers, the pushdown matcher against the Earley reference, and the fast
+// (trie + cache) token masks against the reference mask (every token fed byte by byte). Exact comparisons: masks
+// are sets of ids.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "grammar/gbnf.h"
+#include "grammar/matcher.h"
+#include "grammar/reference.h"
+#include "grammar/regex.h"
+#include "test_util.h"
+
+namespace glint::grammar {
+namespace {
+
+// A small vocabulary shaped like byte-level BPE: the 256 bytes, multi-byte pieces that cross grammar boundaries
+// (`":`, `"}`, `, "`), pieces of UTF-8 characters (the first two bytes of "€"), whole characters, a special token
+// and an end id.
+TokenVocabulary SmallVocabulary() {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, static_cast<char>(b)));
+  for (const char* piece : {"\":",    "\"}",    ", \"",        "{\"",          "true",
+                            "false",  "null",   "12",          "3.5",          "e+",
+                            "ab",     "abc",    "\xE2\x82",    "\xE2\x82\xAC", "\xC3\xA9t\xC3\xA9",
+                            "\"name", "\": \"", "\\n",         "\\u00",        "]}",
+                            "[1",     "a|b",    "<tool_call>", "<arg_key>",    ""}) {
+    bytes.push_back(piece);
+  }
+  std::vector<bool> special(bytes.size(), false);
+  bytes.push_back("<tool_call>");  // a special token with the same text as a plain piece
+  special.push_back(true);
+  bytes.push_back("<|end|>");
+  special.push_back(true);
+  const int32_t end = static_cast<int32_t>(bytes.size() - 1);
+  return TokenVocabulary(std::move(bytes), std::move(special), {end});
+}
+
+// Walks the grammar by sampling allowed tokens; at every step the fast mask equals the reference mask, and for
+// each token the pushdown verdict equals Earley's on the whole text.
+void CheckRandomWalks(const Grammar& grammar, int walks, int steps, bool check_earley = true) {
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<CompiledGrammar> compiled, CompiledGrammar::Compile(grammar));
+  const TokenVocabulary vocabulary = SmallVocabulary();
+  std::mt19937 random(1234);
+  for (int walk = 0; walk < walks; ++walk) {
+    Matcher matcher(compiled, &vocabulary);
+    std::string text;
+    for (int step = 0; step < steps && !matcher.ended(); ++step) {
+      TokenMask fast, cached, reference;
+      compiled->ComputeMask(vocabulary, matcher.state(), fast);
+      compiled->FillMask(vocabulary, matcher.state(), cached);
+      compiled->FillMaskReference(vocabulary, matcher.state(), reference);
+      ASSERT_EQ(fast.words, reference.words) << "walk " << walk << " step " << step << " after '" << text << "'";
+      ASSERT_EQ(cached.words, reference.words) << "walk " << walk << " step " << step;
+      std::vector<int32_t> allowed;
+      for (int32_t id = 0; id < vocabulary.size(); ++id) {
+        if (reference.Test(id)) allowed.push_back(id);
+        if (!check_earley || vocabulary.is_end(id) || vocabulary.bytes(id).empty()) continue;
+        if (std::find(vocabulary.special_ids().begin(), vocabulary.special_ids().end(), id) !=
+            vocabulary.special_ids().end()) {
+          continue;
+        }
+        const EarleyResult earley = EarleyRecognize(grammar, text + std::string(vocabulary.bytes(id)));
+        ASSERT_EQ(earley.viable, reference.Test(id)) << "token '" << vocabulary.bytes(id) << "' after '" << text << "'";
+      }
+      if (check_earley) {
+        ASSERT_EQ(EarleyRecognize(grammar, text).complete, matcher.IsAccepting()) << text;
+      }
+      ASSERT_FALSE(allowed.empty()) << "dead end after '" << text << "'";
+      const int32_t token = allowed[random() % allowed.size()];
+      ASSERT_TRUE(matcher.Advance(token));
+      if (!vocabulary.is_end(token)) text += vocabulary.bytes(token);
+    }
+  }
+}
+
+TEST(Grammar, GbnfJsonLikeGrammarMatchesEarley) {
+  ASSERT_OK_AND_ASSIGN(Grammar grammar, ParseGbnf(R"(
+    root   ::= object
+    object ::= "{" ws ( pair ( "," ws pair )* )? "}"
+    pair   ::= "\"" [a-z]+ "\":" ws value   # a comment
+    value  ::= object | "[" ws ( value ("," ws value)* )? "]" | "true" | "false" | "null" | [0-9]+ ("." [0-9]+)?
+    ws     ::= [ \t\n]{0,2}
+  )"));
+  CheckRandomWalks(grammar, 3, 16);
+}
+
+TEST(Grammar, UnicodeClassesAndPartialCharacters) {
+  // Code points across every UTF-8 length; tokens that end inside "€" are allowed only where a continuation fits.
+  ASSERT_OK_AND_ASSIGN(Grammar grammar, ParseGbnf(R"(root ::= [a-zé€-₿𝄞]{1,6} "|" [^a-z]? )"));
+  CheckRandomWalks(grammar, 8, 10);
+}
+
+TEST(Grammar, RegexFullMatchAndJsonString) {
+  Grammar grammar;
+  ASSERT_OK_AND_ASSIGN(int32_t rule, AddRegex(grammar, R"((ab|a)c?\d{2,3}[x-z\n"]*(?:e[+-]?)?)", {}));
+  grammar.set_root(rule);
+  CheckRandomWalks(grammar, 8, 12);
+
+  Grammar json;
+  RegexOptions options;
+  options.json_string = true;
+  options.full_match = false;
+  ASSERT_OK_AND_ASSIGN(int32_t inner, AddRegex(json, R"(^a"\\\d$)", options));
+  const int32_t root = json.AddRuleWith("root", {{Element::Byte('"'), Element::Rule(inner), Element::Byte('"')}});
+  json.set_root(root);
+  EXPECT_TRUE(EarleyRecognize(json, R"("a\"\\5")").complete);
+  EXPECT_FALSE(EarleyRecognize(json, R"("a"\5")").viable);
+}
+
+TEST(Grammar, RegexUnanchoredSearch) {
+  Grammar grammar;
+  RegexOptions options;
+  options.full_match = false;
+  ASSERT_OK_AND_ASSIGN(int32_t rule, AddRegex(grammar, "x[0-9]", options));
+  grammar.set_root(rule);
+  EXPECT_TRUE(EarleyRecognize(grammar, "abx5cd").complete);
+  EXPECT_FALSE(EarleyRecognize(grammar, "abx").complete);
+}
+
+TEST(Grammar, TextUntilStopsAtTheFirstOccurrence) {
+  Grammar grammar;
+  const int32_t until = grammar.AddTextUntil("</think>", "think");
+  grammar.set_root(grammar.AddRuleWith("root", {{Element::Rule(until), Element::Byte('X')}}));
+  EXPECT_TRUE(EarleyRecognize(grammar, "a</th</thin<</think>X").complete);
+  EXPECT_FALSE(EarleyRecognize(grammar, "a</think>Y").viable);
+  EXPECT_FALSE(EarleyRecognize(grammar, "a</think></think>X").viable);
+  CheckRandomWalks(grammar, 4, 12);
+}
+
+TEST(Grammar, SpecialAndEndTokens) {
+  ASSERT_OK_AND_ASSIGN(Grammar grammar, ParseGbnf(R"(root ::= "<tool_call>" [a-c]+)"));
+  const TokenVocabulary vocabulary = SmallVocabulary();
+  const int32_t special = static_cast<int32_t>(vocabulary.size() - 2),
+                end = static_cast<int32_t>(vocabulary.size() - 1);
+  for (bool allow : {false, true}) {
+    ASSERT_OK_AND_ASSIGN(std::shared_ptr<CompiledGrammar> compiled, CompiledGrammar::Compile(grammar, allow));
+    Matcher matcher(compiled, &vocabulary);
+    TokenMask mask;
+    matcher.FillMask(mask);
+    EXPECT_EQ(mask.Test(special), allow);
+    EXPECT_FALSE(mask.Test(end));
+    ASSERT_TRUE(matcher.Advance(allow ? special : static_cast<int32_t>('<')));
+    if (!allow) {
+      for (char c : std::string("tool_call>")) ASSERT_TRUE(matcher.Advance(static_cast<unsigned char>(c)));
+    }
+    ASSERT_TRUE(matcher.Advance('a'));
+    matcher.FillMask(mask);
+    EXPECT_TRUE(mask.Test(end));
+    EXPECT_TRUE(matcher.Advance(end));
+    EXPECT_TRUE(matcher.ended());
+    EXPECT_FALSE(matcher.Advance('b'));
+    matcher.FillMask(mask);
+    EXPECT_EQ(mask.Count(), 1);  // only the end id once ended
+    EXPECT_TRUE(matcher.Advance(end));
+  }
+}
+
+TEST(Grammar, BadGrammarsAreRefused) {
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= root \"a\" | \"b\""), "left-recursive");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= x"), "'x' is used but never defined");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("start ::= \"a\""), "no 'root' rule");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= \"a"), "unterminated string");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= [b-a]"), "reversed");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= \"a\" root"), "can never finish");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= \"a\"{3,1}"), "empty");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= \"a\"\nroot ::= \"b\""), "defined twice");
+  EXPECT_ERROR_CONTAINS(ParseGbnf("root ::= ( \"a\""), "missing ')'");
+  Grammar grammar;
+  EXPECT_ERROR_CONTAINS(AddRegex(grammar, "(a)\\1", {}), "backreferences");
+  EXPECT_ERROR_CONTAINS(AddRegex(grammar, "(?=a)", {}), "lookaround");
+  EXPECT_ERROR_CONTAINS(AddRegex(grammar, "a^b", {}), "anchors");
+  EXPECT_ERROR_CONTAINS(AddRegex(grammar, "a{99999}", {}), "too large");
+  EXPECT_ERROR_CONTAINS(AddRegex(grammar, "(a", {}), "missing ')'");
+  EXPECT_ERROR_CONTAINS(AddRegex(grammar, "*a", {}), "nothing to repeat");
+}
+
+}  // namespace
+}  // namespace glint::grammar
