@@ -68,12 +68,14 @@ Error ReadString(const Json& object, const char* name, std::optional<std::string
 // An integer (a float with an integral value is accepted, as pydantic does in OpenAI-compatible servers).
 Error ToInteger(const Json& value, const std::string& param, int64_t min, int64_t max, int64_t& out) {
   int64_t parsed = 0;
-  if (value.is_number_integer()) {
-    parsed = value.get<int64_t>();
-  } else if (value.is_number_unsigned()) {
+  // Unsigned first: nlohmann's is_number_integer() is also true for unsigned values, and 2^64 − 1 read as int64
+  // is −1. Values beyond int64 saturate to its maximum (every range check below then refuses or clamps them).
+  if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
     parsed = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
                                                                             : static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    parsed = value.get<int64_t>();
   } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
              std::floor(value.get<double>()) == value.get<double>() && std::fabs(value.get<double>()) < 9e18) {
     parsed = static_cast<int64_t>(value.get<double>());

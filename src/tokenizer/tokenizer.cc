@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "base/json_depth.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
@@ -392,6 +393,9 @@ Result<Tokenizer> Tokenizer::Load(const std::string& dir_or_file) {
 
 Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, std::string_view source) {
   Json root;
+  if (!JsonDepthWithin(json_text, kMaxJsonFileDepth)) {
+    return InvalidArgument(source, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
   try {
     root = Json::parse(json_text);
   } catch (const Json::exception& error) {
