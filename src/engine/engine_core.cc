@@ -106,6 +106,9 @@ Status EngineCore::Validate(const Request& request) const {
   if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs) {
     return InvalidArgument("logprobs is ", request.logprobs, "; expected −1 (off) or 0 .. ", kMaxTopLogprobs);
   }
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (id >= c.vocab_size) return InvalidArgument("logit_bias token ", id, " is outside the vocabulary");
+  }
   for (int32_t id : stop.stop_token_ids) {
     if (id < 0 || id >= c.vocab_size) return InvalidArgument("stop token id ", id, " is outside the vocabulary");
   }
