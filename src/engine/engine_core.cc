@@ -103,10 +103,11 @@ Status EngineCore::Validate(const Request& request) const {
   if (stop.max_tokens == 0 || stop.max_tokens < -1) {
     return InvalidArgument("max_tokens is ", stop.max_tokens, "; expected at least 1 (or −1 for the context limit)");
   }
-  if (stop.max_tokens > 0 && length + stop.max_tokens > limit) {
-    return OutOfRange("the prompt (", length, " tokens) plus max_tokens (", stop.max_tokens, ") is ",
-                      length + stop.max_tokens, " tokens, more than the context limit of ", limit,
-                      " (max_model_len)");
+  // Compared as max_tokens > limit − length (both sides in range): length + max_tokens overflows for a client's
+  // max_tokens near 2^63 and would pass the check.
+  if (stop.max_tokens > 0 && stop.max_tokens > limit - length) {
+    return OutOfRange("the prompt (", length, " tokens) plus max_tokens (", stop.max_tokens,
+                      ") is more than the context limit of ", limit, " tokens (max_model_len)");
   }
   GLINT_RETURN_IF_ERROR(ValidateSamplingParams(request.sampling));
   if (request.n < 1 || request.n > kMaxSamplesPerRequest) {
@@ -114,6 +115,9 @@ Status EngineCore::Validate(const Request& request) const {
   }
   if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs) {
     return InvalidArgument("logprobs is ", request.logprobs, "; expected −1 (off) or 0 .. ", kMaxTopLogprobs);
+  }
+  for (const auto& [id, bias] : request.sampling.logit_bias) {
+    if (id >= c.vocab_size) return InvalidArgument("logit_bias token ", id, " is outside the vocabulary");
   }
   for (int32_t id : stop.stop_token_ids) {
     if (id < 0 || id >= c.vocab_size) return InvalidArgument("stop token id ", id, " is outside the vocabulary");

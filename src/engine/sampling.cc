@@ -30,6 +30,12 @@ Status ValidateSamplingParams(const SamplingParams& params) {
     return InvalidArgument("repetition_penalty ", params.repetition_penalty,
                            " is invalid; expected a finite number > 0 (1 = off)");
   }
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (token < 0) return InvalidArgument("logit_bias token ", token, " is negative");
+    if (!(bias >= -100 && bias <= 100)) {
+      return InvalidArgument("logit_bias for token ", token, " is ", bias, "; expected a number in [-100, 100]");
+    }
+  }
   return Status::Ok();
 }
 
@@ -166,6 +172,9 @@ void ApplyPenalties(const SamplingParams& params, const TokenHistory& history, s
       if (!in_range(token)) continue;
       logits[token] -= params.frequency_penalty * static_cast<float>(count) + params.presence_penalty;
     }
+  }
+  for (const auto& [token, bias] : params.logit_bias) {
+    if (in_range(token)) logits[token] += bias;
   }
 }
 

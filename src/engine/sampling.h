@@ -27,6 +27,10 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;   // [−2, 2]: logit −= f × (times the token was generated so far)
   float repetition_penalty = 1.0f;  // > 0: a token in the prompt or generated so far has its logit divided by r
                                     // when positive, multiplied by r when not (HF / vLLM)
+  // (token, bias) pairs added to the logit after the penalties (OpenAI's logit_bias, each in [−100, 100]; −100
+  // in effect bans a token, +100 forces it). Applied wherever penalties are, so plain sampling, greedy decoding,
+  // MTP drafting and speculative verification all see the same biased distribution.
+  std::vector<std::pair<int32_t, float>> logit_bias = {};
 };
 
 Status ValidateSamplingParams(const SamplingParams& params);
@@ -75,7 +79,8 @@ class TokenHistory {
   std::unordered_map<int32_t, int32_t> generated_counts_;
 };
 
-// Applies the penalties of `params` to `logits` [V] in place (a no-op when they are off).
+// Applies the penalties and then the logit bias of `params` to `logits` [V] in place (a no-op when they are off).
+// Bias entries for ids outside [0, V) are ignored (the engine refuses them at submission).
 void ApplyPenalties(const SamplingParams& params, const TokenHistory& history, std::span<float> logits);
 
 // Structured output (docs/server.md "Structured output"): every token outside `allowed` (a bitset over [V], bit

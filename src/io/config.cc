@@ -1,16 +1,55 @@
 #include "io/config.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "base/json_depth.h"
 
 namespace glint {
 namespace {
 
 using Json = nlohmann::json;
+
+// The largest value a config size may have: several times the largest open checkpoints (GLM-5.3: 6144 wide,
+// 288 experts, 80 layers; the largest open MoE models: 384 experts, 7168 wide, 154k vocabularies). Keys not
+// listed are dimensions capped at 2^20.
+int64_t LargestPlausible(std::string_view key) {
+  static const std::map<std::string_view, int64_t> kLargest = {
+      {"vocab_size", int64_t{1} << 21},  // = kMaxTokenizerVocabSize
+      {"hidden_size", int64_t{1} << 16},
+      {"num_hidden_layers", 1024},
+      {"max_position_embeddings", int64_t{1} << 24},
+      {"hc_mult", 16},
+      {"hc_sinkhorn_iters", 1000},
+      {"num_attention_heads", 1024},
+      {"num_key_value_heads", 1024},
+      {"num_heads", 1024},
+      {"linear_num_heads", 1024},
+      {"index_n_heads", 1024},
+      {"head_dim", 4096},
+      {"linear_head_dim", 4096},
+      {"qk_nope_head_dim", 4096},
+      {"qk_head_dim", 4096},
+      {"v_head_dim", 4096},
+      {"index_head_dim", 4096},
+      {"short_conv_kernel_size", 64},
+      {"linear_conv_kernel_dim", 64},
+      {"q_lora_rank", int64_t{1} << 16},
+      {"kv_lora_rank", int64_t{1} << 16},
+      {"index_kpool", 4096},
+      {"moe_intermediate_size", int64_t{1} << 18},
+      {"n_routed_experts", 4096},
+      {"depth", 1024},
+      {"in_channels", 16},
+  };
+  const auto it = kLargest.find(key);
+  return it == kLargest.end() ? int64_t{1} << 20 : it->second;
+}
 
 // Typed access to one JSON object with errors that name the file, the key, what was found and what was expected.
 class ObjectReader {
@@ -29,10 +68,15 @@ class ObjectReader {
     if (!value->is_number_integer()) return WrongType(key, *value, "an integer");
     return value->get<int64_t>();
   }
+  // A positive integer no larger than any real checkpoint could have (LargestPlausible): a hostile or corrupt
+  // config is refused here, before anything is sized from it.
   Result<int64_t> PositiveInt(const char* key, std::optional<int64_t> fallback = std::nullopt) const {
     GLINT_ASSIGN_OR_RETURN(int64_t value, Int(key, fallback));
-    if (value <= 0 || value > (int64_t{1} << 40)) {
-      return InvalidArgument(context_, ": '", key, "' is ", value, "; expected a positive integer");
+    const int64_t largest = LargestPlausible(key);
+    if (value <= 0) return InvalidArgument(context_, ": '", key, "' is ", value, "; expected a positive integer");
+    if (value > largest) {
+      return InvalidArgument(context_, ": '", key, "' is ", value, "; expected at most ", largest,
+                             " (far beyond any real checkpoint; the file is corrupt or hostile)");
     }
     return value;
   }
@@ -338,7 +382,9 @@ Status ReadText(const ObjectReader& text, ModelConfig& config) {
                         StrCat("at most n_routed_experts = ", config.n_routed_experts));
   }
   GLINT_ASSIGN_OR_RETURN(config.n_shared_experts, text.Int("n_shared_experts", 1));
-  if (config.n_shared_experts < 0) return text.Invalid("n_shared_experts", "negative", ">= 0");
+  if (config.n_shared_experts < 0 || config.n_shared_experts > 64) {
+    return text.Invalid("n_shared_experts", std::to_string(config.n_shared_experts), "0 .. 64");
+  }
   GLINT_ASSIGN_OR_RETURN(config.norm_topk_prob, text.Bool("norm_topk_prob", true));
   GLINT_ASSIGN_OR_RETURN(config.routed_scaling_factor, text.Float("routed_scaling_factor", 1.0f));
   GLINT_ASSIGN_OR_RETURN(config.swiglu_limit, text.Float("swiglu_limit", 10.0f));
@@ -401,6 +447,32 @@ Status ReadVision(const Json& vision_json, const std::string& context, VisionCon
   return Status::Ok();
 }
 
+// Refuses a config whose weights would not fit any machine: each field may be plausible alone while their
+// product (e.g. 4096 experts × 2^18 wide × 1024 layers) describes petabytes that a loader would try to allocate.
+// The estimate counts the big matrices (embeddings, attention projections, experts) in doubles, so it cannot
+// overflow; the bound, 2^41 parameters (2.2 T), is twice the largest open checkpoints.
+Status CheckTotalParameters(const ModelConfig& c, const std::string& context) {
+  const double d = static_cast<double>(c.hidden_size);
+  const double heads = static_cast<double>(c.num_attention_heads);
+  const double attention = d * static_cast<double>(c.q_lora_rank + c.kv_lora_rank) +
+                           static_cast<double>(c.q_lora_rank) * heads * static_cast<double>(c.qk_head_dim) +
+                           static_cast<double>(c.kv_lora_rank) * heads * static_cast<double>(c.qk_head_dim + c.v_head_dim) +
+                           heads * static_cast<double>(c.v_head_dim) * d +
+                           4.0 * d * static_cast<double>(c.kda_num_heads * c.kda_head_dim);
+  const double experts = 3.0 * d * static_cast<double>(c.moe_intermediate_size) *
+                         static_cast<double>(c.n_routed_experts + c.n_shared_experts);
+  const double dense = 3.0 * d * static_cast<double>(c.intermediate_size);
+  const double layers = static_cast<double>(c.num_hidden_layers + 1);  // + the MTP layer
+  const double total = 2.0 * static_cast<double>(c.vocab_size) * d + layers * (attention + std::max(experts, dense));
+  constexpr double kLargest = 2199023255552.0;  // 2^41
+  if (total > kLargest) {
+    return InvalidArgument(context, ": the sizes describe about ", static_cast<int64_t>(total / 1e9),
+                           " billion parameters; expected at most ", static_cast<int64_t>(kLargest / 1e9),
+                           " billion (no real checkpoint is larger; the file is corrupt or hostile)");
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view AttentionKindName(AttentionKind kind) { return kind == AttentionKind::kKda ? "KDA" : "DSA"; }
@@ -415,6 +487,9 @@ int ModelConfig::NumLayersOf(MlpKind kind) const {
 
 Result<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_view source) {
   const std::string context(source);
+  if (!JsonDepthWithin(json_text, kMaxJsonFileDepth)) {
+    return InvalidArgument(context, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
   Json root = Json::parse(json_text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return InvalidArgument(context, ": not valid JSON");
   if (!root.is_object()) return InvalidArgument(context, ": not a JSON object");
@@ -435,6 +510,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_vie
   // Release layout: nested text_config. Text-only exports: the same keys at top level.
   ObjectReader text(text_json != nullptr ? *text_json : root, text_json != nullptr ? context + " text_config" : context);
   GLINT_RETURN_IF_ERROR(ReadText(text, config));
+  GLINT_RETURN_IF_ERROR(CheckTotalParameters(config, context));
 
   if (const Json* quant = outer.Get("quantization_config")) {
     if (!quant->is_object()) return InvalidArgument(context, ": quantization_config is not an object");
@@ -464,6 +540,9 @@ Result<ModelConfig> LoadModelConfig(const std::string& path) {
 Result<GenerationConfig> ParseGenerationConfig(std::string_view json_text, const ModelConfig& model,
                                                std::string_view source) {
   const std::string context(source);
+  if (!JsonDepthWithin(json_text, kMaxJsonFileDepth)) {
+    return InvalidArgument(context, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
   Json root = Json::parse(json_text, nullptr, false);
   if (root.is_discarded() || !root.is_object()) return InvalidArgument(context, ": not a JSON object");
   ObjectReader reader(root, context);

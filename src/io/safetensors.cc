@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_depth.h"
+
 namespace glint {
 namespace {
 
@@ -129,6 +131,9 @@ Result<SafetensorsHeader> ParseSafetensorsHeader(std::span<const uint8_t> file_b
                            " bytes)");
   }
   const char* text = reinterpret_cast<const char*>(file_bytes.data() + 8);
+  if (!JsonDepthWithin(std::string_view(text, header_bytes), kMaxJsonFileDepth)) {
+    return InvalidArgument("header JSON is nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
   Json header = Json::parse(text, text + header_bytes, /*cb=*/nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded()) return InvalidArgument("header is not valid JSON");
   if (!header.is_object()) return InvalidArgument("header is not a JSON object");
@@ -174,6 +179,9 @@ Result<Checkpoint> Checkpoint::Open(const std::string& path) {
     const std::string index_path = JoinPath(path, "model.safetensors.index.json");
     if (PathExists(index_path)) {
       GLINT_ASSIGN_OR_RETURN(std::string index_text, ReadFile(index_path, size_t{64} << 20));
+      if (!JsonDepthWithin(index_text, kMaxJsonFileDepth)) {
+        return InvalidArgument(index_path, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+      }
       Json index = Json::parse(index_text, nullptr, false);
       if (index.is_discarded() || !index.is_object()) {
         return InvalidArgument(index_path, ": not a JSON object");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "base/json_depth.h"
 
 namespace glint {
 namespace {
@@ -22,6 +23,9 @@ Status CheckId(int64_t id, int64_t vocab_size, const std::string& where) {
 Result<std::vector<std::vector<int32_t>>> ParseTokenSequences(std::string_view json_text, std::string_view source,
                                                                int64_t vocab_size) {
   const std::string context(source);
+  if (!JsonDepthWithin(json_text, kMaxJsonFileDepth)) {
+    return InvalidArgument(context, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
   nlohmann::json root = nlohmann::json::parse(json_text, nullptr, false);
   if (root.is_discarded()) return InvalidArgument(context, ": not valid JSON");
   if (!root.is_array() || root.empty()) {

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/json_depth.h"
+
 namespace glint {
 namespace {
 
@@ -185,6 +187,10 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate
     return fail("header length ", header_bytes, " does not fit the file of ", bytes.size(), " bytes");
   }
   const uint64_t data_begin = 16 + header_bytes;
+  if (!JsonDepthWithin(std::string_view(reinterpret_cast<const char*>(bytes.data()) + 16, header_bytes),
+                       kMaxJsonFileDepth)) {
+    return fail("the header JSON is nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
   Json header = Json::parse(bytes.begin() + 16, bytes.begin() + data_begin, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return fail("the header is not a JSON object");
   const int version = header.value("container_version", 0);

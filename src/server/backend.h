@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/status.h"
@@ -25,6 +26,7 @@ struct GenerationSampling {
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
   float repetition_penalty = 1.0f;
+  std::vector<std::pair<int32_t, float>> logit_bias = {};  // (token, bias in [−100, 100]) added to the logits
 };
 
 struct TokenLogprob {

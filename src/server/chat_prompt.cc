@@ -26,7 +26,64 @@ ToolParameterTypes ParameterTypes(const Json& tools) {
   return types;
 }
 
+constexpr std::string_view kMark = "\xEE\x80\x80";  // U+E000
+
+// Marks every string in `value`, object keys included (a tool schema's property names reach the prompt).
+void MarkStrings(Json& value, const Tokenizer& tokenizer) {
+  if (value.is_string()) {
+    value = MarkAddedTokens(value.get_ref<const std::string&>(), tokenizer);
+  } else if (value.is_array()) {
+    for (Json& item : value) MarkStrings(item, tokenizer);
+  } else if (value.is_object()) {
+    // Marking is injective, so the keys stay distinct; appending to ordered_map's vector skips its linear search.
+    Json marked = Json::object();
+    auto& members = static_cast<Json::object_t::Container&>(marked.get_ref<Json::object_t&>());
+    members.reserve(value.size());
+    for (auto& [key, item] : value.items()) {
+      MarkStrings(item, tokenizer);
+      members.emplace_back(MarkAddedTokens(key, tokenizer), std::move(item));
+    }
+    value = std::move(marked);
+  }
+}
+
 }  // namespace
+
+std::string MarkAddedTokens(std::string_view text, const Tokenizer& tokenizer) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    if (text.substr(i).starts_with(kMark)) {
+      out += kMark;
+      out += kMark;
+      i += kMark.size();
+    } else if (const size_t length = tokenizer.AddedTokenLengthAt(text, i)) {
+      out += kMark;
+      out.append(text.substr(i, length));
+      i += length;
+    } else {
+      out += text[i++];
+    }
+  }
+  return out;
+}
+
+UnmarkedText RemoveMarks(std::string_view marked) {
+  UnmarkedText out;
+  out.text.reserve(marked.size());
+  for (size_t i = 0; i < marked.size();) {
+    if (!marked.substr(i).starts_with(kMark)) {
+      out.text += marked[i++];
+    } else if (marked.substr(i + kMark.size()).starts_with(kMark)) {  // a doubled mark is the client's U+E000
+      out.text += kMark;
+      i += 2 * kMark.size();
+    } else {
+      out.literal_positions.push_back(out.text.size());
+      i += kMark.size();
+    }
+  }
+  return out;
+}
 
 jinja::Object ChatTemplateVariables(const ChatRequest& request) {
   jinja::Object variables;
@@ -40,11 +97,37 @@ jinja::Object ChatTemplateVariables(const ChatRequest& request) {
 }
 
 ApiOr<ChatPrompt> BuildChatPrompt(const ChatRequest& request, const ChatTemplate& chat_template,
-                                  const Tokenizer& tokenizer) {
-  auto rendered = chat_template.Render(ChatTemplateVariables(request));
+                                  const Tokenizer& tokenizer, const ChatPromptOptions& options) {
+  const bool mark = !options.allow_special_tokens_in_content;
+  ChatRequest marked;
+  if (mark) {
+    marked.messages = request.messages;
+    marked.tools = request.tools;
+    marked.chat_template_kwargs = request.chat_template_kwargs;
+    MarkStrings(marked.messages, tokenizer);
+    MarkStrings(marked.tools, tokenizer);
+    MarkStrings(marked.chat_template_kwargs, tokenizer);
+    marked.add_generation_prompt = request.add_generation_prompt;
+    marked.reasoning_effort = request.reasoning_effort;  // validated: Low, High or Max
+  }
+  auto rendered = chat_template.Render(ChatTemplateVariables(mark ? marked : request));
   if (!rendered.ok()) return BadRequest(rendered.status().message(), "messages", "chat_template_error");
   ChatPrompt prompt;
-  prompt.text = std::move(rendered).value();
+  UnmarkedText unmarked;
+  if (mark) {
+    unmarked = RemoveMarks(rendered.value());
+  } else {
+    unmarked.text = std::move(rendered).value();
+  }
+  prompt.text = std::move(unmarked.text);
+  // Every token is at most max_token_bytes long, so the prompt has at least bytes / max_token_bytes tokens: a
+  // prompt that cannot fit is refused without tokenizing it.
+  const int64_t fewest_tokens = static_cast<int64_t>(prompt.text.size() / tokenizer.max_token_bytes());
+  if (options.max_model_len > 0 && fewest_tokens >= options.max_model_len) {
+    return BadRequest(StrCat("the prompt has at least ", fewest_tokens, " tokens but this model's context is ",
+                             options.max_model_len, " tokens (prompt + output)"),
+                      "messages", "context_length_exceeded");
+  }
   const bool forced = request.tool_choice == ToolChoice::kRequired || request.tool_choice == ToolChoice::kNamed;
   if (forced) {
     if (EndsWith(prompt.text, "<think>")) prompt.text += "</think>";
@@ -59,7 +142,8 @@ ApiOr<ChatPrompt> BuildChatPrompt(const ChatRequest& request, const ChatTemplate
       EndsWith(prompt.text, "<think>") ? ReasoningParser::Start::kReasoning : ReasoningParser::Start::kContent;
   prompt.parse_tool_calls = request.tool_choice != ToolChoice::kNone;
   if (prompt.parse_tool_calls) prompt.tool_types = ParameterTypes(request.tools);
-  auto tokens = tokenizer.Encode(prompt.text, /*parse_special=*/true);
+  // Positions past the rendered text (the forced call appended above) are the server's own: none is literal.
+  auto tokens = tokenizer.EncodeWithLiterals(prompt.text, unmarked.literal_positions);
   if (!tokens.ok()) return ApiError{500, "server_error", tokens.status().message(), "", ""};
   prompt.tokens = std::move(tokens).value();
   if (prompt.tokens.empty()) return BadRequest("the rendered prompt is empty", "messages");

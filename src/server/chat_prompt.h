@@ -34,8 +34,30 @@ struct ChatPrompt {
 // add_generation_prompt and reasoning_effort (the request's fields win over the same names in the kwargs).
 jinja::Object ChatTemplateVariables(const ChatRequest& request);
 
+struct ChatPromptOptions {
+  // Client text (message contents, names, tool calls and schemas, template kwargs) is tokenized as plain text:
+  // a user's "<|assistant|>" or "</think>" stays text, and only the template's own text yields special tokens.
+  // True restores the old behaviour (serve --allow-special-tokens-in-content).
+  bool allow_special_tokens_in_content = false;
+  // > 0: a rendered prompt that must have at least this many tokens (judged from its bytes, before tokenizing) is
+  // a context_length_exceeded 400.
+  int64_t max_model_len = 0;
+};
+
 // Template errors (including its raise_exception) are 400s; so is a prompt that encodes to no tokens.
 ApiOr<ChatPrompt> BuildChatPrompt(const ChatRequest& request, const ChatTemplate& chat_template,
-                                  const Tokenizer& tokenizer);
+                                  const Tokenizer& tokenizer, const ChatPromptOptions& options = {});
+
+// How client text is kept plain (exposed for tests): a mark, U+E000 (private use), is put before every
+// added-token string in the client's strings (a literal U+E000 is doubled), the template is rendered, and the
+// marks are taken out again, remembering where they were; the tokenizer then reads an added token starting at
+// a remembered position as text. Marks survive the string operations templates use (concatenation, split,
+// strip, `in`, tojson without ensure_ascii).
+std::string MarkAddedTokens(std::string_view text, const Tokenizer& tokenizer);
+struct UnmarkedText {
+  std::string text;
+  std::vector<size_t> literal_positions;  // ascending byte offsets into text
+};
+UnmarkedText RemoveMarks(std::string_view marked);
 
 }  // namespace glint::server

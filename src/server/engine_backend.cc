@@ -66,6 +66,7 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   converted.sampling.presence_penalty = s.presence_penalty;
   converted.sampling.frequency_penalty = s.frequency_penalty;
   converted.sampling.repetition_penalty = s.repetition_penalty;
+  converted.sampling.logit_bias = s.logit_bias;
   converted.seeded = s.seed.has_value();
   converted.sampling.seed = s.seed.value_or(0);
   converted.stop.max_tokens = request.max_tokens;

@@ -355,7 +355,8 @@ class HttpServer::Impl {
           StrCat("the prompt has ", length, " tokens but this model's context is ", limit, " tokens (prompt + output)"),
           param, "context_length_exceeded");
     }
-    if (fields.max_tokens && length + *fields.max_tokens > limit) {
+    // max_tokens > limit − length, not length + max_tokens > limit: the sum overflows for max_tokens near 2^63.
+    if (fields.max_tokens && *fields.max_tokens > limit - length) {
       return BadRequest(StrCat("the prompt (", length, " tokens) plus max_tokens (", *fields.max_tokens,
                                ") exceeds this model's context of ", limit, " tokens"),
                         "max_tokens", "context_length_exceeded");

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 #include <limits>
+#include <unordered_set>
 
 namespace glint::server {
 namespace {
@@ -68,12 +69,14 @@ Error ReadString(const Json& object, const char* name, std::optional<std::string
 // An integer (a float with an integral value is accepted, as pydantic does in OpenAI-compatible servers).
 Error ToInteger(const Json& value, const std::string& param, int64_t min, int64_t max, int64_t& out) {
   int64_t parsed = 0;
-  if (value.is_number_integer()) {
-    parsed = value.get<int64_t>();
-  } else if (value.is_number_unsigned()) {
+  // Unsigned first: nlohmann's is_number_integer() is also true for unsigned values, and 2^64 − 1 read as int64
+  // is −1. Values beyond int64 saturate to its maximum (every range check below then refuses or clamps them).
+  if (value.is_number_unsigned()) {
     const uint64_t u = value.get<uint64_t>();
     parsed = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ? std::numeric_limits<int64_t>::max()
                                                                             : static_cast<int64_t>(u);
+  } else if (value.is_number_integer()) {
+    parsed = value.get<int64_t>();
   } else if (value.is_number_float() && std::isfinite(value.get<double>()) &&
              std::floor(value.get<double>()) == value.get<double>() && std::fabs(value.get<double>()) < 9e18) {
     parsed = static_cast<int64_t>(value.get<double>());
@@ -113,14 +116,52 @@ Error ReadNumber(const Json& object, const char* name, double min, double max, b
   return std::nullopt;
 }
 
-Error ReadTokenIds(const Json& value, const std::string& param, int64_t vocab_size, std::vector<int32_t>& out) {
+// A list longer than `limit` is refused before any of it is read.
+Error CheckCount(const Json& list, const std::string& param, int64_t limit, const char* what) {
+  if (static_cast<int64_t>(list.size()) > limit) {
+    return BadRequest(StrCat("'", param, "' has ", list.size(), " ", what, "; at most ", limit, " are accepted"), param);
+  }
+  return std::nullopt;
+}
+
+Error ReadTokenIds(const Json& value, const std::string& param, int64_t vocab_size, int64_t limit,
+                   std::vector<int32_t>& out) {
   if (!value.is_array()) return WrongType(param, "an array of token ids", value);
+  API_RETURN_IF_ERROR(CheckCount(value, param, limit, "token ids"));
   out.clear();
+  out.reserve(value.size());
   for (size_t i = 0; i < value.size(); ++i) {
     int64_t id = 0;
     API_RETURN_IF_ERROR(ToInteger(value[i], StrCat(param, "[", i, "]"), 0,
                                   vocab_size > 0 ? vocab_size - 1 : std::numeric_limits<int32_t>::max(), id));
     out.push_back(static_cast<int32_t>(id));
+  }
+  return std::nullopt;
+}
+
+// OpenAI's logit_bias: {"token id": bias} with ids as decimal strings and biases in [−100, 100].
+Error ReadLogitBias(const Json& body, const RequestPolicy& policy, std::vector<std::pair<int32_t, float>>& out) {
+  const Json* bias = Field(body, "logit_bias");
+  if (bias == nullptr) return std::nullopt;
+  if (!bias->is_object()) return WrongType("logit_bias", "an object mapping token ids to biases", *bias);
+  API_RETURN_IF_ERROR(CheckCount(*bias, "logit_bias", policy.max_logit_bias, "entries"));
+  const int64_t max_id = policy.vocab_size > 0 ? policy.vocab_size - 1 : std::numeric_limits<int32_t>::max();
+  for (const auto& [key, value] : bias->items()) {
+    const std::string param = StrCat("logit_bias[", key.substr(0, 32), "]");
+    int64_t id = 0;
+    const bool digits = !key.empty() && key.size() <= 10 &&
+                        std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || (id = std::stoll(key)) > max_id) {
+      return BadRequest(StrCat("'logit_bias' keys must be token ids in [0, ", max_id, "], got '", key.substr(0, 32),
+                               "'"),
+                        "logit_bias");
+    }
+    if (!value.is_number()) return WrongType(param, "a number", value);
+    const double x = value.get<double>();
+    if (!(x >= -100 && x <= 100)) {
+      return BadRequest(StrCat("'", param, "' must be in [-100, 100], got ", x), "logit_bias");
+    }
+    out.emplace_back(static_cast<int32_t>(id), static_cast<float>(x));
   }
   return std::nullopt;
 }
@@ -153,9 +194,7 @@ Error ReadSamplingFields(const Json& body, const RequestPolicy& policy, Sampling
     if (stop->is_string()) {
       fields.stop.push_back(stop->get<std::string>());
     } else if (stop->is_array()) {
-      if (static_cast<int64_t>(stop->size()) > policy.max_stop_strings) {
-        return BadRequest(StrCat("'stop' has ", stop->size(), " strings; at most ", policy.max_stop_strings), "stop");
-      }
+      API_RETURN_IF_ERROR(CheckCount(*stop, "stop", policy.max_stop_strings, "strings"));
       for (size_t i = 0; i < stop->size(); ++i) {
         if (!(*stop)[i].is_string()) return WrongType(StrCat("stop[", i, "]"), "a string", (*stop)[i]);
         fields.stop.push_back((*stop)[i].get<std::string>());
@@ -165,11 +204,17 @@ Error ReadSamplingFields(const Json& body, const RequestPolicy& policy, Sampling
     }
     for (const std::string& text : fields.stop) {
       if (text.empty()) return BadRequest("'stop' strings must not be empty", "stop");
+      if (static_cast<int64_t>(text.size()) > policy.max_stop_bytes) {
+        return BadRequest(StrCat("a 'stop' string has ", text.size(), " bytes; at most ", policy.max_stop_bytes),
+                          "stop");
+      }
     }
   }
   if (const Json* ids = Field(body, "stop_token_ids")) {
-    API_RETURN_IF_ERROR(ReadTokenIds(*ids, "stop_token_ids", policy.vocab_size, fields.stop_token_ids));
+    API_RETURN_IF_ERROR(
+        ReadTokenIds(*ids, "stop_token_ids", policy.vocab_size, policy.max_stop_token_ids, fields.stop_token_ids));
   }
+  API_RETURN_IF_ERROR(ReadLogitBias(body, policy, s.logit_bias));
   API_RETURN_IF_ERROR(ReadBool(body, "ignore_eos", fields.ignore_eos));
   std::optional<int64_t> n;
   API_RETURN_IF_ERROR(ReadInteger(body, "n", 1, policy.max_n, n));
@@ -199,12 +244,13 @@ bool ValidToolName(const std::string& name) {
 
 // Flattens OpenAI content (a string, or text parts) into one string. Parts are joined with "\n", as vLLM does for
 // templates that expect a string.
-Error ReadContent(const Json& content, const std::string& param, std::string& out) {
+Error ReadContent(const Json& content, const std::string& param, int64_t max_parts, std::string& out) {
   if (content.is_string()) {
     out = content.get<std::string>();
     return std::nullopt;
   }
   if (!content.is_array()) return WrongType(param, "a string or an array of content parts", content);
+  API_RETURN_IF_ERROR(CheckCount(content, param, max_parts, "content parts"));
   out.clear();
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
@@ -227,8 +273,9 @@ Error ReadContent(const Json& content, const std::string& param, std::string& ou
   return std::nullopt;
 }
 
-Error ReadToolCalls(const Json& calls, const std::string& param, Json& out) {
+Error ReadToolCalls(const Json& calls, const std::string& param, int64_t max_calls, Json& out) {
   if (!calls.is_array()) return WrongType(param, "an array", calls);
+  API_RETURN_IF_ERROR(CheckCount(calls, param, max_calls, "tool calls"));
   out = Json::array();
   for (size_t j = 0; j < calls.size(); ++j) {
     const std::string call_param = StrCat(param, "[", j, "]");
@@ -245,11 +292,14 @@ Error ReadToolCalls(const Json& calls, const std::string& param, Json& out) {
     Json arguments = Json::object();
     if (const Json* given = Field(*function, "arguments")) {
       if (given->is_string()) {
-        arguments = Json::parse(given->get<std::string>(), nullptr, false);
-        if (arguments.is_discarded() || !arguments.is_object()) {
-          return BadRequest(StrCat("'", call_param, ".function.arguments' must be a JSON object encoded as a string"),
+        // The same linear, depth-capped parser as the body (arguments are client text too).
+        auto parsed = ParseJsonObject(given->get<std::string>());
+        if (!parsed.ok()) {
+          return BadRequest(StrCat("'", call_param, ".function.arguments' must be a JSON object encoded as a string: ",
+                                   parsed.error().message),
                             call_param);
         }
+        arguments = std::move(parsed).value();
       } else if (given->is_object()) {
         arguments = *given;
       } else {
@@ -266,11 +316,12 @@ Error ReadToolCalls(const Json& calls, const std::string& param, Json& out) {
   return std::nullopt;
 }
 
-Error ReadMessages(const Json& body, Json& out) {
+Error ReadMessages(const Json& body, const RequestPolicy& policy, Json& out) {
   const Json* messages = Field(body, "messages");
   if (messages == nullptr) return BadRequest("'messages' is required", "messages");
   if (!messages->is_array()) return WrongType("messages", "an array", *messages);
   if (messages->empty()) return BadRequest("'messages' must not be empty", "messages");
+  API_RETURN_IF_ERROR(CheckCount(*messages, "messages", policy.max_messages, "messages"));
   out = Json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const std::string param = StrCat("messages[", i, "]");
@@ -292,12 +343,12 @@ Error ReadMessages(const Json& body, Json& out) {
     Json tool_calls = Json::array();
     if (role == "assistant") {
       if (const Json* calls = Field(message, "tool_calls")) {
-        API_RETURN_IF_ERROR(ReadToolCalls(*calls, param + ".tool_calls", tool_calls));
+        API_RETURN_IF_ERROR(ReadToolCalls(*calls, param + ".tool_calls", policy.max_tool_calls, tool_calls));
       }
     }
     if (content != nullptr) {
       std::string text;
-      API_RETURN_IF_ERROR(ReadContent(*content, param + ".content", text));
+      API_RETURN_IF_ERROR(ReadContent(*content, param + ".content", policy.max_content_parts, text));
       normalized["content"] = std::move(text);
     } else if (role == "assistant") {
       normalized["content"] = nullptr;  // allowed: a turn with only tool calls
@@ -324,9 +375,11 @@ Error ReadMessages(const Json& body, Json& out) {
   return std::nullopt;
 }
 
-Error ReadTools(const Json& body, ChatRequest& chat) {
+Error ReadTools(const Json& body, const RequestPolicy& policy, ChatRequest& chat) {
   if (const Json* tools = Field(body, "tools")) {
     if (!tools->is_array()) return WrongType("tools", "an array", *tools);
+    API_RETURN_IF_ERROR(CheckCount(*tools, "tools", policy.max_tools, "tools"));
+    std::unordered_set<std::string> names;  // a hash set: the duplicate check was quadratic in the tools
     for (size_t i = 0; i < tools->size(); ++i) {
       const std::string param = StrCat("tools[", i, "]");
       const Json& tool = (*tools)[i];
@@ -343,10 +396,8 @@ Error ReadTools(const Json& body, ChatRequest& chat) {
       if (name == nullptr || !name->is_string() || !ValidToolName(name->get<std::string>())) {
         return BadRequest(StrCat("'", param, ".function.name' must be 1 to 128 letters, digits, _ - . or :"), param);
       }
-      for (const Json& earlier : chat.tools) {
-        if (earlier["function"]["name"] == *name) {
-          return BadRequest(StrCat("tool '", name->get<std::string>(), "' is defined twice"), param);
-        }
+      if (!names.insert(name->get<std::string>()).second) {
+        return BadRequest(StrCat("tool '", name->get<std::string>(), "' is defined twice"), param);
       }
       Json normalized_function = {{"name", *name}};
       if (const Json* description = Field(*function, "description")) {
@@ -403,32 +454,57 @@ Error ReadTools(const Json& body, ChatRequest& chat) {
   return std::nullopt;
 }
 
-Error ReadChatTemplateFields(const Json& body, ChatRequest& chat) {
-  if (const Json* effort = Field(body, "reasoning_effort")) {
-    if (!effort->is_string()) return WrongType("reasoning_effort", "a string", *effort);
-    std::string value = effort->get<std::string>();
-    std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
-    if (value == "low") {
-      chat.reasoning_effort = "Low";
-    } else if (value == "high") {
-      chat.reasoning_effort = "High";
-    } else if (value == "max") {
-      chat.reasoning_effort = "Max";
-    } else {
-      return BadRequest(StrCat("'reasoning_effort' must be low, high or max (GLM-5.3's levels), got '",
-                               effort->get<std::string>(), "'"),
-                        "reasoning_effort");
+// GLM-5.3's reasoning levels: low / high / max (any case) → the template's Low / High / Max.
+Error ReadReasoningEffort(const Json& effort, const std::string& param, std::string& out) {
+  if (!effort.is_string()) return WrongType(param, "a string", effort);
+  std::string value = effort.get<std::string>();
+  std::transform(value.begin(), value.end(), value.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (value == "low") {
+    out = "Low";
+  } else if (value == "high") {
+    out = "High";
+  } else if (value == "max") {
+    out = "Max";
+  } else {
+    return BadRequest(StrCat("'", param, "' must be low, high or max (GLM-5.3's levels), got '",
+                             effort.get<std::string>().substr(0, 64), "'"),
+                      param);
+  }
+  return std::nullopt;
+}
+
+// chat_template_kwargs reach the template as variables: the ones the template reads are checked like request
+// fields (a reasoning_effort string is rendered verbatim into the system turn), the rest are passed on, their
+// strings kept plain text like message content (chat_prompt.h).
+Error ReadTemplateKwargs(const Json& kwargs, ChatRequest& chat) {
+  if (!kwargs.is_object()) return WrongType("chat_template_kwargs", "an object", kwargs);
+  for (const char* reserved : {"messages", "tools", "add_generation_prompt"}) {
+    if (kwargs.contains(reserved)) {
+      return BadRequest(StrCat("'chat_template_kwargs' may not set '", reserved, "': use the request field"),
+                        "chat_template_kwargs");
     }
   }
-  if (const Json* kwargs = Field(body, "chat_template_kwargs")) {
-    if (!kwargs->is_object()) return WrongType("chat_template_kwargs", "an object", *kwargs);
-    for (const char* reserved : {"messages", "tools"}) {
-      if (kwargs->contains(reserved)) {
-        return BadRequest(StrCat("'chat_template_kwargs' may not set '", reserved, "': use the request field"),
-                          "chat_template_kwargs");
-      }
+  chat.chat_template_kwargs = kwargs;
+  for (const char* flag : {"enable_thinking", "clear_thinking"}) {
+    if (const Json* value = Field(kwargs, flag); value != nullptr && !value->is_boolean()) {
+      return WrongType(StrCat("chat_template_kwargs.", flag), "a boolean", *value);
     }
-    chat.chat_template_kwargs = *kwargs;
+  }
+  if (const Json* effort = Field(kwargs, "reasoning_effort")) {
+    std::string level;
+    API_RETURN_IF_ERROR(ReadReasoningEffort(*effort, "chat_template_kwargs.reasoning_effort", level));
+    chat.chat_template_kwargs["reasoning_effort"] = level;
+    chat.reasoning_effort = level;
+  }
+  return std::nullopt;
+}
+
+Error ReadChatTemplateFields(const Json& body, ChatRequest& chat) {
+  if (const Json* kwargs = Field(body, "chat_template_kwargs")) API_RETURN_IF_ERROR(ReadTemplateKwargs(*kwargs, chat));
+  if (const Json* effort = Field(body, "reasoning_effort")) {  // the request field wins over the kwarg
+    std::string level;
+    API_RETURN_IF_ERROR(ReadReasoningEffort(*effort, "reasoning_effort", level));
+    chat.reasoning_effort = level;
   }
   API_RETURN_IF_ERROR(ReadBool(body, "add_generation_prompt", chat.add_generation_prompt));
   bool continue_final_message = false;
@@ -441,34 +517,6 @@ Error ReadChatTemplateFields(const Json& body, ChatRequest& chat) {
 
 Error ReadModel(const Json& body, std::optional<std::string>& model) { return ReadString(body, "model", model); }
 
-// Checks that nesting stays within `max_depth` before the JSON parser runs (it would accept any depth, and the
-// code that walks the result recurses).
-bool NestingWithin(std::string_view text, int max_depth) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-      continue;
-    }
-    if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) return false;
-    } else if (c == ']' || c == '}') {
-      --depth;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 std::string ErrorBody(const ApiError& error) {
@@ -480,30 +528,11 @@ std::string ErrorBody(const ApiError& error) {
   return body.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-ApiOr<Json> ParseJsonObject(std::string_view body, int max_depth) {
-  if (!NestingWithin(body, max_depth)) {
-    return BadRequest(StrCat("the JSON body is nested more than ", max_depth, " levels deep"));
-  }
-  Json parsed;
-  try {
-    parsed = Json::parse(body);
-  } catch (const Json::exception& error) {  // parse_error, and out_of_range for numbers like 1e999
-    // nlohmann reports ill-formed UTF-8 as a parse error naming the byte; both are "bad JSON" to the client.
-    const std::string what = error.what();
-    if (what.find("UTF-8") != std::string::npos || what.find("utf-8") != std::string::npos) {
-      return BadRequest(StrCat("the body is not valid UTF-8: ", what));
-    }
-    return BadRequest(StrCat("the body is not valid JSON: ", what));
-  }
-  if (!parsed.is_object()) return BadRequest(StrCat("the body must be a JSON object, got ", TypeName(parsed)));
-  return parsed;
-}
-
 ApiOr<ChatRequest> ParseChatRequest(std::string_view body_text, const RequestPolicy& policy) {
   API_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
   ChatRequest chat;
   API_RETURN_IF_ERROR(ReadModel(body, chat.model));
-  API_RETURN_IF_ERROR(ReadMessages(body, chat.messages));
+  API_RETURN_IF_ERROR(ReadMessages(body, policy, chat.messages));
   API_RETURN_IF_ERROR(ReadSamplingFields(body, policy, chat.fields));
   API_RETURN_IF_ERROR(ReadBool(body, "logprobs", chat.logprobs));
   std::optional<int64_t> top_logprobs;
@@ -512,7 +541,7 @@ ApiOr<ChatRequest> ParseChatRequest(std::string_view body_text, const RequestPol
     if (!chat.logprobs) return BadRequest("'top_logprobs' needs 'logprobs': true", "top_logprobs");
     chat.top_logprobs = *top_logprobs;
   }
-  API_RETURN_IF_ERROR(ReadTools(body, chat));
+  API_RETURN_IF_ERROR(ReadTools(body, policy, chat));
   API_RETURN_IF_ERROR(ReadChatTemplateFields(body, chat));
   return chat;
 }
@@ -532,7 +561,7 @@ ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body_text, cons
   } else if (token_list(*prompt)) {
     PromptInput input;
     input.is_tokens = true;
-    API_RETURN_IF_ERROR(ReadTokenIds(*prompt, "prompt", policy.vocab_size, input.tokens));
+    API_RETURN_IF_ERROR(ReadTokenIds(*prompt, "prompt", policy.vocab_size, policy.max_token_ids, input.tokens));
     completion.prompts.push_back(std::move(input));
   } else if (prompt->is_array() && !prompt->empty()) {
     if (static_cast<int64_t>(prompt->size()) > policy.max_prompts) {
@@ -546,7 +575,7 @@ ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body_text, cons
       } else if (token_list(item)) {
         PromptInput input;
         input.is_tokens = true;
-        API_RETURN_IF_ERROR(ReadTokenIds(item, param, policy.vocab_size, input.tokens));
+        API_RETURN_IF_ERROR(ReadTokenIds(item, param, policy.vocab_size, policy.max_token_ids, input.tokens));
         completion.prompts.push_back(std::move(input));
       } else {
         return WrongType(param, "a string or a non-empty array of token ids", item);
@@ -584,8 +613,8 @@ ApiOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body_text, const Re
     return BadRequest("give exactly one of 'prompt' (a string) or 'messages'", request.prompt ? "messages" : "prompt");
   }
   if (has_messages) {
-    API_RETURN_IF_ERROR(ReadMessages(body, request.chat.messages));
-    API_RETURN_IF_ERROR(ReadTools(body, request.chat));
+    API_RETURN_IF_ERROR(ReadMessages(body, policy, request.chat.messages));
+    API_RETURN_IF_ERROR(ReadTools(body, policy, request.chat));
     API_RETURN_IF_ERROR(ReadChatTemplateFields(body, request.chat));
   }
   return request;
@@ -597,7 +626,7 @@ ApiOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body_text, cons
   API_RETURN_IF_ERROR(ReadModel(body, request.model));
   const Json* tokens = Field(body, "tokens");
   if (tokens == nullptr) return BadRequest("'tokens' is required", "tokens");
-  API_RETURN_IF_ERROR(ReadTokenIds(*tokens, "tokens", policy.vocab_size, request.tokens));
+  API_RETURN_IF_ERROR(ReadTokenIds(*tokens, "tokens", policy.vocab_size, policy.max_token_ids, request.tokens));
   return request;
 }
 

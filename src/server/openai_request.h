@@ -5,7 +5,7 @@
 // temperature [0, 2], top_p (0, 1], top_k (−1 or 0 = off, else ≥ 1), min_p [0, 1], seed (integer),
 // presence_penalty / frequency_penalty [−2, 2], repetition_penalty (0, 2], max_tokens / max_completion_tokens ≥ 1,
 // stop (a string or up to 16 non-empty strings), stop_token_ids, ignore_eos, n [1, 16], stream,
-// stream_options.include_usage. Defaults for temperature/top_p/top_k come from the checkpoint's
+// stream_options.include_usage, logit_bias ({"token id": bias in [−100, 100]}). Defaults for temperature/top_p/top_k come from the checkpoint's
 // generation_config.json.
 #pragma once
 
@@ -18,11 +18,10 @@
 
 #include "server/api_error.h"
 #include "server/backend.h"
+#include "server/json_body.h"
 #include "server/structured_output.h"
 
 namespace glint::server {
-
-using Json = nlohmann::ordered_json;
 
 // What requests may ask for, and the defaults they get.
 struct RequestPolicy {
@@ -32,6 +31,16 @@ struct RequestPolicy {
   int64_t max_top_logprobs = 20;
   int64_t max_prompts = 16;  // completions with a list of prompts
   int64_t vocab_size = 0;    // token ids must be below this (prompts, stop_token_ids, detokenize)
+  // Caps on every list a request carries (docs/server.md "Limits"). Validation is linear in the body; these keep
+  // what a request can make the server build and render (template, prompt) proportionate.
+  int64_t max_messages = 4096;
+  int64_t max_content_parts = 1024;   // per message
+  int64_t max_tools = 512;
+  int64_t max_tool_calls = 512;       // per assistant message
+  int64_t max_token_ids = 1 << 20;    // per token list: a prompt, detokenize's tokens
+  int64_t max_stop_token_ids = 1024;
+  int64_t max_stop_bytes = 1024;      // per stop string
+  int64_t max_logit_bias = 1024;      // entries of logit_bias
 };
 
 struct SamplingFields {
@@ -103,8 +112,5 @@ struct DetokenizeRequest {
 };
 ApiOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body, const RequestPolicy& policy);
 
-// The body as a JSON object: 400 for malformed JSON, invalid UTF-8, nesting deeper than `max_depth`, or a
-// non-object. Exposed for tests.
-ApiOr<Json> ParseJsonObject(std::string_view body, int max_depth = 64);
 
 }  // namespace glint::server

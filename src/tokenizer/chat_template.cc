@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "base/json_depth.h"
 
 namespace glint {
 namespace {
@@ -53,6 +54,9 @@ Result<ChatTemplate> ChatTemplate::Load(const std::string& model_dir) {
   nlohmann::json config = nlohmann::json::object();
   if (PathExists(config_path)) {
     GLINT_ASSIGN_OR_RETURN(std::string text, ReadFile(config_path, kMaxTokenizerConfigBytes));
+    if (!JsonDepthWithin(text, kMaxJsonFileDepth)) {
+      return InvalidArgument(config_path, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+    }
     config = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
     if (config.is_discarded() || !config.is_object()) {
       return InvalidArgument(config_path, " is not a JSON object");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "base/json_depth.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/utf8.h"
 
@@ -210,6 +211,7 @@ class TokenizerLoader {
       out_.id_bytes_[token.id] = token.content;
       out_.added_by_first_byte_[static_cast<uint8_t>(token.content[0])].push_back(static_cast<int32_t>(i));
     }
+    for (const std::string& bytes : out_.id_bytes_) out_.max_token_bytes_ = std::max(out_.max_token_bytes_, bytes.size());
     for (auto& bucket : out_.added_by_first_byte_) {
       std::stable_sort(bucket.begin(), bucket.end(), [&](int32_t a, int32_t b) {
         return out_.added_tokens_[a].content.size() > out_.added_tokens_[b].content.size();
@@ -392,6 +394,9 @@ Result<Tokenizer> Tokenizer::Load(const std::string& dir_or_file) {
 
 Result<Tokenizer> Tokenizer::FromJson(std::string_view json_text, std::string_view source) {
   Json root;
+  if (!JsonDepthWithin(json_text, kMaxJsonFileDepth)) {
+    return InvalidArgument(source, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
   try {
     root = Json::parse(json_text);
   } catch (const Json::exception& error) {
@@ -435,24 +440,46 @@ Status Tokenizer::EncodePlain(std::string_view text, std::vector<int32_t>& out) 
   return Status::Ok();
 }
 
+const AddedToken* Tokenizer::AddedTokenAt(std::string_view text, size_t position) const {
+  // Leftmost match wins; among matches at one position the longest (buckets are sorted longest first).
+  for (int32_t index : added_by_first_byte_[static_cast<uint8_t>(text[position])]) {
+    const AddedToken& candidate = added_tokens_[index];
+    if (text.substr(position).starts_with(candidate.content)) return &candidate;
+  }
+  return nullptr;
+}
+
+size_t Tokenizer::AddedTokenLengthAt(std::string_view text, size_t position) const {
+  if (position >= text.size()) return 0;
+  const AddedToken* found = AddedTokenAt(text, position);
+  return found == nullptr ? 0 : found->content.size();
+}
+
 Result<std::vector<int32_t>> Tokenizer::Encode(std::string_view text, bool parse_special) const {
+  if (!parse_special) {
+    std::vector<int32_t> ids;
+    ids.reserve(text.size() / 3 + 4);
+    GLINT_RETURN_IF_ERROR(EncodePlain(text, ids));
+    return ids;
+  }
+  return EncodeWithLiterals(text, {});
+}
+
+Result<std::vector<int32_t>> Tokenizer::EncodeWithLiterals(std::string_view text,
+                                                           std::span<const size_t> literal_positions) const {
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   size_t plain_begin = 0;  // start of the text since the last added token
-  if (parse_special && !added_tokens_.empty()) {
+  size_t next_literal = 0;
+  if (!added_tokens_.empty()) {
     size_t i = 0;
     while (i < text.size()) {
-      // Leftmost match wins; among matches at one position the longest (buckets are sorted longest first).
-      const AddedToken* found = nullptr;
-      for (int32_t index : added_by_first_byte_[static_cast<uint8_t>(text[i])]) {
-        const AddedToken& candidate = added_tokens_[index];
-        if (text.substr(i).starts_with(candidate.content)) {
-          found = &candidate;
-          break;
-        }
-      }
+      while (next_literal < literal_positions.size() && literal_positions[next_literal] < i) ++next_literal;
+      const bool literal = next_literal < literal_positions.size() && literal_positions[next_literal] == i;
+      const AddedToken* found = literal ? nullptr : AddedTokenAt(text, i);
       if (found == nullptr) {
-        ++i;
+        // A literal token's text continues the plain run, so it tokenizes exactly as with parse_special off.
+        i += literal ? std::max<size_t>(1, AddedTokenLengthAt(text, i)) : 1;
         continue;
       }
       GLINT_RETURN_IF_ERROR(EncodePlain(text.substr(plain_begin, i - plain_begin), ids));

@@ -56,6 +56,15 @@ class Tokenizer {
   // ids; without, they are encoded as text. Nothing is added at the start or end. Fails only when the regex
   // engine gives up (a pathological pattern from the file).
   Result<std::vector<int32_t>> Encode(std::string_view text, bool parse_special = true) const;
+  // Encode with parse_special, except that an added token starting at one of `literal_positions` (ascending byte
+  // offsets) is encoded as text: the server marks where client text had added-token strings, so a user's
+  // "<|assistant|>" stays text while the template's own tokens are parsed (docs/server.md "Special tokens").
+  Result<std::vector<int32_t>> EncodeWithLiterals(std::string_view text, std::span<const size_t> literal_positions) const;
+  // The byte length of the added token that Encode would match at `text[position]` (leftmost-longest), or 0.
+  size_t AddedTokenLengthAt(std::string_view text, size_t position) const;
+  // The longest token's byte length: a text of B bytes has at least ceil(B / max_token_bytes()) tokens, which
+  // bounds a prompt's length before it is tokenized.
+  size_t max_token_bytes() const { return max_token_bytes_; }
 
   // Concatenated raw bytes of the tokens (may be ill-formed UTF-8 when cut mid-character; use SanitizeUtf8 or
   // StreamingDecoder for display). Ids without a token (gaps, padding rows of the embedding, out of range)
@@ -87,6 +96,7 @@ class Tokenizer {
   uint8_t Flags(int32_t id) const {
     return (id >= 0 && id < static_cast<int32_t>(id_flags_.size())) ? id_flags_[id] : 0;
   }
+  const AddedToken* AddedTokenAt(std::string_view text, size_t position) const;
   // Appends the ids of text that contains no added token.
   Status EncodePlain(std::string_view text, std::vector<int32_t>& out) const;
 
@@ -107,6 +117,7 @@ class Tokenizer {
   BpeMerger merger_;
   bool ignore_merges_ = false;  // a pre-token that is itself in the vocabulary is emitted whole (HF option)
   bool lossless_ = true;        // no pre-tokenizer step drops text (see IsLossless)
+  size_t max_token_bytes_ = 1;  // the longest token (BPE or added), in bytes
 };
 
 // Turns a stream of token ids into text that is always valid UTF-8: a character split across tokens is held back

@@ -117,6 +117,27 @@ TEST(ModelConfig, RefusesContradictionsAndUnsupportedValues) {
   EXPECT_ERROR_CONTAINS(LoadModelConfig("/nonexistent/dir"), "cannot open");
 }
 
+// Hostile configs (issue 18, finding 7): deep nesting overflowed the stack, and sizes no checkpoint has made
+// `inspect` and `run` allocate until bad_alloc. Both are refused while parsing, before anything is sized.
+TEST(ModelConfig, RefusesDeepNestingAndImplausibleSizes) {
+  const std::string deep = "{\"x\":" + std::string(300000, '[') + std::string(300000, ']') + "}";
+  EXPECT_ERROR_CONTAINS(ParseModelConfig(deep), "nested more than 64 levels");
+  EXPECT_ERROR_CONTAINS(ParseGenerationConfig(deep, ModelConfig{}), "nested more than 64 levels");
+  const std::pair<const char*, int64_t> too_large[] = {
+      {"n_routed_experts", 1000000000}, {"num_hidden_layers", 1000000}, {"vocab_size", int64_t{1} << 30},
+      {"hidden_size", int64_t{1} << 20}, {"moe_intermediate_size", int64_t{1} << 30}};
+  for (const auto& [key, value] : too_large) {
+    Json root = ReleaseConfig();
+    root["text_config"][key] = value;
+    EXPECT_ERROR_CONTAINS(ParseModelConfig(root.dump()), StrCat("'", key, "' is ", value, "; expected at most"));
+  }
+  // Each size plausible alone, the product not: 4096 experts × 2^18 wide is petabytes.
+  Json root = ReleaseConfig();
+  root["text_config"]["n_routed_experts"] = 4096;
+  root["text_config"]["moe_intermediate_size"] = 1 << 18;
+  EXPECT_ERROR_CONTAINS(ParseModelConfig(root.dump()), "billion parameters; expected at most 2199 billion");
+}
+
 TEST(ModelConfig, MlpKindsDefaultToThreeDenseLayers) {
   Json root = ReleaseConfig();
   root["text_config"].erase("mlp_layer_types");

@@ -3,6 +3,7 @@
 // seeded sampling is reproducible; n > 1 computes the prompt once; stop strings never leak; too-long requests are
 // refused clearly; the threaded engine. Integrity is checked after every step.
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <atomic>
@@ -242,6 +243,11 @@ TEST_P(EngineGolden, RequestsThatCanNeverFitAreRefused) {
   EXPECT_ERROR_CONTAINS(core->Add(1, Greedy({}, 5, sink)), "prompt is empty");
   EXPECT_ERROR_CONTAINS(core->Add(1, Greedy({-1}, 5, sink)), "prompt token 0 is -1");
   EXPECT_ERROR_CONTAINS(core->Add(1, Greedy({1}, 0, sink)), "max_tokens is 0");
+  // length + max_tokens would overflow int64 and pass a naive check (issue 18, finding 1).
+  EXPECT_ERROR_CONTAINS(core->Add(1, Greedy({1}, std::numeric_limits<int64_t>::max(), sink)),
+                        "more than the context limit of 64");
+  EXPECT_ERROR_CONTAINS(core->Add(1, Greedy(Tokens(2, 1), std::numeric_limits<int64_t>::max() - 1, sink)),
+                        "more than the context limit of 64");
   EXPECT_ERROR_CONTAINS(core->Add(1, Greedy({1}, 5, nullptr)), "no output sink");
   Request bad = Greedy({1}, 5, sink);
   bad.stop.stop_strings = {"x"};

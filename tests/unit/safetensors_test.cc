@@ -82,6 +82,9 @@ TEST(Safetensors, RejectsMalformedHeaders) {
   std::string past_end = RawFile("{}", 0);
   past_end[0] = 100;
   EXPECT_ERROR_CONTAINS(ParseSafetensorsHeader(Bytes(past_end)), "runs past the end");
+  // 300,000 nested arrays overflowed the stack (issue 18, finding 7): refused with a clear error instead.
+  const std::string deep = "{\"__metadata__\":" + std::string(300000, '[') + std::string(300000, ']') + "}";
+  EXPECT_ERROR_CONTAINS(ParseSafetensorsHeader(Bytes(RawFile(deep, 0))), "nested more than 64 levels");
 }
 
 TEST(Safetensors, ShardedCheckpointIsValidated) {

@@ -101,6 +101,26 @@ TEST(Penalties, RepetitionFrequencyAndPresence) {
   EXPECT_EQ(logits, (std::vector<float>{1.0f, 2.0f}));
 }
 
+// logit_bias was silently ignored (issue 18, finding 8): it is added after the penalties, and a bias of −100 on
+// the argmax moves greedy decoding to the runner-up.
+TEST(Penalties, LogitBiasIsAddedAfterThePenalties) {
+  TokenHistory history(std::vector<int32_t>{0});
+  std::vector<float> logits = {4.0f, 3.0f, 1.0f};
+  SamplingParams params;
+  params.repetition_penalty = 2.0f;
+  params.logit_bias = {{0, 0.5f}, {2, -100.0f}, {7, 50.0f}};  // 7 is outside this row: ignored
+  ApplyPenalties(params, history, logits);
+  EXPECT_EQ(logits, (std::vector<float>{2.5f, 3.0f, -99.0f}));
+  params = {};
+  params.temperature = 0;
+  params.logit_bias = {{0, -100.0f}};
+  logits = {4.0f, 3.0f, 1.0f};
+  ApplyPenalties(params, history, logits);
+  EXPECT_EQ(Sampler(params).Sample(logits), 1);
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.logit_bias = {{1, 101.0f}}}), "expected a number in [-100, 100]");
+  EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.logit_bias = {{-1, 1.0f}}}), "negative");
+}
+
 TEST(Penalties, RangesAreValidated) {
   EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.presence_penalty = 2.5f}), "presence_penalty");
   EXPECT_ERROR_CONTAINS(ValidateSamplingParams({.frequency_penalty = -3}), "frequency_penalty");
