@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev          # JSON (io/, server/), CLI, tokenizer regex
   libxxhash-dev libhwy-dev libcpp-httplib-dev           # prefix-cache hashes, SIMD, HTTP
   gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
+  libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
 )
 
 missing=()
