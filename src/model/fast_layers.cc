@@ -135,7 +135,7 @@ void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t 
 
 void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
              const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
-             std::vector<RouterChoice>* choices, int64_t* experts_active) {
+             std::vector<RouterChoice>* choices, int64_t* experts_active, const LocalExperts& local) {
   const ModelConfig& c = ctx.config;
   const int64_t d = c.hidden_size, num_experts = c.n_routed_experts;
   // 1. Route every row (fp32 logits from exact bf16 router weights).
@@ -165,6 +165,7 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
   for (int64_t t = 0; t < n; ++t) {
     for (size_t i = 0; i < routed[t].experts.size(); ++i) {
       const int32_t e = routed[t].experts[i];
+      if (!local.routed.Holds(e)) continue;  // another rank computes it
       if (job_of_expert[e] < 0) {
         job_of_expert[e] = static_cast<int64_t>(jobs.size());
         jobs.push_back({&w.experts[e], {}, {}, 0, {}, {}});
@@ -177,6 +178,7 @@ void FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t 
   std::sort(jobs.begin(), jobs.end(), [&](const Job& a, const Job& b) { return a.weights < b.weights; });
   if (experts_active != nullptr) *experts_active = static_cast<int64_t>(jobs.size());
   for (const FastMlpWeights& shared : w.shared) {
+    if (!local.shared) break;
     Job job{&shared, {}, {}, 0, {}, {}};
     for (int64_t t = 0; t < n; ++t) job.rows.push_back(t), job.row_weights.push_back(1.0f);
     jobs.push_back(std::move(job));

@@ -30,7 +30,9 @@ struct FastModelOptions {
   // Routed experts' format (`--experts`): a checkpoint is converted to it (overriding convert.experts), a container
   // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
   std::optional<ExpertWeights> experts;
-  bool populate = true;               // read a container's pages in at load (MAP_POPULATE)
+  bool populate = true;               // read a container's pages in at load (MAP_POPULATE; sharded: own pages only)
+  // Expert parallel (sharding.h): the communicator and --tp/--ep. A rank converts, maps and reads only its experts.
+  ModelParallel parallel;
   ConvertProgressFn progress;         // conversion progress (checkpoint loads)
 };
 
@@ -64,6 +66,7 @@ class FastModel final : public Model {
   const ModelConfig& config() const override { return config_; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
   bool has_mtp() const override { return weights_.mtp != nullptr; }
+  ShardPlan shard_plan() const override { return plan_; }
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override;
@@ -78,7 +81,9 @@ class FastModel final : public Model {
 
  private:
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
-            const FastModelOptions& options);
+            const FastModelOptions& options, ShardPlan plan);
+  // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
+  Status SumMoeOverRanks(float* partial, int64_t count) const;
   Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
                         std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                         const ForcedChoices* forced) const;
@@ -87,6 +92,8 @@ class FastModel final : public Model {
                  const ForcedChoices* forced) const;
 
   ModelConfig config_;
+  ShardPlan plan_;
+  Communicator* comm_ = nullptr;
   FastWeightSource source_;
   FastWeights weights_;
   WorkerPool& pool_;
