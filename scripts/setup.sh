@@ -12,6 +12,7 @@ PACKAGES=(
   libxxhash-dev libhwy-dev libcpp-httplib-dev libboost-dev  # prefix-cache hashes, SIMD, HTTP (Beast/Asio: glint serve)
   gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
+  libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
 )
 
 missing=()

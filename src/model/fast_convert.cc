@@ -229,6 +229,7 @@ class Planner {
     Bf16(p + "router", {m + "gate.weight"});
     F32(p + "bias", m + "gate.e_score_correction_bias", {c_.n_routed_experts});
     for (int64_t e = 0; e < c_.n_routed_experts; ++e) {
+      if (!options_.local.routed.Holds(e)) continue;  // another rank's (CheckCheckpoint validated it)
       const std::string dst = p + "experts." + std::to_string(e) + ".", src = m + "experts." + std::to_string(e) + ".";
       Expert(dst + "gate_up", {src + "gate_proj.weight", src + "up_proj.weight"});
       Expert(dst + "down", {src + "down_proj.weight"});
@@ -236,7 +237,7 @@ class Planner {
       plan[plan.size() - 2].extent = extent;
       plan[plan.size() - 1].extent = extent;
     }
-    if (c_.n_shared_experts > 0) Mlp(p + "shared.", m + "shared_experts.");
+    if (c_.n_shared_experts > 0 && options_.local.shared) Mlp(p + "shared.", m + "shared_experts.");
   }
 
  private:

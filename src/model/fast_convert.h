@@ -18,6 +18,7 @@
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "model/fast_weights.h"
+#include "model/sharding.h"
 
 namespace glint {
 
@@ -29,6 +30,9 @@ struct FastConvertOptions {
   bool with_mtp = true; // convert the MTP layer when the config has one
   ExpertWeights experts = ExpertWeights::kInt8;  // routed experts' gate/up/down (main and MTP layers)
   int64_t int4_group = kDefaultInt4Group;        // K-group of int4 experts
+  // Expert parallel: convert only these experts (the checkpoint's other experts are checked, never read). `glint
+  // convert` converts all: one container serves any rank count.
+  LocalExperts local;
 };
 
 struct ConvertProgress {

@@ -23,6 +23,7 @@
 #include "model/ffn.h"
 #include "model/fast_weights.h"
 #include "model/kda.h"
+#include "model/sharding.h"
 
 namespace glint {
 
@@ -146,10 +147,12 @@ void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t 
 // MoE (model/fast_moe.cc): route (forced_of may be empty or return null: the router chooses), group rows by expert,
 // read each active expert's weights once, combine in ascending expert id, shared expert last. choices: when not
 // null, filled [n]. With ctx.experts set, routed experts come from that store (model/expert_store.h) and an expert
-// it cannot read fails the call.
+// it cannot read fails the call. `local` (expert parallel, sharding.h): only the chosen experts this rank holds are
+// computed, so `out` is this rank's partial sum (the caller sums over the ranks); choices and routing are whole.
+// experts_active counts the local experts the rows activated.
 Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
              const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
-             std::vector<RouterChoice>* choices, int64_t* experts_active);
+             std::vector<RouterChoice>* choices, int64_t* experts_active, const LocalExperts& local = {});
 
 // Rows of expert work (Σ over active experts of their rows) processed together in one MoE wave: bounds the MoE
 // buffers of long prefills (each expert still belongs to exactly one wave, so its weights are read once per pass).

@@ -23,11 +23,29 @@ std::vector<int32_t> PadSelections(const std::vector<DsaRowSelection>& rows, int
   return out;
 }
 
+// Reads one byte of every page of the source's blobs on the pool's threads: the pages of a mapped container come
+// in now (as MAP_POPULATE would, but only this rank's tensors) and, on a NUMA machine, are placed on the node of
+// the threads that will read them (first touch).
+void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
+  constexpr size_t kPage = 4096;
+  std::vector<std::span<const uint8_t>> blobs;
+  for (const auto& [name, tensor] : source.tensors()) blobs.insert(blobs.end(), tensor.blobs.begin(), tensor.blobs.end());
+  std::vector<uint64_t> sums(pool.size(), 0);
+  pool.ParallelFor(static_cast<int64_t>(blobs.size()), 1, [&](int64_t begin, int64_t end, int worker) {
+    for (int64_t b = begin; b < end; ++b) {
+      const volatile uint8_t* bytes = blobs[b].data();
+      for (size_t i = 0; i < blobs[b].size(); i += kPage) sums[worker] += bytes[i];
+    }
+  });
+}
+
 }  // namespace
 
 FastModel::FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
-                     const FastModelOptions& options)
+                     const FastModelOptions& options, ShardPlan plan)
     : config_(std::move(config)),
+      plan_(std::move(plan)),
+      comm_(options.parallel.comm),
       source_(std::move(source)),
       weights_(std::move(weights)),
       pool_(pool),
@@ -79,10 +97,13 @@ Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWei
     return Unimplemented("the fast path needs kv_lora_rank and v_head_dim to be multiples of 16 (got ",
                          config.kv_lora_rank, " and ", config.v_head_dim, ")");
   }
+  GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, options.parallel));
+  const LocalExperts local = plan.local_experts();
+  source.Drop([&](const std::string& name) { return IsOtherRanksExpert(name, local); });
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
-  GLINT_ASSIGN_OR_RETURN(FastWeights weights, BindFastWeights(source, config, with_mtp));
+  GLINT_ASSIGN_OR_RETURN(FastWeights weights, BindFastWeights(source, config, with_mtp, local));
   auto model = std::unique_ptr<FastModel>(
-      new FastModel(std::move(config), std::move(source), std::move(weights), pool, options));
+      new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->config_);
   return model;
 }
@@ -94,14 +115,22 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   const std::string container_path = JoinPath(dir, kContainerFileName);
   FastWeightSource source;
   const bool from_container = PathExists(container_path);
+  GLINT_ASSIGN_OR_RETURN(const ShardPlan plan, MakeShardPlan(config, options.parallel));
+  if (plan.distributed() && options.expert_memory > 0) {
+    return InvalidArgument(
+        "--expert-memory with several ranks is not supported yet (each rank would need its own cache of its own "
+        "experts); run one rank with --expert-memory, or several ranks with every expert resident");
+  }
   if (from_container) {
-    // With an expert cache the routed experts must not be read in by the mapping (AttachExpertCache reads the rest).
-    const bool populate = options.populate && options.expert_memory == 0;
-    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, populate));
+    // With an expert cache the routed experts must not be read in by the mapping (AttachExpertCache reads the rest);
+    // sharded: map without populating, then read in only this rank's tensors (Create drops the others).
+    const bool populate_all = options.populate && options.expert_memory == 0 && !plan.distributed();
+    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, populate_all));
     GLINT_ASSIGN_OR_RETURN(source, SourceFromContainer(std::make_unique<ContainerFile>(std::move(container))));
   } else {
     GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
     FastConvertOptions convert = options.convert;
+    convert.local = plan.local_experts();
     if (options.experts.has_value()) convert.experts = *options.experts;
     GLINT_ASSIGN_OR_RETURN(auto plan, PlanFastWeights(checkpoint, config, convert));
     GLINT_RETURN_IF_ERROR(MaterializeFastWeights(plan, pool, source, options.progress));
@@ -113,10 +142,16 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
                            "; the expert format is chosen when converting (glint convert --experts ",
                            ExpertWeightsName(*options.experts), ")");
   }
+  if (from_container && options.populate && plan.distributed()) TouchPages(model->source_, pool);
   if (options.expert_memory > 0) GLINT_RETURN_IF_ERROR(model->AttachExpertCache(options));
   model->load_report_.from_container = from_container;
   model->load_report_.seconds = watch.Seconds();
   return model;
+}
+
+Status FastModel::SumMoeOverRanks(float* partial, int64_t count) const {
+  if (!plan_.distributed()) return Status::Ok();
+  return comm_->AllReduceSum(std::span<float>(partial, count)).WithContext("summing the MoE outputs over the ranks");
 }
 
 Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
@@ -270,7 +305,8 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
       std::vector<RouterChoice> choices;
       int64_t active = 0;
       GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, h, n, [&](int64_t row) { return forced_rows[row]; }, y,
-                                    trace != nullptr ? &choices : nullptr, &active));
+                                    trace != nullptr ? &choices : nullptr, &active, plan_.local_experts()));
+      GLINT_RETURN_IF_ERROR(SumMoeOverRanks(y, n * d));
       last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
       if (trace != nullptr) {
         for (const Segment& s : segments) {
@@ -369,8 +405,9 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   std::vector<RouterChoice> choices;
-  GLINT_RETURN_IF_ERROR(
-      FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(), trace != nullptr ? &choices : nullptr, nullptr));
+  GLINT_RETURN_IF_ERROR(FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(),
+                                trace != nullptr ? &choices : nullptr, nullptr, plan_.local_experts()));
+  GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer.data(), pairs * d));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
   logits.resize(pairs * c.vocab_size);

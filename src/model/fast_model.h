@@ -31,13 +31,15 @@ struct FastModelOptions {
   // Routed experts' format (`--experts`): a checkpoint is converted to it (overriding convert.experts), a container
   // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
   std::optional<ExpertWeights> experts;
-  bool populate = true;               // read a container's pages in at load (MAP_POPULATE)
+  bool populate = true;               // read a container's pages in at load (MAP_POPULATE; sharded: own pages only)
   // Routed experts read from the container into a RAM cache of this many bytes (`--expert-memory`,
   // docs/expert-cache.md); 0: every expert resident, as mapped. Needs a `glint convert` container.
   uint64_t expert_memory = 0;
   int expert_readers = 4;             // reads in flight for the expert cache
   // Opens the container for the expert cache's reads (tests inject faults); default DirectFileReader (O_DIRECT).
   std::function<Result<std::unique_ptr<ExtentReader>>(const std::string& path)> open_expert_reader;
+  // Expert parallel (sharding.h): the communicator and --tp/--ep. A rank converts, maps and reads only its experts.
+  ModelParallel parallel;
   ConvertProgressFn progress;         // conversion progress (checkpoint loads)
 };
 
@@ -73,6 +75,7 @@ class FastModel final : public Model {
   const ModelConfig& config() const override { return config_; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
   bool has_mtp() const override { return weights_.mtp != nullptr; }
+  ShardPlan shard_plan() const override { return plan_; }
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override;
@@ -89,8 +92,10 @@ class FastModel final : public Model {
 
  private:
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
-            const FastModelOptions& options);
+            const FastModelOptions& options, ShardPlan plan);
   Status AttachExpertCache(const FastModelOptions& options);
+  // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
+  Status SumMoeOverRanks(float* partial, int64_t count) const;
   Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
                         std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                         const ForcedChoices* forced) const;
@@ -99,6 +104,8 @@ class FastModel final : public Model {
                  const ForcedChoices* forced) const;
 
   ModelConfig config_;
+  ShardPlan plan_;
+  Communicator* comm_ = nullptr;
   FastWeightSource source_;
   FastWeights weights_;
   WorkerPool& pool_;

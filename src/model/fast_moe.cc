@@ -47,11 +47,13 @@ std::vector<RouterChoice> Route(FastContext& ctx, const FastMoeWeights& w, const
 // Jobs in ascending expert id (the accumulation order of HF's index_add_, §8.3), then the shared expert taking every
 // row. `expert_ids` gets the routed jobs' ids.
 std::vector<MoeJob> GroupByExpert(const FastMoeWeights& w, const std::vector<RouterChoice>& routed,
-                                  std::vector<int32_t>& expert_ids) {
+                                  const LocalExperts& local, std::vector<int32_t>& expert_ids) {
   const int64_t n = static_cast<int64_t>(routed.size());
   std::vector<int64_t> job_of_expert(w.experts.size(), -1);
   for (int64_t t = 0; t < n; ++t) {
-    for (int32_t e : routed[t].experts) job_of_expert[e] = 0;
+    for (int32_t e : routed[t].experts) {
+      if (local.routed.Holds(e)) job_of_expert[e] = 0;  // else another rank computes it
+    }
   }
   std::vector<MoeJob> jobs;
   for (size_t e = 0; e < w.experts.size(); ++e) {
@@ -62,12 +64,15 @@ std::vector<MoeJob> GroupByExpert(const FastMoeWeights& w, const std::vector<Rou
   }
   for (int64_t t = 0; t < n; ++t) {
     for (size_t i = 0; i < routed[t].experts.size(); ++i) {
-      MoeJob& job = jobs[job_of_expert[routed[t].experts[i]]];
+      const int64_t job_index = job_of_expert[routed[t].experts[i]];
+      if (job_index < 0) continue;
+      MoeJob& job = jobs[job_index];
       job.rows.push_back(t);
       job.row_weights.push_back(routed[t].weights[i]);
     }
   }
   for (const FastMlpWeights& shared : w.shared) {
+    if (!local.shared) break;
     MoeJob job{&shared, &shared};
     for (int64_t t = 0; t < n; ++t) job.rows.push_back(t), job.row_weights.push_back(1.0f);
     jobs.push_back(std::move(job));
@@ -185,11 +190,11 @@ Status RunWave(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t
 
 Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
                const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
-               std::vector<RouterChoice>* choices, int64_t* experts_active) {
+               std::vector<RouterChoice>* choices, int64_t* experts_active, const LocalExperts& local) {
   const int64_t d = ctx.config.hidden_size;
   std::vector<RouterChoice> routed = Route(ctx, w, h, n, forced_of);
   std::vector<int32_t> expert_ids;
-  std::vector<MoeJob> jobs = GroupByExpert(w, routed, expert_ids);
+  std::vector<MoeJob> jobs = GroupByExpert(w, routed, local, expert_ids);
   const size_t routed_jobs = expert_ids.size();
   if (experts_active != nullptr) *experts_active = static_cast<int64_t>(routed_jobs);
   if (ctx.experts == nullptr) {

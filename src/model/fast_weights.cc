@@ -1,5 +1,6 @@
 #include "model/fast_weights.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -227,23 +228,41 @@ Status BindExpert(FastBinder& b, const std::string& p, int64_t hidden, int64_t w
   return b.Expert(p + "down", hidden, width, w.down, experts);
 }
 
-Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, FastMoeWeights& w,
-               std::optional<ExpertWeights>& experts) {
+Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, const LocalExperts& local,
+               FastMoeWeights& w, std::optional<ExpertWeights>& experts) {
   GLINT_RETURN_IF_ERROR(b.Bf16(p + "router", c.n_routed_experts, c.hidden_size, w.router));
   GLINT_RETURN_IF_ERROR(b.F32(p + "bias", {c.n_routed_experts}, w.bias));
   w.experts.resize(c.n_routed_experts);
   for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+    if (!local.routed.Holds(e)) continue;  // another rank's: left empty
     GLINT_RETURN_IF_ERROR(BindExpert(b, p + "experts." + std::to_string(e) + ".", c.hidden_size,
                                      c.moe_intermediate_size, w.experts[e], experts));
   }
   w.shared.resize(c.n_shared_experts > 0 ? 1 : 0);
-  if (!w.shared.empty()) GLINT_RETURN_IF_ERROR(BindMlp(b, p + "shared.", c.hidden_size, c.SharedIntermediate(), w.shared[0]));
+  if (!w.shared.empty() && local.shared) {
+    GLINT_RETURN_IF_ERROR(BindMlp(b, p + "shared.", c.hidden_size, c.SharedIntermediate(), w.shared[0]));
+  }
   return Status::Ok();
 }
 
 }  // namespace
 
-Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& c, bool with_mtp) {
+bool IsOtherRanksExpert(const std::string& name, const LocalExperts& local) {
+  const size_t moe = name.find("moe.");
+  if (moe == std::string::npos) return false;
+  const std::string_view rest = std::string_view(name).substr(moe + 4);
+  if (rest.starts_with("shared.")) return !local.shared;
+  if (!rest.starts_with("experts.")) return false;
+  const int64_t expert = std::strtoll(rest.data() + 8, nullptr, 10);
+  return !local.routed.Holds(expert);
+}
+
+void FastWeightSource::Drop(const std::function<bool(const std::string&)>& drop) {
+  std::erase_if(tensors_, [&](const auto& entry) { return drop(entry.first); });
+}
+
+Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& c, bool with_mtp,
+                                    const LocalExperts& local) {
   FastBinder b(source);
   FastWeights w;
   std::optional<ExpertWeights> experts;  // set by the first routed expert bound
@@ -269,7 +288,7 @@ Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelC
     if (layer.mlp_kind == MlpKind::kDense) {
       GLINT_RETURN_IF_ERROR(BindMlp(b, p + "mlp.", d, c.intermediate_size, layer.mlp));
     } else {
-      GLINT_RETURN_IF_ERROR(BindMoe(b, c, p + "moe.", layer.moe, experts));
+      GLINT_RETURN_IF_ERROR(BindMoe(b, c, p + "moe.", local, layer.moe, experts));
     }
   }
   if (with_mtp && c.HasMtp()) {
@@ -281,7 +300,7 @@ Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelC
     GLINT_RETURN_IF_ERROR(b.F32("mtp.ffn_norm", {d}, mtp->ffn_norm));
     GLINT_RETURN_IF_ERROR(b.F32("mtp.head_norm", {d}, mtp->head_norm));
     GLINT_RETURN_IF_ERROR(BindDsa(b, c, "mtp.dsa.", mtp->dsa));
-    GLINT_RETURN_IF_ERROR(BindMoe(b, c, "mtp.moe.", mtp->moe, experts));
+    GLINT_RETURN_IF_ERROR(BindMoe(b, c, "mtp.moe.", local, mtp->moe, experts));
     w.mtp = std::move(mtp);
   }
   w.experts = experts.value_or(ExpertWeights::kInt8);

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -26,6 +27,7 @@
 #include "io/weight_container.h"
 #include "quant/bf16_matrix.h"
 #include "quant/int4_matrix.h"
+#include "model/sharding.h"
 #include "quant/int8_matrix.h"
 
 namespace glint {
@@ -154,6 +156,8 @@ class FastWeightSource {
   void SetContainer(std::unique_ptr<ContainerFile> container) { container_ = std::move(container); }
   const ContainerFile* container() const { return container_.get(); }
   const StoredTensor* Find(const std::string& name) const;
+  // Drops the tensors `drop` names (another rank's experts): their bytes no longer count, nothing binds them.
+  void Drop(const std::function<bool(const std::string&)>& drop);
   const std::map<std::string, StoredTensor>& tensors() const { return tensors_; }
   uint64_t TotalBytes() const;
 
@@ -164,6 +168,11 @@ class FastWeightSource {
 };
 
 // Binds every tensor the config needs, checking kinds, dims and blob sizes. `with_mtp`: bind the MTP layer too.
-Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& config, bool with_mtp);
+// `local`: the experts to bind (expert parallel); the others stay empty and need not be in the source.
+Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& config, bool with_mtp,
+                                    const LocalExperts& local = {});
+// Whether a source tensor name belongs to an expert outside `local` ("layers.3.moe.experts.17.down",
+// "mtp.moe.shared.gate_up").
+bool IsOtherRanksExpert(const std::string& name, const LocalExperts& local);
 
 }  // namespace glint

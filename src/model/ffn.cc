@@ -63,17 +63,20 @@ RouterChoice RouteFromLogits(const float* logits, const float* bias, const Model
   return out;
 }
 
-RouterChoice MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, float* y, const RouterChoice* forced) {
+RouterChoice MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, float* y, const RouterChoice* forced,
+                        const LocalExperts& local) {
   const int64_t hidden = c.hidden_size;
   RouterChoice choice = forced != nullptr ? *forced : Route(w, c, x);
   std::vector<double> sum(hidden, 0.0);
   std::vector<float> expert_out(hidden);  // [D]
   // Ascending expert id, shared expert last: the accumulation order of HF's index_add_ (§8.3).
   for (size_t i = 0; i < choice.experts.size(); ++i) {
+    if (!local.routed.Holds(choice.experts[i])) continue;  // another rank's expert
     SwiGluMlp(w.experts[choice.experts[i]], c.swiglu_limit, x, expert_out.data());
     for (int64_t d = 0; d < hidden; ++d) sum[d] += static_cast<double>(choice.weights[i]) * expert_out[d];
   }
   for (const MlpWeights& shared : w.shared) {
+    if (!local.shared) break;
     SwiGluMlp(shared, c.swiglu_limit, x, expert_out.data());
     for (int64_t d = 0; d < hidden; ++d) sum[d] += expert_out[d];
   }

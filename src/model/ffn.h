@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "io/config.h"
+#include "model/sharding.h"
 #include "model/weights.h"
 
 namespace glint {
@@ -34,8 +35,10 @@ RouterChoice RouteFromLogits(const float* logits, const float* bias, const Model
 std::vector<float> RouterWeights(const float* logits, const std::vector<int32_t>& experts, const ModelConfig& c);
 
 // §8.3: Σ_k weight_k · Expert_k(x) + Σ shared(x). With `forced` the router's choice is replaced (the fast path's
-// quality gate forces the fp32 path's discrete choices).   x: [D], y: [D]
+// quality gate forces the fp32 path's discrete choices). With `local` (expert parallel, sharding.h) only the
+// chosen experts this rank holds are added: y is this rank's partial sum, the returned choice is the whole one.
+//   x: [D], y: [D]
 RouterChoice MoeForward(const MoeWeights& w, const ModelConfig& c, const float* x, float* y,
-                        const RouterChoice* forced = nullptr);
+                        const RouterChoice* forced = nullptr, const LocalExperts& local = {});
 
 }  // namespace glint

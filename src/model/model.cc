@@ -44,14 +44,27 @@ void TraceSelection(Trace& trace, int sequence, const std::string& prefix, const
 
 }  // namespace
 
-ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights)
-    : config_(std::move(config)), weights_(std::move(weights)) {}
+ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights, ShardPlan plan, Communicator* comm)
+    : config_(std::move(config)), weights_(std::move(weights)), plan_(std::move(plan)), comm_(comm) {
+  if (plan_.experts_of_rank.empty()) plan_ = SingleRankPlan(config_);
+  GLINT_CHECK(!plan_.distributed() || (comm_ != nullptr && comm_->size() == plan_.ranks && comm_->rank() == plan_.rank))
+      << "a plan for rank " << plan_.rank << " of " << plan_.ranks << " needs that rank's communicator";
+}
 
-Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& dir, const LoadOptions& options) {
+Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& dir, const LoadOptions& options,
+                                                             const ModelParallel& parallel) {
   GLINT_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
+  GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, parallel));
   GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
-  GLINT_ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(checkpoint, config, options));
-  return std::make_unique<ReferenceModel>(std::move(config), std::move(weights));
+  LoadOptions sharded = options;
+  sharded.experts = plan.local_experts();
+  GLINT_ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(checkpoint, config, sharded));
+  return std::make_unique<ReferenceModel>(std::move(config), std::move(weights), std::move(plan), parallel.comm);
+}
+
+Status ReferenceModel::SumMoeOverRanks(std::span<float> partial) const {
+  if (!plan_.distributed()) return Status::Ok();
+  return comm_->AllReduceSum(partial).WithContext("summing the MoE outputs over the ranks");
 }
 
 SequenceState Model::NewSequence() const {
@@ -105,6 +118,14 @@ int64_t ReferenceModel::weight_bytes() const {
     int64_t count = 1;
     for (int64_t dim : spec.shape) count *= dim;
     values += count;
+  }
+  // Experts of other ranks are not held (expert parallel).
+  const int64_t moe_layers = std::count(config_.mlp_kinds.begin(), config_.mlp_kinds.end(), MlpKind::kMoe) +
+                             (weights_.mtp != nullptr ? 1 : 0);
+  const int64_t expert_values = 3 * config_.moe_intermediate_size * config_.hidden_size;
+  values -= moe_layers * (config_.n_routed_experts - plan_.experts().count()) * expert_values;
+  if (config_.n_shared_experts > 0 && !plan_.holds_shared_expert()) {
+    values -= moe_layers * 3 * config_.SharedIntermediate() * config_.hidden_size;
   }
   return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
 }
@@ -367,7 +388,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
     }
     for (int64_t t = 0; t < tokens; ++t) MhcWrite(site[t], &sublayer_out[t * d], hc, d, &streams[t * hc * d]);
 
-    // ---- FFN site: mHC read → RMSNorm → dense MLP | MoE → mHC write ----
+    // ---- FFN site: mHC read → RMSNorm → dense MLP | MoE (summed over the ranks) → mHC write ----
     std::vector<RouterChoice> choices;
     for (int64_t t = 0; t < tokens; ++t) {
       float* x = &streams[t * hc * d];
@@ -382,10 +403,12 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
             t < static_cast<int64_t>(forced->router[l].size())) {
           forced_choice = &forced->router[l][t];
         }
-        choices.push_back(MoeForward(layer.moe, c, &sublayer_in[t * d], &sublayer_out[t * d], forced_choice));
+        choices.push_back(MoeForward(layer.moe, c, &sublayer_in[t * d], &sublayer_out[t * d], forced_choice,
+                                     plan_.local_experts()));
       }
-      MhcWrite(site[t], &sublayer_out[t * d], hc, d, x);
     }
+    if (layer.mlp_kind == MlpKind::kMoe) GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer_out));
+    for (int64_t t = 0; t < tokens; ++t) MhcWrite(site[t], &sublayer_out[t * d], hc, d, &streams[t * hc * d]);
     if (tracing) {
       trace->Floats(sequence, prefix + "ffn_in", sublayer_in, {tokens, d});
       trace->Floats(sequence, prefix + "ffn_out", sublayer_out, {tokens, d});
@@ -453,8 +476,9 @@ Status ReferenceModel::MtpForward(SequenceState& state, std::span<const float> h
   std::vector<RouterChoice> choices;
   for (int64_t t = 0; t < pairs; ++t) {
     ref::RmsNorm(&z[t * d], m.post_attention_layernorm.data(), d, c.rms_norm_eps, &normed[t * d]);
-    choices.push_back(MoeForward(m.moe, c, &normed[t * d], &sublayer[t * d]));
+    choices.push_back(MoeForward(m.moe, c, &normed[t * d], &sublayer[t * d], nullptr, plan_.local_experts()));
   }
+  GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer));
   if (tracing) {
     trace->Floats(0, "mtp.ffn_out", sublayer, {pairs, d});
     TraceRouting(*trace, 0, "mtp.", choices, c.num_experts_per_tok);

@@ -24,6 +24,7 @@
 #include "model/dsa.h"
 #include "model/ffn.h"
 #include "model/kda.h"
+#include "model/sharding.h"
 #include "model/trace.h"
 #include "model/weights.h"
 
@@ -117,6 +118,9 @@ class Model {
   virtual int64_t weight_bytes() const { return 0; }
   // Whether MtpForward can run: the config has an MTP layer and its weights were loaded.
   virtual bool has_mtp() const = 0;
+  // How this model's weights are split over ranks (sharding.h); one rank holding everything unless loaded with a
+  // ModelParallel of several ranks.
+  virtual ShardPlan shard_plan() const { return SingleRankPlan(config()); }
 
   // The layout of one sequence's caches for `options`; the engine sizes its pools with it.
   virtual Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const {
@@ -183,13 +187,17 @@ void RollBack(SequenceState& state, const std::byte* snapshot, int64_t position)
 // The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
 class ReferenceModel final : public Model {
  public:
-  ReferenceModel(ModelConfig config, ModelWeights weights);
-  // Reads config.json and the safetensors of `dir`.
-  static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir, const LoadOptions& options = {});
+  // `weights` holds the experts `plan` says are local; `comm` (plan.ranks > 1) sums the MoE partial outputs.
+  ReferenceModel(ModelConfig config, ModelWeights weights, ShardPlan plan = {}, Communicator* comm = nullptr);
+  // Reads config.json and the safetensors of `dir` — with `parallel` of several ranks, only this rank's experts
+  // (options.experts is set from the plan).
+  static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir, const LoadOptions& options = {},
+                                                      const ModelParallel& parallel = {});
 
   const ModelConfig& config() const override { return config_; }
   int64_t weight_bytes() const override;
   bool has_mtp() const override { return weights_.mtp != nullptr; }
+  ShardPlan shard_plan() const override { return plan_; }
   const ModelWeights& weights() const { return weights_; }
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
@@ -204,8 +212,13 @@ class ReferenceModel final : public Model {
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                     Trace* trace, const ForcedChoices* forced) const;
 
+  // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
+  Status SumMoeOverRanks(std::span<float> partial) const;
+
   ModelConfig config_;
   ModelWeights weights_;
+  ShardPlan plan_;
+  Communicator* comm_ = nullptr;
 };
 
 }  // namespace glint

@@ -98,6 +98,15 @@ class Binder {
     for (size_t i = 1; i < spec.shape.size(); ++i) out.cols *= spec.shape[i];
     return Status::Ok();
   }
+  // A tensor this rank does not hold: checked from the header, its data never read.
+  Status Skip(const std::string& name) {
+    auto spec_it = specs_.find(name);
+    if (spec_it == specs_.end()) return InternalError("no schema entry for '", name, "'");
+    GLINT_ASSIGN_OR_RETURN(const CheckedTensor stored, CheckStoredTensor(checkpoint_, config_, spec_it->second));
+    used_.insert(name);
+    if (stored.scale != nullptr) used_.insert(stored.scale->name);
+    return Status::Ok();
+  }
   Status Vector(const std::string& name, std::vector<float>& out) {
     GLINT_ASSIGN_OR_RETURN(out, Tensor(name));
     return Status::Ok();
@@ -166,15 +175,27 @@ Status BindMlp(Binder& b, const std::string& p, MlpWeights& w) {
   return b.Matrix2D(p + "down_proj.weight", w.down_proj);
 }
 
-Status BindMoe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights& w) {
+Status SkipMlp(Binder& b, const std::string& p) {
+  for (const char* part : {"gate_proj.weight", "up_proj.weight", "down_proj.weight"}) {
+    GLINT_RETURN_IF_ERROR(b.Skip(p + part));
+  }
+  return Status::Ok();
+}
+
+// Experts not in `local` are another rank's: checked, not read, left empty.
+Status BindMoe(Binder& b, const ModelConfig& c, const std::string& p, const LocalExperts& local, MoeWeights& w) {
   const std::string m = p + "mlp.";
   GLINT_RETURN_IF_ERROR(b.Matrix2D(m + "gate.weight", w.router));
   GLINT_RETURN_IF_ERROR(b.Vector(m + "gate.e_score_correction_bias", w.e_score_correction_bias));
   w.shared.resize(c.n_shared_experts > 0 ? 1 : 0);
-  if (!w.shared.empty()) GLINT_RETURN_IF_ERROR(BindMlp(b, m + "shared_experts.", w.shared[0]));
+  if (!w.shared.empty()) {
+    GLINT_RETURN_IF_ERROR(local.shared ? BindMlp(b, m + "shared_experts.", w.shared[0])
+                                       : SkipMlp(b, m + "shared_experts."));
+  }
   w.experts.resize(c.n_routed_experts);
   for (int64_t e = 0; e < c.n_routed_experts; ++e) {
-    GLINT_RETURN_IF_ERROR(BindMlp(b, m + "experts." + std::to_string(e) + ".", w.experts[e]));
+    const std::string expert = m + "experts." + std::to_string(e) + ".";
+    GLINT_RETURN_IF_ERROR(local.routed.Holds(e) ? BindMlp(b, expert, w.experts[e]) : SkipMlp(b, expert));
   }
   return Status::Ok();
 }
@@ -257,7 +278,7 @@ Result<ModelWeights> LoadModelWeights(const Checkpoint& checkpoint, const ModelC
     if (layer.mlp_kind == MlpKind::kDense) {
       GLINT_RETURN_IF_ERROR(BindMlp(b, p + "mlp.", layer.mlp));
     } else {
-      GLINT_RETURN_IF_ERROR(BindMoe(b, config, p, layer.moe));
+      GLINT_RETURN_IF_ERROR(BindMoe(b, config, p, options.experts, layer.moe));
     }
   }
   if (config.HasMtp() && options.load_mtp) {
@@ -271,7 +292,7 @@ Result<ModelWeights> LoadModelWeights(const Checkpoint& checkpoint, const ModelC
     GLINT_RETURN_IF_ERROR(b.Vector(p + "post_attention_layernorm.weight", m.post_attention_layernorm));
     GLINT_RETURN_IF_ERROR(b.Vector(p + "shared_head.norm.weight", m.shared_head_norm));
     GLINT_RETURN_IF_ERROR(BindDsa(b, p, m.dsa));
-    GLINT_RETURN_IF_ERROR(BindMoe(b, config, p, m.moe));
+    GLINT_RETURN_IF_ERROR(BindMoe(b, config, p, options.experts, m.moe));
   }
   GLINT_RETURN_IF_ERROR(b.CheckNoLeftovers(options));
   return w;

@@ -17,6 +17,7 @@
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
+#include "model/sharding.h"
 
 namespace glint {
 
@@ -121,6 +122,9 @@ struct ModelWeights {
 
 struct LoadOptions {
   bool load_mtp = true;  // bind layers.<num_hidden_layers>.* when the config has an MTP layer
+  // Expert parallel: the routed (and shared) experts to read; the others are checked from the header (name, shape,
+  // dtype) but their data is never read, and their MlpWeights stay empty.
+  LocalExperts experts;
 };
 
 // Binds every text-path tensor of `checkpoint` to fp32 weights. Errors name the tensor and say what was wrong:

@@ -1,0 +1,88 @@
+// The communicator the model calls for its collectives (docs/distributed.md): rank, size, all-reduce of fp32 and
+// bf16 sums, all-gather, broadcast of a byte buffer, barrier. Passed explicitly to whatever communicates; there is
+// no global instance. Two implementations: SingleProcessCommunicator (one rank, every collective a copy or a
+// no-op) and MpiCommunicator (mpi_communicator.h, OpenMPI; only when glint is built with MPI).
+//
+// Threading: only one thread communicates (the engine thread; MPI is initialised with MPI_THREAD_SERIALIZED).
+//
+// Sums are deterministic by construction: AllReduceSum gathers every rank's partial vector and adds them in rank
+// order 0, 1, …, N−1 in double, rounding once. So every rank holds bit-for-bit the same result (each rank routes
+// its own tokens from it: a one-ulp difference between ranks could change an expert choice on one rank only), and
+// the result does not depend on the MPI library's reduction algorithm. The price is N× the bytes of a ring
+// all-reduce's 2(N−1)/N×, which for hidden-size activations at N ≤ 8 is latency, not bandwidth (docs/distributed.md).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+
+namespace glint {
+
+// What the collectives of a communicator cost so far (benchmarks and `glint plan`'s check).
+struct CollectiveStats {
+  int64_t calls = 0;  // collectives of any kind
+  int64_t all_reduces = 0;
+  int64_t all_gathers = 0;  // not counting those inside all-reduces
+  int64_t broadcasts = 0;
+  int64_t barriers = 0;
+  uint64_t bytes_sent = 0;      // payload bytes this rank contributed
+  uint64_t bytes_received = 0;  // payload bytes this rank received from others
+  double seconds = 0;           // wall time inside collectives
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // "single process" or "MPI (Open MPI 4.1.4), 2 ranks"
+  virtual std::string Describe() const = 0;
+
+  // values ← Σ_r values_r (every rank passes the same length), summed in rank order in double, rounded once.
+  Status AllReduceSum(std::span<float> values);
+  // bf16 values (bit patterns) ← Σ_r, summed in rank order in double, rounded once to bf16 (nearest even).
+  Status AllReduceSumBf16(std::span<uint16_t> values);
+  // received [size · send.size()]: rank r's bytes at offset r · send.size(). Every rank sends the same length.
+  Status AllGather(std::span<const std::byte> send, std::span<std::byte> received);
+  // The root's buffer to every rank; the other ranks' buffers are resized to the root's length.
+  Status Broadcast(std::vector<std::byte>& buffer, int root);
+  Status Barrier();
+
+  const CollectiveStats& stats() const { return stats_; }
+  void ResetStats() { stats_ = CollectiveStats{}; }
+
+ protected:
+  virtual Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) = 0;
+  virtual Status DoBroadcast(std::vector<std::byte>& buffer, int root) = 0;
+  virtual Status DoBarrier() = 0;
+
+ private:
+  template <typename T, typename Decode, typename Encode>
+  Status SumInRankOrder(std::span<T> values, Decode decode, Encode encode);
+
+  CollectiveStats stats_;
+  std::vector<std::byte> gathered_;  // scratch of the all-reduces
+};
+
+// One rank: all-reduce and broadcast leave the buffer as it is, all-gather copies, barrier returns.
+class SingleProcessCommunicator final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string Describe() const override { return "single process"; }
+
+ protected:
+  Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) override;
+  Status DoBroadcast(std::vector<std::byte>&, int) override { return Status::Ok(); }
+  Status DoBarrier() override { return Status::Ok(); }
+};
+
+// fp32 → bf16 bits, round to nearest even (NaN kept quiet). Exposed for tests.
+uint16_t FloatToBf16Bits(float value);
+float Bf16BitsToFloat(uint16_t bits);
+
+}  // namespace glint

@@ -1,0 +1,78 @@
+#include "dist/mpi_communicator.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <cstdio>
+
+namespace glint {
+
+Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) return FailedPrecondition("MPI is already initialised in this process; create one communicator");
+  int provided = 0;
+  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
+    return InternalError("MPI_Init_thread failed");
+  }
+  auto comm = std::unique_ptr<MpiCommunicator>(new MpiCommunicator());
+  if (provided < MPI_THREAD_SERIALIZED) {
+    return FailedPrecondition("the MPI library provides thread level ", provided,
+                              "; glint needs MPI_THREAD_SERIALIZED (the engine thread communicates)");
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank_);
+  MPI_Comm_size(MPI_COMM_WORLD, &comm->size_);
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  comm->library_.assign(version, length);
+  if (const size_t end = comm->library_.find_first_of(",\n"); end != std::string::npos) comm->library_.resize(end);
+  return comm;
+}
+
+MpiCommunicator::~MpiCommunicator() { MPI_Finalize(); }
+
+std::string MpiCommunicator::Describe() const {
+  return "MPI (" + library_ + "), " + std::to_string(size_) + (size_ == 1 ? " rank" : " ranks");
+}
+
+void MpiCommunicator::Abort(const std::string& message, int code) const {
+  std::fprintf(stderr, "glint rank %d of %d: %s\n", rank_, size_, message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
+}
+
+Status MpiCommunicator::Check(int code, const char* what) const {
+  if (code == MPI_SUCCESS) return Status::Ok();
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  MPI_Error_string(code, text, &length);
+  return InternalError("rank ", rank_, " of ", size_, ": ", what, " failed: ", std::string(text, length));
+}
+
+Status MpiCommunicator::DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) {
+  if (send.size() > static_cast<size_t>(INT_MAX)) {
+    return InvalidArgument("all-gather of ", send.size(), " bytes; at most ", INT_MAX, " per call");
+  }
+  const int count = static_cast<int>(send.size());
+  return Check(MPI_Allgather(send.data(), count, MPI_BYTE, received.data(), count, MPI_BYTE, MPI_COMM_WORLD),
+               "MPI_Allgather");
+}
+
+Status MpiCommunicator::DoBroadcast(std::vector<std::byte>& buffer, int root) {
+  // The length first, so that receivers size their buffers; then the bytes.
+  unsigned long long length = buffer.size();
+  GLINT_RETURN_IF_ERROR(Check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast"));
+  if (length > static_cast<unsigned long long>(INT_MAX)) {
+    return InvalidArgument("broadcast of ", length, " bytes; at most ", INT_MAX, " per call");
+  }
+  buffer.resize(length);
+  if (length == 0) return Status::Ok();
+  return Check(MPI_Bcast(buffer.data(), static_cast<int>(length), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+Status MpiCommunicator::DoBarrier() { return Check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+
+}  // namespace glint

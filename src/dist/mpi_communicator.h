@@ -1,0 +1,40 @@
+// The Open MPI communicator (MPI_COMM_WORLD). Compiled only when CMake found MPI (GLINT_HAVE_MPI).
+//
+// MPI_Init_thread asks for MPI_THREAD_SERIALIZED: one thread at a time communicates — the engine thread, which
+// need not be the main thread under `glint serve`. Errors return (MPI_ERRORS_RETURN) and become a Status naming
+// the collective and this rank, so a failure is reported rather than aborted without a word.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "base/status.h"
+#include "dist/communicator.h"
+
+namespace glint {
+
+class MpiCommunicator final : public Communicator {
+ public:
+  // Initialises MPI (once per process); the destructor finalises it.
+  static Result<std::unique_ptr<MpiCommunicator>> Create(int* argc, char*** argv);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string Describe() const override;
+  // Ends every rank of the job with `code` after printing `message` with this rank's number (MPI_Abort).
+  [[noreturn]] void Abort(const std::string& message, int code) const;
+
+ protected:
+  Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) override;
+  Status DoBroadcast(std::vector<std::byte>& buffer, int root) override;
+  Status DoBarrier() override;
+
+ private:
+  MpiCommunicator() = default;
+  Status Check(int code, const char* what) const;
+  int rank_ = 0, size_ = 1;
+  std::string library_;
+};
+
+}  // namespace glint
