@@ -5,7 +5,8 @@
 //   kAvx512  AVX-512 F/BW/DQ/VL + VNNI (vpdpbusd): Ice Lake, Sapphire Rapids, Zen 4 and later
 //   kAmx     kAvx512 plus AMX tiles (AMX-TILE + AMX-INT8, tdpbsud) with the OS's permission to use them
 //            (Sapphire Rapids and later Xeons): the int8 products with at least kAmxMinTokens tokens run on tiles
-//            (gemm_i8_amx.cc); everything else at this level is the kAvx512 code
+//            (gemm_i8_amx.cc); everything else at this level is the kAvx512 code. Opt-in: BestIsa() does not
+//            pick it yet (isa.cc says why)
 // Kernels take the level explicitly (no process-wide switch): the model picks BestIsa() unless told otherwise,
 // tests run every supported level against kScalar, benchmarks compare levels in one run.
 #pragma once
