@@ -1,4 +1,4 @@
-// The checkpoint's tensor inventory, derived from a ModelConfig (../shared/docs/model-glm53.md §2, §9).
+// The checkpoint's tensor inventory, derived from a ModelConfig (docs/model-glm53.md §2, §9).
 //
 // One table serves every consumer: weight binding checks a checkpoint against it, `glint make-tiny` writes it,
 // `glint inspect` and `glint plan` group and count it. Names use the HF layout: prefix

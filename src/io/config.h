@@ -4,7 +4,7 @@
 // per-layer kinds come from `layer_types` (authoritative) and are checked against the redundant lists
 // (`linear_attn_config.full_attn_layers`/`kda_layers`, 0-based; `mlp_layer_types` vs `first_k_dense_replace`).
 // Contradictions and values glint does not implement are refused with what was found and what was expected.
-// See docs/model.md and ../shared/docs/model-glm53.md §1.
+// See docs/model.md and docs/model-glm53.md §1.
 #pragma once
 
 #include <cstdint>

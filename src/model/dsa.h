@@ -1,5 +1,5 @@
 // A DSA layer of GLM-5.3-Flash, fp32 reference: NoPE MLA whose keys are chosen per query by the KPool indexer
-// (../shared/docs/model-glm53.md §6–§7; equations, cache layout and numerics in docs/model-dsa.md).
+// (docs/model-glm53.md §6–§7; equations, cache layout and numerics in docs/model-dsa.md).
 //
 //   q_resid = RMSNorm(q_a_proj h; q_a_layernorm)          [q_lora]       (also the indexer's query input)
 //   q       = q_b_proj q_resid                            [heads, qk]

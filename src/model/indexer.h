@@ -1,4 +1,4 @@
-// KPool lightning indexer of a DSA layer, fp32 reference (../shared/docs/model-glm53.md §7, docs/model-dsa.md).
+// KPool lightning indexer of a DSA layer, fp32 reference (docs/model-glm53.md §7, docs/model-dsa.md).
 //
 // For a query at absolute position p (0-based) the indexer scores every complete, visible pool of `kpool`
 // consecutive tokens (pools anchored at position 0; pool m = tokens [kpool·m, kpool·m + kpool − 1], visible when

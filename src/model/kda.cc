@@ -1,5 +1,5 @@
 // KDA reference forward pass. Equations are numbered as in docs/model-kda.md; the spec is
-// ../shared/docs/model-glm53.md §5. Storage is fp32 (activations, the carried state S and conv window); sums
+// docs/model-glm53.md §5. Storage is fp32 (activations, the carried state S and conv window); sums
 // over the head dim, the conv taps and whole chunks accumulate in double so that this oracle stays ~1e-7
 // relative to float64 math (the golden fixtures are float64).
 #include "model/kda.h"

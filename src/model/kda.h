@@ -1,5 +1,5 @@
 // Kimi Delta Attention (KDA), the linear-attention sublayer of GLM-5.3-Flash: fp32 reference forward pass.
-// Spec: ../shared/docs/model-glm53.md §5 (per-token math §5.1, chunked form §5.2, state §5.3, pitfalls 1–4 of §13).
+// Spec: docs/model-glm53.md §5 (per-token math §5.1, chunked form §5.2, state §5.3, pitfalls 1–4 of §13).
 // How it works and where each equation lives: docs/model-kda.md.
 //
 // Notation: H heads (kda_num_heads), d = key dim = value dim (kda_head_dim), width = H·d, D hidden, K the short

@@ -1,5 +1,5 @@
 // Weights of the GLM-5.3-Flash text model for the fp32 reference path, bound from a checkpoint by name
-// (../shared/docs/model-glm53.md §2) with every shape checked against the ModelConfig.
+// (docs/model-glm53.md §2) with every shape checked against the ModelConfig.
 //
 // The reference path holds every tensor as fp32: BF16 decoded exactly, FP8 dequantized exactly
 // (W[r,c] = e4m3(code[r,c]) · scale_inv[r/128, c/128], §9). That is fine at tiny sizes; the fast path (its own
