@@ -319,117 +319,169 @@ Status ReferenceModel::ForwardOneOrBreak(const BatchEntry& entry, int sequence, 
   return status;
 }
 
+namespace {
+
+// The forced choices of one layer (tests replay another path's routing and selection), or null: choose.
+const RouterChoice* ForcedRouterChoice(const ForcedChoices* forced, int64_t layer, int64_t token) {
+  if (forced == nullptr || layer >= static_cast<int64_t>(forced->router.size())) return nullptr;
+  if (token >= static_cast<int64_t>(forced->router[layer].size())) return nullptr;
+  return &forced->router[layer][token];
+}
+const std::vector<std::vector<int64_t>>* ForcedAttended(const ForcedChoices* forced, int64_t layer) {
+  if (forced == nullptr || layer >= static_cast<int64_t>(forced->attended.size())) return nullptr;
+  return forced->attended[layer].empty() ? nullptr : &forced->attended[layer];
+}
+
+// Site read (§3): per token, the mHC coefficients of this site, the collapse of the streams, RMSNorm.
+void MhcSiteRead(const MhcWeights& hc, const std::vector<float>& norm, const ModelConfig& c, int64_t tokens,
+                 ReferenceActivations& act) {
+  const int64_t d = c.hidden_size, hc_mult = c.hc_mult;
+  for (int64_t t = 0; t < tokens; ++t) {
+    const float* x = &act.streams[t * hc_mult * d];
+    act.site[t] = MhcComputeCoefficients(hc, c, x);
+    MhcRead(act.site[t], x, hc_mult, d, act.collapsed.data());
+    ref::RmsNorm(act.collapsed.data(), norm.data(), d, c.rms_norm_eps, &act.sublayer_in[t * d]);
+  }
+}
+
+// Site write (§3): the sublayer's output mixed back into the streams with this site's coefficients.
+void MhcSiteWrite(const ModelConfig& c, int64_t tokens, ReferenceActivations& act) {
+  const int64_t d = c.hidden_size, hc_mult = c.hc_mult;
+  for (int64_t t = 0; t < tokens; ++t) {
+    MhcWrite(act.site[t], &act.sublayer_out[t * d], hc_mult, d, &act.streams[t * hc_mult * d]);
+  }
+}
+
+// KDA over the chunk, split at the state checkpoints and the rollback snapshot: the layer's state at each of them
+// is copied out on the way (each part computed as a call of its own would be, so checkpoints are exact).
+Status KdaWithStateCopies(const KdaWeights& kda, const ModelConfig& c, const SequenceState& state, int64_t layer,
+                          std::span<const std::pair<int64_t, std::byte*>> state_copies, const float* in,
+                          int64_t tokens, KdaAlgorithm algorithm, float* out) {
+  const int64_t d = c.hidden_size;
+  const KdaStateView view = KdaLayerState(state, layer);
+  int64_t done = 0;
+  for (const auto& [end, destination] : state_copies) {
+    if (end > done) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, end - done, view, algorithm, out + done * d));
+    CopyKdaLayerState(state, layer, destination);
+    done = end;
+  }
+  if (done < tokens) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, tokens - done, view, algorithm, out + done * d));
+  return Status::Ok();
+}
+
+}  // namespace
+
+ReferenceActivations::ReferenceActivations(int64_t tokens, int64_t hc, int64_t d)
+    : streams(tokens * hc * d), sublayer_in(tokens * d), sublayer_out(tokens * d), collapsed(d), site(tokens) {}
+
+void ReferenceModel::Embed(const ReferencePass& pass, ReferenceActivations& act) const {
+  const int64_t d = config_.hidden_size, hc = config_.hc_mult;
+  // X: [T, hc, D], every stream starts as the token embedding (no scaling, no positions: NoPE).
+  for (int64_t t = 0; t < pass.tokens; ++t) {
+    const float* embedding = weights_.embed_tokens.Row(pass.entry.tokens[t]);
+    for (int64_t s = 0; s < hc; ++s) std::copy_n(embedding, d, &act.streams[(t * hc + s) * d]);
+  }
+  if (pass.trace != nullptr) {
+    std::vector<float> embedded(pass.tokens * d);
+    for (int64_t t = 0; t < pass.tokens; ++t) std::copy_n(&act.streams[t * hc * d], d, &embedded[t * d]);
+    pass.trace->Floats(pass.sequence, "hidden.emb", embedded, {pass.tokens, d});
+  }
+}
+
+Status ReferenceModel::Attention(const ReferencePass& pass, int64_t l, const std::string& prefix,
+                                 ReferenceActivations& act) const {
+  const LayerWeights& layer = weights_.layers[l];
+  if (layer.attention_kind == AttentionKind::kKda) {
+    return KdaWithStateCopies(layer.kda, config_, *pass.entry.state, l, pass.state_copies, act.sublayer_in.data(),
+                              pass.tokens, pass.options.kda_algorithm, act.sublayer_out.data());
+  }
+  DsaOptions dsa_options = pass.options.dsa;
+  if (const auto* attended = ForcedAttended(pass.forced, l)) {
+    dsa_options.selection = KeySelection::kForced;
+    dsa_options.forced_positions = attended;
+  }
+  DsaTrace dsa_trace;
+  DsaCache cache = DsaLayerCache(*pass.entry.state, l);
+  GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, config_, act.sublayer_in.data(), pass.tokens, cache, dsa_options,
+                                   act.sublayer_out.data(), pass.trace != nullptr ? &dsa_trace : nullptr));
+  if (pass.trace != nullptr) TraceSelection(*pass.trace, pass.sequence, prefix, dsa_trace, config_.DenseRegimeTokens());
+  return Status::Ok();
+}
+
+Status ReferenceModel::Ffn(const ReferencePass& pass, int64_t l, ReferenceActivations& act,
+                           std::vector<RouterChoice>& choices) const {
+  const LayerWeights& layer = weights_.layers[l];
+  const int64_t d = config_.hidden_size;
+  for (int64_t t = 0; t < pass.tokens; ++t) {
+    const float* in = &act.sublayer_in[t * d];
+    float* out = &act.sublayer_out[t * d];
+    if (layer.mlp_kind == MlpKind::kDense) {
+      SwiGluMlp(layer.mlp, config_.swiglu_limit, in, out);
+    } else {
+      choices.push_back(
+          MoeForward(layer.moe, config_, in, out, ForcedRouterChoice(pass.forced, l, t), plan_.local_experts()));
+    }
+  }
+  if (layer.mlp_kind == MlpKind::kMoe) GLINT_RETURN_IF_ERROR(SumMoeOverRanks(act.sublayer_out));
+  return Status::Ok();
+}
+
+void ReferenceModel::TraceSublayer(const ReferencePass& pass, const std::string& name,
+                                   const ReferenceActivations& act) const {
+  if (pass.trace == nullptr) return;
+  const int64_t d = config_.hidden_size;
+  pass.trace->Floats(pass.sequence, name + "_in", act.sublayer_in, {pass.tokens, d});
+  pass.trace->Floats(pass.sequence, name + "_out", act.sublayer_out, {pass.tokens, d});
+}
+
+void ReferenceModel::Head(const ReferencePass& pass, ReferenceActivations& act, EntryOutput& output) const {
+  const ModelConfig& c = config_;
+  const int64_t tokens = pass.tokens, d = c.hidden_size, hc = c.hc_mult;
+  // Mean of the streams → RMSNorm → lm_head (only the rows asked for).
+  std::vector<float> normed(tokens * d);  // [T, D]
+  for (int64_t t = 0; t < tokens; ++t) {
+    MhcCollapseMean(&act.streams[t * hc * d], hc, d, act.collapsed.data());
+    ref::RmsNorm(act.collapsed.data(), weights_.final_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
+  }
+  if (pass.trace != nullptr) pass.trace->Floats(pass.sequence, "final.normed", normed, {tokens, d});
+  const int64_t first_row = pass.entry.logits == LogitsWanted::kAll ? 0 : tokens - 1;
+  const int64_t rows = pass.entry.logits == LogitsWanted::kNone ? 0 : tokens - first_row;
+  output.logits.resize(rows * c.vocab_size);
+  ref::Linear(&normed[first_row * d], rows, weights_.lm_head.data.data(), c.vocab_size, d, output.logits.data());
+  if (pass.entry.want_hidden) output.hidden = std::move(normed);
+}
+
+// The trunk, as the model card draws it (docs/model-glm53.md §2–§4): embed into hc streams; per layer an attention
+// site and an FFN site, each "mHC read → RMSNorm → sublayer → mHC write"; then the head.
 Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output,
                                   const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
   const ModelConfig& c = config_;
-  const int64_t tokens = static_cast<int64_t>(entry.tokens.size());
-  const int64_t d = c.hidden_size, hc = c.hc_mult;
   const bool tracing = trace != nullptr && trace->Wants(sequence);
-  SequenceState& state = *entry.state;
-
-  // X: [T, hc, D], every stream starts as the token embedding (no scaling, no positions: NoPE).
-  std::vector<float> streams(tokens * hc * d);
-  for (int64_t t = 0; t < tokens; ++t) {
-    const float* embedding = weights_.embed_tokens.Row(entry.tokens[t]);
-    for (int64_t s = 0; s < hc; ++s) std::copy_n(embedding, d, &streams[(t * hc + s) * d]);
-  }
-  if (tracing) {
-    std::vector<float> embedded(tokens * d);
-    for (int64_t t = 0; t < tokens; ++t) std::copy_n(weights_.embed_tokens.Row(entry.tokens[t]), d, &embedded[t * d]);
-    trace->Floats(sequence, "hidden.emb", embedded, {tokens, d});
-  }
-
-  const std::vector<std::pair<int64_t, std::byte*>> state_copies = EntryStateCopies(entry);
-  std::vector<float> sublayer_in(tokens * d), sublayer_out(tokens * d), collapsed(d);  // [T, D]
-  std::vector<MhcCoefficients> site(tokens);
+  const ReferencePass pass{entry, sequence, options, tracing ? trace : nullptr, forced,
+                           static_cast<int64_t>(entry.tokens.size()), EntryStateCopies(entry)};
+  ReferenceActivations act(pass.tokens, c.hc_mult, c.hidden_size);
+  Embed(pass, act);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& layer = weights_.layers[l];
     const std::string prefix = "layer." + std::to_string(l) + ".";
 
-    // ---- attention site: mHC read → RMSNorm → KDA | DSA → mHC write ----
-    for (int64_t t = 0; t < tokens; ++t) {
-      float* x = &streams[t * hc * d];
-      site[t] = MhcComputeCoefficients(layer.hc_attn, c, x);
-      MhcRead(site[t], x, hc, d, collapsed.data());
-      ref::RmsNorm(collapsed.data(), layer.input_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
-    }
-    if (layer.attention_kind == AttentionKind::kKda) {
-      // Split at the state checkpoints and the rollback snapshot: the layer's state at each of them is copied out
-      // on the way (each part is computed as a call of its own would be).
-      const KdaStateView view = KdaLayerState(state, l);
-      int64_t done = 0;
-      for (const auto& [end, destination] : state_copies) {
-        if (end > done) {
-          GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], end - done, view,
-                                           options.kda_algorithm, &sublayer_out[done * d]));
-        }
-        CopyKdaLayerState(state, l, destination);
-        done = end;
-      }
-      if (done < tokens) {
-        GLINT_RETURN_IF_ERROR(KdaForward(layer.kda, c, &sublayer_in[done * d], tokens - done, view,
-                                         options.kda_algorithm, &sublayer_out[done * d]));
-      }
-    } else {
-      DsaOptions dsa_options = options.dsa;
-      if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {
-        dsa_options.selection = KeySelection::kForced;
-        dsa_options.forced_positions = &forced->attended[l];
-      }
-      DsaTrace dsa_trace;
-      DsaCache cache = DsaLayerCache(state, l);
-      GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, c, sublayer_in.data(), tokens, cache, dsa_options,
-                                       sublayer_out.data(), tracing ? &dsa_trace : nullptr));
-      if (tracing) TraceSelection(*trace, sequence, prefix, dsa_trace, c.DenseRegimeTokens());
-    }
-    if (tracing) {
-      trace->Floats(sequence, prefix + "attn_in", sublayer_in, {tokens, d});
-      trace->Floats(sequence, prefix + "attn_out", sublayer_out, {tokens, d});
-    }
-    for (int64_t t = 0; t < tokens; ++t) MhcWrite(site[t], &sublayer_out[t * d], hc, d, &streams[t * hc * d]);
+    MhcSiteRead(layer.hc_attn, layer.input_layernorm, c, pass.tokens, act);  // attention site: KDA | DSA
+    GLINT_RETURN_IF_ERROR(Attention(pass, l, prefix, act));
+    TraceSublayer(pass, prefix + "attn", act);
+    MhcSiteWrite(c, pass.tokens, act);
 
-    // ---- FFN site: mHC read → RMSNorm → dense MLP | MoE (summed over the ranks) → mHC write ----
+    MhcSiteRead(layer.hc_ffn, layer.post_attention_layernorm, c, pass.tokens, act);  // FFN site: dense MLP | MoE
     std::vector<RouterChoice> choices;
-    for (int64_t t = 0; t < tokens; ++t) {
-      float* x = &streams[t * hc * d];
-      site[t] = MhcComputeCoefficients(layer.hc_ffn, c, x);
-      MhcRead(site[t], x, hc, d, collapsed.data());
-      ref::RmsNorm(collapsed.data(), layer.post_attention_layernorm.data(), d, c.rms_norm_eps, &sublayer_in[t * d]);
-      if (layer.mlp_kind == MlpKind::kDense) {
-        SwiGluMlp(layer.mlp, c.swiglu_limit, &sublayer_in[t * d], &sublayer_out[t * d]);
-      } else {
-        const RouterChoice* forced_choice = nullptr;
-        if (forced != nullptr && l < static_cast<int64_t>(forced->router.size()) &&
-            t < static_cast<int64_t>(forced->router[l].size())) {
-          forced_choice = &forced->router[l][t];
-        }
-        choices.push_back(MoeForward(layer.moe, c, &sublayer_in[t * d], &sublayer_out[t * d], forced_choice,
-                                     plan_.local_experts()));
-      }
-    }
-    if (layer.mlp_kind == MlpKind::kMoe) GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer_out));
-    for (int64_t t = 0; t < tokens; ++t) MhcWrite(site[t], &sublayer_out[t * d], hc, d, &streams[t * hc * d]);
+    GLINT_RETURN_IF_ERROR(Ffn(pass, l, act, choices));
+    MhcSiteWrite(c, pass.tokens, act);
+    TraceSublayer(pass, prefix + "ffn", act);
     if (tracing) {
-      trace->Floats(sequence, prefix + "ffn_in", sublayer_in, {tokens, d});
-      trace->Floats(sequence, prefix + "ffn_out", sublayer_out, {tokens, d});
-      trace->Floats(sequence, prefix + "streams", streams, {tokens, hc, d});
+      trace->Floats(sequence, prefix + "streams", act.streams, {pass.tokens, c.hc_mult, c.hidden_size});
       if (layer.mlp_kind == MlpKind::kMoe) TraceRouting(*trace, sequence, prefix, choices, c.num_experts_per_tok);
     }
   }
-  state.tokens += tokens;
-
-  // ---- final: mean of the streams → RMSNorm → lm_head (only the rows asked for) ----
-  std::vector<float> normed(tokens * d);  // [T, D]
-  for (int64_t t = 0; t < tokens; ++t) {
-    MhcCollapseMean(&streams[t * hc * d], hc, d, collapsed.data());
-    ref::RmsNorm(collapsed.data(), weights_.final_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
-  }
-  if (tracing) trace->Floats(sequence, "final.normed", normed, {tokens, d});
-  const int64_t first_row = entry.logits == LogitsWanted::kAll ? 0 : tokens - 1;
-  const int64_t rows = entry.logits == LogitsWanted::kNone ? 0 : tokens - first_row;
-  output.logits.resize(rows * c.vocab_size);
-  ref::Linear(&normed[first_row * d], rows, weights_.lm_head.data.data(), c.vocab_size, d, output.logits.data());
-  if (entry.want_hidden) output.hidden = std::move(normed);
+  entry.state->tokens += pass.tokens;
+  Head(pass, act, output);
   return Status::Ok();
 }
 

@@ -24,6 +24,7 @@
 #include "model/dsa.h"
 #include "model/ffn.h"
 #include "model/kda.h"
+#include "model/mhc.h"
 #include "model/sharding.h"
 #include "model/trace.h"
 #include "model/weights.h"
@@ -185,6 +186,27 @@ std::vector<std::pair<int64_t, std::byte*>> EntryStateCopies(const BatchEntry& e
 void RollBack(SequenceState& state, const std::byte* snapshot, int64_t position);
 
 // The fp32 reference: plain loops, FP8 weights dequantized to fp32 in memory. The oracle of every fast path.
+// One sequence's pass through the reference trunk (ReferenceModel::ForwardOne): what every site reads.
+struct ReferencePass {
+  const BatchEntry& entry;
+  int sequence;
+  const ForwardOptions& options;
+  Trace* trace;                 // null unless this sequence is traced
+  const ForcedChoices* forced;  // null: the model chooses experts and keys
+  int64_t tokens;               // T: the entry's new tokens
+  std::vector<std::pair<int64_t, std::byte*>> state_copies;  // (offset in the chunk, destination) of KDA state copies
+};
+
+// The named activations of one reference pass (shapes beside them).
+struct ReferenceActivations {
+  ReferenceActivations(int64_t tokens, int64_t hc, int64_t d);
+  std::vector<float> streams;         // X [T, hc, D]: the mHC residual streams
+  std::vector<float> sublayer_in;     // [T, D]: the site's normed collapse, the sublayer's input
+  std::vector<float> sublayer_out;    // [T, D]: the sublayer's output (MoE: summed over the ranks)
+  std::vector<float> collapsed;       // [D]: one token's mHC read
+  std::vector<MhcCoefficients> site;  // [T]: this site's mHC coefficients
+};
+
 class ReferenceModel final : public Model {
  public:
   // `weights` holds the experts `plan` says are local; `comm` (plan.ranks > 1) sums the MoE partial outputs.
@@ -211,6 +233,14 @@ class ReferenceModel final : public Model {
                            Trace* trace, const ForcedChoices* forced) const;
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                     Trace* trace, const ForcedChoices* forced) const;
+  // The steps of ForwardOne: embedding, the two sublayers of a layer, the tracing of a site, the head.
+  void Embed(const ReferencePass& pass, ReferenceActivations& act) const;
+  Status Attention(const ReferencePass& pass, int64_t layer, const std::string& prefix,
+                   ReferenceActivations& act) const;
+  Status Ffn(const ReferencePass& pass, int64_t layer, ReferenceActivations& act,
+             std::vector<RouterChoice>& choices) const;
+  void TraceSublayer(const ReferencePass& pass, const std::string& name, const ReferenceActivations& act) const;
+  void Head(const ReferencePass& pass, ReferenceActivations& act, EntryOutput& output) const;
 
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
   Status SumMoeOverRanks(std::span<float> partial) const;
