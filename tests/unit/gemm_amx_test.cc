@@ -14,38 +14,15 @@
 
 #include "kernels/gemm_i8.h"
 #include "quant/int8_matrix.h"
+#include "kernel_test_util.h"
 #include "test_util.h"
 
 namespace glint {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-struct Activations {
-  std::vector<int8_t> codes;
-  std::vector<float> scales;
-  std::vector<int32_t> corrections;
-  QuantizedActivations view;
-};
-
-Activations Quantize(const Int8Layout& layout, const std::vector<float>& x, int64_t tokens, int64_t x_stride) {
-  Activations q;
-  const int64_t padded = layout.padded_cols(), groups = layout.groups();
-  q.codes.resize(tokens * padded);
-  q.scales.resize(tokens * groups);
-  q.corrections.resize(tokens * groups);
-  GetInt8Kernels(Isa::kScalar)
-      .quantize(x.data(), x_stride, tokens, layout.cols, layout.group, padded, q.codes.data(), q.scales.data(),
-                q.corrections.data());
-  q.view = {tokens, layout.cols, padded, layout.group, q.codes.data(), q.scales.data(), q.corrections.data()};
-  return q;
-}
+using glint::testing::Random;
+using glint::testing::QuantizeRows;
+using glint::testing::QuantizedRows;
 
 class AmxTiles : public ::testing::Test {
  protected:
@@ -61,7 +38,7 @@ class AmxTiles : public ::testing::Test {
     const int64_t x_stride = cols + 1;
     std::vector<float> x = Random(tokens * x_stride, seed + 1, 2.0f);
     if (tokens > 2) std::fill_n(x.begin() + 2 * x_stride, cols, 0.0f);  // an all-zero token
-    const Activations q = Quantize(w.layout(), x, tokens, x_stride);
+    const QuantizedRows q = QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), x, tokens, x_stride);
     const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
 
     std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size(), -7);
@@ -100,7 +77,7 @@ TEST_F(AmxTiles, SaturatedCodesAreExact) {
   for (int64_t i = 0; i < tokens * cols; ++i) x[i] = ((i * 3) % 7 < 3) ? -0.5f : 0.5f;
   for (int64_t c = 0; c < cols; ++c) x[c] = 0.5f, weights[c] = 3.0f;  // row 0 and token 0 all positive
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
-  const Activations q = Quantize(w.layout(), x, tokens, cols);
+  const QuantizedRows q = QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), x, tokens, cols);
   const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
   std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size());
   GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
@@ -116,7 +93,7 @@ TEST_F(AmxTiles, RowBlockRangesWriteOnlyTheirRows) {
   const int64_t rows = 150, cols = 192, group = 64, tokens = 40;
   const std::vector<float> weights = Random(rows * cols, 5);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
-  const Activations q = Quantize(w.layout(), Random(tokens * cols, 6), tokens, cols);
+  const QuantizedRows q = QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 6), tokens, cols);
   std::vector<float> whole(tokens * rows), pieces(tokens * rows, NAN);
   internal::Int8GemmAmxTiles(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows);
   // Odd ranges leave a single-block pair at each end; together they cover every block once.
@@ -132,7 +109,7 @@ TEST_F(AmxTiles, TableUsesTilesFromTheThresholdOn) {
   const std::vector<float> weights = Random(rows * cols, 11);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
   for (int64_t tokens : {kAmxMinTokens - 1, kAmxMinTokens, kAmxMinTokens + 9}) {
-    const Activations q = Quantize(w.layout(), Random(tokens * cols, 12 + tokens), tokens, cols);
+    const QuantizedRows q = QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 12 + tokens), tokens, cols);
     std::vector<float> vnni(tokens * rows), amx(tokens * rows);
     GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, w.layout().row_blocks(), vnni.data(), rows);
     GetInt8Kernels(Isa::kAmx).gemm(w.view(), q.view, 0, w.layout().row_blocks(), amx.data(), rows);

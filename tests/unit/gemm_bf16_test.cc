@@ -9,10 +9,13 @@
 
 #include "kernels/gemm_bf16.h"
 #include "quant/formats.h"
+#include "kernel_test_util.h"
 #include "test_util.h"
 
 namespace glint {
 namespace {
+
+using glint::testing::FastIsas;
 
 class Bf16Kernel : public ::testing::TestWithParam<Isa> {};
 
@@ -71,15 +74,6 @@ TEST_P(Bf16Kernel, RowBlockRangesWriteOnlyTheirRows) {
     fast.gemm(m.view(), x.data(), cols, tokens, begin, end, pieces.data(), rows);
   }
   EXPECT_EQ(pieces, whole);
-}
-
-std::vector<Isa> FastIsas() {
-  std::vector<Isa> isas;
-  for (Isa isa : SupportedIsas()) {
-    if (isa != Isa::kScalar) isas.push_back(isa);
-  }
-  if (isas.empty()) isas.push_back(Isa::kScalar);
-  return isas;
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, Bf16Kernel, ::testing::ValuesIn(FastIsas()),

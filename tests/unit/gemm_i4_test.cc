@@ -12,18 +12,14 @@
 
 #include "kernels/gemm_i4.h"
 #include "quant/int4_matrix.h"
+#include "kernel_test_util.h"
 #include "test_util.h"
 
 namespace glint {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using glint::testing::FastIsas;
+using glint::testing::Random;
 
 // A matrix with uniformly random codes in [−8, 7] (−8 included, which quantization never produces) and random
 // positive scales: exercises every nibble value the kernels can meet.
@@ -237,15 +233,6 @@ TEST_P(Int4Kernel, ErrorAgainstFp32IsTheFormatsRoundingError) {
     EXPECT_GT(e_y, 0.5 * expected);
     EXPECT_LT(e_w, 0.13) << "group " << group;  // the rounding bound above, with margin
   }
-}
-
-std::vector<Isa> FastIsas() {
-  std::vector<Isa> isas;
-  for (Isa isa : SupportedIsas()) {
-    if (isa != Isa::kScalar) isas.push_back(isa);
-  }
-  if (isas.empty()) isas.push_back(Isa::kScalar);
-  return isas;
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, Int4Kernel, ::testing::ValuesIn(FastIsas()),

@@ -12,39 +12,16 @@
 
 #include "kernels/gemm_i8.h"
 #include "quant/int8_matrix.h"
+#include "kernel_test_util.h"
 #include "test_util.h"
 
 namespace glint {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
-
-struct Quantized {
-  std::vector<int8_t> codes;
-  std::vector<float> scales;
-  std::vector<int32_t> corrections;
-  QuantizedActivations view;
-};
-
-Quantized Quantize(const Int8Kernels& k, const Int8Layout& layout, const std::vector<float>& x, int64_t tokens,
-                   int64_t x_stride) {
-  Quantized q;
-  const int64_t padded = layout.padded_cols(), groups = layout.groups();
-  q.codes.assign(tokens * padded + 64, 99);  // poison: the quantizer must write every code, padding included
-  q.scales.assign(tokens * groups, -1.0f);
-  q.corrections.assign(tokens * groups, -1);
-  k.quantize(x.data(), x_stride, tokens, layout.cols, layout.group, padded, q.codes.data(), q.scales.data(),
-             q.corrections.data());
-  q.codes.resize(tokens * padded);
-  q.view = {tokens, layout.cols, padded, layout.group, q.codes.data(), q.scales.data(), q.corrections.data()};
-  return q;
-}
+using glint::testing::FastIsas;
+using glint::testing::Random;
+using glint::testing::QuantizeRows;
+using glint::testing::QuantizedRows;
 
 class Int8Kernel : public ::testing::TestWithParam<Isa> {
  protected:
@@ -60,8 +37,8 @@ class Int8Kernel : public ::testing::TestWithParam<Isa> {
     const int64_t x_stride = cols + 3;  // rows of x need not be packed
     std::vector<float> x = Random(tokens * x_stride, seed + 1, 2.0f);
     if (tokens > 1) std::fill_n(x.begin() + x_stride, cols, 0.0f);  // an all-zero token
-    const Quantized expected = Quantize(reference(), w.layout(), x, tokens, x_stride);
-    const Quantized actual = Quantize(fast(), w.layout(), x, tokens, x_stride);
+    const QuantizedRows expected = QuantizeRows(reference(), w.layout(), x, tokens, x_stride);
+    const QuantizedRows actual = QuantizeRows(fast(), w.layout(), x, tokens, x_stride);
     ASSERT_EQ(actual.codes, expected.codes);
     ASSERT_EQ(actual.scales, expected.scales);
     ASSERT_EQ(actual.corrections, expected.corrections);
@@ -121,7 +98,7 @@ TEST_P(Int8Kernel, SaturationEdgesAreExact) {
   for (int64_t c = 0; c < cols; ++c) x[cols + c] = -0.5f;               // token 1: all negative
   for (int64_t c = 0; c < cols; ++c) weights[c] = 3.0f;                 // row 0: all positive
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
-  const Quantized q = Quantize(reference(), w.layout(), x, tokens, cols);
+  const QuantizedRows q = QuantizeRows(reference(), w.layout(), x, tokens, cols);
   for (int8_t code : q.codes) ASSERT_EQ(std::abs(code), 127);
   const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
   std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size());
@@ -141,7 +118,7 @@ TEST_P(Int8Kernel, RowBlockRangesWriteOnlyTheirRows) {
   const std::vector<float> weights = Random(rows * cols, 5);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
   const std::vector<float> x = Random(tokens * cols, 6);
-  const Quantized q = Quantize(fast(), w.layout(), x, tokens, cols);
+  const QuantizedRows q = QuantizeRows(fast(), w.layout(), x, tokens, cols);
   std::vector<float> whole(tokens * rows), pieces(tokens * rows, NAN);
   fast().gemm(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows);
   // Uneven ranges exercise the 4-, 2- and 1-block tiles; together they cover every block exactly once.
@@ -158,8 +135,8 @@ TEST_P(Int8Kernel, NonFiniteActivationsGiveNanOutputs) {
   std::vector<float> x = Random(tokens * cols, 9);
   x[40] = NAN;               // token 0, group 1
   x[cols + 3] = INFINITY;    // token 1, group 0
-  const Quantized expected = Quantize(reference(), w.layout(), x, tokens, cols);
-  const Quantized actual = Quantize(fast(), w.layout(), x, tokens, cols);
+  const QuantizedRows expected = QuantizeRows(reference(), w.layout(), x, tokens, cols);
+  const QuantizedRows actual = QuantizeRows(fast(), w.layout(), x, tokens, cols);
   EXPECT_EQ(actual.codes, expected.codes);
   EXPECT_TRUE(std::isnan(actual.scales[1]) && std::isnan(actual.scales[2]));
   EXPECT_FALSE(std::isnan(actual.scales[0]) || std::isnan(actual.scales[3]));
@@ -175,7 +152,7 @@ TEST_P(Int8Kernel, ErrorAgainstFp32IsTheFormatsRoundingError) {
   const int64_t rows = 256, cols = 1024, tokens = 16, group = 128;
   const std::vector<float> weights = Random(rows * cols, 21), x = Random(tokens * cols, 22);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
-  const Quantized q = Quantize(fast(), w.layout(), x, tokens, cols);
+  const QuantizedRows q = QuantizeRows(fast(), w.layout(), x, tokens, cols);
   std::vector<float> dequantized(rows * cols);
   DequantizeInt8(w.view(), dequantized.data());
   auto relative = [](const std::vector<float>& a, const std::vector<double>& b) {
@@ -204,15 +181,6 @@ TEST_P(Int8Kernel, ErrorAgainstFp32IsTheFormatsRoundingError) {
               expected);
   EXPECT_LT(e_y, 1.25 * expected);
   EXPECT_GT(e_y, 0.5 * expected);  // the product really is quantized
-}
-
-std::vector<Isa> FastIsas() {
-  std::vector<Isa> isas;
-  for (Isa isa : SupportedIsas()) {
-    if (isa != Isa::kScalar) isas.push_back(isa);
-  }
-  if (isas.empty()) isas.push_back(Isa::kScalar);  // still run the scalar level against itself
-  return isas;
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, Int8Kernel, ::testing::ValuesIn(FastIsas()),

@@ -10,17 +10,12 @@
 
 #include "kernels/reference.h"
 #include "kernels/vector_ops.h"
+#include "kernel_test_util.h"
 
 namespace glint {
 namespace {
 
-std::vector<float> Random(int64_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> normal(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = normal(rng);
-  return v;
-}
+using glint::testing::Random;
 
 // Runs `body` once per compiled and supported Highway target.
 template <typename Body>
