@@ -154,7 +154,7 @@ export function describeError(error) {
     const detail = error.message;
     if (error.status === 429) return 'The server is busy: its queue of requests is full. Wait a moment and send again.';
     if (error.code === 'context_length_exceeded') {
-      return `This conversation is too long for the model (${detail}). Start a new chat, delete earlier turns, or ` +
+      return `This conversation is too long for the model: ${detail}. Start a new chat, delete earlier turns, or ` +
         'lower "Max tokens" in Settings.';
     }
     if (error.status === 401) return 'The server did not accept the API key. Enter the key it was started with.';
