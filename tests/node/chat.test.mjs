@@ -2,7 +2,7 @@
 // request body built from a conversation and the settings, SSE splitting, answer timing, and server errors in words.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AnswerTiming, ApiError, apiMessages, describeError, requestBody, splitSse } from '../../src/server/webui/chat.js';
+import { AnswerTiming, ApiError, apiMessages, describeError, MIN_RATE_SPAN_MS, requestBody, splitSse } from '../../src/server/webui/chat.js';
 import { DEFAULT_SETTINGS, titleFrom } from '../../src/server/webui/store.js';
 
 const conversation = {
@@ -59,6 +59,14 @@ describe('stream parsing and timing', () => {
     assert.deepEqual(timing.summary(), { tokens: 11, exact: false, ttft: 0.25, tokensPerSecond: 10 });
     timing.tokens = 21;
     assert.deepEqual(timing.summary(), { tokens: 21, exact: true, ttft: 0.25, tokensPerSecond: 20 });
+  });
+
+  test('AnswerTiming: no speed from deltas that arrived together (a short answer in a few network reads)', () => {
+    const timing = new AnswerTiming(0);
+    for (let i = 0; i < 48; ++i) timing.delta(60 + (i < 40 ? 0 : MIN_RATE_SPAN_MS - 1));
+    assert.deepEqual(timing.summary(), { tokens: 48, exact: false, ttft: 0.06, tokensPerSecond: null });
+    timing.delta(60 + MIN_RATE_SPAN_MS);
+    assert.equal(timing.summary().tokensPerSecond, 48 / (MIN_RATE_SPAN_MS / 1000));
   });
 });
 

@@ -2,20 +2,20 @@
 // puppeteer-core (pinned in package.json) against the real server on 127.0.0.1 with the default tiny model.
 // What a person does: send with Enter, watch the answer stream, stop it (the server's running count drops), reload
 // and find the conversation, change settings (seen in the next request body), a context-too-long 400 in plain
-// words, a phone-width screen, keyboard only, and the API key dialog of a server started with --api-key.
+// words, keyboard only, a phone-width screen, the API key dialog of a server started with --api-key, then copy,
+// regenerate, edit the last message and delete the conversation.
 // Throughout: no console errors and no request to any origin but the server's (every request is intercepted).
 // Screenshots go to $GLINT_WEBUI_SCREENSHOTS (ctest: build/<preset>/tests/node/webui-screenshots/) for a person to
 // look at. The tiny model talks nonsense, so content is checked for shape (it grows, it is kept), not for words;
 // temperature 0 keeps it deterministic. Every wait has a timeout and the whole file is bounded by TEST_TIMEOUT_MS.
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import puppeteer from 'puppeteer-core';
+import { launchBrowser, requireChromium } from './browser.mjs';
 import { eventually, metric, startServer } from './harness.mjs';
 
-const CHROMIUM = process.env.GLINT_CHROMIUM ?? '/usr/bin/chromium';
 const SCREENSHOTS = process.env.GLINT_WEBUI_SCREENSHOTS ?? join(tmpdir(), 'glint-webui-screenshots');
 const TEST_TIMEOUT_MS = 60_000;
 const WAIT_MS = 10_000;  // any single wait for the page
@@ -96,10 +96,7 @@ async function typeInto(page, selector, text) {
 }
 
 // Checked before any test is declared, so a missing browser is the one error reported, not ten cancelled tests.
-if (!existsSync(CHROMIUM)) {
-  throw new Error(`no browser at ${CHROMIUM}: run scripts/setup.sh (it installs Debian's chromium), ` +
-    'or set GLINT_CHROMIUM to a Chromium executable');
-}
+requireChromium();
 
 before(async () => {
   mkdirSync(SCREENSHOTS, { recursive: true });
@@ -108,13 +105,7 @@ before(async () => {
     startServer([], { engineArgs, timeoutMs: 30_000 }),
     startServer(['--api-key', API_KEY], { engineArgs, timeoutMs: 30_000 }),
   ]);
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    // Chromium's sandbox cannot start as root (CI containers run as root).
-    args: [...(process.getuid?.() === 0 ? ['--no-sandbox'] : []), '--disable-background-networking', '--no-first-run'],
-    timeout: 30_000,
-  });
+  browser = await launchBrowser();
 }, { timeout: 45_000 });
 
 after(async () => {
@@ -182,6 +173,9 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
       return lengths.length >= 4;
     }, WAIT_MS);
     assert.ok(grew, `the answer did not grow over 4 observations: lengths ${lengths}`);
+    // The speed appears once the deltas span 250 ms (chat.js MIN_RATE_SPAN_MS).
+    const statsOf = () => page.$$eval('article.message.assistant .stats', (s) => s.at(-1).textContent);
+    assert.ok(await eventually(async () => /tokens\/s/.test(await statsOf()), WAIT_MS), 'no tokens/s while streaming');
     assert.equal(metric(await metrics(server), 'glint_requests_running'), 1, 'the answer finished before Stop');
     await shot(page, '03-streaming');
 
@@ -190,7 +184,7 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
       'Stop did not cancel the request on the server');
     assert.equal(aborted(await metrics(server)), aborted(before) + 1);
     await waitIdle(page);
-    const stats = await page.$$eval('article.message.assistant .stats', (s) => s.at(-1).textContent);
+    const stats = await statsOf();
     assert.match(stats, /stopped/);
     assert.match(stats, /first token [\d.]+ s/);
     assert.match(stats, /tokens\/s/);
