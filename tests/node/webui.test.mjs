@@ -47,8 +47,11 @@ async function openPage(context, origin, viewport = { width: 1280, height: 800 }
   return { page, chats };
 }
 
+// Watches `page`: returns the list its chat requests are recorded in. A test may push {status, body} replies onto
+// `chats.scripted`; the next chat request is then answered with one instead of reaching the server.
 async function watch(page, origin) {
   const chats = [];
+  chats.scripted = [];
   await page.setRequestInterception(true);
   page.on('request', (request) => {
     const url = new URL(request.url());
@@ -59,6 +62,12 @@ async function watch(page, origin) {
     }
     if (url.pathname === '/v1/chat/completions') {
       chats.push({ body: JSON.parse(request.postData() ?? 'null'), headers: request.headers() });
+      const reply = chats.scripted.shift();
+      if (reply) {
+        const contentType = reply.status === 200 ? 'text/event-stream' : 'application/json';
+        request.respond({ status: reply.status, contentType, body: reply.body });
+        return;
+      }
     }
     request.continue();
   });
@@ -357,6 +366,55 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
     assert.equal(await keyPage.$$eval('article.message', (a) => a.length), 0);
     await keyPage.reload({ waitUntil: 'load' });
     assert.equal(await keyPage.$$eval('#conversations li', (l) => l.length), 0, 'the deleted conversation came back');
+  });
+
+  // What the tiny model cannot write: reasoning, Markdown, code, a tool call, hostile markup; and a 429.
+  test('a scripted answer: reasoning folded, code highlighted and copied, tool call shown, markup inert', async () => {
+    const chunk = (delta, extra = {}) => `data: ${JSON.stringify({ choices: [{ index: 0, delta, ...extra }] })}\n\n`;
+    const content = 'Here:\n\n```cpp\nint main() { return 0; }\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n' +
+      '<img src=x onerror="window.pwned=1"> [click](javascript:window.pwned=2) ![pic](http://192.0.2.1/pic.png)';
+    keyChats.scripted.push({
+      status: 200,
+      body: chunk({ role: 'assistant' }) + chunk({ reasoning_content: 'Let me think **hard**.' }) + chunk({ content }) +
+        chunk({ tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":' } }] }) +
+        chunk({ tool_calls: [{ index: 0, function: { arguments: '"Oslo"}' } }] }) +
+        chunk({}, { finish_reason: 'tool_calls' }) +
+        `data: ${JSON.stringify({ choices: [], usage: { prompt_tokens: 5, completion_tokens: 30, total_tokens: 35 } })}\n\n` +
+        'data: [DONE]\n\n',
+    });
+    await keyPage.type('#prompt', 'Weather in Oslo?');
+    await keyPage.keyboard.press('Enter');
+    await waitIdle(keyPage);
+    const bubble = 'article.message.assistant .bubble';
+    assert.equal(await keyPage.$eval(`${bubble} details.reasoning`, (d) => d.open), false);
+    assert.equal(await keyPage.$eval(`${bubble} details.reasoning summary`, (s) => s.textContent), 'Reasoning');
+    await keyPage.click(`${bubble} details.reasoning summary`);
+    assert.equal(await keyPage.$eval(`${bubble} details.reasoning .md`, (e) => e.innerHTML), '<p>Let me think <strong>hard</strong>.</p>');
+    assert.equal(await keyPage.$eval(`${bubble} .code-block code.language-cpp .tok-type`, (e) => e.textContent), 'int');
+    assert.equal(await keyPage.$$eval(`${bubble} .content table td`, (t) => t.map((e) => e.textContent).join()), '1,2');
+    await keyPage.click(`${bubble} .copy-code`);
+    assert.equal(await keyPage.evaluate(() => navigator.clipboard.readText()), 'int main() { return 0; }');
+    // The hostile parts stayed text; the image is a link nobody followed.
+    assert.equal(await keyPage.$$eval(`${bubble} img`, (i) => i.length), 0);
+    assert.deepEqual(await keyPage.$$eval(`${bubble} .content a`, (a) => a.map((e) => [e.textContent, e.getAttribute('href')])),
+      [['image: pic', 'http://192.0.2.1/pic.png']]);
+    assert.match(await keyPage.$eval(`${bubble} .content`, (e) => e.textContent), /\[click\]\(javascript:window.pwned=2\)/);
+    assert.equal(await keyPage.evaluate(() => window.pwned), undefined);
+    assert.equal(await keyPage.$eval(`${bubble} .tool-call .tool-name`, (e) => e.textContent), 'Tool call: get_weather');
+    assert.equal(await keyPage.$eval(`${bubble} .tool-call code`, (e) => e.textContent), '{\n  "city": "Oslo"\n}');
+    assert.match(await keyPage.$eval('article.message.assistant .stats', (e) => e.textContent), /30 tokens$/);
+    await shot(keyPage, '11-scripted-answer');
+
+    allowedLoadFailures.add(429);
+    keyChats.scripted.push({
+      status: 429,
+      body: JSON.stringify({ error: { message: 'the queue is full', type: 'rate_limit_error', param: null, code: 'server_busy' } }),
+    });
+    await keyPage.click('button[data-action="regenerate"]');
+    await waitIdle(keyPage);
+    assert.match(await keyPage.$eval('article.message.assistant .error', (e) => e.textContent),
+      /^The server is busy: its queue of requests is full\. Wait a moment and send again\.$/);
+    allowedLoadFailures.delete(429);
     await keyContext.close();
   });
 
