@@ -2,7 +2,7 @@
 // puppeteer-core (pinned in package.json) against the real server on 127.0.0.1 with the default tiny model.
 // What a person does: send with Enter, watch the answer stream, stop it (the server's running count drops), reload
 // and find the conversation, change settings (seen in the next request body), a context-too-long 400 in plain
-// words, keyboard only, a phone-width screen, the API key dialog of a server started with --api-key, then copy,
+// words, keyboard only, a reload mid-answer, a phone-width screen, the API key dialog of a server started with --api-key, then copy,
 // regenerate, edit the last message and delete the conversation.
 // Throughout: no console errors and no request to any origin but the server's (every request is intercepted).
 // Screenshots go to $GLINT_WEBUI_SCREENSHOTS (ctest: build/<preset>/tests/node/webui-screenshots/) for a person to
@@ -265,6 +265,20 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
     assert.ok(await eventually(async () => metric(await metrics(server), 'glint_requests_running') === 0, WAIT_MS));
   });
 
+  test('a reload mid-answer cancels it on the server and keeps what came, marked interrupted', async () => {
+    await page.click('#new-chat');
+    await page.type('#prompt', 'Reloaded');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('article.message.assistant .bubble.streaming');
+    assert.ok(await eventually(async () => (await answerText(page)).length > 20, WAIT_MS), 'no answer streamed');
+    await page.reload({ waitUntil: 'load' });
+    assert.ok(await eventually(async () => metric(await metrics(server), 'glint_requests_running') === 0, WAIT_MS),
+      'the reload did not cancel the request on the server');
+    assert.equal(await page.$eval('#chat-title', (e) => e.textContent), 'Reloaded');
+    assert.ok((await answerText(page)).length > 20, 'the streamed part was not kept');
+    assert.match(await page.$eval('article.message.assistant .stats', (e) => e.textContent), /interrupted \(the page was closed\)$/);
+  });
+
   test('phone width: nothing wider than the screen, conversations in a drawer', async () => {
     await page.setViewport({ width: 390, height: 844, isMobile: true, hasTouch: true });
     const layout = await page.evaluate(() => {
@@ -288,7 +302,7 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
     await shot(page, '07-phone-drawer');
     await page.click('#conversations .open-chat');
     await page.waitForFunction(() => getComputedStyle(document.getElementById('sidebar')).visibility === 'hidden');
-    assert.equal(await page.$eval('#chat-title', (e) => e.textContent), 'Hello by keyboard');
+    assert.equal(await page.$eval('#chat-title', (e) => e.textContent), 'Reloaded');
     await shot(page, '08-phone-chat');
     await page.close();
     await context.close();
