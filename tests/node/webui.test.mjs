@@ -147,6 +147,16 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
     await page.click('#open-settings');
     await page.waitForSelector('#settings-dialog[open]');
     await typeInto(page, '#set-system', 'You are a patient storyteller.');
+    // Bad values keep the dialog open with the reason.
+    for (const [field, value, reason] of [['#set-temperature', '5', 'Temperature must be between 0 and 2.'],
+      ['#set-max-tokens', '1.5', 'Max tokens must be a whole number of at least 1.'],
+      ['#set-extra', '[1]', 'Extra request fields must be a JSON object ({...}).']]) {
+      await typeInto(page, field, value);
+      await page.click('#settings-save');
+      assert.equal(await page.$eval('#settings-error', (e) => (e.hidden ? '' : e.textContent)), reason);
+      assert.equal(await page.$eval('#settings-dialog', (e) => e.open), true);
+      await typeInto(page, field, '');
+    }
     await typeInto(page, '#set-temperature', '0');
     await typeInto(page, '#set-max-tokens', String(LONG_ANSWER_TOKENS));
     // ignore_eos keeps the tiny model talking, so the answer is still streaming when Stop is pressed.
@@ -418,6 +428,9 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
     assert.equal(await keyPage.$eval(`${bubble} .tool-call code`, (e) => e.textContent), '{\n  "city": "Oslo"\n}');
     assert.match(await keyPage.$eval('article.message.assistant .stats', (e) => e.textContent), /30 tokens$/);
     await shot(keyPage, '11-scripted-answer');
+    await keyPage.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'dark' }]);
+    await shot(keyPage, '12-scripted-answer-dark');
+    await keyPage.emulateMediaFeatures([]);
 
     allowedLoadFailures.add(429);
     keyChats.scripted.push({
