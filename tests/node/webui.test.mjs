@@ -97,9 +97,12 @@ async function waitIdle(page) {
   await page.waitForFunction(() => !document.getElementById('send').hidden && document.getElementById('stop').hidden);
 }
 
-// Sets a settings field the way a person does: clear it, type.
+// Sets a field the way a person does: click, select all, delete, type.
 async function typeInto(page, selector, text) {
-  await page.click(selector, { clickCount: 3 });
+  await page.click(selector);
+  await page.keyboard.down('Control');
+  await page.keyboard.press('a');
+  await page.keyboard.up('Control');
   await page.keyboard.press('Backspace');
   if (text) await page.type(selector, text);
 }
