@@ -28,6 +28,7 @@ function current() {
   return conversation;
 }
 
+let leaving = false;  // the page is being closed or reloaded
 let lastSave = 0;
 function persist({ throttled = false } = {}) {
   if (throttled && performance.now() - lastSave < 1000) return;
@@ -108,6 +109,8 @@ function statsText(message) {
   if (stats?.tokens) parts.push(`${stats.exact ? '' : '≈'}${stats.tokens} tokens`);
   if (message.finish === 'abort') parts.push('stopped');
   if (message.finish === 'length') parts.push('cut at the token limit');
+  // Every answer that ends gets a finish reason or an error; one without either was cut off by the page closing.
+  if (!message.finish && !message.error && state.busy?.message !== message) parts.push('interrupted (the page was closed)');
   return parts.join(' · ');
 }
 
@@ -202,14 +205,22 @@ function render() {
   $('stop').hidden = !busy;
 }
 
-// Redraws one message (the one streaming), keeping the reasoning block open if the reader opened it.
+// Redraws one message (the one streaming), keeping the reasoning block open if the reader opened it. A redraw
+// renders the whole answer again, so its cost grows with the answer: the next one waits REDRAW_IDLE_FACTOR times
+// the last one's cost, which keeps rendering under a fifth of the page's time and the page responsive (Stop,
+// scrolling, typing) however long the answer grows or however busy the machine is.
+const REDRAW_IDLE_FACTOR = 4;
 let redrawQueued = false;
+let redrawCost = 0;  // ms, of the last redraw (rendering, DOM, the layout read by the scroll)
+let redrawEnd = 0;
 function redrawMessage(conversation, message) {
   if (redrawQueued) return;
   redrawQueued = true;
-  requestAnimationFrame(() => {
+  const wait = Math.max(0, redrawEnd + REDRAW_IDLE_FACTOR * redrawCost - performance.now());
+  setTimeout(() => requestAnimationFrame(() => {
     redrawQueued = false;
     if (conversation.id !== state.currentId) return;
+    const start = performance.now();
     const index = conversation.messages.indexOf(message);
     const messages = $('messages');
     const old = messages.querySelector(`article[data-index="${index}"]`);
@@ -217,7 +228,9 @@ function redrawMessage(conversation, message) {
     const follow = nearBottom(messages);
     old.replaceWith(messageElement(conversation, index, old));
     if (follow) messages.scrollTop = messages.scrollHeight;
-  });
+    redrawEnd = performance.now();
+    redrawCost = redrawEnd - start;
+  }), wait);
 }
 
 // --- generating -----------------------------------------------------------------------------------------------
@@ -265,7 +278,10 @@ async function generate(conversation) {
         },
       });
     } catch (error) {
-      if (error.name === 'AbortError') {
+      if (leaving) {
+        // The page is being closed or reloaded, which cut the stream: not the server's fault. The answer is kept
+        // as it came, without a finish reason, and shows as interrupted on the next load.
+      } else if (error.name === 'AbortError') {
         message.finish = 'abort';
       } else if (error instanceof ApiError && error.status === 401 && attempt === 0 && (await askKey(true))) {
         continue;
@@ -515,6 +531,14 @@ function setUp() {
     if (state.busy) state.busy.controller.abort();
     else if ($('app').classList.contains('sidebar-open')) setSidebarOpen(false);
   });
+  // Saves an answer still streaming (persist is throttled while it streams) when the page is closed or reloaded.
+  // beforeunload comes first, before the browser cuts the page's requests (the page never asks to stay).
+  window.addEventListener('beforeunload', () => { leaving = true; });
+  window.addEventListener('pagehide', () => {
+    leaving = true;
+    persist();
+  });
+  window.addEventListener('pageshow', () => { leaving = false; });  // back from the back/forward cache
   setUpSettings();
   setUpKeyDialog();
   render();

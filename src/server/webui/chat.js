@@ -86,6 +86,11 @@ export function splitSse(buffer) {
 // Timing of one answer, from the stream alone: time to first token (request sent → first delta with text or a tool
 // call) and decode speed (tokens after the first / time from the first to the last delta). Token counts come from
 // the usage chunk; an answer stopped before it has only its delta count, shown as approximate.
+// The speed needs the deltas to span MIN_RATE_SPAN_MS: a fast server's short answer arrives in a few network reads,
+// dozens of deltas at once, and their spacing then measures the reads, not the decoding (48 tokens of the tiny model
+// once showed as 22000 tokens/s).
+export const MIN_RATE_SPAN_MS = 250;
+
 export class AnswerTiming {
   constructor(now = performance.now()) {
     this.sent = now;
@@ -105,7 +110,7 @@ export class AnswerTiming {
     const tokens = this.tokens ?? this.deltas;
     const result = { tokens, exact: this.tokens !== null, ttft: null, tokensPerSecond: null };
     if (this.first !== null) result.ttft = (this.first - this.sent) / 1000;
-    if (this.first !== null && this.last > this.first && tokens > 1) {
+    if (this.first !== null && this.last - this.first >= MIN_RATE_SPAN_MS && tokens > 1) {
       result.tokensPerSecond = (tokens - 1) / ((this.last - this.first) / 1000);
     }
     return result;
@@ -154,7 +159,7 @@ export function describeError(error) {
     const detail = error.message;
     if (error.status === 429) return 'The server is busy: its queue of requests is full. Wait a moment and send again.';
     if (error.code === 'context_length_exceeded') {
-      return `This conversation is too long for the model (${detail}). Start a new chat, delete earlier turns, or ` +
+      return `This conversation is too long for the model: ${detail}. Start a new chat, delete earlier turns, or ` +
         'lower "Max tokens" in Settings.';
     }
     if (error.status === 401) return 'The server did not accept the API key. Enter the key it was started with.';

@@ -3,7 +3,8 @@
 //
 // Safety: the input is untrusted (a model can be made to write anything), so every piece of text is HTML-escaped
 // before it reaches the output and the only tags in the output are the ones this file writes. Link targets must be
-// http(s), mailto, or a same-site path; anything else (javascript:, data:, protocol-relative //host) stays text.
+// http(s), mailto, or a same-site path; anything else (javascript:, data:, protocol-relative //host or /\host)
+// stays text.
 // Images are never loaded (that would be a request leaving the server's origin): they become links.
 // Text cut mid-stream renders as far as it goes: an unclosed code fence is a code block to the end.
 import { highlight } from './highlight.js';
@@ -22,7 +23,8 @@ const HOLE = '\u0000';
 
 function safeUrl(escapedUrl) {
   if (/^(https?:|mailto:)/i.test(escapedUrl)) return escapedUrl;
-  if (/^(\/(?!\/)|#)/.test(escapedUrl)) return escapedUrl;
+  // Not '//host' nor '/\host': browsers read a backslash in an http(s) URL as a slash, so both leave the site.
+  if (/^(\/(?![/\\])|#)/.test(escapedUrl)) return escapedUrl;
   return null;
 }
 
