@@ -39,10 +39,17 @@ TEST(WorkerPool, WakesSleepingWorkersAndUsesThem) {
   for (int round = 0; round < 5; ++round) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers are asleep now
     std::atomic<int> on_worker_one{0};
-    // Tasks that take a while, so the caller cannot finish them all before the woken worker joins.
+    // The caller's tasks wait for the woken worker to take one (bounded at 10 s), so a loaded machine that is slow
+    // to schedule the worker cannot let the caller finish everything alone; only a worker never woken fails.
     pool.Run(8, [&](int64_t, int worker) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      if (worker == 1) on_worker_one.fetch_add(1);
+      if (worker == 1) {
+        on_worker_one.fetch_add(1);
+        return;
+      }
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while (on_worker_one.load() == 0 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
     });
     EXPECT_GT(on_worker_one.load(), 0) << "round " << round;
   }
