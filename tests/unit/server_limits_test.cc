@@ -56,7 +56,8 @@ HttpReply ReadOneReply(int fd) {
 
 std::string KeepAliveRequest(const std::string& method, const std::string& path, const std::string& body = "") {
   std::string text = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-  if (!body.empty()) text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  if (!body.empty())
+    text += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   return text + "\r\n" + body;
 }
 
