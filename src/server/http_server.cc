@@ -410,6 +410,16 @@ class HttpServer::Impl final : public HttpHandler {
       if (input.is_tokens) {
         request.prompt = input.tokens;
       } else {
+        // Every token is at most max_token_bytes long, so a text that must exceed the context is refused before
+        // the tokenizer spends its time on it (a 15 MiB prompt costs seconds of CPU).
+        const int64_t fewest_tokens = static_cast<int64_t>(input.text.size() / tokenizer_.max_token_bytes());
+        if (fewest_tokens >= backend_.max_model_len()) {
+          return fail(BadRequest(StrCat("the prompt has at least ", fewest_tokens, " tokens (", input.text.size(),
+                                        " bytes) but this model's context is ", backend_.max_model_len(),
+                                        " tokens (prompt + output)"),
+                                 completion.prompts.size() == 1 ? "prompt" : StrCat("prompt[", i, "]"),
+                                 "context_length_exceeded"));
+        }
         auto tokens = tokenizer_.Encode(input.text, /*parse_special=*/true);
         if (!tokens.ok()) return fail(ApiError{500, "server_error", tokens.status().message(), "", ""});
         request.prompt = std::move(tokens).value();

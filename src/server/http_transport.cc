@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "base/log.h"
+#include "server/http_parse.h"
 #include "server/worker_pool.h"
 
 namespace glint::server {
@@ -242,20 +243,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
     start_ = Clock::now();
     request_ = HttpRequest{};
     parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(std::min<size_t>(server_.options.max_header_bytes, UINT32_MAX)));
-    parser_->body_limit(static_cast<uint64_t>(server_.options.max_body_bytes));
+    ConfigureParser(*parser_, server_.options);
     Arm(server_.options.header_timeout_seconds, Deadline::kRead);
     http::async_read_header(socket_, buffer_, *parser_,
                             [self = shared_from_this()](BoostError error, size_t) { self->OnHeaders(error); });
   }
 
   void FillRequest() {
-    const auto& message = parser_->get();
-    request_.method = std::string(message.method_string());
-    request_.target = std::string(message.target());
-    request_.path = request_.target.substr(0, request_.target.find('?'));
-    request_.version = message.version() == 10 ? 10 : 11;
-    for (const auto& field : message) request_.headers.emplace_back(field.name_string(), field.value());
+    FillRequestHead(parser_->get(), request_);
     BoostError error;
     const tcp::endpoint remote = socket_.remote_endpoint(error);
     if (!error) {
@@ -283,29 +278,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   }
 
   void OnReadError(BoostError error) {
-    const TransportOptions& o = server_.options;
-    if (timed_out_) {
-      return RespondError(408,
-                          StrCat("the request took too long to arrive (headers within ", o.header_timeout_seconds,
-                                 " s, the body within ", o.body_timeout_seconds, " s)"),
-                          "request_timeout");
-    }
-    if (error == http::error::header_limit) {
-      return RespondError(
-          431, StrCat("the request headers are larger than ", o.max_header_bytes, " bytes (request line included)"),
-          "headers_too_large");
-    }
-    if (error == http::error::body_limit) {
-      return RespondError(
-          413, StrCat("the request body is too large: at most ", o.max_body_bytes, " bytes (--max-body-bytes)"),
-          "body_too_large");
-    }
-    if (error == http::error::end_of_stream || error == http::error::partial_message || error == asio::error::eof ||
-        error == asio::error::connection_reset || error == asio::error::operation_aborted ||
-        error == asio::error::bad_descriptor) {
-      return Close();  // the client left (or never sent anything)
-    }
-    RespondError(400, StrCat("malformed HTTP request: ", error.message()), "bad_request");
+    const ReadFailure failure = DescribeReadError(error, timed_out_, server_.options);
+    if (failure.status == 0) return Close();
+    RespondError(failure.status, failure.message, failure.code);
   }
 
   void RespondError(int status, std::string_view message, std::string_view code) {
@@ -567,7 +542,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   asio::steady_timer timer_;
   asio::steady_timer write_timer_;
   boost::beast::flat_buffer buffer_;
-  std::optional<http::request_parser<http::string_body>> parser_;
+  std::optional<RequestParser> parser_;
   HttpRequest request_;
   HttpResponse response_;  // the response being sent (its body already handed to the writes)
   Clock::time_point start_ = Clock::now();

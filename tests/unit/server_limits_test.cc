@@ -306,5 +306,17 @@ TEST(ServerLimits, ExpectContinueGetsTheBody) {
   close(fd);
 }
 
+TEST(ServerLimits, ALongPromptIsRefusedBeforeItIsTokenized) {
+  TestServer server(ServerOptions{}, /*max_model_len=*/64);
+  // 4 MiB of text cannot fit 64 tokens whatever the tokenizer does: refused from its length alone.
+  const HttpReply reply = Post(server.port(), "/v1/completions", {{"prompt", std::string(4 << 20, 'x')}});
+  EXPECT_EQ(reply.status, 400);
+  EXPECT_EQ(reply.json()["error"]["code"], "context_length_exceeded");
+  EXPECT_NE(reply.json()["error"]["message"].get<std::string>().find("at least"), std::string::npos);
+  const HttpReply chat = Post(server.port(), "/v1/chat/completions", UserChat(std::string(4 << 20, 'x')));
+  EXPECT_EQ(chat.status, 400);
+  EXPECT_EQ(chat.json()["error"]["code"], "context_length_exceeded");
+}
+
 }  // namespace
 }  // namespace glint::server
