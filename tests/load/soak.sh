@@ -10,7 +10,7 @@ client="$2"
 seconds="${3:-600}"
 source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/serve_util.sh"
 
-start_server --memory 2G --max-seqs 64 --max-model-len 256 --max-queued 1024 --keep-alive-timeout 900 \
+start_server --memory 512M --max-seqs 64 --max-model-len 256 --max-queued 1024 --keep-alive-timeout 900 \
   --no-request-log
 "$client" --port "$port" --pid "$pid" --idle 200 --slowloris 50 --streams 512 --seconds "$seconds" \
   --disconnect-percent 10 --max-tokens 64 || echo "soak: some checks failed (see above)"
