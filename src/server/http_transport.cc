@@ -100,7 +100,8 @@ class HttpTransport::Impl {
   tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
   asio::steady_timer trim_timer;
-  int64_t closed_since_trim = 0;  // connections closed since memory was last handed back
+  int64_t closed_since_trim = 0;
+  Clock::time_point last_accept_warning;  // connections closed since memory was last handed back
   int port = -1;
   // Touched on the event loop only.
   std::unordered_map<Connection*, std::weak_ptr<Connection>> live;
@@ -617,7 +618,10 @@ void HttpTransport::Impl::Accept() {
     if (!acceptor.is_open() || shutting_down) return;
     if (error) {
       // Out of file descriptors (or another transient failure): try again shortly instead of spinning.
-      LogWarning("accepting a connection failed: ", error.message());
+      if (Clock::now() - last_accept_warning > std::chrono::seconds(1)) {  // one line a second, not 20
+        last_accept_warning = Clock::now();
+        LogWarning("accepting a connection failed: ", error.message(), " (retrying every 50 ms)");
+      }
       accept_retry.expires_after(std::chrono::milliseconds(50));
       accept_retry.async_wait([this](BoostError wait_error) {
         if (!wait_error) Accept();
