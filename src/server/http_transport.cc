@@ -100,8 +100,8 @@ class HttpTransport::Impl {
   tcp::acceptor acceptor;
   asio::steady_timer accept_retry;
   asio::steady_timer trim_timer;
-  int64_t closed_since_trim = 0;
-  Clock::time_point last_accept_warning;  // connections closed since memory was last handed back
+  int64_t closed_since_trim = 0;  // connections closed since memory was last handed back
+  Clock::time_point last_accept_warning;
   int port = -1;
   // Touched on the event loop only.
   std::unordered_map<Connection*, std::weak_ptr<Connection>> live;

@@ -10,6 +10,8 @@
 #include <thread>
 
 #include "server/http_message.h"
+#include "server/http_parse.h"
+#include "server/worker_pool.h"
 #include "server_test_util.h"
 #include "tokenizer/utf8.h"
 
@@ -339,6 +341,45 @@ TEST(ServerLimits, SpecialTokensInContentAreTextUnlessAllowed) {
   const HttpReply as_special = Post(allowing.port(), "/tokenize", forged);
   ASSERT_EQ(as_special.status, 200);
   EXPECT_EQ(count(as_special), 2);
+}
+
+TEST(WorkerPool, GrowsOnDemandUpToItsLimitAndRunsEveryTask) {
+  std::atomic<int> done{0};
+  {
+    WorkerPool pool(3);
+    for (int i = 0; i < 20; ++i) {
+      pool.Enqueue([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        done.fetch_add(1);
+      });
+    }
+    EXPECT_LE(pool.threads(), 3u);
+  }  // the destructor runs what is queued, then joins
+  EXPECT_EQ(done.load(), 20);
+}
+
+TEST(HttpParse, RequestsLimitsAndPipelining) {
+  TransportOptions options;
+  options.max_header_bytes = 256;
+  options.max_body_bytes = 8;
+  const auto two =
+      ParseRequestBytes("POST /a?x=1 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /b HTTP/1.0\r\n\r\n", options);
+  ASSERT_TRUE(two.request.has_value());
+  EXPECT_EQ(two.request->path, "/a");
+  EXPECT_EQ(two.request->target, "/a?x=1");
+  EXPECT_EQ(two.request->body, "hi");
+  EXPECT_EQ(two.request->Header("content-length"), "2");
+  EXPECT_EQ(two.consumed, 45u);  // the GET after it is the next request
+  EXPECT_TRUE(ParseRequestBytes("GET /b HTTP/1.1\r\nHost: x\r\n", options).incomplete);
+  EXPECT_EQ(ParseRequestBytes("GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n", options).failure.status,
+            431);
+  EXPECT_EQ(ParseRequestBytes("POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n123456789", options).failure.status, 413);
+  EXPECT_EQ(ParseRequestBytes(
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n12345\r\n5\r\n12345\r\n0\r\n\r\n", options)
+                .failure.status,
+            413);
+  EXPECT_EQ(ParseRequestBytes("GET / HTTP/9.9\r\n\r\n", options).failure.status, 400);
+  EXPECT_EQ(ParseRequestBytes("G\x01T / HTTP/1.1\r\n\r\n", options).failure.status, 400);
 }
 
 }  // namespace
