@@ -194,28 +194,36 @@ GLINT_REGISTER_COMMAND(
       command
           .add_option("--max-connections", flags->max_connections,
                       "open connections (idle keep-alive ones included); one more is answered 503")
+          ->check(CLI::Range(1, 1 << 20))
           ->capture_default_str();
       command.add_option("--max-header-bytes", flags->limits.max_header_bytes,
                          "request line and headers together (431 beyond)")
+          ->check(CLI::Range(size_t{256}, size_t{1} << 30))
           ->capture_default_str();
       command.add_option("--header-timeout", flags->limits.header_timeout_seconds,
                          "seconds from a request's first byte to the end of its headers (408 beyond)")
+          ->check(CLI::Range(0.001, 86400.0))
           ->capture_default_str();
       command.add_option("--body-timeout", flags->limits.read_timeout_seconds,
                          "seconds from the end of the headers to the end of the body (408 beyond)")
+          ->check(CLI::Range(0.001, 86400.0))
           ->capture_default_str();
       command.add_option("--keep-alive-timeout", flags->limits.keep_alive_seconds,
                          "seconds an idle keep-alive connection stays open")
+          ->check(CLI::Range(0.001, 86400.0))
           ->capture_default_str();
       command.add_option("--write-timeout", flags->limits.write_timeout_seconds,
                          "seconds a write (or a full stream buffer) may make no progress before the connection closes")
+          ->check(CLI::Range(0.001, 86400.0))
           ->capture_default_str();
       command.add_option("--stream-buffer-bytes", flags->limits.stream_buffer_bytes,
                          "per stream: bytes of events the client has not taken yet; beyond, generation waits "
                          "(up to --write-timeout, then the stream is cancelled)")
+          ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
           ->capture_default_str();
       command.add_option("--handler-threads", flags->limits.worker_threads,
                          "requests tokenized or waiting for generation at once; more wait in order")
+          ->check(CLI::Range(size_t{1}, size_t{65536}))
           ->capture_default_str();
       command
           .add_option("--max-queued", flags->max_queued,
