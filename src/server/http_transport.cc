@@ -149,7 +149,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool Alive() const { return !gone_.load(); }
   bool Stream(std::string_view data) {
     if (data.empty()) return Alive();  // an empty chunk would end the body
-    return QueueFromWorker(chunked_ ? Chunk(data) : std::string(data), false);
+    return QueueFromWorker(chunked_ ? Chunk(data) : std::string(data), Piece::kData);
   }
 
   // Runs the handler on a worker thread and hands its response back to the loop.
@@ -166,10 +166,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     response.stream = nullptr;
     const bool close = MustClose(response);
     chunked_ = request_.version != 10;
-    QueueFromWorker(ResponseHead(response, request_.version, close || !chunked_, std::nullopt), true);
+    QueueFromWorker(ResponseHead(response, request_.version, close || !chunked_, std::nullopt), Piece::kStreamHead);
     StreamClient sink(*this);
     stream(sink, response.log_note);
-    if (chunked_) QueueFromWorker("0\r\n\r\n", false);  // fails harmlessly when the client is gone
+    if (chunked_) QueueFromWorker("0\r\n\r\n", Piece::kStreamEnd);  // fails harmlessly when the client is gone
     asio::post(server_.io, [self, response = std::move(response), close]() mutable {
       self->close_after_ = self->close_after_ || close || !self->chunked_;
       self->HandlerDone(std::move(response));
@@ -180,10 +180,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class Phase { kIdle, kHeaders, kBody, kHandling, kLinger, kClosed };
   enum class Deadline { kIdle, kRead, kPeerCheck, kLinger };
 
+  enum class Piece {
+    kData,
+    kHead,        // a whole response (status line, headers, body): no 100 Continue probe after it
+    kStreamHead,  // a stream's status line and headers: probes are SSE comments from here
+    kStreamEnd,   // the last chunk: nothing may follow
+  };
   struct Outgoing {
     std::string bytes;
     bool accounted;  // counted in unsent_bytes_ (written by a worker)
-    bool head;       // the response's status line: no 100 Continue probe after it
+    Piece piece;
   };
 
   // What a handler sees of the client while it builds the response.
@@ -267,7 +273,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (server_.shutting_down) return RefuseDuringShutdown();
     if (parser_->is_done()) return Dispatch();
     if (request_.version == 11 && request_.Header("Expect") == "100-continue") {
-      Enqueue({std::string(kContinue), false, false});
+      Enqueue({std::string(kContinue), false, Piece::kData});
     }
     phase_ = Phase::kBody;
     Arm(server_.options.body_timeout_seconds, Deadline::kRead);
@@ -303,6 +309,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     phase_ = Phase::kHandling;
     keep_alive_ = parser_->get().keep_alive();
     response_started_ = false;
+    streaming_ = false;
     request_.body = parser_->release().body();
     parser_.reset();
     server_.gauges.requests.fetch_add(1);
@@ -323,7 +330,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
       const bool head_only = request_.method == "HEAD";
       std::string bytes = ResponseHead(response, request_.version, close, response.body.size());
       if (!head_only) bytes += response.body;
-      Enqueue({std::move(bytes), false, true});
+      Enqueue({std::move(bytes), false, Piece::kHead});
     }
     response.body.clear();
     HandlerDone(std::move(response));
@@ -370,7 +377,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (outgoing.accounted) Release(outgoing.bytes.size());
       return;
     }
-    if (outgoing.head) response_started_ = true;
+    if (outgoing.piece != Piece::kData) response_started_ = true;
+    if (outgoing.piece == Piece::kStreamHead) streaming_ = chunked_;
+    if (outgoing.piece == Piece::kStreamEnd) streaming_ = false;
     writes_.push_back(std::move(outgoing));
     if (!writing_) WriteNext();
   }
@@ -400,7 +409,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   // From a worker: waits while the stream holds more than stream_buffer_bytes the client has not taken (up to
   // the write timeout), then queues `bytes` for the loop. False when the client is gone or too slow.
-  bool QueueFromWorker(std::string bytes, bool head) {
+  bool QueueFromWorker(std::string bytes, Piece piece) {
     {
       std::unique_lock<std::mutex> lock(stream_mutex_);
       const size_t limit = server_.options.stream_buffer_bytes;
@@ -417,8 +426,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
       }
       unsent_bytes_ += bytes.size();
     }
-    asio::post(server_.io, [self = shared_from_this(), bytes = std::move(bytes), head]() mutable {
-      self->Enqueue({std::move(bytes), true, head});
+    asio::post(server_.io, [self = shared_from_this(), bytes = std::move(bytes), piece]() mutable {
+      self->Enqueue({std::move(bytes), true, piece});
     });
     return true;
   }
@@ -464,10 +473,15 @@ class Connection : public std::enable_shared_from_this<Connection> {
     }
     if (error == asio::error::eof) {
       // Half-closed or gone? A peer that closed answers the next bytes with a reset; one that only shut down
-      // its sending side takes them. HTTP/1.1 clients accept (and skip) an unrequested 100 Continue.
+      // its sending side takes them. HTTP/1.1 clients accept (and skip) an unrequested 100 Continue, and SSE
+      // clients skip a comment line, so a stream still in prefill is probed with one.
       peer_eof_ = true;
       close_after_ = true;
-      if (!response_started_ && request_.version == 11) Enqueue({std::string(kContinue), false, false});
+      if (!response_started_ && request_.version == 11) {
+        Enqueue({std::string(kContinue), false, Piece::kData});
+      } else if (streaming_) {
+        Enqueue({Chunk(": probe\n\n"), false, Piece::kData});
+      }
       Arm(std::chrono::duration<double>(kPeerCheckInterval).count(), Deadline::kPeerCheck);
       return;
     }
@@ -560,6 +574,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool resume_after_watch_ = false;
   bool peer_eof_ = false;
   bool response_started_ = false;
+  bool streaming_ = false;  // between a chunked stream's head and its last chunk
   bool handler_done_ = false;
   bool reportable_ = false;  // a response was produced and is not logged yet
   bool counted_request_ = false;

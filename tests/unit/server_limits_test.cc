@@ -343,6 +343,30 @@ TEST(ServerLimits, SpecialTokensInContentAreTextUnlessAllowed) {
   EXPECT_EQ(count(as_special), 2);
 }
 
+// A stream whose client leaves before the first token (a long prefill): nothing is being written, so only the
+// probe after end-of-file (an SSE comment, answered by a reset) shows the client is gone.
+TEST(ServerLimits, StreamInPrefillCancelsWhenTheClientLeaves) {
+  TestServer server;
+  server.backend().set_paused(true);
+  Json request = UserChat("Hi");
+  request["stream"] = true;
+  const int fd = Connect(server.port());
+  SendAll(fd, RequestText("POST", "/v1/chat/completions", request.dump()));
+  std::string head;
+  char byte = 0;
+  while (head.find("\r\n\r\n") == std::string::npos && recv(fd, &byte, 1, 0) == 1) head += byte;
+  EXPECT_EQ(ParseReply(head).status, 200);
+  close(fd);
+  bool cancelled = false;
+  for (int i = 0; i < 300 && !cancelled; ++i) {
+    cancelled = server.backend().cancelled().size() == 1;
+    if (!cancelled) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(cancelled);
+  server.backend().set_paused(false);
+  EXPECT_TRUE(server.backend().WaitIdle(std::chrono::seconds(5)));
+}
+
 TEST(WorkerPool, GrowsOnDemandUpToItsLimitAndRunsEveryTask) {
   std::atomic<int> done{0};
   {
