@@ -601,7 +601,8 @@ void Connection::Close() {
   for (const Outgoing& outgoing : writes_) {
     if (outgoing.accounted) Release(outgoing.bytes.size());
   }
-  writes_.clear();
+  // The write in flight keeps its bytes until its handler has run (with operation_aborted).
+  while (writes_.size() > (writing_ ? 1u : 0u)) writes_.pop_back();
   if (handler_done_ || !counted_request_) EndRequest();  // else when the worker's response arrives
   server_.live.erase(this);
   ++server_.closed_since_trim;
