@@ -176,7 +176,7 @@ done
 printf '%s' '{"prompt": "Hi", "max_tokens": 60, "ignore_eos": true, "stream": true}' >"$work/req.json"
 curl -sN --max-time 120 --data-binary "@$work/req.json" "$base/v1/completions" >"$work/last_stream" &
 curl_pid=$!
-for _ in $(seq 1 100); do [[ -s "$work/last_stream" ]] && break; sleep 0.05; done
+for _ in $(seq 1 400); do [[ -s "$work/last_stream" ]] && break; sleep 0.05; done  # up to 20 s on a loaded machine
 stop_server
 wait "$curl_pid" || true
 tail -c 20 "$work/last_stream" | grep -q "data: \[DONE\]" || fail "the in-flight stream was cut by SIGTERM"
