@@ -9,7 +9,7 @@ PACKAGES=(
   clang libclang-rt-14-dev                              # libFuzzer targets (tests/fuzz)
   libgtest-dev libgmock-dev libbenchmark-dev            # tests and benchmarks
   nlohmann-json3-dev libcli11-dev libpcre2-dev          # JSON (io/, server/), CLI, tokenizer regex
-  libxxhash-dev libhwy-dev libcpp-httplib-dev libboost-dev  # prefix-cache hashes, SIMD, HTTP (Beast/Asio: glint serve)
+  libxxhash-dev libhwy-dev libcpp-httplib-dev libboost-dev  # prefix-cache hashes, SIMD, HTTP (httplib: the bench client; Beast/Asio: glint serve)
   gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)

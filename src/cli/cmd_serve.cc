@@ -18,6 +18,7 @@
 #include "io/config.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
+#include "server/http_transport.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,9 +34,11 @@ struct ServeFlags {
   std::vector<std::string> served_model_names;
   std::vector<std::string> allowed_origins;
   std::string chat_template;  // a file overriding the checkpoint's template
+  server::ServerOptions limits;  // the transport's limits and deadlines, defaults from ServerOptions
   size_t max_body_bytes = size_t{16} << 20;
-  int max_connections = 256;
+  int max_connections = 4096;
   int64_t max_queued = 512;
+  bool allow_special_tokens_in_content = false;
   double shutdown_timeout = 30;
   bool no_request_log = false;
   bool log_prompts = false;
@@ -126,7 +129,7 @@ Status Serve(ServeFlags flags) {
   LogInfo("engine capacity:\n", engine->capacity().ToString());
   server::EngineBackend backend(*engine);
 
-  server::ServerOptions options;
+  server::ServerOptions options = flags.limits;
   options.host = flags.host;
   options.port = flags.port;
   options.api_key = flags.api_key;
@@ -140,6 +143,13 @@ Status Serve(ServeFlags flags) {
   options.log_requests = !flags.no_request_log;
   options.log_prompts = flags.log_prompts;
   options.webui = !flags.no_webui;
+  options.allow_special_tokens_in_content = flags.allow_special_tokens_in_content;
+  // One descriptor per connection: 2,000 idle keep-alive clients must not hit the common soft limit of 1,024.
+  const int64_t open_files = server::RaiseOpenFileLimit(options.max_connections);
+  if (open_files < options.max_connections + 64) {
+    LogWarning("the open-file limit is ", open_files, ", below --max-connections ", options.max_connections,
+               ": connections beyond it will fail to be accepted (raise it with ulimit -n)");
+  }
   options.policy.default_sampling.temperature = generation.do_sample ? generation.temperature : 0.0f;
   options.policy.default_sampling.top_p = generation.top_p;
   options.policy.default_sampling.top_k = generation.top_k;
@@ -183,7 +193,37 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--max-body-bytes", flags->max_body_bytes, "largest request body")->capture_default_str();
       command
           .add_option("--max-connections", flags->max_connections,
-                      "connections served at once (as many more may wait; then 503)")
+                      "open connections (idle keep-alive ones included); one more is answered 503")
+          ->check(CLI::Range(1, 1 << 20))
+          ->capture_default_str();
+      command.add_option("--max-header-bytes", flags->limits.max_header_bytes,
+                         "request line and headers together (431 beyond)")
+          ->check(CLI::Range(size_t{256}, size_t{1} << 30))
+          ->capture_default_str();
+      command.add_option("--header-timeout", flags->limits.header_timeout_seconds,
+                         "seconds from a request's first byte to the end of its headers (408 beyond)")
+          ->check(CLI::Range(0.001, 86400.0))
+          ->capture_default_str();
+      command.add_option("--body-timeout", flags->limits.read_timeout_seconds,
+                         "seconds from the end of the headers to the end of the body (408 beyond)")
+          ->check(CLI::Range(0.001, 86400.0))
+          ->capture_default_str();
+      command.add_option("--keep-alive-timeout", flags->limits.keep_alive_seconds,
+                         "seconds an idle keep-alive connection stays open")
+          ->check(CLI::Range(0.001, 86400.0))
+          ->capture_default_str();
+      command.add_option("--write-timeout", flags->limits.write_timeout_seconds,
+                         "seconds a write (or a full stream buffer) may make no progress before the connection closes")
+          ->check(CLI::Range(0.001, 86400.0))
+          ->capture_default_str();
+      command.add_option("--stream-buffer-bytes", flags->limits.stream_buffer_bytes,
+                         "per stream: bytes of events the client has not taken yet; beyond, generation waits "
+                         "(up to --write-timeout, then the stream is cancelled)")
+          ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+          ->capture_default_str();
+      command.add_option("--handler-threads", flags->limits.worker_threads,
+                         "requests tokenized or waiting for generation at once; more wait in order")
+          ->check(CLI::Range(size_t{1}, size_t{65536}))
           ->capture_default_str();
       command
           .add_option("--max-queued", flags->max_queued,
@@ -196,6 +236,9 @@ GLINT_REGISTER_COMMAND(
       command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
       command.add_flag("--log-prompts", flags->log_prompts, "log prompt text (off by default: prompts are private)");
       command.add_flag("--no-webui", flags->no_webui, "do not serve the chat page at / (docs/webui.md)");
+      command.add_flag("--allow-special-tokens-in-content", flags->allow_special_tokens_in_content,
+                       "let special-token text in message content (\"<|user|>\", \"</think>\") become special "
+                       "tokens; off by default, so a client cannot forge roles or tool calls");
       AddEngineFlags(command, flags->engine);
       return [flags] { return Serve(*flags); };
     });

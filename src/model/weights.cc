@@ -83,11 +83,33 @@ class Binder {
     if (spec_it == specs_.end()) return InternalError("no schema entry for '", name, "'");
     GLINT_ASSIGN_OR_RETURN(const CheckedTensor stored, CheckStoredTensor(checkpoint_, config_, spec_it->second));
     used_.insert(name);
-    if (stored.scale == nullptr) return DecodeToFloat(checkpoint_.ViewOf(*stored.info), nullptr, 0, 0);
+    if (stored.scale == nullptr) {
+      GLINT_ASSIGN_OR_RETURN(std::vector<float> values, DecodeToFloat(checkpoint_.ViewOf(*stored.info), nullptr, 0, 0));
+      GLINT_RETURN_IF_ERROR(CheckFinite(name, values));
+      return values;
+    }
     used_.insert(stored.scale->name);
     const TensorView scale_view = checkpoint_.ViewOf(*stored.scale);
-    return DecodeToFloat(checkpoint_.ViewOf(*stored.info), &scale_view, config_.fp8_block_rows,
-                         config_.fp8_block_cols);
+    GLINT_ASSIGN_OR_RETURN(std::vector<float> values,
+                           DecodeToFloat(checkpoint_.ViewOf(*stored.info), &scale_view, config_.fp8_block_rows,
+                                         config_.fp8_block_cols));
+    GLINT_RETURN_IF_ERROR(CheckFinite(name, values));
+    return values;
+  }
+
+  // A NaN or infinity in a weight poisons every output it reaches; refused at load, with the tensor named,
+  // instead of generating garbage without a word.
+  static Status CheckFinite(const std::string& name, const std::vector<float>& values) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      if (!std::isfinite(values[i])) {
+        if (bad == 0) first = i;
+        ++bad;
+      }
+    }
+    if (bad == 0) return Status::Ok();
+    return InvalidArgument("tensor '", name, "' holds ", bad, " non-finite values (NaN or infinity; the first at ",
+                           "flat index ", first, " is ", values[first], "): the checkpoint is corrupt");
   }
 
   Status Matrix2D(const std::string& name, Matrix& out) {

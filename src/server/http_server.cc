@@ -1,17 +1,14 @@
 #include "server/http_server.h"
 
-#include <sys/socket.h>
-
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <ctime>
 #include <thread>
 
 #include "base/log.h"
 #include "server/chat_prompt.h"
-#include "server/connection.h"
 #include "server/generation_session.h"
+#include "server/http_transport.h"
 #include "server/response_format.h"
 #include "server/structured_output.h"
 #include "server/webui.h"
@@ -22,63 +19,41 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Per-connection-thread notes for the request log line (the logger runs on the handler's thread).
-thread_local Clock::time_point t_request_start;
-thread_local std::string t_log_note;
-
 constexpr const char* kJson = "application/json";
 
-void Reply(httplib::Response& res, int status, const Json& body) {
+void Reply(HttpResponse& res, int status, const Json& body) {
   res.status = status;
-  res.set_content(body.dump(-1, ' ', false, Json::error_handler_t::replace), kJson);
+  res.SetContent(body.dump(-1, ' ', false, Json::error_handler_t::replace), kJson);
 }
 
-void ReplyError(httplib::Response& res, const ApiError& error) {
+void ReplyError(HttpResponse& res, const ApiError& error) {
   res.status = error.status;
-  if (error.status == 429 || error.status == 503) res.set_header("Retry-After", "1");
-  res.set_content(ErrorBody(error), kJson);
+  if (error.status == 429 || error.status == 503) res.SetHeader("Retry-After", "1");
+  res.SetContent(ErrorBody(error), kJson);
 }
 
-std::string StatusText(int status) {
-  switch (status) {
-    case 400:
-      return "the request is malformed";
-    case 404:
-      return "no such endpoint";
-    case 405:
-      return "method not allowed";
-    case 408:
-      return "the request took too long to arrive";
-    case 413:
-      return "the request body is too large";
-    case 414:
-      return "the request URI is too long";
-    case 431:
-      return "the request headers are too large";
-    default:
-      return "request failed";
-  }
+void ServeWebAsset(const WebAsset& asset, HttpResponse& res) {
+  for (const auto& [name, value] : WebAssetHeaders()) res.SetHeader(std::string(name), std::string(value));
+  res.SetContent(std::string(asset.body), std::string(asset.content_type));
 }
 
-// A ClientConnection over an httplib response stream (streaming) or the bare socket (non-streaming).
-class HttpClient final : public ClientConnection {
- public:
-  HttpClient(httplib::DataSink* sink, int socket) : sink_(sink), socket_(socket) {}
-  bool Write(std::string_view data) override { return sink_ != nullptr && sink_->write(data.data(), data.size()); }
-  bool Alive() override { return socket_ < 0 || !PeerClosed(socket_); }
-
- private:
-  httplib::DataSink* sink_;
-  int socket_;
+// The routes: their paths are the only endpoint labels /metrics knows (anything else is `other`).
+struct RouteEntry {
+  std::string_view path;
+  std::string_view method;
+  bool blocking;  // tokenizes or waits for generation: runs on a worker thread
+};
+constexpr RouteEntry kRoutes[] = {
+    {"/health", "GET", false},          {"/v1/models", "GET", false},    {"/metrics", "GET", false},
+    {"/v1/chat/completions", "POST", true}, {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
+    {"/detokenize", "POST", true},
 };
 
-void ServeWebAsset(const WebAsset& asset, httplib::Response& res) {
-  for (const auto& [name, value] : WebAssetHeaders()) res.set_header(std::string(name), std::string(value));
-  res.set_content(asset.body.data(), asset.body.size(), std::string(asset.content_type));
-}
-
-int SocketOf(const httplib::Request& req) {
-  return FindConnectionSocket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
+const RouteEntry* FindRoute(std::string_view path) {
+  for (const RouteEntry& route : kRoutes) {
+    if (route.path == path) return &route;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -95,219 +70,182 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   return difference == 0;
 }
 
-class HttpServer::Impl {
+class HttpServer::Impl final : public HttpHandler {
  public:
   Impl(ServerOptions options, const Tokenizer& tokenizer, const ChatTemplate* chat_template, GenerationBackend& backend)
       : options_(std::move(options)),
         tokenizer_(tokenizer),
         chat_template_(chat_template),
         backend_(backend),
-        registry_(backend.max_running_sequences() + options_.max_queued_sequences) {
+        registry_(backend.max_running_sequences() + options_.max_queued_sequences),
+        transport_(MakeTransportOptions(options_), *this, metrics_.transport()) {
     if (options_.model_names.empty()) options_.model_names = {"glint"};
     if (options_.policy.vocab_size == 0) options_.policy.vocab_size = tokenizer_.vocab_size();
-    SetUp();
   }
 
-  Status Bind() {
-    // httplib's listen backlog is fixed at 5 in Debian's build; a burst of connections would see SYNs dropped and
-    // retried a second later. Listening again on the same socket raises the backlog (Linux allows it).
-    server_.set_socket_options([this](socket_t socket) {
-      int yes = 1;
-      setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-      listen_socket_ = socket;
-    });
-    if (options_.port == 0) {
-      port_ = server_.bind_to_any_port(options_.host);
-      if (port_ <= 0) return IoError("cannot bind ", options_.host, " on any port");
-    } else {
-      if (!server_.bind_to_port(options_.host, options_.port)) {
-        return IoError("cannot bind ", options_.host, ":", options_.port, " (in use, or the host does not resolve)");
-      }
-      port_ = options_.port;
-    }
-    if (listen_socket_ >= 0) ::listen(listen_socket_, 1024);
-    return Status::Ok();
-  }
-
-  int port() const { return port_; }
-
-  Status Run() {
-    if (port_ <= 0) return FailedPrecondition("Run() before a successful Bind()");
-    if (!server_.listen_after_bind() && !shutting_down_.load()) return IoError("the server stopped unexpectedly");
-    return Status::Ok();
-  }
+  Status Bind() { return transport_.Bind(); }
+  int port() const { return transport_.port(); }
+  Status Run() { return transport_.Run(); }
 
   void Shutdown() {
     if (shutting_down_.exchange(true)) return;
     LogInfo("shutting down: no new requests; waiting up to ", options_.shutdown_grace_seconds,
             " s for in-flight requests");
-    registry_.Drain();  // new generation requests get 503 from here on
-    server_.stop();     // stop accepting; idle keep-alive connections close
+    registry_.Drain();            // new generation requests get 503 from here on
+    transport_.BeginShutdown();   // stop accepting; idle and slow connections close now
     const auto deadline =
         Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.shutdown_grace_seconds * 1000));
-    while (registry_.requests() > 0 && Clock::now() < deadline) {
+    while ((registry_.requests() > 0 || transport_.busy() > 0) && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     const std::vector<GenerationId> left = registry_.Drain();
     if (!left.empty()) LogInfo("cancelling ", left.size(), " requests still running after the grace period");
     for (GenerationId id : left) backend_.Cancel(id);
+    // Cancelled requests end at the engine's next step and their answers (503, or a stream's abort) go out; a
+    // client that does not read them is not waited for beyond this.
+    const auto flush_deadline = Clock::now() + kFlushTime;
+    while (transport_.busy() > 0 && Clock::now() < flush_deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    transport_.Stop();
   }
 
   const ServerMetrics& metrics() const { return metrics_; }
 
- private:
-  void SetUp() {
-    const size_t max_connections = static_cast<size_t>(std::max(1, options_.max_connections));
-    server_.new_task_queue = [this, max_connections] {
-      return new ConnectionPool(max_connections, max_connections, &metrics_.connections_active());
-    };
-    server_.set_payload_max_length(options_.max_body_bytes);
-    server_.set_read_timeout(options_.read_timeout_seconds, 0);
-    server_.set_write_timeout(options_.write_timeout_seconds, 0);
-    server_.set_keep_alive_timeout(options_.keep_alive_seconds);
-    server_.set_keep_alive_max_count(1000);
-    server_.set_tcp_nodelay(true);
+  // ---- HttpHandler ----
 
-    server_.set_pre_routing_handler(
-        [this](const httplib::Request& req, httplib::Response& res) { return PreRoute(req, res); });
-    server_.set_error_handler(
-        httplib::Server::HandlerWithResponse([this](const httplib::Request& req, httplib::Response& res) {
-          if (res.body.empty() && !res.is_chunked_content_provider_) {
-            ApiError error{res.status, res.status >= 500 ? "server_error" : "invalid_request_error",
-                           StrCat(StatusText(res.status), ": ", req.method, " ", req.path), "", ""};
-            if (res.status == 404) error.code = "not_found";
-            res.set_content(ErrorBody(error), kJson);
-            AddCors(req, res);
-          }
-          return httplib::Server::HandlerResponse::Handled;
-        }));
-    server_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr error) {
-      std::string what = "internal error";
-      try {
-        if (error) std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        what = e.what();
-      } catch (...) {  // anything thrown by a handler becomes a 500, never a crash
-      }
-      LogError("request handler failed: ", what);
-      ReplyError(res, ApiError{500, "server_error", StrCat("internal error: ", what), "", ""});
-    });
-    server_.set_logger([this](const httplib::Request& req, const httplib::Response& res) { LogRequest(req, res); });
-
-    server_.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
-      Count("/health", shutting_down_ ? 503 : 200);
-      if (shutting_down_) return ReplyError(res, ApiError{503, "server_error", "shutting down", "", ""});
-      Reply(res, 200, {{"status", "ok"}});
-    });
-    server_.Get("/v1/models", [this](const httplib::Request&, httplib::Response& res) { Models(res); });
-    server_.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-      Count("/metrics", 200);
-      res.set_content(metrics_.Render(backend_.Metrics(), options_.model_names[0]),
-                      "text/plain; version=0.0.4; charset=utf-8");
-    });
-    server_.Post("/v1/chat/completions",
-                 [this](const httplib::Request& req, httplib::Response& res) { Chat(req, res); });
-    server_.Post("/v1/completions",
-                 [this](const httplib::Request& req, httplib::Response& res) { Completion(req, res); });
-    server_.Post("/tokenize", [this](const httplib::Request& req, httplib::Response& res) { Tokenize(req, res); });
-    server_.Post("/detokenize", [this](const httplib::Request& req, httplib::Response& res) { Detokenize(req, res); });
-    // The right path with the wrong method is a 405, not a 404.
-    for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize"}) {
-      server_.Get(path,
-                  [this](const httplib::Request& req, httplib::Response& res) { MethodNotAllowed(req, res, "POST"); });
-    }
-    for (const char* path : {"/health", "/v1/models", "/metrics"}) {
-      server_.Post(path,
-                   [this](const httplib::Request& req, httplib::Response& res) { MethodNotAllowed(req, res, "GET"); });
-    }
-    server_.Options(".*", [this](const httplib::Request& req, httplib::Response& res) { Preflight(req, res); });
+  bool RunsOnEventLoop(const HttpRequest& req) const override {
+    const RouteEntry* route = FindRoute(req.path);
+    return route == nullptr || !route->blocking || req.method != route->method;
   }
 
-  void Count(const std::string& endpoint, int status) { metrics_.CountHttpRequest(endpoint, status); }
+  void Handle(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) override {
+    Route(req, res, connection);
+    Count(req, res.status);
+  }
 
-  httplib::Server::HandlerResponse PreRoute(const httplib::Request& req, httplib::Response& res) {
-    t_request_start = Clock::now();
-    t_log_note.clear();
-    if (ConnectionPool::IsRejectThread()) {
-      res.set_header("Connection", "close");
-      ReplyError(res, ApiError{503, "server_error",
-                               StrCat("too many connections (limit ", options_.max_connections, "); retry later"), "",
-                               "too_many_connections"});
-      return httplib::Server::HandlerResponse::Handled;
-    }
-    size_t header_bytes = req.target.size();
-    for (const auto& [key, value] : req.headers) header_bytes += key.size() + value.size() + 4;
-    if (header_bytes > options_.max_header_bytes) {
-      ReplyError(res, ApiError{431, "invalid_request_error",
-                               StrCat("the request headers are ", header_bytes, " bytes; at most ",
-                                      options_.max_header_bytes, " are accepted"),
-                               "", "headers_too_large"});
-      return httplib::Server::HandlerResponse::Handled;
-    }
+  HttpResponse ErrorResponse(const HttpRequest& req, int status, std::string_view message,
+                             std::string_view code) override {
+    HttpResponse res;
+    ReplyError(res, ApiError{status, status >= 500 ? "server_error" : "invalid_request_error", std::string(message),
+                             "", std::string(code)});
+    res.log_note = std::string(message.substr(0, 200));
+    Count(req, status);
+    return res;
+  }
+
+  void Finished(const HttpRequest& req, const HttpResponse& res, double seconds) override {
+    if (!options_.log_requests) return;
+    // Every field the client controls is escaped: no forged log lines, no raw control or invalid UTF-8 bytes.
+    LogInfo(EscapeForLog(req.remote_address), ":", req.remote_port, " ",
+            req.method.empty() ? "-" : EscapeForLog(req.method), " ", req.path.empty() ? "-" : EscapeForLog(req.path),
+            " ", res.status, " ", static_cast<int64_t>(seconds * 1000), " ms", res.log_note.empty() ? "" : " ",
+            EscapeForLog(res.log_note));
+  }
+
+ private:
+  static constexpr std::chrono::seconds kFlushTime{5};
+
+  static TransportOptions MakeTransportOptions(const ServerOptions& o) {
+    TransportOptions t;
+    t.host = o.host;
+    t.port = o.port;
+    t.max_connections = std::max(1, o.max_connections);
+    t.max_header_bytes = o.max_header_bytes;
+    t.max_body_bytes = o.max_body_bytes;
+    t.idle_timeout_seconds = o.keep_alive_seconds;
+    t.header_timeout_seconds = o.header_timeout_seconds;
+    t.body_timeout_seconds = o.read_timeout_seconds;
+    t.write_timeout_seconds = o.write_timeout_seconds;
+    t.stream_buffer_bytes = o.stream_buffer_bytes;
+    t.worker_threads = o.worker_threads;
+    return t;
+  }
+
+  // The endpoint label of a request in /metrics: a route, a chat-page file, OPTIONS, or `other` (a label per
+  // unknown path would let any client grow /metrics without bound).
+  std::string MetricLabel(const HttpRequest& req) const {
+    if (const RouteEntry* route = FindRoute(req.path)) return std::string(route->path);
+    if (req.method == "OPTIONS") return "OPTIONS";
+    if (const WebAsset* asset = options_.webui ? FindWebAsset(req.path) : nullptr) return std::string(asset->path);
+    return "other";
+  }
+
+  void Count(const HttpRequest& req, int status) { metrics_.CountHttpRequest(MetricLabel(req), status); }
+
+  void Route(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
     // The chat page (webui.h) needs no API key: it is the same for everyone and asks for the key itself.
     const bool read = req.method == "GET" || req.method == "HEAD";
     if (const WebAsset* asset = options_.webui && read ? FindWebAsset(req.path) : nullptr) {
-      ServeWebAsset(*asset, res);
-      Count(std::string(asset->path), 200);
-      return httplib::Server::HandlerResponse::Handled;
+      return ServeWebAsset(*asset, res);
     }
     AddCors(req, res);
-    if (req.method == "OPTIONS" || req.path == "/health" || options_.api_key.empty()) {
-      return httplib::Server::HandlerResponse::Unhandled;
+    if (req.method == "OPTIONS") return Preflight(req, res);
+    if (req.path != "/health" && !options_.api_key.empty() && !Authorized(req, res)) return;
+    const RouteEntry* route = FindRoute(req.path);
+    if (route == nullptr) {
+      return ReplyError(res, ApiError{404, "invalid_request_error",
+                                      StrCat("no such endpoint: ", req.method, " ", req.path), "", "not_found"});
     }
-    const std::string authorization = req.get_header_value("Authorization");
-    constexpr std::string_view kBearer = "Bearer ";
-    const bool bearer = authorization.size() > kBearer.size() && authorization.compare(0, kBearer.size(), kBearer) == 0;
-    if (!bearer || !ConstantTimeEquals(std::string_view(authorization).substr(kBearer.size()), options_.api_key)) {
-      Count(req.path, 401);
-      res.set_header("WWW-Authenticate", "Bearer");
-      ReplyError(res, ApiError{401, "authentication_error",
-                               bearer ? "invalid API key" : "missing API key: send 'Authorization: Bearer <key>'", "",
-                               "invalid_api_key"});
-      return httplib::Server::HandlerResponse::Handled;
+    if (req.method != route->method && !(route->method == "GET" && req.method == "HEAD")) {
+      return MethodNotAllowed(req, res, std::string(route->method).c_str());
     }
-    return httplib::Server::HandlerResponse::Unhandled;
+    if (req.path == "/health") {
+      if (shutting_down_) return ReplyError(res, ApiError{503, "server_error", "shutting down", "", ""});
+      return Reply(res, 200, {{"status", "ok"}});
+    }
+    if (req.path == "/v1/models") return Models(res);
+    if (req.path == "/metrics") {
+      return res.SetContent(metrics_.Render(backend_.Metrics(), options_.model_names[0]),
+                            "text/plain; version=0.0.4; charset=utf-8");
+    }
+    if (req.path == "/v1/chat/completions") return Chat(req, res, connection);
+    if (req.path == "/v1/completions") return Completion(req, res, connection);
+    if (req.path == "/tokenize") return Tokenize(req, res);
+    Detokenize(req, res);
   }
 
-  bool OriginAllowed(const std::string& origin) const {
+  bool Authorized(const HttpRequest& req, HttpResponse& res) {
+    const std::string_view authorization = req.Header("Authorization");
+    constexpr std::string_view kBearer = "Bearer ";
+    const bool bearer = authorization.size() > kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer;
+    if (bearer && ConstantTimeEquals(authorization.substr(kBearer.size()), options_.api_key)) return true;
+    res.SetHeader("WWW-Authenticate", "Bearer");
+    ReplyError(res, ApiError{401, "authentication_error",
+                             bearer ? "invalid API key" : "missing API key: send 'Authorization: Bearer <key>'", "",
+                             "invalid_api_key"});
+    return false;
+  }
+
+  bool OriginAllowed(std::string_view origin) const {
     for (const std::string& allowed : options_.allowed_origins) {
       if (allowed == "*" || allowed == origin) return true;
     }
     return false;
   }
 
-  void AddCors(const httplib::Request& req, httplib::Response& res) const {
+  void AddCors(const HttpRequest& req, HttpResponse& res) const {
     if (options_.allowed_origins.empty()) return;
-    const std::string origin = req.get_header_value("Origin");
+    const std::string_view origin = req.Header("Origin");
     if (origin.empty() || !OriginAllowed(origin)) return;
-    res.set_header("Access-Control-Allow-Origin", origin);
-    res.set_header("Vary", "Origin");
+    res.SetHeader("Access-Control-Allow-Origin", std::string(origin));
+    res.SetHeader("Vary", "Origin");
   }
 
-  void Preflight(const httplib::Request& req, httplib::Response& res) {
-    if (options_.allowed_origins.empty() || !OriginAllowed(req.get_header_value("Origin"))) {
-      Count("OPTIONS", 405);
+  void Preflight(const HttpRequest& req, HttpResponse& res) {
+    if (options_.allowed_origins.empty() || !OriginAllowed(req.Header("Origin"))) {
       return ReplyError(res, ApiError{405, "invalid_request_error", "CORS is not enabled for this origin", "", ""});
     }
-    Count("OPTIONS", 204);
     res.status = 204;
-    res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
-    res.set_header("Access-Control-Max-Age", "600");
+    res.SetHeader("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+    res.SetHeader("Access-Control-Allow-Headers", "Authorization, Content-Type");
+    res.SetHeader("Access-Control-Max-Age", "600");
   }
 
-  void MethodNotAllowed(const httplib::Request& req, httplib::Response& res, const char* allowed) {
-    Count(req.path, 405);
-    res.set_header("Allow", allowed);
+  void MethodNotAllowed(const HttpRequest& req, HttpResponse& res, const char* allowed) {
+    res.SetHeader("Allow", allowed);
     ReplyError(res, ApiError{405, "invalid_request_error", StrCat(req.method, " ", req.path, ": use ", allowed), "",
                              "method_not_allowed"});
-  }
-
-  void LogRequest(const httplib::Request& req, const httplib::Response& res) {
-    if (!options_.log_requests) return;
-    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t_request_start).count();
-    LogInfo(req.remote_addr, ":", req.remote_port, " ", req.method, " ", req.path, " ", res.status, " ",
-            static_cast<int64_t>(ms), " ms", t_log_note.empty() ? "" : " ", t_log_note);
   }
 
   // The model field must name the served model (404 otherwise), as in OpenAI's API.
@@ -322,8 +260,7 @@ class HttpServer::Impl {
         "model_not_found"};
   }
 
-  void Models(httplib::Response& res) {
-    Count("/v1/models", 200);
+  void Models(HttpResponse& res) {
     Json data = Json::array();
     for (const std::string& name : options_.model_names) {
       data.push_back({{"id", name},
@@ -364,43 +301,36 @@ class HttpServer::Impl {
     return std::nullopt;
   }
 
-  // Runs a session: streaming through a chunked provider, or collecting into one JSON body.
-  void Respond(const httplib::Request& req, httplib::Response& res, const std::string& endpoint,
-               std::shared_ptr<GenerationSession> session, bool stream, bool include_usage) {
-    const int socket = SocketOf(req);
+  // Runs a session: streaming (the transport sends each event as a chunk), or collecting into one JSON body.
+  void Respond(HttpResponse& res, ClientConnection& connection, std::shared_ptr<GenerationSession> session,
+               bool stream, bool include_usage) {
     if (stream) {
-      Count(endpoint, 200);
-      res.set_header("Cache-Control", "no-cache");
-      res.set_header("X-Accel-Buffering", "no");
-      res.set_chunked_content_provider(
-          "text/event-stream", [session, socket, include_usage](size_t, httplib::DataSink& sink) {
-            HttpClient client(&sink, socket);
-            const bool complete = session->Stream(client, include_usage);
-            t_log_note = StrCat("stream prompt_tokens=", session->prompt_tokens(),
-                                " completion_tokens=", session->completion_tokens(), complete ? "" : " client_gone");
-            if (complete) sink.done();
-            return complete;
-          });
+      res.status = 200;
+      res.content_type = "text/event-stream";
+      res.SetHeader("Cache-Control", "no-cache");
+      res.SetHeader("X-Accel-Buffering", "no");
+      res.stream = [session, include_usage](ClientConnection& client, std::string& log_note) {
+        const bool complete = session->Stream(client, include_usage);
+        log_note = StrCat("stream prompt_tokens=", session->prompt_tokens(),
+                          " completion_tokens=", session->completion_tokens(), complete ? "" : " client_gone");
+      };
       return;
     }
-    HttpClient client(nullptr, socket);
-    auto body = session->Collect(client);
-    t_log_note = StrCat("prompt_tokens=", session->prompt_tokens(), " completion_tokens=", session->completion_tokens(),
-                        session->client_gone() ? " client_gone" : "");
-    if (!body.ok()) {
-      Count(endpoint, body.error().status);
-      return ReplyError(res, body.error());
-    }
-    Count(endpoint, 200);
+    auto body = session->Collect(connection);
+    res.log_note = StrCat("prompt_tokens=", session->prompt_tokens(), " completion_tokens=",
+                          session->completion_tokens(), session->client_gone() ? " client_gone" : "");
+    if (!body.ok()) return ReplyError(res, body.error());
     Reply(res, 200, body.value());
   }
 
-  void Chat(const httplib::Request& req, httplib::Response& res) {
-    const std::string endpoint = "/v1/chat/completions";
+  ChatPromptOptions PromptOptions() const {
+    return {options_.allow_special_tokens_in_content, backend_.max_model_len()};
+  }
+
+  void Chat(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
     const auto arrival = Clock::now();
     auto fail = [&](const ApiError& error) {
-      Count(endpoint, error.status);
-      t_log_note = error.message.substr(0, 200);
+      res.log_note = error.message.substr(0, 200);
       ReplyError(res, error);
     };
     auto parsed = ParseChatRequest(req.body, options_.policy);
@@ -412,7 +342,7 @@ class HttpServer::Impl {
           BadRequest("this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
                      "/v1/completions"));
     }
-    auto prompt = BuildChatPrompt(chat, *chat_template_, tokenizer_);
+    auto prompt = BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions());
     if (!prompt.ok()) return fail(prompt.error());
     if (options_.log_prompts) LogInfo("prompt: ", prompt.value().text);
     if (auto error = CheckContext(prompt.value().tokens.size(), chat.fields, "messages")) return fail(*error);
@@ -430,7 +360,7 @@ class HttpServer::Impl {
     std::vector<GenerationRequest> requests;
     requests.push_back(std::move(request));
     if (auto error = session->Submit(std::move(requests))) return fail(*error);
-    Respond(req, res, endpoint, std::move(session), chat.fields.stream, chat.fields.include_usage);
+    Respond(res, connection, std::move(session), chat.fields.stream, chat.fields.include_usage);
   }
 
   // Structured output of a chat: response_format / structured_outputs / guided_*, or the tool calls' schemas
@@ -455,12 +385,10 @@ class HttpServer::Impl {
     return CompileToolConstraint(chat.tools, chat.tool_choice, chat.tool_choice_name, chat.strict_tools, context);
   }
 
-  void Completion(const httplib::Request& req, httplib::Response& res) {
-    const std::string endpoint = "/v1/completions";
+  void Completion(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
     const auto arrival = Clock::now();
     auto fail = [&](const ApiError& error) {
-      Count(endpoint, error.status);
-      t_log_note = error.message.substr(0, 200);
+      res.log_note = error.message.substr(0, 200);
       ReplyError(res, error);
     };
     auto parsed = ParseCompletionRequest(req.body, options_.policy);
@@ -482,6 +410,16 @@ class HttpServer::Impl {
       if (input.is_tokens) {
         request.prompt = input.tokens;
       } else {
+        // Every token is at most max_token_bytes long, so a text that must exceed the context is refused before
+        // the tokenizer spends its time on it (a 15 MiB prompt costs seconds of CPU).
+        const int64_t fewest_tokens = static_cast<int64_t>(input.text.size() / tokenizer_.max_token_bytes());
+        if (fewest_tokens >= backend_.max_model_len()) {
+          return fail(BadRequest(StrCat("the prompt has at least ", fewest_tokens, " tokens (", input.text.size(),
+                                        " bytes) but this model's context is ", backend_.max_model_len(),
+                                        " tokens (prompt + output)"),
+                                 completion.prompts.size() == 1 ? "prompt" : StrCat("prompt[", i, "]"),
+                                 "context_length_exceeded"));
+        }
         auto tokens = tokenizer_.Encode(input.text, /*parse_special=*/true);
         if (!tokens.ok()) return fail(ApiError{500, "server_error", tokens.status().message(), "", ""});
         request.prompt = std::move(tokens).value();
@@ -500,15 +438,11 @@ class HttpServer::Impl {
                                              completion.fields.n, format, tokenizer_);
     auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
     if (auto error = session->Submit(std::move(requests))) return fail(*error);
-    Respond(req, res, endpoint, std::move(session), completion.fields.stream, completion.fields.include_usage);
+    Respond(res, connection, std::move(session), completion.fields.stream, completion.fields.include_usage);
   }
 
-  void Tokenize(const httplib::Request& req, httplib::Response& res) {
-    const std::string endpoint = "/tokenize";
-    auto fail = [&](const ApiError& error) {
-      Count(endpoint, error.status);
-      ReplyError(res, error);
-    };
+  void Tokenize(const HttpRequest& req, HttpResponse& res) {
+    auto fail = [&](const ApiError& error) { ReplyError(res, error); };
     auto parsed = ParseTokenizeRequest(req.body, options_.policy);
     if (!parsed.ok()) return fail(parsed.error());
     const TokenizeRequest& request = parsed.value();
@@ -520,7 +454,7 @@ class HttpServer::Impl {
       tokens = std::move(encoded).value();
     } else {
       if (chat_template_ == nullptr) return fail(BadRequest("this model has no chat template", "messages"));
-      auto prompt = BuildChatPrompt(request.chat, *chat_template_, tokenizer_);
+      auto prompt = BuildChatPrompt(request.chat, *chat_template_, tokenizer_, PromptOptions());
       if (!prompt.ok()) return fail(prompt.error());
       tokens = prompt.value().tokens;
     }
@@ -530,22 +464,13 @@ class HttpServer::Impl {
       for (int32_t id : tokens) strings.push_back(SanitizeUtf8(tokenizer_.TokenText(id)));
       body["token_strs"] = std::move(strings);
     }
-    Count(endpoint, 200);
     Reply(res, 200, body);
   }
 
-  void Detokenize(const httplib::Request& req, httplib::Response& res) {
-    const std::string endpoint = "/detokenize";
+  void Detokenize(const HttpRequest& req, HttpResponse& res) {
     auto parsed = ParseDetokenizeRequest(req.body, options_.policy);
-    if (!parsed.ok()) {
-      Count(endpoint, parsed.error().status);
-      return ReplyError(res, parsed.error());
-    }
-    if (auto error = CheckModel(parsed.value().model)) {
-      Count(endpoint, error->status);
-      return ReplyError(res, *error);
-    }
-    Count(endpoint, 200);
+    if (!parsed.ok()) return ReplyError(res, parsed.error());
+    if (auto error = CheckModel(parsed.value().model)) return ReplyError(res, *error);
     Reply(res, 200, {{"prompt", SanitizeUtf8(tokenizer_.Decode(parsed.value().tokens))}});
   }
 
@@ -555,11 +480,10 @@ class HttpServer::Impl {
   GenerationBackend& backend_;
   InFlightRegistry registry_;
   ServerMetrics metrics_;
-  httplib::Server server_;
-  int listen_socket_ = -1;
-  int port_ = -1;
   std::atomic<bool> shutting_down_{false};
   std::time_t start_time_ = std::time(nullptr);
+  // Last: destroyed first, so no handler thread outlives what it uses.
+  HttpTransport transport_;
 };
 
 HttpServer::HttpServer(ServerOptions options, const Tokenizer& tokenizer, const ChatTemplate* chat_template,

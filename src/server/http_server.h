@@ -1,9 +1,9 @@
 // The OpenAI-compatible HTTP server (docs/server.md): routes, access control, limits, streaming, shutdown.
 //
-// Threads: cpp-httplib serves each connection on a thread of a bounded pool (ConnectionPool in http_server.cc).
-// That thread parses and validates the request, renders the chat template and tokenizes, then hands token ids to
-// the backend (whose own thread runs the model) and waits for outputs, writing SSE events as they come. Only this
-// layer touches JSON.
+// Threads: the transport (http_transport.h) reads and writes every socket on one event loop; a request that may
+// block runs on a worker thread, which parses and validates it, renders the chat template and tokenizes, then
+// hands token ids to the backend (whose own thread runs the model) and waits for outputs, writing SSE events as
+// they come. This file holds the routes; it sees HTTP only through http_message.h. Only this layer touches JSON.
 #pragma once
 
 #include <memory>
@@ -25,17 +25,23 @@ struct ServerOptions {
   std::vector<std::string> model_names = {"glint"};  // the first is reported by /v1/models and in responses
   std::string api_key;  // non-empty: every endpoint but /health needs "Authorization: Bearer <key>"
   std::vector<std::string> allowed_origins;  // CORS; empty: no CORS headers; "*" allows any origin
-  size_t max_body_bytes = size_t{16} << 20;
-  size_t max_header_bytes = size_t{32} << 10;  // all request headers together (each line: at most 8 KiB)
-  int max_connections = 256;           // connections served at once; more wait (up to as many again), then get 503
-  int64_t max_queued_sequences = 512;  // sequences that may wait beyond what the backend runs; then 429
-  int read_timeout_seconds = 30;
-  int write_timeout_seconds = 30;
-  int keep_alive_seconds = 5;
+  size_t max_body_bytes = size_t{16} << 20;     // after de-chunking; 413 beyond
+  size_t max_header_bytes = size_t{32} << 10;   // request line and headers together; 431 beyond
+  int max_connections = 4096;                   // open connections; one more is answered 503 and closed
+  int64_t max_queued_sequences = 512;           // sequences that may wait beyond what the backend runs; then 429
+  double header_timeout_seconds = 10;           // first byte of a request → end of its headers (408)
+  double read_timeout_seconds = 30;             // end of the headers → end of the body (408)
+  double write_timeout_seconds = 30;            // a write without progress, or a stream buffer that stays full
+  double keep_alive_seconds = 5;                // idle time between requests on a connection
+  size_t stream_buffer_bytes = size_t{256} << 10;  // per stream: events not yet taken by the client
+  size_t worker_threads = 1024;                 // requests handled (tokenizing, generating) at once; more wait
   double shutdown_grace_seconds = 30;  // SIGTERM: in-flight requests get this long, then they are cancelled
   bool log_requests = true;            // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
   bool webui = true;  // the chat page at / (webui.h); --no-webui turns it off
+  // Special-token text in message content ("<|user|>") becomes the special token (off: plain text, so a user
+  // cannot forge roles or tool calls). --allow-special-tokens-in-content.
+  bool allow_special_tokens_in_content = false;
   RequestPolicy policy;
   jinja::RenderLimits template_limits;
 };
@@ -55,8 +61,9 @@ class HttpServer {
   int port() const;
   // Serves until Shutdown() has drained the server. Returns once every connection is closed.
   Status Run();
-  // From any thread (e.g. the SIGTERM handler's): stop accepting, let in-flight requests finish for up to
-  // shutdown_grace_seconds, cancel what is left; Run() then returns. Idempotent.
+  // From any thread (e.g. the SIGTERM handler's): stop accepting and close connections that are not being
+  // answered (idle keep-alive, slow senders); requests arriving from now on get 503; let in-flight requests finish
+  // for up to shutdown_grace_seconds, cancel what is left; Run() then returns. Blocks until then. Idempotent.
   void Shutdown();
 
   const ServerMetrics& metrics() const;

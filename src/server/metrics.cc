@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "tokenizer/utf8.h"
+
 namespace glint::server {
 namespace {
 
@@ -24,14 +26,19 @@ std::string Number(double value) {
   return buffer;
 }
 
+// A label value in the text format: valid UTF-8 (ill-formed bytes become U+FFFD), with the format's three
+// escapes (backslash, quote, newline); other control characters, which no scraper expects, become U+FFFD too.
 std::string EscapeLabel(const std::string& value) {
   std::string out;
-  for (char c : value) {
+  for (char c : SanitizeUtf8(value)) {
+    const unsigned char byte = static_cast<unsigned char>(c);
     if (c == '\\' || c == '"') {
       out += '\\';
       out += c;
     } else if (c == '\n') {
       out += "\\n";
+    } else if (byte < 0x20 || byte == 0x7F) {
+      out += kReplacementCharacter;
     } else {
       out += c;
     }
@@ -152,8 +159,12 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
            "", static_cast<double>(in_flight_requests_.load()));
   w.Single("glint_server_sequences_in_flight", "gauge", "Sequences (requests times n) accepted and not finished.", "",
            static_cast<double>(in_flight_sequences_.load()));
-  w.Single("glint_http_connections_active", "gauge", "Open HTTP connections being served.", "",
-           static_cast<double>(connections_active_.load()));
+  w.Single("glint_http_connections_active", "gauge", "Open HTTP connections.", "",
+           static_cast<double>(transport_.connections.load()));
+  w.Single("glint_http_requests_active", "gauge", "HTTP requests being read, handled or answered.", "",
+           static_cast<double>(transport_.requests.load()));
+  w.Single("glint_http_connections_rejected_total", "counter", "Connections answered 503 at --max-connections.",
+           "", static_cast<double>(transport_.rejected_connections.load()));
   w.Header("glint_http_requests_total", "counter", "HTTP requests by endpoint and status.");
   for (const auto& [key, count] : http_requests) {
     w.Sample("glint_http_requests_total",

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "server/backend.h"
+#include "server/transport_gauges.h"
 
 namespace glint::server {
 
@@ -54,8 +55,8 @@ class ServerMetrics {
   void RequestFinished(const RequestFigures& figures);
   void ObserveInterTokenLatency(double seconds);
   void CountRejected() { rejected_total_.fetch_add(1); }
-  // Incremented and decremented by the connection pool around each served connection.
-  std::atomic<int64_t>& connections_active() { return connections_active_; }
+  // Kept by the transport (connections, requests in progress, refused connections).
+  TransportGauges& transport() { return transport_; }
   void SetInFlight(int64_t requests, int64_t sequences) {
     in_flight_requests_.store(requests);
     in_flight_sequences_.store(sequences);
@@ -71,7 +72,7 @@ class ServerMetrics {
   int64_t generation_tokens_total_ = 0;
   int64_t cached_prompt_tokens_total_ = 0;
   std::atomic<int64_t> rejected_total_{0};
-  std::atomic<int64_t> connections_active_{0};
+  TransportGauges transport_;
   std::atomic<int64_t> in_flight_requests_{0};
   std::atomic<int64_t> in_flight_sequences_{0};
   Histogram time_to_first_token_;

@@ -74,9 +74,10 @@ class BrokenCheckpoint : public ::testing::Test {
  protected:
   void SetUp() override { loaded_ = std::make_unique<Loaded>(Open("golden/tiny-dense")); }
 
-  // Copies every tensor except `drop`, replacing `replace` by (dtype, shape, bytes) when given, plus `extra`.
+  // Copies every tensor except `drop`, replacing `replace` by (dtype, shape, bytes all `fill`) when given, plus
+  // `extra`.
   Result<ModelWeights> LoadWith(const std::string& drop, const std::string& replace = "", DType dtype = DType::kF32,
-                                std::vector<int64_t> shape = {}, const std::string& extra = "") {
+                                std::vector<int64_t> shape = {}, const std::string& extra = "", uint8_t fill = 0) {
     SafetensorsWriter writer;
     for (const TensorInfo& info : loaded_->checkpoint.tensors()) {
       if (info.name == drop) continue;
@@ -84,7 +85,7 @@ class BrokenCheckpoint : public ::testing::Test {
       if (info.name == replace) {
         int64_t n = 1;
         for (int64_t e : shape) n *= e;
-        std::vector<uint8_t> zeros(n * DTypeSize(dtype));
+        std::vector<uint8_t> zeros(n * DTypeSize(dtype), fill);
         EXPECT_OK(writer.Add(info.name, dtype, shape, zeros));
       } else {
         EXPECT_OK(writer.Add(info.name, info.dtype, info.shape, view.bytes));
@@ -127,6 +128,11 @@ TEST_F(BrokenCheckpoint, WrongDtype) {
 TEST_F(BrokenCheckpoint, UnknownTensor) {
   EXPECT_ERROR_CONTAINS(LoadWith("", "", DType::kF32, {}, "model.language_model.layers.0.mystery"),
                         "'model.language_model.layers.0.mystery' which GLM-5.3-Flash");
+}
+TEST_F(BrokenCheckpoint, NonFiniteWeightsAreRefusedByName) {
+  // Bytes 0xFF make every F32 a NaN (exponent all ones, mantissa non-zero).
+  EXPECT_ERROR_CONTAINS(LoadWith("", "model.language_model.norm.weight", DType::kF32, {64}, "", 0xFF),
+                        "tensor 'model.language_model.norm.weight' holds 64 non-finite values");
 }
 TEST_F(BrokenCheckpoint, VisionTensorsAreSkipped) {
   EXPECT_OK(LoadWith("", "", DType::kF32, {}, "model.visual.blocks.0.attn.qkv.weight").status());
