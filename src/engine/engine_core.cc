@@ -56,6 +56,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
     GLINT_ASSIGN_OR_RETURN(core->rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
     core->counters_.spec_accepted_per_position.assign(1, 0);
   }
+  if ((core->mirror_ = model.engine_mirror()) != nullptr) {
+    core->memory_->set_mirror(core->mirror_);
+    const ItemArena* arenas[] = {&core->memory_->block_arena(), &core->memory_->slot_arena(),
+                                 &core->memory_->checkpoint_arena(), &core->rollback_};
+    core->mirror_pools_ = core->mirror_->AttachPools(core->layout_, arenas);
+  }
   SchedulerOptions scheduling;
   scheduling.max_batch_tokens = options.max_batch_tokens;
   scheduling.watermark_blocks = static_cast<int64_t>(options.admission_watermark * r.num_blocks);
@@ -81,6 +87,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
     core->vocabulary_ = std::make_unique<grammar::TokenVocabulary>(std::move(bytes), std::move(special), core->end_ids_);
   }
   return core;
+}
+
+EngineCore::~EngineCore() {
+  if (mirror_ != nullptr && mirror_pools_ >= 0) mirror_->DetachPools(mirror_pools_);
 }
 
 Status EngineCore::Validate(const Request& request) const {
@@ -341,6 +351,7 @@ Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t snapshot_position) 
                            ") has no state to copy");
     }
     std::memcpy(target.data, source, layout_->checkpoint_bytes);
+    if (mirror_ != nullptr) mirror_->OnCopy(target.data, source, layout_->checkpoint_bytes);
   }
   return Status::Ok();
 }
@@ -513,6 +524,9 @@ Status EngineCore::Step() {
       emissions[i].push_back({chunk.id, bonus, row1});
     } else {
       RollBack(*sample.state, RollbackData(chunk.id), chunk.start + 1);
+      if (mirror_ != nullptr) {
+        mirror_->OnCopy(sample.state->memory.slot, RollbackData(chunk.id), layout_->checkpoint_bytes);
+      }
     }
   }
 
