@@ -38,6 +38,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model.CacheLayoutFor(cache_options));
   core->layout_ = std::make_shared<const CacheLayout>(std::move(layout));
   GLINT_ASSIGN_OR_RETURN(core->capacity_, PlanCapacity(c, *core->layout_, options, model.weight_bytes()));
+  if (const ShardPlan plan = model.shard_plan(); plan.distributed()) core->capacity_.shard = DescribeShard(plan, c);
   const CapacityReport& r = core->capacity_;
   CacheManagerOptions memory;
   memory.block_tokens = r.block_tokens;
