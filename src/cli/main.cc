@@ -1,5 +1,8 @@
 // glint: one binary, one subcommand per job. See `glint --help`.
+#include <pthread.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 
 #include "base/log.h"
@@ -20,8 +23,16 @@ int RunMain(int argc, char** argv);
 
 int main(int argc, char** argv) {
   using namespace glint;
-  // Under mpirun: MPI is initialised before the flags are parsed (it may consume its own arguments).
+  // Under mpirun: MPI is initialised before the flags are parsed (it may consume its own arguments). Its helper
+  // threads start with SIGTERM and SIGINT blocked, so that those signals reach glint's own threads (`glint serve`
+  // stops gracefully on them) rather than ending the process in a thread that ignores nothing.
+  sigset_t stop_signals, previous;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &previous);
   auto world = MakeCommunicator(&argc, &argv);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
   if (!world.ok()) {
     std::fprintf(stderr, "glint: error: %s\n", world.status().message().c_str());
     return 1;
