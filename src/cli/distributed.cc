@@ -109,8 +109,9 @@ std::string CompareRecords(const std::vector<RankRecord>& records) {
     differences += StrCat(differences.empty() ? "" : "; ", "rank ", r, " differs from rank 0 in ", list);
   }
   if (differences.empty()) return "";
-  return differences + ": every rank must run the same glint build with the same model and flags "
-                       "(docs/distributed.md); every rank stops";
+  return differences +
+         ": every rank must run the same glint build with the same model and flags "
+         "(docs/distributed.md); every rank stops";
 }
 
 }  // namespace
@@ -133,13 +134,15 @@ void EndWorld() { g_world.reset(); }
 bool Distributed() { return World().size() > 1; }
 
 void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
-  command.add_option("--tp", flags.tp,
-                     "under mpirun: tensor-parallel degree, ranks per copy of attention and the dense parts; only 1 "
-                     "is implemented (attention replicated on every rank). Default 1")
+  command
+      .add_option("--tp", flags.tp,
+                  "under mpirun: tensor-parallel degree, ranks per copy of attention and the dense parts; only 1 "
+                  "is implemented (attention replicated on every rank). Default 1")
       ->check(CLI::Range(1, 1 << 16));
-  command.add_option("--ep", flags.ep,
-                     "under mpirun: expert-parallel degree, ranks the routed experts are split over; --tp × --ep "
-                     "must equal the number of ranks. Default: the number of ranks (docs/distributed.md)")
+  command
+      .add_option("--ep", flags.ep,
+                  "under mpirun: expert-parallel degree, ranks the routed experts are split over; --tp × --ep "
+                  "must equal the number of ranks. Default: the number of ranks (docs/distributed.md)")
       ->check(CLI::Range(1, 1 << 16));
 }
 

@@ -4,10 +4,9 @@
 // bytes; then rank 0 goes on with the command against a LockstepLeader and the other ranks follow its plans.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "base/status.h"
 #include "dist/communicator.h"

@@ -157,8 +157,9 @@ Status LockstepLeader::PutPointer(WireWriter& w, const std::byte* pointer) const
       return Status::Ok();
     }
   }
-  return InternalError("lockstep: a pointer outside every pool the engine attached (a copy the followers cannot "
-                       "make)");
+  return InternalError(
+      "lockstep: a pointer outside every pool the engine attached (a copy the followers cannot "
+      "make)");
 }
 
 Status LockstepLeader::PutState(WireWriter& w, const SequenceState& state) const {
@@ -310,16 +311,35 @@ class Follower {
     while (!r.done() && r.ok()) {
       const auto op = r.Get<PlanOp>();
       switch (op) {
-        case PlanOp::kStop: stop = true; return r.done() ? Status::Ok() : InvalidArgument("bytes after a stop");
-        case PlanOp::kAttach: GLINT_RETURN_IF_ERROR(Attach(r)); break;
-        case PlanOp::kDetach: Detach(r.Get<int64_t>()); break;
-        case PlanOp::kCopy: GLINT_RETURN_IF_ERROR(Copy(r)); break;
-        case PlanOp::kZero: GLINT_RETURN_IF_ERROR(Zero(r)); break;
-        case PlanOp::kRelease: owned_.erase(r.Get<uint64_t>()); break;
-        case PlanOp::kForward: GLINT_RETURN_IF_ERROR(Forward(r)); break;
-        case PlanOp::kMtpForward: GLINT_RETURN_IF_ERROR(MtpForward(r)); break;
-        case PlanOp::kMtpForwardBatch: GLINT_RETURN_IF_ERROR(MtpForwardBatch(r)); break;
-        default: return InvalidArgument("unknown plan operation ", static_cast<int>(op));
+        case PlanOp::kStop:
+          stop = true;
+          return r.done() ? Status::Ok() : InvalidArgument("bytes after a stop");
+        case PlanOp::kAttach:
+          GLINT_RETURN_IF_ERROR(Attach(r));
+          break;
+        case PlanOp::kDetach:
+          Detach(r.Get<int64_t>());
+          break;
+        case PlanOp::kCopy:
+          GLINT_RETURN_IF_ERROR(Copy(r));
+          break;
+        case PlanOp::kZero:
+          GLINT_RETURN_IF_ERROR(Zero(r));
+          break;
+        case PlanOp::kRelease:
+          owned_.erase(r.Get<uint64_t>());
+          break;
+        case PlanOp::kForward:
+          GLINT_RETURN_IF_ERROR(Forward(r));
+          break;
+        case PlanOp::kMtpForward:
+          GLINT_RETURN_IF_ERROR(MtpForward(r));
+          break;
+        case PlanOp::kMtpForwardBatch:
+          GLINT_RETURN_IF_ERROR(MtpForwardBatch(r));
+          break;
+        default:
+          return InvalidArgument("unknown plan operation ", static_cast<int>(op));
       }
     }
     return r.status();
@@ -354,7 +374,7 @@ class Follower {
   const Model& model_;
   std::map<int64_t, Pools> pools_;
   std::map<int64_t, ItemArena> arenas_;
-  std::map<uint64_t, SequenceState> owned_;  // by rank 0's key
+  std::map<uint64_t, SequenceState> owned_;        // by rank 0's key
   std::deque<std::vector<int32_t>> block_tables_;  // of the bound states of the current plan
   std::vector<std::vector<int64_t>> forced_positions_;
   std::vector<EntryOutput> last_outputs_;  // of the last Forward: the MTP layer's hidden input
@@ -370,8 +390,9 @@ Status Follower::Attach(WireReader& r) {
   GLINT_RETURN_IF_ERROR(r.status());
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model_.CacheLayoutFor(options));
   if (layout.block_bytes != block_bytes || layout.slot_bytes != slot_bytes) {
-    return FailedPrecondition("the cache layout differs from rank 0's: blocks of ", layout.block_bytes, " bytes (rank 0: ",
-                              block_bytes, "), slots of ", layout.slot_bytes, " (rank 0: ", slot_bytes, ")");
+    return FailedPrecondition("the cache layout differs from rank 0's: blocks of ", layout.block_bytes,
+                              " bytes (rank 0: ", block_bytes, "), slots of ", layout.slot_bytes,
+                              " (rank 0: ", slot_bytes, ")");
   }
   Pools& pools = pools_[id];
   pools.layout = std::make_shared<const CacheLayout>(std::move(layout));
@@ -406,8 +427,8 @@ Status Follower::Copy(WireReader& r) {
   WireReader peek = r;  // the size comes after both pointers
   peek.Get<int64_t>(), peek.Get<int64_t>(), peek.Get<int64_t>(), peek.Get<int64_t>();
   const int64_t bytes = peek.Get<int64_t>();
-  GLINT_ASSIGN_OR_RETURN(std::byte* destination, GetPointer(r, bytes));
-  GLINT_ASSIGN_OR_RETURN(std::byte* source, GetPointer(r, bytes));
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes));
+  GLINT_ASSIGN_OR_RETURN(std::byte * source, GetPointer(r, bytes));
   r.Get<int64_t>();
   std::memmove(destination, source, bytes);
   return r.status();
@@ -417,7 +438,7 @@ Status Follower::Zero(WireReader& r) {
   WireReader peek = r;
   peek.Get<int64_t>(), peek.Get<int64_t>();
   const int64_t bytes = peek.Get<int64_t>();
-  GLINT_ASSIGN_OR_RETURN(std::byte* destination, GetPointer(r, bytes));
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes));
   r.Get<int64_t>();
   std::memset(destination, 0, bytes);
   return r.status();
@@ -450,7 +471,7 @@ Result<SequenceState*> Follower::GetState(WireReader& r, std::deque<SequenceStat
   for (int32_t block : block_tables_.back()) {
     if (block < 0 || block >= blocks.count()) return InvalidArgument("block ", block, " of ", blocks.count());
   }
-  GLINT_ASSIGN_OR_RETURN(std::byte* slot, GetPointer(r, p.layout->slot_bytes));
+  GLINT_ASSIGN_OR_RETURN(std::byte * slot, GetPointer(r, p.layout->slot_bytes));
   const int64_t tokens = r.Get<int64_t>(), mtp_tokens = r.Get<int64_t>();
   GLINT_RETURN_IF_ERROR(r.status());
   bound.push_back(model_.BindSequence(p.layout, {&blocks, &block_tables_.back(), slot}, tokens, mtp_tokens));
@@ -474,8 +495,9 @@ Result<std::span<const float>> Follower::GetHidden(WireReader& r, std::vector<fl
   }
   const std::span<const float> hidden(last_outputs_[entry].hidden.data() + offset, count);
   if (HashFloats(hidden) != hash) {
-    return FailedPrecondition("this rank's final hidden state differs from rank 0's (the ranks diverged: different "
-                              "weights, kernels or thread counts?)");
+    return FailedPrecondition(
+        "this rank's final hidden state differs from rank 0's (the ranks diverged: different "
+        "weights, kernels or thread counts?)");
   }
   return hidden;
 }

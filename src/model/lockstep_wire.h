@@ -80,7 +80,8 @@ class WireReader {
     return true;
   }
   void Fail(const std::string& what) {
-    if (ok_) error_ = "cannot read " + what + " at byte " + std::to_string(at_) + " of " + std::to_string(bytes_.size());
+    if (ok_)
+      error_ = "cannot read " + what + " at byte " + std::to_string(at_) + " of " + std::to_string(bytes_.size());
     ok_ = false;
   }
   std::span<const std::byte> bytes_;
