@@ -19,6 +19,7 @@ std::unique_ptr<Communicator> g_world;
 uint64_t g_flags_hash = 0;
 bool g_follower_finished = false;
 bool g_ranks_agreed_on_error = false;
+bool g_leading = false;  // rank 0 past JoinRanks: its LockstepLeader stops the followers when it is destroyed
 
 // What each rank tells the others at start-up (one all-gather of a fixed-size record). The build id comes first so
 // that two different binaries, whose records might be laid out differently, are told apart before anything else.
@@ -150,6 +151,7 @@ ModelParallel ToModelParallel(const ParallelFlags& flags) { return {&World(), fl
 
 bool FollowerFinished() { return g_follower_finished; }
 bool RanksAgreedOnError() { return g_ranks_agreed_on_error; }
+bool Leading() { return g_leading; }
 
 const Model& Unwrapped(const Model& model) {
   const auto* leader = dynamic_cast<const LockstepLeader*>(&model);
@@ -173,6 +175,7 @@ Result<std::unique_ptr<Model>> JoinRanks(Result<std::unique_ptr<Model>> loaded, 
     for (const RankRecord& record : records) bytes.push_back(record.weight_bytes);
     LogInfo(comm.Describe(), ": ", DescribeShard(model->shard_plan(), model->config()), "\n",
             RenderText(ShardPlanTable(model->shard_plan(), model->config(), bytes)));
+    g_leading = true;
     return std::unique_ptr<Model>(std::make_unique<LockstepLeader>(std::move(model), comm));
   }
   LogInfo(DescribeShard(model->shard_plan(), model->config()), "; following rank 0's batch plans");

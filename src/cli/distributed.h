@@ -38,6 +38,9 @@ Result<std::unique_ptr<Model>> JoinRanks(Result<std::unique_ptr<Model>> loaded, 
 bool FollowerFinished();
 // Whether every rank returns the same error (JoinRanks found a failure or a difference), so none waits for another.
 bool RanksAgreedOnError();
+// Rank 0 after JoinRanks succeeded: the followers are released when its model is destroyed, so an error of the
+// command needs no abort.
+bool Leading();
 // The model a LockstepLeader wraps, or `model` itself.
 const Model& Unwrapped(const Model& model);
 

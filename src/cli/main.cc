@@ -87,8 +87,8 @@ int RunMain(int argc, char** argv) {
   }
   Status status = action();
   if (FollowerFinished()) return 0;  // a rank other than 0: it followed rank 0's plans until rank 0 stopped
-  if (!status.ok() && Distributed() && !RanksAgreedOnError()) {
-    // This rank alone failed: its peers may be waiting in a collective it will never join.
+  if (!status.ok() && Distributed() && !RanksAgreedOnError() && !Leading()) {
+    // This rank alone failed before the ranks joined: its peers may be waiting in a collective it will never join.
     AbortAllRanks(World(), StrCat("glint ", chosen, ": error: ", status.message()), 1);
   }
   if (!status.ok()) {

@@ -7,19 +7,7 @@ set -euo pipefail
 glint="$1"
 data="$2"
 mpirun="$3"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-export GLINT_CACHE_DIR="$work/cache"
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-# ranks N ARGS...: glint ARGS under mpirun -np N (bounded: a hang fails the test instead of stalling ctest).
-ranks() {
-  local n="$1"
-  shift
-  timeout 60 "$mpirun" --oversubscribe --allow-run-as-root --mca btl self,vader -np "$n" "$glint" "$@"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # $work, fail, ranks, rank_pid
 
 # ---- run: greedy text identical ----
 RUN=(run --prompt "Once upon a time" --max-tokens 24 --temperature 0 --threads 1)

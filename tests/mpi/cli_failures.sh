@@ -8,19 +8,14 @@ set -euo pipefail
 glint="$1"
 data="$2"
 mpirun="$3"
-work="$(mktemp -d)"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # $work, fail, ranks, rank_pid
 pid=""
-cleanup() {
+kill_server() {
   if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-  rm -rf "$work"
+  mpi_util_cleanup
 }
-trap cleanup EXIT
-export GLINT_CACHE_DIR="$work/cache"
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-MPI=(timeout 60 "$mpirun" --oversubscribe --allow-run-as-root --mca btl self,vader)
+trap kill_server EXIT
+MPI=(timeout 60 "$mpirun" "${MPIRUN_LOCAL[@]}")
 RUN=(run --path reference --tokens 1,2,3 --max-tokens 4 --temperature 0 --print-ids)
 dense="$data/golden/tiny-dense" sparse="$data/golden/tiny-sparse"
 
@@ -61,10 +56,7 @@ curl -s --max-time 30 -H "Content-Type: application/json" -o /dev/null \
   "http://127.0.0.1:$port/v1/completions" &
 client=$!
 sleep 1
-rank1=""
-for child in $(pgrep -P "$(pgrep -P "$pid" || true)" 2>/dev/null || true); do
-  if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then rank1="$child"; fi
-done
+rank1="$(rank_pid "$pid" 1)"
 [[ -n "$rank1" ]] || fail "rank 1's process not found"
 kill -KILL "$rank1"
 start=$SECONDS

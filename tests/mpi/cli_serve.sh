@@ -10,6 +10,7 @@ mpirun="$3"
 # serve_util.sh starts "$glint serve ..."; under mpirun that is a wrapper script.
 glint="$(mktemp)"
 source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/serve_util.sh"  # $work, fail, start_server, stop_server, metric
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # rank_pid
 ENGINE=(--memory 64M --max-seqs 8 --max-model-len 1024 --threads 1 --checkpoint-interval 64)
 
 post() {  # post PATH JSON: the body to stdout
@@ -54,10 +55,7 @@ hits="$(curl -s --max-time 10 "$base/metrics" | awk '$1 ~ /^vllm:prefix_cache_hi
 [[ -n "$hits" ]] || fail "/metrics: no prefix cache counter"
 python3 -c "import sys; sys.exit(0 if float('$hits') > 0 else 1)" || fail "no prefix-cache hit under mpirun ($hits)"
 # SIGTERM to rank 0 (the glint child of mpirun whose rank is 0): every rank stops, mpirun exits 0.
-rank0=""
-for child in $(pgrep -P "$(pgrep -P "$pid" -f mpirun || echo "$pid")" 2>/dev/null || true); do
-  if tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=0"; then rank0="$child"; fi
-done
+rank0="$(rank_pid "$pid" 0)"
 [[ -n "$rank0" ]] || fail "rank 0's process not found under $pid"
 kill -TERM "$rank0"
 for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
