@@ -3,6 +3,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -179,6 +180,10 @@ Result<std::unique_ptr<Model>> JoinRanks(Result<std::unique_ptr<Model>> loaded, 
     return std::unique_ptr<Model>(std::make_unique<LockstepLeader>(std::move(model), comm));
   }
   LogInfo(DescribeShard(model->shard_plan(), model->config()), "; following rank 0's batch plans");
+  // A follower ends when rank 0 says so (or the job is aborted): SIGTERM and SIGINT, which mpirun forwards to
+  // every rank, are left to rank 0, whose `glint serve` stops gracefully on them and then stops the followers.
+  std::signal(SIGTERM, SIG_IGN);
+  std::signal(SIGINT, SIG_IGN);
   GLINT_RETURN_IF_ERROR(RunLockstepFollower(*model, comm));
   g_follower_finished = true;
   return FailedPrecondition("rank ", comm.rank(), " followed rank 0 to the end");
