@@ -60,12 +60,8 @@ rank1="$(rank_pid "$pid" 1)"
 [[ -n "$rank1" ]] || fail "rank 1's process not found"
 kill -KILL "$rank1"
 start=$SECONDS
-for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$pid" 2>/dev/null && fail "the job still runs 10 s after rank 1 was killed"
-status=0
-wait "$pid" || status=$?
-pid=""
-[[ $status -ne 0 ]] || fail "mpirun exited 0 after a rank was killed"
+wait_job 10 "the job still runs 10 s after rank 1 was killed"
+[[ $job_exit -ne 0 ]] || fail "mpirun exited 0 after a rank was killed"
 expect_message "$work/serve.log" "process rank 1 .* exited on signal 9" "killed rank"
 wait "$client" || true
 echo "PASS (killed rank ended the job in $((SECONDS - start)) s)"

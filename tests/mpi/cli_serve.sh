@@ -10,7 +10,7 @@ mpirun="$3"
 # serve_util.sh starts "$glint serve ..."; under mpirun that is a wrapper script.
 glint="$(mktemp)"
 source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/serve_util.sh"  # $work, fail, start_server, stop_server, metric
-source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # rank_pid
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # rank_pid, wait_job
 ENGINE=(--memory 64M --max-seqs 8 --max-model-len 1024 --threads 1 --checkpoint-interval 64)
 
 post() {  # post PATH JSON: the body to stdout
@@ -58,11 +58,7 @@ python3 -c "import sys; sys.exit(0 if float('$hits') > 0 else 1)" || fail "no pr
 rank0="$(rank_pid "$pid" 0)"
 [[ -n "$rank0" ]] || fail "rank 0's process not found under $pid"
 kill -TERM "$rank0"
-for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-kill -0 "$pid" 2>/dev/null && fail "mpirun still running 30 s after SIGTERM to rank 0"
-status=0
-wait "$pid" || status=$?
-pid=""
-[[ $status -eq 0 ]] || fail "mpirun exited $status after SIGTERM to rank 0"
+wait_job 30 "mpirun still running 30 s after SIGTERM to rank 0"
+[[ $job_exit -eq 0 ]] || fail "mpirun exited $job_exit after SIGTERM to rank 0"
 rm -f "$glint"
 echo "PASS"

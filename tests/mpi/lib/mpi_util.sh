@@ -4,6 +4,8 @@
 #   fail MESSAGE          print FAIL and exit 1
 #   ranks N ARGS...       glint ARGS under mpirun -np N on localhost, bounded by `timeout` (a hang fails the test)
 #   rank_pid PID RANK     the pid of rank RANK's process below PID (mpirun, or a `timeout` running it)
+#   wait_job SECONDS WHAT waits at most SECONDS for the background job $pid to end (else fail "WHAT"), clears
+#                         $pid and sets $job_exit to its exit status (not in a subshell: it waits for a child)
 # shellcheck shell=bash
 
 if [[ -z "${work:-}" ]]; then
@@ -33,4 +35,13 @@ rank_pid() {
       return
     fi
   done
+}
+
+wait_job() {
+  local tenths=$(($1 * 10))
+  for _ in $(seq 1 "$tenths"); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && fail "$2"
+  job_exit=0
+  wait "$pid" || job_exit=$?
+  pid=""
 }
