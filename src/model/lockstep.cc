@@ -97,7 +97,7 @@ SequenceState LockstepLeader::NewSequence() const {
 int64_t LockstepLeader::AttachPools(std::shared_ptr<const CacheLayout> layout,
                                     std::span<const ItemArena* const> arenas) {
   const int64_t id = next_id_++;
-  std::lock_guard<std::mutex> lock(pending_mutex_);
+  std::unique_lock<std::mutex> lock(pending_mutex_);
   pending_.Put(PlanOp::kAttach);
   pending_.Put<int64_t>(id);
   pending_.Put<int64_t>(layout->options.block_tokens);
@@ -117,6 +117,11 @@ int64_t LockstepLeader::AttachPools(std::shared_ptr<const CacheLayout> layout,
     if (arena->count() > 0) arenas_.push_back({arena_id, arena->Item(0), arena->count() * arena->item_bytes()});
   }
   pools_.push_back(std::move(record));
+  lock.unlock();
+  // Sent now rather than with the first plan: the followers allocate their copies while rank 0 starts up, and a
+  // follower short of memory ends the job at start-up instead of at the first request.
+  WireWriter nothing;
+  AbortOnFailure(Send(nothing), "to send an engine's pools");
   return id;
 }
 

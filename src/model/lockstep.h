@@ -61,6 +61,8 @@ class LockstepLeader final : public Model, public EngineMirror {
   Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
                          const ForwardOptions& options = {}) const override;
 
+  // Broadcasts the pools at once (the followers allocate theirs): call it, as the engine does when it is created,
+  // from the thread that runs the model or while none does.
   int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas) override;
   void DetachPools(int64_t id) override;
   void OnCopy(std::byte* destination, const std::byte* source, int64_t bytes) override;
