@@ -8,9 +8,11 @@ namespace glint {
 namespace {
 std::atomic<LogLevel> g_level{LogLevel::kInfo};
 std::mutex g_write_mutex;  // keeps lines from different threads whole
+std::string g_prefix;      // set once before any thread logs
 }  // namespace
 
 void SetLogLevel(LogLevel level) { g_level.store(level); }
+void SetLogPrefix(std::string prefix) { g_prefix = std::move(prefix); }
 LogLevel GetLogLevel() { return g_level.load(); }
 
 Result<LogLevel> ParseLogLevel(std::string_view name) {
@@ -25,8 +27,8 @@ Result<LogLevel> ParseLogLevel(std::string_view name) {
 void LogLine(LogLevel level, std::string_view line) {
   static constexpr const char* kTags[] = {"debug", "info", "warning", "error", ""};
   std::lock_guard<std::mutex> lock(g_write_mutex);
-  std::fprintf(stderr, "glint %s: %.*s\n", kTags[static_cast<int>(level)], static_cast<int>(line.size()),
-               line.data());
+  std::fprintf(stderr, "glint %s%s: %.*s\n", g_prefix.c_str(), kTags[static_cast<int>(level)],
+               static_cast<int>(line.size()), line.data());
 }
 
 }  // namespace glint

@@ -12,6 +12,8 @@ namespace glint {
 enum class LogLevel { kDebug = 0, kInfo = 1, kWarning = 2, kError = 3, kOff = 4 };
 
 void SetLogLevel(LogLevel level);
+// Written after "glint" on every line, e.g. "rank 1 " in a multi-rank run (set once at start-up).
+void SetLogPrefix(std::string prefix);
 LogLevel GetLogLevel();
 Result<LogLevel> ParseLogLevel(std::string_view name);  // "debug", "info", "warning", "error", "off"
 void LogLine(LogLevel level, std::string_view line);

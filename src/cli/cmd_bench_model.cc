@@ -44,6 +44,7 @@ struct BenchFlags {
   int repetitions = 3;
   int64_t pass_tokens = 512;
   int64_t probe_mib = 256;
+  ParallelFlags parallel;  // --tp / --ep under mpirun
 };
 
 double Median(std::vector<double> values) {
@@ -149,39 +150,48 @@ Status RunBenchModel(const BenchFlags& flags) {
   const double bandwidth = limits.triad_gbps_all_threads * 1e9;
   ResetPeakRss();  // the probes' buffers (≈1 GB) are not the model's
 
-  // Load twice: the second load of a container reads from the page cache.
+  // Load twice: the second load of a container reads from the page cache. Under mpirun every rank loads its shard
+  // and the ranks join (a load error on one rank becomes an error on all of them).
+  options.parallel = ToModelParallel(flags.parallel);
   std::unique_ptr<FastModel> model;
-  for (int run = 0; run < 2; ++run) {
-    model.reset();
-    ProgressBar bar("convert at load");
-    options.progress = [&bar](const ConvertProgress& p) { bar.Update(p.done_bytes, p.total_bytes, p.tensor); };
-    GLINT_ASSIGN_OR_RETURN(model, FastModel::Load(flags.model, pool, options));
-    const FastLoadReport& load = model->load_report();
-    std::printf("== load %d: %s, %s experts, %.3f GB in %.2f s = %.2f GB/s\n", run + 1,
-                load.from_container ? "container (mmap, no conversion)" : "checkpoint (converted in memory)",
-                std::string(ExpertWeightsName(model->weights().experts)).c_str(), load.weight_bytes / 1e9,
-                load.seconds, load.weight_bytes / 1e9 / load.seconds);
-    if (!load.from_container) break;  // converting twice teaches nothing new
-    if (run == 0) ResetPeakRss();      // only one copy of the weights is ever mapped at a time
-  }
-  const ModelConfig& c = model->config();
-  const uint64_t weight_bytes = model->load_report().weight_bytes;
-  GLINT_RETURN_IF_ERROR(LogExpertCacheReport(*model, pool));
+  uint64_t weight_bytes = 0;
+  const Status loaded = [&]() -> Status {
+    for (int run = 0; run < 2; ++run) {
+      model.reset();
+      ProgressBar bar("convert at load");
+      options.progress = [&bar](const ConvertProgress& p) { bar.Update(p.done_bytes, p.total_bytes, p.tensor); };
+      GLINT_ASSIGN_OR_RETURN(model, FastModel::Load(flags.model, pool, options));
+      const FastLoadReport& load = model->load_report();
+      std::printf("== load %d: %s, %s experts, %.3f GB in %.2f s = %.2f GB/s\n", run + 1,
+                  load.from_container ? "container (mmap, no conversion)" : "checkpoint (converted in memory)",
+                  std::string(ExpertWeightsName(model->weights().experts)).c_str(), load.weight_bytes / 1e9,
+                  load.seconds, load.weight_bytes / 1e9 / load.seconds);
+      if (!load.from_container) break;  // converting twice teaches nothing new
+      if (run == 0) ResetPeakRss();      // only one copy of the weights is ever mapped at a time
+    }
+    weight_bytes = model->load_report().weight_bytes;
+    return LogExpertCacheReport(*model, pool);
+  }();
+  Result<std::unique_ptr<Model>> joined =
+      loaded.ok() ? Result<std::unique_ptr<Model>>(std::unique_ptr<Model>(std::move(model))) : loaded;
+  GLINT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> runner, JoinRanks(std::move(joined), flags.model));
+  const auto* fast = &static_cast<const FastModel&>(Unwrapped(*runner));  // its step statistics
+  const ModelConfig& c = runner->config();
 
   // ---- prefill ----
   for (int64_t prompt : flags.prompts) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
     for (int rep = 0; rep < flags.repetitions; ++rep) {
-      SequenceState state = model->NewSequence();
+      SequenceState state = runner->NewSequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
       std::vector<EntryOutput> outputs;
       const BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
       Stopwatch watch;
       const double cpu_before = ProcessCpuSeconds();
-      GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs));
+      GLINT_RETURN_IF_ERROR(runner->Forward({&entry, 1}, outputs));
       seconds.push_back(watch.Seconds());
       cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
-      const FastStepStats& stats = model->last_step();
+      const FastStepStats& stats = fast->last_step();
       gops.push_back(2.0 * stats.int8_macs / stats.int8_seconds / 1e9);
       int8_share.push_back(stats.int8_seconds / seconds.back());
     }
@@ -196,7 +206,7 @@ Status RunBenchModel(const BenchFlags& flags) {
   uint64_t peak_cache_bytes = 0;
   for (int64_t batch_size : flags.batches) {
     std::vector<SequenceState> states;
-    for (int64_t i = 0; i < batch_size; ++i) states.push_back(model->NewSequence());
+    for (int64_t i = 0; i < batch_size; ++i) states.push_back(runner->NewSequence());
     std::vector<std::vector<int32_t>> contexts(batch_size);
     std::vector<BatchEntry> entries;
     for (int64_t i = 0; i < batch_size; ++i) {
@@ -204,8 +214,8 @@ Status RunBenchModel(const BenchFlags& flags) {
       entries.push_back({contexts[i], &states[i], LogitsWanted::kLast, false});
     }
     std::vector<EntryOutput> outputs;
-    GLINT_RETURN_IF_ERROR(model->Forward(entries, outputs));
-    if (model->expert_cache() != nullptr) const_cast<DiskExpertCache*>(model->expert_cache())->ResetStats();
+    GLINT_RETURN_IF_ERROR(runner->Forward(entries, outputs));
+    if (fast->expert_cache() != nullptr) const_cast<DiskExpertCache*>(fast->expert_cache())->ResetStats();
     Stopwatch decode_clock;
     std::vector<double> seconds, bandwidth_ratio, cpu_share;
     double bytes_per_step = 0, experts_per_layer = 0;
@@ -219,10 +229,10 @@ Status RunBenchModel(const BenchFlags& flags) {
       }
       Stopwatch watch;
       const double cpu_before = ProcessCpuSeconds();
-      GLINT_RETURN_IF_ERROR(model->Forward(entries, outputs));
+      GLINT_RETURN_IF_ERROR(runner->Forward(entries, outputs));
       seconds.push_back(watch.Seconds());
       cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
-      const FastStepStats& stats = model->last_step();
+      const FastStepStats& stats = fast->last_step();
       bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / bandwidth);
       bytes_per_step = static_cast<double>(stats.weight_bytes_read);
       experts_per_layer = 0, moe_layers = 0;
@@ -240,7 +250,7 @@ Status RunBenchModel(const BenchFlags& flags) {
                 bytes_per_step / s / 1e9, 100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
                 s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
                 static_cast<long long>(flags.steps));
-    if (const DiskExpertCache* cache = model->expert_cache(); cache != nullptr) {
+    if (const DiskExpertCache* cache = fast->expert_cache(); cache != nullptr) {
       const ExpertCacheStats cs = cache->stats();
       const double wall = decode_clock.Seconds();
       std::printf("   expert cache: hit rate %.1f%% (%lld hits, %lld misses), %.3f GB read from disk = %.2f GB/s over "
@@ -274,6 +284,7 @@ GLINT_REGISTER_COMMAND(
                              std::to_string(kAmxMinTokens) + " tokens on AMX tiles and everything else as avx512)");
       AddExpertsFlag(command, flags->experts);
       AddExpertMemoryFlag(command, flags->expert_memory);
+      AddParallelFlags(command, flags->parallel);
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
       command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
       command.add_option("--context", flags->context, "tokens of context before decoding")->capture_default_str();

@@ -25,6 +25,7 @@ struct ScoreFlags {
   std::string experts;  // --experts (fast path)
   std::string expert_memory;  // --expert-memory (fast path)
   int threads = 0;
+  ParallelFlags parallel;  // --tp / --ep under mpirun
   std::string tokens_file;
   std::string dump_logits;
   std::string reference;
@@ -50,6 +51,17 @@ Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const in
   std::vector<int32_t> table(blocks_needed);  // [blocks]
   for (int64_t b = 0; b < blocks_needed; ++b) table[b] = static_cast<int32_t>(b);
   SequenceState state = model.BindSequence(layout, {&blocks, &table, slot.Item(0)}, 0);
+  // Under mpirun the other ranks keep copies of this memory (lockstep.h): they are told of it, and of its end.
+  struct MirroredPools {
+    EngineMirror* mirror;
+    int64_t id;
+    ~MirroredPools() {
+      if (mirror != nullptr) mirror->DetachPools(id);
+    }
+  };
+  const ItemArena* arenas[] = {&blocks, &slot};
+  EngineMirror* mirror = model.engine_mirror();
+  const MirroredPools mirrored{mirror, mirror != nullptr ? mirror->AttachPools(layout, arenas) : -1};
   std::vector<EntryOutput> outputs;
   if (!token_by_token) {
     const BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
@@ -118,11 +130,14 @@ Status RunScore(const ScoreFlags& flags) {
   if (!flags.fast && !flags.expert_memory.empty()) {
     return InvalidArgument("--expert-memory applies to the fast path; add --fast");
   }
-  if (flags.fast) {
-    GLINT_ASSIGN_OR_RETURN(model, LoadFastModel(flags.model, pool, flags.experts, flags.expert_memory));
-  } else {
-    GLINT_ASSIGN_OR_RETURN(model, LoadReferenceModel(flags.model));
-  }
+  const ModelParallel parallel = ToModelParallel(flags.parallel);
+  Result<std::unique_ptr<Model>> loaded = [&]() -> Result<std::unique_ptr<Model>> {
+    if (flags.fast) return LoadFastModel(flags.model, pool, flags.experts, flags.expert_memory, parallel);
+    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference, LoadReferenceModel(flags.model, parallel));
+    return std::unique_ptr<Model>(std::move(reference));
+  }();
+  GLINT_ASSIGN_OR_RETURN(const std::string dir, ResolveModelDir(flags.model));
+  GLINT_ASSIGN_OR_RETURN(model, JoinRanks(std::move(loaded), dir));
   const ModelConfig& c = model->config();
   const KdaStateStorage storage = flags.kda_state == "bf16" ? KdaStateStorage::kBfloat16 : KdaStateStorage::kFloat32;
   GLINT_ASSIGN_OR_RETURN(auto sequences, ReadTokenSequences(flags.tokens_file, c.vocab_size));
@@ -190,6 +205,7 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                          command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
                          AddExpertsFlag(command, flags->experts);
                          AddExpertMemoryFlag(command, flags->expert_memory);
+                         AddParallelFlags(command, flags->parallel);
                          command.add_option("--tokens-file", flags->tokens_file,
                                             "JSON list of token-id lists, e.g. the golden tokens.json")
                              ->required()

@@ -34,10 +34,10 @@ Result<std::string> ResolveModelDir(const ModelFlag& flag) {
   return EnsureDefaultModel();
 }
 
-Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag) {
+Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag, const ModelParallel& parallel) {
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
   Stopwatch watch;
-  auto model = ReferenceModel::Load(dir);
+  auto model = ReferenceModel::Load(dir, {}, parallel);
   if (!model.ok()) return model.status();
   const ModelConfig& c = (*model)->config();
   LogInfo("loaded ", dir, " (", c.num_hidden_layers, " layers, hidden ", c.hidden_size, ", vocab ", c.vocab_size,
@@ -68,9 +68,10 @@ Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
 }
 
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts,
-                                             const std::string& expert_memory) {
+                                             const std::string& expert_memory, const ModelParallel& parallel) {
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
   FastModelOptions options;
+  options.parallel = parallel;
   if (!experts.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(experts));
   }
@@ -119,28 +120,36 @@ void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
       ->check(CLI::Range(0, 1024));
   AddExpertsFlag(command, flags.experts);
   AddExpertMemoryFlag(command, flags.expert_memory);
+  AddParallelFlags(command, flags.parallel);
 }
 
 Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path) {
+  GLINT_ASSIGN_OR_RETURN(const std::string dir, ResolveModelDir(flag));
+  const ModelParallel parallel = ToModelParallel(path.parallel);
   LoadedModel loaded;
-  if (path.path == "reference") {
-    if (!path.experts.empty()) return InvalidArgument("--experts applies to the fast path, not --path reference");
-    if (!path.expert_memory.empty()) {
-      return InvalidArgument("--expert-memory applies to the fast path, not --path reference");
+  Result<std::unique_ptr<Model>> model = [&]() -> Result<std::unique_ptr<Model>> {
+    if (path.path == "reference") {
+      if (!path.experts.empty()) return InvalidArgument("--experts applies to the fast path, not --path reference");
+      if (!path.expert_memory.empty()) {
+        return InvalidArgument("--expert-memory applies to the fast path, not --path reference");
+      }
+      GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference, LoadReferenceModel({dir}, parallel));
+      loaded.description = "fp32 reference";
+      return std::unique_ptr<Model>(std::move(reference));
     }
-    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flag));
-    loaded.model = std::move(model);
-    loaded.description = "fp32 reference";
-    return loaded;
-  }
-  const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
-  loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
-  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool, path.experts, path.expert_memory));
-  const auto& fast = static_cast<const FastModel&>(*loaded.model);
-  loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
-                              fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(),
-                                                                      " cached from disk)") : "",
-                              ", ", IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
+    const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
+    loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
+    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> fast_model,
+                           LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_memory, parallel));
+    const auto& fast = static_cast<const FastModel&>(*fast_model);
+    loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
+                                fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(),
+                                                                        " cached from disk)") : "",
+                                ", ", IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
+    return fast_model;
+  }();
+  GLINT_ASSIGN_OR_RETURN(loaded.model, JoinRanks(std::move(model), dir));
+  if (Distributed()) loaded.description += StrCat(", ", World().size(), " ranks (expert parallel)");
   return loaded;
 }
 

@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "base/worker_pool.h"
+#include "cli/distributed.h"
 #include "model/model.h"
 
 namespace glint::cli {
@@ -21,7 +22,8 @@ void AddModelFlag(CLI::App& command, ModelFlag& flag);
 // The directory to load: flag.dir, or the default model's cache directory (generated on first use).
 Result<std::string> ResolveModelDir(const ModelFlag& flag);
 // Loads the fp32 reference model (FP8 weights dequantized in memory) and logs what and how long it took.
-Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag);
+// `parallel`: this rank's shard under mpirun (--tp / --ep); none loads every weight.
+Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag, const ModelParallel& parallel = {});
 // --experts int8|int4 (routed experts' weight format, docs/fast-path.md "int4 experts") into `experts`; empty when
 // not given (a container loads as stored, a checkpoint converts to int8).
 void AddExpertsFlag(CLI::App& command, std::string& experts);
@@ -33,7 +35,8 @@ Result<uint64_t> ParseExpertMemory(const std::string& expert_memory);
 // `experts`: the --experts value (empty: as stored / int8); `expert_memory`: the --expert-memory value (empty:
 // every expert resident); with it, the expert cache's capacity report is logged.
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "",
-                                             const std::string& expert_memory = "");
+                                             const std::string& expert_memory = "",
+                                             const ModelParallel& parallel = {});
 // The capacity report of a model with an expert cache (start-up): resident bytes, cache slots, a short O_DIRECT read
 // probe and the expected disk bytes and tokens/s per token at a hit rate of 0. Nothing without a cache.
 Status LogExpertCacheReport(const Model& model, WorkerPool& pool);
@@ -45,6 +48,7 @@ struct ForwardPathFlags {
   int threads = 0;  // fast path worker threads; 0: all cores
   std::string experts;  // fast path: --experts int8|int4, empty when not given (AddExpertsFlag)
   std::string expert_memory;  // fast path: --expert-memory SIZE, empty when not given
+  ParallelFlags parallel;     // --tp / --ep (under mpirun)
 };
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags);
 
@@ -54,6 +58,8 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   std::string description;  // e.g. "int8/bf16 fast path, avx512-vnni, 2 threads" or "fp32 reference"
 };
+// Under mpirun every rank loads its shard and the ranks join (JoinRanks): rank 0 gets the model wrapped in a
+// LockstepLeader, the other ranks follow its plans and then get the error FollowerFinished() marks.
 Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path);
 
 }  // namespace glint::cli

@@ -2,7 +2,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
 #include <climits>
+#include <thread>
 #include <cstdio>
 
 namespace glint {
@@ -64,13 +66,32 @@ Status MpiCommunicator::DoAllGather(std::span<const std::byte> send, std::span<s
 Status MpiCommunicator::DoBroadcast(std::vector<std::byte>& buffer, int root) {
   // The length first, so that receivers size their buffers; then the bytes.
   unsigned long long length = buffer.size();
-  GLINT_RETURN_IF_ERROR(Check(MPI_Bcast(&length, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD), "MPI_Bcast"));
+  GLINT_RETURN_IF_ERROR(WaitIdly(&length, root));
   if (length > static_cast<unsigned long long>(INT_MAX)) {
     return InvalidArgument("broadcast of ", length, " bytes; at most ", INT_MAX, " per call");
   }
   buffer.resize(length);
   if (length == 0) return Status::Ok();
   return Check(MPI_Bcast(buffer.data(), static_cast<int>(length), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+}
+
+Status MpiCommunicator::WaitIdly(unsigned long long* length, int root) const {
+  // A follower rank waits here for rank 0's next plan, which under `glint serve` can be minutes away. A blocking
+  // MPI_Bcast spins a core the whole time; polling a non-blocking one spins only for the first millisecond (the gap
+  // between the steps of a busy engine) and then sleeps 100 µs between polls, so an idle rank costs ~nothing and a
+  // busy one adds no latency.
+  MPI_Request request;
+  GLINT_RETURN_IF_ERROR(
+      Check(MPI_Ibcast(length, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD, &request), "MPI_Ibcast"));
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    int done = 0;
+    GLINT_RETURN_IF_ERROR(Check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test"));
+    if (done) return Status::Ok();
+    if (std::chrono::steady_clock::now() - start > std::chrono::milliseconds(1)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
 }
 
 Status MpiCommunicator::DoBarrier() { return Check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }

@@ -33,6 +33,8 @@ class MpiCommunicator final : public Communicator {
  private:
   MpiCommunicator() = default;
   Status Check(int code, const char* what) const;
+  // The length header of a broadcast, received without spinning a core while nothing comes.
+  Status WaitIdly(unsigned long long* length, int root) const;
   int rank_ = 0, size_ = 1;
   std::string library_;
 };

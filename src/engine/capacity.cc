@@ -153,6 +153,9 @@ std::string CapacityReport::ToString() const {
   }
   out << "  unused      " << FormatBinaryBytes(unused_bytes) << "\n";
   if (weight_bytes > 0) out << "weights " << FormatBinaryBytes(weight_bytes) << " (not part of the cache budget)\n";
+  if (!shard.empty()) {
+    out << "shard " << shard << "; every rank holds these cache pools (attention is replicated at --tp 1)\n";
+  }
   out << "max model length " << max_model_len << " tokens; concurrent sequences:";
   for (const auto& [length, sequences] : concurrency) out << "  " << sequences << " at " << length;
   out << "\n";

@@ -51,7 +51,8 @@ struct CapacityReport {
   int64_t blocks_total_bytes = 0, slots_total_bytes = 0, checkpoints_total_bytes = 0, unused_bytes = 0;
   int64_t rollback_total_bytes = 0;
   bool speculative = false;
-  int64_t weight_bytes = 0;    // 0 when the model does not say
+  int64_t weight_bytes = 0;    // 0 when the model does not say; this rank's under mpirun
+  std::string shard;           // several ranks: how the weights are split (DescribeShard); empty for one
   int64_t max_model_len = 0;
   std::vector<std::pair<int64_t, int64_t>> concurrency;  // (context length, most sequences of it at once)
 

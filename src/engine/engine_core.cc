@@ -38,6 +38,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model.CacheLayoutFor(cache_options));
   core->layout_ = std::make_shared<const CacheLayout>(std::move(layout));
   GLINT_ASSIGN_OR_RETURN(core->capacity_, PlanCapacity(c, *core->layout_, options, model.weight_bytes()));
+  if (const ShardPlan plan = model.shard_plan(); plan.distributed()) core->capacity_.shard = DescribeShard(plan, c);
   const CapacityReport& r = core->capacity_;
   CacheManagerOptions memory;
   memory.block_tokens = r.block_tokens;
@@ -55,6 +56,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   if (r.speculative) {
     GLINT_ASSIGN_OR_RETURN(core->rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
     core->counters_.spec_accepted_per_position.assign(1, 0);
+  }
+  if ((core->mirror_ = model.engine_mirror()) != nullptr) {
+    core->memory_->set_mirror(core->mirror_);
+    const ItemArena* arenas[] = {&core->memory_->block_arena(), &core->memory_->slot_arena(),
+                                 &core->memory_->checkpoint_arena(), &core->rollback_};
+    core->mirror_pools_ = core->mirror_->AttachPools(core->layout_, arenas);
   }
   SchedulerOptions scheduling;
   scheduling.max_batch_tokens = options.max_batch_tokens;
@@ -81,6 +88,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
     core->vocabulary_ = std::make_unique<grammar::TokenVocabulary>(std::move(bytes), std::move(special), core->end_ids_);
   }
   return core;
+}
+
+EngineCore::~EngineCore() {
+  if (mirror_ != nullptr && mirror_pools_ >= 0) mirror_->DetachPools(mirror_pools_);
 }
 
 Status EngineCore::Validate(const Request& request) const {
@@ -341,6 +352,7 @@ Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t snapshot_position) 
                            ") has no state to copy");
     }
     std::memcpy(target.data, source, layout_->checkpoint_bytes);
+    if (mirror_ != nullptr) mirror_->OnCopy(target.data, source, layout_->checkpoint_bytes);
   }
   return Status::Ok();
 }
@@ -513,6 +525,9 @@ Status EngineCore::Step() {
       emissions[i].push_back({chunk.id, bonus, row1});
     } else {
       RollBack(*sample.state, RollbackData(chunk.id), chunk.start + 1);
+      if (mirror_ != nullptr) {
+        mirror_->OnCopy(sample.state->memory.slot, RollbackData(chunk.id), layout_->checkpoint_bytes);
+      }
     }
   }
 

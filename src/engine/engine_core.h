@@ -60,6 +60,7 @@ class EngineCore {
   // for text output and stop strings.
   static Result<std::unique_ptr<EngineCore>> Create(const Model& model, const EngineOptions& options,
                                                     const Tokenizer* tokenizer = nullptr);
+  ~EngineCore();  // detaches the pools from the model's mirror
 
   // Checks a request against the model and the limits (thread-safe: reads only what Create fixed).
   Status Validate(const Request& request) const;
@@ -174,6 +175,8 @@ class EngineCore {
   int64_t next_arrival_ = 0;
   Stopwatch clock_;
   bool check_integrity_ = false;
+  EngineMirror* mirror_ = nullptr;  // the model's (multi-rank leader), told of the pools and of every copy
+  int64_t mirror_pools_ = -1;
   EngineMetrics counters_;  // the cumulative fields
 };
 

@@ -135,10 +135,12 @@ bool CacheManager::Admit(SequenceId id, std::span<const int32_t> tokens, const P
 
   std::byte* slot = slot_arena_.Item(sequence->slot);
   std::memset(slot, 0, options_.slot_bytes);
+  if (mirror_ != nullptr) mirror_->OnZero(slot, options_.slot_bytes);
   if (match.tokens > 0 && NeedsCheckpoints()) {
     const std::optional<int32_t> checkpoint = checkpoints_.Find(match.hashes.back());
     GLINT_CHECK(checkpoint.has_value() && *checkpoint == match.checkpoint) << "the match's checkpoint is gone";
     std::memcpy(slot, checkpoint_arena_.Item(*checkpoint), options_.checkpoint_bytes);
+    if (mirror_ != nullptr) mirror_->OnCopy(slot, checkpoint_arena_.Item(*checkpoint), options_.checkpoint_bytes);
   }
   if (options_.prefix_caching) {
     ++prefix_queries_;
@@ -250,10 +252,14 @@ bool CacheManager::Fork(SequenceId parent_id, SequenceId child_id) {
   }
   if (partial) {
     const int32_t copy = blocks_.Allocate(1)->front();
-    std::memcpy(block_arena_.Item(copy), block_arena_.Item(parent.blocks[full]), options_.block_bytes);
+    std::byte* destination = block_arena_.Item(copy);
+    std::memcpy(destination, block_arena_.Item(parent.blocks[full]), options_.block_bytes);
+    if (mirror_ != nullptr) mirror_->OnCopy(destination, block_arena_.Item(parent.blocks[full]), options_.block_bytes);
     child->blocks.push_back(copy);
   }
-  std::memcpy(slot_arena_.Item(child->slot), slot_arena_.Item(parent.slot), options_.slot_bytes);
+  std::byte* child_slot = slot_arena_.Item(child->slot);
+  std::memcpy(child_slot, slot_arena_.Item(parent.slot), options_.slot_bytes);
+  if (mirror_ != nullptr) mirror_->OnCopy(child_slot, slot_arena_.Item(parent.slot), options_.slot_bytes);
   sequences_.emplace(child_id, std::move(child));
   return true;
 }

@@ -34,6 +34,7 @@
 #include "memory/block_pool.h"
 #include "memory/checkpoint_pool.h"
 #include "memory/item_arena.h"
+#include "memory/memory_mirror.h"
 #include "memory/slot_pool.h"
 
 namespace glint {
@@ -127,11 +128,15 @@ class CacheManager {
   int64_t Committed(SequenceId id) const;
   int32_t SlotOf(SequenceId id) const;
   std::byte* Slot(SequenceId id) const;
+  // Told about the copies and clears Admit and Fork make (null: nobody); not owned, must outlive this.
+  void set_mirror(MemoryMirror* mirror) { mirror_ = mirror; }
   ItemArena& block_arena() { return block_arena_; }
   const ItemArena& block_arena() const { return block_arena_; }
   const BlockPool& block_pool() const { return blocks_; }
   const SlotPool& slot_pool() const { return slots_; }
   const CheckpointPool& checkpoint_pool() const { return checkpoints_; }
+  const ItemArena& slot_arena() const { return slot_arena_; }
+  const ItemArena& checkpoint_arena() const { return checkpoint_arena_; }
   std::byte* CheckpointData(int32_t id) const { return checkpoint_arena_.Item(id); }
 
   CacheStats Stats() const;
@@ -165,6 +170,7 @@ class CacheManager {
   int64_t prefix_queries_ = 0, prefix_hits_ = 0, prefix_query_tokens_ = 0, prefix_hit_tokens_ = 0;
   int64_t checkpoints_taken_ = 0, checkpoints_missed_ = 0;
   int64_t pending_checkpoints_ = 0;  // taken by live sequences, not yet committed
+  MemoryMirror* mirror_ = nullptr;
 };
 
 }  // namespace glint

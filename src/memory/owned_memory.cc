@@ -12,6 +12,10 @@ Result<std::unique_ptr<OwnedSequenceMemory>> OwnedSequenceMemory::Create(int64_t
   return memory;
 }
 
+OwnedSequenceMemory::~OwnedSequenceMemory() {
+  if (on_free) on_free();
+}
+
 void OwnedSequenceMemory::Reserve(int64_t tokens) {
   while (Capacity() < tokens) block_table.push_back(blocks.Append());
 }

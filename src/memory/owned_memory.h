@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -13,6 +14,11 @@
 namespace glint {
 
 struct OwnedSequenceMemory {
+  OwnedSequenceMemory() = default;
+  OwnedSequenceMemory(const OwnedSequenceMemory&) = delete;
+  OwnedSequenceMemory& operator=(const OwnedSequenceMemory&) = delete;
+  // Runs on_free: a multi-rank leader frees the other ranks' copies of this sequence then (lockstep.h).
+  ~OwnedSequenceMemory();
   // `block_bytes`, `slot_bytes`: positive multiples of kItemAlignment (a layout's sizes). The slot is zeroed.
   static Result<std::unique_ptr<OwnedSequenceMemory>> Create(int64_t block_tokens, int64_t block_bytes,
                                                              int64_t slot_bytes);
@@ -24,6 +30,7 @@ struct OwnedSequenceMemory {
   ItemArena blocks;                  // growable, items of block_bytes
   std::vector<int32_t> block_table;  // position p in blocks.Item(block_table[p / block_tokens])
   ItemArena slot;                    // one item of slot_bytes
+  std::function<void()> on_free;     // empty: nothing to do
 };
 
 }  // namespace glint

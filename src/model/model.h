@@ -19,6 +19,7 @@
 #include "base/status.h"
 #include "io/config.h"
 #include "memory/item_arena.h"
+#include "memory/memory_mirror.h"
 #include "memory/owned_memory.h"
 #include "model/cache_layout.h"
 #include "model/dsa.h"
@@ -109,6 +110,16 @@ struct ForwardOptions {
   DsaOptions dsa;                                       // naive/absorbed MLA, indexer/dense selection
 };
 
+// A multi-rank leader (lockstep.h) keeps the other ranks' copies of an engine's pools identical: the engine hands
+// it the pools it allocated (their sequences laid out by `layout`) and tells it of every copy it makes outside a
+// forward pass (MemoryMirror).
+class EngineMirror : public MemoryMirror {
+ public:
+  // `arenas`: blocks, slots, checkpoints, rollback snapshots (empty arenas allowed). Returns the id to detach.
+  virtual int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas) = 0;
+  virtual void DetachPools(int64_t id) = 0;
+};
+
 // What the engine knows of a model: the forward pass over a ragged batch and the per-sequence state. The fp32
 // ReferenceModel implements it; faster implementations (int8, threads) implement it too and are tested against it.
 class Model {
@@ -134,8 +145,11 @@ class Model {
   // `tokens` positions already (0 for a zeroed slot, or a restored prefix). The caller keeps the block table
   // covering every position a Forward will write. With a layout that has the MTP cache, the MTP layer holds
   // `mtp_tokens` pairs (−1: as many as `tokens`) in the same memory.
-  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
-                             int64_t mtp_tokens = -1) const;
+  virtual SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory,
+                                     int64_t tokens, int64_t mtp_tokens = -1) const;
+  // Who must hear of the engine's pools and copies (a multi-rank leader, lockstep.h); null for a model that runs
+  // alone.
+  virtual EngineMirror* engine_mirror() const { return nullptr; }
 
   // Runs the trunk over every entry; outputs[i] belongs to batch[i]. Checks every entry first (token ids in
   // range, T ≥ 1, the state belongs to this model, the context limit) so a bad entry changes no state.

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -24,6 +25,7 @@
 #include "io/safetensors.h"
 #include "model/fast_convert.h"
 #include "model/fast_model.h"
+#include "model_checks.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 
@@ -33,30 +35,21 @@ namespace {
 constexpr double kReferenceTolerance = 1e-5;  // × std(logits), see above
 constexpr double kFastTolerance = 1e-3;       // × std(logits), see above
 
-class RecordingTrace : public Trace {
- public:
-  bool Wants(int sequence) const override { return sequence == 0; }
-  void Floats(int, const std::string& name, std::span<const float> values, std::vector<int64_t>) override {
-    floats[name].insert(floats[name].end(), values.begin(), values.end());
-  }
-  void Ints(int, const std::string& name, std::span<const int32_t> values, std::vector<int64_t>) override {
-    ints[name].insert(ints[name].end(), values.begin(), values.end());
-  }
-  std::map<std::string, std::vector<float>> floats;
-  std::map<std::string, std::vector<int32_t>> ints;
-};
+using testing::ForcedChoicesOf;
+using testing::RecordingTrace;
 
 struct SequenceRun {
   std::vector<float> logits, mtp_logits;
   RecordingTrace trace, mtp_trace;
 };
 
-SequenceRun RunSequence(const Model& model, const std::vector<int32_t>& tokens) {
+SequenceRun RunSequence(const Model& model, const std::vector<int32_t>& tokens,
+                        const ForcedChoices* forced = nullptr) {
   SequenceRun run;
   SequenceState state = model.NewSequence();
   std::vector<EntryOutput> outputs;
   BatchEntry entry{tokens, &state, LogitsWanted::kAll, true};
-  Status status = model.Forward({&entry, 1}, outputs, {}, &run.trace);
+  Status status = model.Forward({&entry, 1}, outputs, {}, &run.trace, forced);
   EXPECT_TRUE(status.ok()) << status.ToString();
   if (!status.ok()) return run;
   run.logits = outputs[0].logits;
@@ -100,6 +93,30 @@ void ExpectSameChoicesAndClose(const SequenceRun& alone, const SequenceRun& shar
   }
 }
 
+// The fast path on the random tiny-sparse model (100- and 300-token sequences): a one-ulp change of an MoE sum can
+// move an activation across an int8 rounding boundary (one step, 1/127 of its group's maximum: with every choice
+// forced, the trace of the 300-token sequence on 2 ranks shows layer 5's attention output jump from 1e-6 to 5e-3
+// at row 101; on 4 ranks it happens in the 100-token sequence too), and the random model amplifies it as it does
+// the fast path's own int8 error against fp32 (docs/quality.md: 87–90 % top-1 on these fixtures). That is
+// rounding, not a sharding error, and no per-logit bound covers it; so on tiny-sparse the choices of the 1-rank run
+// are forced on both runs and the check is the statistic used for int8 noise: the top-1 token of at least 90 % of
+// the rows unchanged (measured 96.7–97.3 % on 2–4 ranks). tiny-dense gets the strict check.
+constexpr double kMinTop1Agreement = 0.9;
+
+void ExpectMostlySameTop1(const std::vector<float>& one, const std::vector<float>& many, int64_t vocab) {
+  ASSERT_EQ(one.size(), many.size());
+  const size_t rows = one.size() / vocab;
+  size_t same = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    auto row = [&](const std::vector<float>& v) { return v.begin() + r * vocab; };
+    same += std::max_element(row(one), row(one) + vocab) - row(one) ==
+            std::max_element(row(many), row(many) + vocab) - row(many);
+  }
+  const double agreement = static_cast<double>(same) / rows;
+  EXPECT_GE(agreement, kMinTop1Agreement) << same << " of " << rows << " rows";
+  if (testing::World().rank() == 0) std::printf("  forced choices: top-1 agreement %.3f over %zu rows\n", agreement, rows);
+}
+
 class ExpertParallel : public ::testing::TestWithParam<std::string> {
  protected:
   std::string Dir() const { return testing::TestDataPath("golden/" + GetParam()); }
@@ -129,11 +146,11 @@ TEST_P(ExpertParallel, ReferenceMatchesOneRank) {
   }
 }
 
-// Known gap: on tiny-sparse the unforced fast path flips a near-tie indexer selection (layer 7, sequence 1) under
-// the reordered sum, and the random model then diverges; the check there needs the 1-rank run's choices forced
-// (ForcedChoices), which is not written yet. So this test runs on tiny-dense only.
+// On tiny-sparse the unforced fast path flips a near-tie indexer selection (layer 7, sequence 1) under the
+// reordered sum, and the random model then diverges: a discrete choice is not continuous in its inputs, so no
+// tolerance covers it. The comparison therefore forces the trunk's router and indexer choices of the 1-rank run
+// on both runs (ForcedChoices); what remains is the rounding of the MoE sums, which kFastTolerance bounds.
 TEST_P(ExpertParallel, FastPathMatchesOneRankFromCheckpointAndContainer) {
-  if (GetParam() != "tiny-dense") GTEST_SKIP() << "fast path unforced on tiny-sparse: near-tie selection, see above";
   WorkerPool pool(1);
   ASSERT_OK_AND_ASSIGN(auto alone, FastModel::Load(Dir(), pool));
   FastModelOptions options;
@@ -171,9 +188,15 @@ TEST_P(ExpertParallel, FastPathMatchesOneRankFromCheckpointAndContainer) {
   EXPECT_EQ(static_cast<uint64_t>(sharded->weight_bytes()), static_cast<uint64_t>(alone->weight_bytes()) - others);
 
   for (const auto& tokens : Sequences()) {
-    const SequenceRun one = RunSequence(*alone, tokens), many = RunSequence(*sharded, tokens);
-    ExpectSameChoicesAndClose(one, many, c.vocab_size, kFastTolerance);
-    const SequenceRun from_container = RunSequence(*mapped, tokens);
+    const ForcedChoices forced =
+        ForcedChoicesOf(RunSequence(*alone, tokens).trace, c, static_cast<int64_t>(tokens.size()));
+    const SequenceRun one = RunSequence(*alone, tokens, &forced), many = RunSequence(*sharded, tokens, &forced);
+    if (GetParam() == "tiny-dense") {
+      ExpectSameChoicesAndClose(one, many, c.vocab_size, kFastTolerance);
+    } else {
+      ExpectMostlySameTop1(one.logits, many.logits, c.vocab_size);
+    }
+    const SequenceRun from_container = RunSequence(*mapped, tokens, &forced);
     EXPECT_EQ(from_container.logits, many.logits) << "container and checkpoint shards differ";
   }
 }

@@ -29,47 +29,9 @@
 namespace glint {
 namespace {
 
-class RecordingTrace : public Trace {
- public:
-  bool Wants(int sequence) const override { return sequence == 0; }
-  void Floats(int, const std::string& name, std::span<const float> values, std::vector<int64_t>) override {
-    floats[name].insert(floats[name].end(), values.begin(), values.end());
-  }
-  void Ints(int, const std::string& name, std::span<const int32_t> values, std::vector<int64_t>) override {
-    ints[name].insert(ints[name].end(), values.begin(), values.end());
-  }
-  std::map<std::string, std::vector<float>> floats;
-  std::map<std::string, std::vector<int32_t>> ints;
-};
+using testing::ForcedChoicesOf;
+using testing::RecordingTrace;
 
-// The reference's discrete choices for one sequence, from its trace.
-ForcedChoices ChoicesOf(const RecordingTrace& trace, const ModelConfig& c, int64_t tokens) {
-  ForcedChoices forced;
-  forced.router.resize(c.num_hidden_layers);
-  forced.attended.resize(c.num_hidden_layers);
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string prefix = "layer." + std::to_string(l) + ".";
-    if (c.mlp_kinds[l] == MlpKind::kMoe) {
-      const auto& experts = trace.ints.at(prefix + "moe_experts");
-      for (int64_t t = 0; t < tokens; ++t) {
-        RouterChoice choice;
-        choice.experts.assign(experts.begin() + t * c.num_experts_per_tok,
-                              experts.begin() + (t + 1) * c.num_experts_per_tok);
-        forced.router[l].push_back(choice);
-      }
-    }
-    if (c.attention_kinds[l] == AttentionKind::kDsa) {
-      const auto& selected = trace.ints.at(prefix + "indexer_selected");
-      const int64_t width = c.DenseRegimeTokens();
-      for (int64_t t = 0; t < tokens; ++t) {
-        std::vector<int64_t> positions;
-        for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) positions.push_back(selected[t * width + i]);
-        forced.attended[l].push_back(positions);
-      }
-    }
-  }
-  return forced;
-}
 
 struct Agreement {
   int64_t rows = 0, top1_equal = 0;
@@ -132,7 +94,7 @@ TEST_P(FastGolden, ForcedChoicesStayWithinTheInt8ErrorBudget) {
   for (const auto& tokens : golden_->Tokens()) {
     RecordingTrace reference_trace;
     const std::vector<float> reference = Logits(*reference_, tokens, &reference_trace);
-    const ForcedChoices forced = ChoicesOf(reference_trace, c, static_cast<int64_t>(tokens.size()));
+    const ForcedChoices forced = ForcedChoicesOf(reference_trace, c, static_cast<int64_t>(tokens.size()));
     RecordingTrace fast_trace;
     Accumulate(reference, Logits(*fast_, tokens, &fast_trace, &forced), c.vocab_size, forced_agreement);
     // Forcing took: the fast path attended exactly the reference's positions and used its experts.
@@ -204,7 +166,7 @@ TEST_P(FastGolden, PrefillEqualsChunksEqualsDecode) {
   const int64_t length = static_cast<int64_t>(tokens.size());
   RecordingTrace trace;
   Logits(*fast_, tokens, &trace);
-  const ForcedChoices forced = ChoicesOf(trace, fast_->config(), length);
+  const ForcedChoices forced = ForcedChoicesOf(trace, fast_->config(), length);
   const std::vector<float> whole = Logits(*fast_, tokens, nullptr, &forced);
   // Token by token over the first 24 tokens (the decode step), then the rest at once.
   std::vector<std::vector<int64_t>> splits = {{1, length - 1}, {length / 3, length - length / 3}, {}};

@@ -11,6 +11,34 @@
 
 namespace glint::testing {
 
+ForcedChoices ForcedChoicesOf(const RecordingTrace& trace, const ModelConfig& c, int64_t tokens) {
+  ForcedChoices forced;
+  forced.router.resize(c.num_hidden_layers);
+  forced.attended.resize(c.num_hidden_layers);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string prefix = "layer." + std::to_string(l) + ".";
+    if (c.mlp_kinds[l] == MlpKind::kMoe) {
+      const auto& experts = trace.ints.at(prefix + "moe_experts");
+      for (int64_t t = 0; t < tokens; ++t) {
+        RouterChoice choice;
+        choice.experts.assign(experts.begin() + t * c.num_experts_per_tok,
+                              experts.begin() + (t + 1) * c.num_experts_per_tok);
+        forced.router[l].push_back(choice);
+      }
+    }
+    if (c.attention_kinds[l] == AttentionKind::kDsa) {
+      const auto& selected = trace.ints.at(prefix + "indexer_selected");
+      const int64_t width = c.DenseRegimeTokens();
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<int64_t> positions;
+        for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) positions.push_back(selected[t * width + i]);
+        forced.attended[l].push_back(positions);
+      }
+    }
+  }
+  return forced;
+}
+
 void ExpectCheckpointsInsideACallEqualTheStateAtThatPosition(const Model& model) {
   std::vector<int32_t> tokens(80);  // any ids: the property holds for every input
   for (size_t i = 0; i < tokens.size(); ++i) {

@@ -2,9 +2,32 @@
 // model_test.cc, the fast path in fast_model_test.cc).
 #pragma once
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "model/model.h"
+#include "model/trace.h"
 
 namespace glint::testing {
+
+// Keeps every traced value of sequence 0, by name, in call order.
+class RecordingTrace : public Trace {
+ public:
+  bool Wants(int sequence) const override { return sequence == 0; }
+  void Floats(int, const std::string& name, std::span<const float> values, std::vector<int64_t>) override {
+    floats[name].insert(floats[name].end(), values.begin(), values.end());
+  }
+  void Ints(int, const std::string& name, std::span<const int32_t> values, std::vector<int64_t>) override {
+    ints[name].insert(ints[name].end(), values.begin(), values.end());
+  }
+  std::map<std::string, std::vector<float>> floats;
+  std::map<std::string, std::vector<int32_t>> ints;
+};
+
+// The discrete choices (routed experts, attended positions) of one `tokens`-token sequence's Forward, from its
+// trace, to force on another run of it.
+ForcedChoices ForcedChoicesOf(const RecordingTrace& trace, const ModelConfig& c, int64_t tokens);
 
 // Prefix-cache state checkpoints written inside one Forward call (BatchEntry::checkpoints at positions 40 and 64
 // of a 70-token call, block size 8) equal, byte for byte, the state of a sequence whose calls end at those

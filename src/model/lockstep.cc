@@ -1,0 +1,632 @@
+#include "model/lockstep.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstring>
+#include <deque>
+#include <map>
+
+#include "dist/launch.h"
+
+namespace glint {
+namespace {
+
+// The operations of a plan message, in the order they are to run.
+enum class PlanOp : uint8_t {
+  kStop = 1,
+  kAttach,
+  kDetach,
+  kCopy,
+  kZero,
+  kRelease,  // an owned sequence was freed on rank 0
+  kForward,
+  kMtpForward,
+  kMtpForwardBatch,
+};
+enum class StateKind : uint8_t { kOwned = 0, kBound = 1 };
+enum class HiddenKind : uint8_t { kInLastForward = 0, kInline = 1 };
+
+uint64_t HashFloats(std::span<const float> values) { return XXH3_64bits(values.data(), values.size_bytes()); }
+
+void PutOptions(WireWriter& w, const ForwardOptions& options) {
+  w.Put<uint8_t>(static_cast<uint8_t>(options.kda_algorithm));
+  w.Put<uint8_t>(static_cast<uint8_t>(options.dsa.form));
+  w.Put<uint8_t>(static_cast<uint8_t>(options.dsa.selection));
+  const auto* forced = options.dsa.forced_positions;
+  w.Put<uint64_t>(forced == nullptr ? 0 : forced->size() + 1);  // 0: none; else 1 + queries
+  if (forced != nullptr) {
+    for (const auto& positions : *forced) w.PutVector(positions);
+  }
+}
+
+void PutForced(WireWriter& w, const ForcedChoices* forced) {
+  w.Put<uint8_t>(forced != nullptr);
+  if (forced == nullptr) return;
+  w.Put<uint64_t>(forced->router.size());
+  for (const auto& layer : forced->router) {
+    w.Put<uint64_t>(layer.size());
+    for (const RouterChoice& choice : layer) {
+      w.PutVector(choice.experts);
+      w.PutVector(choice.weights);
+      w.Put<float>(choice.margin);
+    }
+  }
+  w.Put<uint64_t>(forced->attended.size());
+  for (const auto& layer : forced->attended) {
+    w.Put<uint64_t>(layer.size());
+    for (const auto& positions : layer) w.PutVector(positions);
+  }
+}
+
+// A count read from a message, bounded by the bytes left (each element takes at least one byte).
+uint64_t GetCount(WireReader& r) { return r.Get<uint64_t>(); }
+
+}  // namespace
+
+// ---- rank 0 ----
+
+LockstepLeader::LockstepLeader(std::unique_ptr<Model> inner, Communicator& comm)
+    : inner_(std::move(inner)), comm_(comm) {}
+
+LockstepLeader::~LockstepLeader() {
+  const Status status = Stop();
+  if (!status.ok()) AbortAllRanks(comm_, StrCat("could not stop the other ranks: ", status.message()), 1);
+}
+
+Status LockstepLeader::Stop() {
+  if (stopped_) return Status::Ok();
+  stopped_ = true;
+  WireWriter plan;
+  plan.Put(PlanOp::kStop);
+  return Send(plan);
+}
+
+SequenceState LockstepLeader::NewSequence() const {
+  SequenceState state = inner_->NewSequence();
+  if (state.owned != nullptr) {
+    const uint64_t key = reinterpret_cast<uintptr_t>(state.owned.get());
+    state.owned->on_free = [released = released_, key] {
+      std::lock_guard<std::mutex> lock(released->mutex);
+      released->keys.push_back(key);
+    };
+  }
+  return state;
+}
+
+int64_t LockstepLeader::AttachPools(std::shared_ptr<const CacheLayout> layout,
+                                    std::span<const ItemArena* const> arenas) {
+  const int64_t id = next_id_++;
+  std::unique_lock<std::mutex> lock(pending_mutex_);
+  pending_.Put(PlanOp::kAttach);
+  pending_.Put<int64_t>(id);
+  pending_.Put<int64_t>(layout->options.block_tokens);
+  pending_.Put<uint8_t>(static_cast<uint8_t>(layout->options.kda_state));
+  pending_.Put<uint8_t>(layout->options.mtp);
+  pending_.Put<int64_t>(layout->block_bytes);
+  pending_.Put<int64_t>(layout->slot_bytes);
+  pending_.Put<uint64_t>(arenas.size());
+  PoolsRecord record{id, std::move(layout), arenas.empty() ? nullptr : arenas.front(), {}};
+  for (const ItemArena* arena : arenas) {
+    const int64_t arena_id = next_id_++;
+    pending_.Put<int64_t>(arena_id);
+    record.arena_ids.push_back(arena_id);
+    pending_.Put<int64_t>(arena->count());
+    pending_.Put<int64_t>(arena->item_bytes());
+    // A fixed arena is one allocation (item_arena.h), so an offset from its first item names any byte in it.
+    if (arena->count() > 0) arenas_.push_back({arena_id, arena->Item(0), arena->count() * arena->item_bytes()});
+  }
+  pools_.push_back(std::move(record));
+  lock.unlock();
+  // Sent now rather than with the first plan: the followers allocate their copies while rank 0 starts up, and a
+  // follower short of memory ends the job at start-up instead of at the first request.
+  WireWriter nothing;
+  AbortOnFailure(Send(nothing), "to send an engine's pools");
+  return id;
+}
+
+void LockstepLeader::DetachPools(int64_t id) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  pending_.Put(PlanOp::kDetach);
+  pending_.Put<int64_t>(id);
+  auto pools = std::find_if(pools_.begin(), pools_.end(), [&](const PoolsRecord& p) { return p.id == id; });
+  if (pools == pools_.end()) return;
+  // The arenas' memory is about to be freed and may be reused by new pools: forget their addresses.
+  std::erase_if(arenas_, [&](const ArenaRecord& arena) {
+    return std::find(pools->arena_ids.begin(), pools->arena_ids.end(), arena.id) != pools->arena_ids.end();
+  });
+  pools_.erase(pools);
+}
+
+void LockstepLeader::OnCopy(std::byte* destination, const std::byte* source, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  pending_.Put(PlanOp::kCopy);
+  Status status = PutPointer(pending_, destination);
+  if (status.ok()) status = PutPointer(pending_, source);
+  pending_.Put<int64_t>(bytes);
+  AbortOnFailure(status, "a pool copy");
+}
+
+void LockstepLeader::OnZero(std::byte* destination, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(pending_mutex_);
+  pending_.Put(PlanOp::kZero);
+  AbortOnFailure(PutPointer(pending_, destination), "a pool clear");
+  pending_.Put<int64_t>(bytes);
+}
+
+Status LockstepLeader::PutPointer(WireWriter& w, const std::byte* pointer) const {
+  for (auto it = arenas_.rbegin(); it != arenas_.rend(); ++it) {
+    if (pointer >= it->base && pointer < it->base + it->bytes) {
+      w.Put<int64_t>(it->id);
+      w.Put<int64_t>(pointer - it->base);
+      return Status::Ok();
+    }
+  }
+  return InternalError(
+      "lockstep: a pointer outside every pool the engine attached (a copy the followers cannot "
+      "make)");
+}
+
+Status LockstepLeader::PutState(WireWriter& w, const SequenceState& state) const {
+  if (state.owned != nullptr) {
+    w.Put(StateKind::kOwned);
+    w.Put<uint64_t>(reinterpret_cast<uintptr_t>(state.owned.get()));
+  } else {
+    auto pools = std::find_if(pools_.begin(), pools_.end(), [&](const PoolsRecord& p) {
+      return p.blocks == state.memory.blocks && p.layout == state.layout;
+    });
+    if (pools == pools_.end() || state.memory.block_table == nullptr) {
+      return InternalError("lockstep: a sequence whose memory is neither its own nor in pools the engine attached");
+    }
+    w.Put(StateKind::kBound);
+    w.Put<int64_t>(pools->id);
+    w.PutVector(*state.memory.block_table);
+    GLINT_RETURN_IF_ERROR(PutPointer(w, state.memory.slot));
+  }
+  w.Put<int64_t>(state.tokens);
+  w.Put<int64_t>(state.mtp_tokens);
+  return Status::Ok();
+}
+
+void LockstepLeader::PutHidden(WireWriter& w, std::span<const float> hidden) const {
+  for (size_t entry = 0; entry < last_hidden_.size(); ++entry) {
+    const std::span<const float> rows = last_hidden_[entry];
+    if (!hidden.empty() && hidden.data() >= rows.data() && hidden.data() + hidden.size() <= rows.data() + rows.size()) {
+      w.Put(HiddenKind::kInLastForward);
+      w.Put<uint64_t>(entry);
+      w.Put<uint64_t>(hidden.data() - rows.data());
+      w.Put<uint64_t>(hidden.size());
+      w.Put<uint64_t>(HashFloats(hidden));
+      return;
+    }
+  }
+  w.Put(HiddenKind::kInline);  // not from the last Forward: the values themselves
+  w.PutSpan(hidden);
+}
+
+Status LockstepLeader::Send(WireWriter& plan) const {
+  std::vector<std::byte> message;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    message.swap(pending_.bytes());
+  }
+  {
+    WireWriter releases;
+    std::lock_guard<std::mutex> lock(released_->mutex);
+    for (uint64_t key : released_->keys) {
+      releases.Put(PlanOp::kRelease);
+      releases.Put<uint64_t>(key);
+    }
+    released_->keys.clear();
+    message.insert(message.end(), releases.bytes().begin(), releases.bytes().end());
+  }
+  message.insert(message.end(), plan.bytes().begin(), plan.bytes().end());
+  plan_bytes_ += message.size();
+  ++plans_;
+  return comm_.Broadcast(message, 0);
+}
+
+void LockstepLeader::AbortOnFailure(const Status& status, const char* what) const {
+  if (status.ok()) return;
+  AbortAllRanks(comm_, StrCat("rank 0 failed ", what, " after sending it to the other ranks: ", status.message()), 1);
+}
+
+Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                               const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
+  GLINT_RETURN_IF_ERROR(CheckBatch(*inner_, batch));  // refused here, nothing sent: the followers go on waiting
+  WireWriter plan;
+  plan.Put(PlanOp::kForward);
+  PutOptions(plan, options);
+  PutForced(plan, forced);
+  plan.Put<uint64_t>(batch.size());
+  for (const BatchEntry& entry : batch) {
+    GLINT_RETURN_IF_ERROR(PutState(plan, *entry.state));
+    plan.PutSpan(entry.tokens);
+    plan.Put(entry.logits);
+    plan.Put<uint8_t>(entry.want_hidden);
+    plan.Put<uint64_t>(entry.checkpoints.size());
+    for (const StateCheckpoint& checkpoint : entry.checkpoints) {
+      plan.Put<int64_t>(checkpoint.position);
+      GLINT_RETURN_IF_ERROR(PutPointer(plan, checkpoint.data));
+    }
+    plan.Put<uint8_t>(entry.rollback.data != nullptr);
+    if (entry.rollback.data != nullptr) {
+      plan.Put<int64_t>(entry.rollback.position);
+      GLINT_RETURN_IF_ERROR(PutPointer(plan, entry.rollback.data));
+    }
+  }
+  AbortOnFailure(Send(plan), "to broadcast a batch plan");
+  const Status status = inner_->Forward(batch, outputs, options, trace, forced);
+  AbortOnFailure(status, "a forward pass");
+  last_hidden_.clear();
+  for (const EntryOutput& output : outputs) last_hidden_.push_back(output.hidden);
+  return status;
+}
+
+Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> hidden,
+                                  std::span<const int32_t> next_tokens, std::vector<float>& logits,
+                                  const ForwardOptions& options, Trace* trace) const {
+  if (state.owner != inner_.get()) return InvalidArgument("the sequence state was not created by this model");
+  WireWriter plan;
+  plan.Put(PlanOp::kMtpForward);
+  PutOptions(plan, options);
+  GLINT_RETURN_IF_ERROR(PutState(plan, state));
+  PutHidden(plan, hidden);
+  plan.PutSpan(next_tokens);
+  AbortOnFailure(Send(plan), "to broadcast an MTP plan");
+  const Status status = inner_->MtpForward(state, hidden, next_tokens, logits, options, trace);
+  AbortOnFailure(status, "the MTP layer");
+  return status;
+}
+
+Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                                       const ForwardOptions& options) const {
+  for (const MtpEntry& entry : batch) {
+    if (entry.state == nullptr || entry.state->owner != inner_.get()) {
+      return InvalidArgument("an MTP batch entry's state was not created by this model");
+    }
+  }
+  WireWriter plan;
+  plan.Put(PlanOp::kMtpForwardBatch);
+  PutOptions(plan, options);
+  plan.Put<uint64_t>(batch.size());
+  for (const MtpEntry& entry : batch) {
+    GLINT_RETURN_IF_ERROR(PutState(plan, *entry.state));
+    PutHidden(plan, entry.hidden);
+    plan.PutSpan(entry.next_tokens);
+    plan.Put(entry.logits);
+  }
+  AbortOnFailure(Send(plan), "to broadcast an MTP plan");
+  const Status status = inner_->MtpForwardBatch(batch, logits, options);
+  AbortOnFailure(status, "the MTP layer");
+  return status;
+}
+
+// ---- the other ranks ----
+
+namespace {
+
+class Follower {
+ public:
+  explicit Follower(const Model& model) : model_(model) {}
+
+  // Runs one message; sets `stop` when it ends with kStop.
+  Status Run(std::span<const std::byte> message, bool& stop) {
+    WireReader r(message);
+    while (!r.done() && r.ok()) {
+      const auto op = r.Get<PlanOp>();
+      switch (op) {
+        case PlanOp::kStop:
+          stop = true;
+          return r.done() ? Status::Ok() : InvalidArgument("bytes after a stop");
+        case PlanOp::kAttach:
+          GLINT_RETURN_IF_ERROR(Attach(r));
+          break;
+        case PlanOp::kDetach:
+          Detach(r.Get<int64_t>());
+          break;
+        case PlanOp::kCopy:
+          GLINT_RETURN_IF_ERROR(Copy(r));
+          break;
+        case PlanOp::kZero:
+          GLINT_RETURN_IF_ERROR(Zero(r));
+          break;
+        case PlanOp::kRelease:
+          owned_.erase(r.Get<uint64_t>());
+          break;
+        case PlanOp::kForward:
+          GLINT_RETURN_IF_ERROR(Forward(r));
+          break;
+        case PlanOp::kMtpForward:
+          GLINT_RETURN_IF_ERROR(MtpForward(r));
+          break;
+        case PlanOp::kMtpForwardBatch:
+          GLINT_RETURN_IF_ERROR(MtpForwardBatch(r));
+          break;
+        default:
+          return InvalidArgument("unknown plan operation ", static_cast<int>(op));
+      }
+    }
+    return r.status();
+  }
+
+ private:
+  struct Pools {
+    std::shared_ptr<const CacheLayout> layout;
+    std::vector<int64_t> arenas;  // blocks, slots, checkpoints, rollback snapshots
+  };
+
+  Status Attach(WireReader& r);
+  void Detach(int64_t id) {
+    auto found = pools_.find(id);
+    if (found == pools_.end()) return;
+    for (int64_t arena : found->second.arenas) arenas_.erase(arena);
+    pools_.erase(found);
+  }
+  Result<std::byte*> GetPointer(WireReader& r, int64_t bytes);
+  Status Copy(WireReader& r);
+  Status Zero(WireReader& r);
+  // The sequence a plan names: an owned one (kept here between plans) or a view into the pools (made in `bound`).
+  Result<SequenceState*> GetState(WireReader& r, std::deque<SequenceState>& bound);
+  // The MTP layer's hidden input: rows of the last Forward's outputs (hash checked), or values in the message.
+  Result<std::span<const float>> GetHidden(WireReader& r, std::vector<float>& inline_values);
+  Status GetOptions(WireReader& r, ForwardOptions& options);
+  Status GetForced(WireReader& r, ForcedChoices& forced, bool& has);
+  Status Forward(WireReader& r);
+  Status MtpForward(WireReader& r);
+  Status MtpForwardBatch(WireReader& r);
+
+  const Model& model_;
+  std::map<int64_t, Pools> pools_;
+  std::map<int64_t, ItemArena> arenas_;
+  std::map<uint64_t, SequenceState> owned_;        // by rank 0's key
+  std::deque<std::vector<int32_t>> block_tables_;  // of the bound states of the current plan
+  std::vector<std::vector<int64_t>> forced_positions_;
+  std::vector<EntryOutput> last_outputs_;  // of the last Forward: the MTP layer's hidden input
+};
+
+Status Follower::Attach(WireReader& r) {
+  const int64_t id = r.Get<int64_t>();
+  CacheOptions options;
+  options.block_tokens = r.Get<int64_t>();
+  options.kda_state = static_cast<KdaStateStorage>(r.Get<uint8_t>());
+  options.mtp = r.Get<uint8_t>() != 0;
+  const int64_t block_bytes = r.Get<int64_t>(), slot_bytes = r.Get<int64_t>();
+  GLINT_RETURN_IF_ERROR(r.status());
+  GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model_.CacheLayoutFor(options));
+  if (layout.block_bytes != block_bytes || layout.slot_bytes != slot_bytes) {
+    return FailedPrecondition("the cache layout differs from rank 0's: blocks of ", layout.block_bytes,
+                              " bytes (rank 0: ", block_bytes, "), slots of ", layout.slot_bytes,
+                              " (rank 0: ", slot_bytes, ")");
+  }
+  Pools& pools = pools_[id];
+  pools.layout = std::make_shared<const CacheLayout>(std::move(layout));
+  const uint64_t count = GetCount(r);
+  for (uint64_t i = 0; i < count && r.ok(); ++i) {
+    const int64_t arena = r.Get<int64_t>(), items = r.Get<int64_t>(), item_bytes = r.Get<int64_t>();
+    GLINT_RETURN_IF_ERROR(r.status());
+    pools.arenas.push_back(arena);
+    if (items == 0) {
+      arenas_[arena] = ItemArena();
+      continue;
+    }
+    GLINT_ASSIGN_OR_RETURN(arenas_[arena], ItemArena::Fixed(items, item_bytes));
+  }
+  if (pools.arenas.empty()) return InvalidArgument("pools without a block arena");
+  return r.status();
+}
+
+Result<std::byte*> Follower::GetPointer(WireReader& r, int64_t bytes) {
+  const int64_t arena = r.Get<int64_t>(), offset = r.Get<int64_t>();
+  GLINT_RETURN_IF_ERROR(r.status());
+  auto found = arenas_.find(arena);
+  if (found == arenas_.end() || found->second.count() == 0) return InvalidArgument("unknown pool arena ", arena);
+  const int64_t size = found->second.count() * found->second.item_bytes();
+  if (offset < 0 || bytes < 0 || offset > size - bytes) {
+    return InvalidArgument(bytes, " bytes at ", offset, " are outside a pool arena of ", size, " bytes");
+  }
+  return found->second.Item(0) + offset;
+}
+
+Status Follower::Copy(WireReader& r) {
+  WireReader peek = r;  // the size comes after both pointers
+  peek.Get<int64_t>(), peek.Get<int64_t>(), peek.Get<int64_t>(), peek.Get<int64_t>();
+  const int64_t bytes = peek.Get<int64_t>();
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes));
+  GLINT_ASSIGN_OR_RETURN(std::byte * source, GetPointer(r, bytes));
+  r.Get<int64_t>();
+  std::memmove(destination, source, bytes);
+  return r.status();
+}
+
+Status Follower::Zero(WireReader& r) {
+  WireReader peek = r;
+  peek.Get<int64_t>(), peek.Get<int64_t>();
+  const int64_t bytes = peek.Get<int64_t>();
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes));
+  r.Get<int64_t>();
+  std::memset(destination, 0, bytes);
+  return r.status();
+}
+
+Result<SequenceState*> Follower::GetState(WireReader& r, std::deque<SequenceState>& bound) {
+  const auto kind = r.Get<StateKind>();
+  SequenceState* state = nullptr;
+  if (kind == StateKind::kOwned) {
+    const uint64_t key = r.Get<uint64_t>();
+    const int64_t tokens = r.Get<int64_t>(), mtp_tokens = r.Get<int64_t>();
+    GLINT_RETURN_IF_ERROR(r.status());
+    auto found = owned_.find(key);
+    if (tokens == 0 && mtp_tokens == 0) {  // a new sequence (rank 0's key may be an old one's, reused)
+      found = owned_.insert_or_assign(key, model_.NewSequence()).first;
+    }
+    if (found == owned_.end() || found->second.tokens != tokens || found->second.mtp_tokens != mtp_tokens) {
+      return FailedPrecondition("a sequence of rank 0 at ", tokens, " positions (", mtp_tokens,
+                                " MTP pairs) is not here in that state: the ranks diverged");
+    }
+    return &found->second;
+  }
+  if (kind != StateKind::kBound) return InvalidArgument("unknown sequence kind ", static_cast<int>(kind));
+  const int64_t pools_id = r.Get<int64_t>();
+  block_tables_.push_back(r.GetVector<int32_t>());
+  auto pools = pools_.find(pools_id);
+  if (pools == pools_.end()) return InvalidArgument("unknown pools ", pools_id);
+  const Pools& p = pools->second;
+  const ItemArena& blocks = arenas_.at(p.arenas[0]);
+  for (int32_t block : block_tables_.back()) {
+    if (block < 0 || block >= blocks.count()) return InvalidArgument("block ", block, " of ", blocks.count());
+  }
+  GLINT_ASSIGN_OR_RETURN(std::byte * slot, GetPointer(r, p.layout->slot_bytes));
+  const int64_t tokens = r.Get<int64_t>(), mtp_tokens = r.Get<int64_t>();
+  GLINT_RETURN_IF_ERROR(r.status());
+  bound.push_back(model_.BindSequence(p.layout, {&blocks, &block_tables_.back(), slot}, tokens, mtp_tokens));
+  state = &bound.back();
+  return state;
+}
+
+Result<std::span<const float>> Follower::GetHidden(WireReader& r, std::vector<float>& inline_values) {
+  const auto kind = r.Get<HiddenKind>();
+  if (kind == HiddenKind::kInline) {
+    inline_values = r.GetVector<float>();
+    GLINT_RETURN_IF_ERROR(r.status());
+    return std::span<const float>(inline_values);
+  }
+  const uint64_t entry = r.Get<uint64_t>(), offset = r.Get<uint64_t>(), count = r.Get<uint64_t>();
+  const uint64_t hash = r.Get<uint64_t>();
+  GLINT_RETURN_IF_ERROR(r.status());
+  if (kind != HiddenKind::kInLastForward || entry >= last_outputs_.size() ||
+      offset > last_outputs_[entry].hidden.size() || count > last_outputs_[entry].hidden.size() - offset) {
+    return InvalidArgument("the MTP layer's hidden input is not in this rank's last forward outputs");
+  }
+  const std::span<const float> hidden(last_outputs_[entry].hidden.data() + offset, count);
+  if (HashFloats(hidden) != hash) {
+    return FailedPrecondition(
+        "this rank's final hidden state differs from rank 0's (the ranks diverged: different "
+        "weights, kernels or thread counts?)");
+  }
+  return hidden;
+}
+
+Status Follower::GetOptions(WireReader& r, ForwardOptions& options) {
+  options.kda_algorithm = static_cast<KdaAlgorithm>(r.Get<uint8_t>());
+  options.dsa.form = static_cast<MlaForm>(r.Get<uint8_t>());
+  options.dsa.selection = static_cast<KeySelection>(r.Get<uint8_t>());
+  const uint64_t forced = GetCount(r);
+  forced_positions_.clear();
+  for (uint64_t i = 1; i < forced && r.ok(); ++i) forced_positions_.push_back(r.GetVector<int64_t>());
+  options.dsa.forced_positions = forced > 0 ? &forced_positions_ : nullptr;
+  return r.status();
+}
+
+Status Follower::GetForced(WireReader& r, ForcedChoices& forced, bool& has) {
+  has = r.Get<uint8_t>() != 0;
+  if (!has) return r.status();
+  const uint64_t layers = GetCount(r);
+  for (uint64_t l = 0; l < layers && r.ok(); ++l) {
+    auto& layer = forced.router.emplace_back();
+    const uint64_t tokens = GetCount(r);
+    for (uint64_t t = 0; t < tokens && r.ok(); ++t) {
+      RouterChoice& choice = layer.emplace_back();
+      choice.experts = r.GetVector<int32_t>();
+      choice.weights = r.GetVector<float>();
+      choice.margin = r.Get<float>();
+    }
+  }
+  const uint64_t attended_layers = GetCount(r);
+  for (uint64_t l = 0; l < attended_layers && r.ok(); ++l) {
+    auto& layer = forced.attended.emplace_back();
+    const uint64_t tokens = GetCount(r);
+    for (uint64_t t = 0; t < tokens && r.ok(); ++t) layer.push_back(r.GetVector<int64_t>());
+  }
+  return r.status();
+}
+
+Status Follower::Forward(WireReader& r) {
+  ForwardOptions options;
+  GLINT_RETURN_IF_ERROR(GetOptions(r, options));
+  ForcedChoices forced;
+  bool has_forced = false;
+  GLINT_RETURN_IF_ERROR(GetForced(r, forced, has_forced));
+  const uint64_t entries = GetCount(r);
+  std::deque<SequenceState> bound;
+  std::deque<std::vector<int32_t>> tokens;
+  std::deque<std::vector<StateCheckpoint>> checkpoints;
+  std::vector<BatchEntry> batch;
+  block_tables_.clear();
+  for (uint64_t i = 0; i < entries && r.ok(); ++i) {
+    BatchEntry entry;
+    GLINT_ASSIGN_OR_RETURN(entry.state, GetState(r, bound));
+    const int64_t checkpoint_bytes = entry.state->layout != nullptr ? entry.state->layout->checkpoint_bytes : 0;
+    entry.tokens = tokens.emplace_back(r.GetVector<int32_t>());
+    entry.logits = r.Get<LogitsWanted>();
+    entry.want_hidden = r.Get<uint8_t>() != 0;
+    const uint64_t targets = GetCount(r);
+    auto& list = checkpoints.emplace_back();
+    for (uint64_t c = 0; c < targets && r.ok(); ++c) {
+      StateCheckpoint& target = list.emplace_back();
+      target.position = r.Get<int64_t>();
+      GLINT_ASSIGN_OR_RETURN(target.data, GetPointer(r, checkpoint_bytes));
+    }
+    entry.checkpoints = list;
+    if (r.Get<uint8_t>() != 0) {
+      entry.rollback.position = r.Get<int64_t>();
+      GLINT_ASSIGN_OR_RETURN(entry.rollback.data, GetPointer(r, checkpoint_bytes));
+    }
+    batch.push_back(entry);
+  }
+  GLINT_RETURN_IF_ERROR(r.status());
+  return model_.Forward(batch, last_outputs_, options, nullptr, has_forced ? &forced : nullptr);
+}
+
+Status Follower::MtpForward(WireReader& r) {
+  ForwardOptions options;
+  GLINT_RETURN_IF_ERROR(GetOptions(r, options));
+  std::deque<SequenceState> bound;
+  block_tables_.clear();
+  GLINT_ASSIGN_OR_RETURN(SequenceState * state, GetState(r, bound));
+  std::vector<float> inline_hidden, logits;
+  GLINT_ASSIGN_OR_RETURN(const std::span<const float> hidden, GetHidden(r, inline_hidden));
+  const std::vector<int32_t> next_tokens = r.GetVector<int32_t>();
+  GLINT_RETURN_IF_ERROR(r.status());
+  return model_.MtpForward(*state, hidden, next_tokens, logits, options);
+}
+
+Status Follower::MtpForwardBatch(WireReader& r) {
+  ForwardOptions options;
+  GLINT_RETURN_IF_ERROR(GetOptions(r, options));
+  const uint64_t entries = GetCount(r);
+  std::deque<SequenceState> bound;
+  std::deque<std::vector<float>> inline_hidden;
+  std::deque<std::vector<int32_t>> next_tokens;
+  std::vector<MtpEntry> batch;
+  block_tables_.clear();
+  for (uint64_t i = 0; i < entries && r.ok(); ++i) {
+    MtpEntry entry;
+    GLINT_ASSIGN_OR_RETURN(entry.state, GetState(r, bound));
+    GLINT_ASSIGN_OR_RETURN(entry.hidden, GetHidden(r, inline_hidden.emplace_back()));
+    entry.next_tokens = next_tokens.emplace_back(r.GetVector<int32_t>());
+    entry.logits = r.Get<LogitsWanted>();
+    batch.push_back(entry);
+  }
+  GLINT_RETURN_IF_ERROR(r.status());
+  std::vector<std::vector<float>> logits;
+  return model_.MtpForwardBatch(batch, logits, options);
+}
+
+}  // namespace
+
+Status RunLockstepFollower(const Model& model, Communicator& comm) {
+  Follower follower(model);
+  for (;;) {
+    std::vector<std::byte> message;
+    Status status = comm.Broadcast(message, 0);
+    bool stop = false;
+    if (status.ok()) status = follower.Run(message, stop);
+    if (!status.ok()) {
+      AbortAllRanks(comm, StrCat("rank ", comm.rank(), " could not run rank 0's batch plan: ", status.message()), 1);
+    }
+    if (stop) return Status::Ok();
+  }
+}
+
+}  // namespace glint

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `glint run` under mpirun against one process (docs/distributed.md "Tolerance"): greedy output identical for 1, 2
+# and 3 ranks on the trained tiny model (fast path, with and without --speculative mtp) and on the golden
+# tiny-sparse fixture (fp32 reference, 16 experts: 3 ranks split them 6/5/5); the shard plan logged.
+# Args: path-to-glint, tests/data dir, mpirun.
+set -euo pipefail
+glint="$1"
+data="$2"
+mpirun="$3"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # $work, fail, ranks, rank_pid
+
+# ---- run: greedy text identical ----
+RUN=(run --prompt "Once upon a time" --max-tokens 24 --temperature 0 --threads 1)
+"$glint" "${RUN[@]}" >"$work/run1.txt" 2>/dev/null
+for n in 2 3; do
+  ranks "$n" "${RUN[@]}" >"$work/run$n.txt" 2>"$work/run$n.log" || fail "run -np $n: $(tail -5 "$work/run$n.log")"
+  cmp -s "$work/run1.txt" "$work/run$n.txt" || fail "run -np $n differs: $(cat "$work/run$n.txt") vs $(cat "$work/run1.txt")"
+done
+grep -q "rank 1 holds routed experts" "$work/run2.log" || fail "no shard line from rank 1: $(cat "$work/run2.log")"
+grep -q "Sharding plan: 2 ranks" "$work/run2.log" || fail "no shard plan table"
+"$glint" "${RUN[@]}" --speculative mtp >"$work/spec1.txt" 2>/dev/null
+cmp -s "$work/run1.txt" "$work/spec1.txt" || fail "speculative output differs on one rank"
+ranks 2 "${RUN[@]}" --speculative mtp >"$work/spec2.txt" 2>"$work/spec2.log" || fail "run --speculative mtp -np 2"
+cmp -s "$work/run1.txt" "$work/spec2.txt" || fail "run --speculative mtp -np 2 differs: $(cat "$work/spec2.txt")"
+grep -q "drafts accepted" "$work/spec2.log" || fail "no speculative summary"
+
+# The fp32 reference on the golden fixture: 16 experts on 3 ranks (6, 5, 5), token ids printed.
+GOLDEN=(run --model "$data/golden/tiny-sparse" --path reference --tokens 1,2,3,4,5,6,7 --max-tokens 10 --temperature 0
+        --print-ids)
+"$glint" "${GOLDEN[@]}" >"$work/golden1.txt" 2>/dev/null
+ranks 3 "${GOLDEN[@]}" >"$work/golden3.txt" 2>"$work/golden3.log" || fail "golden run -np 3: $(tail "$work/golden3.log")"
+cmp -s "$work/golden1.txt" "$work/golden3.txt" || fail "golden run -np 3 differs"
+grep -q "rank 0 holds routed experts 0–5 of 16" "$work/golden3.log" || fail "uneven split not logged"
+
+echo "PASS"

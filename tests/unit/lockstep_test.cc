@@ -1,0 +1,192 @@
+// LockstepLeader and its follower in one process (docs/distributed.md "The batch plan"). The leader's plans are
+// recorded by a fake communicator and then replayed to a follower running a second copy of the model; every
+// Forward and MTP call of the follower must give the leader's logits bit for bit. The models are single-rank, so
+// no collective runs inside them and the two sides can run one after the other. The engine workloads make every
+// pool copy the follower has to mirror: prefix-cache checkpoints restored into fresh slots, n > 1 forks, the
+// rollbacks of rejected drafts and the checkpoints taken after a step, preemption; plus standalone sequences and
+// their release. A missed copy would change the follower's caches and, from there, its logits.
+#include "model/lockstep.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "base/worker_pool.h"
+#include "engine_checks.h"
+#include "model/fast_model.h"
+#include "test_util.h"
+
+namespace glint {
+namespace {
+
+// Records the logits of every call of the model it wraps (not owned), in order; the sequences are the wrapped
+// model's.
+class RecordingModel final : public Model {
+ public:
+  explicit RecordingModel(const Model& inner) : inner_(&inner) {}
+  EngineMirror* engine_mirror() const override { return inner_->engine_mirror(); }
+  const ModelConfig& config() const override { return inner_->config(); }
+  bool has_mtp() const override { return inner_->has_mtp(); }
+  Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const override {
+    return inner_->CacheLayoutFor(options);
+  }
+  SequenceState NewSequence() const override { return inner_->NewSequence(); }
+  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
+                             int64_t mtp_tokens) const override {
+    return inner_->BindSequence(std::move(layout), memory, tokens, mtp_tokens);
+  }
+  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                 const ForwardOptions& options = {}, Trace* trace = nullptr,
+                 const ForcedChoices* forced = nullptr) const override {
+    GLINT_RETURN_IF_ERROR(inner_->Forward(batch, outputs, options, trace, forced));
+    for (const EntryOutput& output : outputs) calls.push_back(output.logits);
+    return Status::Ok();
+  }
+  Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                    std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const override {
+    GLINT_RETURN_IF_ERROR(inner_->MtpForward(state, hidden, next_tokens, logits, options, trace));
+    calls.push_back(logits);
+    return Status::Ok();
+  }
+  Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                         const ForwardOptions& options) const override {
+    GLINT_RETURN_IF_ERROR(inner_->MtpForwardBatch(batch, logits, options));
+    calls.insert(calls.end(), logits.begin(), logits.end());
+    return Status::Ok();
+  }
+  mutable std::vector<std::vector<float>> calls;
+
+ private:
+  const Model* inner_;
+};
+
+// Rank 0 of two: keeps what it broadcasts. Rank 1 of two: hands the kept messages back in order.
+class FakeCommunicator final : public Communicator {
+ public:
+  FakeCommunicator(int rank, std::deque<std::vector<std::byte>>* messages) : rank_(rank), messages_(messages) {}
+  int rank() const override { return rank_; }
+  int size() const override { return 2; }
+  std::string Describe() const override { return "fake"; }
+
+ protected:
+  Status DoAllGather(std::span<const std::byte>, std::span<std::byte>) override {
+    return Unimplemented("the fake communicator only broadcasts");
+  }
+  Status DoBroadcast(std::vector<std::byte>& buffer, int root) override {
+    if (rank_ == root) {
+      messages_->push_back(buffer);
+      return Status::Ok();
+    }
+    if (messages_->empty()) return FailedPrecondition("no message left to replay");
+    buffer = std::move(messages_->front());
+    messages_->pop_front();
+    return Status::Ok();
+  }
+  Status DoBarrier() override { return Status::Ok(); }
+
+ private:
+  int rank_;
+  std::deque<std::vector<std::byte>>* messages_;
+};
+
+using Tokens = std::vector<int32_t>;
+
+Tokens SomeTokens(int64_t count, int64_t salt, int64_t vocab) {
+  Tokens tokens(count);
+  for (int64_t i = 0; i < count; ++i) tokens[i] = static_cast<int32_t>((i * 7919 + salt * 104729 + 13) % vocab);
+  return tokens;
+}
+
+TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
+  WorkerPool pool(1);
+  const std::string dir = testing::TestDataPath("../../models/glint-tiny");
+  std::unique_ptr<Model> follower_fast = FastModel::Load(dir, pool).value();
+  RecordingModel follower_model(*follower_fast);
+  std::deque<std::vector<std::byte>> messages;
+  FakeCommunicator rank0(0, &messages), rank1(1, &messages);
+  std::vector<std::vector<float>> leader_calls;
+  {
+    LockstepLeader lockstep(FastModel::Load(dir, pool).value(), rank0);
+    RecordingModel leader(lockstep);
+    const int64_t vocab = leader.config().vocab_size;
+    // Prompts sharing prefixes (prefix-cache hits), one asked twice, one with n = 2 (a fork).
+    const Tokens a = SomeTokens(120, 1, vocab);
+    Tokens shared(a.begin(), a.begin() + 90);
+    const Tokens tail = SomeTokens(10, 2, vocab);
+    shared.insert(shared.end(), tail.begin(), tail.end());
+    const std::vector<Tokens> prompts = {a, shared, SomeTokens(20, 3, vocab), a};
+    {
+      auto core = testing::MakeCore(leader, testing::SizedOptions(leader, 4, 96, 16, /*speculative=*/true));
+      testing::RunGreedyPrompts(*core, prompts, 10, /*one_at_a_time=*/true);
+      auto sink = std::make_shared<testing::Collector>();
+      Request request = testing::Greedy(prompts[2], 8, sink);
+      request.n = 2;
+      ASSERT_OK(core->Add(1, std::move(request)));
+      testing::RunToCompletion(*core);
+      const EngineMetrics m = core->Metrics();
+      EXPECT_GT(m.cache.prefix_hits, 0);
+      EXPECT_GT(m.spec_drafts, m.spec_accepted_tokens) << "no rejected draft, so no rollback was mirrored";
+    }
+    {  // A pool too small for every request at once: preemption and recompute.
+      auto core = testing::MakeCore(leader, testing::SizedOptions(leader, 4, 40, 0, /*speculative=*/true));
+      testing::RunGreedyPrompts(*core, prompts, 10, /*one_at_a_time=*/false);
+      EXPECT_GT(core->Metrics().preemptions, 0);
+    }
+    for (int round = 0; round < 2; ++round) {  // standalone sequences, made and freed
+      SequenceState state = leader.NewSequence();
+      std::vector<EntryOutput> outputs;
+      const Tokens tokens = SomeTokens(30, 4 + round, vocab);
+      BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+      ASSERT_OK(leader.Forward({&entry, 1}, outputs));
+      entry.tokens = std::span<const int32_t>(tokens.data(), 1);
+      ASSERT_OK(leader.Forward({&entry, 1}, outputs));
+    }
+    // A bad batch is refused on rank 0 before anything is sent.
+    const size_t sent = messages.size();
+    SequenceState state = leader.NewSequence();
+    const Tokens bad = {static_cast<int32_t>(vocab)};
+    BatchEntry entry{bad, &state, LogitsWanted::kLast, false};
+    std::vector<EntryOutput> outputs;
+    EXPECT_FALSE(leader.Forward({&entry, 1}, outputs).ok());
+    EXPECT_EQ(messages.size(), sent);
+    ASSERT_OK(lockstep.Stop());
+    EXPECT_GT(lockstep.plans(), 10);
+    leader_calls = std::move(leader.calls);
+  }
+  ASSERT_OK(RunLockstepFollower(follower_model, rank1));
+  EXPECT_TRUE(messages.empty());
+  ASSERT_EQ(follower_model.calls.size(), leader_calls.size());
+  for (size_t i = 0; i < leader_calls.size(); ++i) {
+    ASSERT_EQ(follower_model.calls[i], leader_calls[i]) << "call " << i << " of " << leader_calls.size();
+  }
+}
+
+TEST(Lockstep, TruncatedMessagesAreErrors) {
+  WireWriter writer;
+  writer.Put<uint64_t>(7);
+  writer.PutVector(std::vector<int32_t>{1, 2, 3});
+  std::vector<std::byte> bytes = writer.bytes();
+  {
+    WireReader reader(bytes);
+    EXPECT_EQ(reader.Get<uint64_t>(), 7u);
+    EXPECT_EQ(reader.GetVector<int32_t>(), (std::vector<int32_t>{1, 2, 3}));
+    EXPECT_TRUE(reader.done());
+    EXPECT_OK(reader.status());
+  }
+  bytes.resize(bytes.size() - 2);  // the last element cut short
+  WireReader reader(bytes);
+  reader.Get<uint64_t>();
+  EXPECT_TRUE(reader.GetVector<int32_t>().empty());
+  EXPECT_ERROR_CONTAINS(reader.status(), "cannot read a vector of 3 elements");
+  // A count far beyond the bytes left allocates nothing.
+  WireWriter huge;
+  huge.Put<uint64_t>(uint64_t{1} << 60);
+  WireReader lying(huge.bytes());
+  EXPECT_TRUE(lying.GetVector<float>().empty());
+  EXPECT_FALSE(lying.ok());
+}
+
+}  // namespace
+}  // namespace glint
