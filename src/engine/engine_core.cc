@@ -410,6 +410,21 @@ void EngineCore::FailRequests(std::vector<RequestId> requests, const std::string
   }
 }
 
+void EngineCore::DropFinishedChunks(StepPlan& plan, std::vector<EntryOutput>& results) const {
+  size_t kept = 0;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    if (samples_.count(plan.chunks[i].id) == 0) {
+      plan.tokens -= plan.chunks[i].count + plan.chunks[i].draft;
+      continue;
+    }
+    plan.chunks[kept] = std::move(plan.chunks[i]);
+    results[kept] = std::move(results[i]);
+    ++kept;
+  }
+  plan.chunks.resize(kept);
+  results.resize(kept);
+}
+
 Status EngineCore::Step() {
   Stopwatch step_clock;
   std::vector<RequestOutput> outputs;
@@ -464,14 +479,26 @@ Status EngineCore::Step() {
   counters_.model_seconds += model_clock.Seconds();
   ++counters_.steps;
   if (!forward.ok()) {
-    // The model refused or failed: every request in this batch ends with the error; the engine goes on.
+    // The model refused or failed: the requests of the entries it names (outputs[i].error: an expert read failed
+    // for their rows), or of every entry when it names none, end with the error; the others go on with the step.
     LogError("engine: the model failed a step of ", plan.chunks.size(), " sequences: ", forward.message());
-    std::vector<RequestId> failed;
-    for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(samples_.at(chunk.id).request);
-    FailRequests(std::move(failed), forward.message(), outputs);
-    Deliver(outputs);
-    counters_.step_seconds += step_clock.Seconds();
-    return Status::Ok();
+    const bool scoped = results.size() == batch.size() &&
+                        std::any_of(results.begin(), results.end(), [](const EntryOutput& r) { return !r.error.ok(); });
+    std::vector<std::pair<RequestId, std::string>> failed;
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      if (scoped && results[i].error.ok()) continue;
+      failed.push_back({samples_.at(plan.chunks[i].id).request, scoped ? results[i].error.message() : forward.message()});
+    }
+    for (const auto& [request, message] : failed) {
+      if (requests_.count(request) != 0) FailRequests({request}, message, outputs);
+    }
+    // A request's other samples may be in the batch too: every chunk whose sample is gone leaves the step.
+    DropFinishedChunks(plan, results);
+    if (plan.chunks.empty()) {
+      Deliver(outputs);
+      counters_.step_seconds += step_clock.Seconds();
+      return Status::Ok();
+    }
   }
   counters_.computed_tokens += plan.tokens;
   for (const ScheduledChunk& chunk : plan.chunks) {

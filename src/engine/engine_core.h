@@ -150,6 +150,8 @@ class EngineCore {
   std::byte* RollbackData(SequenceId id) const;
   // Hands out a chosen token: counts, logprobs, stop checks, text; adds to `outputs`.
   void EmitToken(const Emission& emission, std::vector<RequestOutput>& outputs);
+  // Removes from the step the chunks (and their results) whose sample finished during it (a failed entry).
+  void DropFinishedChunks(StepPlan& plan, std::vector<EntryOutput>& results) const;
   // Finishes every sample of these requests with kError and `message`.
   void FailRequests(std::vector<RequestId> requests, const std::string& message, std::vector<RequestOutput>& outputs);
   // Ends a sample: final output (flushing held text unless stopped by a stop string), memory freed.

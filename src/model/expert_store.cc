@@ -185,10 +185,14 @@ void DiskExpertCache::ReaderLoop() {
     const Expert& expert = layers_[slot.layer].experts[slot.expert];
     lock.unlock();
     Stopwatch watch;
-    const Status status = reader_->Read(expert.offset, std::span<uint8_t>(slot.data, expert.bytes));
+    const std::span<uint8_t> into(slot.data, expert.bytes);
+    Status status = reader_->Read(expert.offset, into);
+    const bool retried = !status.ok();
+    if (retried) status = reader_->Read(expert.offset, into);  // once: a transient error (EIO) may pass
     const double seconds = watch.Seconds();
     lock.lock();
     stats_.read_seconds += seconds;
+    stats_.retried_reads += retried ? 1 : 0;
     if (status.ok()) {
       stats_.bytes_read += expert.bytes;
       slot.weights = Rebase(expert.mapped, layers_[slot.layer].map_base + expert.offset, slot.data);
@@ -197,7 +201,8 @@ void DiskExpertCache::ReaderLoop() {
       ++stats_.failed_reads;
       for (Wanted& want : wanted_) {
         if (want.slot != s) continue;
-        want.error = status.WithContext(StrCat("routed expert ", slot.expert, " of MoE layer ", slot.layer));
+        want.error = status.WithContext(
+            StrCat("routed expert ", slot.expert, " of MoE layer ", slot.layer, " (read failed twice)"));
         want.slot = -1;
       }
       slot_of_.erase({slot.layer, slot.expert});
@@ -209,15 +214,20 @@ void DiskExpertCache::ReaderLoop() {
   }
 }
 
-Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) {
+Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>& ready,
+                                  std::vector<std::pair<size_t, Status>>& failed, bool wait) {
   std::unique_lock<std::mutex> lock(mutex_);
   end = std::min(end, wanted_.size());
   for (;;) {
     bool waiting = false, loading = false;
     for (size_t i = begin; i < end; ++i) {
       Wanted& want = wanted_[i];
-      if (!want.error.ok()) return want.error;
       if (want.handed_out) continue;
+      if (!want.error.ok()) {  // reported once, then done with: the caller drops the rows routed to it
+        want.handed_out = true;
+        failed.emplace_back(i, want.error);
+        continue;
+      }
       waiting = true;
       if (want.slot < 0) continue;
       if (slots_[want.slot].state == SlotState::kReady) {
@@ -227,7 +237,7 @@ Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>&
         loading = true;
       }
     }
-    if (!ready.empty() || !waiting || !wait) return Status::Ok();
+    if (!ready.empty() || !failed.empty() || !waiting || !wait) return Status::Ok();
     if (!loading) {
       Pump(lock);
       bool assigned = false;
@@ -306,6 +316,16 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
 ExpertCacheStats DiskExpertCache::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+int64_t DiskExpertCache::pinned_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.pins > 0; });
+}
+
+int64_t DiskExpertCache::ready_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.state == SlotState::kReady; });
 }
 
 void DiskExpertCache::ResetStats() {

@@ -33,10 +33,12 @@ class ExpertStore {
   virtual ~ExpertStore() = default;
   // Starts one MoE pass over `experts` (distinct, ascending) of `moe`; one pass at a time (Forward is serialised).
   virtual Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) = 0;
-  // Appends to `ready` the indices (into Begin's list) in [begin, end) that are resident and not yet handed out;
-  // with `wait`, blocks until at least one is (unless all are handed out). Error: an expert in the range could not
-  // be read (the pass must fail; no partly read expert is ever handed out).
-  virtual Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) = 0;
+  // Appends to `ready` the indices (into Begin's list) in [begin, end) that are resident and not yet handed out, and
+  // to `failed` those whose read failed (index, error; never handed out, nothing to Release: no partly read expert
+  // is ever computed with, and only the rows routed to it are lost). With `wait`, blocks until at least one index
+  // is in either list (unless all are handed out or failed). An error return is a bug in the store, not a read.
+  virtual Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready,
+                           std::vector<std::pair<size_t, Status>>& failed, bool wait) = 0;
   // The weights of a handed-out expert; valid until Release(i) or End().
   virtual const FastMlpWeights& Weights(size_t i) const = 0;
   // The caller is done with expert i (its memory may be reused for another expert of the pass).
@@ -50,7 +52,8 @@ struct ExpertCacheStats {
   int64_t hits = 0, misses = 0;
   uint64_t bytes_read = 0;
   double read_seconds = 0;  // summed over the reader threads
-  int64_t failed_reads = 0;
+  int64_t failed_reads = 0;   // reads that failed twice (the expert failed)
+  int64_t retried_reads = 0;  // reads that failed once and were tried again
 };
 
 struct ExpertCacheOptions {
@@ -72,7 +75,8 @@ class DiskExpertCache final : public ExpertStore {
   ~DiskExpertCache() override;
 
   Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) override;
-  Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) override;
+  Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, std::vector<std::pair<size_t, Status>>& failed,
+                   bool wait) override;
   const FastMlpWeights& Weights(size_t i) const override;
   void Release(size_t i) override;
   void End() override;
@@ -83,6 +87,9 @@ class DiskExpertCache final : public ExpertStore {
   uint64_t routed_bytes() const { return routed_bytes_; }  // all routed experts' extents, as on disk
   bool direct() const { return reader_->direct(); }
   ExpertCacheStats stats() const;
+  // Slots pinned now (0 between passes: tests check that no pass leaks a pin) and slots holding an expert.
+  int64_t pinned_slots() const;
+  int64_t ready_slots() const;
   void ResetStats();
   // The container's O_DIRECT read bandwidth in GB/s: up to `max_bytes` of expert extents (chosen pseudo-randomly,
   // as misses are), read by as many threads as the cache has readers. Not counted in stats().

@@ -185,7 +185,7 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
     const int64_t start = batch[e].state->tokens;  // position before this call
     const std::vector<std::pair<int64_t, std::byte*>> copies = EntryStateCopies(batch[e]);  // (rows of the entry, …)
     size_t next_copy = 0;
-    while (consumed[e] < tokens) {
+    while (consumed[e] < tokens && outputs[e].error.ok()) {  // a failed entry runs no further segment
       const int64_t take = std::min(tokens - consumed[e], max_tokens_per_pass_ - rows);
       Segment segment{static_cast<int>(e), rows, take, start + consumed[e], consumed[e], {}};
       // ≥ 1 row before each copy: CheckBatch validated the positions.
@@ -206,17 +206,32 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   last_step_.weight_bytes_read = context_->weight_bytes_read;
   last_step_.int8_macs = context_->int8_macs;
   last_step_.int8_seconds = context_->int8_seconds;
-  return Status::Ok();
+  return FailedEntriesStatus(outputs);
 }
 
 Status FastModel::RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
                                  std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                                  const ForcedChoices* forced) const {
+  context_->row_errors.assign(segments.empty() ? 0 : segments.back().row + segments.back().count, Status::Ok());
   Status status = RunPass(batch, segments, outputs, options, trace, forced);
+  std::vector<Status> row_errors = std::move(context_->row_errors);
+  context_->row_errors.clear();
   if (!status.ok()) {  // some layers may have written: these sequences' caches no longer describe their tokens
     for (const Segment& s : segments) batch[s.sequence].state->broken = true;
+    return status;
   }
-  return status;
+  // An expert read failed for some rows: only their sequences fail (rows never mix across sequences, so the
+  // others are exact); the failed ones run no further segment.
+  for (const Segment& s : segments) {
+    for (int64_t i = 0; i < s.count; ++i) {
+      const Status& error = row_errors[s.row + i];
+      if (error.ok()) continue;
+      if (outputs[s.sequence].error.ok()) outputs[s.sequence].error = error;
+      batch[s.sequence].state->broken = true;
+      break;
+    }
+  }
+  return Status::Ok();
 }
 
 Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,

@@ -149,6 +149,16 @@ Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::
   return Status::Ok();
 }
 
+Status FailedEntriesStatus(std::span<const EntryOutput> outputs) {
+  size_t failed = 0, first = 0;
+  for (size_t i = outputs.size(); i-- > 0;) {
+    if (!outputs[i].error.ok()) ++failed, first = i;
+  }
+  if (failed == 0) return Status::Ok();
+  return outputs[first].error.WithContext(StrCat("batch entry ", first, " (", failed, " of ", outputs.size(),
+                                                 " entries failed; the others were computed)"));
+}
+
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
   const SequenceState& state = *entry.state;
   if (state.broken) {
