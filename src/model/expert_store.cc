@@ -59,6 +59,7 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   int64_t total_experts = 0;
   for (const auto& [moe, prefix] : RoutedMoes(weights)) {
     Layer layer;
+    layer.name = prefix.substr(0, prefix.size() - 1);
     for (size_t e = 0; e < moe->experts.size(); ++e) {
       const std::string name = ExpertExtentName(prefix, static_cast<int64_t>(e));
       const ContainerExtent* extent = container.FindExtent(name);
@@ -202,7 +203,7 @@ void DiskExpertCache::ReaderLoop() {
       for (Wanted& want : wanted_) {
         if (want.slot != s) continue;
         want.error = status.WithContext(
-            StrCat("routed expert ", slot.expert, " of MoE layer ", slot.layer, " (read failed twice)"));
+            StrCat("routed expert ", slot.expert, " of ", layers_[slot.layer].name, " (read failed twice)"));
         want.slot = -1;
       }
       slot_of_.erase({slot.layer, slot.expert});

@@ -103,6 +103,7 @@ class DiskExpertCache final : public ExpertStore {
   struct Layer {
     std::vector<Expert> experts;
     const uint8_t* map_base = nullptr;  // the container mapping's first byte
+    std::string name;                   // "layers.3.moe", "mtp.moe": for errors
   };
   enum class SlotState { kEmpty, kLoading, kReady };
   struct Slot {
