@@ -3,6 +3,7 @@
 // the middle of a layer, and a container changed under the reader. Each failing call ends with an error naming the
 // expert and the cause, only the sequences whose rows needed the expert fail (the others are bit-identical to a
 // run without faults), the engine goes on serving, no pin is leaked and the cache is not poisoned.
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -11,8 +12,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "base/aligned_buffer.h"
 #include "base/file.h"
@@ -33,7 +32,8 @@ using Tokens = std::vector<int32_t>;
 // ---------------------------------------------------------------------------------------------------------------
 
 struct PageBuffer {
-  explicit PageBuffer(size_t bytes) : data(static_cast<uint8_t*>(std::aligned_alloc(kExtentAlignment, bytes))), size(bytes) {}
+  explicit PageBuffer(size_t bytes)
+      : data(static_cast<uint8_t*>(std::aligned_alloc(kExtentAlignment, bytes))), size(bytes) {}
   ~PageBuffer() { std::free(data); }
   std::span<uint8_t> span() { return {data, size}; }
   uint8_t* data;
@@ -148,7 +148,8 @@ class ExpertFaults : public ::testing::Test {
     expected_ = RunPrefill(*shared_->resident, prompt_).logits;
   }
   std::unique_ptr<FastModel> Load(uint64_t budget, int readers = 4) {
-    auto model = FastModel::Load(shared_->container, shared_->pool, testing::FaultyCacheOptions(budget, plan_, readers));
+    auto model =
+        FastModel::Load(shared_->container, shared_->pool, testing::FaultyCacheOptions(budget, plan_, readers));
     EXPECT_TRUE(model.ok()) << model.status().ToString();
     return model.ok() ? std::move(model).value() : nullptr;
   }
@@ -252,8 +253,7 @@ TEST_F(ExpertFaults, AReadFailingInTheMiddleOfALayerFailsOnlyThatCall) {
 }
 
 // The expert set each of two prompts' rows route to (on the resident model); an expert only the first uses.
-std::pair<int64_t, int64_t> ExpertOnlyTheFirstUses(const FastModel& model, const Tokens& first,
-                                                   const Tokens& second) {
+std::pair<int64_t, int64_t> ExpertOnlyTheFirstUses(const FastModel& model, const Tokens& first, const Tokens& second) {
   ExpertTrace trace;
   SequenceState a = model.NewSequence(), b = model.NewSequence();
   std::vector<BatchEntry> batch{{first, &a, LogitsWanted::kNone, false}, {second, &b, LogitsWanted::kNone, false}};
