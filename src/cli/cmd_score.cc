@@ -23,7 +23,7 @@ struct ScoreFlags {
   ModelFlag model;
   bool fast = false;  // the int8/bf16 fast path instead of the fp32 reference
   std::string experts;  // --experts (fast path)
-  std::string expert_memory;  // --expert-memory (fast path)
+  ExpertCacheFlags expert_cache;  // --expert-memory, --expert-io, --expert-trace (fast path)
   int threads = 0;
   std::string tokens_file;
   std::string dump_logits;
@@ -115,11 +115,11 @@ Status RunScore(const ScoreFlags& flags) {
   WorkerPool pool(flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::unique_ptr<Model> model;
   if (!flags.fast && !flags.experts.empty()) return InvalidArgument("--experts applies to the fast path; add --fast");
-  if (!flags.fast && !flags.expert_memory.empty()) {
-    return InvalidArgument("--expert-memory applies to the fast path; add --fast");
+  if (!flags.fast && flags.expert_cache.given()) {
+    return InvalidArgument("--expert-memory and --expert-trace apply to the fast path; add --fast");
   }
   if (flags.fast) {
-    GLINT_ASSIGN_OR_RETURN(model, LoadFastModel(flags.model, pool, flags.experts, flags.expert_memory));
+    GLINT_ASSIGN_OR_RETURN(model, LoadFastModel(flags.model, pool, flags.experts, flags.expert_cache));
   } else {
     GLINT_ASSIGN_OR_RETURN(model, LoadReferenceModel(flags.model));
   }
@@ -189,7 +189,7 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                                           "through --reference)");
                          command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
                          AddExpertsFlag(command, flags->experts);
-                         AddExpertMemoryFlag(command, flags->expert_memory);
+                         AddExpertMemoryFlag(command, flags->expert_cache);
                          command.add_option("--tokens-file", flags->tokens_file,
                                             "JSON list of token-id lists, e.g. the golden tokens.json")
                              ->required()

@@ -53,11 +53,27 @@ void AddExpertsFlag(CLI::App& command, std::string& experts) {
       ->check(CLI::IsMember({"int8", "int4"}));
 }
 
-void AddExpertMemoryFlag(CLI::App& command, std::string& expert_memory) {
-  command.add_option("--expert-memory", expert_memory,
+void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
+  command.add_option("--expert-memory", flags.memory,
                      "fast path: keep routed experts in the glint convert container on disk and read them (O_DIRECT) "
                      "into a RAM cache of this size, e.g. 512M, 24G (binary units); everything else stays resident. "
                      "At least one layer's top-k experts. Default: every expert resident (docs/expert-cache.md)");
+  command
+      .add_option("--expert-io", flags.io,
+                  "with --expert-memory: how missing experts are read: pread (a pool of threads) or uring (io_uring, "
+                  "one thread); `glint bench-expert-io` measures both")
+      ->check(CLI::IsMember({"pread", "uring"}))
+      ->capture_default_str();
+  command.add_option("--expert-trace", flags.trace,
+                     "fast path: append the routed experts of every MoE layer pass to FILE (one line per row: step, "
+                     "layer, row, experts) for `glint replay-expert-trace`");
+}
+
+Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& options) {
+  GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(flags.memory));
+  GLINT_ASSIGN_OR_RETURN(options.expert_io, ParseExpertIo(flags.io));
+  options.expert_trace = flags.trace;
+  return Status::Ok();
 }
 
 Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
@@ -68,13 +84,13 @@ Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
 }
 
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts,
-                                             const std::string& expert_memory) {
+                                             const ExpertCacheFlags& expert_cache) {
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
   FastModelOptions options;
   if (!experts.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(experts));
   }
-  GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(expert_memory));
+  GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(expert_cache, options));
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool, options));
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
@@ -118,15 +134,15 @@ void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
   command.add_option("--threads", flags.threads, "fast path worker threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   AddExpertsFlag(command, flags.experts);
-  AddExpertMemoryFlag(command, flags.expert_memory);
+  AddExpertMemoryFlag(command, flags.expert_cache);
 }
 
 Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path) {
   LoadedModel loaded;
   if (path.path == "reference") {
     if (!path.experts.empty()) return InvalidArgument("--experts applies to the fast path, not --path reference");
-    if (!path.expert_memory.empty()) {
-      return InvalidArgument("--expert-memory applies to the fast path, not --path reference");
+    if (path.expert_cache.given()) {
+      return InvalidArgument("--expert-memory and --expert-trace apply to the fast path, not --path reference");
     }
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> model, LoadReferenceModel(flag));
     loaded.model = std::move(model);
@@ -135,7 +151,7 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
   }
   const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
   loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
-  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool, path.experts, path.expert_memory));
+  GLINT_ASSIGN_OR_RETURN(loaded.model, LoadFastModel(flag, *loaded.pool, path.experts, path.expert_cache));
   const auto& fast = static_cast<const FastModel&>(*loaded.model);
   loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
                               fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "base/log.h"
 #include "base/timer.h"
 #include "model/fast_convert.h"
 
@@ -35,6 +36,14 @@ std::vector<const uint8_t*> BlobsOf(const FastMlpWeights& expert) {
 
 }  // namespace
 
+std::string_view ExpertIoName(ExpertIo io) { return io == ExpertIo::kUring ? "uring" : "pread"; }
+
+Result<ExpertIo> ParseExpertIo(std::string_view name) {
+  if (name == "pread") return ExpertIo::kPread;
+  if (name == "uring") return ExpertIo::kUring;
+  return InvalidArgument("--expert-io '", name, "' is not one of pread, uring");
+}
+
 FastMlpWeights DiskExpertCache::Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to) {
   FastMlpWeights out = mapped;
   auto move = [&](auto* pointer) {
@@ -54,7 +63,8 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
                                                                  const ContainerFile& container,
                                                                  int64_t experts_per_token,
                                                                  std::unique_ptr<ExtentReader> reader,
-                                                                 const ExpertCacheOptions& options) {
+                                                                 const ExpertCacheOptions& options,
+                                                                 std::unique_ptr<UringExtentReader> uring) {
   std::unique_ptr<DiskExpertCache> cache(new DiskExpertCache());
   int64_t total_experts = 0;
   for (const auto& [moe, prefix] : RoutedMoes(weights)) {
@@ -105,8 +115,13 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   cache->slots_.resize(slots);
   for (int64_t s = 0; s < slots; ++s) cache->slots_[s].data = cache->memory_.get() + s * cache->slot_bytes_;
   cache->reader_ = std::move(reader);
-  for (int r = 0; r < std::max(1, options.readers); ++r)
-    cache->readers_.emplace_back([c = cache.get()] { c->ReaderLoop(); });
+  cache->uring_ = std::move(uring);
+  if (cache->uring_ != nullptr) {
+    cache->readers_.emplace_back([c = cache.get()] { c->UringLoop(); });
+  } else {
+    for (int r = 0; r < std::max(1, options.readers); ++r)
+      cache->readers_.emplace_back([c = cache.get()] { c->ReaderLoop(); });
+  }
   return cache;
 }
 
@@ -194,24 +209,82 @@ void DiskExpertCache::ReaderLoop() {
     lock.lock();
     stats_.read_seconds += seconds;
     stats_.retried_reads += retried ? 1 : 0;
-    if (status.ok()) {
-      stats_.bytes_read += expert.bytes;
-      slot.weights = Rebase(expert.mapped, layers_[slot.layer].map_base + expert.offset, slot.data);
-      slot.state = SlotState::kReady;
-    } else {  // never handed out: the slot is emptied and the pass that wanted it fails
-      ++stats_.failed_reads;
-      for (Wanted& want : wanted_) {
-        if (want.slot != s) continue;
-        want.error = status.WithContext(
-            StrCat("routed expert ", slot.expert, " of ", layers_[slot.layer].name, " (read failed twice)"));
-        want.slot = -1;
-      }
-      slot_of_.erase({slot.layer, slot.expert});
-      slot.state = SlotState::kEmpty;
-      slot.pins = 0;
+    Landed(s, status);
+  }
+}
+
+void DiskExpertCache::Landed(int64_t s, const Status& status) {
+  Slot& slot = slots_[s];
+  const Expert& expert = layers_[slot.layer].experts[slot.expert];
+  if (status.ok()) {
+    stats_.bytes_read += expert.bytes;
+    slot.weights = Rebase(expert.mapped, layers_[slot.layer].map_base + expert.offset, slot.data);
+    slot.state = SlotState::kReady;
+  } else {  // never handed out: the slot is emptied and the pass that wanted it fails
+    ++stats_.failed_reads;
+    for (Wanted& want : wanted_) {
+      if (want.slot != s) continue;
+      want.error = status.WithContext(
+          StrCat("routed expert ", slot.expert, " of ", layers_[slot.layer].name, " (read failed twice)"));
+      want.slot = -1;
     }
-    --in_flight_;
-    landed_.notify_all();
+    slot_of_.erase({slot.layer, slot.expert});
+    slot.state = SlotState::kEmpty;
+    slot.pins = 0;
+  }
+  --in_flight_;
+  landed_.notify_all();
+}
+
+void DiskExpertCache::UringLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::vector<int64_t> retried(slots_.size(), 0);  // per slot: its current read is a retry
+  std::vector<UringExtentReader::Completion> done;
+  std::vector<int64_t> flying;  // slots submitted and not yet completed
+  Status broken;                // the ring failed: every read from then on fails with this
+  for (;;) {
+    queued_.wait(lock, [&] { return stopping_ || !read_queue_.empty() || !flying.empty(); });
+    if (stopping_ && flying.empty()) return;
+    while (!stopping_ && !read_queue_.empty() &&
+           (static_cast<int>(flying.size()) < uring_->depth() || !broken.ok())) {
+      const int64_t s = read_queue_.front();
+      read_queue_.pop_front();
+      const Expert& expert = layers_[slots_[s].layer].experts[slots_[s].expert];
+      const Status submitted =
+          broken.ok() ? uring_->Submit(s, expert.offset, std::span<uint8_t>(slots_[s].data, expert.bytes)) : broken;
+      if (submitted.ok()) {
+        flying.push_back(s);
+      } else {
+        Landed(s, submitted), retried[s] = 0;
+      }
+    }
+    if (!broken.ok() || flying.empty()) continue;
+    lock.unlock();
+    Stopwatch watch;
+    done.clear();
+    const Status waited = uring_->Wait(done);
+    const double seconds = watch.Seconds();
+    lock.lock();
+    stats_.read_seconds += seconds;
+    if (!waited.ok()) {  // the ring itself failed: the reads in flight and every later one fail with its error
+      LogError("expert cache: ", waited.message());
+      broken = waited.WithContext("the io_uring expert reader");
+      for (int64_t s : flying) Landed(s, broken);
+      flying.clear();
+      continue;
+    }
+    for (UringExtentReader::Completion& completion : done) {
+      const int64_t s = static_cast<int64_t>(completion.tag);
+      flying.erase(std::find(flying.begin(), flying.end(), s));
+      if (!completion.status.ok() && retried[s] == 0) {  // once: a transient error (EIO) may pass
+        retried[s] = 1;
+        ++stats_.retried_reads;
+        read_queue_.push_front(s);
+        continue;
+      }
+      retried[s] = 0;
+      Landed(s, completion.status);
+    }
   }
 }
 

@@ -56,9 +56,15 @@ struct ExpertCacheStats {
   int64_t retried_reads = 0;  // reads that failed once and were tried again
 };
 
+// How misses are read (--expert-io): a pool of threads each blocking in pread, or one thread keeping many reads in
+// flight through io_uring. `glint bench-expert-io` measures both on a drive (docs/expert-cache.md).
+enum class ExpertIo { kPread, kUring };
+std::string_view ExpertIoName(ExpertIo io);  // "pread", "uring"
+Result<ExpertIo> ParseExpertIo(std::string_view name);
+
 struct ExpertCacheOptions {
   uint64_t budget_bytes = 0;  // RAM for cached experts (--expert-memory)
-  int readers = 4;            // reads in flight (pread threads)
+  int readers = 4;            // reads in flight: pread threads, or the io_uring queue depth
 };
 
 // Routed experts read from the container's per-expert extents into a fixed set of equal slots, evicting the least
@@ -71,7 +77,8 @@ class DiskExpertCache final : public ExpertStore {
   static Result<std::unique_ptr<DiskExpertCache>> Create(const FastWeights& weights, const ContainerFile& container,
                                                          int64_t experts_per_token,
                                                          std::unique_ptr<ExtentReader> reader,
-                                                         const ExpertCacheOptions& options);
+                                                         const ExpertCacheOptions& options,
+                                                         std::unique_ptr<UringExtentReader> uring = nullptr);
   ~DiskExpertCache() override;
 
   Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) override;
@@ -86,6 +93,7 @@ class DiskExpertCache final : public ExpertStore {
   int64_t moe_layers() const { return static_cast<int64_t>(layers_.size()); }
   uint64_t routed_bytes() const { return routed_bytes_; }  // all routed experts' extents, as on disk
   bool direct() const { return reader_->direct(); }
+  ExpertIo io() const { return uring_ != nullptr ? ExpertIo::kUring : ExpertIo::kPread; }
   ExpertCacheStats stats() const;
   // Slots pinned now (0 between passes: tests check that no pass leaks a pin) and slots holding an expert.
   int64_t pinned_slots() const;
@@ -124,12 +132,16 @@ class DiskExpertCache final : public ExpertStore {
   DiskExpertCache() = default;
   void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
   int64_t Victim() const;                         // an unpinned, not loading slot (LRU), or -1
-  void ReaderLoop();
+  void ReaderLoop();  // a pread thread
+  void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
+  // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.
+  void Landed(int64_t s, const Status& status);
   static FastMlpWeights Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to);
 
   std::vector<Layer> layers_;
   std::map<const FastMoeWeights*, int64_t> layer_of_;
-  std::unique_ptr<ExtentReader> reader_;
+  std::unique_ptr<ExtentReader> reader_;      // preads (and the bandwidth probe)
+  std::unique_ptr<UringExtentReader> uring_;  // null: the pread threads read
   uint64_t slot_bytes_ = 0, routed_bytes_ = 0;
   std::unique_ptr<uint8_t, void (*)(void*)> memory_{nullptr, nullptr};
   std::vector<Slot> slots_;

@@ -67,9 +67,17 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   } else {
     GLINT_ASSIGN_OR_RETURN(reader, DirectFileReader::Open(container->path()));
   }
-  GLINT_ASSIGN_OR_RETURN(expert_cache_, DiskExpertCache::Create(weights_, *container, config_.num_experts_per_tok,
-                                                                std::move(reader),
-                                                                {options.expert_memory, options.expert_readers}));
+  std::unique_ptr<UringExtentReader> uring;
+  if (options.expert_io == ExpertIo::kUring) {
+    if (options.open_expert_reader) {
+      return InvalidArgument("--expert-io uring reads the container itself; an injected reader needs pread");
+    }
+    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<DirectFileReader> file, DirectFileReader::Open(container->path()));
+    GLINT_ASSIGN_OR_RETURN(uring, UringExtentReader::Open(std::move(file), std::max(1, options.expert_readers)));
+  }
+  GLINT_ASSIGN_OR_RETURN(expert_cache_,
+                         DiskExpertCache::Create(weights_, *container, config_.num_experts_per_tok, std::move(reader),
+                                                 {options.expert_memory, options.expert_readers}, std::move(uring)));
   context_->experts = expert_cache_.get();
   // Everything but the routed experts stays resident: read those pages in now (the mapping was not populated).
   uint64_t resident = 0;

@@ -35,7 +35,11 @@ struct FastModelOptions {
   // Routed experts read from the container into a RAM cache of this many bytes (`--expert-memory`,
   // docs/expert-cache.md); 0: every expert resident, as mapped. Needs a `glint convert` container.
   uint64_t expert_memory = 0;
-  int expert_readers = 4;             // reads in flight for the expert cache
+  int expert_readers = 4;             // reads in flight for the expert cache (pread threads / io_uring depth)
+  ExpertIo expert_io = ExpertIo::kPread;  // --expert-io
+  // Routing trace (`--expert-trace FILE`, docs/expert-cache.md "Policy"): every MoE pass's routed experts per row
+  // appended to this file; empty: none. Works with or without an expert cache.
+  std::string expert_trace;
   // Opens the container for the expert cache's reads (tests inject faults); default DirectFileReader (O_DIRECT).
   std::function<Result<std::unique_ptr<ExtentReader>>(const std::string& path)> open_expert_reader;
   // Expert parallel (sharding.h): the communicator and --tp/--ep. A rank converts, maps and reads only its experts.

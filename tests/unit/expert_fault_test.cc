@@ -326,3 +326,40 @@ TEST_F(ExpertFaults, TheEngineFailsOnlyTheRequestThatNeededTheExpert) {
 
 }  // namespace
 }  // namespace glint
+
+namespace glint {
+namespace {
+
+// --expert-io uring: the same logits as every expert resident at the minimum budget (reads in flight from one
+// thread), and a container changed under it is an error naming the change.
+TEST_F(ExpertFaults, UringReaderGivesTheSameLogitsAndDetectsAChangedContainer) {
+  const std::string copy = testing::MakeTempDir("expert_uring");
+  for (const char* name : {kContainerFileName, "config.json"}) {
+    ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFile(JoinPath(shared_->container, name)));
+    ASSERT_OK(WriteFileAtomic(JoinPath(copy, name), bytes));
+  }
+  FastModelOptions options;
+  options.expert_memory = shared_->budgets.minimum;
+  options.expert_io = ExpertIo::kUring;
+  options.expert_readers = 8;
+  ASSERT_OK_AND_ASSIGN(auto model, FastModel::Load(copy, shared_->pool, options));
+  EXPECT_EQ(model->expert_cache()->io(), ExpertIo::kUring);
+  const Prefill result = RunPrefill(*model, prompt_);
+  ASSERT_OK(result.status);
+  EXPECT_EQ(result.logits, expected_);
+  EXPECT_EQ(model->expert_cache()->pinned_slots(), 0);
+  std::FILE* file = std::fopen(JoinPath(copy, kContainerFileName).c_str(), "ab");
+  ASSERT_NE(file, nullptr);
+  std::fputs("appended", file);
+  std::fclose(file);
+  const Prefill changed = RunPrefill(*model, prompt_);
+  EXPECT_ERROR_CONTAINS(changed.status, "changed while in use");
+  EXPECT_ERROR_CONTAINS(changed.entry_error, "routed expert");
+  EXPECT_EQ(model->expert_cache()->pinned_slots(), 0);
+  // Injected readers go through the pread threads only.
+  options.open_expert_reader = testing::FaultyCacheOptions(1, plan_).open_expert_reader;
+  EXPECT_ERROR_CONTAINS(FastModel::Load(shared_->container, shared_->pool, options), "needs pread");
+}
+
+}  // namespace
+}  // namespace glint
