@@ -13,8 +13,7 @@ struct UringExtentReader::Ring {
   struct io_uring ring;
 };
 
-Result<std::unique_ptr<UringExtentReader>> UringExtentReader::Open(std::unique_ptr<DirectFileReader> file,
-                                                                   int depth) {
+Result<std::unique_ptr<UringExtentReader>> UringExtentReader::Open(std::unique_ptr<DirectFileReader> file, int depth) {
   if (depth < 1 || depth > 4096) return InvalidArgument("io_uring queue depth ", depth, " is not in 1..4096");
   std::unique_ptr<UringExtentReader> reader(new UringExtentReader());
   reader->ring_ = std::make_unique<Ring>();
