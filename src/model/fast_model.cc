@@ -113,7 +113,21 @@ Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWei
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->config_);
+  if (!options.expert_trace.empty()) {
+    const ModelConfig& c = model->config_;
+    const int64_t moe_layers = std::count(c.mlp_kinds.begin(), c.mlp_kinds.end(), MlpKind::kMoe) + (with_mtp ? 1 : 0);
+    GLINT_ASSIGN_OR_RETURN(model->expert_trace_,
+                           ExpertTraceWriter::Open(options.expert_trace, moe_layers, c.n_routed_experts,
+                                                   c.num_experts_per_tok, c.num_hidden_layers));
+  }
   return model;
+}
+
+void FastModel::RecordRouting(int64_t layer, const std::vector<RouterChoice>& choices) const {
+  if (expert_trace_ == nullptr) return;
+  std::vector<std::vector<int32_t>> rows;
+  for (const RouterChoice& choice : choices) rows.emplace_back(choice.experts.begin(), choice.experts.end());
+  expert_trace_->Record(trace_step_, layer, rows);
 }
 
 Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, WorkerPool& pool,
@@ -177,6 +191,7 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
     outputs[i].logits.resize(rows * config_.vocab_size);
     if (batch[i].want_hidden) outputs[i].hidden.resize(tokens * config_.hidden_size);
   }
+  ++trace_step_;
   last_step_ = FastStepStats{};
   last_step_.experts_active.assign(config_.num_hidden_layers, 0);
   context_->ResetStats();
@@ -328,7 +343,9 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
       std::vector<RouterChoice> choices;
       int64_t active = 0;
       GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, h, n, [&](int64_t row) { return forced_rows[row]; }, y,
-                                    trace != nullptr ? &choices : nullptr, &active, plan_.local_experts()));
+                                    trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
+                                    plan_.local_experts()));
+      RecordRouting(l, choices);
       GLINT_RETURN_IF_ERROR(SumMoeOverRanks(y, n * d));
       last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
       if (trace != nullptr) {
@@ -429,7 +446,9 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   std::vector<RouterChoice> choices;
   GLINT_RETURN_IF_ERROR(FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(),
-                                trace != nullptr ? &choices : nullptr, nullptr, plan_.local_experts()));
+                                trace != nullptr || expert_trace_ ? &choices : nullptr, nullptr,
+                                plan_.local_experts()));
+  RecordRouting(c.num_hidden_layers, choices);
   GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer.data(), pairs * d));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);

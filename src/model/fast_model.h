@@ -18,6 +18,7 @@
 #include "base/worker_pool.h"
 #include "kernels/isa.h"
 #include "model/expert_store.h"
+#include "model/expert_trace.h"
 #include "model/fast_convert.h"
 #include "model/fast_layers.h"
 #include "model/model.h"
@@ -120,6 +121,10 @@ class FastModel final : public Model {
   mutable std::mutex mutex_;
   mutable std::unique_ptr<FastContext> context_;
   std::unique_ptr<DiskExpertCache> expert_cache_;
+  // --expert-trace: every MoE pass's routing appended (Forward calls counted as steps).
+  void RecordRouting(int64_t layer, const std::vector<RouterChoice>& choices) const;
+  std::unique_ptr<ExpertTraceWriter> expert_trace_;
+  mutable int64_t trace_step_ = 0;
   mutable FastStepStats last_step_;
 };
 
