@@ -64,6 +64,13 @@ void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
                   "one thread); `glint bench-expert-io` measures both")
       ->check(CLI::IsMember({"pread", "uring"}))
       ->capture_default_str();
+  command
+      .add_option("--expert-policy", flags.policy,
+                  "with --expert-memory: which cached expert to evict: weighted (fewest rows routed to it, decayed "
+                  "with a half-life of 4 steps), lru (least recently used) or lfu (fewest uses, aged); chosen by "
+                  "replaying routing traces (docs/expert-cache.md \"Policy\")")
+      ->check(CLI::IsMember({"weighted", "lru", "lfu"}))
+      ->capture_default_str();
   command.add_option("--expert-trace", flags.trace,
                      "fast path: append the routed experts of every MoE layer pass to FILE (one line per row: step, "
                      "layer, row, experts) for `glint replay-expert-trace`");
@@ -72,6 +79,7 @@ void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
 Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& options) {
   GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(flags.memory));
   GLINT_ASSIGN_OR_RETURN(options.expert_io, ParseExpertIo(flags.io));
+  GLINT_ASSIGN_OR_RETURN(options.expert_policy, ParseExpertPolicy(flags.policy));
   options.expert_trace = flags.trace;
   return Status::Ok();
 }

@@ -27,10 +27,11 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
 // not given (a container loads as stored, a checkpoint converts to int8).
 void AddExpertsFlag(CLI::App& command, std::string& experts);
 // The routed-expert cache's flags (docs/expert-cache.md): --expert-memory SIZE (routed experts read from the
-// container into a RAM cache of SIZE), --expert-io pread|uring, --expert-trace FILE.
+// container into a RAM cache of SIZE), --expert-io pread|uring, --expert-policy, --expert-trace FILE.
 struct ExpertCacheFlags {
   std::string memory;          // empty: every expert resident
   std::string io = "pread";    // how misses are read
+  std::string policy = "weighted";  // eviction: lru, lfu, weighted
   std::string trace;           // empty: no routing trace
   bool given() const { return !memory.empty() || !trace.empty(); }
 };

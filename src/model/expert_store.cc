@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <tuple>
 
 #include "base/log.h"
 #include "base/timer.h"
@@ -113,6 +114,7 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   }
   cache->memory_ = {static_cast<uint8_t*>(memory), std::free};
   cache->slots_.resize(slots);
+  cache->ranker_.emplace(options.policy, static_cast<int64_t>(cache->layers_.size()), slots);
   for (int64_t s = 0; s < slots; ++s) cache->slots_[s].data = cache->memory_.get() + s * cache->slot_bytes_;
   cache->reader_ = std::move(reader);
   cache->uring_ = std::move(uring);
@@ -134,19 +136,23 @@ DiskExpertCache::~DiskExpertCache() {
   for (std::thread& thread : readers_) thread.join();
 }
 
-Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) {
+Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t> experts,
+                              std::span<const int64_t> rows) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto it = layer_of_.find(&moe);
   if (it == layer_of_.end()) return InternalError("expert cache: an MoE layer it does not know");
   if (!wanted_.empty()) return InternalError("expert cache: a pass began before the last one ended");
+  if (rows.size() != experts.size()) return InternalError("expert cache: ", rows.size(), " row counts for ",
+                                                          experts.size(), " experts");
   pass_layer_ = it->second;
-  for (int32_t expert : experts) {
-    Wanted want{expert, -1, false, false, Status::Ok()};
-    const auto held = slot_of_.find({pass_layer_, expert});
+  ++passes_;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    Wanted want{experts[i], rows[i], -1, false, false, Status::Ok()};
+    const auto held = slot_of_.find({pass_layer_, experts[i]});
     if (held != slot_of_.end()) {
       Slot& slot = slots_[held->second];
       ++slot.pins;
-      slot.last_use = ++clock_;
+      UseSlot(slot, rows[i]);
       want.slot = held->second;
       ++stats_.hits;
     } else {
@@ -158,13 +164,22 @@ Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t
   return Status::Ok();
 }
 
+void DiskExpertCache::UseSlot(Slot& slot, int64_t rows) {
+  if (!ranker_->Use(slot.use, passes_, rows)) return;
+  for (Slot& other : slots_) other.use.count /= 2;  // LFU ageing
+}
+
 int64_t DiskExpertCache::Victim() const {
+  // Ties broken by (layer, expert), as the replay does, so that it predicts the cache exactly.
   int64_t best = -1;
+  std::tuple<double, uint64_t, int64_t, int64_t> best_rank;
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Slot& slot = slots_[s];
     if (slot.pins > 0 || slot.state == SlotState::kLoading) continue;
     if (slot.state == SlotState::kEmpty) return static_cast<int64_t>(s);
-    if (best < 0 || slot.last_use < slots_[best].last_use) best = static_cast<int64_t>(s);
+    const auto [score, last_use] = ranker_->Rank(slot.use, passes_);
+    const std::tuple<double, uint64_t, int64_t, int64_t> rank{score, last_use, slot.layer, slot.expert};
+    if (best < 0 || rank < best_rank) best = static_cast<int64_t>(s), best_rank = rank;
   }
   return best;
 }
@@ -180,7 +195,8 @@ void DiskExpertCache::Pump(std::unique_lock<std::mutex>&) {
     slot.layer = pass_layer_, slot.expert = want.expert;
     slot.state = SlotState::kLoading;
     slot.pins = 1;
-    slot.last_use = ++clock_;
+    slot.use = ExpertUse{};
+    UseSlot(slot, want.rows);
     slot_of_[{pass_layer_, want.expert}] = s;
     want.slot = s;
     read_queue_.push_back(s);

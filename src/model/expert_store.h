@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 
 #include "base/status.h"
 #include "io/extent_reader.h"
+#include "model/expert_trace.h"
 #include "model/fast_weights.h"
 
 namespace glint {
@@ -31,8 +33,9 @@ namespace glint {
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
-  // Starts one MoE pass over `experts` (distinct, ascending) of `moe`; one pass at a time (Forward is serialised).
-  virtual Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) = 0;
+  // Starts one MoE pass over `experts` (distinct, ascending) of `moe`, `rows[i]` of the pass's rows routed to
+  // experts[i] (what a frequency policy weighs); one pass at a time (Forward is serialised).
+  virtual Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts, std::span<const int64_t> rows) = 0;
   // Appends to `ready` the indices (into Begin's list) in [begin, end) that are resident and not yet handed out, and
   // to `failed` those whose read failed (index, error; never handed out, nothing to Release: no partly read expert
   // is ever computed with, and only the rows routed to it are lost). With `wait`, blocks until at least one index
@@ -65,10 +68,12 @@ Result<ExpertIo> ParseExpertIo(std::string_view name);
 struct ExpertCacheOptions {
   uint64_t budget_bytes = 0;  // RAM for cached experts (--expert-memory)
   int readers = 4;            // reads in flight: pread threads, or the io_uring queue depth
+  // Eviction (--expert-policy): chosen by replaying routing traces (docs/expert-cache.md "Policy").
+  ExpertPolicy policy = ExpertPolicy::kFrequencyWeighted;
 };
 
-// Routed experts read from the container's per-expert extents into a fixed set of equal slots, evicting the least
-// recently used unpinned slot. Thread-safe as far as the ExpertStore contract needs (one pass at a time, reads on
+// Routed experts read from the container's per-expert extents into a fixed set of equal slots, evicting the unpinned
+// slot the policy ranks lowest (ExpertPolicyRanker, shared with the trace replay). Thread-safe as far as the ExpertStore contract needs (one pass at a time, reads on
 // the reader threads).
 class DiskExpertCache final : public ExpertStore {
  public:
@@ -81,7 +86,7 @@ class DiskExpertCache final : public ExpertStore {
                                                          std::unique_ptr<UringExtentReader> uring = nullptr);
   ~DiskExpertCache() override;
 
-  Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) override;
+  Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts, std::span<const int64_t> rows) override;
   Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, std::vector<std::pair<size_t, Status>>& failed,
                    bool wait) override;
   const FastMlpWeights& Weights(size_t i) const override;
@@ -94,6 +99,7 @@ class DiskExpertCache final : public ExpertStore {
   uint64_t routed_bytes() const { return routed_bytes_; }  // all routed experts' extents, as on disk
   bool direct() const { return reader_->direct(); }
   ExpertIo io() const { return uring_ != nullptr ? ExpertIo::kUring : ExpertIo::kPread; }
+  ExpertPolicy policy() const { return ranker_->policy(); }
   ExpertCacheStats stats() const;
   // Slots pinned now (0 between passes: tests check that no pass leaks a pin) and slots holding an expert.
   int64_t pinned_slots() const;
@@ -119,11 +125,12 @@ class DiskExpertCache final : public ExpertStore {
     SlotState state = SlotState::kEmpty;
     int64_t layer = -1, expert = -1;
     int pins = 0;
-    uint64_t last_use = 0;
+    ExpertUse use;  // what the eviction policy ranks it by
     FastMlpWeights weights;  // views into data, when ready
   };
   struct Wanted {  // one expert of the current pass
     int64_t expert = 0;
+    int64_t rows = 0;   // pass rows routed to it
     int64_t slot = -1;  // -1: not yet assigned a slot
     bool handed_out = false, released = false;
     Status error;
@@ -131,7 +138,8 @@ class DiskExpertCache final : public ExpertStore {
 
   DiskExpertCache() = default;
   void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
-  int64_t Victim() const;                         // an unpinned, not loading slot (LRU), or -1
+  int64_t Victim() const;  // an unpinned, not loading slot: empty, else the policy's lowest rank; or -1
+  void UseSlot(Slot& slot, int64_t rows);  // the policy's bookkeeping of a use (lock held)
   void ReaderLoop();  // a pread thread
   void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
   // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.
@@ -153,7 +161,8 @@ class DiskExpertCache final : public ExpertStore {
   int64_t in_flight_ = 0;           // queued or being read
   bool stopping_ = false;
   std::vector<std::thread> readers_;
-  uint64_t clock_ = 0;
+  std::optional<ExpertPolicyRanker> ranker_;
+  uint64_t passes_ = 0;  // the policy's clock: one tick per Begin
   int64_t pass_layer_ = -1;
   std::vector<Wanted> wanted_;
   std::map<int64_t, Status> slot_errors_;  // read failures of the pass, by slot

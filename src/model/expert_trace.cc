@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace glint {
@@ -85,40 +86,54 @@ std::string_view ExpertPolicyName(ExpertPolicy policy) {
   return "?";
 }
 
-namespace {
+Result<ExpertPolicy> ParseExpertPolicy(std::string_view name) {
+  if (name == "lru") return ExpertPolicy::kLru;
+  if (name == "lfu") return ExpertPolicy::kLfuAged;
+  if (name == "weighted") return ExpertPolicy::kFrequencyWeighted;
+  return InvalidArgument("--expert-policy '", name, "' is not one of lru, lfu, weighted");
+}
 
-// One cached expert and what the policies rank it by.
-struct Held {
-  uint64_t last_use = 0;  // pass clock
-  double count = 0;       // LFU count (halved by ageing)
-  double weight = 0;      // rows-weighted use, decayed, as of `weight_time`
-  uint64_t weight_time = 0;
-};
+ExpertPolicyRanker::ExpertPolicyRanker(ExpertPolicy policy, int64_t moe_layers, int64_t slots)
+    : policy_(policy),
+      half_life_(4.0 * static_cast<double>(std::max<int64_t>(moe_layers, 1))),
+      ageing_period_(8 * std::max<int64_t>(slots, 1)) {}
 
-}  // namespace
+double ExpertPolicyRanker::DecayedWeight(const ExpertUse& use, uint64_t pass) const {
+  return use.weight * std::exp2(-static_cast<double>(pass - use.weight_pass) / half_life_);
+}
+
+bool ExpertPolicyRanker::Use(ExpertUse& use, uint64_t pass, int64_t rows) {
+  use.weight = DecayedWeight(use, pass) + static_cast<double>(rows);
+  use.weight_pass = pass;
+  use.last_use = pass;
+  use.count += 1;
+  return ++requests_ % ageing_period_ == 0;
+}
+
+std::pair<double, uint64_t> ExpertPolicyRanker::Rank(const ExpertUse& use, uint64_t pass) const {
+  switch (policy_) {
+    case ExpertPolicy::kLru:
+      return {0.0, use.last_use};
+    case ExpertPolicy::kLfuAged:
+      return {use.count, use.last_use};
+    case ExpertPolicy::kFrequencyWeighted:
+      return {DecayedWeight(use, pass), use.last_use};
+  }
+  return {0.0, use.last_use};
+}
 
 PolicyReplay ReplayExpertPolicy(const ExpertTrace& trace, int64_t slots, ExpertPolicy policy) {
   PolicyReplay replay;
-  std::map<std::pair<int64_t, int32_t>, Held> held;
-  // Half-life of the frequency weight: 4 steps' worth of passes (every MoE layer once per step).
-  const double half_life = 4.0 * std::max<int64_t>(trace.moe_layers, 1);
-  const int64_t ageing_period = 8 * slots;
-  int64_t requests = 0;
+  std::map<std::pair<int64_t, int32_t>, ExpertUse> held;
+  ExpertPolicyRanker ranker(policy, trace.moe_layers, slots);
   uint64_t clock = 0;
-  auto weight_now = [&](const Held& h) { return h.weight * std::exp2(-static_cast<double>(clock - h.weight_time) / half_life); };
-  auto rank = [&](const Held& h) -> std::pair<double, uint64_t> {  // lower: evicted first
-    switch (policy) {
-      case ExpertPolicy::kLru:
-        return {0.0, h.last_use};
-      case ExpertPolicy::kLfuAged:
-        return {h.count, h.last_use};
-      case ExpertPolicy::kFrequencyWeighted:
-        return {weight_now(h), h.last_use};
-    }
-    return {0.0, h.last_use};
-  };
   for (const ExpertTracePass& pass : trace.passes) {
     ++clock;
+    // As DiskExpertCache::Begin: the pass's experts already held are hits and pinned for the whole pass.
+    std::set<std::pair<int64_t, int32_t>> pinned;
+    for (const auto& [expert, rows] : pass.experts) {
+      if (held.count({pass.layer, expert}) != 0) pinned.insert({pass.layer, expert});
+    }
     for (const auto& [expert, rows] : pass.experts) {
       const std::pair<int64_t, int32_t> key{pass.layer, expert};
       auto it = held.find(key);
@@ -130,20 +145,16 @@ PolicyReplay ReplayExpertPolicy(const ExpertTrace& trace, int64_t slots, ExpertP
           auto victim = held.end();
           for (int outside = 1; outside >= 0 && victim == held.end(); --outside) {
             for (auto h = held.begin(); h != held.end(); ++h) {
-              if (outside == 1 && h->second.last_use == clock) continue;
-              if (victim == held.end() || rank(h->second) < rank(victim->second)) victim = h;
+              if (outside == 1 && (pinned.count(h->first) != 0 || h->second.last_use == clock)) continue;
+              if (victim == held.end() || ranker.Rank(h->second, clock) < ranker.Rank(victim->second, clock))
+                victim = h;
             }
           }
           held.erase(victim);
         }
-        it = held.emplace(key, Held{}).first;
+        it = held.emplace(key, ExpertUse{}).first;
       }
-      Held& h = it->second;
-      h.last_use = clock;
-      h.count += 1;
-      h.weight = weight_now(h) + rows;
-      h.weight_time = clock;
-      if (++requests % ageing_period == 0) {
+      if (ranker.Use(it->second, clock, rows)) {
         for (auto& [k, other] : held) other.count /= 2;
       }
     }

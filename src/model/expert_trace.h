@@ -56,7 +56,34 @@ enum class ExpertPolicy {
   kLfuAged,            // least frequently used; every count halved every 8 × slots requests (ageing)
   kFrequencyWeighted,  // least rows-weighted use, decayed with a half-life of 4 steps' passes (LRFU-like)
 };
-std::string_view ExpertPolicyName(ExpertPolicy policy);
+std::string_view ExpertPolicyName(ExpertPolicy policy);         // "LRU", "LFU, aged", "frequency-weighted"
+Result<ExpertPolicy> ParseExpertPolicy(std::string_view name);  // "lru", "lfu", "weighted" (--expert-policy)
+
+// What a policy ranks a held expert by; one per cached expert (DiskExpertCache's slots, the replay's entries).
+struct ExpertUse {
+  uint64_t last_use = 0;  // pass clock of the last use
+  double count = 0;       // uses, halved by ageing (LFU)
+  double weight = 0;      // rows routed to it, decayed, as of weight_pass (frequency-weighted)
+  uint64_t weight_pass = 0;
+};
+
+// The policies' bookkeeping, shared by the cache and the replay so that the replay predicts the cache.
+class ExpertPolicyRanker {
+ public:
+  // `moe_layers` sets the frequency weight's half-life (4 steps' passes); `slots` the LFU ageing period.
+  ExpertPolicyRanker(ExpertPolicy policy, int64_t moe_layers, int64_t slots);
+  ExpertPolicy policy() const { return policy_; }
+  // A use of the expert by `rows` rows at pass `pass`. True when every held count is now to be halved (ageing).
+  bool Use(ExpertUse& use, uint64_t pass, int64_t rows);
+  // Lower is evicted first.
+  std::pair<double, uint64_t> Rank(const ExpertUse& use, uint64_t pass) const;
+
+ private:
+  double DecayedWeight(const ExpertUse& use, uint64_t pass) const;
+  ExpertPolicy policy_;
+  double half_life_;
+  int64_t ageing_period_, requests_ = 0;
+};
 
 struct PolicyReplay {
   int64_t hits = 0, misses = 0;

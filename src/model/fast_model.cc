@@ -77,7 +77,8 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   }
   GLINT_ASSIGN_OR_RETURN(expert_cache_,
                          DiskExpertCache::Create(weights_, *container, config_.num_experts_per_tok, std::move(reader),
-                                                 {options.expert_memory, options.expert_readers}, std::move(uring)));
+                                                 {options.expert_memory, options.expert_readers, options.expert_policy},
+                                                 std::move(uring)));
   context_->experts = expert_cache_.get();
   // Everything but the routed experts stays resident: read those pages in now (the mapping was not populated).
   uint64_t resident = 0;

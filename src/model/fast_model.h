@@ -38,6 +38,7 @@ struct FastModelOptions {
   uint64_t expert_memory = 0;
   int expert_readers = 4;             // reads in flight for the expert cache (pread threads / io_uring depth)
   ExpertIo expert_io = ExpertIo::kPread;  // --expert-io
+  ExpertPolicy expert_policy = ExpertPolicy::kFrequencyWeighted;  // --expert-policy
   // Routing trace (`--expert-trace FILE`, docs/expert-cache.md "Policy"): every MoE pass's routed experts per row
   // appended to this file; empty: none. Works with or without an expert cache.
   std::string expert_trace;

@@ -223,7 +223,9 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
   if (ctx.experts == nullptr) {
     for (size_t j = 0; j < routed_jobs; ++j) jobs[j].weights = jobs[j].layout;
   } else {
-    GLINT_RETURN_IF_ERROR(ctx.experts->Begin(w, expert_ids));  // every missing expert requested now
+    std::vector<int64_t> expert_rows;
+    for (size_t j = 0; j < routed_jobs; ++j) expert_rows.push_back(static_cast<int64_t>(jobs[j].rows.size()));
+    GLINT_RETURN_IF_ERROR(ctx.experts->Begin(w, expert_ids, expert_rows));  // every missing expert requested now
   }
   struct EndPass {
     ExpertStore* store;

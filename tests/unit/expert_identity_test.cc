@@ -18,6 +18,7 @@
 #include "engine/sampling.h"
 #include "engine_checks.h"
 #include "expert_checks.h"
+#include "model/expert_trace.h"
 #include "model/fast_model.h"
 #include "test_util.h"
 
@@ -215,6 +216,44 @@ INSTANTIATE_TEST_SUITE_P(Budgets, ExpertIdentity,
                                            Case{"tiny-sparse", Budget::kAll}, Case{"glint-tiny", Budget::kMinimum},
                                            Case{"glint-tiny", Budget::kThreeMinimum}, Case{"glint-tiny", Budget::kAll}),
                          CaseName);
+
+}  // namespace
+}  // namespace glint
+
+namespace glint {
+namespace {
+
+// The replay predicts the cache: a decode traced with --expert-trace, replayed at the cache's size with its
+// policy, gives exactly the hits and misses the cache counted (passes of ≤ top-k experts: no streaming).
+TEST(ExpertPolicyReplay, PredictsTheCacheExactly) {
+  ModelFixture& fixture = FixtureFor("glint-tiny");
+  const std::string trace_dir = testing::MakeTempDir("expert_replay");
+  for (ExpertPolicy policy : {ExpertPolicy::kLru, ExpertPolicy::kLfuAged, ExpertPolicy::kFrequencyWeighted}) {
+    FastModelOptions options;
+    options.expert_memory = 6 * fixture.budgets.minimum;  // 24 of 80 experts: every policy has hits
+    options.expert_policy = policy;
+    options.expert_trace = JoinPath(trace_dir, StrCat(static_cast<int>(policy), ".trace"));
+    ASSERT_OK_AND_ASSIGN(auto model, FastModel::Load(fixture.container, fixture.pool, options));
+    const testing::Tokens generated = testing::GreedyOracle(*model, fixture.prompts[2], 1);
+    const ExpertCacheStats start = model->expert_cache()->stats();  // the prefill's passes: not compared
+    testing::GreedyOracle(*model, generated, 24);                   // decode: one row per pass
+    ExpertCacheStats stats = model->expert_cache()->stats();
+    stats.hits -= start.hits, stats.misses -= start.misses;
+    const int64_t slots = model->expert_cache()->slots();
+    model.reset();  // closes the trace
+    ASSERT_OK_AND_ASSIGN(std::string text, ReadFile(options.expert_trace));
+    ASSERT_OK_AND_ASSIGN(ExpertTrace trace, ParseExpertTrace(text));
+    const PolicyReplay all = ReplayExpertPolicy(trace, slots, policy);
+    // The trace also holds the prefill and first decode: replay those alone and subtract.
+    ExpertTrace head = trace;
+    const auto& kinds = fixture.resident->config().mlp_kinds;
+    head.passes.resize(trace.passes.size() - 24 * std::count(kinds.begin(), kinds.end(), MlpKind::kMoe));
+    const PolicyReplay before = ReplayExpertPolicy(head, slots, policy);
+    EXPECT_EQ(all.hits - before.hits, stats.hits) << ExpertPolicyName(policy);
+    EXPECT_EQ(all.misses - before.misses, stats.misses) << ExpertPolicyName(policy);
+    EXPECT_GT(stats.hits, 0);
+  }
+}
 
 }  // namespace
 }  // namespace glint
