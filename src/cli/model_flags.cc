@@ -10,6 +10,7 @@
 #include "io/extent_reader.h"
 #include "kernels/machine_limits.h"
 #include "model/fast_model.h"
+#include "plan/expert_cache.h"
 #include "modelgen/make_tiny.h"
 
 namespace glint::cli {
@@ -131,6 +132,14 @@ Status LogExpertCacheReport(const Model& model, WorkerPool& pool) {
           disk_gbps, " GB/s (probe), memory ", memory_gbps, " GB/s; at hit rate 0 a token reads ", miss_bytes / 1e9,
           " GB from disk: at most ", roofline, " tokens/s at one sequence (1 / (disk bytes / disk bandwidth + ",
           "resident bytes / memory bandwidth))");
+  // The same model at the hit rate uniform routing gives this cache (its share of the experts); a trained router
+  // does better (measure it: --expert-trace, glint replay-expert-trace).
+  const plan::ExpertCacheEstimate uniform = plan::EstimateExpertCache(
+      {static_cast<double>(cache->routed_bytes()), miss_bytes, resident, resident,
+       static_cast<double>(load.expert_cache_bytes), disk_gbps * 1e9, memory_gbps * 1e9, std::nullopt});
+  LogInfo("expert cache: at the hit rate of uniform routing (", uniform.hit_rate * 100, " %: the cache's share of ",
+          "the experts) a token reads ", uniform.disk_bytes_per_token / 1e9, " GB from disk: at most ",
+          uniform.tokens_per_second, " tokens/s at one sequence (", uniform.disk_share * 100, " % of it reading)");
   return Status::Ok();
 }
 
