@@ -158,8 +158,11 @@ class Model {
   // Entries must have distinct states. This default runs MtpForward on each in turn (one weight read per
   // sequence); an implementation that batches rows overrides it. On an error, the states of entries already run
   // have advanced.
+  // With `entry_errors`, every entry runs whatever the others do and entry_errors[i] says how entry i went (an
+  // error return then names how many failed; the states of the entries that did not fail advanced as on success).
   virtual Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                                 const ForwardOptions& options = {}) const;
+                                 const ForwardOptions& options = {},
+                                 std::vector<Status>* entry_errors = nullptr) const;
 };
 
 // For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.

@@ -34,7 +34,8 @@ uint64_t ExpertExtentOffset(const std::string& container_dir, int64_t layer, int
   const Result<ContainerFile> container = ContainerFile::Open(JoinPath(container_dir, kContainerFileName), false);
   EXPECT_TRUE(container.ok()) << container.status().ToString();
   if (!container.ok()) return 0;
-  const std::string name = ExpertExtentName("layers." + std::to_string(layer) + ".moe.", expert);
+  const std::string prefix = layer < 0 ? std::string("mtp.moe.") : "layers." + std::to_string(layer) + ".moe.";
+  const std::string name = ExpertExtentName(prefix, expert);
   const ContainerExtent* extent = container->FindExtent(name);
   EXPECT_NE(extent, nullptr) << name;
   return extent == nullptr ? 0 : extent->offset;

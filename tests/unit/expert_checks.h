@@ -20,7 +20,8 @@ namespace glint::testing {
 // (model.glint + config.json), which FastModel::Load maps; empty on failure (with a test failure).
 std::string ConvertToContainer(const std::string& model_dir, WorkerPool& pool);
 
-// The container's offset of routed expert `expert` of hidden layer `layer` ("layers.L.moe." extents).
+// The container's offset of routed expert `expert` of hidden layer `layer` ("layers.L.moe." extents; layer −1:
+// the MTP layer's, "mtp.moe.").
 uint64_t ExpertExtentOffset(const std::string& container_dir, int64_t layer, int64_t expert);
 
 // What a FaultyReader does; changed by the test between (never during) Forward calls.

@@ -16,6 +16,7 @@
 #include "base/aligned_buffer.h"
 #include "base/file.h"
 #include "engine/engine_core.h"
+#include "engine/sampling.h"
 #include "engine_checks.h"
 #include "expert_checks.h"
 #include "io/weight_container.h"
@@ -86,15 +87,15 @@ TEST(DirectFileReader, AFileChangedOrReplacedWhileInUseIsAnError) {
 // FastModel with a fault-injecting reader
 // ---------------------------------------------------------------------------------------------------------------
 
-// Records the routed experts of every sequence: (hidden layer, expert) pairs.
-class ExpertTrace : public Trace {
+// Records the routed experts of every sequence: (hidden layer, expert) pairs; the MTP layer is layer -1.
+class RoutingRecorder : public Trace {
  public:
   bool Wants(int) const override { return true; }
   void Floats(int, const std::string&, std::span<const float>, std::vector<int64_t>) override {}
   void Ints(int sequence, const std::string& name, std::span<const int32_t> values, std::vector<int64_t>) override {
     const size_t end = name.find(".moe_experts");
-    if (name.rfind("layer.", 0) != 0 || end == std::string::npos) return;
-    const int64_t layer = std::stoll(name.substr(6, end - 6));
+    if (end == std::string::npos) return;
+    const int64_t layer = name.rfind("mtp.", 0) == 0 ? -1 : std::stoll(name.substr(6, end - 6));  // after "layer."
     for (int32_t expert : values) used[sequence].insert({layer, expert});
   }
   std::map<int, std::set<std::pair<int64_t, int64_t>>> used;
@@ -254,7 +255,7 @@ TEST_F(ExpertFaults, AReadFailingInTheMiddleOfALayerFailsOnlyThatCall) {
 
 // The expert set each of two prompts' rows route to (on the resident model); an expert only the first uses.
 std::pair<int64_t, int64_t> ExpertOnlyTheFirstUses(const FastModel& model, const Tokens& first, const Tokens& second) {
-  ExpertTrace trace;
+  RoutingRecorder trace;
   SequenceState a = model.NewSequence(), b = model.NewSequence();
   std::vector<BatchEntry> batch{{first, &a, LogitsWanted::kNone, false}, {second, &b, LogitsWanted::kNone, false}};
   std::vector<EntryOutput> outputs;
@@ -359,6 +360,61 @@ TEST_F(ExpertFaults, UringReaderGivesTheSameLogitsAndDetectsAChangedContainer) {
   // Injected readers go through the pread threads only.
   options.open_expert_reader = testing::FaultyCacheOptions(1, plan_).open_expert_reader;
   EXPECT_ERROR_CONTAINS(FastModel::Load(shared_->container, shared_->pool, options), "needs pread");
+}
+
+}  // namespace
+}  // namespace glint
+
+namespace glint {
+namespace {
+
+// The MTP layer's experts of a prompt's first step in the engine: its pairs (h_p, x_{p+1}) for every prompt
+// position, x after the last being the greedy token.
+std::set<int64_t> MtpExpertsOfPrefill(const FastModel& model, const Tokens& prompt) {
+  SequenceState state = model.NewSequence();
+  std::vector<EntryOutput> outputs;
+  BatchEntry entry{prompt, &state, LogitsWanted::kLast, true};
+  EXPECT_OK(model.Forward({&entry, 1}, outputs));
+  Tokens next(prompt.begin() + 1, prompt.end());
+  next.push_back(ArgMax(outputs[0].logits));
+  RoutingRecorder trace;
+  std::vector<float> logits;
+  EXPECT_OK(model.MtpForward(state, outputs[0].hidden, next, logits, {}, &trace));
+  std::set<int64_t> experts;
+  for (const auto& [layer, expert] : trace.used[0]) experts.insert(expert);
+  return experts;
+}
+
+// With --speculative mtp the MTP layer reads experts too: a request whose MTP pass needs the unreadable expert
+// ends with the error, the one beside it in the step is served exactly, and the engine goes on.
+TEST_F(ExpertFaults, AnMtpReadFailureFailsOnlyThatRequest) {
+  const Tokens a = Prompt(0, 0, 3), b = Prompt(1, 0, 5);
+  const std::set<int64_t> a_experts = MtpExpertsOfPrefill(*shared_->resident, a);
+  const std::set<int64_t> b_experts = MtpExpertsOfPrefill(*shared_->resident, b);
+  int64_t expert = -1;
+  for (int64_t e : a_experts) expert = expert < 0 && b_experts.count(e) == 0 ? e : expert;
+  ASSERT_GE(expert, 0) << "the two prompts' MTP passes route to the same experts: choose others";
+  auto model = Load(shared_->budgets.minimum * 3);
+  ASSERT_NE(model, nullptr);
+  plan_->failing_offsets = {testing::ExpertExtentOffset(shared_->container, -1, expert)};
+  auto core = testing::MakeCore(*model, testing::SizedOptions(*model, 3, 16, 0, /*speculative=*/true));
+  ASSERT_NE(core, nullptr);
+  auto sink = std::make_shared<testing::Collector>();
+  ASSERT_OK(core->Add(1, testing::Greedy(a, 1, sink)));  // one token each: the first step is their whole run
+  ASSERT_OK(core->Add(2, testing::Greedy(b, 1, sink)));
+  testing::RunToCompletion(*core);
+  ASSERT_NE(sink->Last(1), nullptr);
+  EXPECT_EQ(sink->Last(1)->finish_reason, FinishReason::kError);
+  EXPECT_NE(sink->Last(1)->error.find(StrCat("routed expert ", expert, " of mtp.moe")), std::string::npos)
+      << sink->Last(1)->error;
+  EXPECT_EQ(sink->TokensOf(2), testing::GreedyOracle(*shared_->resident, b, 1));
+  EXPECT_EQ(sink->Last(2)->finish_reason, FinishReason::kLength);
+  plan_->failing_offsets.clear();
+  ASSERT_OK(core->Add(3, testing::Greedy(a, 4, sink)));
+  testing::RunToCompletion(*core);
+  EXPECT_EQ(sink->TokensOf(3), testing::GreedyOracle(*shared_->resident, a, 4));
+  testing::ExpectPoolsAtStart(*core);
+  EXPECT_EQ(model->expert_cache()->pinned_slots(), 0);
 }
 
 }  // namespace
