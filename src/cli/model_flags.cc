@@ -72,6 +72,11 @@ void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
                   "replaying routing traces (docs/expert-cache.md \"Policy\")")
       ->check(CLI::IsMember({"weighted", "lru", "lfu"}))
       ->capture_default_str();
+  command
+      .add_option("--expert-profile", flags.profile,
+                  "with --expert-memory: a trace written by --expert-trace (e.g. of a serving run); its most used "
+                  "experts are read at start-up and kept in the cache for good (at most half of it)")
+      ->check(CLI::ExistingFile);
   command.add_option("--expert-trace", flags.trace,
                      "fast path: append the routed experts of every MoE layer pass to FILE (one line per row: step, "
                      "layer, row, experts) for `glint replay-expert-trace`");
@@ -82,6 +87,10 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
   GLINT_ASSIGN_OR_RETURN(options.expert_io, ParseExpertIo(flags.io));
   GLINT_ASSIGN_OR_RETURN(options.expert_policy, ParseExpertPolicy(flags.policy));
   options.expert_trace = flags.trace;
+  options.expert_profile = flags.profile;
+  if (!flags.profile.empty() && flags.memory.empty()) {
+    return InvalidArgument("--expert-profile keeps experts in the cache of --expert-memory; give --expert-memory too");
+  }
   return Status::Ok();
 }
 

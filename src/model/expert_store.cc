@@ -175,7 +175,7 @@ int64_t DiskExpertCache::Victim() const {
   std::tuple<double, uint64_t, int64_t, int64_t> best_rank;
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Slot& slot = slots_[s];
-    if (slot.pins > 0 || slot.state == SlotState::kLoading) continue;
+    if (slot.pins > 0 || slot.state == SlotState::kLoading || slot.kept) continue;
     if (slot.state == SlotState::kEmpty) return static_cast<int64_t>(s);
     const auto [score, last_use] = ranker_->Rank(slot.use, passes_);
     const std::tuple<double, uint64_t, int64_t, int64_t> rank{score, last_use, slot.layer, slot.expert};
@@ -406,6 +406,41 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
 ExpertCacheStats DiskExpertCache::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int64_t>> hot) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!wanted_.empty()) return InternalError("expert cache: KeepHot during a pass");
+  const int64_t limit = static_cast<int64_t>(slots_.size()) / 2;  // the other half stays with the policy
+  int64_t kept = 0;
+  for (const auto& [layer, expert] : hot) {
+    if (kept >= limit) break;
+    if (layer < 0 || layer >= static_cast<int64_t>(layers_.size()) || expert < 0 ||
+        expert >= static_cast<int64_t>(layers_[layer].experts.size())) {
+      return InvalidArgument("--expert-profile: expert ", expert, " of MoE layer ", layer, " is not in this model");
+    }
+    if (slot_of_.count({layer, expert}) != 0) continue;
+    const int64_t s = Victim();
+    if (s < 0) break;
+    Slot& slot = slots_[s];
+    if (slot.state == SlotState::kReady) slot_of_.erase({slot.layer, slot.expert});
+    const Expert& e = layers_[layer].experts[expert];
+    GLINT_RETURN_IF_ERROR(reader_->Read(e.offset, std::span<uint8_t>(slot.data, e.bytes))
+                              .WithContext(StrCat("--expert-profile: routed expert ", expert, " of ",
+                                                  layers_[layer].name)));
+    slot.layer = layer, slot.expert = expert;
+    slot.weights = Rebase(e.mapped, layers_[layer].map_base + e.offset, slot.data);
+    slot.state = SlotState::kReady;
+    slot.kept = true;
+    slot_of_[{layer, expert}] = s;
+    ++kept;
+  }
+  return kept;
+}
+
+int64_t DiskExpertCache::kept_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.kept; });
 }
 
 int64_t DiskExpertCache::pinned_slots() const {

@@ -101,6 +101,11 @@ class DiskExpertCache final : public ExpertStore {
   ExpertIo io() const { return uring_ != nullptr ? ExpertIo::kUring : ExpertIo::kPread; }
   ExpertPolicy policy() const { return ranker_->policy(); }
   ExpertCacheStats stats() const;
+  // --expert-profile: reads `hot` ((cache layer, expert), hottest first; cache layers in the model's order, MTP
+  // last) into slots kept for good (never evicted), at most half of the slots. Returns how many it kept. Call
+  // before the first pass.
+  Result<int64_t> KeepHot(std::span<const std::pair<int64_t, int64_t>> hot);
+  int64_t kept_slots() const;
   // Slots pinned now (0 between passes: tests check that no pass leaks a pin) and slots holding an expert.
   int64_t pinned_slots() const;
   int64_t ready_slots() const;
@@ -126,6 +131,7 @@ class DiskExpertCache final : public ExpertStore {
     int64_t layer = -1, expert = -1;
     int pins = 0;
     ExpertUse use;  // what the eviction policy ranks it by
+    bool kept = false;  // --expert-profile: held for good
     FastMlpWeights weights;  // views into data, when ready
   };
   struct Wanted {  // one expert of the current pass

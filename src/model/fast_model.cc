@@ -1,9 +1,11 @@
 #include "model/fast_model.h"
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 
 #include "base/file.h"
+#include "base/log.h"
 #include "base/timer.h"
 #include "kernels/vector_ops.h"
 #include "model/mhc.h"
@@ -80,6 +82,7 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
                                                  {options.expert_memory, options.expert_readers, options.expert_policy},
                                                  std::move(uring)));
   context_->experts = expert_cache_.get();
+  if (!options.expert_profile.empty()) GLINT_RETURN_IF_ERROR(KeepProfiledExperts(options.expert_profile));
   // Everything but the routed experts stays resident: read those pages in now (the mapping was not populated).
   uint64_t resident = 0;
   volatile uint8_t sink = 0;
@@ -93,6 +96,34 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   load_report_.resident_bytes = resident;
   load_report_.expert_cache_bytes = static_cast<uint64_t>(expert_cache_->slots()) * expert_cache_->slot_bytes();
   load_report_.weight_bytes = resident + load_report_.expert_cache_bytes;
+  return Status::Ok();
+}
+
+Status FastModel::KeepProfiledExperts(const std::string& path) {
+  GLINT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  Result<ExpertTrace> parsed = ParseExpertTrace(text, config_.num_hidden_layers);
+  if (!parsed.ok()) return parsed.status().WithContext(StrCat("--expert-profile '", path, "'"));
+  const ExpertTrace& profile = *parsed;
+  // The cache numbers its layers as the model's MoE layers in order, then the MTP layer.
+  std::map<int64_t, int64_t> cache_layer;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    if (config_.mlp_kinds[l] == MlpKind::kMoe) cache_layer.emplace(l, static_cast<int64_t>(cache_layer.size()));
+  }
+  if (weights_.mtp != nullptr) cache_layer.emplace(config_.num_hidden_layers, static_cast<int64_t>(cache_layer.size()));
+  std::map<std::pair<int64_t, int64_t>, int64_t> rows;
+  for (const ExpertTracePass& pass : profile.passes) {
+    const auto layer = cache_layer.find(pass.layer);
+    if (layer == cache_layer.end()) {
+      return InvalidArgument("--expert-profile '", path, "': layer ", pass.layer, " has no routed experts in this model");
+    }
+    for (const auto& [expert, count] : pass.experts) rows[{layer->second, expert}] += count;
+  }
+  std::vector<std::pair<int64_t, int64_t>> hot;
+  for (const auto& [key, count] : rows) hot.push_back(key);
+  std::stable_sort(hot.begin(), hot.end(), [&](const auto& a, const auto& b) { return rows[a] > rows[b]; });
+  GLINT_ASSIGN_OR_RETURN(const int64_t kept, expert_cache_->KeepHot(hot));
+  LogInfo("expert cache: kept the ", kept, " most used experts of '", path, "' (", hot.size(), " in the profile, ",
+          expert_cache_->slots(), " slots)");
   return Status::Ok();
 }
 

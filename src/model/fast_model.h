@@ -42,6 +42,9 @@ struct FastModelOptions {
   // Routing trace (`--expert-trace FILE`, docs/expert-cache.md "Policy"): every MoE pass's routed experts per row
   // appended to this file; empty: none. Works with or without an expert cache.
   std::string expert_trace;
+  // `--expert-profile FILE`: a trace written by --expert-trace (e.g. of a serving run); its most-used experts (by
+  // rows) are read into the cache at start-up and kept there for good (at most half of the slots).
+  std::string expert_profile;
   // Opens the container for the expert cache's reads (tests inject faults); default DirectFileReader (O_DIRECT).
   std::function<Result<std::unique_ptr<ExtentReader>>(const std::string& path)> open_expert_reader;
   // Expert parallel (sharding.h): the communicator and --tp/--ep. A rank converts, maps and reads only its experts.
@@ -100,6 +103,7 @@ class FastModel final : public Model {
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
             const FastModelOptions& options, ShardPlan plan);
   Status AttachExpertCache(const FastModelOptions& options);
+  Status KeepProfiledExperts(const std::string& path);  // --expert-profile
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
   Status SumMoeOverRanks(float* partial, int64_t count) const;
   Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,

@@ -257,3 +257,40 @@ TEST(ExpertPolicyReplay, PredictsTheCacheExactly) {
 
 }  // namespace
 }  // namespace glint
+
+namespace glint {
+namespace {
+
+// --expert-profile: the hottest experts of a traced run are read at start-up and kept for good (at most half the
+// slots); outputs stay identical; a profile of another model is refused.
+TEST(ExpertProfile, KeepsTheHottestExpertsAndChangesNoOutput) {
+  ModelFixture& fixture = FixtureFor("glint-tiny");
+  const std::string dir = testing::MakeTempDir("expert_profile");
+  FastModelOptions tracing;
+  tracing.expert_trace = JoinPath(dir, "profile.trace");
+  {
+    ASSERT_OK_AND_ASSIGN(auto traced, FastModel::Load(fixture.container, fixture.pool, tracing));
+    testing::GreedyOracle(*traced, fixture.prompts[0], 8);
+  }
+  FastModelOptions options;
+  options.expert_memory = 6 * fixture.budgets.minimum;
+  options.expert_profile = tracing.expert_trace;
+  ASSERT_OK_AND_ASSIGN(auto model, FastModel::Load(fixture.container, fixture.pool, options));
+  EXPECT_EQ(model->expert_cache()->kept_slots(), model->expert_cache()->slots() / 2);
+  EXPECT_EQ(testing::GreedyOracle(*model, fixture.prompts[1], 8),
+            testing::GreedyOracle(*fixture.resident, fixture.prompts[1], 8));
+  EXPECT_EQ(model->expert_cache()->kept_slots(), model->expert_cache()->slots() / 2);  // never evicted
+  EXPECT_EQ(model->expert_cache()->pinned_slots(), 0);
+  // A profile of another model (tiny-sparse's MoE layers are 2..7; glint-tiny has 5 layers) is refused.
+  ModelFixture& other = FixtureFor("tiny-sparse");
+  tracing.expert_trace = JoinPath(dir, "other.trace");
+  {
+    ASSERT_OK_AND_ASSIGN(auto traced, FastModel::Load(other.container, other.pool, tracing));
+    testing::GreedyOracle(*traced, other.prompts[0], 2);
+  }
+  options.expert_profile = tracing.expert_trace;
+  EXPECT_ERROR_CONTAINS(FastModel::Load(fixture.container, fixture.pool, options), "has no routed experts");
+}
+
+}  // namespace
+}  // namespace glint
