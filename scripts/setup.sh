@@ -13,6 +13,7 @@ PACKAGES=(
   gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
+  liburing-dev                                          # io_uring reads of routed experts (docs/expert-cache.md)
 )
 
 missing=()

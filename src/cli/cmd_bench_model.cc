@@ -36,7 +36,7 @@ struct BenchFlags {
   int threads = 0;
   std::string isa;
   std::string experts;  // --experts int8|int4 (empty: as stored)
-  std::string expert_memory;  // --expert-memory SIZE (empty: every expert resident)
+  ExpertCacheFlags expert_cache;  // --expert-memory SIZE (empty: every expert resident), --expert-io, --expert-trace
   std::vector<int64_t> prompts = {512, 4096};
   std::vector<int64_t> batches = {1, 4, 16};
   int64_t context = 64;
@@ -125,7 +125,7 @@ Status RunBenchModel(const BenchFlags& flags) {
   if (!flags.experts.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
   }
-  GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(flags.expert_memory));
+  GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(flags.expert_cache, options));
 
   std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
               std::string(IsaName(options.isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
@@ -283,7 +283,7 @@ GLINT_REGISTER_COMMAND(
                              " (default: avx512 where supported, else the best; amx, opt-in, runs the int8 products of at least " +
                              std::to_string(kAmxMinTokens) + " tokens on AMX tiles and everything else as avx512)");
       AddExpertsFlag(command, flags->experts);
-      AddExpertMemoryFlag(command, flags->expert_memory);
+      AddExpertMemoryFlag(command, flags->expert_cache);
       AddParallelFlags(command, flags->parallel);
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
       command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();

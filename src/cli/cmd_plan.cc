@@ -21,6 +21,8 @@ struct PlanFlags {
   std::optional<double> memory_gb, bandwidth_gbps, cpu_bf16_tflops, cpu_int8_tops, threshold;
   std::vector<std::string> assume;
   std::string catalogue;
+  std::vector<double> expert_ram_gb = {64, 128, 256}, disk_gbps = {3, 7};
+  std::optional<double> expert_hit_rate;
 };
 
 Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
@@ -30,6 +32,9 @@ Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
   request.context = flags.context;
   request.concurrency = flags.concurrency;
   request.catalogue_path = flags.catalogue;
+  request.expert_ram_gb = flags.expert_ram_gb;
+  request.disk_gbps = flags.disk_gbps;
+  request.expert_hit_rate = flags.expert_hit_rate;
   if (!flags.scheme.empty()) {
     GLINT_ASSIGN_OR_RETURN(plan::Scheme scheme, plan::ParseScheme(flags.scheme));
     request.scheme = scheme;
@@ -77,6 +82,16 @@ CommandSetup PlanSetup() {
     command.add_option("--threshold", flags->threshold, "flag memory usage above this fraction (default 0.8)");
     command.add_option("--assume", flags->assume, "override an assumption: NAME=VALUE (repeatable)");
     command.add_option("--catalogue", flags->catalogue, "hardware catalogue JSON instead of the built-in one");
+    command
+        .add_option("--expert-ram", flags->expert_ram_gb,
+                    "routed experts from disk (--expert-memory): machines' RAM in GB, comma-separated")
+        ->delimiter(',')
+        ->capture_default_str();
+    command.add_option("--disk-bandwidth", flags->disk_gbps, "drives' random-read bandwidth in GB/s, comma-separated")
+        ->delimiter(',')
+        ->capture_default_str();
+    command.add_option("--expert-hit-rate", flags->expert_hit_rate,
+                       "expert cache hit rate (default: the cache's share of the experts, uniform routing)");
     return [flags]() -> Status {
       GLINT_ASSIGN_OR_RETURN(plan::OutputFormat format, plan::ParseOutputFormat(flags->format));
       GLINT_ASSIGN_OR_RETURN(plan::PlanRequest request, ToRequest(*flags));

@@ -23,7 +23,7 @@ struct ScoreFlags {
   ModelFlag model;
   bool fast = false;  // the int8/bf16 fast path instead of the fp32 reference
   std::string experts;  // --experts (fast path)
-  std::string expert_memory;  // --expert-memory (fast path)
+  ExpertCacheFlags expert_cache;  // --expert-memory, --expert-io, --expert-trace (fast path)
   int threads = 0;
   ParallelFlags parallel;  // --tp / --ep under mpirun
   std::string tokens_file;
@@ -127,12 +127,12 @@ Status RunScore(const ScoreFlags& flags) {
   WorkerPool pool(flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency()));
   std::unique_ptr<Model> model;
   if (!flags.fast && !flags.experts.empty()) return InvalidArgument("--experts applies to the fast path; add --fast");
-  if (!flags.fast && !flags.expert_memory.empty()) {
-    return InvalidArgument("--expert-memory applies to the fast path; add --fast");
+  if (!flags.fast && flags.expert_cache.given()) {
+    return InvalidArgument("--expert-memory and --expert-trace apply to the fast path; add --fast");
   }
   const ModelParallel parallel = ToModelParallel(flags.parallel);
   Result<std::unique_ptr<Model>> loaded = [&]() -> Result<std::unique_ptr<Model>> {
-    if (flags.fast) return LoadFastModel(flags.model, pool, flags.experts, flags.expert_memory, parallel);
+    if (flags.fast) return LoadFastModel(flags.model, pool, flags.experts, flags.expert_cache, parallel);
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference, LoadReferenceModel(flags.model, parallel));
     return std::unique_ptr<Model>(std::move(reference));
   }();
@@ -204,7 +204,7 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                                           "through --reference)");
                          command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
                          AddExpertsFlag(command, flags->experts);
-                         AddExpertMemoryFlag(command, flags->expert_memory);
+                         AddExpertMemoryFlag(command, flags->expert_cache);
                          AddParallelFlags(command, flags->parallel);
                          command.add_option("--tokens-file", flags->tokens_file,
                                             "JSON list of token-id lists, e.g. the golden tokens.json")

@@ -10,6 +10,7 @@
 #include "io/extent_reader.h"
 #include "kernels/machine_limits.h"
 #include "model/fast_model.h"
+#include "plan/expert_cache.h"
 #include "modelgen/make_tiny.h"
 
 namespace glint::cli {
@@ -53,11 +54,44 @@ void AddExpertsFlag(CLI::App& command, std::string& experts) {
       ->check(CLI::IsMember({"int8", "int4"}));
 }
 
-void AddExpertMemoryFlag(CLI::App& command, std::string& expert_memory) {
-  command.add_option("--expert-memory", expert_memory,
+void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
+  command.add_option("--expert-memory", flags.memory,
                      "fast path: keep routed experts in the glint convert container on disk and read them (O_DIRECT) "
                      "into a RAM cache of this size, e.g. 512M, 24G (binary units); everything else stays resident. "
                      "At least one layer's top-k experts. Default: every expert resident (docs/expert-cache.md)");
+  command
+      .add_option("--expert-io", flags.io,
+                  "with --expert-memory: how missing experts are read: pread (a pool of threads) or uring (io_uring, "
+                  "one thread); `glint bench-expert-io` measures both")
+      ->check(CLI::IsMember({"pread", "uring"}))
+      ->capture_default_str();
+  command
+      .add_option("--expert-policy", flags.policy,
+                  "with --expert-memory: which cached expert to evict: weighted (fewest rows routed to it, decayed "
+                  "with a half-life of 4 steps), lru (least recently used) or lfu (fewest uses, aged); chosen by "
+                  "replaying routing traces (docs/expert-cache.md \"Policy\")")
+      ->check(CLI::IsMember({"weighted", "lru", "lfu"}))
+      ->capture_default_str();
+  command
+      .add_option("--expert-profile", flags.profile,
+                  "with --expert-memory: a trace written by --expert-trace (e.g. of a serving run); its most used "
+                  "experts are read at start-up and kept in the cache for good (at most half of it)")
+      ->check(CLI::ExistingFile);
+  command.add_option("--expert-trace", flags.trace,
+                     "fast path: append the routed experts of every MoE layer pass to FILE (one line per row: step, "
+                     "layer, row, experts) for `glint replay-expert-trace`");
+}
+
+Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& options) {
+  GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(flags.memory));
+  GLINT_ASSIGN_OR_RETURN(options.expert_io, ParseExpertIo(flags.io));
+  GLINT_ASSIGN_OR_RETURN(options.expert_policy, ParseExpertPolicy(flags.policy));
+  options.expert_trace = flags.trace;
+  options.expert_profile = flags.profile;
+  if (!flags.profile.empty() && flags.memory.empty()) {
+    return InvalidArgument("--expert-profile keeps experts in the cache of --expert-memory; give --expert-memory too");
+  }
+  return Status::Ok();
 }
 
 Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
@@ -68,14 +102,14 @@ Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
 }
 
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts,
-                                             const std::string& expert_memory, const ModelParallel& parallel) {
+                                             const ExpertCacheFlags& expert_cache, const ModelParallel& parallel) {
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
   FastModelOptions options;
   options.parallel = parallel;
   if (!experts.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(experts));
   }
-  GLINT_ASSIGN_OR_RETURN(options.expert_memory, ParseExpertMemory(expert_memory));
+  GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(expert_cache, options));
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool, options));
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
@@ -108,6 +142,14 @@ Status LogExpertCacheReport(const Model& model, WorkerPool& pool) {
           disk_gbps, " GB/s (probe), memory ", memory_gbps, " GB/s; at hit rate 0 a token reads ", miss_bytes / 1e9,
           " GB from disk: at most ", roofline, " tokens/s at one sequence (1 / (disk bytes / disk bandwidth + ",
           "resident bytes / memory bandwidth))");
+  // The same model at the hit rate uniform routing gives this cache (its share of the experts); a trained router
+  // does better (measure it: --expert-trace, glint replay-expert-trace).
+  const plan::ExpertCacheEstimate uniform = plan::EstimateExpertCache(
+      {static_cast<double>(cache->routed_bytes()), miss_bytes, resident, resident,
+       static_cast<double>(load.expert_cache_bytes), disk_gbps * 1e9, memory_gbps * 1e9, std::nullopt});
+  LogInfo("expert cache: at the hit rate of uniform routing (", uniform.hit_rate * 100, " %: the cache's share of ",
+          "the experts) a token reads ", uniform.disk_bytes_per_token / 1e9, " GB from disk: at most ",
+          uniform.tokens_per_second, " tokens/s at one sequence (", uniform.disk_share * 100, " % of it reading)");
   return Status::Ok();
 }
 
@@ -119,7 +161,7 @@ void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
   command.add_option("--threads", flags.threads, "fast path worker threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   AddExpertsFlag(command, flags.experts);
-  AddExpertMemoryFlag(command, flags.expert_memory);
+  AddExpertMemoryFlag(command, flags.expert_cache);
   AddParallelFlags(command, flags.parallel);
 }
 
@@ -130,8 +172,8 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
   Result<std::unique_ptr<Model>> model = [&]() -> Result<std::unique_ptr<Model>> {
     if (path.path == "reference") {
       if (!path.experts.empty()) return InvalidArgument("--experts applies to the fast path, not --path reference");
-      if (!path.expert_memory.empty()) {
-        return InvalidArgument("--expert-memory applies to the fast path, not --path reference");
+      if (path.expert_cache.given()) {
+        return InvalidArgument("--expert-memory and --expert-trace apply to the fast path, not --path reference");
       }
       GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference, LoadReferenceModel({dir}, parallel));
       loaded.description = "fp32 reference";
@@ -140,7 +182,7 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
     const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
     loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> fast_model,
-                           LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_memory, parallel));
+                           LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_cache, parallel));
     const auto& fast = static_cast<const FastModel&>(*fast_model);
     loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
                                 fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(),

@@ -10,6 +10,7 @@
 #include "base/status.h"
 #include "base/worker_pool.h"
 #include "cli/distributed.h"
+#include "model/fast_model.h"
 #include "model/model.h"
 
 namespace glint::cli {
@@ -27,15 +28,26 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
 // --experts int8|int4 (routed experts' weight format, docs/fast-path.md "int4 experts") into `experts`; empty when
 // not given (a container loads as stored, a checkpoint converts to int8).
 void AddExpertsFlag(CLI::App& command, std::string& experts);
-// --expert-memory SIZE (docs/expert-cache.md): routed experts read from the container into a RAM cache of SIZE.
-void AddExpertMemoryFlag(CLI::App& command, std::string& expert_memory);
-// Its value in bytes: 0 when empty (every expert resident); a bad size is an error naming the flag.
+// The routed-expert cache's flags (docs/expert-cache.md): --expert-memory SIZE (routed experts read from the
+// container into a RAM cache of SIZE), --expert-io pread|uring, --expert-policy, --expert-trace FILE.
+struct ExpertCacheFlags {
+  std::string memory;          // empty: every expert resident
+  std::string io = "pread";    // how misses are read
+  std::string policy = "weighted";  // eviction: lru, lfu, weighted
+  std::string trace;           // empty: no routing trace
+  std::string profile;         // --expert-profile: a trace whose hottest experts are kept in the cache
+  bool given() const { return !memory.empty() || !trace.empty(); }
+};
+void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags);
+// --expert-memory in bytes: 0 when empty (every expert resident); a bad size is an error naming the flag.
 Result<uint64_t> ParseExpertMemory(const std::string& expert_memory);
+// Sets the expert cache's fields of `options` from the flags (errors name the flag).
+Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& options);
 // Loads the fast int8/bf16 model (a `glint convert` container, or a checkpoint converted in memory) on `pool`.
 // `experts`: the --experts value (empty: as stored / int8); `expert_memory`: the --expert-memory value (empty:
 // every expert resident); with it, the expert cache's capacity report is logged.
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "",
-                                             const std::string& expert_memory = "",
+                                             const ExpertCacheFlags& expert_cache = {},
                                              const ModelParallel& parallel = {});
 // The capacity report of a model with an expert cache (start-up): resident bytes, cache slots, a short O_DIRECT read
 // probe and the expected disk bytes and tokens/s per token at a hit rate of 0. Nothing without a cache.
@@ -47,8 +59,8 @@ struct ForwardPathFlags {
   std::string path = "fast";  // "fast" | "reference" (checked by the flag)
   int threads = 0;  // fast path worker threads; 0: all cores
   std::string experts;  // fast path: --experts int8|int4, empty when not given (AddExpertsFlag)
-  std::string expert_memory;  // fast path: --expert-memory SIZE, empty when not given
-  ParallelFlags parallel;     // --tp / --ep (under mpirun)
+  ExpertCacheFlags expert_cache;  // fast path: --expert-memory SIZE, --expert-io, --expert-trace
+  ParallelFlags parallel;         // --tp / --ep (under mpirun)
 };
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags);
 

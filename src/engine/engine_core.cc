@@ -290,7 +290,7 @@ bool EngineCore::WantsDraft(SequenceId id) const {
          generated + 2 <= requests_.at(sample.request).max_tokens;
 }
 
-Status EngineCore::RunMtp(std::span<const MtpWork> work) {
+Status EngineCore::RunMtp(std::span<const MtpWork> work, std::vector<std::pair<SequenceId, Status>>& failed) {
   const int64_t d = model_.config().hidden_size, vocab = model_.config().vocab_size;
   std::vector<MtpEntry> entries;  // [sequences with new pairs]
   std::vector<SequenceId> ids;
@@ -315,12 +315,16 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work) {
   if (entries.empty()) return Status::Ok();
   std::vector<std::vector<float>> logits;  // [entries][rows, V]
   Stopwatch clock;
-  const Status status = model_.MtpForwardBatch(entries, logits, options_.forward);
+  std::vector<Status> errors;
+  const Status status = model_.MtpForwardBatch(entries, logits, options_.forward, &errors);
   counters_.mtp_seconds += clock.Seconds();
   counters_.model_seconds += clock.Seconds();
-  GLINT_RETURN_IF_ERROR(status);
+  const bool scoped = std::any_of(errors.begin(), errors.end(), [](const Status& e) { return !e.ok(); });
+  for (size_t i = 0; i < entries.size() && !status.ok(); ++i) {
+    if (!scoped || !errors[i].ok()) failed.push_back({ids[i], scoped ? errors[i] : status});
+  }
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].logits == LogitsWanted::kNone) continue;
+    if (entries[i].logits == LogitsWanted::kNone || (!status.ok() && (!scoped || !errors[i].ok()))) continue;
     if (static_cast<int64_t>(logits[i].size()) != vocab) {
       return InternalError("engine: the MTP layer gave ", logits[i].size(), " logits for one row of ", vocab);
     }
@@ -422,6 +426,32 @@ void EngineCore::FailRequests(std::vector<RequestId> requests, const std::string
   }
 }
 
+void EngineCore::DropFinishedChunks(StepPlan& plan, std::vector<EntryOutput>& results,
+                                    std::vector<std::vector<Emission>>* emissions) const {
+  size_t kept = 0;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    if (samples_.count(plan.chunks[i].id) == 0) {
+      plan.tokens -= plan.chunks[i].count + plan.chunks[i].draft;
+      continue;
+    }
+    plan.chunks[kept] = std::move(plan.chunks[i]);
+    results[kept] = std::move(results[i]);
+    if (emissions != nullptr) (*emissions)[kept] = std::move((*emissions)[i]);
+    ++kept;
+  }
+  plan.chunks.resize(kept);
+  results.resize(kept);
+  if (emissions != nullptr) emissions->resize(kept);
+}
+
+void EngineCore::FailMtpSequences(const std::vector<std::pair<SequenceId, Status>>& failed, size_t batch,
+                                  std::vector<RequestOutput>& outputs) {
+  for (const auto& [id, error] : failed) {
+    LogError("engine: the MTP layer failed sequence ", id, " of a step of ", batch, ": ", error.message());
+    if (samples_.count(id) != 0) FailRequests({samples_.at(id).request}, error.message(), outputs);
+  }
+}
+
 Status EngineCore::Step() {
   Stopwatch step_clock;
   std::vector<RequestOutput> outputs;
@@ -476,14 +506,26 @@ Status EngineCore::Step() {
   counters_.model_seconds += model_clock.Seconds();
   ++counters_.steps;
   if (!forward.ok()) {
-    // The model refused or failed: every request in this batch ends with the error; the engine goes on.
+    // The model refused or failed: the requests of the entries it names (outputs[i].error: an expert read failed
+    // for their rows), or of every entry when it names none, end with the error; the others go on with the step.
     LogError("engine: the model failed a step of ", plan.chunks.size(), " sequences: ", forward.message());
-    std::vector<RequestId> failed;
-    for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(samples_.at(chunk.id).request);
-    FailRequests(std::move(failed), forward.message(), outputs);
-    Deliver(outputs);
-    counters_.step_seconds += step_clock.Seconds();
-    return Status::Ok();
+    const bool scoped = results.size() == batch.size() &&
+                        std::any_of(results.begin(), results.end(), [](const EntryOutput& r) { return !r.error.ok(); });
+    std::vector<std::pair<RequestId, std::string>> failed;
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      if (scoped && results[i].error.ok()) continue;
+      failed.push_back({samples_.at(plan.chunks[i].id).request, scoped ? results[i].error.message() : forward.message()});
+    }
+    for (const auto& [request, message] : failed) {
+      if (requests_.count(request) != 0) FailRequests({request}, message, outputs);
+    }
+    // A request's other samples may be in the batch too: every chunk whose sample is gone leaves the step.
+    DropFinishedChunks(plan, results);
+    if (plan.chunks.empty()) {
+      Deliver(outputs);
+      counters_.step_seconds += step_clock.Seconds();
+      return Status::Ok();
+    }
   }
   counters_.computed_tokens += plan.tokens;
   for (const ScheduledChunk& chunk : plan.chunks) {
@@ -538,17 +580,18 @@ Status EngineCore::Step() {
     for (size_t i = 0; i < plan.chunks.size(); ++i) {
       work.push_back({plan.chunks[i].id, results[i].hidden, plan.chunks[i].start});
     }
-    const Status status = RunMtp(work);
-    if (!status.ok()) {
-      // As a failed Forward: every request of the batch ends with the error (their memory is freed), the engine
-      // goes on.
-      LogError("engine: the MTP layer failed a step of ", plan.chunks.size(), " sequences: ", status.message());
-      std::vector<RequestId> failed;
-      for (const ScheduledChunk& chunk : plan.chunks) failed.push_back(samples_.at(chunk.id).request);
-      FailRequests(std::move(failed), status.message(), outputs);
-      Deliver(outputs);
-      counters_.step_seconds += step_clock.Seconds();
-      return Status::Ok();
+    std::vector<std::pair<SequenceId, Status>> failed;
+    GLINT_RETURN_IF_ERROR(RunMtp(work, failed));
+    if (!failed.empty()) {
+      // As a failed Forward: the requests whose MTP pass failed end with the error (their memory is freed), the
+      // others go on with the step.
+      FailMtpSequences(failed, plan.chunks.size(), outputs);
+      DropFinishedChunks(plan, results, &emissions);
+      if (plan.chunks.empty()) {
+        Deliver(outputs);
+        counters_.step_seconds += step_clock.Seconds();
+        return Status::Ok();
+      }
     }
     for (const ScheduledChunk& chunk : plan.chunks) {
       GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(chunk.id, chunk.draft > 0 ? chunk.start + 1 : -1));
@@ -581,11 +624,16 @@ Status EngineCore::Step() {
     emissions[i].insert(emissions[i].begin(), forked.begin(), forked.end());
   }
   if (mtp) {
-    // The parents' identical pairs just succeeded: a failure here would be an engine bug.
-    GLINT_RETURN_IF_ERROR(RunMtp(children_work));
-    for (const MtpWork& w : children_work) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, -1));
+    // The parents' identical pairs just succeeded, but an expert read may still fail (the request then ends).
+    std::vector<std::pair<SequenceId, Status>> failed;
+    GLINT_RETURN_IF_ERROR(RunMtp(children_work, failed));
+    FailMtpSequences(failed, children_work.size(), outputs);
+    for (const MtpWork& w : children_work) {
+      if (samples_.count(w.id) != 0) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, -1));
+    }
   }
   for (const MtpWork& w : children_work) {
+    if (samples_.count(w.id) == 0) continue;
     const SequenceInfo& child = scheduler_->Get(w.id);
     memory_->Commit(w.id, child.tokens, child.computed);  // with the MTP rows written, its blocks may be cached
   }

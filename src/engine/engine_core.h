@@ -140,7 +140,12 @@ class EngineCore {
     std::span<const float> hidden;
     int64_t first_position = 0;
   };
-  Status RunMtp(std::span<const MtpWork> work);
+  // Sequences whose MTP pass failed alone (an expert read) go to `failed` with the error (they draft nothing; the
+  // caller fails their requests); the error return is the engine's own inconsistency.
+  Status RunMtp(std::span<const MtpWork> work, std::vector<std::pair<SequenceId, Status>>& failed);
+  // Fails the requests of the sequences whose MTP pass failed (logged with the step's size).
+  void FailMtpSequences(const std::vector<std::pair<SequenceId, Status>>& failed, size_t batch,
+                        std::vector<RequestOutput>& outputs);
   // Whether the sequence drafts after this step: its next position holds a generated token (the prompt's last
   // position is computed alone: n > 1 samples fork right after it) and its next decode can hand out two tokens
   // within max_tokens.
@@ -151,6 +156,9 @@ class EngineCore {
   std::byte* RollbackData(SequenceId id) const;
   // Hands out a chosen token: counts, logprobs, stop checks, text; adds to `outputs`.
   void EmitToken(const Emission& emission, std::vector<RequestOutput>& outputs);
+  // Removes from the step the chunks (and their results) whose sample finished during it (a failed entry).
+  void DropFinishedChunks(StepPlan& plan, std::vector<EntryOutput>& results,
+                          std::vector<std::vector<Emission>>* emissions = nullptr) const;
   // Finishes every sample of these requests with kError and `message`.
   void FailRequests(std::vector<RequestId> requests, const std::string& message, std::vector<RequestOutput>& outputs);
   // Ends a sample: final output (flushing held text unless stopped by a stop string), memory freed.

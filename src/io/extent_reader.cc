@@ -54,11 +54,16 @@ Status DirectFileReader::CheckUnchanged() const {
   return Status::Ok();
 }
 
-Status DirectFileReader::Read(uint64_t offset, std::span<uint8_t> out) {
+Status DirectFileReader::CheckAligned(uint64_t offset, std::span<const uint8_t> out) const {
   if (offset % kExtentAlignment != 0 || out.size() % kExtentAlignment != 0 ||
       reinterpret_cast<uintptr_t>(out.data()) % kExtentAlignment != 0) {
     return InternalError("an O_DIRECT read of '", path_, "' needs 4 KiB-aligned offset, size and buffer");
   }
+  return Status::Ok();
+}
+
+Status DirectFileReader::Read(uint64_t offset, std::span<uint8_t> out) {
+  GLINT_RETURN_IF_ERROR(CheckAligned(offset, out));
   size_t done = 0;
   while (done < out.size()) {
     const ssize_t got = ::pread(fd_, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));

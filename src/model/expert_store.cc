@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <tuple>
 
+#include "base/log.h"
 #include "base/timer.h"
 #include "model/fast_convert.h"
 
@@ -35,6 +37,14 @@ std::vector<const uint8_t*> BlobsOf(const FastMlpWeights& expert) {
 
 }  // namespace
 
+std::string_view ExpertIoName(ExpertIo io) { return io == ExpertIo::kUring ? "uring" : "pread"; }
+
+Result<ExpertIo> ParseExpertIo(std::string_view name) {
+  if (name == "pread") return ExpertIo::kPread;
+  if (name == "uring") return ExpertIo::kUring;
+  return InvalidArgument("--expert-io '", name, "' is not one of pread, uring");
+}
+
 FastMlpWeights DiskExpertCache::Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to) {
   FastMlpWeights out = mapped;
   auto move = [&](auto* pointer) {
@@ -54,11 +64,13 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
                                                                  const ContainerFile& container,
                                                                  int64_t experts_per_token,
                                                                  std::unique_ptr<ExtentReader> reader,
-                                                                 const ExpertCacheOptions& options) {
+                                                                 const ExpertCacheOptions& options,
+                                                                 std::unique_ptr<UringExtentReader> uring) {
   std::unique_ptr<DiskExpertCache> cache(new DiskExpertCache());
   int64_t total_experts = 0;
   for (const auto& [moe, prefix] : RoutedMoes(weights)) {
     Layer layer;
+    layer.name = prefix.substr(0, prefix.size() - 1);
     for (size_t e = 0; e < moe->experts.size(); ++e) {
       const std::string name = ExpertExtentName(prefix, static_cast<int64_t>(e));
       const ContainerExtent* extent = container.FindExtent(name);
@@ -102,10 +114,16 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   }
   cache->memory_ = {static_cast<uint8_t*>(memory), std::free};
   cache->slots_.resize(slots);
+  cache->ranker_.emplace(options.policy, static_cast<int64_t>(cache->layers_.size()), slots);
   for (int64_t s = 0; s < slots; ++s) cache->slots_[s].data = cache->memory_.get() + s * cache->slot_bytes_;
   cache->reader_ = std::move(reader);
-  for (int r = 0; r < std::max(1, options.readers); ++r)
-    cache->readers_.emplace_back([c = cache.get()] { c->ReaderLoop(); });
+  cache->uring_ = std::move(uring);
+  if (cache->uring_ != nullptr) {
+    cache->readers_.emplace_back([c = cache.get()] { c->UringLoop(); });
+  } else {
+    for (int r = 0; r < std::max(1, options.readers); ++r)
+      cache->readers_.emplace_back([c = cache.get()] { c->ReaderLoop(); });
+  }
   return cache;
 }
 
@@ -118,19 +136,23 @@ DiskExpertCache::~DiskExpertCache() {
   for (std::thread& thread : readers_) thread.join();
 }
 
-Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) {
+Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t> experts,
+                              std::span<const int64_t> rows) {
   std::unique_lock<std::mutex> lock(mutex_);
   const auto it = layer_of_.find(&moe);
   if (it == layer_of_.end()) return InternalError("expert cache: an MoE layer it does not know");
   if (!wanted_.empty()) return InternalError("expert cache: a pass began before the last one ended");
+  if (rows.size() != experts.size()) return InternalError("expert cache: ", rows.size(), " row counts for ",
+                                                          experts.size(), " experts");
   pass_layer_ = it->second;
-  for (int32_t expert : experts) {
-    Wanted want{expert, -1, false, false, Status::Ok()};
-    const auto held = slot_of_.find({pass_layer_, expert});
+  ++passes_;
+  for (size_t i = 0; i < experts.size(); ++i) {
+    Wanted want{experts[i], rows[i], -1, false, false, Status::Ok()};
+    const auto held = slot_of_.find({pass_layer_, experts[i]});
     if (held != slot_of_.end()) {
       Slot& slot = slots_[held->second];
       ++slot.pins;
-      slot.last_use = ++clock_;
+      UseSlot(slot, rows[i]);
       want.slot = held->second;
       ++stats_.hits;
     } else {
@@ -142,13 +164,22 @@ Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t
   return Status::Ok();
 }
 
+void DiskExpertCache::UseSlot(Slot& slot, int64_t rows) {
+  if (!ranker_->Use(slot.use, passes_, rows)) return;
+  for (Slot& other : slots_) other.use.count /= 2;  // LFU ageing
+}
+
 int64_t DiskExpertCache::Victim() const {
+  // Ties broken by (layer, expert), as the replay does, so that it predicts the cache exactly.
   int64_t best = -1;
+  std::tuple<double, uint64_t, int64_t, int64_t> best_rank;
   for (size_t s = 0; s < slots_.size(); ++s) {
     const Slot& slot = slots_[s];
-    if (slot.pins > 0 || slot.state == SlotState::kLoading) continue;
+    if (slot.pins > 0 || slot.state == SlotState::kLoading || slot.kept) continue;
     if (slot.state == SlotState::kEmpty) return static_cast<int64_t>(s);
-    if (best < 0 || slot.last_use < slots_[best].last_use) best = static_cast<int64_t>(s);
+    const auto [score, last_use] = ranker_->Rank(slot.use, passes_);
+    const std::tuple<double, uint64_t, int64_t, int64_t> rank{score, last_use, slot.layer, slot.expert};
+    if (best < 0 || rank < best_rank) best = static_cast<int64_t>(s), best_rank = rank;
   }
   return best;
 }
@@ -164,7 +195,8 @@ void DiskExpertCache::Pump(std::unique_lock<std::mutex>&) {
     slot.layer = pass_layer_, slot.expert = want.expert;
     slot.state = SlotState::kLoading;
     slot.pins = 1;
-    slot.last_use = ++clock_;
+    slot.use = ExpertUse{};
+    UseSlot(slot, want.rows);
     slot_of_[{pass_layer_, want.expert}] = s;
     want.slot = s;
     read_queue_.push_back(s);
@@ -185,39 +217,107 @@ void DiskExpertCache::ReaderLoop() {
     const Expert& expert = layers_[slot.layer].experts[slot.expert];
     lock.unlock();
     Stopwatch watch;
-    const Status status = reader_->Read(expert.offset, std::span<uint8_t>(slot.data, expert.bytes));
+    const std::span<uint8_t> into(slot.data, expert.bytes);
+    Status status = reader_->Read(expert.offset, into);
+    const bool retried = !status.ok();
+    if (retried) status = reader_->Read(expert.offset, into);  // once: a transient error (EIO) may pass
     const double seconds = watch.Seconds();
     lock.lock();
     stats_.read_seconds += seconds;
-    if (status.ok()) {
-      stats_.bytes_read += expert.bytes;
-      slot.weights = Rebase(expert.mapped, layers_[slot.layer].map_base + expert.offset, slot.data);
-      slot.state = SlotState::kReady;
-    } else {  // never handed out: the slot is emptied and the pass that wanted it fails
-      ++stats_.failed_reads;
-      for (Wanted& want : wanted_) {
-        if (want.slot != s) continue;
-        want.error = status.WithContext(StrCat("routed expert ", slot.expert, " of MoE layer ", slot.layer));
-        want.slot = -1;
-      }
-      slot_of_.erase({slot.layer, slot.expert});
-      slot.state = SlotState::kEmpty;
-      slot.pins = 0;
-    }
-    --in_flight_;
-    landed_.notify_all();
+    stats_.retried_reads += retried ? 1 : 0;
+    Landed(s, status);
   }
 }
 
-Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) {
+void DiskExpertCache::Landed(int64_t s, const Status& status) {
+  Slot& slot = slots_[s];
+  const Expert& expert = layers_[slot.layer].experts[slot.expert];
+  if (status.ok()) {
+    stats_.bytes_read += expert.bytes;
+    slot.weights = Rebase(expert.mapped, layers_[slot.layer].map_base + expert.offset, slot.data);
+    slot.state = SlotState::kReady;
+  } else {  // never handed out: the slot is emptied and the pass that wanted it fails
+    ++stats_.failed_reads;
+    for (Wanted& want : wanted_) {
+      if (want.slot != s) continue;
+      want.error = status.WithContext(
+          StrCat("routed expert ", slot.expert, " of ", layers_[slot.layer].name, " (read failed twice)"));
+      want.slot = -1;
+    }
+    slot_of_.erase({slot.layer, slot.expert});
+    slot.state = SlotState::kEmpty;
+    slot.pins = 0;
+  }
+  --in_flight_;
+  landed_.notify_all();
+}
+
+void DiskExpertCache::UringLoop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::vector<int64_t> retried(slots_.size(), 0);  // per slot: its current read is a retry
+  std::vector<UringExtentReader::Completion> done;
+  std::vector<int64_t> flying;  // slots submitted and not yet completed
+  Status broken;                // the ring failed: every read from then on fails with this
+  for (;;) {
+    queued_.wait(lock, [&] { return stopping_ || !read_queue_.empty() || !flying.empty(); });
+    if (stopping_ && flying.empty()) return;
+    while (!stopping_ && !read_queue_.empty() &&
+           (static_cast<int>(flying.size()) < uring_->depth() || !broken.ok())) {
+      const int64_t s = read_queue_.front();
+      read_queue_.pop_front();
+      const Expert& expert = layers_[slots_[s].layer].experts[slots_[s].expert];
+      const Status submitted =
+          broken.ok() ? uring_->Submit(s, expert.offset, std::span<uint8_t>(slots_[s].data, expert.bytes)) : broken;
+      if (submitted.ok()) {
+        flying.push_back(s);
+      } else {
+        Landed(s, submitted), retried[s] = 0;
+      }
+    }
+    if (!broken.ok() || flying.empty()) continue;
+    lock.unlock();
+    Stopwatch watch;
+    done.clear();
+    const Status waited = uring_->Wait(done);
+    const double seconds = watch.Seconds();
+    lock.lock();
+    stats_.read_seconds += seconds;
+    if (!waited.ok()) {  // the ring itself failed: the reads in flight and every later one fail with its error
+      LogError("expert cache: ", waited.message());
+      broken = waited.WithContext("the io_uring expert reader");
+      for (int64_t s : flying) Landed(s, broken);
+      flying.clear();
+      continue;
+    }
+    for (UringExtentReader::Completion& completion : done) {
+      const int64_t s = static_cast<int64_t>(completion.tag);
+      flying.erase(std::find(flying.begin(), flying.end(), s));
+      if (!completion.status.ok() && retried[s] == 0) {  // once: a transient error (EIO) may pass
+        retried[s] = 1;
+        ++stats_.retried_reads;
+        read_queue_.push_front(s);
+        continue;
+      }
+      retried[s] = 0;
+      Landed(s, completion.status);
+    }
+  }
+}
+
+Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>& ready,
+                                  std::vector<std::pair<size_t, Status>>& failed, bool wait) {
   std::unique_lock<std::mutex> lock(mutex_);
   end = std::min(end, wanted_.size());
   for (;;) {
     bool waiting = false, loading = false;
     for (size_t i = begin; i < end; ++i) {
       Wanted& want = wanted_[i];
-      if (!want.error.ok()) return want.error;
       if (want.handed_out) continue;
+      if (!want.error.ok()) {  // reported once, then done with: the caller drops the rows routed to it
+        want.handed_out = true;
+        failed.emplace_back(i, want.error);
+        continue;
+      }
       waiting = true;
       if (want.slot < 0) continue;
       if (slots_[want.slot].state == SlotState::kReady) {
@@ -227,7 +327,7 @@ Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>&
         loading = true;
       }
     }
-    if (!ready.empty() || !waiting || !wait) return Status::Ok();
+    if (!ready.empty() || !failed.empty() || !waiting || !wait) return Status::Ok();
     if (!loading) {
       Pump(lock);
       bool assigned = false;
@@ -306,6 +406,51 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
 ExpertCacheStats DiskExpertCache::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return stats_;
+}
+
+Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int64_t>> hot) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!wanted_.empty()) return InternalError("expert cache: KeepHot during a pass");
+  const int64_t limit = static_cast<int64_t>(slots_.size()) / 2;  // the other half stays with the policy
+  int64_t kept = 0;
+  for (const auto& [layer, expert] : hot) {
+    if (kept >= limit) break;
+    if (layer < 0 || layer >= static_cast<int64_t>(layers_.size()) || expert < 0 ||
+        expert >= static_cast<int64_t>(layers_[layer].experts.size())) {
+      return InvalidArgument("--expert-profile: expert ", expert, " of MoE layer ", layer, " is not in this model");
+    }
+    if (slot_of_.count({layer, expert}) != 0) continue;
+    const int64_t s = Victim();
+    if (s < 0) break;
+    Slot& slot = slots_[s];
+    if (slot.state == SlotState::kReady) slot_of_.erase({slot.layer, slot.expert});
+    const Expert& e = layers_[layer].experts[expert];
+    GLINT_RETURN_IF_ERROR(reader_->Read(e.offset, std::span<uint8_t>(slot.data, e.bytes))
+                              .WithContext(StrCat("--expert-profile: routed expert ", expert, " of ",
+                                                  layers_[layer].name)));
+    slot.layer = layer, slot.expert = expert;
+    slot.weights = Rebase(e.mapped, layers_[layer].map_base + e.offset, slot.data);
+    slot.state = SlotState::kReady;
+    slot.kept = true;
+    slot_of_[{layer, expert}] = s;
+    ++kept;
+  }
+  return kept;
+}
+
+int64_t DiskExpertCache::kept_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.kept; });
+}
+
+int64_t DiskExpertCache::pinned_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.pins > 0; });
+}
+
+int64_t DiskExpertCache::ready_slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return std::count_if(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.state == SlotState::kReady; });
 }
 
 void DiskExpertCache::ResetStats() {

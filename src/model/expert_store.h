@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <thread>
@@ -24,6 +25,7 @@
 
 #include "base/status.h"
 #include "io/extent_reader.h"
+#include "model/expert_trace.h"
 #include "model/fast_weights.h"
 
 namespace glint {
@@ -31,12 +33,15 @@ namespace glint {
 class ExpertStore {
  public:
   virtual ~ExpertStore() = default;
-  // Starts one MoE pass over `experts` (distinct, ascending) of `moe`; one pass at a time (Forward is serialised).
-  virtual Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) = 0;
-  // Appends to `ready` the indices (into Begin's list) in [begin, end) that are resident and not yet handed out;
-  // with `wait`, blocks until at least one is (unless all are handed out). Error: an expert in the range could not
-  // be read (the pass must fail; no partly read expert is ever handed out).
-  virtual Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) = 0;
+  // Starts one MoE pass over `experts` (distinct, ascending) of `moe`, `rows[i]` of the pass's rows routed to
+  // experts[i] (what a frequency policy weighs); one pass at a time (Forward is serialised).
+  virtual Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts, std::span<const int64_t> rows) = 0;
+  // Appends to `ready` the indices (into Begin's list) in [begin, end) that are resident and not yet handed out, and
+  // to `failed` those whose read failed (index, error; never handed out, nothing to Release: no partly read expert
+  // is ever computed with, and only the rows routed to it are lost). With `wait`, blocks until at least one index
+  // is in either list (unless all are handed out or failed). An error return is a bug in the store, not a read.
+  virtual Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready,
+                           std::vector<std::pair<size_t, Status>>& failed, bool wait) = 0;
   // The weights of a handed-out expert; valid until Release(i) or End().
   virtual const FastMlpWeights& Weights(size_t i) const = 0;
   // The caller is done with expert i (its memory may be reused for another expert of the pass).
@@ -50,16 +55,25 @@ struct ExpertCacheStats {
   int64_t hits = 0, misses = 0;
   uint64_t bytes_read = 0;
   double read_seconds = 0;  // summed over the reader threads
-  int64_t failed_reads = 0;
+  int64_t failed_reads = 0;   // reads that failed twice (the expert failed)
+  int64_t retried_reads = 0;  // reads that failed once and were tried again
 };
+
+// How misses are read (--expert-io): a pool of threads each blocking in pread, or one thread keeping many reads in
+// flight through io_uring. `glint bench-expert-io` measures both on a drive (docs/expert-cache.md).
+enum class ExpertIo { kPread, kUring };
+std::string_view ExpertIoName(ExpertIo io);  // "pread", "uring"
+Result<ExpertIo> ParseExpertIo(std::string_view name);
 
 struct ExpertCacheOptions {
   uint64_t budget_bytes = 0;  // RAM for cached experts (--expert-memory)
-  int readers = 4;            // reads in flight (pread threads)
+  int readers = 4;            // reads in flight: pread threads, or the io_uring queue depth
+  // Eviction (--expert-policy): chosen by replaying routing traces (docs/expert-cache.md "Policy").
+  ExpertPolicy policy = ExpertPolicy::kFrequencyWeighted;
 };
 
-// Routed experts read from the container's per-expert extents into a fixed set of equal slots, evicting the least
-// recently used unpinned slot. Thread-safe as far as the ExpertStore contract needs (one pass at a time, reads on
+// Routed experts read from the container's per-expert extents into a fixed set of equal slots, evicting the unpinned
+// slot the policy ranks lowest (ExpertPolicyRanker, shared with the trace replay). Thread-safe as far as the ExpertStore contract needs (one pass at a time, reads on
 // the reader threads).
 class DiskExpertCache final : public ExpertStore {
  public:
@@ -68,11 +82,13 @@ class DiskExpertCache final : public ExpertStore {
   static Result<std::unique_ptr<DiskExpertCache>> Create(const FastWeights& weights, const ContainerFile& container,
                                                          int64_t experts_per_token,
                                                          std::unique_ptr<ExtentReader> reader,
-                                                         const ExpertCacheOptions& options);
+                                                         const ExpertCacheOptions& options,
+                                                         std::unique_ptr<UringExtentReader> uring = nullptr);
   ~DiskExpertCache() override;
 
-  Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts) override;
-  Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, bool wait) override;
+  Status Begin(const FastMoeWeights& moe, std::span<const int32_t> experts, std::span<const int64_t> rows) override;
+  Status NextReady(size_t begin, size_t end, std::vector<size_t>& ready, std::vector<std::pair<size_t, Status>>& failed,
+                   bool wait) override;
   const FastMlpWeights& Weights(size_t i) const override;
   void Release(size_t i) override;
   void End() override;
@@ -82,7 +98,17 @@ class DiskExpertCache final : public ExpertStore {
   int64_t moe_layers() const { return static_cast<int64_t>(layers_.size()); }
   uint64_t routed_bytes() const { return routed_bytes_; }  // all routed experts' extents, as on disk
   bool direct() const { return reader_->direct(); }
+  ExpertIo io() const { return uring_ != nullptr ? ExpertIo::kUring : ExpertIo::kPread; }
+  ExpertPolicy policy() const { return ranker_->policy(); }
   ExpertCacheStats stats() const;
+  // --expert-profile: reads `hot` ((cache layer, expert), hottest first; cache layers in the model's order, MTP
+  // last) into slots kept for good (never evicted), at most half of the slots. Returns how many it kept. Call
+  // before the first pass.
+  Result<int64_t> KeepHot(std::span<const std::pair<int64_t, int64_t>> hot);
+  int64_t kept_slots() const;
+  // Slots pinned now (0 between passes: tests check that no pass leaks a pin) and slots holding an expert.
+  int64_t pinned_slots() const;
+  int64_t ready_slots() const;
   void ResetStats();
   // The container's O_DIRECT read bandwidth in GB/s: up to `max_bytes` of expert extents (chosen pseudo-randomly,
   // as misses are), read by as many threads as the cache has readers. Not counted in stats().
@@ -96,6 +122,7 @@ class DiskExpertCache final : public ExpertStore {
   struct Layer {
     std::vector<Expert> experts;
     const uint8_t* map_base = nullptr;  // the container mapping's first byte
+    std::string name;                   // "layers.3.moe", "mtp.moe": for errors
   };
   enum class SlotState { kEmpty, kLoading, kReady };
   struct Slot {
@@ -103,11 +130,13 @@ class DiskExpertCache final : public ExpertStore {
     SlotState state = SlotState::kEmpty;
     int64_t layer = -1, expert = -1;
     int pins = 0;
-    uint64_t last_use = 0;
+    ExpertUse use;  // what the eviction policy ranks it by
+    bool kept = false;  // --expert-profile: held for good
     FastMlpWeights weights;  // views into data, when ready
   };
   struct Wanted {  // one expert of the current pass
     int64_t expert = 0;
+    int64_t rows = 0;   // pass rows routed to it
     int64_t slot = -1;  // -1: not yet assigned a slot
     bool handed_out = false, released = false;
     Status error;
@@ -115,13 +144,18 @@ class DiskExpertCache final : public ExpertStore {
 
   DiskExpertCache() = default;
   void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
-  int64_t Victim() const;                         // an unpinned, not loading slot (LRU), or -1
-  void ReaderLoop();
+  int64_t Victim() const;  // an unpinned, not loading slot: empty, else the policy's lowest rank; or -1
+  void UseSlot(Slot& slot, int64_t rows);  // the policy's bookkeeping of a use (lock held)
+  void ReaderLoop();  // a pread thread
+  void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
+  // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.
+  void Landed(int64_t s, const Status& status);
   static FastMlpWeights Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to);
 
   std::vector<Layer> layers_;
   std::map<const FastMoeWeights*, int64_t> layer_of_;
-  std::unique_ptr<ExtentReader> reader_;
+  std::unique_ptr<ExtentReader> reader_;      // preads (and the bandwidth probe)
+  std::unique_ptr<UringExtentReader> uring_;  // null: the pread threads read
   uint64_t slot_bytes_ = 0, routed_bytes_ = 0;
   std::unique_ptr<uint8_t, void (*)(void*)> memory_{nullptr, nullptr};
   std::vector<Slot> slots_;
@@ -133,7 +167,8 @@ class DiskExpertCache final : public ExpertStore {
   int64_t in_flight_ = 0;           // queued or being read
   bool stopping_ = false;
   std::vector<std::thread> readers_;
-  uint64_t clock_ = 0;
+  std::optional<ExpertPolicyRanker> ranker_;
+  uint64_t passes_ = 0;  // the policy's clock: one tick per Begin
   int64_t pass_layer_ = -1;
   std::vector<Wanted> wanted_;
   std::map<int64_t, Status> slot_errors_;  // read failures of the pass, by slot

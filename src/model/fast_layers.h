@@ -79,6 +79,11 @@ class FastContext {
   uint64_t weight_bytes_read = 0;
   // Where routed experts come from: null = FastMoeWeights::experts, all resident (the default).
   ExpertStore* experts = nullptr;
+  // [n] per row of the current pass when the caller scopes expert-read failures to rows (FastModel::RunPass): Ok
+  // for a row computed in full; a row routed to an expert the store could not read gets that error, and FastMoe
+  // routes it to no expert in later layers (its sequence fails; other rows are exact). Empty: a failed read fails
+  // the FastMoe call.
+  std::vector<Status> row_errors;
   uint64_t int8_macs = 0;
   double int8_seconds = 0;
   void ResetStats() { weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0; }

@@ -1,9 +1,11 @@
 #include "model/fast_model.h"
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 
 #include "base/file.h"
+#include "base/log.h"
 #include "base/timer.h"
 #include "kernels/vector_ops.h"
 #include "model/mhc.h"
@@ -67,10 +69,20 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   } else {
     GLINT_ASSIGN_OR_RETURN(reader, DirectFileReader::Open(container->path()));
   }
-  GLINT_ASSIGN_OR_RETURN(expert_cache_, DiskExpertCache::Create(weights_, *container, config_.num_experts_per_tok,
-                                                                std::move(reader),
-                                                                {options.expert_memory, options.expert_readers}));
+  std::unique_ptr<UringExtentReader> uring;
+  if (options.expert_io == ExpertIo::kUring) {
+    if (options.open_expert_reader) {
+      return InvalidArgument("--expert-io uring reads the container itself; an injected reader needs pread");
+    }
+    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<DirectFileReader> file, DirectFileReader::Open(container->path()));
+    GLINT_ASSIGN_OR_RETURN(uring, UringExtentReader::Open(std::move(file), std::max(1, options.expert_readers)));
+  }
+  GLINT_ASSIGN_OR_RETURN(expert_cache_,
+                         DiskExpertCache::Create(weights_, *container, config_.num_experts_per_tok, std::move(reader),
+                                                 {options.expert_memory, options.expert_readers, options.expert_policy},
+                                                 std::move(uring)));
   context_->experts = expert_cache_.get();
+  if (!options.expert_profile.empty()) GLINT_RETURN_IF_ERROR(KeepProfiledExperts(options.expert_profile));
   // Everything but the routed experts stays resident: read those pages in now (the mapping was not populated).
   uint64_t resident = 0;
   volatile uint8_t sink = 0;
@@ -84,6 +96,34 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   load_report_.resident_bytes = resident;
   load_report_.expert_cache_bytes = static_cast<uint64_t>(expert_cache_->slots()) * expert_cache_->slot_bytes();
   load_report_.weight_bytes = resident + load_report_.expert_cache_bytes;
+  return Status::Ok();
+}
+
+Status FastModel::KeepProfiledExperts(const std::string& path) {
+  GLINT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
+  Result<ExpertTrace> parsed = ParseExpertTrace(text, config_.num_hidden_layers);
+  if (!parsed.ok()) return parsed.status().WithContext(StrCat("--expert-profile '", path, "'"));
+  const ExpertTrace& profile = *parsed;
+  // The cache numbers its layers as the model's MoE layers in order, then the MTP layer.
+  std::map<int64_t, int64_t> cache_layer;
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    if (config_.mlp_kinds[l] == MlpKind::kMoe) cache_layer.emplace(l, static_cast<int64_t>(cache_layer.size()));
+  }
+  if (weights_.mtp != nullptr) cache_layer.emplace(config_.num_hidden_layers, static_cast<int64_t>(cache_layer.size()));
+  std::map<std::pair<int64_t, int64_t>, int64_t> rows;
+  for (const ExpertTracePass& pass : profile.passes) {
+    const auto layer = cache_layer.find(pass.layer);
+    if (layer == cache_layer.end()) {
+      return InvalidArgument("--expert-profile '", path, "': layer ", pass.layer, " has no routed experts in this model");
+    }
+    for (const auto& [expert, count] : pass.experts) rows[{layer->second, expert}] += count;
+  }
+  std::vector<std::pair<int64_t, int64_t>> hot;
+  for (const auto& [key, count] : rows) hot.push_back(key);
+  std::stable_sort(hot.begin(), hot.end(), [&](const auto& a, const auto& b) { return rows[a] > rows[b]; });
+  GLINT_ASSIGN_OR_RETURN(const int64_t kept, expert_cache_->KeepHot(hot));
+  LogInfo("expert cache: kept the ", kept, " most used experts of '", path, "' (", hot.size(), " in the profile, ",
+          expert_cache_->slots(), " slots)");
   return Status::Ok();
 }
 
@@ -105,7 +145,21 @@ Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWei
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->config_);
+  if (!options.expert_trace.empty()) {
+    const ModelConfig& c = model->config_;
+    const int64_t moe_layers = std::count(c.mlp_kinds.begin(), c.mlp_kinds.end(), MlpKind::kMoe) + (with_mtp ? 1 : 0);
+    GLINT_ASSIGN_OR_RETURN(model->expert_trace_,
+                           ExpertTraceWriter::Open(options.expert_trace, moe_layers, c.n_routed_experts,
+                                                   c.num_experts_per_tok, c.num_hidden_layers));
+  }
   return model;
+}
+
+void FastModel::RecordRouting(int64_t layer, const std::vector<RouterChoice>& choices) const {
+  if (expert_trace_ == nullptr) return;
+  std::vector<std::vector<int32_t>> rows;
+  for (const RouterChoice& choice : choices) rows.emplace_back(choice.experts.begin(), choice.experts.end());
+  expert_trace_->Record(trace_step_, layer, rows);
 }
 
 Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, WorkerPool& pool,
@@ -169,6 +223,7 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
     outputs[i].logits.resize(rows * config_.vocab_size);
     if (batch[i].want_hidden) outputs[i].hidden.resize(tokens * config_.hidden_size);
   }
+  ++trace_step_;
   last_step_ = FastStepStats{};
   last_step_.experts_active.assign(config_.num_hidden_layers, 0);
   context_->ResetStats();
@@ -185,7 +240,7 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
     const int64_t start = batch[e].state->tokens;  // position before this call
     const std::vector<std::pair<int64_t, std::byte*>> copies = EntryStateCopies(batch[e]);  // (rows of the entry, …)
     size_t next_copy = 0;
-    while (consumed[e] < tokens) {
+    while (consumed[e] < tokens && outputs[e].error.ok()) {  // a failed entry runs no further segment
       const int64_t take = std::min(tokens - consumed[e], max_tokens_per_pass_ - rows);
       Segment segment{static_cast<int>(e), rows, take, start + consumed[e], consumed[e], {}};
       // ≥ 1 row before each copy: CheckBatch validated the positions.
@@ -206,17 +261,32 @@ Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   last_step_.weight_bytes_read = context_->weight_bytes_read;
   last_step_.int8_macs = context_->int8_macs;
   last_step_.int8_seconds = context_->int8_seconds;
-  return Status::Ok();
+  return FailedEntriesStatus(outputs);
 }
 
 Status FastModel::RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
                                  std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                                  const ForcedChoices* forced) const {
+  context_->row_errors.assign(segments.empty() ? 0 : segments.back().row + segments.back().count, Status::Ok());
   Status status = RunPass(batch, segments, outputs, options, trace, forced);
+  std::vector<Status> row_errors = std::move(context_->row_errors);
+  context_->row_errors.clear();
   if (!status.ok()) {  // some layers may have written: these sequences' caches no longer describe their tokens
     for (const Segment& s : segments) batch[s.sequence].state->broken = true;
+    return status;
   }
-  return status;
+  // An expert read failed for some rows: only their sequences fail (rows never mix across sequences, so the
+  // others are exact); the failed ones run no further segment.
+  for (const Segment& s : segments) {
+    for (int64_t i = 0; i < s.count; ++i) {
+      const Status& error = row_errors[s.row + i];
+      if (error.ok()) continue;
+      if (outputs[s.sequence].error.ok()) outputs[s.sequence].error = error;
+      batch[s.sequence].state->broken = true;
+      break;
+    }
+  }
+  return Status::Ok();
 }
 
 Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,
@@ -305,7 +375,9 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
       std::vector<RouterChoice> choices;
       int64_t active = 0;
       GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, h, n, [&](int64_t row) { return forced_rows[row]; }, y,
-                                    trace != nullptr ? &choices : nullptr, &active, plan_.local_experts()));
+                                    trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
+                                    plan_.local_experts()));
+      RecordRouting(l, choices);
       GLINT_RETURN_IF_ERROR(SumMoeOverRanks(y, n * d));
       last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
       if (trace != nullptr) {
@@ -406,7 +478,9 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   std::vector<RouterChoice> choices;
   GLINT_RETURN_IF_ERROR(FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(),
-                                trace != nullptr ? &choices : nullptr, nullptr, plan_.local_experts()));
+                                trace != nullptr || expert_trace_ ? &choices : nullptr, nullptr,
+                                plan_.local_experts()));
+  RecordRouting(c.num_hidden_layers, choices);
   GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer.data(), pairs * d));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);

@@ -18,6 +18,7 @@
 #include "base/worker_pool.h"
 #include "kernels/isa.h"
 #include "model/expert_store.h"
+#include "model/expert_trace.h"
 #include "model/fast_convert.h"
 #include "model/fast_layers.h"
 #include "model/model.h"
@@ -35,7 +36,15 @@ struct FastModelOptions {
   // Routed experts read from the container into a RAM cache of this many bytes (`--expert-memory`,
   // docs/expert-cache.md); 0: every expert resident, as mapped. Needs a `glint convert` container.
   uint64_t expert_memory = 0;
-  int expert_readers = 4;             // reads in flight for the expert cache
+  int expert_readers = 4;             // reads in flight for the expert cache (pread threads / io_uring depth)
+  ExpertIo expert_io = ExpertIo::kPread;  // --expert-io
+  ExpertPolicy expert_policy = ExpertPolicy::kFrequencyWeighted;  // --expert-policy
+  // Routing trace (`--expert-trace FILE`, docs/expert-cache.md "Policy"): every MoE pass's routed experts per row
+  // appended to this file; empty: none. Works with or without an expert cache.
+  std::string expert_trace;
+  // `--expert-profile FILE`: a trace written by --expert-trace (e.g. of a serving run); its most-used experts (by
+  // rows) are read into the cache at start-up and kept there for good (at most half of the slots).
+  std::string expert_profile;
   // Opens the container for the expert cache's reads (tests inject faults); default DirectFileReader (O_DIRECT).
   std::function<Result<std::unique_ptr<ExtentReader>>(const std::string& path)> open_expert_reader;
   // Expert parallel (sharding.h): the communicator and --tp/--ep. A rank converts, maps and reads only its experts.
@@ -94,6 +103,7 @@ class FastModel final : public Model {
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
             const FastModelOptions& options, ShardPlan plan);
   Status AttachExpertCache(const FastModelOptions& options);
+  Status KeepProfiledExperts(const std::string& path);  // --expert-profile
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
   Status SumMoeOverRanks(float* partial, int64_t count) const;
   Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
@@ -116,6 +126,10 @@ class FastModel final : public Model {
   mutable std::mutex mutex_;
   mutable std::unique_ptr<FastContext> context_;
   std::unique_ptr<DiskExpertCache> expert_cache_;
+  // --expert-trace: every MoE pass's routing appended (Forward calls counted as steps).
+  void RecordRouting(int64_t layer, const std::vector<RouterChoice>& choices) const;
+  std::unique_ptr<ExpertTraceWriter> expert_trace_;
+  mutable int64_t trace_step_ = 0;
   mutable FastStepStats last_step_;
 };
 

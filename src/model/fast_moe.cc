@@ -22,6 +22,7 @@ struct MoeJob {
   std::vector<float> row_weights = {};      // routing weight per row
   int64_t offset = 0;                       // first row of this job in the gathered wave buffers
   QuantizedActivations input = {}, act = {};
+  bool failed = false;  // its expert could not be read: no products, no contribution to the combine
 };
 
 std::vector<RouterChoice> Route(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
@@ -42,6 +43,19 @@ std::vector<RouterChoice> Route(FastContext& ctx, const FastMoeWeights& w, const
     }
   }
   return routed;
+}
+
+// The routing the jobs are grouped by: rows whose sequence already failed (ctx.row_errors) go to no routed expert,
+// so that they cost no reads; `routed` itself stays as chosen (traces). A copy in `storage` only when a row failed.
+const std::vector<RouterChoice>& WithoutFailedRows(const FastContext& ctx, const std::vector<RouterChoice>& routed,
+                                                   std::vector<RouterChoice>& storage) {
+  const auto failed = [](const Status& error) { return !error.ok(); };
+  if (std::none_of(ctx.row_errors.begin(), ctx.row_errors.end(), failed)) return routed;
+  storage = routed;
+  for (size_t t = 0; t < ctx.row_errors.size() && t < storage.size(); ++t) {
+    if (!ctx.row_errors[t].ok()) storage[t].experts.clear(), storage[t].weights.clear();
+  }
+  return storage;
 }
 
 // Jobs in ascending expert id (the accumulation order of HF's index_add_, §8.3), then the shared expert taking every
@@ -175,12 +189,20 @@ Status RunWave(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t
   size_t handed_out = 0;
   for (bool wait = false;; wait = true) {
     std::vector<size_t> ready;
-    if (begin < routed_end) GLINT_RETURN_IF_ERROR(ctx.experts->NextReady(begin, routed_end, ready, wait));
+    std::vector<std::pair<size_t, Status>> failed;
+    if (begin < routed_end) GLINT_RETURN_IF_ERROR(ctx.experts->NextReady(begin, routed_end, ready, failed, wait));
+    for (const auto& [j, error] : failed) {  // only the rows routed to the expert are lost (their sequences fail)
+      if (ctx.row_errors.empty()) return error;
+      jobs[j].failed = true;
+      for (int64_t row : jobs[j].rows) {
+        if (ctx.row_errors[row].ok()) ctx.row_errors[row] = error;
+      }
+    }
     for (size_t j : ready) jobs[j].weights = &ctx.experts->Weights(j);
     group.insert(group.end(), ready.begin(), ready.end());
     RunExperts(ctx, jobs, group, buffers);
     for (size_t j : ready) ctx.experts->Release(j);
-    handed_out += ready.size();
+    handed_out += ready.size() + failed.size();
     group.clear();
     if (begin >= routed_end || handed_out == routed_end - begin) return Status::Ok();
   }
@@ -194,13 +216,16 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
   const int64_t d = ctx.config.hidden_size;
   std::vector<RouterChoice> routed = Route(ctx, w, h, n, forced_of);
   std::vector<int32_t> expert_ids;
-  std::vector<MoeJob> jobs = GroupByExpert(w, routed, local, expert_ids);
+  std::vector<RouterChoice> unfailed;
+  std::vector<MoeJob> jobs = GroupByExpert(w, WithoutFailedRows(ctx, routed, unfailed), local, expert_ids);
   const size_t routed_jobs = expert_ids.size();
   if (experts_active != nullptr) *experts_active = static_cast<int64_t>(routed_jobs);
   if (ctx.experts == nullptr) {
     for (size_t j = 0; j < routed_jobs; ++j) jobs[j].weights = jobs[j].layout;
   } else {
-    GLINT_RETURN_IF_ERROR(ctx.experts->Begin(w, expert_ids));  // every missing expert requested now
+    std::vector<int64_t> expert_rows;
+    for (size_t j = 0; j < routed_jobs; ++j) expert_rows.push_back(static_cast<int64_t>(jobs[j].rows.size()));
+    GLINT_RETURN_IF_ERROR(ctx.experts->Begin(w, expert_ids, expert_rows));  // every missing expert requested now
   }
   struct EndPass {
     ExpertStore* store;
@@ -230,6 +255,7 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
     // Combine per row, jobs in order (ascending expert id, shared last); rows split over the threads.
     std::vector<std::vector<std::pair<int64_t, float>>> contributions(n);  // per output row: (wave row, weight)
     for (size_t j = wave_begin; j < wave_end; ++j) {
+      if (jobs[j].failed) continue;
       for (size_t r = 0; r < jobs[j].rows.size(); ++r) {
         contributions[jobs[j].rows[r]].push_back({jobs[j].offset + static_cast<int64_t>(r), jobs[j].row_weights[r]});
       }

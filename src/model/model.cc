@@ -131,14 +131,23 @@ int64_t ReferenceModel::weight_bytes() const {
 }
 
 Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                              const ForwardOptions& options) const {
+                              const ForwardOptions& options, std::vector<Status>* entry_errors) const {
   logits.assign(batch.size(), {});
+  if (entry_errors != nullptr) entry_errors->assign(batch.size(), Status::Ok());
   const int64_t vocab = config().vocab_size;
+  Status first;
+  size_t failed = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const MtpEntry& entry = batch[i];
     if (entry.state == nullptr) return InvalidArgument("MTP batch entry ", i, " has no sequence state");
     Status status = MtpForward(*entry.state, entry.hidden, entry.next_tokens, logits[i], options);
-    if (!status.ok()) return status.WithContext(StrCat("MTP batch entry ", i));
+    if (!status.ok() && entry_errors == nullptr) return status.WithContext(StrCat("MTP batch entry ", i));
+    if (!status.ok()) {  // this entry alone (an expert read): the others go on
+      (*entry_errors)[i] = status;
+      if (failed++ == 0) first = status.WithContext(StrCat("MTP batch entry ", i));
+      logits[i].clear();
+      continue;
+    }
     const int64_t rows = static_cast<int64_t>(logits[i].size()) / vocab;
     if (entry.logits == LogitsWanted::kNone) {
       logits[i].clear();
@@ -146,7 +155,18 @@ Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::
       logits[i].erase(logits[i].begin(), logits[i].end() - vocab);
     }
   }
+  if (failed > 0) return first.WithContext(StrCat(failed, " of ", batch.size(), " MTP entries failed"));
   return Status::Ok();
+}
+
+Status FailedEntriesStatus(std::span<const EntryOutput> outputs) {
+  size_t failed = 0, first = 0;
+  for (size_t i = outputs.size(); i-- > 0;) {
+    if (!outputs[i].error.ok()) ++failed, first = i;
+  }
+  if (failed == 0) return Status::Ok();
+  return outputs[first].error.WithContext(StrCat("batch entry ", first, " (", failed, " of ", outputs.size(),
+                                                 " entries failed; the others were computed)"));
 }
 
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {

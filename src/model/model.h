@@ -87,6 +87,9 @@ struct BatchEntry {
 struct EntryOutput {
   std::vector<float> logits;  // [rows, V]: rows = T (kAll), 1 (kLast) or 0
   std::vector<float> hidden;  // [T, D] when want_hidden
+  // Set when this entry alone could not be computed (a routed expert its rows needed could not be read from disk,
+  // docs/expert-cache.md): its outputs are not valid and its state is broken. See Model::Forward.
+  Status error;
 };
 
 // One sequence's part of a batched MTP call (Model::MtpForwardBatch): T pairs (h_t, x_{t+1}) continuing the
@@ -153,6 +156,10 @@ class Model {
 
   // Runs the trunk over every entry; outputs[i] belongs to batch[i]. Checks every entry first (token ids in
   // range, T ≥ 1, the state belongs to this model, the context limit) so a bad entry changes no state.
+  // A failure scoped to some entries (an expert read, FastModel with --expert-memory) returns an error AND sets
+  // those entries' outputs[i].error: every entry whose error stays Ok then has complete outputs and its state
+  // advanced exactly as on success. Any other error sets no entry's error, and every state of the batch may be
+  // broken.
   virtual Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                          const ForwardOptions& options = {}, Trace* trace = nullptr,
                          const ForcedChoices* forced = nullptr) const = 0;
@@ -166,8 +173,11 @@ class Model {
   // Entries must have distinct states. This default runs MtpForward on each in turn (one weight read per
   // sequence); an implementation that batches rows overrides it. On an error, the states of entries already run
   // have advanced.
+  // With `entry_errors`, every entry runs whatever the others do and entry_errors[i] says how entry i went (an
+  // error return then names how many failed; the states of the entries that did not fail advanced as on success).
   virtual Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                                 const ForwardOptions& options = {}) const;
+                                 const ForwardOptions& options = {},
+                                 std::vector<Status>* entry_errors = nullptr) const;
 };
 
 // For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.
@@ -179,6 +189,9 @@ Status CheckBatch(const Model& model, std::span<const BatchEntry> batch);
 // The memory part of those checks for one entry (a layout made for `config`, memory present, blocks reserved for
 // every position the call writes unless the state owns its memory, valid state checkpoints).
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config);
+// What Forward returns when some entries failed alone (their outputs[i].error): the first one's error, saying how
+// many failed; Ok when none did.
+Status FailedEntriesStatus(std::span<const EntryOutput> outputs);
 // Grows a state's own memory (NewSequence) to hold the entry's tokens; a no-op for engine memory. Call after all
 // checks passed.
 void PrepareEntryMemory(const BatchEntry& entry);

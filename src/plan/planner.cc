@@ -1,5 +1,7 @@
 #include "plan/planner.h"
 
+#include "plan/expert_cache.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -370,6 +372,19 @@ Result<PlanInputs> ResolvePlanForConfig(const ModelConfig& config, std::string m
   inputs.context = request.context;
   inputs.concurrency = request.concurrency;
   inputs.assumptions = request.assumptions;
+  for (double value : request.expert_ram_gb) {
+    if (!(value > 0)) return InvalidArgument("--expert-ram ", value, " GB: expected a positive size");
+  }
+  for (double value : request.disk_gbps) {
+    if (!(value > 0)) return InvalidArgument("--disk-bandwidth ", value, " GB/s: expected a positive bandwidth");
+  }
+  if (request.expert_hit_rate && !(*request.expert_hit_rate >= 0 && *request.expert_hit_rate <= 1)) {
+    return InvalidArgument("--expert-hit-rate ", *request.expert_hit_rate, ": expected a fraction in [0, 1]");
+  }
+  inputs.expert_ram_gb = request.expert_ram_gb;
+  inputs.disk_gbps = request.disk_gbps;
+  inputs.expert_hit_rate = request.expert_hit_rate;
+  if (request.cpu) inputs.expert_memory_gbps = request.cpu->bandwidth / 1e9;
   if (request.scheme) {
     inputs.schemes = {*request.scheme};
   } else {
@@ -439,6 +454,10 @@ Report BuildPlanReport(const PlanInputs& in) {
   report.tables.push_back(RooflineTable(in, footprints, state));
   report.tables.push_back(IndexerTable(in, footprints.front()));
   report.tables.push_back(HardwareTable(in));
+  if (!in.expert_ram_gb.empty() && !in.disk_gbps.empty()) {
+    report.tables.push_back(
+        ExpertCacheTable(in, in.expert_ram_gb, in.disk_gbps, in.expert_memory_gbps, in.expert_hit_rate));
+  }
   return report;
 }
 

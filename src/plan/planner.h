@@ -27,6 +27,11 @@ struct PlanRequest {
   std::optional<CpuServer> cpu;       // --memory / --bandwidth
   std::string catalogue_path;         // empty = embedded data/hardware.json
   Assumptions assumptions = Assumptions::Defaults();
+  // The expert-cache table (--expert-memory; plan/expert_cache.h): machines' RAM, drives' bandwidth, hit rate
+  // (unset: uniform routing); memory bandwidth from --bandwidth, else 100 GB/s.
+  std::vector<double> expert_ram_gb = {64, 128, 256};
+  std::vector<double> disk_gbps = {3, 7};
+  std::optional<double> expert_hit_rate;
 };
 
 // Everything the report is computed from, resolved and validated.
@@ -41,6 +46,9 @@ struct PlanInputs {
   int64_t context = 0;
   int concurrency = 0;
   Assumptions assumptions = Assumptions::Defaults();
+  std::vector<double> expert_ram_gb, disk_gbps;
+  std::optional<double> expert_hit_rate;
+  double expert_memory_gbps = 100;
 };
 
 Result<PlanInputs> ResolvePlan(const PlanRequest& request);

@@ -16,7 +16,20 @@ for model in tiny-sparse tiny-dense; do
       --dump-logits "$tmp/cached.st" >/dev/null 2>&1
     cmp -s "$tmp/all.st" "$tmp/cached.st" || { echo "FAIL: $model: logits differ with --expert-memory $budget"; exit 1; }
   done
+  "$glint" score --fast --model "$tmp/$model" --expert-memory "$minimum" --expert-io uring --tokens-file "$tokens" \
+    --dump-logits "$tmp/cached.st" >/dev/null 2>&1
+  cmp -s "$tmp/all.st" "$tmp/cached.st" || { echo "FAIL: $model: logits differ with --expert-io uring"; exit 1; }
 done
+# The read benchmark runs and prints both readers at every depth asked for, and the sequential limit.
+"$glint" bench-expert-io --model "$tmp/tiny-sparse" --mib 4 --depths 1,8 >"$tmp/io" 2>&1 || { cat "$tmp/io"; exit 1; }
+for row in "pread  |     1" "uring  |     8" "sequential O_DIRECT read"; do
+  grep -q -- "$row" "$tmp/io" || { echo "FAIL: bench-expert-io printed no '$row'"; cat "$tmp/io"; exit 1; }
+done
+if "$glint" score --fast --model "$tmp/tiny-sparse" --expert-memory 1G --expert-io mmap --tokens-file \
+     "$data/golden/tiny-sparse/tokens.json" >"$tmp/out" 2>&1; then
+  echo "FAIL: --expert-io mmap accepted"; exit 1
+fi
+grep -q -- "--expert-io" "$tmp/out" || { echo "FAIL: --expert-io mmap: no message naming the flag"; cat "$tmp/out"; exit 1; }
 for bad in 12Q 1.5G -3 0; do
   if "$glint" score --fast --model "$tmp/tiny-sparse" --expert-memory "$bad" --tokens-file \
        "$data/golden/tiny-sparse/tokens.json" >"$tmp/out" 2>&1; then

@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include "base/file.h"
 #include "engine/sampling.h"
 #include "test_util.h"
 
@@ -31,6 +33,19 @@ const RequestOutput* Collector::Last(RequestId request, int64_t index) const {
     if (o.request == request && o.index == index) last = &o;
   }
   return last;
+}
+
+std::pair<Tokens, Tokens> GlintTinyTexts() {
+  Tokens a, b;
+  const Result<std::string> text = ReadFile(TestDataPath("glint-tiny/tokenizer_cases.json"));
+  EXPECT_TRUE(text.ok()) << text.status().ToString();
+  if (!text.ok()) return {};
+  for (const auto& entry : nlohmann::json::parse(*text)) {
+    const Tokens ids = entry["ids"].get<Tokens>();
+    Tokens& into = a.size() <= b.size() ? a : b;
+    into.insert(into.end(), ids.begin(), ids.end());
+  }
+  return {a, b};
 }
 
 Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count) {

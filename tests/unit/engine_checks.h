@@ -25,6 +25,10 @@ class Collector : public RequestSink {
   std::vector<RequestOutput> outputs;
 };
 
+// Two token sequences of English text in glint-tiny's tokenizer (held-out fortunes of
+// tests/data/glint-tiny/tokenizer_cases.json, dealt alternately by length): prompts for the trained model.
+std::pair<Tokens, Tokens> GlintTinyTexts();
+
 // The oracle: the model alone, whole prompt then one token at a time, greedy, no speculation.
 Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count);
 

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/file.h"
@@ -203,12 +203,7 @@ using testing::RunToCompletion;
 std::vector<Tokens> PromptsFor(const std::string& name, const ModelConfig& c) {
   Tokens a, b;
   if (name == "glint-tiny") {  // English text in the model's tokenizer (held-out fortunes)
-    const std::string text = ReadFile(testing::TestDataPath("glint-tiny/tokenizer_cases.json")).value();
-    for (const auto& entry : nlohmann::json::parse(text)) {
-      const Tokens ids = entry["ids"].get<Tokens>();
-      Tokens& into = a.size() <= b.size() ? a : b;
-      into.insert(into.end(), ids.begin(), ids.end());
-    }
+    std::tie(a, b) = testing::GlintTinyTexts();
   } else {
     const auto sequences = testing::GoldenOutputs(name).Tokens();
     a = sequences[0].size() >= sequences[1].size() ? sequences[0] : sequences[1];
