@@ -280,7 +280,7 @@ Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> h
 }
 
 Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                                       const ForwardOptions& options) const {
+                                       const ForwardOptions& options, std::vector<Status>* entry_errors) const {
   for (const MtpEntry& entry : batch) {
     if (entry.state == nullptr || entry.state->owner != inner_.get()) {
       return InvalidArgument("an MTP batch entry's state was not created by this model");
@@ -289,6 +289,7 @@ Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vec
   WireWriter plan;
   plan.Put(PlanOp::kMtpForwardBatch);
   PutOptions(plan, options);
+  plan.Put<uint8_t>(entry_errors != nullptr ? 1 : 0);  // the followers run the same mode (same collectives)
   plan.Put<uint64_t>(batch.size());
   for (const MtpEntry& entry : batch) {
     GLINT_RETURN_IF_ERROR(PutState(plan, *entry.state));
@@ -297,7 +298,8 @@ Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vec
     plan.Put(entry.logits);
   }
   AbortOnFailure(Send(plan), "to broadcast an MTP plan");
-  const Status status = inner_->MtpForwardBatch(batch, logits, options);
+  // Any failure, one entry's included, ends every rank: the followers cannot know which entries failed here.
+  const Status status = inner_->MtpForwardBatch(batch, logits, options, entry_errors);
   AbortOnFailure(status, "the MTP layer");
   return status;
 }
@@ -594,6 +596,7 @@ Status Follower::MtpForward(WireReader& r) {
 Status Follower::MtpForwardBatch(WireReader& r) {
   ForwardOptions options;
   GLINT_RETURN_IF_ERROR(GetOptions(r, options));
+  const bool per_entry_errors = r.Get<uint8_t>() != 0;
   const uint64_t entries = GetCount(r);
   std::deque<SequenceState> bound;
   std::deque<std::vector<float>> inline_hidden;
@@ -610,7 +613,8 @@ Status Follower::MtpForwardBatch(WireReader& r) {
   }
   GLINT_RETURN_IF_ERROR(r.status());
   std::vector<std::vector<float>> logits;
-  return model_.MtpForwardBatch(batch, logits, options);
+  std::vector<Status> entry_errors;
+  return model_.MtpForwardBatch(batch, logits, options, per_entry_errors ? &entry_errors : nullptr);
 }
 
 }  // namespace

@@ -51,8 +51,8 @@ class RecordingModel final : public Model {
     return Status::Ok();
   }
   Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                         const ForwardOptions& options) const override {
-    GLINT_RETURN_IF_ERROR(inner_->MtpForwardBatch(batch, logits, options));
+                         const ForwardOptions& options, std::vector<Status>* entry_errors) const override {
+    GLINT_RETURN_IF_ERROR(inner_->MtpForwardBatch(batch, logits, options, entry_errors));
     calls.insert(calls.end(), logits.begin(), logits.end());
     return Status::Ok();
   }
