@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "grammar/regex.h"
+#include "server/json_schema_number.h"
+#include "server/json_schema_oneof.h"
 
 namespace glint::server {
 namespace {
@@ -89,28 +91,6 @@ void NonNegativeRange(Grammar& g, int64_t lo, int64_t hi, std::vector<Sequence>&
 }
 
 Sequence Literal(std::string_view text) { return Grammar::Literal(text); }
-
-// Non-negative decimals v = k.f with lo (<)≤ v (<)≤ hi (hi < 0: unbounded), integral lo and hi.
-void PositiveDecimals(Grammar& g, int64_t lo, bool lo_exclusive, int64_t hi, bool hi_exclusive,
-                      std::vector<Sequence>& out) {
-  const bool bounded = hi >= 0;
-  Sequence any_fraction = {g.Optional({Element::Byte('.'), g.Repeat({Element::Bytes('0', '9')}, 1, 15, "frac").value()},
-                                      "frac")};
-  Sequence nonzero_fraction = {Element::Byte('.'), g.Repeat({Element::Bytes('0', '9')}, 0, 14, "frac").value(),
-                               Element::Bytes('1', '9')};
-  const int64_t k_min = lo_exclusive ? lo + 1 : lo, k_max = bounded ? hi - 1 : kMaxDigitsValue;
-  const auto integers = [&](int64_t a, int64_t b, const Sequence& tail) {
-    std::vector<Sequence> parts;
-    NonNegativeRange(g, a, b, parts);
-    if (parts.empty()) return;
-    Sequence sequence = {Element::Rule(g.AddRuleWith("int", std::move(parts)))};
-    sequence.insert(sequence.end(), tail.begin(), tail.end());
-    out.push_back(std::move(sequence));
-  };
-  if (k_min <= k_max) integers(k_min, k_max, any_fraction);
-  if (lo_exclusive && (!bounded || hi > lo)) integers(lo, lo, nonzero_fraction);
-  if (bounded && !hi_exclusive && (lo_exclusive ? hi > lo : hi >= lo)) integers(hi, hi, {});
-}
 
 Result<double> NumberField(const Json& schema, const char* name, const std::string& path) {
   const Json& value = schema[name];
@@ -246,6 +226,7 @@ Result<int32_t> JsonSchemaCompiler::Compile(const Json& schema, const std::strin
     if (std::string(keyword) == "allOf" && list.size() != 1) {
       return InvalidArgument("'allOf' at ", path, " with more than one schema is not supported");
     }
+    if (std::string(keyword) == "oneOf") GLINT_RETURN_IF_ERROR(CheckOneOfDisjoint(list, *root_, path));
     std::vector<Sequence> alternatives;
     for (size_t i = 0; i < list.size(); ++i) {
       GLINT_ASSIGN_OR_RETURN(int32_t rule, Compile(list[i], StrCat(path, "/", keyword, "/", i), depth + 1));
@@ -528,31 +509,16 @@ Result<int32_t> JsonSchemaCompiler::CompileNumber(const Json& schema, const std:
     if (a > b) return InvalidArgument("the bounds at ", path, " exclude every integer");
     return AddIntegerRange(g_, a, b);
   }
-  for (const Bound* bound : {&lo, &hi}) {
-    if (bound->present && bound->value != std::floor(bound->value)) {
-      return InvalidArgument("a non-integer bound (", bound->value, ") on a 'number' at ", path,
-                             " is not supported; integer bounds and integer types are");
-    }
+  // Numbers: a digit-level comparison with the bounds' exact decimals (json_schema_number.h).
+  std::optional<NumberBound> lower, upper;
+  for (const auto& [bound, target] : {std::pair<const Bound*, std::optional<NumberBound>*>{&lo, &lower}, {&hi, &upper}}) {
+    if (!bound->present) continue;
+    GLINT_ASSIGN_OR_RETURN(Decimal value, DecimalOf(bound->value));
+    *target = NumberBound{std::move(value), bound->exclusive};
   }
-  const int64_t a = static_cast<int64_t>(lo.value), b = static_cast<int64_t>(hi.value);
-  std::vector<Sequence> alternatives;
-  // v ≥ 0, then v < 0 as "-" followed by u = −v > 0 with the bounds mirrored.
-  if (!hi.present || b > 0 || (b == 0 && !hi.exclusive)) {
-    const bool lo_positive = lo.present && a >= 0;
-    PositiveDecimals(g_, lo_positive ? a : 0, lo_positive && lo.exclusive, hi.present ? b : -1, hi.exclusive,
-                     alternatives);
-  }
-  if (!lo.present || a < 0) {
-    const bool hi_negative = hi.present && b < 0;
-    std::vector<Sequence> negative;
-    PositiveDecimals(g_, hi_negative ? -b : 0, hi_negative ? hi.exclusive : true, lo.present ? -a : -1, lo.exclusive,
-                     negative);
-    if (!negative.empty()) {
-      alternatives.push_back({Element::Byte('-'), Element::Rule(g_.AddRuleWith("negative", std::move(negative)))});
-    }
-  }
-  if (alternatives.empty()) return InvalidArgument("the bounds at ", path, " exclude every number");
-  return g_.AddRuleWith("number", std::move(alternatives));
+  Result<int32_t> rule = AddBoundedNumber(g_, lower, upper);
+  if (!rule.ok()) return rule.status().WithContext(StrCat("'number' at ", path));
+  return rule;
 }
 
 Result<int32_t> JsonSchemaCompiler::AddSubschema(const Json& schema, const Json& root, const std::string& path) {
