@@ -20,9 +20,10 @@ process.on('exit', () => {
 
 export const ENGINE_ARGS = ['--memory', '256M', '--max-seqs', '16', '--max-model-len', '512'];
 
-// Resolves once the server logs its address; rejects if it exits first or takes longer than `timeoutMs`.
-export async function startServer(extraArgs = [], { env = {}, timeoutMs = 120_000 } = {}) {
-  const child = spawn(binary, ['serve', '--port', '0', '--no-request-log', ...ENGINE_ARGS, ...extraArgs], {
+// `engineArgs` replaces ENGINE_ARGS (a flag may be given only once). Resolves once the server logs its address;
+// rejects if it exits first or takes longer than `timeoutMs`.
+export async function startServer(extraArgs = [], { env = {}, timeoutMs = 120_000, engineArgs = ENGINE_ARGS } = {}) {
+  const child = spawn(binary, ['serve', '--port', '0', '--no-request-log', ...engineArgs, ...extraArgs], {
     env: { ...process.env, GLINT_CACHE_DIR: cacheDir, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],
   });
