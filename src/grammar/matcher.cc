@@ -19,6 +19,13 @@ void AddStack(const std::vector<int32_t>& stack, State& state, int64_t& count) {
   ++count;
 }
 
+// FNV-1a over the state's values (the mask cache's and the trie walk's key).
+size_t HashState(const State& state) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ state.size();
+  for (int32_t v : state) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001B3ULL;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
 // Sorts the stacks of a flat state (canonical form, so equal sets are equal vectors).
 void SortStacks(State& state, int64_t count) {
   if (count < 2) return;
@@ -261,11 +268,7 @@ class WalkStates {
 
  private:
   struct Hash {
-    size_t operator()(const State& state) const {
-      uint64_t h = 0x9E3779B97F4A7C15ULL ^ state.size();
-      for (int32_t v : state) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001B3ULL;
-      return static_cast<size_t>(h ^ (h >> 29));
-    }
+    size_t operator()(const State& state) const { return HashState(state); }
   };
   std::unordered_map<State, int32_t, Hash> ids_;
   std::vector<State> states_;
@@ -323,11 +326,7 @@ void CompiledGrammar::FillMaskReference(const TokenVocabulary& vocabulary, const
   }
 }
 
-size_t CompiledGrammar::StateHash::operator()(const State& state) const {
-  uint64_t h = 0x9E3779B97F4A7C15ULL ^ state.size();
-  for (int32_t v : state) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001B3ULL;  // FNV-1a over the values
-  return static_cast<size_t>(h ^ (h >> 29));
-}
+size_t CompiledGrammar::StateHash::operator()(const State& state) const { return HashState(state); }
 
 void CompiledGrammar::FillMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
   {
