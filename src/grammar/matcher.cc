@@ -240,30 +240,31 @@ namespace {
 
 // The states one trie walk reaches, interned, with their byte transitions memoised (kUnknown until first taken,
 // kDead when no stack accepts the byte). Inside a string or a repetition, nearly every byte leads back to one of a
-// few states, so most trie nodes cost a table lookup instead of an AdvanceByte. Only the first kMemoStates states
-// get a table (256 ids each, 1 KiB): beyond that a transition is computed every time, so memory stays bounded.
+// few states, so most trie nodes cost a table lookup instead of an AdvanceByte. Only the first `memo_states`
+// states get a table (256 ids each, 1 KiB): beyond that a transition is computed every time, so memory stays
+// bounded.
 class WalkStates {
  public:
   static constexpr int32_t kUnknown = -2, kDead = -1;
-  static constexpr size_t kMemoStates = 4096;
 
-  void Reset() {
+  void Reset(size_t memo_states) {
     ids_.clear();
     states_.clear();
     transitions_.clear();
+    memo_states_ = memo_states;
   }
   int32_t Intern(State&& state) {
     const auto [it, added] = ids_.try_emplace(state, static_cast<int32_t>(states_.size()));
     if (added) {
       states_.push_back(std::move(state));
-      if (states_.size() <= kMemoStates) transitions_.resize(states_.size() * 256, kUnknown);
+      if (states_.size() <= memo_states_) transitions_.resize(states_.size() * 256, kUnknown);
     }
     return it->second;
   }
   const State& state(int32_t id) const { return states_[static_cast<size_t>(id)]; }
   // The memo slot of (id, byte), or null when id has no table.
   int32_t* Slot(int32_t id, uint8_t byte) {
-    return static_cast<size_t>(id) < kMemoStates ? &transitions_[static_cast<size_t>(id) * 256 + byte] : nullptr;
+    return static_cast<size_t>(id) < memo_states_ ? &transitions_[static_cast<size_t>(id) * 256 + byte] : nullptr;
   }
 
  private:
@@ -272,18 +273,20 @@ class WalkStates {
   };
   std::unordered_map<State, int32_t, Hash> ids_;
   std::vector<State> states_;
-  std::vector<int32_t> transitions_;  // [min(states, kMemoStates) × 256]
+  std::vector<int32_t> transitions_;  // [min(states, memo_states_) × 256]
+  size_t memo_states_ = 0;
 };
 
 }  // namespace
 
-void CompiledGrammar::ComputeMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
+void CompiledGrammar::ComputeMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask,
+                                  size_t memo_states) const {
   mask.Reset(vocabulary.size());
   const std::vector<TokenVocabulary::Node>& nodes = vocabulary.nodes();
   thread_local WalkStates walk;
   thread_local std::vector<int32_t> levels;  // levels[d]: the state id after the first d bytes of the current node
   thread_local State next;
-  walk.Reset();
+  walk.Reset(memo_states);
   levels.resize(static_cast<size_t>(vocabulary.max_depth()) + 1);
   State start = state;
   levels[0] = walk.Intern(std::move(start));
