@@ -158,9 +158,9 @@ int32_t JsonSchemaCompiler::AnyValue() {
   const Element ws = Element::Rule(Whitespace());
   const Element value = Element::Rule(value_);
   const int32_t elements = g_.AddRuleWith(
-      "elements", {{value, g_.Star({ws, Element::Byte(','), ws, value}, "elements")}});
+      "elements", {{value, ws, g_.Star({Element::Byte(','), ws, value, ws}, "elements")}});
   const int32_t array = g_.AddRuleWith(
-      "array", {{Element::Byte('['), ws, g_.Optional({Element::Rule(elements)}, "elements"), ws, Element::Byte(']')}});
+      "array", {{Element::Byte('['), ws, g_.Optional({Element::Rule(elements)}, "elements"), Element::Byte(']')}});
   for (int32_t rule : {AnyObject(), array, StringRule(), NumberRule(), Keyword("true"), Keyword("false"),
                        Keyword("null")}) {
     g_.AddAlternative(value_, {Element::Rule(rule)});
@@ -172,12 +172,12 @@ int32_t JsonSchemaCompiler::AnyObject() {
   if (object_ >= 0) return object_;
   object_ = g_.AddRule("object");
   const Element ws = Element::Rule(Whitespace());
-  const Sequence pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(AnyValue())};
-  Sequence more = {ws, Element::Byte(','), ws};
+  const Sequence pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(AnyValue()), ws};
+  Sequence more = {Element::Byte(','), ws};
   more.insert(more.end(), pair.begin(), pair.end());
   Sequence members = pair;
   members.push_back(g_.Star(more, "members"));
-  g_.AddAlternative(object_, {Element::Byte('{'), ws, g_.Optional(members, "members"), ws, Element::Byte('}')});
+  g_.AddAlternative(object_, {Element::Byte('{'), ws, g_.Optional(members, "members"), Element::Byte('}')});
   return object_;
 }
 
@@ -335,7 +335,7 @@ Result<int32_t> JsonSchemaCompiler::CompileObject(const Json& schema, const std:
   for (const auto& [key, member_schema] : members) {
     GLINT_ASSIGN_OR_RETURN(int32_t value, Compile(*member_schema, path + "/properties/" + key, depth + 1));
     Sequence pair = Literal(Json(key).dump());
-    pair.insert(pair.end(), {ws, Element::Byte(':'), ws, Element::Rule(value)});
+    pair.insert(pair.end(), {ws, Element::Byte(':'), ws, Element::Rule(value), ws});
     pairs.push_back(std::move(pair));
   }
   // The tail after the declared properties: additional pairs when allowed.
@@ -346,10 +346,12 @@ Result<int32_t> JsonSchemaCompiler::CompileObject(const Json& schema, const std:
     if (!(extra.is_boolean() && !extra.get<bool>())) {
       additional = true;
       GLINT_ASSIGN_OR_RETURN(int32_t value, Compile(extra, path + "/additionalProperties", depth + 1));
-      extra_pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(value)};
+      extra_pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(value), ws};
     }
   }
-  const Sequence comma = {ws, Element::Byte(','), ws};
+  // Whitespace after each value (inside `pair`), none before ',' or '}': "value ws , ws" and "value ws }" would
+  // otherwise both explain a space after a value, and every optional property skipped would add another parse.
+  const Sequence comma = {Element::Byte(','), ws};
   // chain[i][c]: the members from i on, c = a comma is needed before the next one.
   const size_t n = pairs.size();
   std::vector<std::array<int32_t, 2>> chain(n + 1);
@@ -376,7 +378,7 @@ Result<int32_t> JsonSchemaCompiler::CompileObject(const Json& schema, const std:
       chain[i][c] = g_.AddRuleWith("members", std::move(alternatives));
     }
   }
-  return g_.AddRuleWith("object", {{Element::Byte('{'), ws, Element::Rule(chain[0][0]), ws, Element::Byte('}')}});
+  return g_.AddRuleWith("object", {{Element::Byte('{'), ws, Element::Rule(chain[0][0]), Element::Byte('}')}});
 }
 
 Result<int32_t> JsonSchemaCompiler::CompileArray(const Json& schema, const std::string& path, int depth) {
@@ -399,8 +401,9 @@ Result<int32_t> JsonSchemaCompiler::CompileArray(const Json& schema, const std::
   const Element ws = Element::Rule(Whitespace());
   Sequence body;
   if (max != 0) {
-    Sequence first = {Element::Rule(item)};
-    const Sequence more = {ws, Element::Byte(','), ws, Element::Rule(item)};
+    // Whitespace after each item, none before ',' or ']': one way to place it, so the matcher holds one parse.
+    Sequence first = {Element::Rule(item), ws};
+    const Sequence more = {Element::Byte(','), ws, Element::Rule(item), ws};
     Result<Element> rest = g_.Repeat(more, std::max<int64_t>(min - 1, 0), max < 0 ? -1 : max - 1, "items");
     if (!rest.ok()) return rest.status().WithContext(path);
     first.push_back(rest.value());
@@ -412,7 +415,7 @@ Result<int32_t> JsonSchemaCompiler::CompileArray(const Json& schema, const std::
   }
   Sequence array = {Element::Byte('['), ws};
   array.insert(array.end(), body.begin(), body.end());
-  array.insert(array.end(), {ws, Element::Byte(']')});
+  array.push_back(Element::Byte(']'));
   return g_.AddRuleWith("array", {std::move(array)});
 }
 
