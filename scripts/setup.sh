@@ -11,6 +11,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libpcre2-dev          # JSON (io/, server/), CLI, tokenizer regex
   libxxhash-dev libhwy-dev libcpp-httplib-dev libboost-dev  # prefix-cache hashes, SIMD, HTTP (httplib: the bench client; Beast/Asio: glint serve)
   gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
+  python3-jsonschema                                    # structured-output CLI test validates outputs (tests/cli/structured_output.sh)
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
   liburing-dev                                          # io_uring reads of routed experts (docs/expert-cache.md)

@@ -185,6 +185,11 @@ void ApplyTokenMask(std::span<const uint64_t> allowed, std::span<float> logits) 
     const uint64_t bits = word < allowed.size() ? allowed[word] : 0;
     if (bits == ~uint64_t{0}) continue;  // a whole word allowed: the common case inside free text
     const size_t end = std::min(vocab, word * 64 + 64);
+    if (bits == 0) {  // a whole word refused: the common case inside structure
+      std::fill(logits.begin() + static_cast<std::ptrdiff_t>(word * 64), logits.begin() + static_cast<std::ptrdiff_t>(end),
+                kMinusInfinity);
+      continue;
+    }
     for (size_t t = word * 64; t < end; ++t) {
       if (((bits >> (t - word * 64)) & 1) == 0) logits[t] = kMinusInfinity;
     }

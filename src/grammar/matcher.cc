@@ -19,6 +19,13 @@ void AddStack(const std::vector<int32_t>& stack, State& state, int64_t& count) {
   ++count;
 }
 
+// FNV-1a over the state's values (the mask cache's and the trie walk's key).
+size_t HashState(const State& state) {
+  uint64_t h = 0x9E3779B97F4A7C15ULL ^ state.size();
+  for (int32_t v : state) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001B3ULL;
+  return static_cast<size_t>(h ^ (h >> 29));
+}
+
 // Sorts the stacks of a flat state (canonical form, so equal sets are equal vectors).
 void SortStacks(State& state, int64_t count) {
   if (count < 2) return;
@@ -229,18 +236,75 @@ void CompiledGrammar::AddNonTrieTokens(const TokenVocabulary& vocabulary, const 
   }
 }
 
-void CompiledGrammar::ComputeMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
+namespace {
+
+// The states one trie walk reaches, interned, with their byte transitions memoised (kUnknown until first taken,
+// kDead when no stack accepts the byte). Inside a string or a repetition, nearly every byte leads back to one of a
+// few states, so most trie nodes cost a table lookup instead of an AdvanceByte. Only the first `memo_states`
+// states get a table (256 ids each, 1 KiB): beyond that a transition is computed every time, so memory stays
+// bounded.
+class WalkStates {
+ public:
+  static constexpr int32_t kUnknown = -2, kDead = -1;
+
+  void Reset(size_t memo_states) {
+    ids_.clear();
+    states_.clear();
+    transitions_.clear();
+    memo_states_ = memo_states;
+  }
+  int32_t Intern(State&& state) {
+    const auto [it, added] = ids_.try_emplace(state, static_cast<int32_t>(states_.size()));
+    if (added) {
+      states_.push_back(std::move(state));
+      if (states_.size() <= memo_states_) transitions_.resize(states_.size() * 256, kUnknown);
+    }
+    return it->second;
+  }
+  const State& state(int32_t id) const { return states_[static_cast<size_t>(id)]; }
+  // The memo slot of (id, byte), or null when id has no table.
+  int32_t* Slot(int32_t id, uint8_t byte) {
+    return static_cast<size_t>(id) < memo_states_ ? &transitions_[static_cast<size_t>(id) * 256 + byte] : nullptr;
+  }
+
+ private:
+  struct Hash {
+    size_t operator()(const State& state) const { return HashState(state); }
+  };
+  std::unordered_map<State, int32_t, Hash> ids_;
+  std::vector<State> states_;
+  std::vector<int32_t> transitions_;  // [min(states, memo_states_) × 256]
+  size_t memo_states_ = 0;
+};
+
+}  // namespace
+
+void CompiledGrammar::ComputeMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask,
+                                  size_t memo_states) const {
   mask.Reset(vocabulary.size());
   const std::vector<TokenVocabulary::Node>& nodes = vocabulary.nodes();
-  thread_local std::vector<State> levels;  // levels[d]: the state after the first d bytes of the current node
-  if (levels.size() < static_cast<size_t>(vocabulary.max_depth()) + 1) levels.resize(vocabulary.max_depth() + 1);
-  levels[0] = state;
+  thread_local WalkStates walk;
+  thread_local std::vector<int32_t> levels;  // levels[d]: the state id after the first d bytes of the current node
+  thread_local State next;
+  walk.Reset(memo_states);
+  levels.resize(static_cast<size_t>(vocabulary.max_depth()) + 1);
+  State start = state;
+  levels[0] = walk.Intern(std::move(start));
   for (size_t i = 1; i < nodes.size();) {
     const TokenVocabulary::Node& node = nodes[i];
-    if (!AdvanceByte(levels[node.depth - 1], node.byte, levels[node.depth])) {
+    const int32_t from = levels[node.depth - 1];
+    int32_t* slot = walk.Slot(from, node.byte);
+    int32_t to = slot != nullptr ? *slot : WalkStates::kUnknown;
+    if (to == WalkStates::kUnknown) {
+      to = AdvanceByte(walk.state(from), node.byte, next) ? walk.Intern(std::move(next)) : WalkStates::kDead;
+      next.clear();
+      if (slot != nullptr) *walk.Slot(from, node.byte) = to;  // Intern may have moved the table: look it up again
+    }
+    if (to == WalkStates::kDead) {
       i = static_cast<size_t>(node.subtree_end);  // no token with this prefix is allowed
       continue;
     }
+    levels[node.depth] = to;
     for (int32_t id : vocabulary.NodeTokens(node)) mask.Set(id);
     ++i;
   }
@@ -265,11 +329,7 @@ void CompiledGrammar::FillMaskReference(const TokenVocabulary& vocabulary, const
   }
 }
 
-size_t CompiledGrammar::StateHash::operator()(const State& state) const {
-  uint64_t h = 0x9E3779B97F4A7C15ULL ^ state.size();
-  for (int32_t v : state) h = (h ^ static_cast<uint32_t>(v)) * 0x100000001B3ULL;  // FNV-1a over the values
-  return static_cast<size_t>(h ^ (h >> 29));
-}
+size_t CompiledGrammar::StateHash::operator()(const State& state) const { return HashState(state); }
 
 void CompiledGrammar::FillMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
   {
@@ -296,8 +356,14 @@ void CompiledGrammar::FillMask(const TokenVocabulary& vocabulary, const State& s
   const int64_t allowed = mask.Count();
   cached.inverted = allowed > vocabulary.size() / 2;
   cached.ids.reserve(static_cast<size_t>(cached.inverted ? vocabulary.size() - allowed : allowed));
-  for (int32_t id = 0; id < vocabulary.size(); ++id) {
-    if (mask.Test(id) != cached.inverted) cached.ids.push_back(id);
+  // The listed ids, a word at a time (set bits, or clear bits below the vocabulary's end when inverted).
+  for (size_t w = 0; w < mask.words.size(); ++w) {
+    uint64_t bits = cached.inverted ? ~mask.words[w] : mask.words[w];
+    const int64_t valid = std::min<int64_t>(64, vocabulary.size() - static_cast<int64_t>(w) * 64);
+    if (valid < 64) bits &= (uint64_t{1} << valid) - 1;
+    for (; bits != 0; bits &= bits - 1) {
+      cached.ids.push_back(static_cast<int32_t>(w * 64 + static_cast<size_t>(std::countr_zero(bits))));
+    }
   }
   const int64_t entry_bytes =
       static_cast<int64_t>(cached.ids.size() * sizeof(int32_t) + state.size() * sizeof(int32_t)) + 64;

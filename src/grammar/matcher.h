@@ -103,8 +103,11 @@ class CompiledGrammar {
   // Masks: the fast one (trie walk, cached per state) and the reference (every token fed byte by byte).
   void FillMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const;
   void FillMaskReference(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const;
-  // The uncached trie walk (for the benchmark and tests).
-  void ComputeMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const;
+  // The uncached trie walk (for the benchmark and tests). The first `memo_states` states it reaches get a
+  // transition table (1 KiB each); tests pass small values to exercise the walk beyond the tables.
+  static constexpr size_t kWalkMemoStates = 4096;
+  void ComputeMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask,
+                   size_t memo_states = kWalkMemoStates) const;
   struct CacheStats {
     int64_t hits = 0, misses = 0, entries = 0, bytes = 0;
   };

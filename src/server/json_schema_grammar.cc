@@ -6,6 +6,8 @@
 #include <tuple>
 
 #include "grammar/regex.h"
+#include "server/json_schema_number.h"
+#include "server/json_schema_oneof.h"
 
 namespace glint::server {
 namespace {
@@ -90,28 +92,6 @@ void NonNegativeRange(Grammar& g, int64_t lo, int64_t hi, std::vector<Sequence>&
 
 Sequence Literal(std::string_view text) { return Grammar::Literal(text); }
 
-// Non-negative decimals v = k.f with lo (<)≤ v (<)≤ hi (hi < 0: unbounded), integral lo and hi.
-void PositiveDecimals(Grammar& g, int64_t lo, bool lo_exclusive, int64_t hi, bool hi_exclusive,
-                      std::vector<Sequence>& out) {
-  const bool bounded = hi >= 0;
-  Sequence any_fraction = {g.Optional({Element::Byte('.'), g.Repeat({Element::Bytes('0', '9')}, 1, 15, "frac").value()},
-                                      "frac")};
-  Sequence nonzero_fraction = {Element::Byte('.'), g.Repeat({Element::Bytes('0', '9')}, 0, 14, "frac").value(),
-                               Element::Bytes('1', '9')};
-  const int64_t k_min = lo_exclusive ? lo + 1 : lo, k_max = bounded ? hi - 1 : kMaxDigitsValue;
-  const auto integers = [&](int64_t a, int64_t b, const Sequence& tail) {
-    std::vector<Sequence> parts;
-    NonNegativeRange(g, a, b, parts);
-    if (parts.empty()) return;
-    Sequence sequence = {Element::Rule(g.AddRuleWith("int", std::move(parts)))};
-    sequence.insert(sequence.end(), tail.begin(), tail.end());
-    out.push_back(std::move(sequence));
-  };
-  if (k_min <= k_max) integers(k_min, k_max, any_fraction);
-  if (lo_exclusive && (!bounded || hi > lo)) integers(lo, lo, nonzero_fraction);
-  if (bounded && !hi_exclusive && (lo_exclusive ? hi > lo : hi >= lo)) integers(hi, hi, {});
-}
-
 Result<double> NumberField(const Json& schema, const char* name, const std::string& path) {
   const Json& value = schema[name];
   if (!value.is_number()) return InvalidArgument("'", name, "' at ", path, " must be a number");
@@ -178,9 +158,9 @@ int32_t JsonSchemaCompiler::AnyValue() {
   const Element ws = Element::Rule(Whitespace());
   const Element value = Element::Rule(value_);
   const int32_t elements = g_.AddRuleWith(
-      "elements", {{value, g_.Star({ws, Element::Byte(','), ws, value}, "elements")}});
+      "elements", {{value, ws, g_.Star({Element::Byte(','), ws, value, ws}, "elements")}});
   const int32_t array = g_.AddRuleWith(
-      "array", {{Element::Byte('['), ws, g_.Optional({Element::Rule(elements)}, "elements"), ws, Element::Byte(']')}});
+      "array", {{Element::Byte('['), ws, g_.Optional({Element::Rule(elements)}, "elements"), Element::Byte(']')}});
   for (int32_t rule : {AnyObject(), array, StringRule(), NumberRule(), Keyword("true"), Keyword("false"),
                        Keyword("null")}) {
     g_.AddAlternative(value_, {Element::Rule(rule)});
@@ -192,12 +172,12 @@ int32_t JsonSchemaCompiler::AnyObject() {
   if (object_ >= 0) return object_;
   object_ = g_.AddRule("object");
   const Element ws = Element::Rule(Whitespace());
-  const Sequence pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(AnyValue())};
-  Sequence more = {ws, Element::Byte(','), ws};
+  const Sequence pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(AnyValue()), ws};
+  Sequence more = {Element::Byte(','), ws};
   more.insert(more.end(), pair.begin(), pair.end());
   Sequence members = pair;
   members.push_back(g_.Star(more, "members"));
-  g_.AddAlternative(object_, {Element::Byte('{'), ws, g_.Optional(members, "members"), ws, Element::Byte('}')});
+  g_.AddAlternative(object_, {Element::Byte('{'), ws, g_.Optional(members, "members"), Element::Byte('}')});
   return object_;
 }
 
@@ -246,6 +226,7 @@ Result<int32_t> JsonSchemaCompiler::Compile(const Json& schema, const std::strin
     if (std::string(keyword) == "allOf" && list.size() != 1) {
       return InvalidArgument("'allOf' at ", path, " with more than one schema is not supported");
     }
+    if (std::string(keyword) == "oneOf") GLINT_RETURN_IF_ERROR(CheckOneOfDisjoint(list, *root_, path));
     std::vector<Sequence> alternatives;
     for (size_t i = 0; i < list.size(); ++i) {
       GLINT_ASSIGN_OR_RETURN(int32_t rule, Compile(list[i], StrCat(path, "/", keyword, "/", i), depth + 1));
@@ -354,7 +335,7 @@ Result<int32_t> JsonSchemaCompiler::CompileObject(const Json& schema, const std:
   for (const auto& [key, member_schema] : members) {
     GLINT_ASSIGN_OR_RETURN(int32_t value, Compile(*member_schema, path + "/properties/" + key, depth + 1));
     Sequence pair = Literal(Json(key).dump());
-    pair.insert(pair.end(), {ws, Element::Byte(':'), ws, Element::Rule(value)});
+    pair.insert(pair.end(), {ws, Element::Byte(':'), ws, Element::Rule(value), ws});
     pairs.push_back(std::move(pair));
   }
   // The tail after the declared properties: additional pairs when allowed.
@@ -365,10 +346,12 @@ Result<int32_t> JsonSchemaCompiler::CompileObject(const Json& schema, const std:
     if (!(extra.is_boolean() && !extra.get<bool>())) {
       additional = true;
       GLINT_ASSIGN_OR_RETURN(int32_t value, Compile(extra, path + "/additionalProperties", depth + 1));
-      extra_pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(value)};
+      extra_pair = {Element::Rule(StringRule()), ws, Element::Byte(':'), ws, Element::Rule(value), ws};
     }
   }
-  const Sequence comma = {ws, Element::Byte(','), ws};
+  // Whitespace after each value (inside `pair`), none before ',' or '}': "value ws , ws" and "value ws }" would
+  // otherwise both explain a space after a value, and every optional property skipped would add another parse.
+  const Sequence comma = {Element::Byte(','), ws};
   // chain[i][c]: the members from i on, c = a comma is needed before the next one.
   const size_t n = pairs.size();
   std::vector<std::array<int32_t, 2>> chain(n + 1);
@@ -395,7 +378,7 @@ Result<int32_t> JsonSchemaCompiler::CompileObject(const Json& schema, const std:
       chain[i][c] = g_.AddRuleWith("members", std::move(alternatives));
     }
   }
-  return g_.AddRuleWith("object", {{Element::Byte('{'), ws, Element::Rule(chain[0][0]), ws, Element::Byte('}')}});
+  return g_.AddRuleWith("object", {{Element::Byte('{'), ws, Element::Rule(chain[0][0]), Element::Byte('}')}});
 }
 
 Result<int32_t> JsonSchemaCompiler::CompileArray(const Json& schema, const std::string& path, int depth) {
@@ -418,8 +401,9 @@ Result<int32_t> JsonSchemaCompiler::CompileArray(const Json& schema, const std::
   const Element ws = Element::Rule(Whitespace());
   Sequence body;
   if (max != 0) {
-    Sequence first = {Element::Rule(item)};
-    const Sequence more = {ws, Element::Byte(','), ws, Element::Rule(item)};
+    // Whitespace after each item, none before ',' or ']': one way to place it, so the matcher holds one parse.
+    Sequence first = {Element::Rule(item), ws};
+    const Sequence more = {Element::Byte(','), ws, Element::Rule(item), ws};
     Result<Element> rest = g_.Repeat(more, std::max<int64_t>(min - 1, 0), max < 0 ? -1 : max - 1, "items");
     if (!rest.ok()) return rest.status().WithContext(path);
     first.push_back(rest.value());
@@ -431,7 +415,7 @@ Result<int32_t> JsonSchemaCompiler::CompileArray(const Json& schema, const std::
   }
   Sequence array = {Element::Byte('['), ws};
   array.insert(array.end(), body.begin(), body.end());
-  array.insert(array.end(), {ws, Element::Byte(']')});
+  array.push_back(Element::Byte(']'));
   return g_.AddRuleWith("array", {std::move(array)});
 }
 
@@ -528,31 +512,16 @@ Result<int32_t> JsonSchemaCompiler::CompileNumber(const Json& schema, const std:
     if (a > b) return InvalidArgument("the bounds at ", path, " exclude every integer");
     return AddIntegerRange(g_, a, b);
   }
-  for (const Bound* bound : {&lo, &hi}) {
-    if (bound->present && bound->value != std::floor(bound->value)) {
-      return InvalidArgument("a non-integer bound (", bound->value, ") on a 'number' at ", path,
-                             " is not supported; integer bounds and integer types are");
-    }
+  // Numbers: a digit-level comparison with the bounds' exact decimals (json_schema_number.h).
+  std::optional<NumberBound> lower, upper;
+  for (const auto& [bound, target] : {std::pair<const Bound*, std::optional<NumberBound>*>{&lo, &lower}, {&hi, &upper}}) {
+    if (!bound->present) continue;
+    GLINT_ASSIGN_OR_RETURN(Decimal value, DecimalOf(bound->value));
+    *target = NumberBound{std::move(value), bound->exclusive};
   }
-  const int64_t a = static_cast<int64_t>(lo.value), b = static_cast<int64_t>(hi.value);
-  std::vector<Sequence> alternatives;
-  // v ≥ 0, then v < 0 as "-" followed by u = −v > 0 with the bounds mirrored.
-  if (!hi.present || b > 0 || (b == 0 && !hi.exclusive)) {
-    const bool lo_positive = lo.present && a >= 0;
-    PositiveDecimals(g_, lo_positive ? a : 0, lo_positive && lo.exclusive, hi.present ? b : -1, hi.exclusive,
-                     alternatives);
-  }
-  if (!lo.present || a < 0) {
-    const bool hi_negative = hi.present && b < 0;
-    std::vector<Sequence> negative;
-    PositiveDecimals(g_, hi_negative ? -b : 0, hi_negative ? hi.exclusive : true, lo.present ? -a : -1, lo.exclusive,
-                     negative);
-    if (!negative.empty()) {
-      alternatives.push_back({Element::Byte('-'), Element::Rule(g_.AddRuleWith("negative", std::move(negative)))});
-    }
-  }
-  if (alternatives.empty()) return InvalidArgument("the bounds at ", path, " exclude every number");
-  return g_.AddRuleWith("number", std::move(alternatives));
+  Result<int32_t> rule = AddBoundedNumber(g_, lower, upper);
+  if (!rule.ok()) return rule.status().WithContext(StrCat("'number' at ", path));
+  return rule;
 }
 
 Result<int32_t> JsonSchemaCompiler::AddSubschema(const Json& schema, const Json& root, const std::string& path) {

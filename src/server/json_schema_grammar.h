@@ -2,12 +2,12 @@
 //
 // Supported: `type` (a name or a list, "null" included), `properties`, `required`, `additionalProperties` (false,
 // true or a schema; absent means false, as in OpenAI's strict mode and xgrammar), `enum`, `const`, `anyOf`,
-// `oneOf` (as anyOf: exclusivity is not enforced), `allOf` with one schema, `$ref` to "#", "#/$defs/..." or
-// "#/definitions/..." (recursion included), `items`, `minItems`, `maxItems`, `minLength`, `maxLength`, `pattern`,
-// `format` (date, time, date-time, uuid, email, ipv4), `minimum`, `maximum`, `exclusiveMinimum`,
-// `exclusiveMaximum` (integers; numbers with integer-valued bounds), and the annotations (title, description,
-// default, examples, $schema, $id, $comment, deprecated, readOnly, writeOnly), which change nothing. Any other
-// keyword is an error naming it and where it is.
+// `oneOf` (when its branches are provably disjoint, so the union is exact: json_schema_oneof.h), `allOf` with one
+// schema, `$ref` to "#", "#/$defs/..." or "#/definitions/..." (recursion included), `items`, `minItems`,
+// `maxItems`, `minLength`, `maxLength`, `pattern`, `format` (date, time, date-time, uuid, email, ipv4), `minimum`,
+// `maximum`, `exclusiveMinimum`, `exclusiveMaximum` (integers; numbers with any decimal bounds, compared exactly:
+// json_schema_number.h), and the annotations (title, description, default, examples, $schema, $id, $comment,
+// deprecated, readOnly, writeOnly), which change nothing. Any other keyword is an error naming it and where it is.
 //
 // Output form: properties in the schema's order (optional ones may be left out), whitespace after ':' and ','
 // and around brackets limited to kMaxWhitespace characters, numbers with at most 15 integer and 15 fraction

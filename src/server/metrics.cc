@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "server/structured_output.h"
 #include "tokenizer/utf8.h"
 
 namespace glint::server {
@@ -234,6 +235,16 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
     }
   };
   write_spec("glint_", "");
+  // Structured output: the process-wide cache of compiled grammars (structured_output.h).
+  const GrammarCacheStats grammars = GrammarCacheSnapshot();
+  w.Single("glint_structured_output_grammars_compiled_total", "counter",
+           "Constraints compiled to grammars (cache misses).", "", static_cast<double>(grammars.misses));
+  w.Single("glint_structured_output_grammar_cache_hits_total", "counter",
+           "Constraints found compiled in the grammar cache.", "", static_cast<double>(grammars.hits));
+  w.Single("glint_structured_output_compile_seconds_total", "counter", "Time spent compiling constraints.", "",
+           grammars.compile_seconds);
+  w.Single("glint_structured_output_grammar_cache_entries", "gauge", "Compiled grammars in the cache.", "",
+           static_cast<double>(grammars.entries));
 
   // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----
   w.Single("vllm:num_requests_running", "gauge", "Requests running.", model,

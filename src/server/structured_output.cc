@@ -5,6 +5,8 @@
 #include <mutex>
 #include <set>
 
+#include "base/log.h"
+#include "base/timer.h"
 #include "grammar/gbnf.h"
 #include "grammar/regex.h"
 #include "server/openai_request.h"
@@ -29,9 +31,10 @@ class GrammarCache {
     ++stats_.hits;
     return found->second;
   }
-  void Insert(const std::string& key, GrammarPtr grammar) {
+  void Insert(const std::string& key, GrammarPtr grammar, double compile_seconds) {
     std::lock_guard<std::mutex> lock(mutex_);
     ++stats_.misses;
+    stats_.compile_seconds += compile_seconds;
     if (!entries_.emplace(key, std::move(grammar)).second) return;
     order_.push_back(key);
     while (order_.size() > kGrammarCacheEntries) {
@@ -69,6 +72,7 @@ ApiOr<GrammarPtr> CompileCached(const std::string& key, const ConstraintContext&
                                 Body&& body) {
   const std::string full_key = ContextKey(context) + key;
   if (GrammarPtr cached = Cache().Find(full_key)) return cached;
+  Stopwatch clock;
   Grammar g;
   Result<int32_t> constrained = body(g);
   if (!constrained.ok()) return BadRequest(StrCat("'", param, "': ", constrained.status().message()), param);
@@ -79,7 +83,10 @@ ApiOr<GrammarPtr> CompileCached(const std::string& key, const ConstraintContext&
   auto compiled = CompiledGrammar::Compile(g, context.special_tokens_are_text);
   if (!compiled.ok()) return BadRequest(StrCat("'", param, "': ", compiled.status().message()), param);
   GrammarPtr grammar = std::move(compiled).value();
-  Cache().Insert(full_key, grammar);
+  const double seconds = clock.Seconds();
+  LogInfo("structured output: compiled '", param, "' (", g.rules().size(), " rules, ", g.num_elements(),
+          " elements) in ", StrCat(1000 * seconds), " ms; cached by its canonical text");
+  Cache().Insert(full_key, grammar, seconds);
   return grammar;
 }
 

@@ -54,7 +54,8 @@ ApiOr<GrammarPtr> CompileToolConstraint(const Json& tools, ToolChoice choice, co
 
 // The cache of compiled grammars (bounded; oldest out first).
 struct GrammarCacheStats {
-  int64_t hits = 0, misses = 0, entries = 0;
+  int64_t hits = 0, misses = 0, entries = 0;  // misses = grammars compiled
+  double compile_seconds = 0;                 // summed over the compilations
 };
 GrammarCacheStats GrammarCacheSnapshot();
 inline constexpr size_t kGrammarCacheEntries = 64;

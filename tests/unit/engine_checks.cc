@@ -48,17 +48,27 @@ std::pair<Tokens, Tokens> GlintTinyTexts() {
   return {a, b};
 }
 
-Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count) {
+Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count, grammar::Matcher* matcher) {
   SequenceState state = model.NewSequence();
   Tokens generated;
   Tokens input = prompt;
+  grammar::TokenMask mask;
   for (int64_t i = 0; i < count; ++i) {
     std::vector<EntryOutput> outputs;
     BatchEntry entry{input, &state, LogitsWanted::kLast, false};
     EXPECT_OK(model.Forward({&entry, 1}, outputs));
     if (outputs.empty()) break;
-    const int32_t token = ArgMax(outputs[0].logits);
+    std::vector<float> logits(outputs[0].logits.begin(), outputs[0].logits.end());  // [V]
+    if (matcher != nullptr) {
+      matcher->FillMask(mask);
+      ApplyTokenMask(mask.words, logits);
+    }
+    const int32_t token = ArgMax(logits);
     generated.push_back(token);
+    if (matcher != nullptr) {
+      EXPECT_TRUE(matcher->Advance(token));
+      if (matcher->ended()) break;
+    }
     input = {token};
   }
   return generated;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/engine_core.h"
+#include "grammar/matcher.h"
 #include "model/model.h"
 
 namespace glint::testing {
@@ -29,8 +30,9 @@ class Collector : public RequestSink {
 // tests/data/glint-tiny/tokenizer_cases.json, dealt alternately by length): prompts for the trained model.
 std::pair<Tokens, Tokens> GlintTinyTexts();
 
-// The oracle: the model alone, whole prompt then one token at a time, greedy, no speculation.
-Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count);
+// The oracle: the model alone, whole prompt then one token at a time, greedy, no speculation. With `matcher`
+// (structured output), each argmax is over the tokens the grammar allows, and an end id it chose ends the loop.
+Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count, grammar::Matcher* matcher = nullptr);
 
 // A greedy request for `max_tokens` tokens, ignoring end-of-sequence ids.
 Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<RequestSink> sink);

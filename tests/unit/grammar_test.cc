@@ -11,6 +11,7 @@
 #include "grammar/matcher.h"
 #include "grammar/reference.h"
 #include "grammar/regex.h"
+#include "grammar/synthetic_vocabulary.h"
 #include "test_util.h"
 
 namespace glint::grammar {
@@ -48,11 +49,13 @@ void CheckRandomWalks(const Grammar& grammar, int walks, int steps, bool check_e
     Matcher matcher(compiled, &vocabulary);
     std::string text;
     for (int step = 0; step < steps && !matcher.ended(); ++step) {
-      TokenMask fast, cached, reference;
+      TokenMask fast, unmemoised, cached, reference;
       compiled->ComputeMask(vocabulary, matcher.state(), fast);
+      compiled->ComputeMask(vocabulary, matcher.state(), unmemoised, /*memo_states=*/step % 3);
       compiled->FillMask(vocabulary, matcher.state(), cached);
       compiled->FillMaskReference(vocabulary, matcher.state(), reference);
       ASSERT_EQ(fast.words, reference.words) << "walk " << walk << " step " << step << " after '" << text << "'";
+      ASSERT_EQ(unmemoised.words, reference.words) << "walk " << walk << " step " << step;
       ASSERT_EQ(cached.words, reference.words) << "walk " << walk << " step " << step;
       std::vector<int32_t> allowed;
       for (int32_t id = 0; id < vocabulary.size(); ++id) {
@@ -156,6 +159,43 @@ TEST(Grammar, SpecialAndEndTokens) {
     EXPECT_EQ(mask.Count(), 1);  // only the end id once ended
     EXPECT_TRUE(matcher.Advance(end));
   }
+}
+
+// The synthetic 154,880-token vocabulary of the benchmark: the fast and cached masks equal the reference along a
+// walk through a JSON-like grammar with strings, numbers and Unicode (multi-byte tokens and pieces of characters).
+TEST(Grammar, MasksOnTheBenchmarkVocabularyMatchTheReference) {
+  SyntheticVocabulary synthetic = MakeSyntheticVocabulary(kGlmVocabularySize);
+  ASSERT_EQ(static_cast<int64_t>(synthetic.token_bytes.size()), kGlmVocabularySize);
+  const TokenVocabulary vocabulary(std::move(synthetic.token_bytes), std::move(synthetic.special),
+                                   std::move(synthetic.end_ids));
+  ASSERT_OK_AND_ASSIGN(Grammar grammar, ParseGbnf(R"(
+    root  ::= "{" ws "\"k\":" ws "\"" [^"\\]{0,6} "\"," ws "\"n\":" ws "-"? [0-9]{1,4} ws "}"
+    ws    ::= [ \n]{0,2}
+  )"));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<CompiledGrammar> compiled, CompiledGrammar::Compile(grammar));
+  Matcher matcher(compiled, &vocabulary);
+  std::mt19937 random(5);
+  std::string text;
+  for (int step = 0; step < 24 && !matcher.ended(); ++step) {
+    TokenMask fast, small_memo, cached, reference;
+    compiled->ComputeMask(vocabulary, matcher.state(), fast);
+    compiled->ComputeMask(vocabulary, matcher.state(), small_memo, /*memo_states=*/2);
+    matcher.FillMask(cached);
+    compiled->FillMaskReference(vocabulary, matcher.state(), reference);
+    ASSERT_EQ(fast.words, reference.words) << "step " << step;
+    ASSERT_EQ(small_memo.words, reference.words) << "step " << step;
+    ASSERT_EQ(cached.words, reference.words) << "step " << step;
+    std::vector<int32_t> allowed;
+    for (int32_t id = 0; id < vocabulary.size(); ++id) {
+      if (reference.Test(id)) allowed.push_back(id);
+    }
+    ASSERT_FALSE(allowed.empty()) << "step " << step;
+    const int32_t token = allowed[random() % allowed.size()];
+    ASSERT_TRUE(matcher.Advance(token));
+    if (!vocabulary.is_end(token)) text += vocabulary.bytes(token);
+  }
+  EXPECT_TRUE(EarleyRecognize(grammar, text).viable) << text;
+  EXPECT_GT(text.size(), 8u) << text;
 }
 
 TEST(Grammar, BadGrammarsAreRefused) {
