@@ -280,7 +280,7 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
       command.add_option("--isa", flags->isa,
                          "kernel level: " + std::string(kIsaNames) +
-                             " (default: avx512 where supported, else the best; amx, opt-in, runs the int8 products of at least " +
+                             " (default: the best this CPU has; amx runs the int8 products of at least " +
                              std::to_string(kAmxMinTokens) + " tokens on AMX tiles and everything else as avx512)");
       AddExpertsFlag(command, flags->experts);
       AddExpertMemoryFlag(command, flags->expert_cache);
