@@ -122,7 +122,7 @@ TEST(AmxLevel, ParsesOrExplains) {
   if (IsaSupported(Isa::kAmx)) {
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, Isa::kAmx);
-    EXPECT_EQ(BestIsa(), Isa::kAvx512);  // opt-in until it is faster (isa.cc)
+    EXPECT_EQ(BestIsa(), Isa::kAmx);  // the default where present (isa.cc)
   } else {
     EXPECT_ERROR_CONTAINS(parsed, AmxUnavailableReason());
   }
