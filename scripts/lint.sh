@@ -3,11 +3,15 @@
 #   1. every tracked C++ file formatted as .clang-format says (clang-format 14, Debian 12's);
 #   2. clang-tidy (.clang-tidy's checks, warnings are errors) on the src/ files the newest commit changed
 #      (a merge: against its first parent), or on the files given as arguments.
-#   scripts/lint.sh [--preset NAME] [file.cc ...]
+#   scripts/lint.sh [--preset NAME] [--tidy-only] [file.cc ...]
+# Not yet run by scripts/test.sh: the tree still differs from .clang-format in ~150 files, and the formatting
+# commit waits for a moment with no open branches (docs/testing.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 preset=ci
+format_check=1
 if [[ "${1:-}" == "--preset" ]]; then preset="$2"; shift 2; fi
+if [[ "${1:-}" == "--tidy-only" ]]; then format_check=0; shift; fi
 format=$(command -v clang-format-14 || command -v clang-format || true)
 tidy=$(command -v clang-tidy-14 || command -v clang-tidy || true)
 [[ -n "$format" && -n "$tidy" ]] || { echo "lint: clang-format and clang-tidy are needed: run scripts/setup.sh" >&2; exit 1; }
@@ -17,6 +21,7 @@ if git rev-parse --git-dir >/dev/null 2>&1; then
 else
   mapfile -t sources < <(find src tests bench -name '*.cc' -o -name '*.h' | sort)
 fi
+if ((format_check)); then
 echo "lint: clang-format on ${#sources[@]} files"
 if ! "$format" --dry-run -Werror "${sources[@]}" 2>/tmp/glint-format.$$; then
   head -40 /tmp/glint-format.$$ >&2
@@ -25,6 +30,7 @@ if ! "$format" --dry-run -Werror "${sources[@]}" 2>/tmp/glint-format.$$; then
   exit 1
 fi
 rm -f /tmp/glint-format.$$
+fi
 
 if (($# > 0)); then
   changed=("$@")

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config git      # toolchain
-  clang libclang-rt-14-dev                              # libFuzzer targets (tests/fuzz)
+  clang libclang-rt-14-dev clang-format clang-tidy      # libFuzzer targets (tests/fuzz); scripts/lint.sh
   libgtest-dev libgmock-dev libbenchmark-dev            # tests and benchmarks
   nlohmann-json3-dev libcli11-dev libpcre2-dev          # JSON (io/, server/), CLI, tokenizer regex
   libxxhash-dev libhwy-dev libcpp-httplib-dev libboost-dev  # prefix-cache hashes, SIMD, HTTP (httplib: the bench client; Beast/Asio: glint serve)
