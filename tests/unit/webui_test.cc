@@ -13,6 +13,7 @@
 #include "fake_backend.h"
 #include "modelgen/tokenizer_files.h"
 #include "server/http_server.h"
+#include "server_test_util.h"
 #include "test_util.h"
 
 namespace glint::server {
@@ -73,17 +74,6 @@ TEST(WebUi, HeadersAllowOnlyTheServersOwnOrigin) {
     EXPECT_EQ(value.find("http"), std::string_view::npos);
   }
   EXPECT_TRUE(csp);
-}
-
-const Tokenizer& TestTokenizer() {
-  static const Tokenizer* tokenizer = [] {
-    auto files = MakeTinyTokenizerFiles(2048);
-    GLINT_CHECK(files.ok()) << files.status().ToString();
-    auto loaded = Tokenizer::FromJson(files->tokenizer_json);
-    GLINT_CHECK(loaded.ok()) << loaded.status().ToString();
-    return new Tokenizer(std::move(loaded).value());
-  }();
-  return *tokenizer;
 }
 
 // An HttpServer on a free loopback port over a scripted backend, stopped on destruction.
