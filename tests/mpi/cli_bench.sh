@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `score`, `bench-model` and `bench-engine` under mpirun (docs/distributed.md): score figures within the expert-
 # parallel tolerance of one process; the benchmarks print their report once (rank 0 only), show the shard plan and
-# hit the prefix cache; --tp 2, a wrong --ep and a one-process command are refused with their reasons.
+# hit the prefix cache; --tp 2, a wrong --ep, --expert-memory and a one-process command are refused with their
+# reasons.
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
 glint="$1"
@@ -54,6 +55,10 @@ ranks 2 "${RUN[@]}" --tp 2 >"$work/tp.txt" 2>&1 && fail "--tp 2 was accepted"
 grep -q "tensor parallelism (--tp 2) is not implemented yet" "$work/tp.txt" || fail "--tp 2 message: $(cat "$work/tp.txt")"
 ranks 2 "${RUN[@]}" --ep 3 >"$work/ep.txt" 2>&1 && fail "--ep 3 on 2 ranks was accepted"
 grep -q "must equal the number of ranks" "$work/ep.txt" || fail "--ep 3 message: $(cat "$work/ep.txt")"
+ranks 2 bench-model --model "$(dirname "$data")/../models/glint-tiny" --threads 1 --expert-memory 64M \
+  >"$work/em.txt" 2>&1 && fail "--expert-memory under 2 ranks was accepted"
+grep -q "expert-memory with several ranks is not supported yet" "$work/em.txt" ||
+  fail "--expert-memory under 2 ranks: $(tail "$work/em.txt")"
 "$glint" "${RUN[@]}" --ep 2 >"$work/ep1.txt" 2>&1 && fail "--ep 2 on one process was accepted"
 grep -q "need that many ranks" "$work/ep1.txt" || fail "--ep 2 alone: $(cat "$work/ep1.txt")"
 ranks 2 inspect "$data/golden/tiny-dense" >"$work/inspect.txt" 2>&1 && fail "inspect under mpirun was accepted"
