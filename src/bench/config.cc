@@ -21,6 +21,37 @@ Result<PromptFormat> ParsePromptFormat(std::string_view name) {
 
 std::string_view PromptFormatName(PromptFormat format) { return format == PromptFormat::kText ? "text" : "token-ids"; }
 
+Result<TokenCounting> ParseTokenCounting(std::string_view name) {
+  if (name == "content") return TokenCounting::kContent;
+  if (name == "logprobs") return TokenCounting::kLogprobs;
+  return InvalidArgument("unknown token counting '", name, "': expected 'content' or 'logprobs'");
+}
+
+std::string_view TokenCountingName(TokenCounting counting) {
+  return counting == TokenCounting::kContent ? "content" : "logprobs";
+}
+
+Result<TokenIdRange> ParseTokenIdRange(std::string_view text) {
+  const auto fail = [&] {
+    return InvalidArgument("--token-id-range '", text, "': expected BEGIN:END with 0 <= BEGIN < END <= 2147483648");
+  };
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos) return fail();
+  TokenIdRange range;
+  const auto parse = [](std::string_view part, int64_t& value) {
+    if (part.empty() || part.size() > 10) return false;
+    value = 0;
+    for (char c : part) {
+      if (c < '0' || c > '9') return false;
+      value = value * 10 + (c - '0');
+    }
+    return true;
+  };
+  if (!parse(text.substr(0, colon), range.begin) || !parse(text.substr(colon + 1), range.end)) return fail();
+  if (range.begin >= range.end || range.end > (int64_t{1} << 31)) return fail();
+  return range;
+}
+
 double RangeRatio(const BenchConfig& config) {
   return config.range_ratio.value_or(FixedLengthRatio(config.range_convention));
 }
@@ -76,6 +107,12 @@ Status ValidateConfig(const BenchConfig& config) {
     if (ReservedBodyKeys().contains(key)) {
       return InvalidArgument("--extra-body may not set \"", key, "\": glint bench sets it to measure the request");
     }
+    if (config.token_counting == TokenCounting::kLogprobs && (key == "logprobs" || key == "top_logprobs")) {
+      return InvalidArgument("--extra-body may not set \"", key, "\" with --count-tokens logprobs: glint bench sets it");
+    }
+  }
+  if (config.token_id_range && config.prompt_format != PromptFormat::kTokenIds) {
+    return InvalidArgument("--token-id-range needs --prompt-format token-ids (text prompts come from the word pool)");
   }
   if (config.workload == WorkloadKind::kMultiTurn) {
     if (config.prompt_format != PromptFormat::kText) {
@@ -123,6 +160,10 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
   json["request_timeout_s"] = config.request_timeout_s;
   json["workload"] = WorkloadKindName(config.workload);
   json["prompt_format"] = PromptFormatName(config.prompt_format);
+  json["token_id_range"] = config.token_id_range
+                               ? nlohmann::json{config.token_id_range->begin, config.token_id_range->end}
+                               : nlohmann::json(nullptr);
+  json["token_counting"] = TokenCountingName(config.token_counting);
   json["input_len"] = config.input_len;
   json["output_len"] = config.output_len;
   json["range_ratio"] = RangeRatio(config);

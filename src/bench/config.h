@@ -24,6 +24,24 @@ enum class PromptFormat { kText, kTokenIds };                   // see prompts.h
 Result<PromptFormat> ParsePromptFormat(std::string_view name);  // "text" or "token-ids"
 std::string_view PromptFormatName(PromptFormat format);
 
+// How output tokens are counted and timed in a stream.
+//   content: one token per chunk that carries text (or reasoning / tool calls). Needs a model whose tokens decode to
+//     visible text: a random-weight model's tokens often decode to nothing (partial UTF-8, special tokens), and a
+//     server that sends no chunk for them leaves those tokens untimed.
+//   logprobs: the request asks for the sampled token's logprob (completions "logprobs": 0, chat "logprobs": true),
+//     so every token arrives as one logprob entry, visible text or not; a chunk carrying k entries is k tokens at
+//     its arrival time. Exact on any model; costs the server a logprob per token.
+enum class TokenCounting { kContent, kLogprobs };
+Result<TokenCounting> ParseTokenCounting(std::string_view name);  // "content" or "logprobs"
+std::string_view TokenCountingName(TokenCounting counting);
+
+// Prompt ids drawn uniformly from [begin, end) of the vocabulary, with no /tokenize call (--token-id-range).
+struct TokenIdRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+};
+Result<TokenIdRange> ParseTokenIdRange(std::string_view text);  // "BEGIN:END", 0 <= BEGIN < END <= 2^31
+
 struct BenchConfig {
   // Server.
   std::string base_url;
@@ -35,6 +53,8 @@ struct BenchConfig {
   // Workload.
   WorkloadKind workload = WorkloadKind::kRandom;
   PromptFormat prompt_format = PromptFormat::kText;
+  std::optional<TokenIdRange> token_id_range;  // token-ids only; empty: ids of the built-in word pool
+  TokenCounting token_counting = TokenCounting::kContent;
   int64_t input_len = 8192;  // serving.md §3's primary scenario: 8k in / 1k out
   int64_t output_len = 1024;
   std::optional<double> range_ratio;  // empty: fixed lengths in either convention

@@ -200,10 +200,13 @@ void StreamingClient::Run(const std::string& path, const std::string& json_body,
         done_s = arrival_s;
         continue;
       }
-      if (chunk->has_content) {
+      if (options_.count_logprob_tokens) {
+        record.content_times_s.insert(record.content_times_s.end(), static_cast<size_t>(chunk->logprob_tokens),
+                                      arrival_s);
+      } else if (chunk->has_content) {
         record.content_times_s.push_back(arrival_s);
-        generated_text += chunk->text;
       }
+      generated_text += chunk->text;
       if (chunk->finish_reason) saw_finish = true;
       if (chunk->prompt_tokens) record.usage_prompt_tokens = chunk->prompt_tokens;
       if (chunk->completion_tokens) record.usage_completion_tokens = chunk->completion_tokens;

@@ -33,6 +33,8 @@ struct HttpOptions {
   BaseUrl base;
   std::string api_key;  // sent as "Authorization: Bearer <key>" when not empty
   double connect_timeout_s = 10;
+  // Streams: time tokens by their logprob entries (TokenCounting::kLogprobs) instead of by content chunks.
+  bool count_logprob_tokens = false;
 };
 
 struct HttpReply {

@@ -48,7 +48,9 @@ struct RequestRecord {
   int64_t max_tokens = 0;
   double start_s = 0;                   // send time, seconds since the level's measurement epoch
   double end_s = 0;                     // end of stream (or failure), same clock
-  std::vector<double> content_times_s;  // (content chunks) arrival of each chunk with content, same clock
+  // Arrival of each output event, same clock: each chunk with content (--count-tokens content), or each token, a
+  // chunk of k logprob entries counting k times (--count-tokens logprobs).
+  std::vector<double> content_times_s;
   std::optional<int64_t> usage_prompt_tokens;
   std::optional<int64_t> usage_completion_tokens;
   Outcome outcome = Outcome::kOk;

@@ -91,6 +91,11 @@ Status PromptFactory::EnsurePool() {
 
 Result<std::vector<int32_t>> PromptFactory::RandomTokenIds(int64_t count, Rng& rng) {
   if (count < 0) return InvalidArgument("token count ", count, " is negative");
+  if (id_end_ > id_begin_) {
+    std::vector<int32_t> ids(static_cast<size_t>(count));  // (count)
+    for (int32_t& id : ids) id = static_cast<int32_t>(rng.UniformInt(id_begin_, id_end_ - 1));
+    return ids;
+  }
   GLINT_RETURN_IF_ERROR(EnsurePool());
   std::vector<int32_t> ids(static_cast<size_t>(count));  // (count)
   for (int32_t& id : ids) id = pool_[static_cast<size_t>(rng.UniformInt(0, static_cast<int64_t>(pool_.size()) - 1))];

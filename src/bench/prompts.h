@@ -54,7 +54,15 @@ class PromptFactory {
  public:
   explicit PromptFactory(Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
 
-  // `count` ids drawn uniformly from the pool (built on first use with one /tokenize call).
+  // Draw token-ids prompts uniformly from [begin, end) instead of the word pool: no /tokenize call at all, so a
+  // server whose tokenizer encodes nothing useful (a peer's placeholder, a random-weight model) can be measured.
+  void UseIdRange(int64_t begin, int64_t end) {
+    id_begin_ = begin;
+    id_end_ = end;
+  }
+
+  // `count` ids drawn uniformly from the id range when one is set, else from the pool (built on first use with one
+  // /tokenize call).
   Result<std::vector<int32_t>> RandomTokenIds(int64_t count, Rng& rng);
 
   // Text whose encoding has exactly `count` tokens, counting the special tokens the server adds when
@@ -74,6 +82,7 @@ class PromptFactory {
   std::vector<int32_t> pool_;    // distinct ids, ascending (deterministic order for a given tokenizer)
   int64_t special_tokens_ = -1;  // tokens added to an empty prompt; -1 until measured
   int64_t tokenizer_calls_ = 0;
+  int64_t id_begin_ = 0, id_end_ = 0;  // UseIdRange; empty when equal
 };
 
 }  // namespace glint::bench

@@ -74,6 +74,15 @@ json GenerationBody(const BenchConfig& config, const TurnPlan& turn, const json*
   body["ignore_eos"] = true;  // replies of exactly max_tokens tokens (vLLM's and glint's extension)
   body["stream"] = true;
   body["stream_options"] = {{"include_usage", true}};
+  if (config.token_counting == TokenCounting::kLogprobs) {
+    // One logprob entry per sampled token (see TokenCounting): chat takes a boolean, completions the number of
+    // alternatives (0: the sampled token only).
+    if (messages != nullptr) {
+      body["logprobs"] = true;
+    } else {
+      body["logprobs"] = 0;
+    }
+  }
   return body;
 }
 
@@ -347,6 +356,7 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
   HttpOptions http;
   GLINT_ASSIGN_OR_RETURN(http.base, ParseBaseUrl(config.base_url));
   http.api_key = config.api_key;
+  http.count_logprob_tokens = config.token_counting == TokenCounting::kLogprobs;
   HttpClient setup(http, std::min(config.request_timeout_s, 300.0));
   GLINT_ASSIGN_OR_RETURN(const ServedModel served, ResolveModel(setup, config));
   config.model = served.id;
@@ -354,6 +364,7 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
   if (config.label.empty()) config.label = StrCat(config.model, " @ ", config.base_url);
   ServerTokenizer tokenizer(setup, config.model);
   PromptFactory prompts(tokenizer);
+  if (config.token_id_range) prompts.UseIdRange(config.token_id_range->begin, config.token_id_range->end);
   const CostModel cost{config.chips, config.price_per_chip_hour};
 
   auto finish = [&] {

@@ -66,6 +66,21 @@ Result<std::optional<int64_t>> OptionalCount(const json& usage, const char* key)
   return std::optional<int64_t>(it->get<int64_t>());
 }
 
+// The sampled tokens a choice's logprobs describe: completions carry parallel arrays with "tokens", chat an array
+// "content" of one object per token. Absent or null logprobs: none.
+Result<int64_t> LogprobTokens(const json& choice) {
+  auto logprobs = choice.find("logprobs");
+  if (logprobs == choice.end() || logprobs->is_null()) return int64_t{0};
+  if (!logprobs->is_object()) return InvalidArgument("\"logprobs\" is ", logprobs->type_name(), ", expected an object");
+  for (const char* key : {"tokens", "content"}) {
+    auto entries = logprobs->find(key);
+    if (entries == logprobs->end() || entries->is_null()) continue;
+    if (!entries->is_array()) return InvalidArgument("logprobs.", key, " is ", entries->type_name(), ", expected an array");
+    return static_cast<int64_t>(entries->size());
+  }
+  return int64_t{0};
+}
+
 }  // namespace
 
 Result<StreamChunk> ParseStreamChunk(std::string_view payload) {
@@ -102,6 +117,8 @@ Result<StreamChunk> ParseStreamChunk(std::string_view payload) {
           chunk.has_content = true;
         }
       }
+      GLINT_ASSIGN_OR_RETURN(const int64_t tokens, LogprobTokens(choice));
+      chunk.logprob_tokens += tokens;
       if (auto finish = choice.find("finish_reason"); finish != choice.end() && finish->is_string()) {
         chunk.finish_reason = finish->get<std::string>();
       }

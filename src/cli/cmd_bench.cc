@@ -23,6 +23,8 @@ struct BenchFlags {
   bench::BenchConfig config;
   std::string workload = "random";
   std::string prompt_format = "text";
+  std::string token_id_range;
+  std::string count_tokens = "content";
   std::string range_convention = "inferencex";
   double range_ratio = 0;
   uint64_t seed = 0;
@@ -41,6 +43,10 @@ Status RunBench(BenchFlags& flags, const CLI::Option* range_ratio, const CLI::Op
   }
   GLINT_ASSIGN_OR_RETURN(config.workload, bench::ParseWorkloadKind(flags.workload));
   GLINT_ASSIGN_OR_RETURN(config.prompt_format, bench::ParsePromptFormat(flags.prompt_format));
+  if (!flags.token_id_range.empty()) {
+    GLINT_ASSIGN_OR_RETURN(config.token_id_range, bench::ParseTokenIdRange(flags.token_id_range));
+  }
+  GLINT_ASSIGN_OR_RETURN(config.token_counting, bench::ParseTokenCounting(flags.count_tokens));
   GLINT_ASSIGN_OR_RETURN(config.range_convention, bench::ParseRangeConvention(flags.range_convention));
   if (range_ratio->count() > 0) config.range_ratio = flags.range_ratio;
   if (seed->count() > 0) config.seed = flags.seed;
@@ -79,6 +85,14 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
   command
       .add_option("--prompt-format", flags->prompt_format,
                   "text (exact length via the server's /tokenize) or token-ids (prompt as a list of ids)")
+      ->capture_default_str();
+  command.add_option("--token-id-range", flags->token_id_range,
+                     "token-ids: draw prompt ids uniformly from BEGIN:END (no /tokenize; for random-weight models "
+                     "and servers without a real tokenizer)");
+  command
+      .add_option("--count-tokens", flags->count_tokens,
+                  "content (one token per chunk with text) or logprobs (one per sampled token's logprob entry: "
+                  "exact when tokens decode to no text)")
       ->capture_default_str();
   command.add_option("--input-len", c.input_len, "prompt tokens (multiturn: first context)")->capture_default_str();
   command.add_option("--output-len", c.output_len, "output tokens per request (ignore_eos)")->capture_default_str();

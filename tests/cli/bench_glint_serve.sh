@@ -158,6 +158,19 @@ if ($points | length) != 2 then "\($points | length) points" else
 end' <"$out/pareto.dat"
 echo "sweep: tokens, throughput, latencies and files are consistent with the server's counters"
 
+# ---- token ids drawn from the vocabulary, tokens timed by their logprobs (how a random-weight model is measured:
+# its tokens often decode to no text, so counting content chunks would miss them) ----
+"$glint" bench --base-url "$base" --prompt-format token-ids --token-id-range 0:256 --count-tokens logprobs \
+  --input-len 16 --output-len 8 --concurrency 2 --prompts-per-level 4 --warmup-requests 0 --no-progress \
+  --out "$work/ids" >"$work/ids.out" 2>&1 || fail "glint bench --count-tokens logprobs: $(cat "$work/ids.out")"
+check_json "token-id-range + logprobs" "$JQ_LIB"'
+.levels[0] as $l |
+check($l.completed == 4; "completed \($l.completed) of 4"),
+check($l.output_tokens == 32; "output tokens \($l.output_tokens), expected 4 × 8"),
+check($l.usage_check.completion_vs_chunks_mismatches == 0; "tokens timed ≠ usage in \($l.usage_check.completion_vs_chunks_mismatches) requests"),
+check(.config.token_counting == "logprobs"; "config.token_counting is \(.config.token_counting)")' <"$work/ids/results.json"
+echo "token ids from a range, counted by logprobs: every token timed"
+
 # ---- bad invocations against the real server: clear errors, and nothing generated ----
 bench_fails() {  # bench_fails WHAT EXPECTED-TEXT ARGS...: glint bench must exit 1 and print EXPECTED-TEXT
   local what="$1" expected="$2"

@@ -94,6 +94,33 @@ TEST(BenchConfig, InvalidCombinationsNameTheFlag) {
   EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--output-len");
   EXPECT_ERROR_CONTAINS(ParseWorkloadKind("chat"), "expected 'random' or 'multiturn'");
   EXPECT_ERROR_CONTAINS(ParsePromptFormat("ids"), "expected 'text' or 'token-ids'");
+  c = Valid();
+  c.token_id_range = TokenIdRange{0, 10};
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--token-id-range needs --prompt-format token-ids");
+  c.prompt_format = PromptFormat::kTokenIds;
+  EXPECT_OK(ValidateConfig(c));
+  c = Valid();
+  c.token_counting = TokenCounting::kLogprobs;
+  c.extra_body = {{"logprobs", 3}};
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "may not set \"logprobs\" with --count-tokens logprobs");
+  c.token_counting = TokenCounting::kContent;
+  EXPECT_OK(ValidateConfig(c));  // logprobs of the caller's own, counted by content
+  EXPECT_ERROR_CONTAINS(ParseTokenCounting("chunks"), "expected 'content' or 'logprobs'");
+}
+
+TEST(BenchConfig, TokenIdRangesAreHalfOpenAndBounded) {
+  ASSERT_OK_AND_ASSIGN(TokenIdRange range, ParseTokenIdRange("0:154820"));
+  EXPECT_EQ(range.begin, 0);
+  EXPECT_EQ(range.end, 154820);
+  ASSERT_OK_AND_ASSIGN(range, ParseTokenIdRange("7:8"));
+  EXPECT_EQ(range.begin, 7);
+  ASSERT_OK_AND_ASSIGN(range, ParseTokenIdRange("0:2147483648"));
+  EXPECT_EQ(range.end, int64_t{1} << 31);
+  for (const char* bad : {"", "5", ":5", "5:", "5:5", "6:5", "-1:5", "0:2147483649", "0:99999999999", "a:b", "1:2:3",
+                          " 1:2"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_ERROR_CONTAINS(ParseTokenIdRange(bad), "expected BEGIN:END");
+  }
 }
 
 TEST(BenchConfig, JsonCarriesEverythingButTheKey) {

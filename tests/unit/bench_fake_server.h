@@ -37,6 +37,9 @@ struct FakeReply {
   bool garbage_chunk = false;            // the first content chunk is not JSON
   bool include_usage = true;             // honour stream_options.include_usage
   int64_t usage_completion_tokens = -1;  // ≥ 0: report this instead of the tokens sent
+  // Tokens decode to no text (a random-weight model): chunks carry no content, and a chunk is sent for a token only
+  // when the request asked for logprobs, as glint serve does.
+  bool empty_text = false;
 };
 
 class FakeServer {
@@ -224,6 +227,7 @@ class FakeServer {
     const int64_t prompt_tokens = PromptTokens(body);
     const bool usage =
         reply.include_usage && body.value("stream_options", nlohmann::json::object()).value("include_usage", false);
+    const bool logprobs = body.contains("logprobs") && !body["logprobs"].is_null() && body["logprobs"] != false;
     const int active = ++active_;
     for (int seen = max_active_.load(); active > seen && !max_active_.compare_exchange_weak(seen, active);) {
     }
@@ -233,8 +237,8 @@ class FakeServer {
     auto release = [this, still_active] {
       if (still_active->exchange(false)) --active_;
     };
-    auto provider = [this, reply, tokens, prompt_tokens, usage, chat, arrival, release](size_t,
-                                                                                       httplib::DataSink& sink) {
+    auto provider = [this, reply, tokens, prompt_tokens, usage, chat, logprobs, arrival, release](
+                        size_t, httplib::DataSink& sink) {
       auto write = [&sink](const std::string& text) { return sink.write(text.data(), text.size()); };
       const std::string object = chat ? "chat.completion.chunk" : "text_completion";
       if (chat)
@@ -257,14 +261,20 @@ class FakeServer {
           continue;
         }
         std::string text;
+        nlohmann::json sampled = nlohmann::json::array();  // the logprob entries of this chunk's tokens
         for (int64_t t = i * reply.tokens_per_chunk; t < std::min(tokens, (i + 1) * reply.tokens_per_chunk); ++t) {
-          text += "tok ";
+          if (!reply.empty_text) text += "tok ";
+          sampled.push_back(chat ? nlohmann::json{{"token", ""}, {"logprob", -1.0}} : nlohmann::json(""));
         }
+        if (reply.empty_text && !logprobs) continue;
         nlohmann::json choice = {{"index", 0}, {"finish_reason", nullptr}};
         if (chat) {
           choice["delta"] = {{"content", text}};
         } else {
           choice["text"] = text;
+        }
+        if (logprobs) {
+          choice["logprobs"] = chat ? nlohmann::json{{"content", sampled}} : nlohmann::json{{"tokens", sampled}};
         }
         if (!write(Event({{"object", object}, {"choices", {choice}}}))) return false;
       }

@@ -82,6 +82,23 @@ TEST(BenchStreamChunk, ChatDeltasReasoningAndToolCallsAreContent) {
   EXPECT_TRUE(tool.has_content);
 }
 
+TEST(BenchStreamChunk, LogprobEntriesCountTokensWithOrWithoutText) {
+  ASSERT_OK_AND_ASSIGN(StreamChunk completion,
+                       ParseStreamChunk(R"({"choices":[{"text":"","logprobs":{"tokens":["","",""],)"
+                                        R"("token_logprobs":[-1,-2,-3]}}]})"));
+  EXPECT_EQ(completion.logprob_tokens, 3);
+  EXPECT_FALSE(completion.has_content);
+  ASSERT_OK_AND_ASSIGN(StreamChunk chat, ParseStreamChunk(R"({"choices":[{"delta":{"content":"hi"},)"
+                                                          R"("logprobs":{"content":[{"token":"hi","logprob":0}]}}]})"));
+  EXPECT_EQ(chat.logprob_tokens, 1);
+  EXPECT_TRUE(chat.has_content);
+  ASSERT_OK_AND_ASSIGN(StreamChunk none, ParseStreamChunk(R"({"choices":[{"text":"x","logprobs":null}]})"));
+  EXPECT_EQ(none.logprob_tokens, 0);
+  EXPECT_ERROR_CONTAINS(ParseStreamChunk(R"({"choices":[{"logprobs":[1]}]})"), "expected an object");
+  EXPECT_ERROR_CONTAINS(ParseStreamChunk(R"({"choices":[{"logprobs":{"tokens":5}}]})"),
+                        "logprobs.tokens is number, expected an array");
+}
+
 TEST(BenchStreamChunk, ErrorsAndMalformedChunks) {
   ASSERT_OK_AND_ASSIGN(StreamChunk error, ParseStreamChunk(R"({"error":{"message":"out of memory","code":503}})"));
   EXPECT_EQ(error.error, "out of memory");

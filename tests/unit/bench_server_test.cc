@@ -303,6 +303,71 @@ TEST(BenchAgainstFakeServer, TokenIdPromptsAndBothRangeConventions) {
   }
 }
 
+// A random-weight model's tokens decode to nothing: counted by content chunks every request is `no_content`;
+// counted by logprob entries every token is timed, and token-ids prompts from an id range need no /tokenize.
+TEST(BenchAgainstFakeServer, EmptyTextTokensAreTimedByTheirLogprobs) {
+  const auto script = [](int64_t, const nlohmann::json&) {
+    FakeReply reply;
+    reply.ttft_s = 0.040;
+    reply.itl_s = 0.020;
+    reply.empty_text = true;
+    return reply;
+  };
+  for (const bool chat : {false, true}) {
+    SCOPED_TRACE(chat ? "chat" : "completions");
+    {
+      FakeServer server(script);
+      BenchConfig config = FakeConfig(server);
+      config.output_len = 4;
+      config.prompts_per_level = 2;
+      config.warmup_requests = 0;
+      if (chat) config.workload = WorkloadKind::kMultiTurn, config.turns = 1;
+      const BenchRun run = RunOk(config);
+      EXPECT_EQ(run.levels[0].completed, 0);
+      for (const RequestRecord& r : run.level_requests[0]) EXPECT_EQ(r.outcome, Outcome::kNoContent);
+    }
+    FakeServer server(script);
+    server.tokenize_enabled = chat;  // completions with an id range never ask; chat prompts are text
+    BenchConfig config = FakeConfig(server);
+    config.token_counting = TokenCounting::kLogprobs;
+    config.output_len = 4;
+    config.prompts_per_level = 3;
+    config.warmup_requests = 0;
+    if (chat) {
+      config.workload = WorkloadKind::kMultiTurn;
+      config.turns = 1;
+    } else {
+      config.prompt_format = PromptFormat::kTokenIds;
+      config.token_id_range = TokenIdRange{500, 510};
+    }
+    const BenchRun run = RunOk(config);
+    const LevelResult& level = run.levels[0];
+    EXPECT_EQ(level.completed, 3);
+    EXPECT_EQ(level.output_tokens, 12);
+    for (const RequestRecord& r : run.level_requests[0]) {
+      ASSERT_EQ(r.outcome, Outcome::kOk) << r.error;
+      ASSERT_EQ(r.content_times_s.size(), 4u);
+      const RequestTiming timing = ComputeRequestTiming(r);
+      EXPECT_GE(timing.ttft_s, 0.040);
+      EXPECT_LE(timing.ttft_s, 0.040 + kSlack);
+      EXPECT_GE(timing.tpot_s, (0.060 - kSlack) / 3);
+      EXPECT_LE(timing.tpot_s, (0.060 + kSlack) / 3);
+    }
+    for (const nlohmann::json& body : server.generation_bodies()) {
+      if (chat) {
+        EXPECT_EQ(body["logprobs"], true);
+        continue;
+      }
+      EXPECT_EQ(body["logprobs"], 0);
+      ASSERT_TRUE(body["prompt"].is_array());
+      for (const nlohmann::json& id : body["prompt"]) {
+        EXPECT_GE(id.get<int>(), 500);
+        EXPECT_LT(id.get<int>(), 510);
+      }
+    }
+  }
+}
+
 TEST(BenchAgainstFakeServer, MultiTurnSessionsExtendTheirContextAndBurstSubagents) {
   FakeServer server(Steady(0.020, 0.005));  // long enough for the two sub-agents of a burst to overlap
   BenchConfig config = FakeConfig(server);
