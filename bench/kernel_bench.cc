@@ -24,6 +24,7 @@
 #include "kernels/mla_ops.h"
 #include "kernels/vector_ops.h"
 #include "kernels/linear.h"
+#include "kernels/linear_probe.h"
 #include "quant/bf16_matrix.h"
 #include "kernels/machine_limits.h"
 
@@ -52,19 +53,6 @@ const Int8Kernels& AmxTilesAlways() {
   return kernels;
 }
 
-// Random codes and scales: the kernels' speed does not depend on the values.
-Int8Matrix RandomInt8(int64_t rows, int64_t cols, int64_t group) {
-  Int8Matrix m(Int8Layout{rows, cols, group});
-  uint64_t state = 0x9e3779b97f4a7c15ull;
-  uint8_t* codes = m.codes();
-  for (int64_t i = 0; i < m.layout().code_bytes(); i += 8) {
-    state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-    for (int b = 0; b < 8; ++b) codes[i + b] = static_cast<uint8_t>(1 + ((state >> (8 * b)) & 0xff) % 255);
-  }
-  for (int64_t i = 0; i < m.layout().scale_count(); ++i) m.scales()[i] = 0.01f;
-  return m;
-}
-
 std::vector<float> RandomActivations(int64_t n) {
   std::vector<float> x(n);
   std::mt19937 rng(1);
@@ -91,7 +79,7 @@ void BM_LinearI8(benchmark::State& state) {
   if (!cache.count(key)) {
     const int64_t bytes = Int8Layout{rows, cols, group}.code_bytes();
     const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / bytes + 1);
-    for (int64_t i = 0; i < copies; ++i) cache[key].push_back(RandomInt8(rows, cols, group));
+    for (int64_t i = 0; i < copies; ++i) cache[key].push_back(RandomInt8Matrix(rows, cols, group));
   }
   const std::vector<Int8Matrix>& matrices = cache.at(key);
   const Int8Matrix& w = matrices[0];

@@ -1,10 +1,18 @@
 // `glint plan`: on which hardware the model fits, in which quantisation, with how much room for cache, how fast
 // decode and prefill can be at best, and what dominates at long context — with every assumption printed.
 // See docs/plan.md.
-#include <cstdio>
-#include <optional>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <optional>
+#include <thread>
+
+#include "base/worker_pool.h"
 #include "cli/command.h"
+#include "kernels/linear_probe.h"
+#include "kernels/machine_limits.h"
 #include "plan/planner.h"
 #include "plan/report.h"
 
@@ -23,7 +31,77 @@ struct PlanFlags {
   std::string catalogue;
   std::vector<double> expert_ram_gb = {64, 128, 256}, disk_gbps = {3, 7};
   std::optional<double> expert_hit_rate;
+  // --hardware host
+  int threads = 0;  // 0: every CPU
+  std::string isa;  // empty: the best level
+  std::optional<int> host_cores;
+  int host_sockets = 1;
+  int64_t probe_mib = 256;  // triad array size; the decode product streams twice this
+  std::optional<double> host_memory_gb, socket_bandwidth_gbps, socket_link_gbps;
 };
+
+bool AsksForHost(const PlanFlags& flags) {
+  return std::find(flags.hardware.begin(), flags.hardware.end(), "host") != flags.hardware.end();
+}
+
+std::string LoadAverageNow() {
+  std::ifstream file("/proc/loadavg");
+  std::string first;
+  file >> first;
+  return first.empty() ? "unknown" : first;
+}
+
+// This machine's limits and the rates of glint's own products, measured now (≈ 5 s). The shapes: a decode product
+// is one token through a routed expert's down projection [4096 × 2048] streamed from 512 MiB of copies (far past
+// any last-level cache at the default --probe-mib); a prefill product is 512 tokens through a [4096 × 4096] matrix (the bench's prefill
+// length, weights reused from cache).
+Result<plan::HostMeasurement> MeasureHost(const PlanFlags& flags) {
+  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
+  if (threads < 1 || threads > 4096) return InvalidArgument("--threads ", threads, " must be in [1, 4096]");
+  Isa isa = BestIsa();
+  if (!flags.isa.empty()) {
+    GLINT_ASSIGN_OR_RETURN(isa, ParseIsa(flags.isa));
+    if (!IsaSupported(isa)) return InvalidArgument("--isa ", flags.isa, " is not supported by this CPU");
+  }
+  std::fprintf(stderr, "glint plan: measuring this machine on %d threads at %s (load average %s; ≈ 5 s) ...\n",
+               threads, std::string(IsaName(isa)).c_str(), LoadAverageNow().c_str());
+  WorkerPool pool(threads);
+  if (flags.probe_mib < 16 || flags.probe_mib > 16384) {
+    return InvalidArgument("--probe-mib ", flags.probe_mib, " must be in [16, 16384]");
+  }
+  MachineProbeOptions probe;
+  probe.array_bytes = flags.probe_mib << 20;
+  const MachineLimits limits = MeasureMachineLimits(pool, probe);
+  plan::HostMeasurement m;
+  m.threads = threads;
+  m.isa = std::string(IsaName(isa));
+  m.triad_one_thread = limits.triad_gbps_one_thread * 1e9;
+  m.triad_all_threads = limits.triad_gbps_all_threads * 1e9;
+  m.int8_loop_peak = Int8PeakFor(limits, isa, /*one_thread=*/false) * 1e9;
+  if (isa != Isa::kAmx && isa != Isa::kAvx512) m.int8_loop_peak = 0;  // the VNNI loop does not describe AVX2
+  const LinearShape decode{4096, 2048, 1, 128}, prefill{4096, 4096, 512, 128};
+  m.int8_decode_rate = MeasureLinearI8(pool, isa, decode, 2 * probe.array_bytes, 1.0).weight_gbps * 1e9;
+  m.int8_prefill_rate = MeasureLinearI8(pool, isa, prefill, 0, 1.0).gops * 1e9;
+  m.bf16_prefill_rate = MeasureLinearBf16(pool, isa, prefill, 0, 1.0).gops * 1e9;
+  m.memory_bytes = static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGE_SIZE));
+  return m;
+}
+
+Result<plan::HostServer> HostServerFromFlags(const PlanFlags& flags) {
+  plan::HostServer server;
+  server.cores_per_socket = flags.host_cores.value_or(1);  // checked with placeholders first: no measuring for
+  server.sockets = flags.host_sockets;                     // flags that cannot work
+  server.socket_bandwidth = flags.socket_bandwidth_gbps.value_or(1) * 1e9;
+  server.memory_bytes = flags.host_memory_gb.value_or(1) * 1e9;
+  server.socket_link = flags.socket_link_gbps.value_or(0) * 1e9;
+  GLINT_RETURN_IF_ERROR(plan::ValidateHostShape(server));
+  GLINT_ASSIGN_OR_RETURN(server.measured, MeasureHost(flags));
+  server.cores_per_socket = flags.host_cores.value_or(server.measured.threads);
+  if (!flags.socket_bandwidth_gbps) server.socket_bandwidth = server.measured.triad_all_threads;
+  if (!flags.host_memory_gb) server.memory_bytes = server.measured.memory_bytes;
+  GLINT_RETURN_IF_ERROR(plan::DeriveHostFigures(server).status());
+  return server;
+}
 
 Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
   plan::PlanRequest request;
@@ -55,6 +133,24 @@ Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
     if (cpu.int8_peak && !(*cpu.int8_peak > 0)) return InvalidArgument("--cpu-int8-tops must be positive");
     request.cpu = cpu;
   }
+  const bool host_flags = flags.host_cores || flags.host_sockets != 1 || flags.host_memory_gb ||
+                          flags.socket_bandwidth_gbps || flags.socket_link_gbps || flags.threads != 0 ||
+                          !flags.isa.empty() || flags.probe_mib != 256;
+  if (host_flags && !AsksForHost(flags)) {
+    return InvalidArgument("--host-cores, --host-sockets, --host-memory, --socket-bandwidth, --socket-link, --threads, "
+                           "--isa and --probe-mib describe --hardware host");
+  }
+  if (AsksForHost(flags)) {
+    if (flags.hardware.size() > 1) {
+      return InvalidArgument("--hardware host projects with fractions measured on this machine and cannot be "
+                             "combined with other hardware; run glint plan once per kind");
+    }
+    GLINT_ASSIGN_OR_RETURN(request.host, HostServerFromFlags(flags));
+    // The measured fractions stand in for the defaults; --assume below still overrides them.
+    GLINT_ASSIGN_OR_RETURN(const plan::HostFigures figures, plan::DeriveHostFigures(*request.host));
+    GLINT_RETURN_IF_ERROR(request.assumptions.Set("bandwidth_efficiency", figures.bandwidth_efficiency));
+    GLINT_RETURN_IF_ERROR(request.assumptions.Set("mfu", std::max(0.01, figures.mfu)));
+  }
   if (flags.threshold) GLINT_RETURN_IF_ERROR(request.assumptions.Set("memory_threshold", *flags.threshold));
   for (const std::string& text : flags.assume) GLINT_RETURN_IF_ERROR(request.assumptions.Override(text));
   return request;
@@ -68,8 +164,8 @@ CommandSetup PlanSetup() {
                        "default: the released GLM-5.3-Flash config, built in");
     command
         .add_option("--hardware", flags->hardware,
-                    "topologies, comma-separated (default: all; 'cpu' with "
-                    "--memory/--bandwidth)")
+                    "topologies, comma-separated (default: all; 'cpu' with --memory/--bandwidth; 'host': a "
+                    "server of this machine's cores, measured now)")
         ->delimiter(',');
     command.add_option("--context", flags->context, "tokens per sequence")->capture_default_str();
     command.add_option("--concurrency", flags->concurrency, "sequences decoded together")->capture_default_str();
@@ -92,6 +188,21 @@ CommandSetup PlanSetup() {
         ->capture_default_str();
     command.add_option("--expert-hit-rate", flags->expert_hit_rate,
                        "expert cache hit rate (default: the cache's share of the experts, uniform routing)");
+    command.add_option("--host-cores", flags->host_cores, "host: cores per socket of the projected server "
+                                                           "(default: this machine's threads)");
+    command.add_option("--host-sockets", flags->host_sockets, "host: sockets (one glint rank each)")
+        ->capture_default_str();
+    command.add_option("--host-memory", flags->host_memory_gb, "host: the server's RAM in GB (default: this machine's)");
+    command.add_option("--socket-bandwidth", flags->socket_bandwidth_gbps,
+                       "host: memory bandwidth per socket in GB/s (default: this machine's measured triad)");
+    command.add_option("--socket-link", flags->socket_link_gbps,
+                       "host: bandwidth between sockets in GB/s, both directions (needed with --host-sockets > 1)");
+    command.add_option("--threads", flags->threads, "host: threads to measure on (default: every CPU)");
+    command.add_option("--probe-mib", flags->probe_mib,
+                       "host: MiB per bandwidth-probe array (≥ 8× the last-level cache; the decode product streams "
+                       "twice this)")
+        ->capture_default_str();
+    command.add_option("--isa", flags->isa, "host: kernel level to measure (amx, avx512, avx2, scalar; default: best)");
     return [flags]() -> Status {
       GLINT_ASSIGN_OR_RETURN(plan::OutputFormat format, plan::ParseOutputFormat(flags->format));
       GLINT_ASSIGN_OR_RETURN(plan::PlanRequest request, ToRequest(*flags));

@@ -1,8 +1,10 @@
 #include "plan/hardware.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "base/table.h"
 #include "plan/embedded.h"
 
 namespace glint::plan {
@@ -194,6 +196,72 @@ Status AddCpuServer(const CpuServer& server, Catalogue& catalogue) {
   catalogue.chips.push_back(std::move(chip));
   catalogue.topologies.push_back({"cpu", "cpu-server", 1, "one machine: no collectives"});
   return Status::Ok();
+}
+
+Status ValidateHostShape(const HostServer& server) {
+  if (server.cores_per_socket < 1 || server.cores_per_socket > 4096) {
+    return InvalidArgument("--host-cores ", server.cores_per_socket, " must be in [1, 4096] (cores per socket)");
+  }
+  if (server.sockets < 1 || server.sockets > 64) {
+    return InvalidArgument("--host-sockets ", server.sockets, " must be in [1, 64]");
+  }
+  if (!(server.socket_bandwidth > 0)) return InvalidArgument("--socket-bandwidth must be a positive number of GB/s");
+  if (!(server.memory_bytes > 0)) return InvalidArgument("--memory must be a positive number of GB");
+  if (server.sockets > 1 && !(server.socket_link > 0)) {
+    return InvalidArgument("--host-sockets ", server.sockets,
+                           " needs --socket-link GB/s: the bandwidth between sockets (both directions summed), "
+                           "which the collectives of one rank per socket cross");
+  }
+  return Status::Ok();
+}
+
+Result<HostFigures> DeriveHostFigures(const HostServer& server) {
+  const HostMeasurement& m = server.measured;
+  if (m.threads < 1 || !(m.triad_one_thread > 0) || !(m.triad_all_threads > 0) || !(m.int8_decode_rate > 0) ||
+      !(m.int8_prefill_rate > 0) || !(m.bf16_prefill_rate > 0)) {
+    return InvalidArgument("the host measurements are incomplete (threads ", m.threads,
+                           "): every bandwidth and product rate must be positive");
+  }
+  GLINT_RETURN_IF_ERROR(ValidateHostShape(server));
+  const double cores = server.cores_per_socket;
+  HostFigures f;
+  f.bandwidth_per_socket = std::min(server.socket_bandwidth, cores * m.triad_one_thread);
+  f.bandwidth_efficiency = std::min(1.0, m.int8_decode_rate / m.triad_all_threads);
+  const double loop_peak_per_core = m.int8_loop_peak > 0 ? m.int8_loop_peak / m.threads : 0;
+  const double prefill_per_core = m.int8_prefill_rate / m.threads;
+  // Without a loop peak (no VNNI/AMX to probe) the achieved rate is the peak and mfu is 1: the projection is the
+  // same, only the split between the two is unknown.
+  f.mfu = loop_peak_per_core > 0 ? std::min(1.0, prefill_per_core / loop_peak_per_core) : 1.0;
+  f.int8_peak_per_socket = cores * (loop_peak_per_core > 0 ? loop_peak_per_core : prefill_per_core);
+  f.bf16_peak_per_socket = cores * (m.bf16_prefill_rate / m.threads) / f.mfu;
+  return f;
+}
+
+Result<HostFigures> AddHostServer(const HostServer& server, Catalogue& catalogue) {
+  GLINT_ASSIGN_OR_RETURN(const HostFigures f, DeriveHostFigures(server));
+  const HostMeasurement& m = server.measured;
+  const std::string measured = StrCat("measured on this machine (", m.threads, " threads, ", m.isa, ")");
+  Chip chip;
+  chip.name = "host-socket";
+  chip.description = StrCat("one socket of ", server.cores_per_socket, " of this machine's cores");
+  chip.is_cpu = true;
+  chip.memory_bytes = {server.memory_bytes / server.sockets, "--memory ÷ --host-sockets", ""};
+  chip.memory_bandwidth = {f.bandwidth_per_socket, StrCat("min(--socket-bandwidth, cores × one-thread triad ",
+                                                          FormatFixed(m.triad_one_thread / 1e9, 1), " GB/s)"),
+                           measured};
+  chip.peak[ComputeDType::kInt8] = {f.int8_peak_per_socket, "cores × per-core int8 loop peak", measured};
+  chip.peak[ComputeDType::kBf16] = {f.bf16_peak_per_socket, "cores × per-core bf16 product rate ÷ mfu", measured};
+  if (server.sockets > 1) {
+    chip.interconnect_name = "socket link";
+    chip.interconnect_bandwidth = {server.socket_link, "--socket-link", ""};
+  } else {
+    chip.interconnect_name = "none (one socket)";
+  }
+  catalogue.chips.push_back(std::move(chip));
+  catalogue.topologies.push_back({"host", "host-socket", server.sockets,
+                                  StrCat(server.sockets, " socket(s) × ", server.cores_per_socket,
+                                         " cores of this machine, one glint rank per socket")});
+  return f;
 }
 
 }  // namespace glint::plan

@@ -71,4 +71,43 @@ struct CpuServer {
 };
 Status AddCpuServer(const CpuServer& server, Catalogue& catalogue);
 
+// `--hardware host`: a server built of this machine's cores, with figures measured on this machine in the same run
+// (cli/cmd_plan.cc runs kernels/machine_limits.h and kernels/linear_probe.h; the plan layer only does arithmetic).
+struct HostMeasurement {
+  int threads = 0;  // threads the figures were measured on, one per core
+  std::string isa;  // the int8 level the products ran at ("amx", "avx512", ...)
+  double triad_one_thread = 0, triad_all_threads = 0;  // bytes/s
+  double int8_loop_peak = 0;   // ops/s on all threads at `isa` (AMX or VNNI loop); 0: none measurable (AVX2)
+  double int8_decode_rate = 0; // weight bytes/s of a one-token int8 product streamed from memory, all threads
+  double int8_prefill_rate = 0;  // ops/s of a prefill-shaped int8 product, all threads
+  double bf16_prefill_rate = 0;  // ops/s of a prefill-shaped bf16 product, all threads
+  double memory_bytes = 0;       // this machine's RAM
+};
+
+struct HostServer {
+  HostMeasurement measured;
+  int cores_per_socket = 0;     // cores of the projected server per socket
+  int sockets = 1;              // one glint rank per socket (docs/distributed.md): a socket is one "chip"
+  double socket_bandwidth = 0;  // bytes/s per socket (its memory channels' triad)
+  double memory_bytes = 0;      // the whole server's RAM
+  double socket_link = 0;       // bytes/s between sockets, both directions summed; needed when sockets > 1
+};
+
+// What the projection uses, derived from the measurements and the server's shape.
+struct HostFigures {
+  double bandwidth_per_socket = 0;  // min(socket_bandwidth, cores × one thread's triad): few cores cannot drain
+                                    // a socket's channels
+  double int8_peak_per_socket = 0;  // cores × the per-core loop peak (measured with every thread busy, so at the
+                                    // all-core clock)
+  double bf16_peak_per_socket = 0;  // cores × per-core bf16 product rate ÷ mfu, so that peak × mfu = that rate
+  double bandwidth_efficiency = 0;  // int8 decode rate ÷ all-thread triad
+  double mfu = 0;                   // int8 prefill rate ÷ int8 loop peak (1 when no loop peak is measurable)
+};
+// The server's shape (cores, sockets, bandwidth, memory, link) alone, so flags are refused before measuring.
+Status ValidateHostShape(const HostServer& server);
+Result<HostFigures> DeriveHostFigures(const HostServer& server);
+
+// Adds chip "host-socket" and topology "host" (`sockets` chips). Returns the figures used.
+Result<HostFigures> AddHostServer(const HostServer& server, Catalogue& catalogue);
+
 }  // namespace glint::plan

@@ -29,6 +29,20 @@ Status ResolveHardware(const PlanRequest& request, PlanInputs& inputs) {
     GLINT_ASSIGN_OR_RETURN(inputs.catalogue, ParseCatalogue(text, request.catalogue_path));
   }
   if (request.cpu) GLINT_RETURN_IF_ERROR(AddCpuServer(*request.cpu, inputs.catalogue));
+  const bool host_asked = std::find(request.hardware.begin(), request.hardware.end(), "host") != request.hardware.end();
+  if (host_asked && !request.host) {
+    return InvalidArgument("hardware 'host' needs this machine's measurements (glint plan --hardware host takes them)");
+  }
+  if (host_asked && request.hardware.size() > 1) {
+    // The measured fractions replace bandwidth_efficiency and mfu, which would then misdescribe the other chips.
+    return InvalidArgument("--hardware host projects with fractions measured on this machine and cannot be combined "
+                           "with other hardware; run glint plan once per kind");
+  }
+  if (request.host) {
+    GLINT_ASSIGN_OR_RETURN(inputs.host_figures, AddHostServer(*request.host, inputs.catalogue));
+    inputs.host = request.host;
+    inputs.expert_memory_gbps = inputs.host_figures->bandwidth_per_socket * request.host->sockets / 1e9;
+  }
   if (request.hardware.empty()) {
     inputs.topologies = inputs.catalogue.topologies;
     return Status::Ok();
@@ -309,6 +323,77 @@ Table RooflineTable(const PlanInputs& in, const std::vector<SchemeFootprint>& fo
   return table;
 }
 
+Table HostMeasurementTable(const HostServer& server, const HostFigures& f) {
+  const HostMeasurement& m = server.measured;
+  Table table;
+  table.id = "host_measurements";
+  table.title = StrCat("This machine, measured in this run (", m.threads, " threads, int8 products at ", m.isa,
+                       ") and the server projected from it");
+  table.columns = {{"figure", "figure", false}, {"value", "value"}, {"used_as", "used as", false}};
+  const auto gbps = [](double v) { return Cell(StrCat(FormatFixed(v / 1e9, 1), " GB/s"), v); };
+  const auto gops = [](double v) { return Cell(StrCat(FormatFixed(v / 1e9, 0), " GOPS"), v); };
+  table.AddRow({"triad, one thread", gbps(m.triad_one_thread), "per-core bandwidth"});
+  table.AddRow({"triad, all threads", gbps(m.triad_all_threads), "bandwidth_efficiency's denominator"});
+  table.AddRow({"int8 loop peak, all threads", m.int8_loop_peak > 0 ? gops(m.int8_loop_peak) : Cell("none"),
+                m.int8_loop_peak > 0 ? "per-core int8 peak" : "no VNNI/AMX loop: the product rate is the peak"});
+  table.AddRow({"int8 decode product (1 token, from memory)", gbps(m.int8_decode_rate), "bandwidth_efficiency"});
+  table.AddRow({"int8 prefill product", gops(m.int8_prefill_rate), "mfu"});
+  table.AddRow({"bf16 prefill product", gops(m.bf16_prefill_rate), "bf16 rate"});
+  table.AddRow({"bandwidth_efficiency", Cell(FormatFixed(f.bandwidth_efficiency, 2), f.bandwidth_efficiency),
+                "decode product ÷ all-thread triad"});
+  table.AddRow({"mfu", Cell(FormatFixed(f.mfu, 2), f.mfu), "prefill product ÷ loop peak"});
+  table.AddRow({"server", Cell(StrCat(server.sockets, " × ", server.cores_per_socket, " cores"),
+                               static_cast<double>(server.sockets * server.cores_per_socket)),
+                "--host-sockets × --host-cores"});
+  table.AddRow({"bandwidth per socket", gbps(f.bandwidth_per_socket), "min(--socket-bandwidth, cores × one-thread triad)"});
+  table.AddRow({"int8 peak per socket", gops(f.int8_peak_per_socket), "cores × per-core peak"});
+  table.AddRow({"memory", Cell(FormatBytes(server.memory_bytes), server.memory_bytes), "--host-memory (whole server; default: this machine's RAM)"});
+  table.notes.push_back(
+      "bandwidth_efficiency and mfu are set from these measurements unless --assume overrides them; the roofline "
+      "and the projection below use them");
+  table.notes.push_back(
+      "per-core figures are the all-thread figures ÷ threads (cores share the clock they run at when all are busy); "
+      "this assumes the projected server's cores are this machine's");
+  return table;
+}
+
+// Decode at batch 1..64 and prefill, int8 (C) and int4-expert (E) weights: glint's two CPU formats.
+Table HostProjectionTable(const PlanInputs& in, const std::vector<SchemeFootprint>& footprints,
+                          const StateModel& state) {
+  static constexpr int kBatches[] = {1, 2, 4, 8, 16, 32, 64};
+  Table table;
+  table.id = "host_projection";
+  table.title = StrCat("Projection onto the host server (", in.host->sockets, " × ", in.host->cores_per_socket,
+                       " cores): decode tokens/s by batch at ", FormatInteger(in.context),
+                       " tokens of context, and prefill");
+  table.columns = {{"scheme", "scheme", false}, {"fits", "fits", false}};
+  for (int batch : kBatches) table.columns.push_back({StrCat("b", batch), StrCat("b=", batch, " tok/s")});
+  table.columns.push_back({"prefill_512", "prefill 512 tok/s"});
+  table.columns.push_back({"prefill_context", StrCat("prefill ", FormatInteger(in.context), " tok/s")});
+  const Chip* chip = in.catalogue.FindChip("host-socket");
+  const Assumptions& a = in.assumptions;
+  for (const SchemeFootprint& f : footprints) {
+    if (f.scheme != Scheme::kC && f.scheme != Scheme::kE) continue;
+    const RooflineInputs inputs{&in.config, &f, &state, &a, chip, in.host->sockets};
+    const double usage = WeightsPerChip(f, in.config, in.host->sockets) / chip->memory_bytes.value;
+    std::vector<Cell> row = {std::string(SchemeLetter(f.scheme)),
+                             usage > 1 ? "no" : usage > a.Get("memory_threshold") ? "over threshold" : "yes"};
+    for (int batch : kBatches) row.push_back(FixedCell(EstimateDecode(inputs, batch, in.context).tokens_per_s, 1));
+    row.push_back(FixedCell(EstimatePrefill(inputs, 512).tokens_per_s, 0));
+    row.push_back(FixedCell(EstimatePrefill(inputs, in.context).tokens_per_s, 0));
+    table.AddRow(std::move(row));
+  }
+  if (table.rows.empty()) table.notes.push_back("no row: the projection shows schemes C and E; --scheme chose another");
+  table.notes.push_back(
+      "C: int8 weights (glint's default); E: int4 routed experts (--experts int4). Same model as the roofline table "
+      "(step = max(bytes ÷ (bandwidth × bandwidth_efficiency), FLOPs ÷ (peak × mfu)) + collectives), on the host's "
+      "measured figures");
+  table.notes.push_back(
+      "fits 'no': the weights exceed --memory; run the experts from disk (glint plan's expert-cache table) or add "
+      "sockets/machines");
+  return table;
+}
+
 Table IndexerTable(const PlanInputs& in, const SchemeFootprint& footprint) {
   const ModelConfig& c = in.config;
   Table table;
@@ -454,6 +539,10 @@ Report BuildPlanReport(const PlanInputs& in) {
   report.tables.push_back(RooflineTable(in, footprints, state));
   report.tables.push_back(IndexerTable(in, footprints.front()));
   report.tables.push_back(HardwareTable(in));
+  if (in.host && in.host_figures) {
+    report.tables.push_back(HostMeasurementTable(*in.host, *in.host_figures));
+    report.tables.push_back(HostProjectionTable(in, footprints, state));
+  }
   if (!in.expert_ram_gb.empty() && !in.disk_gbps.empty()) {
     report.tables.push_back(
         ExpertCacheTable(in, in.expert_ram_gb, in.disk_gbps, in.expert_memory_gbps, in.expert_hit_rate));

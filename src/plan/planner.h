@@ -25,6 +25,7 @@ struct PlanRequest {
   int concurrency = 32;               // sequences decoded together
   std::optional<Scheme> scheme;       // empty = all schemes
   std::optional<CpuServer> cpu;       // --memory / --bandwidth
+  std::optional<HostServer> host;     // --hardware host: this machine's measured cores (hardware.h)
   std::string catalogue_path;         // empty = embedded data/hardware.json
   Assumptions assumptions = Assumptions::Defaults();
   // The expert-cache table (--expert-memory; plan/expert_cache.h): machines' RAM, drives' bandwidth, hit rate
@@ -49,6 +50,8 @@ struct PlanInputs {
   std::vector<double> expert_ram_gb, disk_gbps;
   std::optional<double> expert_hit_rate;
   double expert_memory_gbps = 100;
+  std::optional<HostServer> host;          // --hardware host
+  std::optional<HostFigures> host_figures;  // derived from it
 };
 
 Result<PlanInputs> ResolvePlan(const PlanRequest& request);

@@ -86,6 +86,21 @@ echo '{' > "$tmp/bad/config.json"
 expect_error "config.json" --model "$tmp/bad"
 echo '{"chips": []}' > "$tmp/empty.json"
 expect_error "missing a non-empty 'chips' list" --catalogue "$tmp/empty.json"
+# --hardware host: this machine measured now (≈ 4 s on one thread; small probe arrays: the figures are not the point), projected onto a made-up 2-socket server.
+expect_error "describe --hardware host" --host-cores 8
+expect_error "cannot be combined" --hardware host,v6e-8
+expect_error "needs --socket-link" --hardware host --threads 1 --probe-mib 16 --host-sockets 2
+host_json="$("$glint" plan --hardware host --threads 1 --probe-mib 32 --host-cores 24 --host-sockets 2 --socket-link 100 \
+  --socket-bandwidth 200 --host-memory 768 --format json 2>"$tmp/host.err")" || fail "plan --hardware host: $(cat "$tmp/host.err")"
+grep -q "measuring this machine on 1 threads" "$tmp/host.err" || fail "plan --hardware host: no progress line"
+failures="$(jq -r '
+  .tables.host_measurements.rows as $m | .tables.host_projection.rows as $p |
+  (if ($p | length) != 2 then "projection rows: \($p | length), expected C and E" else empty end),
+  ($p[] | select((.b1 > 0 and .b64 > .b1 and .prefill_512 > 0) | not) | "implausible row \(.)"),
+  ($m[] | select(.figure == "server") | select(.value != 48) | "server cores \(.value), expected 48"),
+  ($m[] | select(.figure == "bandwidth_efficiency" or .figure == "mfu") | select((.value > 0 and .value <= 1) | not) |
+     "\(.figure) = \(.value) not in (0, 1]")' <<<"$host_json")"
+[[ -z "$failures" ]] || fail "plan --hardware host: $failures"
 # docs/plan.md shows the binary's full output for the released model (scripts/update-plan-doc.sh writes it).
 doc="$data/../../docs/plan.md"
 documented="$(sed -n '/^<!-- plan-output-begin -->$/,/^<!-- plan-output-end -->$/p' "$doc" | sed '1d;$d')"

@@ -473,6 +473,82 @@ TEST(Plan, CpuServerDecode) {
   for (const auto& row : roofline.rows) EXPECT_EQ(row[column].text, "n/a (no peak)");
 }
 
+// A made-up host: 2 threads, 12 GB/s per thread and 20 GB/s together, a 1,000 GOPS int8 loop, products at 16 GB/s
+// (decode), 400 GOPS (int8 prefill) and 100 GOPS (bf16 prefill).
+HostServer MadeUpHost(int cores, int sockets) {
+  HostServer server;
+  server.measured = {2, "avx512", 12e9, 20e9, 1000e9, 16e9, 400e9, 100e9, 64e9};
+  server.cores_per_socket = cores;
+  server.sockets = sockets;
+  server.socket_bandwidth = 300e9;
+  server.memory_bytes = 1536e9;
+  server.socket_link = sockets > 1 ? 100e9 : 0;
+  return server;
+}
+
+TEST(Plan, HostFiguresScaleThisMachinesCores) {
+  ASSERT_OK_AND_ASSIGN(HostFigures f, DeriveHostFigures(MadeUpHost(16, 1)));
+  EXPECT_DOUBLE_EQ(f.bandwidth_per_socket, 16 * 12e9);  // 16 cores cannot drain 300 GB/s at 12 GB/s each
+  EXPECT_DOUBLE_EQ(f.bandwidth_efficiency, 16.0 / 20);
+  EXPECT_DOUBLE_EQ(f.mfu, 0.4);
+  EXPECT_DOUBLE_EQ(f.int8_peak_per_socket, 16 * 500e9);
+  EXPECT_DOUBLE_EQ(f.bf16_peak_per_socket, 16 * 50e9 / 0.4);  // × mfu = the measured per-core bf16 rate
+  ASSERT_OK_AND_ASSIGN(f, DeriveHostFigures(MadeUpHost(64, 1)));
+  EXPECT_DOUBLE_EQ(f.bandwidth_per_socket, 300e9);  // the socket's channels are the limit
+  HostServer avx2 = MadeUpHost(8, 1);
+  avx2.measured.int8_loop_peak = 0;  // nothing to probe: the product rate is the peak
+  ASSERT_OK_AND_ASSIGN(f, DeriveHostFigures(avx2));
+  EXPECT_DOUBLE_EQ(f.mfu, 1.0);
+  EXPECT_DOUBLE_EQ(f.int8_peak_per_socket, 8 * 200e9);
+
+  HostServer bad = MadeUpHost(16, 2);
+  bad.socket_link = 0;
+  EXPECT_ERROR_CONTAINS(DeriveHostFigures(bad), "--host-sockets 2 needs --socket-link");
+  bad = MadeUpHost(0, 1);
+  EXPECT_ERROR_CONTAINS(DeriveHostFigures(bad), "--host-cores 0 must be in [1, 4096]");
+  bad = MadeUpHost(16, 1);
+  bad.measured.int8_decode_rate = 0;
+  EXPECT_ERROR_CONTAINS(DeriveHostFigures(bad), "host measurements are incomplete");
+}
+
+TEST(Plan, HostProjectionIsTheRooflineOnTheHostsFigures) {
+  PlanRequest request;
+  request.hardware = {"host"};
+  request.host = MadeUpHost(32, 2);
+  request.context = 8192;
+  ASSERT_OK(request.assumptions.Set("bandwidth_efficiency", 0.8));
+  ASSERT_OK(request.assumptions.Set("mfu", 0.4));
+  const PlanInputs inputs = Resolve(ReleaseConfig(), request);
+  const Report report = BuildPlanReport(inputs);
+  const Table& projection = FindTable(report, "host_projection");
+  ASSERT_EQ(projection.rows.size(), 2u);  // C and E
+  const Chip* chip = inputs.catalogue.FindChip("host-socket");
+  ASSERT_NE(chip, nullptr);
+  EXPECT_DOUBLE_EQ(chip->memory_bytes.value, 768e9);
+  EXPECT_DOUBLE_EQ(chip->interconnect_bandwidth.value, 100e9);
+  const StateModel state = BuildStateModel(inputs.config, inputs.assumptions);
+  for (Scheme scheme : {Scheme::kC, Scheme::kE}) {
+    const SchemeFootprint f = Footprint(scheme, inputs.weights, inputs.config, inputs.assumptions);
+    const RooflineInputs roofline{&inputs.config, &f, &state, &inputs.assumptions, chip, 2};
+    const std::string letter(SchemeLetter(scheme));
+    for (int batch : {1, 8, 64}) {
+      EXPECT_NEAR(Value(projection, {letter}, StrCat("b", batch)),
+                  EstimateDecode(roofline, batch, 8192).tokens_per_s, 0.05);
+    }
+    EXPECT_NEAR(Value(projection, {letter}, "prefill_512"), EstimatePrefill(roofline, 512).tokens_per_s, 0.5);
+  }
+  // int4 experts read fewer bytes: faster at batch 1.
+  EXPECT_GT(Value(projection, {"E"}, "b1"), Value(projection, {"C"}, "b1"));
+  EXPECT_DOUBLE_EQ(Value(FindTable(report, "host_measurements"), {"mfu"}, "value"), 0.4);
+
+  PlanRequest mixed = request;
+  mixed.hardware = {"host", "v6e-8"};
+  EXPECT_ERROR_CONTAINS(ResolvePlanForConfig(ReleaseConfig(), "test", mixed), "cannot be combined");
+  PlanRequest unmeasured;
+  unmeasured.hardware = {"host"};
+  EXPECT_ERROR_CONTAINS(ResolvePlanForConfig(ReleaseConfig(), "test", unmeasured), "needs this machine's measurements");
+}
+
 TEST(Plan, AssumptionOverridesAreCheckedAndApplied) {
   Assumptions a = Assumptions::Defaults();
   EXPECT_ERROR_CONTAINS(a.Override("mfu"), "expected NAME=VALUE");
