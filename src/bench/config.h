@@ -28,7 +28,7 @@ std::string_view PromptFormatName(PromptFormat format);
 //   content: one token per chunk that carries text (or reasoning / tool calls). Needs a model whose tokens decode to
 //     visible text: a random-weight model's tokens often decode to nothing (partial UTF-8, special tokens), and a
 //     server that sends no chunk for them leaves those tokens untimed.
-//   logprobs: the request asks for the sampled token's logprob (completions "logprobs": 0, chat "logprobs": true),
+//   logprobs: the request asks for the sampled token's logprob (completions "logprobs": 1, chat "logprobs": true),
 //     so every token arrives as one logprob entry, visible text or not; a chunk carrying k entries is k tokens at
 //     its arrival time. Exact on any model; costs the server a logprob per token.
 enum class TokenCounting { kContent, kLogprobs };

@@ -76,11 +76,11 @@ json GenerationBody(const BenchConfig& config, const TurnPlan& turn, const json*
   body["stream_options"] = {{"include_usage", true}};
   if (config.token_counting == TokenCounting::kLogprobs) {
     // One logprob entry per sampled token (see TokenCounting): chat takes a boolean, completions the number of
-    // alternatives (0: the sampled token only).
+    // alternatives. 1, not 0: llama-server reads "logprobs" as its n_probs and sends no probabilities at 0.
     if (messages != nullptr) {
       body["logprobs"] = true;
     } else {
-      body["logprobs"] = 0;
+      body["logprobs"] = 1;
     }
   }
   return body;

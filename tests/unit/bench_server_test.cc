@@ -358,7 +358,7 @@ TEST(BenchAgainstFakeServer, EmptyTextTokensAreTimedByTheirLogprobs) {
         EXPECT_EQ(body["logprobs"], true);
         continue;
       }
-      EXPECT_EQ(body["logprobs"], 0);
+      EXPECT_EQ(body["logprobs"], 1);
       ASSERT_TRUE(body["prompt"].is_array());
       for (const nlohmann::json& id : body["prompt"]) {
         EXPECT_GE(id.get<int>(), 500);
