@@ -199,7 +199,8 @@ def add_vocab(writer, w):
 class ValuePool:
     """Random values for the weight matrices: one pool, read cyclically from a random offset per tensor."""
 
-    def __init__(self, rng, size=(1 << 24) + 7):  # an odd size, so rows of a tensor do not repeat in step
+    def __init__(self, rng, largest):
+        size = min(largest, 1 << 24) + 7  # an odd size, so that rows of a tensor do not repeat in step
         self.rng = rng
         self.values = (rng.standard_normal(size, dtype=np.float32) * 0.02).astype(np.float16)
 
@@ -231,8 +232,8 @@ def tensor_values(fill, ne, ggml_type, pool, rng):
 
 def write(path, w, seed):
     rng = np.random.default_rng(seed)
-    pool = ValuePool(rng)
     tensors = model_tensors(w)
+    pool = ValuePool(rng, max(int(np.prod(ne)) for _, ne, _, _ in tensors))
     writer = gguf.GGUFWriter(path, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.KIMI_LINEAR])
     add_hparams(writer, w)
     add_vocab(writer, w)
