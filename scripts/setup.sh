@@ -15,6 +15,7 @@ PACKAGES=(
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
   liburing-dev                                          # io_uring reads of routed experts (docs/expert-cache.md)
+  python3-numpy shellcheck                              # bench/peer: the GGUF writer (numpy) and its script's lint
 )
 
 missing=()

@@ -256,7 +256,7 @@ bench_server() {  # name, port
     say "glint bench against $1, concurrency $c"
     "$GLINT" bench --base-url "http://127.0.0.1:$2" --prompt-format token-ids --token-id-range 3:154820 \
       --count-tokens logprobs --input-len "$input" --output-len "$output" --concurrency "$c" \
-      --prompts-per-level $((factor * c)) --warmup-requests "$c" --seed 16 --no-progress \
+      --prompts-per-level $((factor * c)) --warmup-requests "$c" --request-timeout 600 --seed 16 --no-progress \
       --label "$1" --out "$OUT/servers/$1-c$c" >"$OUT/servers/$1-c$c.log" 2>&1 ||
       die "glint bench failed; see $OUT/servers/$1-c$c.log"
   done
