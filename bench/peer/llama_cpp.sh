@@ -337,4 +337,7 @@ main() {
   say "done in $(((SECONDS - started) / 60)) min; tables in $OUT/peer.md"
 }
 
-main "$@"
+# Sourced (by a test or a partial run), it only defines its functions.
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+  main "$@"
+fi

@@ -118,7 +118,8 @@ def servers_table(out):
             "speed-up | total tok/s, glint / llama.cpp | speed-up | failed, glint / llama.cpp |",
             "|---|---|---|---|---|---|---|---|---|"]
     for glint_w, llama_w in PAIRS:
-        runs = sorted((out / "servers").glob(f"glint-{glint_w}-c*"), key=lambda p: int(p.name.rsplit("-c", 1)[1]))
+        runs = sorted((p for p in (out / "servers").glob(f"glint-{glint_w}-c*") if p.is_dir()),
+                      key=lambda p: int(p.name.rsplit("-c", 1)[1]))
         for run in runs:
             concurrency = run.name.rsplit("-c", 1)[1]
             g = server_level(run / "results.json")
