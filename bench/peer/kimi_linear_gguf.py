@@ -53,7 +53,9 @@ class Widths:
     mla_qk_head_dim: int = 256  # NoPE: every query/key dimension is absorbed into the latent
     mla_v_head_dim: int = 256
     kv_lora: int = 512
-    rope_dims: int = 0  # Kimi-Linear's MLA applies no rotation; 0 keeps the latent at kv_lora like glint's
+    # Kimi-Linear's MLA rotates nothing, but its key is the latent plus 64 shared dimensions (qk_rope_head_dim of
+    # the released 48B model, the layout llama.cpp's Kimi-Linear graph runs); glint's key is the latent alone
+    rope_dims: int = 64
     rms_eps: float = 1e-5
     routed_scale: float = 2.5
     context: int = 131072
@@ -62,7 +64,8 @@ class Widths:
 PRESETS = {
     "bench": Widths(),
     "tiny": Widths(vocab=512, hidden=64, dense_ff=96, experts=8, experts_used=2, expert_ff=32, kda_heads=2,
-                   kda_head_dim=32, mla_heads=2, mla_qk_head_dim=32, mla_v_head_dim=32, kv_lora=32, context=4096),
+                   kda_head_dim=32, mla_heads=2, mla_qk_head_dim=32, mla_v_head_dim=32, kv_lora=32, rope_dims=16,
+                   context=4096),
 }
 
 T = gguf.MODEL_TENSOR
