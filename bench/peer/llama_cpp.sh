@@ -138,21 +138,30 @@ cmake_build() {  # build dir, log, extra configure flags...
 # Native build first (AMX on where the CPU has it); if that fails on llama.cpp's AMX code (gcc 12 has had trouble
 # with it), build again without the AMX instructions and say so in the report.
 build_llama() {
-  local native=$OUT/llama.cpp-build noamx=$OUT/llama.cpp-build-noamx flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  local native=$OUT/llama.cpp-build noamx=$OUT/llama.cpp-build-noamx
   LLAMA_AMX="on where the CPU has it (-march=native)"
   grep -q amx_int8 /proc/cpuinfo || LLAMA_AMX="off (this CPU has no AMX)"
-  if [[ ! -x $noamx/bin/llama-server ]]; then  # else an earlier run fell back already: keep that build
-    say "building ${LLAMA_TARGETS[*]} of llama.cpp $LLAMA_COMMIT in $native (log $native.log; up to date: seconds)"
-    if cmake_build "$native" "$native.log"; then
-      LLAMA_BIN=$native/bin
-      return
-    fi
-    grep -i 'error' "$native.log" | grep -qi amx || die "the llama.cpp build failed; see $native.log"
-    say "the build failed in llama.cpp's AMX code ($(grep -i 'error' "$native.log" | grep -i -m1 amx)); building without AMX"
+  if [[ -f $noamx.why ]]; then  # an earlier run fell back: keep that build, and its reason
+    build_llama_without_amx "$(cat "$noamx.why")"
+    return
   fi
+  say "building ${LLAMA_TARGETS[*]} of llama.cpp $LLAMA_COMMIT in $native (log $native.log; up to date: seconds)"
+  if cmake_build "$native" "$native.log"; then
+    LLAMA_BIN=$native/bin
+    return
+  fi
+  grep -i 'error' "$native.log" | grep -qi amx || die "the llama.cpp build failed; see $native.log"
+  say "the build failed in llama.cpp's AMX code ($(grep -i 'error' "$native.log" | grep -i -m1 amx)); building without AMX"
+  build_llama_without_amx "llama.cpp's AMX code did not build with $(cc --version | head -1) (log $native.log)"
+}
+
+build_llama_without_amx() {  # why
+  local noamx=$OUT/llama.cpp-build-noamx flags="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  say "building llama.cpp without AMX in $noamx (log $noamx.log)"
   cmake_build "$noamx" "$noamx.log" "-DCMAKE_C_FLAGS=$flags" "-DCMAKE_CXX_FLAGS=$flags" ||
     die "the llama.cpp build without AMX failed too; see $noamx.log"
-  LLAMA_AMX="OFF: llama.cpp's AMX code did not build with $(cc --version | head -1) (log $native.log)"
+  echo "$1" >"$noamx.why"
+  LLAMA_AMX="OFF: $1"
   LLAMA_BIN=$noamx/bin
 }
 
@@ -175,6 +184,27 @@ make_ggufs() {
       die "$OUT/kimi-linear-bench-$type.gguf does not have the bench widths (delete it to rewrite it)"
   done
   rm -f "$f16"  # 15 GB, needed only to quantize
+}
+
+# A short llama-bench on each GGUF before the long runs: the file loads and runs in this llama.cpp. An illegal
+# instruction in the native build (gcc 12 has dropped the stores of llama.cpp's AMX tile configuration before)
+# falls back to the build without AMX, as a failed build does.
+smoke_test_llama() {
+  local type rc
+  for type in Q8_0 Q4_0; do
+    rc=0
+    "$LLAMA_BIN/llama-bench" -m "$OUT/kimi-linear-bench-$type.gguf" -t "$THREADS" -p 16 -n 1 -r 1 \
+      >"$OUT/smoke-$type.log" 2>&1 || rc=$?
+    if [[ $rc -eq 132 && $LLAMA_BIN != "$OUT/llama.cpp-build-noamx/bin" ]]; then
+      say "llama-bench died of an illegal instruction (see $OUT/smoke-$type.log); building without AMX"
+      build_llama_without_amx "llama-bench died of SIGILL with the native build ($OUT/smoke-$type.log)"
+      smoke_test_llama
+      return
+    fi
+    [[ $rc -eq 0 ]] || die "llama-bench cannot run $OUT/kimi-linear-bench-$type.gguf (exit $rc); see $OUT/smoke-$type.log"
+  done
+  grep -q 'AMX' "$OUT"/smoke-*.log && LLAMA_AMX="$LLAMA_AMX; llama-bench reports AMX buffers"
+  return 0
 }
 
 glint_models() {
@@ -330,6 +360,7 @@ main() {
   local started=$SECONDS
   build_llama
   make_ggufs
+  smoke_test_llama
   glint_models
   [[ $SKIP_ENGINES == 1 ]] || engines
   [[ $SKIP_SERVERS == 1 ]] || servers
