@@ -86,7 +86,8 @@ def engines_table(out):
                                          for kind in ("prefill", "decode")])
             for name in (glint_w, llama_w):
                 sizes.setdefault(name, got[name].get("weights_gb"))
-        keys = sorted({k for figures in got.values() for k in figures if isinstance(k, tuple)})
+        keys = sorted({k for figures in got.values() for k in figures if isinstance(k, tuple)},
+                      key=lambda k: (k[0] != "prefill", k[1]))  # prefill by length, then decode
         for key in keys:
             label = f"prefill {key[1]:,} tokens, tok/s" if key[0] == "prefill" else "decode, 1 sequence, tok/s"
             cells = [label, str(threads)]
