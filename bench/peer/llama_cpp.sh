@@ -32,6 +32,7 @@ options:
   --quick             short settings to check that everything runs: prefill 512 only, 1 repetition, all threads
                       only, servers at concurrency 1 and 4 with 16 generated tokens
   --build-jobs N      parallel compile jobs for llama.cpp (default: nproc)
+  --llama-commit SHA  the tree's commit, for the report, when it is not a git work tree (e.g. a git archive)
   --skip-engines      only the server comparison
   --skip-servers      only the engine comparison
   -h, --help          this text
@@ -49,7 +50,7 @@ say() {
 
 # ---- arguments ----
 LLAMA_SRC="" OUT=/tmp/glint-peer THREADS="" GLINT="" GLINT_MODEL="" GLINT_INT8="" GLINT_INT4=""
-SERVE_INT4=0 QUICK=0 BUILD_JOBS="" SKIP_ENGINES=0 SKIP_SERVERS=0
+SERVE_INT4=0 QUICK=0 BUILD_JOBS="" SKIP_ENGINES=0 SKIP_SERVERS=0 LLAMA_COMMIT=""
 
 need_value() {  # flag, value count left
   [[ $2 -ge 2 ]] || die "$1 needs a value"
@@ -70,6 +71,7 @@ parse_args() {
       --glint-int8) need_value "$1" $#; GLINT_INT8=$2; shift 2 ;;
       --glint-int4) need_value "$1" $#; GLINT_INT4=$2; shift 2 ;;
       --build-jobs) need_value "$1" $#; positive_int "$1" "$2"; BUILD_JOBS=$2; shift 2 ;;
+      --llama-commit) need_value "$1" $#; LLAMA_COMMIT=$2; shift 2 ;;
       --serve-int4) SERVE_INT4=1; shift ;;
       --quick) QUICK=1; shift ;;
       --skip-engines) SKIP_ENGINES=1; shift ;;
@@ -95,7 +97,9 @@ check_tree() {
   [[ -f $LLAMA_SRC/gguf-py/gguf/constants.py ]] || die "'$LLAMA_SRC' has no gguf-py/gguf/constants.py"
   grep -q '"kimi-linear"' "$LLAMA_SRC/gguf-py/gguf/constants.py" ||
     die "this llama.cpp has no Kimi-Linear architecture (gguf-py knows no \"kimi-linear\"); use a newer tree"
-  LLAMA_COMMIT=$(git -C "$LLAMA_SRC" rev-parse --short=7 HEAD 2>/dev/null || echo "unknown (not a git work tree)")
+  if [[ -z $LLAMA_COMMIT ]]; then
+    LLAMA_COMMIT=$(git -C "$LLAMA_SRC" rev-parse --short=7 HEAD 2>/dev/null || echo "unknown (not a git work tree)")
+  fi
 }
 
 # Debian's python3 first: python3-numpy (scripts/setup.sh) installs there; PYTHON=... overrides.
