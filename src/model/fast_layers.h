@@ -137,13 +137,12 @@ struct DsaRowSelection {
   float margin = 0;
 };
 
-// DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (`cache_of`: a view whose `tokens` is
-// the segment's first position; an owning cache is grown, a view's blocks must already cover the new positions) and
-// advances that view's `tokens`. `forced_of` (may be empty) returns the forced attended positions of a segment's
-// token i, or null to let the indexer choose. selections: when not null, resized to n and filled.
+// DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (caches [segments]: a view whose
+// `tokens` is the segment's first position; an owning cache is grown, a view's blocks must already cover the new
+// positions) and advances its `tokens`. forced: empty, or [n] the forced attended positions of each pass row (null:
+// the indexer chooses). selections: when not null, resized to n and filled.
 Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<DsaCache&(const Segment&)>& cache_of,
-               const std::function<const std::vector<int64_t>*(const Segment&, int64_t i)>& forced_of, float* out,
+               std::span<DsaCache> caches, std::span<const std::vector<int64_t>* const> forced, float* out,
                std::vector<DsaRowSelection>* selections);
 
 // Clamped SwiGLU MLP: h [n, D] → out [n, D].

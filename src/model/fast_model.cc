@@ -332,20 +332,22 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
             return KdaLayerStateIn(*batch[s.sequence].state->layout, l, destination);
           }));
     } else {
-      std::function<const std::vector<int64_t>*(const Segment&, int64_t)> forced_of;
+      std::vector<const std::vector<int64_t>*> forced_rows;  // [n] or empty: the indexer chooses
       if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {
         const auto& attended = forced->attended[l];
-        forced_of = [&attended](const Segment& s, int64_t i) -> const std::vector<int64_t>* {
-          const int64_t index = s.first_index + i;
-          return index < static_cast<int64_t>(attended.size()) ? &attended[index] : nullptr;
-        };
+        forced_rows.assign(n, nullptr);
+        for (const Segment& s : segments) {
+          for (int64_t i = 0; i < s.count; ++i) {
+            const int64_t index = s.first_index + i;
+            if (index < static_cast<int64_t>(attended.size())) forced_rows[s.row + i] = &attended[index];
+          }
+        }
       }
       std::vector<DsaRowSelection> selections;
       std::vector<DsaCache> caches;  // [segments] this layer's view in each sequence's memory
       for (const Segment& s : segments) caches.push_back(DsaLayerCache(*batch[s.sequence].state, l));
-      GLINT_RETURN_IF_ERROR(FastDsa(ctx, layer.dsa, h, segments,
-                                    [&](const Segment& s) -> DsaCache& { return caches[&s - segments.data()]; },
-                                    forced_of, y, trace != nullptr ? &selections : nullptr));
+      GLINT_RETURN_IF_ERROR(
+          FastDsa(ctx, layer.dsa, h, segments, caches, forced_rows, y, trace != nullptr ? &selections : nullptr));
       if (trace != nullptr) {
         for (const Segment& s : segments) {
           if (!trace->Wants(s.sequence)) continue;
@@ -472,7 +474,7 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   const Segment segment{0, 0, pairs, state.mtp_dsa.tokens, 0, {}};
   std::vector<DsaRowSelection> selections;
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, m.dsa, normed.data(), std::span<const Segment>(&segment, 1),
-                                [&](const Segment&) -> DsaCache& { return state.mtp_dsa; }, {}, sublayer.data(),
+                                std::span<DsaCache>(&state.mtp_dsa, 1), {}, sublayer.data(),
                                 trace != nullptr ? &selections : nullptr));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);

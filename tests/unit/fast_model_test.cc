@@ -386,8 +386,9 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
           for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) attended[t].push_back(selected[t * width + i]);
         }
         DsaCache cache = DsaLayerCache(state, l);
-        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, [&](const Segment&) -> DsaCache& { return cache; },
-                          [&](const Segment&, int64_t i) { return &attended[i]; }, out.data(), nullptr));
+        std::vector<const std::vector<int64_t>*> forced(tokens);  // [rows]
+        for (int64_t t = 0; t < tokens; ++t) forced[t] = &attended[t];
+        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, {&cache, 1}, forced, out.data(), nullptr));
       }
       const double attention_error = testing::RelativeRmsError(out, golden.Floats(prefix + "attn_out"));
       in = golden.Floats(prefix + "ffn_in");
