@@ -107,9 +107,9 @@ DsaProjections Project(FastContext& ctx, const FastDsaWeights& w, const float* h
   DsaProjections p;
   p.qa_width = q_lora + rank;
   p.index_width = 2 * e + index_heads;
-  p.qa_kva = ctx.Buffer(kBufDsaQaKva, n * p.qa_width);
-  p.q = ctx.Buffer(kBufDsaQ, n * c.num_attention_heads * c.qk_head_dim);
-  p.index_in = ctx.Buffer(kBufDsaIndexIn, n * p.index_width);
+  p.qa_kva = ctx.act.dsa.qa_kva.Floats(n * p.qa_width);
+  p.q = ctx.act.dsa.q.Floats(n * c.num_attention_heads * c.qk_head_dim);
+  p.index_in = ctx.act.dsa.index_in.Floats(n * p.index_width);
   ctx.Linear(w.qa_kva, h, c.hidden_size, n, p.qa_kva, p.qa_width);
   ctx.Linear(w.index_in, h, c.hidden_size, n, p.index_in, p.index_width);
   const float head_scale = 1.0f / std::sqrt(static_cast<float>(index_heads));
@@ -203,7 +203,7 @@ RowSelections Select(FastContext& ctx, const FastDsaWeights& w, const DsaProject
   }
   float* index_q = nullptr;  // [n, I·e]
   if (need_query) {
-    index_q = ctx.Buffer(kBufDsaIndexQ, n * index_heads * e);
+    index_q = ctx.act.dsa.index_q.Floats(n * index_heads * e);
     ctx.Linear(w.index_q, p.qa_kva, p.qa_width, n, index_q, index_heads * e);
   }
   ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int worker) {
@@ -230,9 +230,9 @@ void AbsorbedAttention(FastContext& ctx, const FastDsaWeights& w, const DsaProje
                        std::span<const PassRow> rows, const RowSelections& selections, int64_t n, float* out) {
   const ModelConfig& c = ctx.config;
   const int64_t heads = c.num_attention_heads, rank = c.kv_lora_rank, qk = c.qk_head_dim, v_dim = c.v_head_dim;
-  float* q_latent = ctx.Buffer(kBufDsaQLatent, n * heads * rank);  // [n, H·rank]
-  float* o_latent = ctx.Buffer(kBufDsaOLatent, n * heads * rank);  // [n, H·rank]
-  float* o = ctx.Buffer(kBufDsaO, n * heads * v_dim);              // [n, H·v]
+  float* q_latent = ctx.act.dsa.q_latent.Floats(n * heads * rank);  // [n, H·rank]
+  float* o_latent = ctx.act.dsa.o_latent.Floats(n * heads * rank);  // [n, H·rank]
+  float* o = ctx.act.dsa.o.Floats(n * heads * v_dim);              // [n, H·v]
   ctx.LinearPerHead(w.k_absorb, heads, p.q, heads * qk, qk, n, q_latent, heads * rank);
   const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
   const int64_t head_groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
