@@ -23,6 +23,7 @@
 #include "base/worker_pool.h"
 #include "io/token_file.h"
 #include "model/fast_model.h"
+#include "model/forward_common.h"
 #include "model_checks.h"
 #include "test_util.h"
 
@@ -234,10 +235,40 @@ TEST_P(FastGolden, BadInputIsRefused) {
   const std::vector<int32_t> one = {1};
   BatchEntry foreign_entry{one, &foreign, LogitsWanted::kLast, false};
   EXPECT_ERROR_CONTAINS(fast_->Forward({&foreign_entry, 1}, outputs), "not created by this model");
-  ForwardOptions dense;
+}
+
+// Options the fast path does not implement are refused by name, before any state changes, on the trunk and on the
+// MTP layer; the same state then runs with the default options.
+TEST_P(FastGolden, OptionsItDoesNotImplementAreRefused) {
+  SequenceState state = fast_->NewSequence();
+  const std::vector<int32_t> one = {1};
+  BatchEntry entry{one, &state, LogitsWanted::kLast, /*want_hidden=*/true};
+  std::vector<EntryOutput> outputs;
+  ForwardOptions recurrent, naive, dense, forced;
+  recurrent.kda_algorithm = KdaAlgorithm::kRecurrent;
+  naive.dsa.form = MlaForm::kNaive;
   dense.dsa.selection = KeySelection::kDense;
-  BatchEntry good{one, &state, LogitsWanted::kLast, false};
-  EXPECT_ERROR_CONTAINS(fast_->Forward({&good, 1}, outputs, dense), "indexer only");
+  forced.dsa.selection = KeySelection::kForced;
+  const std::pair<const ForwardOptions*, const char*> refused[] = {
+      {&recurrent, "ForwardOptions::kda_algorithm recurrent"},
+      {&naive, "ForwardOptions::dsa.form naive"},
+      {&dense, "ForwardOptions::dsa.selection dense"},
+      {&forced, "ForwardOptions::dsa.selection forced"}};
+  for (const auto& [options, message] : refused) {
+    EXPECT_ERROR_CONTAINS(fast_->Forward({&entry, 1}, outputs, *options), message);
+    EXPECT_EQ(state.tokens, 0);
+    EXPECT_FALSE(state.broken);
+  }
+  ASSERT_OK(fast_->Forward({&entry, 1}, outputs));
+  EXPECT_EQ(state.tokens, 1);
+  if (!fast_->has_mtp()) return;
+  std::vector<float> logits;
+  for (const auto& [options, message] : refused) {
+    EXPECT_ERROR_CONTAINS(fast_->MtpForward(state, outputs[0].hidden, one, logits, *options), message);
+    EXPECT_EQ(state.mtp_tokens, 0);
+  }
+  ASSERT_OK(fast_->MtpForward(state, outputs[0].hidden, one, logits));
+  EXPECT_EQ(state.mtp_tokens, 1);
 }
 
 // Engine memory: a state bound to caller-managed blocks (several per sequence, out of order) gives the same logits as
@@ -376,8 +407,8 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
       const FastLayerWeights& w = fast->weights().layers[l];
       std::vector<float> in = golden.Floats(prefix + "attn_in"), out(tokens * d);
       if (w.attention_kind == AttentionKind::kKda) {
-        ASSERT_OK(FastKda(ctx, w.kda, in.data(), {&segment, 1}, [&](const Segment&) { return KdaLayerState(state, l); },
-                          out.data()));
+        const KdaSegmentState segment_state{KdaLayerState(state, l)};
+        ASSERT_OK(FastKda(ctx, w.kda, in.data(), {&segment, 1}, {&segment_state, 1}, out.data()));
       } else {
         std::vector<std::vector<int64_t>> attended(tokens);
         const auto selected = golden.Ints(prefix + "indexer_selected");
@@ -386,8 +417,9 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
           for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) attended[t].push_back(selected[t * width + i]);
         }
         DsaCache cache = DsaLayerCache(state, l);
-        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, [&](const Segment&) -> DsaCache& { return cache; },
-                          [&](const Segment&, int64_t i) { return &attended[i]; }, out.data(), nullptr));
+        std::vector<const std::vector<int64_t>*> forced(tokens);  // [rows]
+        for (int64_t t = 0; t < tokens; ++t) forced[t] = &attended[t];
+        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, {&cache, 1}, forced, out.data(), nullptr));
       }
       const double attention_error = testing::RelativeRmsError(out, golden.Floats(prefix + "attn_out"));
       in = golden.Floats(prefix + "ffn_in");
@@ -400,8 +432,9 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
           choices[t].experts.assign(experts.begin() + t * c.num_experts_per_tok,
                                     experts.begin() + (t + 1) * c.num_experts_per_tok);
         }
-        ASSERT_OK(FastMoe(ctx, w.moe, in.data(), tokens, [&](int64_t row) { return &choices[row]; }, out.data(),
-                          nullptr, nullptr));
+        std::vector<const RouterChoice*> forced(tokens);  // [rows]
+        for (int64_t t = 0; t < tokens; ++t) forced[t] = &choices[t];
+        ASSERT_OK(FastMoe(ctx, w.moe, in.data(), tokens, forced, out.data(), nullptr, nullptr));
       }
       const double ffn_error = testing::RelativeRmsError(out, golden.Floats(prefix + "ffn_out"));
       std::printf("%s layer %lld: %s relative RMS error %.4f, %s %.4f\n", fixture.c_str(), static_cast<long long>(l),
