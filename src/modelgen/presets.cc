@@ -94,12 +94,12 @@ TinyPreset LongContextPreset() {
 }
 
 // The long-context preset with pools of 128 tokens: the indexer's work in a prefill of N tokens is
-// Σ_p p / kpool ≈ N² / (2 · kpool) pool scores, so a 300k-token prefill through the CLI takes seconds (the
+// Σ_p p / kpool ≈ N² / (2 · kpool) pool scores, so a 300k-token prefill through the CLI takes tens of seconds (the
 // pool-index widths are tested with kpool 4 in tests/unit/long_context_test.cc).
 TinyPreset LongPrefillPreset() {
   TinyPreset p = LongContextPreset();
   p.name = "long-prefill";
-  p.description = "long-context with pools of 128 tokens (index_topk 256): a 300k-token prefill in seconds";
+  p.description = "long-context with pools of 128 tokens (index_topk 256; --block-size 128): a fast 300k prefill";
   p.index_topk = 256;
   p.index_kpool = 128;
   return p;
