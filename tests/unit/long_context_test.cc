@@ -208,6 +208,10 @@ class BruteForceIndexer {
   double max_pooled_norm_ = 0;
 };
 
+bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 // One run of the layer over the window.
 struct WindowRun {
   std::vector<float> out;                      // [W, D]
@@ -320,7 +324,14 @@ class LongContext : public ::testing::Test {
     }
   }
 
-  void CheckWindow(DsaCache& cache, BruteForceIndexer& brute, int64_t boundary);
+  struct WindowRuns {
+    WindowRun reference, whole;  // one call each: the fp32 reference, the fast path choosing freely
+    double output_error = 0;     // fast path with the reference's choices, against the reference
+  };
+  WindowRuns RunWindow(DsaCache& cache, const std::vector<float>& hidden, int64_t boundary);
+  void CheckSelections(const BruteForceIndexer& brute, const std::vector<float>& hidden, int64_t first,
+                       const WindowRuns& runs, int64_t boundary);
+  void CheckWrittenRows(const DsaCache& cache, const BruteForceIndexer& brute, int64_t first, int64_t boundary);
 
   static std::string* dir_;
   WorkerPool pool_{2};
@@ -330,81 +341,97 @@ class LongContext : public ::testing::Test {
 
 std::string* LongContext::dir_ = nullptr;
 
-bool SameBits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-void LongContext::CheckWindow(DsaCache& cache, BruteForceIndexer& brute, int64_t boundary) {
-  const ModelConfig& c = config();
-  const int64_t first = boundary - kBefore, d = c.hidden_size, kpool = c.index_kpool;
-  ASSERT_EQ(cache.tokens, first);
-  brute.ExtendTo(first + kWindow);
-  const std::vector<float> hidden = HiddenRows(first, kWindow, d);
-
-  // (2) The reference on the same cache: one call = token by token, bit for bit. Each run rewinds the cache to
-  // `first`: the rows past it are rewritten before they are read (the speculative-decoding rollback argument).
-  const WindowRun reference = RunReference(cache, hidden, kWindow);
+// (1), (2) and the outputs of (4): every run rewinds the cache to `first` (the rows past it are rewritten before
+// they are read: the speculative-decoding rollback argument) and leaves the fast path's rows in the end.
+LongContext::WindowRuns LongContext::RunWindow(DsaCache& cache, const std::vector<float>& hidden, int64_t boundary) {
+  const int64_t first = cache.tokens;
+  WindowRuns runs;
+  // (2) The reference on the same cache: one call = token by token, bit for bit.
+  runs.reference = RunReference(cache, hidden, kWindow);
   cache.tokens = first;
   const WindowRun reference_steps = RunReference(cache, hidden, 1);
   cache.tokens = first;
-  EXPECT_TRUE(SameBits(reference_steps.out, reference.out)) << boundary;
-  EXPECT_EQ(reference_steps.selected, reference.selected) << boundary;
-  EXPECT_TRUE(SameBits(reference_steps.written, reference.written)) << boundary;
+  EXPECT_TRUE(SameBits(reference_steps.out, runs.reference.out)) << boundary;
+  EXPECT_EQ(reference_steps.selected, runs.reference.selected) << boundary;
+  EXPECT_TRUE(SameBits(reference_steps.written, runs.reference.written)) << boundary;
 
   // (4, outputs) The fast path with the reference's choices forced: the W8A8 budget of one DSA sublayer (4%, the
   // bound of fast_model_test's golden sublayer gate).
-  const WindowRun forced = RunFast(cache, hidden, {kWindow}, &reference.selected);
+  const WindowRun forced = RunFast(cache, hidden, {kWindow}, &runs.reference.selected);
   cache.tokens = first;
-  EXPECT_EQ(forced.selected, reference.selected);
-  const double output_error = testing::RelativeRmsError(forced.out, reference.out);
-  EXPECT_LT(output_error, 0.04) << boundary;
+  EXPECT_EQ(forced.selected, runs.reference.selected);
+  runs.output_error = testing::RelativeRmsError(forced.out, runs.reference.out);
+  EXPECT_LT(runs.output_error, 0.04) << boundary;
 
   // (1) The fast path: one call = chunks with one ending on the boundary = token by token.
-  const WindowRun whole = RunFast(cache, hidden, {kWindow});
+  runs.whole = RunFast(cache, hidden, {kWindow});
   cache.tokens = first;
   const WindowRun chunks = RunFast(cache, hidden, {5, kBefore - 5, kWindow - kBefore});
   cache.tokens = first;
   const WindowRun steps = RunFast(cache, hidden, {1});
   EXPECT_EQ(cache.tokens, first + kWindow);
   for (const WindowRun* run : {&chunks, &steps}) {
-    EXPECT_TRUE(SameBits(run->out, whole.out)) << boundary;
-    EXPECT_EQ(run->selected, whole.selected) << boundary;
-    EXPECT_TRUE(SameBits(run->written, whole.written)) << boundary;
+    EXPECT_TRUE(SameBits(run->out, runs.whole.out)) << boundary;
+    EXPECT_EQ(run->selected, runs.whole.selected) << boundary;
+    EXPECT_TRUE(SameBits(run->written, runs.whole.written)) << boundary;
   }
+  return runs;
+}
 
-  // (3) and (4, selections) against the brute force, query by query: the reference's with the exact query, the
-  // fast path's with its own (int8 q_a) query. Both score in fp32 from pooled keys ~1e-7 relative off the brute
-  // force's; a choice may differ only where the K-th/(K+1)-th gap is below 1e-5 × the score bound (~10× that).
+// (3) and (4, selections) against the brute force, query by query: the reference's with the exact query, the fast
+// path's with its own (int8 q_a) query. Both score in fp32 from pooled keys ~1e-7 relative off the brute force's; a
+// choice may differ only where the K-th/(K+1)-th gap is below 1e-5 × the score bound (~10× that).
+void LongContext::CheckSelections(const BruteForceIndexer& brute, const std::vector<float>& hidden, int64_t first,
+                                  const WindowRuns& runs, int64_t boundary) {
+  const ModelConfig& c = config();
+  const int64_t heads = c.index_n_heads, e = c.index_head_dim, kpool = c.index_kpool;
   std::vector<float> fast_query, fast_weights;  // [W, I·e], [W, I]
   FastIndexerQueries(hidden, fast_query, fast_weights);
-  const int64_t heads = c.index_n_heads, e = c.index_head_dim;
-  int reference_flips = 0, fast_flips = 0, high_pools = 0, fast_differs_from_exact = 0;
+  int reference_flips = 0, fast_flips = 0, fast_differs_from_exact = 0, high_pools = 0;
   for (int64_t t = 0; t < kWindow; ++t) {
     const int64_t p = first + t;
     const BruteForceIndexer::Answer expected = brute.Select(p);
-    if (reference.selected[t] != expected.positions) {
+    if (runs.reference.selected[t] != expected.positions) {
       EXPECT_LT(expected.kth - expected.next, 1e-5 * expected.score_scale) << "reference, query at " << p;
       ++reference_flips;
     }
     const BruteForceIndexer::Answer fast_expected =
         brute.SelectWith(p, ToDouble(&fast_query[t * heads * e], heads * e), ToDouble(&fast_weights[t * heads], heads));
-    if (whole.selected[t] != fast_expected.positions) {
+    const std::vector<int64_t>& got = runs.whole.selected[t];
+    if (got != fast_expected.positions) {
       EXPECT_LT(fast_expected.kth - fast_expected.next, 1e-5 * fast_expected.score_scale) << "fast, query at " << p;
       ++fast_flips;
     }
-    fast_differs_from_exact += whole.selected[t] != reference.selected[t];
-    for (int64_t position : whole.selected[t]) high_pools += position / kpool >= (int64_t{1} << 16) ? 1 : 0;
+    fast_differs_from_exact += got != runs.reference.selected[t];
+    for (int64_t position : got) {  // selected pools past index 2^16 (the tail does not count)
+      const int64_t pool = position / kpool;
+      high_pools += pool >= (int64_t{1} << 16) && pool < VisiblePools(p, kpool) && position % kpool == 0 ? 1 : 0;
+    }
   }
   EXPECT_LE(reference_flips + fast_flips, 2) << boundary;
-  // (5) The rows the fill and the window wrote at the boundary: latents within the int8 kv_a error (4%), pooled
-  // keys (bf16 weights exact, fp32 sums) within 1e-4.
+  std::printf(
+      "[boundary %lld] near-tie flips vs the brute force: reference %d, fast %d; the fast selection differs "
+      "from the fp32 one at %d of %lld queries (its int8 query); %d selected pools past index 2^16; fast vs "
+      "reference output %.3g with the reference's choices\n",
+      static_cast<long long>(boundary), reference_flips, fast_flips, fast_differs_from_exact,
+      static_cast<long long>(kWindow), high_pools, runs.output_error);
+  if (boundary > (int64_t{1} << 18)) {
+    EXPECT_GT(high_pools, 0) << "no pool past index 2^16 was ever chosen";
+  }
+}
+
+// (5) The rows the fill and the window wrote at the boundary: latents within the int8 kv_a error (4%), pooled keys
+// (bf16 weights exact, fp32 sums) within 1e-4.
+void LongContext::CheckWrittenRows(const DsaCache& cache, const BruteForceIndexer& brute, int64_t first,
+                                   int64_t boundary) {
+  const ModelConfig& c = config();
   std::vector<float> latents, expected_latents, pooled, expected_pooled;
   for (int64_t p = first; p < first + kWindow; ++p) {
     latents.insert(latents.end(), cache.LatentRow(p), cache.LatentRow(p) + c.kv_lora_rank);
     const std::vector<double> latent = brute.Latent(p);
     expected_latents.insert(expected_latents.end(), latent.begin(), latent.end());
   }
-  for (int64_t m = first / kpool; m < (first + kWindow) / kpool; ++m) {
+  for (int64_t m = first / c.index_kpool; m < (first + kWindow) / c.index_kpool; ++m) {
     pooled.insert(pooled.end(), cache.PooledKey(m), cache.PooledKey(m) + c.index_head_dim);
     expected_pooled.insert(expected_pooled.end(), brute.Pooled(m), brute.Pooled(m) + c.index_head_dim);
   }
@@ -412,15 +439,8 @@ void LongContext::CheckWindow(DsaCache& cache, BruteForceIndexer& brute, int64_t
   const double pooled_error = testing::RelativeRmsError(pooled, expected_pooled);
   EXPECT_LT(latent_error, 0.04) << boundary;
   EXPECT_LT(pooled_error, 1e-4) << boundary;
-  std::printf(
-      "[boundary %lld] near-tie flips vs the brute force: reference %d, fast %d; fast selection differs from "
-      "the fp32 one at %d of %lld queries (int8 query); fast vs reference output %.3g (reference choices); "
-      "%d attended positions in pools ≥ 2^16; latents %.3g, pooled keys %.3g off the brute force\n",
-      static_cast<long long>(boundary), reference_flips, fast_flips, fast_differs_from_exact,
-      static_cast<long long>(kWindow), output_error, high_pools, latent_error, pooled_error);
-  if (boundary > (int64_t{1} << 18)) {
-    EXPECT_GT(high_pools, 0) << "no pool past index 2^16 was ever chosen";
-  }
+  std::printf("[boundary %lld] cache rows off the brute force: latents %.3g, pooled keys %.3g\n",
+              static_cast<long long>(boundary), latent_error, pooled_error);
 }
 
 // Each boundary in turn on one cache, filled on the way (2^20 + 32 positions: 84 MB).
@@ -430,10 +450,14 @@ TEST_F(LongContext, DsaLayerIsExactPastEveryIndexWidth) {
   BruteForceIndexer brute(reference_->weights().layers[kDsaLayer].dsa, c);
   for (int64_t bits : {16, 17, 18, 20}) {
     const int64_t boundary = int64_t{1} << bits;
-    Fill(cache, boundary - kBefore);
-    CheckWindow(cache, brute, boundary);
-    cache.tokens = boundary - kBefore + kWindow;
-    if (HasFatalFailure()) return;
+    const int64_t first = boundary - kBefore;
+    Fill(cache, first);
+    ASSERT_EQ(cache.tokens, first);
+    brute.ExtendTo(first + kWindow);
+    const std::vector<float> hidden = HiddenRows(first, kWindow, c.hidden_size);
+    const WindowRuns runs = RunWindow(cache, hidden, boundary);
+    CheckSelections(brute, hidden, first, runs, boundary);
+    CheckWrittenRows(cache, brute, first, boundary);
   }
 }
 
