@@ -124,6 +124,13 @@ Status RunGenerate(const RunFlags& flags) {
   } else {
     GLINT_ASSIGN_OR_RETURN(prompt, ParseTokenList(flags.tokens, c.vocab_size));
   }
+  // Refused before any work, as the engine and the server count it: prompt + generated ≤ the model's context
+  // (compared as max_tokens > limit − prompt: the sum could overflow).
+  const int64_t limit = c.max_position_embeddings, prompt_tokens = static_cast<int64_t>(prompt.size());
+  if (prompt_tokens > limit || flags.max_tokens > limit - prompt_tokens) {
+    return OutOfRange("the prompt (", prompt_tokens, " tokens) plus --max-tokens (", flags.max_tokens,
+                      ") is more than the model's context of ", limit, " tokens (max_position_embeddings)");
+  }
   SamplingParams params;
   params.temperature = flags.temperature.value_or(generation.do_sample ? generation.temperature : 0.0f);
   params.top_p = flags.top_p.value_or(generation.top_p);

@@ -51,7 +51,9 @@ Result<int64_t> ParseByteSize(std::string_view text) {
 Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
                                     const EngineOptions& o, int64_t weight_bytes) {
   if (o.memory_bytes <= 0) return InvalidArgument("--memory must be positive, got ", o.memory_bytes, " bytes");
-  if (o.max_seqs < 1) return InvalidArgument("--max-seqs must be at least 1, got ", o.max_seqs);
+  if (o.max_seqs < 1 || o.max_seqs > kMaxItemsPerPool) {
+    return InvalidArgument("--max-seqs must be in 1 .. 2^31 − 1 (slot ids are int32), got ", o.max_seqs);
+  }
   if (o.max_batch_tokens < 1) return InvalidArgument("the batch token budget must be at least 1, got ", o.max_batch_tokens);
   if (o.max_model_len < 0) return InvalidArgument("--max-model-len must be ≥ 0 (0 = automatic), got ", o.max_model_len);
   if (!(o.checkpoint_fraction >= 0 && o.checkpoint_fraction < 1)) {
@@ -90,7 +92,8 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   r.rollback_total_bytes = r.num_slots * r.rollback_bytes;
   int64_t rest = o.memory_bytes - r.slots_total_bytes - r.rollback_total_bytes;
   if (o.prefix_caching && layout.checkpoint_bytes > 0) {
-    r.num_checkpoints = static_cast<int64_t>(rest * o.checkpoint_fraction) / layout.checkpoint_bytes;
+    r.num_checkpoints = std::min(static_cast<int64_t>(rest * o.checkpoint_fraction) / layout.checkpoint_bytes,
+                                 kMaxItemsPerPool);
     if (r.num_checkpoints < 1) {
       return ResourceExhausted("prefix caching needs room for at least one KDA state checkpoint of ",
                                FormatBinaryBytes(layout.checkpoint_bytes), " but ", o.checkpoint_fraction,
@@ -100,7 +103,8 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
     r.checkpoints_total_bytes = r.num_checkpoints * layout.checkpoint_bytes;
     rest -= r.checkpoints_total_bytes;
   }
-  r.num_blocks = rest / layout.block_bytes;
+  // Block ids are int32: memory past 2^31 − 1 blocks stays unused (it would take blocks of ≥ 64 B and 128 GiB).
+  r.num_blocks = std::min(rest / layout.block_bytes, kMaxItemsPerPool);
   if (r.num_blocks < 1) {
     return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " leaves ", FormatBinaryBytes(rest),
                              " for cache blocks after the sequence states, less than one block of ",

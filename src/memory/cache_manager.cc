@@ -20,6 +20,11 @@ Result<std::unique_ptr<CacheManager>> CacheManager::Create(const CacheManagerOpt
     return InvalidArgument("pool sizes must be ≥ 0 (blocks ", o.num_blocks, ", slots ", o.num_slots,
                            ", checkpoints ", o.num_checkpoints, ")");
   }
+  // Checked before the pools are built: their ids are int32_t, and a larger count would overflow them.
+  if (o.num_blocks > kMaxItemsPerPool || o.num_slots > kMaxItemsPerPool || o.num_checkpoints > kMaxItemsPerPool) {
+    return InvalidArgument("pool sizes must be at most 2^31 − 1 items, the range of a block id (blocks ", o.num_blocks,
+                           ", slots ", o.num_slots, ", checkpoints ", o.num_checkpoints, ")");
+  }
   for (auto [bytes, name] : {std::pair{o.block_bytes, "block"}, {o.slot_bytes, "slot"}}) {
     if (bytes <= 0 || bytes % kItemAlignment != 0) {
       return InvalidArgument(name, " size ", bytes, " bytes is not a positive multiple of ", kItemAlignment);

@@ -17,7 +17,7 @@ Result<ItemArena> ItemArena::Fixed(int64_t count, int64_t item_bytes) {
   if (item_bytes <= 0 || item_bytes % kItemAlignment != 0) {
     return InvalidArgument("arena item size ", item_bytes, " bytes is not a positive multiple of ", kItemAlignment);
   }
-  if (count < 0 || count > (int64_t{1} << 31) - 1) {
+  if (count < 0 || count > kMaxItemsPerPool) {
     return InvalidArgument("arena item count ", count, " is outside 0 .. 2^31 − 1");
   }
   ItemArena arena;
@@ -47,6 +47,7 @@ Result<ItemArena> ItemArena::Growable(int64_t item_bytes) {
 
 int32_t ItemArena::Append() {
   GLINT_CHECK(growable_) << "Append on a fixed arena";
+  GLINT_CHECK(count() < kMaxItemsPerPool) << "an arena holds at most 2^31 − 1 items (int32 ids)";
   Allocation allocation = Allocate(item_bytes_);
   GLINT_CHECK(allocation != nullptr) << "out of memory growing an arena by " << item_bytes_ << " bytes";
   items_.push_back(allocation.get());

@@ -15,6 +15,9 @@
 namespace glint {
 
 inline constexpr int64_t kItemAlignment = 64;  // bytes: a cache line, and the widest SIMD register (AVX-512)
+// Item ids (block, slot and checkpoint ids, block-table entries) are int32_t: at most 2^31 − 1 items per pool.
+// Capacity planning caps pools there (docs/long-context.md); a block of 64 tokens then covers 2^37 positions.
+inline constexpr int64_t kMaxItemsPerPool = (int64_t{1} << 31) - 1;
 
 // Rounds `bytes` up to a multiple of kItemAlignment.
 inline int64_t AlignItemBytes(int64_t bytes) { return (bytes + kItemAlignment - 1) / kItemAlignment * kItemAlignment; }

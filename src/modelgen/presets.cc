@@ -63,6 +63,48 @@ TinyPreset BenchPreset() {
   return p;
 }
 
+// Widths so small that a cache of 2^20 positions is a few tens of MB and a 300k-token prefill takes seconds: for
+// the long-context boundary tests (docs/long-context.md). The release's max_position_embeddings and kpool.
+TinyPreset LongContextPreset() {
+  TinyPreset p;
+  p.name = "long-context";
+  p.description = "tiny widths for long-context tests: hidden 32, 4 layers (3 KDA + 1 DSA), 80 B of cache per token";
+  p.vocab_size = 512;
+  p.hidden_size = 32;
+  p.num_hidden_layers = 4;
+  p.first_k_dense_replace = 1;
+  p.intermediate_size = 64;
+  p.moe_intermediate_size = 32;
+  p.n_routed_experts = 4;
+  p.num_experts_per_tok = 2;
+  p.n_shared_experts = 1;
+  p.kda_num_heads = 1;
+  p.kda_head_dim = 16;
+  p.num_attention_heads = 2;
+  p.q_lora_rank = 16;
+  p.kv_lora_rank = 16;
+  p.qk_head_dim = 16;
+  p.index_n_heads = 2;
+  p.index_head_dim = 16;
+  p.index_topk = 16;  // K = 4 pools of 4: sparse from position 19 on
+  p.index_kpool = 4;
+  p.num_nextn_predict_layers = 0;
+  p.train_tokenizer = false;
+  return p;
+}
+
+// The long-context preset with pools of 128 tokens: the indexer's work in a prefill of N tokens is
+// Σ_p p / kpool ≈ N² / (2 · kpool) pool scores, so a 300k-token prefill through the CLI takes tens of seconds (the
+// pool-index widths are tested with kpool 4 in tests/unit/long_context_test.cc).
+TinyPreset LongPrefillPreset() {
+  TinyPreset p = LongContextPreset();
+  p.name = "long-prefill";
+  p.description = "long-context with pools of 128 tokens (index_topk 256; --block-size 128): a fast 300k prefill";
+  p.index_topk = 256;
+  p.index_kpool = 128;
+  return p;
+}
+
 bool IsDsaLayer(int64_t layer) { return layer % 4 == 3; }
 
 }  // namespace
@@ -70,10 +112,12 @@ bool IsDsaLayer(int64_t layer) { return layer % 4 == 3; }
 Result<TinyPreset> FindTinyPreset(std::string_view name) {
   if (name == "default") return DefaultPreset();
   if (name == "bench") return BenchPreset();
-  return InvalidArgument("unknown preset '", name, "'; expected one of: default, bench");
+  if (name == "long-context") return LongContextPreset();
+  if (name == "long-prefill") return LongPrefillPreset();
+  return InvalidArgument("unknown preset '", name, "'; expected one of: default, bench, long-context, long-prefill");
 }
 
-std::vector<std::string> TinyPresetNames() { return {"default", "bench"}; }
+std::vector<std::string> TinyPresetNames() { return {"default", "bench", "long-context", "long-prefill"}; }
 
 const std::vector<SpecialTokenSlot>& GlmSpecialTokenSlots() {
   // Offsets from 154880. Verified in model doc §11: <|endoftext|> 60, [gMASK] 58, [sMASK] 57, <sop> 56,

@@ -37,7 +37,9 @@ struct TinyPreset {
   bool train_tokenizer = true;           // false: a byte-only BPE (bench: a 154880-token BPE is not the point)
 };
 
-// "default" (the embedded default model) and "bench" (the real layer widths, 4 layers, several GB).
+// "default" (the embedded default model), "bench" (the real layer widths, 4 layers, several GB), "long-context"
+// (tiny widths, 80 B of cache per token: the long-context boundary tests), "long-prefill" (the same with pools of
+// 128 tokens: a 300k-token prefill through the CLI in tens of seconds).
 Result<TinyPreset> FindTinyPreset(std::string_view name);
 std::vector<std::string> TinyPresetNames();
 

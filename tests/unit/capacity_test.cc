@@ -138,3 +138,30 @@ TEST(Capacity, BudgetsThatCannotWorkAreRefused) {
 
 }  // namespace
 }  // namespace glint
+
+namespace glint {
+namespace {
+
+// Block, slot and checkpoint ids are int32 (docs/long-context.md): a budget of more than 2^31 − 1 blocks leaves the
+// rest unused instead of overflowing the ids, and so does the checkpoint pool; --max-seqs past the range is refused.
+TEST(Capacity, PoolsStopAtTheInt32IdRange) {
+  const ModelConfig c = TinyDense();
+  const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64}).value();
+  EngineOptions o;
+  o.max_seqs = 4;
+  o.prefix_caching = false;
+  o.memory_bytes = 4 * layout.slot_bytes + (kMaxItemsPerPool + 100) * layout.block_bytes;
+  const CapacityReport r = PlanCapacity(c, layout, o, 0).value();
+  EXPECT_EQ(r.num_blocks, kMaxItemsPerPool);
+  EXPECT_EQ(r.unused_bytes, 100 * layout.block_bytes);
+  EXPECT_EQ(r.max_model_len, c.max_position_embeddings);
+  o.prefix_caching = true;
+  o.checkpoint_fraction = 0.99;
+  o.memory_bytes = 4 * layout.slot_bytes + (kMaxItemsPerPool + 100) * 2 * layout.checkpoint_bytes;
+  EXPECT_EQ(PlanCapacity(c, layout, o, 0).value().num_checkpoints, kMaxItemsPerPool);
+  o.max_seqs = kMaxItemsPerPool + 1;
+  EXPECT_ERROR_CONTAINS(PlanCapacity(c, layout, o, 0), "--max-seqs must be in 1 .. 2^31 − 1");
+}
+
+}  // namespace
+}  // namespace glint

@@ -196,6 +196,10 @@ TEST(CacheManager, RefusesInconsistentOptions) {
   o = SmallOptions(4, 1, 1);
   o.slot_bytes = 100;
   EXPECT_ERROR_CONTAINS(CacheManager::Create(o), "slot size 100");
+  // Ids are int32: a larger pool is refused before any pool is built (docs/long-context.md).
+  o = SmallOptions(4, 1, 1);
+  o.num_blocks = kMaxItemsPerPool + 1;
+  EXPECT_ERROR_CONTAINS(CacheManager::Create(o), "at most 2^31 − 1 items");
 }
 
 TEST(CacheManager, AdmitReserveFreeWithoutPrefixCaching) {
