@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "io/census.h"
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
@@ -111,11 +112,19 @@ TEST(MakeTiny, ConfigHasTheGoldenFixtureKeys) {
   same_keys(golden, made, "config");
 }
 
+// The text schema's tensors, then the vision tower's (docs/vision.md).
+std::vector<TensorSpec> TextAndVisionTensors(const ModelConfig& config) {
+  std::vector<TensorSpec> specs = ExpectedTensors(config);
+  for (TensorSpec& spec : VisionTowerTensors(config.vision)) specs.push_back(std::move(spec));
+  return specs;
+}
+
 TEST(MakeTiny, CheckpointHoldsExactlyTheSchemaTensors) {
   ASSERT_OK_AND_ASSIGN(ModelConfig config, LoadModelConfig(DefaultModelDir()));
   ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(DefaultModelDir()));
   size_t expected_count = 0;
-  for (const TensorSpec& spec : ExpectedTensors(config)) {
+  ASSERT_FALSE(VisionTowerTensors(config.vision).empty());
+  for (const TensorSpec& spec : TextAndVisionTensors(config)) {
     const TensorInfo* info = checkpoint.Find(spec.name);
     ASSERT_NE(info, nullptr) << spec.name;
     EXPECT_EQ(info->shape, spec.shape) << spec.name;
@@ -150,7 +159,7 @@ TEST(MakeTiny, StoredValuesAreTheIntendedValuesRounded) {
   ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(DefaultModelDir()));
   const float* fp8 = Fp8E4m3Table();
   int64_t fp8_checked = 0;
-  for (const TensorSpec& spec : ExpectedTensors(config)) {
+  for (const TensorSpec& spec : TextAndVisionTensors(config)) {
     ASSERT_OK_AND_ASSIGN(InitRule rule, InitRuleFor(spec, config));
     ASSERT_OK_AND_ASSIGN(TensorView view, checkpoint.View(spec.name));
     const int64_t n = view.info->NumElements();
@@ -386,6 +395,17 @@ TEST(MakeTiny, BenchPresetHasTheReleaseWidths) {
   }
   EXPECT_GT(parameters, 6'000'000'000);
   EXPECT_LT(parameters, 8'000'000'000);
+  // The release's tower (census_test's hand count of the release vision_config).
+  int64_t vision = 0;
+  for (const TensorSpec& spec : VisionTowerTensors(config.vision)) {
+    int64_t n = 1;
+    for (int64_t dim : spec.shape) n *= dim;
+    vision += n;
+  }
+  EXPECT_EQ(vision, 563627008);
+  EXPECT_EQ(config.vision.patch_size, 14);
+  EXPECT_EQ(config.vision.temporal_patch_size, 2);
+  EXPECT_EQ(config.vision.spatial_merge_size, 2);
 }
 
 TEST(MakeTiny, SpecialTokenIdsKeepTheReleaseOffsets) {
