@@ -11,6 +11,8 @@
 #include "base/worker_pool.h"
 #include "io/census.h"
 #include "io/safetensors.h"
+#include "model/fast_model.h"
+#include "model/model.h"
 #include "modelgen/random_weights.h"
 #include "quant/formats.h"
 #include "test_util.h"
@@ -28,16 +30,8 @@ int64_t Elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
-// Relative RMS difference ‖a − b‖ / ‖b‖.
-double RelativeRms(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double diff = 0, norm = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    diff += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    norm += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(diff / std::max(norm, 1e-300));
-}
+// Relative RMS difference ‖a − b‖ / ‖b‖ (test_util.h).
+double RelativeRms(const std::vector<float>& a, const std::vector<float>& b) { return testing::RelativeRmsError(a, b); }
 
 const char* kTinyVisionJson = R"({"depth": 2, "hidden_size": 32, "num_heads": 2, "intermediate_size": 64,
   "patch_size": 14, "temporal_patch_size": 2, "spatial_merge_size": 2, "out_hidden_size": 48,
@@ -305,6 +299,64 @@ TEST(VisionFast, MatchesReferenceOnTwoFramesAtEveryLevel) {
       EXPECT_GT(profile.attention_macs, 0);
     }
   }
+}
+
+// The text model's image-row hook (BatchEntry::embedding_positions/rows): a replaced row equal to the token's own
+// embedding changes nothing (bit for bit); another row changes the logits from its position on and not before
+// (causal); the reference and the fast path take the same rows; bad rows are refused with what was wrong.
+std::vector<float> EntryLogits(const Model& model, const std::vector<int32_t>& tokens,
+                               std::span<const int32_t> positions = {}, std::span<const float> rows = {}) {
+  SequenceState state = model.NewSequence();
+  std::vector<EntryOutput> outputs;
+  BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+  entry.embedding_positions = positions;
+  entry.embedding_rows = rows;
+  const Status status = model.Forward({&entry, 1}, outputs);
+  EXPECT_TRUE(status.ok()) << status.ToString();
+  return outputs.empty() ? std::vector<float>{} : outputs[0].logits;
+}
+
+TEST(VisionHook, ImageRowsReplaceEmbeddingsInBothPaths) {
+  const std::string dir = testing::TestDataPath("golden/tiny-dense");
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ReferenceModel> reference, ReferenceModel::Load(dir));
+  WorkerPool pool(2);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> fast, FastModel::Load(dir, pool));
+  const ModelConfig& c = reference->config();
+  const int64_t d = c.hidden_size, v = c.vocab_size;
+  const std::vector<int32_t> tokens = {5, 17, 9, 30, 2, 11};
+  const std::vector<int32_t> positions = {2, 3};
+  std::vector<float> own(2 * d), image(2 * d);
+  for (int64_t i = 0; i < 2; ++i) {
+    const float* row = reference->weights().embed_tokens.Row(tokens[positions[i]]);
+    std::copy(row, row + d, own.begin() + i * d);
+    for (int64_t j = 0; j < d; ++j) image[i * d + j] = 0.5f * UnitBellFromBits(SplitMix64At(3, i * d + j));
+  }
+  for (const Model* model : {static_cast<const Model*>(reference.get()), static_cast<const Model*>(fast.get())}) {
+    const std::vector<float> plain = EntryLogits(*model, tokens);
+    EXPECT_EQ(EntryLogits(*model, tokens, positions, own), plain);
+    const std::vector<float> replaced = EntryLogits(*model, tokens, positions, image);
+    ASSERT_EQ(replaced.size(), plain.size());
+    EXPECT_TRUE(std::equal(plain.begin(), plain.begin() + 2 * v, replaced.begin()));  // positions 0, 1 unchanged
+    EXPECT_FALSE(std::equal(plain.begin() + 2 * v, plain.end(), replaced.begin() + 2 * v));
+  }
+  // The fast path follows the reference on the replaced rows as it does on text (docs/quality.md tolerances):
+  // the replaced logits differ from the plain ones by far more than the paths differ from each other.
+  const std::vector<float> ref_plain = EntryLogits(*reference, tokens), ref_image = EntryLogits(*reference, tokens, positions, image);
+  const std::vector<float> fast_image = EntryLogits(*fast, tokens, positions, image);
+  EXPECT_LT(RelativeRms(fast_image, ref_image), 0.2 * RelativeRms(ref_plain, ref_image));
+
+  const std::vector<int32_t> unordered = {3, 2}, outside = {6};
+  SequenceState state = reference->NewSequence();
+  std::vector<EntryOutput> outputs;
+  BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
+  entry.embedding_positions = unordered;
+  entry.embedding_rows = image;
+  EXPECT_ERROR_CONTAINS(reference->Forward({&entry, 1}, outputs), "out of order");
+  entry.embedding_positions = outside;
+  entry.embedding_rows = std::span<const float>(image.data(), d);
+  EXPECT_ERROR_CONTAINS(reference->Forward({&entry, 1}, outputs), "outside the entry's 6 tokens");
+  entry.embedding_positions = positions;
+  EXPECT_ERROR_CONTAINS(reference->Forward({&entry, 1}, outputs), "expected positions × hidden_size");
 }
 
 }  // namespace
