@@ -68,12 +68,13 @@ Status RunBenchVision(const BenchVisionFlags& flags) {
   }
   GLINT_ASSIGN_OR_RETURN(FastVisionTower tower, FastVisionTower::Create(*weights, config.vision, options));
   const VisionConfig& v = config.vision;
-  std::printf("== vision tower of %s: depth %lld, hidden %lld, %lld heads, MLP %lld, out %lld, merger %lld; "
-              "weights %s (%.1f MB packed)\n",
-              dir.c_str(), static_cast<long long>(v.depth), static_cast<long long>(v.hidden_size),
-              static_cast<long long>(v.num_heads), static_cast<long long>(v.intermediate_size),
-              static_cast<long long>(v.out_hidden_size), static_cast<long long>(v.projection_intermediate_size),
-              std::string(VisionWeightFormatName(options.format)).c_str(), tower.WeightBytes() / 1e6);
+  std::printf(
+      "== vision tower of %s: depth %lld, hidden %lld, %lld heads, MLP %lld, out %lld, merger %lld; "
+      "weights %s (%.1f MB packed)\n",
+      dir.c_str(), static_cast<long long>(v.depth), static_cast<long long>(v.hidden_size),
+      static_cast<long long>(v.num_heads), static_cast<long long>(v.intermediate_size),
+      static_cast<long long>(v.out_hidden_size), static_cast<long long>(v.projection_intermediate_size),
+      std::string(VisionWeightFormatName(options.format)).c_str(), tower.WeightBytes() / 1e6);
   const double peak = options.isa == Isa::kAmx ? MeasureAmxInt8Gops(pool, threads, flags.peak_seconds)
                                                : MeasureInt8Gops(pool, threads, flags.peak_seconds);
   std::printf("   %d threads, kernels %s; int8 %s peak %.0f GOPS (all threads, measured now)%s\n", threads,
@@ -92,13 +93,14 @@ Status RunBenchVision(const BenchVisionFlags& flags) {
     }
     const double gemm_gops = 2 * profile.linear_macs / std::max(profile.linear_seconds, 1e-12) / 1e9;
     const double attention_gops = 2 * profile.attention_macs / std::max(profile.attention_seconds, 1e-12) / 1e9;
-    std::printf("%lldx%lld: %lld patches -> %lld image tokens, %.3f s (median of %zu; %.0f tokens/s); GEMMs %.0f%% "
-                "of the time at %.0f GOPS = %.0f%% of the int8 peak; attention %.0f%% at %.0f GOPS\n",
-                static_cast<long long>(side), static_cast<long long>(side), static_cast<long long>(input.NumPatches()),
-                static_cast<long long>(VisionTokenCount(v, input)), Median(seconds), seconds.size(),
-                VisionTokenCount(v, input) / std::max(Median(seconds), 1e-12),
-                100 * profile.linear_seconds / profile.total_seconds, gemm_gops, 100 * gemm_gops / std::max(peak, 1e-9),
-                100 * profile.attention_seconds / profile.total_seconds, attention_gops);
+    std::printf(
+        "%lldx%lld: %lld patches -> %lld image tokens, %.3f s (median of %zu; %.0f tokens/s); GEMMs %.0f%% "
+        "of the time at %.0f GOPS = %.0f%% of the int8 peak; attention %.0f%% at %.0f GOPS\n",
+        static_cast<long long>(side), static_cast<long long>(side), static_cast<long long>(input.NumPatches()),
+        static_cast<long long>(VisionTokenCount(v, input)), Median(seconds), seconds.size(),
+        VisionTokenCount(v, input) / std::max(Median(seconds), 1e-12),
+        100 * profile.linear_seconds / profile.total_seconds, gemm_gops, 100 * gemm_gops / std::max(peak, 1e-9),
+        100 * profile.attention_seconds / profile.total_seconds, attention_gops);
   }
   return Status::Ok();
 }

@@ -11,8 +11,8 @@ namespace glint {
 
 struct FastVisionTower::Scratch {
   int64_t n = 0;
-  std::vector<float> x, h, qkv, attn, y;  // [N, hidden], [N, hidden], [N, 3·hidden], [N, hidden], [N, hidden]
-  std::vector<float> gate, up;            // [pass, intermediate]
+  std::vector<float> x, h, qkv, attn, y;    // [N, hidden], [N, hidden], [N, 3·hidden], [N, hidden], [N, hidden]
+  std::vector<float> gate, up;              // [pass, intermediate]
   std::vector<float> cos_table, sin_table;  // [N, head_dim]
   std::vector<Bf16Matrix> keys, values_t;   // per (frame, head): K [len, head_dim], Vᵀ [head_dim, len]
   std::vector<std::vector<float>> scores;   // per worker: [query block, len]
@@ -67,7 +67,7 @@ Result<VisionWeightFormat> ParseVisionWeightFormat(std::string_view name) {
 }
 
 Result<FastVisionTower::PackedLinear> FastVisionTower::Pack(const VisionMatrix& w,
-                                                             const std::vector<float>& bias) const {
+                                                            const std::vector<float>& bias) const {
   PackedLinear l;
   l.rows = w.rows;
   l.cols = w.cols;
@@ -82,7 +82,8 @@ Result<FastVisionTower::PackedLinear> FastVisionTower::Pack(const VisionMatrix& 
 
 Result<FastVisionTower> FastVisionTower::Create(const VisionWeights& w, const VisionConfig& config,
                                                 const FastVisionOptions& options) {
-  if (!IsaSupported(options.isa)) return InvalidArgument("kernel level ", IsaName(options.isa), " is not supported here");
+  if (!IsaSupported(options.isa))
+    return InvalidArgument("kernel level ", IsaName(options.isa), " is not supported here");
   FastVisionTower t;
   t.config_ = config;
   t.options_ = options;
@@ -108,7 +109,8 @@ Result<FastVisionTower> FastVisionTower::Create(const VisionWeights& w, const Vi
   VisionMatrix reordered{w.downsample.rows, w.downsample.cols, std::vector<float>(w.downsample.data.size())};
   for (int64_t o = 0; o < reordered.rows; ++o) {
     for (int64_t c = 0; c < hidden; ++c) {
-      for (int64_t i = 0; i < area; ++i) reordered.data[o * reordered.cols + i * hidden + c] = w.downsample.Row(o)[c * area + i];
+      for (int64_t i = 0; i < area; ++i)
+        reordered.data[o * reordered.cols + i * hidden + c] = w.downsample.Row(o)[c * area + i];
     }
   }
   GLINT_ASSIGN_OR_RETURN(t.downsample_, t.Pack(reordered, w.downsample_bias));
@@ -137,8 +139,8 @@ uint64_t FastVisionTower::WeightBytes() const {
   return bytes;
 }
 
-void FastVisionTower::Apply(WorkerPool& pool, const PackedLinear& l, const float* x, int64_t x_stride,
-                            int64_t tokens, float* y, int64_t y_stride, VisionRunProfile& profile) {
+void FastVisionTower::Apply(WorkerPool& pool, const PackedLinear& l, const float* x, int64_t x_stride, int64_t tokens,
+                            float* y, int64_t y_stride, VisionRunProfile& profile) {
   const Stopwatch watch;
   if (options_.format == VisionWeightFormat::kInt8) {
     LinearI8(pool, *int8_, l.int8.view(), x, x_stride, tokens, y, y_stride, activations_);
@@ -206,7 +208,8 @@ void FastVisionTower::RunBlock(WorkerPool& pool, const PackedBlock& b, const Vis
   const float eps = config_.rms_norm_eps;
   auto norm_rows = [&](const std::vector<float>& weight) {
     pool.ParallelFor(n, 64, [&](int64_t begin, int64_t end, int) {
-      for (int64_t t = begin; t < end; ++t) vec::RmsNorm(&s.x[t * hidden], weight.data(), hidden, eps, &s.h[t * hidden]);
+      for (int64_t t = begin; t < end; ++t)
+        vec::RmsNorm(&s.x[t * hidden], weight.data(), hidden, eps, &s.h[t * hidden]);
     });
   };
   norm_rows(b.norm1);

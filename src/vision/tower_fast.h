@@ -35,8 +35,8 @@ Result<VisionWeightFormat> ParseVisionWeightFormat(std::string_view name);
 struct FastVisionOptions {
   Isa isa = BestIsa();
   VisionWeightFormat format = VisionWeightFormat::kBf16;
-  int64_t int8_group = 128;             // K-group of int8 weights (as the text fast path)
-  int64_t max_tokens_per_pass = 1024;   // rows per MLP pass: bounds the [rows, intermediate] buffers
+  int64_t int8_group = 128;            // K-group of int8 weights (as the text fast path)
+  int64_t max_tokens_per_pass = 1024;  // rows per MLP pass: bounds the [rows, intermediate] buffers
 };
 
 // Where the time of one Run went (wall seconds) and the multiply-adds done in each part.
@@ -61,9 +61,9 @@ class FastVisionTower {
  private:
   struct PackedLinear {
     int64_t rows = 0, cols = 0;
-    Bf16Matrix bf16;              // format kBf16
-    Int8Matrix int8;              // format kInt8
-    std::vector<float> bias;      // [rows] or empty
+    Bf16Matrix bf16;          // format kBf16
+    Int8Matrix int8;          // format kInt8
+    std::vector<float> bias;  // [rows] or empty
   };
   struct PackedBlock {
     std::vector<float> norm1, norm2, q_norm, k_norm;

@@ -47,8 +47,7 @@ float SiluClampedGlu(float gate, float up, float limit) {
 // Self-attention of one block on the normed rows h [N, hidden] → out [N, hidden] (before proj). q, k get the
 // per-head RMSNorm, then the 2D rotary; softmax(q·k / sqrt(head_dim)) within each frame.
 void Attention(const VisionBlockWeights& w, const VisionConfig& c, const VisionInput& input,
-               const std::vector<float>& cos_table, const std::vector<float>& sin_table, const float* h,
-               float* out) {
+               const std::vector<float>& cos_table, const std::vector<float>& sin_table, const float* h, float* out) {
   const int64_t n = input.NumPatches(), hidden = c.hidden_size, head_dim = c.HeadDim();
   std::vector<float> qkv(n * 3 * hidden);  // [N, 3·hidden]: q | k | v, each head-major
   Linear(w.qkv, w.qkv_bias, h, n, hidden, qkv.data());
@@ -81,7 +80,8 @@ void Attention(const VisionBlockWeights& w, const VisionConfig& c, const VisionI
       for (double& s : scores) total += (s = std::exp(s - top));
       for (int64_t d = 0; d < head_dim; ++d) {
         double sum = 0;
-        for (int64_t s = 0; s < frame; ++s) sum += scores[s] * qkv[(begin + s) * 3 * hidden + 2 * hidden + head * head_dim + d];
+        for (int64_t s = 0; s < frame; ++s)
+          sum += scores[s] * qkv[(begin + s) * 3 * hidden + 2 * hidden + head * head_dim + d];
         out[t * hidden + head * head_dim + d] = static_cast<float>(sum / total);
       }
     }
@@ -116,7 +116,8 @@ void Downsample(const VisionWeights& w, const VisionConfig& c, const std::vector
       const float* row = w.downsample.Row(o);
       double sum = w.downsample_bias[o];
       for (int64_t ch = 0; ch < hidden; ++ch) {
-        for (int64_t i = 0; i < area; ++i) sum += static_cast<double>(row[ch * area + i]) * x[(j * area + i) * hidden + ch];
+        for (int64_t i = 0; i < area; ++i)
+          sum += static_cast<double>(row[ch * area + i]) * x[(j * area + i) * hidden + ch];
       }
       out[j * c.out_hidden_size + o] = static_cast<float>(sum);
     }

@@ -20,13 +20,13 @@ struct VisionMatrix {
 };
 
 struct VisionBlockWeights {
-  std::vector<float> norm1, norm2;  // [hidden] RMSNorm weights
-  VisionMatrix qkv;                 // [3·hidden, hidden]: rows q (head-major), then k, then v
-  VisionMatrix proj;                // [hidden, hidden]
-  std::vector<float> qkv_bias, proj_bias;  // [3·hidden], [hidden]; empty without attention_bias
-  std::vector<float> q_norm, k_norm;       // [head_dim] per-head RMSNorm weights
-  VisionMatrix gate, up;            // [intermediate, hidden]
-  VisionMatrix down;                // [hidden, intermediate]
+  std::vector<float> norm1, norm2;                   // [hidden] RMSNorm weights
+  VisionMatrix qkv;                                  // [3·hidden, hidden]: rows q (head-major), then k, then v
+  VisionMatrix proj;                                 // [hidden, hidden]
+  std::vector<float> qkv_bias, proj_bias;            // [3·hidden], [hidden]; empty without attention_bias
+  std::vector<float> q_norm, k_norm;                 // [head_dim] per-head RMSNorm weights
+  VisionMatrix gate, up;                             // [intermediate, hidden]
+  VisionMatrix down;                                 // [hidden, intermediate]
   std::vector<float> gate_bias, up_bias, down_bias;  // empty without attention_bias
 };
 
@@ -34,13 +34,13 @@ struct VisionWeights {
   VisionMatrix patch_embed;             // [hidden, C·T·P·P]  (Conv3d weight [hidden, C, T, P, P] flattened)
   std::vector<float> patch_embed_bias;  // [hidden]
   std::vector<VisionBlockWeights> blocks;
-  std::vector<float> post_layernorm;    // [hidden]
-  VisionMatrix downsample;              // [out_hidden, hidden·m²]  (Conv2d weight [out, hidden, m, m] flattened)
-  std::vector<float> downsample_bias;   // [out_hidden]
-  VisionMatrix merger_proj;             // [out_hidden, out_hidden], no bias
+  std::vector<float> post_layernorm;   // [hidden]
+  VisionMatrix downsample;             // [out_hidden, hidden·m²]  (Conv2d weight [out, hidden, m, m] flattened)
+  std::vector<float> downsample_bias;  // [out_hidden]
+  VisionMatrix merger_proj;            // [out_hidden, out_hidden], no bias
   std::vector<float> merger_norm_weight, merger_norm_bias;  // [out_hidden] LayerNorm
-  VisionMatrix merger_gate, merger_up;  // [projection_intermediate, out_hidden], no bias
-  VisionMatrix merger_down;             // [out_hidden, projection_intermediate], no bias
+  VisionMatrix merger_gate, merger_up;                      // [projection_intermediate, out_hidden], no bias
+  VisionMatrix merger_down;                                 // [out_hidden, projection_intermediate], no bias
 };
 
 // True when the checkpoint holds any `model.visual.` tensor.

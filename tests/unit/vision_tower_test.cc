@@ -2,10 +2,10 @@
 // rotary, weight binding errors, the fp32 reference against the float64 oracle's golden fixture
 // (tests/data/golden/tiny-vision, written by tools/vision_oracle.py) layer by layer, and the fast tower (bf16 and
 // int8 weights) against the reference.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
-
-#include <gtest/gtest.h>
 
 #include "base/file.h"
 #include "base/worker_pool.h"
@@ -84,15 +84,22 @@ TEST(VisionConfig, ReleaseValuesAndRefusals) {
   EXPECT_EQ(release.vision.PatchValues(), 1176);
   EXPECT_FLOAT_EQ(release.vision.swiglu_limit, 10.0f);
   EXPECT_ERROR_CONTAINS(ParseVisionConfig(R"({"depth": 1, "hidden_size": 32, "num_heads": 16, "intermediate_size": 8,
-      "patch_size": 14, "out_hidden_size": 8, "swiglu_limit": 10})", "t"), "multiple of 4");
+      "patch_size": 14, "out_hidden_size": 8, "swiglu_limit": 10})",
+                                          "t"),
+                        "multiple of 4");
   EXPECT_ERROR_CONTAINS(ParseVisionConfig(R"({"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 8,
-      "patch_size": 14, "out_hidden_size": 8, "swiglu_limit": 10, "hidden_act": "gelu"})", "t"), "'silu'");
+      "patch_size": 14, "out_hidden_size": 8, "swiglu_limit": 10, "hidden_act": "gelu"})",
+                                          "t"),
+                        "'silu'");
   EXPECT_ERROR_CONTAINS(ParseVisionConfig(R"({"depth": 1, "hidden_size": 32, "num_heads": 2, "intermediate_size": 8,
-      "patch_size": 14, "out_hidden_size": 8})", "t"), "swiglu_limit");
+      "patch_size": 14, "out_hidden_size": 8})",
+                                          "t"),
+                        "swiglu_limit");
   EXPECT_ERROR_CONTAINS(ParseVisionConfig(kTinyVisionJson, "t", 64), "the text hidden_size 64");
   EXPECT_ERROR_CONTAINS(ParseVisionConfig(R"({"depth": 1000, "hidden_size": 65536, "num_heads": 16,
-      "intermediate_size": 1000000, "patch_size": 14, "out_hidden_size": 8, "swiglu_limit": 10})", "t"),
-      "parameters");
+      "intermediate_size": 1000000, "patch_size": 14, "out_hidden_size": 8, "swiglu_limit": 10})",
+                                          "t"),
+                        "parameters");
 }
 
 TEST(VisionInput, ChecksNameWhatIsWrong) {
@@ -165,8 +172,8 @@ TEST(VisionWeights, BindingErrorsNameTheTensor) {
   EXPECT_ERROR_CONTAINS(LoadVisionWeights(b, c), "the vision_config implies");
 
   std::vector<TensorSpec> extra = specs;
-  extra.push_back({"model.visual.embeddings.position_embedding.weight", {1024, 32}, TensorStorage::kBf16,
-                   TensorGroup::kVision});
+  extra.push_back(
+      {"model.visual.embeddings.position_embedding.weight", {1024, 32}, TensorStorage::kBf16, TensorGroup::kVision});
   ASSERT_OK_AND_ASSIGN(Checkpoint d, Checkpoint::Open(WriteTower(c, "vision-extra", extra)));
   EXPECT_ERROR_CONTAINS(LoadVisionWeights(d, c), "is not part of the GLM-5.3 tower");
 
@@ -246,7 +253,8 @@ TEST(VisionGolden, ReferenceMatchesTheOracleLayerByLayer) {
 
 // The fast tower with bf16 weights (exact) against the oracle: fp32 accumulation (≈ √K · 2^-24 per product) and
 // the bf16 rounding of attention's K and V (2^-9 relative per element; the attention output is a convex
-// combination of V rows and the scores move by ≤ 2^-9 · |q|·|k|/√d), diluted by the residual: bound kBf16Bound = 4e-3 (measured 1.7e-3).
+// combination of V rows and the scores move by ≤ 2^-9 · |q|·|k|/√d), diluted by the residual: bound kBf16Bound = 4e-3
+// (measured 1.7e-3).
 TEST(VisionGolden, FastBf16MatchesTheOracle) {
   const Golden g = LoadGolden();
   WorkerPool pool(2);
