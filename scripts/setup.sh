@@ -12,6 +12,7 @@ PACKAGES=(
   libxxhash-dev libhwy-dev libcpp-httplib-dev libboost-dev  # prefix-cache hashes, SIMD, HTTP (httplib: the bench client; Beast/Asio: glint serve)
   gnuplot-nox curl nodejs npm python3 jq                # plots, black-box server and CLI tests (jq: JSON output)
   python3-jsonschema                                    # structured-output CLI test validates outputs (tests/cli/structured_output.sh)
+  python3-numpy                                         # tools/vision_oracle.py: the float64 vision-tower oracle (docs/vision.md)
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
   liburing-dev                                          # io_uring reads of routed experts (docs/expert-cache.md)

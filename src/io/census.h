@@ -82,7 +82,8 @@ double ActiveParams(const Census& census, const ModelConfig& config, const Activ
 
 // The vision tower of the release (GLM-OCR ViT under `model.visual.`): patch embedding, `depth` pre-norm blocks
 // (qkv, proj, per-head q/k RMSNorm, SwiGLU MLP), post-norm, spatial-merge Conv2d, patch merger. Storage BF16.
-// Used only to count parameters when no checkpoint is present; the names are not checked against the release.
+// The vision tower's binder (vision/tower_weights.h) checks checkpoints against this list, and the census counts it
+// when no checkpoint is present. Names and shapes follow HF's Glm5NextVisionModel (docs/vision.md).
 std::vector<TensorSpec> VisionTowerTensors(const VisionConfig& vision);
 
 Census CensusFromConfig(const ModelConfig& config);

@@ -1,6 +1,7 @@
 #include "io/config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <string_view>
@@ -46,6 +47,9 @@ int64_t LargestPlausible(std::string_view key) {
       {"n_routed_experts", 4096},
       {"depth", 1024},
       {"in_channels", 16},
+      {"patch_size", 1024},
+      {"temporal_patch_size", 64},
+      {"spatial_merge_size", 64},
   };
   const auto it = kLargest.find(key);
   return it == kLargest.end() ? int64_t{1} << 20 : it->second;
@@ -428,7 +432,10 @@ Status ReadText(const ObjectReader& text, ModelConfig& config) {
   return Status::Ok();
 }
 
-Status ReadVision(const Json& vision_json, const std::string& context, VisionConfig& vision) {
+// vision_config (docs/vision.md). Only what the tower implements is accepted: SiLU gates, a head_dim the 2D rotary
+// can split (a multiple of 4), and an out_hidden_size equal to the text width when that is known.
+Status ReadVision(const Json& vision_json, const std::string& context, int64_t text_hidden_size,
+                  VisionConfig& vision) {
   if (!vision_json.is_object()) return InvalidArgument(context, ": vision_config is not an object");
   ObjectReader reader(vision_json, context + " vision_config");
   vision.present = true;
@@ -444,6 +451,35 @@ Status ReadVision(const Json& vision_json, const std::string& context, VisionCon
                          reader.PositiveInt("projection_intermediate_size", vision.intermediate_size));
   GLINT_ASSIGN_OR_RETURN(vision.in_channels, reader.PositiveInt("in_channels", 3));
   GLINT_ASSIGN_OR_RETURN(vision.attention_bias, reader.Bool("attention_bias", false));
+  GLINT_ASSIGN_OR_RETURN(vision.rms_norm_eps, reader.Float("rms_norm_eps", 1e-5f));
+  if (!(vision.rms_norm_eps > 0 && vision.rms_norm_eps < 1)) {
+    return reader.Invalid("rms_norm_eps", std::to_string(vision.rms_norm_eps), "a number in (0, 1)");
+  }
+  // Required: HF's Glm5NextVisionMLP and merger read it unconditionally.
+  GLINT_ASSIGN_OR_RETURN(vision.swiglu_limit, reader.Float("swiglu_limit"));
+  if (!(vision.swiglu_limit > 0 && std::isfinite(vision.swiglu_limit))) {
+    return reader.Invalid("swiglu_limit", std::to_string(vision.swiglu_limit), "a finite number > 0");
+  }
+  GLINT_ASSIGN_OR_RETURN(std::string act, reader.String("hidden_act", "silu"));
+  if (act != "silu") return reader.Unsupported("hidden_act", "'" + act + "'", "'silu'");
+  if (vision.hidden_size % vision.num_heads != 0 || vision.HeadDim() % 4 != 0) {
+    return reader.Invalid("num_heads", std::to_string(vision.num_heads),
+                          StrCat("a divisor of hidden_size ", vision.hidden_size,
+                                 " leaving a head_dim that is a multiple of 4 (the 2D rotary's h and w halves)"));
+  }
+  if (text_hidden_size > 0 && vision.out_hidden_size != text_hidden_size) {
+    return reader.Invalid("out_hidden_size", std::to_string(vision.out_hidden_size),
+                          StrCat("the text hidden_size ", text_hidden_size, " (image rows replace token embeddings)"));
+  }
+  // The tower's largest matrices, counted in doubles: a config of plausible fields whose products are absurd.
+  const double h = static_cast<double>(vision.hidden_size), o = static_cast<double>(vision.out_hidden_size);
+  const double params = static_cast<double>(vision.depth) * h * (4 * h + 3 * static_cast<double>(vision.intermediate_size)) +
+                        h * static_cast<double>(vision.PatchValues()) + o * h * static_cast<double>(vision.MergeArea()) +
+                        o * (o + 3 * static_cast<double>(vision.projection_intermediate_size));
+  if (params > 0x1p36) {
+    return InvalidArgument(context, " vision_config: the tower would hold ", params,
+                           " parameters; expected at most 2^36 (the release has 5.6e8)");
+  }
   return Status::Ok();
 }
 
@@ -527,8 +563,22 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_vie
     config.fp8_block_rows = block[0];
     config.fp8_block_cols = block[1];
   }
-  if (const Json* vision = outer.Get("vision_config")) GLINT_RETURN_IF_ERROR(ReadVision(*vision, context, config.vision));
+  if (const Json* vision = outer.Get("vision_config")) {
+    GLINT_RETURN_IF_ERROR(ReadVision(*vision, context, config.hidden_size, config.vision));
+  }
   return config;
+}
+
+Result<VisionConfig> ParseVisionConfig(std::string_view json_text, std::string_view source, int64_t text_hidden_size) {
+  const std::string context(source);
+  if (!JsonDepthWithin(json_text, kMaxJsonFileDepth)) {
+    return InvalidArgument(context, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");
+  }
+  Json root = Json::parse(json_text, nullptr, false);
+  if (root.is_discarded()) return InvalidArgument(context, ": not valid JSON");
+  VisionConfig vision;
+  GLINT_RETURN_IF_ERROR(ReadVision(root, context, text_hidden_size, vision));
+  return vision;
 }
 
 Result<ModelConfig> LoadModelConfig(const std::string& path) {

@@ -23,12 +23,27 @@ enum class MlpKind { kDense, kMoe };      // "dense", "sparse"
 std::string_view AttentionKindName(AttentionKind kind);
 std::string_view MlpKindName(MlpKind kind);
 
+// vision_config (docs/vision.md): the ViT tower under `model.visual.*`. Validated: head_dim = hidden_size /
+// num_heads divisible by 4 (the 2D rotary splits half of it into h and w frequencies), hidden_act "silu",
+// out_hidden_size = the text hidden size (image rows replace token embeddings).
 struct VisionConfig {
   bool present = false;
   int64_t depth = 0, hidden_size = 0, num_heads = 0, intermediate_size = 0, patch_size = 0, temporal_patch_size = 0;
   int64_t spatial_merge_size = 0, out_hidden_size = 0, projection_intermediate_size = 0, in_channels = 3;
   bool attention_bias = false;  // biases on qkv/proj and the block MLP (true in the release)
+  float rms_norm_eps = 1e-5f;   // block norms, per-head q/k norms and post_layernorm (HF: config.rms_norm_eps)
+  float swiglu_limit = 10.0f;   // clamp of the block MLP's and the merger's SwiGLU (required key, > 0)
+  double rope_theta = 10000.0;  // the 2D rotary's base (HF VisionRotaryEmbedding default; not a config key)
+
+  int64_t HeadDim() const { return num_heads > 0 ? hidden_size / num_heads : 0; }
+  int64_t PatchValues() const { return in_channels * temporal_patch_size * patch_size * patch_size; }
+  int64_t MergeArea() const { return spatial_merge_size * spatial_merge_size; }
 };
+
+// Parses a vision_config object on its own (a tower checkpoint's config, e.g. the golden fixture). When
+// `text_hidden_size` > 0, out_hidden_size must equal it.
+Result<VisionConfig> ParseVisionConfig(std::string_view json_text, std::string_view source,
+                                       int64_t text_hidden_size = 0);
 
 struct ModelConfig {
   // Trunk.

@@ -347,7 +347,11 @@ void FastModel::Embed(const FastPass& pass, FastActivations& act) const {
   for (const Segment& s : pass.segments) {
     for (int64_t i = 0; i < s.count; ++i) {
       float* x = streams + (s.row + i) * hc * d;
-      weights_.embed.Row(pass.batch[s.sequence].tokens[s.first_index + i], x);
+      if (const float* image = ReplacedEmbedding(pass.batch[s.sequence], s.first_index + i, d)) {
+        std::memcpy(x, image, d * sizeof(float));  // an image row (docs/vision.md)
+      } else {
+        weights_.embed.Row(pass.batch[s.sequence].tokens[s.first_index + i], x);
+      }
       for (int64_t k = 1; k < hc; ++k) std::memcpy(x + k * d, x, d * sizeof(float));
     }
   }

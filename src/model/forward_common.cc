@@ -3,6 +3,7 @@
 #include "model/forward_common.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace glint {
@@ -150,6 +151,28 @@ Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<c
 
 namespace {
 
+// Image rows replacing embeddings: ascending positions inside the entry, one finite row of D values each.
+Status CheckEmbeddingRows(const BatchEntry& entry, const ModelConfig& config) {
+  const auto& positions = entry.embedding_positions;
+  if (entry.embedding_rows.size() != positions.size() * static_cast<size_t>(config.hidden_size)) {
+    return InvalidArgument(entry.embedding_rows.size(), " embedding row values for ", positions.size(),
+                           " replaced positions; expected positions × hidden_size ", config.hidden_size);
+  }
+  for (size_t i = 0; i < positions.size(); ++i) {
+    if (positions[i] < 0 || positions[i] >= static_cast<int64_t>(entry.tokens.size()) ||
+        (i > 0 && positions[i] <= positions[i - 1])) {
+      return InvalidArgument("replaced embedding position ", positions[i], " (entry ", i, ") is out of order or ",
+                             "outside the entry's ", entry.tokens.size(), " tokens");
+    }
+  }
+  for (size_t i = 0; i < entry.embedding_rows.size(); ++i) {
+    if (!std::isfinite(entry.embedding_rows[i])) {
+      return InvalidArgument("replaced embedding row ", i / config.hidden_size, " holds a non-finite value");
+    }
+  }
+  return Status::Ok();
+}
+
 Status CheckEntry(const Model& model, const BatchEntry& entry) {
   const ModelConfig& config = model.config();
   if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
@@ -163,10 +186,18 @@ Status CheckEntry(const Model& model, const BatchEntry& entry) {
                              config.vocab_size);
     }
   }
-  return CheckEntryMemory(entry, config);
+  GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, config));
+  return CheckEmbeddingRows(entry, config);
 }
 
 }  // namespace
+
+const float* ReplacedEmbedding(const BatchEntry& entry, int64_t index, int64_t d) {
+  const auto& positions = entry.embedding_positions;
+  const auto it = std::lower_bound(positions.begin(), positions.end(), index);
+  if (it == positions.end() || *it != index) return nullptr;
+  return entry.embedding_rows.data() + (it - positions.begin()) * d;
+}
 
 Status CheckBatch(const Model& model, std::span<const BatchEntry> batch) {
   for (size_t i = 0; i < batch.size(); ++i) {

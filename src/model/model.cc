@@ -146,7 +146,8 @@ void ReferenceModel::Embed(const ReferencePass& pass, ReferenceActivations& act)
   const int64_t d = config_.hidden_size, hc = config_.hc_mult;
   // X: [T, hc, D], every stream starts as the token embedding (no scaling, no positions: NoPE).
   for (int64_t t = 0; t < pass.tokens; ++t) {
-    const float* embedding = weights_.embed_tokens.Row(pass.entry.tokens[t]);
+    const float* replaced = ReplacedEmbedding(pass.entry, t, d);
+    const float* embedding = replaced != nullptr ? replaced : weights_.embed_tokens.Row(pass.entry.tokens[t]);
     for (int64_t s = 0; s < hc; ++s) std::copy_n(embedding, d, &act.streams[(t * hc + s) * d]);
   }
   if (pass.trace != nullptr) {

@@ -82,7 +82,15 @@ struct BatchEntry {
   // rejected: RollBack restores it. The model computes the KDA layers in two parts split there, exactly as two
   // calls would; every other sublayer is per row and unchanged. data null: none.
   StateCheckpoint rollback = {};
+  // Image rows (docs/vision.md): the input embeddings of the tokens at these indices (ascending, in [0, T)) are
+  // replaced by `embedding_rows` [positions, D] (the vision tower's output, in placeholder order), as HF's
+  // masked_scatter does; every other token keeps its embedding. Empty: none (text only).
+  std::span<const int32_t> embedding_positions = {};
+  std::span<const float> embedding_rows = {};
 };
+
+// The replacement row of token `index` of `entry` ([D] inside entry.embedding_rows), or null when it has none.
+const float* ReplacedEmbedding(const BatchEntry& entry, int64_t index, int64_t d);
 
 struct EntryOutput {
   std::vector<float> logits;  // [rows, V]: rows = T (kAll), 1 (kLast) or 0

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/file.h"
+#include "io/census.h"
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "modelgen/presets.h"
@@ -219,7 +220,10 @@ Result<MakeTinyReport> WriteTinyModelFiles(const std::string& dir, const std::st
   MakeTinyReport report;
   report.out_dir = dir;
   report.tokenizer_merges = tokenizer.num_merges;
-  const std::vector<TensorSpec> specs = ExpectedTensors(config);
+  std::vector<TensorSpec> specs = ExpectedTensors(config);
+  // The vision tower after the text tensors. Each tensor's values come from its own stream (its name and the
+  // seed), so the text weights are the same with or without it.
+  for (TensorSpec& spec : VisionTowerTensors(config.vision)) specs.push_back(std::move(spec));
   std::vector<SafetensorsStreamWriter::Entry> entries;
   for (const TensorSpec& spec : specs) {
     int64_t elements = 1;

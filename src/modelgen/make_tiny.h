@@ -51,12 +51,12 @@ uint8_t EncodeFp8E4m3ForTinyModel(float value);
 
 // The name of the embedded default model's directory in the cache; bump the version when the generator's
 // output changes, so old caches are not mistaken for the new model.
-inline constexpr const char* kDefaultModelDirName = "tiny-default-v1";
+inline constexpr const char* kDefaultModelDirName = "tiny-default-v2";  // v2: with a vision tower
 
 // $GLINT_CACHE_DIR, else $XDG_CACHE_HOME/glint, else $HOME/.cache/glint (first one set and non-empty).
 Result<std::string> GlintCacheDir();
 
-// The default model (preset "default", seed 0) in GlintCacheDir()/tiny-default-v1, generated there on first use.
+// The default model (preset "default", seed 0) in GlintCacheDir()/kDefaultModelDirName, generated there on first use.
 // Safe when several processes race: each generates into its own temporary directory and renames it into place;
 // the first rename wins and the others discard their copy.
 Result<std::string> EnsureDefaultModel();

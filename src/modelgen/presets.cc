@@ -60,6 +60,13 @@ TinyPreset BenchPreset() {
   p.index_kpool = 4;
   p.num_nextn_predict_layers = 0;
   p.train_tokenizer = false;
+  // The release's tower (0.56 B parameters, BF16): `glint bench-vision` times it at real widths.
+  p.vision_depth = 24;
+  p.vision_hidden_size = 1024;
+  p.vision_num_heads = 16;
+  p.vision_intermediate_size = 4096;
+  p.vision_projection_intermediate_size = 10240;
+  p.vision_image_size = 448;
   return p;
 }
 
@@ -220,12 +227,13 @@ std::string TinyConfigJson(const TinyPreset& p) {
       {"pad_token_id", v - 60},
       {"eos_token_id", eos},
   };
-  // A tiny vision tower config (unused by the text path; the checkpoint has no vision tensors, as in the golden
-  // fixtures). out_hidden_size matches the text hidden size, as in the release.
+  // The vision tower (docs/vision.md; its tensors follow the text ones in model.safetensors). out_hidden_size
+  // matches the text hidden size, as in the release.
   OrderedJson vision = {
-      {"model_type", "glm5_next_vision"}, {"depth", 1}, {"hidden_size", 32}, {"num_heads", 2},
-      {"intermediate_size", 64}, {"patch_size", 14}, {"temporal_patch_size", 2}, {"spatial_merge_size", 2},
-      {"out_hidden_size", p.hidden_size}, {"projection_intermediate_size", 128}, {"image_size", 28},
+      {"model_type", "glm5_next_vision"}, {"depth", p.vision_depth}, {"hidden_size", p.vision_hidden_size},
+      {"num_heads", p.vision_num_heads}, {"intermediate_size", p.vision_intermediate_size}, {"patch_size", 14},
+      {"temporal_patch_size", 2}, {"spatial_merge_size", 2}, {"out_hidden_size", p.hidden_size},
+      {"projection_intermediate_size", p.vision_projection_intermediate_size}, {"image_size", p.vision_image_size},
       {"rms_norm_eps", 1e-05}, {"swiglu_limit", 10.0}, {"attention_bias", true}, {"hidden_act", "silu"},
       {"in_channels", 3},
   };

@@ -35,6 +35,14 @@ struct TinyPreset {
   int64_t index_kpool = 4;
   int64_t num_nextn_predict_layers = 0;  // MTP layer
   bool train_tokenizer = true;           // false: a byte-only BPE (bench: a 154880-token BPE is not the point)
+  // The vision tower (docs/vision.md); patch 14, temporal patch 2 and merge 2 always, as released, so image
+  // token counts are the release's. out_hidden_size = hidden_size.
+  int64_t vision_depth = 1;
+  int64_t vision_hidden_size = 32;
+  int64_t vision_num_heads = 2;
+  int64_t vision_intermediate_size = 64;
+  int64_t vision_projection_intermediate_size = 128;
+  int64_t vision_image_size = 28;  // informational (the processor's canvas rule decides the size)
 };
 
 // "default" (the embedded default model), "bench" (the real layer widths, 4 layers, several GB), "long-context"

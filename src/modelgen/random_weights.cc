@@ -29,6 +29,17 @@ Result<InitRule> InitRuleFor(const TensorSpec& spec, const ModelConfig& config) 
   if (ends("conv1d.weight")) return InitRule{0.15f, 0.5f};
   if (ends("e_score_correction_bias")) return InitRule{0.0f, 0.1f};
   if (ends("index_kpool_compress_ape")) return InitRule{0.0f, 0.5f};
+  if (name.starts_with("model.visual.")) {
+    // The tower (docs/vision.md): block norms near 1, small biases; conv kernels are linear maps over their
+    // flattened [in, kernel] window, so the linear rule applies with fan_in = the product of the other dims.
+    if (ends("norm1.weight") || ends("norm2.weight")) return InitRule{1.0f, 0.1f};
+    if (ends(".bias")) return InitRule{0.0f, 0.1f};
+    if (spec.shape.size() > 2) {
+      float fan_in = 1.0f;
+      for (size_t i = 1; i < spec.shape.size(); ++i) fan_in *= static_cast<float>(spec.shape[i]);
+      return InitRule{0.0f, 1.0f / std::sqrt(fan_in)};
+    }
+  }
   if (spec.shape.size() == 2) {
     const float fan_in = static_cast<float>(spec.shape[1]);
     // The router a little wider than N(0, 1/in), so expert scores differ from token to token.

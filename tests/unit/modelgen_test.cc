@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "io/census.h"
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
@@ -111,11 +112,19 @@ TEST(MakeTiny, ConfigHasTheGoldenFixtureKeys) {
   same_keys(golden, made, "config");
 }
 
+// The text schema's tensors, then the vision tower's (docs/vision.md).
+std::vector<TensorSpec> TextAndVisionTensors(const ModelConfig& config) {
+  std::vector<TensorSpec> specs = ExpectedTensors(config);
+  for (TensorSpec& spec : VisionTowerTensors(config.vision)) specs.push_back(std::move(spec));
+  return specs;
+}
+
 TEST(MakeTiny, CheckpointHoldsExactlyTheSchemaTensors) {
   ASSERT_OK_AND_ASSIGN(ModelConfig config, LoadModelConfig(DefaultModelDir()));
   ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(DefaultModelDir()));
   size_t expected_count = 0;
-  for (const TensorSpec& spec : ExpectedTensors(config)) {
+  ASSERT_FALSE(VisionTowerTensors(config.vision).empty());
+  for (const TensorSpec& spec : TextAndVisionTensors(config)) {
     const TensorInfo* info = checkpoint.Find(spec.name);
     ASSERT_NE(info, nullptr) << spec.name;
     EXPECT_EQ(info->shape, spec.shape) << spec.name;
@@ -150,7 +159,7 @@ TEST(MakeTiny, StoredValuesAreTheIntendedValuesRounded) {
   ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(DefaultModelDir()));
   const float* fp8 = Fp8E4m3Table();
   int64_t fp8_checked = 0;
-  for (const TensorSpec& spec : ExpectedTensors(config)) {
+  for (const TensorSpec& spec : TextAndVisionTensors(config)) {
     ASSERT_OK_AND_ASSIGN(InitRule rule, InitRuleFor(spec, config));
     ASSERT_OK_AND_ASSIGN(TensorView view, checkpoint.View(spec.name));
     const int64_t n = view.info->NumElements();
@@ -296,13 +305,14 @@ TEST(MakeTiny, SameSeedSameBytesOtherSeedOtherWeights) {
   }
 }
 
-// The default model is cached as tiny-default-v1: its bytes must not change unless the name changes too.
+// The default model is cached as kDefaultModelDirName (tiny-default-v2): its bytes must not change unless the
+// name changes too. v2 added the vision tower (text tensors unchanged).
 TEST(MakeTiny, DefaultModelBytesArePinned) {
   const uint64_t weights = Fnv1a(ReadOrDie(JoinPath(DefaultModelDir(), "model.safetensors")));
   const uint64_t tokenizer = Fnv1a(ReadOrDie(JoinPath(DefaultModelDir(), "tokenizer.json")));
   std::printf("model.safetensors fnv1a %016llx, tokenizer.json fnv1a %016llx\n",
               static_cast<unsigned long long>(weights), static_cast<unsigned long long>(tokenizer));
-  EXPECT_EQ(weights, 0x1bebd6a20da77179ull)
+  EXPECT_EQ(weights, 0x23db814926336463ull)
       << "the generator's output changed: if on purpose, bump kDefaultModelDirName and update this hash";
   EXPECT_EQ(tokenizer, 0x5646056d77b3f9f8ull)
       << "the tokenizer changed: if on purpose, bump kDefaultModelDirName and update this hash";
@@ -386,6 +396,17 @@ TEST(MakeTiny, BenchPresetHasTheReleaseWidths) {
   }
   EXPECT_GT(parameters, 6'000'000'000);
   EXPECT_LT(parameters, 8'000'000'000);
+  // The release's tower (census_test's hand count of the release vision_config).
+  int64_t vision = 0;
+  for (const TensorSpec& spec : VisionTowerTensors(config.vision)) {
+    int64_t n = 1;
+    for (int64_t dim : spec.shape) n *= dim;
+    vision += n;
+  }
+  EXPECT_EQ(vision, 563627008);
+  EXPECT_EQ(config.vision.patch_size, 14);
+  EXPECT_EQ(config.vision.temporal_patch_size, 2);
+  EXPECT_EQ(config.vision.spatial_merge_size, 2);
 }
 
 TEST(MakeTiny, SpecialTokenIdsKeepTheReleaseOffsets) {
