@@ -258,14 +258,15 @@ class LongContext : public ::testing::Test {
     for (int64_t done = 0, part = 0; done < count; ++part) {
       const int64_t n = std::min(parts[part % parts.size()], count - done);
       const Segment segment{0, 0, n, cache.tokens, 0};
-      std::vector<DsaRowSelection> selections;
-      std::function<const std::vector<int64_t>*(const Segment&, int64_t)> forced_of;
-      if (forced != nullptr) forced_of = [forced, done](const Segment&, int64_t i) { return &(*forced)[done + i]; };
-      const Status status = FastDsa(
-          ctx, fast_->weights().layers[kDsaLayer].dsa, &hidden[done * d], {&segment, 1},
-          [&](const Segment&) -> DsaCache& { return cache; }, forced_of, &run.out[done * d], &selections);
+      DsaTrace selections;
+      std::vector<const std::vector<int64_t>*> forced_rows;  // [n] per row, or empty: the indexer chooses
+      if (forced != nullptr) {
+        for (int64_t i = 0; i < n; ++i) forced_rows.push_back(&(*forced)[done + i]);
+      }
+      const Status status = FastDsa(ctx, fast_->weights().layers[kDsaLayer].dsa, &hidden[done * d], {&segment, 1},
+                                    {&cache, 1}, forced_rows, &run.out[done * d], &selections);
       EXPECT_TRUE(status.ok()) << status.ToString();
-      for (auto& s : selections) run.selected.push_back(std::move(s.positions));
+      for (auto& s : selections.selected) run.selected.push_back(std::move(s));
       done += n;
     }
     run.written = CacheRows(cache, first, count);
