@@ -7,11 +7,14 @@
 #include <limits>
 #include <numeric>
 
+#include "base/timer.h"
 #include "kernels/mla_ops.h"
 #include "kernels/reference.h"
 #include "kernels/vector_ops.h"
 #include "model/fast_layers.h"
 #include "model/dsa_cache.h"
+#include "model/fast_compact_attention.h"
+#include "model/fast_indexer.h"
 #include "model/indexer.h"
 
 namespace glint {
@@ -23,7 +26,7 @@ constexpr int64_t kHeadsPerTask = 8;  // attention tasks: one token × 8 heads
 // Appends one token's indexer key and pooling logits at `position` (cache.tokens ≤ position): a filling pool keeps
 // them as pending rows; the token that completes a pool pools its kpool rows into the pool's key (model card §7.5).
 void AppendIndexerKey(const DsaCache& cache, const float* key, const float* gate, const float* ape,
-                      int64_t position, float* pool_rows /* [2, kpool, e] */) {
+                      int64_t position, float* pool_rows /* [2 · kpool + 1, e] */) {
   const int64_t e = cache.index_head_dim, kpool = cache.kpool, row = position % kpool;
   if (row < kpool - 1) {
     std::copy_n(key, e, cache.PendingKey(row));
@@ -38,7 +41,9 @@ void AppendIndexerKey(const DsaCache& cache, const float* key, const float* gate
   }
   std::copy_n(key, e, keys + (kpool - 1) * e);
   std::copy_n(gate, e, gates + (kpool - 1) * e);
-  PoolKeys(keys, gates, ape, kpool, e, cache.PooledKey(position / kpool));
+  float* pooled = pool_rows + 2 * kpool * e;
+  PoolKeys(keys, gates, ape, kpool, e, pooled);
+  cache.StorePooledKey(position / kpool, pooled);  // rounded to the cache's dtype
 }
 
 // The latent rows of a cache as a page table: one page per block (rows of a block are contiguous).
@@ -101,12 +106,12 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
   ctx.Linear(w.q_b, qa_kva, qa_width, n, q, heads * qk);
 
   // 2. The new latents and indexer keys join the caches.
-  std::vector<float> pool_rows(2 * kpool * e);  // [2, kpool, e] a completing pool's keys and gates
+  std::vector<float> pool_rows((2 * kpool + 1) * e);  // [2 · kpool + 1, e] a completing pool's keys, gates, key
   for (const Segment& s : segments) {
     DsaCache& cache = cache_of(s);
     for (int64_t i = 0; i < s.count; ++i) {
       const int64_t t = s.row + i;
-      std::copy_n(qa_kva + t * qa_width + q_lora, rank, cache.LatentRow(s.first_position + i));
+      cache.StoreLatent(s.first_position + i, qa_kva + t * qa_width + q_lora);
       AppendIndexerKey(cache, index_in + t * index_width, index_in + t * index_width + e, w.ape, s.first_position + i,
                        pool_rows.data());
     }
@@ -133,8 +138,9 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
   for (size_t si = 0; si < segments.size(); ++si) {
     for (int64_t i = 0; i < segments[si].count; ++i) rows.push_back({si, i});
   }
-  const float dot_scale = 1.0f / std::sqrt(static_cast<float>(e));
-  ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int worker) {
+  // Decode (fewer rows than workers): each row's pools are scored by all workers in turn; prefill: a row per task.
+  std::vector<int64_t> key_bytes(rows.size(), 0);  // [rows] pooled-key bytes each row's scoring read
+  const auto select_row = [&](int64_t r, WorkerPool* spread) {
     const Segment& s = segments[rows[r].first];
     const int64_t i = rows[r].second, t = s.row + i, position = s.first_position + i;
     const std::vector<int64_t>* forced = forced_of ? forced_of(s, i) : nullptr;
@@ -149,18 +155,22 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
       std::iota(pools.pools.begin(), pools.pools.end(), int64_t{0});
       pools.margin = std::numeric_limits<float>::infinity();
     } else {
-      float* scores = ctx.WorkerFloats(worker, visible);
-      const DsaCache& cache = cache_of(s);
-      const int64_t pools_per_block = cache.block_tokens / kpool;
-      for (int64_t m = 0; m < visible; m += pools_per_block) {  // each block's pooled keys are contiguous
-        mla::IndexerScores(index_q + t * index_heads * e, index_in + t * index_width + 2 * e, cache.PooledKey(m),
-                           std::min(pools_per_block, visible - m), index_heads, e, dot_scale, scores + m);
-      }
-      pools = SelectTopPools(std::span<const float>(scores, visible), top_pools);
+      const FastIndexerQuery query{index_q + t * index_heads * e, index_in + t * index_width + 2 * e, index_heads,
+                                   position};
+      pools = FastSelectPools(cache_of(s), query, top_pools, spread);
+      key_bytes[r] = IndexerKeyBytes(cache_of(s), position);
     }
     selected[t] = ExpandPools(pools.pools, position, kpool);
     margins[t] = pools.margin;
-  });
+  };
+  Stopwatch indexer_clock;
+  if (static_cast<int64_t>(rows.size()) < ctx.pool.size()) {
+    for (size_t r = 0; r < rows.size(); ++r) select_row(static_cast<int64_t>(r), &ctx.pool);
+  } else {
+    ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int) { select_row(r, nullptr); });
+  }
+  ctx.indexer_seconds += indexer_clock.Seconds();
+  for (int64_t bytes : key_bytes) ctx.indexer_key_bytes += static_cast<uint64_t>(bytes);
 
   // 4. Absorbed attention: q̃_h = Wk_hᵀ q_h; ō_h = Σ_j softmax(q̃_h · c_j / √qk) c_j; o_h = Wv_h ō_h; out = o_proj o.
   float* q_latent = ctx.Buffer(kBufDsaQLatent, n * heads * rank);  // [n, H·rank]
@@ -169,24 +179,28 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
   ctx.LinearPerHead(w.k_absorb, heads, q, heads * qk, qk, n, q_latent, heads * rank);
   const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
   const int64_t head_groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
-  std::vector<std::vector<const float*>> latent_pages(segments.size());
-  for (size_t si = 0; si < segments.size(); ++si) {
-    const DsaCache& cache = cache_of(segments[si]);
-    latent_pages[si] = LatentPages(cache, cache.tokens);
+  if (cache_of(segments[0]).dtype != KvCacheDtype::kFloat32) {
+    AttendCompact(ctx, segments, cache_of, rows, selected, q_latent, scale, o_latent);
+  } else {
+    std::vector<std::vector<const float*>> latent_pages(segments.size());
+    for (size_t si = 0; si < segments.size(); ++si) {
+      const DsaCache& cache = cache_of(segments[si]);
+      latent_pages[si] = LatentPages(cache, cache.tokens);
+    }
+    ctx.pool.Run(static_cast<int64_t>(rows.size()) * head_groups, [&](int64_t task, int worker) {
+      const int64_t r = task / head_groups, group = task % head_groups;
+      const size_t si = rows[r].first;
+      const Segment& s = segments[si];
+      const int64_t t = s.row + rows[r].second;
+      const int64_t h0 = group * kHeadsPerTask, nh = std::min(kHeadsPerTask, heads - h0);
+      const mla::LatentRows latents{latent_pages[si].data(), cache_of(s).block_tokens, rank};
+      const std::vector<int64_t>& positions = selected[t];
+      const int64_t count = static_cast<int64_t>(positions.size());
+      float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(nh, count));
+      mla::Attend(q_latent + (t * heads + h0) * rank, nh, rank, latents, positions.data(), count, scale,
+                  o_latent + (t * heads + h0) * rank, scratch);
+    });
   }
-  ctx.pool.Run(static_cast<int64_t>(rows.size()) * head_groups, [&](int64_t task, int worker) {
-    const int64_t r = task / head_groups, group = task % head_groups;
-    const size_t si = rows[r].first;
-    const Segment& s = segments[si];
-    const int64_t t = s.row + rows[r].second;
-    const int64_t h0 = group * kHeadsPerTask, nh = std::min(kHeadsPerTask, heads - h0);
-    const mla::LatentRows latents{latent_pages[si].data(), cache_of(s).block_tokens, rank};
-    const std::vector<int64_t>& positions = selected[t];
-    const int64_t count = static_cast<int64_t>(positions.size());
-    float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(nh, count));
-    mla::Attend(q_latent + (t * heads + h0) * rank, nh, rank, latents, positions.data(), count, scale,
-                o_latent + (t * heads + h0) * rank, scratch);
-  });
   ctx.LinearPerHead(w.v_up, heads, o_latent, heads * rank, rank, n, o, heads * v_dim);
   ctx.Linear(w.o_proj, o, heads * v_dim, n, out, hidden);
 

@@ -1,0 +1,25 @@
+// Absorbed MLA attention of the fast path over a cache whose latents are stored compactly (bf16, fp8, int8;
+// quant/kv_rows.h): the selected rows of each query are decoded to fp32 once, then attended by the same kernel
+// as fp32 rows (mla::Attend). Decoding ~2K selected rows of 512 values costs a few percent of the attention's
+// heads × rows × rank multiply-adds; the fp32 cache path (fast_dsa.cc) reads rows in place instead.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "model/fast_layers.h"
+
+namespace glint {
+
+// rows: (segment, index in segment) of every pass row; selected[t]: attended positions of pass row t;
+// q_latent, o_latent: [n, heads · kv_lora]; scale = qk^-1/2.
+void AttendCompact(FastContext& ctx, std::span<const Segment> segments,
+                   const std::function<DsaCache&(const Segment&)>& cache_of,
+                   const std::vector<std::pair<size_t, int64_t>>& rows,
+                   const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
+                   float* o_latent);
+
+}  // namespace glint
