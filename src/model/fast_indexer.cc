@@ -21,6 +21,16 @@ struct PreparedQuery {
   std::vector<float> scales;   // [heads]
 };
 
+// Blocks are separate items of the cache's arena, so the hardware prefetcher stops at each block's end and every
+// block would start with a full memory latency; asking for the next block's keys while this one is scored keeps
+// the loads streaming (one query reads each key once: the indexer is a pure streaming read).
+void PrefetchKeys(const DsaCache& cache, int64_t pool, int64_t count) {
+  const auto* values = reinterpret_cast<const char*>(cache.PooledValues(pool));
+  const int64_t bytes = count * cache.index_head_dim * KvValueBytes(cache.dtype);
+  for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(values + offset, 0, 0);
+  if (KvCacheDtypeHasScale(cache.dtype)) __builtin_prefetch(cache.PooledScale(pool), 0, 0);
+}
+
 // scores[m − begin] for pools [begin, end) of `cache`, block by block. `decoded`: scratch for fp8 keys.
 void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t begin, int64_t end, float* scores,
                 std::vector<float>& decoded) {
@@ -30,6 +40,7 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
   for (int64_t m = begin; m < end;) {
     const int64_t count = std::min(pools_per_block - m % pools_per_block, end - m);
     float* out = scores + (m - begin);
+    if (m + count < end) PrefetchKeys(cache, m + count, std::min(pools_per_block, end - m - count));
     switch (cache.dtype) {
       case KvCacheDtype::kFloat32:
         mla::IndexerScores(q.query, q.head_weights, cache.PooledKey(m), count, q.heads, e, scale, out);
