@@ -33,9 +33,7 @@ void AttendGroup(FastContext& ctx, int worker, const float* decoded, int64_t cou
 
 }  // namespace
 
-void AttendCompact(FastContext& ctx, std::span<const Segment> segments,
-                   const std::function<DsaCache&(const Segment&)>& cache_of,
-                   const std::vector<std::pair<size_t, int64_t>>& rows,
+void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
                    const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
                    float* o_latent) {
   const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
@@ -48,31 +46,27 @@ void AttendCompact(FastContext& ctx, std::span<const Segment> segments,
   if (static_cast<int64_t>(rows.size()) < ctx.pool.size()) {
     // Decode: few queries; each one's rows are decoded by all workers, then its head groups attend in parallel.
     thread_local std::vector<float> decoded;  // [count, rank]
-    for (const auto& [si, i] : rows) {
-      const DsaCache& cache = cache_of(segments[si]);
-      const int64_t t = segments[si].row + i;
-      const std::vector<int64_t>& positions = selected[t];
+    for (const CompactRow& row : rows) {
+      const std::vector<int64_t>& positions = selected[row.t];
       const int64_t count = static_cast<int64_t>(positions.size());
       decoded.resize(count * rank);
       float* out = decoded.data();
       ctx.pool.ParallelFor(count, kDecodeChunk, [&](int64_t begin, int64_t end, int) {
-        for (int64_t j = begin; j < end; ++j) cache.LoadLatent(positions[j], out + j * rank);
+        for (int64_t j = begin; j < end; ++j) row.cache->LoadLatent(positions[j], out + j * rank);
       });
-      ctx.pool.Run(groups, [&](int64_t g, int worker) { group_of(t, g, worker, out, count); });
+      ctx.pool.Run(groups, [&](int64_t g, int worker) { group_of(row.t, g, worker, out, count); });
     }
     return;
   }
   // Prefill: a query per task, decoded once on its worker and attended head group by head group.
   ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int worker) {
     thread_local std::vector<float> decoded;  // [count, rank]
-    const auto& [si, i] = rows[r];
-    const DsaCache& cache = cache_of(segments[si]);
-    const int64_t t = segments[si].row + i;
-    const std::vector<int64_t>& positions = selected[t];
+    const CompactRow& row = rows[r];
+    const std::vector<int64_t>& positions = selected[row.t];
     const int64_t count = static_cast<int64_t>(positions.size());
     decoded.resize(count * rank);
-    for (int64_t j = 0; j < count; ++j) cache.LoadLatent(positions[j], decoded.data() + j * rank);
-    for (int64_t g = 0; g < groups; ++g) group_of(t, g, worker, decoded.data(), count);
+    for (int64_t j = 0; j < count; ++j) row.cache->LoadLatent(positions[j], decoded.data() + j * rank);
+    for (int64_t g = 0; g < groups; ++g) group_of(row.t, g, worker, decoded.data(), count);
   });
 }
 

@@ -5,20 +5,22 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
-#include <utility>
 #include <vector>
 
+#include "model/dsa_cache.h"
 #include "model/fast_layers.h"
 
 namespace glint {
 
-// rows: (segment, index in segment) of every pass row; selected[t]: attended positions of pass row t;
-// q_latent, o_latent: [n, heads · kv_lora]; scale = qk^-1/2.
-void AttendCompact(FastContext& ctx, std::span<const Segment> segments,
-                   const std::function<DsaCache&(const Segment&)>& cache_of,
-                   const std::vector<std::pair<size_t, int64_t>>& rows,
+// A pass row whose query attends a compact cache: its cache and its row t in the pass.
+struct CompactRow {
+  const DsaCache* cache = nullptr;
+  int64_t t = 0;
+};
+
+// selected[t]: attended positions of pass row t; q_latent, o_latent: [n, heads · kv_lora]; scale = qk^-1/2.
+void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
                    const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
                    float* o_latent);
 

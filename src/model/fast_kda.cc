@@ -53,152 +53,202 @@ void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* wind
   }
 }
 
-}  // namespace
-
-Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<KdaStateView(const Segment&)>& state_of, float* out,
-               const std::function<KdaStateView(const Segment&, std::byte*)>& copy_view) {
-  const ModelConfig& c = ctx.config;
-  const int64_t heads = c.kda_num_heads, d = c.kda_head_dim, width = c.KdaWidth(), hidden = c.hidden_size;
-  const int64_t kernel = c.kda_conv_kernel;
-  if (d > 256) return Unimplemented("the fast KDA kernels support head_dim ≤ 256, got ", d);
+// Before anything is written: the kernels' limits, one state per segment and one view per state copy.
+// Returns n, the rows of the pass.
+Result<int64_t> CheckSegments(const ModelConfig& c, std::span<const Segment> segments,
+                              std::span<const KdaSegmentState> states) {
+  if (c.kda_head_dim > 256) return Unimplemented("the fast KDA kernels support head_dim ≤ 256, got ", c.kda_head_dim);
+  if (states.size() != segments.size()) {
+    return InvalidArgument("FastKda: ", states.size(), " states for ", segments.size(), " segments");
+  }
   int64_t n = 0;
-  for (const Segment& s : segments) {
-    n = std::max(n, s.row + s.count);
-    if (!s.state_copies.empty() && !copy_view) {
-      return InvalidArgument("FastKda: a segment asks for state copies but no destination view was given");
-    }
-  }
-  // The layer's view in each state copy's destination: [segments][copies].
-  std::vector<std::vector<KdaStateView>> copies(segments.size());
   for (size_t i = 0; i < segments.size(); ++i) {
-    for (const auto& [rows, destination] : segments[i].state_copies) {
-      copies[i].push_back(copy_view(segments[i], destination));
+    n = std::max(n, segments[i].row + segments[i].count);
+    if (states[i].copies.size() != segments[i].state_copies.size()) {
+      return InvalidArgument("FastKda: segment ", i, " asks for ", segments[i].state_copies.size(),
+                             " state copies but has ", states[i].copies.size(), " destination views");
     }
   }
+  return n;
+}
 
-  // Projections: [q; k; v] (int8), [f_a; g_a; b] (bf16), then f = f_b(f_a h), z = g_b(g_a h) (bf16).
-  float* qkv = ctx.Buffer(kBufKdaQkv, n * 3 * width);         // [n, 3·width]
-  float* gates = ctx.Buffer(kBufKdaGates, n * (2 * d + heads));  // [n, 2d + H]
-  float* f = ctx.Buffer(kBufKdaF, n * width);                  // [n, width] → log-decay g
-  float* z = ctx.Buffer(kBufKdaZ, n * width);                  // [n, width] output gate logits
-  float* o = ctx.Buffer(kBufKdaOut, n * width);                // [n, width] attention output
-  ctx.Linear(w.qkv, h, hidden, n, qkv, 3 * width);
-  ctx.Linear(w.gates_in, h, hidden, n, gates, 2 * d + heads);
-  ctx.Linear(w.f_b, gates, 2 * d + heads, n, f, width);
-  ctx.Linear(w.g_b, gates + d, 2 * d + heads, n, z, width);
+// The projections of h for n rows, in the pass's KDA buffers (ctx.act.kda), with their row strides.
+struct KdaProjections {
+  int64_t qkv_stride = 0, gates_stride = 0;
+  float* qkv = nullptr;    // [n, 3W] q, k, v
+  float* gates = nullptr;  // [n, 2d + H] f_a h, g_a h, b h
+  float* g = nullptr;      // [n, W] f = f_b(f_a h), later the log-decay g
+  float* z = nullptr;      // [n, W] output gate logits
+  float* o = nullptr;      // [n, W] attention output
+};
 
-  // (1) short conv + SiLU per segment and stream (sequential in time, independent across streams).
-  std::vector<std::pair<size_t, int>> conv_tasks;
+// [q; k; v] (int8), [f_a; g_a; b] (bf16), then f = f_b(f_a h), z = g_b(g_a h) (bf16).
+KdaProjections Project(FastContext& ctx, const FastKdaWeights& w, const float* h, int64_t n) {
+  const ModelConfig& c = ctx.config;
+  const int64_t heads = c.kda_num_heads, d = c.kda_head_dim, width = c.KdaWidth();
+  KdaProjections p;
+  p.qkv_stride = 3 * width;
+  p.gates_stride = 2 * d + heads;
+  p.qkv = ctx.act.kda.qkv.Floats(n * p.qkv_stride);
+  p.gates = ctx.act.kda.gates.Floats(n * p.gates_stride);
+  p.g = ctx.act.kda.decay.Floats(n * width);
+  p.z = ctx.act.kda.gate_logits.Floats(n * width);
+  p.o = ctx.act.kda.attention.Floats(n * width);
+  ctx.Linear(w.qkv, h, c.hidden_size, n, p.qkv, p.qkv_stride);
+  ctx.Linear(w.gates_in, h, c.hidden_size, n, p.gates, p.gates_stride);
+  ctx.Linear(w.f_b, p.gates, p.gates_stride, n, p.g, width);
+  ctx.Linear(w.g_b, p.gates + d, p.gates_stride, n, p.z, width);
+  return p;
+}
+
+// (1) short conv + SiLU per segment and stream (sequential in time, independent across streams); the conv windows
+// at each state copy go to its destination.
+void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections& p, std::span<const Segment> segments,
+                 std::span<const KdaSegmentState> states, int64_t n) {
+  const int64_t width = ctx.config.KdaWidth(), kernel = ctx.config.kda_conv_kernel;
+  std::vector<std::pair<size_t, int>> conv_tasks;  // (segment, stream)
   for (size_t s = 0; s < segments.size(); ++s) {
     for (int stream = 0; stream < 3; ++stream) conv_tasks.push_back({s, stream});
   }
   ctx.pool.RunIfWorthIt(static_cast<int64_t>(conv_tasks.size()), 3 * n * width * kernel, kMinParallelElements,
                         [&](int64_t i, int worker) {
-    const Segment& s = segments[conv_tasks[i].first];
-    const int stream = conv_tasks[i].second;
-    const KdaStateView state = state_of(s);
+    const auto [si, stream] = conv_tasks[i];
+    const Segment& s = segments[si];
+    const int64_t window_offset = stream * width * (kernel - 1);  // this stream's [width, K−1] slice of a window
     std::vector<std::pair<int64_t, float*>> window_copies;  // this stream's window in each copy
     for (size_t k = 0; k < s.state_copies.size(); ++k) {
-      window_copies.emplace_back(s.state_copies[k].first,
-                                 copies[conv_tasks[i].first][k].conv_window + stream * width * (kernel - 1));
+      window_copies.emplace_back(s.state_copies[k].first, states[si].copies[k].conv_window + window_offset);
     }
     float* scratch = ctx.WorkerFloats(worker, (kernel - 1 + s.count + kernel) * width);
-    ShortConvSilu(w.conv[stream], width, kernel, state.conv_window + stream * width * (kernel - 1),
-                  qkv + s.row * 3 * width + stream * width, 3 * width, s.count, scratch, window_copies);
+    ShortConvSilu(w.conv[stream], width, kernel, states[si].state.conv_window + window_offset,
+                  p.qkv + s.row * p.qkv_stride + stream * width, p.qkv_stride, s.count, scratch, window_copies);
   });
-  // (2) per-head L2 norms (q also × d^-1/2), (3) g = lb · sigmoid(exp(A_log) (f + dt_bias)), (4) β = sigmoid(b).
+}
+
+// (2) per-head L2 norms (q also × d^-1/2), (3) g = lb · sigmoid(exp(A_log) (f + dt_bias)), (4) β = sigmoid(b),
+// in place (β overwrites the b columns of `gates`).
+void NormsAndGates(FastContext& ctx, const FastKdaWeights& w, const KdaProjections& p, int64_t n) {
+  const ModelConfig& c = ctx.config;
+  const int64_t heads = c.kda_num_heads, d = c.kda_head_dim, width = c.KdaWidth();
   const float q_scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> decay_rate(heads);
   for (int64_t hd = 0; hd < heads; ++hd) decay_rate[hd] = std::exp(w.a_log[hd]);
-  float* beta = gates;  // β overwrites the b columns in place (row stride 2d + H, offset 2d)
   ctx.pool.Run(n, [&](int64_t t, int) {
-    float* row = qkv + t * 3 * width;
+    float* row = p.qkv + t * p.qkv_stride;
     for (int64_t hd = 0; hd < heads; ++hd) {
       float* q = row + hd * d;
       float* k = row + width + hd * d;
       vec::Scale(q_scale / std::sqrt(vec::SumSquares(q, d) + kL2NormEps), q, d, q);
       vec::Scale(1.0f / std::sqrt(vec::SumSquares(k, d) + kL2NormEps), k, d, k);
     }
-    float* g = f + t * width;
+    float* g = p.g + t * width;
     for (int64_t ch = 0; ch < width; ++ch) g[ch] = decay_rate[ch / d] * (g[ch] + w.dt_bias[ch]);
     vec::Sigmoid(g, width, g);
     vec::Scale(c.kda_gate_lower_bound, g, width, g);
-    float* b = beta + t * (2 * d + heads) + 2 * d;
+    float* b = p.gates + t * p.gates_stride + 2 * d;
     vec::Sigmoid(b, heads, b);
   });
-  // (5)/(6) the delta rule per (segment, head).
-  const int64_t tasks = static_cast<int64_t>(segments.size()) * heads;
-  ctx.pool.Run(tasks, [&](int64_t i, int worker) {
-    const Segment& s = segments[i / heads];
-    const int64_t hd = i % heads;
-    const KdaStateView state = state_of(s);
-    // S of this head, fp32 in place, or widened from bf16 storage into scratch and rounded back after the call.
-    const bool bf16 = state.storage == KdaStateStorage::kBfloat16;
-    float* scratch_all = ctx.WorkerFloats(worker, d * d + kda::ChunkScratchFloats(d, d));
-    uint16_t* S_bf16 = static_cast<uint16_t*>(state.recurrent) + hd * d * d;
-    float* S = bf16 ? scratch_all : static_cast<float*>(state.recurrent) + hd * d * d;
-    if (bf16) {
-      for (int64_t i = 0; i < d * d; ++i) S[i] = Bf16ToFloat(S_bf16[i]);
-    }
-    const float* q = qkv + s.row * 3 * width + hd * d;
-    const float* k = q + width;
-    const float* v = q + 2 * width;
-    const float* g = f + s.row * width + hd * d;
-    const float* b = beta + s.row * (2 * d + heads) + 2 * d + hd;
-    float* out_rows = o + s.row * width + hd * d;
-    float* scratch = scratch_all + d * d;
-    // Rows [begin, end) as one call: the fused decode step for one row, chunks of 64 from `begin` otherwise.
-    const auto run_rows = [&](int64_t begin, int64_t end) {
-      if (end - begin == 1) {
-        kda::DecodeStep(S, q + begin * 3 * width, k + begin * 3 * width, v + begin * 3 * width, g + begin * width,
-                        b[begin * (2 * d + heads)], d, d, out_rows + begin * width);
-        return;
+}
+
+// One head of one segment through the delta rule: its rows' q, k, v, g, β and output, and S in fp32.
+struct HeadRows {
+  const KdaProjections& p;
+  const Segment& s;
+  int64_t head;
+  float* S;        // [d, d]
+  float* scratch;  // kda::ChunkScratchFloats(d, d)
+};
+
+// Rows [begin, end) of the head as one call: the fused decode step for one row, chunks of 64 from `begin` otherwise.
+void DeltaRuleRows(const ModelConfig& c, const HeadRows& r, int64_t begin, int64_t end) {
+  const int64_t d = c.kda_head_dim, width = c.KdaWidth(), qkv = r.p.qkv_stride, gates = r.p.gates_stride;
+  const float* q = r.p.qkv + r.s.row * qkv + r.head * d;
+  const float* k = q + width;
+  const float* v = q + 2 * width;
+  const float* g = r.p.g + r.s.row * width + r.head * d;
+  const float* b = r.p.gates + r.s.row * gates + 2 * d + r.head;
+  float* out = r.p.o + r.s.row * width + r.head * d;
+  if (end - begin == 1) {
+    kda::DecodeStep(r.S, q + begin * qkv, k + begin * qkv, v + begin * qkv, g + begin * width, b[begin * gates], d, d,
+                    out + begin * width);
+    return;
+  }
+  for (int64_t start = begin; start < end; start += kda::kChunkTokens) {
+    kda::ChunkArgs args;
+    args.q = q + start * qkv, args.k = k + start * qkv, args.qk_stride = qkv;
+    args.v = v + start * qkv, args.v_stride = qkv;
+    args.g = g + start * width, args.g_stride = width;
+    args.beta = b + start * gates, args.beta_stride = gates;
+    args.o = out + start * width, args.o_stride = width;
+    args.n = std::min(kda::kChunkTokens, end - start), args.dk = d, args.dv = d;
+    kda::Chunk(r.S, args, r.scratch);
+  }
+}
+
+// (5)/(6) the delta rule of one (segment, head), split at the segment's state copies (each part a call of its own).
+// S is updated in place (fp32 storage), or widened from bf16 storage into scratch and rounded back after the call
+// and at every copy, a call boundary.
+void DeltaRuleHead(FastContext& ctx, const KdaProjections& p, const Segment& s, const KdaSegmentState& state,
+                   int64_t head, int worker) {
+  const int64_t d = ctx.config.kda_head_dim, dd = d * d;
+  const bool bf16 = state.state.storage == KdaStateStorage::kBfloat16;
+  float* scratch = ctx.WorkerFloats(worker, dd + kda::ChunkScratchFloats(d, d));
+  uint16_t* S_bf16 = static_cast<uint16_t*>(state.state.recurrent) + head * dd;
+  float* S = bf16 ? scratch : static_cast<float*>(state.state.recurrent) + head * dd;
+  if (bf16) {
+    for (int64_t i = 0; i < dd; ++i) S[i] = Bf16ToFloat(S_bf16[i]);
+  }
+  const HeadRows rows{p, s, head, S, scratch + dd};
+  int64_t done = 0;
+  for (size_t c = 0; c < s.state_copies.size(); ++c) {
+    const int64_t end = s.state_copies[c].first;
+    if (end > done) DeltaRuleRows(ctx.config, rows, done, end);
+    done = end;
+    if (bf16) {  // a call boundary: S is stored as bf16 there, and the next call widens it again
+      uint16_t* copy = static_cast<uint16_t*>(state.copies[c].recurrent) + head * dd;
+      for (int64_t j = 0; j < dd; ++j) {
+        copy[j] = FloatToBf16(S[j]);
+        S[j] = Bf16ToFloat(copy[j]);
       }
-      for (int64_t start = begin; start < end; start += kda::kChunkTokens) {
-        const int64_t len = std::min(kda::kChunkTokens, end - start);
-        kda::ChunkArgs args;
-        args.q = q + start * 3 * width, args.k = k + start * 3 * width, args.qk_stride = 3 * width;
-        args.v = v + start * 3 * width, args.v_stride = 3 * width;
-        args.g = g + start * width, args.g_stride = width;
-        args.beta = b + start * (2 * d + heads), args.beta_stride = 2 * d + heads;
-        args.o = out_rows + start * width, args.o_stride = width;
-        args.n = len, args.dk = d, args.dv = d;
-        kda::Chunk(S, args, scratch);
-      }
-    };
-    int64_t done = 0;
-    for (size_t c = 0; c < s.state_copies.size(); ++c) {
-      const int64_t rows = s.state_copies[c].first;
-      if (rows > done) run_rows(done, rows);
-      done = rows;
-      if (bf16) {  // a call boundary: S is stored as bf16 there, and the next call widens it again
-        uint16_t* copy = static_cast<uint16_t*>(copies[i / heads][c].recurrent) + hd * d * d;
-        for (int64_t j = 0; j < d * d; ++j) {
-          copy[j] = FloatToBf16(S[j]);
-          S[j] = Bf16ToFloat(copy[j]);
-        }
-      } else {
-        std::memcpy(static_cast<float*>(copies[i / heads][c].recurrent) + hd * d * d, S, d * d * sizeof(float));
-      }
+    } else {
+      std::memcpy(static_cast<float*>(state.copies[c].recurrent) + head * dd, S, dd * sizeof(float));
     }
-    if (done < s.count) run_rows(done, s.count);
-    if (bf16) {
-      for (int64_t i = 0; i < d * d; ++i) S_bf16[i] = FloatToBf16(S[i]);
-    }
-  });
-  // (7) gated RMSNorm per head with a sigmoid gate: o' = o_norm ⊙ RMSNorm(o_h) ⊙ sigmoid(z_h).
+  }
+  if (done < s.count) DeltaRuleRows(ctx.config, rows, done, s.count);
+  if (bf16) {
+    for (int64_t i = 0; i < dd; ++i) S_bf16[i] = FloatToBf16(S[i]);
+  }
+}
+
+// (7) gated RMSNorm per head with a sigmoid gate: o' = o_norm ⊙ RMSNorm(o_h) ⊙ sigmoid(z_h), in place.
+void GatedNorm(FastContext& ctx, const FastKdaWeights& w, const KdaProjections& p, int64_t n) {
+  const ModelConfig& c = ctx.config;
+  const int64_t heads = c.kda_num_heads, d = c.kda_head_dim, width = c.KdaWidth();
   ctx.pool.Run(n, [&](int64_t t, int worker) {
     float* gate = ctx.WorkerFloats(worker, width);
-    vec::Sigmoid(z + t * width, width, gate);
+    vec::Sigmoid(p.z + t * width, width, gate);
     for (int64_t hd = 0; hd < heads; ++hd) {
-      float* head = o + t * width + hd * d;
+      float* head = p.o + t * width + hd * d;
       vec::RmsNorm(head, w.o_norm, d, c.rms_norm_eps, head);
       for (int64_t ch = 0; ch < d; ++ch) head[ch] *= gate[hd * d + ch];
     }
   });
-  // (8) out = o_proj o'
-  ctx.Linear(w.o_proj, o, width, n, out, hidden);
+}
+
+}  // namespace
+
+Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
+               std::span<const KdaSegmentState> states, float* out) {
+  GLINT_ASSIGN_OR_RETURN(const int64_t n, CheckSegments(ctx.config, segments, states));
+  const KdaProjections projections = Project(ctx, w, h, n);
+  ConvAndSilu(ctx, w, projections, segments, states, n);
+  NormsAndGates(ctx, w, projections, n);
+  const int64_t heads = ctx.config.kda_num_heads;
+  ctx.pool.Run(static_cast<int64_t>(segments.size()) * heads, [&](int64_t i, int worker) {
+    DeltaRuleHead(ctx, projections, segments[i / heads], states[i / heads], i % heads, worker);
+  });
+  GatedNorm(ctx, w, projections, n);
+  ctx.Linear(w.o_proj, projections.o, ctx.config.KdaWidth(), n, out, ctx.config.hidden_size);  // (8) o_proj o'
   return Status::Ok();
 }
 

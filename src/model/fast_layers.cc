@@ -18,17 +18,10 @@ FastContext::FastContext(WorkerPool& pool, Isa isa, const ModelConfig& config)
       bf16(GetBf16Kernels(isa)),
       config(config),
       worker_activations_(pool.size()),
-      worker_floats_(pool.size()),
-      buffers_(kNumFastBuffers) {}
+      worker_floats_(pool.size()) {}
 
 float* FastContext::WorkerFloats(int worker, int64_t count) {
   std::vector<float>& buffer = worker_floats_[worker];
-  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(count);
-  return buffer.data();
-}
-
-float* FastContext::Buffer(int id, int64_t count) {
-  std::vector<float>& buffer = buffers_[id];
   if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(count);
   return buffer.data();
 }
@@ -123,8 +116,8 @@ void FastMhcWrite(FastContext& ctx, const MhcTokenCoefficients* coefficients, co
 
 void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t n, float* out) {
   const int64_t d = ctx.config.hidden_size, width = w.down.cols();
-  float* gate_up = ctx.Buffer(kBufMlpGateUp, n * 2 * width);  // [n, 2·width]: gate, then up
-  float* act = ctx.Buffer(kBufMlpAct, n * width);             // [n, width]
+  float* gate_up = ctx.act.mlp.gate_up.Floats(n * 2 * width);  // [n, 2·width]: gate, then up
+  float* act = ctx.act.mlp.act.Floats(n * width);               // [n, width]
   ctx.Linear(w.gate_up, h, d, n, gate_up, 2 * width);
   ctx.pool.Run(n, [&](int64_t t, int) {
     vec::SwiGlu(gate_up + t * 2 * width, gate_up + t * 2 * width + width, width, ctx.config.swiglu_limit,

@@ -43,6 +43,68 @@ struct Segment {
   std::vector<std::pair<int64_t, std::byte*>> state_copies = {};
 };
 
+// Per-token mHC coefficients (hc ≤ 8).
+struct MhcTokenCoefficients {
+  float pre[8];
+  float post[8];
+  float comb[64];
+};
+
+// One activation buffer of the fast pass: grown to the largest size asked for and kept between calls (no allocation
+// in the steady state). What it holds lasts from the step that fills it until that step runs again.
+class PassBuffer {
+ public:
+  float* Floats(int64_t count) {
+    if (static_cast<int64_t>(values_.size()) < count) values_.resize(count);
+    return values_.data();
+  }
+  float* data() { return values_.data(); }
+
+ private:
+  std::vector<float> values_;
+};
+
+// The named activations of the fast pass (FastContext::act), one member per buffer. Shapes: n rows of the pass,
+// r rows that want logits, D hidden, V vocabulary, hc streams; KDA W = H·d (heads × head_dim); MLA H heads, q
+// q_lora, c kv_lora, qk and v head dims, e and I the indexer's head dim and heads; F an MLP's or expert's width,
+// E routed experts, w rows of an MoE wave.
+struct FastActivations {
+  // The trunk (FastModel::RunPass).
+  PassBuffer streams;                      // [n, hc, D] X: the mHC residual streams
+  PassBuffer sublayer_in;                  // [n, D] the site's RMSNormed mHC read: the sublayer's input
+  PassBuffer sublayer_out;                 // [n, D] the sublayer's output (MoE: summed over the ranks)
+  std::vector<MhcTokenCoefficients> site;  // [n] the current site's mHC coefficients
+  PassBuffer final_normed;                 // [n, D] RMSNorm(mean of the streams)
+  PassBuffer logit_inputs;                 // [r, D] the final_normed rows that want logits, gathered
+  PassBuffer logits;                       // [r, V] lm_head of logit_inputs
+  struct {  // FastKda
+    PassBuffer qkv;          // [n, 3W] q, k, v: projected, conv + SiLU, q and k L2-normed, in place
+    PassBuffer gates;        // [n, 2d + H] f_a h, g_a h, b h (b → β in place)
+    PassBuffer decay;        // [n, W] f_b(f_a h) → the log-decay g, in place
+    PassBuffer gate_logits;  // [n, W] z = g_b(g_a h), the output gate's logits
+    PassBuffer attention;    // [n, W] o = Sᵀq per head, then gated-RMSNormed in place
+  } kda;
+  struct {  // FastDsa
+    PassBuffer qa_kva;    // [n, q + c] q_resid = RMSNorm(q_a h), the latent c = RMSNorm(kv_a h)
+    PassBuffer q;         // [n, H·qk] q_b q_resid
+    PassBuffer index_in;  // [n, 2e + I] indexer key, pooling gate, head weights
+    PassBuffer index_q;   // [n, I·e] the indexer query wq_b q_resid (only past the dense regime)
+    PassBuffer q_latent;  // [n, H·c] q̃_h = Wk_hᵀ q_h
+    PassBuffer o_latent;  // [n, H·c] ō_h = Σ_j p_j c_j
+    PassBuffer o;         // [n, H·v] Wv_h ō_h
+  } dsa;
+  struct {  // FastMlp
+    PassBuffer gate_up;  // [n, 2F] gate, then up
+    PassBuffer act;      // [n, F] SwiGLU(gate, up)
+  } mlp;
+  struct {  // FastMoe
+    PassBuffer router_logits;  // [n, E] fp32 logits from exact bf16 router weights
+    PassBuffer gate_up;        // [w, 2F] per expert row of the wave
+    PassBuffer act;            // [w, F]
+    PassBuffer expert_out;     // [w, D]
+  } moe;
+};
+
 // Kernels, pool, scratch and statistics for one model. Not thread-safe: one forward pass at a time.
 class FastContext {
  public:
@@ -70,8 +132,8 @@ class FastContext {
   // Per-worker scratch.
   ActivationScratch& WorkerActivations(int worker) { return worker_activations_[worker]; }
   float* WorkerFloats(int worker, int64_t count);
-  // Named buffers of the pass (grown on demand, kept between calls).
-  float* Buffer(int id, int64_t count);
+  // The pass's activations, named.
+  FastActivations act;
   ActivationScratch& ExpertActivations(int64_t index);
 
   // Statistics since the last ResetStats (benchmarks): bytes of weights the products read, and the integer (int8
@@ -97,26 +159,7 @@ class FastContext {
   ActivationScratch activations_;
   std::vector<ActivationScratch> worker_activations_;
   std::vector<std::vector<float>> worker_floats_;
-  std::vector<std::vector<float>> buffers_;
   std::vector<std::unique_ptr<ActivationScratch>> expert_activations_;
-};
-
-// Buffer ids of FastContext::Buffer (one per role, so roles never overlap).
-enum FastBuffer : int {
-  kBufStreams, kBufSublayerIn, kBufSublayerOut, kBufCollapsed,
-  kBufKdaQkv, kBufKdaGates, kBufKdaF, kBufKdaZ, kBufKdaOut,
-  kBufDsaQaKva, kBufDsaQ, kBufDsaQLatent, kBufDsaOLatent, kBufDsaO, kBufDsaIndexIn, kBufDsaIndexQ,
-  kBufMlpGateUp, kBufMlpAct,
-  kBufMoeLogits, kBufMoeInput, kBufMoeGateUp, kBufMoeAct, kBufMoeOut,
-  kBufFinal, kBufLogitsRows, kBufMtp,
-  kNumFastBuffers
-};
-
-// Per-token mHC coefficients (hc ≤ 8).
-struct MhcTokenCoefficients {
-  float pre[8];
-  float post[8];
-  float comb[64];
 };
 
 // mHC read at one site for n tokens: coefficients from the streams, then h = RMSNorm(Σ pre · X; norm).
@@ -127,14 +170,19 @@ void FastMhcRead(FastContext& ctx, const FastMhcWeights& w, const float* norm, c
 void FastMhcWrite(FastContext& ctx, const MhcTokenCoefficients* coefficients, const float* y, int64_t n,
                   float* streams);
 
-// KDA over the pass: h [n, D] → out [n, D]; updates each segment's state in place (`state_of`: the layer's view
-// in the sequence's slot, fp32 or bf16 storage). The caller counts tokens. Each segment's state_copies get the
-// layer's state at their row (`copy_view`: the layer's view in a copy's destination; needed when any segment has
-// copies): the rows are computed in parts split there, each part as a call of its own (one row: the decode step;
-// more: chunks of 64 from the part's first row; bf16 storage rounded at each split).
+// One segment's state in a KDA layer: the layer's view in the sequence's slot (fp32 or bf16 storage), and in each
+// of the segment's state_copies destinations (laid out as a slot's KDA part).
+struct KdaSegmentState {
+  KdaStateView state;
+  std::vector<KdaStateView> copies = {};  // [segment.state_copies]
+};
+
+// KDA over the pass: h [n, D] → out [n, D]; updates each segment's state in place (states [segments]). The caller
+// counts tokens. Each segment's state_copies get the layer's state at their row: the rows are computed in parts
+// split there, each part as a call of its own (one row: the decode step; more: chunks of 64 from the part's first
+// row; bf16 storage rounded at each split).
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<KdaStateView(const Segment&)>& state_of, float* out,
-               const std::function<KdaStateView(const Segment&, std::byte*)>& copy_view = {});
+               std::span<const KdaSegmentState> states, float* out);
 
 // Selections of the DSA sublayer, per pass row (for traces).
 struct DsaRowSelection {
@@ -142,27 +190,26 @@ struct DsaRowSelection {
   float margin = 0;
 };
 
-// DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (`cache_of`: a view whose `tokens` is
-// the segment's first position; an owning cache is grown, a view's blocks must already cover the new positions) and
-// advances that view's `tokens`. `forced_of` (may be empty) returns the forced attended positions of a segment's
-// token i, or null to let the indexer choose. selections: when not null, resized to n and filled.
+// DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (caches [segments]: a view whose
+// `tokens` is the segment's first position; an owning cache is grown, a view's blocks must already cover the new
+// positions) and advances its `tokens`. forced: empty, or [n] the forced attended positions of each pass row (null:
+// the indexer chooses). selections: when not null, resized to n and filled.
 Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::span<const Segment> segments,
-               const std::function<DsaCache&(const Segment&)>& cache_of,
-               const std::function<const std::vector<int64_t>*(const Segment&, int64_t i)>& forced_of, float* out,
+               std::span<DsaCache> caches, std::span<const std::vector<int64_t>* const> forced, float* out,
                std::vector<DsaRowSelection>* selections);
 
 // Clamped SwiGLU MLP: h [n, D] → out [n, D].
 void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t n, float* out);
 
-// MoE (model/fast_moe.cc): route (forced_of may be empty or return null: the router chooses), group rows by expert,
-// read each active expert's weights once, combine in ascending expert id, shared expert last. choices: when not
+// MoE (model/fast_moe.cc): route (forced: empty, or [n] a choice per row, null: the router chooses), group rows by
+// expert, read each active expert's weights once, combine in ascending expert id, shared expert last. choices: when not
 // null, filled [n]. With ctx.experts set, routed experts come from that store (model/expert_store.h) and an expert
 // it cannot read fails the call. `local` (expert parallel, sharding.h): only the chosen experts this rank holds are
 // computed, so `out` is this rank's partial sum (the caller sums over the ranks); choices and routing are whole.
 // experts_active counts the local experts the rows activated.
 Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
-             const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
-             std::vector<RouterChoice>* choices, int64_t* experts_active, const LocalExperts& local = {});
+               std::span<const RouterChoice* const> forced, float* out, std::vector<RouterChoice>* choices,
+               int64_t* experts_active, const LocalExperts& local = {});
 
 // Rows of expert work (Σ over active experts of their rows) processed together in one MoE wave: bounds the MoE
 // buffers of long prefills (each expert still belongs to exactly one wave, so its weights are read once per pass).

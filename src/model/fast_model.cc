@@ -11,6 +11,16 @@
 #include "model/mhc.h"
 
 namespace glint {
+
+// One pass of the fast trunk (FastModel::RunPass): what every site reads.
+struct FastPass {
+  std::span<const BatchEntry> batch;
+  std::span<const Segment> segments;  // the pass's rows, per sequence
+  int64_t rows = 0;                   // n
+  Trace* trace = nullptr;             // null: nothing traced
+  const ForcedChoices* forced = nullptr;  // null: the model chooses experts and keys
+};
+
 namespace {
 
 // Selected positions [T, width] padded with −1: the golden `indexer_selected` layout (as the reference traces it).
@@ -270,7 +280,9 @@ Status FastModel::RunPassOrBreak(std::span<const BatchEntry> batch, std::span<co
                                  std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                                  const ForcedChoices* forced) const {
   context_->row_errors.assign(segments.empty() ? 0 : segments.back().row + segments.back().count, Status::Ok());
-  Status status = RunPass(batch, segments, outputs, options, trace, forced);
+  int64_t rows = 0;
+  for (const Segment& s : segments) rows = std::max(rows, s.row + s.count);
+  Status status = RunPass(FastPass{batch, segments, rows, trace, forced}, outputs);
   std::vector<Status> row_errors = std::move(context_->row_errors);
   context_->row_errors.clear();
   if (!status.ok()) {  // some layers may have written: these sequences' caches no longer describe their tokens
@@ -291,126 +303,144 @@ Status FastModel::RunPassOrBreak(std::span<const BatchEntry> batch, std::span<co
   return Status::Ok();
 }
 
-Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,
-                          std::vector<EntryOutput>& outputs, const ForwardOptions&, Trace* trace,
-                          const ForcedChoices* forced) const {
-  FastContext& ctx = *context_;
-  const ModelConfig& c = config_;
-  const int64_t d = c.hidden_size, hc = c.hc_mult;
-  int64_t n = 0;
-  for (const Segment& s : segments) n = std::max(n, s.row + s.count);
-  last_step_.rows += n;
+namespace {
 
-  float* streams = ctx.Buffer(kBufStreams, n * hc * d);  // [n, hc, D]
-  float* h = ctx.Buffer(kBufSublayerIn, n * d);          // [n, D]
-  float* y = ctx.Buffer(kBufSublayerOut, n * d);         // [n, D]
-  std::vector<MhcTokenCoefficients> coefficients(n);
-  for (const Segment& s : segments) {
+// Traces are per sequence: each segment's rows under its sequence's names (a sequence spanning several passes
+// records a name once per pass, in order). values [n, width].
+void TraceRows(const FastPass& pass, const std::string& name, const float* values, int64_t width) {
+  if (pass.trace == nullptr) return;
+  for (const Segment& s : pass.segments) {
+    if (!pass.trace->Wants(s.sequence)) continue;
+    pass.trace->Floats(s.sequence, name, std::span<const float>(values + s.row * width, s.count * width),
+                       {s.count, width});
+  }
+}
+
+// The sublayer's input and output of one site, e.g. "layer.3.attn" → layer.3.attn_in, layer.3.attn_out.
+void TraceSublayer(const FastPass& pass, const std::string& name, FastActivations& act, int64_t d) {
+  TraceRows(pass, name + "_in", act.sublayer_in.data(), d);
+  TraceRows(pass, name + "_out", act.sublayer_out.data(), d);
+}
+
+// Each segment's state in KDA layer `layer`: its slot's view and the view in each of its copies' destinations.
+std::vector<KdaSegmentState> KdaStates(const FastPass& pass, int64_t layer) {
+  std::vector<KdaSegmentState> states;  // [segments]
+  for (const Segment& s : pass.segments) {
+    const SequenceState& state = *pass.batch[s.sequence].state;
+    KdaSegmentState& at = states.emplace_back(KdaSegmentState{KdaLayerState(state, layer)});
+    for (const auto& [rows, destination] : s.state_copies) {
+      at.copies.push_back(KdaLayerStateIn(*state.layout, layer, destination));
+    }
+  }
+  return states;
+}
+
+// Forced choices of layer `layer` per pass row (null: the model chooses); empty when none are forced. ForcedChoices
+// are indexed by the entry's token, a segment's row i being token first_index + i.
+template <typename Choice>
+std::vector<const Choice*> ForcedRows(const FastPass& pass, const std::vector<std::vector<Choice>>* per_layer,
+                                      int64_t layer) {
+  if (per_layer == nullptr || layer >= static_cast<int64_t>(per_layer->size())) return {};
+  const std::vector<Choice>& forced = (*per_layer)[layer];
+  std::vector<const Choice*> rows(pass.rows, nullptr);  // [n]
+  for (const Segment& s : pass.segments) {
+    for (int64_t i = 0; i < s.count; ++i) {
+      const int64_t index = s.first_index + i;
+      if (index < static_cast<int64_t>(forced.size())) rows[s.row + i] = &forced[index];
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+void FastModel::Embed(const FastPass& pass, FastActivations& act) const {
+  const int64_t n = pass.rows, d = config_.hidden_size, hc = config_.hc_mult;
+  float* streams = act.streams.Floats(n * hc * d);
+  act.sublayer_in.Floats(n * d);
+  act.sublayer_out.Floats(n * d);
+  act.site.resize(n);
+  // X: [n, hc, D], every stream starts as the token embedding.
+  for (const Segment& s : pass.segments) {
     for (int64_t i = 0; i < s.count; ++i) {
       float* x = streams + (s.row + i) * hc * d;
-      weights_.embed.Row(batch[s.sequence].tokens[s.first_index + i], x);
+      weights_.embed.Row(pass.batch[s.sequence].tokens[s.first_index + i], x);
       for (int64_t k = 1; k < hc; ++k) std::memcpy(x + k * d, x, d * sizeof(float));
     }
   }
-  // Traces are per sequence: each segment's rows under the sequence's names (a sequence spanning several passes
-  // records a name once per pass, in order).
-  auto trace_rows = [&](const std::string& name, const float* values, int64_t width) {
-    if (trace == nullptr) return;
-    for (const Segment& s : segments) {
-      if (!trace->Wants(s.sequence)) continue;
-      trace->Floats(s.sequence, name, std::span<const float>(values + s.row * width, s.count * width), {s.count, width});
-    }
-  };
+}
 
-  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const FastLayerWeights& layer = weights_.layers[l];
-    const std::string prefix = "layer." + std::to_string(l) + ".";
-    // ---- attention site ----
-    FastMhcRead(ctx, layer.hc_attn, layer.attn_norm, streams, n, h, coefficients.data());
-    if (layer.attention_kind == AttentionKind::kKda) {
-      GLINT_RETURN_IF_ERROR(FastKda(
-          ctx, layer.kda, h, segments, [&](const Segment& s) { return KdaLayerState(*batch[s.sequence].state, l); },
-          y, [&](const Segment& s, std::byte* destination) {
-            return KdaLayerStateIn(*batch[s.sequence].state->layout, l, destination);
-          }));
-    } else {
-      std::function<const std::vector<int64_t>*(const Segment&, int64_t)> forced_of;
-      if (forced != nullptr && l < static_cast<int64_t>(forced->attended.size()) && !forced->attended[l].empty()) {
-        const auto& attended = forced->attended[l];
-        forced_of = [&attended](const Segment& s, int64_t i) -> const std::vector<int64_t>* {
-          const int64_t index = s.first_index + i;
-          return index < static_cast<int64_t>(attended.size()) ? &attended[index] : nullptr;
-        };
-      }
-      std::vector<DsaRowSelection> selections;
-      std::vector<DsaCache> caches;  // [segments] this layer's view in each sequence's memory
-      for (const Segment& s : segments) caches.push_back(DsaLayerCache(*batch[s.sequence].state, l));
-      GLINT_RETURN_IF_ERROR(FastDsa(ctx, layer.dsa, h, segments,
-                                    [&](const Segment& s) -> DsaCache& { return caches[&s - segments.data()]; },
-                                    forced_of, y, trace != nullptr ? &selections : nullptr));
-      if (trace != nullptr) {
-        for (const Segment& s : segments) {
-          if (!trace->Wants(s.sequence)) continue;
-          const int64_t width = c.DenseRegimeTokens();
-          trace->Ints(s.sequence, prefix + "indexer_selected", PadSelections(selections, s.row, s.count, width),
-                      {s.count, width});
-        }
-      }
-    }
-    trace_rows(prefix + "attn_in", h, d);
-    trace_rows(prefix + "attn_out", y, d);
-    FastMhcWrite(ctx, coefficients.data(), y, n, streams);
-    // ---- FFN site ----
-    FastMhcRead(ctx, layer.hc_ffn, layer.ffn_norm, streams, n, h, coefficients.data());
-    if (layer.mlp_kind == MlpKind::kDense) {
-      FastMlp(ctx, layer.mlp, h, n, y);
-    } else {
-      std::vector<const RouterChoice*> forced_rows(n, nullptr);
-      if (forced != nullptr && l < static_cast<int64_t>(forced->router.size())) {
-        for (const Segment& s : segments) {
-          for (int64_t i = 0; i < s.count; ++i) {
-            const int64_t index = s.first_index + i;
-            if (index < static_cast<int64_t>(forced->router[l].size())) forced_rows[s.row + i] = &forced->router[l][index];
-          }
-        }
-      }
-      std::vector<RouterChoice> choices;
-      int64_t active = 0;
-      GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, h, n, [&](int64_t row) { return forced_rows[row]; }, y,
-                                    trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
-                                    plan_.local_experts()));
-      RecordRouting(l, choices);
-      GLINT_RETURN_IF_ERROR(SumMoeOverRanks(y, n * d));
-      last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
-      if (trace != nullptr) {
-        for (const Segment& s : segments) {
-          if (!trace->Wants(s.sequence)) continue;
-          std::vector<int32_t> experts;
-          for (int64_t i = 0; i < s.count; ++i) {
-            experts.insert(experts.end(), choices[s.row + i].experts.begin(), choices[s.row + i].experts.end());
-          }
-          trace->Ints(s.sequence, prefix + "moe_experts", experts, {s.count, c.num_experts_per_tok});
-        }
-      }
-    }
-    trace_rows(prefix + "ffn_in", h, d);
-    trace_rows(prefix + "ffn_out", y, d);
-    FastMhcWrite(ctx, coefficients.data(), y, n, streams);
-    trace_rows(prefix + "streams", streams, hc * d);
+Status FastModel::Attention(const FastPass& pass, int64_t l, const std::string& prefix, FastActivations& act) const {
+  FastContext& ctx = *context_;
+  const FastLayerWeights& layer = weights_.layers[l];
+  if (layer.attention_kind == AttentionKind::kKda) {
+    return FastKda(ctx, layer.kda, act.sublayer_in.data(), pass.segments, KdaStates(pass, l), act.sublayer_out.data());
   }
+  const bool forcing = pass.forced != nullptr && l < static_cast<int64_t>(pass.forced->attended.size()) &&
+                       !pass.forced->attended[l].empty();
+  const std::vector<const std::vector<int64_t>*> forced = ForcedRows(pass, forcing ? &pass.forced->attended : nullptr, l);
+  std::vector<DsaCache> caches;  // [segments] this layer's view in each sequence's memory
+  for (const Segment& s : pass.segments) caches.push_back(DsaLayerCache(*pass.batch[s.sequence].state, l));
+  std::vector<DsaRowSelection> selections;
+  GLINT_RETURN_IF_ERROR(FastDsa(ctx, layer.dsa, act.sublayer_in.data(), pass.segments, caches, forced,
+                                act.sublayer_out.data(), pass.trace != nullptr ? &selections : nullptr));
+  if (pass.trace == nullptr) return Status::Ok();
+  for (const Segment& s : pass.segments) {
+    if (!pass.trace->Wants(s.sequence)) continue;
+    const int64_t width = config_.DenseRegimeTokens();
+    pass.trace->Ints(s.sequence, prefix + "indexer_selected", PadSelections(selections, s.row, s.count, width),
+                     {s.count, width});
+  }
+  return Status::Ok();
+}
 
-  // ---- final: mean of the streams → RMSNorm → lm_head, for the rows asked for ----
-  float* normed = ctx.Buffer(kBufFinal, n * d);  // [n, D]
+Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix, FastActivations& act) const {
+  FastContext& ctx = *context_;
+  const FastLayerWeights& layer = weights_.layers[l];
+  const int64_t n = pass.rows;
+  if (layer.mlp_kind == MlpKind::kDense) {
+    FastMlp(ctx, layer.mlp, act.sublayer_in.data(), n, act.sublayer_out.data());
+    return Status::Ok();
+  }
+  const std::vector<const RouterChoice*> forced =
+      ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l);
+  std::vector<RouterChoice> choices;
+  int64_t active = 0;
+  GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, act.sublayer_in.data(), n, forced, act.sublayer_out.data(),
+                                pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
+                                plan_.local_experts()));
+  RecordRouting(l, choices);
+  GLINT_RETURN_IF_ERROR(SumMoeOverRanks(act.sublayer_out.data(), n * config_.hidden_size));
+  last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
+  if (pass.trace == nullptr) return Status::Ok();
+  for (const Segment& s : pass.segments) {
+    if (!pass.trace->Wants(s.sequence)) continue;
+    std::vector<int32_t> experts;
+    for (int64_t i = 0; i < s.count; ++i) {
+      experts.insert(experts.end(), choices[s.row + i].experts.begin(), choices[s.row + i].experts.end());
+    }
+    pass.trace->Ints(s.sequence, prefix + "moe_experts", experts, {s.count, config_.num_experts_per_tok});
+  }
+  return Status::Ok();
+}
+
+// Mean of the streams → RMSNorm → lm_head, for the rows asked for; the final normed hidden where MTP wants it.
+void FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const {
+  FastContext& ctx = *context_;
+  const ModelConfig& c = config_;
+  const int64_t n = pass.rows, d = c.hidden_size, hc = c.hc_mult;
+  float* normed = act.final_normed.Floats(n * d);
+  const float* streams = act.streams.data();
   ctx.pool.Run(n, [&](int64_t t, int) {
     float* out = normed + t * d;
     vec::Scale(1.0f / static_cast<float>(hc), streams + t * hc * d, d, out);
     for (int64_t k = 1; k < hc; ++k) vec::Axpy(1.0f / static_cast<float>(hc), streams + (t * hc + k) * d, d, out);
     vec::RmsNorm(out, weights_.final_norm, d, c.rms_norm_eps, out);
   });
-  trace_rows("final.normed", normed, d);
+  TraceRows(pass, "final.normed", normed, d);
   std::vector<std::pair<int64_t, float*>> logit_rows;  // (pass row, destination)
-  for (const Segment& s : segments) {
-    const BatchEntry& entry = batch[s.sequence];
+  for (const Segment& s : pass.segments) {
+    const BatchEntry& entry = pass.batch[s.sequence];
     const int64_t tokens = static_cast<int64_t>(entry.tokens.size());
     for (int64_t i = 0; i < s.count; ++i) {
       const int64_t index = s.first_index + i;
@@ -424,17 +454,47 @@ Status FastModel::RunPass(std::span<const BatchEntry> batch, std::span<const Seg
       }
     }
   }
-  if (!logit_rows.empty()) {
-    const int64_t count = static_cast<int64_t>(logit_rows.size());
-    float* gathered = ctx.Buffer(kBufLogitsRows, count * d);
-    for (int64_t r = 0; r < count; ++r) std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
-    float* logits = ctx.Buffer(kBufMtp, count * c.vocab_size);
-    ctx.Linear(weights_.lm_head, gathered, d, count, logits, c.vocab_size);
-    for (int64_t r = 0; r < count; ++r) {
-      std::memcpy(logit_rows[r].second, logits + r * c.vocab_size, c.vocab_size * sizeof(float));
-    }
+  if (logit_rows.empty()) return;
+  const int64_t count = static_cast<int64_t>(logit_rows.size());
+  float* gathered = act.logit_inputs.Floats(count * d);
+  for (int64_t r = 0; r < count; ++r) std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
+  float* logits = act.logits.Floats(count * c.vocab_size);
+  ctx.Linear(weights_.lm_head, gathered, d, count, logits, c.vocab_size);
+  for (int64_t r = 0; r < count; ++r) {
+    std::memcpy(logit_rows[r].second, logits + r * c.vocab_size, c.vocab_size * sizeof(float));
   }
-  for (const Segment& s : segments) batch[s.sequence].state->tokens += s.count;
+}
+
+// The trunk, as the model card draws it (docs/model-glm53.md §2–§4) and as ReferenceModel::ForwardOne runs it, over
+// the rows of every sequence of the pass at once: embed into hc streams; per layer an attention site and an FFN
+// site, each "mHC read → RMSNorm → sublayer → mHC write"; then the head.
+Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& outputs) const {
+  FastContext& ctx = *context_;
+  FastActivations& act = ctx.act;
+  const int64_t n = pass.rows, d = config_.hidden_size;
+  last_step_.rows += n;
+  Embed(pass, act);
+  float* streams = act.streams.data();
+  float* h = act.sublayer_in.data();
+  float* y = act.sublayer_out.data();
+  MhcTokenCoefficients* site = act.site.data();
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    const FastLayerWeights& layer = weights_.layers[l];
+    const std::string prefix = "layer." + std::to_string(l) + ".";
+
+    FastMhcRead(ctx, layer.hc_attn, layer.attn_norm, streams, n, h, site);  // attention site: KDA | DSA
+    GLINT_RETURN_IF_ERROR(Attention(pass, l, prefix, act));
+    TraceSublayer(pass, prefix + "attn", act, d);
+    FastMhcWrite(ctx, site, y, n, streams);
+
+    FastMhcRead(ctx, layer.hc_ffn, layer.ffn_norm, streams, n, h, site);  // FFN site: dense MLP | MoE
+    GLINT_RETURN_IF_ERROR(Ffn(pass, l, prefix, act));
+    TraceSublayer(pass, prefix + "ffn", act, d);
+    FastMhcWrite(ctx, site, y, n, streams);
+    TraceRows(pass, prefix + "streams", streams, config_.hc_mult * d);
+  }
+  Head(pass, act, outputs);
+  for (const Segment& s : pass.segments) pass.batch[s.sequence].state->tokens += s.count;
   return Status::Ok();
 }
 
@@ -474,7 +534,7 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   const Segment segment{0, 0, pairs, state.mtp_dsa.tokens, 0, {}};
   std::vector<DsaRowSelection> selections;
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, m.dsa, normed.data(), std::span<const Segment>(&segment, 1),
-                                [&](const Segment&) -> DsaCache& { return state.mtp_dsa; }, {}, sublayer.data(),
+                                std::span<DsaCache>(&state.mtp_dsa, 1), {}, sublayer.data(),
                                 trace != nullptr ? &selections : nullptr));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);

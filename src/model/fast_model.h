@@ -25,6 +25,8 @@
 
 namespace glint {
 
+struct FastPass;  // one pass of the layer loop (fast_model.cc)
+
 struct FastModelOptions {
   Isa isa = BestIsa();                // kernel level for the int8 and bf16 products
   int64_t max_tokens_per_pass = 512;  // rows per layer pass; bounds activation memory
@@ -111,9 +113,12 @@ class FastModel final : public Model {
   Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
                         std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
                         const ForcedChoices* forced) const;
-  Status RunPass(std::span<const BatchEntry> batch, std::span<const Segment> segments,
-                 std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
-                 const ForcedChoices* forced) const;
+  // One pass over rows of several sequences (the layer loop), and its steps.
+  Status RunPass(const FastPass& pass, std::vector<EntryOutput>& outputs) const;
+  void Embed(const FastPass& pass, FastActivations& act) const;
+  Status Attention(const FastPass& pass, int64_t layer, const std::string& prefix, FastActivations& act) const;
+  Status Ffn(const FastPass& pass, int64_t layer, const std::string& prefix, FastActivations& act) const;
+  void Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const;
 
   ModelConfig config_;
   ShardPlan plan_;

@@ -26,14 +26,14 @@ struct MoeJob {
 };
 
 std::vector<RouterChoice> Route(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
-                                const std::function<const RouterChoice*(int64_t row)>& forced_of) {
+                                std::span<const RouterChoice* const> forced_rows) {
   const ModelConfig& c = ctx.config;
   const int64_t num_experts = c.n_routed_experts;
-  float* logits = ctx.Buffer(kBufMoeLogits, n * num_experts);  // [n, E] fp32 logits from exact bf16 router weights
+  float* logits = ctx.act.moe.router_logits.Floats(n * num_experts);  // [n, E] fp32 logits from exact bf16 router weights
   ctx.Linear(w.router, h, c.hidden_size, n, logits, num_experts);
   std::vector<RouterChoice> routed(n);
   for (int64_t t = 0; t < n; ++t) {
-    const RouterChoice* forced = forced_of ? forced_of(t) : nullptr;
+    const RouterChoice* forced = forced_rows.empty() ? nullptr : forced_rows[t];
     if (forced != nullptr) {  // the fp32 path's experts, weighted by this path's own scores
       routed[t].experts = forced->experts;
       routed[t].weights = RouterWeights(logits + t * num_experts, forced->experts, c);
@@ -211,10 +211,13 @@ Status RunWave(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t
 }  // namespace
 
 Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
-               const std::function<const RouterChoice*(int64_t row)>& forced_of, float* out,
-               std::vector<RouterChoice>* choices, int64_t* experts_active, const LocalExperts& local) {
+               std::span<const RouterChoice* const> forced, float* out, std::vector<RouterChoice>* choices,
+               int64_t* experts_active, const LocalExperts& local) {
+  if (!forced.empty() && static_cast<int64_t>(forced.size()) != n) {
+    return InvalidArgument("FastMoe: forced choices for ", forced.size(), " rows, the pass has ", n);
+  }
   const int64_t d = ctx.config.hidden_size;
-  std::vector<RouterChoice> routed = Route(ctx, w, h, n, forced_of);
+  std::vector<RouterChoice> routed = Route(ctx, w, h, n, forced);
   std::vector<int32_t> expert_ids;
   std::vector<RouterChoice> unfailed;
   std::vector<MoeJob> jobs = GroupByExpert(w, WithoutFailedRows(ctx, routed, unfailed), local, expert_ids);
@@ -247,8 +250,8 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
       total_rows += static_cast<int64_t>(jobs[wave_end].rows.size());
       ++wave_end;
     }
-    const WaveBuffers buffers{ctx.Buffer(kBufMoeGateUp, total_rows * 2 * max_width),
-                              ctx.Buffer(kBufMoeAct, total_rows * max_width), ctx.Buffer(kBufMoeOut, total_rows * d),
+    const WaveBuffers buffers{ctx.act.moe.gate_up.Floats(total_rows * 2 * max_width),
+                              ctx.act.moe.act.Floats(total_rows * max_width), ctx.act.moe.expert_out.Floats(total_rows * d),
                               max_width};
     QuantizeInputs(ctx, jobs, wave_begin, wave_end, h, total_rows);
     GLINT_RETURN_IF_ERROR(RunWave(ctx, jobs, wave_begin, wave_end, routed_jobs, buffers));

@@ -376,8 +376,8 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
       const FastLayerWeights& w = fast->weights().layers[l];
       std::vector<float> in = golden.Floats(prefix + "attn_in"), out(tokens * d);
       if (w.attention_kind == AttentionKind::kKda) {
-        ASSERT_OK(FastKda(ctx, w.kda, in.data(), {&segment, 1}, [&](const Segment&) { return KdaLayerState(state, l); },
-                          out.data()));
+        const KdaSegmentState segment_state{KdaLayerState(state, l)};
+        ASSERT_OK(FastKda(ctx, w.kda, in.data(), {&segment, 1}, {&segment_state, 1}, out.data()));
       } else {
         std::vector<std::vector<int64_t>> attended(tokens);
         const auto selected = golden.Ints(prefix + "indexer_selected");
@@ -386,8 +386,9 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
           for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) attended[t].push_back(selected[t * width + i]);
         }
         DsaCache cache = DsaLayerCache(state, l);
-        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, [&](const Segment&) -> DsaCache& { return cache; },
-                          [&](const Segment&, int64_t i) { return &attended[i]; }, out.data(), nullptr));
+        std::vector<const std::vector<int64_t>*> forced(tokens);  // [rows]
+        for (int64_t t = 0; t < tokens; ++t) forced[t] = &attended[t];
+        ASSERT_OK(FastDsa(ctx, w.dsa, in.data(), {&segment, 1}, {&cache, 1}, forced, out.data(), nullptr));
       }
       const double attention_error = testing::RelativeRmsError(out, golden.Floats(prefix + "attn_out"));
       in = golden.Floats(prefix + "ffn_in");
@@ -400,8 +401,9 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
           choices[t].experts.assign(experts.begin() + t * c.num_experts_per_tok,
                                     experts.begin() + (t + 1) * c.num_experts_per_tok);
         }
-        ASSERT_OK(FastMoe(ctx, w.moe, in.data(), tokens, [&](int64_t row) { return &choices[row]; }, out.data(),
-                          nullptr, nullptr));
+        std::vector<const RouterChoice*> forced(tokens);  // [rows]
+        for (int64_t t = 0; t < tokens; ++t) forced[t] = &choices[t];
+        ASSERT_OK(FastMoe(ctx, w.moe, in.data(), tokens, forced, out.data(), nullptr, nullptr));
       }
       const double ffn_error = testing::RelativeRmsError(out, golden.Floats(prefix + "ffn_out"));
       std::printf("%s layer %lld: %s relative RMS error %.4f, %s %.4f\n", fixture.c_str(), static_cast<long long>(l),
