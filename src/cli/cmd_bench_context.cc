@@ -35,8 +35,8 @@ struct BenchContextFlags {
 };
 
 // The study's §5.3 prediction: the indexer's FLOPs as a share of the MoE FLOPs per token, on the released model.
-const std::map<int64_t, double> kStudyShare = {{8 << 10, 0.006}, {32 << 10, 0.022}, {128 << 10, 0.088},
-                                               {1 << 20, 0.707}};
+const std::map<int64_t, double> kStudyShare = {
+    {8 << 10, 0.006}, {32 << 10, 0.022}, {128 << 10, 0.088}, {1 << 20, 0.707}};
 
 // "2K" → 2048, "1M" → 1048576, "5000" → 5000 (powers of 1024, as the study's context lengths).
 Result<int64_t> ParseContext(const std::string& text) {
@@ -93,12 +93,12 @@ Result<ContextFigures> MeasureContext(const FastModel& model, const std::shared_
   const int64_t b = layout->block_tokens();
   const int64_t blocks_needed = (context + steps + 1 + b - 1) / b;
   const int64_t bytes = blocks_needed * layout->block_bytes + layout->slot_bytes;
-  std::printf("-- context %lld: %s of cache (%lld blocks × %s, %lld DSA layers, %s); filling it synthetically with "
-              "random latents and pooled keys (no prefill; KDA state zeros)\n",
-              static_cast<long long>(context), FormatBinaryBytes(bytes).c_str(),
-              static_cast<long long>(blocks_needed), FormatBinaryBytes(layout->block_bytes).c_str(),
-              static_cast<long long>(c.NumLayersOf(AttentionKind::kDsa)),
-              std::string(KvCacheDtypeName(layout->options.kv_dtype)).c_str());
+  std::printf(
+      "-- context %lld: %s of cache (%lld blocks × %s, %lld DSA layers, %s); filling it synthetically with "
+      "random latents and pooled keys (no prefill; KDA state zeros)\n",
+      static_cast<long long>(context), FormatBinaryBytes(bytes).c_str(), static_cast<long long>(blocks_needed),
+      FormatBinaryBytes(layout->block_bytes).c_str(), static_cast<long long>(c.NumLayersOf(AttentionKind::kDsa)),
+      std::string(KvCacheDtypeName(layout->options.kv_dtype)).c_str());
   if (bytes > max_cache_bytes) {
     return ResourceExhausted("context ", context, " needs ", FormatBinaryBytes(bytes), " of cache, over --max-cache ",
                              FormatBinaryBytes(max_cache_bytes), "; use a compact --kv-cache-dtype or raise it");
@@ -147,24 +147,26 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   const ModelConfig& c = model->config();
   for (int64_t context : contexts) {
     if (context + flags.steps + 1 > c.max_position_embeddings) {
-      return InvalidArgument("--contexts ", context, " + ", flags.steps + 1, " decode positions exceeds the model's "
-                             "max_position_embeddings ", c.max_position_embeddings);
+      return InvalidArgument("--contexts ", context, " + ", flags.steps + 1,
+                             " decode positions exceeds the model's "
+                             "max_position_embeddings ",
+                             c.max_position_embeddings);
     }
   }
   MachineProbeOptions probe;
   probe.array_bytes = flags.probe_mib << 20;
   const MachineLimits limits = MeasureMachineLimits(pool, probe);
   const double bandwidth = limits.read_gbps_all_threads * 1e9;
-  std::printf("== bench-context: %d threads, read bandwidth %.1f GB/s (measured now), kv cache %s, one sequence, "
-              "median of %lld steps\n",
-              threads, limits.read_gbps_all_threads, flags.kv_cache_dtype.c_str(),
-              static_cast<long long>(flags.steps));
+  std::printf(
+      "== bench-context: %d threads, read bandwidth %.1f GB/s (measured now), kv cache %s, one sequence, "
+      "median of %lld steps\n",
+      threads, limits.read_gbps_all_threads, flags.kv_cache_dtype.c_str(), static_cast<long long>(flags.steps));
   CacheOptions options;
   options.kv_dtype = dtype;
   GLINT_ASSIGN_OR_RETURN(CacheLayout made, model->CacheLayoutFor(options));
   const auto layout = std::make_shared<const CacheLayout>(std::move(made));
-  std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s\n", "context", "ms/step", "×first", "indexer ms",
-              "share", "study share", "keys MB", "roofline ms", "of roofl.");
+  std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s\n", "context", "ms/step", "×first", "indexer ms", "share",
+              "study share", "keys MB", "roofline ms", "of roofl.");
   double first_step = 0;
   std::map<int64_t, ContextFigures> measured;
   for (int64_t context : contexts) {
@@ -179,12 +181,12 @@ Status RunBenchContext(const BenchContextFlags& flags) {
     const std::string study_text = study == kStudyShare.end() ? "—" : StrCat(100 * study->second, "%");
     const double roofline = f->key_bytes / bandwidth;
     std::printf("%9lld %10.2f %8.2f %11.3f %8.1f%% %12s %12.1f %11.3f %9.0f%%\n", static_cast<long long>(context),
-                1e3 * f->step, f->step / first_step, 1e3 * f->indexer, 100 * f->indexer / f->step,
-                study_text.c_str(), f->key_bytes / 1e6, 1e3 * roofline,
-                f->indexer > 0 ? 100 * roofline / f->indexer : 0.0);
+                1e3 * f->step, f->step / first_step, 1e3 * f->indexer, 100 * f->indexer / f->step, study_text.c_str(),
+                f->key_bytes / 1e6, 1e3 * roofline, f->indexer > 0 ? 100 * roofline / f->indexer : 0.0);
   }
-  std::printf("   (study share: the indexer's FLOPs as a share of the MoE FLOPs on the released model, §5.3; share: "
-              "measured share of this step's time; of roofl.: key bytes ÷ bandwidth ÷ indexer time)\n");
+  std::printf(
+      "   (study share: the indexer's FLOPs as a share of the MoE FLOPs on the released model, §5.3; share: "
+      "measured share of this step's time; of roofl.: key bytes ÷ bandwidth ÷ indexer time)\n");
   if (measured.count(2048) && measured.count(128 << 10)) {
     const double ratio = measured[128 << 10].step / measured[2048].step;
     std::printf("target step(128K) ≤ 1.3 × step(2K): %.2f× — %s\n", ratio, ratio <= 1.3 ? "met" : "NOT met");
@@ -198,30 +200,33 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   return Status::Ok();
 }
 
-GLINT_REGISTER_COMMAND(
-    "bench-context", "Decode cost by context length on synthetically filled caches (indexer share, roofline)", 86,
-    [](CLI::App& command) -> std::function<Status()> {
-      auto flags = std::make_shared<BenchContextFlags>();
-      AddModelFlag(command, flags->model);
-      command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
-      command.add_option("--contexts", flags->contexts, "context lengths (K = 1024, M = 1024²)")
-          ->delimiter(',')
-          ->capture_default_str();
-      command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
-                         "storage of the MLA latents and pooled indexer keys: fp32, bf16, fp8 or int8")
-          ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
-          ->capture_default_str();
-      command.add_option("--max-cache", flags->max_cache,
-                         "largest cache to allocate for one context (a longer one is skipped with its size)")
-          ->capture_default_str();
-      command.add_option("--steps", flags->steps, "timed decode steps per context")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 1000));
-      command.add_option("--probe-mib", flags->probe_mib, "MiB per bandwidth-probe array")
-          ->capture_default_str()
-          ->check(CLI::Range(1, 1 << 16));
-      return [flags] { return RunBenchContext(*flags); };
-    });
+GLINT_REGISTER_COMMAND("bench-context",
+                       "Decode cost by context length on synthetically filled caches (indexer share, roofline)", 86,
+                       [](CLI::App& command) -> std::function<Status()> {
+                         auto flags = std::make_shared<BenchContextFlags>();
+                         AddModelFlag(command, flags->model);
+                         command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
+                         command.add_option("--contexts", flags->contexts, "context lengths (K = 1024, M = 1024²)")
+                             ->delimiter(',')
+                             ->capture_default_str();
+                         command
+                             .add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                                         "storage of the MLA latents and pooled indexer keys: fp32, bf16, fp8 or int8")
+                             ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
+                             ->capture_default_str();
+                         command
+                             .add_option(
+                                 "--max-cache", flags->max_cache,
+                                 "largest cache to allocate for one context (a longer one is skipped with its size)")
+                             ->capture_default_str();
+                         command.add_option("--steps", flags->steps, "timed decode steps per context")
+                             ->capture_default_str()
+                             ->check(CLI::Range(1, 1000));
+                         command.add_option("--probe-mib", flags->probe_mib, "MiB per bandwidth-probe array")
+                             ->capture_default_str()
+                             ->check(CLI::Range(1, 1 << 16));
+                         return [flags] { return RunBenchContext(*flags); };
+                       });
 
 }  // namespace
 }  // namespace glint::cli

@@ -4,9 +4,12 @@
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
 #endif
+// foreach_target.h re-includes this file once per target and must come first.
+// clang-format off
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/indexer_ops.h"
+// clang-format on
 
 #include <algorithm>
 #include <cmath>
@@ -62,9 +65,8 @@ HWY_INLINE void DotTileInt8(const int16_t* const* q, const int8_t* const* k, int
   }
 }
 
-void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights,
-                const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
-                float* scores) {
+void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
+                const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores) {
   int32_t dots[2 * kPools];
   const int8_t* k[kPools];
   const int16_t* q[2];
@@ -78,8 +80,8 @@ void ScoresInt8(const int16_t* query_codes, const float* query_scales, const flo
       DotTileInt8(q, k, dim, dots);
       for (int64_t a = 0; a < nh; ++a) {
         for (int64_t i = 0; i < np; ++i) {
-          total[i] += Int8Term(dots[a * kPools + i], scale, query_scales[h + a], key_scales[m + i],
-                               head_weights[h + a]);
+          total[i] +=
+              Int8Term(dots[a * kPools + i], scale, query_scales[h + a], key_scales[m + i], head_weights[h + a]);
         }
       }
     }
@@ -129,11 +131,10 @@ namespace glint::indexer {
 HWY_EXPORT(ScoresInt8);
 HWY_EXPORT(ScoresBf16);
 
-void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights,
-                const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
-                float* scores) {
-  HWY_DYNAMIC_DISPATCH(ScoresInt8)(query_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim,
-                                   scale, scores);
+void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
+                const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores) {
+  HWY_DYNAMIC_DISPATCH(ScoresInt8)
+  (query_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
 }
 
 void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,

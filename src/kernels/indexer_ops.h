@@ -22,9 +22,8 @@ namespace glint::indexer {
 void QuantizeQuery(const float* query, int64_t heads, int64_t dim, int16_t* codes, float* scales);
 
 // query_codes, query_scales from QuantizeQuery; keys [pools, dim] int8 codes (row stride dim), key_scales [pools].
-void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights,
-                const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
-                float* scores);
+void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
+                const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores);
 // query [heads, dim] fp32; keys [pools, dim] bf16 bits (row stride dim).
 void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
                 int64_t dim, float scale, float* scores);

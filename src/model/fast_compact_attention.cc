@@ -8,8 +8,8 @@
 namespace glint {
 namespace {
 
-constexpr int64_t kHeadsPerTask = 8;     // as fast_dsa.cc: one token × 8 heads per attention call
-constexpr int64_t kDecodeChunk = 256;    // rows decoded per task when one query's rows are split over workers
+constexpr int64_t kHeadsPerTask = 8;   // as fast_dsa.cc: one token × 8 heads per attention call
+constexpr int64_t kDecodeChunk = 256;  // rows decoded per task when one query's rows are split over workers
 
 // 0, 1, …, count − 1: the positions of decoded rows in their dense page.
 const int64_t* Identity(int64_t count) {

@@ -46,8 +46,8 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
         mla::IndexerScores(q.query, q.head_weights, cache.PooledKey(m), count, q.heads, e, scale, out);
         break;
       case KvCacheDtype::kBfloat16:
-        indexer::ScoresBf16(q.query, q.head_weights, reinterpret_cast<const uint16_t*>(cache.PooledValues(m)),
-                            count, q.heads, e, scale, out);
+        indexer::ScoresBf16(q.query, q.head_weights, reinterpret_cast<const uint16_t*>(cache.PooledValues(m)), count,
+                            q.heads, e, scale, out);
         break;
       case KvCacheDtype::kInt8:
         indexer::ScoresInt8(prepared.codes.data(), prepared.scales.data(), q.head_weights,

@@ -19,7 +19,7 @@ struct FastIndexerQuery {
   const float* query = nullptr;         // [heads, e] iq
   const float* head_weights = nullptr;  // [heads] w · I^-1/2
   int64_t heads = 0;
-  int64_t position = 0;                 // the query's absolute position (sees VisiblePools(position) pools)
+  int64_t position = 0;  // the query's absolute position (sees VisiblePools(position) pools)
 };
 
 // `pool` null: on the calling thread (a call made from inside a pool task). Otherwise the scores are split into

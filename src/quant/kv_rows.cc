@@ -10,7 +10,7 @@
 namespace glint {
 namespace {
 
-constexpr float kFp8Max = 448.0f;  // largest finite e4m3fn value
+constexpr float kFp8Max = 448.0f;   // largest finite e4m3fn value
 constexpr float kInt8Max = 127.0f;  // symmetric: −128 is never produced
 
 float RowAmax(const float* x, int64_t n) {
@@ -26,17 +26,21 @@ float RowAmax(const float* x, int64_t n) {
 
 std::string_view KvCacheDtypeName(KvCacheDtype dtype) {
   switch (dtype) {
-    case KvCacheDtype::kFloat32: return "fp32";
-    case KvCacheDtype::kBfloat16: return "bf16";
-    case KvCacheDtype::kFp8: return "fp8";
-    case KvCacheDtype::kInt8: return "int8";
+    case KvCacheDtype::kFloat32:
+      return "fp32";
+    case KvCacheDtype::kBfloat16:
+      return "bf16";
+    case KvCacheDtype::kFp8:
+      return "fp8";
+    case KvCacheDtype::kInt8:
+      return "int8";
   }
   return "unknown";
 }
 
 Result<KvCacheDtype> ParseKvCacheDtype(std::string_view name) {
-  for (KvCacheDtype dtype : {KvCacheDtype::kFloat32, KvCacheDtype::kBfloat16, KvCacheDtype::kFp8,
-                             KvCacheDtype::kInt8}) {
+  for (KvCacheDtype dtype :
+       {KvCacheDtype::kFloat32, KvCacheDtype::kBfloat16, KvCacheDtype::kFp8, KvCacheDtype::kInt8}) {
     if (name == KvCacheDtypeName(dtype)) return dtype;
   }
   return InvalidArgument("KV cache dtype '", name, "' is unknown; expected ", kKvCacheDtypeNames);
@@ -46,10 +50,13 @@ bool KvCacheDtypeHasScale(KvCacheDtype dtype) { return dtype == KvCacheDtype::kF
 
 int64_t KvValueBytes(KvCacheDtype dtype) {
   switch (dtype) {
-    case KvCacheDtype::kFloat32: return 4;
-    case KvCacheDtype::kBfloat16: return 2;
+    case KvCacheDtype::kFloat32:
+      return 4;
+    case KvCacheDtype::kBfloat16:
+      return 2;
     case KvCacheDtype::kFp8:
-    case KvCacheDtype::kInt8: return 1;
+    case KvCacheDtype::kInt8:
+      return 1;
   }
   return 4;
 }
@@ -118,8 +125,6 @@ KvSegment KvSegment::Make(KvCacheDtype dtype, int64_t rows, int64_t width) {
   return segment;
 }
 
-int64_t KvSegment::Bytes() const {
-  return KvCacheDtypeHasScale(dtype) ? scales_offset + rows * 4 : rows * RowStride();
-}
+int64_t KvSegment::Bytes() const { return KvCacheDtypeHasScale(dtype) ? scales_offset + rows * 4 : rows * RowStride(); }
 
 }  // namespace glint

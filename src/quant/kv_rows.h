@@ -24,8 +24,8 @@ enum class KvCacheDtype : uint8_t { kFloat32, kBfloat16, kFp8, kInt8 };
 inline constexpr const char* kKvCacheDtypeNames = "fp32, bf16, fp8 or int8";
 std::string_view KvCacheDtypeName(KvCacheDtype dtype);
 Result<KvCacheDtype> ParseKvCacheDtype(std::string_view name);  // error names the accepted values
-bool KvCacheDtypeHasScale(KvCacheDtype dtype);                   // fp8, int8
-int64_t KvValueBytes(KvCacheDtype dtype);                        // 4, 2, 1, 1
+bool KvCacheDtypeHasScale(KvCacheDtype dtype);                  // fp8, int8
+int64_t KvValueBytes(KvCacheDtype dtype);                       // 4, 2, 1, 1
 
 // Bytes of one row of n values including its scale (what a cache position costs per row).
 inline int64_t KvRowBytes(KvCacheDtype dtype, int64_t n) {
@@ -39,8 +39,8 @@ void DecodeKvRow(KvCacheDtype dtype, const std::byte* values, const float* scale
 // Rows [rows, n] of a block in one segment: the values of every row, then (fp8, int8) the rows' scales.
 struct KvSegment {
   KvCacheDtype dtype = KvCacheDtype::kFloat32;
-  int64_t rows = 0;         // per block
-  int64_t width = 0;        // values per row
+  int64_t rows = 0;           // per block
+  int64_t width = 0;          // values per row
   int64_t scales_offset = 0;  // bytes from the segment start to the scales
 
   static KvSegment Make(KvCacheDtype dtype, int64_t rows, int64_t width);

@@ -3,13 +3,13 @@
 // SelectTopPools bit for bit, ties, signed zeros, infinities and NaNs included.
 #include "kernels/indexer_ops.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "model/indexer.h"
 #include "quant/formats.h"
@@ -111,11 +111,21 @@ TEST(IndexerSelection, LinearSelectionEqualsTheReferenceWithTies) {
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t n = 1 + rng() % 600, k = 1 + rng() % (n + 3);
     // Few distinct values, so ties are everywhere, plus the special values.
-    const float palette[] = {0.0f, -0.0f, 1.0f, -1.0f, 2.5f, 1e-38f, -1e-45f,
-                             std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                             std::numeric_limits<float>::quiet_NaN(), 3.0f, 3.0f};
+    const float palette[] = {0.0f,
+                             -0.0f,
+                             1.0f,
+                             -1.0f,
+                             2.5f,
+                             1e-38f,
+                             -1e-45f,
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN(),
+                             3.0f,
+                             3.0f};
     std::vector<float> scores(n);
-    for (float& v : scores) v = trial % 3 == 0 ? std::ldexp(static_cast<float>(rng() % 1000), -10) : palette[rng() % 12];
+    for (float& v : scores)
+      v = trial % 3 == 0 ? std::ldexp(static_cast<float>(rng() % 1000), -10) : palette[rng() % 12];
     ExpectSameSelection(scores, k);
   }
   // All equal: the lowest indices win; all NaN too.
@@ -126,7 +136,7 @@ TEST(IndexerSelection, LinearSelectionEqualsTheReferenceWithTies) {
 TEST(IndexerSelection, LinearSelectionAtDecodeSize) {
   std::mt19937 rng(4);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<float> scores(262144);  // 1M positions of kpool 4
+  std::vector<float> scores(262144);                        // 1M positions of kpool 4
   for (float& v : scores) v = std::max(0.0f, normal(rng));  // ReLU'd scores: a quarter million, half of them 0
   ExpectSameSelection(scores, 512);
 }

@@ -3,21 +3,25 @@
 //     depend on any DSA cache) equal the fp32 cache's rows encoded and decoded, bit for bit;
 //   - the reference path with each compact dtype stays within the measured quality budget of the fp32 cache;
 //   - the fast path agrees with the reference path under each dtype as closely as it does with fp32 caches.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "base/worker_pool.h"
 #include "io/token_file.h"
 #include "model/fast_model.h"
 #include "model/model.h"
+#include "model_checks.h"
 #include "test_util.h"
 
 namespace glint {
 namespace {
+
+using testing::Accumulate;
+using testing::Agreement;
 
 constexpr KvCacheDtype kCompact[] = {KvCacheDtype::kBfloat16, KvCacheDtype::kFp8, KvCacheDtype::kInt8};
 
@@ -52,39 +56,15 @@ std::vector<float> Logits(const Model& model, BoundSequence& bound, const std::v
   return outputs.empty() ? std::vector<float>{} : outputs[0].logits;
 }
 
-struct Agreement {
-  int64_t rows = 0, top1_equal = 0;
-  double kl_sum = 0;
-  void Add(const std::vector<float>& p_logits, const std::vector<float>& q_logits, int64_t vocab) {
-    for (size_t r = 0; r < p_logits.size() / vocab; ++r) {
-      const float* p = p_logits.data() + r * vocab;
-      const float* q = q_logits.data() + r * vocab;
-      const double max_p = *std::max_element(p, p + vocab), max_q = *std::max_element(q, q + vocab);
-      double sum_p = 0, sum_q = 0;
-      for (int64_t i = 0; i < vocab; ++i) sum_p += std::exp(p[i] - max_p), sum_q += std::exp(q[i] - max_q);
-      double kl = 0;
-      for (int64_t i = 0; i < vocab; ++i) {
-        const double log_p = p[i] - max_p - std::log(sum_p), log_q = q[i] - max_q - std::log(sum_q);
-        kl += std::exp(log_p) * (log_p - log_q);
-      }
-      kl_sum += kl;
-      top1_equal += (std::max_element(p, p + vocab) - p) == (std::max_element(q, q + vocab) - q);
-      ++rows;
-    }
-  }
-  double top1() const { return static_cast<double>(top1_equal) / rows; }
-  double mean_kl() const { return kl_sum / rows; }
-};
-
 class KvCacheDtypeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::string dir = testing::TestDataPath("../../models/glint-tiny");
     reference_ = ReferenceModel::Load(dir).value();
     fast_ = FastModel::Load(dir, pool_).value();
-    sequences_ = ReadTokenSequences(testing::TestDataPath("glint-tiny/crosscheck_tokens.json"),
-                                    reference_->config().vocab_size)
-                     .value();
+    sequences_ =
+        ReadTokenSequences(testing::TestDataPath("glint-tiny/crosscheck_tokens.json"), reference_->config().vocab_size)
+            .value();
     ASSERT_FALSE(sequences_.empty());
   }
   int64_t FirstDsaLayer() const {
@@ -149,7 +129,7 @@ TEST_F(KvCacheDtypeTest, ReferencePathStaysWithinTheMeasuredBudget) {
     Agreement agreement;
     for (size_t i = 0; i < sequences_.size(); ++i) {
       auto compact = Bind(*reference_, kCompact[d], sequences_[i].size());
-      agreement.Add(fp32_logits[i], Logits(*reference_, *compact, sequences_[i]), vocab);
+      Accumulate(fp32_logits[i], Logits(*reference_, *compact, sequences_[i]), vocab, agreement);
     }
     std::printf("reference path, %s vs fp32 cache: top-1 %.2f%% of %lld, mean KL %.3g nats\n",
                 std::string(KvCacheDtypeName(kCompact[d])).c_str(), 100 * agreement.top1(),
@@ -163,13 +143,13 @@ TEST_F(KvCacheDtypeTest, ReferencePathStaysWithinTheMeasuredBudget) {
 // docs/quality.md (top-1 ≥ 98 %, KL ≤ 3e-4; measured with fp32 caches: 99.04 %, 7.8e-5), for every dtype.
 TEST_F(KvCacheDtypeTest, FastPathAgreesWithTheReferenceUnderEveryDtype) {
   const int64_t vocab = reference_->config().vocab_size;
-  for (KvCacheDtype dtype : {KvCacheDtype::kFloat32, KvCacheDtype::kBfloat16, KvCacheDtype::kFp8,
-                             KvCacheDtype::kInt8}) {
+  for (KvCacheDtype dtype :
+       {KvCacheDtype::kFloat32, KvCacheDtype::kBfloat16, KvCacheDtype::kFp8, KvCacheDtype::kInt8}) {
     Agreement agreement;
     for (const auto& tokens : sequences_) {
       auto on_reference = Bind(*reference_, dtype, tokens.size());
       auto on_fast = Bind(*fast_, dtype, tokens.size());
-      agreement.Add(Logits(*reference_, *on_reference, tokens), Logits(*fast_, *on_fast, tokens), vocab);
+      Accumulate(Logits(*reference_, *on_reference, tokens), Logits(*fast_, *on_fast, tokens), vocab, agreement);
     }
     std::printf("%s cache, fast vs reference path: top-1 %.2f%% of %lld, mean KL %.3g nats\n",
                 std::string(KvCacheDtypeName(dtype)).c_str(), 100 * agreement.top1(),

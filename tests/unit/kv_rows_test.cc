@@ -2,12 +2,12 @@
 // the others, zero and non-finite rows, names and segment sizes.
 #include "quant/kv_rows.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "quant/formats.h"
 
@@ -74,8 +74,9 @@ TEST(KvRows, RoundingStaysWithinTheFormatsStep) {
     // Half a step s = amax/127, plus fp32 rounding of q · s and of x · 127/amax (a few ulps of amax).
     EXPECT_LE(std::fabs(int8[i] - x[i]), amax / 127 * (0.5f + 1e-5f)) << i;
     // e4m3: 3 mantissa bits → half an ulp is 2^-4 relative, or half the subnormal step 2^-10 · s absolute.
-    EXPECT_LE(std::fabs(fp8[i] - x[i]), std::max(std::ldexp(std::fabs(x[i]), -4), std::ldexp(amax / 448, -10)) *
-                                            (1 + 1e-5f)) << i;
+    EXPECT_LE(std::fabs(fp8[i] - x[i]),
+              std::max(std::ldexp(std::fabs(x[i]), -4), std::ldexp(amax / 448, -10)) * (1 + 1e-5f))
+        << i;
   }
 }
 
