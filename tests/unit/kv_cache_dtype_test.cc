@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "base/worker_pool.h"
+#include "engine/capacity.h"
+#include "io/config.h"
 #include "io/token_file.h"
 #include "model/fast_model.h"
 #include "model/model.h"
@@ -54,6 +56,32 @@ std::vector<float> Logits(const Model& model, BoundSequence& bound, const std::v
   const Status status = model.Forward({&entry, 1}, outputs);
   EXPECT_TRUE(status.ok()) << status.ToString();
   return outputs.empty() ? std::vector<float>{} : outputs[0].logits;
+}
+
+// The layout sizes each DSA segment for the dtype, and the capacity report says how the cache is stored.
+TEST(KvCacheLayout, SegmentsAndCapacityFollowTheDtype) {
+  const ModelConfig c = LoadModelConfig(testing::TestDataPath("golden/tiny-dense")).value();  // 1 DSA layer
+  const int64_t rank = c.kv_lora_rank, e = c.index_head_dim, pools = 64 / c.index_kpool;
+  const auto aligned = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  for (KvCacheDtype dtype :
+       {KvCacheDtype::kFloat32, KvCacheDtype::kBfloat16, KvCacheDtype::kFp8, KvCacheDtype::kInt8}) {
+    CacheOptions options;
+    options.kv_dtype = dtype;
+    const CacheLayout layout = MakeCacheLayout(c, options).value();
+    const int64_t scale = KvCacheDtypeHasScale(dtype) ? 4 : 0;
+    const int64_t latents = aligned(aligned(64 * rank * KvValueBytes(dtype)) + 64 * scale);
+    const int64_t keys = aligned(aligned(pools * e * KvValueBytes(dtype)) + pools * scale);
+    EXPECT_EQ(layout.block_bytes, latents + keys) << KvCacheDtypeName(dtype);  // values, then the rows' scales
+    EngineOptions engine;
+    engine.kv_cache_dtype = dtype;
+    engine.memory_bytes = int64_t{64} << 20;
+    const CapacityReport report = PlanCapacity(c, layout, engine, 0).value();
+    EXPECT_NE(report.ToString().find(StrCat("DSA layer, ", KvCacheDtypeName(dtype))), std::string::npos)
+        << report.ToString();
+  }
+  CacheOptions bad;
+  bad.kv_dtype = static_cast<KvCacheDtype>(9);
+  EXPECT_FALSE(MakeCacheLayout(c, bad).ok());
 }
 
 class KvCacheDtypeTest : public ::testing::Test {
