@@ -20,6 +20,7 @@
 #include "engine/capacity.h"
 #include "kernels/machine_limits.h"
 #include "model/fast_model.h"
+#include "model/forward_common.h"
 
 namespace glint::cli {
 namespace {

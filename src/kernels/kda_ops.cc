@@ -93,64 +93,90 @@ void DecodeStep(float* state, const float* q, const float* k, const float* v, co
   }
 }
 
-void Chunk(float* state, const ChunkArgs& args, float* scratch) {
-  const D d;
-  const float *q = args.q, *k = args.k, *v = args.v, *g = args.g, *beta = args.beta;
-  const int64_t qk_stride = args.qk_stride, v_stride = args.v_stride, g_stride = args.g_stride;
-  const int64_t beta_stride = args.beta_stride, o_stride = args.o_stride, n = args.n, dk = args.dk, dv = args.dv;
-  float* o = args.o;
-  const int64_t blocks = (n + kSubBlock - 1) / kSubBlock;
-  float* prefix = scratch;                 // [n, dk]  L_i: in-block inclusive prefix sum of g
-  float* suffix = prefix + n * dk;         // [n, dk]  R_j: in-block exclusive suffix sum of g
-  float* totals = suffix + n * dk;         // [blocks, dk]
-  float* q_hat = totals + (kChunkTokens / kSubBlock) * dk;  // [n, dk] q ⊙ exp(L)
-  float* k_hat = q_hat + n * dk;           // [n, dk] k ⊙ exp(L)
-  float* k_check = k_hat + n * dk;         // [n, dk] k ⊙ exp(−L)
-  float* k_cross = k_check + n * dk;       // [n, dk] k ⊙ exp(M + R), rebuilt per query block
-  float* k_gamma = k_cross + n * dk;       // [n, dk] k ⊙ Γ = k ⊙ exp(G)
-  float* k_last = k_gamma + n * dk;        // [n, dk] k ⊙ exp(G_last − G)
-  float* q_gamma = k_last + n * dk;        // [n, dk] q ⊙ Γ
-  float* lower = q_gamma + n * dk;         // [n, n] L[i, j] = β_i (k_i·k_j)_decayed, j < i
-  float* inverse = lower + n * n;          // [n, n] A = (I + L)^-1
-  float* scores = inverse + n * n;         // [n, n] Aqk, j ≤ i
-  float* nu = scores + n * n;              // [n, dv] U, then ν
-  float* w = nu + n * dv;                  // [n, dk] W
-  float* exponent = w + n * dk;            // [dk] one row of exponents
+// The chunk's scratch (ChunkScratchFloats), named. n rows of the chunk, sub-blocks of kSubBlock rows.
+struct ChunkScratch {
+  ChunkScratch(float* scratch, int64_t n, int64_t dk, int64_t dv)
+      : prefix(scratch),
+        suffix(prefix + n * dk),
+        totals(suffix + n * dk),
+        q_hat(totals + (kChunkTokens / kSubBlock) * dk),
+        k_hat(q_hat + n * dk),
+        k_check(k_hat + n * dk),
+        k_cross(k_check + n * dk),
+        k_gamma(k_cross + n * dk),
+        k_last(k_gamma + n * dk),
+        q_gamma(k_last + n * dk),
+        lower(q_gamma + n * dk),
+        inverse(lower + n * n),
+        scores(inverse + n * n),
+        nu(scores + n * n),
+        w(nu + n * dv),
+        exponent(w + n * dk) {}
+  float* prefix;    // [n, dk]  L_i: in-block inclusive prefix sum of g
+  float* suffix;    // [n, dk]  R_j: in-block exclusive suffix sum of g
+  float* totals;    // [blocks, dk]
+  float* q_hat;     // [n, dk] q ⊙ exp(L)
+  float* k_hat;     // [n, dk] k ⊙ exp(L)
+  float* k_check;   // [n, dk] k ⊙ exp(−L)
+  float* k_cross;   // [n, dk] k ⊙ exp(M + R), rebuilt per query block
+  float* k_gamma;   // [n, dk] k ⊙ Γ = k ⊙ exp(G)
+  float* k_last;    // [n, dk] k ⊙ exp(G_last − G)
+  float* q_gamma;   // [n, dk] q ⊙ Γ
+  float* lower;     // [n, n] L[i, j] = β_i (k_i·k_j)_decayed, j < i
+  float* inverse;   // [n, n] A = (I + L)^-1
+  float* scores;    // [n, n] Aqk, j ≤ i
+  float* nu;        // [n, dv] U, then ν
+  float* w;         // [n, dk] W
+  float* exponent;  // [dk] one row of exponents
+};
 
-  // In-block prefix / suffix sums and block totals of g.
+// In-block prefix / suffix sums and block totals of g.
+void BlockSums(const ChunkArgs& args, int64_t blocks, const ChunkScratch& s) {
+  const int64_t n = args.n, dk = args.dk;
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kSubBlock, end = std::min(n, begin + kSubBlock);
     for (int64_t c = 0; c < dk; ++c) {
       float run = 0;
-      for (int64_t i = begin; i < end; ++i) prefix[i * dk + c] = (run += g[i * g_stride + c]);
-      totals[b * dk + c] = run;
+      for (int64_t i = begin; i < end; ++i) s.prefix[i * dk + c] = (run += args.g[i * args.g_stride + c]);
+      s.totals[b * dk + c] = run;
       run = 0;
       for (int64_t i = end - 1; i >= begin; --i) {
-        suffix[i * dk + c] = run;
-        run += g[i * g_stride + c];
+        s.suffix[i * dk + c] = run;
+        run += args.g[i * args.g_stride + c];
       }
     }
   }
-  // Γ_i = exp(G_i), G_i = Σ_{blocks before} totals + L_i; G_last − G_j = R_j + Σ_{blocks after j's} totals.
-  for (int64_t i = 0; i < n; ++i) {
+}
+
+// Γ_i = exp(G_i), G_i = Σ_{blocks before} totals + L_i; G_last − G_j = R_j + Σ_{blocks after j's} totals; and the
+// q, k rows scaled by them.
+void DecayedRows(D d, const ChunkArgs& args, int64_t blocks, const ChunkScratch& s) {
+  const int64_t dk = args.dk, stride = args.qk_stride;
+  for (int64_t i = 0; i < args.n; ++i) {
     const int64_t b = i / kSubBlock;
     for (int64_t c = 0; c < dk; ++c) {
       float before = 0, after = 0;
-      for (int64_t p = 0; p < b; ++p) before += totals[p * dk + c];
-      for (int64_t p = b + 1; p < blocks; ++p) after += totals[p * dk + c];
-      exponent[c] = before + prefix[i * dk + c];
-      k_last[i * dk + c] = suffix[i * dk + c] + after;  // exponent for now, multiplied by k below
+      for (int64_t p = 0; p < b; ++p) before += s.totals[p * dk + c];
+      for (int64_t p = b + 1; p < blocks; ++p) after += s.totals[p * dk + c];
+      s.exponent[c] = before + s.prefix[i * dk + c];
+      s.k_last[i * dk + c] = s.suffix[i * dk + c] + after;  // exponent for now, multiplied by k below
     }
-    MulExp(d, q + i * qk_stride, exponent, false, dk, q_gamma + i * dk);
-    MulExp(d, k + i * qk_stride, exponent, false, dk, k_gamma + i * dk);
-    MulExp(d, k + i * qk_stride, k_last + i * dk, false, dk, k_last + i * dk);
-    MulExp(d, q + i * qk_stride, prefix + i * dk, false, dk, q_hat + i * dk);
-    MulExp(d, k + i * qk_stride, prefix + i * dk, false, dk, k_hat + i * dk);
-    MulExp(d, k + i * qk_stride, prefix + i * dk, true, dk, k_check + i * dk);
+    const float* q = args.q + i * stride;
+    const float* k = args.k + i * stride;
+    MulExp(d, q, s.exponent, false, dk, s.q_gamma + i * dk);
+    MulExp(d, k, s.exponent, false, dk, s.k_gamma + i * dk);
+    MulExp(d, k, s.k_last + i * dk, false, dk, s.k_last + i * dk);
+    MulExp(d, q, s.prefix + i * dk, false, dk, s.q_hat + i * dk);
+    MulExp(d, k, s.prefix + i * dk, false, dk, s.k_hat + i * dk);
+    MulExp(d, k, s.prefix + i * dk, true, dk, s.k_check + i * dk);
   }
-  // Decayed Gram matrices, block pair by block pair.
-  std::fill(lower, lower + n * n, 0.0f);
-  std::fill(scores, scores + n * n, 0.0f);
+}
+
+// Decayed Gram matrices (L and Aqk's scores), block pair by block pair.
+void DecayedGram(D d, const ChunkArgs& args, int64_t blocks, const ChunkScratch& s) {
+  const int64_t n = args.n, dk = args.dk;
+  std::fill(s.lower, s.lower + n * n, 0.0f);
+  std::fill(s.scores, s.scores + n * n, 0.0f);
   for (int64_t bi = 0; bi < blocks; ++bi) {
     const int64_t i_begin = bi * kSubBlock, i_end = std::min(n, i_begin + kSubBlock);
     // k̃_j = k_j ⊙ exp(M(bj, bi) + R_j) for every earlier block bj.
@@ -158,61 +184,89 @@ void Chunk(float* state, const ChunkArgs& args, float* scratch) {
       for (int64_t j = bj * kSubBlock; j < (bj + 1) * kSubBlock; ++j) {
         for (int64_t c = 0; c < dk; ++c) {
           float middle = 0;
-          for (int64_t p = bj + 1; p < bi; ++p) middle += totals[p * dk + c];
-          exponent[c] = middle + suffix[j * dk + c];
+          for (int64_t p = bj + 1; p < bi; ++p) middle += s.totals[p * dk + c];
+          s.exponent[c] = middle + s.suffix[j * dk + c];
         }
-        MulExp(d, k + j * qk_stride, exponent, false, dk, k_cross + j * dk);
+        MulExp(d, args.k + j * args.qk_stride, s.exponent, false, dk, s.k_cross + j * dk);
       }
     }
     for (int64_t i = i_begin; i < i_end; ++i) {
-      const float beta_i = beta[i * beta_stride];
+      const float beta_i = args.beta[i * args.beta_stride];
       for (int64_t j = 0; j <= i; ++j) {
-        const float* key = j < i_begin ? k_cross + j * dk : k_check + j * dk;
-        scores[i * n + j] = Dot(d, q_hat + i * dk, key, dk);
-        if (j < i) lower[i * n + j] = beta_i * Dot(d, k_hat + i * dk, key, dk);
+        const float* key = j < i_begin ? s.k_cross + j * dk : s.k_check + j * dk;
+        s.scores[i * n + j] = Dot(d, s.q_hat + i * dk, key, dk);
+        if (j < i) s.lower[i * n + j] = beta_i * Dot(d, s.k_hat + i * dk, key, dk);
       }
     }
   }
-  // A = (I + L)^-1 by forward substitution: A[i, j] = δ_ij − Σ_{j ≤ m < i} L[i, m] A[m, j].
-  std::fill(inverse, inverse + n * n, 0.0f);
+}
+
+// A = (I + L)^-1 by forward substitution: A[i, j] = δ_ij − Σ_{j ≤ m < i} L[i, m] A[m, j].
+void InvertUnitLower(D d, int64_t n, const ChunkScratch& s) {
+  std::fill(s.inverse, s.inverse + n * n, 0.0f);
   for (int64_t i = 0; i < n; ++i) {
-    inverse[i * n + i] = 1.0f;
+    s.inverse[i * n + i] = 1.0f;
     for (int64_t m = 0; m < i; ++m) {
-      const float l = lower[i * n + m];
-      if (l != 0.0f) Axpy(d, -l, inverse + m * n, inverse + i * n, m + 1);  // row i −= L[i,m] · row m (cols ≤ m)
+      const float l = s.lower[i * n + m];
+      if (l != 0.0f) Axpy(d, -l, s.inverse + m * n, s.inverse + i * n, m + 1);  // row i −= L[i,m] · row m (cols ≤ m)
     }
   }
-  // U = A (β ⊙ V), W = A (β ⊙ K ⊙ Γ), ν = U − W S0.
-  std::fill(nu, nu + n * dv, 0.0f);
-  std::fill(w, w + n * dk, 0.0f);
+}
+
+// U = A (β ⊙ V), W = A (β ⊙ K ⊙ Γ), ν = U − W S0.
+void Nu(D d, const float* state, const ChunkArgs& args, const ChunkScratch& s) {
+  const int64_t n = args.n, dk = args.dk, dv = args.dv;
+  std::fill(s.nu, s.nu + n * dv, 0.0f);
+  std::fill(s.w, s.w + n * dk, 0.0f);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j <= i; ++j) {
-      const float a = inverse[i * n + j] * beta[j * beta_stride];
+      const float a = s.inverse[i * n + j] * args.beta[j * args.beta_stride];
       if (a == 0.0f) continue;
-      Axpy(d, a, v + j * v_stride, nu + i * dv, dv);
-      Axpy(d, a, k_gamma + j * dk, w + i * dk, dk);
+      Axpy(d, a, args.v + j * args.v_stride, s.nu + i * dv, dv);
+      Axpy(d, a, s.k_gamma + j * dk, s.w + i * dk, dk);
     }
-    for (int64_t key = 0; key < dk; ++key) Axpy(d, -w[i * dk + key], state + key * dv, nu + i * dv, dv);
+    for (int64_t key = 0; key < dk; ++key) Axpy(d, -s.w[i * dk + key], state + key * dv, s.nu + i * dv, dv);
   }
-  // o_i = S0ᵀ (q_i ⊙ Γ_i) + Σ_{j ≤ i} Aqk[i, j] ν_j
+}
+
+// o_i = S0ᵀ (q_i ⊙ Γ_i) + Σ_{j ≤ i} Aqk[i, j] ν_j
+void ChunkOutput(D d, const float* state, const ChunkArgs& args, const ChunkScratch& s) {
+  const int64_t n = args.n, dk = args.dk, dv = args.dv;
   for (int64_t i = 0; i < n; ++i) {
-    float* out = o + i * o_stride;
+    float* out = args.o + i * args.o_stride;
     std::fill(out, out + dv, 0.0f);
-    for (int64_t key = 0; key < dk; ++key) Axpy(d, q_gamma[i * dk + key], state + key * dv, out, dv);
-    for (int64_t j = 0; j <= i; ++j) Axpy(d, scores[i * n + j], nu + j * dv, out, dv);
+    for (int64_t key = 0; key < dk; ++key) Axpy(d, s.q_gamma[i * dk + key], state + key * dv, out, dv);
+    for (int64_t j = 0; j <= i; ++j) Axpy(d, s.scores[i * n + j], s.nu + j * dv, out, dv);
   }
-  // S_n = Diag(Γ_last) S0 + Σ_j (k_j ⊙ exp(G_last − G_j)) ν_jᵀ, row by row in place.
+}
+
+// S_n = Diag(Γ_last) S0 + Σ_j (k_j ⊙ exp(G_last − G_j)) ν_jᵀ, row by row in place.
+void UpdateState(D d, float* state, const ChunkArgs& args, int64_t blocks, const ChunkScratch& s) {
+  const int64_t dk = args.dk, dv = args.dv;
   for (int64_t c = 0; c < dk; ++c) {
     float total = 0;
-    for (int64_t p = 0; p < blocks; ++p) total += totals[p * dk + c];
-    exponent[c] = total;
+    for (int64_t p = 0; p < blocks; ++p) total += s.totals[p * dk + c];
+    s.exponent[c] = total;
   }
   for (int64_t key = 0; key < dk; ++key) {
     float* row = state + key * dv;
-    const float decay = hn::GetLane(hn::Exp(d, hn::Set(d, exponent[key])));
+    const float decay = hn::GetLane(hn::Exp(d, hn::Set(d, s.exponent[key])));
     for (int64_t j = 0; j < dv; ++j) row[j] *= decay;
-    for (int64_t t = 0; t < n; ++t) Axpy(d, k_last[t * dk + key], nu + t * dv, row, dv);
+    for (int64_t t = 0; t < args.n; ++t) Axpy(d, s.k_last[t * dk + key], s.nu + t * dv, row, dv);
   }
+}
+
+void Chunk(float* state, const ChunkArgs& args, float* scratch) {
+  const D d;
+  const int64_t blocks = (args.n + kSubBlock - 1) / kSubBlock;
+  const ChunkScratch s(scratch, args.n, args.dk, args.dv);
+  BlockSums(args, blocks, s);
+  DecayedRows(d, args, blocks, s);
+  DecayedGram(d, args, blocks, s);
+  InvertUnitLower(d, args.n, s);
+  Nu(d, state, args, s);
+  ChunkOutput(d, state, args, s);
+  UpdateState(d, state, args, blocks, s);
 }
 
 }  // namespace HWY_NAMESPACE

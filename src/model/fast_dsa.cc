@@ -286,17 +286,14 @@ void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::spa
 
 Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::span<const Segment> segments,
                std::span<DsaCache> caches, std::span<const std::vector<int64_t>* const> forced, float* out,
-               std::vector<DsaRowSelection>* selections) {
+               DsaTrace* selections) {
   GLINT_ASSIGN_OR_RETURN(const int64_t n, CheckSegments(ctx.config, segments, caches, forced));
   const DsaProjections projections = Project(ctx, w, h, n);
   AppendToCaches(ctx.config, w, projections, segments, caches);
   const std::vector<PassRow> rows = PassRows(segments);
   RowSelections chosen = Select(ctx, w, projections, segments, caches, forced, rows, n);
   AbsorbedAttention(ctx, w, projections, segments, caches, rows, chosen, n, out);
-  if (selections != nullptr) {
-    selections->resize(n);
-    for (int64_t t = 0; t < n; ++t) (*selections)[t] = {std::move(chosen.positions[t]), chosen.margins[t]};
-  }
+  if (selections != nullptr) *selections = {std::move(chosen.positions), std::move(chosen.margins)};
   return Status::Ok();
 }
 

@@ -184,19 +184,13 @@ struct KdaSegmentState {
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
                std::span<const KdaSegmentState> states, float* out);
 
-// Selections of the DSA sublayer, per pass row (for traces).
-struct DsaRowSelection {
-  std::vector<int64_t> positions;
-  float margin = 0;
-};
-
 // DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (caches [segments]: a view whose
 // `tokens` is the segment's first position; an owning cache is grown, a view's blocks must already cover the new
 // positions) and advances its `tokens`. forced: empty, or [n] the forced attended positions of each pass row (null:
-// the indexer chooses). selections: when not null, resized to n and filled.
+// the indexer chooses). selections: when not null, every pass row's selected positions and indexer margin.
 Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::span<const Segment> segments,
                std::span<DsaCache> caches, std::span<const std::vector<int64_t>* const> forced, float* out,
-               std::vector<DsaRowSelection>* selections);
+               DsaTrace* selections);
 
 // Clamped SwiGLU MLP: h [n, D] → out [n, D].
 void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t n, float* out);

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "kernels/vector_ops.h"
+#include "model/forward_common.h"
 #include "model/mhc.h"
 
 namespace glint {
@@ -22,18 +23,6 @@ struct FastPass {
 };
 
 namespace {
-
-// Selected positions [T, width] padded with −1: the golden `indexer_selected` layout (as the reference traces it).
-std::vector<int32_t> PadSelections(const std::vector<DsaRowSelection>& rows, int64_t begin, int64_t count,
-                                   int64_t width) {
-  std::vector<int32_t> out(count * width, -1);
-  for (int64_t t = 0; t < count; ++t) {
-    const auto& positions = rows[begin + t].positions;
-    const int64_t n = std::min<int64_t>(width, static_cast<int64_t>(positions.size()));
-    for (int64_t i = 0; i < n; ++i) out[t * width + i] = static_cast<int32_t>(positions[i]);
-  }
-  return out;
-}
 
 // Reads one byte of every page of the source's blobs on the pool's threads: the pages of a mapped container come
 // in now (as MAP_POPULATE would, but only this rank's tensors) and, on a NUMA machine, are placed on the node of
@@ -218,86 +207,82 @@ Status FastModel::SumMoeOverRanks(float* partial, int64_t count) const {
   return comm_->AllReduceSum(std::span<float>(partial, count)).WithContext("summing the MoE outputs over the ranks");
 }
 
-Status FastModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
-                          const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+Status FastModel::CheckOptions(const ForwardOptions& options) const {
+  if (options.kda_algorithm != KdaAlgorithm::kChunked) {
+    return Unimplemented("the fast path computes KDA in the chunked form only (one-token parts by the fused decode "
+                         "step), not ForwardOptions::kda_algorithm recurrent; the reference path implements it");
+  }
+  if (options.dsa.form != MlaForm::kAbsorbed) {
+    return Unimplemented("the fast path computes MLA in the absorbed form only, not ForwardOptions::dsa.form "
+                         "naive; the reference path implements it");
+  }
   if (options.dsa.selection != KeySelection::kIndexer) {
-    return Unimplemented("the fast path selects keys with the indexer only; force choices through ForcedChoices");
+    return Unimplemented("the fast path selects keys with the indexer only, not ForwardOptions::dsa.selection ",
+                         options.dsa.selection == KeySelection::kDense ? "dense" : "forced",
+                         "; force choices through ForcedChoices");
   }
-  GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
-  outputs.assign(batch.size(), EntryOutput{});
-  for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);  // own memory grows; an engine's is reserved
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const int64_t tokens = static_cast<int64_t>(batch[i].tokens.size());
-    const int64_t rows = batch[i].logits == LogitsWanted::kAll ? tokens : batch[i].logits == LogitsWanted::kLast ? 1 : 0;
-    outputs[i].logits.resize(rows * config_.vocab_size);
-    if (batch[i].want_hidden) outputs[i].hidden.resize(tokens * config_.hidden_size);
-  }
+  return Status::Ok();
+}
+
+Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                               const ForwardOptions&, Trace* trace, const ForcedChoices* forced) const {
+  std::lock_guard<std::mutex> lock(mutex_);
   ++trace_step_;
   last_step_ = FastStepStats{};
   last_step_.experts_active.assign(config_.num_hidden_layers, 0);
   context_->ResetStats();
   // Passes of at most max_tokens_per_pass rows; an entry longer than that continues in the next pass from the
-  // state the previous pass left (a chunked prefill).
+  // state the previous pass left (a chunked prefill). State copies (prefix-cache checkpoints, the rollback
+  // snapshot) go with the segment that holds their position; FastKda splits its recurrence there, so neither
+  // segments nor passes end at them. A pass ends only when full, and an entry that goes on continues in the next
+  // pass: no pass holds two segments of one sequence.
   std::vector<Segment> segments;
   int64_t rows = 0;
-  // State copies (prefix-cache checkpoints, the rollback snapshot) go with the segment that holds their position;
-  // FastKda splits its recurrence there, so neither segments nor passes end at them. A pass ends only when full,
-  // and an entry that goes on continues in the next pass: no pass holds two segments of one sequence.
-  std::vector<int64_t> consumed(batch.size(), 0);
   for (size_t e = 0; e < batch.size(); ++e) {
     const int64_t tokens = static_cast<int64_t>(batch[e].tokens.size());
     const int64_t start = batch[e].state->tokens;  // position before this call
     const std::vector<std::pair<int64_t, std::byte*>> copies = EntryStateCopies(batch[e]);  // (rows of the entry, …)
     size_t next_copy = 0;
-    while (consumed[e] < tokens && outputs[e].error.ok()) {  // a failed entry runs no further segment
-      const int64_t take = std::min(tokens - consumed[e], max_tokens_per_pass_ - rows);
-      Segment segment{static_cast<int>(e), rows, take, start + consumed[e], consumed[e], {}};
+    for (int64_t consumed = 0; consumed < tokens && outputs[e].error.ok();) {  // a failed entry runs no further
+      const int64_t take = std::min(tokens - consumed, max_tokens_per_pass_ - rows);
+      Segment segment{static_cast<int>(e), rows, take, start + consumed, consumed, {}};
       // ≥ 1 row before each copy: CheckBatch validated the positions.
-      for (; next_copy < copies.size() && copies[next_copy].first <= consumed[e] + take; ++next_copy) {
-        segment.state_copies.emplace_back(copies[next_copy].first - consumed[e], copies[next_copy].second);
+      for (; next_copy < copies.size() && copies[next_copy].first <= consumed + take; ++next_copy) {
+        segment.state_copies.emplace_back(copies[next_copy].first - consumed, copies[next_copy].second);
       }
       segments.push_back(std::move(segment));
       rows += take;
-      consumed[e] += take;
+      consumed += take;
       if (rows == max_tokens_per_pass_) {
-        GLINT_RETURN_IF_ERROR(RunPassOrBreak(batch, segments, outputs, options, trace, forced));
+        GLINT_RETURN_IF_ERROR(RunPassScoped(FastPass{batch, segments, rows, trace, forced}, outputs));
         segments.clear();
         rows = 0;
       }
     }
   }
-  if (!segments.empty()) GLINT_RETURN_IF_ERROR(RunPassOrBreak(batch, segments, outputs, options, trace, forced));
+  if (!segments.empty()) GLINT_RETURN_IF_ERROR(RunPassScoped(FastPass{batch, segments, rows, trace, forced}, outputs));
   last_step_.weight_bytes_read = context_->weight_bytes_read;
   last_step_.int8_macs = context_->int8_macs;
   last_step_.int8_seconds = context_->int8_seconds;
   last_step_.indexer_seconds = context_->indexer_seconds;
   last_step_.indexer_key_bytes = context_->indexer_key_bytes;
-  return FailedEntriesStatus(outputs);
+  return Status::Ok();
 }
 
-Status FastModel::RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
-                                 std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
-                                 const ForcedChoices* forced) const {
-  context_->row_errors.assign(segments.empty() ? 0 : segments.back().row + segments.back().count, Status::Ok());
-  int64_t rows = 0;
-  for (const Segment& s : segments) rows = std::max(rows, s.row + s.count);
-  Status status = RunPass(FastPass{batch, segments, rows, trace, forced}, outputs);
+// An expert read that failed for some rows fails only their sequences (outputs[i].error): rows never mix across
+// sequences, so the others are exact; a failed sequence runs no further segment.
+Status FastModel::RunPassScoped(const FastPass& pass, std::vector<EntryOutput>& outputs) const {
+  context_->row_errors.assign(pass.rows, Status::Ok());
+  Status status = RunPass(pass, outputs);
   std::vector<Status> row_errors = std::move(context_->row_errors);
   context_->row_errors.clear();
-  if (!status.ok()) {  // some layers may have written: these sequences' caches no longer describe their tokens
-    for (const Segment& s : segments) batch[s.sequence].state->broken = true;
-    return status;
-  }
-  // An expert read failed for some rows: only their sequences fail (rows never mix across sequences, so the
-  // others are exact); the failed ones run no further segment.
-  for (const Segment& s : segments) {
+  GLINT_RETURN_IF_ERROR(status);
+  for (const Segment& s : pass.segments) {
     for (int64_t i = 0; i < s.count; ++i) {
-      const Status& error = row_errors[s.row + i];
-      if (error.ok()) continue;
-      if (outputs[s.sequence].error.ok()) outputs[s.sequence].error = error;
-      batch[s.sequence].state->broken = true;
-      break;
+      if (!row_errors[s.row + i].ok()) {
+        if (outputs[s.sequence].error.ok()) outputs[s.sequence].error = row_errors[s.row + i];
+        break;
+      }
     }
   }
   return Status::Ok();
@@ -381,14 +366,14 @@ Status FastModel::Attention(const FastPass& pass, int64_t l, const std::string& 
   const std::vector<const std::vector<int64_t>*> forced = ForcedRows(pass, forcing ? &pass.forced->attended : nullptr, l);
   std::vector<DsaCache> caches;  // [segments] this layer's view in each sequence's memory
   for (const Segment& s : pass.segments) caches.push_back(DsaLayerCache(*pass.batch[s.sequence].state, l));
-  std::vector<DsaRowSelection> selections;
+  DsaTrace selections;
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, layer.dsa, act.sublayer_in.data(), pass.segments, caches, forced,
                                 act.sublayer_out.data(), pass.trace != nullptr ? &selections : nullptr));
   if (pass.trace == nullptr) return Status::Ok();
   for (const Segment& s : pass.segments) {
     if (!pass.trace->Wants(s.sequence)) continue;
     const int64_t width = config_.DenseRegimeTokens();
-    pass.trace->Ints(s.sequence, prefix + "indexer_selected", PadSelections(selections, s.row, s.count, width),
+    pass.trace->Ints(s.sequence, prefix + "indexer_selected", PadSelections(std::span(selections.selected).subspan(s.row, s.count), width),
                      {s.count, width});
   }
   return Status::Ok();
@@ -498,27 +483,12 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
   return Status::Ok();
 }
 
-Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                             std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const {
+Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
+                                    std::span<const int32_t> next_tokens, std::vector<float>& logits,
+                                    const ForwardOptions&, Trace* trace) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const ModelConfig& c = config_;
-  if (options.dsa.selection != KeySelection::kIndexer) {
-    return Unimplemented("the fast path selects keys with the indexer only");
-  }
-  if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
-  if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
-  if (state.mtp_dsa.blocks == nullptr) {
-    return FailedPrecondition("this sequence has no MTP cache: bind it with a cache layout made with "
-                              "CacheOptions::mtp (speculative decoding), or use NewSequence");
-  }
   const int64_t pairs = static_cast<int64_t>(next_tokens.size()), d = c.hidden_size;
-  if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");
-  if (static_cast<int64_t>(hidden.size()) != pairs * d) {
-    return InvalidArgument("MTP hidden has ", hidden.size(), " values; expected ", pairs, " × ", d);
-  }
-  for (int32_t token : next_tokens) {
-    if (token < 0 || token >= c.vocab_size) return InvalidArgument("MTP token id ", token, " is out of range");
-  }
   FastContext& ctx = *context_;
   const FastMtpWeights& m = *weights_.mtp;
   // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)]
@@ -532,7 +502,7 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   ctx.Linear(m.eh_proj, concat.data(), 2 * d, pairs, z.data(), d);
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.attn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   const Segment segment{0, 0, pairs, state.mtp_dsa.tokens, 0, {}};
-  std::vector<DsaRowSelection> selections;
+  DsaTrace selections;
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, m.dsa, normed.data(), std::span<const Segment>(&segment, 1),
                                 std::span<DsaCache>(&state.mtp_dsa, 1), {}, sublayer.data(),
                                 trace != nullptr ? &selections : nullptr));
@@ -550,7 +520,7 @@ Status FastModel::MtpForward(SequenceState& state, std::span<const float> hidden
   ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
   state.mtp_tokens += pairs;
   if (trace != nullptr && trace->Wants(0)) {
-    trace->Ints(0, "mtp.indexer_selected", PadSelections(selections, 0, pairs, c.DenseRegimeTokens()),
+    trace->Ints(0, "mtp.indexer_selected", PadSelections(selections.selected, c.DenseRegimeTokens()),
                 {pairs, c.DenseRegimeTokens()});
     std::vector<int32_t> experts;
     for (const RouterChoice& choice : choices) experts.insert(experts.end(), choice.experts.begin(), choice.experts.end());

@@ -75,7 +75,7 @@ struct FastStepStats {
   std::vector<int64_t> experts_active;  // [num_hidden_layers], 0 for dense layers
 };
 
-class FastModel final : public Model {
+class FastModel final : public PathModel {
  public:
   // `dir` holds config.json and either model.glint (written by `glint convert`: mapped, no conversion) or the
   // checkpoint's safetensors (converted in memory now). The pool must outlive the model.
@@ -89,12 +89,9 @@ class FastModel final : public Model {
   int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
   bool has_mtp() const override { return weights_.mtp != nullptr; }
   ShardPlan shard_plan() const override { return plan_; }
-  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
-                 const ForwardOptions& options = {}, Trace* trace = nullptr,
-                 const ForcedChoices* forced = nullptr) const override;
-  Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options = {},
-                    Trace* trace = nullptr) const override;
+  // Refuses what the fast path does not implement: recurrent KDA, naive MLA, dense or forced key selection
+  // (ForcedChoices forces choices instead).
+  Status CheckOptions(const ForwardOptions& options) const override;
 
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
@@ -110,9 +107,12 @@ class FastModel final : public Model {
   Status KeepProfiledExperts(const std::string& path);  // --expert-profile
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
   Status SumMoeOverRanks(float* partial, int64_t count) const;
-  Status RunPassOrBreak(std::span<const BatchEntry> batch, std::span<const Segment> segments,
-                        std::vector<EntryOutput>& outputs, const ForwardOptions& options, Trace* trace,
-                        const ForcedChoices* forced) const;
+  Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                      const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
+  Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                           std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const override;
+  // RunPass, with rows whose expert could not be read failing their sequence alone (outputs[i].error).
+  Status RunPassScoped(const FastPass& pass, std::vector<EntryOutput>& outputs) const;
   // One pass over rows of several sequences (the layer loop), and its steps.
   Status RunPass(const FastPass& pass, std::vector<EntryOutput>& outputs) const;
   void Embed(const FastPass& pass, FastActivations& act) const;

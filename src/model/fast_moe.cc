@@ -4,6 +4,7 @@
 // the combine runs after all of a wave's products in a fixed order (ascending expert id, shared expert last), so the
 // order in which experts are computed (resident first, then as they land from disk) never changes the output.
 #include <algorithm>
+#include <utility>
 
 #include "base/timer.h"
 #include "kernels/linear.h"
@@ -208,6 +209,49 @@ Status RunWave(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t
   }
 }
 
+// Waves of whole jobs with at most kMoeWaveRows rows (a single job may exceed it alone): the end of the wave that
+// starts at `begin`, each job's offset in the wave buffers set, and the wave's rows.
+std::pair<size_t, int64_t> NextWave(std::vector<MoeJob>& jobs, size_t begin) {
+  size_t end = begin;
+  int64_t total_rows = 0;
+  while (end < jobs.size() &&
+         (end == begin || total_rows + static_cast<int64_t>(jobs[end].rows.size()) <= kMoeWaveRows)) {
+    jobs[end].offset = total_rows;
+    total_rows += static_cast<int64_t>(jobs[end].rows.size());
+    ++end;
+  }
+  return {end, total_rows};
+}
+
+// out[t] += Σ weight · expert output over the wave's jobs, per row in job order (ascending expert id, shared last);
+// rows split over the threads. expert_out [wave rows, D].
+void CombineWave(FastContext& ctx, const std::vector<MoeJob>& jobs, size_t begin, size_t end, int64_t total_rows,
+                 int64_t n, const float* expert_out, float* out) {
+  const int64_t d = ctx.config.hidden_size;
+  std::vector<std::vector<std::pair<int64_t, float>>> contributions(n);  // per output row: (wave row, weight)
+  for (size_t j = begin; j < end; ++j) {
+    if (jobs[j].failed) continue;
+    for (size_t r = 0; r < jobs[j].rows.size(); ++r) {
+      contributions[jobs[j].rows[r]].push_back({jobs[j].offset + static_cast<int64_t>(r), jobs[j].row_weights[r]});
+    }
+  }
+  ctx.pool.RunIfWorthIt(n, total_rows * d, kMinParallelElements, [&](int64_t t, int) {
+    for (const auto& [row, weight] : contributions[t]) vec::Axpy(weight, expert_out + row * d, d, out + t * d);
+  });
+}
+
+// The routed jobs' weights: resident (bound) without a store; with one, every missing expert requested now.
+Status BeginExperts(FastContext& ctx, const FastMoeWeights& w, std::vector<MoeJob>& jobs,
+                    const std::vector<int32_t>& expert_ids) {
+  if (ctx.experts == nullptr) {
+    for (size_t j = 0; j < expert_ids.size(); ++j) jobs[j].weights = jobs[j].layout;
+    return Status::Ok();
+  }
+  std::vector<int64_t> expert_rows;
+  for (size_t j = 0; j < expert_ids.size(); ++j) expert_rows.push_back(static_cast<int64_t>(jobs[j].rows.size()));
+  return ctx.experts->Begin(w, expert_ids, expert_rows);
+}
+
 }  // namespace
 
 Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
@@ -223,13 +267,7 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
   std::vector<MoeJob> jobs = GroupByExpert(w, WithoutFailedRows(ctx, routed, unfailed), local, expert_ids);
   const size_t routed_jobs = expert_ids.size();
   if (experts_active != nullptr) *experts_active = static_cast<int64_t>(routed_jobs);
-  if (ctx.experts == nullptr) {
-    for (size_t j = 0; j < routed_jobs; ++j) jobs[j].weights = jobs[j].layout;
-  } else {
-    std::vector<int64_t> expert_rows;
-    for (size_t j = 0; j < routed_jobs; ++j) expert_rows.push_back(static_cast<int64_t>(jobs[j].rows.size()));
-    GLINT_RETURN_IF_ERROR(ctx.experts->Begin(w, expert_ids, expert_rows));  // every missing expert requested now
-  }
+  GLINT_RETURN_IF_ERROR(BeginExperts(ctx, w, jobs, expert_ids));
   struct EndPass {
     ExpertStore* store;
     ~EndPass() {
@@ -240,33 +278,14 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
   for (const MoeJob& job : jobs) max_width = std::max(max_width, job.layout->down.cols());
   std::fill(out, out + n * d, 0.0f);
   ctx.ExpertActivations(2 * static_cast<int64_t>(jobs.size()) + 1);  // grown here, not inside parallel tasks
-  // Waves of whole jobs with at most kMoeWaveRows rows (a single job may exceed it alone).
   for (size_t wave_begin = 0; wave_begin < jobs.size();) {
-    size_t wave_end = wave_begin;
-    int64_t total_rows = 0;
-    while (wave_end < jobs.size() &&
-           (wave_end == wave_begin || total_rows + static_cast<int64_t>(jobs[wave_end].rows.size()) <= kMoeWaveRows)) {
-      jobs[wave_end].offset = total_rows;
-      total_rows += static_cast<int64_t>(jobs[wave_end].rows.size());
-      ++wave_end;
-    }
+    const auto [wave_end, total_rows] = NextWave(jobs, wave_begin);
     const WaveBuffers buffers{ctx.act.moe.gate_up.Floats(total_rows * 2 * max_width),
-                              ctx.act.moe.act.Floats(total_rows * max_width), ctx.act.moe.expert_out.Floats(total_rows * d),
-                              max_width};
+                              ctx.act.moe.act.Floats(total_rows * max_width),
+                              ctx.act.moe.expert_out.Floats(total_rows * d), max_width};
     QuantizeInputs(ctx, jobs, wave_begin, wave_end, h, total_rows);
     GLINT_RETURN_IF_ERROR(RunWave(ctx, jobs, wave_begin, wave_end, routed_jobs, buffers));
-    // Combine per row, jobs in order (ascending expert id, shared last); rows split over the threads.
-    std::vector<std::vector<std::pair<int64_t, float>>> contributions(n);  // per output row: (wave row, weight)
-    for (size_t j = wave_begin; j < wave_end; ++j) {
-      if (jobs[j].failed) continue;
-      for (size_t r = 0; r < jobs[j].rows.size(); ++r) {
-        contributions[jobs[j].rows[r]].push_back({jobs[j].offset + static_cast<int64_t>(r), jobs[j].row_weights[r]});
-      }
-    }
-    ctx.pool.RunIfWorthIt(n, total_rows * d, kMinParallelElements, [&](int64_t t, int) {
-      for (const auto& [row, weight] : contributions[t])
-        vec::Axpy(weight, buffers.expert_out + row * d, d, out + t * d);
-    });
+    CombineWave(ctx, jobs, wave_begin, wave_end, total_rows, n, buffers.expert_out, out);
     wave_begin = wave_end;
   }
   if (choices != nullptr) *choices = std::move(routed);

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "dist/launch.h"
+#include "model/forward_common.h"
 
 namespace glint {
 namespace {
@@ -234,7 +235,9 @@ void LockstepLeader::AbortOnFailure(const Status& status, const char* what) cons
 
 Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                                const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
-  GLINT_RETURN_IF_ERROR(CheckBatch(*inner_, batch));  // refused here, nothing sent: the followers go on waiting
+  // Refused here, nothing sent: the followers go on waiting.
+  GLINT_RETURN_IF_ERROR(inner_->CheckOptions(options));
+  GLINT_RETURN_IF_ERROR(CheckBatch(*inner_, batch));
   WireWriter plan;
   plan.Put(PlanOp::kForward);
   PutOptions(plan, options);
@@ -267,7 +270,8 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
 Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> hidden,
                                   std::span<const int32_t> next_tokens, std::vector<float>& logits,
                                   const ForwardOptions& options, Trace* trace) const {
-  if (state.owner != inner_.get()) return InvalidArgument("the sequence state was not created by this model");
+  GLINT_RETURN_IF_ERROR(inner_->CheckOptions(options));  // refused here, nothing sent
+  GLINT_RETURN_IF_ERROR(CheckMtpInput(*inner_, state, hidden, next_tokens));
   WireWriter plan;
   plan.Put(PlanOp::kMtpForward);
   PutOptions(plan, options);
@@ -282,6 +286,7 @@ Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> h
 
 Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
                                        const ForwardOptions& options, std::vector<Status>* entry_errors) const {
+  GLINT_RETURN_IF_ERROR(inner_->CheckOptions(options));  // refused here, nothing sent
   for (const MtpEntry& entry : batch) {
     if (entry.state == nullptr || entry.state->owner != inner_.get()) {
       return InvalidArgument("an MTP batch entry's state was not created by this model");

@@ -11,8 +11,8 @@
 // The MTP layer's hidden input is named by where it lies in the last Forward's outputs, with a hash of its bytes
 // that the follower checks against its own: ranks that diverged stop with a message instead of drifting.
 //
-// Failures never hang: the leader checks a batch (CheckBatch) before broadcasting it, so a bad batch is an error
-// on rank 0 alone; a failure after the broadcast, or a follower that cannot run a plan, ends every rank
+// Failures never hang: the leader checks a call (the inner model's CheckOptions, CheckBatch, CheckMtpInput) before
+// broadcasting it, so a bad call is an error on rank 0 alone; a failure after the broadcast, or a follower that cannot run a plan, ends every rank
 // (AbortAllRanks) with a message naming the rank, because its peers may be waiting in a collective it will never
 // join.
 #pragma once
@@ -52,6 +52,7 @@ class LockstepLeader final : public Model, public EngineMirror {
     return inner_->BindSequence(std::move(layout), memory, tokens, mtp_tokens);
   }
   EngineMirror* engine_mirror() const override { return const_cast<LockstepLeader*>(this); }
+  Status CheckOptions(const ForwardOptions& options) const override { return inner_->CheckOptions(options); }
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override;

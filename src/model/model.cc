@@ -6,20 +6,11 @@
 #include "io/checkpoint_schema.h"
 #include "io/safetensors.h"
 #include "kernels/reference.h"
+#include "model/forward_common.h"
 #include "model/mhc.h"
 
 namespace glint {
 namespace {
-
-// Writes selected positions [T, width] padded with −1, the golden `indexer_selected` layout.
-std::vector<int32_t> PadSelections(const std::vector<std::vector<int64_t>>& selected, int64_t width) {
-  std::vector<int32_t> out(selected.size() * width, -1);
-  for (size_t t = 0; t < selected.size(); ++t) {
-    const int64_t count = std::min<int64_t>(width, static_cast<int64_t>(selected[t].size()));
-    for (int64_t i = 0; i < count; ++i) out[t * width + i] = static_cast<int32_t>(selected[t][i]);
-  }
-  return out;
-}
 
 void TraceRouting(Trace& trace, int sequence, const std::string& prefix, const std::vector<RouterChoice>& choices,
                   int64_t k) {
@@ -67,51 +58,6 @@ Status ReferenceModel::SumMoeOverRanks(std::span<float> partial) const {
   return comm_->AllReduceSum(partial).WithContext("summing the MoE outputs over the ranks");
 }
 
-SequenceState Model::NewSequence() const {
-  const ModelConfig& c = config();
-  CacheOptions options;
-  options.block_tokens = StandaloneBlockTokens(c);
-  Result<CacheLayout> layout = CacheLayoutFor(options);
-  SequenceState state;
-  state.owner = this;
-  // A config whose sizes cannot be laid out gets a state without memory; Forward refuses it with the reason.
-  if (!layout.ok()) return state;
-  state.layout = std::make_shared<const CacheLayout>(std::move(layout).value());
-  Result<std::unique_ptr<OwnedSequenceMemory>> owned =
-      OwnedSequenceMemory::Create(options.block_tokens, state.layout->block_bytes, state.layout->slot_bytes);
-  GLINT_CHECK(owned.ok()) << owned.status().ToString();
-  state.owned = std::move(owned).value();
-  state.memory = {&state.owned->blocks, &state.owned->block_table, state.owned->slot.Item(0)};
-  if (c.HasMtp()) state.mtp_dsa = NewDsaCache(c);
-  return state;
-}
-
-SequenceState Model::BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
-                                  int64_t mtp_tokens) const {
-  SequenceState state;
-  state.owner = this;
-  state.tokens = tokens;
-  state.layout = std::move(layout);
-  state.memory = memory;
-  if (state.layout != nullptr && state.layout->has_mtp() && memory.slot != nullptr) {
-    // The MTP layer's cache: its own segments of the same blocks (position p of the block table) and slot.
-    const CacheLayout& l = *state.layout;
-    DsaCache& cache = state.mtp_dsa;
-    cache.kv_lora_rank = l.kv_lora_rank;
-    cache.index_head_dim = l.index_head_dim;
-    cache.kpool = l.index_kpool;
-    cache.block_tokens = l.block_tokens();
-    cache.blocks = memory.blocks;
-    cache.block_table = memory.block_table;
-    cache.dtype = l.options.kv_dtype;
-    cache.latents_offset = l.mtp_latents;
-    cache.pooled_offset = l.mtp_pooled;
-    cache.pending = reinterpret_cast<float*>(memory.slot + l.mtp_pending);
-    state.mtp_tokens = cache.tokens = mtp_tokens < 0 ? tokens : mtp_tokens;
-  }
-  return state;
-}
-
 int64_t ReferenceModel::weight_bytes() const {
   int64_t values = 0;
   for (const TensorSpec& spec : ExpectedTensors(config_)) {
@@ -131,214 +77,14 @@ int64_t ReferenceModel::weight_bytes() const {
   return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
 }
 
-Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                              const ForwardOptions& options, std::vector<Status>* entry_errors) const {
-  logits.assign(batch.size(), {});
-  if (entry_errors != nullptr) entry_errors->assign(batch.size(), Status::Ok());
-  const int64_t vocab = config().vocab_size;
-  Status first;
-  size_t failed = 0;
+// The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
+// "batched = one by one" is what the fast path is tested against.
+Status ReferenceModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                                    const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
   for (size_t i = 0; i < batch.size(); ++i) {
-    const MtpEntry& entry = batch[i];
-    if (entry.state == nullptr) return InvalidArgument("MTP batch entry ", i, " has no sequence state");
-    Status status = MtpForward(*entry.state, entry.hidden, entry.next_tokens, logits[i], options);
-    if (!status.ok() && entry_errors == nullptr) return status.WithContext(StrCat("MTP batch entry ", i));
-    if (!status.ok()) {  // this entry alone (an expert read): the others go on
-      (*entry_errors)[i] = status;
-      if (failed++ == 0) first = status.WithContext(StrCat("MTP batch entry ", i));
-      logits[i].clear();
-      continue;
-    }
-    const int64_t rows = static_cast<int64_t>(logits[i].size()) / vocab;
-    if (entry.logits == LogitsWanted::kNone) {
-      logits[i].clear();
-    } else if (entry.logits == LogitsWanted::kLast && rows > 1) {
-      logits[i].erase(logits[i].begin(), logits[i].end() - vocab);
-    }
-  }
-  if (failed > 0) return first.WithContext(StrCat(failed, " of ", batch.size(), " MTP entries failed"));
-  return Status::Ok();
-}
-
-Status FailedEntriesStatus(std::span<const EntryOutput> outputs) {
-  size_t failed = 0, first = 0;
-  for (size_t i = outputs.size(); i-- > 0;) {
-    if (!outputs[i].error.ok()) ++failed, first = i;
-  }
-  if (failed == 0) return Status::Ok();
-  return outputs[first].error.WithContext(StrCat("batch entry ", first, " (", failed, " of ", outputs.size(),
-                                                 " entries failed; the others were computed)"));
-}
-
-Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
-  const SequenceState& state = *entry.state;
-  if (state.broken) {
-    return FailedPrecondition("the sequence state was left inconsistent by a failed forward pass; start a new one");
-  }
-  if (state.layout == nullptr || state.memory.blocks == nullptr || state.memory.block_table == nullptr ||
-      state.memory.slot == nullptr) {
-    return FailedPrecondition("the sequence state has no cache memory (make it with NewSequence or BindSequence)");
-  }
-  GLINT_RETURN_IF_ERROR(state.layout->CheckMatches(config));
-  if (state.memory.blocks->item_bytes() != state.layout->block_bytes) {
-    return FailedPrecondition("the sequence's blocks are ", state.memory.blocks->item_bytes(),
-                              " bytes; its layout needs ", state.layout->block_bytes);
-  }
-  if (state.tokens < 0) return FailedPrecondition("the sequence state has ", state.tokens, " positions");
-  const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
-  if (total > config.max_position_embeddings) {
-    return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
-                      config.max_position_embeddings, " (max_position_embeddings)");
-  }
-  // Blocks for every position this call writes: the state's own memory grows (after all checks, in Forward);
-  // an engine's must already be reserved.
-  const int64_t capacity = static_cast<int64_t>(state.memory.block_table->size()) * state.layout->block_tokens();
-  if (state.owned == nullptr && capacity < total) {
-    return FailedPrecondition("the sequence's block table covers ", capacity, " positions but this call needs ",
-                              total, "; reserve blocks before the forward pass");
-  }
-  int64_t previous = state.tokens;
-  for (const StateCheckpoint& checkpoint : entry.checkpoints) {
-    if (checkpoint.position <= previous || checkpoint.position > total || checkpoint.data == nullptr) {
-      return InvalidArgument("state checkpoint at position ", checkpoint.position,
-                             " is not within this call's positions ", state.tokens + 1, " .. ", total,
-                             ", ascending, with memory to write to");
-    }
-    if (checkpoint.position % state.layout->block_tokens() != 0) {
-      return InvalidArgument("state checkpoint at position ", checkpoint.position, " is not at a block boundary (",
-                             state.layout->block_tokens(), " tokens): the indexer's filling pool would be lost");
-    }
-    previous = checkpoint.position;
-  }
-  const StateCheckpoint& rollback = entry.rollback;
-  if (rollback.data != nullptr || rollback.position != 0) {
-    if (rollback.data == nullptr || rollback.position <= state.tokens || rollback.position >= total) {
-      return InvalidArgument("the rollback snapshot at position ", rollback.position,
-                             " is not strictly inside this call's positions ", state.tokens, " .. ", total,
-                             " with memory to write to");
-    }
-  }
-  for (int32_t block : *state.memory.block_table) {
-    if (block < 0 || block >= state.memory.blocks->count()) {
-      return FailedPrecondition("the sequence's block table names block ", block, " of ",
-                                state.memory.blocks->count());
-    }
+    GLINT_RETURN_IF_ERROR(ForwardOne(batch[i], static_cast<int>(i), outputs[i], options, trace, forced));
   }
   return Status::Ok();
-}
-
-void PrepareEntryMemory(const BatchEntry& entry) {
-  SequenceState& state = *entry.state;
-  if (state.owned != nullptr) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
-}
-
-KdaStateView KdaLayerStateIn(const CacheLayout& layout, int64_t layer, std::byte* slot_like) {
-  const CacheLayout::Layer& at = layout.layers[layer];
-  KdaStateView view;
-  view.conv_window = reinterpret_cast<float*>(slot_like + at.conv);
-  view.recurrent = slot_like + at.recurrent;
-  view.storage = layout.options.kda_state;
-  return view;
-}
-
-KdaStateView KdaLayerState(const SequenceState& state, int64_t layer) {
-  return KdaLayerStateIn(*state.layout, layer, state.memory.slot);
-}
-
-std::vector<std::pair<int64_t, std::byte*>> EntryStateCopies(const BatchEntry& entry) {
-  std::vector<std::pair<int64_t, std::byte*>> copies;
-  for (const StateCheckpoint& checkpoint : entry.checkpoints) {
-    copies.emplace_back(checkpoint.position - entry.state->tokens, checkpoint.data);
-  }
-  if (entry.rollback.data != nullptr) {
-    copies.emplace_back(entry.rollback.position - entry.state->tokens, entry.rollback.data);
-  }
-  std::stable_sort(copies.begin(), copies.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  return copies;
-}
-
-void RollBack(SequenceState& state, const std::byte* snapshot, int64_t position) {
-  GLINT_CHECK(state.memory.slot != nullptr && snapshot != nullptr && position >= 0 && position <= state.tokens)
-      << "rollback to " << position << " of a sequence at " << state.tokens;
-  std::memcpy(state.memory.slot, snapshot, state.layout->checkpoint_bytes);
-  state.tokens = position;
-}
-
-void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint) {
-  const CacheLayout::Layer& at = state.layout->layers[layer];
-  std::memcpy(checkpoint + at.conv, state.memory.slot + at.conv, state.layout->kda_conv_bytes);
-  std::memcpy(checkpoint + at.recurrent, state.memory.slot + at.recurrent, state.layout->kda_recurrent_bytes);
-}
-
-DsaCache DsaLayerCache(const SequenceState& state, int64_t layer) {
-  const CacheLayout& layout = *state.layout;
-  const CacheLayout::Layer& at = layout.layers[layer];
-  DsaCache cache;
-  cache.kv_lora_rank = layout.kv_lora_rank;
-  cache.index_head_dim = layout.index_head_dim;
-  cache.kpool = layout.index_kpool;
-  cache.block_tokens = layout.block_tokens();
-  cache.tokens = state.tokens;
-  cache.blocks = state.memory.blocks;
-  cache.block_table = state.memory.block_table;
-  cache.dtype = layout.options.kv_dtype;
-  cache.latents_offset = at.latents;
-  cache.pooled_offset = at.pooled;
-  cache.pending = reinterpret_cast<float*>(state.memory.slot + at.pending);
-  return cache;
-}
-
-namespace {
-
-Status CheckEntry(const Model& model, const BatchEntry& entry) {
-  const ModelConfig& config = model.config();
-  if (entry.state == nullptr) return InvalidArgument("batch entry has no sequence state");
-  if (entry.state->owner != &model) {
-    return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
-  }
-  if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
-  for (size_t i = 0; i < entry.tokens.size(); ++i) {
-    if (entry.tokens[i] < 0 || entry.tokens[i] >= config.vocab_size) {
-      return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
-                             config.vocab_size);
-    }
-  }
-  return CheckEntryMemory(entry, config);
-}
-
-}  // namespace
-
-Status CheckBatch(const Model& model, std::span<const BatchEntry> batch) {
-  for (size_t i = 0; i < batch.size(); ++i) {
-    Status status = CheckEntry(model, batch[i]);
-    if (!status.ok()) return status.WithContext(StrCat("batch entry ", i));
-    for (size_t j = 0; j < i; ++j) {
-      if (batch[j].state == batch[i].state) return InvalidArgument("batch entries ", j, " and ", i, " share a state");
-    }
-  }
-  return Status::Ok();
-}
-
-Status ReferenceModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
-                               const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
-  GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
-  outputs.assign(batch.size(), EntryOutput{});
-  for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);
-  // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
-  // "batched = one by one" is what the fast path is tested against.
-  for (size_t i = 0; i < batch.size(); ++i) {
-    GLINT_RETURN_IF_ERROR(ForwardOneOrBreak(batch[i], static_cast<int>(i), outputs[i], options, trace, forced));
-  }
-  return Status::Ok();
-}
-
-Status ReferenceModel::ForwardOneOrBreak(const BatchEntry& entry, int sequence, EntryOutput& output,
-                                         const ForwardOptions& options, Trace* trace,
-                                         const ForcedChoices* forced) const {
-  Status status = ForwardOne(entry, sequence, output, options, trace, forced);
-  if (!status.ok()) entry.state->broken = true;  // some layers may have written: the caches are now unknown
-  return status;
 }
 
 namespace {
@@ -507,25 +253,12 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
   return Status::Ok();
 }
 
-Status ReferenceModel::MtpForward(SequenceState& state, std::span<const float> hidden,
-                                  std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                  const ForwardOptions& options, Trace* trace) const {
+Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
+                                         std::span<const int32_t> next_tokens, std::vector<float>& logits,
+                                         const ForwardOptions& options, Trace* trace) const {
   const ModelConfig& c = config_;
-  if (weights_.mtp == nullptr) return FailedPrecondition("the model has no MTP layer loaded");
-  if (state.owner != this) return InvalidArgument("the sequence state was not created by this model");
-  if (state.mtp_dsa.blocks == nullptr) {
-    return FailedPrecondition("this sequence has no MTP cache: bind it with a cache layout made with "
-                              "CacheOptions::mtp (speculative decoding), or use NewSequence");
-  }
   const int64_t pairs = static_cast<int64_t>(next_tokens.size());
   const int64_t d = c.hidden_size;
-  if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");
-  if (static_cast<int64_t>(hidden.size()) != pairs * d) {
-    return InvalidArgument("MTP hidden has ", hidden.size(), " values; expected ", pairs, " × ", d);
-  }
-  for (int32_t token : next_tokens) {
-    if (token < 0 || token >= c.vocab_size) return InvalidArgument("MTP token id ", token, " is out of range");
-  }
   const MtpWeights& m = *weights_.mtp;
   const bool tracing = trace != nullptr && trace->Wants(0);
   // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)] — the embedding half first.

@@ -153,13 +153,16 @@ class Model {
   // Who must hear of the engine's pools and copies (a multi-rank leader, lockstep.h); null for a model that runs
   // alone.
   virtual EngineMirror* engine_mirror() const { return nullptr; }
+  // Whether this model implements `options`: an error naming the option it does not (Forward and MtpForward
+  // refuse them with it before touching any state).
+  virtual Status CheckOptions(const ForwardOptions& options) const { return Status::Ok(); }
 
   // Runs the trunk over every entry; outputs[i] belongs to batch[i]. Checks every entry first (token ids in
   // range, T ≥ 1, the state belongs to this model, the context limit) so a bad entry changes no state.
   // A failure scoped to some entries (an expert read, FastModel with --expert-memory) returns an error AND sets
   // those entries' outputs[i].error: every entry whose error stays Ok then has complete outputs and its state
   // advanced exactly as on success. Any other error sets no entry's error, and every state of the batch may be
-  // broken.
+  // broken (PathModel marks them all).
   virtual Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                          const ForwardOptions& options = {}, Trace* trace = nullptr,
                          const ForcedChoices* forced = nullptr) const = 0;
@@ -180,31 +183,32 @@ class Model {
                                  std::vector<Status>* entry_errors = nullptr) const;
 };
 
-// For Model implementations: what every Forward does with a sequence's memory, so that all of them page alike.
-// The checks every Model::Forward makes before touching any state (shared so that all implementations refuse the
-// same inputs with the same messages): each entry has tokens, in range, a state created by `model` with cache
-// memory laid out for its config (an engine's block table already covering the new positions, valid state
-// checkpoints), within max_position_embeddings; no two entries share a state. Changes nothing.
-Status CheckBatch(const Model& model, std::span<const BatchEntry> batch);
-// The memory part of those checks for one entry (a layout made for `config`, memory present, blocks reserved for
-// every position the call writes unless the state owns its memory, valid state checkpoints).
-Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config);
-// What Forward returns when some entries failed alone (their outputs[i].error): the first one's error, saying how
-// many failed; Ok when none did.
-Status FailedEntriesStatus(std::span<const EntryOutput> outputs);
-// Grows a state's own memory (NewSequence) to hold the entry's tokens; a no-op for engine memory. Call after all
-// checks passed.
-void PrepareEntryMemory(const BatchEntry& entry);
-// Views of layer `layer`'s caches in the sequence's memory (cache_layout.h), at position state.tokens.
-KdaStateView KdaLayerState(const SequenceState& state, int64_t layer);
-DsaCache DsaLayerCache(const SequenceState& state, int64_t layer);
-// A KDA layer's state inside `slot_like`: a slot, or a StateCheckpoint destination (laid out as a slot's KDA part).
-KdaStateView KdaLayerStateIn(const CacheLayout& layout, int64_t layer, std::byte* slot_like);
-// Copies a KDA layer's state (conv window and S as stored) into a StateCheckpoint destination.
-void CopyKdaLayerState(const SequenceState& state, int64_t layer, std::byte* checkpoint);
-// The KDA positions of an entry where its state is to be copied out (its checkpoints and its rollback snapshot),
-// ascending, as (rows of the entry before the copy, destination). Shared by the Forward implementations.
-std::vector<std::pair<int64_t, std::byte*>> EntryStateCopies(const BatchEntry& entry);
+// The models that compute the forward pass in this process (ReferenceModel, FastModel) share one orchestration
+// (forward_common.cc): Forward refuses options the path does not implement (CheckOptions), checks the batch
+// (CheckBatch), sizes the outputs, grows the states' own memory, runs the path's ForwardBatch, and marks states
+// broken when it fails — every state of the batch on an error, or the entries whose outputs[i].error it set —
+// then returns FailedEntriesStatus. MtpForward checks its inputs (CheckMtpInput) and runs MtpForwardChecked. A
+// model that hands calls on to another (LockstepLeader) derives from Model instead.
+class PathModel : public Model {
+ public:
+  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                 const ForwardOptions& options = {}, Trace* trace = nullptr,
+                 const ForcedChoices* forced = nullptr) const final;
+  Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                    std::vector<float>& logits, const ForwardOptions& options = {},
+                    Trace* trace = nullptr) const final;
+
+ protected:
+  // The path's forward pass over a checked batch whose outputs are sized and whose memory is prepared. Returns Ok
+  // (entries that failed alone set their outputs[i].error) or an error that fails the whole batch.
+  virtual Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                              const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const = 0;
+  // The path's MTP layer over checked inputs.
+  virtual Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
+                                   std::span<const int32_t> next_tokens, std::vector<float>& logits,
+                                   const ForwardOptions& options, Trace* trace) const = 0;
+};
+
 // Speculative decoding: puts the sequence back at `position`, whose KDA state `snapshot` holds (a BatchEntry's
 // rollback written by a Forward that went past it). The DSA caches need nothing: the rows past `position`
 // (latents, the draft's filling-pool row, a pooled key it completed) are written again by the next token at
@@ -234,7 +238,7 @@ struct ReferenceActivations {
   std::vector<MhcCoefficients> site;  // [T]: this site's mHC coefficients
 };
 
-class ReferenceModel final : public Model {
+class ReferenceModel final : public PathModel {
  public:
   // `weights` holds the experts `plan` says are local; `comm` (plan.ranks > 1) sums the MoE partial outputs.
   ReferenceModel(ModelConfig config, ModelWeights weights, ShardPlan plan = {}, Communicator* comm = nullptr);
@@ -248,16 +252,12 @@ class ReferenceModel final : public Model {
   bool has_mtp() const override { return weights_.mtp != nullptr; }
   ShardPlan shard_plan() const override { return plan_; }
   const ModelWeights& weights() const { return weights_; }
-  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
-                 const ForwardOptions& options = {}, Trace* trace = nullptr,
-                 const ForcedChoices* forced = nullptr) const override;
-  Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options = {},
-                    Trace* trace = nullptr) const override;
 
  private:
-  Status ForwardOneOrBreak(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
-                           Trace* trace, const ForcedChoices* forced) const;
+  Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                      const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
+  Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                           std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const override;
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                     Trace* trace, const ForcedChoices* forced) const;
   // The steps of ForwardOne: embedding, the two sublayers of a layer, the tracing of a site, the head.

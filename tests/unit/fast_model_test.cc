@@ -23,6 +23,7 @@
 #include "base/worker_pool.h"
 #include "io/token_file.h"
 #include "model/fast_model.h"
+#include "model/forward_common.h"
 #include "model_checks.h"
 #include "test_util.h"
 
@@ -210,10 +211,40 @@ TEST_P(FastGolden, BadInputIsRefused) {
   const std::vector<int32_t> one = {1};
   BatchEntry foreign_entry{one, &foreign, LogitsWanted::kLast, false};
   EXPECT_ERROR_CONTAINS(fast_->Forward({&foreign_entry, 1}, outputs), "not created by this model");
-  ForwardOptions dense;
+}
+
+// Options the fast path does not implement are refused by name, before any state changes, on the trunk and on the
+// MTP layer; the same state then runs with the default options.
+TEST_P(FastGolden, OptionsItDoesNotImplementAreRefused) {
+  SequenceState state = fast_->NewSequence();
+  const std::vector<int32_t> one = {1};
+  BatchEntry entry{one, &state, LogitsWanted::kLast, /*want_hidden=*/true};
+  std::vector<EntryOutput> outputs;
+  ForwardOptions recurrent, naive, dense, forced;
+  recurrent.kda_algorithm = KdaAlgorithm::kRecurrent;
+  naive.dsa.form = MlaForm::kNaive;
   dense.dsa.selection = KeySelection::kDense;
-  BatchEntry good{one, &state, LogitsWanted::kLast, false};
-  EXPECT_ERROR_CONTAINS(fast_->Forward({&good, 1}, outputs, dense), "indexer only");
+  forced.dsa.selection = KeySelection::kForced;
+  const std::pair<const ForwardOptions*, const char*> refused[] = {
+      {&recurrent, "ForwardOptions::kda_algorithm recurrent"},
+      {&naive, "ForwardOptions::dsa.form naive"},
+      {&dense, "ForwardOptions::dsa.selection dense"},
+      {&forced, "ForwardOptions::dsa.selection forced"}};
+  for (const auto& [options, message] : refused) {
+    EXPECT_ERROR_CONTAINS(fast_->Forward({&entry, 1}, outputs, *options), message);
+    EXPECT_EQ(state.tokens, 0);
+    EXPECT_FALSE(state.broken);
+  }
+  ASSERT_OK(fast_->Forward({&entry, 1}, outputs));
+  EXPECT_EQ(state.tokens, 1);
+  if (!fast_->has_mtp()) return;
+  std::vector<float> logits;
+  for (const auto& [options, message] : refused) {
+    EXPECT_ERROR_CONTAINS(fast_->MtpForward(state, outputs[0].hidden, one, logits, *options), message);
+    EXPECT_EQ(state.mtp_tokens, 0);
+  }
+  ASSERT_OK(fast_->MtpForward(state, outputs[0].hidden, one, logits));
+  EXPECT_EQ(state.mtp_tokens, 1);
 }
 
 // Engine memory: a state bound to caller-managed blocks (several per sequence, out of order) gives the same logits as

@@ -15,6 +15,7 @@
 #include "io/config.h"
 #include "io/token_file.h"
 #include "model/fast_model.h"
+#include "model/forward_common.h"
 #include "model/model.h"
 #include "model_checks.h"
 #include "test_util.h"

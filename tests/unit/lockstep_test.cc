@@ -150,6 +150,16 @@ TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
     BatchEntry entry{bad, &state, LogitsWanted::kLast, false};
     std::vector<EntryOutput> outputs;
     EXPECT_FALSE(leader.Forward({&entry, 1}, outputs).ok());
+    // So are options the fast path does not implement, on the trunk and the MTP layer (refused after the
+    // broadcast, they would end every rank).
+    ForwardOptions recurrent;
+    recurrent.kda_algorithm = KdaAlgorithm::kRecurrent;
+    const Tokens good = {1};
+    BatchEntry good_entry{good, &state, LogitsWanted::kLast, false};
+    EXPECT_ERROR_CONTAINS(leader.Forward({&good_entry, 1}, outputs, recurrent), "kda_algorithm recurrent");
+    const std::vector<float> hidden(leader.config().hidden_size);
+    std::vector<float> logits;
+    EXPECT_ERROR_CONTAINS(leader.MtpForward(state, hidden, good, logits, recurrent, nullptr), "kda_algorithm recurrent");
     EXPECT_EQ(messages.size(), sent);
     ASSERT_OK(lockstep.Stop());
     EXPECT_GT(lockstep.plans(), 10);
