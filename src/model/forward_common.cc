@@ -92,7 +92,9 @@ void SizeOutputs(const ModelConfig& c, std::span<const BatchEntry> batch, std::v
   outputs.assign(batch.size(), EntryOutput{});
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t tokens = static_cast<int64_t>(batch[i].tokens.size());
-    const int64_t rows = batch[i].logits == LogitsWanted::kAll ? tokens : batch[i].logits == LogitsWanted::kLast ? 1 : 0;
+    const int64_t rows = batch[i].logits == LogitsWanted::kAll    ? tokens
+                         : batch[i].logits == LogitsWanted::kLast ? 1
+                                                                  : 0;
     outputs[i].logits.resize(rows * c.vocab_size);
     if (batch[i].want_hidden) outputs[i].hidden.resize(tokens * c.hidden_size);
   }
@@ -117,9 +119,8 @@ Status PathModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   return FailedEntriesStatus(outputs);
 }
 
-Status PathModel::MtpForward(SequenceState& state, std::span<const float> hidden,
-                             std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                             const ForwardOptions& options, Trace* trace) const {
+Status PathModel::MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                             std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const {
   GLINT_RETURN_IF_ERROR(CheckOptions(options));
   GLINT_RETURN_IF_ERROR(CheckMtpInput(*this, state, hidden, next_tokens));
   return MtpForwardChecked(state, hidden, next_tokens, logits, options, trace);
@@ -133,8 +134,9 @@ Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<c
   if (!model.has_mtp()) return FailedPrecondition("the model has no MTP layer loaded");
   if (state.owner != &model) return InvalidArgument("the sequence state was not created by this model");
   if (state.mtp_dsa.blocks == nullptr) {
-    return FailedPrecondition("this sequence has no MTP cache: bind it with a cache layout made with "
-                              "CacheOptions::mtp (speculative decoding), or use NewSequence");
+    return FailedPrecondition(
+        "this sequence has no MTP cache: bind it with a cache layout made with "
+        "CacheOptions::mtp (speculative decoding), or use NewSequence");
   }
   const int64_t pairs = static_cast<int64_t>(next_tokens.size());
   if (pairs == 0) return InvalidArgument("MTP needs at least one (hidden, next token) pair");
@@ -212,8 +214,8 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
   // an engine's must already be reserved.
   const int64_t capacity = static_cast<int64_t>(state.memory.block_table->size()) * state.layout->block_tokens();
   if (state.owned == nullptr && capacity < total) {
-    return FailedPrecondition("the sequence's block table covers ", capacity, " positions but this call needs ",
-                              total, "; reserve blocks before the forward pass");
+    return FailedPrecondition("the sequence's block table covers ", capacity, " positions but this call needs ", total,
+                              "; reserve blocks before the forward pass");
   }
   int64_t previous = state.tokens;
   for (const StateCheckpoint& checkpoint : entry.checkpoints) {
@@ -238,8 +240,7 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
   }
   for (int32_t block : *state.memory.block_table) {
     if (block < 0 || block >= state.memory.blocks->count()) {
-      return FailedPrecondition("the sequence's block table names block ", block, " of ",
-                                state.memory.blocks->count());
+      return FailedPrecondition("the sequence's block table names block ", block, " of ", state.memory.blocks->count());
     }
   }
   return Status::Ok();
@@ -273,8 +274,7 @@ std::vector<std::pair<int64_t, std::byte*>> EntryStateCopies(const BatchEntry& e
   if (entry.rollback.data != nullptr) {
     copies.emplace_back(entry.rollback.position - entry.state->tokens, entry.rollback.data);
   }
-  std::stable_sort(copies.begin(), copies.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(copies.begin(), copies.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return copies;
 }
 
