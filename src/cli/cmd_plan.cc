@@ -14,6 +14,7 @@
 #include "kernels/linear_probe.h"
 #include "kernels/machine_limits.h"
 #include "plan/planner.h"
+#include "quant/kv_rows.h"
 #include "plan/report.h"
 
 namespace glint::cli {
@@ -28,6 +29,7 @@ struct PlanFlags {
   std::string format = "table";
   std::optional<double> memory_gb, bandwidth_gbps, cpu_bf16_tflops, cpu_int8_tops, threshold;
   std::vector<std::string> assume;
+  std::string kv_cache_dtype;  // empty: the assumptions' defaults (bf16 latent and keys, as the reference)
   std::string catalogue;
   std::vector<double> expert_ram_gb = {64, 128, 256}, disk_gbps = {3, 7};
   std::optional<double> expert_hit_rate;
@@ -103,6 +105,23 @@ Result<plan::HostServer> HostServerFromFlags(const PlanFlags& flags) {
   return server;
 }
 
+// --kv-cache-dtype as the engine stores it (quant/kv_rows.h): bytes per latent and pooled-key value, and for fp8 and
+// int8 one fp32 scale per row (a group as wide as any latent row; the plan's fp8 latent row counts the same way).
+Status ApplyKvCacheDtype(const std::string& name, plan::Assumptions& a) {
+  if (name.empty()) return Status::Ok();
+  const Result<KvCacheDtype> dtype = ParseKvCacheDtype(name);
+  if (!dtype.ok()) return InvalidArgument("--kv-cache-dtype is '", name, "'; expected ", kKvCacheDtypeNames);
+  const double value_bytes = static_cast<double>(KvValueBytes(dtype.value()));
+  GLINT_RETURN_IF_ERROR(a.Set("cache_latent_bytes", value_bytes));
+  GLINT_RETURN_IF_ERROR(a.Set("cache_index_key_bytes", value_bytes));
+  if (KvCacheDtypeHasScale(dtype.value())) {
+    GLINT_RETURN_IF_ERROR(a.Set("cache_fp8_group_size", 1 << 16));
+    GLINT_RETURN_IF_ERROR(a.Set("cache_fp8_scale_bytes", 4));
+    GLINT_RETURN_IF_ERROR(a.Set("cache_index_key_scale_bytes", 4));
+  }
+  return Status::Ok();
+}
+
 Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
   plan::PlanRequest request;
   request.model = flags.model;
@@ -152,6 +171,7 @@ Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
     GLINT_RETURN_IF_ERROR(request.assumptions.Set("mfu", std::max(0.01, figures.mfu)));
   }
   if (flags.threshold) GLINT_RETURN_IF_ERROR(request.assumptions.Set("memory_threshold", *flags.threshold));
+  GLINT_RETURN_IF_ERROR(ApplyKvCacheDtype(flags.kv_cache_dtype, request.assumptions));
   for (const std::string& text : flags.assume) GLINT_RETURN_IF_ERROR(request.assumptions.Override(text));
   return request;
 }
@@ -176,6 +196,9 @@ CommandSetup PlanSetup() {
     command.add_option("--cpu-bf16-tflops", flags->cpu_bf16_tflops, "CPU server: bf16 matmul peak (for prefill)");
     command.add_option("--cpu-int8-tops", flags->cpu_int8_tops, "CPU server: int8 matmul peak (for prefill)");
     command.add_option("--threshold", flags->threshold, "flag memory usage above this fraction (default 0.8)");
+    command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                       "cache storage as glint's --kv-cache-dtype: fp32, bf16, fp8 or int8 (fp8/int8: an fp32 scale "
+                       "per row); sets the cache_* assumptions (default: bf16 as the reference)");
     command.add_option("--assume", flags->assume, "override an assumption: NAME=VALUE (repeatable)");
     command.add_option("--catalogue", flags->catalogue, "hardware catalogue JSON instead of the built-in one");
     command

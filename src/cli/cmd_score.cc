@@ -30,6 +30,7 @@ struct ScoreFlags {
   std::string dump_logits;
   std::string reference;
   std::string kda_state = "fp32";  // storage of the KDA recurrent state: fp32 | bf16
+  std::string kv_cache_dtype = "fp32";  // storage of the MLA latents and pooled indexer keys
   bool token_by_token = false;     // one token per forward call (the decode path) instead of one call per sequence
 };
 
@@ -37,11 +38,12 @@ struct ScoreFlags {
 // decode path: the KDA state is stored, and with bf16 storage rounded, after every token). The sequence's memory
 // is laid out with the chosen KDA state storage and bound like an engine's.
 Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const int32_t> tokens,
-                                          KdaStateStorage storage, bool token_by_token) {
+                                          KdaStateStorage storage, KvCacheDtype kv_dtype, bool token_by_token) {
   const ModelConfig& c = model.config();
   CacheOptions options;
   options.block_tokens = StandaloneBlockTokens(c);
   options.kda_state = storage;
+  options.kv_dtype = kv_dtype;
   GLINT_ASSIGN_OR_RETURN(CacheLayout made, model.CacheLayoutFor(options));
   auto layout = std::make_shared<const CacheLayout>(std::move(made));
   const int64_t length = static_cast<int64_t>(tokens.size());
@@ -140,6 +142,7 @@ Status RunScore(const ScoreFlags& flags) {
   GLINT_ASSIGN_OR_RETURN(model, JoinRanks(std::move(loaded), dir));
   const ModelConfig& c = model->config();
   const KdaStateStorage storage = flags.kda_state == "bf16" ? KdaStateStorage::kBfloat16 : KdaStateStorage::kFloat32;
+  GLINT_ASSIGN_OR_RETURN(const KvCacheDtype kv_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
   GLINT_ASSIGN_OR_RETURN(auto sequences, ReadTokenSequences(flags.tokens_file, c.vocab_size));
   std::unique_ptr<Checkpoint> reference;
   if (!flags.reference.empty()) {
@@ -155,7 +158,7 @@ Status RunScore(const ScoreFlags& flags) {
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto& tokens = sequences[i];
     const int64_t length = static_cast<int64_t>(tokens.size());
-    auto computed = SequenceLogits(*model, tokens, storage, flags.token_by_token);
+    auto computed = SequenceLogits(*model, tokens, storage, kv_dtype, flags.token_by_token);
     if (!computed.ok()) return computed.status().WithContext(StrCat("sequence ", i));
     const std::vector<float>& logits = *computed;  // [T, V]
     // NLL of token t+1 under the distribution at position t.
@@ -218,6 +221,11 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                          command.add_option("--kda-state", flags->kda_state,
                                             "storage of the KDA recurrent state (as the engine's --kda-state)")
                              ->check(CLI::IsMember({"fp32", "bf16"}))
+                             ->capture_default_str();
+                         command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                                            "storage of the MLA latents and pooled indexer keys (as the engine's "
+                                            "--kv-cache-dtype): fp32, bf16, fp8 or int8")
+                             ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
                              ->capture_default_str();
                          command.add_flag("--token-by-token", flags->token_by_token,
                                           "one token per forward call (the decode path) instead of the whole "

@@ -16,6 +16,10 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command.add_option("--kda-state", flags.kda_state, "storage of the KDA recurrent state: fp32 or bf16")
       ->capture_default_str();
+  command.add_option("--kv-cache-dtype", flags.kv_cache_dtype,
+                     "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 "
+                     "(e4m3) or int8, fp8 and int8 with an fp32 scale per row (docs/long-context.md)")
+      ->capture_default_str();
   command.add_flag("--no-prefix-caching", flags.no_prefix_caching, "turn prefix caching off");
   command.add_option("--checkpoint-interval", flags.checkpoint_interval,
                      "tokens between KDA state checkpoints of the prefix cache (a multiple of --block-size)")
@@ -43,6 +47,10 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
   } else {
     return InvalidArgument("--kda-state is '", flags.kda_state, "'; expected fp32 or bf16");
   }
+  Result<KvCacheDtype> kv_dtype = ParseKvCacheDtype(flags.kv_cache_dtype);
+  if (!kv_dtype.ok()) return InvalidArgument("--kv-cache-dtype is '", flags.kv_cache_dtype, "'; expected ",
+                                             kKvCacheDtypeNames);
+  options.kv_cache_dtype = kv_dtype.value();
   options.prefix_caching = !flags.no_prefix_caching;
   options.checkpoint_interval = flags.checkpoint_interval;
   options.checkpoint_fraction = flags.checkpoint_fraction;

@@ -19,6 +19,7 @@ struct EngineFlags {
   int64_t max_batch_tokens = 512;
   int64_t block_size = 64;
   std::string kda_state = "fp32";
+  std::string kv_cache_dtype = "fp32";
   bool no_prefix_caching = false;
   int64_t checkpoint_interval = 256;
   double checkpoint_fraction = 0.2;

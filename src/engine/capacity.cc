@@ -72,6 +72,7 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   r.slot_bytes = layout.slot_bytes;
   r.checkpoint_bytes = layout.checkpoint_bytes;
   r.bytes_per_token = layout.BytesPerToken();
+  r.kv_cache_dtype = layout.options.kv_dtype;
   r.memory_bytes = o.memory_bytes;
   r.weight_bytes = weight_bytes;
   r.prefix_caching = o.prefix_caching;
@@ -138,7 +139,9 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
 std::string CapacityReport::ToString() const {
   std::ostringstream out;
   out << "cache memory " << FormatBinaryBytes(memory_bytes) << ":\n";
-  out << "  per token   " << FormatBinaryBytes(bytes_per_token) << " (MLA latents + indexer keys of every DSA layer, fp32)\n";
+  out << "  per token   " << FormatBinaryBytes(bytes_per_token) << " (MLA latents + indexer keys of every DSA layer, "
+      << KvCacheDtypeName(kv_cache_dtype) << (KvCacheDtypeHasScale(kv_cache_dtype) ? " + an fp32 scale per row" : "")
+      << ")\n";
   out << "  per sequence " << FormatBinaryBytes(slot_bytes) << " of state (KDA S + conv windows, indexer tails)\n";
   out << "  blocks      " << num_blocks << " × " << block_tokens << " tokens × " << FormatBinaryBytes(block_bytes) << " = "
       << FormatBinaryBytes(blocks_total_bytes) << " → " << cache_tokens << " tokens of cache\n";

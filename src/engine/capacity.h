@@ -30,6 +30,7 @@ struct EngineOptions {
   int64_t max_batch_tokens = 512;           // tokens computed per step (the scheduler's budget)
   int64_t block_tokens = 64;                // positions per cache block (a multiple of index_kpool)
   KdaStateStorage kda_state = KdaStateStorage::kFloat32;
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // --kv-cache-dtype: MLA latents + pooled indexer keys
   bool prefix_caching = true;
   int64_t checkpoint_interval = 256;        // tokens between KDA state checkpoints (a multiple of block_tokens)
   double checkpoint_fraction = 0.2;         // of the memory left after the slots, for checkpoints (prefix caching)
@@ -43,6 +44,7 @@ struct CapacityReport {
   int64_t block_tokens = 0, block_bytes = 0, slot_bytes = 0, checkpoint_bytes = 0;
   int64_t rollback_bytes = 0;  // per slot: the KDA state kept while a draft is verified (speculative decoding)
   double bytes_per_token = 0;  // per-token caches (DSA latents + pooled keys), all layers
+  KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // how they are stored
   int64_t num_blocks = 0, num_slots = 0, num_checkpoints = 0;
   int64_t cache_tokens = 0;    // positions the blocks hold, all sequences together
   int64_t checkpoint_interval = 0;

@@ -34,6 +34,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   CacheOptions cache_options;
   cache_options.block_tokens = options.block_tokens;
   cache_options.kda_state = options.kda_state;
+  cache_options.kv_dtype = options.kv_cache_dtype;
   cache_options.mtp = options.speculative == SpeculativeMethod::kMtp;
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model.CacheLayoutFor(cache_options));
   core->layout_ = std::make_shared<const CacheLayout>(std::move(layout));

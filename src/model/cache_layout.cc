@@ -25,6 +25,10 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
   if (options.kda_state != KdaStateStorage::kFloat32 && options.kda_state != KdaStateStorage::kBfloat16) {
     return InvalidArgument("unknown KDA state storage ", static_cast<int>(options.kda_state));
   }
+  if (KvCacheDtypeName(options.kv_dtype) == "unknown") {
+    return InvalidArgument("unknown KV cache dtype ", static_cast<int>(options.kv_dtype), "; expected ",
+                           kKvCacheDtypeNames);
+  }
   if (options.mtp && !c.HasMtp()) {
     return InvalidArgument("speculative decoding with MTP needs a model with an MTP layer "
                            "(num_nextn_predict_layers ≥ 1); this config has none");
@@ -55,16 +59,18 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
     layer.recurrent = Place(layout.slot_bytes, layout.kda_recurrent_bytes);
   }
   layout.checkpoint_bytes = layout.slot_bytes;
+  const KvSegment latents = KvSegment::Make(options.kv_dtype, b, c.kv_lora_rank);
+  const KvSegment pooled = KvSegment::Make(options.kv_dtype, b / c.index_kpool, e);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     CacheLayout::Layer& layer = layout.layers[l];
     if (layer.kind != AttentionKind::kDsa) continue;
-    layer.latents = Place(layout.block_bytes, b * c.kv_lora_rank * 4);
-    layer.pooled = Place(layout.block_bytes, b / c.index_kpool * e * 4);
+    layer.latents = Place(layout.block_bytes, latents.Bytes());
+    layer.pooled = Place(layout.block_bytes, pooled.Bytes());
     layer.pending = Place(layout.slot_bytes, 2 * (c.index_kpool - 1) * e * 4);
   }
   if (options.mtp) {  // the MTP layer is one more DSA layer with its own cache (model-glm53.md §10)
-    layout.mtp_latents = Place(layout.block_bytes, b * c.kv_lora_rank * 4);
-    layout.mtp_pooled = Place(layout.block_bytes, b / c.index_kpool * e * 4);
+    layout.mtp_latents = Place(layout.block_bytes, latents.Bytes());
+    layout.mtp_pooled = Place(layout.block_bytes, pooled.Bytes());
     layout.mtp_pending = Place(layout.slot_bytes, 2 * (c.index_kpool - 1) * e * 4);
   }
   // Pools need items of at least one alignment unit even for a model without one of the layer kinds.

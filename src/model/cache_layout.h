@@ -2,11 +2,12 @@
 // the model's cache views address bytes with it.
 //
 //   block (B = block_tokens positions, a multiple of index_kpool), for each DSA layer in layer order:
-//     latents      [B, kv_lora]            fp32   MLA latent c_j after kv_a_layernorm
-//     pooled keys  [B / kpool, e]          fp32   the indexer's pk_m of the pools that lie in the block
+//     latents      [B, kv_lora]            kv_dtype   MLA latent c_j after kv_a_layernorm
+//     pooled keys  [B / kpool, e]          kv_dtype   the indexer's pk_m of the pools that lie in the block
 //     with CacheOptions::mtp, then the MTP layer's own DSA cache, where position p holds the pair (h_p, x_{p+1}):
-//     MTP latents  [B, kv_lora]            fp32
-//     MTP pooled   [B / kpool, e]          fp32
+//     MTP latents  [B, kv_lora]            kv_dtype
+//     MTP pooled   [B / kpool, e]          kv_dtype
+//   (kv_dtype fp32 by default; fp8 and int8 segments end with their rows' fp32 scales: quant/kv_rows.h KvSegment)
 //   slot (one per live sequence):
 //     for each KDA layer: conv window [3, width, K−1] fp32, recurrent S [H, d, d] fp32 or bf16
 //     for each DSA layer: pending rows [2, kpool − 1, e] fp32 (ik then ig of the filling pool)
@@ -24,6 +25,7 @@
 #include "base/status.h"
 #include "io/config.h"
 #include "model/kda.h"
+#include "quant/kv_rows.h"
 
 namespace glint {
 
@@ -31,6 +33,7 @@ struct CacheOptions {
   int64_t block_tokens = 64;
   KdaStateStorage kda_state = KdaStateStorage::kFloat32;
   bool mtp = false;  // also lay out the MTP layer's cache (speculative decoding); needs a config with an MTP layer
+  KvCacheDtype kv_dtype = KvCacheDtype::kFloat32;  // latents and pooled keys (--kv-cache-dtype)
 };
 
 struct CacheLayout {

@@ -98,8 +98,9 @@ class MaterializedKv {
       if (row_of_[j] >= 0) continue;
       row_of_[j] = static_cast<int64_t>(rows_.size()) / width;
       rows_.resize(rows_.size() + width);
-      ref::Linear(cache_.LatentRow(j), 1, weights_.kv_b_proj.data.data(), width, rank,
-                  rows_.data() + row_of_[j] * width);
+      latent_.resize(rank);
+      cache_.LoadLatent(j, latent_.data());
+      ref::Linear(latent_.data(), 1, weights_.kv_b_proj.data.data(), width, rank, rows_.data() + row_of_[j] * width);
     }
   }
   // [heads, qk + v] for position j; valid until the next Ensure.
@@ -110,6 +111,7 @@ class MaterializedKv {
   const DsaCache& cache_;
   std::vector<int64_t> row_of_;  // [cache.tokens] row in rows_, −1 = not yet computed
   std::vector<float> rows_;      // [computed, heads · (qk + v)]
+  std::vector<float> latent_;    // [kv_lora] one decoded cache row
 };
 
 // o [heads, v] for one query q [heads, qk] over `positions`, naive form: scores against materialised k_h(j).
@@ -145,6 +147,8 @@ void AttendAbsorbed(const DsaWeights& w, const ModelConfig& c, const DsaCache& c
   std::vector<float> q_latent(rank);  // [kv_lora] q̃_h = Wk_hᵀ q_h
   std::vector<float> o_latent(rank);  // [kv_lora] ō_h = Σ_j p_j c_j
   std::vector<float> p(n);          // [n] scores, then probabilities
+  std::vector<float> latents(n * rank);  // [n, kv_lora] the attended rows, decoded from the cache's dtype
+  for (int64_t i = 0; i < n; ++i) cache.LoadLatent(positions[i], latents.data() + i * rank);
   for (int64_t h = 0; h < c.num_attention_heads; ++h) {
     const float* wk = w.kv_b_proj.Row(h * block);       // [qk, kv_lora]
     const float* wv = w.kv_b_proj.Row(h * block + qk);  // [v, kv_lora]
@@ -155,12 +159,12 @@ void AttendAbsorbed(const DsaWeights& w, const ModelConfig& c, const DsaCache& c
     }
     for (int64_t r = 0; r < rank; ++r) q_latent[r] = static_cast<float>(sum[r]);
     for (int64_t i = 0; i < n; ++i) {
-      p[i] = static_cast<float>(ref::Dot(q_latent.data(), cache.LatentRow(positions[i]), rank) * scale);
+      p[i] = static_cast<float>(ref::Dot(q_latent.data(), latents.data() + i * rank, rank) * scale);
     }
     ref::Softmax(p.data(), n);
     std::fill(sum.begin(), sum.end(), 0.0);
     for (int64_t i = 0; i < n; ++i) {
-      const float* latent = cache.LatentRow(positions[i]);
+      const float* latent = latents.data() + i * rank;
       for (int64_t r = 0; r < rank; ++r) sum[r] += static_cast<double>(p[i]) * latent[r];
     }
     for (int64_t r = 0; r < rank; ++r) o_latent[r] = static_cast<float>(sum[r]);
@@ -193,15 +197,16 @@ Status DsaForward(const DsaWeights& w, const ModelConfig& c, const float* hidden
   // 1. Per-token projections; the new latents and indexer keys join the cache (nothing can fail from here on).
   std::vector<float> q_resid(tokens * c.q_lora_rank);  // [T, q_lora]
   std::vector<float> q(tokens * q_width);              // [T, heads · qk]
+  std::vector<float> latent(rank);                     // [kv_lora] c_j before it is stored
   for (int64_t t = 0; t < tokens; ++t) {
     const float* h = hidden + t * d;
     float* qr = q_resid.data() + t * c.q_lora_rank;
     ref::Linear(h, 1, w.q_a_proj.data.data(), c.q_lora_rank, d, qr);
     ref::RmsNorm(qr, w.q_a_layernorm.data(), c.q_lora_rank, c.rms_norm_eps, qr);
     ref::Linear(qr, 1, w.q_b_proj.data.data(), q_width, c.q_lora_rank, q.data() + t * q_width);
-    float* latent = cache.LatentRow(first + t);
-    ref::Linear(h, 1, w.kv_a_proj.data.data(), rank, d, latent);
-    ref::RmsNorm(latent, w.kv_a_layernorm.data(), rank, c.rms_norm_eps, latent);
+    ref::Linear(h, 1, w.kv_a_proj.data.data(), rank, d, latent.data());
+    ref::RmsNorm(latent.data(), w.kv_a_layernorm.data(), rank, c.rms_norm_eps, latent.data());
+    cache.StoreLatent(first + t, latent.data());  // rounded to the cache's dtype: what attention reads back
   }
   AppendIndexerKeys(w.indexer, c, hidden, tokens, cache);
   cache.tokens = first + tokens;

@@ -4,8 +4,9 @@
 
 namespace glint {
 
-DsaCache NewDsaCache(const ModelConfig& config) {
+DsaCache NewDsaCache(const ModelConfig& config, KvCacheDtype dtype) {
   DsaCache cache;
+  cache.dtype = dtype;
   cache.kv_lora_rank = config.kv_lora_rank;
   cache.index_head_dim = config.index_head_dim;
   cache.kpool = config.index_kpool;
@@ -14,8 +15,8 @@ DsaCache NewDsaCache(const ModelConfig& config) {
   if (config.kv_lora_rank <= 0 || config.index_head_dim <= 0 || config.index_kpool <= 0) return cache;
   const int64_t b = cache.block_tokens;
   cache.latents_offset = 0;
-  cache.pooled_offset = AlignItemBytes(b * config.kv_lora_rank * 4);
-  const int64_t block_bytes = cache.pooled_offset + AlignItemBytes(b / cache.kpool * cache.index_head_dim * 4);
+  cache.pooled_offset = AlignItemBytes(cache.LatentSegment().Bytes());
+  const int64_t block_bytes = cache.pooled_offset + AlignItemBytes(cache.PooledSegment().Bytes());
   const int64_t slot_bytes = AlignItemBytes(std::max<int64_t>(2 * (cache.kpool - 1) * cache.index_head_dim * 4, 1));
   Result<std::unique_ptr<OwnedSequenceMemory>> memory = OwnedSequenceMemory::Create(b, block_bytes, slot_bytes);
   GLINT_CHECK(memory.ok()) << memory.status().ToString();
@@ -55,20 +56,14 @@ Status PrepareDsaCache(DsaCache& cache, const ModelConfig& config, int64_t new_t
 }
 
 std::vector<float> GatherLatents(const DsaCache& cache) {
-  std::vector<float> out;
-  for (int64_t p = 0; p < cache.tokens; ++p) {
-    const float* row = cache.LatentRow(p);
-    out.insert(out.end(), row, row + cache.kv_lora_rank);
-  }
+  std::vector<float> out(cache.tokens * cache.kv_lora_rank);
+  for (int64_t p = 0; p < cache.tokens; ++p) cache.LoadLatent(p, out.data() + p * cache.kv_lora_rank);
   return out;
 }
 
 std::vector<float> GatherPooledKeys(const DsaCache& cache) {
-  std::vector<float> out;
-  for (int64_t m = 0; m < cache.NumPools(); ++m) {
-    const float* key = cache.PooledKey(m);
-    out.insert(out.end(), key, key + cache.index_head_dim);
-  }
+  std::vector<float> out(cache.NumPools() * cache.index_head_dim);
+  for (int64_t m = 0; m < cache.NumPools(); ++m) cache.LoadPooledKey(m, out.data() + m * cache.index_head_dim);
   return out;
 }
 

@@ -6,6 +6,9 @@
 //   pooled keys  pool m  = PooledKey(m)    [e]        at row m % (B / kpool) of block table[m · kpool / B]
 //   pending rows j < tokens % kpool: PendingKey(j), PendingGate(j) [e] — ik and ig of the filling pool
 // Positions 0 .. tokens − 1 are cached; pools 0 .. tokens / kpool − 1 are complete.
+// Latents and pooled keys are stored in `dtype` (quant/kv_rows.h): StoreLatent / LoadLatent (and the pooled-key
+// pair) encode and decode a row; LatentRow / PooledKey address fp32 rows in place and exist only for fp32. The
+// pending rows are always fp32 (they are raw inputs of the pooling, not cached values).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include "io/config.h"
 #include "memory/item_arena.h"
 #include "memory/owned_memory.h"
+#include "quant/kv_rows.h"
 
 namespace glint {
 
@@ -26,6 +30,7 @@ struct DsaCache {
   int64_t kpool = 0;
   int64_t block_tokens = 0;    // B, a multiple of kpool
   int64_t tokens = 0;          // positions cached
+  KvCacheDtype dtype = KvCacheDtype::kFloat32;  // latents and pooled keys
 
   // Where the bytes are (not owned by the view).
   const ItemArena* blocks = nullptr;
@@ -38,12 +43,47 @@ struct DsaCache {
   // view into an engine's pools has none; the engine reserves blocks before each call.
   std::shared_ptr<OwnedSequenceMemory> owned;
 
+  // fp32 caches only: the row in place.
   float* LatentRow(int64_t position) const {
-    return Row(position / block_tokens, latents_offset) + (position % block_tokens) * kv_lora_rank;
+    GLINT_CHECK(dtype == KvCacheDtype::kFloat32) << "LatentRow of a " << KvCacheDtypeName(dtype) << " cache";
+    return reinterpret_cast<float*>(LatentValues(position));
   }
   float* PooledKey(int64_t pool) const {
+    GLINT_CHECK(dtype == KvCacheDtype::kFloat32) << "PooledKey of a " << KvCacheDtypeName(dtype) << " cache";
+    return reinterpret_cast<float*>(PooledValues(pool));
+  }
+  // Any dtype: a row's stored values and (fp8, int8) its scale.
+  KvSegment LatentSegment() const { return KvSegment::Make(dtype, block_tokens, kv_lora_rank); }
+  KvSegment PooledSegment() const { return KvSegment::Make(dtype, block_tokens / kpool, index_head_dim); }
+  std::byte* LatentValues(int64_t position) const {
+    return Block(position / block_tokens) + latents_offset + (position % block_tokens) * kv_lora_rank *
+                                                                 KvValueBytes(dtype);
+  }
+  float* LatentScale(int64_t position) const {
+    return reinterpret_cast<float*>(Block(position / block_tokens) + latents_offset +
+                                    LatentSegment().scales_offset) + position % block_tokens;
+  }
+  std::byte* PooledValues(int64_t pool) const {
     const int64_t pools_per_block = block_tokens / kpool;
-    return Row(pool / pools_per_block, pooled_offset) + (pool % pools_per_block) * index_head_dim;
+    return Block(pool / pools_per_block) + pooled_offset + (pool % pools_per_block) * index_head_dim *
+                                                               KvValueBytes(dtype);
+  }
+  float* PooledScale(int64_t pool) const {
+    const int64_t pools_per_block = block_tokens / kpool;
+    return reinterpret_cast<float*>(Block(pool / pools_per_block) + pooled_offset +
+                                    PooledSegment().scales_offset) + pool % pools_per_block;
+  }
+  void StoreLatent(int64_t position, const float* row) const {
+    EncodeKvRow(dtype, row, kv_lora_rank, LatentValues(position), LatentScale(position));
+  }
+  void LoadLatent(int64_t position, float* row) const {
+    DecodeKvRow(dtype, LatentValues(position), LatentScale(position), kv_lora_rank, row);
+  }
+  void StorePooledKey(int64_t pool, const float* key) const {
+    EncodeKvRow(dtype, key, index_head_dim, PooledValues(pool), PooledScale(pool));
+  }
+  void LoadPooledKey(int64_t pool, float* key) const {
+    DecodeKvRow(dtype, PooledValues(pool), PooledScale(pool), index_head_dim, key);
   }
   float* PendingKey(int64_t row) const { return pending + row * index_head_dim; }
   float* PendingGate(int64_t row) const { return pending + ((kpool - 1) + row) * index_head_dim; }
@@ -55,13 +95,11 @@ struct DsaCache {
   }
 
  private:
-  float* Row(int64_t table_index, int64_t offset) const {
-    return reinterpret_cast<float*>(blocks->Item((*block_table)[table_index]) + offset);
-  }
+  std::byte* Block(int64_t table_index) const { return blocks->Item((*block_table)[table_index]); }
 };
 
 // An empty cache that owns its memory, laid out for one layer of `config` with StandaloneBlockTokens(config).
-DsaCache NewDsaCache(const ModelConfig& config);
+DsaCache NewDsaCache(const ModelConfig& config, KvCacheDtype dtype = KvCacheDtype::kFloat32);
 
 // Checks that `cache` was made for `config` and its memory is addressable for `tokens` more positions. A cache
 // that owns its memory is grown to fit (no cached value changes); a view must already cover them.

@@ -1,17 +1,21 @@
 // DSA sublayer of the fast path (fast_layers.h): NoPE MLA in the absorbed form over the positions the KPool
 // indexer selects (model/dsa.h has the equations; docs/model-dsa.md the numerics). int8 MLA projections (kv_b_proj
 // split per head into k_absorb = Wk_hᵀ and v_up = Wv_h), exact bf16 indexer projections, fp32 attention over the
-// cached latents (kernels/mla_ops.h) and the reference's selection rule (SelectTopPools / ExpandPools).
+// cached latents (kernels/mla_ops.h; compact --kv-cache-dtype latents: fast_compact_attention.h) and the
+// reference's selection rule (SelectTopPools / ExpandPools) found in O(n) over all workers (fast_indexer.h).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
+#include "base/timer.h"
 #include "kernels/mla_ops.h"
 #include "kernels/reference.h"
 #include "kernels/vector_ops.h"
 #include "model/fast_layers.h"
 #include "model/dsa_cache.h"
+#include "model/fast_compact_attention.h"
+#include "model/fast_indexer.h"
 #include "model/indexer.h"
 
 namespace glint {
@@ -23,7 +27,7 @@ constexpr int64_t kHeadsPerTask = 8;  // attention tasks: one token × 8 heads
 // Appends one token's indexer key and pooling logits at `position` (cache.tokens ≤ position): a filling pool keeps
 // them as pending rows; the token that completes a pool pools its kpool rows into the pool's key (model card §7.5).
 void AppendIndexerKey(const DsaCache& cache, const float* key, const float* gate, const float* ape,
-                      int64_t position, float* pool_rows /* [2, kpool, e] */) {
+                      int64_t position, float* pool_rows /* [2 · kpool + 1, e] */) {
   const int64_t e = cache.index_head_dim, kpool = cache.kpool, row = position % kpool;
   if (row < kpool - 1) {
     std::copy_n(key, e, cache.PendingKey(row));
@@ -38,7 +42,9 @@ void AppendIndexerKey(const DsaCache& cache, const float* key, const float* gate
   }
   std::copy_n(key, e, keys + (kpool - 1) * e);
   std::copy_n(gate, e, gates + (kpool - 1) * e);
-  PoolKeys(keys, gates, ape, kpool, e, cache.PooledKey(position / kpool));
+  float* pooled = pool_rows + 2 * kpool * e;
+  PoolKeys(keys, gates, ape, kpool, e, pooled);
+  cache.StorePooledKey(position / kpool, pooled);  // rounded to the cache's dtype (--kv-cache-dtype)
 }
 
 // The latent rows of a cache as a page table: one page per block (rows of a block are contiguous).
@@ -128,14 +134,14 @@ DsaProjections Project(FastContext& ctx, const FastDsaWeights& w, const float* h
 // Step 2: the new latents and indexer keys join the caches, which then hold the segments' rows.
 void AppendToCaches(const ModelConfig& c, const FastDsaWeights& w, const DsaProjections& p,
                     std::span<const Segment> segments, std::span<DsaCache> caches) {
-  const int64_t e = c.index_head_dim, rank = c.kv_lora_rank;
-  std::vector<float> pool_rows(2 * c.index_kpool * e);  // [2, kpool, e] a completing pool's keys and gates
+  const int64_t e = c.index_head_dim;
+  std::vector<float> pool_rows((2 * c.index_kpool + 1) * e);  // [2 · kpool + 1, e] keys, gates, pooled key
   for (size_t si = 0; si < segments.size(); ++si) {
     const Segment& s = segments[si];
     DsaCache& cache = caches[si];
     for (int64_t i = 0; i < s.count; ++i) {
       const int64_t t = s.row + i;
-      std::copy_n(p.qa_kva + t * p.qa_width + c.q_lora_rank, rank, cache.LatentRow(s.first_position + i));
+      cache.StoreLatent(s.first_position + i, p.qa_kva + t * p.qa_width + c.q_lora_rank);
       const float* index_row = p.index_in + t * p.index_width;
       AppendIndexerKey(cache, index_row, index_row + e, w.ape, s.first_position + i, pool_rows.data());
     }
@@ -164,12 +170,12 @@ struct RowSelections {
 };
 
 // The indexer's choice for the query at `position` (model card §7): in the dense regime (n_pool ≤ K) every visible
-// pool, margin +inf; else the K best pools by score Σ_i w_i · relu(iq_i · pooled_key) · e^-1/2.
-// index_q [I·e], head_weights [I]; scores: worker scratch of at least n_pool floats.
+// pool, margin +inf; else the K best pools by score Σ_i w_i · relu(iq_i · pooled_key) · e^-1/2, scored with the
+// kernel of the cache's dtype and selected in O(n) (fast_indexer.h); `spread`: score over the pool's workers.
+// index_q [I·e], head_weights [I]. Adds the pooled-key bytes read to *key_bytes.
 PoolSelection SelectPools(const ModelConfig& c, const DsaCache& cache, const float* index_q,
-                          const float* head_weights, int64_t position, float* scores) {
-  const int64_t kpool = c.index_kpool, e = c.index_head_dim, top_pools = c.IndexTopkPools();
-  const int64_t visible = VisiblePools(position, kpool);
+                          const float* head_weights, int64_t position, WorkerPool* spread, int64_t* key_bytes) {
+  const int64_t top_pools = c.IndexTopkPools(), visible = VisiblePools(position, c.index_kpool);
   PoolSelection pools;
   if (visible <= top_pools) {  // dense regime: every visible pool, i.e. tokens 0..position
     pools.pools.resize(visible);
@@ -177,13 +183,8 @@ PoolSelection SelectPools(const ModelConfig& c, const DsaCache& cache, const flo
     pools.margin = std::numeric_limits<float>::infinity();
     return pools;
   }
-  const float dot_scale = 1.0f / std::sqrt(static_cast<float>(e));
-  const int64_t pools_per_block = cache.block_tokens / kpool;
-  for (int64_t m = 0; m < visible; m += pools_per_block) {  // each block's pooled keys are contiguous
-    mla::IndexerScores(index_q, head_weights, cache.PooledKey(m), std::min(pools_per_block, visible - m),
-                       c.index_n_heads, e, dot_scale, scores + m);
-  }
-  return SelectTopPools(std::span<const float>(scores, visible), top_pools);
+  *key_bytes += IndexerKeyBytes(cache, position);
+  return FastSelectPools(cache, {index_q, head_weights, c.index_n_heads, position}, top_pools, spread);
 }
 
 // Step 3: the attended positions of every row — forced, or chosen by the indexer. The indexer query
@@ -206,22 +207,35 @@ RowSelections Select(FastContext& ctx, const FastDsaWeights& w, const DsaProject
     index_q = ctx.act.dsa.index_q.Floats(n * index_heads * e);
     ctx.Linear(w.index_q, p.qa_kva, p.qa_width, n, index_q, index_heads * e);
   }
-  ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int worker) {
+  std::vector<int64_t> key_bytes(rows.size(), 0);  // [rows] pooled-key bytes each row's scoring read
+  const auto select_row = [&](int64_t r, WorkerPool* spread) {
     const Segment& s = segments[rows[r].segment];
     const int64_t t = s.row + rows[r].i, position = s.first_position + rows[r].i;
     if (const std::vector<int64_t>* positions = ForcedAt(forced, t)) {
       selections.positions[t] = *positions;
       return;
     }
-    float* scores = ctx.WorkerFloats(worker, VisiblePools(position, kpool));
     const float* query = index_q != nullptr ? index_q + t * index_heads * e : nullptr;  // null: dense regime
-    const PoolSelection pools =
-        SelectPools(c, caches[rows[r].segment], query, p.index_in + t * p.index_width + 2 * e, position, scores);
+    const PoolSelection pools = SelectPools(c, caches[rows[r].segment], query, p.index_in + t * p.index_width + 2 * e,
+                                            position, spread, &key_bytes[r]);
     selections.positions[t] = ExpandPools(pools.pools, position, kpool);
     selections.margins[t] = pools.margin;
-  });
+  };
+  // Decode (fewer rows than workers): each row's pools are scored by all workers in turn; prefill: a row per task.
+  Stopwatch clock;
+  if (static_cast<int64_t>(rows.size()) < ctx.pool.size()) {
+    for (size_t r = 0; r < rows.size(); ++r) select_row(static_cast<int64_t>(r), &ctx.pool);
+  } else {
+    ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int) { select_row(r, nullptr); });
+  }
+  ctx.indexer_seconds += clock.Seconds();
+  for (int64_t bytes : key_bytes) ctx.indexer_key_bytes += static_cast<uint64_t>(bytes);
   return selections;
 }
+
+void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::span<const DsaCache> caches,
+                   std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent,
+                   float scale, float* o_latent);
 
 // Step 4, absorbed attention: q̃_h = Wk_hᵀ q_h; ō_h = Σ_j softmax(q̃_h · c_j / √qk) c_j over the selected latents;
 // o_h = Wv_h ō_h; out = o_proj o.
@@ -235,6 +249,22 @@ void AbsorbedAttention(FastContext& ctx, const FastDsaWeights& w, const DsaProje
   float* o = ctx.act.dsa.o.Floats(n * heads * v_dim);              // [n, H·v]
   ctx.LinearPerHead(w.k_absorb, heads, p.q, heads * qk, qk, n, q_latent, heads * rank);
   const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
+  if (caches[0].dtype != KvCacheDtype::kFloat32) {  // compact latents: decoded once per query, then attended
+    std::vector<CompactRow> compact;
+    for (const PassRow& row : rows) compact.push_back({&caches[row.segment], segments[row.segment].row + row.i});
+    AttendCompact(ctx, compact, selections.positions, q_latent, scale, o_latent);
+  } else {
+    AttendInPlace(ctx, segments, caches, rows, selections, q_latent, scale, o_latent);
+  }
+  ctx.LinearPerHead(w.v_up, heads, o_latent, heads * rank, rank, n, o, heads * v_dim);
+  ctx.Linear(w.o_proj, o, heads * v_dim, n, out, c.hidden_size);
+}
+
+// Step 4 over fp32 caches: the latent rows are read in place through a page table.
+void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::span<const DsaCache> caches,
+                   std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent,
+                   float scale, float* o_latent) {
+  const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
   const int64_t head_groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
   std::vector<std::vector<const float*>> latent_pages(segments.size());  // [segments][blocks]
   for (size_t si = 0; si < segments.size(); ++si) latent_pages[si] = LatentPages(caches[si], caches[si].tokens);
@@ -250,8 +280,6 @@ void AbsorbedAttention(FastContext& ctx, const FastDsaWeights& w, const DsaProje
     mla::Attend(q_latent + (t * heads + h0) * rank, nh, rank, latents, positions.data(), count, scale,
                 o_latent + (t * heads + h0) * rank, scratch);
   });
-  ctx.LinearPerHead(w.v_up, heads, o_latent, heads * rank, rank, n, o, heads * v_dim);
-  ctx.Linear(w.o_proj, o, heads * v_dim, n, out, c.hidden_size);
 }
 
 }  // namespace

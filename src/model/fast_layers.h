@@ -148,7 +148,12 @@ class FastContext {
   std::vector<Status> row_errors;
   uint64_t int8_macs = 0;
   double int8_seconds = 0;
-  void ResetStats() { weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0; }
+  // The DSA indexer's selection (scoring + top-k) wall time and the pooled-key bytes it read (bench-context).
+  double indexer_seconds = 0;
+  uint64_t indexer_key_bytes = 0;
+  void ResetStats() {
+    weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0, indexer_seconds = 0, indexer_key_bytes = 0;
+  }
 
  private:
   ActivationScratch activations_;

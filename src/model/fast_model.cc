@@ -264,6 +264,8 @@ Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<En
   last_step_.weight_bytes_read = context_->weight_bytes_read;
   last_step_.int8_macs = context_->int8_macs;
   last_step_.int8_seconds = context_->int8_seconds;
+  last_step_.indexer_seconds = context_->indexer_seconds;
+  last_step_.indexer_key_bytes = context_->indexer_key_bytes;
   return Status::Ok();
 }
 

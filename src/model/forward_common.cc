@@ -46,6 +46,7 @@ SequenceState Model::BindSequence(std::shared_ptr<const CacheLayout> layout, Seq
     cache.block_tokens = l.block_tokens();
     cache.blocks = memory.blocks;
     cache.block_table = memory.block_table;
+    cache.dtype = l.options.kv_dtype;
     cache.latents_offset = l.mtp_latents;
     cache.pooled_offset = l.mtp_pooled;
     cache.pending = reinterpret_cast<float*>(memory.slot + l.mtp_pending);
@@ -332,6 +333,7 @@ DsaCache DsaLayerCache(const SequenceState& state, int64_t layer) {
   cache.tokens = state.tokens;
   cache.blocks = state.memory.blocks;
   cache.block_table = state.memory.block_table;
+  cache.dtype = layout.options.kv_dtype;
   cache.latents_offset = at.latents;
   cache.pooled_offset = at.pooled;
   cache.pending = reinterpret_cast<float*>(state.memory.slot + at.pending);

@@ -1,6 +1,8 @@
 #include "model/indexer.h"
 
 #include <algorithm>
+#include <bit>
+#include <functional>
 #include <cmath>
 #include <limits>
 #include <numeric>
@@ -86,7 +88,7 @@ void AppendIndexerKeys(const IndexerWeights& w, const ModelConfig& config, const
     std::copy(key.begin(), key.end(), &keys[(kpool - 1) * e]);
     std::copy(gate.begin(), gate.end(), &gates[(kpool - 1) * e]);
     PoolKeys(keys.data(), gates.data(), w.compress_ape.data.data(), kpool, e, pooled.data());
-    std::copy(pooled.begin(), pooled.end(), cache.PooledKey(position / kpool));
+    cache.StorePooledKey(position / kpool, pooled.data());
   }
 }
 
@@ -133,6 +135,40 @@ PoolSelection SelectTopPools(std::span<const float> scores, int64_t k) {
   return selection;
 }
 
+namespace {
+
+// An unsigned integer of each score, in the total order of RanksBefore for the score part: larger = ranks first.
+uint32_t OrderedScoreBits(float score) {
+  if (std::isnan(score)) return 0;  // below every number; NaNs equal among themselves (then by index)
+  if (score == 0.0f) score = 0.0f;  // −0 and +0 compare equal
+  const uint32_t bits = std::bit_cast<uint32_t>(score);
+  // Positive floats order as their bits; negative ones reversed. The map is strictly monotone and never 0.
+  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
+}
+
+}  // namespace
+
+PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std::vector<uint64_t>& keys) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  if (k >= n) return SelectTopPools(scores, k);
+  GLINT_CHECK(k > 0 && n < (int64_t{1} << 32)) << "SelectTopPoolsLinear needs 1 ≤ k < n < 2^32, got " << k << ", "
+                                                << n;
+  keys.resize(n);
+  for (int64_t m = 0; m < n; ++m) {
+    keys[m] = (uint64_t{OrderedScoreBits(scores[m])} << 32) | (0xffffffffu - static_cast<uint32_t>(m));
+  }
+  // keys[0..k] become the k+1 best (any order among the first k), keys[k] the (k+1)-th.
+  std::nth_element(keys.begin(), keys.begin() + k, keys.end(), std::greater<uint64_t>());
+  const auto index_of = [](uint64_t key) { return static_cast<int64_t>(0xffffffffu - static_cast<uint32_t>(key)); };
+  const uint64_t kth = *std::min_element(keys.begin(), keys.begin() + k);  // the K-th best
+  PoolSelection selection;
+  selection.margin = scores[index_of(kth)] - scores[index_of(keys[k])];
+  selection.pools.resize(k);
+  for (int64_t i = 0; i < k; ++i) selection.pools[i] = index_of(keys[i]);
+  std::sort(selection.pools.begin(), selection.pools.end());
+  return selection;
+}
+
 std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool) {
   std::vector<int64_t> positions;
   positions.reserve(pools.size() * kpool + kpool);
@@ -154,11 +190,12 @@ IndexerSelection IndexerSelect(const ModelConfig& config, const DsaCache& cache,
     pools.margin = std::numeric_limits<float>::infinity();
   } else {
     std::vector<float> scores(visible);  // [visible]
-    const int64_t pools_per_block = cache.block_tokens / cache.kpool;
+    const int64_t pools_per_block = cache.block_tokens / cache.kpool, e = config.index_head_dim;
+    std::vector<float> keys(pools_per_block * e);  // [pools of a block, e] decoded from the cache's dtype
     for (int64_t first = 0; first < visible;) {
       const int64_t count = std::min(pools_per_block - first % pools_per_block, visible - first);
-      ScorePools(query, head_weights, cache.PooledKey(first), count, config.index_n_heads, config.index_head_dim,
-                 &scores[first]);
+      for (int64_t m = 0; m < count; ++m) cache.LoadPooledKey(first + m, keys.data() + m * e);
+      ScorePools(query, head_weights, keys.data(), count, config.index_n_heads, e, &scores[first]);
       first += count;
     }
     pools = SelectTopPools(scores, config.IndexTopkPools());

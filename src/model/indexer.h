@@ -61,6 +61,13 @@ struct PoolSelection {
 };
 PoolSelection SelectTopPools(std::span<const float> scores, int64_t k);  // k ≥ 1
 
+// The same selection (pools and margin bit for bit, ties and NaNs included) in O(n) expected time for the fast
+// path: each pool becomes one 64-bit key that orders as the total order above — the score mapped to an unsigned
+// integer monotone in the score (−0 and +0 equal, every NaN below −inf) in the high half, ~index in the low half
+// so that equal scores rank toward the lower index — and std::nth_element finds the K+1 best keys. Only the K
+// selected pools are then sorted (K log K, independent of n). `keys` is scratch, grown to n. n < 2^32.
+PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std::vector<uint64_t>& keys);
+
 // Token positions attended by a query at `position` given its selected pools (ascending): each pool expanded to
 // its kpool tokens, then the tail {kpool · n_pool(position), …, position}. Ascending, no duplicates.
 std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool);

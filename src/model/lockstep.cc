@@ -104,6 +104,7 @@ int64_t LockstepLeader::AttachPools(std::shared_ptr<const CacheLayout> layout,
   pending_.Put<int64_t>(layout->options.block_tokens);
   pending_.Put<uint8_t>(static_cast<uint8_t>(layout->options.kda_state));
   pending_.Put<uint8_t>(layout->options.mtp);
+  pending_.Put<uint8_t>(static_cast<uint8_t>(layout->options.kv_dtype));
   pending_.Put<int64_t>(layout->block_bytes);
   pending_.Put<int64_t>(layout->slot_bytes);
   pending_.Put<uint64_t>(arenas.size());
@@ -398,6 +399,7 @@ Status Follower::Attach(WireReader& r) {
   options.block_tokens = r.Get<int64_t>();
   options.kda_state = static_cast<KdaStateStorage>(r.Get<uint8_t>());
   options.mtp = r.Get<uint8_t>() != 0;
+  options.kv_dtype = static_cast<KvCacheDtype>(r.Get<uint8_t>());
   const int64_t block_bytes = r.Get<int64_t>(), slot_bytes = r.Get<int64_t>();
   GLINT_RETURN_IF_ERROR(r.status());
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model_.CacheLayoutFor(options));

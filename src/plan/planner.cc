@@ -214,10 +214,15 @@ Table StateTable(const PlanInputs& in, const StateModel& state) {
     table.AddRow({item, storage, BytesCell(per_token), BytesCell(per_token * context),
                   BytesCell(per_token * context * in.concurrency), used ? "yes" : ""});
   };
+  if (latent_used == 4) {
+    per_token_row(StrCat("MLA latent (", c.kv_lora_rank, " values)"), "fp32", LatentBytesPerTokenLayer(c, a, 4), true);
+  }
   per_token_row(StrCat("MLA latent (", c.kv_lora_rank, " values)"), "bf16", LatentBytesPerTokenLayer(c, a, 2),
                 latent_used == 2);
   per_token_row(StrCat("MLA latent (", c.kv_lora_rank, " values)"),
-                StrCat("fp8 + f32 scale/", a.Get("cache_fp8_group_size")), LatentBytesPerTokenLayer(c, a, 1),
+                a.Get("cache_fp8_group_size") >= c.kv_lora_rank ? std::string("fp8/int8 + f32 scale per row")
+                                                                 : StrCat("fp8 + f32 scale/", a.Get("cache_fp8_group_size")),
+                LatentBytesPerTokenLayer(c, a, 1),
                 latent_used == 1);
   per_token_row(StrCat("indexer pooled keys (", c.index_head_dim, " per ", c.index_kpool, " tokens)"),
                 a.Get("cache_index_key_bytes") == 2 ? "bf16" : StrCat(a.Get("cache_index_key_bytes"), " B"),

@@ -25,7 +25,8 @@ StateModel BuildStateModel(const ModelConfig& config, const Assumptions& assumpt
   state.latent_per_token_layer = LatentBytesPerTokenLayer(config, assumptions, latent_bytes);
   const double key_bytes = assumptions.Get("cache_index_key_bytes");
   state.index_key_per_token_layer =
-      static_cast<double>(config.index_head_dim) * key_bytes / static_cast<double>(config.index_kpool);
+      (static_cast<double>(config.index_head_dim) * key_bytes + assumptions.Get("cache_index_key_scale_bytes")) /
+      static_cast<double>(config.index_kpool);
 
   const double head_dim = static_cast<double>(config.kda_head_dim);
   state.kda_state = state.kda_layers * static_cast<double>(config.kda_num_heads) * head_dim * head_dim *

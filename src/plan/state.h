@@ -17,7 +17,7 @@ struct StateModel {
 
   // Per token, per DSA layer (bytes). The pooled key is one index_head_dim vector per index_kpool tokens.
   double latent_per_token_layer = 0;     // kv_lora_rank × cache_latent_bytes (+ fp8 scales)
-  double index_key_per_token_layer = 0;  // index_head_dim × cache_index_key_bytes / index_kpool
+  double index_key_per_token_layer = 0;  // (index_head_dim × cache_index_key_bytes + key scale) / index_kpool
 
   // Per sequence, fixed (bytes).
   double kda_state = 0;   // kda_layers × heads × head_dim × head_dim × kda_state_bytes

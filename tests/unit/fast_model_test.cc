@@ -30,35 +30,11 @@
 namespace glint {
 namespace {
 
+using testing::Accumulate;
+using testing::Agreement;
 using testing::ForcedChoicesOf;
 using testing::RecordingTrace;
 
-
-struct Agreement {
-  int64_t rows = 0, top1_equal = 0;
-  double kl_sum = 0;
-  double top1() const { return static_cast<double>(top1_equal) / rows; }
-  double mean_kl() const { return kl_sum / rows; }
-};
-
-// KL(p_reference ‖ p_fast) per row of logits [rows, vocab], in nats.
-void Accumulate(const std::vector<float>& reference, const std::vector<float>& fast, int64_t vocab, Agreement& a) {
-  for (size_t r = 0; r < reference.size() / vocab; ++r) {
-    const float* p = reference.data() + r * vocab;
-    const float* q = fast.data() + r * vocab;
-    const double max_p = *std::max_element(p, p + vocab), max_q = *std::max_element(q, q + vocab);
-    double sum_p = 0, sum_q = 0;
-    for (int64_t i = 0; i < vocab; ++i) sum_p += std::exp(p[i] - max_p), sum_q += std::exp(q[i] - max_q);
-    double kl = 0;
-    for (int64_t i = 0; i < vocab; ++i) {
-      const double log_p = p[i] - max_p - std::log(sum_p), log_q = q[i] - max_q - std::log(sum_q);
-      kl += std::exp(log_p) * (log_p - log_q);
-    }
-    a.kl_sum += kl;
-    a.top1_equal += (std::max_element(p, p + vocab) - p) == (std::max_element(q, q + vocab) - q);
-    ++a.rows;
-  }
-}
 
 class FastGolden : public ::testing::TestWithParam<std::string> {
  protected:

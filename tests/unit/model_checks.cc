@@ -1,5 +1,7 @@
 #include "model_checks.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -79,6 +81,24 @@ void ExpectCheckpointsInsideACallEqualTheStateAtThatPosition(const Model& model)
   bad.checkpoints = outside;
   EXPECT_ERROR_CONTAINS(model.Forward({&bad, 1}, outputs), "not within this call's positions 71 .. 80");
   EXPECT_EQ(a.tokens, 70);
+}
+
+void Accumulate(const std::vector<float>& reference, const std::vector<float>& other, int64_t vocab, Agreement& a) {
+  for (size_t r = 0; r < reference.size() / vocab; ++r) {
+    const float* p = reference.data() + r * vocab;
+    const float* q = other.data() + r * vocab;
+    const double max_p = *std::max_element(p, p + vocab), max_q = *std::max_element(q, q + vocab);
+    double sum_p = 0, sum_q = 0;
+    for (int64_t i = 0; i < vocab; ++i) sum_p += std::exp(p[i] - max_p), sum_q += std::exp(q[i] - max_q);
+    double kl = 0;
+    for (int64_t i = 0; i < vocab; ++i) {
+      const double log_p = p[i] - max_p - std::log(sum_p), log_q = q[i] - max_q - std::log(sum_q);
+      kl += std::exp(log_p) * (log_p - log_q);
+    }
+    a.kl_sum += kl;
+    a.top1_equal += (std::max_element(p, p + vocab) - p) == (std::max_element(q, q + vocab) - q);
+    ++a.rows;
+  }
 }
 
 }  // namespace glint::testing

@@ -34,4 +34,14 @@ ForcedChoices ForcedChoicesOf(const RecordingTrace& trace, const ModelConfig& c,
 // positions; the logits after the call do not change; an unaligned checkpoint is refused and changes nothing.
 void ExpectCheckpointsInsideACallEqualTheStateAtThatPosition(const Model& model);
 
+// Top-1 agreement and KL(p_reference ‖ p_other) of next-token distributions, accumulated over rows of logits.
+struct Agreement {
+  int64_t rows = 0, top1_equal = 0;
+  double kl_sum = 0;
+  double top1() const { return static_cast<double>(top1_equal) / rows; }
+  double mean_kl() const { return kl_sum / rows; }
+};
+// reference, other: logits [rows, vocab]; KL in nats, per row in double.
+void Accumulate(const std::vector<float>& reference, const std::vector<float>& other, int64_t vocab, Agreement& a);
+
 }  // namespace glint::testing

@@ -1,0 +1,187 @@
+// Highway implementation of indexer_ops.h.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/indexer_ops.cc"
+#ifndef HWY_DISABLED_TARGETS
+#define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
+#endif
+// foreach_target.h re-includes this file once per target and must come first.
+// clang-format off
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/indexer_ops.h"
+// clang-format on
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "quant/formats.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace glint::indexer {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+constexpr int64_t kPools = 4;  // pools per tile; two heads per pass, so 8 int32 accumulators stay in registers
+
+// One score epilogue term, shared by the kernel and the reference so the int8 path is bit-exact.
+HWY_INLINE float Int8Term(int32_t dot, float scale, float query_scale, float key_scale, float weight) {
+  return weight * std::max(static_cast<float>(dot) * (scale * query_scale * key_scale), 0.0f);
+}
+
+// dots[a · kPools + i] = Σ_c q[a][c] · k[i][c] for 2 query heads × 4 pools (k rows repeat a valid row in a
+// partial tile). Full vectors first, then a scalar tail; integer sums, so the order does not matter.
+HWY_INLINE void DotTileInt8(const int16_t* const* q, const int8_t* const* k, int64_t dim, int32_t* dots) {
+  const hn::ScalableTag<int16_t> d16;
+  const hn::Repartition<int32_t, decltype(d16)> d32;
+  const hn::Rebind<int8_t, decltype(d16)> d8;
+  const int64_t lanes = hn::Lanes(d16);
+  auto a0 = hn::Zero(d32), a1 = hn::Zero(d32), a2 = hn::Zero(d32), a3 = hn::Zero(d32);
+  auto b0 = hn::Zero(d32), b1 = hn::Zero(d32), b2 = hn::Zero(d32), b3 = hn::Zero(d32);
+  auto odd = hn::Zero(d32);  // second half of the widening products where the target has one (x86: unused)
+  int64_t c = 0;
+  for (; c + lanes <= dim; c += lanes) {
+    const auto k0 = hn::PromoteTo(d16, hn::LoadU(d8, k[0] + c)), k1 = hn::PromoteTo(d16, hn::LoadU(d8, k[1] + c));
+    const auto k2 = hn::PromoteTo(d16, hn::LoadU(d8, k[2] + c)), k3 = hn::PromoteTo(d16, hn::LoadU(d8, k[3] + c));
+    const auto q0 = hn::LoadU(d16, q[0] + c), q1 = hn::LoadU(d16, q[1] + c);
+    auto o0 = hn::Zero(d32), o1 = hn::Zero(d32), o2 = hn::Zero(d32), o3 = hn::Zero(d32);
+    auto p0 = hn::Zero(d32), p1 = hn::Zero(d32), p2 = hn::Zero(d32), p3 = hn::Zero(d32);
+    a0 = hn::ReorderWidenMulAccumulate(d32, q0, k0, a0, o0), a1 = hn::ReorderWidenMulAccumulate(d32, q0, k1, a1, o1);
+    a2 = hn::ReorderWidenMulAccumulate(d32, q0, k2, a2, o2), a3 = hn::ReorderWidenMulAccumulate(d32, q0, k3, a3, o3);
+    b0 = hn::ReorderWidenMulAccumulate(d32, q1, k0, b0, p0), b1 = hn::ReorderWidenMulAccumulate(d32, q1, k1, b1, p1);
+    b2 = hn::ReorderWidenMulAccumulate(d32, q1, k2, b2, p2), b3 = hn::ReorderWidenMulAccumulate(d32, q1, k3, b3, p3);
+    // Fold the odd halves in now (a no-op add of zeros on x86) so only 8 accumulators live across iterations.
+    a0 = hn::Add(a0, o0), a1 = hn::Add(a1, o1), a2 = hn::Add(a2, o2), a3 = hn::Add(a3, o3);
+    b0 = hn::Add(b0, p0), b1 = hn::Add(b1, p1), b2 = hn::Add(b2, p2), b3 = hn::Add(b3, p3);
+  }
+  (void)odd;
+  const auto sum = [&](auto v) { return static_cast<int32_t>(hn::GetLane(hn::SumOfLanes(d32, v))); };
+  dots[0] = sum(a0), dots[1] = sum(a1), dots[2] = sum(a2), dots[3] = sum(a3);
+  dots[4] = sum(b0), dots[5] = sum(b1), dots[6] = sum(b2), dots[7] = sum(b3);
+  for (; c < dim; ++c) {
+    for (int64_t a = 0; a < 2; ++a) {
+      for (int64_t i = 0; i < kPools; ++i) dots[a * kPools + i] += int32_t{q[a][c]} * int32_t{k[i][c]};
+    }
+  }
+}
+
+void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
+                const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores) {
+  int32_t dots[2 * kPools];
+  const int8_t* k[kPools];
+  const int16_t* q[2];
+  for (int64_t m = 0; m < pools; m += kPools) {
+    const int64_t np = std::min(kPools, pools - m);
+    for (int64_t i = 0; i < kPools; ++i) k[i] = keys + (m + std::min(i, np - 1)) * dim;
+    float total[kPools] = {0, 0, 0, 0};
+    for (int64_t h = 0; h < heads; h += 2) {
+      const int64_t nh = std::min<int64_t>(2, heads - h);
+      q[0] = query_codes + h * dim, q[1] = query_codes + (h + nh - 1) * dim;
+      DotTileInt8(q, k, dim, dots);
+      for (int64_t a = 0; a < nh; ++a) {
+        for (int64_t i = 0; i < np; ++i) {
+          total[i] +=
+              Int8Term(dots[a * kPools + i], scale, query_scales[h + a], key_scales[m + i], head_weights[h + a]);
+        }
+      }
+    }
+    for (int64_t i = 0; i < np; ++i) scores[m + i] = total[i];
+  }
+}
+
+void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
+                int64_t dim, float scale, float* scores) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<hwy::bfloat16_t, decltype(df)> dbf;
+  const int64_t lanes = hn::Lanes(df);
+  const auto* bf = reinterpret_cast<const hwy::bfloat16_t*>(keys);
+  for (int64_t m = 0; m < pools; m += kPools) {
+    const int64_t np = std::min(kPools, pools - m);
+    const hwy::bfloat16_t* k[kPools];
+    for (int64_t i = 0; i < kPools; ++i) k[i] = bf + (m + std::min(i, np - 1)) * dim;
+    float total[kPools] = {0, 0, 0, 0};
+    for (int64_t h = 0; h < heads; ++h) {
+      const float* qh = query + h * dim;
+      auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+      int64_t c = 0;
+      for (; c + lanes <= dim; c += lanes) {
+        const auto qv = hn::LoadU(df, qh + c);
+        a0 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[0] + c)), a0);
+        a1 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[1] + c)), a1);
+        a2 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[2] + c)), a2);
+        a3 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[3] + c)), a3);
+      }
+      float dot[kPools] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
+                           hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
+      for (; c < dim; ++c) {
+        for (int64_t i = 0; i < kPools; ++i) dot[i] += qh[c] * hwy::F32FromBF16(k[i][c]);
+      }
+      for (int64_t i = 0; i < np; ++i) total[i] += head_weights[h] * std::max(scale * dot[i], 0.0f);
+    }
+    for (int64_t i = 0; i < np; ++i) scores[m + i] = total[i];
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace glint::indexer
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace glint::indexer {
+HWY_EXPORT(ScoresInt8);
+HWY_EXPORT(ScoresBf16);
+
+void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
+                const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores) {
+  HWY_DYNAMIC_DISPATCH(ScoresInt8)
+  (query_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
+}
+
+void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
+                int64_t dim, float scale, float* scores) {
+  HWY_DYNAMIC_DISPATCH(ScoresBf16)(query, head_weights, keys, pools, heads, dim, scale, scores);
+}
+
+void QuantizeQuery(const float* query, int64_t heads, int64_t dim, int16_t* codes, float* scales) {
+  for (int64_t h = 0; h < heads; ++h) {
+    const float* q = query + h * dim;
+    float amax = 0.0f;
+    bool finite = true;
+    for (int64_t c = 0; c < dim; ++c) finite = finite && std::isfinite(q[c]), amax = std::max(amax, std::fabs(q[c]));
+    const float inverse = finite && amax > 0.0f ? 127.0f / amax : 0.0f;
+    scales[h] = finite ? amax / 127.0f : std::numeric_limits<float>::quiet_NaN();
+    for (int64_t c = 0; c < dim; ++c) {
+      codes[h * dim + c] = static_cast<int16_t>(std::clamp(std::nearbyint(q[c] * inverse), -127.0f, 127.0f));
+    }
+  }
+}
+
+void ScoresInt8Reference(const int16_t* query_codes, const float* query_scales, const float* head_weights,
+                         const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim,
+                         float scale, float* scores) {
+  for (int64_t m = 0; m < pools; ++m) {
+    float total = 0.0f;
+    for (int64_t h = 0; h < heads; ++h) {
+      int32_t dot = 0;
+      for (int64_t c = 0; c < dim; ++c) dot += int32_t{query_codes[h * dim + c]} * int32_t{keys[m * dim + c]};
+      total += HWY_STATIC_DISPATCH(Int8Term)(dot, scale, query_scales[h], key_scales[m], head_weights[h]);
+    }
+    scores[m] = total;
+  }
+}
+
+void ScoresBf16Reference(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools,
+                         int64_t heads, int64_t dim, float scale, float* scores) {
+  for (int64_t m = 0; m < pools; ++m) {
+    double total = 0.0;
+    for (int64_t h = 0; h < heads; ++h) {
+      double dot = 0.0;
+      for (int64_t c = 0; c < dim; ++c) dot += static_cast<double>(query[h * dim + c]) * Bf16ToFloat(keys[m * dim + c]);
+      total += static_cast<double>(head_weights[h]) * std::max(scale * dot, 0.0);
+    }
+    scores[m] = static_cast<float>(total);
+  }
+}
+
+}  // namespace glint::indexer
+#endif  // HWY_ONCE

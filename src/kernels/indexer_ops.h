@@ -1,0 +1,38 @@
+// The KPool indexer's pool scores over pooled keys stored compactly (--kv-cache-dtype; quant/kv_rows.h), Highway-
+// dispatched, with the scalar specification of each beside it (tests compare the two):
+//
+//   scores[m] = Σ_h head_weights[h] · relu(scale · query_h · key_m)          (model-glm53.md §7.3)
+//
+// int8 keys (k_m = s_m · codes_m): the query is quantized per head (q_h ≈ t_h · codes_h, t_h = amax/127, the
+// integers kept as int16 so that pairs of products accumulate with one multiply-add instruction), the dot
+// product of the codes is exact in int32 (|Σ| ≤ dim · 127² < 2^31 for dim < 133,000), and the epilogue
+//   dot_f = float(Σ codes_h · codes_m) · (scale · t_h · s_m);   scores[m] += w_h · max(dot_f, 0)   (h ascending)
+// is the same fp32 arithmetic in the kernel and the reference, so the int8 scores are bit-exact.
+// bf16 keys: the fp32 query times the keys widened to fp32, accumulated in fp32 lanes (the reference sums in
+// double; the difference is fp32 rounding of a dim-term dot product).
+// fp32 keys use mla::IndexerScores (kernels/mla_ops.h); fp8 keys are decoded to fp32 first (DecodeKvRow).
+#pragma once
+
+#include <cstdint>
+
+namespace glint::indexer {
+
+// codes [heads, dim] (each in −127..127) and scales [heads] of query [heads, dim]: t_h = amax_h / 127, codes =
+// round_to_nearest_even(q · 127 / amax_h); a zero head has t_h = 0 and codes 0; a non-finite head t_h = NaN.
+void QuantizeQuery(const float* query, int64_t heads, int64_t dim, int16_t* codes, float* scales);
+
+// query_codes, query_scales from QuantizeQuery; keys [pools, dim] int8 codes (row stride dim), key_scales [pools].
+void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
+                const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores);
+// query [heads, dim] fp32; keys [pools, dim] bf16 bits (row stride dim).
+void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
+                int64_t dim, float scale, float* scores);
+
+// The specifications (scalar, plain loops).
+void ScoresInt8Reference(const int16_t* query_codes, const float* query_scales, const float* head_weights,
+                         const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim,
+                         float scale, float* scores);
+void ScoresBf16Reference(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools,
+                         int64_t heads, int64_t dim, float scale, float* scores);
+
+}  // namespace glint::indexer

@@ -1,0 +1,73 @@
+#include "model/fast_compact_attention.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "kernels/mla_ops.h"
+
+namespace glint {
+namespace {
+
+constexpr int64_t kHeadsPerTask = 8;   // as fast_dsa.cc: one token × 8 heads per attention call
+constexpr int64_t kDecodeChunk = 256;  // rows decoded per task when one query's rows are split over workers
+
+// 0, 1, …, count − 1: the positions of decoded rows in their dense page.
+const int64_t* Identity(int64_t count) {
+  thread_local std::vector<int64_t> identity;
+  if (static_cast<int64_t>(identity.size()) < count) {
+    identity.resize(count);
+    std::iota(identity.begin(), identity.end(), int64_t{0});
+  }
+  return identity.data();
+}
+
+// Heads [h0, h0 + nh) of one query over `count` decoded rows [count, rank].
+void AttendGroup(FastContext& ctx, int worker, const float* decoded, int64_t count, const float* q, int64_t nh,
+                 float scale, float* out) {
+  const int64_t rank = ctx.config.kv_lora_rank;
+  const float* page = decoded;
+  const mla::LatentRows latents{&page, std::max<int64_t>(count, 1), rank};
+  float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(nh, count));
+  mla::Attend(q, nh, rank, latents, Identity(count), count, scale, out, scratch);
+}
+
+}  // namespace
+
+void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
+                   const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
+                   float* o_latent) {
+  const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
+  const int64_t groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
+  const auto group_of = [&](int64_t t, int64_t g, int worker, const float* decoded, int64_t count) {
+    const int64_t h0 = g * kHeadsPerTask, nh = std::min(kHeadsPerTask, heads - h0);
+    AttendGroup(ctx, worker, decoded, count, q_latent + (t * heads + h0) * rank, nh, scale,
+                o_latent + (t * heads + h0) * rank);
+  };
+  if (static_cast<int64_t>(rows.size()) < ctx.pool.size()) {
+    // Decode: few queries; each one's rows are decoded by all workers, then its head groups attend in parallel.
+    thread_local std::vector<float> decoded;  // [count, rank]
+    for (const CompactRow& row : rows) {
+      const std::vector<int64_t>& positions = selected[row.t];
+      const int64_t count = static_cast<int64_t>(positions.size());
+      decoded.resize(count * rank);
+      float* out = decoded.data();
+      ctx.pool.ParallelFor(count, kDecodeChunk, [&](int64_t begin, int64_t end, int) {
+        for (int64_t j = begin; j < end; ++j) row.cache->LoadLatent(positions[j], out + j * rank);
+      });
+      ctx.pool.Run(groups, [&](int64_t g, int worker) { group_of(row.t, g, worker, out, count); });
+    }
+    return;
+  }
+  // Prefill: a query per task, decoded once on its worker and attended head group by head group.
+  ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int worker) {
+    thread_local std::vector<float> decoded;  // [count, rank]
+    const CompactRow& row = rows[r];
+    const std::vector<int64_t>& positions = selected[row.t];
+    const int64_t count = static_cast<int64_t>(positions.size());
+    decoded.resize(count * rank);
+    for (int64_t j = 0; j < count; ++j) row.cache->LoadLatent(positions[j], decoded.data() + j * rank);
+    for (int64_t g = 0; g < groups; ++g) group_of(row.t, g, worker, decoded.data(), count);
+  });
+}
+
+}  // namespace glint

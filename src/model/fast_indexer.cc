@@ -1,0 +1,101 @@
+#include "model/fast_indexer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/indexer_ops.h"
+#include "kernels/mla_ops.h"
+
+namespace glint {
+namespace {
+
+// Pools per parallel chunk (any boundary works: ScoreRange splits at blocks). 2048 pools × 32 heads × 128 values
+// are ≈ 8 M multiply-adds, far above a task hand-off's cost, and 1M positions give 128 chunks to balance.
+constexpr int64_t kChunkPools = 2048;
+
+// The query in the form the cache's kernel takes: int8 codes and scales per head for int8 keys.
+struct PreparedQuery {
+  const FastIndexerQuery* q = nullptr;
+  std::vector<int16_t> codes;  // [heads, e] int8 keys only
+  std::vector<float> scales;   // [heads]
+};
+
+// Blocks are separate items of the cache's arena, so the hardware prefetcher stops at each block's end and every
+// block would start with a full memory latency; asking for the next block's keys while this one is scored keeps
+// the loads streaming (one query reads each key once: the indexer is a pure streaming read).
+void PrefetchKeys(const DsaCache& cache, int64_t pool, int64_t count) {
+  const auto* values = reinterpret_cast<const char*>(cache.PooledValues(pool));
+  const int64_t bytes = count * cache.index_head_dim * KvValueBytes(cache.dtype);
+  for (int64_t offset = 0; offset < bytes; offset += 64) __builtin_prefetch(values + offset, 0, 0);
+  if (KvCacheDtypeHasScale(cache.dtype)) __builtin_prefetch(cache.PooledScale(pool), 0, 0);
+}
+
+// scores[m − begin] for pools [begin, end) of `cache`, block by block. `decoded`: scratch for fp8 keys.
+void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t begin, int64_t end, float* scores,
+                std::vector<float>& decoded) {
+  const FastIndexerQuery& q = *prepared.q;
+  const int64_t e = cache.index_head_dim, pools_per_block = cache.block_tokens / cache.kpool;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(e));
+  for (int64_t m = begin; m < end;) {
+    const int64_t count = std::min(pools_per_block - m % pools_per_block, end - m);
+    float* out = scores + (m - begin);
+    if (m + count < end) PrefetchKeys(cache, m + count, std::min(pools_per_block, end - m - count));
+    switch (cache.dtype) {
+      case KvCacheDtype::kFloat32:
+        mla::IndexerScores(q.query, q.head_weights, cache.PooledKey(m), count, q.heads, e, scale, out);
+        break;
+      case KvCacheDtype::kBfloat16:
+        indexer::ScoresBf16(q.query, q.head_weights, reinterpret_cast<const uint16_t*>(cache.PooledValues(m)), count,
+                            q.heads, e, scale, out);
+        break;
+      case KvCacheDtype::kInt8:
+        indexer::ScoresInt8(prepared.codes.data(), prepared.scales.data(), q.head_weights,
+                            reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), count,
+                            q.heads, e, scale, out);
+        break;
+      case KvCacheDtype::kFp8:
+        decoded.resize(count * e);
+        for (int64_t i = 0; i < count; ++i) cache.LoadPooledKey(m + i, decoded.data() + i * e);
+        mla::IndexerScores(q.query, q.head_weights, decoded.data(), count, q.heads, e, scale, out);
+        break;
+    }
+    m += count;
+  }
+}
+
+}  // namespace
+
+PoolSelection FastSelectPools(const DsaCache& cache, const FastIndexerQuery& query, int64_t top_pools,
+                              WorkerPool* pool) {
+  // Per-thread scratch, reused across calls and layers (a decode step makes one call per DSA layer).
+  thread_local std::vector<float> scores;
+  thread_local std::vector<uint64_t> keys;
+  thread_local std::vector<float> decoded;
+  const int64_t visible = VisiblePools(query.position, cache.kpool), e = cache.index_head_dim;
+  PreparedQuery prepared{&query, {}, {}};
+  if (cache.dtype == KvCacheDtype::kInt8) {
+    prepared.codes.resize(query.heads * e);
+    prepared.scales.resize(query.heads);
+    indexer::QuantizeQuery(query.query, query.heads, e, prepared.codes.data(), prepared.scales.data());
+  }
+  scores.resize(visible);
+  const int64_t chunks = (visible + kChunkPools - 1) / kChunkPools;
+  if (pool == nullptr || chunks == 1 || pool->size() == 1) {
+    ScoreRange(cache, prepared, 0, visible, scores.data(), decoded);
+  } else {
+    float* out = scores.data();
+    pool->Run(chunks, [&](int64_t chunk, int) {
+      thread_local std::vector<float> chunk_decoded;
+      const int64_t begin = chunk * kChunkPools, end = std::min(visible, begin + kChunkPools);
+      ScoreRange(cache, prepared, begin, end, out + begin, chunk_decoded);
+    });
+  }
+  return SelectTopPoolsLinear(std::span<const float>(scores.data(), visible), top_pools, keys);
+}
+
+int64_t IndexerKeyBytes(const DsaCache& cache, int64_t position) {
+  return VisiblePools(position, cache.kpool) * KvRowBytes(cache.dtype, cache.index_head_dim);
+}
+
+}  // namespace glint

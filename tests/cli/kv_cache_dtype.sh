@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# --kv-cache-dtype on the trained tiny model through the glint binary (docs/quality.md "Compact caches"):
+#  - `glint score` of the reference path with bf16, fp8 and int8 caches against the fp32 cache (the default): top-1
+#    ≥ 99 %, mean KL within ≈ 10× what was measured (bf16 2e-11, fp8 1.3e-8, int8 3.9e-9 nats), perplexity within
+#    0.1 %;
+#  - the fast path decoding token by token with an int8 and an fp8 cache against the same with fp32: top-1 ≥ 98.5 %,
+#    KL ≤ 2e-5 (measured 1.1e-6 and 1.7e-6);
+#  - `glint bench-context` runs on the tiny model and says that it filled the caches synthetically;
+#  - a bad dtype is refused by name.
+# Args: path-to-glint, tests/data dir.
+set -euo pipefail
+glint="$1"
+data="$2"
+model="$data/../../models/glint-tiny"
+tokens="$data/glint-tiny/crosscheck_tokens.json"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# check FILE LABEL TOP1 KL PPL_REL: the weighted top-1 (fraction) ≥ TOP1, mean KL ≤ KL, perplexity within PPL_REL of
+# the reference's (the score of the run that dumped the reference logits, in $work/$4.ppl).
+check() {
+  awk -v label="$2" -v min_top1="$3" -v max_kl="$4" \
+    '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
+     END { printf "%s: top-1 %.2f%%, mean KL %.3g over %d positions\n", label, 100 * top1 / n, kl / n, n;
+           exit !(n > 0 && top1 / n >= min_top1 && kl / n <= max_kl) }' "$1" || fail "$2 outside its thresholds"
+}
+
+"$glint" score --model "$model" --tokens-file "$tokens" --dump-logits "$work/fp32.safetensors" >"$work/fp32" 2>/dev/null
+for spec in bf16:5e-10 fp8:2e-7 int8:5e-8; do
+  dtype=${spec%%:*} kl=${spec#*:}
+  "$glint" score --model "$model" --tokens-file "$tokens" --kv-cache-dtype "$dtype" \
+    --reference "$work/fp32.safetensors" >"$work/$dtype" 2>"$work/err" || { cat "$work/err"; fail "score $dtype"; }
+  check "$work/$dtype" "reference path, $dtype cache vs fp32" 0.99 "$kl"
+  awk -v a="$(awk '$1 == "all" { print $4 }' "$work/fp32")" '$1 == "all" { d = $4 / a - 1; if (d < 0) d = -d;
+      exit !(d <= 1e-3) }' "$work/$dtype" || fail "$dtype cache moved the perplexity by more than 0.1 %"
+done
+
+"$glint" score --fast --threads 2 --token-by-token --model "$model" --tokens-file "$tokens" \
+  --dump-logits "$work/fast.safetensors" >/dev/null 2>&1
+for dtype in int8 fp8; do
+  "$glint" score --fast --threads 2 --token-by-token --model "$model" --tokens-file "$tokens" \
+    --kv-cache-dtype "$dtype" --reference "$work/fast.safetensors" >"$work/fast-$dtype" 2>/dev/null
+  check "$work/fast-$dtype" "fast path decoding, $dtype cache vs fp32" 0.985 2e-5
+done
+
+"$glint" bench-context --model "$model" --contexts 1K,4K --steps 2 --threads 2 --probe-mib 16 \
+  --kv-cache-dtype int8 >"$work/bench" 2>&1 || { cat "$work/bench"; fail "bench-context"; }
+cat "$work/bench"
+grep -q "filling it synthetically" "$work/bench" || fail "bench-context does not say it filled the caches"
+[ "$(grep -cE '^ +(1024|4096) ' "$work/bench")" = 2 ] || fail "bench-context printed no row for each context"
+
+if "$glint" score --model "$model" --tokens-file "$tokens" --kv-cache-dtype fp16 >/dev/null 2>"$work/err"; then
+  fail "--kv-cache-dtype fp16 was accepted"
+fi
+grep -q "fp16" "$work/err" || fail "the refusal does not name the value: $(cat "$work/err")"
+if "$glint" plan --kv-cache-dtype e5m2 >/dev/null 2>"$work/err"; then fail "plan accepted --kv-cache-dtype e5m2"; fi
+grep -q "expected fp32, bf16, fp8 or int8" "$work/err" || fail "plan's refusal: $(cat "$work/err")"
+echo "PASS"

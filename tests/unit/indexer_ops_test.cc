@@ -1,0 +1,145 @@
+// The fast indexer's kernels against their specifications (kernels/indexer_ops.h): int8 scores bit for bit, bf16
+// scores within fp32 rounding of a dim-term dot product; and the O(n) top-pool selection against the reference
+// SelectTopPools bit for bit, ties, signed zeros, infinities and NaNs included.
+#include "kernels/indexer_ops.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "model/indexer.h"
+#include "quant/formats.h"
+
+namespace glint {
+namespace {
+
+struct Shape {
+  int64_t pools, heads, dim;
+};
+// Partial tiles of pools (not a multiple of 4), an odd head count, dims with a scalar tail.
+constexpr Shape kShapes[] = {{1, 1, 16}, {7, 3, 64}, {64, 32, 128}, {33, 4, 72}, {5, 2, 17}};
+
+TEST(IndexerOps, Int8ScoresAreBitExact) {
+  std::mt19937 rng(1);
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    std::vector<float> query(s.heads * s.dim), weights(s.heads), key_scales(s.pools);
+    std::vector<int8_t> keys(s.pools * s.dim);
+    for (float& v : query) v = uniform(rng);
+    for (float& v : weights) v = uniform(rng);
+    for (float& v : key_scales) v = 0.01f * (1.5f + uniform(rng));
+    for (int8_t& k : keys) k = static_cast<int8_t>(code(rng));
+    keys[0] = -127;  // the extreme codes
+    std::vector<int16_t> codes(s.heads * s.dim);
+    std::vector<float> query_scales(s.heads);
+    indexer::QuantizeQuery(query.data(), s.heads, s.dim, codes.data(), query_scales.data());
+    std::vector<float> fast(s.pools), reference(s.pools);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.dim));
+    indexer::ScoresInt8(codes.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(), s.pools,
+                        s.heads, s.dim, scale, fast.data());
+    indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
+                                 s.pools, s.heads, s.dim, scale, reference.data());
+    for (int64_t m = 0; m < s.pools; ++m) {
+      EXPECT_EQ(std::memcmp(&fast[m], &reference[m], sizeof(float)), 0)
+          << "pool " << m << " of " << s.pools << "×" << s.heads << "×" << s.dim << ": " << fast[m] << " vs "
+          << reference[m];
+    }
+  }
+}
+
+TEST(IndexerOps, QuantizedQueryIsWithinHalfAStep) {
+  const std::vector<float> query = {0.5f, -1.0f, 0.25f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};  // 2 heads × 4
+  std::vector<int16_t> codes(8);
+  std::vector<float> scales(2);
+  indexer::QuantizeQuery(query.data(), 2, 4, codes.data(), scales.data());
+  EXPECT_EQ(codes[1], -127);
+  EXPECT_EQ(scales[0], 1.0f / 127);
+  EXPECT_EQ(scales[1], 0.0f);  // a zero head: scale 0, codes 0
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_LE(std::fabs(codes[c] * scales[0] - query[c]), scales[0] / 2 * (1 + 1e-6f));
+    EXPECT_EQ(codes[4 + c], 0);
+  }
+}
+
+TEST(IndexerOps, Bf16ScoresMatchTheDoubleReference) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const Shape& s : kShapes) {
+    std::vector<float> query(s.heads * s.dim), weights(s.heads);
+    std::vector<uint16_t> keys(s.pools * s.dim);
+    for (float& v : query) v = normal(rng);
+    for (float& v : weights) v = std::fabs(normal(rng));
+    for (uint16_t& k : keys) k = FloatToBf16(normal(rng));
+    std::vector<float> fast(s.pools), reference(s.pools);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(s.dim));
+    indexer::ScoresBf16(query.data(), weights.data(), keys.data(), s.pools, s.heads, s.dim, scale, fast.data());
+    indexer::ScoresBf16Reference(query.data(), weights.data(), keys.data(), s.pools, s.heads, s.dim, scale,
+                                 reference.data());
+    // fp32 accumulation of dim products: |error| ≤ dim · 2^-24 · Σ|q·k| per head; bound by the magnitudes.
+    for (int64_t m = 0; m < s.pools; ++m) {
+      double magnitude = 0;
+      for (int64_t h = 0; h < s.heads; ++h) {
+        double sum = 0;
+        for (int64_t c = 0; c < s.dim; ++c) {
+          sum += std::fabs(query[h * s.dim + c] * Bf16ToFloat(keys[m * s.dim + c]));
+        }
+        magnitude += weights[h] * scale * sum;
+      }
+      EXPECT_NEAR(fast[m], reference[m], (s.dim + s.heads + 2) * std::ldexp(magnitude, -24)) << m;
+    }
+  }
+}
+
+void ExpectSameSelection(const std::vector<float>& scores, int64_t k) {
+  std::vector<uint64_t> keys;
+  const PoolSelection reference = SelectTopPools(scores, k);
+  const PoolSelection fast = SelectTopPoolsLinear(scores, k, keys);
+  EXPECT_EQ(fast.pools, reference.pools) << "k " << k << " of " << scores.size();
+  EXPECT_EQ(std::memcmp(&fast.margin, &reference.margin, sizeof(float)) == 0 ||
+                (std::isnan(fast.margin) && std::isnan(reference.margin)),
+            true)
+      << fast.margin << " vs " << reference.margin;
+}
+
+TEST(IndexerSelection, LinearSelectionEqualsTheReferenceWithTies) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 1 + rng() % 600, k = 1 + rng() % (n + 3);
+    // Few distinct values, so ties are everywhere, plus the special values.
+    const float palette[] = {0.0f,
+                             -0.0f,
+                             1.0f,
+                             -1.0f,
+                             2.5f,
+                             1e-38f,
+                             -1e-45f,
+                             std::numeric_limits<float>::infinity(),
+                             -std::numeric_limits<float>::infinity(),
+                             std::numeric_limits<float>::quiet_NaN(),
+                             3.0f,
+                             3.0f};
+    std::vector<float> scores(n);
+    for (float& v : scores)
+      v = trial % 3 == 0 ? std::ldexp(static_cast<float>(rng() % 1000), -10) : palette[rng() % 12];
+    ExpectSameSelection(scores, k);
+  }
+  // All equal: the lowest indices win; all NaN too.
+  ExpectSameSelection(std::vector<float>(100, 0.5f), 10);
+  ExpectSameSelection(std::vector<float>(50, std::numeric_limits<float>::quiet_NaN()), 7);
+}
+
+TEST(IndexerSelection, LinearSelectionAtDecodeSize) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> scores(262144);                        // 1M positions of kpool 4
+  for (float& v : scores) v = std::max(0.0f, normal(rng));  // ReLU'd scores: a quarter million, half of them 0
+  ExpectSameSelection(scores, 512);
+}
+
+}  // namespace
+}  // namespace glint
