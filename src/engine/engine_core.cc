@@ -7,6 +7,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "engine/prefix_disk.h"
 
 namespace glint {
 namespace {
@@ -52,7 +53,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   memory.checkpoint_interval = options.checkpoint_interval;
   // The MTP layer's row at a position holds (h_p, x_{p+1}): a block's contents depend on the token after it.
   memory.key_next_token = cache_options.mtp;
+  memory.checkpoint_policy = options.checkpoint_policy;
   GLINT_ASSIGN_OR_RETURN(core->memory_, CacheManager::Create(memory));
+  GLINT_RETURN_IF_ERROR(AttachPrefixDisk(options, *core->layout_, model.engine_mirror() != nullptr, *core->memory_));
   if (r.speculative) {
     GLINT_ASSIGN_OR_RETURN(core->rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
     core->counters_.spec_accepted_per_position.assign(1, 0);
