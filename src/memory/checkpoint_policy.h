@@ -14,9 +14,10 @@
 // frontier whose newest checkpoint index is n when
 //     r = n − i,   level = ⌊log2(r / dense + 1)⌋,   i mod 2^level = 0.
 // Each level keeps about `dense` checkpoints, so a chain keeps about dense · log2(n / dense) of them: 25 at 90K
-// tokens, 40 at 1M with the defaults (interval 256, dense 4), instead of 352 and 4096 (TailPolicyKeptCount). The recompute a hit that
-// leaves the chain r intervals behind its end pays is below 2^level intervals ≈ r / dense + 1: it grows in
-// proportion to the distance, so it stays a bounded fraction (≈ 1 / dense) of what the hit saves.
+// tokens, 40 at 1M with the defaults (interval 256, dense 4), instead of 352 and 4096 (TailPolicyKeptCount).
+// A hit that leaves the chain r intervals behind its newest checkpoint recomputes fewer than 2 · (r / dense + 1)
+// intervals (checked exhaustively by the tests): the recompute grows with the distance, so it stays a bounded
+// share of what the hit saves, and near the end of a conversation, where hits land, it is one interval at most.
 //
 // The verdict is monotone: once dropped, a checkpoint is never kept again as the frontier advances (level only
 // grows with r, and a multiple of 2^(level+1) is a multiple of 2^level), so the cache manager demotes each
