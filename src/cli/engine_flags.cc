@@ -1,5 +1,7 @@
 #include "cli/engine_flags.h"
 
+#include "engine/prefix_disk.h"
+
 namespace glint::cli {
 
 void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
@@ -86,6 +88,12 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
   }
   return options;
+}
+
+Status SetPrefixDiskModel(const std::string& model_dir, EngineOptions& options) {
+  if (options.prefix_disk.directory.empty()) return Status::Ok();
+  GLINT_ASSIGN_OR_RETURN(options.prefix_disk.model_fingerprint, FingerprintModelDirectory(model_dir));
+  return Status::Ok();
 }
 
 }  // namespace glint::cli

@@ -31,5 +31,8 @@ struct EngineFlags {
 
 void AddEngineFlags(CLI::App& command, EngineFlags& flags);
 Result<EngineOptions> ToEngineOptions(const EngineFlags& flags);
+// With --prefix-cache-disk: the model directory's fingerprint into options.prefix_disk (the disk tier's files are
+// only read back by an engine of the same weights). Nothing without it.
+Status SetPrefixDiskModel(const std::string& model_dir, EngineOptions& options);
 
 }  // namespace glint::cli

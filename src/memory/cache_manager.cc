@@ -190,7 +190,10 @@ std::vector<CheckpointTarget> CacheManager::TakeCheckpoints(SequenceId id, std::
     }
     const BlockHash hash = chain[position / b - 1];
     const std::optional<int32_t> checkpoint = checkpoints_.Take(hash, /*pinned=*/true);
-    if (!checkpoint) continue;  // an identical sequence already has it, or every checkpoint is being written
+    if (!checkpoint) {  // an identical sequence already has it, or every checkpoint is being written
+      if (options_.split_at_every_checkpoint) targets.push_back({position, -1, nullptr});
+      continue;
+    }
     sequence.pending_checkpoints.emplace_back(position, hash);
     ++pending_checkpoints_;
     targets.push_back({position, *checkpoint, checkpoint_arena_.Item(*checkpoint)});

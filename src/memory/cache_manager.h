@@ -55,6 +55,10 @@ struct CacheManagerOptions {
   int64_t checkpoint_interval = 0;  // tokens; a positive multiple of block_tokens when prefix caching is on
   bool key_next_token = false;      // a block's contents depend on the token after it (see the file comment)
   CheckpointPolicy checkpoint_policy = CheckpointPolicy::kTail;  // which checkpoints are evicted first
+  // TakeCheckpoints also returns the checkpoint positions it takes no checkpoint for (one is cached already, or
+  // every checkpoint is pinned), with data null: the model splits its recurrence there all the same, so that
+  // its arithmetic never depends on what the cache holds.
+  bool split_at_every_checkpoint = false;
   int64_t dense_checkpoints = kDefaultDenseCheckpoints;          // the tail policy's full-density checkpoints
 };
 
@@ -68,6 +72,7 @@ struct PrefixMatch {
 };
 
 // Where the state at `position` is to be written during the next step (checkpoint_bytes, laid out as a slot).
+// data null (split_at_every_checkpoint): nothing to write, the position only splits the recurrence.
 struct CheckpointTarget {
   int64_t position = 0;
   int32_t checkpoint = -1;

@@ -73,7 +73,8 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
   std::vector<std::vector<KdaStateView>> copies(segments.size());
   for (size_t i = 0; i < segments.size(); ++i) {
     for (const auto& [rows, destination] : segments[i].state_copies) {
-      copies[i].push_back(copy_view(segments[i], destination));
+      // No destination: a split of the recurrence only (a checkpoint position whose checkpoint the cache has).
+      copies[i].push_back(destination != nullptr ? copy_view(segments[i], destination) : KdaStateView{});
     }
   }
 
@@ -100,6 +101,7 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
     const KdaStateView state = state_of(s);
     std::vector<std::pair<int64_t, float*>> window_copies;  // this stream's window in each copy
     for (size_t k = 0; k < s.state_copies.size(); ++k) {
+      if (s.state_copies[k].second == nullptr) continue;  // a split only: the conv is per row, nothing to copy
       window_copies.emplace_back(s.state_copies[k].first,
                                  copies[conv_tasks[i].first][k].conv_window + stream * width * (kernel - 1));
     }
@@ -172,13 +174,15 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
       const int64_t rows = s.state_copies[c].first;
       if (rows > done) run_rows(done, rows);
       done = rows;
+      const bool split_only = s.state_copies[c].second == nullptr;
       if (bf16) {  // a call boundary: S is stored as bf16 there, and the next call widens it again
-        uint16_t* copy = static_cast<uint16_t*>(copies[i / heads][c].recurrent) + hd * d * d;
+        uint16_t* copy = split_only ? nullptr : static_cast<uint16_t*>(copies[i / heads][c].recurrent) + hd * d * d;
         for (int64_t j = 0; j < d * d; ++j) {
-          copy[j] = FloatToBf16(S[j]);
-          S[j] = Bf16ToFloat(copy[j]);
+          const uint16_t stored = FloatToBf16(S[j]);
+          if (copy != nullptr) copy[j] = stored;
+          S[j] = Bf16ToFloat(stored);
         }
-      } else {
+      } else if (!split_only) {
         std::memcpy(static_cast<float*>(copies[i / heads][c].recurrent) + hd * d * d, S, d * d * sizeof(float));
       }
     }

@@ -198,10 +198,9 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
   }
   int64_t previous = state.tokens;
   for (const StateCheckpoint& checkpoint : entry.checkpoints) {
-    if (checkpoint.position <= previous || checkpoint.position > total || checkpoint.data == nullptr) {
+    if (checkpoint.position <= previous || checkpoint.position > total) {
       return InvalidArgument("state checkpoint at position ", checkpoint.position,
-                             " is not within this call's positions ", state.tokens + 1, " .. ", total,
-                             ", ascending, with memory to write to");
+                             " is not within this call's positions ", state.tokens + 1, " .. ", total, ", ascending");
     }
     if (checkpoint.position % state.layout->block_tokens() != 0) {
       return InvalidArgument("state checkpoint at position ", checkpoint.position, " is not at a block boundary (",
@@ -382,7 +381,7 @@ Status KdaWithStateCopies(const KdaWeights& kda, const ModelConfig& c, const Seq
   int64_t done = 0;
   for (const auto& [end, destination] : state_copies) {
     if (end > done) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, end - done, view, algorithm, out + done * d));
-    CopyKdaLayerState(state, layer, destination);
+    if (destination != nullptr) CopyKdaLayerState(state, layer, destination);  // null: a split only
     done = end;
   }
   if (done < tokens) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, tokens - done, view, algorithm, out + done * d));

@@ -97,8 +97,6 @@ class PrefixEngine : public ::testing::TestWithParam<std::string> {
     std::vector<Outcome> outcomes;
     for (const Tokens* prompt : Prompts()) {
       outcomes.push_back(Generate(core, *prompt));
-      const CacheStats c = core.Metrics().cache;
-      std::printf("DEBUG hit %ld disk hit %ld br %ld cr %ld bw %ld cw %ld missed %ld\n", c.prefix_hit_tokens, c.disk_hit_tokens, c.disk.block_reads, c.disk.checkpoint_reads, c.disk.block_writes, c.disk.checkpoint_writes, c.checkpoints_missed);
     }
     testing::ExpectPoolsAtStart(core);
     return outcomes;
@@ -116,11 +114,13 @@ class PrefixEngine : public ::testing::TestWithParam<std::string> {
     return expected;
   }
 
-  // 2 slots, blocks of 8 tokens for the longest request and 2 more, 3 checkpoints every 16 tokens: the other
+  // 2 slots, blocks of 8 tokens for the longest request and 2 more, checkpoints every 16 tokens: the other
   // prompt evicts the first one's blocks and checkpoints.
   EngineOptions Small(const std::string& disk_dir) const {
     const int64_t blocks = (static_cast<int64_t>(second_.size()) + kGenerated + 7) / 8 + 2;
-    EngineOptions o = testing::SizedOptions(*model_, 2, blocks, 3);
+    // As many checkpoints as the first prompt passes: the other prompt's evict all of them.
+    const int64_t checkpoints = static_cast<int64_t>(first_.size()) / 16;
+    EngineOptions o = testing::SizedOptions(*model_, 2, blocks, checkpoints);
     if (!disk_dir.empty()) o.prefix_disk = {.directory = disk_dir, .size_bytes = 64 << 20, .model_fingerprint = kModelFingerprint};
     return o;
   }
