@@ -4,25 +4,37 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <vector>
-
-#include <xxhash.h>
 
 #include "base/file.h"
 
 namespace glint {
 
 uint64_t PrefixDiskFingerprint(uint64_t model_fingerprint, const CacheLayout& layout) {
-  std::vector<int64_t> words = {
-      static_cast<int64_t>(model_fingerprint), layout.options.block_tokens, static_cast<int64_t>(layout.options.kda_state),
-      layout.options.mtp ? 1 : 0, layout.block_bytes, layout.slot_bytes, layout.checkpoint_bytes, layout.mtp_latents,
-      layout.mtp_pooled, layout.mtp_pending, layout.kda_conv_bytes, layout.kda_recurrent_bytes, layout.kv_lora_rank,
-      layout.index_head_dim, layout.index_kpool, layout.kda_heads, layout.kda_head_dim, layout.kda_conv_kernel};
+  std::vector<int64_t> words = {static_cast<int64_t>(model_fingerprint),
+                                layout.options.block_tokens,
+                                static_cast<int64_t>(layout.options.kda_state),
+                                layout.options.mtp ? 1 : 0,
+                                layout.block_bytes,
+                                layout.slot_bytes,
+                                layout.checkpoint_bytes,
+                                layout.mtp_latents,
+                                layout.mtp_pooled,
+                                layout.mtp_pending,
+                                layout.kda_conv_bytes,
+                                layout.kda_recurrent_bytes,
+                                layout.kv_lora_rank,
+                                layout.index_head_dim,
+                                layout.index_kpool,
+                                layout.kda_heads,
+                                layout.kda_head_dim,
+                                layout.kda_conv_kernel};
   for (const CacheLayout::Layer& layer : layout.layers) {
-    words.insert(words.end(), {static_cast<int64_t>(layer.kind), layer.latents, layer.pooled, layer.pending,
-                               layer.conv, layer.recurrent});
+    words.insert(words.end(), {static_cast<int64_t>(layer.kind), layer.latents, layer.pooled, layer.pending, layer.conv,
+                               layer.recurrent});
   }
   const uint64_t fingerprint = XXH3_64bits_withSeed(words.data(), words.size() * sizeof(int64_t), 0x676c7063);
   return fingerprint == 0 ? 1 : fingerprint;  // 0 means "none"
@@ -35,12 +47,14 @@ Status AttachPrefixDisk(const EngineOptions& options, const CacheLayout& layout,
     return InvalidArgument("--prefix-cache-disk is a tier of the prefix cache, which is off (--no-prefix-caching)");
   }
   if (disk.model_fingerprint == 0) {
-    return InvalidArgument("--prefix-cache-disk needs the model's fingerprint (the command that starts the engine "
-                           "sets it from the model directory); this command does not support the disk tier");
+    return InvalidArgument(
+        "--prefix-cache-disk needs the model's fingerprint (the command that starts the engine "
+        "sets it from the model directory); this command does not support the disk tier");
   }
   if (mirrored) {
-    return Unimplemented("--prefix-cache-disk under several ranks is not supported yet: reads from the disk would "
-                         "bypass the copies every rank keeps of the cache pools");
+    return Unimplemented(
+        "--prefix-cache-disk under several ranks is not supported yet: reads from the disk would "
+        "bypass the copies every rank keeps of the cache pools");
   }
   DiskTierOptions tier;
   tier.directory = disk.directory;

@@ -5,6 +5,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <bit>
@@ -12,8 +13,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
-
-#include <xxhash.h>
 
 #include "base/file.h"
 #include "base/log.h"
@@ -39,7 +38,9 @@ struct FileHeader {
 };
 static_assert(sizeof(FileHeader) == 72 && offsetof(FileHeader, header_checksum) == 64);
 
-uint64_t HeaderChecksum(const FileHeader& header) { return XXH3_64bits(&header, offsetof(FileHeader, header_checksum)); }
+uint64_t HeaderChecksum(const FileHeader& header) {
+  return XXH3_64bits(&header, offsetof(FileHeader, header_checksum));
+}
 
 uint64_t BodyChecksum(std::span<const int32_t> key, std::span<const std::byte> payload) {
   XXH3_state_t* state = XXH3_createState();
@@ -162,11 +163,12 @@ DiskTier::~DiskTier() {
 Status DiskTier::Lock() {
   const std::string path = JoinPath(options_.directory, kLockName);
   Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
-  if (fd.get() < 0) return FailedPrecondition("--prefix-cache-disk ", options_.directory, ": cannot create ", path,
-                                            ": ", ErrnoText(), " (the directory must be writable)");
+  if (fd.get() < 0)
+    return FailedPrecondition("--prefix-cache-disk ", options_.directory, ": cannot create ", path, ": ", ErrnoText(),
+                              " (the directory must be writable)");
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    return FailedPrecondition("--prefix-cache-disk ", options_.directory,
-                              " is in use by another glint process (", path, " is locked); give each engine its own");
+    return FailedPrecondition("--prefix-cache-disk ", options_.directory, " is in use by another glint process (", path,
+                              " is locked); give each engine its own");
   }
   lock_fd_ = fd.release();
   return Status::Ok();
@@ -205,8 +207,9 @@ void DiskTier::Scan() {
     if (!ParseItemName(name, kind, hash)) continue;  // not ours: left alone
     Fd fd(options_.start_empty ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     FileHeader header{};
-    std::string reason = options_.start_empty ? "start_empty" : fd.get() < 0 ? "open failed: " + ErrnoText()
-                                                                             : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);
+    std::string reason = options_.start_empty ? "start_empty"
+                         : fd.get() < 0       ? "open failed: " + ErrnoText()
+                                              : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);
     Entry entry;
     entry.parent = header.parent;
     entry.key.resize(reason.empty() ? header.key_tokens : 0);
@@ -327,7 +330,8 @@ bool DiskTier::Read(DiskItemKind kind, BlockHash hash, BlockHash parent, std::sp
   const std::string path = PathOf(kind, hash);
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   FileHeader header{};
-  std::string reason = fd.get() < 0 ? "open failed: " + ErrnoText() : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);
+  std::string reason =
+      fd.get() < 0 ? "open failed: " + ErrnoText() : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);
   std::vector<int32_t> stored(reason.empty() ? header.key_tokens : 0);
   if (reason.empty() && (header.parent != parent || header.payload_bytes != destination.size())) {
     reason = StrCat("holds another item (parent or size ", header.payload_bytes, " ≠ ", destination.size(), ")");
@@ -338,8 +342,8 @@ bool DiskTier::Read(DiskItemKind kind, BlockHash hash, BlockHash parent, std::sp
   if (reason.empty() && !std::equal(key.begin(), key.end(), stored.begin(), stored.end())) {
     reason = "holds other tokens than the block asked for";
   }
-  if (reason.empty() &&
-      !PreadAll(fd.get(), destination.data(), destination.size(), static_cast<off_t>(sizeof(header) + stored.size() * 4))) {
+  if (reason.empty() && !PreadAll(fd.get(), destination.data(), destination.size(),
+                                  static_cast<off_t>(sizeof(header) + stored.size() * 4))) {
     reason = "payload read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
   }
   if (reason.empty() && BodyChecksum(stored, destination) != header.body_checksum) {

@@ -2,9 +2,13 @@
 // damaged, truncated, foreign and stale-version files are misses that delete the file, never wrong bytes; the
 // size budget evicts least recently used files; directory errors are clear at start and logged misses at run
 // time; a restart indexes the files again; a cache manager writes what it evicts and reads a prefix back.
+#include "memory/disk_tier.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
@@ -13,11 +17,7 @@
 #include <numeric>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <xxhash.h>
-
 #include "memory/cache_manager.h"
-#include "memory/disk_tier.h"
 #include "test_util.h"
 
 namespace glint {
@@ -55,7 +55,7 @@ TEST(DiskTier, WritesAndReadsBackExactly) {
   ASSERT_TRUE(tier->Write(DiskItemKind::kBlock, 11, 10, kKey, block));
   ASSERT_TRUE(tier->Write(DiskItemKind::kCheckpoint, 11, 0, {}, checkpoint));
   EXPECT_TRUE(tier->HasBlock(11, 10, kKey));
-  EXPECT_FALSE(tier->HasBlock(11, 9, kKey));                           // another parent
+  EXPECT_FALSE(tier->HasBlock(11, 9, kKey));                               // another parent
   EXPECT_FALSE(tier->HasBlock(11, 10, std::vector<int32_t>{5, 6, 7, 9}));  // other tokens
   EXPECT_TRUE(tier->HasCheckpoint(11));
   EXPECT_FALSE(tier->HasCheckpoint(12));
@@ -180,7 +180,7 @@ TEST(DiskTier, DirectoryErrorsAreClearAtStartAndMissesAtRunTime) {
     EXPECT_ERROR_CONTAINS(DiskTier::Open(Options(dir)), "in use by another glint process");
   }
   ASSERT_OK_AND_ASSIGN(auto reopened, DiskTier::Open(Options(dir)));  // the lock went with the first
-  if (::geteuid() != 0) {  // root writes anywhere
+  if (::geteuid() != 0) {                                             // root writes anywhere
     const std::string locked = testing::MakeTempDir("disk-readonly");
     ::chmod(locked.c_str(), 0500);
     EXPECT_ERROR_CONTAINS(DiskTier::Open(Options(locked)), "writable");

@@ -2,6 +2,7 @@
 // spacing", "Disk tier"): the policy's properties checked exhaustively, which checkpoints a cache manager demotes
 // and evicts, the capacity plan's checkpoint budget, and the disk tier's files — round trips, damaged, truncated
 // and foreign files as misses, the size budget, directory errors, and a prefix read back into memory.
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,8 +15,6 @@
 #include <fstream>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "engine/capacity.h"
 #include "engine/prefix_disk.h"
@@ -103,7 +102,7 @@ CacheManagerOptions Options(int64_t blocks, int64_t checkpoints, CheckpointPolic
 // block's bytes hold its first position.
 void Compute(CacheManager& m, SequenceId id, const std::vector<int32_t>& tokens, int64_t from, int64_t end,
              int64_t chunk) {
-  for (int64_t at = std::min(from + chunk, end); ; at = std::min(at + chunk, end)) {
+  for (int64_t at = std::min(from + chunk, end);; at = std::min(at + chunk, end)) {
     ASSERT_TRUE(m.Reserve(id, at));
     for (const CheckpointTarget& target : m.TakeCheckpoints(id, tokens, at)) {
       std::memcpy(target.data, &target.position, sizeof(target.position));

@@ -5,16 +5,16 @@
 // of an engine without prefix caching (its logits differ in the last bits: checkpoint positions split the KDA
 // recurrence as a chunk boundary would, docs/engine.md "Scheduling"). The disk tier is refused clearly where it
 // cannot work.
+#include <gtest/gtest.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "engine/engine_core.h"
-#include "model/model.h"
 #include "engine_checks.h"
+#include "model/model.h"
 #include "test_util.h"
 
 namespace glint {
@@ -121,7 +121,8 @@ class PrefixEngine : public ::testing::TestWithParam<std::string> {
     // As many checkpoints as the first prompt passes: the other prompt's evict all of them.
     const int64_t checkpoints = static_cast<int64_t>(first_.size()) / 16;
     EngineOptions o = testing::SizedOptions(*model_, 2, blocks, checkpoints);
-    if (!disk_dir.empty()) o.prefix_disk = {.directory = disk_dir, .size_bytes = 64 << 20, .model_fingerprint = kModelFingerprint};
+    if (!disk_dir.empty())
+      o.prefix_disk = {.directory = disk_dir, .size_bytes = 64 << 20, .model_fingerprint = kModelFingerprint};
     return o;
   }
 
