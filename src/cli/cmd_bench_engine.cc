@@ -2,7 +2,8 @@
 //   1. Throughput at fixed concurrency (closed loop, as InferenceX and `vllm bench serve` run it): random-token
 //      prompts of --input-len, --output-len generated tokens with ignore_eos, `concurrency` requests in flight.
 //   2. A multi-turn workload: conversations whose every turn extends the previous context (prompt + answer + a new
-//      user message), with prefix caching on and then off: hit rate, prompt tokens computed, wall time saved.
+//      user message), with prefix caching off, then on under each checkpoint policy, then (--prefix-cache-disk)
+//      with the disk tier: hit rate, prompt tokens computed, the share served from disk, TTFT, wall time saved.
 // The machine may be shared: each point runs --repeats times and the median is printed.
 #include <algorithm>
 #include <cmath>
@@ -39,6 +40,7 @@ struct BenchFlags {
   int64_t system_tokens = 256;
   int64_t user_tokens = 32;
   int64_t turn_output = 32;
+  std::vector<std::string> multi_turn_policies = {"uniform", "tail"};
   bool skip_throughput = false;
   bool skip_multi_turn = false;
 };
@@ -179,11 +181,87 @@ Result<PointStats> RunMultiTurn(const Model& model, const EngineOptions& options
   return stats;
 }
 
+// One row of the multi-turn table: a cache configuration.
+struct MultiTurnMode {
+  std::string name;
+  bool prefix = true;
+  CheckpointPolicy policy = CheckpointPolicy::kTail;
+  bool disk = false;
+};
+
+// The multi-turn workload under each cache configuration: prefix caching off, on with each --multi-turn-policies
+// policy, and, with --prefix-cache-disk, each policy again with the disk tier (its files deleted before each run).
+// Prints the hit rate, the prompt tokens recomputed, the disk's share, and TTFT.
+Status MultiTurnTable(const Model& model, const EngineOptions& options, const BenchFlags& flags) {
+  std::vector<MultiTurnMode> modes = {{"off", false}};
+  for (const std::string& name : flags.multi_turn_policies) {
+    GLINT_ASSIGN_OR_RETURN(CheckpointPolicy policy, ParseCheckpointPolicy(name));
+    modes.push_back({name, true, policy, false});
+  }
+  if (!options.prefix_disk.directory.empty()) {
+    for (size_t m = 1, n = modes.size(); m < n; ++m) modes.push_back({modes[m].name + "+disk", true, modes[m].policy, true});
+  }
+  std::printf("\nmulti-turn: %lld conversations × %lld turns; system %lld tokens, each turn +%lld user tokens, "
+              "%lld generated (final context %lld tokens); median of %lld runs\n",
+              static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
+              static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
+              static_cast<long long>(flags.turn_output),
+              static_cast<long long>(flags.system_tokens + flags.turns * (flags.user_tokens + flags.turn_output)),
+              static_cast<long long>(flags.repeats));
+  std::printf("%14s %14s %15s %9s %12s %10s %10s %10s %9s %9s %9s %5s\n", "prefix cache", "prompt tokens",
+              "prompt computed", "hit rate", "from disk", "wall", "TTFT p50", "TTFT mean", "ckpts", "demoted",
+              "disk MiB", "load");
+  double wall_off = 0, computed_off = 0;
+  for (const MultiTurnMode& mode : modes) {
+    EngineOptions run_options = options;
+    run_options.prefix_caching = mode.prefix;
+    run_options.checkpoint_policy = mode.policy;
+    if (!mode.disk) run_options.prefix_disk = {};
+    run_options.prefix_disk.start_empty = true;  // every run starts from an empty disk tier
+    std::vector<double> walls, computed, hit_rate, disk_share, ttft, ttft_mean, checkpoints, demoted, disk_mib, load;
+    double prompt_tokens = 0;
+    for (int64_t r = 0; r < flags.repeats; ++r) {
+      GLINT_ASSIGN_OR_RETURN(PointStats s, RunMultiTurn(model, run_options, flags, flags.seed + 7 * r));
+      const CacheStats& cache = s.metrics.cache;
+      walls.push_back(s.wall);
+      computed.push_back(static_cast<double>(s.metrics.prompt_tokens_computed));
+      hit_rate.push_back(static_cast<double>(cache.prefix_hit_tokens) / s.prompt_tokens);
+      disk_share.push_back(static_cast<double>(cache.disk_hit_tokens) / s.prompt_tokens);
+      ttft.push_back(Median(s.ttft));
+      double sum = 0;
+      for (double t : s.ttft) sum += t;
+      ttft_mean.push_back(s.ttft.empty() ? 0 : sum / s.ttft.size());
+      checkpoints.push_back(static_cast<double>(cache.checkpoints_taken));
+      demoted.push_back(static_cast<double>(cache.checkpoints_demoted));
+      disk_mib.push_back(static_cast<double>(cache.disk.bytes) / (1 << 20));
+      load.push_back(LoadAverage());
+      prompt_tokens = static_cast<double>(s.prompt_tokens);
+    }
+    std::printf("%14s %14.0f %15.0f %8.1f%% %11.1f%% %9.2fs %9.3fs %9.3fs %9.0f %9.0f %9.1f %5.2f\n", mode.name.c_str(),
+                prompt_tokens, Median(computed), 100 * Median(hit_rate), 100 * Median(disk_share), Median(walls),
+                Median(ttft), Median(ttft_mean), Median(checkpoints), Median(demoted), Median(disk_mib), Median(load));
+    if (!mode.prefix) {
+      wall_off = Median(walls);
+      computed_off = Median(computed);
+    } else {
+      std::printf("%14s saved %.0f prompt tokens (%.1f%%), %.2f s of %.2f s wall (%.1f%%)\n", "", computed_off - Median(computed),
+                  100 * (computed_off - Median(computed)) / std::max(computed_off, 1.0), wall_off - Median(walls),
+                  wall_off, 100 * (wall_off - Median(walls)) / std::max(wall_off, 1e-9));
+    }
+    std::fflush(stdout);
+  }
+  return Status::Ok();
+}
+
 Status Bench(const BenchFlags& flags) {
   if (flags.repeats < 1 || flags.input_len < 1 || flags.output_len < 1 || flags.requests_factor < 1) {
     return InvalidArgument("--repeats, --input-len, --output-len and --requests-factor must be at least 1");
   }
   GLINT_ASSIGN_OR_RETURN(EngineOptions options, ToEngineOptions(flags.engine));
+  if (!options.prefix_disk.directory.empty()) {
+    GLINT_ASSIGN_OR_RETURN(const std::string dir, ResolveModelDir(flags.model));
+    GLINT_RETURN_IF_ERROR(SetPrefixDiskModel(dir, options));
+  }
   GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel(flags.model, flags.path));
   const Model* model = loaded.model.get();
   const ModelConfig& c = model->config();
@@ -241,41 +319,7 @@ Status Bench(const BenchFlags& flags) {
     }
   }
 
-  if (!flags.skip_multi_turn) {
-    std::printf("\nmulti-turn: %lld conversations × %lld turns; system %lld tokens, each turn +%lld user tokens, "
-                "%lld generated; median of %lld runs\n",
-                static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
-                static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
-                static_cast<long long>(flags.turn_output), static_cast<long long>(flags.repeats));
-    std::printf("%14s %14s %15s %9s %10s %10s %9s %5s\n", "prefix caching", "prompt tokens", "prompt computed",
-                "hit rate", "wall", "TTFT p50", "ckpts", "load");
-    double wall_on = 0, wall_off = 0, computed_on = 0, computed_off = 0;
-    for (bool prefix : {true, false}) {
-      EngineOptions run_options = options;
-      run_options.prefix_caching = prefix;
-      std::vector<double> walls, computed, hit_rate, ttft, checkpoints, load;
-      double prompt_tokens = 0;
-      for (int64_t r = 0; r < flags.repeats; ++r) {
-        GLINT_ASSIGN_OR_RETURN(PointStats s, RunMultiTurn(*model, run_options, flags, flags.seed + 7 * r));
-        walls.push_back(s.wall);
-        computed.push_back(static_cast<double>(s.metrics.prompt_tokens_computed));
-        hit_rate.push_back(static_cast<double>(s.metrics.cache.prefix_hit_tokens) / s.prompt_tokens);
-        ttft.push_back(Median(s.ttft));
-        checkpoints.push_back(static_cast<double>(s.metrics.cache.checkpoints_taken));
-        load.push_back(LoadAverage());
-        prompt_tokens = static_cast<double>(s.prompt_tokens);
-      }
-      std::printf("%14s %14.0f %15.0f %8.1f%% %9.2fs %9.3fs %9.0f %5.2f\n", prefix ? "on" : "off", prompt_tokens,
-                  Median(computed), 100 * Median(hit_rate), Median(walls), Median(ttft), Median(checkpoints),
-                  Median(load));
-      (prefix ? wall_on : wall_off) = Median(walls);
-      (prefix ? computed_on : computed_off) = Median(computed);
-      std::fflush(stdout);
-    }
-    std::printf("saved by prefix caching: %.0f prompt tokens (%.1f%%), %.2f s of %.2f s wall (%.1f%%)\n",
-                computed_off - computed_on, 100 * (computed_off - computed_on) / std::max(computed_off, 1.0),
-                wall_off - wall_on, wall_off, 100 * (wall_off - wall_on) / std::max(wall_off, 1e-9));
-  }
+  if (!flags.skip_multi_turn) GLINT_RETURN_IF_ERROR(MultiTurnTable(*model, options, flags));
   return Status::Ok();
 }
 
@@ -303,6 +347,11 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--user-tokens", flags->user_tokens, "multi-turn: tokens each new message adds")
           ->capture_default_str();
       command.add_option("--turn-output", flags->turn_output, "multi-turn: tokens generated per turn")
+          ->capture_default_str();
+      command.add_option("--multi-turn-policies", flags->multi_turn_policies,
+                         "multi-turn: checkpoint policies to compare (rows; each again with the disk tier when "
+                         "--prefix-cache-disk is given)")
+          ->delimiter(',')
           ->capture_default_str();
       command.add_flag("--skip-throughput", flags->skip_throughput, "only the multi-turn workload");
       command.add_flag("--skip-multi-turn", flags->skip_multi_turn, "only the throughput points");

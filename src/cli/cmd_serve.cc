@@ -125,6 +125,7 @@ Status Serve(ServeFlags flags) {
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write is an error return, not a signal
 
   GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
+  GLINT_RETURN_IF_ERROR(SetPrefixDiskModel(dir, engine_options));
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
   LogInfo("engine capacity:\n", engine->capacity().ToString());
   server::EngineBackend backend(*engine);

@@ -1,5 +1,7 @@
 #include "cli/engine_flags.h"
 
+#include "engine/prefix_disk.h"
+
 namespace glint::cli {
 
 void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
@@ -27,6 +29,18 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--checkpoint-fraction", flags.checkpoint_fraction,
                      "share of the memory left after the state slots that holds checkpoints")
       ->capture_default_str();
+  command.add_option("--prefix-checkpoint-memory", flags.checkpoint_memory,
+                     "memory for the prefix cache's KDA state checkpoints (e.g. 4G; default: --checkpoint-fraction "
+                     "of the memory left after the state slots)");
+  command.add_option("--prefix-checkpoint-policy", flags.checkpoint_policy,
+                     "which checkpoints are evicted first: tail (the newest of each cached prefix dense, spaced "
+                     "geometrically behind) or uniform (plain least recently used)")
+      ->capture_default_str();
+  command.add_option("--prefix-cache-disk", flags.prefix_cache_disk,
+                     "a directory for the prefix cache's disk tier: full blocks and checkpoints evicted from memory "
+                     "are written there and read back on a hit (needs --prefix-cache-disk-size)");
+  command.add_option("--prefix-cache-disk-size", flags.prefix_cache_disk_size,
+                     "size budget of --prefix-cache-disk (e.g. 64G); least recently used files are deleted past it");
   command.add_option("--speculative", flags.speculative,
                      "speculative decoding: none, or mtp (the model's MTP layer drafts one token per step, the "
                      "model verifies it in the same forward pass; outputs are unchanged)")
@@ -54,6 +68,26 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
   options.prefix_caching = !flags.no_prefix_caching;
   options.checkpoint_interval = flags.checkpoint_interval;
   options.checkpoint_fraction = flags.checkpoint_fraction;
+  if (!flags.checkpoint_memory.empty()) {
+    Result<int64_t> bytes = ParseByteSize(flags.checkpoint_memory);
+    if (!bytes.ok()) return InvalidArgument("--prefix-checkpoint-memory: ", bytes.status().message());
+    options.checkpoint_memory_bytes = *bytes;
+  }
+  {
+    Result<CheckpointPolicy> policy = ParseCheckpointPolicy(flags.checkpoint_policy);
+    if (!policy.ok()) return InvalidArgument("--prefix-checkpoint-policy: ", policy.status().message());
+    options.checkpoint_policy = *policy;
+  }
+  if (flags.prefix_cache_disk.empty() != flags.prefix_cache_disk_size.empty()) {
+    return InvalidArgument("--prefix-cache-disk and --prefix-cache-disk-size go together; got only ",
+                           flags.prefix_cache_disk.empty() ? "--prefix-cache-disk-size" : "--prefix-cache-disk");
+  }
+  if (!flags.prefix_cache_disk.empty()) {
+    Result<int64_t> bytes = ParseByteSize(flags.prefix_cache_disk_size);
+    if (!bytes.ok()) return InvalidArgument("--prefix-cache-disk-size: ", bytes.status().message());
+    options.prefix_disk.directory = flags.prefix_cache_disk;
+    options.prefix_disk.size_bytes = *bytes;
+  }
   if (flags.speculative == "none") {
     options.speculative = SpeculativeMethod::kNone;
   } else if (flags.speculative == "mtp") {
@@ -62,6 +96,12 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
   }
   return options;
+}
+
+Status SetPrefixDiskModel(const std::string& model_dir, EngineOptions& options) {
+  if (options.prefix_disk.directory.empty()) return Status::Ok();
+  GLINT_ASSIGN_OR_RETURN(options.prefix_disk.model_fingerprint, FingerprintModelDirectory(model_dir));
+  return Status::Ok();
 }
 
 }  // namespace glint::cli

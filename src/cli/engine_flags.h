@@ -23,10 +23,17 @@ struct EngineFlags {
   bool no_prefix_caching = false;
   int64_t checkpoint_interval = 256;
   double checkpoint_fraction = 0.2;
+  std::string checkpoint_memory;          // --prefix-checkpoint-memory; empty: checkpoint_fraction
+  std::string checkpoint_policy = "tail";
+  std::string prefix_cache_disk;          // --prefix-cache-disk DIR; empty: no disk tier
+  std::string prefix_cache_disk_size;     // --prefix-cache-disk-size SIZE (required with the directory)
   std::string speculative = "none";
 };
 
 void AddEngineFlags(CLI::App& command, EngineFlags& flags);
 Result<EngineOptions> ToEngineOptions(const EngineFlags& flags);
+// With --prefix-cache-disk: the model directory's fingerprint into options.prefix_disk (the disk tier's files are
+// only read back by an engine of the same weights). Nothing without it.
+Status SetPrefixDiskModel(const std::string& model_dir, EngineOptions& options);
 
 }  // namespace glint::cli

@@ -77,6 +77,11 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   r.weight_bytes = weight_bytes;
   r.prefix_caching = o.prefix_caching;
   r.checkpoint_interval = o.prefix_caching ? o.checkpoint_interval : 0;
+  r.checkpoint_policy = o.checkpoint_policy;
+  if (o.prefix_caching) {
+    r.disk_directory = o.prefix_disk.directory;
+    r.disk_bytes = o.prefix_disk.size_bytes;
+  }
 
   r.num_slots = o.max_seqs;
   r.speculative = o.speculative != SpeculativeMethod::kNone;
@@ -93,13 +98,23 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   r.rollback_total_bytes = r.num_slots * r.rollback_bytes;
   int64_t rest = o.memory_bytes - r.slots_total_bytes - r.rollback_total_bytes;
   if (o.prefix_caching && layout.checkpoint_bytes > 0) {
-    r.num_checkpoints = std::min(static_cast<int64_t>(rest * o.checkpoint_fraction) / layout.checkpoint_bytes,
-                                 kMaxItemsPerPool);
+    r.checkpoint_budget_given = o.checkpoint_memory_bytes > 0;
+    if (r.checkpoint_budget_given && o.checkpoint_memory_bytes >= rest) {
+      return ResourceExhausted("--prefix-checkpoint-memory ", FormatBinaryBytes(o.checkpoint_memory_bytes),
+                               " leaves nothing for cache blocks: the memory left after the slots is ",
+                               FormatBinaryBytes(rest), "; lower it or raise --memory");
+    }
+    const int64_t budget = r.checkpoint_budget_given ? o.checkpoint_memory_bytes
+                                                     : static_cast<int64_t>(rest * o.checkpoint_fraction);
+    r.num_checkpoints = std::min(budget / layout.checkpoint_bytes, kMaxItemsPerPool);
     if (r.num_checkpoints < 1) {
       return ResourceExhausted("prefix caching needs room for at least one KDA state checkpoint of ",
-                               FormatBinaryBytes(layout.checkpoint_bytes), " but ", o.checkpoint_fraction,
-                               " of the memory left after the slots (", FormatBinaryBytes(rest),
-                               ") is less; raise --memory or the checkpoint fraction, or turn prefix caching off");
+                               FormatBinaryBytes(layout.checkpoint_bytes), " but the checkpoint budget is ",
+                               FormatBinaryBytes(budget),
+                               r.checkpoint_budget_given ? " (--prefix-checkpoint-memory)"
+                                                         : StrCat(" (", o.checkpoint_fraction,
+                                                                  " of the memory left after the slots)"),
+                               "; raise --memory or --prefix-checkpoint-memory, or turn prefix caching off");
     }
     r.checkpoints_total_bytes = r.num_checkpoints * layout.checkpoint_bytes;
     rest -= r.checkpoints_total_bytes;
@@ -136,6 +151,18 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   return r;
 }
 
+std::string CapacityReport::CheckpointSpacingLine() const {
+  if (checkpoint_policy == CheckpointPolicy::kUniform) {
+    return "uniform (every checkpoint kept, least recently used evicted first)";
+  }
+  // What one chain of the longest context keeps under the tail policy, and how many such chains the pool holds.
+  const int64_t newest = std::max<int64_t>(max_model_len / std::max<int64_t>(checkpoint_interval, 1), 1);
+  const int64_t kept = TailPolicyKeptCount(newest, kDefaultDenseCheckpoints);
+  return StrCat("tail (", kDefaultDenseCheckpoints, " newest at full density, geometric behind): a ", max_model_len,
+                "-token chain keeps ", kept, " = ", FormatBinaryBytes(kept * checkpoint_bytes), "; the pool holds ",
+                num_checkpoints / kept, " such chains");
+}
+
 std::string CapacityReport::ToString() const {
   std::ostringstream out;
   out << "cache memory " << FormatBinaryBytes(memory_bytes) << ":\n";
@@ -154,11 +181,17 @@ std::string CapacityReport::ToString() const {
   if (prefix_caching) {
     out << "  checkpoints " << num_checkpoints << " × " << FormatBinaryBytes(checkpoint_bytes) << " = "
         << FormatBinaryBytes(checkpoints_total_bytes) << ", one every " << checkpoint_interval << " tokens ("
-        << num_checkpoints * checkpoint_interval << " tokens of prefix reach)\n";
+        << num_checkpoints * checkpoint_interval << " tokens of prefix reach)"
+        << (checkpoint_budget_given ? ", --prefix-checkpoint-memory" : "") << "\n";
+    if (num_checkpoints > 0) out << "  spacing     " << CheckpointSpacingLine() << "\n";
   } else {
     out << "  checkpoints none (prefix caching off)\n";
   }
   out << "  unused      " << FormatBinaryBytes(unused_bytes) << "\n";
+  if (!disk_directory.empty()) {
+    out << "prefix cache disk " << disk_directory << ", " << FormatBinaryBytes(disk_bytes)
+        << " (blocks and checkpoints evicted from memory; not part of the cache budget)\n";
+  }
   if (weight_bytes > 0) out << "weights " << FormatBinaryBytes(weight_bytes) << " (not part of the cache budget)\n";
   if (!shard.empty()) {
     out << "shard " << shard << "; every rank holds these cache pools (attention is replicated at --tp 1)\n";

@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "io/config.h"
+#include "memory/checkpoint_policy.h"
 #include "model/cache_layout.h"
 #include "model/model.h"
 
@@ -20,6 +21,14 @@ namespace glint {
 enum class SpeculativeMethod {
   kNone,
   kMtp,  // the model's MTP layer drafts one token per step; the trunk verifies it in the same forward pass
+};
+
+// The prefix cache's disk tier (docs/engine.md "Disk tier"; memory/disk_tier.h). Off when `directory` is empty.
+struct PrefixDiskOptions {
+  std::string directory;           // --prefix-cache-disk
+  int64_t size_bytes = 0;          // --prefix-cache-disk-size
+  uint64_t model_fingerprint = 0;  // identifies the weights (FingerprintModelDirectory); required with a directory
+  bool start_empty = false;        // delete the files a previous run left (benchmarks)
 };
 
 struct EngineOptions {
@@ -34,8 +43,11 @@ struct EngineOptions {
   bool prefix_caching = true;
   int64_t checkpoint_interval = 256;        // tokens between KDA state checkpoints (a multiple of block_tokens)
   double checkpoint_fraction = 0.2;         // of the memory left after the slots, for checkpoints (prefix caching)
+  int64_t checkpoint_memory_bytes = 0;      // --prefix-checkpoint-memory: the checkpoints' budget; 0 = the fraction
+  CheckpointPolicy checkpoint_policy = CheckpointPolicy::kTail;  // --prefix-checkpoint-policy
   double admission_watermark = 0.01;        // fraction of blocks admission leaves free for running sequences
   SpeculativeMethod speculative = SpeculativeMethod::kNone;  // --speculative
+  PrefixDiskOptions prefix_disk;
   std::optional<std::vector<int32_t>> end_token_ids;  // finish a sample on these; default: the config's eos ids
   ForwardOptions forward;                   // passed to Model::Forward
 };
@@ -48,6 +60,8 @@ struct CapacityReport {
   int64_t num_blocks = 0, num_slots = 0, num_checkpoints = 0;
   int64_t cache_tokens = 0;    // positions the blocks hold, all sequences together
   int64_t checkpoint_interval = 0;
+  CheckpointPolicy checkpoint_policy = CheckpointPolicy::kTail;
+  bool checkpoint_budget_given = false;  // --prefix-checkpoint-memory rather than the fraction
   bool prefix_caching = false;
   int64_t memory_bytes = 0;    // the budget
   int64_t blocks_total_bytes = 0, slots_total_bytes = 0, checkpoints_total_bytes = 0, unused_bytes = 0;
@@ -56,14 +70,17 @@ struct CapacityReport {
   int64_t weight_bytes = 0;    // 0 when the model does not say; this rank's under mpirun
   std::string shard;           // several ranks: how the weights are split (DescribeShard); empty for one
   int64_t max_model_len = 0;
+  std::string disk_directory;  // the prefix cache's disk tier; empty: none
+  int64_t disk_bytes = 0;
   std::vector<std::pair<int64_t, int64_t>> concurrency;  // (context length, most sequences of it at once)
 
   std::string ToString() const;  // the start-up report, a few lines
+  std::string CheckpointSpacingLine() const;
 };
 
 // Splits options.memory_bytes: max_seqs slots first (each with a rollback snapshot of its KDA state when
-// speculative decoding is on), then checkpoint_fraction of the rest for checkpoints (prefix caching of a model
-// with recurrent state), then blocks. Fails with what to change when the budget cannot hold
+// speculative decoding is on), then the checkpoints' budget (checkpoint_memory_bytes, or checkpoint_fraction of
+// the rest; prefix caching of a model with recurrent state), then blocks. Fails with what to change when the budget cannot hold
 // the slots, one block, a checkpoint, or max_model_len tokens.
 Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
                                     const EngineOptions& options, int64_t weight_bytes);

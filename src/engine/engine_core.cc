@@ -7,6 +7,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "engine/prefix_disk.h"
 
 namespace glint {
 namespace {
@@ -53,7 +54,12 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   memory.checkpoint_interval = options.checkpoint_interval;
   // The MTP layer's row at a position holds (h_p, x_{p+1}): a block's contents depend on the token after it.
   memory.key_next_token = cache_options.mtp;
+  memory.checkpoint_policy = options.checkpoint_policy;
+  // Split the KDA recurrence at every checkpoint position, cached or not, so that a hit is exact (model.h
+  // StateCheckpoint). Not under several ranks: the lockstep plan carries only checkpoints with a destination.
+  memory.split_at_every_checkpoint = model.engine_mirror() == nullptr;
   GLINT_ASSIGN_OR_RETURN(core->memory_, CacheManager::Create(memory));
+  GLINT_RETURN_IF_ERROR(AttachPrefixDisk(options, *core->layout_, model.engine_mirror() != nullptr, *core->memory_));
   if (r.speculative) {
     GLINT_ASSIGN_OR_RETURN(core->rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
     core->counters_.spec_accepted_per_position.assign(1, 0);
@@ -347,6 +353,7 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work, std::vector<std::pair<S
 Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t snapshot_position) {
   const SequenceState& state = *samples_.at(id).state;
   for (const CheckpointTarget& target : memory_->TakeCheckpoints(id, scheduler_->Get(id).tokens, state.tokens)) {
+    if (target.data == nullptr) continue;  // a split only; the step has ended there anyway
     const std::byte* source = nullptr;
     if (target.position == state.tokens) {
       source = memory_->Slot(id);  // the KDA state at the sequence's length is the slot's

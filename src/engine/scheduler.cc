@@ -115,6 +115,7 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     const auto [arrival, id] = *waiting_.begin();
     SequenceInfo& sequence = Mutable(id);
     if (memory_.slot_pool().num_free() == 0) return;
+    memory_.LoadPrefixFromDisk(sequence.tokens);  // a no-op without the disk tier
     const PrefixMatch match = memory_.FindPrefix(sequence.tokens);
     int64_t reclaimed = 0;  // matched blocks in the free queue are no longer free once taken
     for (int32_t block : match.blocks) reclaimed += memory_.block_pool().ref_count(block) == 0 ? 1 : 0;

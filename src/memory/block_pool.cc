@@ -54,10 +54,11 @@ void BlockPool::Unlink(int32_t id) {
 
 void BlockPool::Uncache(int32_t id) {
   if (!cached_[id]) return;
-  index_.erase(hash_[id]);
+  auto entry = index_.find(hash_[id]);
+  if (on_evict_) on_evict_(id, hash_[id], entry->second.parent, entry->second.tokens);
+  index_.erase(entry);
   cached_[id] = false;
   ++evictions_;
-  if (on_evict_) on_evict_(hash_[id]);
 }
 
 std::optional<std::vector<int32_t>> BlockPool::Allocate(int64_t count) {

@@ -63,8 +63,9 @@ class BlockPool {
   bool is_cached(int32_t id) const { return cached_.at(id); }
   std::vector<int32_t> FreeQueue() const;  // head (next to be allocated) to tail, for tests and diagnostics
 
-  // Called with the hash of each cached block whose contents are evicted.
-  void set_eviction_listener(std::function<void(BlockHash)> listener) { on_evict_ = std::move(listener); }
+  // Called for each cached block whose contents are about to be evicted (still intact): its id and cache key.
+  using EvictionListener = std::function<void(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> key)>;
+  void set_eviction_listener(EvictionListener listener) { on_evict_ = std::move(listener); }
 
   // Free-queue links, counts and the cache index agree with each other. `expected_refs[id]`, when given, is the
   // number of holders the caller knows of for each block.
@@ -92,7 +93,7 @@ class BlockPool {
   int64_t free_count_ = 0;
   int64_t evictions_ = 0;
   std::unordered_map<BlockHash, CacheEntry> index_;
-  std::function<void(BlockHash)> on_evict_;
+  EvictionListener on_evict_;
 };
 
 }  // namespace glint

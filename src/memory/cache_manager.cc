@@ -10,8 +10,13 @@ CacheManager::CacheManager(const CacheManagerOptions& options)
       blocks_(options.num_blocks, options.block_tokens, options.block_tokens + (options.key_next_token ? 1 : 0)),
       slots_(options.num_slots),
       checkpoints_(options.num_checkpoints) {
-  // A checkpoint is only usable while the block that ends at it is cached: drop it with the block.
-  blocks_.set_eviction_listener([this](BlockHash hash) { checkpoints_.Drop(hash); });
+  // A checkpoint is only usable while the block that ends at it is cached (in memory or on disk): without a disk
+  // tier it is dropped with the block.
+  blocks_.set_eviction_listener([this](int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> key) {
+    OnBlockEvicted(id, hash, parent, key);
+  });
+  checkpoints_.set_eviction_listener(
+      [this](int32_t id, BlockHash hash, bool demoted) { OnCheckpointEvicted(id, hash, demoted); });
 }
 
 Result<std::unique_ptr<CacheManager>> CacheManager::Create(const CacheManagerOptions& o) {
@@ -36,6 +41,9 @@ Result<std::unique_ptr<CacheManager>> CacheManager::Create(const CacheManagerOpt
   }
   if (o.checkpoint_bytes == 0 && o.num_checkpoints > 0) {
     return InvalidArgument("checkpoints were asked for but the slot has no recurrent state to keep");
+  }
+  if (o.dense_checkpoints < 1) {
+    return InvalidArgument("the tail policy's dense checkpoints must be ≥ 1, got ", o.dense_checkpoints);
   }
   if (o.prefix_caching) {
     if (o.checkpoint_interval <= 0 || o.checkpoint_interval % o.block_tokens != 0) {
@@ -187,7 +195,10 @@ std::vector<CheckpointTarget> CacheManager::TakeCheckpoints(SequenceId id, std::
     }
     const BlockHash hash = chain[position / b - 1];
     const std::optional<int32_t> checkpoint = checkpoints_.Take(hash, /*pinned=*/true);
-    if (!checkpoint) continue;  // an identical sequence already has it, or every checkpoint is being written
+    if (!checkpoint) {  // an identical sequence already has it, or every checkpoint is being written
+      if (options_.split_at_every_checkpoint) targets.push_back({position, -1, nullptr});
+      continue;
+    }
     sequence.pending_checkpoints.emplace_back(position, hash);
     ++pending_checkpoints_;
     targets.push_back({position, *checkpoint, checkpoint_arena_.Item(*checkpoint)});
@@ -231,6 +242,20 @@ void CacheManager::Commit(SequenceId id, std::span<const int32_t> tokens, int64_
   const int64_t interval = options_.checkpoint_interval;
   for (int64_t position = (previous / interval + 1) * interval; position <= computed; position += interval) {
     if (!checkpoints_.Peek(sequence.hashes[position / b - 1])) ++checkpoints_missed_;
+  }
+  if (options_.checkpoint_policy == CheckpointPolicy::kTail) ThinCheckpoints(sequence, previous, computed);
+}
+
+void CacheManager::ThinCheckpoints(const Sequence& sequence, int64_t previous, int64_t computed) {
+  const int64_t interval = options_.checkpoint_interval, dense = options_.dense_checkpoints;
+  const int64_t before = previous / interval, newest = computed / interval;
+  if (newest == before) return;
+  // The `dense` newest are always kept; the verdict is monotone, so only those kept at `before` can change.
+  for (int64_t index = 1; index <= newest - dense; ++index) {
+    if (index <= before && !TailPolicyKeeps(index, before, dense)) continue;  // demoted already
+    if (!TailPolicyKeeps(index, newest, dense)) {
+      checkpoints_.Demote(sequence.hashes[index * interval / options_.block_tokens - 1]);
+    }
   }
 }
 
@@ -292,6 +317,8 @@ CacheStats CacheManager::Stats() const {
   s.slots_used = slots_.num_used();
   s.checkpoints_total = checkpoints_.num_checkpoints();
   s.checkpoints_used = checkpoints_.num_used();
+  s.checkpoint_bytes = options_.checkpoint_bytes;
+  s.checkpoints_demoted = checkpoints_.num_demoted();
   s.prefix_queries = prefix_queries_;
   s.prefix_hits = prefix_hits_;
   s.prefix_query_tokens = prefix_query_tokens_;
@@ -300,6 +327,9 @@ CacheStats CacheManager::Stats() const {
   s.checkpoint_evictions = checkpoints_.num_evictions();
   s.checkpoints_taken = checkpoints_taken_;
   s.checkpoints_missed = checkpoints_missed_;
+  s.disk_tier = disk_ != nullptr;
+  if (disk_ != nullptr) s.disk = disk_->Stats();
+  s.disk_hit_tokens = disk_hit_tokens_;
   return s;
 }
 

@@ -32,7 +32,9 @@
 
 #include "base/status.h"
 #include "memory/block_pool.h"
+#include "memory/checkpoint_policy.h"
 #include "memory/checkpoint_pool.h"
+#include "memory/disk_tier.h"
 #include "memory/item_arena.h"
 #include "memory/memory_mirror.h"
 #include "memory/slot_pool.h"
@@ -52,6 +54,12 @@ struct CacheManagerOptions {
   bool prefix_caching = false;
   int64_t checkpoint_interval = 0;  // tokens; a positive multiple of block_tokens when prefix caching is on
   bool key_next_token = false;      // a block's contents depend on the token after it (see the file comment)
+  CheckpointPolicy checkpoint_policy = CheckpointPolicy::kTail;  // which checkpoints are evicted first
+  // TakeCheckpoints also returns the checkpoint positions it takes no checkpoint for (one is cached already, or
+  // every checkpoint is pinned), with data null: the model splits its recurrence there all the same, so that
+  // its arithmetic never depends on what the cache holds.
+  bool split_at_every_checkpoint = false;
+  int64_t dense_checkpoints = kDefaultDenseCheckpoints;          // the tail policy's full-density checkpoints
 };
 
 // What a new sequence can reuse: `tokens` positions covered by `blocks`, with the state at that position in
@@ -64,6 +72,7 @@ struct PrefixMatch {
 };
 
 // Where the state at `position` is to be written during the next step (checkpoint_bytes, laid out as a slot).
+// data null (split_at_every_checkpoint): nothing to write, the position only splits the recurrence.
 struct CheckpointTarget {
   int64_t position = 0;
   int32_t checkpoint = -1;
@@ -74,12 +83,17 @@ struct CacheStats {
   int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0;  // used: held by a sequence; cached: findable
   int64_t slots_total = 0, slots_used = 0;
   int64_t checkpoints_total = 0, checkpoints_used = 0;
+  int64_t checkpoint_bytes = 0;      // one checkpoint
+  int64_t checkpoints_demoted = 0;   // held but dropped by the spacing policy (evicted first)
   int64_t prefix_queries = 0;        // admissions that looked up the prefix cache
   int64_t prefix_hits = 0;           // ... that reused at least one block
   int64_t prefix_query_tokens = 0;   // tokens of the sequences looked up
   int64_t prefix_hit_tokens = 0;     // tokens not recomputed thanks to a hit
   int64_t block_evictions = 0, checkpoint_evictions = 0, checkpoints_taken = 0;
   int64_t checkpoints_missed = 0;    // checkpoint positions passed with no checkpoint (all pinned, or a bug)
+  bool disk_tier = false;            // a disk tier is attached (the disk_ counters are meaningful)
+  DiskTierStats disk;
+  int64_t disk_hit_tokens = 0;       // prefix positions made reachable by reading blocks or checkpoints back
 };
 
 class CacheManager {
@@ -94,6 +108,16 @@ class CacheManager {
   bool prefix_caching() const { return options_.prefix_caching; }
   int64_t BlocksFor(int64_t tokens) const { return (tokens + options_.block_tokens - 1) / options_.block_tokens; }
 
+  // Attaches the disk tier (memory/disk_tier.h): from now on cached blocks and checkpoints evicted from memory are
+  // written there, and LoadPrefixFromDisk reads them back. Its fingerprint must cover this cache's layout.
+  void AttachDiskTier(std::unique_ptr<DiskTier> disk) { disk_ = std::move(disk); }
+  const DiskTier* disk_tier() const { return disk_.get(); }
+  DiskTier* mutable_disk_tier() { return disk_.get(); }
+  // Before FindPrefix: when the longest reusable prefix of `tokens` over memory and disk together needs items
+  // from the disk, reads them into free blocks and the checkpoint pool (as cached, unheld entries, most recently
+  // used), so that FindPrefix finds them. A file that fails its checks ends the prefix there (a miss). Does
+  // nothing without a disk tier, or when the pool has too few free blocks to take the disk's part.
+  void LoadPrefixFromDisk(std::span<const int32_t> tokens);
   // The longest reusable prefix of `tokens` (see the file comment). No side effects.
   PrefixMatch FindPrefix(std::span<const int32_t> tokens) const;
   // Whether Admit(match, end) would succeed now.
@@ -160,6 +184,21 @@ class CacheManager {
   // The key of block i of `tokens` (which must hold it): its tokens, and the next one with key_next_token.
   std::span<const int32_t> BlockKey(std::span<const int32_t> tokens, int64_t i) const;
   int64_t KeyExtra() const { return options_.key_next_token ? 1 : 0; }
+  // The tail policy: demotes the sequence's checkpoints that its advance from `previous` to `computed` positions
+  // takes out of the kept set (memory/checkpoint_policy.h).
+  void ThinCheckpoints(const Sequence& sequence, int64_t previous, int64_t computed);
+  // Disk tier: what eviction of a cached block / a checkpoint does with it.
+  void OnBlockEvicted(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> key);
+  void OnCheckpointEvicted(int32_t id, BlockHash hash, bool demoted);
+  struct ChainLink {  // one block of a prefix walked over memory and disk
+    BlockHash hash, parent;
+    int64_t index;    // block index in the sequence
+    int32_t block;    // in memory; −1: on disk
+  };
+  // The chain LoadPrefixFromDisk would load: blocks up to the deepest resumable point, and whether that point's
+  // checkpoint is on disk.
+  std::vector<ChainLink> DiskChain(std::span<const int32_t> tokens, bool& checkpoint_on_disk) const;
+  bool LoadCheckpoint(BlockHash hash);
 
   CacheManagerOptions options_;
   BlockPool blocks_;
@@ -171,6 +210,8 @@ class CacheManager {
   int64_t checkpoints_taken_ = 0, checkpoints_missed_ = 0;
   int64_t pending_checkpoints_ = 0;  // taken by live sequences, not yet committed
   MemoryMirror* mirror_ = nullptr;
+  std::unique_ptr<DiskTier> disk_;
+  int64_t disk_hit_tokens_ = 0;
 };
 
 }  // namespace glint

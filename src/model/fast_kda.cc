@@ -117,6 +117,7 @@ void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections
     const int64_t window_offset = stream * width * (kernel - 1);  // this stream's [width, K−1] slice of a window
     std::vector<std::pair<int64_t, float*>> window_copies;  // this stream's window in each copy
     for (size_t k = 0; k < s.state_copies.size(); ++k) {
+      if (s.state_copies[k].second == nullptr) continue;  // a split only: the conv is per row, nothing to copy
       window_copies.emplace_back(s.state_copies[k].first, states[si].copies[k].conv_window + window_offset);
     }
     float* scratch = ctx.WorkerFloats(worker, (kernel - 1 + s.count + kernel) * width);
@@ -204,13 +205,15 @@ void DeltaRuleHead(FastContext& ctx, const KdaProjections& p, const Segment& s, 
     const int64_t end = s.state_copies[c].first;
     if (end > done) DeltaRuleRows(ctx.config, rows, done, end);
     done = end;
+    const bool split_only = s.state_copies[c].second == nullptr;  // a split, no copy to write
     if (bf16) {  // a call boundary: S is stored as bf16 there, and the next call widens it again
-      uint16_t* copy = static_cast<uint16_t*>(state.copies[c].recurrent) + head * dd;
+      uint16_t* copy = split_only ? nullptr : static_cast<uint16_t*>(state.copies[c].recurrent) + head * dd;
       for (int64_t j = 0; j < dd; ++j) {
-        copy[j] = FloatToBf16(S[j]);
-        S[j] = Bf16ToFloat(copy[j]);
+        const uint16_t stored = FloatToBf16(S[j]);
+        if (copy != nullptr) copy[j] = stored;
+        S[j] = Bf16ToFloat(stored);
       }
-    } else {
+    } else if (!split_only) {
       std::memcpy(static_cast<float*>(state.copies[c].recurrent) + head * dd, S, dd * sizeof(float));
     }
   }

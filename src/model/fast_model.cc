@@ -314,7 +314,8 @@ std::vector<KdaSegmentState> KdaStates(const FastPass& pass, int64_t layer) {
     const SequenceState& state = *pass.batch[s.sequence].state;
     KdaSegmentState& at = states.emplace_back(KdaSegmentState{KdaLayerState(state, layer)});
     for (const auto& [rows, destination] : s.state_copies) {
-      at.copies.push_back(KdaLayerStateIn(*state.layout, layer, destination));
+      // No destination: a split of the recurrence only (a checkpoint position whose checkpoint the cache has).
+      at.copies.push_back(destination != nullptr ? KdaLayerStateIn(*state.layout, layer, destination) : KdaStateView{});
     }
   }
   return states;

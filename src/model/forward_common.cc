@@ -250,10 +250,9 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
   }
   int64_t previous = state.tokens;
   for (const StateCheckpoint& checkpoint : entry.checkpoints) {
-    if (checkpoint.position <= previous || checkpoint.position > total || checkpoint.data == nullptr) {
+    if (checkpoint.position <= previous || checkpoint.position > total) {
       return InvalidArgument("state checkpoint at position ", checkpoint.position,
-                             " is not within this call's positions ", state.tokens + 1, " .. ", total,
-                             ", ascending, with memory to write to");
+                             " is not within this call's positions ", state.tokens + 1, " .. ", total, ", ascending");
     }
     if (checkpoint.position % state.layout->block_tokens() != 0) {
       return InvalidArgument("state checkpoint at position ", checkpoint.position, " is not at a block boundary (",

@@ -130,7 +130,7 @@ Status KdaWithStateCopies(const KdaWeights& kda, const ModelConfig& c, const Seq
   int64_t done = 0;
   for (const auto& [end, destination] : state_copies) {
     if (end > done) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, end - done, view, algorithm, out + done * d));
-    CopyKdaLayerState(state, layer, destination);
+    if (destination != nullptr) CopyKdaLayerState(state, layer, destination);  // null: a split only
     done = end;
   }
   if (done < tokens) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, tokens - done, view, algorithm, out + done * d));

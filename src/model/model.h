@@ -66,9 +66,12 @@ enum class LogitsWanted { kNone, kLast, kAll };
 // layout.checkpoint_bytes of a slot) to write when the sequence reaches `position` inside a Forward call: the
 // prefix cache's checkpoints, taken without making chunks stop at them. `position` is block-aligned, so the
 // indexer's filling pools (the rest of the slot) are empty there.
+// With data null the model only splits its KDA recurrence there, as a call boundary would, copying nothing: the
+// engine splits at every checkpoint position, cached or not, so that its arithmetic never depends on what the
+// prefix cache holds (a hit computes bit for bit what a run without it computes).
 struct StateCheckpoint {
   int64_t position = 0;       // state.tokens < position ≤ state.tokens + T
-  std::byte* data = nullptr;  // layout.checkpoint_bytes
+  std::byte* data = nullptr;  // layout.checkpoint_bytes; null: split only
 };
 
 struct BatchEntry {

@@ -80,6 +80,13 @@ struct BackendMetrics {
   int64_t state_slots_total = 0, state_slots_used = 0;
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;             // admissions
   int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;  // tokens
+  // Prefix-cache checkpoints (KDA state copies): pool size and held ones in bytes, demoted by the spacing policy.
+  int64_t checkpoint_bytes_total = 0, checkpoint_bytes_used = 0, checkpoints_used = 0, checkpoints_demoted = 0;
+  int64_t checkpoint_evictions = 0;
+  // The prefix cache's disk tier (all 0 without one).
+  int64_t disk_bytes_total = 0, disk_bytes_used = 0, disk_files = 0;
+  int64_t disk_reads = 0, disk_writes = 0, disk_read_bytes = 0, disk_write_bytes = 0;
+  int64_t disk_read_failures = 0, disk_write_failures = 0, disk_evictions = 0, disk_hit_tokens = 0;
   int64_t computed_tokens = 0;
   int64_t steps = 0;
   // Speculative decoding: verification steps (drafts), drafted tokens, accepted drafted tokens, and accepted tokens

@@ -73,6 +73,38 @@ class Writer {
   std::string& out_;
 };
 
+// The prefix cache's checkpoint pool and disk tier (docs/engine.md "Checkpoint spacing", "Disk tier").
+void WritePrefixCacheTiers(Writer& w, const BackendMetrics& b) {
+  const auto gauge = [&](const char* name, const char* help, int64_t value) {
+    w.Single(name, "gauge", help, "", static_cast<double>(value));
+  };
+  const auto counter = [&](const char* name, const char* help, int64_t value) {
+    w.Single(name, "counter", help, "", static_cast<double>(value));
+  };
+  gauge("glint_prefix_cache_checkpoint_bytes_total", "Memory of the KDA state checkpoint pool.", b.checkpoint_bytes_total);
+  gauge("glint_prefix_cache_checkpoint_bytes_used", "Memory of the checkpoints held.", b.checkpoint_bytes_used);
+  gauge("glint_prefix_cache_checkpoints_used", "KDA state checkpoints held.", b.checkpoints_used);
+  gauge("glint_prefix_cache_checkpoints_demoted", "Checkpoints held that the spacing policy dropped (evicted first).",
+        b.checkpoints_demoted);
+  counter("glint_prefix_cache_checkpoint_evictions_total", "Checkpoints evicted from memory.", b.checkpoint_evictions);
+  gauge("glint_prefix_cache_disk_bytes_total", "Size budget of the prefix cache's disk tier.", b.disk_bytes_total);
+  gauge("glint_prefix_cache_disk_bytes_used", "Bytes of the disk tier's files.", b.disk_bytes_used);
+  gauge("glint_prefix_cache_disk_files", "Blocks and checkpoints on the disk tier.", b.disk_files);
+  counter("glint_prefix_cache_disk_reads_total", "Blocks and checkpoints read back from the disk tier.", b.disk_reads);
+  counter("glint_prefix_cache_disk_writes_total", "Blocks and checkpoints written to the disk tier.", b.disk_writes);
+  counter("glint_prefix_cache_disk_read_bytes_total", "Bytes read back from the disk tier.", b.disk_read_bytes);
+  counter("glint_prefix_cache_disk_write_bytes_total", "Bytes written to the disk tier.", b.disk_write_bytes);
+  counter("glint_prefix_cache_disk_read_failures_total",
+          "Disk tier files that failed their checks (damaged, truncated, foreign) or could not be read: misses.",
+          b.disk_read_failures);
+  counter("glint_prefix_cache_disk_write_failures_total", "Evicted items the disk tier could not write (dropped).",
+          b.disk_write_failures);
+  counter("glint_prefix_cache_disk_evictions_total", "Files deleted to keep the disk tier within its size.",
+          b.disk_evictions);
+  counter("glint_prefix_cache_disk_hit_tokens_total", "Prefix tokens made reusable by reads from the disk tier.",
+          b.disk_hit_tokens);
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -210,6 +242,7 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
            static_cast<double>(backend.prefix_cache_query_tokens));
   w.Single("glint_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", "",
            static_cast<double>(backend.prefix_cache_hit_tokens));
+  WritePrefixCacheTiers(w, backend);
   w.Single("glint_preemptions_total", "counter", "Sequences preempted (to be recomputed).", "",
            static_cast<double>(backend.preemptions));
   w.Single("glint_engine_steps_total", "counter", "Engine steps.", "", static_cast<double>(backend.steps));

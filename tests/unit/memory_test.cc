@@ -67,7 +67,7 @@ TEST(BlockPool, UncachedGoToTheHeadCachedToTheTail) {
   EXPECT_OK(pool.CheckIntegrity(std::vector<int32_t>(5, 0)));
   // The three uncached blocks go first; the fourth allocation evicts the least recently released cached block.
   std::vector<BlockHash> evicted;
-  pool.set_eviction_listener([&](BlockHash hash) { evicted.push_back(hash); });
+  pool.set_eviction_listener([&](int32_t, BlockHash hash, BlockHash, std::span<const int32_t>) { evicted.push_back(hash); });
   EXPECT_EQ(pool.Allocate(3), (std::optional<Ids>{Ids{0, 3, 4}}));
   EXPECT_TRUE(evicted.empty());
   EXPECT_EQ(pool.Allocate(1), (std::optional<Ids>{Ids{2}}));

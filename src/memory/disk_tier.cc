@@ -1,0 +1,373 @@
+#include "memory/disk_tier.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+#include "base/file.h"
+#include "base/log.h"
+#include "base/table.h"
+
+namespace glint {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the disk tier's files are little-endian");
+
+constexpr char kMagic[8] = {'G', 'L', 'I', 'N', 'T', 'P', 'C', '\0'};
+constexpr const char* kSuffix = ".glpc";
+constexpr const char* kTempPrefix = ".tmp-";
+constexpr const char* kLockName = ".glint-prefix-cache.lock";
+
+struct FileHeader {
+  char magic[8];
+  uint32_t version, kind;
+  uint64_t fingerprint, hash, parent;
+  uint32_t key_tokens, reserved;
+  uint64_t payload_bytes, body_checksum;
+  uint64_t header_checksum;  // XXH3-64 of the 64 bytes before it
+};
+static_assert(sizeof(FileHeader) == 72 && offsetof(FileHeader, header_checksum) == 64);
+
+uint64_t HeaderChecksum(const FileHeader& header) {
+  return XXH3_64bits(&header, offsetof(FileHeader, header_checksum));
+}
+
+uint64_t BodyChecksum(std::span<const int32_t> key, std::span<const std::byte> payload) {
+  XXH3_state_t* state = XXH3_createState();
+  GLINT_CHECK(state != nullptr) << "out of memory for a hash state";
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, key.data(), key.size_bytes());
+  XXH3_64bits_update(state, payload.data(), payload.size());
+  const uint64_t digest = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return digest;
+}
+
+std::string ErrnoText() { return std::strerror(errno); }
+
+// Whole-buffer pwrite / pread (they may transfer less than asked). False with errno set on failure; a read that
+// meets the end of the file fails with errno 0.
+bool PwriteAll(int fd, const void* data, size_t bytes, off_t offset) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    const ssize_t done = ::pwrite(fd, p, bytes, offset);
+    if (done < 0 && errno == EINTR) continue;
+    if (done <= 0) return false;
+    p += done, bytes -= static_cast<size_t>(done), offset += done;
+  }
+  return true;
+}
+
+bool PreadAll(int fd, void* data, size_t bytes, off_t offset) {
+  char* p = static_cast<char*>(data);
+  while (bytes > 0) {
+    const ssize_t done = ::pread(fd, p, bytes, offset);
+    if (done < 0 && errno == EINTR) continue;
+    if (done == 0) errno = 0;
+    if (done <= 0) return false;
+    p += done, bytes -= static_cast<size_t>(done), offset += done;
+  }
+  return true;
+}
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int release() { return std::exchange(fd_, -1); }
+
+ private:
+  int fd_;
+};
+
+std::string ItemName(DiskItemKind kind, BlockHash hash) {
+  char name[40];
+  std::snprintf(name, sizeof(name), "%c-%016" PRIx64 "%s", kind == DiskItemKind::kBlock ? 'b' : 'c', hash, kSuffix);
+  return name;
+}
+
+// Parses "b-<16 hex>.glpc" / "c-<16 hex>.glpc"; false for any other name.
+bool ParseItemName(const std::string& name, DiskItemKind& kind, BlockHash& hash) {
+  if (name.size() != 2 + 16 + std::strlen(kSuffix) || name[1] != '-' || !name.ends_with(kSuffix)) return false;
+  if (name[0] != 'b' && name[0] != 'c') return false;
+  kind = name[0] == 'b' ? DiskItemKind::kBlock : DiskItemKind::kCheckpoint;
+  hash = 0;
+  for (size_t i = 2; i < 18; ++i) {
+    const char c = name[i];
+    const int digit = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (digit < 0) return false;
+    hash = hash << 4 | static_cast<uint64_t>(digit);
+  }
+  return true;
+}
+
+// Reads and checks a file's header: the format, this model, the item its name says, a size that matches. Returns
+// the reason it is unusable, empty when it is fine.
+std::string CheckHeader(int fd, uint64_t fingerprint, DiskItemKind kind, BlockHash hash, FileHeader& header) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) return "fstat failed: " + ErrnoText();
+  if (!PreadAll(fd, &header, sizeof(header), 0)) {
+    return errno == 0 ? "shorter than a header (truncated)" : "read failed: " + ErrnoText();
+  }
+  if (std::memcmp(header.magic, kMagic, sizeof(kMagic)) != 0) return "not a glint prefix-cache file (bad magic)";
+  if (header.header_checksum != HeaderChecksum(header)) return "header checksum mismatch (damaged)";
+  if (header.version != kDiskTierFormatVersion) {
+    return StrCat("format version ", header.version, ", expected ", kDiskTierFormatVersion);
+  }
+  if (header.fingerprint != fingerprint) return "written for another model or cache layout (fingerprint differs)";
+  if (header.kind != static_cast<uint32_t>(kind) || header.hash != hash) return "holds another item than its name";
+  const int64_t expected = static_cast<int64_t>(sizeof(header) + int64_t{4} * header.key_tokens + header.payload_bytes);
+  if (info.st_size != expected) return StrCat("file is ", info.st_size, " bytes, its header says ", expected);
+  return "";
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options) {
+  const std::string& dir = options.directory;
+  if (dir.empty()) return InvalidArgument("--prefix-cache-disk needs a directory");
+  if (options.size_bytes <= 0) return InvalidArgument("--prefix-cache-disk-size must be positive");
+  if (options.fingerprint == 0) return InvalidArgument("the disk tier needs the model's fingerprint");
+  struct stat info {};
+  if (::stat(dir.c_str(), &info) != 0) {
+    return NotFound("--prefix-cache-disk ", dir, ": ", ErrnoText(), " (the directory must exist; create it first)");
+  }
+  if (!S_ISDIR(info.st_mode)) return InvalidArgument("--prefix-cache-disk ", dir, " is not a directory");
+  std::unique_ptr<DiskTier> tier(new DiskTier(options));
+  tier->stats_.capacity_bytes = options.size_bytes;
+  GLINT_RETURN_IF_ERROR(tier->Lock());
+  GLINT_RETURN_IF_ERROR(tier->ProbeWritable());
+  tier->Scan();
+  return tier;
+}
+
+DiskTier::~DiskTier() {
+  if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+}
+
+Status DiskTier::Lock() {
+  const std::string path = JoinPath(options_.directory, kLockName);
+  Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (fd.get() < 0)
+    return FailedPrecondition("--prefix-cache-disk ", options_.directory, ": cannot create ", path, ": ", ErrnoText(),
+                              " (the directory must be writable)");
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    return FailedPrecondition("--prefix-cache-disk ", options_.directory, " is in use by another glint process (", path,
+                              " is locked); give each engine its own");
+  }
+  lock_fd_ = fd.release();
+  return Status::Ok();
+}
+
+Status DiskTier::ProbeWritable() const {
+  const std::string path = JoinPath(options_.directory, StrCat(kTempPrefix, "probe-", ::getpid(), kSuffix));
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  const std::vector<char> page(4096, 0);
+  const bool ok = fd.get() >= 0 && PwriteAll(fd.get(), page.data(), page.size(), 0);
+  const std::string error = ok ? "" : ErrnoText();
+  ::unlink(path.c_str());
+  if (!ok) return FailedPrecondition("--prefix-cache-disk ", options_.directory, ": cannot write a file: ", error);
+  return Status::Ok();
+}
+
+void DiskTier::Scan() {
+  DIR* dir = ::opendir(options_.directory.c_str());
+  if (dir == nullptr) return;  // Lock and ProbeWritable passed: the directory was there a moment ago
+  struct Found {
+    ItemKey key;
+    Entry entry;
+    int64_t mtime_ns;
+  };
+  std::vector<Found> found;
+  int64_t removed = 0;
+  for (const dirent* item = ::readdir(dir); item != nullptr; item = ::readdir(dir)) {
+    const std::string name = item->d_name;
+    const std::string path = JoinPath(options_.directory, name);
+    DiskItemKind kind;
+    BlockHash hash;
+    if (name.starts_with(kTempPrefix) && name.ends_with(kSuffix)) {
+      ::unlink(path.c_str());  // a write cut short by a crash
+      continue;
+    }
+    if (!ParseItemName(name, kind, hash)) continue;  // not ours: left alone
+    Fd fd(options_.start_empty ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    FileHeader header{};
+    std::string reason = options_.start_empty ? "start_empty"
+                         : fd.get() < 0       ? "open failed: " + ErrnoText()
+                                              : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);
+    Entry entry;
+    entry.parent = header.parent;
+    entry.key.resize(reason.empty() ? header.key_tokens : 0);
+    if (reason.empty() && !PreadAll(fd.get(), entry.key.data(), entry.key.size() * 4, sizeof(header))) {
+      reason = "key read failed";
+    }
+    struct stat info {};
+    if (!reason.empty() || ::fstat(fd.get(), &info) != 0) {
+      if (!options_.start_empty) LogWarning("prefix cache disk: ", path, ": ", reason, "; deleted");
+      ::unlink(path.c_str());
+      ++removed;
+      continue;
+    }
+    entry.file_bytes = info.st_size;
+    found.push_back({{kind, hash}, std::move(entry), info.st_mtim.tv_sec * int64_t{1000000000} + info.st_mtim.tv_nsec});
+  }
+  ::closedir(dir);
+  std::sort(found.begin(), found.end(), [](const Found& a, const Found& b) { return a.mtime_ns < b.mtime_ns; });
+  for (Found& f : found) Index(f.key, std::move(f.entry));
+  MakeRoom(0);  // the budget may be smaller than last time
+  if (!found.empty() || removed > 0) {
+    LogInfo("prefix cache disk ", options_.directory, ": ", index_.size(), " files (", FormatBinaryBytes(bytes_),
+            ") reused, ", removed, " removed");
+  }
+}
+
+void DiskTier::Index(const ItemKey& key, Entry entry) {
+  bytes_ += entry.file_bytes;
+  lru_.push_back(key);
+  entry.lru_position = std::prev(lru_.end());
+  index_.emplace(key, std::move(entry));
+}
+
+void DiskTier::Remove(const ItemKey& key, bool count_eviction) {
+  auto found = index_.find(key);
+  if (found == index_.end()) return;
+  ::unlink(PathOf(key.kind, key.hash).c_str());
+  bytes_ -= found->second.file_bytes;
+  lru_.erase(found->second.lru_position);
+  index_.erase(found);
+  if (count_eviction) ++stats_.evictions;
+}
+
+bool DiskTier::MakeRoom(int64_t bytes) {
+  if (bytes > options_.size_bytes) return false;
+  while (bytes_ + bytes > options_.size_bytes && !lru_.empty()) Remove(lru_.front(), /*count_eviction=*/true);
+  return true;
+}
+
+std::string DiskTier::PathOf(DiskItemKind kind, BlockHash hash) const {
+  return JoinPath(options_.directory, ItemName(kind, hash));
+}
+
+bool DiskTier::Write(DiskItemKind kind, BlockHash hash, BlockHash parent, std::span<const int32_t> key,
+                     std::span<const std::byte> payload) {
+  const ItemKey item{kind, hash};
+  if (auto found = index_.find(item); found != index_.end()) {
+    lru_.splice(lru_.end(), lru_, found->second.lru_position);
+    return true;
+  }
+  const int64_t file_bytes = static_cast<int64_t>(sizeof(FileHeader) + key.size_bytes() + payload.size());
+  if (!MakeRoom(file_bytes)) {
+    ++stats_.write_failures;
+    LogDebug("prefix cache disk: a ", file_bytes, "-byte item is larger than the whole budget; not written");
+    return false;
+  }
+  FileHeader header{};
+  std::memcpy(header.magic, kMagic, sizeof(kMagic));
+  header.version = kDiskTierFormatVersion;
+  header.kind = static_cast<uint32_t>(kind);
+  header.fingerprint = options_.fingerprint;
+  header.hash = hash;
+  header.parent = parent;
+  header.key_tokens = static_cast<uint32_t>(key.size());
+  header.payload_bytes = payload.size();
+  header.body_checksum = BodyChecksum(key, payload);
+  header.header_checksum = HeaderChecksum(header);
+  const std::string path = PathOf(kind, hash);
+  const std::string temp = JoinPath(options_.directory, kTempPrefix + ItemName(kind, hash));
+  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  bool ok = fd.get() >= 0 && PwriteAll(fd.get(), &header, sizeof(header), 0) &&
+            PwriteAll(fd.get(), key.data(), key.size_bytes(), sizeof(header)) &&
+            PwriteAll(fd.get(), payload.data(), payload.size(), static_cast<off_t>(sizeof(header) + key.size_bytes()));
+  std::string error = ok ? "" : ErrnoText();
+  if (ok && ::close(fd.release()) != 0) ok = false, error = ErrnoText();
+  if (ok && ::rename(temp.c_str(), path.c_str()) != 0) ok = false, error = ErrnoText();
+  if (!ok) {
+    ::unlink(temp.c_str());
+    if (stats_.write_failures++ % 1000 == 0) {  // a full disk fails every write: say it now and then
+      LogWarning("prefix cache disk: cannot write ", path, ": ", error, " (", stats_.write_failures,
+                 " failed writes so far); the item is dropped from the cache");
+    }
+    return false;
+  }
+  Entry entry;
+  entry.file_bytes = file_bytes;
+  entry.parent = parent;
+  entry.key.assign(key.begin(), key.end());
+  Index(item, std::move(entry));
+  ++(kind == DiskItemKind::kBlock ? stats_.block_writes : stats_.checkpoint_writes);
+  stats_.write_bytes += file_bytes;
+  return true;
+}
+
+bool DiskTier::HasBlock(BlockHash hash, BlockHash parent, std::span<const int32_t> key) const {
+  auto found = index_.find({DiskItemKind::kBlock, hash});
+  return found != index_.end() && found->second.parent == parent &&
+         std::equal(key.begin(), key.end(), found->second.key.begin(), found->second.key.end());
+}
+
+bool DiskTier::HasCheckpoint(BlockHash hash) const { return index_.count({DiskItemKind::kCheckpoint, hash}) != 0; }
+
+bool DiskTier::Read(DiskItemKind kind, BlockHash hash, BlockHash parent, std::span<const int32_t> key,
+                    std::span<std::byte> destination) {
+  const ItemKey item{kind, hash};
+  auto found = index_.find(item);
+  if (found == index_.end()) return false;
+  const std::string path = PathOf(kind, hash);
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  FileHeader header{};
+  std::string reason =
+      fd.get() < 0 ? "open failed: " + ErrnoText() : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);
+  std::vector<int32_t> stored(reason.empty() ? header.key_tokens : 0);
+  if (reason.empty() && (header.parent != parent || header.payload_bytes != destination.size())) {
+    reason = StrCat("holds another item (parent or size ", header.payload_bytes, " ≠ ", destination.size(), ")");
+  }
+  if (reason.empty() && !PreadAll(fd.get(), stored.data(), stored.size() * 4, sizeof(header))) {
+    reason = "key read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
+  }
+  if (reason.empty() && !std::equal(key.begin(), key.end(), stored.begin(), stored.end())) {
+    reason = "holds other tokens than the block asked for";
+  }
+  if (reason.empty() && !PreadAll(fd.get(), destination.data(), destination.size(),
+                                  static_cast<off_t>(sizeof(header) + stored.size() * 4))) {
+    reason = "payload read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
+  }
+  if (reason.empty() && BodyChecksum(stored, destination) != header.body_checksum) {
+    reason = "checksum mismatch (damaged)";
+  }
+  if (!reason.empty()) {
+    LogWarning("prefix cache disk: ", path, ": ", reason, "; treated as a miss and deleted");
+    ++stats_.read_failures;
+    Remove(item, /*count_eviction=*/false);
+    return false;
+  }
+  lru_.splice(lru_.end(), lru_, found->second.lru_position);
+  ++(kind == DiskItemKind::kBlock ? stats_.block_reads : stats_.checkpoint_reads);
+  stats_.read_bytes += static_cast<int64_t>(destination.size());
+  return true;
+}
+
+void DiskTier::Erase(DiskItemKind kind, BlockHash hash) { Remove({kind, hash}, /*count_eviction=*/false); }
+
+DiskTierStats DiskTier::Stats() const {
+  DiskTierStats s = stats_;
+  s.files = static_cast<int64_t>(index_.size());
+  s.bytes = bytes_;
+  return s;
+}
+
+}  // namespace glint
