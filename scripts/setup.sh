@@ -15,6 +15,8 @@ PACKAGES=(
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
   liburing-dev                                          # io_uring reads of routed experts (docs/expert-cache.md)
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev # image input: decoders (src/media, docs/vision-input.md)
+  python3-numpy                                         # tools/vision_input_oracle.py (preprocessing fixtures)
 )
 
 missing=()
