@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "base/file.h"
 #include "base/json_depth.h"
 #include "media/resize.h"
 
@@ -102,6 +103,23 @@ Result<ProcessorConfig> ParseProcessorConfig(std::string_view json_text) {
   ProcessorConfig config;
   GLINT_RETURN_IF_ERROR(ReadImageProcessor(p, config));
   return config;
+}
+
+Result<ProcessorConfig> LoadProcessorConfig(const std::string& model_dir, std::string* origin) {
+  for (const char* name : {"processor_config.json", "preprocessor_config.json"}) {
+    const std::string path = model_dir + "/" + name;
+    auto text = ReadFile(path, size_t{1} << 20);
+    if (!text.ok()) {
+      if (text.status().code() == ErrorCode::kNotFound) continue;
+      return text.status();
+    }
+    auto config = ParseProcessorConfig(text.value());
+    if (!config.ok()) return config.status().WithContext(path);
+    if (origin != nullptr) *origin = path;
+    return config;
+  }
+  if (origin != nullptr) *origin = "defaults";
+  return ProcessorConfig{};
 }
 
 Result<CanvasSize> SmartResize(const ProcessorConfig& config, int height, int width) {

@@ -44,6 +44,10 @@ struct ProcessorConfig {
 // error naming it. Keys it does not know are ignored.
 Result<ProcessorConfig> ParseProcessorConfig(std::string_view json_text);
 
+// The checkpoint directory's processor_config.json, else its preprocessor_config.json, else the defaults above
+// (the released GLM-5.3-Flash values). `origin` says which ("defaults" when neither file exists).
+Result<ProcessorConfig> LoadProcessorConfig(const std::string& model_dir, std::string* origin);
+
 struct CanvasSize {
   int height = 0, width = 0;
 };
