@@ -87,15 +87,30 @@ TEST(DecodePng, SixteenBitColourTakesTheHighByteAndSixteenBitGrayIsRefused) {
   EXPECT_ERROR_CONTAINS(DecodeImage(WritePng(1, 1, PNG_FORMAT_LINEAR_Y, gray16)), "16-bit grayscale PNG");
 }
 
-// A PNG signature and an IHDR declaring width × height, then nothing: the size must be refused from the header.
+// The PNG chunk CRC (CRC-32, polynomial 0xEDB88320), bit by bit.
+uint32_t Crc32(const uint8_t* data, size_t size) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i) {
+    crc ^= data[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+// A PNG signature, an IHDR declaring width × height and an empty IDAT: the size must be refused from the header.
 Bytes PngHeaderOnly(uint32_t width, uint32_t height) {
   Bytes out = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n', 0, 0, 0, 13, 'I', 'H', 'D', 'R'};
   for (const uint32_t v : {width, height}) {
     for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(v >> shift));
   }
   for (const uint8_t b : {8, 2, 0, 0, 0}) out.push_back(b);
-  const uint32_t crc = crc32(0, out.data() + 12, 17);
+  const uint32_t crc = Crc32(out.data() + 12, 17);
   for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(crc >> shift));
+  // An empty IDAT: libpng's header read stops at the first IDAT, so the size check runs before any pixel data.
+  const size_t idat = out.size() + 4;
+  for (const char b : {'\0', '\0', '\0', '\0', 'I', 'D', 'A', 'T'}) out.push_back(static_cast<uint8_t>(b));
+  const uint32_t idat_crc = Crc32(out.data() + idat, 4);
+  for (int shift = 24; shift >= 0; shift -= 8) out.push_back(static_cast<uint8_t>(idat_crc >> shift));
   return out;
 }
 
@@ -176,14 +191,14 @@ TEST(DecodeJpegTest, GrayIsReplicatedAndExifOrientationIsApplied) {
 TEST(DecodeJpegTest, TruncatedJpegIsAnErrorNotGrayFill) {
   const Bytes rgb = Pattern(64 * 64 * 3, 5);
   const Bytes jpeg = WriteJpeg(64, 64, 3, rgb);
-  EXPECT_OK(StatusOf(DecodeImage(jpeg).status()));
+  EXPECT_TRUE(DecodeImage(jpeg).ok());
   const Bytes truncated(jpeg.begin(), jpeg.begin() + jpeg.size() * 2 / 3);
   EXPECT_ERROR_CONTAINS(DecodeImage(truncated), "JPEG image could not be decoded");
 }
 
 TEST(ExifOrientationTest, AllEightOrientationsMatchPilsTransposeMethods) {
-  RgbImage image{3, 2, {}};
-  for (int i = 0; i < 6; ++i) image.pixels.insert(image.pixels.end(), {uint8_t(i), uint8_t(i), uint8_t(i)});
+  RgbImage image{3, 2, std::vector<uint8_t>(18)};
+  for (size_t i = 0; i < 18; ++i) image.pixels[i] = static_cast<uint8_t>(i / 3);
   // Pixel values 0..5 laid out   0 1 2 / 3 4 5; expected first row after each orientation (PIL's results).
   const std::vector<std::vector<uint8_t>> first_rows = {{0, 1, 2}, {2, 1, 0}, {5, 4, 3}, {3, 4, 5},
                                                         {0, 3},    {3, 0},    {5, 2},    {2, 5}};
@@ -226,7 +241,7 @@ Bytes WriteGif(int width, int height, const Bytes& indices, bool interlace) {
   // An interlaced GIF stores rows in pass order: 0, 8, …; 4, 12, …; 2, 6, …; 1, 3, ….
   std::vector<int> order;
   if (interlace) {
-    for (const auto [start, step] : {std::pair{0, 8}, {4, 8}, {2, 4}, {1, 2}}) {
+    for (const auto& [start, step] : {std::pair{0, 8}, {4, 8}, {2, 4}, {1, 2}}) {
       for (int y = start; y < height; y += step) order.push_back(y);
     }
   } else {

@@ -29,7 +29,7 @@ std::string Hex(uint64_t value) {
 class OracleFixture : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OracleFixture, CanvasAndPixelValuesMatchExactly) {
-  const std::string dir = TestDataPath("vision_input/" + GetParam());
+  const std::string dir = glint::testing::TestDataPath("vision_input/" + GetParam());
   ASSERT_OK_AND_ASSIGN(const std::string png, ReadFile(dir + "/input.png"));
   ASSERT_OK_AND_ASSIGN(const std::string config_text, ReadFile(dir + "/processor_config.json"));
   ASSERT_OK_AND_ASSIGN(const std::string expected_text, ReadFile(dir + "/expected.json"));
@@ -89,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(VisionInput, OracleFixture,
 ProcessorConfig Release() { return ProcessorConfig{}; }  // patch 14, temporal 2, merge 2, tokens 16 … 8000
 
 TEST(CanvasRule, SidesRoundUpAndTokensStayInBounds) {
-  for (const auto [h, w] : {std::pair{448, 448}, {1, 1}, {4000, 3000}, {28, 10000}, {333, 777}, {10000, 10000}}) {
+  for (const auto& [h, w] : {std::pair{448, 448}, {1, 1}, {4000, 3000}, {28, 10000}, {333, 777}, {10000, 10000}}) {
     ASSERT_OK_AND_ASSIGN(const CanvasSize canvas, SmartResize(Release(), h, w));
     EXPECT_EQ(canvas.height % 28, 0);
     EXPECT_EQ(canvas.width % 28, 0);

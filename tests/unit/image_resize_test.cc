@@ -19,7 +19,7 @@ RgbImage RandomImage(int width, int height, uint32_t seed, bool extremes) {
 }
 
 TEST(ResizeFilter, WeightsSumToOneAndFixedPointFitsInt16) {
-  for (const auto [in, out] : {std::pair{100, 7}, {7, 100}, {448, 448 - 28}, {1, 5}, {5, 1}, {4032, 1008}}) {
+  for (const auto& [in, out] : {std::pair{100, 7}, {7, 100}, {448, 448 - 28}, {1, 5}, {5, 1}, {4032, 1008}}) {
     const AxisFilter f = BicubicAntialiasFilter(in, out);
     ASSERT_GE(f.precision, 14) << in << "->" << out;  // max weight ≤ 1 keeps at least 14 bits
     for (int i = 0; i < out; ++i) {
@@ -40,7 +40,7 @@ TEST(ResizeFilter, WeightsSumToOneAndFixedPointFitsInt16) {
 
 TEST(Resize, FixedPointIsWithinTheDerivedBoundOfTheFloat64Reference) {
   uint32_t seed = 1;
-  for (const auto [w, h, ow, oh] : {std::array{37, 29, 11, 13}, {11, 13, 37, 29}, {64, 48, 64, 20},
+  for (const auto& [w, h, ow, oh] : {std::array{37, 29, 11, 13}, {11, 13, 37, 29}, {64, 48, 64, 20},
                                     {64, 48, 20, 48}, {300, 40, 224, 29}, {5, 5, 56, 56}, {201, 150, 74, 56}}) {
     for (const bool extremes : {false, true}) {
       const RgbImage image = RandomImage(w, h, seed++, extremes);
