@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
@@ -108,11 +109,10 @@ Result<ProcessorConfig> ParseProcessorConfig(std::string_view json_text) {
 Result<ProcessorConfig> LoadProcessorConfig(const std::string& model_dir, std::string* origin) {
   for (const char* name : {"processor_config.json", "preprocessor_config.json"}) {
     const std::string path = model_dir + "/" + name;
+    std::error_code error;
+    if (!std::filesystem::exists(path, error)) continue;
     auto text = ReadFile(path, size_t{1} << 20);
-    if (!text.ok()) {
-      if (text.status().code() == ErrorCode::kNotFound) continue;
-      return text.status();
-    }
+    if (!text.ok()) return text.status();
     auto config = ParseProcessorConfig(text.value());
     if (!config.ok()) return config.status().WithContext(path);
     if (origin != nullptr) *origin = path;
