@@ -6,11 +6,16 @@ namespace glint::media {
 
 std::string_view ImageFormatName(ImageFormat format) {
   switch (format) {
-    case ImageFormat::kPng: return "PNG";
-    case ImageFormat::kJpeg: return "JPEG";
-    case ImageFormat::kWebp: return "WebP";
-    case ImageFormat::kGif: return "GIF";
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kPng:
+      return "PNG";
+    case ImageFormat::kJpeg:
+      return "JPEG";
+    case ImageFormat::kWebp:
+      return "WebP";
+    case ImageFormat::kGif:
+      return "GIF";
+    case ImageFormat::kUnknown:
+      break;
   }
   return "unknown";
 }
@@ -44,15 +49,21 @@ Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits&
     return OutOfRange("the image file is ", bytes.size(), " bytes; the limit is ", limits.max_bytes, " bytes");
   }
   switch (SniffImageFormat(bytes)) {
-    case ImageFormat::kPng: return DecodePng(bytes, limits);
-    case ImageFormat::kJpeg: return DecodeJpeg(bytes, limits);
-    case ImageFormat::kWebp: return DecodeWebp(bytes, limits);
-    case ImageFormat::kGif: return DecodeGif(bytes, limits);
-    case ImageFormat::kUnknown: break;
+    case ImageFormat::kPng:
+      return DecodePng(bytes, limits);
+    case ImageFormat::kJpeg:
+      return DecodeJpeg(bytes, limits);
+    case ImageFormat::kWebp:
+      return DecodeWebp(bytes, limits);
+    case ImageFormat::kGif:
+      return DecodeGif(bytes, limits);
+    case ImageFormat::kUnknown:
+      break;
   }
-  return InvalidArgument("not an image glint decodes: the data starts with none of the PNG, JPEG, WebP or GIF "
-                         "signatures (",
-                         bytes.size(), " bytes)");
+  return InvalidArgument(
+      "not an image glint decodes: the data starts with none of the PNG, JPEG, WebP or GIF "
+      "signatures (",
+      bytes.size(), " bytes)");
 }
 
 namespace {
@@ -108,13 +119,27 @@ RgbImage ApplyExifOrientation(RgbImage image, int orientation) {
     for (int x = 0; x < out.width; ++x) {
       int sx = x, sy = y;  // the source pixel of out(x, y), per PIL's transpose methods
       switch (orientation) {
-        case 2: sx = w - 1 - x; break;                    // FLIP_LEFT_RIGHT
-        case 3: sx = w - 1 - x, sy = h - 1 - y; break;    // ROTATE_180
-        case 4: sy = h - 1 - y; break;                    // FLIP_TOP_BOTTOM
-        case 5: sx = y, sy = x; break;                    // TRANSPOSE
-        case 6: sx = y, sy = h - 1 - x; break;            // ROTATE_270 (90° clockwise)
-        case 7: sx = w - 1 - y, sy = h - 1 - x; break;    // TRANSVERSE
-        case 8: sx = w - 1 - y, sy = x; break;            // ROTATE_90 (90° counter-clockwise)
+        case 2:
+          sx = w - 1 - x;
+          break;  // FLIP_LEFT_RIGHT
+        case 3:
+          sx = w - 1 - x, sy = h - 1 - y;
+          break;  // ROTATE_180
+        case 4:
+          sy = h - 1 - y;
+          break;  // FLIP_TOP_BOTTOM
+        case 5:
+          sx = y, sy = x;
+          break;  // TRANSPOSE
+        case 6:
+          sx = y, sy = h - 1 - x;
+          break;  // ROTATE_270 (90° clockwise)
+        case 7:
+          sx = w - 1 - y, sy = h - 1 - x;
+          break;  // TRANSVERSE
+        case 8:
+          sx = w - 1 - y, sy = x;
+          break;  // ROTATE_90 (90° counter-clockwise)
       }
       std::memcpy(&out.pixels[(static_cast<size_t>(y) * out.width + x) * 3],
                   &image.pixels[(static_cast<size_t>(sy) * w + sx) * 3], 3);

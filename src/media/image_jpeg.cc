@@ -1,9 +1,11 @@
 // JPEG through libjpeg-turbo with the library's defaults, which are PIL's: the accurate integer DCT (JDCT_ISLOW)
 // and "fancy" (triangle-filter) chroma upsampling. libjpeg reports errors by longjmp; as in image_png.cc, all it
 // may jump over is plain data reached through `state`.
-#include <cstdio>  // jpeglib.h needs FILE
+// clang-format off
+#include <cstdio>  // before jpeglib.h, which needs FILE and size_t
 #include <jerror.h>
 #include <jpeglib.h>
+// clang-format on
 
 #include <csetjmp>
 

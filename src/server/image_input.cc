@@ -45,15 +45,17 @@ ApiOr<std::string> FromDataUrl(std::string_view url, const std::string& param, c
                                   : format == media::ImageFormat::kGif  ? "image/gif"
                                                                         : "";
   if (!actual.empty() && actual != declared) {
-    return PartError(param, StrCat("the data says ", std::string(declared), " but the bytes are ", std::string(actual)));
+    return PartError(param,
+                     StrCat("the data says ", std::string(declared), " but the bytes are ", std::string(actual)));
   }
   return std::move(*bytes);
 }
 
 ApiOr<std::string> FromFileUrl(std::string_view url, const std::string& param, const ImageInputOptions& options) {
   if (options.allowed_local_media_path.empty()) {
-    return PartError(param, "file:// image URLs are refused: the server was started without "
-                            "--allowed-local-media-path");
+    return PartError(param,
+                     "file:// image URLs are refused: the server was started without "
+                     "--allowed-local-media-path");
   }
   const std::string_view path = url.substr(7);
   if (!path.starts_with('/')) return PartError(param, "a file:// URL needs an absolute path (file:///dir/image.png)");
@@ -113,11 +115,13 @@ ApiOr<std::string> LoadImageBytes(const std::string& url, const std::string& par
   if (view.starts_with("data:")) return FromDataUrl(view, param, options);
   if (view.starts_with("file://")) return FromFileUrl(view, param, options);
   if (view.starts_with("http://") || view.starts_with("https://")) {
-    return PartError(param, "remote image URLs are not fetched (glint does not go to the network): send the image "
-                            "as a data: URL (data:image/png;base64,...)");
+    return PartError(param,
+                     "remote image URLs are not fetched (glint does not go to the network): send the image "
+                     "as a data: URL (data:image/png;base64,...)");
   }
-  return PartError(param, "an image URL must be a data: URL (data:image/png;base64,...) or, with "
-                          "--allowed-local-media-path, a file:// URL");
+  return PartError(param,
+                   "an image URL must be a data: URL (data:image/png;base64,...) or, with "
+                   "--allowed-local-media-path, a file:// URL");
 }
 
 ApiOr<std::vector<LoadedImage>> LoadImages(const std::vector<ImagePart>& parts, const ImageInputOptions& options) {

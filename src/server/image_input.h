@@ -21,8 +21,8 @@
 namespace glint::server {
 
 struct ImageInputOptions {
-  media::DecodeLimits limits;         // --max-image-bytes, --max-image-pixels
-  media::ProcessorConfig processor;   // the checkpoint's processor_config.json, or the release defaults
+  media::DecodeLimits limits;            // --max-image-bytes, --max-image-pixels
+  media::ProcessorConfig processor;      // the checkpoint's processor_config.json, or the release defaults
   std::string allowed_local_media_path;  // empty: file:// URLs are refused
   // Until the vision tower is joined to the engine, a chat request with images is refused (after validation);
   // /tokenize still expands them.

@@ -2,13 +2,14 @@
 // palette with tRNS, RGB, RGBA, 16-bit RGB, interlaced), lossless WebP, GIF (plain and interlaced), JPEG (colour,
 // gray, EXIF orientation); the conversions PIL's convert("RGB") makes; limits refused before allocating;
 // truncated and corrupt files refused with a message.
+#include <gif_lib.h>
 #include <gtest/gtest.h>
+// clang-format off
+#include <cstdio>  // before jpeglib.h, which needs FILE and size_t
+#include <jpeglib.h>
+// clang-format on
 #include <png.h>
 #include <webp/encode.h>
-
-#include <cstdio>
-#include <jpeglib.h>
-#include <gif_lib.h>
 
 #include <cstring>
 #include <random>
@@ -165,8 +166,13 @@ Bytes WriteJpeg(int width, int height, int components, const Bytes& pixels, cons
 
 // "Exif\0\0" + a little-endian TIFF header + one IFD entry: Orientation (0x0112), SHORT, 1 value.
 Bytes ExifWithOrientation(int orientation) {
-  return {'E', 'x', 'i', 'f', 0, 0, 'I', 'I', 42, 0, 8, 0, 0, 0, 1, 0, 0x12, 0x01, 3, 0, 1, 0, 0, 0,
-          static_cast<uint8_t>(orientation), 0, 0, 0, 0, 0, 0, 0};
+  return {'E', 'x',  'i',  'f', 0,
+          0,   'I',  'I',  42,  0,
+          8,   0,    0,    0,   1,
+          0,   0x12, 0x01, 3,   0,
+          1,   0,    0,    0,   static_cast<uint8_t>(orientation),
+          0,   0,    0,    0,   0,
+          0,   0};
 }
 
 TEST(DecodeJpegTest, GrayIsReplicatedAndExifOrientationIsApplied) {

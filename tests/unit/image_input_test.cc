@@ -2,6 +2,8 @@
 // --allowed-local-media-path, remote URLs refused), the placeholder expansion to N image tokens, client text that
 // spells <|image|> staying text, and the chat endpoint's refusal while the tower is not wired (a 400 naming the
 // part, never a silently dropped image).
+#include "server/image_input.h"
+
 #include <gtest/gtest.h>
 #include <png.h>
 #include <unistd.h>
@@ -9,7 +11,6 @@
 #include <filesystem>
 
 #include "server/chat_prompt.h"
-#include "server/image_input.h"
 #include "server_test_util.h"
 
 namespace glint::server {
@@ -54,9 +55,10 @@ Json ImagePart(const std::string& url) { return {{"type", "image_url"}, {"image_
 Json TextPart(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
 
 TEST(ImageParts, ParsedWithMarkersInOrder) {
-  const Json body = {{"messages",
-                      {{{"role", "user"}, {"content", {TextPart("a"), TextPart("b"), ImagePart("data:x"), TextPart("c")}}},
-                       {{"role", "user"}, {"content", {ImagePart("data:y")}}}}}};
+  const Json body = {
+      {"messages",
+       {{{"role", "user"}, {"content", {TextPart("a"), TextPart("b"), ImagePart("data:x"), TextPart("c")}}},
+        {{"role", "user"}, {"content", {ImagePart("data:y")}}}}}};
   auto parsed = ParseChatRequest(body.dump(), RequestPolicy{});
   ASSERT_TRUE(parsed.ok()) << parsed.error().message;
   const ChatRequest& chat = parsed.value();
@@ -168,8 +170,7 @@ TEST(ImageServer, TokenizeExpandsAndChatRefusesUntilTheTowerIsWired) {
 
   std::string corrupt = PngBytes(8, 8);
   corrupt.resize(corrupt.size() / 2);
-  const Json bad = {{"messages",
-                     {{{"role", "user"}, {"content", {TextPart("x"), ImagePart(DataUrl(corrupt))}}}}}};
+  const Json bad = {{"messages", {{{"role", "user"}, {"content", {TextPart("x"), ImagePart(DataUrl(corrupt))}}}}}};
   const HttpReply refused = Post(server.port(), "/v1/chat/completions", bad);
   EXPECT_EQ(refused.status, 400);
   EXPECT_EQ(refused.json()["error"]["param"], "messages[0].content[1]");

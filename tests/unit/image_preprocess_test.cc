@@ -37,8 +37,7 @@ TEST_P(OracleFixture, CanvasAndPixelValuesMatchExactly) {
   const nlohmann::json expected = nlohmann::json::parse(expected_text);
   ASSERT_OK_AND_ASSIGN(const ProcessorConfig config, ParseProcessorConfig(config_text));
 
-  ASSERT_OK_AND_ASSIGN(const RgbImage image,
-                       DecodeImage({reinterpret_cast<const uint8_t*>(png.data()), png.size()}));
+  ASSERT_OK_AND_ASSIGN(const RgbImage image, DecodeImage({reinterpret_cast<const uint8_t*>(png.data()), png.size()}));
   EXPECT_EQ(Hex(Fnv1a64(image.pixels.data(), image.pixels.size())), expected["input_fnv1a64"]);
 
   ASSERT_OK_AND_ASSIGN(const CanvasSize canvas_size, SmartResize(config, image.height, image.width));

@@ -40,8 +40,13 @@ TEST(ResizeFilter, WeightsSumToOneAndFixedPointFitsInt16) {
 
 TEST(Resize, FixedPointIsWithinTheDerivedBoundOfTheFloat64Reference) {
   uint32_t seed = 1;
-  for (const auto& [w, h, ow, oh] : {std::array{37, 29, 11, 13}, {11, 13, 37, 29}, {64, 48, 64, 20},
-                                    {64, 48, 20, 48}, {300, 40, 224, 29}, {5, 5, 56, 56}, {201, 150, 74, 56}}) {
+  for (const auto& [w, h, ow, oh] : {std::array{37, 29, 11, 13},
+                                     {11, 13, 37, 29},
+                                     {64, 48, 64, 20},
+                                     {64, 48, 20, 48},
+                                     {300, 40, 224, 29},
+                                     {5, 5, 56, 56},
+                                     {201, 150, 74, 56}}) {
     for (const bool extremes : {false, true}) {
       const RgbImage image = RandomImage(w, h, seed++, extremes);
       const RgbImage fixed = ResizeBicubicAntialias(image, ow, oh);
