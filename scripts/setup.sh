@@ -16,7 +16,8 @@ PACKAGES=(
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
   liburing-dev                                          # io_uring reads of routed experts (docs/expert-cache.md)
-  python3-numpy shellcheck                              # bench/peer: the GGUF writer (numpy) and its script's lint
+  python3-numpy shellcheck                              # bench/peer's GGUF writer, tools/ oracles; the script lint
+  libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev # image input: decoders (src/media, docs/vision-input.md)
 )
 
 missing=()

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/timer.h"
 #include "cli/command.h"
@@ -12,6 +13,8 @@
 #include "engine/engine_core.h"
 #include "engine/sampling.h"
 #include "io/token_file.h"
+#include "media/image.h"
+#include "media/preprocess.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -31,7 +34,32 @@ struct RunFlags {
   bool ignore_eos = false;
   bool print_ids = false;
   std::string speculative = "none";
+  std::vector<std::string> images;  // --image FILE, repeatable
+  media::DecodeLimits image_limits;
 };
+
+// --image FILE: each file is read, decoded and preprocessed as the server does with an image part
+// (docs/vision-input.md), so a bad file is reported now; then the run is refused, because the vision tower does
+// not run in glint yet. Never silently dropped.
+Status CheckImages(const RunFlags& flags, const std::string& dir) {
+  if (flags.images.empty()) return Status::Ok();
+  if (flags.prompt.empty()) return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
+  std::string origin;
+  GLINT_ASSIGN_OR_RETURN(const media::ProcessorConfig processor, media::LoadProcessorConfig(dir, &origin));
+  int64_t image_tokens = 0;
+  for (const std::string& path : flags.images) {
+    GLINT_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path, flags.image_limits.max_bytes));
+    auto decoded = media::DecodeImage({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
+                                      flags.image_limits);
+    if (!decoded.ok()) return decoded.status().WithContext(StrCat("--image ", path));
+    auto processed = media::PreprocessImage(decoded.value(), processor);
+    if (!processed.ok()) return processed.status().WithContext(StrCat("--image ", path));
+    image_tokens += processed.value().num_tokens();
+  }
+  return Unimplemented("image input is not yet wired to the engine: ", flags.images.size(),
+                       " image(s) decoded and preprocessed (", image_tokens,
+                       " image tokens) but the vision tower does not run in glint yet (docs/status.md)");
+}
 
 // Prints each output of the one request as it arrives (EngineCore runs on this thread).
 class PrintingSink final : public RequestSink {
@@ -103,6 +131,7 @@ Status RunGenerate(const RunFlags& flags) {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
   }
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
+  GLINT_RETURN_IF_ERROR(CheckImages(flags, dir));
   GLINT_ASSIGN_OR_RETURN(LoadedModel forward, LoadModel({dir}, flags.path));
   const Model* model = forward.model.get();
   const ModelConfig& c = model->config();
@@ -194,6 +223,13 @@ GLINT_REGISTER_COMMAND(
       AddForwardPathFlags(command, flags->path);
       command.add_option("--prompt", flags->prompt, "prompt text (encoded with the checkpoint's tokenizer.json)");
       command.add_option("--tokens", flags->tokens, "prompt as token ids, e.g. 1,2,3 (no tokenizer needed)");
+      command.add_option("--image", flags->images,
+                         "an image file (PNG, JPEG, WebP, GIF) for the prompt; repeatable. Decoded and "
+                         "preprocessed, then refused: the vision tower is not wired to the engine yet");
+      command.add_option("--max-image-bytes", flags->image_limits.max_bytes, "largest image file")
+          ->capture_default_str();
+      command.add_option("--max-image-pixels", flags->image_limits.max_pixels, "largest decoded image, w x h")
+          ->capture_default_str();
       command.add_option("--max-tokens", flags->max_tokens, "tokens to generate at most")->capture_default_str();
       command.add_option("--temperature", flags->temperature, "0 = greedy (default: generation_config.json)")
           ->check(CLI::NonNegativeNumber);

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <thread>
 
@@ -16,6 +17,7 @@
 #include "cli/model_flags.h"
 #include "engine/engine.h"
 #include "io/config.h"
+#include "media/preprocess.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "server/http_transport.h"
@@ -43,6 +45,7 @@ struct ServeFlags {
   bool no_request_log = false;
   bool log_prompts = false;
   bool no_webui = false;
+  std::string allowed_local_media_path;
   EngineFlags engine;
 };
 
@@ -83,6 +86,24 @@ class SignalWatcher {
   std::atomic<bool> done_{false};
   std::thread thread_;
 };
+
+// Image input (docs/server.md "Images"): the limits, the checkpoint's processor config, the local media root.
+Status ConfigureImages(const ServeFlags& flags, const std::string& dir, server::ServerOptions& options) {
+  options.images.limits = flags.limits.images.limits;
+  options.policy.max_images = flags.limits.policy.max_images;
+  std::string origin;
+  GLINT_ASSIGN_OR_RETURN(options.images.processor, media::LoadProcessorConfig(dir, &origin));
+  LogInfo("image processor: ", origin, " (", options.images.processor.min_image_tokens, " to ",
+          options.images.processor.max_image_tokens, " tokens per image)");
+  if (!flags.allowed_local_media_path.empty()) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(flags.allowed_local_media_path, error)) {
+      return InvalidArgument("--allowed-local-media-path ", flags.allowed_local_media_path, " is not a directory");
+    }
+    options.images.allowed_local_media_path = flags.allowed_local_media_path;
+  }
+  return Status::Ok();
+}
 
 Status Serve(ServeFlags flags) {
   if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
@@ -145,6 +166,7 @@ Status Serve(ServeFlags flags) {
   options.log_prompts = flags.log_prompts;
   options.webui = !flags.no_webui;
   options.allow_special_tokens_in_content = flags.allow_special_tokens_in_content;
+  GLINT_RETURN_IF_ERROR(ConfigureImages(flags, dir, options));
   // One descriptor per connection: 2,000 idle keep-alive clients must not hit the common soft limit of 1,024.
   const int64_t open_files = server::RaiseOpenFileLimit(options.max_connections);
   if (open_files < options.max_connections + 64) {
@@ -240,6 +262,21 @@ GLINT_REGISTER_COMMAND(
       command.add_flag("--allow-special-tokens-in-content", flags->allow_special_tokens_in_content,
                        "let special-token text in message content (\"<|user|>\", \"</think>\") become special "
                        "tokens; off by default, so a client cannot forge roles or tool calls");
+      command.add_option("--allowed-local-media-path", flags->allowed_local_media_path,
+                         "a directory whose files image parts may name as file:// URLs (symlinks and '..' "
+                         "may not leave it); without it only data: URLs are accepted");
+      command.add_option("--max-image-bytes", flags->limits.images.limits.max_bytes,
+                         "largest encoded image (a data: URL's decoded bytes or a file)")
+          ->check(CLI::Range(size_t{64}, size_t{1} << 30))
+          ->capture_default_str();
+      command.add_option("--max-image-pixels", flags->limits.images.limits.max_pixels,
+                         "largest decoded image, width x height, checked from the header before decoding")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
+          ->capture_default_str();
+      command.add_option("--max-images-per-request", flags->limits.policy.max_images,
+                         "image parts one conversation may carry")
+          ->check(CLI::Range(int64_t{0}, int64_t{1024}))
+          ->capture_default_str();
       AddEngineFlags(command, flags->engine);
       return [flags] { return Serve(*flags); };
     });

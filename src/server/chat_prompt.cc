@@ -47,6 +47,26 @@ void MarkStrings(Json& value, const Tokenizer& tokenizer) {
   }
 }
 
+// A message content that holds image markers (openai_request.h, kImageMarker at the recorded offsets): the
+// client's text around them is marked, the markers are not, so they tokenize as special tokens.
+void MarkAroundImages(const ChatRequest& request, Json& marked_messages, const Tokenizer& tokenizer) {
+  size_t k = 0;
+  while (k < request.images.size()) {
+    const size_t message = request.images[k].message;
+    const std::string& content = request.messages[message]["content"].get_ref<const std::string&>();
+    std::string marked;
+    size_t from = 0;
+    for (; k < request.images.size() && request.images[k].message == message; ++k) {
+      const size_t at = request.images[k].offset;
+      marked += MarkAddedTokens(std::string_view(content).substr(from, at - from), tokenizer);
+      marked += kImageMarker;
+      from = at + kImageMarker.size();
+    }
+    marked += MarkAddedTokens(std::string_view(content).substr(from), tokenizer);
+    marked_messages[message]["content"] = std::move(marked);
+  }
+}
+
 }  // namespace
 
 std::string MarkAddedTokens(std::string_view text, const Tokenizer& tokenizer) {
@@ -105,6 +125,7 @@ ApiOr<ChatPrompt> BuildChatPrompt(const ChatRequest& request, const ChatTemplate
     marked.tools = request.tools;
     marked.chat_template_kwargs = request.chat_template_kwargs;
     MarkStrings(marked.messages, tokenizer);
+    MarkAroundImages(request, marked.messages, tokenizer);
     MarkStrings(marked.tools, tokenizer);
     MarkStrings(marked.chat_template_kwargs, tokenizer);
     marked.add_generation_prompt = request.add_generation_prompt;

@@ -327,6 +327,20 @@ class HttpServer::Impl final : public HttpHandler {
     return {options_.allow_special_tokens_in_content, backend_.max_model_len()};
   }
 
+  // Image parts: loaded, decoded and preprocessed, their placeholders in `tokens` expanded to N image tokens each.
+  // Empty when the request has none.
+  ApiOr<std::vector<LoadedImage>> PrepareImages(const ChatRequest& chat, std::vector<int32_t>& tokens) const {
+    if (chat.images.empty()) return std::vector<LoadedImage>{};
+    const auto image_token = tokenizer_.TokenId("<|image|>");
+    if (!image_token) {
+      return BadRequest("this model's tokenizer has no <|image|> token, so it cannot take images",
+                        chat.images[0].param);
+    }
+    API_ASSIGN_OR_RETURN(std::vector<LoadedImage> images, LoadImages(chat.images, options_.images));
+    API_ASSIGN_OR_RETURN(tokens, ExpandImageTokens(tokens, *image_token, images, nullptr));
+    return images;
+  }
+
   void Chat(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
     const auto arrival = Clock::now();
     auto fail = [&](const ApiError& error) {
@@ -344,6 +358,17 @@ class HttpServer::Impl final : public HttpHandler {
     }
     auto prompt = BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions());
     if (!prompt.ok()) return fail(prompt.error());
+    auto images = PrepareImages(chat, prompt.value().tokens);
+    if (!images.ok()) return fail(images.error());
+    if (!images.value().empty() && !options_.images.engine_takes_images) {
+      int64_t image_tokens = 0;
+      for (const LoadedImage& image : images.value()) image_tokens += image.image.num_tokens();
+      return fail(BadRequest(StrCat("image input is not yet wired to the engine: the ", images.value().size(),
+                                    " image(s) were decoded and preprocessed (", image_tokens,
+                                    " image tokens) but the vision tower does not run in glint serve yet "
+                                    "(docs/status.md); /tokenize shows the expanded prompt"),
+                             images.value()[0].param, "image_input_not_supported"));
+    }
     if (options_.log_prompts) LogInfo("prompt: ", prompt.value().text);
     if (auto error = CheckContext(prompt.value().tokens.size(), chat.fields, "messages")) return fail(*error);
     GenerationRequest request = BaseRequest(chat.fields);
@@ -457,6 +482,8 @@ class HttpServer::Impl final : public HttpHandler {
       auto prompt = BuildChatPrompt(request.chat, *chat_template_, tokenizer_, PromptOptions());
       if (!prompt.ok()) return fail(prompt.error());
       tokens = prompt.value().tokens;
+      auto images = PrepareImages(request.chat, tokens);
+      if (!images.ok()) return fail(images.error());
     }
     Json body = {{"count", tokens.size()}, {"max_model_len", backend_.max_model_len()}, {"tokens", tokens}};
     if (request.return_token_strs) {

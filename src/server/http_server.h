@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "server/backend.h"
+#include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
 #include "tokenizer/chat_template.h"
@@ -44,6 +45,7 @@ struct ServerOptions {
   bool allow_special_tokens_in_content = false;
   RequestPolicy policy;
   jinja::RenderLimits template_limits;
+  ImageInputOptions images;  // image_url parts: limits, the processor config, --allowed-local-media-path
 };
 
 class HttpServer {

@@ -242,16 +242,19 @@ bool ValidToolName(const std::string& name) {
   });
 }
 
-// Flattens OpenAI content (a string, or text parts) into one string. Parts are joined with "\n", as vLLM does for
-// templates that expect a string.
-Error ReadContent(const Json& content, const std::string& param, int64_t max_parts, std::string& out) {
+// Flattens OpenAI content (a string, or text and image_url parts) into one string. Consecutive text parts are
+// joined with "\n", as vLLM does for templates that expect a string; an image part becomes kImageMarker with no
+// separator (the released template concatenates parts) and is recorded in `images`.
+Error ReadContent(const Json& content, const std::string& param, const RequestPolicy& policy, size_t message,
+                  std::string& out, std::vector<ImagePart>& images) {
   if (content.is_string()) {
     out = content.get<std::string>();
     return std::nullopt;
   }
   if (!content.is_array()) return WrongType(param, "a string or an array of content parts", content);
-  API_RETURN_IF_ERROR(CheckCount(content, param, max_parts, "content parts"));
+  API_RETURN_IF_ERROR(CheckCount(content, param, policy.max_content_parts, "content parts"));
   out.clear();
+  bool previous_was_text = false;
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
     const std::string part_param = StrCat(param, "[", i, "]");
@@ -259,16 +262,34 @@ Error ReadContent(const Json& content, const std::string& param, int64_t max_par
     const Json* type = Field(part, "type");
     if (type == nullptr || !type->is_string())
       return BadRequest(StrCat("'", part_param, ".type' must be a string"), part_param);
+    if (type->get<std::string>() == "image_url") {
+      const Json* image = Field(part, "image_url");
+      const Json* url = image != nullptr && image->is_object() ? Field(*image, "url") : image;
+      if (url == nullptr || !url->is_string() || url->get<std::string>().empty()) {
+        return BadRequest(StrCat("'", part_param, ".image_url' must be {\"url\": \"data:image/...;base64,...\"}"),
+                          part_param);
+      }
+      if (static_cast<int64_t>(images.size()) >= policy.max_images) {
+        return BadRequest(StrCat("'", part_param, "' is image ", images.size() + 1, "; a request may carry at most ",
+                                 policy.max_images, " images"),
+                          part_param);
+      }
+      images.push_back({url->get<std::string>(), part_param, message, out.size()});
+      out += kImageMarker;
+      previous_was_text = false;
+      continue;
+    }
     if (type->get<std::string>() != "text") {
       return BadRequest(StrCat("content part type '", type->get<std::string>(),
-                               "' is not supported: GLM-5.3-Flash is served text-only"),
+                               "' is not supported: glint takes text and image_url parts"),
                         part_param);
     }
     const Json* text = Field(part, "text");
     if (text == nullptr || !text->is_string())
       return BadRequest(StrCat("'", part_param, ".text' must be a string"), part_param);
-    if (i > 0) out += "\n";
+    if (previous_was_text) out += "\n";
     out += text->get<std::string>();
+    previous_was_text = true;
   }
   return std::nullopt;
 }
@@ -316,7 +337,7 @@ Error ReadToolCalls(const Json& calls, const std::string& param, int64_t max_cal
   return std::nullopt;
 }
 
-Error ReadMessages(const Json& body, const RequestPolicy& policy, Json& out) {
+Error ReadMessages(const Json& body, const RequestPolicy& policy, Json& out, std::vector<ImagePart>& images) {
   const Json* messages = Field(body, "messages");
   if (messages == nullptr) return BadRequest("'messages' is required", "messages");
   if (!messages->is_array()) return WrongType("messages", "an array", *messages);
@@ -348,7 +369,7 @@ Error ReadMessages(const Json& body, const RequestPolicy& policy, Json& out) {
     }
     if (content != nullptr) {
       std::string text;
-      API_RETURN_IF_ERROR(ReadContent(*content, param + ".content", policy.max_content_parts, text));
+      API_RETURN_IF_ERROR(ReadContent(*content, param + ".content", policy, i, text, images));
       normalized["content"] = std::move(text);
     } else if (role == "assistant") {
       normalized["content"] = nullptr;  // allowed: a turn with only tool calls
@@ -532,7 +553,7 @@ ApiOr<ChatRequest> ParseChatRequest(std::string_view body_text, const RequestPol
   API_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
   ChatRequest chat;
   API_RETURN_IF_ERROR(ReadModel(body, chat.model));
-  API_RETURN_IF_ERROR(ReadMessages(body, policy, chat.messages));
+  API_RETURN_IF_ERROR(ReadMessages(body, policy, chat.messages, chat.images));
   API_RETURN_IF_ERROR(ReadSamplingFields(body, policy, chat.fields));
   API_RETURN_IF_ERROR(ReadBool(body, "logprobs", chat.logprobs));
   std::optional<int64_t> top_logprobs;
@@ -613,7 +634,7 @@ ApiOr<TokenizeRequest> ParseTokenizeRequest(std::string_view body_text, const Re
     return BadRequest("give exactly one of 'prompt' (a string) or 'messages'", request.prompt ? "messages" : "prompt");
   }
   if (has_messages) {
-    API_RETURN_IF_ERROR(ReadMessages(body, policy, request.chat.messages));
+    API_RETURN_IF_ERROR(ReadMessages(body, policy, request.chat.messages, request.chat.images));
     API_RETURN_IF_ERROR(ReadTools(body, policy, request.chat));
     API_RETURN_IF_ERROR(ReadChatTemplateFields(body, request.chat));
   }

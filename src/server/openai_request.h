@@ -41,7 +41,19 @@ struct RequestPolicy {
   int64_t max_stop_token_ids = 1024;
   int64_t max_stop_bytes = 1024;      // per stop string
   int64_t max_logit_bias = 1024;      // entries of logit_bias
+  int64_t max_images = 16;            // image_url parts in one conversation (serve --max-images-per-request)
 };
+
+// An image content part as parsed, not yet loaded (server/image_input.h loads, decodes and preprocesses it).
+// In the message's flattened content the part becomes kImageMarker, the markers the released GLM-5.3-Flash
+// template writes for an image part; BuildChatPrompt keeps them special tokens while client text stays plain.
+struct ImagePart {
+  std::string url;      // image_url.url: a data: URL, a file:// URL, or http(s):// (refused when loaded)
+  std::string param;    // "messages[i].content[j]": errors name it
+  size_t message = 0;   // index into ChatRequest::messages
+  size_t offset = 0;    // byte offset of its marker in that message's content string
+};
+inline constexpr std::string_view kImageMarker = "<|begin_of_image|><|image|><|end_of_image|>";
 
 struct SamplingFields {
   GenerationSampling sampling;
@@ -63,7 +75,8 @@ struct ChatRequest {
   SamplingFields fields;
   bool logprobs = false;
   int64_t top_logprobs = 0;
-  // The conversation as the chat template sees it: role, content (a string; text parts joined with "\n"; null
+  // The conversation as the chat template sees it: role, content (a string; consecutive text parts joined with
+  // "\n", an image part as kImageMarker with no separator, as the released template concatenates parts; null
   // for an assistant turn with only tool calls), and where given reasoning_content, tool_calls (arguments as
   // objects, parsed from the JSON strings OpenAI sends), tool_call_id, name. "developer" becomes "system".
   Json messages = Json::array();
@@ -74,6 +87,7 @@ struct ChatRequest {
   std::optional<std::string> reasoning_effort;  // "Low", "High" or "Max" (the request's low / high / max)
   Json chat_template_kwargs = Json::object();
   bool add_generation_prompt = true;
+  std::vector<ImagePart> images;  // in conversation order, the order their placeholders take in the prompt
 };
 
 struct PromptInput {

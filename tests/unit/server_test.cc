@@ -512,7 +512,9 @@ TEST(Server, ErrorsAreOpenAiShaped) {
   bad = {{"messages", {{{"role", "wizard"}, {"content", "x"}}}}};
   ExpectError(Post(port, "/v1/chat/completions", bad), 400, "must be system, developer, user", "messages[0].role");
   bad = {{"messages", {{{"role", "user"}, {"content", {{{"type", "image_url"}}}}}}}};
-  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "text-only");
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "must be {\"url\"", "messages[0].content[0]");
+  bad = {{"messages", {{{"role", "user"}, {"content", {{{"type", "input_audio"}}}}}}}};
+  ExpectError(Post(port, "/v1/chat/completions", bad), 400, "glint takes text and image_url parts");
   bad = UserChat("x");
   bad["reasoning_effort"] = "medium";
   ExpectError(Post(port, "/v1/chat/completions", bad), 400, "low, high or max", "reasoning_effort");

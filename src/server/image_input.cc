@@ -1,0 +1,168 @@
+#include "server/image_input.h"
+
+#include <xxhash.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/file.h"
+
+namespace glint::server {
+namespace {
+
+ApiError PartError(const std::string& param, const std::string& message) {
+  return BadRequest(StrCat("'", param, "': ", message), param);
+}
+
+ApiOr<std::string> FromDataUrl(std::string_view url, const std::string& param, const ImageInputOptions& options) {
+  // data:[<media type>][;base64],<data>
+  const size_t comma = url.find(',');
+  if (comma == std::string_view::npos) return PartError(param, "a data: URL needs a ',' before its data");
+  const std::string_view header = url.substr(5, comma - 5);
+  if (!header.ends_with(";base64")) {
+    return PartError(param, "only base64 data: URLs are accepted (data:image/png;base64,...)");
+  }
+  const std::string_view media_type = header.substr(0, header.size() - 7);
+  const bool known = media_type == "image/png" || media_type == "image/jpeg" || media_type == "image/jpg" ||
+                     media_type == "image/webp" || media_type == "image/gif";
+  if (!known) {
+    return PartError(param, StrCat("media type '", std::string(media_type.substr(0, 64)),
+                                   "' is not supported: use image/png, image/jpeg, image/webp or image/gif"));
+  }
+  const std::string_view data = url.substr(comma + 1);
+  // Checked before decoding: base64 carries 3 bytes per 4 characters.
+  if (data.size() / 4 * 3 > options.limits.max_bytes) {
+    return PartError(param, StrCat("the image is about ", data.size() / 4 * 3, " bytes; the limit is ",
+                                   options.limits.max_bytes, " bytes (--max-image-bytes)"));
+  }
+  auto bytes = DecodeBase64(data);
+  if (!bytes) return PartError(param, "the data: URL's base64 data is malformed");
+  const auto format = media::SniffImageFormat({reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()});
+  const std::string_view declared = media_type == "image/jpg" ? "image/jpeg" : media_type;
+  const std::string_view actual = format == media::ImageFormat::kPng    ? "image/png"
+                                  : format == media::ImageFormat::kJpeg ? "image/jpeg"
+                                  : format == media::ImageFormat::kWebp ? "image/webp"
+                                  : format == media::ImageFormat::kGif  ? "image/gif"
+                                                                        : "";
+  if (!actual.empty() && actual != declared) {
+    return PartError(param,
+                     StrCat("the data says ", std::string(declared), " but the bytes are ", std::string(actual)));
+  }
+  return std::move(*bytes);
+}
+
+ApiOr<std::string> FromFileUrl(std::string_view url, const std::string& param, const ImageInputOptions& options) {
+  if (options.allowed_local_media_path.empty()) {
+    return PartError(param,
+                     "file:// image URLs are refused: the server was started without "
+                     "--allowed-local-media-path");
+  }
+  const std::string_view path = url.substr(7);
+  if (!path.starts_with('/')) return PartError(param, "a file:// URL needs an absolute path (file:///dir/image.png)");
+  if (path.find('%') != std::string_view::npos) return PartError(param, "percent-encoded file:// URLs are refused");
+  std::error_code error;
+  const auto root = std::filesystem::canonical(options.allowed_local_media_path, error);
+  if (error) return PartError(param, "the server's --allowed-local-media-path does not resolve");
+  const auto real = std::filesystem::canonical(std::string(path), error);  // resolves "..", "." and symlinks
+  if (error) return PartError(param, StrCat("no such file: ", std::string(path.substr(0, 256))));
+  const auto relative = real.lexically_relative(root);
+  if (relative.empty() || *relative.begin() == "..") {
+    return PartError(param, "the file is outside --allowed-local-media-path (after resolving '..' and symlinks)");
+  }
+  if (!std::filesystem::is_regular_file(real, error)) return PartError(param, "not a regular file");
+  const auto size = std::filesystem::file_size(real, error);
+  if (!error && size > options.limits.max_bytes) {
+    return PartError(param, StrCat("the image file is ", size, " bytes; the limit is ", options.limits.max_bytes,
+                                   " bytes (--max-image-bytes)"));
+  }
+  auto bytes = ReadFile(real.string(), options.limits.max_bytes);
+  if (!bytes.ok()) return PartError(param, bytes.status().message());
+  return std::move(bytes).value();
+}
+
+}  // namespace
+
+std::optional<std::string> DecodeBase64(std::string_view text) {
+  auto value = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  while (!text.empty() && text.back() == '=') text.remove_suffix(1);
+  if (text.size() % 4 == 1) return std::nullopt;
+  std::string out;
+  out.reserve(text.size() / 4 * 3 + 2);
+  uint32_t buffer = 0;
+  int bits = 0;
+  for (const char c : text) {
+    const int v = value(c);
+    if (v < 0) return std::nullopt;
+    buffer = (buffer << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
+    }
+  }
+  return out;
+}
+
+ApiOr<std::string> LoadImageBytes(const std::string& url, const std::string& param, const ImageInputOptions& options) {
+  const std::string_view view = url;
+  if (view.starts_with("data:")) return FromDataUrl(view, param, options);
+  if (view.starts_with("file://")) return FromFileUrl(view, param, options);
+  if (view.starts_with("http://") || view.starts_with("https://")) {
+    return PartError(param,
+                     "remote image URLs are not fetched (glint does not go to the network): send the image "
+                     "as a data: URL (data:image/png;base64,...)");
+  }
+  return PartError(param,
+                   "an image URL must be a data: URL (data:image/png;base64,...) or, with "
+                   "--allowed-local-media-path, a file:// URL");
+}
+
+ApiOr<std::vector<LoadedImage>> LoadImages(const std::vector<ImagePart>& parts, const ImageInputOptions& options) {
+  std::vector<LoadedImage> images;
+  images.reserve(parts.size());
+  for (const ImagePart& part : parts) {
+    auto bytes = LoadImageBytes(part.url, part.param, options);
+    if (!bytes.ok()) return bytes.error();
+    const std::string& data = bytes.value();
+    auto decoded = media::DecodeImage({reinterpret_cast<const uint8_t*>(data.data()), data.size()}, options.limits);
+    if (!decoded.ok()) return PartError(part.param, decoded.status().message());
+    auto processed = media::PreprocessImage(decoded.value(), options.processor);
+    if (!processed.ok()) return PartError(part.param, processed.status().message());
+    images.push_back({part.param, XXH3_64bits(data.data(), data.size()), std::move(processed).value()});
+  }
+  return images;
+}
+
+ApiOr<std::vector<int32_t>> ExpandImageTokens(const std::vector<int32_t>& tokens, int32_t image_token_id,
+                                              const std::vector<LoadedImage>& images, std::vector<size_t>* starts) {
+  const auto placeholders = std::count(tokens.begin(), tokens.end(), image_token_id);
+  if (placeholders != static_cast<int64_t>(images.size())) {
+    return BadRequest(StrCat("the rendered prompt has ", placeholders, " <|image|> placeholders for ", images.size(),
+                             " images (the chat template dropped or repeated an image part, or message text held "
+                             "<|image|> while special tokens are allowed in content)"),
+                      "messages");
+  }
+  std::vector<int32_t> out;
+  int64_t total = static_cast<int64_t>(tokens.size());
+  for (const LoadedImage& image : images) total += image.image.num_tokens() - 1;
+  out.reserve(total);
+  size_t next = 0;
+  for (const int32_t token : tokens) {
+    if (token != image_token_id) {
+      out.push_back(token);
+      continue;
+    }
+    if (starts != nullptr) starts->push_back(out.size());
+    out.insert(out.end(), images[next++].image.num_tokens(), image_token_id);
+  }
+  return out;
+}
+
+}  // namespace glint::server

@@ -1,0 +1,53 @@
+// Image content parts → preprocessed images and the prompt's image tokens (docs/server.md "Images").
+//
+// Loading: a data: URL (base64, media type image/png, image/jpeg, image/webp or image/gif; the bytes' signature
+// decides, a mismatch is refused), or a file:// URL under --allowed-local-media-path (the real path, symlinks and
+// ".." resolved, must stay inside the real allowed directory). http(s):// URLs are refused: glint fetches nothing
+// from the network. Every error is a 400 naming the part (messages[i].content[j]).
+//
+// Expansion: the template renders each image part as <|begin_of_image|><|image|><|end_of_image|>; the single
+// <|image|> becomes N image tokens, N = the image's merged patches (media/preprocess.h), in image order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "media/image.h"
+#include "media/preprocess.h"
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace glint::server {
+
+struct ImageInputOptions {
+  media::DecodeLimits limits;            // --max-image-bytes, --max-image-pixels
+  media::ProcessorConfig processor;      // the checkpoint's processor_config.json, or the release defaults
+  std::string allowed_local_media_path;  // empty: file:// URLs are refused
+  // Until the vision tower is joined to the engine, a chat request with images is refused (after validation);
+  // /tokenize still expands them.
+  bool engine_takes_images = false;
+};
+
+struct LoadedImage {
+  std::string param;
+  uint64_t bytes_hash = 0;  // XXH3-64 of the encoded bytes: what a prefix-cache key of this image would use
+  media::PreprocessedImage image;
+};
+
+// The bytes an image_url points at. `param` names the part in errors.
+ApiOr<std::string> LoadImageBytes(const std::string& url, const std::string& param, const ImageInputOptions& options);
+
+// Loads, decodes and preprocesses every image part, in order.
+ApiOr<std::vector<LoadedImage>> LoadImages(const std::vector<ImagePart>& parts, const ImageInputOptions& options);
+
+// Replaces the i-th <|image|> token (image_token_id) of `tokens` by images[i].num_tokens() copies of it. The
+// count of <|image|> tokens must equal the number of images (a template that drops or repeats an image part, or
+// special-token text allowed in content, is a 400). `starts` receives where each image's tokens begin.
+ApiOr<std::vector<int32_t>> ExpandImageTokens(const std::vector<int32_t>& tokens, int32_t image_token_id,
+                                              const std::vector<LoadedImage>& images, std::vector<size_t>* starts);
+
+// Strict RFC 4648 base64 (padding optional, no whitespace); nullopt on any other character.
+std::optional<std::string> DecodeBase64(std::string_view text);
+
+}  // namespace glint::server

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Black-box test of image input: `glint serve` with curl (data: URLs, file:// under --allowed-local-media-path,
+# remote URLs, corrupt and oversized images, several images, /tokenize's expansion, the chat refusal while the
+# tower is not wired) and `glint run --image`. The images are the oracle fixtures' PNGs (tests/data/vision_input).
+# Args: path-to-glint, tests/data dir.
+set -euo pipefail
+glint="$1"
+data="$2"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/serve_util.sh"  # $work, fail, start_server, stop_server, metric
+
+png="$data/vision_input/wide/input.png"  # 300 x 40: 16 image tokens with its own config, more with the release one
+mkdir -p "$work/media/sub" "$work/outside"
+cp "$png" "$work/media/sub/a.png"
+cp "$png" "$work/outside/secret.png"
+ln -s "$work/outside/secret.png" "$work/media/escape.png"
+printf 'not an image at all' >"$work/media/bad.png"
+
+start_server --memory 128M --max-seqs 4 --max-model-len 2048 --allowed-local-media-path "$work/media" \
+  --max-image-bytes 100000
+grep -q "image processor: defaults" "$work/server.log" || fail "the start-up log does not name the processor config"
+
+# post_chat ENDPOINT PARTS-JSON: a one-message chat whose content is PARTS-JSON; prints the status.
+post_chat() {
+  printf '{"messages": [{"role": "user", "content": %s}]}' "$2" >"$work/req.json"
+  curl -s -o "$work/body" -w "%{http_code}" --max-time 60 -H "Content-Type: application/json" \
+    --data-binary "@$work/req.json" "$base$1"
+}
+field() { python3 -c "import json; print(json.load(open('$work/body'))$1)"; }
+expect_400() {  # expect_400 STATUS PARAM TEXT
+  [[ "$1" == 400 ]] || fail "expected 400, got $1: $(cat "$work/body")"
+  [[ "$(field "['error']['param']")" == "$2" ]] || fail "param is not $2: $(cat "$work/body")"
+  grep -qF "$3" "$work/body" || fail "no '$3' in $(cat "$work/body")"
+}
+
+b64="$(base64 -w0 "$png")"
+image_part="{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,$b64\"}}"
+
+# Two images and text: /tokenize expands both, the chat is refused after validation, naming the first part.
+status="$(post_chat /tokenize "[$image_part, {\"type\": \"text\", \"text\": \"and\"}, $image_part]")"
+[[ "$status" == 200 ]] || fail "tokenize with images: $status $(cat "$work/body")"
+image_id="$(python3 -c "import json; t=json.load(open('$data/../../models/glint-tiny/tokenizer.json')); print([a['id'] for a in t['added_tokens'] if a['content']=='<|image|>'][0])")"
+count="$(python3 -c "import json; print(json.load(open('$work/body'))['tokens'].count($image_id))")"
+# 300 x 40 with the release config (16 to 8000 tokens): canvas 308 x 56 → 22 x 4 patches → 22 tokens each.
+[[ "$count" == 44 ]] || fail "expected 2 x 22 image tokens, got $count"
+status="$(post_chat /v1/chat/completions "[$image_part, {\"type\": \"text\", \"text\": \"what is it?\"}]")"
+expect_400 "$status" "messages[0].content[0]" "image input is not yet wired to the engine"
+[[ "$(field "['error']['code']")" == image_input_not_supported ]] || fail "wrong code: $(cat "$work/body")"
+
+# Local files: inside the allowed directory works, '..' and symlinks out of it do not.
+status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/sub/../sub/a.png\"}}]")"
+[[ "$status" == 200 ]] || fail "a file under the allowed directory: $status $(cat "$work/body")"
+status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/../outside/secret.png\"}}]")"
+expect_400 "$status" "messages[0].content[0]" "outside --allowed-local-media-path"
+status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/escape.png\"}}]")"
+expect_400 "$status" "messages[0].content[0]" "outside --allowed-local-media-path"
+
+# Remote URLs, corrupt, unsupported and oversized images.
+status="$(post_chat /v1/chat/completions "[{\"type\": \"text\", \"text\": \"x\"}, {\"type\": \"image_url\", \"image_url\": {\"url\": \"https://example.com/a.png\"}}]")"
+expect_400 "$status" "messages[0].content[1]" "remote image URLs are not fetched"
+status="$(post_chat /v1/chat/completions "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/bad.png\"}}]")"
+expect_400 "$status" "messages[0].content[0]" "starts with none of the PNG, JPEG, WebP or GIF signatures"
+status="$(post_chat /v1/chat/completions "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,$(head -c 60 "$png" | base64 -w0)\"}}]")"
+expect_400 "$status" "messages[0].content[0]" "PNG image could not be decoded"
+status="$(post_chat /v1/chat/completions "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/bmp;base64,Qk0=\"}}]")"
+expect_400 "$status" "messages[0].content[0]" "media type 'image/bmp' is not supported"
+big="$(head -c 200000 /dev/zero | base64 -w0)"
+status="$(post_chat /v1/chat/completions "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,$big\"}}]")"
+expect_400 "$status" "messages[0].content[0]" "the limit is 100000 bytes (--max-image-bytes)"
+status="$(post_chat /v1/chat/completions "[{\"type\": \"input_audio\"}]")"
+expect_400 "$status" "messages[0].content[0]" "glint takes text and image_url parts"
+
+# A text-only chat still works beside all this.
+status="$(post_chat /v1/chat/completions '"Hello"')"
+[[ "$status" == 200 ]] || fail "text chat after image errors: $status $(cat "$work/body")"
+stop_server
+
+# The flag's directory must exist.
+if "$glint" serve --port 0 --allowed-local-media-path "$work/none" >"$work/out" 2>&1; then fail "missing dir accepted"; fi
+grep -q "is not a directory" "$work/out" || fail "no message for a missing --allowed-local-media-path: $(cat "$work/out")"
+
+# glint run --image: decoded and preprocessed, then refused with the reason; a bad file is named.
+if "$glint" run --prompt "Describe" --image "$png" --max-tokens 1 >"$work/out" 2>&1; then fail "run --image ran"; fi
+grep -q "image input is not yet wired to the engine: 1 image(s) decoded and preprocessed (22 image tokens)" "$work/out" \
+  || fail "run --image message: $(cat "$work/out")"
+if "$glint" run --prompt "Describe" --image "$work/media/bad.png" >"$work/out" 2>&1; then fail "bad --image ran"; fi
+grep -q -- "--image $work/media/bad.png: not an image" "$work/out" || fail "bad --image message: $(cat "$work/out")"
+if "$glint" run --tokens 1,2 --image "$png" >"$work/out" 2>&1; then fail "--image without --prompt ran"; fi
+grep -q "needs --prompt" "$work/out" || fail "--image without --prompt: $(cat "$work/out")"
+echo "image_input: OK"

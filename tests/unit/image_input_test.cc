@@ -1,0 +1,181 @@
+// Image content parts through the server: parsing (markers, order, limits), loading (data: URLs, file:// under
+// --allowed-local-media-path, remote URLs refused), the placeholder expansion to N image tokens, client text that
+// spells <|image|> staying text, and the chat endpoint's refusal while the tower is not wired (a 400 naming the
+// part, never a silently dropped image).
+#include "server/image_input.h"
+
+#include <gtest/gtest.h>
+#include <png.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "server/chat_prompt.h"
+#include "server_test_util.h"
+
+namespace glint::server {
+namespace {
+
+std::string PngBytes(int width, int height) {
+  std::vector<uint8_t> rgb(size_t{3} * width * height);
+  for (size_t i = 0; i < rgb.size(); ++i) rgb[i] = static_cast<uint8_t>(i * 37);
+  png_image image{};
+  image.version = PNG_IMAGE_VERSION;
+  image.width = width;
+  image.height = height;
+  image.format = PNG_FORMAT_RGB;
+  png_alloc_size_t size = 0;
+  png_image_write_to_memory(&image, nullptr, &size, 0, rgb.data(), 0, nullptr);
+  std::string out(size, '\0');
+  png_image_write_to_memory(&image, out.data(), &size, 0, rgb.data(), 0, nullptr);
+  out.resize(size);
+  return out;
+}
+
+std::string Base64(const std::string& bytes) {
+  static const char* alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t v = uint32_t{static_cast<uint8_t>(bytes[i])} << 16;
+    if (i + 1 < bytes.size()) v |= uint32_t{static_cast<uint8_t>(bytes[i + 1])} << 8;
+    if (i + 2 < bytes.size()) v |= static_cast<uint8_t>(bytes[i + 2]);
+    out += alphabet[v >> 18 & 63];
+    out += alphabet[v >> 12 & 63];
+    out += i + 1 < bytes.size() ? alphabet[v >> 6 & 63] : '=';
+    out += i + 2 < bytes.size() ? alphabet[v & 63] : '=';
+  }
+  return out;
+}
+
+std::string DataUrl(const std::string& bytes, const std::string& type = "image/png") {
+  return "data:" + type + ";base64," + Base64(bytes);
+}
+
+Json ImagePart(const std::string& url) { return {{"type", "image_url"}, {"image_url", {{"url", url}}}}; }
+Json TextPart(const std::string& text) { return {{"type", "text"}, {"text", text}}; }
+
+TEST(ImageParts, ParsedWithMarkersInOrder) {
+  const Json body = {
+      {"messages",
+       {{{"role", "user"}, {"content", {TextPart("a"), TextPart("b"), ImagePart("data:x"), TextPart("c")}}},
+        {{"role", "user"}, {"content", {ImagePart("data:y")}}}}}};
+  auto parsed = ParseChatRequest(body.dump(), RequestPolicy{});
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  const ChatRequest& chat = parsed.value();
+  EXPECT_EQ(chat.messages[0]["content"], std::string("a\nb") + std::string(kImageMarker) + "c");
+  ASSERT_EQ(chat.images.size(), 2u);
+  EXPECT_EQ(chat.images[0].param, "messages[0].content[2]");
+  EXPECT_EQ(chat.images[0].offset, 3u);
+  EXPECT_EQ(chat.images[1].message, 1u);
+  EXPECT_EQ(chat.images[1].url, "data:y");
+
+  RequestPolicy policy;
+  policy.max_images = 1;
+  auto refused = ParseChatRequest(body.dump(), policy);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().param, "messages[1].content[0]");
+  EXPECT_NE(refused.error().message.find("at most 1 images"), std::string::npos);
+}
+
+TEST(ImageParts, Base64IsStrict) {
+  EXPECT_EQ(DecodeBase64("aGVsbG8="), "hello");
+  EXPECT_EQ(DecodeBase64("aGVsbG8"), "hello");
+  EXPECT_EQ(DecodeBase64(""), "");
+  EXPECT_FALSE(DecodeBase64("aGVs bG8=").has_value());
+  EXPECT_FALSE(DecodeBase64("a").has_value());
+  EXPECT_FALSE(DecodeBase64("aGV$").has_value());
+}
+
+void ExpectPartError(const std::string& url, const ImageInputOptions& options, const std::string& substring) {
+  auto result = LoadImageBytes(url, "messages[0].content[0]", options);
+  ASSERT_FALSE(result.ok()) << url;
+  EXPECT_EQ(result.error().status, 400);
+  EXPECT_EQ(result.error().param, "messages[0].content[0]");
+  EXPECT_NE(result.error().message.find(substring), std::string::npos) << result.error().message;
+}
+
+TEST(ImageParts, LoadingRefusesWhatItShould) {
+  ImageInputOptions options;
+  ExpectPartError("https://example.com/cat.png", options, "remote image URLs are not fetched");
+  ExpectPartError("ftp://host/x.png", options, "must be a data: URL");
+  ExpectPartError("data:text/plain;base64,aGk=", options, "media type 'text/plain' is not supported");
+  ExpectPartError("data:image/png,rawbytes", options, "only base64 data: URLs");
+  ExpectPartError("data:image/png;base64,@@@@", options, "base64 data is malformed");
+  ExpectPartError(DataUrl(PngBytes(2, 2), "image/jpeg"), options, "says image/jpeg but the bytes are image/png");
+  options.limits.max_bytes = 64;
+  ExpectPartError(DataUrl(std::string(300, 'x')), options, "the limit is 64 bytes (--max-image-bytes)");
+  ExpectPartError("file:///etc/passwd", ImageInputOptions{}, "without --allowed-local-media-path");
+}
+
+TEST(ImageParts, LocalFilesStayInsideTheAllowedDirectory) {
+  const std::string root = glint::testing::MakeTempDir("image_input");
+  const std::string allowed = root + "/allowed";
+  std::filesystem::create_directories(allowed + "/sub");
+  ASSERT_OK(WriteFileAtomic(allowed + "/sub/a.png", PngBytes(3, 3)));
+  ASSERT_OK(WriteFileAtomic(root + "/secret.png", PngBytes(3, 3)));
+  std::filesystem::create_symlink(root + "/secret.png", allowed + "/link.png");
+  ImageInputOptions options;
+  options.allowed_local_media_path = allowed;
+  auto inside = LoadImageBytes("file://" + allowed + "/sub/../sub/a.png", "p", options);
+  ASSERT_TRUE(inside.ok()) << inside.error().message;
+  EXPECT_EQ(inside.value(), PngBytes(3, 3));
+  ExpectPartError("file://" + allowed + "/../secret.png", options, "outside --allowed-local-media-path");
+  ExpectPartError("file://" + allowed + "/link.png", options, "outside --allowed-local-media-path");
+  ExpectPartError("file://" + allowed + "/missing.png", options, "no such file");
+  ExpectPartError("file://relative.png", options, "absolute path");
+  ExpectPartError("file://" + allowed, options, "not a regular file");
+}
+
+TEST(ImageParts, ExpansionCountsMustMatch) {
+  std::vector<LoadedImage> images(2);
+  images[0].image.grid_t = 1, images[0].image.grid_h = 4, images[0].image.grid_w = 6;  // 6 tokens
+  images[1].image.grid_t = 1, images[1].image.grid_h = 2, images[1].image.grid_w = 2;  // 1 token
+  std::vector<size_t> starts;
+  auto expanded = ExpandImageTokens({5, 9, 7, 9, 8}, 9, images, &starts);
+  ASSERT_TRUE(expanded.ok());
+  EXPECT_EQ(expanded.value(), (std::vector<int32_t>{5, 9, 9, 9, 9, 9, 9, 7, 9, 8}));
+  EXPECT_EQ(starts, (std::vector<size_t>{1, 8}));
+  auto mismatch = ExpandImageTokens({5, 9, 7}, 9, images, nullptr);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.error().message.find("1 <|image|> placeholders for 2 images"), std::string::npos);
+}
+
+// The same tokens a PNG of `w` × `h` must expand to: the canvas rule of the release processor.
+int64_t Tokens(int h, int w) { return media::ImageTokenCount(media::ProcessorConfig{}, h, w).value(); }
+
+TEST(ImageServer, TokenizeExpandsAndChatRefusesUntilTheTowerIsWired) {
+  TestServer server;
+  const Tokenizer& tokenizer = TestTokenizer();
+  const int32_t image = *tokenizer.TokenId("<|image|>");
+  const int32_t begin = *tokenizer.TokenId("<|begin_of_image|>");
+  const Json messages = {{{"role", "user"},
+                          {"content",
+                           {ImagePart(DataUrl(PngBytes(40, 30))), TextPart("what is <|image|> here?"),
+                            ImagePart(DataUrl(PngBytes(500, 300)))}}}};
+  const HttpReply tokenized = Post(server.port(), "/tokenize", {{"messages", messages}});
+  ASSERT_EQ(tokenized.status, 200) << tokenized.body;
+  const std::vector<int32_t> tokens = tokenized.json()["tokens"];
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), image), Tokens(30, 40) + Tokens(300, 500));
+  EXPECT_EQ(std::count(tokens.begin(), tokens.end(), begin), 2);  // the client's "<|image|>" text stayed text
+  const auto first = std::find(tokens.begin(), tokens.end(), image);
+  ASSERT_NE(first, tokens.begin());
+  EXPECT_EQ(*(first - 1), begin);
+
+  const HttpReply chat = Post(server.port(), "/v1/chat/completions", {{"messages", messages}});
+  EXPECT_EQ(chat.status, 400);
+  EXPECT_EQ(chat.json()["error"]["param"], "messages[0].content[0]");
+  EXPECT_EQ(chat.json()["error"]["code"], "image_input_not_supported");
+  EXPECT_NE(chat.body.find("image input is not yet wired to the engine"), std::string::npos);
+  EXPECT_TRUE(server.backend().submitted().empty());  // nothing reached the engine
+
+  std::string corrupt = PngBytes(8, 8);
+  corrupt.resize(corrupt.size() / 2);
+  const Json bad = {{"messages", {{{"role", "user"}, {"content", {TextPart("x"), ImagePart(DataUrl(corrupt))}}}}}};
+  const HttpReply refused = Post(server.port(), "/v1/chat/completions", bad);
+  EXPECT_EQ(refused.status, 400);
+  EXPECT_EQ(refused.json()["error"]["param"], "messages[0].content[1]");
+  EXPECT_NE(refused.body.find("PNG image could not be decoded"), std::string::npos) << refused.body;
+}
+
+}  // namespace
+}  // namespace glint::server
