@@ -17,6 +17,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cache_manager_test_util.h"
 #include "memory/cache_manager.h"
 #include "test_util.h"
 
@@ -203,17 +204,7 @@ TEST(DiskTier, DirectoryErrorsAreClearAtStartAndMissesAtRunTime) {
 // A cache manager with the disk tier: blocks of 4 tokens, a checkpoint every 8.
 
 CacheManagerOptions ManagerOptions(int64_t blocks, int64_t checkpoints) {
-  CacheManagerOptions o;
-  o.block_tokens = 4;
-  o.block_bytes = 64;
-  o.num_blocks = blocks;
-  o.slot_bytes = 128;
-  o.num_slots = 2;
-  o.checkpoint_bytes = 64;
-  o.num_checkpoints = checkpoints;
-  o.prefix_caching = true;
-  o.checkpoint_interval = 8;
-  return o;
+  return testing::SmallCacheManagerOptions(blocks, checkpoints);
 }
 
 std::vector<int32_t> Tokens(int32_t first, int64_t count) {

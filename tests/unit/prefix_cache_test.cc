@@ -16,6 +16,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cache_manager_test_util.h"
 #include "engine/capacity.h"
 #include "engine/prefix_disk.h"
 #include "io/config.h"
@@ -83,16 +84,7 @@ std::vector<int32_t> Tokens(int32_t first, int64_t count) {
 }
 
 CacheManagerOptions Options(int64_t blocks, int64_t checkpoints, CheckpointPolicy policy, int64_t dense = 2) {
-  CacheManagerOptions o;
-  o.block_tokens = 4;
-  o.block_bytes = 64;
-  o.num_blocks = blocks;
-  o.slot_bytes = 128;
-  o.num_slots = 2;
-  o.checkpoint_bytes = 64;
-  o.num_checkpoints = checkpoints;
-  o.prefix_caching = true;
-  o.checkpoint_interval = 8;
+  CacheManagerOptions o = testing::SmallCacheManagerOptions(blocks, checkpoints);
   o.checkpoint_policy = policy;
   o.dense_checkpoints = dense;
   return o;
