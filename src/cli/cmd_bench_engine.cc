@@ -17,6 +17,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "cli/command.h"
+#include "cli/host_info.h"
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
 #include "engine/engine.h"
@@ -58,15 +59,6 @@ double Percentile(std::vector<double> values, double q) {
   return values[std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5))];
 }
 
-// The 1-minute load average (Linux), to read the figures of a shared machine by; NaN where unavailable.
-double LoadAverage() {
-  std::FILE* file = std::fopen("/proc/loadavg", "r");
-  if (file == nullptr) return std::nan("");
-  double load = std::nan("");
-  if (std::fscanf(file, "%lf", &load) != 1) load = std::nan("");
-  std::fclose(file);
-  return load;
-}
 
 std::vector<int32_t> RandomTokens(std::mt19937_64& rng, int64_t vocab, int64_t count) {
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));

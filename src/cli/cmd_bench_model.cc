@@ -22,6 +22,7 @@
 #include "base/timer.h"
 #include "base/worker_pool.h"
 #include "cli/command.h"
+#include "cli/host_info.h"
 #include "cli/model_flags.h"
 #include "cli/progress_bar.h"
 #include "kernels/gemm_i8.h"
@@ -70,13 +71,6 @@ double ProcessCpuSeconds() {
   return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
 }
 
-// The 1-minute load average: how busy the (possibly shared) machine was.
-std::string LoadAverage() {
-  std::ifstream file("/proc/loadavg");
-  std::string first;
-  file >> first;
-  return first;
-}
 
 // Resets VmHWM to the current RSS (Linux ≥ 4.0: "5" written to /proc/self/clear_refs).
 void ResetPeakRss() {
@@ -84,14 +78,6 @@ void ResetPeakRss() {
   clear << "5";
 }
 
-std::string CpuName() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(cpuinfo, line)) {
-    if (line.rfind("model name", 0) == 0) return line.substr(line.find(':') + 2);
-  }
-  return "unknown CPU";
-}
 
 std::vector<int32_t> RandomTokens(int64_t count, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> tokens(count);
@@ -129,7 +115,7 @@ Status RunBenchModel(const BenchFlags& flags) {
 
   std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
               std::string(IsaName(options.isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
-              LoadAverage().c_str(), std::thread::hardware_concurrency());
+              LoadAverageText().c_str(), std::thread::hardware_concurrency());
   std::printf("   (cpu share = this process's CPU time ÷ (wall time × threads): below 100%% the OS ran other work on "
               "our cores)\n");
   MachineProbeOptions probe;

@@ -5,12 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <thread>
 
 #include "base/worker_pool.h"
 #include "cli/command.h"
+#include "cli/host_info.h"
 #include "kernels/linear_probe.h"
 #include "kernels/machine_limits.h"
 #include "plan/planner.h"
@@ -46,12 +46,6 @@ bool AsksForHost(const PlanFlags& flags) {
   return std::find(flags.hardware.begin(), flags.hardware.end(), "host") != flags.hardware.end();
 }
 
-std::string LoadAverageNow() {
-  std::ifstream file("/proc/loadavg");
-  std::string first;
-  file >> first;
-  return first.empty() ? "unknown" : first;
-}
 
 // This machine's limits and the rates of glint's own products, measured now (≈ 5 s). The shapes: a decode product
 // is one token through a routed expert's down projection [4096 × 2048] streamed from 512 MiB of copies (far past
@@ -66,7 +60,7 @@ Result<plan::HostMeasurement> MeasureHost(const PlanFlags& flags) {
     if (!IsaSupported(isa)) return InvalidArgument("--isa ", flags.isa, " is not supported by this CPU");
   }
   std::fprintf(stderr, "glint plan: measuring this machine on %d threads at %s (load average %s; ≈ 5 s) ...\n",
-               threads, std::string(IsaName(isa)).c_str(), LoadAverageNow().c_str());
+               threads, std::string(IsaName(isa)).c_str(), LoadAverageText().c_str());
   WorkerPool pool(threads);
   if (flags.probe_mib < 16 || flags.probe_mib > 16384) {
     return InvalidArgument("--probe-mib ", flags.probe_mib, " must be in [16, 16384]");
