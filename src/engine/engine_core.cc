@@ -426,24 +426,6 @@ void EngineCore::FailRequests(std::vector<RequestId> requests, const std::string
   }
 }
 
-void EngineCore::DropFinishedChunks(StepPlan& plan, std::vector<EntryOutput>& results,
-                                    std::vector<std::vector<Emission>>* emissions) const {
-  size_t kept = 0;
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    if (samples_.count(plan.chunks[i].id) == 0) {
-      plan.tokens -= plan.chunks[i].count + plan.chunks[i].draft;
-      continue;
-    }
-    plan.chunks[kept] = std::move(plan.chunks[i]);
-    results[kept] = std::move(results[i]);
-    if (emissions != nullptr) (*emissions)[kept] = std::move((*emissions)[i]);
-    ++kept;
-  }
-  plan.chunks.resize(kept);
-  results.resize(kept);
-  if (emissions != nullptr) emissions->resize(kept);
-}
-
 void EngineCore::FailMtpSequences(const std::vector<std::pair<SequenceId, Status>>& failed, size_t batch,
                                   std::vector<RequestOutput>& outputs) {
   for (const auto& [id, error] : failed) {
@@ -454,8 +436,30 @@ void EngineCore::FailMtpSequences(const std::vector<std::pair<SequenceId, Status
 
 Status EngineCore::Step() {
   Stopwatch step_clock;
-  std::vector<RequestOutput> outputs;
-  StepPlan plan = scheduler_->Schedule();
+  StepWork step;
+  step.plan = scheduler_->Schedule();
+  BindScheduled(step.plan);
+  if (step.plan.chunks.empty()) return CheckProgress(step.plan);
+  BuildBatch(step);
+  bool left = RunForward(step);
+  if (left) {
+    CountComputed(step.plan);
+    ChooseNextTokens(step);
+    GLINT_ASSIGN_OR_RETURN(left, DraftNextTokens(step));
+  }
+  if (left) {
+    // Commit: positions advance (accepted drafts included); full blocks and checkpoints join the prefix cache.
+    scheduler_->Complete(step.plan);
+    GLINT_RETURN_IF_ERROR(ForkWaitingSamples(step));
+    EmitTokens(step);
+  }
+  Deliver(step.outputs);
+  counters_.step_seconds += step_clock.Seconds();
+  if (left && check_integrity_) GLINT_RETURN_IF_ERROR(CheckIntegrity());
+  return Status::Ok();
+}
+
+void EngineCore::BindScheduled(const StepPlan& plan) {
   const double now = Now();
   for (SequenceId id : plan.preempted) {
     samples_.at(id).state.reset();
@@ -469,146 +473,177 @@ Status EngineCore::Step() {
       sample.timings.cached_prompt_tokens = scheduler_->Get(id).prefix_hit_tokens;
     }
   }
-  if (plan.chunks.empty()) {
-    if (scheduler_->num_waiting() > 0 && scheduler_->num_running() == 0 && plan.preempted.empty()) {
-      return InternalError("the scheduler planned nothing with ", scheduler_->num_waiting(),
-                           " sequences waiting and none running");
-    }
-    return Status::Ok();
-  }
+}
 
-  const bool mtp = speculative();
-  const int64_t vocab = model_.config().vocab_size;
-  std::vector<BatchEntry> batch;  // [chunks] spans into the scheduler's token lists (unchanged until sampling)
-  std::vector<std::vector<StateCheckpoint>> checkpoints(plan.chunks.size());  // [chunks][targets]
-  std::vector<std::array<int32_t, 2>> verified(plan.chunks.size());          // [chunks] (last token, draft)
-  batch.reserve(plan.chunks.size());
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    const ScheduledChunk& chunk = plan.chunks[i];
+Status EngineCore::CheckProgress(const StepPlan& plan) const {
+  if (scheduler_->num_waiting() > 0 && scheduler_->num_running() == 0 && plan.preempted.empty()) {
+    return InternalError("the scheduler planned nothing with ", scheduler_->num_waiting(),
+                         " sequences waiting and none running");
+  }
+  return Status::Ok();
+}
+
+void EngineCore::BuildBatch(StepWork& step) {
+  const std::vector<ScheduledChunk>& chunks = step.plan.chunks;
+  step.checkpoints.resize(chunks.size());
+  step.verified.resize(chunks.size());
+  step.emissions.resize(chunks.size());
+  step.batch.reserve(chunks.size());
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const ScheduledChunk& chunk = chunks[i];
+    // Spans into the scheduler's token lists (unchanged until sampling).
     const std::vector<int32_t>& tokens = scheduler_->Get(chunk.id).tokens;
-    for (const CheckpointTarget& target : chunk.checkpoints) checkpoints[i].push_back({target.position, target.data});
+    for (const CheckpointTarget& target : chunk.checkpoints) {
+      step.checkpoints[i].push_back({target.position, target.data});
+    }
     BatchEntry entry{std::span<const int32_t>(tokens.data() + chunk.start, chunk.count),
                      samples_.at(chunk.id).state.get(), chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone,
-                     /*want_hidden=*/mtp, checkpoints[i]};
+                     /*want_hidden=*/speculative(), step.checkpoints[i]};
     if (chunk.draft > 0) {
       // Verification: the last token and the draft after it, logits for both rows, and the KDA state between them
       // kept in case the draft is rejected.
-      verified[i] = {tokens[chunk.start], samples_.at(chunk.id).draft};
-      entry.tokens = verified[i];
+      step.verified[i] = {tokens[chunk.start], samples_.at(chunk.id).draft};
+      entry.tokens = step.verified[i];
       entry.logits = LogitsWanted::kAll;
       entry.rollback = {chunk.start + 1, RollbackData(chunk.id)};
     }
-    batch.push_back(entry);
+    step.batch.push_back(entry);
   }
-  std::vector<EntryOutput> results;
+}
+
+bool EngineCore::RunForward(StepWork& step) {
   Stopwatch model_clock;
-  const Status forward = model_.Forward(batch, results, options_.forward);
+  const Status forward = model_.Forward(step.batch, step.results, options_.forward);
   counters_.model_seconds += model_clock.Seconds();
   ++counters_.steps;
-  if (!forward.ok()) {
-    // The model refused or failed: the requests of the entries it names (outputs[i].error: an expert read failed
-    // for their rows), or of every entry when it names none, end with the error; the others go on with the step.
-    LogError("engine: the model failed a step of ", plan.chunks.size(), " sequences: ", forward.message());
-    const bool scoped = results.size() == batch.size() &&
-                        std::any_of(results.begin(), results.end(), [](const EntryOutput& r) { return !r.error.ok(); });
-    std::vector<std::pair<RequestId, std::string>> failed;
-    for (size_t i = 0; i < plan.chunks.size(); ++i) {
-      if (scoped && results[i].error.ok()) continue;
-      failed.push_back({samples_.at(plan.chunks[i].id).request, scoped ? results[i].error.message() : forward.message()});
-    }
-    for (const auto& [request, message] : failed) {
-      if (requests_.count(request) != 0) FailRequests({request}, message, outputs);
-    }
-    // A request's other samples may be in the batch too: every chunk whose sample is gone leaves the step.
-    DropFinishedChunks(plan, results);
-    if (plan.chunks.empty()) {
-      Deliver(outputs);
-      counters_.step_seconds += step_clock.Seconds();
-      return Status::Ok();
-    }
+  if (forward.ok()) return true;
+  LogError("engine: the model failed a step of ", step.plan.chunks.size(), " sequences: ", forward.message());
+  FailForwardEntries(step, forward);
+  return KeepUnfinished(step);
+}
+
+void EngineCore::FailForwardEntries(StepWork& step, const Status& forward) {
+  // The model refused or failed: the requests of the entries it names (results[i].error: an expert read failed
+  // for their rows), or of every entry when it names none, end with the error; the others go on with the step.
+  const std::vector<EntryOutput>& results = step.results;
+  const bool scoped = results.size() == step.batch.size() &&
+                      std::any_of(results.begin(), results.end(), [](const EntryOutput& r) { return !r.error.ok(); });
+  std::vector<std::pair<RequestId, std::string>> failed;
+  for (size_t i = 0; i < step.plan.chunks.size(); ++i) {
+    if (scoped && results[i].error.ok()) continue;
+    failed.push_back({samples_.at(step.plan.chunks[i].id).request,
+                      scoped ? results[i].error.message() : forward.message()});
   }
+  for (const auto& [request, message] : failed) {
+    if (requests_.count(request) != 0) FailRequests({request}, message, step.outputs);
+  }
+}
+
+bool EngineCore::KeepUnfinished(StepWork& step) const {
+  // A failed request's other samples may be in the batch too: every chunk whose sample is gone leaves the step.
+  StepPlan& plan = step.plan;
+  size_t kept = 0;
+  for (size_t i = 0; i < plan.chunks.size(); ++i) {
+    if (samples_.count(plan.chunks[i].id) == 0) {
+      plan.tokens -= plan.chunks[i].count + plan.chunks[i].draft;
+      continue;
+    }
+    plan.chunks[kept] = std::move(plan.chunks[i]);
+    step.results[kept] = std::move(step.results[i]);
+    step.emissions[kept] = std::move(step.emissions[i]);
+    ++kept;
+  }
+  plan.chunks.resize(kept);
+  step.results.resize(kept);
+  step.emissions.resize(kept);
+  return !plan.chunks.empty();
+}
+
+void EngineCore::CountComputed(const StepPlan& plan) {
   counters_.computed_tokens += plan.tokens;
   for (const ScheduledChunk& chunk : plan.chunks) {
     const int64_t prompt_end = std::min(chunk.start + chunk.count, scheduler_->Get(chunk.id).prompt_length);
     counters_.prompt_tokens_computed += std::max<int64_t>(prompt_end - chunk.start, 0);
   }
+}
 
-  // 1. The next token of every chunk that reached its sequence's last token. A verification keeps or replaces
-  //    the draft (row 0); when kept, row 1 gives one more token; when not, the KDA state goes back to the
-  //    snapshot after the last token.
-  std::vector<std::vector<Emission>> emissions(plan.chunks.size());  // [chunks] in hand-out order
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    ScheduledChunk& chunk = plan.chunks[i];
-    if (!chunk.samples) continue;
-    Sample& sample = samples_.at(chunk.id);
-    const std::span<const float> logits = results[i].logits;
-    if (chunk.draft == 0) {
-      ClearDraft(chunk.id);  // a draft the scheduler had no room to verify is dropped
-      const int32_t token = ChooseToken(sample, logits);
-      Append(chunk.id, token);
-      emissions[i].push_back({chunk.id, token, logits});
-      continue;
-    }
-    const std::span<const float> row0 = logits.subspan(0, vocab), row1 = logits.subspan(vocab, vocab);
-    const auto [token, kept] = VerifyDraft(sample, row0);
-    ClearDraft(chunk.id);
-    ++counters_.spec_drafts;
-    ++counters_.spec_draft_tokens;
+void EngineCore::ChooseNextTokens(StepWork& step) {
+  // The next token of every chunk that reached its sequence's last token.
+  for (size_t i = 0; i < step.plan.chunks.size(); ++i) {
+    ScheduledChunk& chunk = step.plan.chunks[i];
+    if (chunk.samples) ChooseChunkTokens(chunk, step.results[i].logits, step.emissions[i]);
+  }
+}
+
+void EngineCore::ChooseChunkTokens(ScheduledChunk& chunk, std::span<const float> logits,
+                                   std::vector<Emission>& emissions) {
+  Sample& sample = samples_.at(chunk.id);
+  if (chunk.draft == 0) {
+    ClearDraft(chunk.id);  // a draft the scheduler had no room to verify is dropped
+    const int32_t token = ChooseToken(sample, logits);
     Append(chunk.id, token);
-    emissions[i].push_back({chunk.id, token, row0});
-    if (kept) {
-      chunk.accepted = 1;
-      ++counters_.spec_accepted_tokens;
-      ++counters_.spec_accepted_per_position[0];
-      // The bonus token. Always chosen, so that both positions have their next token (the MTP pairs and the
-      // prefix-cache keys need it); a sample that stops at `token` never hands it out.
-      const int32_t bonus = ChooseToken(sample, row1);
-      Append(chunk.id, bonus);
-      emissions[i].push_back({chunk.id, bonus, row1});
-    } else {
-      RollBack(*sample.state, RollbackData(chunk.id), chunk.start + 1);
-      if (mirror_ != nullptr) {
-        mirror_->OnCopy(sample.state->memory.slot, RollbackData(chunk.id), layout_->checkpoint_bytes);
-      }
+    emissions.push_back({chunk.id, token, logits});
+    return;
+  }
+  // A verification keeps or replaces the draft (row 0); when kept, row 1 gives one more token; when not, the KDA
+  // state goes back to the snapshot after the last token.
+  const int64_t vocab = model_.config().vocab_size;
+  const std::span<const float> row0 = logits.subspan(0, vocab), row1 = logits.subspan(vocab, vocab);
+  const auto [token, kept] = VerifyDraft(sample, row0);
+  ClearDraft(chunk.id);
+  ++counters_.spec_drafts;
+  ++counters_.spec_draft_tokens;
+  Append(chunk.id, token);
+  emissions.push_back({chunk.id, token, row0});
+  if (kept) {
+    chunk.accepted = 1;
+    ++counters_.spec_accepted_tokens;
+    ++counters_.spec_accepted_per_position[0];
+    // The bonus token. Always chosen, so that both positions have their next token (the MTP pairs and the
+    // prefix-cache keys need it); a sample that stops at `token` never hands it out.
+    const int32_t bonus = ChooseToken(sample, row1);
+    Append(chunk.id, bonus);
+    emissions.push_back({chunk.id, bonus, row1});
+  } else {
+    RollBack(*sample.state, RollbackData(chunk.id), chunk.start + 1);
+    if (mirror_ != nullptr) {
+      mirror_->OnCopy(sample.state->memory.slot, RollbackData(chunk.id), layout_->checkpoint_bytes);
     }
   }
+}
 
-  // 2. The MTP layer over every chunk's new positions (pairs need the tokens chosen above), which drafts the next
-  //    token of the sequences that decode next; then the checkpoints whose key became known.
-  if (mtp) {
-    std::vector<MtpWork> work;
-    for (size_t i = 0; i < plan.chunks.size(); ++i) {
-      work.push_back({plan.chunks[i].id, results[i].hidden, plan.chunks[i].start});
-    }
-    std::vector<std::pair<SequenceId, Status>> failed;
-    GLINT_RETURN_IF_ERROR(RunMtp(work, failed));
-    if (!failed.empty()) {
-      // As a failed Forward: the requests whose MTP pass failed end with the error (their memory is freed), the
-      // others go on with the step.
-      FailMtpSequences(failed, plan.chunks.size(), outputs);
-      DropFinishedChunks(plan, results, &emissions);
-      if (plan.chunks.empty()) {
-        Deliver(outputs);
-        counters_.step_seconds += step_clock.Seconds();
-        return Status::Ok();
-      }
-    }
-    for (const ScheduledChunk& chunk : plan.chunks) {
-      GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(chunk.id, chunk.draft > 0 ? chunk.start + 1 : -1));
-    }
+Result<bool> EngineCore::DraftNextTokens(StepWork& step) {
+  // The MTP layer over every chunk's new positions (pairs need the tokens chosen above), which drafts the next
+  // token of the sequences that decode next; then the checkpoints whose key became known.
+  if (!speculative()) return true;
+  std::vector<MtpWork> work;
+  for (size_t i = 0; i < step.plan.chunks.size(); ++i) {
+    work.push_back({step.plan.chunks[i].id, step.results[i].hidden, step.plan.chunks[i].start});
   }
+  std::vector<std::pair<SequenceId, Status>> failed;
+  GLINT_RETURN_IF_ERROR(RunMtp(work, failed));
+  if (!failed.empty()) {
+    // As a failed Forward: the requests whose MTP pass failed end with the error (their memory is freed), the
+    // others go on with the step.
+    FailMtpSequences(failed, step.plan.chunks.size(), step.outputs);
+    if (!KeepUnfinished(step)) return false;
+  }
+  for (const ScheduledChunk& chunk : step.plan.chunks) {
+    GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(chunk.id, chunk.draft > 0 ? chunk.start + 1 : -1));
+  }
+  return true;
+}
 
-  // 3. Commit: positions advance (accepted drafts included); full blocks and checkpoints join the prefix cache.
-  scheduler_->Complete(plan);
-
-  // 4. The first time a parent has computed its prompt, its waiting siblings start as copies of it and draw their
-  //    first token from the same logits (with speculation, each then runs its own MTP pair for that token).
-  std::vector<MtpWork> children_work;
-  for (size_t i = 0; i < plan.chunks.size(); ++i) {
-    const ScheduledChunk& chunk = plan.chunks[i];
+Status EngineCore::ForkWaitingSamples(StepWork& step) {
+  // The first time a parent has computed its prompt, its waiting siblings start as copies of it and draw their
+  // first token from the same logits (with speculation, each then runs its own MTP pair for that token).
+  const bool mtp = speculative();
+  for (size_t i = 0; i < step.plan.chunks.size(); ++i) {
+    const ScheduledChunk& chunk = step.plan.chunks[i];
     if (!chunk.samples) continue;
     const SequenceInfo& info = scheduler_->Get(chunk.id);
     if (info.computed != info.prompt_length) continue;
+    const EntryOutput& result = step.results[i];
     std::vector<Emission> forked;
     for (SequenceId child : scheduler_->Children(chunk.id)) {
       if (!scheduler_->Fork(child)) continue;  // no memory now: it computes its prompt itself later
@@ -616,38 +651,37 @@ Status EngineCore::Step() {
       Sample& sample = samples_.at(child);
       sample.timings.first_scheduled = Now();
       sample.timings.cached_prompt_tokens = info.prompt_length;
-      const int32_t token = ChooseToken(sample, results[i].logits);
+      const int32_t token = ChooseToken(sample, result.logits);
       Append(child, token);
-      forked.push_back({child, token, results[i].logits});
-      children_work.push_back({child, results[i].hidden, chunk.start});
+      forked.push_back({child, token, result.logits});
+      step.children_work.push_back({child, result.hidden, chunk.start});
     }
-    emissions[i].insert(emissions[i].begin(), forked.begin(), forked.end());
+    step.emissions[i].insert(step.emissions[i].begin(), forked.begin(), forked.end());
   }
   if (mtp) {
     // The parents' identical pairs just succeeded, but an expert read may still fail (the request then ends).
     std::vector<std::pair<SequenceId, Status>> failed;
-    GLINT_RETURN_IF_ERROR(RunMtp(children_work, failed));
-    FailMtpSequences(failed, children_work.size(), outputs);
-    for (const MtpWork& w : children_work) {
+    GLINT_RETURN_IF_ERROR(RunMtp(step.children_work, failed));
+    FailMtpSequences(failed, step.children_work.size(), step.outputs);
+    for (const MtpWork& w : step.children_work) {
       if (samples_.count(w.id) != 0) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, -1));
     }
   }
-  for (const MtpWork& w : children_work) {
+  for (const MtpWork& w : step.children_work) {
     if (samples_.count(w.id) == 0) continue;
     const SequenceInfo& child = scheduler_->Get(w.id);
     memory_->Commit(w.id, child.tokens, child.computed);  // with the MTP rows written, its blocks may be cached
   }
+  return Status::Ok();
+}
 
-  // 5. Hand the tokens out: stop checks, text, outputs. A sample that finishes at a token hands out no more.
-  for (const std::vector<Emission>& chunk_emissions : emissions) {
+void EngineCore::EmitTokens(StepWork& step) {
+  // Stop checks, text, outputs. A sample that finishes at a token hands out no more.
+  for (const std::vector<Emission>& chunk_emissions : step.emissions) {
     for (const Emission& emission : chunk_emissions) {
-      if (samples_.count(emission.id) != 0) EmitToken(emission, outputs);
+      if (samples_.count(emission.id) != 0) EmitToken(emission, step.outputs);
     }
   }
-  Deliver(outputs);
-  counters_.step_seconds += step_clock.Seconds();
-  if (check_integrity_) GLINT_RETURN_IF_ERROR(CheckIntegrity());
-  return Status::Ok();
 }
 
 void EngineCore::Cancel(RequestId id) {

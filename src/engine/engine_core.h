@@ -9,6 +9,7 @@
 // free what finished.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -140,6 +141,35 @@ class EngineCore {
     std::span<const float> hidden;
     int64_t first_position = 0;
   };
+  // What one step builds and computes, passed from phase to phase of Step. The batch's entries point into
+  // `checkpoints` and `verified`; `results` and `emissions` are indexed like `plan.chunks`.
+  struct StepWork {
+    StepPlan plan;
+    std::vector<BatchEntry> batch;                           // [chunks]
+    std::vector<std::vector<StateCheckpoint>> checkpoints;   // [chunks][targets]
+    std::vector<std::array<int32_t, 2>> verified;            // [chunks] (last token, draft) of a verification
+    std::vector<EntryOutput> results;                        // [chunks] the model's
+    std::vector<std::vector<Emission>> emissions;            // [chunks] tokens to hand out, in order
+    std::vector<MtpWork> children_work;                      // forked samples' MTP pairs
+    std::vector<RequestOutput> outputs;                      // delivered at the end of the step
+  };
+  // The phases of Step, in order (docs/engine.md "A step"). A phase that returns false (or a Result of false) has
+  // failed every request left in the step: the step ends there, delivering what it has. An error is the engine's.
+  void BindScheduled(const StepPlan& plan);
+  Status CheckProgress(const StepPlan& plan) const;  // a step with no chunk: fine unless nothing can ever run
+  void BuildBatch(StepWork& step);
+  bool RunForward(StepWork& step);
+  void CountComputed(const StepPlan& plan);
+  void ChooseNextTokens(StepWork& step);
+  void ChooseChunkTokens(ScheduledChunk& chunk, std::span<const float> logits, std::vector<Emission>& emissions);
+  Result<bool> DraftNextTokens(StepWork& step);
+  Status ForkWaitingSamples(StepWork& step);
+  void EmitTokens(StepWork& step);
+  // The failure path of every phase: the chunks whose samples finished (their requests failed) leave the step;
+  // whether any chunk is left.
+  bool KeepUnfinished(StepWork& step) const;
+  // Fails the requests of the entries a failed Forward names (or of every entry when it names none).
+  void FailForwardEntries(StepWork& step, const Status& forward);
   // Sequences whose MTP pass failed alone (an expert read) go to `failed` with the error (they draft nothing; the
   // caller fails their requests); the error return is the engine's own inconsistency.
   Status RunMtp(std::span<const MtpWork> work, std::vector<std::pair<SequenceId, Status>>& failed);
@@ -156,9 +186,6 @@ class EngineCore {
   std::byte* RollbackData(SequenceId id) const;
   // Hands out a chosen token: counts, logprobs, stop checks, text; adds to `outputs`.
   void EmitToken(const Emission& emission, std::vector<RequestOutput>& outputs);
-  // Removes from the step the chunks (and their results) whose sample finished during it (a failed entry).
-  void DropFinishedChunks(StepPlan& plan, std::vector<EntryOutput>& results,
-                          std::vector<std::vector<Emission>>* emissions = nullptr) const;
   // Finishes every sample of these requests with kError and `message`.
   void FailRequests(std::vector<RequestId> requests, const std::string& message, std::vector<RequestOutput>& outputs);
   // Ends a sample: final output (flushing held text unless stopped by a stop string), memory freed.
