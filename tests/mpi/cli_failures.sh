@@ -8,13 +8,8 @@ set -euo pipefail
 glint="$1"
 data="$2"
 mpirun="$3"
-source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # $work, fail, ranks, rank_pid
-pid=""
-kill_server() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
-  mpi_util_cleanup
-}
-trap kill_server EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/serve_util.sh"  # $work, fail, start_server
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # ranks, rank_pid, wait_job
 MPI=(timeout 60 "$mpirun" "${MPIRUN_LOCAL[@]}")
 RUN=(run --path reference --tokens 1,2,3 --max-tokens 4 --temperature 0 --print-ids)
 dense="$data/golden/tiny-dense" sparse="$data/golden/tiny-sparse"
@@ -42,18 +37,10 @@ expect_message "$work/load.log" "rank 1 could not load its shard" "load"
 (( SECONDS - start < 30 )) || fail "the failed load took $((SECONDS - start)) s to end every rank"
 
 # A rank killed in the middle of a request: mpirun ends the job and names the rank.
-"${MPI[@]}" -np 2 "$glint" serve --port 0 --threads 1 --memory 32M --max-seqs 2 >"$work/serve.log" 2>&1 &
-pid=$!
-for _ in $(seq 1 600); do
-  grep -q "serving .* on http://" "$work/serve.log" && break
-  kill -0 "$pid" 2>/dev/null || fail "serve exited: $(cat "$work/serve.log")"
-  sleep 0.1
-done
-port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/serve.log" | head -1)"
-[[ -n "$port" ]] || fail "no port in the log"
+launcher=("${MPI[@]}" -np 2)
+start_server --threads 1 --memory 32M --max-seqs 2
 curl -s --max-time 30 -H "Content-Type: application/json" -o /dev/null \
-  -d '{"prompt": "Once", "max_tokens": 4000, "temperature": 0, "ignore_eos": true}' \
-  "http://127.0.0.1:$port/v1/completions" &
+  -d '{"prompt": "Once", "max_tokens": 4000, "temperature": 0, "ignore_eos": true}' "$base/v1/completions" &
 client=$!
 sleep 1
 rank1="$(rank_pid "$pid" 1)"
@@ -62,6 +49,6 @@ kill -KILL "$rank1"
 start=$SECONDS
 wait_job 10 "the job still runs 10 s after rank 1 was killed"
 [[ $job_exit -ne 0 ]] || fail "mpirun exited 0 after a rank was killed"
-expect_message "$work/serve.log" "process rank 1 .* exited on signal 9" "killed rank"
+expect_message "$work/server.log" "process rank 1 .* exited on signal 9" "killed rank"
 wait "$client" || true
 echo "PASS (killed rank ended the job in $((SECONDS - start)) s)"

@@ -5,10 +5,8 @@
 # rank 0 stops every rank with status 0.
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
-glint_binary="$1"
+glint="$1"
 mpirun="$3"
-# serve_util.sh starts "$glint serve ..."; under mpirun that is a wrapper script.
-glint="$(mktemp)"
 source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/serve_util.sh"  # $work, fail, start_server, stop_server, metric
 source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # rank_pid, wait_job
 ENGINE=(--memory 64M --max-seqs 8 --max-model-len 1024 --threads 1 --checkpoint-interval 64)
@@ -39,14 +37,11 @@ print(repr(text))"
   } >"$1"
 }
 
-printf '#!/bin/sh\nexec "%s" "$@"\n' "$glint_binary" >"$glint"
-chmod +x "$glint"
 start_server "${ENGINE[@]}"
 requests "$work/one.txt"
 stop_server
 
-printf '#!/bin/sh\nshift\nexec timeout 120 "%s" --oversubscribe --allow-run-as-root --mca btl self,vader -np 2 "%s" serve "$@"\n' \
-  "$mpirun" "$glint_binary" >"$glint"
+launcher=(timeout 120 "$mpirun" "${MPIRUN_LOCAL[@]}" -np 2)
 start_server "${ENGINE[@]}"
 grep -q "shard expert parallel over 2 ranks" "$work/server.log" || fail "no shard line in the capacity report"
 requests "$work/two.txt"
@@ -60,5 +55,4 @@ rank0="$(rank_pid "$pid" 0)"
 kill -TERM "$rank0"
 wait_job 30 "mpirun still running 30 s after SIGTERM to rank 0"
 [[ $job_exit -eq 0 ]] || fail "mpirun exited $job_exit after SIGTERM to rank 0"
-rm -f "$glint"
 echo "PASS"

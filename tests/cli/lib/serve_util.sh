@@ -1,9 +1,12 @@
-# Shared by the black-box tests that run `glint serve` (tests/cli/serve.sh, bench_glint_serve.sh, speculative.sh).
+# Shared by the black-box tests that run `glint serve` (tests/cli/serve.sh, bench_glint_serve.sh, speculative.sh,
+# tests/mpi/cli_serve.sh and cli_failures.sh under mpirun).
 # Source it after setting $glint (the binary). It makes the scratch directory $work (removed at exit, with its own
 # GLINT_CACHE_DIR), and defines:
 #   fail MESSAGE        print FAIL and the end of the server log, exit 1
 #   start_server ARGS   run `glint serve --port 0 ARGS` in the background on a free loopback port; sets $pid,
-#                       $port and $base (http://127.0.0.1:PORT); the log goes to $work/server.log
+#                       $port and $base (http://127.0.0.1:PORT); the log goes to $work/server.log. The words of
+#                       the array $launcher, when set, go before "$glint" (e.g. launcher=(timeout 60 mpirun -np 2));
+#                       $pid is then the launcher's
 #   stop_server         SIGTERM, wait (60 s at most), and require exit status 0
 #   metric NAME         the value of the Prometheus sample NAME (name and labels, exactly as exported) of /metrics
 # A server still running at exit (a failed check) is killed.
@@ -24,8 +27,9 @@ fail() {
   exit 1
 }
 
+launcher=()
 start_server() {
-  "$glint" serve --port 0 "$@" >"$work/server.log" 2>&1 &
+  "${launcher[@]+"${launcher[@]}"}" "$glint" serve --port 0 "$@" >"$work/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 1200); do
     grep -q "serving .* on http://" "$work/server.log" && break
