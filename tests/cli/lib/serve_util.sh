@@ -29,6 +29,9 @@ fail() {
 
 launcher=()
 start_server() {
+  # Emptied here, not only by the child's redirection: a restart would otherwise find the previous server's
+  # "serving" line (and port) before the new process has truncated the log.
+  : >"$work/server.log"
   "${launcher[@]+"${launcher[@]}"}" "$glint" serve --port 0 "$@" >"$work/server.log" 2>&1 &
   pid=$!
   for _ in $(seq 1 1200); do
