@@ -179,6 +179,100 @@ Result<PointStats> RunMultiTurn(const Model& model, const EngineOptions& options
   return stats;
 }
 
+// One row of the throughput table: `flags.repeats` closed-loop runs at `concurrency`, medians printed.
+Status BenchThroughputPoint(const Model& model, const EngineOptions& options, const BenchFlags& flags,
+                            int64_t concurrency) {
+  if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
+  const int64_t requests = flags.requests_factor * concurrency;
+  std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
+  std::vector<double> acceptance;  // speculative decoding: accepted drafted tokens / drafted tokens
+  std::vector<double> mtp_share;   // … and the share of step time in the MTP layer
+  for (int64_t r = 0; r < flags.repeats; ++r) {
+    std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int64_t i = 0; i < requests; ++i) {
+      prompts.push_back(RandomTokens(rng, model.config().vocab_size, flags.input_len));
+    }
+    GLINT_ASSIGN_OR_RETURN(PointStats s, RunThroughput(model, options, prompts, flags.output_len, concurrency));
+    out_rate.push_back(s.generated / s.wall);
+    total_rate.push_back((s.generated + s.prompt_tokens) / s.wall);
+    ttft50.push_back(Median(s.ttft));
+    ttft99.push_back(Percentile(s.ttft, 0.99));
+    tpot50.push_back(Median(s.tpot));
+    e2e50.push_back(Median(s.e2e));
+    preemptions.push_back(static_cast<double>(s.metrics.preemptions));
+    // Time of the steps not spent in Model::Forward nor handing outputs to the client thread (which, on a busy
+    // machine, mostly measures the OS giving the core to the woken thread): scheduling, memory, sampling, stops.
+    overhead.push_back(100 * (s.metrics.step_seconds - s.metrics.model_seconds - s.metrics.deliver_seconds) /
+                       s.metrics.step_seconds);
+    handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
+    if (s.metrics.spec_draft_tokens > 0) {
+      acceptance.push_back(100.0 * s.metrics.spec_accepted_tokens / s.metrics.spec_draft_tokens);
+    }
+    mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
+    load.push_back(LoadAverage());
+  }
+  const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(Median(acceptance) + 0.5), "%");
+  std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %8s %5.1f%% %5.2f\n",
+              static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
+              Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
+              Median(preemptions), Median(overhead), Median(handoff), accept.c_str(), Median(mtp_share), Median(load));
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+Status BenchThroughput(const Model& model, const EngineOptions& options, const BenchFlags& flags) {
+  std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
+              static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
+              static_cast<long long>(flags.repeats));
+  std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s %8s %6s %5s\n", "concurrency", "requests",
+              "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %",
+              "hand-off %", "accept", "MTP %", "load");
+  for (int64_t concurrency : flags.concurrency) {
+    GLINT_RETURN_IF_ERROR(BenchThroughputPoint(model, options, flags, concurrency));
+  }
+  return Status::Ok();
+}
+
+// The multi-turn workload with prefix caching on, then off, and what caching saved.
+Status BenchMultiTurn(const Model& model, const EngineOptions& options, const BenchFlags& flags) {
+  std::printf(
+      "\nmulti-turn: %lld conversations × %lld turns; system %lld tokens, each turn +%lld user tokens, "
+      "%lld generated; median of %lld runs\n",
+      static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
+      static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
+      static_cast<long long>(flags.turn_output), static_cast<long long>(flags.repeats));
+  std::printf("%14s %14s %15s %9s %10s %10s %9s %5s\n", "prefix caching", "prompt tokens", "prompt computed",
+              "hit rate", "wall", "TTFT p50", "ckpts", "load");
+  double wall_on = 0, wall_off = 0, computed_on = 0, computed_off = 0;
+  for (bool prefix : {true, false}) {
+    EngineOptions run_options = options;
+    run_options.prefix_caching = prefix;
+    std::vector<double> walls, computed, hit_rate, ttft, checkpoints, load;
+    double prompt_tokens = 0;
+    for (int64_t r = 0; r < flags.repeats; ++r) {
+      GLINT_ASSIGN_OR_RETURN(PointStats s, RunMultiTurn(model, run_options, flags, flags.seed + 7 * r));
+      walls.push_back(s.wall);
+      computed.push_back(static_cast<double>(s.metrics.prompt_tokens_computed));
+      hit_rate.push_back(static_cast<double>(s.metrics.cache.prefix_hit_tokens) / s.prompt_tokens);
+      ttft.push_back(Median(s.ttft));
+      checkpoints.push_back(static_cast<double>(s.metrics.cache.checkpoints_taken));
+      load.push_back(LoadAverage());
+      prompt_tokens = static_cast<double>(s.prompt_tokens);
+    }
+    std::printf("%14s %14.0f %15.0f %8.1f%% %9.2fs %9.3fs %9.0f %5.2f\n", prefix ? "on" : "off", prompt_tokens,
+                Median(computed), 100 * Median(hit_rate), Median(walls), Median(ttft), Median(checkpoints),
+                Median(load));
+    (prefix ? wall_on : wall_off) = Median(walls);
+    (prefix ? computed_on : computed_off) = Median(computed);
+    std::fflush(stdout);
+  }
+  std::printf("saved by prefix caching: %.0f prompt tokens (%.1f%%), %.2f s of %.2f s wall (%.1f%%)\n",
+              computed_off - computed_on, 100 * (computed_off - computed_on) / std::max(computed_off, 1.0),
+              wall_off - wall_on, wall_off, 100 * (wall_off - wall_on) / std::max(wall_off, 1e-9));
+  return Status::Ok();
+}
+
 Status Bench(const BenchFlags& flags) {
   if (flags.repeats < 1 || flags.input_len < 1 || flags.output_len < 1 || flags.requests_factor < 1) {
     return InvalidArgument("--repeats, --input-len, --output-len and --requests-factor must be at least 1");
@@ -194,88 +288,8 @@ Status Bench(const BenchFlags& flags) {
   std::printf("model: %lld layers, hidden %lld, vocab %lld (%s)\n", static_cast<long long>(c.num_hidden_layers),
               static_cast<long long>(c.hidden_size), static_cast<long long>(c.vocab_size),
               loaded.description.c_str());
-
-  if (!flags.skip_throughput) {
-    std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
-                static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
-                static_cast<long long>(flags.repeats));
-    std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s %8s %6s %5s\n", "concurrency", "requests",
-                "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %",
-                "hand-off %", "accept", "MTP %", "load");
-    for (int64_t concurrency : flags.concurrency) {
-      if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
-      const int64_t requests = flags.requests_factor * concurrency;
-      std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
-      std::vector<double> acceptance;  // speculative decoding: accepted drafted tokens / drafted tokens
-      std::vector<double> mtp_share;   // … and the share of step time in the MTP layer
-      for (int64_t r = 0; r < flags.repeats; ++r) {
-        std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
-        std::vector<std::vector<int32_t>> prompts;
-        for (int64_t i = 0; i < requests; ++i) prompts.push_back(RandomTokens(rng, c.vocab_size, flags.input_len));
-        GLINT_ASSIGN_OR_RETURN(PointStats s, RunThroughput(*model, options, prompts, flags.output_len, concurrency));
-        out_rate.push_back(s.generated / s.wall);
-        total_rate.push_back((s.generated + s.prompt_tokens) / s.wall);
-        ttft50.push_back(Median(s.ttft));
-        ttft99.push_back(Percentile(s.ttft, 0.99));
-        tpot50.push_back(Median(s.tpot));
-        e2e50.push_back(Median(s.e2e));
-        preemptions.push_back(static_cast<double>(s.metrics.preemptions));
-        // Time of the steps not spent in Model::Forward nor handing outputs to the client thread (which, on a busy
-        // machine, mostly measures the OS giving the core to the woken thread): scheduling, memory, sampling, stops.
-        overhead.push_back(100 * (s.metrics.step_seconds - s.metrics.model_seconds - s.metrics.deliver_seconds) /
-                           s.metrics.step_seconds);
-        handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
-        if (s.metrics.spec_draft_tokens > 0) {
-          acceptance.push_back(100.0 * s.metrics.spec_accepted_tokens / s.metrics.spec_draft_tokens);
-        }
-        mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
-        load.push_back(LoadAverage());
-      }
-      const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(Median(acceptance) + 0.5), "%");
-      std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %8s %5.1f%% %5.2f\n",
-                  static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
-                  Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
-                  Median(preemptions), Median(overhead), Median(handoff), accept.c_str(), Median(mtp_share),
-                  Median(load));
-      std::fflush(stdout);
-    }
-  }
-
-  if (!flags.skip_multi_turn) {
-    std::printf("\nmulti-turn: %lld conversations × %lld turns; system %lld tokens, each turn +%lld user tokens, "
-                "%lld generated; median of %lld runs\n",
-                static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
-                static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
-                static_cast<long long>(flags.turn_output), static_cast<long long>(flags.repeats));
-    std::printf("%14s %14s %15s %9s %10s %10s %9s %5s\n", "prefix caching", "prompt tokens", "prompt computed",
-                "hit rate", "wall", "TTFT p50", "ckpts", "load");
-    double wall_on = 0, wall_off = 0, computed_on = 0, computed_off = 0;
-    for (bool prefix : {true, false}) {
-      EngineOptions run_options = options;
-      run_options.prefix_caching = prefix;
-      std::vector<double> walls, computed, hit_rate, ttft, checkpoints, load;
-      double prompt_tokens = 0;
-      for (int64_t r = 0; r < flags.repeats; ++r) {
-        GLINT_ASSIGN_OR_RETURN(PointStats s, RunMultiTurn(*model, run_options, flags, flags.seed + 7 * r));
-        walls.push_back(s.wall);
-        computed.push_back(static_cast<double>(s.metrics.prompt_tokens_computed));
-        hit_rate.push_back(static_cast<double>(s.metrics.cache.prefix_hit_tokens) / s.prompt_tokens);
-        ttft.push_back(Median(s.ttft));
-        checkpoints.push_back(static_cast<double>(s.metrics.cache.checkpoints_taken));
-        load.push_back(LoadAverage());
-        prompt_tokens = static_cast<double>(s.prompt_tokens);
-      }
-      std::printf("%14s %14.0f %15.0f %8.1f%% %9.2fs %9.3fs %9.0f %5.2f\n", prefix ? "on" : "off", prompt_tokens,
-                  Median(computed), 100 * Median(hit_rate), Median(walls), Median(ttft), Median(checkpoints),
-                  Median(load));
-      (prefix ? wall_on : wall_off) = Median(walls);
-      (prefix ? computed_on : computed_off) = Median(computed);
-      std::fflush(stdout);
-    }
-    std::printf("saved by prefix caching: %.0f prompt tokens (%.1f%%), %.2f s of %.2f s wall (%.1f%%)\n",
-                computed_off - computed_on, 100 * (computed_off - computed_on) / std::max(computed_off, 1.0),
-                wall_off - wall_on, wall_off, 100 * (wall_off - wall_on) / std::max(wall_off, 1e-9));
-  }
+  if (!flags.skip_throughput) GLINT_RETURN_IF_ERROR(BenchThroughput(*model, options, flags));
+  if (!flags.skip_multi_turn) GLINT_RETURN_IF_ERROR(BenchMultiTurn(*model, options, flags));
   return Status::Ok();
 }
 

@@ -84,23 +84,12 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-Status Serve(ServeFlags flags) {
-  if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
-  if (flags.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
-  if (flags.max_queued < 0) return InvalidArgument("--max-queued must be at least 0");
-  if (flags.api_key.empty()) {
-    if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
-  }
-  GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
-  GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel({dir}, flags.path));
-  const Model* model = loaded.model.get();
-  LogInfo("forward pass: ", loaded.description);
-  auto tokenizer = Tokenizer::Load(dir);
-  if (!tokenizer.ok()) return tokenizer.status().WithContext("glint serve needs the checkpoint's tokenizer.json");
+// --chat-template FILE, else the checkpoint's template; a checkpoint without one serves everything but chat.
+Result<std::optional<ChatTemplate>> LoadChatTemplate(const std::string& override_file, const std::string& dir) {
   std::optional<ChatTemplate> chat_template;
-  if (!flags.chat_template.empty()) {
-    GLINT_ASSIGN_OR_RETURN(std::string source, ReadFile(flags.chat_template));
-    GLINT_ASSIGN_OR_RETURN(ChatTemplate loaded, ChatTemplate::FromSource(source, flags.chat_template));
+  if (!override_file.empty()) {
+    GLINT_ASSIGN_OR_RETURN(std::string source, ReadFile(override_file));
+    GLINT_ASSIGN_OR_RETURN(ChatTemplate loaded, ChatTemplate::FromSource(source, override_file));
     chat_template.emplace(std::move(loaded));
   } else {
     auto loaded = ChatTemplate::Load(dir);
@@ -113,22 +102,22 @@ Status Serve(ServeFlags flags) {
     }
   }
   if (chat_template) LogInfo("chat template: ", chat_template->origin());
-  GLINT_ASSIGN_OR_RETURN(GenerationConfig generation, LoadGenerationConfig(dir, model->config()));
+  return chat_template;
+}
 
-  // From here on SIGTERM/SIGINT drain the server (before, during loading, they end the process as usual). They
-  // are blocked before the engine's and the server's threads start, so every thread inherits the mask.
+// From here on SIGTERM/SIGINT drain the server (before, during loading, they end the process as usual). They are
+// blocked before the engine's and the server's threads start, so every thread inherits the mask.
+void BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write is an error return, not a signal
+}
 
-  GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
-  LogInfo("engine capacity:\n", engine->capacity().ToString());
-  server::EngineBackend backend(*engine);
-
+server::ServerOptions ServerOptionsFromFlags(const ServeFlags& flags, const std::string& dir,
+                                             const GenerationConfig& generation, const ModelConfig& config) {
   server::ServerOptions options = flags.limits;
   options.host = flags.host;
   options.port = flags.port;
@@ -153,8 +142,32 @@ Status Serve(ServeFlags flags) {
   options.policy.default_sampling.temperature = generation.do_sample ? generation.temperature : 0.0f;
   options.policy.default_sampling.top_p = generation.top_p;
   options.policy.default_sampling.top_k = generation.top_k;
-  options.policy.vocab_size = model->config().vocab_size;
+  options.policy.vocab_size = config.vocab_size;
+  return options;
+}
 
+Status Serve(ServeFlags flags) {
+  if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
+  if (flags.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
+  if (flags.max_queued < 0) return InvalidArgument("--max-queued must be at least 0");
+  if (flags.api_key.empty()) {
+    if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
+  }
+  GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
+  GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel({dir}, flags.path));
+  const Model* model = loaded.model.get();
+  LogInfo("forward pass: ", loaded.description);
+  auto tokenizer = Tokenizer::Load(dir);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext("glint serve needs the checkpoint's tokenizer.json");
+  GLINT_ASSIGN_OR_RETURN(const std::optional<ChatTemplate> chat_template, LoadChatTemplate(flags.chat_template, dir));
+  GLINT_ASSIGN_OR_RETURN(GenerationConfig generation, LoadGenerationConfig(dir, model->config()));
+
+  BlockStopSignals();
+  GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
+  LogInfo("engine capacity:\n", engine->capacity().ToString());
+  server::EngineBackend backend(*engine);
+  const server::ServerOptions options = ServerOptionsFromFlags(flags, dir, generation, model->config());
   server::HttpServer server(options, *tokenizer, chat_template ? &*chat_template : nullptr, backend);
   GLINT_RETURN_IF_ERROR(server.Bind());
   LogInfo("serving ", options.model_names[0], " on http://", flags.host, ":", server.port(),
