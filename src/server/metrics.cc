@@ -73,6 +73,13 @@ class Writer {
   std::string& out_;
 };
 
+// A histogram's HELP and TYPE lines, then its buckets, sum and count.
+void WriteHistogram(Writer& w, const Histogram& histogram, const std::string& name, const char* help,
+                    const std::string& labels, std::string& out) {
+  w.Header(name, "histogram", help);
+  histogram.Render(name, labels, out);
+}
+
 double KvUsage(const BackendMetrics& backend) {
   return backend.kv_blocks_total > 0
              ? static_cast<double>(backend.kv_blocks_used) / static_cast<double>(backend.kv_blocks_total)
@@ -255,18 +262,15 @@ void ServerMetrics::RenderServer(const Totals& totals, std::string& out) const {
            static_cast<double>(totals.cached));
   w.Single("glint_generation_tokens_total", "counter", "Generated tokens of finished requests.", "",
            static_cast<double>(totals.generation));
-  w.Header("glint_time_to_first_token_seconds", "histogram", "Arrival to first generated token.");
-  time_to_first_token_.Render("glint_time_to_first_token_seconds", "", out);
-  w.Header("glint_inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a sample.");
-  inter_token_latency_.Render("glint_inter_token_latency_seconds", "", out);
-  w.Header("glint_e2e_request_latency_seconds", "histogram", "Arrival to last output.");
-  e2e_latency_.Render("glint_e2e_request_latency_seconds", "", out);
-  w.Header("glint_request_queue_time_seconds", "histogram", "Arrival to first output (queueing and prefill).");
-  queue_time_.Render("glint_request_queue_time_seconds", "", out);
-  w.Header("glint_request_prompt_tokens", "histogram", "Prompt tokens per request.");
-  prompt_tokens_.Render("glint_request_prompt_tokens", "", out);
-  w.Header("glint_request_generation_tokens", "histogram", "Generated tokens per request.");
-  generation_tokens_.Render("glint_request_generation_tokens", "", out);
+  WriteHistogram(w, time_to_first_token_, "glint_time_to_first_token_seconds", "Arrival to first generated token.", "",
+                 out);
+  WriteHistogram(w, inter_token_latency_, "glint_inter_token_latency_seconds",
+                 "Time between consecutive tokens of a sample.", "", out);
+  WriteHistogram(w, e2e_latency_, "glint_e2e_request_latency_seconds", "Arrival to last output.", "", out);
+  WriteHistogram(w, queue_time_, "glint_request_queue_time_seconds", "Arrival to first output (queueing and prefill).",
+                 "", out);
+  WriteHistogram(w, prompt_tokens_, "glint_request_prompt_tokens", "Prompt tokens per request.", "", out);
+  WriteHistogram(w, generation_tokens_, "glint_request_generation_tokens", "Generated tokens per request.", "", out);
 }
 
 void ServerMetrics::RenderVllm(const BackendMetrics& backend, const Totals& totals, const std::string& model,
@@ -286,20 +290,13 @@ void ServerMetrics::RenderVllm(const BackendMetrics& backend, const Totals& tota
   for (const auto& [reason, count] : totals.finished) {
     w.Sample("vllm:request_success_total", model + ",finished_reason=\"" + reason + "\"", static_cast<double>(count));
   }
-  w.Header("vllm:time_to_first_token_seconds", "histogram", "Time to first token.");
-  time_to_first_token_.Render("vllm:time_to_first_token_seconds", model, out);
-  w.Header("vllm:time_per_output_token_seconds", "histogram", "Time per output token.");
-  inter_token_latency_.Render("vllm:time_per_output_token_seconds", model, out);
-  w.Header("vllm:inter_token_latency_seconds", "histogram", "Inter-token latency.");
-  inter_token_latency_.Render("vllm:inter_token_latency_seconds", model, out);
-  w.Header("vllm:e2e_request_latency_seconds", "histogram", "End-to-end request latency.");
-  e2e_latency_.Render("vllm:e2e_request_latency_seconds", model, out);
-  w.Header("vllm:request_queue_time_seconds", "histogram", "Queue time (includes prefill here).");
-  queue_time_.Render("vllm:request_queue_time_seconds", model, out);
-  w.Header("vllm:request_prompt_tokens", "histogram", "Prompt tokens per request.");
-  prompt_tokens_.Render("vllm:request_prompt_tokens", model, out);
-  w.Header("vllm:request_generation_tokens", "histogram", "Generated tokens per request.");
-  generation_tokens_.Render("vllm:request_generation_tokens", model, out);
+  WriteHistogram(w, time_to_first_token_, "vllm:time_to_first_token_seconds", "Time to first token.", model, out);
+  WriteHistogram(w, inter_token_latency_, "vllm:time_per_output_token_seconds", "Time per output token.", model, out);
+  WriteHistogram(w, inter_token_latency_, "vllm:inter_token_latency_seconds", "Inter-token latency.", model, out);
+  WriteHistogram(w, e2e_latency_, "vllm:e2e_request_latency_seconds", "End-to-end request latency.", model, out);
+  WriteHistogram(w, queue_time_, "vllm:request_queue_time_seconds", "Queue time (includes prefill here).", model, out);
+  WriteHistogram(w, prompt_tokens_, "vllm:request_prompt_tokens", "Prompt tokens per request.", model, out);
+  WriteHistogram(w, generation_tokens_, "vllm:request_generation_tokens", "Generated tokens per request.", model, out);
   w.Single("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries (tokens).", model,
            static_cast<double>(backend.prefix_cache_query_tokens));
   w.Single("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits (tokens).", model,
