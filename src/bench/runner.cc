@@ -98,7 +98,7 @@ class SessionRunner {
       if (chat) {
         const std::string& text = std::get<std::string>(turn.user_prompt);
         messages.push_back(
-            {{"role", "user"}, {"content", subagent_reports.empty() ? text : subagent_reports + "\n\n" + text}});
+            {{"role", "user"}, {"content", subagent_reports.empty() ? text : StrCat(subagent_reports, "\n\n", text)}});
         body = GenerationBody(phase_.config, turn, &messages);
       } else {
         body = GenerationBody(phase_.config, turn, nullptr);
@@ -192,6 +192,7 @@ PhaseResult RunPhase(const BenchConfig& config, const HttpOptions& http, const s
   std::mutex mutex;
   std::condition_variable finished;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(workers));
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
       StreamingClient client(http);

@@ -53,7 +53,7 @@ double Median(std::vector<double> values) {
 double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5))];
+  return values[std::min(values.size() - 1, static_cast<size_t>(std::lround(q * (values.size() - 1))))];
 }
 
 // The 1-minute load average (Linux), to read the figures of a shared machine by; NaN where unavailable.
@@ -212,7 +212,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
     mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
     load.push_back(LoadAverage());
   }
-  const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(Median(acceptance) + 0.5), "%");
+  const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(std::lround(Median(acceptance))), "%");
   std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %8s %5.1f%% %5.2f\n",
               static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
               Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),

@@ -262,7 +262,7 @@ Result<Element> Grammar::Repeat(const Sequence& item, int64_t min, int64_t max, 
   return Element::Rule(AddRuleWith(name, {std::move(sequence)}));
 }
 
-CodePointRanges NormaliseCodePoints(CodePointRanges ranges, bool negate) {
+CodePointRanges NormaliseCodePoints(const CodePointRanges& ranges, bool negate) {
   // Normalise: clamp, drop surrogates, sort and merge; then complement when negated.
   std::vector<std::pair<uint32_t, uint32_t>> clean;
   for (auto [lo, hi] : ranges) {

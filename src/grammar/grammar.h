@@ -88,6 +88,6 @@ bool DecodeUtf8(std::string_view text, size_t& at, uint32_t& code_point);
 
 using CodePointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 // Sorted, merged, without surrogates, complemented over 0 .. 0x10FFFF when `negate`.
-CodePointRanges NormaliseCodePoints(CodePointRanges ranges, bool negate);
+CodePointRanges NormaliseCodePoints(const CodePointRanges& ranges, bool negate);
 
 }  // namespace glint::grammar

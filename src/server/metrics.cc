@@ -288,7 +288,9 @@ void ServerMetrics::RenderVllm(const BackendMetrics& backend, const Totals& tota
            static_cast<double>(totals.generation));
   w.Header("vllm:request_success_total", "counter", "Finished requests by reason.");
   for (const auto& [reason, count] : totals.finished) {
-    w.Sample("vllm:request_success_total", model + ",finished_reason=\"" + reason + "\"", static_cast<double>(count));
+    std::string labels = model;
+    labels += ",finished_reason=\"" + reason + "\"";
+    w.Sample("vllm:request_success_total", labels, static_cast<double>(count));
   }
   WriteHistogram(w, time_to_first_token_, "vllm:time_to_first_token_seconds", "Time to first token.", model, out);
   WriteHistogram(w, inter_token_latency_, "vllm:time_per_output_token_seconds", "Time per output token.", model, out);
