@@ -307,9 +307,9 @@ CodePointRanges NormaliseCodePoints(const CodePointRanges& ranges, bool negate) 
   return merged;
 }
 
-int32_t Grammar::AddCodePointClass(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negate,
+int32_t Grammar::AddCodePointClass(const std::vector<std::pair<uint32_t, uint32_t>>& ranges, bool negate,
                                    const std::string& name) {
-  const CodePointRanges merged = NormaliseCodePoints(std::move(ranges), negate);
+  const CodePointRanges merged = NormaliseCodePoints(ranges, negate);
   std::vector<Sequence> alternatives;
   for (const auto& [lo, hi] : merged) AddCodePointRange(lo, hi, alternatives);
   return AddRuleWith(name, std::move(alternatives));  // an empty class has no alternative: Validate refuses it
