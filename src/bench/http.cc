@@ -144,6 +144,96 @@ void StreamingClient::Poll(Clock::time_point now, bool cancel) {
   client_->stop();
 }
 
+namespace {
+
+// What the receiver of one streamed reply has seen so far.
+struct StreamState {
+  SseParser parser;
+  std::string error_body;      // the body of a non-200 reply (bounded)
+  std::string stream_failure;  // set when the receiver itself ends the stream (bad data, error event)
+  bool saw_done = false;
+  bool saw_finish = false;
+  double done_s = 0;  // arrival of [DONE], seconds since the epoch
+};
+
+// Feeds one piece of a 200 reply to the SSE parser and records its events; false ends the stream (a failure).
+// count_logprob_tokens: time one token per logprobs entry (a stream whose tokens decode to no text), else one
+// per content chunk.
+bool ReceiveEvents(StreamState& stream, std::string_view data, Clock::time_point epoch, bool count_logprob_tokens,
+                   RequestRecord& record, std::string& generated_text) {
+  auto events = stream.parser.Feed(data);
+  const double arrival_s = SecondsSince(epoch);
+  if (!events.ok()) {
+    stream.stream_failure = events.status().message();
+    return false;
+  }
+  for (const std::string& payload : *events) {
+    if (stream.saw_done) break;  // nothing after [DONE] is part of the reply
+    auto chunk = ParseStreamChunk(payload);
+    if (!chunk.ok()) {
+      stream.stream_failure = chunk.status().message();
+      return false;
+    }
+    if (chunk->error) {
+      stream.stream_failure = StrCat("the server sent an error inside the stream: ", *chunk->error);
+      return false;
+    }
+    if (chunk->done) {
+      stream.saw_done = true;
+      stream.done_s = arrival_s;
+      continue;
+    }
+    if (count_logprob_tokens) {
+      record.content_times_s.insert(record.content_times_s.end(), static_cast<size_t>(chunk->logprob_tokens),
+                                    arrival_s);
+    } else if (chunk->has_content) {
+      record.content_times_s.push_back(arrival_s);
+    }
+    generated_text += chunk->text;
+    if (chunk->finish_reason) stream.saw_finish = true;
+    if (chunk->prompt_tokens) record.usage_prompt_tokens = chunk->prompt_tokens;
+    if (chunk->completion_tokens) record.usage_completion_tokens = chunk->completion_tokens;
+  }
+  return true;
+}
+
+// The request's outcome and error, from what ended it: the watchdog, the status, the stream, the transport.
+void ClassifyOutcome(const StreamState& stream, bool sent, httplib::Error error, bool cancelled, bool timed_out,
+                     double timeout_s, RequestRecord& record) {
+  if (cancelled) {
+    record.outcome = Outcome::kCancelled;
+    record.error = "abandoned at Ctrl-C";
+  } else if (timed_out) {
+    record.outcome = Outcome::kTimeout;
+    record.error = StrCat("no complete reply within ", timeout_s, " s (", record.content_times_s.size(),
+                          " content chunks received)");
+  } else if (record.http_status > 0 && record.http_status != 200) {
+    record.outcome = Outcome::kHttpError;
+    record.error = StrCat("HTTP ", record.http_status, ": ", stream.error_body);
+  } else if (!stream.stream_failure.empty()) {
+    record.outcome = Outcome::kBadResponse;
+    record.error = stream.stream_failure;
+  } else if (!sent && record.http_status <= 0) {
+    record.outcome = (error == httplib::Error::Connection || error == httplib::Error::ConnectionTimeout)
+                         ? Outcome::kConnectionFailed
+                         : Outcome::kDisconnected;
+    record.error = StrCat("request failed before a reply: ", Describe(error));
+  } else if (!stream.saw_done && (!sent || !stream.saw_finish)) {
+    // A reply is complete at [DONE] (or, from a server that omits [DONE], at a finish_reason on a cleanly closed
+    // stream); a transport error after [DONE] does not matter.
+    record.outcome = Outcome::kDisconnected;
+    record.error = StrCat("the stream ended before [DONE] after ", record.content_times_s.size(), " content chunks",
+                          sent ? "" : StrCat(": ", Describe(error)));
+  } else if (record.content_times_s.empty()) {
+    record.outcome = Outcome::kNoContent;
+    record.error = "the stream ended without any generated content";
+  } else {
+    record.outcome = Outcome::kOk;
+  }
+}
+
+}  // namespace
+
 void StreamingClient::Run(const std::string& path, const std::string& json_body, double timeout_s,
                           Clock::time_point epoch, RequestRecord& record, std::string& generated_text) {
   // The watchdog's deadline is the real timeout; the socket read timeout is a backstop one second later.
@@ -155,14 +245,7 @@ void StreamingClient::Run(const std::string& path, const std::string& json_body,
     active_ = true;
     deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
   }
-
-  SseParser parser;
-  std::string error_body;
-  std::string stream_failure;  // set when the receiver itself ends the stream (bad data, error event)
-  bool saw_done = false;
-  bool saw_finish = false;
-  double done_s = 0;
-
+  StreamState stream;
   httplib::Request request;
   request.method = "POST";
   request.path = options_.base.path_prefix + path;
@@ -175,85 +258,23 @@ void StreamingClient::Run(const std::string& path, const std::string& json_body,
   request.content_receiver = [&](const char* data, size_t length, uint64_t, uint64_t) {
     if (cancelled_ || timed_out_) return false;
     if (record.http_status != 200) {
-      error_body.append(data, std::min(length, kMaxErrorBodyBytes - std::min(error_body.size(), kMaxErrorBodyBytes)));
+      std::string& body = stream.error_body;
+      body.append(data, std::min(length, kMaxErrorBodyBytes - std::min(body.size(), kMaxErrorBodyBytes)));
       return true;
     }
-    auto events = parser.Feed(std::string_view(data, length));
-    const double arrival_s = SecondsSince(epoch);
-    if (!events.ok()) {
-      stream_failure = events.status().message();
-      return false;
-    }
-    for (const std::string& payload : *events) {
-      if (saw_done) break;  // nothing after [DONE] is part of the reply
-      auto chunk = ParseStreamChunk(payload);
-      if (!chunk.ok()) {
-        stream_failure = chunk.status().message();
-        return false;
-      }
-      if (chunk->error) {
-        stream_failure = StrCat("the server sent an error inside the stream: ", *chunk->error);
-        return false;
-      }
-      if (chunk->done) {
-        saw_done = true;
-        done_s = arrival_s;
-        continue;
-      }
-      if (options_.count_logprob_tokens) {
-        record.content_times_s.insert(record.content_times_s.end(), static_cast<size_t>(chunk->logprob_tokens),
-                                      arrival_s);
-      } else if (chunk->has_content) {
-        record.content_times_s.push_back(arrival_s);
-      }
-      generated_text += chunk->text;
-      if (chunk->finish_reason) saw_finish = true;
-      if (chunk->prompt_tokens) record.usage_prompt_tokens = chunk->prompt_tokens;
-      if (chunk->completion_tokens) record.usage_completion_tokens = chunk->completion_tokens;
-    }
-    return true;
+    return ReceiveEvents(stream, std::string_view(data, length), epoch, options_.count_logprob_tokens, record,
+                         generated_text);
   };
-
   record.start_s = SecondsSince(epoch);
   httplib::Response response;
   httplib::Error error = httplib::Error::Success;
   const bool sent = client_->send(request, response, error);
-  record.end_s = saw_done ? done_s : SecondsSince(epoch);
+  record.end_s = stream.saw_done ? stream.done_s : SecondsSince(epoch);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     active_ = false;
   }
-
-  if (cancelled_) {
-    record.outcome = Outcome::kCancelled;
-    record.error = "abandoned at Ctrl-C";
-  } else if (timed_out_) {
-    record.outcome = Outcome::kTimeout;
-    record.error = StrCat("no complete reply within ", timeout_s, " s (", record.content_times_s.size(),
-                          " content chunks received)");
-  } else if (record.http_status > 0 && record.http_status != 200) {
-    record.outcome = Outcome::kHttpError;
-    record.error = StrCat("HTTP ", record.http_status, ": ", error_body);
-  } else if (!stream_failure.empty()) {
-    record.outcome = Outcome::kBadResponse;
-    record.error = stream_failure;
-  } else if (!sent && record.http_status <= 0) {
-    record.outcome = (error == httplib::Error::Connection || error == httplib::Error::ConnectionTimeout)
-                         ? Outcome::kConnectionFailed
-                         : Outcome::kDisconnected;
-    record.error = StrCat("request failed before a reply: ", Describe(error));
-  } else if (!saw_done && (!sent || !saw_finish)) {
-    // A reply is complete at [DONE] (or, from a server that omits [DONE], at a finish_reason on a cleanly closed
-    // stream); a transport error after [DONE] does not matter.
-    record.outcome = Outcome::kDisconnected;
-    record.error = StrCat("the stream ended before [DONE] after ", record.content_times_s.size(), " content chunks",
-                          sent ? "" : StrCat(": ", Describe(error)));
-  } else if (record.content_times_s.empty()) {
-    record.outcome = Outcome::kNoContent;
-    record.error = "the stream ended without any generated content";
-  } else {
-    record.outcome = Outcome::kOk;
-  }
+  ClassifyOutcome(stream, sent, error, cancelled_, timed_out_, timeout_s, record);
 }
 
 }  // namespace glint::bench

@@ -107,7 +107,7 @@ class SessionRunner {
       if (chat) {
         const std::string& text = std::get<std::string>(turn.user_prompt);
         messages.push_back(
-            {{"role", "user"}, {"content", subagent_reports.empty() ? text : subagent_reports + "\n\n" + text}});
+            {{"role", "user"}, {"content", subagent_reports.empty() ? text : StrCat(subagent_reports, "\n\n", text)}});
         body = GenerationBody(phase_.config, turn, &messages);
       } else {
         body = GenerationBody(phase_.config, turn, nullptr);
@@ -201,6 +201,7 @@ PhaseResult RunPhase(const BenchConfig& config, const HttpOptions& http, const s
   std::mutex mutex;
   std::condition_variable finished;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(workers));
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&] {
       StreamingClient client(http);
@@ -334,6 +335,52 @@ uint64_t FreshSeed() {
                  static_cast<uint64_t>(getpid()));
 }
 
+// The level's sessions and prompts, with a progress line while they are built (tokenizing through the server).
+Result<LevelPlan> PlanLevelShowingProgress(const BenchConfig& config, int concurrency, PromptFactory& prompts,
+                                           const std::atomic<bool>& stop, const RunHooks& hooks) {
+  const Clock::time_point prompt_start = Clock::now();
+  ProgressSnapshot prompt_progress;
+  prompt_progress.concurrency = concurrency;
+  prompt_progress.phase = "prompts";
+  auto plan = PlanLevel(config, *config.seed, concurrency, prompts, stop, [&](int64_t built, int64_t total) {
+    prompt_progress.done = built;
+    prompt_progress.total = total;
+    prompt_progress.elapsed_s = std::chrono::duration<double>(Clock::now() - prompt_start).count();
+    if (hooks.progress != nullptr) hooks.progress->Update(prompt_progress);
+  });
+  if (hooks.progress != nullptr) hooks.progress->Finished(prompt_progress);
+  return plan;
+}
+
+// One planned level: the warm-up, then the measured phase between two scrapes of the speculative-decoding
+// counters; fills `level` and returns the measured records.
+std::vector<RequestRecord> RunLevel(const BenchConfig& config, const HttpOptions& http, HttpClient& setup,
+                                    const std::atomic<bool>& stop, const RunHooks& hooks, const LevelPlan& plan,
+                                    const CostModel& cost, LevelResult& level) {
+  const int concurrency = level.concurrency;
+  level.sessions_planned = static_cast<int64_t>(plan.sessions.size());
+  level.requests_planned = plan.requests;
+  if (!plan.warmup.empty()) {
+    PhaseResult warmup = RunPhase(config, http, stop, hooks, plan.warmup, concurrency,
+                                  static_cast<int64_t>(plan.warmup.size()), "warm-up", Clock::now());
+    level.warmup_requests = static_cast<int64_t>(warmup.records.size());
+    for (const RequestRecord& record : warmup.records) level.warmup_failed += record.outcome != Outcome::kOk;
+  }
+  PhaseResult measured;
+  Result<SpecDecodeCounters> before = ScrapeSpecDecode(setup);
+  if (!stop.load()) {
+    measured = RunPhase(config, http, stop, hooks, plan.sessions, concurrency, plan.requests, "measure", Clock::now());
+  } else {
+    for (const SessionPlan& session : plan.sessions) measured.skipped += CountRequests(session);
+  }
+  Result<SpecDecodeCounters> after = ScrapeSpecDecode(setup);
+  ComputeLevelMetrics(measured.records, cost, level);
+  level.skipped = measured.skipped;
+  FillSpecDecode(before, after, level);
+  level.interrupted = stop.load();
+  return std::move(measured.records);
+}
+
 }  // namespace
 
 std::string UtcTimestamp() {
@@ -371,7 +418,6 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
     run.finished_at = UtcTimestamp();
     if (hooks.level_done) hooks.level_done(run);
   };
-
   for (int concurrency : config.concurrency) {
     if (stop.load()) {  // Ctrl-C between two levels
       run.interrupted = true;
@@ -379,57 +425,23 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
     }
     LevelResult level;
     level.concurrency = concurrency;
-
-    const Clock::time_point prompt_start = Clock::now();
-    ProgressSnapshot prompt_progress;
-    prompt_progress.concurrency = concurrency;
-    prompt_progress.phase = "prompts";
-    auto plan = PlanLevel(config, *config.seed, concurrency, prompts, stop, [&](int64_t built, int64_t total) {
-      prompt_progress.done = built;
-      prompt_progress.total = total;
-      prompt_progress.elapsed_s = std::chrono::duration<double>(Clock::now() - prompt_start).count();
-      if (hooks.progress != nullptr) hooks.progress->Update(prompt_progress);
-    });
-    if (hooks.progress != nullptr) hooks.progress->Finished(prompt_progress);
+    auto plan = PlanLevelShowingProgress(config, concurrency, prompts, stop, hooks);
+    if (!plan.ok() && stop.load()) {  // Ctrl-C while the prompts were built
+      level.interrupted = true;
+      run.levels.push_back(std::move(level));
+      run.level_requests.emplace_back();
+      run.interrupted = true;
+      break;
+    }
     if (!plan.ok()) {
-      if (stop.load()) {
-        level.interrupted = true;
-        run.levels.push_back(std::move(level));
-        run.level_requests.emplace_back();
-        run.interrupted = true;
-        break;
-      }
       run.stopped_by_error = StrCat("building the prompts of concurrency ", concurrency, ": ", plan.status().message());
       finish();
       return Status(plan.status().code(), run.stopped_by_error);
     }
-    level.sessions_planned = static_cast<int64_t>(plan->sessions.size());
-    level.requests_planned = plan->requests;
-
-    if (!plan->warmup.empty()) {
-      PhaseResult warmup = RunPhase(config, http, stop, hooks, plan->warmup, concurrency,
-                                    static_cast<int64_t>(plan->warmup.size()), "warm-up", Clock::now());
-      level.warmup_requests = static_cast<int64_t>(warmup.records.size());
-      for (const RequestRecord& record : warmup.records) level.warmup_failed += record.outcome != Outcome::kOk;
-    }
-
-    PhaseResult measured;
-    Result<SpecDecodeCounters> before = ScrapeSpecDecode(setup);
-    if (!stop.load()) {
-      measured =
-          RunPhase(config, http, stop, hooks, plan->sessions, concurrency, plan->requests, "measure", Clock::now());
-    } else {
-      for (const SessionPlan& session : plan->sessions) measured.skipped += CountRequests(session);
-    }
-    Result<SpecDecodeCounters> after = ScrapeSpecDecode(setup);
-
-    ComputeLevelMetrics(measured.records, cost, level);
-    level.skipped = measured.skipped;
-    FillSpecDecode(before, after, level);
-    level.interrupted = stop.load();
+    std::vector<RequestRecord> records = RunLevel(config, http, setup, stop, hooks, *plan, cost, level);
     run.interrupted = run.interrupted || level.interrupted;
     run.levels.push_back(std::move(level));
-    run.level_requests.push_back(std::move(measured.records));
+    run.level_requests.push_back(std::move(records));
     if (run.interrupted) break;
     if (hooks.level_done) hooks.level_done(run);
   }

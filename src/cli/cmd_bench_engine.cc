@@ -56,7 +56,7 @@ double Median(std::vector<double> values) {
 double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5))];
+  return values[std::min(values.size() - 1, static_cast<size_t>(std::lround(q * (values.size() - 1))))];
 }
 
 
@@ -245,6 +245,61 @@ Status MultiTurnTable(const Model& model, const EngineOptions& options, const Be
   return Status::Ok();
 }
 
+// One row of the throughput table: `flags.repeats` closed-loop runs at `concurrency`, medians printed.
+Status BenchThroughputPoint(const Model& model, const EngineOptions& options, const BenchFlags& flags,
+                            int64_t concurrency) {
+  if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
+  const int64_t requests = flags.requests_factor * concurrency;
+  std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
+  std::vector<double> acceptance;  // speculative decoding: accepted drafted tokens / drafted tokens
+  std::vector<double> mtp_share;   // … and the share of step time in the MTP layer
+  for (int64_t r = 0; r < flags.repeats; ++r) {
+    std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
+    std::vector<std::vector<int32_t>> prompts;
+    for (int64_t i = 0; i < requests; ++i) {
+      prompts.push_back(RandomTokens(rng, model.config().vocab_size, flags.input_len));
+    }
+    GLINT_ASSIGN_OR_RETURN(PointStats s, RunThroughput(model, options, prompts, flags.output_len, concurrency));
+    out_rate.push_back(s.generated / s.wall);
+    total_rate.push_back((s.generated + s.prompt_tokens) / s.wall);
+    ttft50.push_back(Median(s.ttft));
+    ttft99.push_back(Percentile(s.ttft, 0.99));
+    tpot50.push_back(Median(s.tpot));
+    e2e50.push_back(Median(s.e2e));
+    preemptions.push_back(static_cast<double>(s.metrics.preemptions));
+    // Time of the steps not spent in Model::Forward nor handing outputs to the client thread (which, on a busy
+    // machine, mostly measures the OS giving the core to the woken thread): scheduling, memory, sampling, stops.
+    overhead.push_back(100 * (s.metrics.step_seconds - s.metrics.model_seconds - s.metrics.deliver_seconds) /
+                       s.metrics.step_seconds);
+    handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
+    if (s.metrics.spec_draft_tokens > 0) {
+      acceptance.push_back(100.0 * s.metrics.spec_accepted_tokens / s.metrics.spec_draft_tokens);
+    }
+    mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
+    load.push_back(LoadAverage());
+  }
+  const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(std::lround(Median(acceptance))), "%");
+  std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %8s %5.1f%% %5.2f\n",
+              static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
+              Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
+              Median(preemptions), Median(overhead), Median(handoff), accept.c_str(), Median(mtp_share), Median(load));
+  std::fflush(stdout);
+  return Status::Ok();
+}
+
+Status BenchThroughput(const Model& model, const EngineOptions& options, const BenchFlags& flags) {
+  std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
+              static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
+              static_cast<long long>(flags.repeats));
+  std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s %8s %6s %5s\n", "concurrency", "requests",
+              "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %",
+              "hand-off %", "accept", "MTP %", "load");
+  for (int64_t concurrency : flags.concurrency) {
+    GLINT_RETURN_IF_ERROR(BenchThroughputPoint(model, options, flags, concurrency));
+  }
+  return Status::Ok();
+}
+
 Status Bench(const BenchFlags& flags) {
   if (flags.repeats < 1 || flags.input_len < 1 || flags.output_len < 1 || flags.requests_factor < 1) {
     return InvalidArgument("--repeats, --input-len, --output-len and --requests-factor must be at least 1");
@@ -264,53 +319,7 @@ Status Bench(const BenchFlags& flags) {
   std::printf("model: %lld layers, hidden %lld, vocab %lld (%s)\n", static_cast<long long>(c.num_hidden_layers),
               static_cast<long long>(c.hidden_size), static_cast<long long>(c.vocab_size),
               loaded.description.c_str());
-
-  if (!flags.skip_throughput) {
-    std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
-                static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
-                static_cast<long long>(flags.repeats));
-    std::printf("%11s %9s %12s %12s %10s %10s %10s %10s %11s %9s %10s %8s %6s %5s\n", "concurrency", "requests",
-                "out tok/s", "total tok/s", "TTFT p50", "TTFT p99", "TPOT p50", "E2E p50", "preemptions", "engine %",
-                "hand-off %", "accept", "MTP %", "load");
-    for (int64_t concurrency : flags.concurrency) {
-      if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
-      const int64_t requests = flags.requests_factor * concurrency;
-      std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
-      std::vector<double> acceptance;  // speculative decoding: accepted drafted tokens / drafted tokens
-      std::vector<double> mtp_share;   // … and the share of step time in the MTP layer
-      for (int64_t r = 0; r < flags.repeats; ++r) {
-        std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
-        std::vector<std::vector<int32_t>> prompts;
-        for (int64_t i = 0; i < requests; ++i) prompts.push_back(RandomTokens(rng, c.vocab_size, flags.input_len));
-        GLINT_ASSIGN_OR_RETURN(PointStats s, RunThroughput(*model, options, prompts, flags.output_len, concurrency));
-        out_rate.push_back(s.generated / s.wall);
-        total_rate.push_back((s.generated + s.prompt_tokens) / s.wall);
-        ttft50.push_back(Median(s.ttft));
-        ttft99.push_back(Percentile(s.ttft, 0.99));
-        tpot50.push_back(Median(s.tpot));
-        e2e50.push_back(Median(s.e2e));
-        preemptions.push_back(static_cast<double>(s.metrics.preemptions));
-        // Time of the steps not spent in Model::Forward nor handing outputs to the client thread (which, on a busy
-        // machine, mostly measures the OS giving the core to the woken thread): scheduling, memory, sampling, stops.
-        overhead.push_back(100 * (s.metrics.step_seconds - s.metrics.model_seconds - s.metrics.deliver_seconds) /
-                           s.metrics.step_seconds);
-        handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
-        if (s.metrics.spec_draft_tokens > 0) {
-          acceptance.push_back(100.0 * s.metrics.spec_accepted_tokens / s.metrics.spec_draft_tokens);
-        }
-        mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
-        load.push_back(LoadAverage());
-      }
-      const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(Median(acceptance) + 0.5), "%");
-      std::printf("%11lld %9lld %12.1f %12.1f %9.3fs %9.3fs %8.1fms %9.3fs %11.0f %8.2f%% %9.2f%% %8s %5.1f%% %5.2f\n",
-                  static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
-                  Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
-                  Median(preemptions), Median(overhead), Median(handoff), accept.c_str(), Median(mtp_share),
-                  Median(load));
-      std::fflush(stdout);
-    }
-  }
-
+  if (!flags.skip_throughput) GLINT_RETURN_IF_ERROR(BenchThroughput(*model, options, flags));
   if (!flags.skip_multi_turn) GLINT_RETURN_IF_ERROR(MultiTurnTable(*model, options, flags));
   return Status::Ok();
 }

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <span>
 #include <sstream>
 #include <thread>
 
@@ -99,10 +100,24 @@ uint64_t CacheBytes(const std::vector<SequenceState>& states) {
   return bytes;
 }
 
-Status RunBenchModel(const BenchFlags& flags) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as soon as it is measured, also into a file or pipe
-  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
-  WorkerPool pool(threads);
+// The machine's limits, measured once before the model loads; the figures below are judged against them.
+struct MachineFigures {
+  MachineLimits limits;
+  double int8_peak = 0;  // GOPS of the kernel level the model runs (AMX at --isa amx, VNNI otherwise)
+  const char* peak_name = "";
+  double bandwidth = 0;  // bytes/s: triad, all threads
+};
+
+// What every phase of the benchmark reads.
+struct BenchRun {
+  const BenchFlags& flags;
+  int threads = 0;
+  MachineFigures machine;
+  const Model* runner = nullptr;
+  const FastModel* fast = nullptr;  // the runner's fast model: its step statistics
+};
+
+Result<FastModelOptions> FastOptionsFromFlags(const BenchFlags& flags) {
   FastModelOptions options;
   if (!flags.isa.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.isa, ParseIsa(flags.isa));
@@ -112,15 +127,20 @@ Status RunBenchModel(const BenchFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
   }
   GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(flags.expert_cache, options));
+  options.parallel = ToModelParallel(flags.parallel);
+  return options;
+}
 
+MachineFigures MeasureMachine(WorkerPool& pool, const BenchFlags& flags, Isa isa, int threads) {
   std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
-              std::string(IsaName(options.isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
+              std::string(IsaName(isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
               LoadAverageText().c_str(), std::thread::hardware_concurrency());
   std::printf("   (cpu share = this process's CPU time ÷ (wall time × threads): below 100%% the OS ran other work on "
               "our cores)\n");
   MachineProbeOptions probe;
   probe.array_bytes = flags.probe_mib << 20;
-  const MachineLimits limits = MeasureMachineLimits(pool, probe);
+  MachineFigures machine;
+  const MachineLimits& limits = machine.limits = MeasureMachineLimits(pool, probe);
   std::printf("   triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), int8 VNNI peak %.0f GOPS "
               "(1 thread %.0f)",
               limits.triad_gbps_all_threads, limits.triad_gbps_one_thread, limits.read_gbps_all_threads,
@@ -131,16 +151,17 @@ Status RunBenchModel(const BenchFlags& flags) {
   } else {
     std::printf("; no AMX: %s\n", std::string(AmxUnavailableReason()).c_str());
   }
-  const double int8_peak = Int8PeakFor(limits, options.isa, /*one_thread=*/false);
-  const char* peak_name = options.isa == Isa::kAmx ? "AMX" : "VNNI";
-  const double bandwidth = limits.triad_gbps_all_threads * 1e9;
-  ResetPeakRss();  // the probes' buffers (≈1 GB) are not the model's
+  machine.int8_peak = Int8PeakFor(limits, isa, /*one_thread=*/false);
+  machine.peak_name = isa == Isa::kAmx ? "AMX" : "VNNI";
+  machine.bandwidth = limits.triad_gbps_all_threads * 1e9;
+  return machine;
+}
 
-  // Load twice: the second load of a container reads from the page cache. Under mpirun every rank loads its shard
-  // and the ranks join (a load error on one rank becomes an error on all of them).
-  options.parallel = ToModelParallel(flags.parallel);
+// Loads twice: the second load of a container reads from the page cache. Under mpirun every rank loads its shard
+// and the ranks join (a load error on one rank becomes an error on all of them). `weight_bytes`: this rank's.
+Result<std::unique_ptr<Model>> LoadTwice(const BenchFlags& flags, WorkerPool& pool, FastModelOptions options,
+                                         uint64_t& weight_bytes) {
   std::unique_ptr<FastModel> model;
-  uint64_t weight_bytes = 0;
   const Status loaded = [&]() -> Status {
     for (int run = 0; run < 2; ++run) {
       model.reset();
@@ -160,94 +181,128 @@ Status RunBenchModel(const BenchFlags& flags) {
   }();
   Result<std::unique_ptr<Model>> joined =
       loaded.ok() ? Result<std::unique_ptr<Model>>(std::unique_ptr<Model>(std::move(model))) : loaded;
-  GLINT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> runner, JoinRanks(std::move(joined), flags.model));
-  const auto* fast = &static_cast<const FastModel&>(Unwrapped(*runner));  // its step statistics
-  const ModelConfig& c = runner->config();
+  return JoinRanks(std::move(joined), flags.model);
+}
 
-  // ---- prefill ----
-  for (int64_t prompt : flags.prompts) {
+// One Forward: its wall seconds, and this process's CPU share of the threads over it.
+struct TimedForward {
+  double seconds = 0;
+  double cpu_share = 0;
+};
+Result<TimedForward> TimeForward(const BenchRun& run, std::span<const BatchEntry> entries,
+                                 std::vector<EntryOutput>& outputs) {
+  Stopwatch watch;
+  const double cpu_before = ProcessCpuSeconds();
+  GLINT_RETURN_IF_ERROR(run.runner->Forward(entries, outputs));
+  TimedForward timed;
+  timed.seconds = watch.Seconds();
+  timed.cpu_share = (ProcessCpuSeconds() - cpu_before) / (timed.seconds * run.threads);
+  return timed;
+}
+
+Status BenchPrefill(const BenchRun& run) {
+  const ModelConfig& c = run.runner->config();
+  for (int64_t prompt : run.flags.prompts) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
-    for (int rep = 0; rep < flags.repetitions; ++rep) {
-      SequenceState state = runner->NewSequence();
+    for (int rep = 0; rep < run.flags.repetitions; ++rep) {
+      SequenceState state = run.runner->NewSequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
       std::vector<EntryOutput> outputs;
       const BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
-      Stopwatch watch;
-      const double cpu_before = ProcessCpuSeconds();
-      GLINT_RETURN_IF_ERROR(runner->Forward({&entry, 1}, outputs));
-      seconds.push_back(watch.Seconds());
-      cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
-      const FastStepStats& stats = fast->last_step();
+      GLINT_ASSIGN_OR_RETURN(const TimedForward timed, TimeForward(run, {&entry, 1}, outputs));
+      seconds.push_back(timed.seconds);
+      cpu_share.push_back(timed.cpu_share);
+      const FastStepStats& stats = run.fast->last_step();
       gops.push_back(2.0 * stats.int8_macs / stats.int8_seconds / 1e9);
       int8_share.push_back(stats.int8_seconds / seconds.back());
     }
     const double s = Median(seconds), g = Median(gops);
-    std::printf("== prefill %lld tokens: %.2f s = %.1f tokens/s; int8 products %.0f GOPS = %.0f%% of the %s peak "
-                "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
-                static_cast<long long>(prompt), s, prompt / s, g, 100 * g / int8_peak, peak_name,
-                100 * Median(int8_share), 100 * Median(cpu_share), flags.repetitions);
+    std::printf(
+        "== prefill %lld tokens: %.2f s = %.1f tokens/s; int8 products %.0f GOPS = %.0f%% of the %s peak "
+        "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
+        static_cast<long long>(prompt), s, prompt / s, g, 100 * g / run.machine.int8_peak, run.machine.peak_name,
+        100 * Median(int8_share), 100 * Median(cpu_share), run.flags.repetitions);
   }
+  return Status::Ok();
+}
 
-  // ---- decode ----
+// Decode steps of one batch size after a prefill of --context tokens each; returns the sequences' cache bytes.
+Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
+  const ModelConfig& c = run.runner->config();
+  const BenchFlags& flags = run.flags;
+  std::vector<SequenceState> states;
+  for (int64_t i = 0; i < batch_size; ++i) states.push_back(run.runner->NewSequence());
+  std::vector<std::vector<int32_t>> contexts(batch_size);
+  std::vector<BatchEntry> entries;
+  for (int64_t i = 0; i < batch_size; ++i) {
+    contexts[i] = RandomTokens(flags.context, c.vocab_size, 1000 + i);
+    entries.push_back({contexts[i], &states[i], LogitsWanted::kLast, false});
+  }
+  std::vector<EntryOutput> outputs;
+  GLINT_RETURN_IF_ERROR(run.runner->Forward(entries, outputs));
+  if (run.fast->expert_cache() != nullptr) const_cast<DiskExpertCache*>(run.fast->expert_cache())->ResetStats();
+  Stopwatch decode_clock;
+  std::vector<double> seconds, bandwidth_ratio, cpu_share;
+  double bytes_per_step = 0, experts_per_layer = 0;
+  int moe_layers = 0;
+  for (int64_t step = 0; step < flags.steps; ++step) {
+    std::vector<std::vector<int32_t>> next(batch_size);
+    entries.clear();
+    for (int64_t i = 0; i < batch_size; ++i) {
+      next[i] = RandomTokens(1, c.vocab_size, 5000 + step * 100 + i);
+      entries.push_back({next[i], &states[i], LogitsWanted::kLast, false});
+    }
+    GLINT_ASSIGN_OR_RETURN(const TimedForward timed, TimeForward(run, entries, outputs));
+    seconds.push_back(timed.seconds);
+    cpu_share.push_back(timed.cpu_share);
+    const FastStepStats& stats = run.fast->last_step();
+    bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / run.machine.bandwidth);
+    bytes_per_step = static_cast<double>(stats.weight_bytes_read);
+    experts_per_layer = 0, moe_layers = 0;
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      if (c.mlp_kinds[l] == MlpKind::kMoe) experts_per_layer += stats.experts_active[l], ++moe_layers;
+    }
+  }
+  const double s = Median(seconds), bandwidth = run.machine.bandwidth;
+  std::printf(
+      "== decode %lld sequence%s (context %lld): %.1f ms/step = %.2f tokens/s; %.3f GB of weights per step "
+      "(%.1f routed experts per MoE layer) = %.1f GB/s = %.0f%% of triad; bound 1.25 × bytes/bandwidth = "
+      "%.1f ms: %s; cpu share %.0f%%  [median of %lld steps]\n",
+      static_cast<long long>(batch_size), batch_size > 1 ? "s" : "", static_cast<long long>(flags.context), 1e3 * s,
+      batch_size / s, bytes_per_step / 1e9, moe_layers ? experts_per_layer / moe_layers : 0.0, bytes_per_step / s / 1e9,
+      100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
+      s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
+      static_cast<long long>(flags.steps));
+  if (const DiskExpertCache* cache = run.fast->expert_cache(); cache != nullptr) {
+    const ExpertCacheStats cs = cache->stats();
+    const double wall = decode_clock.Seconds();
+    std::printf(
+        "   expert cache: hit rate %.1f%% (%lld hits, %lld misses), %.3f GB read from disk = %.2f GB/s over "
+        "the %lld steps\n",
+        100.0 * cs.hits / std::max<int64_t>(1, cs.hits + cs.misses), static_cast<long long>(cs.hits),
+        static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall,
+        static_cast<long long>(flags.steps));
+  }
+  return CacheBytes(states);
+}
+
+Status RunBenchModel(const BenchFlags& flags) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as soon as it is measured, also into a file or pipe
+  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
+  WorkerPool pool(threads);
+  GLINT_ASSIGN_OR_RETURN(const FastModelOptions options, FastOptionsFromFlags(flags));
+  BenchRun run{flags, threads, MeasureMachine(pool, flags, options.isa, threads)};
+  ResetPeakRss();  // the probes' buffers (≈1 GB) are not the model's
+  uint64_t weight_bytes = 0;
+  GLINT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> runner, LoadTwice(flags, pool, options, weight_bytes));
+  run.runner = runner.get();
+  run.fast = &static_cast<const FastModel&>(Unwrapped(*runner));
+  GLINT_RETURN_IF_ERROR(BenchPrefill(run));
   uint64_t peak_cache_bytes = 0;
   for (int64_t batch_size : flags.batches) {
-    std::vector<SequenceState> states;
-    for (int64_t i = 0; i < batch_size; ++i) states.push_back(runner->NewSequence());
-    std::vector<std::vector<int32_t>> contexts(batch_size);
-    std::vector<BatchEntry> entries;
-    for (int64_t i = 0; i < batch_size; ++i) {
-      contexts[i] = RandomTokens(flags.context, c.vocab_size, 1000 + i);
-      entries.push_back({contexts[i], &states[i], LogitsWanted::kLast, false});
-    }
-    std::vector<EntryOutput> outputs;
-    GLINT_RETURN_IF_ERROR(runner->Forward(entries, outputs));
-    if (fast->expert_cache() != nullptr) const_cast<DiskExpertCache*>(fast->expert_cache())->ResetStats();
-    Stopwatch decode_clock;
-    std::vector<double> seconds, bandwidth_ratio, cpu_share;
-    double bytes_per_step = 0, experts_per_layer = 0;
-    int moe_layers = 0;
-    for (int64_t step = 0; step < flags.steps; ++step) {
-      std::vector<std::vector<int32_t>> next(batch_size);
-      entries.clear();
-      for (int64_t i = 0; i < batch_size; ++i) {
-        next[i] = RandomTokens(1, c.vocab_size, 5000 + step * 100 + i);
-        entries.push_back({next[i], &states[i], LogitsWanted::kLast, false});
-      }
-      Stopwatch watch;
-      const double cpu_before = ProcessCpuSeconds();
-      GLINT_RETURN_IF_ERROR(runner->Forward(entries, outputs));
-      seconds.push_back(watch.Seconds());
-      cpu_share.push_back((ProcessCpuSeconds() - cpu_before) / (seconds.back() * threads));
-      const FastStepStats& stats = fast->last_step();
-      bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / bandwidth);
-      bytes_per_step = static_cast<double>(stats.weight_bytes_read);
-      experts_per_layer = 0, moe_layers = 0;
-      for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-        if (c.mlp_kinds[l] == MlpKind::kMoe) experts_per_layer += stats.experts_active[l], ++moe_layers;
-      }
-    }
-    peak_cache_bytes = std::max(peak_cache_bytes, CacheBytes(states));
-    const double s = Median(seconds);
-    std::printf("== decode %lld sequence%s (context %lld): %.1f ms/step = %.2f tokens/s; %.3f GB of weights per step "
-                "(%.1f routed experts per MoE layer) = %.1f GB/s = %.0f%% of triad; bound 1.25 × bytes/bandwidth = "
-                "%.1f ms: %s; cpu share %.0f%%  [median of %lld steps]\n",
-                static_cast<long long>(batch_size), batch_size > 1 ? "s" : "", static_cast<long long>(flags.context),
-                1e3 * s, batch_size / s, bytes_per_step / 1e9, moe_layers ? experts_per_layer / moe_layers : 0.0,
-                bytes_per_step / s / 1e9, 100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
-                s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
-                static_cast<long long>(flags.steps));
-    if (const DiskExpertCache* cache = fast->expert_cache(); cache != nullptr) {
-      const ExpertCacheStats cs = cache->stats();
-      const double wall = decode_clock.Seconds();
-      std::printf("   expert cache: hit rate %.1f%% (%lld hits, %lld misses), %.3f GB read from disk = %.2f GB/s over "
-                  "the %lld steps\n",
-                  100.0 * cs.hits / std::max<int64_t>(1, cs.hits + cs.misses), static_cast<long long>(cs.hits),
-                  static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall,
-                  static_cast<long long>(flags.steps));
-    }
+    GLINT_ASSIGN_OR_RETURN(const uint64_t cache_bytes, BenchDecodeBatch(run, batch_size));
+    peak_cache_bytes = std::max(peak_cache_bytes, cache_bytes);
   }
-
-  // ---- memory ----
   const uint64_t peak_rss = ProcStatusBytes("VmHWM");
   const double budget = 1.1 * weight_bytes + peak_cache_bytes;
   std::printf("== memory: peak RSS %.3f GB; budget 1.1 × %.3f GB weights + %.3f GB caches = %.3f GB: %s\n",

@@ -122,6 +122,55 @@ Status RunWithEngine(const RunFlags& flags, const Model& model, const std::optio
   return Status::Ok();
 }
 
+// The plain loop (no engine): prefill the prompt, then sample and decode one token at a time.
+Status RunPlainLoop(const RunFlags& flags, const Model& model, const std::optional<Tokenizer>& tokenizer,
+                    const GenerationConfig& generation, const std::vector<int32_t>& prompt,
+                    const SamplingParams& params, const std::string& description) {
+  Sampler sampler(params);
+  const bool text_output = tokenizer.has_value() && !flags.print_ids;
+  SequenceState state = model.NewSequence();
+  std::vector<EntryOutput> outputs;
+  Stopwatch prefill_watch;
+  BatchEntry entry{prompt, &state, LogitsWanted::kLast, false};
+  GLINT_RETURN_IF_ERROR(model.Forward({&entry, 1}, outputs));
+  const double prefill_seconds = prefill_watch.Seconds();
+
+  Stopwatch decode_watch;
+  std::optional<StreamingDecoder> decoder;
+  if (text_output) decoder.emplace(*tokenizer);
+  int64_t generated = 0;
+  std::string finish = "length";
+  while (generated < flags.max_tokens) {
+    const int32_t token = sampler.Sample(outputs[0].logits);
+    ++generated;
+    const bool is_eos =
+        std::find(generation.eos_token_ids.begin(), generation.eos_token_ids.end(), token) != generation.eos_token_ids.end();
+    if (is_eos && !flags.ignore_eos) {
+      finish = "stop";
+      break;
+    }
+    if (text_output) {
+      std::fputs(decoder->Push(token).c_str(), stdout);
+    } else {
+      std::printf("%d ", token);
+    }
+    std::fflush(stdout);
+    if (generated == flags.max_tokens) break;
+    entry.tokens = std::span<const int32_t>(&token, 1);
+    GLINT_RETURN_IF_ERROR(model.Forward({&entry, 1}, outputs));
+  }
+  if (decoder) std::fputs(decoder->Flush().c_str(), stdout);
+  std::printf("\n");
+  const double decode_seconds = decode_watch.Seconds();
+  std::fprintf(stderr,
+               "glint run: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s "
+               "(%.1f tokens/s); finish: %s; %s\n",
+               prompt.size(), prefill_seconds, prompt.size() / std::max(prefill_seconds, 1e-9),
+               static_cast<long long>(generated), decode_seconds, generated / std::max(decode_seconds, 1e-9),
+               finish.c_str(), description.c_str());
+  return Status::Ok();
+}
+
 Status RunGenerate(const RunFlags& flags) {
   if (flags.prompt.empty() == flags.tokens.empty()) {
     return InvalidArgument("give exactly one of --prompt TEXT or --tokens IDS");
@@ -169,50 +218,7 @@ Status RunGenerate(const RunFlags& flags) {
   if (flags.speculative == "mtp" && flags.max_tokens > 0) {
     return RunWithEngine(flags, *model, tokenizer, generation, std::move(prompt), params, forward.description);
   }
-  Sampler sampler(params);
-  const bool text_output = tokenizer.has_value() && !flags.print_ids;
-
-  SequenceState state = model->NewSequence();
-  std::vector<EntryOutput> outputs;
-  Stopwatch prefill_watch;
-  BatchEntry entry{prompt, &state, LogitsWanted::kLast, false};
-  GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs));
-  const double prefill_seconds = prefill_watch.Seconds();
-
-  Stopwatch decode_watch;
-  std::optional<StreamingDecoder> decoder;
-  if (text_output) decoder.emplace(*tokenizer);
-  int64_t generated = 0;
-  std::string finish = "length";
-  while (generated < flags.max_tokens) {
-    const int32_t token = sampler.Sample(outputs[0].logits);
-    ++generated;
-    const bool is_eos =
-        std::find(generation.eos_token_ids.begin(), generation.eos_token_ids.end(), token) != generation.eos_token_ids.end();
-    if (is_eos && !flags.ignore_eos) {
-      finish = "stop";
-      break;
-    }
-    if (text_output) {
-      std::fputs(decoder->Push(token).c_str(), stdout);
-    } else {
-      std::printf("%d ", token);
-    }
-    std::fflush(stdout);
-    if (generated == flags.max_tokens) break;
-    entry.tokens = std::span<const int32_t>(&token, 1);
-    GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs));
-  }
-  if (decoder) std::fputs(decoder->Flush().c_str(), stdout);
-  std::printf("\n");
-  const double decode_seconds = decode_watch.Seconds();
-  std::fprintf(stderr,
-               "glint run: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s "
-               "(%.1f tokens/s); finish: %s; %s\n",
-               prompt.size(), prefill_seconds, prompt.size() / std::max(prefill_seconds, 1e-9),
-               static_cast<long long>(generated), decode_seconds, generated / std::max(decode_seconds, 1e-9),
-               finish.c_str(), forward.description.c_str());
-  return Status::Ok();
+  return RunPlainLoop(flags, *model, tokenizer, generation, prompt, params, forward.description);
 }
 
 GLINT_REGISTER_COMMAND(

@@ -105,23 +105,12 @@ Status ConfigureImages(const ServeFlags& flags, const std::string& dir, server::
   return Status::Ok();
 }
 
-Status Serve(ServeFlags flags) {
-  if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
-  if (flags.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
-  if (flags.max_queued < 0) return InvalidArgument("--max-queued must be at least 0");
-  if (flags.api_key.empty()) {
-    if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
-  }
-  GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
-  GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel({dir}, flags.path));
-  const Model* model = loaded.model.get();
-  LogInfo("forward pass: ", loaded.description);
-  auto tokenizer = Tokenizer::Load(dir);
-  if (!tokenizer.ok()) return tokenizer.status().WithContext("glint serve needs the checkpoint's tokenizer.json");
+// --chat-template FILE, else the checkpoint's template; a checkpoint without one serves everything but chat.
+Result<std::optional<ChatTemplate>> LoadChatTemplate(const std::string& override_file, const std::string& dir) {
   std::optional<ChatTemplate> chat_template;
-  if (!flags.chat_template.empty()) {
-    GLINT_ASSIGN_OR_RETURN(std::string source, ReadFile(flags.chat_template));
-    GLINT_ASSIGN_OR_RETURN(ChatTemplate loaded, ChatTemplate::FromSource(source, flags.chat_template));
+  if (!override_file.empty()) {
+    GLINT_ASSIGN_OR_RETURN(std::string source, ReadFile(override_file));
+    GLINT_ASSIGN_OR_RETURN(ChatTemplate loaded, ChatTemplate::FromSource(source, override_file));
     chat_template.emplace(std::move(loaded));
   } else {
     auto loaded = ChatTemplate::Load(dir);
@@ -134,23 +123,22 @@ Status Serve(ServeFlags flags) {
     }
   }
   if (chat_template) LogInfo("chat template: ", chat_template->origin());
-  GLINT_ASSIGN_OR_RETURN(GenerationConfig generation, LoadGenerationConfig(dir, model->config()));
+  return chat_template;
+}
 
-  // From here on SIGTERM/SIGINT drain the server (before, during loading, they end the process as usual). They
-  // are blocked before the engine's and the server's threads start, so every thread inherits the mask.
+// From here on SIGTERM/SIGINT drain the server (before, during loading, they end the process as usual). They are
+// blocked before the engine's and the server's threads start, so every thread inherits the mask.
+void BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write is an error return, not a signal
+}
 
-  GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
-  GLINT_RETURN_IF_ERROR(SetPrefixDiskModel(dir, engine_options));
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
-  LogInfo("engine capacity:\n", engine->capacity().ToString());
-  server::EngineBackend backend(*engine);
-
+Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, const std::string& dir,
+                                                     const GenerationConfig& generation, const ModelConfig& config) {
   server::ServerOptions options = flags.limits;
   options.host = flags.host;
   options.port = flags.port;
@@ -176,8 +164,34 @@ Status Serve(ServeFlags flags) {
   options.policy.default_sampling.temperature = generation.do_sample ? generation.temperature : 0.0f;
   options.policy.default_sampling.top_p = generation.top_p;
   options.policy.default_sampling.top_k = generation.top_k;
-  options.policy.vocab_size = model->config().vocab_size;
+  options.policy.vocab_size = config.vocab_size;
+  return options;
+}
 
+Status Serve(ServeFlags flags) {
+  if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
+  if (flags.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
+  if (flags.max_queued < 0) return InvalidArgument("--max-queued must be at least 0");
+  if (flags.api_key.empty()) {
+    if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
+  }
+  GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
+  GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel({dir}, flags.path));
+  const Model* model = loaded.model.get();
+  LogInfo("forward pass: ", loaded.description);
+  auto tokenizer = Tokenizer::Load(dir);
+  if (!tokenizer.ok()) return tokenizer.status().WithContext("glint serve needs the checkpoint's tokenizer.json");
+  GLINT_ASSIGN_OR_RETURN(const std::optional<ChatTemplate> chat_template, LoadChatTemplate(flags.chat_template, dir));
+  GLINT_ASSIGN_OR_RETURN(GenerationConfig generation, LoadGenerationConfig(dir, model->config()));
+
+  BlockStopSignals();
+  GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
+  GLINT_RETURN_IF_ERROR(SetPrefixDiskModel(dir, engine_options));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
+  LogInfo("engine capacity:\n", engine->capacity().ToString());
+  server::EngineBackend backend(*engine);
+  GLINT_ASSIGN_OR_RETURN(const server::ServerOptions options,
+                         ServerOptionsFromFlags(flags, dir, generation, model->config()));
   server::HttpServer server(options, *tokenizer, chat_template ? &*chat_template : nullptr, backend);
   GLINT_RETURN_IF_ERROR(server.Bind());
   LogInfo("serving ", options.model_names[0], " on http://", flags.host, ":", server.port(),
@@ -191,6 +205,58 @@ Status Serve(ServeFlags flags) {
   }
   LogInfo("stopped");
   return status;
+}
+
+// The HTTP layer's per-connection limits (docs/server.md "Limits").
+void AddConnectionLimitFlags(CLI::App& command, server::ServerOptions& limits) {
+  command.add_option("--max-header-bytes", limits.max_header_bytes,
+                     "request line and headers together (431 beyond)")
+      ->check(CLI::Range(size_t{256}, size_t{1} << 30))
+      ->capture_default_str();
+  command.add_option("--header-timeout", limits.header_timeout_seconds,
+                     "seconds from a request's first byte to the end of its headers (408 beyond)")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  command.add_option("--body-timeout", limits.read_timeout_seconds,
+                     "seconds from the end of the headers to the end of the body (408 beyond)")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  command.add_option("--keep-alive-timeout", limits.keep_alive_seconds,
+                     "seconds an idle keep-alive connection stays open")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  command.add_option("--write-timeout", limits.write_timeout_seconds,
+                     "seconds a write (or a full stream buffer) may make no progress before the connection closes")
+      ->check(CLI::Range(0.001, 86400.0))
+      ->capture_default_str();
+  command.add_option("--stream-buffer-bytes", limits.stream_buffer_bytes,
+                     "per stream: bytes of events the client has not taken yet; beyond, generation waits "
+                     "(up to --write-timeout, then the stream is cancelled)")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
+      ->capture_default_str();
+  command.add_option("--handler-threads", limits.worker_threads,
+                     "requests tokenized or waiting for generation at once; more wait in order")
+      ->check(CLI::Range(size_t{1}, size_t{65536}))
+      ->capture_default_str();
+}
+
+// Image input: where local files may come from and how large an image may be (docs/server.md "Images").
+void AddImageFlags(CLI::App& command, ServeFlags& flags) {
+  command.add_option("--allowed-local-media-path", flags.allowed_local_media_path,
+                     "a directory whose files image parts may name as file:// URLs (symlinks and '..' "
+                     "may not leave it); without it only data: URLs are accepted");
+  command.add_option("--max-image-bytes", flags.limits.images.limits.max_bytes,
+                     "largest encoded image (a data: URL's decoded bytes or a file)")
+      ->check(CLI::Range(size_t{64}, size_t{1} << 30))
+      ->capture_default_str();
+  command.add_option("--max-image-pixels", flags.limits.images.limits.max_pixels,
+                     "largest decoded image, width x height, checked from the header before decoding")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
+      ->capture_default_str();
+  command.add_option("--max-images-per-request", flags.limits.policy.max_images,
+                     "image parts one conversation may carry")
+      ->check(CLI::Range(int64_t{0}, int64_t{1024}))
+      ->capture_default_str();
 }
 
 GLINT_REGISTER_COMMAND(
@@ -219,35 +285,7 @@ GLINT_REGISTER_COMMAND(
                       "open connections (idle keep-alive ones included); one more is answered 503")
           ->check(CLI::Range(1, 1 << 20))
           ->capture_default_str();
-      command.add_option("--max-header-bytes", flags->limits.max_header_bytes,
-                         "request line and headers together (431 beyond)")
-          ->check(CLI::Range(size_t{256}, size_t{1} << 30))
-          ->capture_default_str();
-      command.add_option("--header-timeout", flags->limits.header_timeout_seconds,
-                         "seconds from a request's first byte to the end of its headers (408 beyond)")
-          ->check(CLI::Range(0.001, 86400.0))
-          ->capture_default_str();
-      command.add_option("--body-timeout", flags->limits.read_timeout_seconds,
-                         "seconds from the end of the headers to the end of the body (408 beyond)")
-          ->check(CLI::Range(0.001, 86400.0))
-          ->capture_default_str();
-      command.add_option("--keep-alive-timeout", flags->limits.keep_alive_seconds,
-                         "seconds an idle keep-alive connection stays open")
-          ->check(CLI::Range(0.001, 86400.0))
-          ->capture_default_str();
-      command.add_option("--write-timeout", flags->limits.write_timeout_seconds,
-                         "seconds a write (or a full stream buffer) may make no progress before the connection closes")
-          ->check(CLI::Range(0.001, 86400.0))
-          ->capture_default_str();
-      command.add_option("--stream-buffer-bytes", flags->limits.stream_buffer_bytes,
-                         "per stream: bytes of events the client has not taken yet; beyond, generation waits "
-                         "(up to --write-timeout, then the stream is cancelled)")
-          ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
-          ->capture_default_str();
-      command.add_option("--handler-threads", flags->limits.worker_threads,
-                         "requests tokenized or waiting for generation at once; more wait in order")
-          ->check(CLI::Range(size_t{1}, size_t{65536}))
-          ->capture_default_str();
+      AddConnectionLimitFlags(command, flags->limits);
       command
           .add_option("--max-queued", flags->max_queued,
                       "sequences that may wait beyond what the engine runs (then 429)")
@@ -262,21 +300,7 @@ GLINT_REGISTER_COMMAND(
       command.add_flag("--allow-special-tokens-in-content", flags->allow_special_tokens_in_content,
                        "let special-token text in message content (\"<|user|>\", \"</think>\") become special "
                        "tokens; off by default, so a client cannot forge roles or tool calls");
-      command.add_option("--allowed-local-media-path", flags->allowed_local_media_path,
-                         "a directory whose files image parts may name as file:// URLs (symlinks and '..' "
-                         "may not leave it); without it only data: URLs are accepted");
-      command.add_option("--max-image-bytes", flags->limits.images.limits.max_bytes,
-                         "largest encoded image (a data: URL's decoded bytes or a file)")
-          ->check(CLI::Range(size_t{64}, size_t{1} << 30))
-          ->capture_default_str();
-      command.add_option("--max-image-pixels", flags->limits.images.limits.max_pixels,
-                         "largest decoded image, width x height, checked from the header before decoding")
-          ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
-          ->capture_default_str();
-      command.add_option("--max-images-per-request", flags->limits.policy.max_images,
-                         "image parts one conversation may carry")
-          ->check(CLI::Range(int64_t{0}, int64_t{1024}))
-          ->capture_default_str();
+      AddImageFlags(command, *flags);
       AddEngineFlags(command, flags->engine);
       return [flags] { return Serve(*flags); };
     });

@@ -48,8 +48,9 @@ Result<int64_t> ParseByteSize(std::string_view text) {
   return static_cast<int64_t>(bytes);
 }
 
-Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
-                                    const EngineOptions& o, int64_t weight_bytes) {
+namespace {
+
+Status CheckCapacityOptions(const CacheLayout& layout, const EngineOptions& o) {
   if (o.memory_bytes <= 0) return InvalidArgument("--memory must be positive, got ", o.memory_bytes, " bytes");
   if (o.max_seqs < 1 || o.max_seqs > kMaxItemsPerPool) {
     return InvalidArgument("--max-seqs must be in 1 .. 2^31 − 1 (slot ids are int32), got ", o.max_seqs);
@@ -66,6 +67,30 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
     return InvalidArgument("the checkpoint interval (", o.checkpoint_interval,
                            " tokens) must be a positive multiple of the block size (", layout.block_tokens(), ")");
   }
+  return Status::Ok();
+}
+
+// How many sequences fit at once at a few context lengths up to max_model_len: each needs a slot and the blocks
+// of its length.
+std::vector<std::pair<int64_t, int64_t>> ConcurrencyByLength(const CapacityReport& r) {
+  std::vector<int64_t> lengths;
+  for (int64_t length : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) {
+    if (length < r.max_model_len) lengths.push_back(length);
+  }
+  lengths.push_back(r.max_model_len);
+  std::vector<std::pair<int64_t, int64_t>> concurrency;
+  for (int64_t length : lengths) {
+    const int64_t blocks = (length + r.block_tokens - 1) / r.block_tokens;
+    concurrency.emplace_back(length, std::min(r.num_slots, r.num_blocks / blocks));
+  }
+  return concurrency;
+}
+
+}  // namespace
+
+Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout, const EngineOptions& o,
+                                    int64_t weight_bytes) {
+  GLINT_RETURN_IF_ERROR(CheckCapacityOptions(layout, o));
   CapacityReport r;
   r.block_tokens = layout.block_tokens();
   r.block_bytes = layout.block_bytes;
@@ -139,15 +164,7 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
                            config.max_position_embeddings);
   }
   r.max_model_len = o.max_model_len > 0 ? o.max_model_len : std::min(r.cache_tokens, config.max_position_embeddings);
-  std::vector<int64_t> lengths;
-  for (int64_t length : {int64_t{1024}, int64_t{8192}, int64_t{32768}, int64_t{131072}}) {
-    if (length < r.max_model_len) lengths.push_back(length);
-  }
-  lengths.push_back(r.max_model_len);
-  for (int64_t length : lengths) {
-    const int64_t blocks = (length + r.block_tokens - 1) / r.block_tokens;
-    r.concurrency.emplace_back(length, std::min(r.num_slots, r.num_blocks / blocks));
-  }
+  r.concurrency = ConcurrencyByLength(r);
   return r;
 }
 

@@ -61,6 +61,89 @@ void AddCodePointRange(uint32_t lo, uint32_t hi, std::vector<Sequence>& out) {
   }
 }
 
+// Every rule reference is defined and every byte range is non-empty.
+Status CheckElements(const std::vector<Rule>& rules) {
+  const int64_t n = static_cast<int64_t>(rules.size());
+  for (const Rule& rule : rules) {
+    if (rule.alternatives.empty()) return InvalidArgument("rule '", rule.name, "' matches nothing");
+    for (const Sequence& sequence : rule.alternatives) {
+      for (const Element& e : sequence) {
+        if (e.kind == Element::Kind::kRule && (e.rule < 0 || e.rule >= n)) {
+          return InvalidArgument("rule '", rule.name, "' refers to an undefined rule");
+        }
+        if (e.kind == Element::Kind::kBytes && e.lo > e.hi) {
+          return InvalidArgument("rule '", rule.name, "' has an empty byte range");
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// The least fixpoint of "a rule is marked when one of its alternatives has every element `holds`", where
+// holds(e, marked) may read the marks so far: nullable rules (every element a nullable rule), productive rules
+// (every element bytes or a productive rule).
+template <typename ElementHolds>
+std::vector<bool> MarkRules(const std::vector<Rule>& rules, ElementHolds holds) {
+  std::vector<bool> marked(rules.size(), false);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t r = 0; r < rules.size(); ++r) {
+      if (marked[r]) continue;
+      for (const Sequence& sequence : rules[r].alternatives) {
+        const bool all =
+            std::all_of(sequence.begin(), sequence.end(), [&](const Element& e) { return holds(e, marked); });
+        if (all) {
+          marked[r] = changed = true;
+          break;
+        }
+      }
+    }
+  }
+  return marked;
+}
+
+// A cycle in the "can start with" graph over nullable prefixes is left recursion. Iterative DFS (grammars can be
+// deep): 0 unvisited, 1 on the path, 2 done.
+Status CheckNoLeftRecursion(const std::vector<Rule>& rules, const std::vector<bool>& nullable) {
+  const size_t n = rules.size();
+  std::vector<std::vector<int32_t>> starts(n);
+  for (size_t r = 0; r < n; ++r) {
+    for (const Sequence& sequence : rules[r].alternatives) {
+      for (const Element& e : sequence) {
+        if (e.kind == Element::Kind::kBytes) break;
+        starts[r].push_back(e.rule);
+        if (!nullable[static_cast<size_t>(e.rule)]) break;
+      }
+    }
+  }
+  std::vector<uint8_t> mark(n, 0);
+  for (size_t start = 0; start < n; ++start) {
+    if (mark[start] != 0) continue;
+    std::vector<std::pair<int32_t, size_t>> path = {{static_cast<int32_t>(start), 0}};
+    mark[start] = 1;
+    while (!path.empty()) {
+      auto& [rule, edge] = path.back();
+      if (edge == starts[rule].size()) {
+        mark[rule] = 2;
+        path.pop_back();
+        continue;
+      }
+      const int32_t to = starts[rule][edge++];
+      if (mark[to] == 1) {
+        return InvalidArgument("rule '", rules[to].name,
+                               "' is left-recursive (it can reach itself without consuming a byte); rewrite it "
+                               "with right recursion or repetition");
+      }
+      if (mark[to] == 0) {
+        mark[to] = 1;
+        path.push_back({to, 0});
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 bool DecodeUtf8(std::string_view text, size_t& at, uint32_t& code_point) {
@@ -179,7 +262,7 @@ Result<Element> Grammar::Repeat(const Sequence& item, int64_t min, int64_t max, 
   return Element::Rule(AddRuleWith(name, {std::move(sequence)}));
 }
 
-CodePointRanges NormaliseCodePoints(CodePointRanges ranges, bool negate) {
+CodePointRanges NormaliseCodePoints(const CodePointRanges& ranges, bool negate) {
   // Normalise: clamp, drop surrogates, sort and merge; then complement when negated.
   std::vector<std::pair<uint32_t, uint32_t>> clean;
   for (auto [lo, hi] : ranges) {
@@ -224,9 +307,9 @@ CodePointRanges NormaliseCodePoints(CodePointRanges ranges, bool negate) {
   return merged;
 }
 
-int32_t Grammar::AddCodePointClass(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negate,
+int32_t Grammar::AddCodePointClass(const std::vector<std::pair<uint32_t, uint32_t>>& ranges, bool negate,
                                    const std::string& name) {
-  const CodePointRanges merged = NormaliseCodePoints(std::move(ranges), negate);
+  const CodePointRanges merged = NormaliseCodePoints(ranges, negate);
   std::vector<Sequence> alternatives;
   for (const auto& [lo, hi] : merged) AddCodePointRange(lo, hi, alternatives);
   return AddRuleWith(name, std::move(alternatives));  // an empty class has no alternative: Validate refuses it
@@ -272,93 +355,19 @@ Status Grammar::Validate() const {
   if (num_elements_ > kMaxGrammarElements) {
     return InvalidArgument("the grammar has ", num_elements_, " elements; at most ", kMaxGrammarElements);
   }
-  for (const Rule& rule : rules_) {
-    if (rule.alternatives.empty()) return InvalidArgument("rule '", rule.name, "' matches nothing");
-    for (const Sequence& sequence : rule.alternatives) {
-      for (const Element& e : sequence) {
-        if (e.kind == Element::Kind::kRule && (e.rule < 0 || e.rule >= n)) {
-          return InvalidArgument("rule '", rule.name, "' refers to an undefined rule");
-        }
-        if (e.kind == Element::Kind::kBytes && e.lo > e.hi) {
-          return InvalidArgument("rule '", rule.name, "' has an empty byte range");
-        }
-      }
-    }
-  }
-  // Nullable rules (fixpoint), then the "can start with" graph over nullable prefixes; a cycle is left recursion.
-  std::vector<bool> nullable(static_cast<size_t>(n), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int64_t r = 0; r < n; ++r) {
-      if (nullable[r]) continue;
-      for (const Sequence& sequence : rules_[r].alternatives) {
-        const bool all = std::all_of(sequence.begin(), sequence.end(), [&](const Element& e) {
-          return e.kind == Element::Kind::kRule && nullable[static_cast<size_t>(e.rule)];
-        });
-        if (all) {
-          nullable[r] = changed = true;
-          break;
-        }
-      }
-    }
-  }
-  // Productive rules (fixpoint): a rule that can never finish would let the matcher allow text that cannot end.
-  std::vector<bool> productive(static_cast<size_t>(n), false);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int64_t r = 0; r < n; ++r) {
-      if (productive[r]) continue;
-      for (const Sequence& sequence : rules_[r].alternatives) {
-        const bool all = std::all_of(sequence.begin(), sequence.end(), [&](const Element& e) {
-          return e.kind == Element::Kind::kBytes || productive[static_cast<size_t>(e.rule)];
-        });
-        if (all) {
-          productive[r] = changed = true;
-          break;
-        }
-      }
-    }
-  }
+  GLINT_RETURN_IF_ERROR(CheckElements(rules_));
+  const std::vector<bool> nullable = MarkRules(rules_, [](const Element& e, const std::vector<bool>& marked) {
+    return e.kind == Element::Kind::kRule && marked[static_cast<size_t>(e.rule)];
+  });
+  // A rule that can never finish would let the matcher allow text that cannot end.
+  const std::vector<bool> productive = MarkRules(rules_, [](const Element& e, const std::vector<bool>& marked) {
+    return e.kind == Element::Kind::kBytes || marked[static_cast<size_t>(e.rule)];
+  });
   for (int64_t r = 0; r < n; ++r) {
     if (!productive[r])
       return InvalidArgument("rule '", rules_[r].name, "' can never finish (every alternative recurses)");
   }
-  std::vector<std::vector<int32_t>> starts(static_cast<size_t>(n));
-  for (int64_t r = 0; r < n; ++r) {
-    for (const Sequence& sequence : rules_[r].alternatives) {
-      for (const Element& e : sequence) {
-        if (e.kind == Element::Kind::kBytes) break;
-        starts[r].push_back(e.rule);
-        if (!nullable[static_cast<size_t>(e.rule)]) break;
-      }
-    }
-  }
-  // Iterative DFS (grammars can be deep): 0 unvisited, 1 on the path, 2 done.
-  std::vector<uint8_t> mark(static_cast<size_t>(n), 0);
-  for (int64_t start = 0; start < n; ++start) {
-    if (mark[start] != 0) continue;
-    std::vector<std::pair<int32_t, size_t>> path = {{static_cast<int32_t>(start), 0}};
-    mark[start] = 1;
-    while (!path.empty()) {
-      auto& [rule, edge] = path.back();
-      if (edge == starts[rule].size()) {
-        mark[rule] = 2;
-        path.pop_back();
-        continue;
-      }
-      const int32_t to = starts[rule][edge++];
-      if (mark[to] == 1) {
-        return InvalidArgument("rule '", rules_[to].name,
-                               "' is left-recursive (it can reach itself without consuming a byte); rewrite it "
-                               "with right recursion or repetition");
-      }
-      if (mark[to] == 0) {
-        mark[to] = 1;
-        path.push_back({to, 0});
-      }
-    }
-  }
-  return Status::Ok();
+  return CheckNoLeftRecursion(rules_, nullable);
 }
 
 std::string Grammar::ToString() const {

@@ -59,7 +59,8 @@ class Grammar {
   static constexpr int64_t kMaxRepeat = 10000;
   // Code points in the union of `ranges` (inclusive, within 0 .. 0x10FFFF, surrogates excluded), as UTF-8; with
   // `negate`, every code point outside them.
-  int32_t AddCodePointClass(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negate, const std::string& name);
+  int32_t AddCodePointClass(const std::vector<std::pair<uint32_t, uint32_t>>& ranges, bool negate,
+                            const std::string& name);
   // Any bytes that do not contain `stop`, followed by `stop` (a deterministic automaton: KMP's failure function).
   // With `open_ended`: any bytes that do not contain `stop`, ending anywhere (stop itself is never completed).
   int32_t AddTextUntil(std::string_view stop, const std::string& name, bool open_ended = false);
@@ -88,6 +89,6 @@ bool DecodeUtf8(std::string_view text, size_t& at, uint32_t& code_point);
 
 using CodePointRanges = std::vector<std::pair<uint32_t, uint32_t>>;
 // Sorted, merged, without surrogates, complemented over 0 .. 0x10FFFF when `negate`.
-CodePointRanges NormaliseCodePoints(CodePointRanges ranges, bool negate);
+CodePointRanges NormaliseCodePoints(const CodePointRanges& ranges, bool negate);
 
 }  // namespace glint::grammar

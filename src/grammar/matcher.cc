@@ -55,7 +55,7 @@ int64_t TokenMask::Count() const {
 }
 
 TokenVocabulary::TokenVocabulary(std::vector<std::string> token_bytes, std::vector<bool> special,
-                                 std::vector<int32_t> end_ids)
+                                 const std::vector<int32_t>& end_ids)
     : bytes_(std::move(token_bytes)), is_end_(bytes_.size(), false) {
   special.resize(bytes_.size(), false);
   for (int32_t id : end_ids) {
@@ -178,7 +178,7 @@ bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to) co
     stack.assign(from.begin() + at + 1, from.begin() + at + length);
     if (!IsEnd(top + 1)) {
       stack.push_back(top + 1);
-      if (elements_[static_cast<size_t>(top + 1)].kind == Element::Kind::kBytes) {
+      if (elements_[static_cast<size_t>(top) + 1].kind == Element::Kind::kBytes) {
         AddStack(stack, to, count);  // the common case: the next element is a byte range, nothing to expand
         continue;
       }

@@ -169,9 +169,9 @@ std::string ListString(const std::vector<int64_t>& values) {
   return text + "]";
 }
 
-Status ReadLayerKinds(const ObjectReader& text, ModelConfig& config) {
+// Attention kinds: layer_types is authoritative; linear_attn_config's redundant lists must agree with it.
+Status ReadAttentionKinds(const ObjectReader& text, ModelConfig& config) {
   const int64_t layers = config.num_hidden_layers;
-  // Attention kinds: layer_types is authoritative.
   GLINT_ASSIGN_OR_RETURN(std::vector<std::string> layer_types, text.StringList("layer_types"));
   if (static_cast<int64_t>(layer_types.size()) != layers) {
     return text.Invalid("layer_types", StrCat(layer_types.size(), " entries"),
@@ -209,7 +209,12 @@ Status ReadLayerKinds(const ObjectReader& text, ModelConfig& config) {
       }
     }
   }
-  // MLP kinds: mlp_layer_types, else first_k_dense_replace, else HF's default of 3 dense layers.
+  return Status::Ok();
+}
+
+// MLP kinds: mlp_layer_types, else first_k_dense_replace, else HF's default of 3 dense layers.
+Status ReadMlpKinds(const ObjectReader& text, ModelConfig& config) {
+  const int64_t layers = config.num_hidden_layers;
   std::optional<int64_t> first_dense;
   if (text.Has("first_k_dense_replace")) {
     GLINT_ASSIGN_OR_RETURN(int64_t value, text.Int("first_k_dense_replace"));
@@ -246,6 +251,12 @@ Status ReadLayerKinds(const ObjectReader& text, ModelConfig& config) {
     const int64_t dense = first_dense.value_or(std::min<int64_t>(3, layers));
     for (int64_t i = 0; i < layers; ++i) config.mlp_kinds.push_back(i < dense ? MlpKind::kDense : MlpKind::kMoe);
   }
+  return Status::Ok();
+}
+
+Status ReadLayerKinds(const ObjectReader& text, ModelConfig& config) {
+  GLINT_RETURN_IF_ERROR(ReadAttentionKinds(text, config));
+  GLINT_RETURN_IF_ERROR(ReadMlpKinds(text, config));
   // Shared indexers are not in the release and HF's propagation is broken for interleaved KDA layers (§7.6).
   if (text.Has("indexer_types")) {
     GLINT_ASSIGN_OR_RETURN(std::vector<std::string> indexer_types, text.StringList("indexer_types"));
@@ -311,32 +322,19 @@ Status ReadKdaConfig(const ObjectReader& text, ModelConfig& config) {
   return Status::Ok();
 }
 
-Status ReadText(const ObjectReader& text, ModelConfig& config) {
-  if (text.Has("model_type")) {
-    GLINT_ASSIGN_OR_RETURN(std::string model_type, text.String("model_type"));
-    if (model_type != "glm5_next_text" && model_type != "glm5_next") {
-      return text.Unsupported("model_type", "'" + model_type + "'", "'glm5_next_text' (GLM-5.3-Flash)");
-    }
-  }
-  GLINT_ASSIGN_OR_RETURN(config.vocab_size, text.PositiveInt("vocab_size"));
-  GLINT_ASSIGN_OR_RETURN(config.hidden_size, text.PositiveInt("hidden_size"));
-  GLINT_ASSIGN_OR_RETURN(config.num_hidden_layers, text.PositiveInt("num_hidden_layers"));
-  GLINT_ASSIGN_OR_RETURN(config.rms_norm_eps, text.Float("rms_norm_eps", 1e-5f));
-  if (!(config.rms_norm_eps > 0)) return text.Invalid("rms_norm_eps", std::to_string(config.rms_norm_eps), "> 0");
-  GLINT_ASSIGN_OR_RETURN(config.max_position_embeddings, text.PositiveInt("max_position_embeddings", 1048576));
-  GLINT_RETURN_IF_ERROR(ReadLayerKinds(text, config));
-
-  // mHC.
+// mHC: the residual streams and their Sinkhorn projection.
+Status ReadMhcConfig(const ObjectReader& text, ModelConfig& config) {
   GLINT_ASSIGN_OR_RETURN(bool mhc, text.Bool("mhc", true));
   if (!mhc) return text.Unsupported("mhc", "false", "true (four manifold-constrained residual streams)");
   GLINT_ASSIGN_OR_RETURN(config.hc_mult, text.PositiveInt("hc_mult", 4));
   GLINT_ASSIGN_OR_RETURN(config.hc_sinkhorn_iters, text.PositiveInt("hc_sinkhorn_iters", 20));
   GLINT_ASSIGN_OR_RETURN(config.hc_eps, text.Float("hc_eps", 1e-6f));
   if (!(config.hc_eps >= 0)) return text.Invalid("hc_eps", std::to_string(config.hc_eps), ">= 0");
+  return Status::Ok();
+}
 
-  GLINT_RETURN_IF_ERROR(ReadKdaConfig(text, config));
-
-  // NoPE MLA.
+// NoPE MLA.
+Status ReadMlaConfig(const ObjectReader& text, ModelConfig& config) {
   GLINT_ASSIGN_OR_RETURN(config.num_attention_heads, text.PositiveInt("num_attention_heads"));
   GLINT_ASSIGN_OR_RETURN(int64_t kv_heads, text.PositiveInt("num_key_value_heads", config.num_attention_heads));
   if (kv_heads != config.num_attention_heads) {
@@ -360,8 +358,11 @@ Status ReadText(const ObjectReader& text, ModelConfig& config) {
   if (!use_nope) return text.Unsupported("mla_use_nope", "false", "true");
   GLINT_ASSIGN_OR_RETURN(bool attention_bias, text.Bool("attention_bias", false));
   if (attention_bias) return text.Unsupported("attention_bias", "true", "false");
+  return Status::Ok();
+}
 
-  // Indexer. index_kpool has no default on purpose: HF's default (16) differs from the release (4), pitfall 8.
+// Indexer. index_kpool has no default on purpose: HF's default (16) differs from the release (4), pitfall 8.
+Status ReadIndexerConfig(const ObjectReader& text, ModelConfig& config) {
   GLINT_ASSIGN_OR_RETURN(config.index_n_heads, text.PositiveInt("index_n_heads"));
   GLINT_ASSIGN_OR_RETURN(config.index_head_dim, text.PositiveInt("index_head_dim"));
   GLINT_ASSIGN_OR_RETURN(config.index_topk, text.PositiveInt("index_topk"));
@@ -375,8 +376,11 @@ Status ReadText(const ObjectReader& text, ModelConfig& config) {
   GLINT_ASSIGN_OR_RETURN(bool tail, text.Bool("index_kpool_always_select_tail", true));
   if (!tail) return text.Unsupported("index_kpool_always_select_tail", "false", "true");
   GLINT_ASSIGN_OR_RETURN(config.index_share_for_mtp_iteration, text.Bool("index_share_for_mtp_iteration", false));
+  return Status::Ok();
+}
 
-  // FFN.
+// FFN: the dense MLP and the MoE (router, routed and shared experts).
+Status ReadFfnConfig(const ObjectReader& text, ModelConfig& config) {
   GLINT_ASSIGN_OR_RETURN(config.intermediate_size, text.PositiveInt("intermediate_size"));
   GLINT_ASSIGN_OR_RETURN(config.moe_intermediate_size, text.PositiveInt("moe_intermediate_size"));
   GLINT_ASSIGN_OR_RETURN(config.n_routed_experts, text.PositiveInt("n_routed_experts"));
@@ -404,8 +408,11 @@ Status ReadText(const ObjectReader& text, ModelConfig& config) {
   }
   GLINT_ASSIGN_OR_RETURN(std::string act, text.String("hidden_act", "silu"));
   if (act != "silu") return text.Unsupported("hidden_act", "'" + act + "'", "'silu'");
+  return Status::Ok();
+}
 
-  // MTP.
+// The MTP layer and the special token ids.
+Status ReadMtpAndTokenIds(const ObjectReader& text, ModelConfig& config) {
   GLINT_ASSIGN_OR_RETURN(config.num_nextn_predict_layers, text.Int("num_nextn_predict_layers", 0));
   if (config.num_nextn_predict_layers < 0 || config.num_nextn_predict_layers > 1) {
     return text.Unsupported("num_nextn_predict_layers", std::to_string(config.num_nextn_predict_layers), "0 or 1");
@@ -429,6 +436,29 @@ Status ReadText(const ObjectReader& text, ModelConfig& config) {
   if (config.pad_token_id != -1) GLINT_RETURN_IF_ERROR(check_id("pad_token_id", config.pad_token_id));
   for (int64_t id : config.eos_token_ids) GLINT_RETURN_IF_ERROR(check_id("eos_token_id", id));
   if (config.bos_token_id) GLINT_RETURN_IF_ERROR(check_id("bos_token_id", *config.bos_token_id));
+  return Status::Ok();
+}
+
+Status ReadText(const ObjectReader& text, ModelConfig& config) {
+  if (text.Has("model_type")) {
+    GLINT_ASSIGN_OR_RETURN(std::string model_type, text.String("model_type"));
+    if (model_type != "glm5_next_text" && model_type != "glm5_next") {
+      return text.Unsupported("model_type", "'" + model_type + "'", "'glm5_next_text' (GLM-5.3-Flash)");
+    }
+  }
+  GLINT_ASSIGN_OR_RETURN(config.vocab_size, text.PositiveInt("vocab_size"));
+  GLINT_ASSIGN_OR_RETURN(config.hidden_size, text.PositiveInt("hidden_size"));
+  GLINT_ASSIGN_OR_RETURN(config.num_hidden_layers, text.PositiveInt("num_hidden_layers"));
+  GLINT_ASSIGN_OR_RETURN(config.rms_norm_eps, text.Float("rms_norm_eps", 1e-5f));
+  if (!(config.rms_norm_eps > 0)) return text.Invalid("rms_norm_eps", std::to_string(config.rms_norm_eps), "> 0");
+  GLINT_ASSIGN_OR_RETURN(config.max_position_embeddings, text.PositiveInt("max_position_embeddings", 1048576));
+  GLINT_RETURN_IF_ERROR(ReadLayerKinds(text, config));
+  GLINT_RETURN_IF_ERROR(ReadMhcConfig(text, config));
+  GLINT_RETURN_IF_ERROR(ReadKdaConfig(text, config));
+  GLINT_RETURN_IF_ERROR(ReadMlaConfig(text, config));
+  GLINT_RETURN_IF_ERROR(ReadIndexerConfig(text, config));
+  GLINT_RETURN_IF_ERROR(ReadFfnConfig(text, config));
+  GLINT_RETURN_IF_ERROR(ReadMtpAndTokenIds(text, config));
   return Status::Ok();
 }
 

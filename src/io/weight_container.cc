@@ -32,6 +32,11 @@ uint64_t GetLittleEndian64(const uint8_t* bytes) {
   return value;
 }
 
+template <typename... Parts>
+Status NotAContainer(const std::string& path, const Parts&... parts) {
+  return InvalidArgument("'", path, "' is not a valid glint container: ", parts...);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ContainerWriter>> ContainerWriter::Create(const std::string& path,
@@ -178,7 +183,7 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate
   ContainerFile container;
   container.file_ = std::make_unique<MappedFile>(std::move(mapped));
   const std::span<const uint8_t> bytes = container.file_->bytes();
-  auto fail = [&](auto... parts) { return InvalidArgument("'", path, "' is not a valid glint container: ", parts...); };
+  auto fail = [&](auto... parts) { return NotAContainer(path, parts...); };
   if (bytes.size() < 16 || std::memcmp(bytes.data(), kContainerMagic, 8) != 0) {
     return fail("missing the GLINTWC1 magic (write one with `glint convert`)");
   }
@@ -200,14 +205,24 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate
   }
   if (version != kContainerVersion) return fail("unsupported container_version (expected ", kContainerVersion, ")");
   GLINT_RETURN_IF_ERROR(container.ReadExtents(header, data_begin).WithContext(StrCat("'", path, "'")));
-  if (header.contains("metadata")) {
-    if (!header["metadata"].is_object()) return fail("'metadata' is not an object");
-    for (const auto& [key, value] : header["metadata"].items()) {
-      if (!value.is_string()) return fail("metadata '", key, "' is not a string");
-      container.metadata_[key] = value.get<std::string>();
-    }
+  GLINT_RETURN_IF_ERROR(container.ReadMetadata(header, path));
+  GLINT_RETURN_IF_ERROR(container.ReadTensors(header["tensors"], data_begin, path));
+  return container;
+}
+
+Status ContainerFile::ReadMetadata(const Json& header, const std::string& path) {
+  if (!header.contains("metadata")) return Status::Ok();
+  if (!header["metadata"].is_object()) return NotAContainer(path, "'metadata' is not an object");
+  for (const auto& [key, value] : header["metadata"].items()) {
+    if (!value.is_string()) return NotAContainer(path, "metadata '", key, "' is not a string");
+    metadata_[key] = value.get<std::string>();
   }
-  const Json& tensors = header["tensors"];
+  return Status::Ok();
+}
+
+Status ContainerFile::ReadTensors(const Json& tensors, uint64_t data_begin, const std::string& path) {
+  const std::span<const uint8_t> bytes = file_->bytes();
+  auto fail = [&](auto... parts) { return NotAContainer(path, parts...); };
   if (!tensors.is_array()) return fail("'tensors' is not an array");
   for (const Json& tensor : tensors) {
     if (!tensor.is_object() || !tensor.contains("name") || !tensor["name"].is_string() || !tensor.contains("kind") ||
@@ -235,10 +250,10 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate
       entry.blobs.push_back(bytes.subspan(offset, size));
     }
     if (tensor.contains("extent")) {
-      const auto it = tensor["extent"].is_string() ? container.extent_index_.find(tensor["extent"].get<std::string>())
-                                                   : container.extent_index_.end();
-      if (it == container.extent_index_.end()) return fail("tensor '", entry.name, "' names an unknown extent");
-      const ContainerExtent& extent = container.extents_[it->second];
+      const auto it =
+          tensor["extent"].is_string() ? extent_index_.find(tensor["extent"].get<std::string>()) : extent_index_.end();
+      if (it == extent_index_.end()) return fail("tensor '", entry.name, "' names an unknown extent");
+      const ContainerExtent& extent = extents_[it->second];
       for (const auto& blob : entry.blobs) {
         const uint64_t offset = static_cast<uint64_t>(blob.data() - bytes.data());
         if (offset < extent.offset || offset + blob.size() > extent.offset + extent.bytes) {
@@ -247,12 +262,10 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate
       }
       entry.extent = static_cast<int64_t>(it->second);
     }
-    if (!container.index_.emplace(entry.name, container.entries_.size()).second) {
-      return fail("tensor '", entry.name, "' is listed twice");
-    }
-    container.entries_.push_back(std::move(entry));
+    if (!index_.emplace(entry.name, entries_.size()).second) return fail("tensor '", entry.name, "' is listed twice");
+    entries_.push_back(std::move(entry));
   }
-  return container;
+  return Status::Ok();
 }
 
 Status ContainerFile::ReadExtents(const nlohmann::json& header, uint64_t data_begin) {

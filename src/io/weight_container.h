@@ -106,6 +106,9 @@ class ContainerFile {
 
  private:
   Status ReadExtents(const nlohmann::json& header, uint64_t data_begin);
+  // The "metadata" and "tensors" of the header (after the extents, which tensors name); errors name `path`.
+  Status ReadMetadata(const nlohmann::json& header, const std::string& path);
+  Status ReadTensors(const nlohmann::json& tensors, uint64_t data_begin, const std::string& path);
 
   std::unique_ptr<MappedFile> file_;
   std::vector<ContainerEntry> entries_;

@@ -152,6 +152,8 @@ Result<int64_t> GlmSpecialTokenId(std::string_view content, int64_t vocab_size) 
   return NotFound("'", content, "' is not one of GLM's special tokens");
 }
 
+// A data table more than a procedure: the layer lists, then one JSON literal with a line per config.json key (the
+// release's key order), so it stays whole although it is longer than 80 lines (docs/design.md, "Code shape").
 std::string TinyConfigJson(const TinyPreset& p) {
   const int64_t v = p.vocab_size;
   OrderedJson layer_types = OrderedJson::array();

@@ -105,6 +105,76 @@ void WritePrefixCacheTiers(Writer& w, const BackendMetrics& b) {
           b.disk_hit_tokens);
 }
 
+// A histogram's HELP and TYPE lines, then its buckets, sum and count.
+void WriteHistogram(Writer& w, const Histogram& histogram, const std::string& name, const char* help,
+                    const std::string& labels, std::string& out) {
+  w.Header(name, "histogram", help);
+  histogram.Render(name, labels, out);
+}
+
+double KvUsage(const BackendMetrics& backend) {
+  return backend.kv_blocks_total > 0
+             ? static_cast<double>(backend.kv_blocks_used) / static_cast<double>(backend.kv_blocks_total)
+             : 0.0;
+}
+
+// The engine's memory and work: blocks, slots, prefix cache, preemptions, steps.
+void RenderEngine(Writer& w, const BackendMetrics& backend) {
+  w.Single("glint_kv_blocks_total", "gauge", "KV cache blocks.", "", static_cast<double>(backend.kv_blocks_total));
+  w.Single("glint_kv_blocks_used", "gauge", "KV cache blocks held by running sequences.", "",
+           static_cast<double>(backend.kv_blocks_used));
+  w.Single("glint_kv_blocks_cached", "gauge", "KV cache blocks kept for prefix reuse.", "",
+           static_cast<double>(backend.kv_blocks_cached));
+  w.Single("glint_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.", "", KvUsage(backend));
+  w.Single("glint_state_slots_total", "gauge", "Recurrent-state slots (KDA).", "",
+           static_cast<double>(backend.state_slots_total));
+  w.Single("glint_state_slots_used", "gauge", "Recurrent-state slots held by running sequences.", "",
+           static_cast<double>(backend.state_slots_used));
+  w.Single("glint_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", "",
+           static_cast<double>(backend.prefix_cache_query_tokens));
+  w.Single("glint_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", "",
+           static_cast<double>(backend.prefix_cache_hit_tokens));
+  WritePrefixCacheTiers(w, backend);
+  w.Single("glint_preemptions_total", "counter", "Sequences preempted (to be recomputed).", "",
+           static_cast<double>(backend.preemptions));
+  w.Single("glint_engine_steps_total", "counter", "Engine steps.", "", static_cast<double>(backend.steps));
+  w.Single("glint_computed_tokens_total", "counter", "Positions run through the model.", "",
+           static_cast<double>(backend.computed_tokens));
+}
+
+// Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens
+// = tokens proposed, accepted = drafted tokens the model kept, per draft position. All 0 when speculation is off
+// (position 0 is still written, so that tools that read it find it).
+void RenderSpecDecode(Writer& w, const BackendMetrics& backend, const std::string& prefix, const std::string& labels) {
+  const std::vector<int64_t> per_position =
+      backend.spec_accepted_per_position.empty() ? std::vector<int64_t>{0} : backend.spec_accepted_per_position;
+  w.Single(prefix + "spec_decode_num_drafts_total", "counter", "Speculative decoding drafts (verification steps).",
+           labels, static_cast<double>(backend.spec_drafts));
+  w.Single(prefix + "spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", labels,
+           static_cast<double>(backend.spec_draft_tokens));
+  w.Single(prefix + "spec_decode_num_accepted_tokens_total", "counter", "Accepted drafted tokens.", labels,
+           static_cast<double>(backend.spec_accepted_tokens));
+  const std::string name = prefix + "spec_decode_num_accepted_tokens_per_pos_total";
+  w.Header(name, "counter", "Accepted drafted tokens by draft position.");
+  for (size_t position = 0; position < per_position.size(); ++position) {
+    w.Sample(name, JoinLabels(labels, "position=\"" + std::to_string(position) + "\""),
+             static_cast<double>(per_position[position]));
+  }
+}
+
+// Structured output: the process-wide cache of compiled grammars (structured_output.h).
+void RenderGrammarCache(Writer& w) {
+  const GrammarCacheStats grammars = GrammarCacheSnapshot();
+  w.Single("glint_structured_output_grammars_compiled_total", "counter",
+           "Constraints compiled to grammars (cache misses).", "", static_cast<double>(grammars.misses));
+  w.Single("glint_structured_output_grammar_cache_hits_total", "counter",
+           "Constraints found compiled in the grammar cache.", "", static_cast<double>(grammars.hits));
+  w.Single("glint_structured_output_compile_seconds_total", "counter", "Time spent compiling constraints.", "",
+           grammars.compile_seconds);
+  w.Single("glint_structured_output_grammar_cache_entries", "gauge", "Compiled grammars in the cache.", "",
+           static_cast<double>(grammars.entries));
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> upper_bounds)
@@ -163,31 +233,40 @@ void ServerMetrics::RequestFinished(const RequestFigures& figures) {
 
 void ServerMetrics::ObserveInterTokenLatency(double seconds) { inter_token_latency_.Observe(seconds); }
 
+ServerMetrics::Totals ServerMetrics::Snapshot() const {
+  Totals totals;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    totals.http_requests = http_requests_;
+    totals.finished = finished_by_reason_;
+    totals.prompt = prompt_tokens_total_;
+    totals.generation = generation_tokens_total_;
+    totals.cached = cached_prompt_tokens_total_;
+  }
+  for (const char* reason : {"stop", "length", "tool_calls", "abort", "error"}) totals.finished.try_emplace(reason, 0);
+  return totals;
+}
+
 std::string ServerMetrics::Render(const BackendMetrics& backend, const std::string& model_name) const {
   std::string out;
   Writer w(out);
-  const std::string model = "model_name=\"" + EscapeLabel(model_name) + "\"";
-  const double kv_usage = backend.kv_blocks_total > 0 ? static_cast<double>(backend.kv_blocks_used) /
-                                                            static_cast<double>(backend.kv_blocks_total)
-                                                      : 0.0;
-  std::map<std::pair<std::string, int>, int64_t> http_requests;
-  std::map<std::string, int64_t> finished;
-  int64_t prompt_total = 0, generation_total = 0, cached_total = 0;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    http_requests = http_requests_;
-    finished = finished_by_reason_;
-    prompt_total = prompt_tokens_total_;
-    generation_total = generation_tokens_total_;
-    cached_total = cached_prompt_tokens_total_;
-  }
-  for (const char* reason : {"stop", "length", "tool_calls", "abort", "error"}) finished.try_emplace(reason, 0);
-
+  const Totals totals = Snapshot();
   // ---- glint: ----
   w.Single("glint_requests_running", "gauge", "Requests with a sequence in engine memory.", "",
            static_cast<double>(backend.requests_running));
   w.Single("glint_requests_waiting", "gauge", "Requests queued in the engine (not in memory).", "",
            static_cast<double>(backend.requests_waiting));
+  RenderServer(totals, out);
+  RenderEngine(w, backend);
+  RenderSpecDecode(w, backend, "glint_", "");
+  RenderGrammarCache(w);
+  // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----
+  RenderVllm(backend, totals, "model_name=\"" + EscapeLabel(model_name) + "\"", out);
+  return out;
+}
+
+void ServerMetrics::RenderServer(const Totals& totals, std::string& out) const {
+  Writer w(out);
   w.Single("glint_server_requests_in_flight", "gauge", "Generation requests accepted by the server and not finished.",
            "", static_cast<double>(in_flight_requests_.load()));
   w.Single("glint_server_sequences_in_flight", "gauge", "Sequences (requests times n) accepted and not finished.", "",
@@ -199,7 +278,7 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   w.Single("glint_http_connections_rejected_total", "counter", "Connections answered 503 at --max-connections.",
            "", static_cast<double>(transport_.rejected_connections.load()));
   w.Header("glint_http_requests_total", "counter", "HTTP requests by endpoint and status.");
-  for (const auto& [key, count] : http_requests) {
+  for (const auto& [key, count] : totals.http_requests) {
     w.Sample("glint_http_requests_total",
              "endpoint=\"" + EscapeLabel(key.first) + "\",status=\"" + std::to_string(key.second) + "\"",
              static_cast<double>(count));
@@ -207,113 +286,58 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   w.Single("glint_requests_rejected_total", "counter", "Requests refused because the queue was full (429).", "",
            static_cast<double>(rejected_total_.load()));
   w.Header("glint_request_success_total", "counter", "Finished generation requests by finish reason.");
-  for (const auto& [reason, count] : finished) {
+  for (const auto& [reason, count] : totals.finished) {
     w.Sample("glint_request_success_total", "finish_reason=\"" + reason + "\"", static_cast<double>(count));
   }
   w.Single("glint_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", "",
-           static_cast<double>(prompt_total));
+           static_cast<double>(totals.prompt));
   w.Single("glint_prompt_tokens_cached_total", "counter", "Prompt tokens restored from the prefix cache.", "",
-           static_cast<double>(cached_total));
+           static_cast<double>(totals.cached));
   w.Single("glint_generation_tokens_total", "counter", "Generated tokens of finished requests.", "",
-           static_cast<double>(generation_total));
-  w.Header("glint_time_to_first_token_seconds", "histogram", "Arrival to first generated token.");
-  time_to_first_token_.Render("glint_time_to_first_token_seconds", "", out);
-  w.Header("glint_inter_token_latency_seconds", "histogram", "Time between consecutive tokens of a sample.");
-  inter_token_latency_.Render("glint_inter_token_latency_seconds", "", out);
-  w.Header("glint_e2e_request_latency_seconds", "histogram", "Arrival to last output.");
-  e2e_latency_.Render("glint_e2e_request_latency_seconds", "", out);
-  w.Header("glint_request_queue_time_seconds", "histogram", "Arrival to first output (queueing and prefill).");
-  queue_time_.Render("glint_request_queue_time_seconds", "", out);
-  w.Header("glint_request_prompt_tokens", "histogram", "Prompt tokens per request.");
-  prompt_tokens_.Render("glint_request_prompt_tokens", "", out);
-  w.Header("glint_request_generation_tokens", "histogram", "Generated tokens per request.");
-  generation_tokens_.Render("glint_request_generation_tokens", "", out);
-  w.Single("glint_kv_blocks_total", "gauge", "KV cache blocks.", "", static_cast<double>(backend.kv_blocks_total));
-  w.Single("glint_kv_blocks_used", "gauge", "KV cache blocks held by running sequences.", "",
-           static_cast<double>(backend.kv_blocks_used));
-  w.Single("glint_kv_blocks_cached", "gauge", "KV cache blocks kept for prefix reuse.", "",
-           static_cast<double>(backend.kv_blocks_cached));
-  w.Single("glint_kv_cache_usage_ratio", "gauge", "kv_blocks_used / kv_blocks_total.", "", kv_usage);
-  w.Single("glint_state_slots_total", "gauge", "Recurrent-state slots (KDA).", "",
-           static_cast<double>(backend.state_slots_total));
-  w.Single("glint_state_slots_used", "gauge", "Recurrent-state slots held by running sequences.", "",
-           static_cast<double>(backend.state_slots_used));
-  w.Single("glint_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", "",
-           static_cast<double>(backend.prefix_cache_query_tokens));
-  w.Single("glint_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", "",
-           static_cast<double>(backend.prefix_cache_hit_tokens));
-  WritePrefixCacheTiers(w, backend);
-  w.Single("glint_preemptions_total", "counter", "Sequences preempted (to be recomputed).", "",
-           static_cast<double>(backend.preemptions));
-  w.Single("glint_engine_steps_total", "counter", "Engine steps.", "", static_cast<double>(backend.steps));
-  w.Single("glint_computed_tokens_total", "counter", "Positions run through the model.", "",
-           static_cast<double>(backend.computed_tokens));
-  // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens
-  // = tokens proposed, accepted = drafted tokens the model kept, per draft position. All 0 when speculation is off
-  // (position 0 is still written, so that tools that read it find it).
-  const std::vector<int64_t> per_position =
-      backend.spec_accepted_per_position.empty() ? std::vector<int64_t>{0} : backend.spec_accepted_per_position;
-  const auto write_spec = [&](const std::string& prefix, const std::string& labels) {
-    w.Single(prefix + "spec_decode_num_drafts_total", "counter", "Speculative decoding drafts (verification steps).",
-             labels, static_cast<double>(backend.spec_drafts));
-    w.Single(prefix + "spec_decode_num_draft_tokens_total", "counter", "Drafted tokens.", labels,
-             static_cast<double>(backend.spec_draft_tokens));
-    w.Single(prefix + "spec_decode_num_accepted_tokens_total", "counter", "Accepted drafted tokens.", labels,
-             static_cast<double>(backend.spec_accepted_tokens));
-    const std::string name = prefix + "spec_decode_num_accepted_tokens_per_pos_total";
-    w.Header(name, "counter", "Accepted drafted tokens by draft position.");
-    for (size_t position = 0; position < per_position.size(); ++position) {
-      w.Sample(name, JoinLabels(labels, "position=\"" + std::to_string(position) + "\""),
-               static_cast<double>(per_position[position]));
-    }
-  };
-  write_spec("glint_", "");
-  // Structured output: the process-wide cache of compiled grammars (structured_output.h).
-  const GrammarCacheStats grammars = GrammarCacheSnapshot();
-  w.Single("glint_structured_output_grammars_compiled_total", "counter",
-           "Constraints compiled to grammars (cache misses).", "", static_cast<double>(grammars.misses));
-  w.Single("glint_structured_output_grammar_cache_hits_total", "counter",
-           "Constraints found compiled in the grammar cache.", "", static_cast<double>(grammars.hits));
-  w.Single("glint_structured_output_compile_seconds_total", "counter", "Time spent compiling constraints.", "",
-           grammars.compile_seconds);
-  w.Single("glint_structured_output_grammar_cache_entries", "gauge", "Compiled grammars in the cache.", "",
-           static_cast<double>(grammars.entries));
+           static_cast<double>(totals.generation));
+  WriteHistogram(w, time_to_first_token_, "glint_time_to_first_token_seconds", "Arrival to first generated token.", "",
+                 out);
+  WriteHistogram(w, inter_token_latency_, "glint_inter_token_latency_seconds",
+                 "Time between consecutive tokens of a sample.", "", out);
+  WriteHistogram(w, e2e_latency_, "glint_e2e_request_latency_seconds", "Arrival to last output.", "", out);
+  WriteHistogram(w, queue_time_, "glint_request_queue_time_seconds", "Arrival to first output (queueing and prefill).",
+                 "", out);
+  WriteHistogram(w, prompt_tokens_, "glint_request_prompt_tokens", "Prompt tokens per request.", "", out);
+  WriteHistogram(w, generation_tokens_, "glint_request_generation_tokens", "Generated tokens per request.", "", out);
+}
 
-  // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----
+void ServerMetrics::RenderVllm(const BackendMetrics& backend, const Totals& totals, const std::string& model,
+                               std::string& out) const {
+  Writer w(out);
+  const double kv_usage = KvUsage(backend);
   w.Single("vllm:num_requests_running", "gauge", "Requests running.", model,
            static_cast<double>(backend.requests_running));
   w.Single("vllm:num_requests_waiting", "gauge", "Requests waiting.", model,
            static_cast<double>(backend.requests_waiting));
   w.Single("vllm:kv_cache_usage_perc", "gauge", "KV cache usage (1 = 100%).", model, kv_usage);
   w.Single("vllm:gpu_cache_usage_perc", "gauge", "KV cache usage (1 = 100%); older name.", model, kv_usage);
-  w.Single("vllm:prompt_tokens_total", "counter", "Prompt tokens.", model, static_cast<double>(prompt_total));
+  w.Single("vllm:prompt_tokens_total", "counter", "Prompt tokens.", model, static_cast<double>(totals.prompt));
   w.Single("vllm:generation_tokens_total", "counter", "Generated tokens.", model,
-           static_cast<double>(generation_total));
+           static_cast<double>(totals.generation));
   w.Header("vllm:request_success_total", "counter", "Finished requests by reason.");
-  for (const auto& [reason, count] : finished) {
-    w.Sample("vllm:request_success_total", model + ",finished_reason=\"" + reason + "\"", static_cast<double>(count));
+  for (const auto& [reason, count] : totals.finished) {
+    std::string labels = model;
+    labels += ",finished_reason=\"" + reason + "\"";
+    w.Sample("vllm:request_success_total", labels, static_cast<double>(count));
   }
-  w.Header("vllm:time_to_first_token_seconds", "histogram", "Time to first token.");
-  time_to_first_token_.Render("vllm:time_to_first_token_seconds", model, out);
-  w.Header("vllm:time_per_output_token_seconds", "histogram", "Time per output token.");
-  inter_token_latency_.Render("vllm:time_per_output_token_seconds", model, out);
-  w.Header("vllm:inter_token_latency_seconds", "histogram", "Inter-token latency.");
-  inter_token_latency_.Render("vllm:inter_token_latency_seconds", model, out);
-  w.Header("vllm:e2e_request_latency_seconds", "histogram", "End-to-end request latency.");
-  e2e_latency_.Render("vllm:e2e_request_latency_seconds", model, out);
-  w.Header("vllm:request_queue_time_seconds", "histogram", "Queue time (includes prefill here).");
-  queue_time_.Render("vllm:request_queue_time_seconds", model, out);
-  w.Header("vllm:request_prompt_tokens", "histogram", "Prompt tokens per request.");
-  prompt_tokens_.Render("vllm:request_prompt_tokens", model, out);
-  w.Header("vllm:request_generation_tokens", "histogram", "Generated tokens per request.");
-  generation_tokens_.Render("vllm:request_generation_tokens", model, out);
+  WriteHistogram(w, time_to_first_token_, "vllm:time_to_first_token_seconds", "Time to first token.", model, out);
+  WriteHistogram(w, inter_token_latency_, "vllm:time_per_output_token_seconds", "Time per output token.", model, out);
+  WriteHistogram(w, inter_token_latency_, "vllm:inter_token_latency_seconds", "Inter-token latency.", model, out);
+  WriteHistogram(w, e2e_latency_, "vllm:e2e_request_latency_seconds", "End-to-end request latency.", model, out);
+  WriteHistogram(w, queue_time_, "vllm:request_queue_time_seconds", "Queue time (includes prefill here).", model, out);
+  WriteHistogram(w, prompt_tokens_, "vllm:request_prompt_tokens", "Prompt tokens per request.", model, out);
+  WriteHistogram(w, generation_tokens_, "vllm:request_generation_tokens", "Generated tokens per request.", model, out);
   w.Single("vllm:prefix_cache_queries_total", "counter", "Prefix cache queries (tokens).", model,
            static_cast<double>(backend.prefix_cache_query_tokens));
   w.Single("vllm:prefix_cache_hits_total", "counter", "Prefix cache hits (tokens).", model,
            static_cast<double>(backend.prefix_cache_hit_tokens));
   w.Single("vllm:num_preemptions_total", "counter", "Preemptions.", model, static_cast<double>(backend.preemptions));
-  write_spec("vllm:", model);
-  return out;
+  RenderSpecDecode(w, backend, "vllm:", model);
 }
 
 }  // namespace glint::server

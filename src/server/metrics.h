@@ -65,6 +65,19 @@ class ServerMetrics {
   std::string Render(const BackendMetrics& backend, const std::string& model_name) const;
 
  private:
+  // The counters kept under mutex_, copied at once so that one scrape is consistent.
+  struct Totals {
+    std::map<std::pair<std::string, int>, int64_t> http_requests;
+    std::map<std::string, int64_t> finished;  // every finish reason present, 0 when none yet
+    int64_t prompt = 0, generation = 0, cached = 0;
+  };
+  Totals Snapshot() const;
+  // The glint_ series of the server (HTTP, requests, tokens, latency histograms).
+  void RenderServer(const Totals& totals, std::string& out) const;
+  // The vllm: series: the same figures under vLLM's names, labelled with the model's name.
+  void RenderVllm(const BackendMetrics& backend, const Totals& totals, const std::string& model,
+                  std::string& out) const;
+
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, int64_t> http_requests_;  // (endpoint, status) → count
   std::map<std::string, int64_t> finished_by_reason_;

@@ -334,46 +334,13 @@ class Interpreter {
       case Kind::kName:
         return Lookup(expr.name);
       case Kind::kList:
-      case Kind::kTuple: {
-        Array items;
-        for (const auto& operand : expr.operands) {
-          GLINT_ASSIGN_OR_RETURN(Value item, Eval(*operand));
-          items.push_back(std::move(item));
-        }
-        return expr.kind == Kind::kTuple ? Value::Tuple(std::move(items)) : Value(std::move(items));
-      }
-      case Kind::kDict: {
-        Object object;
-        for (size_t i = 0; i + 1 < expr.operands.size(); i += 2) {
-          GLINT_ASSIGN_OR_RETURN(Value key, Eval(*expr.operands[i]));
-          if (!key.is_string()) return InvalidArgument("dict keys must be strings (got ", key.TypeName(), ")");
-          GLINT_ASSIGN_OR_RETURN(Value value, Eval(*expr.operands[i + 1]));
-          object.Set(key.as_string(), std::move(value));
-        }
-        return Value(std::move(object));
-      }
-      case Kind::kAttribute: {
-        GLINT_ASSIGN_OR_RETURN(Value object, Eval(*expr.operands[0]));
-        if (HasMethod(object, expr.name)) {
-          return InvalidArgument("'", expr.name, "' of a ", object.TypeName(), " is a method: call it with ()");
-        }
-        return GetAttribute(object, expr.name);
-      }
-      case Kind::kSubscript: {
-        GLINT_ASSIGN_OR_RETURN(Value object, Eval(*expr.operands[0]));
-        GLINT_ASSIGN_OR_RETURN(Value key, Eval(*expr.operands[1]));
-        return GetItem(object, key);
-      }
-      case Kind::kSlice: {
-        GLINT_ASSIGN_OR_RETURN(Value object, Eval(*expr.operands[0]));
-        Value parts[3];
-        for (int i = 0; i < 3; ++i) {
-          if (expr.operands[static_cast<size_t>(i) + 1]) {
-            GLINT_ASSIGN_OR_RETURN(parts[i], Eval(*expr.operands[static_cast<size_t>(i) + 1]));
-          }
-        }
-        return GetSlice(object, parts[0], parts[1], parts[2], ValueLimitsOf(limits_));
-      }
+      case Kind::kTuple:
+      case Kind::kDict:
+        return EvalDisplay(expr);
+      case Kind::kAttribute:
+      case Kind::kSubscript:
+      case Kind::kSlice:
+        return EvalAccess(expr);
       case Kind::kCall:
         return EvalCall(expr);
       case Kind::kFilter: {
@@ -387,25 +354,86 @@ class Interpreter {
         GLINT_ASSIGN_OR_RETURN(bool result, ApplyTest(expr.name, value, args));
         return Value(result != expr.negated);
       }
-      case Kind::kNegate: {
-        GLINT_ASSIGN_OR_RETURN(Value value, Eval(*expr.operands[0]));
-        return Negate(value);
-      }
-      case Kind::kPlus: {
-        GLINT_ASSIGN_OR_RETURN(Value value, Eval(*expr.operands[0]));
-        if (!value.is_number()) return InvalidArgument("bad operand for unary + (got ", value.TypeName(), ")");
-        return value;
-      }
-      case Kind::kNot: {
-        GLINT_ASSIGN_OR_RETURN(Value value, Eval(*expr.operands[0]));
-        return Value(!value.Truthy());
-      }
+      case Kind::kNegate:
+      case Kind::kPlus:
+      case Kind::kNot:
+        return EvalUnary(expr);
       case Kind::kBinary: {
         GLINT_ASSIGN_OR_RETURN(Value left, Eval(*expr.operands[0]));
         GLINT_ASSIGN_OR_RETURN(Value right, Eval(*expr.operands[1]));
         return BinaryOperation(expr.name, left, right, ValueLimitsOf(limits_));
       }
-      case Kind::kCompare: {
+      case Kind::kCompare:
+      case Kind::kAnd:
+      case Kind::kOr:
+      case Kind::kConditional:
+        return EvalLogic(expr);
+      case Kind::kConcat:
+        return EvalConcat(expr);
+    }
+    return InternalError("unknown expression kind");
+  }
+
+  // [a, b], (a, b), {k: v}.
+  Result<Value> EvalDisplay(const Expr& expr) {
+    if (expr.kind == Expr::Kind::kDict) {
+      Object object;
+      for (size_t i = 0; i + 1 < expr.operands.size(); i += 2) {
+        GLINT_ASSIGN_OR_RETURN(Value key, Eval(*expr.operands[i]));
+        if (!key.is_string()) return InvalidArgument("dict keys must be strings (got ", key.TypeName(), ")");
+        GLINT_ASSIGN_OR_RETURN(Value value, Eval(*expr.operands[i + 1]));
+        object.Set(key.as_string(), std::move(value));
+      }
+      return Value(std::move(object));
+    }
+    Array items;
+    for (const auto& operand : expr.operands) {
+      GLINT_ASSIGN_OR_RETURN(Value item, Eval(*operand));
+      items.push_back(std::move(item));
+    }
+    return expr.kind == Expr::Kind::kTuple ? Value::Tuple(std::move(items)) : Value(std::move(items));
+  }
+
+  // object.name, object[key], object[start:stop:step].
+  Result<Value> EvalAccess(const Expr& expr) {
+    GLINT_ASSIGN_OR_RETURN(Value object, Eval(*expr.operands[0]));
+    if (expr.kind == Expr::Kind::kAttribute) {
+      if (HasMethod(object, expr.name)) {
+        return InvalidArgument("'", expr.name, "' of a ", object.TypeName(), " is a method: call it with ()");
+      }
+      return GetAttribute(object, expr.name);
+    }
+    if (expr.kind == Expr::Kind::kSubscript) {
+      GLINT_ASSIGN_OR_RETURN(Value key, Eval(*expr.operands[1]));
+      return GetItem(object, key);
+    }
+    Value parts[3];
+    for (int i = 0; i < 3; ++i) {
+      if (expr.operands[static_cast<size_t>(i) + 1]) {
+        GLINT_ASSIGN_OR_RETURN(parts[i], Eval(*expr.operands[static_cast<size_t>(i) + 1]));
+      }
+    }
+    return GetSlice(object, parts[0], parts[1], parts[2], ValueLimitsOf(limits_));
+  }
+
+  // -x, +x, not x.
+  Result<Value> EvalUnary(const Expr& expr) {
+    GLINT_ASSIGN_OR_RETURN(Value value, Eval(*expr.operands[0]));
+    switch (expr.kind) {
+      case Expr::Kind::kNegate:
+        return Negate(value);
+      case Expr::Kind::kPlus:
+        if (!value.is_number()) return InvalidArgument("bad operand for unary + (got ", value.TypeName(), ")");
+        return value;
+      default:
+        return Value(!value.Truthy());
+    }
+  }
+
+  // Comparison chains, and, or, and the conditional expression: each evaluates only the operands it needs.
+  Result<Value> EvalLogic(const Expr& expr) {
+    switch (expr.kind) {
+      case Expr::Kind::kCompare: {
         GLINT_ASSIGN_OR_RETURN(Value left, Eval(*expr.operands[0]));
         for (size_t i = 0; i < expr.ops.size(); ++i) {  // a < b < c means a < b and b < c
           GLINT_ASSIGN_OR_RETURN(Value right, Eval(*expr.operands[i + 1]));
@@ -415,35 +443,32 @@ class Interpreter {
         }
         return Value(true);
       }
-      case Kind::kAnd: {  // Python returns the deciding operand, not a bool
+      case Expr::Kind::kAnd:
+      case Expr::Kind::kOr: {  // Python returns the deciding operand, not a bool
         GLINT_ASSIGN_OR_RETURN(Value left, Eval(*expr.operands[0]));
-        if (!left.Truthy()) return left;
+        if (left.Truthy() == (expr.kind == Expr::Kind::kOr)) return left;
         return Eval(*expr.operands[1]);
       }
-      case Kind::kOr: {
-        GLINT_ASSIGN_OR_RETURN(Value left, Eval(*expr.operands[0]));
-        if (left.Truthy()) return left;
-        return Eval(*expr.operands[1]);
-      }
-      case Kind::kConditional: {
+      default: {  // kConditional: operands (then, condition, else or null)
         GLINT_ASSIGN_OR_RETURN(Value condition, Eval(*expr.operands[1]));
         if (condition.Truthy()) return Eval(*expr.operands[0]);
         if (expr.operands[2]) return Eval(*expr.operands[2]);
         return Value::Undefined("");
       }
-      case Kind::kConcat: {
-        std::string text;
-        for (const auto& operand : expr.operands) {
-          GLINT_ASSIGN_OR_RETURN(Value part, Eval(*operand));
-          text += ToText(part);
-          if (text.size() > limits_.max_output_bytes) {
-            return ResourceExhausted("a string exceeds ", limits_.max_output_bytes, " bytes");
-          }
-        }
-        return Value(std::move(text));
+    }
+  }
+
+  // a ~ b ~ c, within the output limit.
+  Result<Value> EvalConcat(const Expr& expr) {
+    std::string text;
+    for (const auto& operand : expr.operands) {
+      GLINT_ASSIGN_OR_RETURN(Value part, Eval(*operand));
+      text += ToText(part);
+      if (text.size() > limits_.max_output_bytes) {
+        return ResourceExhausted("a string exceeds ", limits_.max_output_bytes, " bytes");
       }
     }
-    return InternalError("unknown expression kind");
+    return Value(std::move(text));
   }
 
   Result<Value> EvalCall(const Expr& expr) {

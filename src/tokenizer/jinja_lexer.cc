@@ -289,68 +289,78 @@ class Lexer {
       if (i + 1 >= source_.size()) return Error("string literal ends with a backslash");
       const char e = source_[i + 1];
       i += 2;
-      switch (e) {
-        case '\n':
-          ++line_;
-          break;  // line continuation
-        case '\\':
-        case '\'':
-        case '"':
-          value.push_back(e);
-          break;
-        case 'n':
-          value.push_back('\n');
-          break;
-        case 't':
-          value.push_back('\t');
-          break;
-        case 'r':
-          value.push_back('\r');
-          break;
-        case 'a':
-          value.push_back('\a');
-          break;
-        case 'b':
-          value.push_back('\b');
-          break;
-        case 'f':
-          value.push_back('\f');
-          break;
-        case 'v':
-          value.push_back('\v');
-          break;
-        case 'x':
-        case 'u':
-        case 'U': {
-          const int count = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-          char32_t code = 0;
-          for (int k = 0; k < count; ++k) {
-            const int h = i < source_.size() ? HexValue(source_[i]) : -1;
-            if (h < 0) return Error(StrCat("bad \\", e, " escape in a string literal"));
-            code = code * 16 + static_cast<char32_t>(h);
-            ++i;
-          }
-          if (code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
-            return Error("string escape is not a Unicode scalar value");
-          }
-          AppendUtf8(code, value);
-          break;
-        }
-        default:
-          if (e >= '0' && e <= '7') {
-            char32_t code = static_cast<char32_t>(e - '0');
-            for (int k = 0; k < 2 && i < source_.size() && source_[i] >= '0' && source_[i] <= '7'; ++k, ++i) {
-              code = code * 8 + static_cast<char32_t>(source_[i] - '0');
-            }
-            AppendUtf8(code, value);
-          } else {
-            value.push_back('\\');
-            value.push_back(e);
-          }
-      }
+      GLINT_RETURN_IF_ERROR(LexEscape(e, i, value));
     }
     tokens_.push_back({TokenKind::kString, std::move(value), 0, 0.0, start_line});
     pos_ = i + 1;
+    return Status::Ok();
+  }
+
+  // The escape `\e` of a string literal; `i` is just after `e` and moves past the escape's digits.
+  Status LexEscape(char e, size_t& i, std::string& value) {
+    switch (e) {
+      case '\n':
+        ++line_;
+        return Status::Ok();  // line continuation
+      case '\\':
+      case '\'':
+      case '"':
+        value.push_back(e);
+        return Status::Ok();
+      case 'n':
+        value.push_back('\n');
+        return Status::Ok();
+      case 't':
+        value.push_back('\t');
+        return Status::Ok();
+      case 'r':
+        value.push_back('\r');
+        return Status::Ok();
+      case 'a':
+        value.push_back('\a');
+        return Status::Ok();
+      case 'b':
+        value.push_back('\b');
+        return Status::Ok();
+      case 'f':
+        value.push_back('\f');
+        return Status::Ok();
+      case 'v':
+        value.push_back('\v');
+        return Status::Ok();
+      case 'x':
+      case 'u':
+      case 'U':
+        return LexHexEscape(e, i, value);
+      default:
+        if (e >= '0' && e <= '7') {  // up to three octal digits
+          char32_t code = static_cast<char32_t>(e - '0');
+          for (int k = 0; k < 2 && i < source_.size() && source_[i] >= '0' && source_[i] <= '7'; ++k, ++i) {
+            code = code * 8 + static_cast<char32_t>(source_[i] - '0');
+          }
+          AppendUtf8(code, value);
+        } else {
+          value.push_back('\\');
+          value.push_back(e);
+        }
+        return Status::Ok();
+    }
+  }
+
+  // \xHH, \uHHHH, \UHHHHHHHH: exactly that many hex digits, a Unicode scalar value, appended as UTF-8.
+  Status LexHexEscape(char e, size_t& i, std::string& value) {
+    const int count = e == 'x' ? 2 : e == 'u' ? 4 : 8;
+    char32_t code = 0;
+    for (int k = 0; k < count; ++k) {
+      const int h = i < source_.size() ? HexValue(source_[i]) : -1;
+      if (h < 0) return Error(StrCat("bad \\", e, " escape in a string literal"));
+      code = code * 16 + static_cast<char32_t>(h);
+      ++i;
+    }
+    if (code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) {
+      return Error("string escape is not a Unicode scalar value");
+    }
+    AppendUtf8(code, value);
     return Status::Ok();
   }
 

@@ -353,18 +353,75 @@ void AppendJsonString(const std::string& text, bool ensure_ascii, std::string& o
   out += '"';
 }
 
-Status AppendJson(const Value& value, const JsonOptions& options, int level, std::string& out) {
+// How tojson lays out arrays and objects: Python's json.dumps indent, separators.
+struct JsonLayout {
+  bool pretty = false;  // one item per line, indented by `unit` per level
+  std::string unit;
+  std::string item_separator;
+};
+
+JsonLayout LayoutOf(const JsonOptions& options) {
+  JsonLayout layout;
+  layout.pretty = options.indent >= 0 || !options.indent_text.empty();
+  layout.unit = options.indent_text.empty() ? std::string(static_cast<size_t>(std::max(options.indent, 0)), ' ')
+                                            : options.indent_text;
+  layout.item_separator = options.item_separator.value_or(layout.pretty ? "," : ", ");
+  return layout;
+}
+
+void AppendNewline(const JsonLayout& layout, int level, std::string& out) {
+  out += '\n';
+  for (int i = 0; i < level; ++i) out += layout.unit;
+}
+
+Status AppendJson(const Value& value, const JsonOptions& options, const JsonLayout& layout, int level,
+                  std::string& out);
+
+Status AppendJsonArray(const Array& items, const JsonOptions& options, const JsonLayout& layout, int level,
+                       std::string& out) {
+  if (items.empty()) {
+    out += "[]";
+    return Status::Ok();
+  }
+  out += '[';
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += layout.item_separator;
+    if (layout.pretty) AppendNewline(layout, level + 1, out);
+    GLINT_RETURN_IF_ERROR(AppendJson(items[i], options, layout, level + 1, out));
+  }
+  if (layout.pretty) AppendNewline(layout, level, out);
+  out += ']';
+  return Status::Ok();
+}
+
+Status AppendJsonObject(const Object& object, const JsonOptions& options, const JsonLayout& layout, int level,
+                        std::string& out) {
+  if (object.entries.empty()) {
+    out += "{}";
+    return Status::Ok();
+  }
+  std::vector<const std::pair<std::string, Value>*> entries;
+  for (const auto& entry : object.entries) entries.push_back(&entry);
+  if (options.sort_keys) {
+    std::stable_sort(entries.begin(), entries.end(), [](const auto* a, const auto* b) { return a->first < b->first; });
+  }
+  out += '{';
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (i > 0) out += layout.item_separator;
+    if (layout.pretty) AppendNewline(layout, level + 1, out);
+    AppendJsonString(entries[i]->first, options.ensure_ascii, out);
+    out += options.key_separator;
+    GLINT_RETURN_IF_ERROR(AppendJson(entries[i]->second, options, layout, level + 1, out));
+  }
+  if (layout.pretty) AppendNewline(layout, level, out);
+  out += '}';
+  return Status::Ok();
+}
+
+Status AppendJson(const Value& value, const JsonOptions& options, const JsonLayout& layout, int level,
+                  std::string& out) {
   using Kind = Value::Kind;
   if (level > 256) return InvalidArgument("tojson: value nested deeper than 256 levels");
-  const bool pretty = options.indent >= 0 || !options.indent_text.empty();
-  const std::string unit = options.indent_text.empty()
-                               ? std::string(static_cast<size_t>(std::max(options.indent, 0)), ' ')
-                               : options.indent_text;
-  const std::string item_separator = options.item_separator.value_or(pretty ? "," : ", ");
-  auto newline = [&](int at_level) {
-    out += '\n';
-    for (int i = 0; i < at_level; ++i) out += unit;
-  };
   switch (value.kind()) {
     case Kind::kUndefined:
       return InvalidArgument("tojson: cannot serialize an undefined value",
@@ -394,46 +451,10 @@ Status AppendJson(const Value& value, const JsonOptions& options, int level, std
     case Kind::kString:
       AppendJsonString(value.as_string(), options.ensure_ascii, out);
       return Status::Ok();
-    case Kind::kArray: {
-      const Array& items = value.as_array();
-      if (items.empty()) {
-        out += "[]";
-        return Status::Ok();
-      }
-      out += '[';
-      for (size_t i = 0; i < items.size(); ++i) {
-        if (i > 0) out += item_separator;
-        if (pretty) newline(level + 1);
-        GLINT_RETURN_IF_ERROR(AppendJson(items[i], options, level + 1, out));
-      }
-      if (pretty) newline(level);
-      out += ']';
-      return Status::Ok();
-    }
-    case Kind::kObject: {
-      const Object& object = value.as_object();
-      if (object.entries.empty()) {
-        out += "{}";
-        return Status::Ok();
-      }
-      std::vector<const std::pair<std::string, Value>*> entries;
-      for (const auto& entry : object.entries) entries.push_back(&entry);
-      if (options.sort_keys) {
-        std::stable_sort(entries.begin(), entries.end(),
-                         [](const auto* a, const auto* b) { return a->first < b->first; });
-      }
-      out += '{';
-      for (size_t i = 0; i < entries.size(); ++i) {
-        if (i > 0) out += item_separator;
-        if (pretty) newline(level + 1);
-        AppendJsonString(entries[i]->first, options.ensure_ascii, out);
-        out += options.key_separator;
-        GLINT_RETURN_IF_ERROR(AppendJson(entries[i]->second, options, level + 1, out));
-      }
-      if (pretty) newline(level);
-      out += '}';
-      return Status::Ok();
-    }
+    case Kind::kArray:
+      return AppendJsonArray(value.as_array(), options, layout, level, out);
+    case Kind::kObject:
+      return AppendJsonObject(value.as_object(), options, layout, level, out);
   }
   return Status::Ok();
 }
@@ -454,7 +475,7 @@ std::string ToRepr(const Value& value) {
 
 Result<std::string> ToJson(const Value& value, const JsonOptions& options) {
   std::string out;
-  GLINT_RETURN_IF_ERROR(AppendJson(value, options, 0, out));
+  GLINT_RETURN_IF_ERROR(AppendJson(value, options, LayoutOf(options), 0, out));
   return out;
 }
 

@@ -153,154 +153,181 @@ std::string ToolCallParser::ConvertValue(std::string_view raw) const {
   return JsonQuote(raw);
 }
 
-bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& calls, bool at_end) {
-  const std::string_view buffer = buffer_;
-  auto emit_content = [&](std::string_view text) {
-    if (text.empty()) return;
-    if (num_calls_ == 0) {
-      content.append(text);
-      return;
-    }
-    // After a call, whitespace is held until something else follows (it may be just the gap before the next
-    // call, or trailing); cutting at the last non-blank keeps the result independent of the chunking.
-    const auto last = std::find_if_not(text.rbegin(), text.rend(), IsBlank);
-    if (last == text.rend()) {
-      blank_run_.append(text);
-      return;
-    }
-    const size_t kept = static_cast<size_t>(text.rend() - last);
-    content.append(blank_run_);
-    content.append(text.substr(0, kept));
-    blank_run_.assign(text.substr(kept));
-  };
-  auto consume = [&](size_t bytes) { buffer_.erase(0, bytes); };
-  auto hold_for = [&](std::initializer_list<std::string_view> tags) { return at_end ? 0 : HoldBack(buffer, tags); };
+void ToolCallParser::EmitContent(std::string& content, std::string_view text) {
+  if (text.empty()) return;
+  if (num_calls_ == 0) {
+    content.append(text);
+    return;
+  }
+  // After a call, whitespace is held until something else follows (it may be just the gap before the next
+  // call, or trailing); cutting at the last non-blank keeps the result independent of the chunking.
+  const auto last = std::find_if_not(text.rbegin(), text.rend(), IsBlank);
+  if (last == text.rend()) {
+    blank_run_.append(text);
+    return;
+  }
+  const size_t kept = static_cast<size_t>(text.rend() - last);
+  content.append(blank_run_);
+  content.append(text.substr(0, kept));
+  blank_run_.assign(text.substr(kept));
+}
 
+void ToolCallParser::Consume(size_t bytes) { buffer_.erase(0, bytes); }
+
+size_t ToolCallParser::HoldFor(std::initializer_list<std::string_view> tags, bool at_end) const {
+  return at_end ? 0 : HoldBack(buffer_, tags);
+}
+
+void ToolCallParser::CloseValue(std::vector<ToolCallDelta>& calls) {
+  if (value_is_string_) {
+    EmitArguments(calls, "\"");
+  } else {
+    EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": " + ConvertValue(value_));
+    arguments_opened_ = true;
+  }
+}
+
+bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& calls, bool at_end) {
   switch (state_) {
-    case State::kContent: {
-      const TagHit hit = FindFirst(buffer, {kCallOpen});
-      if (hit.position == std::string::npos) {
-        const size_t keep = hold_for({kCallOpen});
-        emit_content(buffer.substr(0, buffer.size() - keep));
-        consume(buffer.size() - keep);
-        return false;
-      }
-      emit_content(buffer.substr(0, hit.position));
-      blank_run_.clear();
-      consume(hit.position + hit.tag.size());
-      state_ = State::kName;
-      raw_call_ = kCallOpen;
-      name_.clear();
-      return true;
-    }
-    case State::kName: {
-      // The name ends at the first '<': there it must be <arg_key> or </tool_call> (else this is no call). Deciding
-      // at the first '<', not at the first tag, keeps the result independent of how the text is cut: a later
-      // <tool_call> is never swallowed into a broken name.
-      const size_t angle = buffer.find('<');
-      const std::string_view rest = angle == std::string::npos ? std::string_view() : buffer.substr(angle);
-      const bool at_key = rest.substr(0, kKeyOpen.size()) == kKeyOpen;
-      const bool at_close = rest.substr(0, kCallClose.size()) == kCallClose;
-      const bool undecided = !at_end && angle != std::string::npos && !at_key && !at_close &&
-                             ((rest.size() < kKeyOpen.size() && kKeyOpen.substr(0, rest.size()) == rest) ||
-                              (rest.size() < kCallClose.size() && kCallClose.substr(0, rest.size()) == rest));
-      const size_t take = angle == std::string::npos ? buffer.size() : angle;
-      name_.append(buffer.substr(0, take));
-      raw_call_.append(buffer.substr(0, take));
-      consume(take);
-      const std::string_view name = Trim(name_);
-      if (undecided || (angle == std::string::npos && name.size() <= kMaxNameBytes)) return false;
-      if (name.size() > kMaxNameBytes || !(at_key || at_close) || !ValidName(name)) {
-        // Not a call after all: its text is content, and scanning resumes where the name ended.
-        emit_content(raw_call_);
-        raw_call_.clear();
-        name_.clear();
-        state_ = State::kContent;
-        return true;
-      }
-      EmitName(calls);
-      consume(at_key ? kKeyOpen.size() : kCallClose.size());
-      if (at_key) {
-        key_.clear();
-        state_ = State::kKey;
-      } else {
-        CloseCall(calls);
-      }
-      return true;
-    }
+    case State::kContent:
+      return StepContent(content, at_end);
+    case State::kName:
+      return StepName(content, calls, at_end);
     case State::kAfterName:
     case State::kBeforeValue:
-    case State::kAfterValue: {
-      if (!name_emitted_) EmitName(calls);
-      const TagHit hit = state_ == State::kBeforeValue ? FindFirst(buffer, {kValueOpen, kKeyOpen, kCallClose})
-                                                       : FindFirst(buffer, {kKeyOpen, kCallClose});
-      if (hit.position == std::string::npos) {  // text between tags means nothing: dropped
-        consume(buffer.size() - hold_for({kValueOpen, kKeyOpen, kCallClose}));
-        return false;
-      }
-      consume(hit.position + hit.tag.size());
-      if (hit.tag == kCallClose) {
-        CloseCall(calls);
-      } else if (hit.tag == kKeyOpen) {
-        key_.clear();
-        state_ = State::kKey;
-      } else {  // <arg_value>
-        value_.clear();
-        value_is_string_ = ValueIsString();
-        if (value_is_string_) {
-          EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": \"");
-          arguments_opened_ = true;
-        }
-        state_ = State::kValue;
-      }
-      return true;
-    }
-    case State::kKey: {
-      const TagHit hit = FindFirst(buffer, {kKeyClose, kCallClose});
-      if (hit.position == std::string::npos) {
-        const size_t take = buffer.size() - hold_for({kKeyClose, kCallClose});
-        key_.append(buffer.substr(0, take));
-        consume(take);
-        return false;
-      }
-      key_.append(buffer.substr(0, hit.position));
-      consume(hit.position + hit.tag.size());
-      key_ = std::string(Trim(key_));
-      if (hit.tag == kCallClose) {
-        CloseCall(calls);  // a key without a value is dropped
-      } else {
-        state_ = State::kBeforeValue;
-      }
-      return true;
-    }
-    case State::kValue: {
-      const TagHit hit = FindFirst(buffer, {kValueClose, kCallClose});
-      const size_t take =
-          hit.position != std::string::npos ? hit.position : buffer.size() - hold_for({kValueClose, kCallClose});
-      if (value_is_string_) {
-        EmitArguments(calls, JsonEscape(buffer.substr(0, take)));
-      } else {
-        value_.append(buffer.substr(0, take));
-      }
-      consume(take);
-      if (hit.position == std::string::npos) return false;
-      consume(hit.tag.size());
-      if (value_is_string_) {
-        EmitArguments(calls, "\"");
-      } else {
-        EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": " + ConvertValue(value_));
-        arguments_opened_ = true;
-      }
-      value_.clear();
-      if (hit.tag == kCallClose) {
-        CloseCall(calls);
-      } else {
-        state_ = State::kAfterValue;
-      }
-      return true;
-    }
+    case State::kAfterValue:
+      return StepBetweenTags(calls, at_end);
+    case State::kKey:
+      return StepKey(calls, at_end);
+    case State::kValue:
+      return StepValue(calls, at_end);
   }
   return false;
+}
+
+bool ToolCallParser::StepContent(std::string& content, bool at_end) {
+  const std::string_view buffer = buffer_;
+  const TagHit hit = FindFirst(buffer, {kCallOpen});
+  if (hit.position == std::string::npos) {
+    const size_t keep = HoldFor({kCallOpen}, at_end);
+    EmitContent(content, buffer.substr(0, buffer.size() - keep));
+    Consume(buffer.size() - keep);
+    return false;
+  }
+  EmitContent(content, buffer.substr(0, hit.position));
+  blank_run_.clear();
+  Consume(hit.position + hit.tag.size());
+  state_ = State::kName;
+  raw_call_ = kCallOpen;
+  name_.clear();
+  return true;
+}
+
+bool ToolCallParser::StepName(std::string& content, std::vector<ToolCallDelta>& calls, bool at_end) {
+  // The name ends at the first '<': there it must be <arg_key> or </tool_call> (else this is no call). Deciding
+  // at the first '<', not at the first tag, keeps the result independent of how the text is cut: a later
+  // <tool_call> is never swallowed into a broken name.
+  const std::string_view buffer = buffer_;
+  const size_t angle = buffer.find('<');
+  const std::string_view rest = angle == std::string::npos ? std::string_view() : buffer.substr(angle);
+  const bool at_key = rest.substr(0, kKeyOpen.size()) == kKeyOpen;
+  const bool at_close = rest.substr(0, kCallClose.size()) == kCallClose;
+  const bool undecided = !at_end && angle != std::string::npos && !at_key && !at_close &&
+                         ((rest.size() < kKeyOpen.size() && kKeyOpen.substr(0, rest.size()) == rest) ||
+                          (rest.size() < kCallClose.size() && kCallClose.substr(0, rest.size()) == rest));
+  const size_t take = angle == std::string::npos ? buffer.size() : angle;
+  name_.append(buffer.substr(0, take));
+  raw_call_.append(buffer.substr(0, take));
+  Consume(take);
+  const std::string_view name = Trim(name_);
+  if (undecided || (angle == std::string::npos && name.size() <= kMaxNameBytes)) return false;
+  if (name.size() > kMaxNameBytes || !(at_key || at_close) || !ValidName(name)) {
+    // Not a call after all: its text is content, and scanning resumes where the name ended.
+    EmitContent(content, raw_call_);
+    raw_call_.clear();
+    name_.clear();
+    state_ = State::kContent;
+    return true;
+  }
+  EmitName(calls);
+  Consume(at_key ? kKeyOpen.size() : kCallClose.size());
+  if (at_key) {
+    key_.clear();
+    state_ = State::kKey;
+  } else {
+    CloseCall(calls);
+  }
+  return true;
+}
+
+bool ToolCallParser::StepBetweenTags(std::vector<ToolCallDelta>& calls, bool at_end) {
+  if (!name_emitted_) EmitName(calls);
+  const std::string_view buffer = buffer_;
+  const TagHit hit = state_ == State::kBeforeValue ? FindFirst(buffer, {kValueOpen, kKeyOpen, kCallClose})
+                                                   : FindFirst(buffer, {kKeyOpen, kCallClose});
+  if (hit.position == std::string::npos) {  // text between tags means nothing: dropped
+    Consume(buffer.size() - HoldFor({kValueOpen, kKeyOpen, kCallClose}, at_end));
+    return false;
+  }
+  Consume(hit.position + hit.tag.size());
+  if (hit.tag == kCallClose) {
+    CloseCall(calls);
+  } else if (hit.tag == kKeyOpen) {
+    key_.clear();
+    state_ = State::kKey;
+  } else {  // <arg_value>
+    value_.clear();
+    value_is_string_ = ValueIsString();
+    if (value_is_string_) {
+      EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": \"");
+      arguments_opened_ = true;
+    }
+    state_ = State::kValue;
+  }
+  return true;
+}
+
+bool ToolCallParser::StepKey(std::vector<ToolCallDelta>& calls, bool at_end) {
+  const std::string_view buffer = buffer_;
+  const TagHit hit = FindFirst(buffer, {kKeyClose, kCallClose});
+  if (hit.position == std::string::npos) {
+    const size_t take = buffer.size() - HoldFor({kKeyClose, kCallClose}, at_end);
+    key_.append(buffer.substr(0, take));
+    Consume(take);
+    return false;
+  }
+  key_.append(buffer.substr(0, hit.position));
+  Consume(hit.position + hit.tag.size());
+  key_ = std::string(Trim(key_));
+  if (hit.tag == kCallClose) {
+    CloseCall(calls);  // a key without a value is dropped
+  } else {
+    state_ = State::kBeforeValue;
+  }
+  return true;
+}
+
+bool ToolCallParser::StepValue(std::vector<ToolCallDelta>& calls, bool at_end) {
+  const std::string_view buffer = buffer_;
+  const TagHit hit = FindFirst(buffer, {kValueClose, kCallClose});
+  const size_t take =
+      hit.position != std::string::npos ? hit.position : buffer.size() - HoldFor({kValueClose, kCallClose}, at_end);
+  if (value_is_string_) {
+    EmitArguments(calls, JsonEscape(buffer.substr(0, take)));
+  } else {
+    value_.append(buffer.substr(0, take));
+  }
+  Consume(take);
+  if (hit.position == std::string::npos) return false;
+  Consume(hit.tag.size());
+  CloseValue(calls);
+  value_.clear();
+  if (hit.tag == kCallClose) {
+    CloseCall(calls);
+  } else {
+    state_ = State::kAfterValue;
+  }
+  return true;
 }
 
 void ToolCallParser::Push(std::string_view text, std::string& content, std::vector<ToolCallDelta>& calls) {
@@ -323,12 +350,7 @@ void ToolCallParser::Finish(std::string& content, std::vector<ToolCallDelta>& ca
       }
       break;
     case State::kValue:
-      if (value_is_string_) {
-        EmitArguments(calls, "\"");
-      } else {
-        EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": " + ConvertValue(value_));
-        arguments_opened_ = true;
-      }
+      CloseValue(calls);
       CloseCall(calls);
       break;
     default:

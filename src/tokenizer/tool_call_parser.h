@@ -14,6 +14,7 @@
 // Like ReasoningParser, tags cut across pieces are held back; the result does not depend on the chunking.
 #pragma once
 
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <string>
@@ -60,8 +61,21 @@ class ToolCallParser {
     kAfterValue,   // after </arg_value>, before the next <arg_key> or </tool_call>
   };
 
-  // One step on buffer_; returns false when it needs more text.
+  // One step on buffer_, by state; returns false when it needs more text. `at_end`: no more text will come, so
+  // nothing is held back in case it starts a tag.
   bool Step(std::string& content, std::vector<ToolCallDelta>& calls, bool at_end);
+  bool StepContent(std::string& content, bool at_end);
+  bool StepName(std::string& content, std::vector<ToolCallDelta>& calls, bool at_end);
+  bool StepBetweenTags(std::vector<ToolCallDelta>& calls, bool at_end);  // kAfterName, kBeforeValue, kAfterValue
+  bool StepKey(std::vector<ToolCallDelta>& calls, bool at_end);
+  bool StepValue(std::vector<ToolCallDelta>& calls, bool at_end);
+  // Content outside calls (whitespace after a call is held in blank_run_ until other content follows).
+  void EmitContent(std::string& content, std::string_view text);
+  void Consume(size_t bytes);  // drops the first `bytes` of buffer_
+  // How many bytes at the end of buffer_ could start one of `tags` (0 at the end of the output).
+  size_t HoldFor(std::initializer_list<std::string_view> tags, bool at_end) const;
+  // Ends the current argument value: the closing quote of a string, or the converted value of another type.
+  void CloseValue(std::vector<ToolCallDelta>& calls);
   void EmitName(std::vector<ToolCallDelta>& calls);
   void EmitArguments(std::vector<ToolCallDelta>& calls, std::string fragment);
   void CloseCall(std::vector<ToolCallDelta>& calls);
