@@ -157,7 +157,7 @@ Status RunBenchContext(const BenchContextFlags& flags) {
     if (context > room) {
       std::printf("   context %lld: filled to %lld so that its %lld decode steps stay within max_position_embeddings "
                   "%lld\n",
-                  static_cast<long long>(context), static_cast<long long>(room), static_cast<long long>(flags.steps + 1),
+                  static_cast<long long>(context), static_cast<long long>(room), static_cast<long long>(flags.steps) + 1,
                   static_cast<long long>(c.max_position_embeddings));
       context = room;
     }

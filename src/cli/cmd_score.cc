@@ -188,7 +188,7 @@ Status RunScore(const ScoreFlags& flags) {
     if (!flags.dump_logits.empty()) GLINT_RETURN_IF_ERROR(dump.AddF32(name, {length, c.vocab_size}, logits));
   }
   if (total_predicted > 0) {
-    std::printf("all  %7lld %10.4f %10.3f\n", static_cast<long long>(total_predicted + sequences.size()),
+    std::printf("all  %7lld %10.4f %10.3f\n", static_cast<long long>(total_predicted) + static_cast<long long>(sequences.size()),
                 total_nll / total_predicted, std::exp(total_nll / total_predicted));
   }
   if (!flags.dump_logits.empty()) {

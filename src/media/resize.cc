@@ -19,7 +19,8 @@ double KeysCubic(double x) {
 int FixedPointPrecision(double max_weight) {
   int precision = 0;
   for (; precision < 22; ++precision) {
-    const int next = static_cast<int>(0.5 + max_weight * (1 << (precision + 1)));
+    // Truncating x + 0.5 (not lround) is how the reference computes it; the pixels must match bit for bit.
+    const int next = static_cast<int>(0.5 + max_weight * (1 << (precision + 1)));  // NOLINT(bugprone-incorrect-roundings)
     if (next >= (1 << 15)) break;
   }
   return precision;
@@ -77,7 +78,10 @@ AxisFilter BicubicAntialiasFilter(int in_size, int out_size) {
   double max_weight = 0.0;
   for (int i = 0; i < out_size; ++i) {
     const double center = scale * (i + 0.5);
+    // The window bounds truncate x + 0.5 toward zero as the reference does (lround would move them).
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     const int64_t first = std::max(static_cast<int64_t>(center - support + 0.5), int64_t{0});
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     const int64_t count = std::clamp(std::min(static_cast<int64_t>(center + support + 0.5), int64_t{in_size}) - first,
                                      int64_t{0}, int64_t{f.taps});
     double* w = &f.weights[static_cast<size_t>(i) * f.taps];
@@ -99,6 +103,8 @@ AxisFilter BicubicAntialiasFilter(int in_size, int out_size) {
   f.fixed.resize(f.weights.size());
   for (size_t k = 0; k < f.weights.size(); ++k) {
     const double v = f.weights[k] * (1 << f.precision);
+    // Half away from zero by truncation, as the reference rounds its fixed-point weights.
+    // NOLINTNEXTLINE(bugprone-incorrect-roundings)
     f.fixed[k] = static_cast<int16_t>(v < 0 ? static_cast<int>(-0.5 + v) : static_cast<int>(0.5 + v));
   }
   return f;

@@ -118,6 +118,7 @@ Status FastModel::KeepProfiledExperts(const std::string& path) {
     for (const auto& [expert, count] : pass.experts) rows[{layer->second, expert}] += count;
   }
   std::vector<std::pair<int64_t, int64_t>> hot;
+  hot.reserve(rows.size());
   for (const auto& [key, count] : rows) hot.push_back(key);
   std::stable_sort(hot.begin(), hot.end(), [&](const auto& a, const auto& b) { return rows[a] > rows[b]; });
   GLINT_ASSIGN_OR_RETURN(const int64_t kept, expert_cache_->KeepHot(hot));
@@ -157,6 +158,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWei
 void FastModel::RecordRouting(int64_t layer, const std::vector<RouterChoice>& choices) const {
   if (expert_trace_ == nullptr) return;
   std::vector<std::vector<int32_t>> rows;
+  rows.reserve(choices.size());
   for (const RouterChoice& choice : choices) rows.emplace_back(choice.experts.begin(), choice.experts.end());
   expert_trace_->Record(trace_step_, layer, rows);
 }

@@ -109,7 +109,7 @@ Status PathModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
   SizeOutputs(config(), batch, outputs);
   for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);  // own memory grows; an engine's is reserved
-  const Status status = ForwardBatch(batch, outputs, options, trace, forced);
+  Status status = ForwardBatch(batch, outputs, options, trace, forced);
   if (!status.ok()) {  // some layers may have written: no state of the batch is known to describe its tokens
     for (const BatchEntry& entry : batch) entry.state->broken = true;
     return status;

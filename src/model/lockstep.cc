@@ -260,7 +260,7 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
     }
   }
   AbortOnFailure(Send(plan), "to broadcast a batch plan");
-  const Status status = inner_->Forward(batch, outputs, options, trace, forced);
+  Status status = inner_->Forward(batch, outputs, options, trace, forced);
   AbortOnFailure(status, "a forward pass");
   last_hidden_.clear();
   for (const EntryOutput& output : outputs) last_hidden_.push_back(output.hidden);
@@ -279,7 +279,7 @@ Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> h
   PutHidden(plan, hidden);
   plan.PutSpan(next_tokens);
   AbortOnFailure(Send(plan), "to broadcast an MTP plan");
-  const Status status = inner_->MtpForward(state, hidden, next_tokens, logits, options, trace);
+  Status status = inner_->MtpForward(state, hidden, next_tokens, logits, options, trace);
   AbortOnFailure(status, "the MTP layer");
   return status;
 }
@@ -305,7 +305,7 @@ Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vec
   }
   AbortOnFailure(Send(plan), "to broadcast an MTP plan");
   // Any failure, one entry's included, ends every rank: the followers cannot know which entries failed here.
-  const Status status = inner_->MtpForwardBatch(batch, logits, options, entry_errors);
+  Status status = inner_->MtpForwardBatch(batch, logits, options, entry_errors);
   AbortOnFailure(status, "the MTP layer");
   return status;
 }

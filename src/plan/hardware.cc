@@ -85,7 +85,7 @@ Result<Chip> ReadChip(const Json& object, const std::string& context) {
       return InvalidArgument(where, ": peak '", key, "'; expected bf16, fp8 or int8");
     }
     GLINT_ASSIGN_OR_RETURN(chip.peak[dtype],
-                           ReadFigure(value, where + " peak " + key, {"TFLOPS", "TOPS", "PFLOPS", "POPS"}));
+                           ReadFigure(value, StrCat(where, " peak ", key), {"TFLOPS", "TOPS", "PFLOPS", "POPS"}));
   }
   if (!chip.peak.contains(ComputeDType::kBf16)) return InvalidArgument(where, ": missing peak 'bf16'");
   if (!object.contains("interconnect")) return InvalidArgument(where, ": missing 'interconnect'");

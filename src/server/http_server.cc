@@ -302,7 +302,7 @@ class HttpServer::Impl final : public HttpHandler {
   }
 
   // Runs a session: streaming (the transport sends each event as a chunk), or collecting into one JSON body.
-  void Respond(HttpResponse& res, ClientConnection& connection, std::shared_ptr<GenerationSession> session,
+  void Respond(HttpResponse& res, ClientConnection& connection, const std::shared_ptr<GenerationSession>& session,
                bool stream, bool include_usage) {
     if (stream) {
       res.status = 200;
@@ -385,7 +385,7 @@ class HttpServer::Impl final : public HttpHandler {
     std::vector<GenerationRequest> requests;
     requests.push_back(std::move(request));
     if (auto error = session->Submit(std::move(requests))) return fail(*error);
-    Respond(res, connection, std::move(session), chat.fields.stream, chat.fields.include_usage);
+    Respond(res, connection, session, chat.fields.stream, chat.fields.include_usage);
   }
 
   // Structured output of a chat: response_format / structured_outputs / guided_*, or the tool calls' schemas
@@ -463,7 +463,7 @@ class HttpServer::Impl final : public HttpHandler {
                                              completion.fields.n, format, tokenizer_);
     auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
     if (auto error = session->Submit(std::move(requests))) return fail(*error);
-    Respond(res, connection, std::move(session), completion.fields.stream, completion.fields.include_usage);
+    Respond(res, connection, session, completion.fields.stream, completion.fields.include_usage);
   }
 
   void Tokenize(const HttpRequest& req, HttpResponse& res) {
