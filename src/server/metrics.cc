@@ -248,6 +248,14 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   w.Single("glint_engine_steps_total", "counter", "Engine steps.", "", static_cast<double>(backend.steps));
   w.Single("glint_computed_tokens_total", "counter", "Positions run through the model.", "",
            static_cast<double>(backend.computed_tokens));
+  w.Single("glint_images_total", "counter", "Images of submitted requests.", "", static_cast<double>(backend.images));
+  w.Single("glint_image_tokens_total", "counter", "Image tokens (placeholders) of submitted requests.", "",
+           static_cast<double>(backend.image_tokens));
+  w.Single("glint_images_encoded_total", "counter", "Images the vision tower ran for (prefix-cache hits skip it).",
+           "", static_cast<double>(backend.images_encoded));
+  w.Single("glint_image_tokens_encoded_total", "counter", "Image tokens the vision tower computed.", "",
+           static_cast<double>(backend.image_tokens_encoded));
+  w.Single("glint_vision_seconds_total", "counter", "Time in the vision tower.", "", backend.vision_seconds);
   // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens
   // = tokens proposed, accepted = drafted tokens the model kept, per draft position. All 0 when speculation is off
   // (position 0 is still written, so that tools that read it find it).

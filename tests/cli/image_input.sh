@@ -43,8 +43,9 @@ count="$(python3 -c "import json; print(json.load(open('$work/body'))['tokens'].
 # 300 x 40 with the release config (16 to 8000 tokens): canvas 308 x 56 → 22 x 4 patches → 22 tokens each.
 [[ "$count" == 44 ]] || fail "expected 2 x 22 image tokens, got $count"
 status="$(post_chat /v1/chat/completions "[$image_part, {\"type\": \"text\", \"text\": \"what is it?\"}]")"
-expect_400 "$status" "messages[0].content[0]" "image input is not yet wired to the engine"
+expect_400 "$status" "messages[0].content[0]" "this server takes no images: "
 [[ "$(field "['error']['code']")" == image_input_not_supported ]] || fail "wrong code: $(cat "$work/body")"
+grep -q "no vision tower" "$work/server.log" || fail "the start-up log does not say the model has no tower"
 
 # Local files: inside the allowed directory works, '..' and symlinks out of it do not.
 status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/sub/../sub/a.png\"}}]")"
@@ -72,6 +73,25 @@ expect_400 "$status" "messages[0].content[0]" "glint takes text and image_url pa
 # A text-only chat still works beside all this.
 status="$(post_chat /v1/chat/completions '"Hello"')"
 [[ "$status" == 200 ]] || fail "text chat after image errors: $status $(cat "$work/body")"
+stop_server
+
+# A model with a tower (make-tiny's, random weights) answers a chat turn with two images, streamed and not; the
+# metrics count the images and their tokens.
+"$glint" make-tiny --out "$work/vision" >/dev/null
+start_server --model "$work/vision" --memory 128M --max-seqs 4 --max-model-len 2048
+grep -q "vision tower: bf16 fast tower" "$work/server.log" || fail "no tower in the log: $(cat "$work/server.log")"
+status="$(post_chat /v1/chat/completions "[$image_part, {\"type\": \"text\", \"text\": \"and\"}, $image_part]")"
+[[ "$status" == 200 ]] || fail "chat with two images: $status $(cat "$work/body")"
+[[ "$(field "['usage']['completion_tokens']")" -ge 1 ]] || fail "no tokens: $(cat "$work/body")"
+prompt_tokens="$(field "['usage']['prompt_tokens']")"
+[[ "$prompt_tokens" -gt 44 ]] || fail "the prompt should hold 2 x 22 image tokens: $(cat "$work/body")"
+[[ "$(metric glint_images_total)" == 2 ]] || fail "glint_images_total: $(metric glint_images_total)"
+[[ "$(metric glint_image_tokens_total)" == 44 ]] || fail "glint_image_tokens_total: $(metric glint_image_tokens_total)"
+[[ "$(metric glint_images_encoded_total)" == 2 ]] || fail "glint_images_encoded_total: $(metric glint_images_encoded_total)"
+printf '{"stream": true, "max_tokens": 4, "messages": [{"role": "user", "content": [%s]}]}' "$image_part" >"$work/req.json"
+curl -sN --max-time 60 -H "Content-Type: application/json" --data-binary "@$work/req.json" \
+  "$base/v1/chat/completions" >"$work/stream"
+grep -q "data: \[DONE\]" "$work/stream" || fail "streamed chat with an image: $(cat "$work/stream")"
 stop_server
 
 # The flag's directory must exist.
