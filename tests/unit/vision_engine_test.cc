@@ -216,6 +216,44 @@ TEST_F(VisionEngine, APreemptedSequenceRecomputesWithItsImageRows) {
   testing::ExpectPoolsAtStart(*core);
 }
 
+TEST_F(VisionEngine, ThePrefixCacheKeysImagesByTheirHash) {
+  // Blocks of 8, checkpoints every 16. Prompt a: 16 text tokens, an 8-token image, 10 text tokens.
+  Tokens text(16), tail = {20, 21, 22, 23, 24, 25, 26, 27, 28, 29};
+  for (int32_t i = 0; i < 16; ++i) text[i] = 30 + i;
+  const auto x = Image(vision_, 4, 8, 51), y = Image(vision_, 4, 8, 52);
+  const ImagePrompt a = Compose(vision_, {text, tail}, {x}, {0xA11CE});
+  const ImagePrompt b = Compose(vision_, {text, tail}, {y}, {0xB0B});      // same text, another image
+  const ImagePrompt forged = Compose(vision_, {text, tail}, {y}, {0xA11CE});  // another image under a's key
+  ASSERT_EQ(a.tokens, b.tokens);  // the placeholders are the same tokens: only the key tells them apart
+  const int64_t image_start = a.images[0].start, image_end = image_start + 8;
+  auto core = Core(*reference_, reference_tower_.get(), Options(*reference_, 512, /*blocks=*/64, /*checkpoints=*/8));
+  auto sink = std::make_shared<Collector>();
+  auto run = [&](RequestId id, const ImagePrompt& prompt) {
+    EXPECT_OK(core->Add(id, Greedy(prompt, sink)));
+    testing::RunToCompletion(*core);
+    return sink->Last(id)->timings->cached_prompt_tokens;
+  };
+  EXPECT_EQ(run(1, a), 0);
+  EXPECT_EQ(sink->TokensOf(1), DirectGreedy(*reference_, *reference_tower_, a, nullptr));
+  // Another image: nothing past its first placeholder is shared, and the output is its own.
+  EXPECT_LE(run(2, b), image_start);
+  EXPECT_EQ(sink->TokensOf(2), DirectGreedy(*reference_, *reference_tower_, b, nullptr));
+  EXPECT_EQ(core->Metrics().images_encoded, 2);
+  // The control: the same key is trusted as the same image (so the key is what separates a and b above).
+  EXPECT_GT(run(3, forged), image_start);
+  // A later turn with a's image: the hit covers the image, so the tower does not run again, and the output is
+  // the one a direct forward gives.
+  ImagePrompt turn = a;
+  const Tokens answer = sink->TokensOf(1);
+  turn.tokens.insert(turn.tokens.end(), answer.begin(), answer.end());
+  turn.tokens.insert(turn.tokens.end(), {40, 41, 42, 43, 44});
+  const int64_t encoded = core->Metrics().images_encoded;
+  EXPECT_GE(run(4, turn), image_end);
+  EXPECT_EQ(core->Metrics().images_encoded, encoded);
+  EXPECT_EQ(sink->TokensOf(4), DirectGreedy(*reference_, *reference_tower_, turn, nullptr));
+  testing::ExpectPoolsAtStart(*core);
+}
+
 TEST_F(VisionEngine, BadImageRequestsAreRefusedClearly) {
   const ImagePrompt prompt = Compose(vision_, {{1, 2}, {3}}, {Image(vision_, 4, 4, 41)});
   auto sink = std::make_shared<Collector>();
