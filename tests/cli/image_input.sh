@@ -98,10 +98,20 @@ stop_server
 if "$glint" serve --port 0 --allowed-local-media-path "$work/none" >"$work/out" 2>&1; then fail "missing dir accepted"; fi
 grep -q "is not a directory" "$work/out" || fail "no message for a missing --allowed-local-media-path: $(cat "$work/out")"
 
-# glint run --image: decoded and preprocessed, then refused with the reason; a bad file is named.
-if "$glint" run --prompt "Describe" --image "$png" --max-tokens 1 >"$work/out" 2>&1; then fail "run --image ran"; fi
-grep -q "image input is not yet wired to the engine: 1 image(s) decoded and preprocessed (22 image tokens)" "$work/out" \
-  || fail "run --image message: $(cat "$work/out")"
+# glint run --image: the images go before the prompt; the plain loop (the tower's rows in the prefill) and the
+# engine (--speculative mtp: the tower runs inside a step) give the same greedy tokens, which differ from the
+# text-only prompt's; a model without a tower says so.
+run_ids() { "$glint" run --model "$work/vision" --prompt "Describe" --max-tokens 6 --temperature 0 --print-ids "$@" 2>"$work/err"; }
+plain="$(run_ids --image "$png")" || fail "run --image: $(cat "$work/err")"
+grep -q "prompt 30 tokens" "$work/err" || fail "run --image: 1 + 22 + 1 image tokens and the text expected: $(cat "$work/err")"
+engine="$(run_ids --image "$png" --speculative mtp)" || fail "run --image --speculative mtp: $(cat "$work/err")"
+[[ "$plain" == "$engine" ]] || fail "run --image: plain loop '$plain' != engine '$engine'"
+[[ "$plain" != "$(run_ids)" ]] || fail "run --image gave the text-only prompt's tokens"
+mkdir -p "$work/text" && cp "$work/vision"/* "$work/text/"
+python3 -c "import json; p='$work/text/config.json'; c=json.load(open(p)); del c['vision_config']; json.dump(c, open(p, 'w'))"
+if "$glint" run --model "$work/text" --prompt "Describe" --image "$png" >"$work/out" 2>&1; then fail "--image on a text model ran"; fi
+grep -q "needs the model's vision tower: the model's config.json has no vision_config" "$work/out" \
+  || fail "--image on a text model: $(cat "$work/out")"
 if "$glint" run --prompt "Describe" --image "$work/media/bad.png" >"$work/out" 2>&1; then fail "bad --image ran"; fi
 grep -q -- "--image $work/media/bad.png: not an image" "$work/out" || fail "bad --image message: $(cat "$work/out")"
 if "$glint" run --tokens 1,2 --image "$png" >"$work/out" 2>&1; then fail "--image without --prompt ran"; fi
