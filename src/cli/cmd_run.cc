@@ -10,6 +10,7 @@
 #include "base/timer.h"
 #include "cli/command.h"
 #include "cli/distributed.h"
+#include "cli/image_files.h"
 #include "cli/model_flags.h"
 #include "engine/engine_core.h"
 #include "engine/sampling.h"
@@ -40,30 +41,10 @@ struct RunFlags {
   media::DecodeLimits image_limits;
 };
 
-// --image FILE: each file is read, decoded and preprocessed as the server does with an image part
-// (docs/vision-input.md); a bad file is reported before the model loads.
-Result<std::vector<media::PreprocessedImage>> LoadRunImages(const RunFlags& flags, const std::string& dir) {
-  std::vector<media::PreprocessedImage> images;
-  if (flags.images.empty()) return images;
-  if (flags.prompt.empty()) return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
-  if (Distributed()) return Unimplemented("--image under several MPI ranks is not supported yet (docs/vision.md)");
-  std::string origin;
-  GLINT_ASSIGN_OR_RETURN(const media::ProcessorConfig processor, media::LoadProcessorConfig(dir, &origin));
-  for (const std::string& path : flags.images) {
-    GLINT_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path, flags.image_limits.max_bytes));
-    auto decoded = media::DecodeImage({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
-                                      flags.image_limits);
-    if (!decoded.ok()) return decoded.status().WithContext(StrCat("--image ", path));
-    auto processed = media::PreprocessImage(decoded.value(), processor);
-    if (!processed.ok()) return processed.status().WithContext(StrCat("--image ", path));
-    images.push_back(std::move(processed).value());
-  }
-  return images;
-}
-
 // The images before the prompt text, as the chat template writes an image part: <|begin_of_image|>, N image
-// tokens, <|end_of_image|> per image. Returns where each image's tokens are, with its patches.
-Result<std::vector<RequestImage>> PrependImages(const Tokenizer& tokenizer, std::vector<media::PreprocessedImage> images,
+// tokens, <|end_of_image|> per image. Returns where each image's tokens are.
+Result<std::vector<RequestImage>> PrependImages(const Tokenizer& tokenizer, const VisionConfig& vision,
+                                                const std::vector<std::shared_ptr<const VisionInput>>& images,
                                                 std::vector<int32_t>& prompt) {
   const auto begin = tokenizer.TokenId("<|begin_of_image|>"), image = tokenizer.TokenId("<|image|>"),
              end = tokenizer.TokenId("<|end_of_image|>");
@@ -72,32 +53,14 @@ Result<std::vector<RequestImage>> PrependImages(const Tokenizer& tokenizer, std:
   }
   std::vector<int32_t> tokens;
   std::vector<RequestImage> out;
-  for (media::PreprocessedImage& processed : images) {
+  for (const std::shared_ptr<const VisionInput>& input : images) {
     tokens.push_back(*begin);
-    auto input = std::make_shared<VisionInput>();
-    input->grid_t = processed.grid_t;
-    input->grid_h = processed.grid_h;
-    input->grid_w = processed.grid_w;
-    input->patches = std::move(processed.patches);
-    out.push_back({static_cast<int64_t>(tokens.size()), std::move(input), 0});
-    tokens.insert(tokens.end(), processed.num_tokens(), *image);
+    out.push_back({static_cast<int64_t>(tokens.size()), input, 0});
+    tokens.insert(tokens.end(), VisionTokenCount(vision, *input), *image);
     tokens.push_back(*end);
   }
   prompt.insert(prompt.begin(), tokens.begin(), tokens.end());
   return out;
-}
-
-// The tower's rows of every image, in prompt order, and the positions they replace (the plain loop's prefill).
-Status EncodeRunImages(ImageEncoder& tower, const std::vector<RequestImage>& images, std::vector<int32_t>& positions,
-                       std::vector<float>& rows) {
-  for (size_t k = 0; k < images.size(); ++k) {
-    auto encoded = tower.Encode(*images[k].input);
-    if (!encoded.ok()) return encoded.status().WithContext(StrCat("--image ", k));
-    const int64_t n = VisionTokenCount(tower.config(), *images[k].input);
-    for (int64_t j = 0; j < n; ++j) positions.push_back(static_cast<int32_t>(images[k].start + j));
-    rows.insert(rows.end(), encoded->begin(), encoded->end());
-  }
-  return Status::Ok();
 }
 
 // Prints each output of the one request as it arrives (EngineCore runs on this thread).
@@ -171,7 +134,13 @@ Status RunGenerate(const RunFlags& flags) {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
   }
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
-  GLINT_ASSIGN_OR_RETURN(std::vector<media::PreprocessedImage> processed, LoadRunImages(flags, dir));
+  if (!flags.images.empty() && flags.prompt.empty()) {
+    return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
+  }
+  if (!flags.images.empty() && Distributed()) {
+    return Unimplemented("--image under several MPI ranks is not supported yet (docs/vision.md)");
+  }
+  GLINT_ASSIGN_OR_RETURN(const auto image_inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
   GLINT_ASSIGN_OR_RETURN(LoadedModel forward, LoadModel({dir}, flags.path));
   const Model* model = forward.model.get();
   const ModelConfig& c = model->config();
@@ -195,11 +164,11 @@ Status RunGenerate(const RunFlags& flags) {
   }
   std::unique_ptr<ImageEncoder> tower;
   std::vector<RequestImage> images;
-  if (!processed.empty()) {
+  if (!image_inputs.empty()) {
     auto loaded_tower = LoadImageEncoder(dir, c, flags.path.path == "reference", forward.pool.get());
     if (!loaded_tower.ok()) return loaded_tower.status().WithContext("--image needs the model's vision tower");
     tower = std::move(loaded_tower).value();
-    GLINT_ASSIGN_OR_RETURN(images, PrependImages(*tokenizer, std::move(processed), prompt));
+    GLINT_ASSIGN_OR_RETURN(images, PrependImages(*tokenizer, tower->config(), image_inputs, prompt));
   }
   // Refused before any work, as the engine and the server count it: prompt + generated ≤ the model's context
   // (compared as max_tokens > limit − prompt: the sum could overflow).
@@ -226,7 +195,14 @@ Status RunGenerate(const RunFlags& flags) {
   Stopwatch prefill_watch;  // the tower's time included: it is part of the time to the first token
   std::vector<int32_t> image_positions;
   std::vector<float> image_rows;  // [image_positions, D]
-  if (tower) GLINT_RETURN_IF_ERROR(EncodeRunImages(*tower, images, image_positions, image_rows));
+  if (tower) {
+    GLINT_ASSIGN_OR_RETURN(image_rows, EncodeImages(*tower, image_inputs));
+    for (const RequestImage& image : images) {
+      for (int64_t j = 0; j < VisionTokenCount(tower->config(), *image.input); ++j) {
+        image_positions.push_back(static_cast<int32_t>(image.start + j));
+      }
+    }
+  }
   BatchEntry entry{prompt, &state, LogitsWanted::kLast, false};
   entry.embedding_positions = image_positions;
   entry.embedding_rows = image_rows;

@@ -113,7 +113,31 @@ if "$glint" run --model "$work/text" --prompt "Describe" --image "$png" >"$work/
 grep -q "needs the model's vision tower: the model's config.json has no vision_config" "$work/out" \
   || fail "--image on a text model: $(cat "$work/out")"
 if "$glint" run --prompt "Describe" --image "$work/media/bad.png" >"$work/out" 2>&1; then fail "bad --image ran"; fi
-grep -q -- "--image $work/media/bad.png: not an image" "$work/out" || fail "bad --image message: $(cat "$work/out")"
+grep -q -- "image $work/media/bad.png: not an image" "$work/out" || fail "bad --image message: $(cat "$work/out")"
 if "$glint" run --tokens 1,2 --image "$png" >"$work/out" 2>&1; then fail "--image without --prompt ran"; fi
 grep -q "needs --prompt" "$work/out" || fail "--image without --prompt: $(cat "$work/out")"
+# glint score --images: sequences that hold the expanded placeholders, filled in order; the logits dump of the
+# reference path is compared with itself (exact) and with the fast path (close); text-only scores differ; a
+# placeholder count that is not whole images is refused.
+python3 - "$work/vision/tokenizer.json" "$work/seqs.json" <<'PY'
+import json, sys
+ids = {a["content"]: a["id"] for a in json.load(open(sys.argv[1]))["added_tokens"]}
+image = [ids["<|begin_of_image|>"]] + [ids["<|image|>"]] * 22 + [ids["<|end_of_image|>"]]
+json.dump([[5, 6] + image + [7, 8, 9], image + image + [10]], open(sys.argv[2], "w"))
+PY
+"$glint" score --model "$work/vision" --tokens-file "$work/seqs.json" --images "$png" "$png" "$png" \
+  --dump-logits "$work/logits.safetensors" >"$work/score" 2>&1 || fail "score --images: $(cat "$work/score")"
+"$glint" score --model "$work/vision" --tokens-file "$work/seqs.json" --images "$png" "$png" "$png" \
+  --token-by-token --reference "$work/logits.safetensors" >"$work/again" 2>&1 || fail "score --reference: $(cat "$work/again")"
+awk '$1 == "0" || $1 == "1" { if ($7 != "100.00%") exit 1 }' "$work/again" || fail "token by token differs: $(cat "$work/again")"
+"$glint" score --model "$work/vision" --tokens-file "$work/seqs.json" --images "$png" "$png" "$png" --fast \
+  --reference "$work/logits.safetensors" >"$work/fast" 2>&1 || fail "score --fast --images: $(cat "$work/fast")"
+"$glint" score --model "$work/vision" --tokens-file "$work/seqs.json" >"$work/text_only" 2>&1 || fail "score: $(cat "$work/text_only")"
+[[ "$(awk '$1 == "all" { print $3 }' "$work/score")" != "$(awk '$1 == "all" { print $3 }' "$work/text_only")" ]] \
+  || fail "score --images gave the text-only NLL"
+if "$glint" score --model "$work/vision" --tokens-file "$work/seqs.json" --images "$png" "$png" >"$work/out" 2>&1; then
+  fail "two images for three placeholders' worth scored"
+fi
+grep -q "sequence 1 holds 44 image placeholders but the --images it takes (in order) have 22 image tokens" "$work/out" \
+  || fail "placeholder mismatch: $(cat "$work/out")"
 echo "image_input: OK"
