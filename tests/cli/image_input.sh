@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Black-box test of image input: `glint serve` with curl (data: URLs, file:// under --allowed-local-media-path,
-# remote URLs, corrupt and oversized images, several images, /tokenize's expansion, the chat refusal while the
-# tower is not wired) and `glint run --image`. The images are the oracle fixtures' PNGs (tests/data/vision_input).
+# remote URLs, corrupt and oversized images, several images, /tokenize's expansion, chats with images on models
+# with a tower and the refusal without one, the image metrics), `glint run --image` and `glint score --images`. The images are the oracle fixtures' PNGs (tests/data/vision_input).
 # Args: path-to-glint, tests/data dir.
 set -euo pipefail
 glint="$1"
@@ -35,7 +35,7 @@ expect_400() {  # expect_400 STATUS PARAM TEXT
 b64="$(base64 -w0 "$png")"
 image_part="{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,$b64\"}}"
 
-# Two images and text: /tokenize expands both, the chat is refused after validation, naming the first part.
+# Two images and text: /tokenize expands both; the default model (glint-tiny, with an untrained tower) answers.
 status="$(post_chat /tokenize "[$image_part, {\"type\": \"text\", \"text\": \"and\"}, $image_part]")"
 [[ "$status" == 200 ]] || fail "tokenize with images: $status $(cat "$work/body")"
 image_id="$(python3 -c "import json; t=json.load(open('$data/../../models/glint-tiny/tokenizer.json')); print([a['id'] for a in t['added_tokens'] if a['content']=='<|image|>'][0])")"
@@ -43,9 +43,7 @@ count="$(python3 -c "import json; print(json.load(open('$work/body'))['tokens'].
 # 300 x 40 with the release config (16 to 8000 tokens): canvas 308 x 56 → 22 x 4 patches → 22 tokens each.
 [[ "$count" == 44 ]] || fail "expected 2 x 22 image tokens, got $count"
 status="$(post_chat /v1/chat/completions "[$image_part, {\"type\": \"text\", \"text\": \"what is it?\"}]")"
-expect_400 "$status" "messages[0].content[0]" "this server takes no images: "
-[[ "$(field "['error']['code']")" == image_input_not_supported ]] || fail "wrong code: $(cat "$work/body")"
-grep -q "no vision tower" "$work/server.log" || fail "the start-up log does not say the model has no tower"
+[[ "$status" == 200 ]] || fail "chat with an image on the default model: $status $(cat "$work/body")"
 
 # Local files: inside the allowed directory works, '..' and symlinks out of it do not.
 status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/sub/../sub/a.png\"}}]")"
@@ -94,6 +92,20 @@ curl -sN --max-time 60 -H "Content-Type: application/json" --data-binary "@$work
 grep -q "data: \[DONE\]" "$work/stream" || fail "streamed chat with an image: $(cat "$work/stream")"
 stop_server
 
+# A model without a tower (make-tiny's with its vision_config removed): image requests are refused after
+# validation, naming the reason; text requests are served.
+mkdir -p "$work/text" && cp "$work/vision"/* "$work/text/"
+python3 -c "import json; p='$work/text/config.json'; c=json.load(open(p)); del c['vision_config']; json.dump(c, open(p, 'w'))"
+start_server --model "$work/text" --memory 128M --max-seqs 4 --max-model-len 2048
+grep -q "no vision tower (the model's config.json has no vision_config" "$work/server.log" \
+  || fail "the start-up log does not say the model has no tower: $(cat "$work/server.log")"
+status="$(post_chat /v1/chat/completions "[$image_part, {\"type\": \"text\", \"text\": \"what is it?\"}]")"
+expect_400 "$status" "messages[0].content[0]" "this server takes no images: the model's config.json has no vision_config"
+[[ "$(field "['error']['code']")" == image_input_not_supported ]] || fail "wrong code: $(cat "$work/body")"
+status="$(post_chat /v1/chat/completions '"Hello"')"
+[[ "$status" == 200 ]] || fail "text chat on a text model: $status $(cat "$work/body")"
+stop_server
+
 # The flag's directory must exist.
 if "$glint" serve --port 0 --allowed-local-media-path "$work/none" >"$work/out" 2>&1; then fail "missing dir accepted"; fi
 grep -q "is not a directory" "$work/out" || fail "no message for a missing --allowed-local-media-path: $(cat "$work/out")"
@@ -107,8 +119,6 @@ grep -q "prompt 30 tokens" "$work/err" || fail "run --image: 1 + 22 + 1 image to
 engine="$(run_ids --image "$png" --speculative mtp)" || fail "run --image --speculative mtp: $(cat "$work/err")"
 [[ "$plain" == "$engine" ]] || fail "run --image: plain loop '$plain' != engine '$engine'"
 [[ "$plain" != "$(run_ids)" ]] || fail "run --image gave the text-only prompt's tokens"
-mkdir -p "$work/text" && cp "$work/vision"/* "$work/text/"
-python3 -c "import json; p='$work/text/config.json'; c=json.load(open(p)); del c['vision_config']; json.dump(c, open(p, 'w'))"
 if "$glint" run --model "$work/text" --prompt "Describe" --image "$png" >"$work/out" 2>&1; then fail "--image on a text model ran"; fi
 grep -q "needs the model's vision tower: the model's config.json has no vision_config" "$work/out" \
   || fail "--image on a text model: $(cat "$work/out")"
