@@ -63,6 +63,40 @@ Result<std::vector<RequestImage>> PrependImages(const Tokenizer& tokenizer, cons
   return out;
 }
 
+// --image: the files' patches, checked before the model loads.
+Result<std::vector<std::shared_ptr<const VisionInput>>> CheckRunImages(const RunFlags& flags, const std::string& dir) {
+  if (!flags.images.empty() && flags.prompt.empty()) {
+    return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
+  }
+  if (!flags.images.empty() && Distributed()) {
+    return Unimplemented("--image under several MPI ranks is not supported yet (docs/vision.md)");
+  }
+  return LoadImageFiles(flags.images, dir, flags.image_limits);
+}
+
+// The tower of the run's forward path, the images placed before the prompt, and the positions their rows replace.
+struct RunImages {
+  std::unique_ptr<ImageEncoder> tower;
+  std::vector<RequestImage> requests;
+  std::vector<int32_t> positions;
+};
+Result<RunImages> PrepareRunImages(const RunFlags& flags, const std::string& dir, const LoadedModel& forward,
+                                   const Tokenizer& tokenizer,
+                                   const std::vector<std::shared_ptr<const VisionInput>>& inputs,
+                                   std::vector<int32_t>& prompt) {
+  RunImages out;
+  auto tower = LoadImageEncoder(dir, forward.model->config(), flags.path.path == "reference", forward.pool.get());
+  if (!tower.ok()) return tower.status().WithContext("--image needs the model's vision tower");
+  out.tower = std::move(tower).value();
+  GLINT_ASSIGN_OR_RETURN(out.requests, PrependImages(tokenizer, out.tower->config(), inputs, prompt));
+  for (const RequestImage& image : out.requests) {
+    for (int64_t j = 0; j < VisionTokenCount(out.tower->config(), *image.input); ++j) {
+      out.positions.push_back(static_cast<int32_t>(image.start + j));
+    }
+  }
+  return out;
+}
+
 // Prints each output of the one request as it arrives (EngineCore runs on this thread).
 class PrintingSink final : public RequestSink {
  public:
@@ -134,13 +168,7 @@ Status RunGenerate(const RunFlags& flags) {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
   }
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
-  if (!flags.images.empty() && flags.prompt.empty()) {
-    return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
-  }
-  if (!flags.images.empty() && Distributed()) {
-    return Unimplemented("--image under several MPI ranks is not supported yet (docs/vision.md)");
-  }
-  GLINT_ASSIGN_OR_RETURN(const auto image_inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
+  GLINT_ASSIGN_OR_RETURN(const auto image_inputs, CheckRunImages(flags, dir));
   GLINT_ASSIGN_OR_RETURN(LoadedModel forward, LoadModel({dir}, flags.path));
   const Model* model = forward.model.get();
   const ModelConfig& c = model->config();
@@ -162,13 +190,9 @@ Status RunGenerate(const RunFlags& flags) {
   } else {
     GLINT_ASSIGN_OR_RETURN(prompt, ParseTokenList(flags.tokens, c.vocab_size));
   }
-  std::unique_ptr<ImageEncoder> tower;
-  std::vector<RequestImage> images;
+  RunImages images;
   if (!image_inputs.empty()) {
-    auto loaded_tower = LoadImageEncoder(dir, c, flags.path.path == "reference", forward.pool.get());
-    if (!loaded_tower.ok()) return loaded_tower.status().WithContext("--image needs the model's vision tower");
-    tower = std::move(loaded_tower).value();
-    GLINT_ASSIGN_OR_RETURN(images, PrependImages(*tokenizer, tower->config(), image_inputs, prompt));
+    GLINT_ASSIGN_OR_RETURN(images, PrepareRunImages(flags, dir, forward, *tokenizer, image_inputs, prompt));
   }
   // Refused before any work, as the engine and the server count it: prompt + generated ≤ the model's context
   // (compared as max_tokens > limit − prompt: the sum could overflow).
@@ -185,7 +209,7 @@ Status RunGenerate(const RunFlags& flags) {
   GLINT_RETURN_IF_ERROR(ValidateSamplingParams(params));
   if (flags.speculative == "mtp" && flags.max_tokens > 0) {
     return RunWithEngine(flags, *model, tokenizer, generation, std::move(prompt), params, forward.description,
-                         tower.get(), std::move(images));
+                         images.tower.get(), std::move(images.requests));
   }
   Sampler sampler(params);
   const bool text_output = tokenizer.has_value() && !flags.print_ids;
@@ -193,18 +217,12 @@ Status RunGenerate(const RunFlags& flags) {
   SequenceState state = model->NewSequence();
   std::vector<EntryOutput> outputs;
   Stopwatch prefill_watch;  // the tower's time included: it is part of the time to the first token
-  std::vector<int32_t> image_positions;
-  std::vector<float> image_rows;  // [image_positions, D]
-  if (tower) {
-    GLINT_ASSIGN_OR_RETURN(image_rows, EncodeImages(*tower, image_inputs));
-    for (const RequestImage& image : images) {
-      for (int64_t j = 0; j < VisionTokenCount(tower->config(), *image.input); ++j) {
-        image_positions.push_back(static_cast<int32_t>(image.start + j));
-      }
-    }
+  std::vector<float> image_rows;  // [images.positions, D]
+  if (images.tower) {
+    GLINT_ASSIGN_OR_RETURN(image_rows, EncodeImages(*images.tower, image_inputs));
   }
   BatchEntry entry{prompt, &state, LogitsWanted::kLast, false};
-  entry.embedding_positions = image_positions;
+  entry.embedding_positions = images.positions;
   entry.embedding_rows = image_rows;
   GLINT_RETURN_IF_ERROR(model->Forward({&entry, 1}, outputs));
   entry.embedding_positions = {};

@@ -79,6 +79,19 @@ Result<std::vector<SequenceImages>> AssignImageRows(const std::vector<std::vecto
 // The logits [T, V] of every position of `tokens` from a fresh sequence: one call, or one call per token (the
 // decode path: the KDA state is stored, and with bf16 storage rounded, after every token). The sequence's memory
 // is laid out with the chosen KDA state storage and bound like an engine's.
+// --images: the files through the tower of the chosen path, assigned to the sequences' placeholders.
+Result<std::vector<SequenceImages>> ScoreImages(const ScoreFlags& flags, const std::string& dir, const ModelConfig& c,
+                                                WorkerPool& pool, const std::vector<std::vector<int32_t>>& sequences) {
+  if (Distributed()) return Unimplemented("--images under several MPI ranks is not supported yet (docs/vision.md)");
+  GLINT_ASSIGN_OR_RETURN(const auto inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
+  auto tower = LoadImageEncoder(dir, c, !flags.fast, &pool);
+  if (!tower.ok()) return tower.status().WithContext("--images needs the model's vision tower");
+  GLINT_ASSIGN_OR_RETURN(const Tokenizer tokenizer, Tokenizer::Load(dir));
+  const auto placeholder = tokenizer.TokenId("<|image|>");
+  if (!placeholder) return FailedPrecondition("--images needs the tokenizer's <|image|> token");
+  return AssignImageRows(sequences, *placeholder, **tower, inputs);
+}
+
 Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const int32_t> tokens,
                                           KdaStateStorage storage, KvCacheDtype kv_dtype, bool token_by_token,
                                           const SequenceImages& images) {
@@ -198,17 +211,8 @@ Status RunScore(const ScoreFlags& flags) {
   GLINT_ASSIGN_OR_RETURN(const KvCacheDtype kv_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
   GLINT_ASSIGN_OR_RETURN(auto sequences, ReadTokenSequences(flags.tokens_file, c.vocab_size));
   std::vector<SequenceImages> images(sequences.size());
-  std::unique_ptr<ImageEncoder> tower;
   if (!flags.images.empty()) {
-    if (Distributed()) return Unimplemented("--images under several MPI ranks is not supported yet (docs/vision.md)");
-    GLINT_ASSIGN_OR_RETURN(const auto inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
-    auto loaded_tower = LoadImageEncoder(dir, c, !flags.fast, &pool);
-    if (!loaded_tower.ok()) return loaded_tower.status().WithContext("--images needs the model's vision tower");
-    tower = std::move(loaded_tower).value();
-    GLINT_ASSIGN_OR_RETURN(const Tokenizer tokenizer, Tokenizer::Load(dir));
-    const auto placeholder = tokenizer.TokenId("<|image|>");
-    if (!placeholder) return FailedPrecondition("--images needs the tokenizer's <|image|> token");
-    GLINT_ASSIGN_OR_RETURN(images, AssignImageRows(sequences, *placeholder, *tower, inputs));
+    GLINT_ASSIGN_OR_RETURN(images, ScoreImages(flags, dir, c, pool, sequences));
   }
   std::unique_ptr<Checkpoint> reference;
   if (!flags.reference.empty()) {

@@ -28,7 +28,8 @@ Result<std::vector<std::shared_ptr<const VisionInput>>> LoadImageFiles(const std
   return images;
 }
 
-Result<std::vector<float>> EncodeImages(ImageEncoder& tower, const std::vector<std::shared_ptr<const VisionInput>>& images) {
+Result<std::vector<float>> EncodeImages(ImageEncoder& tower,
+                                        const std::vector<std::shared_ptr<const VisionInput>>& images) {
   std::vector<float> rows;
   for (size_t k = 0; k < images.size(); ++k) {
     auto encoded = tower.Encode(*images[k]);

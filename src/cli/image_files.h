@@ -19,6 +19,7 @@ Result<std::vector<std::shared_ptr<const VisionInput>>> LoadImageFiles(const std
                                                                        const media::DecodeLimits& limits);
 
 // The tower's rows of `images` [Σ tokens, D], in order.
-Result<std::vector<float>> EncodeImages(ImageEncoder& tower, const std::vector<std::shared_ptr<const VisionInput>>& images);
+Result<std::vector<float>> EncodeImages(ImageEncoder& tower,
+                                        const std::vector<std::shared_ptr<const VisionInput>>& images);
 
 }  // namespace glint::cli

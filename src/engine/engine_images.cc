@@ -31,12 +31,14 @@ int32_t PlaceholderKey(uint64_t key, int64_t j) {
 Status EngineCore::ValidateImages(const Request& request) const {
   if (request.images.empty()) return Status::Ok();
   if (images_ == nullptr) {
-    return FailedPrecondition("the request has images but this engine has no vision tower (the model has no "
-                              "vision_config, or its model.visual.* tensors were not loaded)");
+    return FailedPrecondition(
+        "the request has images but this engine has no vision tower (the model has no "
+        "vision_config, or its model.visual.* tensors were not loaded)");
   }
   if (mirror_ != nullptr) {
-    return Unimplemented("image input under several MPI ranks is not supported yet: the follower ranks would need "
-                         "the image rows, which the lockstep plan does not carry (docs/vision.md)");
+    return Unimplemented(
+        "image input under several MPI ranks is not supported yet: the follower ranks would need "
+        "the image rows, which the lockstep plan does not carry (docs/vision.md)");
   }
   const std::vector<int32_t>& prompt = request.prompt;
   const int64_t length = static_cast<int64_t>(prompt.size());

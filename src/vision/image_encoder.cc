@@ -25,7 +25,8 @@ class ReferenceImageEncoder final : public ImageEncoder {
 class FastImageEncoder final : public ImageEncoder {
  public:
   FastImageEncoder(FastVisionTower tower, WorkerPool& pool)
-      : tower_(std::move(tower)), pool_(pool),
+      : tower_(std::move(tower)),
+        pool_(pool),
         description_(tower_.format() == VisionWeightFormat::kBf16 ? "bf16 fast tower" : "int8 fast tower") {}
   Result<std::vector<float>> Encode(const VisionInput& input) override { return tower_.Run(pool_, input); }
   const VisionConfig& config() const override { return tower_.config(); }
@@ -56,9 +57,9 @@ Result<std::unique_ptr<ImageEncoder>> LoadImageEncoder(const std::string& dir, c
   }
   Result<Checkpoint> checkpoint = Checkpoint::Open(dir);
   if (!checkpoint.ok()) {
-    return FailedPrecondition("the vision tower loads from the checkpoint's safetensors, which ", dir,
-                              " does not hold (a `glint convert` container has no vision tensors): ",
-                              checkpoint.status().message());
+    return FailedPrecondition(
+        "the vision tower loads from the checkpoint's safetensors, which ", dir,
+        " does not hold (a `glint convert` container has no vision tensors): ", checkpoint.status().message());
   }
   GLINT_ASSIGN_OR_RETURN(VisionWeights weights, LoadVisionWeights(*checkpoint, config.vision));
   if (reference) return MakeReferenceImageEncoder(std::move(weights), config.vision);

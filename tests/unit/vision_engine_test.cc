@@ -30,13 +30,15 @@ constexpr int32_t kPlaceholder = 7;  // any id: the engine takes the positions f
 constexpr int64_t kGenerated = 6;
 
 VisionConfig TinyVisionConfig() {
-  Result<std::string> json = ReadFile(JoinPath(testing::TestDataPath("golden/tiny-vision"), "vision_config.json"), 1 << 20);
+  Result<std::string> json =
+      ReadFile(JoinPath(testing::TestDataPath("golden/tiny-vision"), "vision_config.json"), 1 << 20);
   EXPECT_TRUE(json.ok());
   return *ParseVisionConfig(*json, "vision_config.json");
 }
 
 VisionWeights TinyVisionWeights(const VisionConfig& config) {
-  Result<Checkpoint> checkpoint = Checkpoint::Open(JoinPath(testing::TestDataPath("golden/tiny-vision"), "model.safetensors"));
+  Result<Checkpoint> checkpoint =
+      Checkpoint::Open(JoinPath(testing::TestDataPath("golden/tiny-vision"), "model.safetensors"));
   EXPECT_TRUE(checkpoint.ok());
   return *LoadVisionWeights(*checkpoint, config);
 }
@@ -48,7 +50,8 @@ std::shared_ptr<const VisionInput> Image(const VisionConfig& c, int grid_h, int 
   input->grid_h = grid_h;
   input->grid_w = grid_w;
   input->patches.resize(input->NumPatches() * c.PatchValues());
-  for (size_t i = 0; i < input->patches.size(); ++i) input->patches[i] = 1.04f * UnitBellFromBits(SplitMix64At(seed, i));
+  for (size_t i = 0; i < input->patches.size(); ++i)
+    input->patches[i] = 1.04f * UnitBellFromBits(SplitMix64At(seed, i));
   return input;
 }
 
@@ -71,7 +74,8 @@ ImagePrompt Compose(const VisionConfig& c, const std::vector<Tokens>& text,
 
 // The oracle: the tower's rows for every image, one forward over the whole prompt with them, then greedy decode
 // one token at a time. `first_logits` receives the prompt's last-position logits.
-Tokens DirectGreedy(const Model& model, ImageEncoder& encoder, const ImagePrompt& prompt, std::vector<float>* first_logits) {
+Tokens DirectGreedy(const Model& model, ImageEncoder& encoder, const ImagePrompt& prompt,
+                    std::vector<float>* first_logits) {
   std::vector<int32_t> positions;
   std::vector<float> rows;
   for (const RequestImage& image : prompt.images) {
@@ -222,7 +226,7 @@ TEST_F(VisionEngine, ThePrefixCacheKeysImagesByTheirHash) {
   for (int32_t i = 0; i < 16; ++i) text[i] = 30 + i;
   const auto x = Image(vision_, 4, 8, 51), y = Image(vision_, 4, 8, 52);
   const ImagePrompt a = Compose(vision_, {text, tail}, {x}, {0xA11CE});
-  const ImagePrompt b = Compose(vision_, {text, tail}, {y}, {0xB0B});      // same text, another image
+  const ImagePrompt b = Compose(vision_, {text, tail}, {y}, {0xB0B});         // same text, another image
   const ImagePrompt forged = Compose(vision_, {text, tail}, {y}, {0xA11CE});  // another image under a's key
   ASSERT_EQ(a.tokens, b.tokens);  // the placeholders are the same tokens: only the key tells them apart
   const int64_t image_start = a.images[0].start, image_end = image_start + 8;
