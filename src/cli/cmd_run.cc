@@ -9,6 +9,8 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "cli/command.h"
+#include "cli/distributed.h"
+#include "cli/image_files.h"
 #include "cli/model_flags.h"
 #include "engine/engine_core.h"
 #include "engine/sampling.h"
@@ -17,6 +19,7 @@
 #include "media/preprocess.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/image_encoder.h"
 
 namespace glint::cli {
 namespace {
@@ -38,27 +41,60 @@ struct RunFlags {
   media::DecodeLimits image_limits;
 };
 
-// --image FILE: each file is read, decoded and preprocessed as the server does with an image part
-// (docs/vision-input.md), so a bad file is reported now; then the run is refused, because the vision tower does
-// not run in glint yet. Never silently dropped.
-Status CheckImages(const RunFlags& flags, const std::string& dir) {
-  if (flags.images.empty()) return Status::Ok();
-  if (flags.prompt.empty()) return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
-  std::string origin;
-  GLINT_ASSIGN_OR_RETURN(const media::ProcessorConfig processor, media::LoadProcessorConfig(dir, &origin));
-  int64_t image_tokens = 0;
-  for (const std::string& path : flags.images) {
-    GLINT_ASSIGN_OR_RETURN(const std::string bytes, ReadFile(path, flags.image_limits.max_bytes));
-    auto decoded = media::DecodeImage({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()},
-                                      flags.image_limits);
-    if (!decoded.ok()) return decoded.status().WithContext(StrCat("--image ", path));
-    auto processed = media::PreprocessImage(decoded.value(), processor);
-    if (!processed.ok()) return processed.status().WithContext(StrCat("--image ", path));
-    image_tokens += processed.value().num_tokens();
+// The images before the prompt text, as the chat template writes an image part: <|begin_of_image|>, N image
+// tokens, <|end_of_image|> per image. Returns where each image's tokens are.
+Result<std::vector<RequestImage>> PrependImages(const Tokenizer& tokenizer, const VisionConfig& vision,
+                                                const std::vector<std::shared_ptr<const VisionInput>>& images,
+                                                std::vector<int32_t>& prompt) {
+  const auto begin = tokenizer.TokenId("<|begin_of_image|>"), image = tokenizer.TokenId("<|image|>"),
+             end = tokenizer.TokenId("<|end_of_image|>");
+  if (!begin || !image || !end) {
+    return FailedPrecondition("--image needs the tokenizer's <|begin_of_image|>, <|image|> and <|end_of_image|>");
   }
-  return Unimplemented("image input is not yet wired to the engine: ", flags.images.size(),
-                       " image(s) decoded and preprocessed (", image_tokens,
-                       " image tokens) but the vision tower does not run in glint yet (docs/status.md)");
+  std::vector<int32_t> tokens;
+  std::vector<RequestImage> out;
+  for (const std::shared_ptr<const VisionInput>& input : images) {
+    tokens.push_back(*begin);
+    out.push_back({static_cast<int64_t>(tokens.size()), input, 0});
+    tokens.insert(tokens.end(), VisionTokenCount(vision, *input), *image);
+    tokens.push_back(*end);
+  }
+  prompt.insert(prompt.begin(), tokens.begin(), tokens.end());
+  return out;
+}
+
+// --image: the files' patches, checked before the model loads.
+Result<std::vector<std::shared_ptr<const VisionInput>>> CheckRunImages(const RunFlags& flags, const std::string& dir) {
+  if (!flags.images.empty() && flags.prompt.empty()) {
+    return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
+  }
+  if (!flags.images.empty() && Distributed()) {
+    return Unimplemented("--image under several MPI ranks is not supported yet (docs/vision.md)");
+  }
+  return LoadImageFiles(flags.images, dir, flags.image_limits);
+}
+
+// The tower of the run's forward path, the images placed before the prompt, and the positions their rows replace.
+struct RunImages {
+  std::unique_ptr<ImageEncoder> tower;
+  std::vector<RequestImage> requests;
+  std::vector<int32_t> positions;
+};
+Result<RunImages> PrepareRunImages(const RunFlags& flags, const std::string& dir, const LoadedModel& forward,
+                                   const Tokenizer& tokenizer,
+                                   const std::vector<std::shared_ptr<const VisionInput>>& inputs,
+                                   std::vector<int32_t>& prompt) {
+  RunImages out;
+  auto tower = LoadImageEncoder(dir, forward.model->config(), flags.path.path == "reference", forward.pool.get());
+  if (!tower.ok()) return tower.status().WithContext("--image needs the model's vision tower");
+  out.tower = std::move(tower).value();
+  GLINT_ASSIGN_OR_RETURN(out.requests, PrependImages(tokenizer, out.tower->config(), inputs, prompt));
+  for (const RequestImage& image : out.requests) {
+    for (int64_t j = 0; j < VisionTokenCount(out.tower->config(), *image.input); ++j) {
+      out.positions.push_back(static_cast<int32_t>(image.start + j));
+    }
+  }
+  return out;
 }
 
 // Prints each output of the one request as it arrives (EngineCore runs on this thread).
@@ -84,19 +120,20 @@ class PrintingSink final : public RequestSink {
 // drafts (docs/engine.md "Speculative decoding"); greedy output is the same as without it.
 Status RunWithEngine(const RunFlags& flags, const Model& model, const std::optional<Tokenizer>& tokenizer,
                      const GenerationConfig& generation, std::vector<int32_t> prompt, const SamplingParams& params,
-                     const std::string& description) {
+                     const std::string& description, ImageEncoder* tower, std::vector<RequestImage> images) {
   EngineOptions options;
   options.speculative = SpeculativeMethod::kMtp;
   options.max_seqs = 1;
   options.prefix_caching = false;  // one request: nothing to share, and chunks need not split at checkpoints
   options.end_token_ids = std::vector<int32_t>(generation.eos_token_ids.begin(), generation.eos_token_ids.end());
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core,
-                         EngineCore::Create(model, options, tokenizer ? &*tokenizer : nullptr));
+                         EngineCore::Create(model, options, tokenizer ? &*tokenizer : nullptr, tower));
   const bool text_output = tokenizer.has_value() && !flags.print_ids;
   auto sink = std::make_shared<PrintingSink>(text_output);
   Request request;
   const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
   request.prompt = std::move(prompt);
+  request.images = std::move(images);
   request.sampling = params;
   request.seeded = true;
   request.stop.max_tokens = flags.max_tokens;
@@ -125,14 +162,23 @@ Status RunWithEngine(const RunFlags& flags, const Model& model, const std::optio
 // The plain loop (no engine): prefill the prompt, then sample and decode one token at a time.
 Status RunPlainLoop(const RunFlags& flags, const Model& model, const std::optional<Tokenizer>& tokenizer,
                     const GenerationConfig& generation, const std::vector<int32_t>& prompt,
-                    const SamplingParams& params, const std::string& description) {
+                    const SamplingParams& params, const std::string& description, const RunImages& images,
+                    const std::vector<std::shared_ptr<const VisionInput>>& image_inputs) {
   Sampler sampler(params);
   const bool text_output = tokenizer.has_value() && !flags.print_ids;
   SequenceState state = model.NewSequence();
   std::vector<EntryOutput> outputs;
-  Stopwatch prefill_watch;
+  Stopwatch prefill_watch;        // the tower's time included: it is part of the time to the first token
+  std::vector<float> image_rows;  // [images.positions, D]
+  if (images.tower) {
+    GLINT_ASSIGN_OR_RETURN(image_rows, EncodeImages(*images.tower, image_inputs));
+  }
   BatchEntry entry{prompt, &state, LogitsWanted::kLast, false};
+  entry.embedding_positions = images.positions;
+  entry.embedding_rows = image_rows;
   GLINT_RETURN_IF_ERROR(model.Forward({&entry, 1}, outputs));
+  entry.embedding_positions = {};
+  entry.embedding_rows = {};
   const double prefill_seconds = prefill_watch.Seconds();
 
   Stopwatch decode_watch;
@@ -180,7 +226,7 @@ Status RunGenerate(const RunFlags& flags) {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
   }
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
-  GLINT_RETURN_IF_ERROR(CheckImages(flags, dir));
+  GLINT_ASSIGN_OR_RETURN(const auto image_inputs, CheckRunImages(flags, dir));
   GLINT_ASSIGN_OR_RETURN(LoadedModel forward, LoadModel({dir}, flags.path));
   const Model* model = forward.model.get();
   const ModelConfig& c = model->config();
@@ -202,6 +248,10 @@ Status RunGenerate(const RunFlags& flags) {
   } else {
     GLINT_ASSIGN_OR_RETURN(prompt, ParseTokenList(flags.tokens, c.vocab_size));
   }
+  RunImages images;
+  if (!image_inputs.empty()) {
+    GLINT_ASSIGN_OR_RETURN(images, PrepareRunImages(flags, dir, forward, *tokenizer, image_inputs, prompt));
+  }
   // Refused before any work, as the engine and the server count it: prompt + generated ≤ the model's context
   // (compared as max_tokens > limit − prompt: the sum could overflow).
   const int64_t limit = c.max_position_embeddings, prompt_tokens = static_cast<int64_t>(prompt.size());
@@ -216,9 +266,11 @@ Status RunGenerate(const RunFlags& flags) {
   params.seed = flags.seed;
   GLINT_RETURN_IF_ERROR(ValidateSamplingParams(params));
   if (flags.speculative == "mtp" && flags.max_tokens > 0) {
-    return RunWithEngine(flags, *model, tokenizer, generation, std::move(prompt), params, forward.description);
+    return RunWithEngine(flags, *model, tokenizer, generation, std::move(prompt), params, forward.description,
+                         images.tower.get(), std::move(images.requests));
   }
-  return RunPlainLoop(flags, *model, tokenizer, generation, prompt, params, forward.description);
+  return RunPlainLoop(flags, *model, tokenizer, generation, prompt, params, forward.description, images,
+                      image_inputs);
 }
 
 GLINT_REGISTER_COMMAND(
@@ -230,8 +282,8 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--prompt", flags->prompt, "prompt text (encoded with the checkpoint's tokenizer.json)");
       command.add_option("--tokens", flags->tokens, "prompt as token ids, e.g. 1,2,3 (no tokenizer needed)");
       command.add_option("--image", flags->images,
-                         "an image file (PNG, JPEG, WebP, GIF) for the prompt; repeatable. Decoded and "
-                         "preprocessed, then refused: the vision tower is not wired to the engine yet");
+                         "an image file (PNG, JPEG, WebP, GIF) placed before the prompt text; repeatable. Needs a "
+                         "model with a vision tower (docs/vision.md)");
       command.add_option("--max-image-bytes", flags->image_limits.max_bytes, "largest image file")
           ->capture_default_str();
       command.add_option("--max-image-pixels", flags->image_limits.max_pixels, "largest decoded image, w x h")

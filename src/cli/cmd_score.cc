@@ -9,12 +9,15 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "cli/command.h"
+#include "cli/distributed.h"
+#include "cli/image_files.h"
 #include "cli/model_flags.h"
 #include "engine/sampling.h"
 #include "io/safetensors.h"
 #include "io/token_file.h"
 #include "memory/item_arena.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace glint::cli {
 namespace {
@@ -32,13 +35,66 @@ struct ScoreFlags {
   std::string kda_state = "fp32";  // storage of the KDA recurrent state: fp32 | bf16
   std::string kv_cache_dtype = "fp32";  // storage of the MLA latents and pooled indexer keys
   bool token_by_token = false;     // one token per forward call (the decode path) instead of one call per sequence
+  std::vector<std::string> images;  // --images FILE...: fill the sequences' <|image|> placeholders, in order
+  media::DecodeLimits image_limits;
 };
+
+// Image rows of one sequence: the token indices they replace (ascending) and the rows [positions, D].
+struct SequenceImages {
+  std::vector<int32_t> positions;
+  std::vector<float> rows;
+};
+
+// --images: the tower's rows fill the placeholders of the sequences in order (sequence 0's first), whole images
+// only: each sequence's placeholder count must be the token count of the images it takes.
+Result<std::vector<SequenceImages>> AssignImageRows(const std::vector<std::vector<int32_t>>& sequences,
+                                                    int32_t placeholder, ImageEncoder& tower,
+                                                    const std::vector<std::shared_ptr<const VisionInput>>& images) {
+  GLINT_ASSIGN_OR_RETURN(const std::vector<float> rows, EncodeImages(tower, images));
+  const int64_t d = tower.config().out_hidden_size;
+  std::vector<SequenceImages> out(sequences.size());
+  size_t next = 0;        // the next image
+  int64_t next_row = 0;  // its first row in `rows`
+  for (size_t i = 0; i < sequences.size(); ++i) {
+    for (size_t t = 0; t < sequences[i].size(); ++t) {
+      if (sequences[i][t] == placeholder) out[i].positions.push_back(static_cast<int32_t>(t));
+    }
+    int64_t taken = 0;
+    const int64_t wanted = static_cast<int64_t>(out[i].positions.size());
+    while (taken < wanted && next < images.size()) taken += VisionTokenCount(tower.config(), *images[next++]);
+    if (taken != wanted) {
+      return InvalidArgument("sequence ", i, " holds ", wanted, " image placeholders but the --images it takes (in ",
+                             "order) have ", taken, " image tokens; expected whole images, expanded as the processor ",
+                             "does (N = merged patches per image)");
+    }
+    out[i].rows.assign(rows.begin() + next_row * d, rows.begin() + (next_row + wanted) * d);
+    next_row += wanted;
+  }
+  if (next != images.size()) {
+    return InvalidArgument(images.size() - next, " of the --images have no placeholders left in the sequences");
+  }
+  return out;
+}
 
 // The logits [T, V] of every position of `tokens` from a fresh sequence: one call, or one call per token (the
 // decode path: the KDA state is stored, and with bf16 storage rounded, after every token). The sequence's memory
 // is laid out with the chosen KDA state storage and bound like an engine's.
+// --images: the files through the tower of the chosen path, assigned to the sequences' placeholders.
+Result<std::vector<SequenceImages>> ScoreImages(const ScoreFlags& flags, const std::string& dir, const ModelConfig& c,
+                                                WorkerPool& pool, const std::vector<std::vector<int32_t>>& sequences) {
+  if (Distributed()) return Unimplemented("--images under several MPI ranks is not supported yet (docs/vision.md)");
+  GLINT_ASSIGN_OR_RETURN(const auto inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
+  auto tower = LoadImageEncoder(dir, c, !flags.fast, &pool);
+  if (!tower.ok()) return tower.status().WithContext("--images needs the model's vision tower");
+  GLINT_ASSIGN_OR_RETURN(const Tokenizer tokenizer, Tokenizer::Load(dir));
+  const auto placeholder = tokenizer.TokenId("<|image|>");
+  if (!placeholder) return FailedPrecondition("--images needs the tokenizer's <|image|> token");
+  return AssignImageRows(sequences, *placeholder, **tower, inputs);
+}
+
 Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const int32_t> tokens,
-                                          KdaStateStorage storage, KvCacheDtype kv_dtype, bool token_by_token) {
+                                          KdaStateStorage storage, KvCacheDtype kv_dtype, bool token_by_token,
+                                          const SequenceImages& images) {
   const ModelConfig& c = model.config();
   CacheOptions options;
   options.block_tokens = StandaloneBlockTokens(c);
@@ -66,14 +122,24 @@ Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const in
   const MirroredPools mirrored{mirror, mirror != nullptr ? mirror->AttachPools(layout, arenas) : -1};
   std::vector<EntryOutput> outputs;
   if (!token_by_token) {
-    const BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+    BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+    entry.embedding_positions = images.positions;
+    entry.embedding_rows = images.rows;
     GLINT_RETURN_IF_ERROR(model.Forward({&entry, 1}, outputs));
     return std::move(outputs[0].logits);
   }
+  const int64_t d = c.hidden_size;
+  size_t image_row = 0;  // the next of images.positions
+  static constexpr int32_t kFirst = 0;
   std::vector<float> logits;  // [T, V]
   logits.reserve(length * c.vocab_size);
-  for (const int32_t& token : tokens) {
-    const BatchEntry entry{std::span<const int32_t>(&token, 1), &state, LogitsWanted::kLast, false};
+  for (int64_t t = 0; t < length; ++t) {
+    BatchEntry entry{tokens.subspan(t, 1), &state, LogitsWanted::kLast, false};
+    if (image_row < images.positions.size() && images.positions[image_row] == t) {
+      entry.embedding_positions = {&kFirst, 1};
+      entry.embedding_rows = std::span<const float>(images.rows).subspan(image_row * d, d);
+      ++image_row;
+    }
     GLINT_RETURN_IF_ERROR(model.Forward({&entry, 1}, outputs));
     logits.insert(logits.end(), outputs[0].logits.begin(), outputs[0].logits.end());
   }
@@ -144,6 +210,10 @@ Status RunScore(const ScoreFlags& flags) {
   const KdaStateStorage storage = flags.kda_state == "bf16" ? KdaStateStorage::kBfloat16 : KdaStateStorage::kFloat32;
   GLINT_ASSIGN_OR_RETURN(const KvCacheDtype kv_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
   GLINT_ASSIGN_OR_RETURN(auto sequences, ReadTokenSequences(flags.tokens_file, c.vocab_size));
+  std::vector<SequenceImages> images(sequences.size());
+  if (!flags.images.empty()) {
+    GLINT_ASSIGN_OR_RETURN(images, ScoreImages(flags, dir, c, pool, sequences));
+  }
   std::unique_ptr<Checkpoint> reference;
   if (!flags.reference.empty()) {
     GLINT_ASSIGN_OR_RETURN(Checkpoint opened, Checkpoint::Open(flags.reference));
@@ -158,7 +228,7 @@ Status RunScore(const ScoreFlags& flags) {
   for (size_t i = 0; i < sequences.size(); ++i) {
     const auto& tokens = sequences[i];
     const int64_t length = static_cast<int64_t>(tokens.size());
-    auto computed = SequenceLogits(*model, tokens, storage, kv_dtype, flags.token_by_token);
+    auto computed = SequenceLogits(*model, tokens, storage, kv_dtype, flags.token_by_token, images[i]);
     if (!computed.ok()) return computed.status().WithContext(StrCat("sequence ", i));
     const std::vector<float>& logits = *computed;  // [T, V]
     // NLL of token t+1 under the distribution at position t.
@@ -226,6 +296,15 @@ GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences
                                             "storage of the MLA latents and pooled indexer keys (as the engine's "
                                             "--kv-cache-dtype): fp32, bf16, fp8 or int8")
                              ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
+                             ->capture_default_str();
+                         command.add_option("--images", flags->images,
+                                            "image files whose tower rows fill the sequences' <|image|> "
+                                            "placeholders in order (the sequences already hold them expanded: "
+                                            "N per image, as the processor writes them)");
+                         command.add_option("--max-image-bytes", flags->image_limits.max_bytes, "largest image file")
+                             ->capture_default_str();
+                         command.add_option("--max-image-pixels", flags->image_limits.max_pixels,
+                                            "largest decoded image, w x h")
                              ->capture_default_str();
                          command.add_flag("--token-by-token", flags->token_by_token,
                                           "one token per forward call (the decode path) instead of the whole "

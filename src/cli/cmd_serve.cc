@@ -23,6 +23,7 @@
 #include "server/http_transport.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/image_encoder.h"
 
 namespace glint::cli {
 namespace {
@@ -105,6 +106,24 @@ Status ConfigureImages(const ServeFlags& flags, const std::string& dir, server::
   return Status::Ok();
 }
 
+// The vision tower beside the text model (the same forward path), or null with `why_not` set: the model has none, or
+// several ranks run (the followers would need the image rows). Never fatal: text requests are served either way.
+std::unique_ptr<ImageEncoder> LoadVisionTower(const std::string& dir, const LoadedModel& loaded,
+                                              const ForwardPathFlags& path, std::string& why_not) {
+  if (Distributed()) {
+    why_not = "image input under several MPI ranks is not supported yet (docs/vision.md)";
+  } else {
+    auto tower = LoadImageEncoder(dir, loaded.model->config(), path.path == "reference", loaded.pool.get());
+    if (tower.ok()) {
+      LogInfo("vision tower: ", (*tower)->description(), ": chat requests may carry images");
+      return std::move(tower).value();
+    }
+    why_not = tower.status().message();
+  }
+  LogInfo("no vision tower (", why_not, "): chat requests with images answer 400");
+  return nullptr;
+}
+
 // --chat-template FILE, else the checkpoint's template; a checkpoint without one serves everything but chat.
 Result<std::optional<ChatTemplate>> LoadChatTemplate(const std::string& override_file, const std::string& dir) {
   std::optional<ChatTemplate> chat_template;
@@ -138,7 +157,8 @@ void BlockStopSignals() {
 }
 
 Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, const std::string& dir,
-                                                     const GenerationConfig& generation, const ModelConfig& config) {
+                                                     const GenerationConfig& generation, const ModelConfig& config,
+                                                     const ImageEncoder* images, const std::string& no_images) {
   server::ServerOptions options = flags.limits;
   options.host = flags.host;
   options.port = flags.port;
@@ -155,6 +175,8 @@ Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, co
   options.webui = !flags.no_webui;
   options.allow_special_tokens_in_content = flags.allow_special_tokens_in_content;
   GLINT_RETURN_IF_ERROR(ConfigureImages(flags, dir, options));
+  options.images.engine_takes_images = images != nullptr;
+  options.images.no_images_reason = no_images;
   // One descriptor per connection: 2,000 idle keep-alive clients must not hit the common soft limit of 1,024.
   const int64_t open_files = server::RaiseOpenFileLimit(options.max_connections);
   if (open_files < options.max_connections + 64) {
@@ -187,11 +209,14 @@ Status Serve(ServeFlags flags) {
   BlockStopSignals();
   GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
   GLINT_RETURN_IF_ERROR(SetPrefixDiskModel(dir, engine_options));
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(*model, engine_options, &*tokenizer));
+  std::string no_images;
+  std::unique_ptr<ImageEncoder> images = LoadVisionTower(dir, loaded, flags.path, no_images);
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
+                         Engine::Start(*model, engine_options, &*tokenizer, images.get()));
   LogInfo("engine capacity:\n", engine->capacity().ToString());
   server::EngineBackend backend(*engine);
   GLINT_ASSIGN_OR_RETURN(const server::ServerOptions options,
-                         ServerOptionsFromFlags(flags, dir, generation, model->config()));
+                         ServerOptionsFromFlags(flags, dir, generation, model->config(), images.get(), no_images));
   server::HttpServer server(options, *tokenizer, chat_template ? &*chat_template : nullptr, backend);
   GLINT_RETURN_IF_ERROR(server.Bind());
   LogInfo("serving ", options.model_names[0], " on http://", flags.host, ":", server.port(),

@@ -7,8 +7,8 @@ namespace glint {
 Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) { metrics_ = core_->Metrics(); }
 
 Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const EngineOptions& options,
-                                              const Tokenizer* tokenizer) {
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, options, tokenizer));
+                                              const Tokenizer* tokenizer, ImageEncoder* images) {
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, options, tokenizer, images));
   std::unique_ptr<Engine> engine(new Engine(std::move(core)));
   engine->thread_ = std::thread([raw = engine.get()] { raw->Loop(); });
   return engine;

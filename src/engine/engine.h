@@ -25,8 +25,9 @@ class Engine {
  public:
   // Creates the core (capacity planned, pools allocated) and starts the engine thread. `model` and `tokenizer`
   // (optional) must outlive the engine.
+  // `images` (optional): the vision tower, which then runs on the engine thread.
   static Result<std::unique_ptr<Engine>> Start(const Model& model, const EngineOptions& options,
-                                               const Tokenizer* tokenizer = nullptr);
+                                               const Tokenizer* tokenizer = nullptr, ImageEncoder* images = nullptr);
   // Stops the thread; requests still in flight finish as cancelled.
   ~Engine();
   Engine(const Engine&) = delete;

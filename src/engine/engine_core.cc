@@ -20,12 +20,13 @@ uint64_t SampleSeed(uint64_t seed, int64_t index) { return seed + static_cast<ui
 
 }  // namespace
 
-EngineCore::EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer)
-    : model_(model), options_(options), tokenizer_(tokenizer) {}
+EngineCore::EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer,
+                       ImageEncoder* images)
+    : model_(model), options_(options), tokenizer_(tokenizer), images_(images) {}
 
 Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const EngineOptions& options,
-                                                       const Tokenizer* tokenizer) {
-  std::unique_ptr<EngineCore> core(new EngineCore(model, options, tokenizer));
+                                                       const Tokenizer* tokenizer, ImageEncoder* images) {
+  std::unique_ptr<EngineCore> core(new EngineCore(model, options, tokenizer, images));
   const ModelConfig& c = model.config();
   if (options.speculative == SpeculativeMethod::kMtp && !model.has_mtp()) {
     return InvalidArgument("--speculative mtp needs the model's MTP layer, but ",
@@ -74,6 +75,10 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   scheduling.max_batch_tokens = options.max_batch_tokens;
   scheduling.watermark_blocks = static_cast<int64_t>(options.admission_watermark * r.num_blocks);
   core->scheduler_ = std::make_unique<Scheduler>(*core->memory_, scheduling);
+  EngineCore* raw = core.get();
+  core->scheduler_->set_image_cost([raw](SequenceId id, int64_t start, int64_t& count, int64_t budget) {
+    return raw->ImageBudget(id, start, count, budget);
+  });
   if (options.end_token_ids) {
     core->end_ids_ = *options.end_token_ids;
   } else {
@@ -151,7 +156,7 @@ Status EngineCore::Validate(const Request& request) const {
                               "without a tokenizer");
   }
   if (request.sink == nullptr) return InvalidArgument("the request has no output sink");
-  return Status::Ok();
+  return ValidateImages(request);
 }
 
 Status EngineCore::Add(RequestId id, Request request) {
@@ -163,6 +168,13 @@ Status EngineCore::Add(RequestId id, Request request) {
   record.max_tokens = request.stop.max_tokens > 0 ? request.stop.max_tokens : capacity_.max_model_len - length;
   const uint64_t seed = request.seeded ? request.sampling.seed : std::random_device{}();
   const int64_t arrival = next_arrival_++;
+  for (const RequestImage& image : request.images) {
+    const int64_t tokens = VisionTokenCount(images_->config(), *image.input);
+    record.images.push_back({image.start, tokens, {}, false});
+    ++counters_.images;
+    counters_.image_tokens += tokens;
+  }
+  std::vector<int32_t> keys = ImageKeyTokens(request, record.images);
   for (int64_t index = 0; index < request.n; ++index) {
     const SequenceId sequence = next_sequence_++;
     SamplingParams params = request.sampling;
@@ -177,7 +189,7 @@ Status EngineCore::Add(RequestId id, Request request) {
     record.samples.push_back(sequence);
     // Sample 0 computes the prompt; the others start as copies of it once it has (n > 1 computes it once).
     if (index == 0) {
-      scheduler_->Add(sequence, request.prompt, arrival);
+      scheduler_->Add(sequence, request.prompt, arrival, keys);
     } else {
       scheduler_->AddChild(sequence, record.samples.front(), arrival);
     }
@@ -352,7 +364,7 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work, std::vector<std::pair<S
 
 Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t snapshot_position) {
   const SequenceState& state = *samples_.at(id).state;
-  for (const CheckpointTarget& target : memory_->TakeCheckpoints(id, scheduler_->Get(id).tokens, state.tokens)) {
+  for (const CheckpointTarget& target : memory_->TakeCheckpoints(id, scheduler_->Keys(id), state.tokens)) {
     if (target.data == nullptr) continue;  // a split only; the step has ended there anyway
     const std::byte* source = nullptr;
     if (target.position == state.tokens) {
@@ -448,8 +460,11 @@ Status EngineCore::Step() {
   step.plan = scheduler_->Schedule();
   BindScheduled(step.plan);
   if (step.plan.chunks.empty()) return CheckProgress(step.plan);
-  BuildBatch(step);
-  bool left = RunForward(step);
+  bool left = EncodeImages(step);
+  if (left) {
+    BuildBatch(step);
+    left = RunForward(step);
+  }
   if (left) {
     CountComputed(step.plan);
     ChooseNextTokens(step);
@@ -515,6 +530,7 @@ void EngineCore::BuildBatch(StepWork& step) {
       entry.logits = LogitsWanted::kAll;
       entry.rollback = {chunk.start + 1, RollbackData(chunk.id)};
     }
+    AttachImageRows(step, i, entry);
     step.batch.push_back(entry);
   }
 }
@@ -678,7 +694,7 @@ Status EngineCore::ForkWaitingSamples(StepWork& step) {
   for (const MtpWork& w : step.children_work) {
     if (samples_.count(w.id) == 0) continue;
     const SequenceInfo& child = scheduler_->Get(w.id);
-    memory_->Commit(w.id, child.tokens, child.computed);  // with the MTP rows written, its blocks may be cached
+    memory_->Commit(w.id, scheduler_->Keys(w.id), child.computed);  // with the MTP rows written, its blocks may be cached
   }
   return Status::Ok();
 }

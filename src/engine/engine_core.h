@@ -29,6 +29,7 @@
 #include "memory/cache_manager.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
+#include "vision/image_encoder.h"
 
 namespace glint {
 
@@ -53,14 +54,20 @@ struct EngineMetrics {
   // drafted tokens accepted, and accepted tokens by draft position ([1]; empty when speculation is off).
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_position;
+  // Images (docs/vision.md "In the engine"): of submitted requests, and those the tower ran for (a prefix-cache
+  // hit past an image skips it); the tower's time is part of step_seconds, not of model_seconds.
+  int64_t images = 0, image_tokens = 0;
+  int64_t images_encoded = 0, image_tokens_encoded = 0;
+  double vision_seconds = 0;
 };
 
 class EngineCore {
  public:
   // Lays out the caches, plans the capacity and allocates every pool. `tokenizer` (optional, not owned) is needed
-  // for text output and stop strings.
+  // for text output and stop strings; `images` (optional, not owned) is the vision tower requests with images need.
   static Result<std::unique_ptr<EngineCore>> Create(const Model& model, const EngineOptions& options,
-                                                    const Tokenizer* tokenizer = nullptr);
+                                                    const Tokenizer* tokenizer = nullptr,
+                                                    ImageEncoder* images = nullptr);
   ~EngineCore();  // detaches the pools from the model's mirror
 
   // Checks a request against the model and the limits (thread-safe: reads only what Create fixed).
@@ -113,13 +120,21 @@ class EngineCore {
     int32_t token = 0;
     std::span<const float> logits;
   };
+  // An image of a request: its rows [tokens, D] once the tower ran (kept while the request lives, so recompute
+  // after preemption and the n samples share them).
+  struct ImageRows {
+    int64_t start = 0, tokens = 0;
+    std::vector<float> rows;
+    bool encoded = false;
+  };
   struct RequestRecord {
     Request request;  // prompt moved to the scheduler
     int64_t max_tokens = 0;
     std::vector<SequenceId> samples;  // unfinished samples
+    std::vector<ImageRows> images;    // [request.images]
   };
 
-  EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer);
+  EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer, ImageEncoder* images);
   double Now() const { return clock_.Seconds(); }
   bool speculative() const { return options_.speculative != SpeculativeMethod::kNone; }
   // Binds the sequence to its memory; the MTP layer holds `mtp_tokens` pairs (−1: as many as computed positions).
@@ -152,7 +167,21 @@ class EngineCore {
     std::vector<std::vector<Emission>> emissions;            // [chunks] tokens to hand out, in order
     std::vector<MtpWork> children_work;                      // forked samples' MTP pairs
     std::vector<RequestOutput> outputs;                      // delivered at the end of the step
+    std::vector<std::vector<int32_t>> image_indices;         // [chunks][rows] token indices taking image rows
+    std::vector<std::vector<float>> image_rows;              // [chunks][rows, D]
   };
+  // Images (engine_images.cc). The checks of a request's images against the prompt and the tower.
+  Status ValidateImages(const Request& request) const;
+  // The prefix-cache keys of a prompt with images (Scheduler::Add): each placeholder position gets a value from its
+  // image's hash with the top bit set, so it never equals a text token and different images never share a block.
+  static std::vector<int32_t> ImageKeyTokens(const Request& request, const std::vector<ImageRows>& images);
+  // ImageCost of the scheduler: the tokens of the images a chunk reaches that are not encoded yet.
+  int64_t ImageBudget(SequenceId id, int64_t start, int64_t& count, int64_t budget) const;
+  // Runs the tower for every image a scheduled chunk reaches that has no rows yet; a failure fails its request.
+  // False when no chunk is left.
+  bool EncodeImages(StepWork& step);
+  // The image rows of chunk i (its positions' indices and rows gathered into `step`), set on `entry`.
+  void AttachImageRows(StepWork& step, size_t i, BatchEntry& entry);
   // The phases of Step, in order (docs/engine.md "A step"). A phase that returns false (or a Result of false) has
   // failed every request left in the step: the step ends there, delivering what it has. An error is the engine's.
   void BindScheduled(const StepPlan& plan);
@@ -196,6 +225,7 @@ class EngineCore {
   const Model& model_;
   EngineOptions options_;
   const Tokenizer* tokenizer_;
+  ImageEncoder* images_;  // null: requests with images are refused
   std::vector<int32_t> end_ids_;
   std::unique_ptr<grammar::TokenVocabulary> vocabulary_;  // structured output: the tokenizer's byte strings [V]
   grammar::TokenMask mask_;                               // scratch: the allowed tokens of one sample

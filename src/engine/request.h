@@ -14,6 +14,7 @@
 
 #include "engine/sampling.h"
 #include "grammar/matcher.h"
+#include "vision/tower.h"
 
 namespace glint {
 
@@ -77,8 +78,17 @@ class RequestSink {
   virtual void OnOutput(RequestOutput output) = 0;
 };
 
+// An image of the prompt (docs/vision.md "In the engine"): its placeholder tokens are the prompt positions
+// [start, start + VisionTokenCount(input)), all one id; the tower's rows replace their embeddings.
+struct RequestImage {
+  int64_t start = 0;
+  std::shared_ptr<const VisionInput> input;  // the processor's patches
+  uint64_t key = 0;  // prefix-cache key: a hash of the image's encoded bytes (server: XXH3-64)
+};
+
 struct Request {
   std::vector<int32_t> prompt;  // token ids, at least one
+  std::vector<RequestImage> images;  // in prompt order, placeholders not overlapping; needs an image encoder
   SamplingParams sampling;      // temperature 0 = greedy; penalties; `seed` is used only if `seeded`
   bool seeded = false;          // false: the engine draws a seed (outputs are not reproducible)
   StopConditions stop;

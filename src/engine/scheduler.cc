@@ -20,13 +20,14 @@ const SequenceInfo& Scheduler::Get(SequenceId id) const {
   return found->second;
 }
 
-void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival) {
-  GLINT_CHECK(!Contains(id) && !prompt.empty()) << "sequence " << id;
+void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys) {
+  GLINT_CHECK(!Contains(id) && !prompt.empty() && (keys.empty() || keys.size() == prompt.size())) << "sequence " << id;
   SequenceInfo& sequence = sequences_[id];
   sequence.id = id;
   sequence.arrival = arrival;
   sequence.prompt_length = static_cast<int64_t>(prompt.size());
   sequence.tokens = std::move(prompt);
+  sequence.keys = std::move(keys);
   waiting_.insert({arrival, id});
 }
 
@@ -38,9 +39,19 @@ void Scheduler::AddChild(SequenceId id, SequenceId parent, int64_t arrival) {
   sequence.arrival = arrival;
   sequence.prompt_length = source.prompt_length;
   sequence.tokens.assign(source.tokens.begin(), source.tokens.begin() + source.prompt_length);
+  if (!source.keys.empty()) sequence.keys.assign(source.keys.begin(), source.keys.begin() + source.prompt_length);
   sequence.status = SequenceStatus::kWaitingForParent;
   sequence.parent = parent;
   children_.insert({arrival, id});
+}
+
+std::span<const int32_t> Scheduler::Keys(SequenceId id) const {
+  const SequenceInfo& sequence = Get(id);
+  return sequence.keys.empty() ? std::span<const int32_t>(sequence.tokens) : std::span<const int32_t>(sequence.keys);
+}
+
+int64_t Scheduler::ImageTokens(SequenceId id, int64_t start, int64_t& count, int64_t budget) const {
+  return image_cost_ ? image_cost_(id, start, count, budget) : 0;
 }
 
 std::vector<SequenceId> Scheduler::Children(SequenceId parent) const {
@@ -70,7 +81,7 @@ void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   // A sequence scheduled earlier in this step gives its chunk back.
   auto chunk = std::find_if(plan.chunks.begin(), plan.chunks.end(), [id](const ScheduledChunk& c) { return c.id == id; });
   if (chunk != plan.chunks.end()) {
-    budget += chunk->count + chunk->draft;
+    budget += chunk->count + chunk->draft + chunk->image_tokens;
     plan.tokens -= chunk->count + chunk->draft;
     plan.chunks.erase(chunk);
   }
@@ -96,6 +107,8 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     }
     if (preempted_self) continue;
     count = std::min(count, Coverable(sequence));  // a prefill chunk shrinks to the free blocks
+    const int64_t image_tokens = ImageTokens(id, sequence.computed, count, budget);
+    if (count == 0) continue;  // it starts at an image the tower cannot run within this step's budget
     // A drafted token rides along with a decode when there is room for it; it never preempts anyone.
     const int64_t draft =
         decodes && sequence.has_draft && budget >= count + 1 && Coverable(sequence) >= count + 1 ? 1 : 0;
@@ -103,9 +116,10 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     GLINT_CHECK(reserved) << "Coverable said there were blocks";
     plan.chunks.push_back({id, sequence.computed, count,
                            sequence.computed + count == static_cast<int64_t>(sequence.tokens.size()),
-                           memory_.TakeCheckpoints(id, sequence.tokens, sequence.computed + count), draft, 0});
+                           memory_.TakeCheckpoints(id, Keys(id), sequence.computed + count), draft, 0,
+                           image_tokens});
     plan.tokens += count + draft;
-    budget -= count + draft;
+    budget -= count + draft + image_tokens;
   }
 }
 
@@ -115,8 +129,9 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     const auto [arrival, id] = *waiting_.begin();
     SequenceInfo& sequence = Mutable(id);
     if (memory_.slot_pool().num_free() == 0) return;
-    memory_.LoadPrefixFromDisk(sequence.tokens);  // a no-op without the disk tier
-    const PrefixMatch match = memory_.FindPrefix(sequence.tokens);
+    const std::span<const int32_t> keys = Keys(id);
+    memory_.LoadPrefixFromDisk(keys);  // a no-op without the disk tier
+    const PrefixMatch match = memory_.FindPrefix(keys);
     int64_t reclaimed = 0;  // matched blocks in the free queue are no longer free once taken
     for (int32_t block : match.blocks) reclaimed += memory_.block_pool().ref_count(block) == 0 ? 1 : 0;
     // The watermark keeps room for running sequences to grow; with none running it would only block the head.
@@ -124,9 +139,10 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     const int64_t available = memory_.block_pool().num_free() - reclaimed - watermark;
     const int64_t fit = (static_cast<int64_t>(match.blocks.size()) + available) * block_tokens - match.tokens;
     const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - match.tokens;
-    const int64_t count = std::min({remaining, budget, fit});
+    int64_t count = std::min({remaining, budget, fit});
+    const int64_t image_tokens = count < 1 ? 0 : ImageTokens(id, match.tokens, count, budget);
     if (count < 1) return;  // head of the line does not fit: nobody behind it goes first
-    const bool admitted = memory_.Admit(id, sequence.tokens, match, match.tokens + count);
+    const bool admitted = memory_.Admit(id, keys, match, match.tokens + count);
     GLINT_CHECK(admitted) << "the fit said there was memory";
     waiting_.erase(waiting_.begin());
     running_.insert({arrival, id});
@@ -137,9 +153,9 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     plan.admitted.push_back(id);
     plan.chunks.push_back({id, match.tokens, count,
                            match.tokens + count == static_cast<int64_t>(sequence.tokens.size()),
-                           memory_.TakeCheckpoints(id, sequence.tokens, match.tokens + count), 0, 0});
+                           memory_.TakeCheckpoints(id, keys, match.tokens + count), 0, 0, image_tokens});
     plan.tokens += count;
-    budget -= count;
+    budget -= count + image_tokens;
   }
 }
 
@@ -159,11 +175,15 @@ void Scheduler::Complete(const StepPlan& plan) {
                 chunk.accepted >= 0 && chunk.accepted <= chunk.draft)
         << "sequence " << chunk.id << " changed between Schedule and Complete";
     sequence.computed += chunk.count + chunk.accepted;
-    memory_.Commit(chunk.id, sequence.tokens, sequence.computed);
+    memory_.Commit(chunk.id, Keys(chunk.id), sequence.computed);
   }
 }
 
-void Scheduler::AppendToken(SequenceId id, int32_t token) { Mutable(id).tokens.push_back(token); }
+void Scheduler::AppendToken(SequenceId id, int32_t token) {
+  SequenceInfo& sequence = Mutable(id);
+  sequence.tokens.push_back(token);
+  if (!sequence.keys.empty()) sequence.keys.push_back(token);  // generated tokens key as themselves
+}
 
 void Scheduler::SetDraft(SequenceId id, bool has_draft) {
   SequenceInfo& sequence = Mutable(id);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <set>
 #include <span>
@@ -50,19 +51,27 @@ struct ScheduledChunk {
   // in `tokens`). The engine sets `accepted` (≤ draft) before Complete.
   int64_t draft = 0;
   int64_t accepted = 0;
+  int64_t image_tokens = 0;  // budget the vision tower takes for the images this chunk reaches first (ImageCost)
 };
 
 struct StepPlan {
   std::vector<ScheduledChunk> chunks;  // decodes first, then prefill chunks; each sequence at most once
   std::vector<SequenceId> admitted;    // became live this step, with `computed` positions restored
   std::vector<SequenceId> preempted;   // lost their memory this step and wait again
-  int64_t tokens = 0;                  // Σ chunk counts + drafts ≤ max_batch_tokens
+  int64_t tokens = 0;                  // Σ chunk counts + drafts (+ Σ image_tokens ≤ max_batch_tokens)
 };
+
+// The vision tower's share of the token budget (docs/engine.md "Images"): for a chunk of `count` positions from
+// `start` of the sequence, the image tokens of the images it reaches whose rows are not computed yet (they are
+// computed in this step), after shrinking `count` so that count + those tokens ≤ `budget` (the chunk then ends
+// before the first image that does not fit; 0 when it starts at one).
+using ImageCost = std::function<int64_t(SequenceId id, int64_t start, int64_t& count, int64_t budget)>;
 
 struct SequenceInfo {
   SequenceId id = 0;
   int64_t arrival = 0;            // order of arrival: lower is older
   std::vector<int32_t> tokens;    // prompt, then generated tokens
+  std::vector<int32_t> keys;      // empty, or the prefix-cache key of every token (images: Scheduler::Add)
   int64_t prompt_length = 0;
   int64_t computed = 0;           // positions whose caches are in memory (0 unless running)
   SequenceStatus status = SequenceStatus::kWaiting;
@@ -77,8 +86,14 @@ class Scheduler {
  public:
   Scheduler(CacheManager& memory, const SchedulerOptions& options);
 
-  // A new sequence that waits to run its prompt.
-  void Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival);
+  // A new sequence that waits to run its prompt. `keys` (empty: the tokens themselves) are what the prefix cache
+  // keys its positions by: the prompt with each image's placeholders replaced by values from the image's hash, so
+  // blocks holding different images never match (EngineCore::ImageKeyTokens).
+  void Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys = {});
+  // Sets the vision tower's share of the budget (none by default).
+  void set_image_cost(ImageCost cost) { image_cost_ = std::move(cost); }
+  // The prefix-cache keys of the sequence's positions (its tokens unless it has images).
+  std::span<const int32_t> Keys(SequenceId id) const;
   // A sequence that waits until `parent` (added before it, same prompt) has computed its prompt; then Fork.
   void AddChild(SequenceId id, SequenceId parent, int64_t arrival);
 
@@ -121,6 +136,10 @@ class Scheduler {
   CacheManager& memory_;
   SchedulerOptions options_;
   std::map<SequenceId, SequenceInfo> sequences_;
+  // The chunk's tower budget (ImageCost), `count` shrunk to fit; 0 without images.
+  int64_t ImageTokens(SequenceId id, int64_t start, int64_t& count, int64_t budget) const;
+
+  ImageCost image_cost_;
   Order running_, waiting_, children_;
   int64_t preemptions_ = 0;
 };

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "grammar/matcher.h"
+#include "vision/tower.h"
 
 namespace glint::server {
 
@@ -56,8 +57,16 @@ class GenerationSink {
   virtual void OnOutput(GenerationOutput output) = 0;  // backend thread; must return quickly
 };
 
+// An image of the prompt: its placeholders are prompt positions [start, start + its image tokens).
+struct GenerationImage {
+  int64_t start = 0;
+  std::shared_ptr<const VisionInput> input;
+  uint64_t key = 0;  // XXH3-64 of the encoded bytes: the prefix-cache key
+};
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // at least one token
+  std::vector<GenerationImage> images;  // in prompt order
   GenerationSampling sampling;
   int64_t max_tokens = -1;                // −1: up to the context limit
   std::vector<std::string> stop_strings;  // finish when the text contains one (not included in the text)
@@ -93,6 +102,9 @@ struct BackendMetrics {
   // by draft position (empty when speculation is off).
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_position;
+  // Images of submitted requests and their tokens; those the tower ran for (a prefix-cache hit skips it).
+  int64_t images = 0, image_tokens = 0, images_encoded = 0, image_tokens_encoded = 0;
+  double vision_seconds = 0;
 };
 
 class GenerationBackend {

@@ -58,6 +58,7 @@ class SinkAdapter final : public RequestSink {
 Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   Request converted;
   converted.prompt = std::move(request.prompt);
+  for (GenerationImage& image : request.images) converted.images.push_back({image.start, std::move(image.input), image.key});
   const GenerationSampling& s = request.sampling;
   converted.sampling.temperature = s.temperature;
   converted.sampling.top_p = s.top_p;
@@ -119,6 +120,11 @@ BackendMetrics EngineBackend::Metrics() const {
   out.spec_draft_tokens = m.spec_draft_tokens;
   out.spec_accepted_tokens = m.spec_accepted_tokens;
   out.spec_accepted_per_position = m.spec_accepted_per_position;
+  out.images = m.images;
+  out.image_tokens = m.image_tokens;
+  out.images_encoded = m.images_encoded;
+  out.image_tokens_encoded = m.image_tokens_encoded;
+  out.vision_seconds = m.vision_seconds;
   return out;
 }
 

@@ -329,7 +329,8 @@ class HttpServer::Impl final : public HttpHandler {
 
   // Image parts: loaded, decoded and preprocessed, their placeholders in `tokens` expanded to N image tokens each.
   // Empty when the request has none.
-  ApiOr<std::vector<LoadedImage>> PrepareImages(const ChatRequest& chat, std::vector<int32_t>& tokens) const {
+  ApiOr<std::vector<LoadedImage>> PrepareImages(const ChatRequest& chat, std::vector<int32_t>& tokens,
+                                                std::vector<size_t>* starts = nullptr) const {
     if (chat.images.empty()) return std::vector<LoadedImage>{};
     const auto image_token = tokenizer_.TokenId("<|image|>");
     if (!image_token) {
@@ -337,7 +338,7 @@ class HttpServer::Impl final : public HttpHandler {
                         chat.images[0].param);
     }
     API_ASSIGN_OR_RETURN(std::vector<LoadedImage> images, LoadImages(chat.images, options_.images));
-    API_ASSIGN_OR_RETURN(tokens, ExpandImageTokens(tokens, *image_token, images, nullptr));
+    API_ASSIGN_OR_RETURN(tokens, ExpandImageTokens(tokens, *image_token, images, starts));
     return images;
   }
 
@@ -358,21 +359,22 @@ class HttpServer::Impl final : public HttpHandler {
     }
     auto prompt = BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions());
     if (!prompt.ok()) return fail(prompt.error());
-    auto images = PrepareImages(chat, prompt.value().tokens);
+    std::vector<size_t> starts;
+    auto images = PrepareImages(chat, prompt.value().tokens, &starts);
     if (!images.ok()) return fail(images.error());
     if (!images.value().empty() && !options_.images.engine_takes_images) {
       int64_t image_tokens = 0;
       for (const LoadedImage& image : images.value()) image_tokens += image.image.num_tokens();
-      return fail(BadRequest(StrCat("image input is not yet wired to the engine: the ", images.value().size(),
-                                    " image(s) were decoded and preprocessed (", image_tokens,
-                                    " image tokens) but the vision tower does not run in glint serve yet "
-                                    "(docs/status.md); /tokenize shows the expanded prompt"),
+      return fail(BadRequest(StrCat("this server takes no images: ", options_.images.no_images_reason, " (the ",
+                                    images.value().size(), " image(s) were decoded and preprocessed, ", image_tokens,
+                                    " image tokens; /tokenize shows the expanded prompt)"),
                              images.value()[0].param, "image_input_not_supported"));
     }
     if (options_.log_prompts) LogInfo("prompt: ", prompt.value().text);
     if (auto error = CheckContext(prompt.value().tokens.size(), chat.fields, "messages")) return fail(*error);
     GenerationRequest request = BaseRequest(chat.fields);
     request.prompt = prompt.value().tokens;
+    request.images = ToGenerationImages(std::move(images).value(), starts);
     request.skip_special_tokens = false;  // <think>, <tool_call>... must reach the parsers
     auto grammar = ChatConstraint(chat, prompt.value());
     if (!grammar.ok()) return fail(grammar.error());

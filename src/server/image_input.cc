@@ -165,4 +165,18 @@ ApiOr<std::vector<int32_t>> ExpandImageTokens(const std::vector<int32_t>& tokens
   return out;
 }
 
+std::vector<GenerationImage> ToGenerationImages(std::vector<LoadedImage> images, const std::vector<size_t>& starts) {
+  std::vector<GenerationImage> out;
+  for (size_t i = 0; i < images.size() && i < starts.size(); ++i) {
+    auto input = std::make_shared<VisionInput>();
+    media::PreprocessedImage& image = images[i].image;
+    input->grid_t = image.grid_t;
+    input->grid_h = image.grid_h;
+    input->grid_w = image.grid_w;
+    input->patches = std::move(image.patches);
+    out.push_back({static_cast<int64_t>(starts[i]), std::move(input), images[i].bytes_hash});
+  }
+  return out;
+}
+
 }  // namespace glint::server

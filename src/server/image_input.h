@@ -16,6 +16,7 @@
 #include "media/image.h"
 #include "media/preprocess.h"
 #include "server/api_error.h"
+#include "server/backend.h"
 #include "server/openai_request.h"
 
 namespace glint::server {
@@ -24,9 +25,10 @@ struct ImageInputOptions {
   media::DecodeLimits limits;            // --max-image-bytes, --max-image-pixels
   media::ProcessorConfig processor;      // the checkpoint's processor_config.json, or the release defaults
   std::string allowed_local_media_path;  // empty: file:// URLs are refused
-  // Until the vision tower is joined to the engine, a chat request with images is refused (after validation);
-  // /tokenize still expands them.
+  // Whether the engine has a vision tower; without one a chat request with images is refused (after validation)
+  // with `no_images_reason`; /tokenize still expands them.
   bool engine_takes_images = false;
+  std::string no_images_reason = "this server has no vision tower";
 };
 
 struct LoadedImage {
@@ -46,6 +48,9 @@ ApiOr<std::vector<LoadedImage>> LoadImages(const std::vector<ImagePart>& parts, 
 // special-token text allowed in content, is a 400). `starts` receives where each image's tokens begin.
 ApiOr<std::vector<int32_t>> ExpandImageTokens(const std::vector<int32_t>& tokens, int32_t image_token_id,
                                               const std::vector<LoadedImage>& images, std::vector<size_t>* starts);
+
+// The engine's view of the images (patches moved out of `images`): image i's placeholders start at starts[i].
+std::vector<GenerationImage> ToGenerationImages(std::vector<LoadedImage> images, const std::vector<size_t>& starts);
 
 // Strict RFC 4648 base64 (padding optional, no whitespace); nullopt on any other character.
 std::optional<std::string> DecodeBase64(std::string_view text);

@@ -142,6 +142,18 @@ void RenderEngine(Writer& w, const BackendMetrics& backend) {
            static_cast<double>(backend.computed_tokens));
 }
 
+// Image input: images and their tokens submitted, and what the vision tower computed (prefix-cache hits skip it).
+void RenderImages(Writer& w, const BackendMetrics& backend) {
+  w.Single("glint_images_total", "counter", "Images of submitted requests.", "", static_cast<double>(backend.images));
+  w.Single("glint_image_tokens_total", "counter", "Image tokens (placeholders) of submitted requests.", "",
+           static_cast<double>(backend.image_tokens));
+  w.Single("glint_images_encoded_total", "counter", "Images the vision tower ran for (prefix-cache hits skip it).",
+           "", static_cast<double>(backend.images_encoded));
+  w.Single("glint_image_tokens_encoded_total", "counter", "Image tokens the vision tower computed.", "",
+           static_cast<double>(backend.image_tokens_encoded));
+  w.Single("glint_vision_seconds_total", "counter", "Time in the vision tower.", "", backend.vision_seconds);
+}
+
 // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens
 // = tokens proposed, accepted = drafted tokens the model kept, per draft position. All 0 when speculation is off
 // (position 0 is still written, so that tools that read it find it).
@@ -258,6 +270,7 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
            static_cast<double>(backend.requests_waiting));
   RenderServer(totals, out);
   RenderEngine(w, backend);
+  RenderImages(w, backend);
   RenderSpecDecode(w, backend, "glint_", "");
   RenderGrammarCache(w);
   // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----

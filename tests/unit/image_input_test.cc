@@ -143,7 +143,7 @@ TEST(ImageParts, ExpansionCountsMustMatch) {
 // The same tokens a PNG of `w` × `h` must expand to: the canvas rule of the release processor.
 int64_t Tokens(int h, int w) { return media::ImageTokenCount(media::ProcessorConfig{}, h, w).value(); }
 
-TEST(ImageServer, TokenizeExpandsAndChatRefusesUntilTheTowerIsWired) {
+TEST(ImageServer, TokenizeExpandsAndChatRefusesWithoutATower) {
   TestServer server;
   const Tokenizer& tokenizer = TestTokenizer();
   const int32_t image = *tokenizer.TokenId("<|image|>");
@@ -165,7 +165,7 @@ TEST(ImageServer, TokenizeExpandsAndChatRefusesUntilTheTowerIsWired) {
   EXPECT_EQ(chat.status, 400);
   EXPECT_EQ(chat.json()["error"]["param"], "messages[0].content[0]");
   EXPECT_EQ(chat.json()["error"]["code"], "image_input_not_supported");
-  EXPECT_NE(chat.body.find("image input is not yet wired to the engine"), std::string::npos);
+  EXPECT_NE(chat.body.find("this server takes no images: this server has no vision tower"), std::string::npos);
   EXPECT_TRUE(server.backend().submitted().empty());  // nothing reached the engine
 
   std::string corrupt = PngBytes(8, 8);
@@ -175,6 +175,35 @@ TEST(ImageServer, TokenizeExpandsAndChatRefusesUntilTheTowerIsWired) {
   EXPECT_EQ(refused.status, 400);
   EXPECT_EQ(refused.json()["error"]["param"], "messages[0].content[1]");
   EXPECT_NE(refused.body.find("PNG image could not be decoded"), std::string::npos) << refused.body;
+}
+
+TEST(ImageServer, AChatWithImagesHandsTheEngineTheirPatchesStartsAndHashes) {
+  ServerOptions options;
+  options.images.engine_takes_images = true;
+  TestServer server(options);
+  const int32_t image = *TestTokenizer().TokenId("<|image|>");
+  const std::string a = PngBytes(40, 30), b = PngBytes(500, 300);
+  const Json messages = {{{"role", "user"},
+                          {"content", {ImagePart(DataUrl(a)), TextPart("and"), ImagePart(DataUrl(b))}}}};
+  const HttpReply chat = Post(server.port(), "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}});
+  ASSERT_EQ(chat.status, 200) << chat.body;
+  const std::vector<GenerationRequest> submitted = server.backend().submitted();
+  ASSERT_EQ(submitted.size(), 1u);
+  const GenerationRequest& request = submitted[0];
+  ASSERT_EQ(request.images.size(), 2u);
+  const int64_t counts[] = {Tokens(30, 40), Tokens(300, 500)};
+  for (size_t k = 0; k < 2; ++k) {
+    const GenerationImage& got = request.images[k];
+    ASSERT_NE(got.input, nullptr);
+    EXPECT_EQ(got.input->NumPatches() / 4, counts[k]);
+    EXPECT_EQ(static_cast<int64_t>(got.input->patches.size()), got.input->NumPatches() * 1176);
+    // The placeholders start there, all of them, and the token before is <|begin_of_image|>.
+    ASSERT_LE(got.start + counts[k], static_cast<int64_t>(request.prompt.size()));
+    EXPECT_EQ(std::count(request.prompt.begin() + got.start, request.prompt.begin() + got.start + counts[k], image),
+              counts[k]);
+    EXPECT_EQ(request.prompt[got.start - 1], *TestTokenizer().TokenId("<|begin_of_image|>"));
+  }
+  EXPECT_NE(request.images[0].key, request.images[1].key);  // the keys are the bytes' hashes
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+#include "vision/image_encoder.h"
+
+#include <utility>
+
+#include "vision/tower_reference.h"
+
+namespace glint {
+namespace {
+
+class ReferenceImageEncoder final : public ImageEncoder {
+ public:
+  ReferenceImageEncoder(VisionWeights weights, const VisionConfig& config)
+      : weights_(std::move(weights)), config_(config) {}
+  Result<std::vector<float>> Encode(const VisionInput& input) override {
+    return RunVisionTowerReference(weights_, config_, input);
+  }
+  const VisionConfig& config() const override { return config_; }
+  std::string_view description() const override { return "fp32 reference tower"; }
+
+ private:
+  VisionWeights weights_;
+  VisionConfig config_;
+};
+
+class FastImageEncoder final : public ImageEncoder {
+ public:
+  FastImageEncoder(FastVisionTower tower, WorkerPool& pool)
+      : tower_(std::move(tower)),
+        pool_(pool),
+        description_(tower_.format() == VisionWeightFormat::kBf16 ? "bf16 fast tower" : "int8 fast tower") {}
+  Result<std::vector<float>> Encode(const VisionInput& input) override { return tower_.Run(pool_, input); }
+  const VisionConfig& config() const override { return tower_.config(); }
+  std::string_view description() const override { return description_; }
+
+ private:
+  FastVisionTower tower_;
+  WorkerPool& pool_;
+  std::string description_;
+};
+
+}  // namespace
+
+std::unique_ptr<ImageEncoder> MakeReferenceImageEncoder(VisionWeights weights, const VisionConfig& config) {
+  return std::make_unique<ReferenceImageEncoder>(std::move(weights), config);
+}
+
+Result<std::unique_ptr<ImageEncoder>> MakeFastImageEncoder(const VisionWeights& weights, const VisionConfig& config,
+                                                           WorkerPool& pool, const FastVisionOptions& options) {
+  GLINT_ASSIGN_OR_RETURN(FastVisionTower tower, FastVisionTower::Create(weights, config, options));
+  return std::unique_ptr<ImageEncoder>(std::make_unique<FastImageEncoder>(std::move(tower), pool));
+}
+
+Result<std::unique_ptr<ImageEncoder>> LoadImageEncoder(const std::string& dir, const ModelConfig& config,
+                                                       bool reference, WorkerPool* pool) {
+  if (!config.vision.present) {
+    return FailedPrecondition("the model's config.json has no vision_config: it is text-only");
+  }
+  Result<Checkpoint> checkpoint = Checkpoint::Open(dir);
+  if (!checkpoint.ok()) {
+    return FailedPrecondition(
+        "the vision tower loads from the checkpoint's safetensors, which ", dir,
+        " does not hold (a `glint convert` container has no vision tensors): ", checkpoint.status().message());
+  }
+  GLINT_ASSIGN_OR_RETURN(VisionWeights weights, LoadVisionWeights(*checkpoint, config.vision));
+  if (reference) return MakeReferenceImageEncoder(std::move(weights), config.vision);
+  GLINT_CHECK(pool != nullptr) << "the fast tower needs a worker pool";
+  return MakeFastImageEncoder(weights, config.vision, *pool);
+}
+
+}  // namespace glint
