@@ -21,7 +21,9 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "base/worker_pool.h"
+#include "cli/collective_report.h"
 #include "cli/command.h"
+#include "cli/distributed.h"
 #include "cli/host_info.h"
 #include "cli/model_flags.h"
 #include "cli/progress_bar.h"
@@ -164,9 +166,17 @@ Status RunBenchModel(const BenchFlags& flags) {
   const auto* fast = &static_cast<const FastModel&>(Unwrapped(*runner));  // its step statistics
   const ModelConfig& c = runner->config();
 
+  // Under mpirun: the collectives of a step on rank 0 beside glint plan's count for the same step.
+  const auto report_collectives = [&](const CollectiveStats& since, int64_t steps, double step_seconds,
+                                      const plan::StepShape& shape) {
+    if (!Distributed()) return;
+    std::printf("   %s\n", DescribeStepCollectives(since, steps, step_seconds, c, runner->shard_plan(), shape).c_str());
+  };
+
   // ---- prefill ----
   for (int64_t prompt : flags.prompts) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
+    const CollectiveStats prefill_start = World().stats();
     for (int rep = 0; rep < flags.repetitions; ++rep) {
       SequenceState state = runner->NewSequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
@@ -186,6 +196,8 @@ Status RunBenchModel(const BenchFlags& flags) {
                 "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
                 static_cast<long long>(prompt), s, prompt / s, g, 100 * g / int8_peak, peak_name,
                 100 * Median(int8_share), 100 * Median(cpu_share), flags.repetitions);
+    report_collectives(World().stats().Since(prefill_start), flags.repetitions, s,
+                       {1, prompt, 1, flags.pass_tokens, 0, 0, 0});
   }
 
   // ---- decode ----
@@ -203,6 +215,7 @@ Status RunBenchModel(const BenchFlags& flags) {
     GLINT_RETURN_IF_ERROR(runner->Forward(entries, outputs));
     if (fast->expert_cache() != nullptr) const_cast<DiskExpertCache*>(fast->expert_cache())->ResetStats();
     Stopwatch decode_clock;
+    const CollectiveStats decode_start = World().stats();
     std::vector<double> seconds, bandwidth_ratio, cpu_share;
     double bytes_per_step = 0, experts_per_layer = 0;
     int moe_layers = 0;
@@ -236,6 +249,8 @@ Status RunBenchModel(const BenchFlags& flags) {
                 bytes_per_step / s / 1e9, 100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
                 s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
                 static_cast<long long>(flags.steps));
+    report_collectives(World().stats().Since(decode_start), flags.steps, s,
+                       {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0});
     if (const DiskExpertCache* cache = fast->expert_cache(); cache != nullptr) {
       const ExpertCacheStats cs = cache->stats();
       const double wall = decode_clock.Seconds();

@@ -450,6 +450,7 @@ void FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<Ent
   for (int64_t r = 0; r < count; ++r) std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
   float* logits = act.logits.Floats(count * c.vocab_size);
   ctx.Linear(weights_.lm_head, gathered, d, count, logits, c.vocab_size);
+  lm_head_rows_ += count;
   for (int64_t r = 0; r < count; ++r) {
     std::memcpy(logit_rows[r].second, logits + r * c.vocab_size, c.vocab_size * sizeof(float));
   }
@@ -490,7 +491,7 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
 
 Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
                                     std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                    const ForwardOptions&, Trace* trace) const {
+                                    const ForwardOptions& options, Trace* trace) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const ModelConfig& c = config_;
   const int64_t pairs = static_cast<int64_t>(next_tokens.size()), d = c.hidden_size;
@@ -521,8 +522,11 @@ Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float>
   GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer.data(), pairs * d));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
-  logits.resize(pairs * c.vocab_size);
-  ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
+  logits.resize(options.mtp_logits ? pairs * c.vocab_size : 0);
+  if (options.mtp_logits) {
+    ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
+    lm_head_rows_ += pairs;
+  }
   state.mtp_tokens += pairs;
   if (trace != nullptr && trace->Wants(0)) {
     trace->Ints(0, "mtp.indexer_selected", PadSelections(selections.selected, c.DenseRegimeTokens()),

@@ -95,6 +95,8 @@ class FastModel final : public PathModel {
 
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
+  // Rows that went through lm_head so far, Forward and MTP layer (a follower rank at --tp 1 computes none).
+  int64_t lm_head_rows() const { return lm_head_rows_; }
   const FastWeights& weights() const { return weights_; }
   // The routed-expert cache of --expert-memory, or null (every expert resident).
   const DiskExpertCache* expert_cache() const { return expert_cache_.get(); }
@@ -138,6 +140,7 @@ class FastModel final : public PathModel {
   std::unique_ptr<ExpertTraceWriter> expert_trace_;
   mutable int64_t trace_step_ = 0;
   mutable FastStepStats last_step_;
+  mutable int64_t lm_head_rows_ = 0;
 };
 
 }  // namespace glint

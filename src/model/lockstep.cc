@@ -60,6 +60,11 @@ void PutForced(WireWriter& w, const ForcedChoices* forced) {
   }
 }
 
+// Whether a follower runs lm_head: at --tp 1 it is replicated and only rank 0 samples, so the followers skip it
+// (the released model: ≈ 0.6 GB of reads per decode step saved per follower). Split by vocabulary (--tp > 1) every
+// rank of a group computes its columns for the all-gather.
+bool FollowerComputesLogits(const Model& model) { return model.shard_plan().tp > 1; }
+
 // A count read from a message, bounded by the bytes left (each element takes at least one byte).
 uint64_t GetCount(WireReader& r) { return r.Get<uint64_t>(); }
 
@@ -568,6 +573,7 @@ Status Follower::Forward(WireReader& r) {
     const int64_t checkpoint_bytes = entry.state->layout != nullptr ? entry.state->layout->checkpoint_bytes : 0;
     entry.tokens = tokens.emplace_back(r.GetVector<int32_t>());
     entry.logits = r.Get<LogitsWanted>();
+    if (!FollowerComputesLogits(model_)) entry.logits = LogitsWanted::kNone;  // rank 0 samples, not this rank
     entry.want_hidden = r.Get<uint8_t>() != 0;
     const uint64_t targets = GetCount(r);
     auto& list = checkpoints.emplace_back();
@@ -597,6 +603,7 @@ Status Follower::MtpForward(WireReader& r) {
   GLINT_ASSIGN_OR_RETURN(const std::span<const float> hidden, GetHidden(r, inline_hidden));
   const std::vector<int32_t> next_tokens = r.GetVector<int32_t>();
   GLINT_RETURN_IF_ERROR(r.status());
+  options.mtp_logits = FollowerComputesLogits(model_);
   return model_.MtpForward(*state, hidden, next_tokens, logits, options);
 }
 
@@ -619,6 +626,7 @@ Status Follower::MtpForwardBatch(WireReader& r) {
     batch.push_back(entry);
   }
   GLINT_RETURN_IF_ERROR(r.status());
+  options.mtp_logits = FollowerComputesLogits(model_);
   std::vector<std::vector<float>> logits;
   std::vector<Status> entry_errors;
   return model_.MtpForwardBatch(batch, logits, options, per_entry_errors ? &entry_errors : nullptr);
