@@ -197,7 +197,7 @@ Status RunBenchModel(const BenchFlags& flags) {
                 static_cast<long long>(prompt), s, prompt / s, g, 100 * g / int8_peak, peak_name,
                 100 * Median(int8_share), 100 * Median(cpu_share), flags.repetitions);
     report_collectives(World().stats().Since(prefill_start), flags.repetitions, s,
-                       {1, prompt, 1, flags.pass_tokens, 0, 0, 0});
+                       {1, prompt, 1, flags.pass_tokens, 0, 0, 0, fast->expert_cache() != nullptr});
   }
 
   // ---- decode ----
@@ -250,7 +250,8 @@ Status RunBenchModel(const BenchFlags& flags) {
                 s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
                 static_cast<long long>(flags.steps));
     report_collectives(World().stats().Since(decode_start), flags.steps, s,
-                       {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0});
+                       {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0,
+                        fast->expert_cache() != nullptr});
     if (const DiskExpertCache* cache = fast->expert_cache(); cache != nullptr) {
       const ExpertCacheStats cs = cache->stats();
       const double wall = decode_clock.Seconds();

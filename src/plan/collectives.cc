@@ -70,6 +70,7 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
   const int64_t passes = s.rows > 0 ? CeilDiv(s.rows, std::max<int64_t>(1, s.pass_rows)) : 0;
   const int64_t trunk = c.num_hidden_layers, moe = c.NumLayersOf(MlpKind::kMoe), dense = c.NumLayersOf(MlpKind::kDense);
   const uint64_t row_bytes = static_cast<uint64_t>(c.hidden_size) * kFloat;
+  const uint64_t moe_row_bytes = row_bytes + (s.expert_memory ? kFloat : 0);
   const uint64_t vocab_part = static_cast<uint64_t>(CeilDiv(c.vocab_size, tp)) * kFloat;  // all-gather: equal parts
   auto add = [&](std::string what, CollectiveOp op, int group, int64_t calls, uint64_t payload, bool estimated) {
     if (calls > 0) lines.push_back({std::move(what), op, group, calls, payload, estimated});
@@ -81,7 +82,7 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
     add("dense MLP all-reduce (TP group)", CollectiveOp::kAllReduce, tp, passes * dense, dense * s.rows * row_bytes,
         false);
   }
-  add("MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, passes * moe, moe * s.rows * row_bytes, false);
+  add("MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, passes * moe, moe * s.rows * moe_row_bytes, false);
   if (tp > 1) {  // a pass without a row that wants logits skips lm_head
     add("lm_head all-gather (TP group)", CollectiveOp::kAllGather, tp, std::min(passes, s.logit_rows),
         s.logit_rows * vocab_part, false);
@@ -93,7 +94,8 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
       add("MTP attention all-reduce (TP group)", CollectiveOp::kAllReduce, tp, s.mtp_entries, s.mtp_rows * row_bytes,
           false);
     }
-    add("MTP MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, s.mtp_entries, s.mtp_rows * row_bytes, false);
+    add("MTP MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, s.mtp_entries, s.mtp_rows * moe_row_bytes,
+        false);
     if (tp > 1) {
       add("MTP lm_head all-gather (TP group)", CollectiveOp::kAllGather, tp, s.mtp_entries, s.mtp_rows * vocab_part,
           false);

@@ -43,6 +43,7 @@ struct StepShape {
   int64_t blocks_per_entry = 0;  // cache blocks of an engine-bound sequence (0: sequences owning their memory)
   int64_t mtp_entries = 0;
   int64_t mtp_rows = 0;  // the MTP layer computes every pair's logits (trimmed afterwards)
+  bool expert_memory = false;  // --expert-memory: each MoE all-reduce carries one float more per row (failure flags)
 };
 
 enum class CollectiveOp { kBroadcast, kAllReduce, kAllGather };
