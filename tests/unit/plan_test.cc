@@ -655,14 +655,17 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   lines = CollectivesPerStep(c, {4, 2}, {16, 16, 16, 512, 0, 16, 32});
   int64_t group = 0, all = 0, gathers = 0;
   for (const CollectiveLine& line : lines) {
-    if (line.op == CollectiveOp::kAllGather) gathers += line.calls, EXPECT_EQ(line.group, 2);
+    if (line.op == CollectiveOp::kAllGather) {
+      gathers += line.calls;
+      EXPECT_EQ(line.group, 2);
+    }
     if (line.op == CollectiveOp::kAllReduce) (line.group == 2 ? group : all) += line.calls;
   }
   EXPECT_EQ(group, c.num_hidden_layers + dense + 16);
   EXPECT_EQ(all, moe + 16);
   EXPECT_EQ(gathers, 1 + 16);
-  EXPECT_EQ(lines[3].what, "lm_head all-gather (TP group)");
-  EXPECT_EQ(lines[3].payload, 16 * static_cast<uint64_t>((c.vocab_size + 1) / 2) * 4);
+  ASSERT_EQ(lines[4].what, "lm_head all-gather (TP group)");
+  EXPECT_EQ(lines[4].payload, 16 * static_cast<uint64_t>((c.vocab_size + 1) / 2) * 4);
   // Time: ⌈log2 4⌉ = 2 latencies per call, received bytes over the bandwidth.
   const Network net{10e-6, 1e9};
   const CollectiveLine& reduce = CollectivesPerStep(c, {4, 1}, decode)[1];
