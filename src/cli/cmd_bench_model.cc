@@ -22,7 +22,9 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "base/worker_pool.h"
+#include "cli/collective_report.h"
 #include "cli/command.h"
+#include "cli/distributed.h"
 #include "cli/host_info.h"
 #include "cli/model_flags.h"
 #include "cli/progress_bar.h"
@@ -200,10 +202,20 @@ Result<TimedForward> TimeForward(const BenchRun& run, std::span<const BatchEntry
   return timed;
 }
 
+// Under mpirun: the collectives of a step on rank 0 beside glint plan's count for the same step.
+void ReportCollectives(const BenchRun& run, const CollectiveStats& since, int64_t steps, double step_seconds,
+                       const plan::StepShape& shape) {
+  if (!Distributed()) return;
+  std::printf("   %s\n", DescribeStepCollectives(since, steps, step_seconds, run.runner->config(),
+                                                 run.runner->shard_plan(), shape)
+                             .c_str());
+}
+
 Status BenchPrefill(const BenchRun& run) {
   const ModelConfig& c = run.runner->config();
   for (int64_t prompt : run.flags.prompts) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
+    const CollectiveStats prefill_start = World().stats();
     for (int rep = 0; rep < run.flags.repetitions; ++rep) {
       SequenceState state = run.runner->NewSequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
@@ -222,6 +234,8 @@ Status BenchPrefill(const BenchRun& run) {
         "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
         static_cast<long long>(prompt), s, prompt / s, g, 100 * g / run.machine.int8_peak, run.machine.peak_name,
         100 * Median(int8_share), 100 * Median(cpu_share), run.flags.repetitions);
+    ReportCollectives(run, World().stats().Since(prefill_start), run.flags.repetitions, s,
+                      {1, prompt, 1, run.flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   }
   return Status::Ok();
 }
@@ -242,6 +256,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   GLINT_RETURN_IF_ERROR(run.runner->Forward(entries, outputs));
   if (run.fast->expert_cache() != nullptr) const_cast<DiskExpertCache*>(run.fast->expert_cache())->ResetStats();
   Stopwatch decode_clock;
+  const CollectiveStats decode_start = World().stats();
   std::vector<double> seconds, bandwidth_ratio, cpu_share;
   double bytes_per_step = 0, experts_per_layer = 0;
   int moe_layers = 0;
@@ -273,6 +288,8 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
       s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
       static_cast<long long>(flags.steps));
+  ReportCollectives(run, World().stats().Since(decode_start), flags.steps, s,
+                    {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   if (const DiskExpertCache* cache = run.fast->expert_cache(); cache != nullptr) {
     const ExpertCacheStats cs = cache->stats();
     const double wall = decode_clock.Seconds();

@@ -13,6 +13,7 @@
 #include "cli/host_info.h"
 #include "kernels/linear_probe.h"
 #include "kernels/machine_limits.h"
+#include "plan/collectives.h"
 #include "plan/planner.h"
 #include "quant/kv_rows.h"
 #include "plan/report.h"
@@ -40,7 +41,28 @@ struct PlanFlags {
   int host_sockets = 1;
   int64_t probe_mib = 256;  // triad array size; the decode product streams twice this
   std::optional<double> host_memory_gb, socket_bandwidth_gbps, socket_link_gbps;
+  // glint's own multi-process run (plan/collectives.h): ranks, --tp, the network between them
+  int ranks = 1;
+  int tp = 1;
+  double link_bandwidth_gbps = 1.25;  // 10 GbE
+  double link_latency_us = 30;        // TCP over Ethernet through Open MPI's tcp transport
 };
+
+// The tables of glint's collectives per step when --ranks > 1 (the other flags alone are refused: they describe
+// those ranks).
+Result<std::vector<Table>> CollectiveTablesFromFlags(const PlanFlags& flags, const ModelConfig& config) {
+  const bool network_flags = flags.tp != 1 || flags.link_bandwidth_gbps != 1.25 || flags.link_latency_us != 30;
+  if (flags.ranks == 1) {
+    if (network_flags) return InvalidArgument("--tp, --link-bandwidth and --link-latency describe --ranks N > 1");
+    return std::vector<Table>{};
+  }
+  const plan::ParallelLayout layout{flags.ranks, flags.tp};
+  GLINT_RETURN_IF_ERROR(plan::ValidateLayout(layout));
+  if (!(flags.link_bandwidth_gbps > 0)) return InvalidArgument("--link-bandwidth must be positive (GB/s)");
+  if (!(flags.link_latency_us >= 0)) return InvalidArgument("--link-latency must be ≥ 0 (µs)");
+  const plan::Network network{flags.link_latency_us * 1e-6, flags.link_bandwidth_gbps * 1e9};
+  return plan::CollectiveTables(config, layout, network, flags.concurrency);
+}
 
 bool AsksForHost(const PlanFlags& flags) {
   return std::find(flags.hardware.begin(), flags.hardware.end(), "host") != flags.hardware.end();
@@ -220,11 +242,27 @@ CommandSetup PlanSetup() {
                        "twice this)")
         ->capture_default_str();
     command.add_option("--isa", flags->isa, "host: kernel level to measure (amx, avx512, avx2, scalar; default: best)");
+    command.add_option("--ranks", flags->ranks,
+                       "glint processes (mpirun -np N, one per machine or NUMA node): adds the tables of the "
+                       "collectives per step and their time on the network below")
+        ->capture_default_str();
+    command.add_option("--tp", flags->tp, "with --ranks: tensor-parallel degree (divides --ranks; 1: attention "
+                                          "replicated, experts split over every rank)")
+        ->capture_default_str();
+    command.add_option("--link-bandwidth", flags->link_bandwidth_gbps,
+                       "with --ranks: network bandwidth per rank and direction in GB/s (1.25 = 10 GbE)")
+        ->capture_default_str();
+    command.add_option("--link-latency", flags->link_latency_us,
+                       "with --ranks: latency of one message between ranks in µs")
+        ->capture_default_str();
     return [flags]() -> Status {
       GLINT_ASSIGN_OR_RETURN(plan::OutputFormat format, plan::ParseOutputFormat(flags->format));
       GLINT_ASSIGN_OR_RETURN(plan::PlanRequest request, ToRequest(*flags));
       GLINT_ASSIGN_OR_RETURN(plan::PlanInputs inputs, plan::ResolvePlan(request));
-      const std::string text = plan::Render(plan::BuildPlanReport(inputs), format);
+      GLINT_ASSIGN_OR_RETURN(std::vector<Table> collectives, CollectiveTablesFromFlags(*flags, inputs.config));
+      plan::Report report = plan::BuildPlanReport(inputs);
+      for (Table& table : collectives) report.tables.push_back(std::move(table));
+      const std::string text = plan::Render(report, format);
       std::fwrite(text.data(), 1, text.size(), stdout);
       return Status::Ok();
     };

@@ -58,7 +58,8 @@ void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
   command.add_option("--expert-memory", flags.memory,
                      "fast path: keep routed experts in the glint convert container on disk and read them (O_DIRECT) "
                      "into a RAM cache of this size, e.g. 512M, 24G (binary units); everything else stays resident. "
-                     "At least one layer's top-k experts. Default: every expert resident (docs/expert-cache.md)");
+                     "At least one layer's top-k experts; under mpirun a budget per rank for its own experts. Default: every "
+                     "expert resident (docs/expert-cache.md)");
   command
       .add_option("--expert-io", flags.io,
                   "with --expert-memory: how missing experts are read: pread (a pool of threads) or uring (io_uring, "

@@ -17,16 +17,62 @@ uint16_t FloatToBf16Bits(float value) {
 
 float Bf16BitsToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
+const char* CollectiveKindName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce: return "all-reduce";
+    case CollectiveKind::kAllGather: return "all-gather";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kBarrier: return "barrier";
+  }
+  return "collective";
+}
+
+void CollectiveStats::Record(CollectiveKind kind, uint64_t sent, uint64_t received, double call_seconds) {
+  ++calls;
+  switch (kind) {
+    case CollectiveKind::kAllReduce: ++all_reduces; break;
+    case CollectiveKind::kAllGather: ++all_gathers; break;
+    case CollectiveKind::kBroadcast: ++broadcasts; break;
+    case CollectiveKind::kBarrier: ++barriers; break;
+  }
+  bytes_sent += sent, bytes_received += received, seconds += call_seconds;
+  CollectiveCost& cost = by_kind[static_cast<int>(kind)];
+  ++cost.calls, cost.bytes_sent += sent, cost.bytes_received += received, cost.seconds += call_seconds;
+}
+
+CollectiveStats CollectiveStats::Since(const CollectiveStats& earlier) const {
+  CollectiveStats d;
+  d.calls = calls - earlier.calls;
+  d.all_reduces = all_reduces - earlier.all_reduces;
+  d.all_gathers = all_gathers - earlier.all_gathers;
+  d.broadcasts = broadcasts - earlier.broadcasts;
+  d.barriers = barriers - earlier.barriers;
+  d.bytes_sent = bytes_sent - earlier.bytes_sent;
+  d.bytes_received = bytes_received - earlier.bytes_received;
+  d.seconds = seconds - earlier.seconds;
+  for (int k = 0; k < kCollectiveKinds; ++k) {
+    const CollectiveCost &now = by_kind[k], &then = earlier.by_kind[k];
+    d.by_kind[k] = {now.calls - then.calls, now.bytes_sent - then.bytes_sent, now.bytes_received - then.bytes_received,
+                    now.seconds - then.seconds};
+  }
+  return d;
+}
+
 template <typename T, typename Decode, typename Encode>
 Status Communicator::SumInRankOrder(std::span<T> values, Decode decode, Encode encode) {
-  ++stats_.all_reduces;
+  Stopwatch watch;
   const int ranks = size();
-  if (ranks == 1) return Status::Ok();  // Σ over one rank: the value itself (no rounding either)
   const size_t bytes = values.size_bytes();
+  if (ranks == 1) {  // Σ over one rank: the value itself (no rounding either)
+    stats_.Record(CollectiveKind::kAllReduce, 0, 0, 0);
+    return Status::Ok();
+  }
   gathered_.resize(bytes * ranks);
-  GLINT_RETURN_IF_ERROR(DoAllGather(std::as_bytes(values), gathered_));
-  stats_.bytes_sent += bytes;
-  stats_.bytes_received += bytes * (ranks - 1);
+  const Status gathered = DoAllGather(std::as_bytes(values), gathered_);
+  if (!gathered.ok()) {
+    stats_.Record(CollectiveKind::kAllReduce, bytes, 0, watch.Seconds());
+    return gathered;
+  }
   for (size_t i = 0; i < values.size(); ++i) {
     double sum = 0;
     for (int r = 0; r < ranks; ++r) {
@@ -36,29 +82,22 @@ Status Communicator::SumInRankOrder(std::span<T> values, Decode decode, Encode e
     }
     values[i] = encode(sum);
   }
+  stats_.Record(CollectiveKind::kAllReduce, bytes, bytes * (ranks - 1), watch.Seconds());  // with the sum's time
   return Status::Ok();
 }
 
 Status Communicator::AllReduceSum(std::span<float> values) {
-  Stopwatch watch;
-  ++stats_.calls;
-  Status status = SumInRankOrder(
+  return SumInRankOrder(
       values, [](float v) { return static_cast<double>(v); }, [](double s) { return static_cast<float>(s); });
-  stats_.seconds += watch.Seconds();
-  return status;
 }
 
 Status Communicator::AllReduceSumBf16(std::span<uint16_t> values) {
-  Stopwatch watch;
-  ++stats_.calls;
   // The double sum is rounded to fp32, then to bf16: the first rounding (2^-24 relative) can move a value that
   // lies within 2^-24 of a bf16 tie across it, so the result is the nearest bf16 to the sum or its neighbour in
   // those rare cases; the same on every rank.
-  Status status = SumInRankOrder(
+  return SumInRankOrder(
       values, [](uint16_t v) { return static_cast<double>(Bf16BitsToFloat(v)); },
       [](double s) { return FloatToBf16Bits(static_cast<float>(s)); });
-  stats_.seconds += watch.Seconds();
-  return status;
 }
 
 Status Communicator::AllGather(std::span<const std::byte> send, std::span<std::byte> received) {
@@ -67,29 +106,24 @@ Status Communicator::AllGather(std::span<const std::byte> send, std::span<std::b
                            " bytes to receive into, got ", received.size());
   }
   Stopwatch watch;
-  ++stats_.calls, ++stats_.all_gathers;
-  stats_.bytes_sent += send.size();
-  stats_.bytes_received += send.size() * (size() - 1);
   Status status = DoAllGather(send, received);
-  stats_.seconds += watch.Seconds();
+  stats_.Record(CollectiveKind::kAllGather, send.size(), send.size() * (size() - 1), watch.Seconds());
   return status;
 }
 
 Status Communicator::Broadcast(std::vector<std::byte>& buffer, int root) {
   if (root < 0 || root >= size()) return InvalidArgument("broadcast root ", root, " is not a rank of ", size());
   Stopwatch watch;
-  ++stats_.calls, ++stats_.broadcasts;
   Status status = DoBroadcast(buffer, root);
-  (rank() == root ? stats_.bytes_sent : stats_.bytes_received) += size() > 1 ? buffer.size() : 0;
-  stats_.seconds += watch.Seconds();
+  const uint64_t bytes = size() > 1 ? buffer.size() : 0;
+  stats_.Record(CollectiveKind::kBroadcast, rank() == root ? bytes : 0, rank() == root ? 0 : bytes, watch.Seconds());
   return status;
 }
 
 Status Communicator::Barrier() {
   Stopwatch watch;
-  ++stats_.calls, ++stats_.barriers;
   Status status = DoBarrier();
-  stats_.seconds += watch.Seconds();
+  stats_.Record(CollectiveKind::kBarrier, 0, 0, watch.Seconds());
   return status;
 }
 

@@ -22,7 +22,21 @@
 
 namespace glint {
 
-// What the collectives of a communicator cost so far (benchmarks and `glint plan`'s check).
+// The kinds of collective a communicator runs (the all-gathers inside all-reduces count as all-reduces).
+enum class CollectiveKind : int { kAllReduce = 0, kAllGather, kBroadcast, kBarrier };
+inline constexpr int kCollectiveKinds = 4;
+const char* CollectiveKindName(CollectiveKind kind);  // "all-reduce", …
+
+// What the collectives of one kind cost: calls, payload bytes (as CollectiveStats counts them) and wall time.
+struct CollectiveCost {
+  int64_t calls = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t bytes_received = 0;
+  double seconds = 0;
+};
+
+// What the collectives of a communicator cost so far (benchmarks and `glint plan`'s check). Always on: a few adds
+// and one clock read per call. Snapshot it before and after a step and take Since() for the step's collectives.
 struct CollectiveStats {
   int64_t calls = 0;  // collectives of any kind
   int64_t all_reduces = 0;
@@ -32,6 +46,13 @@ struct CollectiveStats {
   uint64_t bytes_sent = 0;      // payload bytes this rank contributed
   uint64_t bytes_received = 0;  // payload bytes this rank received from others
   double seconds = 0;           // wall time inside collectives
+  CollectiveCost by_kind[kCollectiveKinds];
+
+  const CollectiveCost& of(CollectiveKind kind) const { return by_kind[static_cast<int>(kind)]; }
+  // The collectives after `earlier` (a snapshot of the same communicator's stats).
+  CollectiveStats Since(const CollectiveStats& earlier) const;
+  // Adds one call of `kind` to the totals and to its kind's cost.
+  void Record(CollectiveKind kind, uint64_t sent, uint64_t received, double call_seconds);
 };
 
 class Communicator {

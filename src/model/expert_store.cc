@@ -72,6 +72,10 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
     Layer layer;
     layer.name = prefix.substr(0, prefix.size() - 1);
     for (size_t e = 0; e < moe->experts.size(); ++e) {
+      if (moe->experts[e].gate_up.bytes() == 0) {  // another rank's expert (expert parallelism): never asked for
+        layer.experts.emplace_back();
+        continue;
+      }
       const std::string name = ExpertExtentName(prefix, static_cast<int64_t>(e));
       const ContainerExtent* extent = container.FindExtent(name);
       if (extent == nullptr) {
@@ -92,8 +96,8 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
       cache->slot_bytes_ = std::max(cache->slot_bytes_, extent->bytes);
       cache->routed_bytes_ += extent->bytes;
       layer.experts.push_back(std::move(expert));
+      ++total_experts;
     }
-    total_experts += static_cast<int64_t>(layer.experts.size());
     cache->layer_of_[moe] = static_cast<int64_t>(cache->layers_.size());
     cache->layers_.push_back(std::move(layer));
   }
@@ -105,9 +109,12 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
                            experts_per_token, " experts × ", cache->slot_bytes_, " bytes, ",
                            (minimum + (uint64_t{1} << 20) - 1) >> 20, "M)");
   }
-  const int64_t slots =
-      std::min<int64_t>(static_cast<int64_t>(options.budget_bytes / cache->slot_bytes_), total_experts);
-  void* memory = std::aligned_alloc(kExtentAlignment, static_cast<size_t>(slots) * cache->slot_bytes_);
+  // A rank of an expert-parallel run may hold no routed expert at all (2 experts on 3 ranks): no slots, no reads.
+  const int64_t slots = cache->slot_bytes_ == 0 ? 0
+                        : std::min<int64_t>(static_cast<int64_t>(options.budget_bytes / cache->slot_bytes_),
+                                            total_experts);
+  void* memory = std::aligned_alloc(
+      kExtentAlignment, slots > 0 ? static_cast<size_t>(slots) * cache->slot_bytes_ : kExtentAlignment);
   if (memory == nullptr) {
     return ResourceExhausted("--expert-memory: cannot allocate ", slots, " expert slots of ", cache->slot_bytes_,
                              " bytes");
@@ -371,8 +378,11 @@ void DiskExpertCache::End() {
 Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
   std::vector<const Expert*> experts;
   for (const Layer& layer : layers_) {
-    for (const Expert& expert : layer.experts) experts.push_back(&expert);
+    for (const Expert& expert : layer.experts) {
+      if (expert.bytes > 0) experts.push_back(&expert);  // this rank's (expert parallelism)
+    }
   }
+  if (experts.empty()) return FailedPrecondition("this rank holds no routed expert to probe");
   const int threads = static_cast<int>(readers_.size());
   const uint64_t per_thread = std::max<uint64_t>(max_bytes / threads, slot_bytes_);
   std::vector<Status> errors(threads);
@@ -420,6 +430,7 @@ Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int6
       return InvalidArgument("--expert-profile: expert ", expert, " of MoE layer ", layer, " is not in this model");
     }
     if (slot_of_.count({layer, expert}) != 0) continue;
+    if (layers_[layer].experts[expert].bytes == 0) continue;  // another rank's (expert parallelism)
     const int64_t s = Victim();
     if (s < 0) break;
     Slot& slot = slots_[s];

@@ -171,11 +171,6 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   FastWeightSource source;
   const bool from_container = PathExists(container_path);
   GLINT_ASSIGN_OR_RETURN(const ShardPlan plan, MakeShardPlan(config, options.parallel));
-  if (plan.distributed() && options.expert_memory > 0) {
-    return InvalidArgument(
-        "--expert-memory with several ranks is not supported yet (each rank would need its own cache of its own "
-        "experts); run one rank with --expert-memory, or several ranks with every expert resident");
-  }
   if (from_container) {
     // With an expert cache the routed experts must not be read in by the mapping (AttachExpertCache reads the rest);
     // sharded: map without populating, then read in only this rank's tensors (Create drops the others).
@@ -204,9 +199,28 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   return model;
 }
 
-Status FastModel::SumMoeOverRanks(float* partial, int64_t count) const {
+Status FastModel::SumMoeOverRanks(float* partial, int64_t rows) const {
   if (!plan_.distributed()) return Status::Ok();
-  return comm_->AllReduceSum(std::span<float>(partial, count)).WithContext("summing the MoE outputs over the ranks");
+  const int64_t count = rows * config_.hidden_size;
+  std::vector<Status>& row_errors = context_->row_errors;
+  if (expert_cache_ == nullptr || static_cast<int64_t>(row_errors.size()) != rows) {
+    return comm_->AllReduceSum(std::span<float>(partial, count)).WithContext("summing the MoE outputs over the ranks");
+  }
+  // With an expert cache a read can fail on one rank only: its flags (1 per failed row) ride in the same
+  // all-reduce, one float per row, so every rank fails the same rows (docs/expert-cache.md "Faults").
+  std::vector<float>& fused = moe_fused_;
+  fused.resize(count + rows);
+  std::memcpy(fused.data(), partial, count * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) fused[count + r] = row_errors[r].ok() ? 0.0f : 1.0f;
+  GLINT_RETURN_IF_ERROR(comm_->AllReduceSum(fused).WithContext("summing the MoE outputs over the ranks"));
+  std::memcpy(partial, fused.data(), count * sizeof(float));
+  for (int64_t r = 0; r < rows; ++r) {
+    if (fused[count + r] > 0 && row_errors[r].ok()) {
+      row_errors[r] = IoError("a routed expert this token needed could not be read on another rank (its log and "
+                               "error name the expert)");
+    }
+  }
+  return Status::Ok();
 }
 
 Status FastModel::CheckOptions(const ForwardOptions& options) const {
@@ -402,7 +416,7 @@ Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix
                                 pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
                                 plan_.local_experts()));
   RecordRouting(l, choices);
-  GLINT_RETURN_IF_ERROR(SumMoeOverRanks(act.sublayer_out.data(), n * config_.hidden_size));
+  GLINT_RETURN_IF_ERROR(SumMoeOverRanks(act.sublayer_out.data(), n));
   last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
   if (pass.trace == nullptr) return Status::Ok();
   for (const Segment& s : pass.segments) {
@@ -452,6 +466,7 @@ void FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<Ent
   for (int64_t r = 0; r < count; ++r) std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
   float* logits = act.logits.Floats(count * c.vocab_size);
   ctx.Linear(weights_.lm_head, gathered, d, count, logits, c.vocab_size);
+  lm_head_rows_ += count;
   for (int64_t r = 0; r < count; ++r) {
     std::memcpy(logit_rows[r].second, logits + r * c.vocab_size, c.vocab_size * sizeof(float));
   }
@@ -492,7 +507,7 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
 
 Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
                                     std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                    const ForwardOptions&, Trace* trace) const {
+                                    const ForwardOptions& options, Trace* trace) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const ModelConfig& c = config_;
   const int64_t pairs = static_cast<int64_t>(next_tokens.size()), d = c.hidden_size;
@@ -516,15 +531,27 @@ Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float>
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   std::vector<RouterChoice> choices;
-  GLINT_RETURN_IF_ERROR(FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(),
-                                trace != nullptr || expert_trace_ ? &choices : nullptr, nullptr,
-                                plan_.local_experts()));
-  RecordRouting(c.num_hidden_layers, choices);
-  GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer.data(), pairs * d));
+  // Several ranks with an expert cache: a failed read marks its rows instead of returning at once, so that this
+  // rank still joins the all-reduce and every rank fails the call alike (SumMoeOverRanks).
+  const bool flag_rows = plan_.distributed() && expert_cache_ != nullptr;
+  if (flag_rows) ctx.row_errors.assign(pairs, Status::Ok());
+  Status moe = FastMoe(ctx, m.moe, normed.data(), pairs, {}, sublayer.data(),
+                       trace != nullptr || expert_trace_ ? &choices : nullptr, nullptr, plan_.local_experts());
+  if (moe.ok()) {
+    RecordRouting(c.num_hidden_layers, choices);
+    moe = SumMoeOverRanks(sublayer.data(), pairs);
+  }
+  std::vector<Status> row_errors = std::move(ctx.row_errors);
+  ctx.row_errors.clear();
+  GLINT_RETURN_IF_ERROR(moe);
+  for (const Status& error : row_errors) GLINT_RETURN_IF_ERROR(error);
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
-  logits.resize(pairs * c.vocab_size);
-  ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
+  logits.resize(options.mtp_logits ? pairs * c.vocab_size : 0);
+  if (options.mtp_logits) {
+    ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
+    lm_head_rows_ += pairs;
+  }
   state.mtp_tokens += pairs;
   if (trace != nullptr && trace->Wants(0)) {
     trace->Ints(0, "mtp.indexer_selected", PadSelections(selections.selected, c.DenseRegimeTokens()),

@@ -95,6 +95,8 @@ class FastModel final : public PathModel {
 
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
+  // Rows that went through lm_head so far, Forward and MTP layer (a follower rank at --tp 1 computes none).
+  int64_t lm_head_rows() const { return lm_head_rows_; }
   const FastWeights& weights() const { return weights_; }
   // The routed-expert cache of --expert-memory, or null (every expert resident).
   const DiskExpertCache* expert_cache() const { return expert_cache_.get(); }
@@ -106,7 +108,9 @@ class FastModel final : public PathModel {
   Status AttachExpertCache(const FastModelOptions& options);
   Status KeepProfiledExperts(const std::string& path);  // --expert-profile
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
-  Status SumMoeOverRanks(float* partial, int64_t count) const;
+  // The MoE all-reduce of `rows` rows [rows, D]; with an expert cache it also makes context_->row_errors agree
+  // across the ranks (a row failed on any rank fails on all).
+  Status SumMoeOverRanks(float* partial, int64_t rows) const;
   Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                       const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
   Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
@@ -138,6 +142,8 @@ class FastModel final : public PathModel {
   std::unique_ptr<ExpertTraceWriter> expert_trace_;
   mutable int64_t trace_step_ = 0;
   mutable FastStepStats last_step_;
+  mutable int64_t lm_head_rows_ = 0;
+  mutable std::vector<float> moe_fused_;  // SumMoeOverRanks: the outputs and the row failure flags
 };
 
 }  // namespace glint

@@ -294,8 +294,8 @@ Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const f
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   // logits = lm_head · RMSNorm(r; shared_head.norm), sharing the trunk's lm_head.
   for (int64_t t = 0; t < pairs; ++t) ref::RmsNorm(&z[t * d], m.shared_head_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
-  logits.resize(pairs * c.vocab_size);
-  ref::Linear(normed.data(), pairs, weights_.lm_head.data.data(), c.vocab_size, d, logits.data());
+  logits.resize(options.mtp_logits ? pairs * c.vocab_size : 0);
+  if (options.mtp_logits) ref::Linear(normed.data(), pairs, weights_.lm_head.data.data(), c.vocab_size, d, logits.data());
   state.mtp_tokens += pairs;
   return Status::Ok();
 }

@@ -122,6 +122,9 @@ struct ForcedChoices {
 struct ForwardOptions {
   KdaAlgorithm kda_algorithm = KdaAlgorithm::kChunked;  // HF: chunked for multi-token calls
   DsaOptions dsa;                                       // naive/absorbed MLA, indexer/dense selection
+  // false: MtpForward skips lm_head and returns no logits (the state advances as usual) — a follower rank at
+  // --tp 1, whose draft logits nobody reads (model/lockstep.cc). Not sent in plans: rank 0 always wants them.
+  bool mtp_logits = true;
 };
 
 // A multi-rank leader (lockstep.h) keeps the other ranks' copies of an engine's pools identical: the engine hands

@@ -101,6 +101,17 @@ failures="$(jq -r '
   ($m[] | select(.figure == "bandwidth_efficiency" or .figure == "mfu") | select((.value > 0 and .value <= 1) | not) |
      "\(.figure) = \(.value) not in (0, 1]")' <<<"$host_json")"
 [[ -z "$failures" ]] || fail "plan --hardware host: $failures"
+# --ranks: glint's own collectives per step (plan/collectives.h; the counts are checked against a real run in
+# tests/mpi/collectives_mpi_test).
+ranks_json="$("$glint" plan --scheme C --ranks 2 --concurrency 16 --format json)"
+[[ "$(jq '.tables.collectives.rows[0].calls' <<<"$ranks_json")" == 43 ]] ||
+  fail "plan --ranks 2: decode of one sequence should be 1 broadcast + 42 MoE all-reduces (one per trunk MoE layer): $(jq -c '.tables.collectives.rows[0]' <<<"$ranks_json")"
+tp_calls="$("$glint" plan --scheme C --ranks 4 --tp 2 --format json | jq '.tables.collectives.rows[0].calls')"
+(( tp_calls > 43 )) || fail "plan --ranks 4 --tp 2 should add the TP group's collectives: $tp_calls"
+"$glint" plan --ranks 4 --tp 3 >"$tmp/tp3.txt" 2>&1 && fail "--tp 3 of 4 ranks was accepted"
+grep -q "must be ≥ 1 and divide --ranks 4" "$tmp/tp3.txt" || fail "--tp 3 message: $(cat "$tmp/tp3.txt")"
+"$glint" plan --link-latency 5 >"$tmp/ll.txt" 2>&1 && fail "--link-latency without --ranks was accepted"
+grep -q "describe --ranks N > 1" "$tmp/ll.txt" || fail "--link-latency message: $(cat "$tmp/ll.txt")"
 # docs/plan.md shows the binary's full output for the released model (scripts/update-plan-doc.sh writes it).
 doc="$data/../../docs/plan.md"
 documented="$(sed -n '/^<!-- plan-output-begin -->$/,/^<!-- plan-output-end -->$/p' "$doc" | sed '1d;$d')"

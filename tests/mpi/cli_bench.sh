@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `score`, `bench-model` and `bench-engine` under mpirun (docs/distributed.md): score figures within the expert-
 # parallel tolerance of one process; the benchmarks print their report once (rank 0 only), show the shard plan and
-# hit the prefix cache; --tp 2, a wrong --ep, --expert-memory and a one-process command are refused with their
-# reasons.
+# hit the prefix cache; --expert-memory runs with a budget per rank and the collectives per step equal glint
+# plan's; --tp 2, a wrong --ep and a one-process command are refused with their reasons.
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
 glint="$1"
@@ -55,10 +55,15 @@ ranks 2 "${RUN[@]}" --tp 2 >"$work/tp.txt" 2>&1 && fail "--tp 2 was accepted"
 grep -q "tensor parallelism (--tp 2) is not implemented yet" "$work/tp.txt" || fail "--tp 2 message: $(cat "$work/tp.txt")"
 ranks 2 "${RUN[@]}" --ep 3 >"$work/ep.txt" 2>&1 && fail "--ep 3 on 2 ranks was accepted"
 grep -q "must equal the number of ranks" "$work/ep.txt" || fail "--ep 3 message: $(cat "$work/ep.txt")"
-ranks 2 bench-model --model "$(dirname "$data")/../models/glint-tiny" --threads 1 --expert-memory 64M \
-  >"$work/em.txt" 2>&1 && fail "--expert-memory under 2 ranks was accepted"
-grep -q "expert-memory with several ranks is not supported yet" "$work/em.txt" ||
-  fail "--expert-memory under 2 ranks: $(tail "$work/em.txt")"
+# --expert-memory: a budget per rank, each caching its own experts; the collectives line beside the plan's count.
+"$glint" convert --model "$(dirname "$data")/../models/glint-tiny" --out "$work/tiny-c" >/dev/null 2>&1 ||
+  fail "convert for --expert-memory"
+ranks 2 bench-model --model "$work/tiny-c" --threads 1 --expert-memory 64M --prompts 16 --batches 1 --context 8 \
+  --steps 2 --repetitions 1 --probe-mib 8 >"$work/em.txt" 2>"$work/em.log" ||
+  fail "--expert-memory under 2 ranks: $(tail "$work/em.log")"
+grep -q "expert cache: hit rate" "$work/em.txt" || fail "no expert cache line: $(cat "$work/em.txt")"
+[[ "$(grep -c 'glint plan: [0-9]* (equal)' "$work/em.txt")" == 2 ]] ||
+  fail "collectives differ from the plan: $(grep collectives "$work/em.txt")"
 "$glint" "${RUN[@]}" --ep 2 >"$work/ep1.txt" 2>&1 && fail "--ep 2 on one process was accepted"
 grep -q "need that many ranks" "$work/ep1.txt" || fail "--ep 2 alone: $(cat "$work/ep1.txt")"
 ranks 2 inspect "$data/golden/tiny-dense" >"$work/inspect.txt" 2>&1 && fail "inspect under mpirun was accepted"

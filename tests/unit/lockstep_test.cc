@@ -56,6 +56,14 @@ class RecordingModel final : public Model {
     calls.insert(calls.end(), logits.begin(), logits.end());
     return Status::Ok();
   }
+  // A follower at --tp 1 skips lm_head (lockstep.cc); as at --tp > 1 (lm_head split, every rank computes its
+  // columns) this one computes the logits rank 0 asked for, so that the replay is compared logit for logit.
+  ShardPlan shard_plan() const override {
+    ShardPlan plan = inner_->shard_plan();
+    if (computes_logits_as_at_tp2) plan.tp = 2;
+    return plan;
+  }
+  bool computes_logits_as_at_tp2 = false;
   mutable std::vector<std::vector<float>> calls;
 
  private:
@@ -104,6 +112,7 @@ TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
   const std::string dir = testing::TestDataPath("../../models/glint-tiny");
   std::unique_ptr<Model> follower_fast = FastModel::Load(dir, pool).value();
   RecordingModel follower_model(*follower_fast);
+  follower_model.computes_logits_as_at_tp2 = true;
   std::deque<std::vector<std::byte>> messages;
   FakeCommunicator rank0(0, &messages), rank1(1, &messages);
   std::vector<std::vector<float>> leader_calls;

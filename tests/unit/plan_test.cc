@@ -10,6 +10,7 @@
 #include "base/file.h"
 #include "io/census.h"
 #include "io/config.h"
+#include "plan/collectives.h"
 #include "plan/embedded.h"
 #include "plan/planner.h"
 #include "plan/roofline.h"
@@ -628,6 +629,51 @@ TEST(Catalogue, RejectsBadCatalogues) {
   EXPECT_ERROR_CONTAINS(catalogue(bad_unit, R"({"name": "x-1", "chip": "x", "chips": 1})"), "unit 'MB'");
   EXPECT_ERROR_CONTAINS(catalogue(chip + "," + chip, R"({"name": "x-1", "chip": "x", "chips": 1})"), "defined twice");
   EXPECT_ERROR_CONTAINS(catalogue(chip, R"({"name": "cpu", "chip": "x", "chips": 1})"), "reserved");
+}
+
+// glint's own collectives (plan/collectives.h) on the released config, the layer counts taken from it.
+TEST(PlanCollectives, CountsAndBytesByLayout) {
+  const ModelConfig c = ReleaseConfig();
+  const int64_t moe = c.NumLayersOf(MlpKind::kMoe), dense = c.NumLayersOf(MlpKind::kDense);
+  const uint64_t row = static_cast<uint64_t>(c.hidden_size) * 4;
+  EXPECT_TRUE(CollectivesPerStep(c, {1, 1}, {}).empty());  // one process: none
+  // --tp 1, decode of 16 sequences: the plan broadcast and one MoE all-reduce per MoE layer.
+  const StepShape decode{16, 16, 16, 512, 0, 0, 0};
+  auto lines = CollectivesPerStep(c, {4, 1}, decode);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0].op, CollectiveOp::kBroadcast);
+  EXPECT_EQ(lines[0].payload, 21u + 16 * (25 + 8 + 14) + 4 * 16);
+  EXPECT_EQ(lines[1].calls, moe);
+  EXPECT_EQ(lines[1].payload, moe * 16 * row);
+  EXPECT_EQ(lines[1].BytesReceived(true), 3 * moe * 16 * row);
+  // A prefill of 1100 rows runs in 3 passes of ≤ 512.
+  lines = CollectivesPerStep(c, {2, 1}, {1, 1100, 1, 512, 0, 0, 0});
+  EXPECT_EQ(lines[1].calls, 3 * moe);
+  EXPECT_EQ(lines[1].payload, moe * 1100 * row);
+  // --tp 2 on 4 ranks: attention over the group every trunk layer, dense MLPs over the group, the MoE over all,
+  // one logits all-gather of ⌈V/2⌉ columns per row; the MTP layer's three.
+  lines = CollectivesPerStep(c, {4, 2}, {16, 16, 16, 512, 0, 16, 32});
+  int64_t group = 0, all = 0, gathers = 0;
+  for (const CollectiveLine& line : lines) {
+    if (line.op == CollectiveOp::kAllGather) {
+      gathers += line.calls;
+      EXPECT_EQ(line.group, 2);
+    }
+    if (line.op == CollectiveOp::kAllReduce) (line.group == 2 ? group : all) += line.calls;
+  }
+  EXPECT_EQ(group, c.num_hidden_layers + dense + 16);
+  EXPECT_EQ(all, moe + 16);
+  EXPECT_EQ(gathers, 1 + 16);
+  ASSERT_EQ(lines[4].what, "lm_head all-gather (TP group)");
+  EXPECT_EQ(lines[4].payload, 16 * static_cast<uint64_t>((c.vocab_size + 1) / 2) * 4);
+  // Time: ⌈log2 4⌉ = 2 latencies per call, received bytes over the bandwidth.
+  const Network net{10e-6, 1e9};
+  const CollectiveLine& reduce = CollectivesPerStep(c, {4, 1}, decode)[1];
+  const CollectiveTime t = CollectiveSeconds(reduce, net);
+  EXPECT_DOUBLE_EQ(t.latency, moe * 2 * 10e-6);
+  EXPECT_DOUBLE_EQ(t.bandwidth, 3.0 * moe * 16 * row / 1e9);
+  EXPECT_ERROR_CONTAINS(ValidateLayout({4, 3}), "divide");
+  EXPECT_ERROR_CONTAINS(ValidateLayout({0, 1}), "--ranks");
 }
 
 }  // namespace

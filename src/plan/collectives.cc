@@ -1,0 +1,214 @@
+#include "plan/collectives.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace glint::plan {
+namespace {
+
+constexpr uint64_t kFloat = 4;  // activations and logits cross the ranks as fp32
+
+// Bytes of rank 0's plans (model/lockstep.cc's wire format, field by field): a Forward plan is the op, the options
+// (3 bytes and a count of forced positions) and the forced-choices flag and the entry count (21 bytes); per entry
+// its state (an owned sequence: kind, key, positions, MTP pairs — 25 bytes; a bound one adds its pools id, its
+// block table and its slot: 24 + 4 per block), its tokens (8 + 4 each), logits wanted (a 4-byte enum), want-hidden,
+// the checkpoint count and the rollback flag (14). An MTP batch: 21 bytes, and per entry its state, its hidden input
+// named in the last Forward's outputs (33), its next tokens (8 + 4 each) and logits wanted (4). Not counted: pool
+// copies and releases between the steps (≈ 40 and 9 bytes each).
+uint64_t ForwardPlanBytes(const StepShape& s) {
+  const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
+  return 21 + s.entries * (state + 8 + 14) + 4 * s.rows;
+}
+uint64_t MtpPlanBytes(const StepShape& s) {
+  const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
+  return 21 + s.mtp_entries * (state + 33 + 8 + 4) + 4 * s.mtp_rows;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+int CeilLog2(int n) {
+  int steps = 0;
+  while ((1 << steps) < n) ++steps;
+  return steps;
+}
+
+}  // namespace
+
+Status ValidateLayout(const ParallelLayout& layout) {
+  if (layout.ranks < 1 || layout.ranks > 4096) return InvalidArgument("--ranks ", layout.ranks, " must be in [1, 4096]");
+  if (layout.tp < 1 || layout.ranks % layout.tp != 0) {
+    return InvalidArgument("--tp ", layout.tp, " must be ≥ 1 and divide --ranks ", layout.ranks,
+                           " (--tp × --ep = ranks)");
+  }
+  return Status::Ok();
+}
+
+const char* CollectiveOpName(CollectiveOp op) {
+  switch (op) {
+    case CollectiveOp::kBroadcast: return "broadcast";
+    case CollectiveOp::kAllReduce: return "all-reduce";
+    case CollectiveOp::kAllGather: return "all-gather";
+  }
+  return "collective";
+}
+
+uint64_t CollectiveLine::BytesSent(bool root) const {
+  if (op == CollectiveOp::kBroadcast) return root ? payload : 0;
+  return payload;
+}
+
+uint64_t CollectiveLine::BytesReceived(bool root) const {
+  if (op == CollectiveOp::kBroadcast) return root ? 0 : payload;
+  return payload * static_cast<uint64_t>(group - 1);
+}
+
+std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const ParallelLayout& layout,
+                                               const StepShape& s) {
+  std::vector<CollectiveLine> lines;
+  if (layout.ranks <= 1) return lines;
+  const int n = layout.ranks, tp = layout.tp;
+  const int64_t passes = s.rows > 0 ? CeilDiv(s.rows, std::max<int64_t>(1, s.pass_rows)) : 0;
+  const int64_t trunk = c.num_hidden_layers, moe = c.NumLayersOf(MlpKind::kMoe), dense = c.NumLayersOf(MlpKind::kDense);
+  const uint64_t row_bytes = static_cast<uint64_t>(c.hidden_size) * kFloat;
+  const uint64_t moe_row_bytes = row_bytes + (s.expert_memory ? kFloat : 0);
+  const uint64_t vocab_part = static_cast<uint64_t>(CeilDiv(c.vocab_size, tp)) * kFloat;  // all-gather: equal parts
+  auto add = [&](std::string what, CollectiveOp op, int group, int64_t calls, uint64_t payload, bool estimated) {
+    if (calls > 0) lines.push_back({std::move(what), op, group, calls, payload, estimated});
+  };
+  add("plan broadcast (Forward)", CollectiveOp::kBroadcast, n, 1, ForwardPlanBytes(s), true);
+  if (tp > 1) {
+    add("attention all-reduce (TP group)", CollectiveOp::kAllReduce, tp, passes * trunk, trunk * s.rows * row_bytes,
+        false);
+    add("dense MLP all-reduce (TP group)", CollectiveOp::kAllReduce, tp, passes * dense, dense * s.rows * row_bytes,
+        false);
+  }
+  add("MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, passes * moe, moe * s.rows * moe_row_bytes, false);
+  if (tp > 1) {  // a pass without a row that wants logits skips lm_head
+    add("lm_head all-gather (TP group)", CollectiveOp::kAllGather, tp, std::min(passes, s.logit_rows),
+        s.logit_rows * vocab_part, false);
+  }
+  if (c.HasMtp() && s.mtp_entries > 0) {
+    // Model::MtpForwardBatch runs the entries one MtpForward each: a collective per entry and sublayer.
+    add("plan broadcast (MTP batch)", CollectiveOp::kBroadcast, n, 1, MtpPlanBytes(s), true);
+    if (tp > 1) {
+      add("MTP attention all-reduce (TP group)", CollectiveOp::kAllReduce, tp, s.mtp_entries, s.mtp_rows * row_bytes,
+          false);
+    }
+    add("MTP MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, s.mtp_entries, s.mtp_rows * moe_row_bytes,
+        false);
+    if (tp > 1) {
+      add("MTP lm_head all-gather (TP group)", CollectiveOp::kAllGather, tp, s.mtp_entries, s.mtp_rows * vocab_part,
+          false);
+    }
+  }
+  return lines;
+}
+
+CollectiveTime CollectiveSeconds(const CollectiveLine& line, const Network& network) {
+  const double depth = CeilLog2(line.group);
+  CollectiveTime time;
+  time.latency = static_cast<double>(line.calls) * depth * network.latency;
+  const double bytes = line.op == CollectiveOp::kBroadcast ? depth * static_cast<double>(line.payload)
+                                                           : static_cast<double>(line.BytesReceived(true));
+  time.bandwidth = network.bandwidth > 0 ? bytes / network.bandwidth : 0;
+  return time;
+}
+
+CollectiveTotals SumCollectives(const std::vector<CollectiveLine>& lines, const Network& network) {
+  CollectiveTotals totals;
+  for (const CollectiveLine& line : lines) {
+    totals.calls += line.calls;
+    totals.bytes_sent += line.BytesSent(true);
+    totals.bytes_received += line.BytesReceived(true);
+    const CollectiveTime t = CollectiveSeconds(line, network);
+    totals.time.latency += t.latency;
+    totals.time.bandwidth += t.bandwidth;
+  }
+  return totals;
+}
+
+namespace {
+
+struct NamedShape {
+  std::string name;
+  StepShape shape;
+  int64_t tokens = 0;  // tokens the step produces (decode) or consumes (prefill)
+};
+
+std::vector<NamedShape> PlanShapes(int concurrency, int64_t pass_rows) {
+  std::vector<NamedShape> shapes;
+  for (const int64_t b : {int64_t{1}, static_cast<int64_t>(concurrency)}) {
+    if (b == 1 && !shapes.empty()) continue;  // --concurrency 1
+    const std::string seqs = b == 1 ? "1 sequence" : std::to_string(b) + " sequences";
+    shapes.push_back({"decode, " + seqs, {b, b, b, pass_rows, 0, 0, 0}, b});
+    // A speculative step: verify the token and its draft (2 rows), then one draft from the MTP layer per sequence
+    // over the two accepted positions — up to 2 tokens per sequence.
+    shapes.push_back({"decode + MTP draft, " + seqs, {b, 2 * b, 2 * b, pass_rows, 0, b, 2 * b}, 2 * b});
+  }
+  shapes.push_back({"prefill 512 tokens", {1, 512, 1, pass_rows, 0, 0, 0}, 512});
+  return shapes;
+}
+
+}  // namespace
+
+std::vector<Table> CollectiveTables(const ModelConfig& config, const ParallelLayout& layout, const Network& network,
+                                    int concurrency, int64_t pass_rows) {
+  const std::string where = StrCat(layout.ranks, " ranks, --tp ", layout.tp, " --ep ", layout.ranks / layout.tp,
+                                   "; network ", FormatSeconds(network.latency), " latency, ",
+                                   FormatFixed(network.bandwidth / 1e9, 2), " GB/s per rank and direction");
+  Table steps{"collectives",
+              "Collectives per step (" + where + ")",
+              {{"step", "step", false},
+               {"calls", "collectives"},
+               {"all_reduces", "all-reduces"},
+               {"bytes_sent", "rank 0 sends"},
+               {"bytes_received", "rank 0 receives"},
+               {"latency", "latency term"},
+               {"bandwidth", "bandwidth term"},
+               {"total", "in collectives"},
+               {"tokens_per_s", "tokens/s at most"}},
+              {},
+              {}};
+  for (const NamedShape& s : PlanShapes(concurrency, pass_rows)) {
+    const std::vector<CollectiveLine> lines = CollectivesPerStep(config, layout, s.shape);
+    const CollectiveTotals t = SumCollectives(lines, network);
+    int64_t all_reduces = 0;
+    for (const CollectiveLine& line : lines) all_reduces += line.op == CollectiveOp::kAllReduce ? line.calls : 0;
+    const double total = t.time.total();
+    steps.AddRow({s.name, IntegerCell(t.calls), IntegerCell(all_reduces), BytesCell(static_cast<double>(t.bytes_sent)),
+                  BytesCell(static_cast<double>(t.bytes_received)), SecondsCell(t.time.latency),
+                  SecondsCell(t.time.bandwidth), SecondsCell(total),
+                  total > 0 ? FixedCell(static_cast<double>(s.tokens) / total, 1) : Cell("-")});
+  }
+  steps.notes = {
+      "what glint's own run does (plan/collectives.h): --tp 1 — one plan broadcast per Forward and per MTP batch, one "
+      "MoE all-reduce over all ranks per MoE layer per pass of ≤ 512 rows and per MTP entry; --tp > 1 adds an "
+      "all-reduce over the TP group after every attention and dense MLP and an all-gather of the logits rows",
+      "an all-reduce is an all-gather + a rank-order sum: each rank sends R × hidden × 4 bytes and receives that "
+      "from every other rank; bytes are as bench-model's 'collectives' line counts them (rank 0)",
+      "time = ⌈log2 group⌉ × latency per call + received bytes / bandwidth (a broadcast: its depth × message); not "
+      "overlapped with compute. 'tokens/s at most' = the step's tokens / its time in collectives: the ceiling the "
+      "network alone sets; add the compute time of a step (bench-model's ms/step) for the expected rate",
+      "plan broadcast bytes are from the wire format's field sizes (≈ 60 B + 4 B per new token per sequence); pool "
+      "copies between steps are not counted"};
+  Table detail{"collective_lines",
+               "Collectives of one decode step of " + std::to_string(concurrency) + " sequences, line by line",
+               {{"collective", "collective", false},
+                {"op", "op", false},
+                {"group", "ranks"},
+                {"calls", "calls"},
+                {"payload", "payload per rank"},
+                {"latency", "latency term"},
+                {"bandwidth", "bandwidth term"}},
+               {},
+               {}};
+  const StepShape decode{concurrency, concurrency, concurrency, pass_rows, 0, 0, 0};
+  for (const CollectiveLine& line : CollectivesPerStep(config, layout, decode)) {
+    const CollectiveTime t = CollectiveSeconds(line, network);
+    detail.AddRow({line.what, CollectiveOpName(line.op), IntegerCell(line.group), IntegerCell(line.calls),
+                   BytesCell(static_cast<double>(line.payload)), SecondsCell(t.latency), SecondsCell(t.bandwidth)});
+  }
+  return {steps, detail};
+}
+
+}  // namespace glint::plan

@@ -1,0 +1,102 @@
+// The collectives glint's own multi-process run makes per step (docs/distributed.md, "Collectives per step"), for
+// any ModelConfig and rank layout, and what they cost on a network of a given latency and bandwidth. `glint plan
+// --ranks N` prints it for the released model; bench-model and bench-engine print the measured counterparts
+// (dist/communicator.h CollectiveStats), and tests/mpi checks that the two counts agree.
+//
+// What is modelled is the fast path's step as implemented (model/fast_model.cc, model/lockstep.cc):
+//   --tp 1 (expert parallel, attention replicated): one plan broadcast from rank 0 per Forward and per MTP call;
+//     one MoE all-reduce over all ranks per MoE layer per pass of at most `pass_rows` rows, and one per MTP
+//     entry; lm_head replicated (no collective).
+//   --tp T > 1 (the contract of tensor parallelism): per trunk layer per pass one all-reduce over the T ranks of
+//     the tensor-parallel group after attention and one after the FFN — over the group for a dense MLP, over all
+//     ranks for an MoE layer (routed and shared expert partial sums fused into one) — the same for the MTP layer;
+//     lm_head split by vocabulary, one all-gather over the group of the rows that need logits (⌈V / T⌉ columns
+//     per rank).
+// An all-reduce is an all-gather of every rank's partial vector and a rank-order sum (dist/communicator.h): each
+// rank sends its R · D · 4 bytes and receives them from every other rank of the group.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/status.h"
+#include "base/table.h"
+#include "io/config.h"
+
+namespace glint::plan {
+
+struct ParallelLayout {
+  int ranks = 1;
+  int tp = 1;  // tensor-parallel degree; ranks / tp expert-parallel groups
+};
+// ranks ≥ 1, tp ≥ 1, tp divides ranks (the run's own rule: --tp × --ep = ranks).
+Status ValidateLayout(const ParallelLayout& layout);
+
+// One step: a Forward over `entries` sequences with `rows` new tokens in all, of which `logit_rows` want logits,
+// optionally followed by one MtpForwardBatch over `mtp_entries` entries of `mtp_rows` pairs in all.
+struct StepShape {
+  int64_t entries = 1;
+  int64_t rows = 1;
+  int64_t logit_rows = 1;
+  int64_t pass_rows = 512;     // FastModelOptions::max_tokens_per_pass: rows run in ⌈rows / pass_rows⌉ passes
+  int64_t blocks_per_entry = 0;  // cache blocks of an engine-bound sequence (0: sequences owning their memory)
+  int64_t mtp_entries = 0;
+  int64_t mtp_rows = 0;  // the MTP layer computes every pair's logits (trimmed afterwards)
+  bool expert_memory = false;  // --expert-memory: each MoE all-reduce carries one float more per row (failure flags)
+};
+
+enum class CollectiveOp { kBroadcast, kAllReduce, kAllGather };
+const char* CollectiveOpName(CollectiveOp op);
+
+// One line of the model: `calls` collectives of one op and purpose in a step, over `group` ranks. `payload`: the
+// bytes of all of them that a rank contributes (all-reduce, all-gather: it receives (group − 1) × that from the
+// others) or the broadcast's messages (the root sends them, every other rank receives them) — as CollectiveStats
+// counts them.
+struct CollectiveLine {
+  std::string what;  // "plan broadcast", "MoE all-reduce", …
+  CollectiveOp op = CollectiveOp::kAllReduce;
+  int group = 1;
+  int64_t calls = 0;
+  uint64_t payload = 0;
+  bool bytes_estimated = false;  // the plan broadcast: from the wire format's field sizes, not exact
+
+  uint64_t BytesSent(bool root) const;      // by one rank (root: rank 0, the broadcasts' root)
+  uint64_t BytesReceived(bool root) const;
+};
+
+// The step's collectives; empty with one rank.
+std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& config, const ParallelLayout& layout,
+                                               const StepShape& step);
+
+// The network between the ranks: latency per message (s) and bandwidth per rank and direction (bytes/s).
+struct Network {
+  double latency = 30e-6;
+  double bandwidth = 1.25e9;
+};
+// Wall time of one line's calls, a latency and a bandwidth term: ⌈log₂ G⌉ · α per call (recursive doubling for the
+// all-gathers inside all-reduces, a binomial tree for the broadcast), plus for an all-gather the (G − 1) parts a
+// rank must receive over β, for a broadcast its message ⌈log₂ G⌉ times over β (the tree's depth, store and
+// forward). A lower bound for the algorithms Open MPI picks at these sizes; nothing overlaps compute.
+struct CollectiveTime {
+  double latency = 0;
+  double bandwidth = 0;
+  double total() const { return latency + bandwidth; }
+};
+CollectiveTime CollectiveSeconds(const CollectiveLine& line, const Network& network);
+
+struct CollectiveTotals {
+  int64_t calls = 0;
+  uint64_t bytes_sent = 0, bytes_received = 0;  // by rank 0 (the broadcasts' root)
+  CollectiveTime time;
+};
+CollectiveTotals SumCollectives(const std::vector<CollectiveLine>& lines, const Network& network);
+
+// `glint plan --ranks N`: the tables `collectives` (per step shape: decode of 1 and `concurrency` sequences, the
+// same with an MTP draft of one token per sequence, prefill of 512 tokens — calls, bytes, latency and bandwidth
+// terms, the tokens/s the collectives alone allow) and `collective_lines` (decode of `concurrency` sequences, line
+// by line).
+std::vector<Table> CollectiveTables(const ModelConfig& config, const ParallelLayout& layout, const Network& network,
+                                    int concurrency, int64_t pass_rows = 512);
+
+}  // namespace glint::plan

@@ -1,0 +1,131 @@
+// Under mpirun with 2–4 ranks at --tp 1 (docs/distributed.md "Collectives per step"):
+//   - the collectives rank 0's communicator counts per step equal glint plan's model of them (plan/collectives.h)
+//     for the same config and step — prefill over two passes, decode of two sequences, an MTP batch: the count
+//     of each kind and the all-reduce bytes exactly, the plan broadcast's bytes to its wire-format estimate;
+//   - the followers skip lm_head (main and MTP layer: FastModel::lm_head_rows stays 0 on them) and rank 0's
+//     outputs keep every row, within expert parallelism's tolerance of one process's.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "base/worker_pool.h"
+#include "model/fast_model.h"
+#include "model/lockstep.h"
+#include "mpi_test_main.h"
+#include "plan/collectives.h"
+#include "test_util.h"
+
+namespace glint {
+namespace {
+
+constexpr int64_t kPassRows = 64;
+
+std::vector<int32_t> Tokens(int64_t count, int64_t vocab, int32_t seed) {
+  std::vector<int32_t> tokens(count);
+  for (int64_t i = 0; i < count; ++i) tokens[i] = static_cast<int32_t>((seed * 7919 + i * 104729) % vocab);
+  return tokens;
+}
+
+struct StepOutputs {
+  std::vector<std::vector<float>> logits;  // per call and entry
+  std::vector<CollectiveStats> collectives;  // per step, rank 0
+};
+
+// Rank 0: a prefill of 100 + 30 tokens (two passes of ≤ 64 rows), a decode step of both sequences, an MTP batch
+// over both (2 and 1 pairs).
+StepOutputs RunSteps(const Model& model, Communicator& comm) {
+  StepOutputs out;
+  const int64_t vocab = model.config().vocab_size, d = model.config().hidden_size;
+  SequenceState a = model.NewSequence(), b = model.NewSequence();
+  const std::vector<int32_t> pa = Tokens(100, vocab, 1), pb = Tokens(30, vocab, 2);
+  std::vector<EntryOutput> outputs;
+  auto step = [&](std::vector<BatchEntry> batch) {
+    const CollectiveStats before = comm.stats();
+    EXPECT_OK(model.Forward(batch, outputs));
+    out.collectives.push_back(comm.stats().Since(before));
+    for (const EntryOutput& o : outputs) out.logits.push_back(o.logits);
+  };
+  step({{pa, &a, LogitsWanted::kLast, false}, {pb, &b, LogitsWanted::kAll, false}});
+  const std::vector<int32_t> da = {5}, db = {9, 11};
+  step({{da, &a, LogitsWanted::kLast, true}, {db, &b, LogitsWanted::kAll, true}});
+  // The hidden inputs lie in the last Forward's outputs: the plan names them (rank 0's engine does the same).
+  const std::vector<int32_t> na = {3}, nb = {4, 6};
+  std::vector<MtpEntry> mtp = {{&a, std::span<const float>(outputs[0].hidden.data(), d), na, LogitsWanted::kLast},
+                               {&b, std::span<const float>(outputs[1].hidden.data(), 2 * d), nb, LogitsWanted::kAll}};
+  std::vector<std::vector<float>> drafts;
+  const CollectiveStats before = comm.stats();
+  EXPECT_OK(model.MtpForwardBatch(mtp, drafts));
+  out.collectives.push_back(comm.stats().Since(before));
+  for (auto& logits : drafts) out.logits.push_back(logits);
+  return out;
+}
+
+void ExpectPlanned(const CollectiveStats& measured, const std::vector<plan::CollectiveLine>& lines, const char* what) {
+  int64_t broadcasts = 0, all_reduces = 0;
+  uint64_t reduced = 0, plan_bytes = 0;
+  for (const plan::CollectiveLine& line : lines) {
+    if (line.op == plan::CollectiveOp::kBroadcast) broadcasts += line.calls, plan_bytes += line.payload;
+    if (line.op == plan::CollectiveOp::kAllReduce) all_reduces += line.calls, reduced += line.payload;
+    EXPECT_NE(line.op, plan::CollectiveOp::kAllGather) << "--tp 1 gathers no logits";
+  }
+  EXPECT_EQ(measured.of(CollectiveKind::kBroadcast).calls, broadcasts) << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).calls, all_reduces) << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kAllGather).calls, 0) << what;
+  EXPECT_EQ(measured.calls, broadcasts + all_reduces) << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).bytes_sent, reduced) << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).bytes_received, reduced * (testing::World().size() - 1)) << what;
+  // The plan is the wire format's field sizes; the first plan of a sequence also carries nothing else, and the
+  // releases of freed sequences (9 bytes each) come later: equal here.
+  EXPECT_EQ(measured.of(CollectiveKind::kBroadcast).bytes_sent, plan_bytes) << what;
+}
+
+TEST(Collectives, MeasuredPerStepEqualsThePlanAndFollowersSkipLmHead) {
+  Communicator& comm = testing::World();
+  const std::string dir = testing::TestDataPath("golden/tiny-dense");
+  WorkerPool pool(1);
+  FastModelOptions options;
+  options.max_tokens_per_pass = kPassRows;
+  std::unique_ptr<FastModel> alone;
+  if (comm.rank() == 0) {
+    ASSERT_OK_AND_ASSIGN(alone, FastModel::Load(dir, pool, options));
+  }
+  options.parallel = {&comm, 1, 0};
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> shard, FastModel::Load(dir, pool, options));
+  const FastModel* shard_view = shard.get();
+  if (comm.rank() != 0) {
+    ASSERT_OK(RunLockstepFollower(*shard, comm));
+    EXPECT_EQ(shard_view->lm_head_rows(), 0) << "a follower at --tp 1 computed logits nobody reads";
+    return;
+  }
+  const ModelConfig config = shard->config();
+  LockstepLeader leader(std::move(shard), comm);
+  const StepOutputs many = RunSteps(leader, comm);
+  ASSERT_OK(leader.Stop());
+  EXPECT_GT(shard_view->lm_head_rows(), 0);
+
+  const plan::ParallelLayout layout{comm.size(), 1};
+  plan::StepShape prefill{2, 130, 31, kPassRows, 0, 0, 0};
+  plan::StepShape decode{2, 3, 3, kPassRows, 0, 0, 0};
+  plan::StepShape mtp{0, 0, 0, kPassRows, 0, 2, 3};
+  ASSERT_EQ(many.collectives.size(), 3u);
+  ExpectPlanned(many.collectives[0], plan::CollectivesPerStep(config, layout, prefill), "prefill");
+  ExpectPlanned(many.collectives[1], plan::CollectivesPerStep(config, layout, decode), "decode");
+  // An MTP-only step: drop the Forward's lines (a StepShape always has its Forward).
+  std::vector<plan::CollectiveLine> mtp_lines = plan::CollectivesPerStep(config, layout, mtp);
+  std::erase_if(mtp_lines, [](const plan::CollectiveLine& line) { return line.what.find("MTP") == std::string::npos; });
+  ExpectPlanned(many.collectives[2], mtp_lines, "MTP batch");
+
+  // The same calls on one process: what the followers skip never reaches rank 0, whose outputs stay those of
+  // expert parallelism — one process's within the fast path's tolerance of model_mpi_test (1e-3 × std; the MoE
+  // sums' rounding only), with every logit row there.
+  SingleProcessCommunicator single;
+  const StepOutputs one = RunSteps(*alone, single);
+  ASSERT_EQ(one.logits.size(), many.logits.size());
+  for (size_t i = 0; i < one.logits.size(); ++i) {
+    ASSERT_EQ(one.logits[i].size(), many.logits[i].size()) << i;
+    EXPECT_LE(testing::MaxAbsError(many.logits[i], one.logits[i]), 1e-3 * testing::StdDev(one.logits[i])) << i;
+  }
+}
+
+}  // namespace
+}  // namespace glint
