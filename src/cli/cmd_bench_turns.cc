@@ -12,6 +12,7 @@
 // Bounded: each row stops starting turns after `--time-limit` seconds (and says so); a line per turn goes to
 // stderr as it finishes.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -200,6 +201,14 @@ Result<RowResult> RunRow(const Model& model, const EngineOptions& base, const Ro
 
 double MedianOf(std::vector<double> values) { return bench::Summarize(std::move(values)).median; }
 
+// Seconds with 3 decimals, "-" for NaN (no turn in that class, e.g. none past --long-context).
+std::string Seconds(double seconds) {
+  if (std::isnan(seconds)) return "-";
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3fs", seconds);
+  return text;
+}
+
 double MedianTtft(std::span<const Turn> turns, int64_t longer_than) {
   std::vector<double> ttft;
   for (const Turn& turn : turns) {
@@ -237,12 +246,13 @@ void PrintSummaryTable(const std::vector<RowResult>& results, const TurnsFlags& 
     char checkpoints[64];
     std::snprintf(checkpoints, sizeof checkpoints, "%.2f/%.2f", c.checkpoints_used * c.checkpoint_bytes * mib,
                   c.checkpoints_total * c.checkpoint_bytes * mib);
-    std::printf("%14s %6lld %13lld %13lld %7.1f%% %12lld %12lld %14s %9lld %8lld %9.1f %8.3fs %10.3fs %7.1fs %5.2f%s\n",
+    std::printf("%14s %6lld %13lld %13lld %7.1f%% %12lld %12lld %14s %9lld %8lld %9.1f %9s %11s %7.1fs %5.2f%s\n",
                 r.row.name.c_str(), static_cast<long long>(r.turns.size()), static_cast<long long>(t.prompt),
                 static_cast<long long>(t.hit), 100.0 * t.hit / std::max<int64_t>(t.prompt, 1),
                 static_cast<long long>(t.disk_hit), static_cast<long long>(t.recomputed), checkpoints,
                 static_cast<long long>(c.checkpoints_taken), static_cast<long long>(c.checkpoints_demoted),
-                c.disk.bytes * mib, MedianTtft(r.turns, -1), MedianTtft(r.turns, flags.long_context), r.wall, r.load,
+                c.disk.bytes * mib, Seconds(MedianTtft(r.turns, -1)).c_str(),
+                Seconds(MedianTtft(r.turns, flags.long_context)).c_str(), r.wall, r.load,
                 r.stopped ? "  (stopped by --time-limit)" : "");
   }
 }
@@ -289,11 +299,12 @@ void PrintComparison(const RowResult& a, const RowResult& b, const TurnsFlags& f
     seconds_a += a.turns[i].seconds;
     seconds_b += b.turns[i].seconds;
   }
-  std::printf("%s vs %s (%zu turns): TTFT p50 %.3f → %.3f s (saved %.3f s), past %lld tokens %.3f → %.3f s "
-              "(saved %.3f s); recomputed %lld → %lld tokens; request time %.1f → %.1f s\n",
-              b.row.name.c_str(), a.row.name.c_str(), n, ttft_a, ttft_b, ttft_a - ttft_b,
-              static_cast<long long>(flags.long_context), long_a, long_b, long_a - long_b,
-              static_cast<long long>(ta.recomputed), static_cast<long long>(tb.recomputed), seconds_a, seconds_b);
+  std::printf("%s vs %s (%zu turns): TTFT p50 %s → %s (saved %s), past %lld tokens %s → %s (saved %s); "
+              "recomputed %lld → %lld tokens; request time %.1f → %.1f s\n",
+              b.row.name.c_str(), a.row.name.c_str(), n, Seconds(ttft_a).c_str(), Seconds(ttft_b).c_str(),
+              Seconds(ttft_a - ttft_b).c_str(), static_cast<long long>(flags.long_context), Seconds(long_a).c_str(),
+              Seconds(long_b).c_str(), Seconds(long_a - long_b).c_str(), static_cast<long long>(ta.recomputed),
+              static_cast<long long>(tb.recomputed), seconds_a, seconds_b);
 }
 
 void PrintComparisons(const std::vector<RowResult>& results, const TurnsFlags& flags) {
