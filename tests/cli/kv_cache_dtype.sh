@@ -8,7 +8,8 @@
 #  - `glint run --kv-cache-dtype` (through the engine): the engine's cache holds that dtype (its summary line
 #    says so) and the first 12 of 16 greedy tokens equal the fp32 run's (measured: 15 of 16 for bf16 and int8, all
 #    16 for fp8 on this prompt; a near-tie at the last token);
-#  - `glint bench-context` runs on the tiny model and says that it filled the caches synthetically;
+#  - `glint bench-context` runs on the tiny model and says that it filled the caches synthetically, and at 1M
+#    (filled to 1M − the decode steps) still prints the roofline target with its verdict;
 #  - a bad dtype is refused by name.
 # Args: path-to-glint, tests/data dir.
 set -euo pipefail
@@ -66,6 +67,11 @@ grep -q "fp16" "$work/err" || fail "run's refusal does not name the value: $(cat
 cat "$work/bench"
 grep -q "filling it synthetically" "$work/bench" || fail "bench-context does not say it filled the caches"
 [ "$(grep -cE '^ +(1024|4096) ' "$work/bench")" = 2 ] || fail "bench-context printed no row for each context"
+# At 1M the fill stops short of max_position_embeddings by the decode steps; the roofline target is still judged.
+"$glint" bench-context --model "$model" --contexts 1M --steps 1 --threads 2 --probe-mib 16 \
+  --kv-cache-dtype int8 >"$work/bench" 2>&1 || { cat "$work/bench"; fail "bench-context at 1M"; }
+grep -E "^target indexer ≥ 0.7 of its memory roofline at the deepest context, 1048576 \(filled to 1048574 positions\): [0-9.]+ — (met|NOT met)$" \
+  "$work/bench" || { cat "$work/bench"; fail "bench-context at 1M printed no roofline verdict"; }
 
 if "$glint" score --model "$model" --tokens-file "$tokens" --kv-cache-dtype fp16 >/dev/null 2>"$work/err"; then
   fail "--kv-cache-dtype fp16 was accepted"
