@@ -45,6 +45,7 @@ struct BenchFlags {
   int repetitions = 3;
   int64_t pass_tokens = 512;
   int64_t probe_mib = 256;
+  std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype: the MLA latents and pooled indexer keys
   ParallelFlags parallel;  // --tp / --ep under mpirun
 };
 
@@ -163,12 +164,22 @@ Status RunBenchModel(const BenchFlags& flags) {
   GLINT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> runner, JoinRanks(std::move(joined), flags.model));
   const auto* fast = &static_cast<const FastModel&>(Unwrapped(*runner));  // its step statistics
   const ModelConfig& c = runner->config();
+  GLINT_ASSIGN_OR_RETURN(const KvCacheDtype kv_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
+  if (kv_dtype != KvCacheDtype::kFloat32 && &Unwrapped(*runner) != runner.get()) {
+    return Unimplemented("bench-model --kv-cache-dtype ", flags.kv_cache_dtype, " runs on one rank only (its "
+                         "standalone sequences are not mirrored under mpirun yet); use bench-engine there");
+  }
+  std::printf("== kv cache %s (MLA latents and indexer keys)\n", flags.kv_cache_dtype.c_str());
+  // fp32 keeps NewSequence (mirrored to the other ranks under mpirun).
+  const auto new_sequence = [&] {
+    return kv_dtype == KvCacheDtype::kFloat32 ? runner->NewSequence() : runner->NewStandaloneSequence(kv_dtype);
+  };
 
   // ---- prefill ----
   for (int64_t prompt : flags.prompts) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
     for (int rep = 0; rep < flags.repetitions; ++rep) {
-      SequenceState state = runner->NewSequence();
+      SequenceState state = new_sequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
       std::vector<EntryOutput> outputs;
       const BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
@@ -192,7 +203,7 @@ Status RunBenchModel(const BenchFlags& flags) {
   uint64_t peak_cache_bytes = 0;
   for (int64_t batch_size : flags.batches) {
     std::vector<SequenceState> states;
-    for (int64_t i = 0; i < batch_size; ++i) states.push_back(runner->NewSequence());
+    for (int64_t i = 0; i < batch_size; ++i) states.push_back(new_sequence());
     std::vector<std::vector<int32_t>> contexts(batch_size);
     std::vector<BatchEntry> entries;
     for (int64_t i = 0; i < batch_size; ++i) {
@@ -274,6 +285,11 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
       command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
       command.add_option("--context", flags->context, "tokens of context before decoding")->capture_default_str();
+      command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                         "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 or "
+                         "int8 (as the engine's; one rank only for the compact ones)")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
+          ->capture_default_str();
       command.add_option("--steps", flags->steps, "decode steps per batch size")->capture_default_str();
       command.add_option("--repetitions", flags->repetitions, "prefill runs per prompt length")->capture_default_str();
       command.add_option("--pass-tokens", flags->pass_tokens, "rows per layer pass (FastModelOptions)")

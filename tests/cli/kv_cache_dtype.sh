@@ -8,6 +8,7 @@
 #  - `glint run --kv-cache-dtype` (through the engine): the engine's cache holds that dtype (its summary line
 #    says so) and the first 12 of 16 greedy tokens equal the fp32 run's (measured: 15 of 16 for bf16 and int8, all
 #    16 for fp8 on this prompt; a near-tie at the last token);
+#  - `glint bench-model --kv-cache-dtype int8` runs and says which cache it used;
 #  - `glint bench-context` runs on the tiny model and says that it filled the caches synthetically, and at 1M
 #    (filled to 1M − the decode steps) still prints the roofline target with its verdict;
 #  - a bad dtype is refused by name.
@@ -61,6 +62,11 @@ for dtype in bf16 fp8 int8; do
 done
 if run_ids --kv-cache-dtype fp16 >/dev/null 2>"$work/err"; then fail "run accepted --kv-cache-dtype fp16"; fi
 grep -q "fp16" "$work/err" || fail "run's refusal does not name the value: $(cat "$work/err")"
+
+"$glint" bench-model --model "$model" --threads 2 --prompts 64 --batches 1 --steps 2 --repetitions 1 \
+  --probe-mib 16 --kv-cache-dtype int8 >"$work/bench" 2>&1 || { cat "$work/bench"; fail "bench-model int8"; }
+grep -q "^== kv cache int8" "$work/bench" && grep -q "^== decode 1 sequence" "$work/bench" \
+  || { cat "$work/bench"; fail "bench-model --kv-cache-dtype int8 printed no decode figure or no cache dtype"; }
 
 "$glint" bench-context --model "$model" --contexts 1K,4K --steps 2 --threads 2 --probe-mib 16 \
   --kv-cache-dtype int8 >"$work/bench" 2>&1 || { cat "$work/bench"; fail "bench-context"; }
