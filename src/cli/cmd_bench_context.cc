@@ -131,6 +131,30 @@ Result<ContextFigures> MeasureContext(const FastModel& model, const std::shared_
   return figures;
 }
 
+struct MeasuredContext {
+  int64_t filled = 0;  // positions in the cache: the requested context, less the decode steps at the maximum
+  ContextFigures figures;
+};
+
+// The two targets (#15 item 2), each with its verdict, from the contexts measured (by requested context):
+// step(128K) ≤ 1.3 × step(2K) when both ran, and the indexer ≥ 0.7 of its memory roofline at the deepest context
+// (1M on the release config, filled to max_position_embeddings − the decode steps; the line says so).
+void PrintTargets(const std::map<int64_t, MeasuredContext>& measured, double bandwidth) {
+  const auto at_2k = measured.find(2048), at_128k = measured.find(128 << 10);
+  if (at_2k != measured.end() && at_128k != measured.end()) {
+    const double ratio = at_128k->second.figures.step / at_2k->second.figures.step;
+    std::printf("target step(128K) ≤ 1.3 × step(2K): %.2f× — %s\n", ratio, ratio <= 1.3 ? "met" : "NOT met");
+  }
+  if (measured.empty()) return;
+  const auto& [requested, deepest] = *measured.rbegin();
+  const ContextFigures& f = deepest.figures;
+  const double fraction = f.indexer > 0 ? f.key_bytes / bandwidth / f.indexer : 0.0;
+  const std::string filled =
+      deepest.filled == requested ? "" : StrCat(" (filled to ", deepest.filled, " positions)");
+  std::printf("target indexer ≥ 0.7 of its memory roofline at the deepest context, %lld%s: %.2f — %s\n",
+              static_cast<long long>(requested), filled.c_str(), fraction, fraction >= 0.7 ? "met" : "NOT met");
+}
+
 Status RunBenchContext(const BenchContextFlags& flags) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
@@ -146,7 +170,8 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   const auto* model = dynamic_cast<const FastModel*>(&Unwrapped(*loaded));
   if (model == nullptr) return FailedPrecondition("bench-context needs the fast path on one rank (no mpirun)");
   const ModelConfig& c = model->config();
-  for (int64_t& context : contexts) {
+  std::vector<int64_t> filled = contexts;  // what is filled: the requested context, or less at the model's maximum
+  for (int64_t& context : filled) {
     // The last position must exist: at the model's maximum (1M on the release config) the fill stops short by the
     // decode steps, which changes the indexer's work by steps/context (< 0.001%).
     const int64_t room = c.max_position_embeddings - (flags.steps + 1);
@@ -177,16 +202,17 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s\n", "context", "ms/step", "×first", "indexer ms", "share",
               "study share", "keys MB", "roofline ms", "of roofl.");
   double first_step = 0;
-  std::map<int64_t, ContextFigures> measured;
-  for (int64_t context : contexts) {
+  std::map<int64_t, MeasuredContext> measured;  // by the requested context
+  for (size_t i = 0; i < contexts.size(); ++i) {
+    const int64_t context = filled[i];
     Result<ContextFigures> f = MeasureContext(*model, layout, context, flags.steps, max_cache, pool);
     if (!f.ok()) {
       std::printf("   skipped: %s\n", f.status().ToString().c_str());
       continue;
     }
-    measured[context] = f.value();
+    measured[contexts[i]] = {context, f.value()};
     if (first_step == 0) first_step = f->step;
-    const auto study = kStudyShare.find(context);
+    const auto study = kStudyShare.find(contexts[i]);
     const std::string study_text = study == kStudyShare.end() ? "—" : StrCat(100 * study->second, "%");
     const double roofline = f->key_bytes / bandwidth;
     std::printf("%9lld %10.2f %8.2f %11.3f %8.1f%% %12s %12.1f %11.3f %9.0f%%\n", static_cast<long long>(context),
@@ -196,16 +222,7 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   std::printf(
       "   (study share: the indexer's FLOPs as a share of the MoE FLOPs on the released model, §5.3; share: "
       "measured share of this step's time; of roofl.: key bytes ÷ bandwidth ÷ indexer time)\n");
-  if (measured.count(2048) && measured.count(128 << 10)) {
-    const double ratio = measured[128 << 10].step / measured[2048].step;
-    std::printf("target step(128K) ≤ 1.3 × step(2K): %.2f× — %s\n", ratio, ratio <= 1.3 ? "met" : "NOT met");
-  }
-  if (measured.count(1 << 20)) {
-    const ContextFigures& f = measured[1 << 20];
-    const double fraction = f.key_bytes / bandwidth / f.indexer;
-    std::printf("target indexer ≥ 0.7 of its memory roofline at 1M: %.2f — %s\n", fraction,
-                fraction >= 0.7 ? "met" : "NOT met");
-  }
+  PrintTargets(measured, bandwidth);
   return Status::Ok();
 }
 

@@ -48,6 +48,7 @@ struct BenchFlags {
   int repetitions = 3;
   int64_t pass_tokens = 512;
   int64_t probe_mib = 256;
+  std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype: the MLA latents and pooled indexer keys
   ParallelFlags parallel;  // --tp / --ep under mpirun
 };
 
@@ -117,6 +118,12 @@ struct BenchRun {
   MachineFigures machine;
   const Model* runner = nullptr;
   const FastModel* fast = nullptr;  // the runner's fast model: its step statistics
+  KvCacheDtype kv_dtype = KvCacheDtype::kFloat32;
+
+  // fp32 keeps NewSequence (mirrored to the other ranks under mpirun).
+  SequenceState NewSequence() const {
+    return kv_dtype == KvCacheDtype::kFloat32 ? runner->NewSequence() : runner->NewStandaloneSequence(kv_dtype);
+  }
 };
 
 Result<FastModelOptions> FastOptionsFromFlags(const BenchFlags& flags) {
@@ -217,7 +224,7 @@ Status BenchPrefill(const BenchRun& run) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
     const CollectiveStats prefill_start = World().stats();
     for (int rep = 0; rep < run.flags.repetitions; ++rep) {
-      SequenceState state = run.runner->NewSequence();
+      SequenceState state = run.NewSequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
       std::vector<EntryOutput> outputs;
       const BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
@@ -245,7 +252,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   const ModelConfig& c = run.runner->config();
   const BenchFlags& flags = run.flags;
   std::vector<SequenceState> states;
-  for (int64_t i = 0; i < batch_size; ++i) states.push_back(run.runner->NewSequence());
+  for (int64_t i = 0; i < batch_size; ++i) states.push_back(run.NewSequence());
   std::vector<std::vector<int32_t>> contexts(batch_size);
   std::vector<BatchEntry> entries;
   for (int64_t i = 0; i < batch_size; ++i) {
@@ -314,6 +321,12 @@ Status RunBenchModel(const BenchFlags& flags) {
   GLINT_ASSIGN_OR_RETURN(const std::unique_ptr<Model> runner, LoadTwice(flags, pool, options, weight_bytes));
   run.runner = runner.get();
   run.fast = &static_cast<const FastModel&>(Unwrapped(*runner));
+  GLINT_ASSIGN_OR_RETURN(run.kv_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
+  if (run.kv_dtype != KvCacheDtype::kFloat32 && &Unwrapped(*runner) != runner.get()) {
+    return Unimplemented("bench-model --kv-cache-dtype ", flags.kv_cache_dtype, " runs on one rank only (its "
+                         "standalone sequences are not mirrored under mpirun yet); use bench-engine there");
+  }
+  std::printf("== kv cache %s (MLA latents and indexer keys)\n", flags.kv_cache_dtype.c_str());
   GLINT_RETURN_IF_ERROR(BenchPrefill(run));
   uint64_t peak_cache_bytes = 0;
   for (int64_t batch_size : flags.batches) {
@@ -346,6 +359,11 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
       command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
       command.add_option("--context", flags->context, "tokens of context before decoding")->capture_default_str();
+      command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                         "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 or "
+                         "int8 (as the engine's; one rank only for the compact ones)")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
+          ->capture_default_str();
       command.add_option("--steps", flags->steps, "decode steps per batch size")->capture_default_str();
       command.add_option("--repetitions", flags->repetitions, "prefill runs per prompt length")->capture_default_str();
       command.add_option("--pass-tokens", flags->pass_tokens, "rows per layer pass (FastModelOptions)")

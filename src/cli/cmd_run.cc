@@ -37,6 +37,7 @@ struct RunFlags {
   bool ignore_eos = false;
   bool print_ids = false;
   std::string speculative = "none";
+  std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype; not fp32: the run goes through the engine
   std::vector<std::string> images;  // --image FILE, repeatable
   media::DecodeLimits image_limits;
 };
@@ -116,13 +117,31 @@ class PrintingSink final : public RequestSink {
   bool text_;
 };
 
-// --speculative mtp: the same generation through the engine (one sequence), which verifies the MTP layer's
-// drafts (docs/engine.md "Speculative decoding"); greedy output is the same as without it.
+// The same generation through the engine (one sequence), for what only the engine's cache layout has:
+// --speculative mtp, which verifies the MTP layer's drafts (docs/engine.md "Speculative decoding"; greedy output
+// is the same as without it), and a compact --kv-cache-dtype (docs/long-context.md "Compact caches"). The cache
+// memory is sized for prompt + --max-tokens (at least the engine's default 1 GiB).
+Result<EngineOptions> RunEngineOptions(const RunFlags& flags, const Model& model, int64_t tokens) {
+  EngineOptions options;
+  options.speculative = flags.speculative == "mtp" ? SpeculativeMethod::kMtp : SpeculativeMethod::kNone;
+  GLINT_ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
+  CacheOptions cache;
+  cache.block_tokens = options.block_tokens;
+  cache.mtp = options.speculative == SpeculativeMethod::kMtp;
+  cache.kv_dtype = options.kv_cache_dtype;
+  GLINT_ASSIGN_OR_RETURN(const CacheLayout layout, model.CacheLayoutFor(cache));
+  // Blocks for every position, the slot and its rollback copy (speculation), and 1/8 for the plan's rounding.
+  const int64_t blocks = (tokens + options.block_tokens - 1) / options.block_tokens;
+  const int64_t needed = blocks * layout.block_bytes + 2 * layout.slot_bytes;
+  options.memory_bytes = std::max(options.memory_bytes, needed + needed / 8 + (int64_t{1} << 20));
+  return options;
+}
+
 Status RunWithEngine(const RunFlags& flags, const Model& model, const std::optional<Tokenizer>& tokenizer,
                      const GenerationConfig& generation, std::vector<int32_t> prompt, const SamplingParams& params,
                      const std::string& description, ImageEncoder* tower, std::vector<RequestImage> images) {
-  EngineOptions options;
-  options.speculative = SpeculativeMethod::kMtp;
+  GLINT_ASSIGN_OR_RETURN(EngineOptions options,
+                         RunEngineOptions(flags, model, static_cast<int64_t>(prompt.size()) + flags.max_tokens));
   options.max_seqs = 1;
   options.prefix_caching = false;  // one request: nothing to share, and chunks need not split at checkpoints
   options.end_token_ids = std::vector<int32_t>(generation.eos_token_ids.begin(), generation.eos_token_ids.end());
@@ -150,11 +169,13 @@ Status RunWithEngine(const RunFlags& flags, const Model& model, const std::optio
   const EngineMetrics m = core->Metrics();
   std::fprintf(stderr,
                "glint run: prompt %lld tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s after the "
-               "first (%.1f tokens/s); finish: %s; %s; speculative decoding: %lld of %lld drafts accepted\n",
+               "first (%.1f tokens/s); finish: %s; %s; kv cache %s; speculative decoding: %lld of %lld drafts "
+               "accepted\n",
                static_cast<long long>(prompt_tokens), prefill_seconds, prompt_tokens / std::max(prefill_seconds, 1e-9),
                static_cast<long long>(t.generated_tokens), decode_seconds,
                (t.generated_tokens - 1) / std::max(decode_seconds, 1e-9),
                std::string(FinishReasonName(sink->last->finish_reason)).c_str(), description.c_str(),
+               std::string(KvCacheDtypeName(options.kv_cache_dtype)).c_str(),
                static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_drafts));
   return Status::Ok();
 }
@@ -265,7 +286,7 @@ Status RunGenerate(const RunFlags& flags) {
   params.top_k = flags.top_k;
   params.seed = flags.seed;
   GLINT_RETURN_IF_ERROR(ValidateSamplingParams(params));
-  if (flags.speculative == "mtp" && flags.max_tokens > 0) {
+  if ((flags.speculative == "mtp" || flags.kv_cache_dtype != "fp32") && flags.max_tokens > 0) {
     return RunWithEngine(flags, *model, tokenizer, generation, std::move(prompt), params, forward.description,
                          images.tower.get(), std::move(images.requests));
   }
@@ -299,6 +320,11 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--speculative", flags->speculative,
                          "speculative decoding: none, or mtp (through the engine: the MTP layer drafts a token per "
                          "step and the model verifies it; outputs are unchanged)")
+          ->capture_default_str();
+      command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                         "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 or "
+                         "int8 (as the engine's; not fp32: the run goes through the engine)")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
           ->capture_default_str();
       command.footer(
           "--path reference dequantizes FP8 weights to fp32 in memory: fine for tiny models, far too large for "

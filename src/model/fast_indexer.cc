@@ -19,6 +19,7 @@ struct PreparedQuery {
   const FastIndexerQuery* q = nullptr;
   std::vector<int16_t> codes;  // [heads, e] int8 keys only
   std::vector<float> scales;   // [heads]
+  std::vector<uint8_t> biased;  // [heads, e] codes + 128, for the VNNI kernel where it runs (else empty)
 };
 
 // Blocks are separate items of the cache's arena, so the hardware prefetcher stops at each block's end and every
@@ -50,9 +51,15 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
                             q.heads, e, scale, out);
         break;
       case KvCacheDtype::kInt8:
-        indexer::ScoresInt8(prepared.codes.data(), prepared.scales.data(), q.head_weights,
-                            reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), count,
-                            q.heads, e, scale, out);
+        if (!prepared.biased.empty()) {
+          indexer::ScoresInt8Vnni(prepared.biased.data(), prepared.scales.data(), q.head_weights,
+                                  reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), count,
+                                  q.heads, e, scale, out);
+        } else {
+          indexer::ScoresInt8(prepared.codes.data(), prepared.scales.data(), q.head_weights,
+                              reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), count,
+                              q.heads, e, scale, out);
+        }
         break;
       case KvCacheDtype::kFp8:
         decoded.resize(count * e);
@@ -73,11 +80,15 @@ PoolSelection FastSelectPools(const DsaCache& cache, const FastIndexerQuery& que
   thread_local std::vector<uint64_t> keys;
   thread_local std::vector<float> decoded;
   const int64_t visible = VisiblePools(query.position, cache.kpool), e = cache.index_head_dim;
-  PreparedQuery prepared{&query, {}, {}};
+  PreparedQuery prepared{&query, {}, {}, {}};
   if (cache.dtype == KvCacheDtype::kInt8) {
     prepared.codes.resize(query.heads * e);
     prepared.scales.resize(query.heads);
     indexer::QuantizeQuery(query.query, query.heads, e, prepared.codes.data(), prepared.scales.data());
+    if (indexer::Int8VnniSupported(e)) {  // bit-exact with ScoresInt8, so the choice never changes a selection
+      prepared.biased.resize(query.heads * e);
+      indexer::BiasQueryCodes(prepared.codes.data(), query.heads, e, prepared.biased.data());
+    }
   }
   scores.resize(visible);
   const int64_t chunks = (visible + kChunkPools - 1) / kChunkPools;

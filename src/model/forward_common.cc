@@ -10,10 +10,13 @@ namespace glint {
 
 // ---- Model: sequences and the default batched MTP ----
 
-SequenceState Model::NewSequence() const {
+SequenceState Model::NewSequence() const { return NewStandaloneSequence(KvCacheDtype::kFloat32); }
+
+SequenceState Model::NewStandaloneSequence(KvCacheDtype kv_dtype) const {
   const ModelConfig& c = config();
   CacheOptions options;
   options.block_tokens = StandaloneBlockTokens(c);
+  options.kv_dtype = kv_dtype;
   Result<CacheLayout> layout = CacheLayoutFor(options);
   SequenceState state;
   state.owner = this;

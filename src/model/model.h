@@ -158,6 +158,9 @@ class Model {
   // An empty sequence that owns its memory (blocks grown on demand, StandaloneBlockTokens, fp32 state), with an
   // MTP cache when the model has an MTP layer. For tests and tools; the engine uses BindSequence.
   virtual SequenceState NewSequence() const;
+  // The same with the latents and pooled keys stored as `kv_dtype` (--kv-cache-dtype). Not mirrored to other ranks
+  // (a LockstepLeader's NewSequence is): for one-rank tools.
+  SequenceState NewStandaloneSequence(KvCacheDtype kv_dtype) const;
   // A sequence whose caches live in memory the caller manages: `layout` from CacheLayoutFor, `memory` holding
   // `tokens` positions already (0 for a zeroed slot, or a restored prefix). The caller keeps the block table
   // covering every position a Forward will write. With a layout that has the MTP cache, the MTP layer holds

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -50,6 +51,53 @@ TEST(IndexerOps, Int8ScoresAreBitExact) {
           << reference[m];
     }
   }
+}
+
+// The VNNI kernel against the specification, bit for bit, over a sweep: every partial tile of 16 keys (pools
+// 1..40), head counts below, at and past each group size (4, 8) and the release's 32, dims multiple of 4; codes at
+// the extremes (−127 for keys and the query's amax head), a zero query head (scale 0) and a non-finite one (NaN).
+TEST(IndexerOps, Int8VnniScoresAreBitExact) {
+  if (!indexer::Int8VnniSupported(4)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI (isa.h kAvx512)";
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int64_t dim : {4, 16, 64, 128}) {
+    for (int64_t heads : {1, 3, 4, 5, 8, 9, 32}) {
+      for (int64_t pools = 1; pools <= 40; pools += (pools < 18 ? 1 : 7)) {
+        std::vector<float> query(heads * dim), weights(heads), key_scales(pools);
+        std::vector<int8_t> keys(pools * dim);
+        for (float& v : query) v = uniform(rng);
+        for (float& v : weights) v = uniform(rng);
+        for (float& v : key_scales) v = 0.01f * (1.5f + uniform(rng));
+        for (int8_t& k : keys) k = static_cast<int8_t>(code(rng));
+        keys[pools * dim - 1] = -127;
+        if (heads >= 3) std::fill(query.begin() + dim, query.begin() + 2 * dim, 0.0f);  // head 1: zero
+        if (heads >= 5) query[3 * dim] = std::numeric_limits<float>::quiet_NaN();        // head 3: NaN
+        std::vector<int16_t> codes(heads * dim);
+        std::vector<uint8_t> biased(heads * dim);
+        std::vector<float> query_scales(heads);
+        indexer::QuantizeQuery(query.data(), heads, dim, codes.data(), query_scales.data());
+        indexer::BiasQueryCodes(codes.data(), heads, dim, biased.data());
+        std::vector<float> fast(pools + 1, 7.0f), reference(pools);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        indexer::ScoresInt8Vnni(biased.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
+                                pools, heads, dim, scale, fast.data());
+        indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(),
+                                     key_scales.data(), pools, heads, dim, scale, reference.data());
+        for (int64_t m = 0; m < pools; ++m) {
+          ASSERT_EQ(std::memcmp(&fast[m], &reference[m], sizeof(float)), 0)
+              << "pool " << m << " of " << pools << "×" << heads << "×" << dim << ": " << fast[m] << " vs "
+              << reference[m];
+        }
+        ASSERT_EQ(fast[pools], 7.0f) << "the kernel wrote past its " << pools << " scores";
+      }
+    }
+  }
+}
+
+TEST(IndexerOps, Int8VnniNeedsDimMultipleOf4) {
+  EXPECT_FALSE(indexer::Int8VnniSupported(17));
+  EXPECT_FALSE(indexer::Int8VnniSupported(6));
 }
 
 TEST(IndexerOps, QuantizedQueryIsWithinHalfAStep) {
