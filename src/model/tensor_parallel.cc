@@ -10,6 +10,7 @@ void KeepRows(Matrix& m, int64_t begin, int64_t end) {
   if (m.empty()) return;
   m.data.erase(m.data.begin() + end * m.cols, m.data.end());
   m.data.erase(m.data.begin(), m.data.begin() + begin * m.cols);
+  m.data.shrink_to_fit();  // the other ranks' rows leave this rank's memory
   m.rows = end - begin;
 }
 
@@ -21,12 +22,14 @@ void KeepColumns(Matrix& m, int64_t begin, int64_t end) {
     std::copy_n(m.data.begin() + r * m.cols + begin, width, m.data.begin() + r * width);
   }
   m.data.resize(m.rows * width);
+  m.data.shrink_to_fit();
   m.cols = width;
 }
 
 void KeepValues(std::vector<float>& v, int64_t begin, int64_t end) {
   v.erase(v.begin() + end, v.end());
   v.erase(v.begin(), v.begin() + begin);
+  v.shrink_to_fit();
 }
 
 // KDA heads [h0, h1): width rows [h0·d, h1·d) of the per-channel tensors, rows [h0, h1) of the per-head ones.
