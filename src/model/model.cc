@@ -59,8 +59,8 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
   GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
   LoadOptions sharded = options;
   sharded.experts = plan.local_experts();
+  sharded.regions = TensorParallelRegions(config, plan);  // only this rank's slices are read
   GLINT_ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(checkpoint, config, sharded));
-  SliceToShard(config, plan, weights);
   std::unique_ptr<Communicator> tp_comm;
   if (plan.tensor_parallel()) {
     // Collective over every rank: the groups are the ep ranks, each ordered by tp rank.

@@ -2,66 +2,78 @@
 
 #include <algorithm>
 
+#include "io/checkpoint_schema.h"
+
 namespace glint {
 namespace {
 
-// Rows [begin, end).
-void KeepRows(Matrix& m, int64_t begin, int64_t end) {
-  if (m.empty()) return;
-  m.data.erase(m.data.begin() + end * m.cols, m.data.end());
-  m.data.erase(m.data.begin(), m.data.begin() + begin * m.cols);
-  m.data.shrink_to_fit();  // the other ranks' rows leave this rank's memory
-  m.rows = end - begin;
-}
+using Regions = std::map<std::string, TensorRegion>;
 
-// Columns [begin, end) of every row.
-void KeepColumns(Matrix& m, int64_t begin, int64_t end) {
-  if (m.empty()) return;
-  const int64_t width = end - begin;
-  for (int64_t r = 0; r < m.rows; ++r) {
-    std::copy_n(m.data.begin() + r * m.cols + begin, width, m.data.begin() + r * width);
-  }
-  m.data.resize(m.rows * width);
-  m.data.shrink_to_fit();
-  m.cols = width;
-}
+TensorRegion Rows(int64_t begin, int64_t end) { return {begin, end, 0, -1}; }
+TensorRegion Columns(int64_t begin, int64_t end) { return {0, -1, begin, end}; }
 
-void KeepValues(std::vector<float>& v, int64_t begin, int64_t end) {
-  v.erase(v.begin() + end, v.end());
-  v.erase(v.begin(), v.begin() + begin);
-  v.shrink_to_fit();
-}
-
-// KDA heads [h0, h1): width rows [h0·d, h1·d) of the per-channel tensors, rows [h0, h1) of the per-head ones.
-void SliceKda(KdaWeights& w, const IndexRange& heads, int64_t d) {
+// KDA heads [h0, h1): width rows [h0·d, h1·d) of the per-channel tensors, rows [h0, h1) of the per-head ones,
+// o_proj columns.
+void KdaRegions(const std::string& p, const IndexRange& heads, int64_t d, Regions& regions) {
   const int64_t b = heads.begin * d, e = heads.end * d;
-  for (Matrix* m : {&w.q_proj, &w.k_proj, &w.v_proj, &w.f_b_proj, &w.g_b_proj, &w.q_conv, &w.k_conv, &w.v_conv}) {
-    KeepRows(*m, b, e);
+  for (const char* name : {"q_proj.weight", "k_proj.weight", "v_proj.weight", "f_b_proj.weight", "g_b_proj.weight",
+                           "q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight", "dt_bias"}) {
+    regions[p + name] = Rows(b, e);
   }
-  KeepColumns(w.o_proj, b, e);
-  KeepRows(w.b_proj, heads.begin, heads.end);
-  KeepValues(w.a_log, heads.begin, heads.end);
-  KeepValues(w.dt_bias, b, e);
+  regions[p + "o_proj.weight"] = Columns(b, e);
+  regions[p + "b_proj.weight"] = Rows(heads.begin, heads.end);
+  regions[p + "A_log"] = Rows(heads.begin, heads.end);
 }
 
 // MLA heads [h0, h1): q_b rows qk per head, kv_b rows (qk + v) per head, o_proj columns v per head.
-void SliceMla(DsaWeights& w, const IndexRange& heads, const ModelConfig& c) {
+void MlaRegions(const std::string& p, const IndexRange& heads, const ModelConfig& c, Regions& regions) {
   const int64_t qk = c.qk_head_dim, kv = c.qk_head_dim + c.v_head_dim, v = c.v_head_dim;
-  KeepRows(w.q_b_proj, heads.begin * qk, heads.end * qk);
-  KeepRows(w.kv_b_proj, heads.begin * kv, heads.end * kv);
-  KeepColumns(w.o_proj, heads.begin * v, heads.end * v);
+  regions[p + "q_b_proj.weight"] = Rows(heads.begin * qk, heads.end * qk);
+  regions[p + "kv_b_proj.weight"] = Rows(heads.begin * kv, heads.end * kv);
+  regions[p + "o_proj.weight"] = Columns(heads.begin * v, heads.end * v);
 }
 
-void SliceMlp(MlpWeights& w, const IndexRange& columns) {
-  KeepRows(w.gate_proj, columns.begin, columns.end);
-  KeepRows(w.up_proj, columns.begin, columns.end);
-  KeepColumns(w.down_proj, columns.begin, columns.end);
+void MlpRegions(const std::string& p, const IndexRange& columns, Regions& regions) {
+  regions[p + "gate_proj.weight"] = Rows(columns.begin, columns.end);
+  regions[p + "up_proj.weight"] = Rows(columns.begin, columns.end);
+  regions[p + "down_proj.weight"] = Columns(columns.begin, columns.end);
 }
 
-void SliceMoe(MoeWeights& w, const TensorSlices& s) {
-  for (MlpWeights& expert : w.experts) SliceMlp(expert, s.expert_columns);  // empty (another rank's) stay empty
-  for (MlpWeights& shared : w.shared) SliceMlp(shared, s.shared_columns);
+// Every routed expert the rank holds and the shared expert (when held) by columns.
+void MoeRegions(const std::string& p, const ShardPlan& plan, const ModelConfig& c, Regions& regions) {
+  const TensorSlices& s = plan.slices();
+  for (int64_t e = plan.experts().begin; e < std::min(plan.experts().end, c.n_routed_experts); ++e) {
+    MlpRegions(p + "mlp.experts." + std::to_string(e) + ".", s.expert_columns, regions);
+  }
+  if (c.n_shared_experts > 0 && plan.holds_shared_expert()) MlpRegions(p + "mlp.shared_experts.", s.shared_columns, regions);
 }
+
+}  // namespace
+
+std::map<std::string, TensorRegion> TensorParallelRegions(const ModelConfig& config, const ShardPlan& plan) {
+  Regions regions;
+  if (!plan.tensor_parallel()) return regions;
+  const TensorSlices& s = plan.slices();
+  for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const std::string p = LayerPrefix(l);
+    if (config.attention_kinds[l] == AttentionKind::kKda && plan.kda_split) {
+      KdaRegions(p + "self_attn.", s.kda_heads, config.kda_head_dim, regions);
+    }
+    if (config.attention_kinds[l] == AttentionKind::kDsa && plan.mla_split) {
+      MlaRegions(p + "self_attn.", s.mla_heads, config, regions);
+    }
+    if (config.mlp_kinds[l] == MlpKind::kDense && plan.mlp_split) MlpRegions(p + "mlp.", s.mlp_columns, regions);
+    if (config.mlp_kinds[l] == MlpKind::kMoe && plan.experts_by_columns) MoeRegions(p, plan, config, regions);
+  }
+  if (config.HasMtp()) {
+    const std::string p = LayerPrefix(config.MtpLayerIndex());
+    if (plan.mla_split) MlaRegions(p + "self_attn.", s.mla_heads, config, regions);
+    if (plan.experts_by_columns) MoeRegions(p, plan, config, regions);
+  }
+  return regions;
+}
+
+namespace {
 
 int64_t Values(const Matrix& m) { return static_cast<int64_t>(m.data.size()); }
 int64_t Values(const std::vector<float>& v) { return static_cast<int64_t>(v.size()); }
@@ -93,21 +105,6 @@ int64_t Values(const DsaWeights& w) {
 }
 
 }  // namespace
-
-void SliceToShard(const ModelConfig& config, const ShardPlan& plan, ModelWeights& weights) {
-  if (!plan.tensor_parallel()) return;
-  const TensorSlices& s = plan.slices();
-  for (LayerWeights& layer : weights.layers) {
-    if (layer.attention_kind == AttentionKind::kKda && plan.kda_split) SliceKda(layer.kda, s.kda_heads, config.kda_head_dim);
-    if (layer.attention_kind == AttentionKind::kDsa && plan.mla_split) SliceMla(layer.dsa, s.mla_heads, config);
-    if (layer.mlp_kind == MlpKind::kDense && plan.mlp_split) SliceMlp(layer.mlp, s.mlp_columns);
-    if (layer.mlp_kind == MlpKind::kMoe && plan.experts_by_columns) SliceMoe(layer.moe, s);
-  }
-  if (weights.mtp != nullptr) {
-    if (plan.mla_split) SliceMla(weights.mtp->dsa, s.mla_heads, config);
-    if (plan.experts_by_columns) SliceMoe(weights.mtp->moe, s);
-  }
-}
 
 int64_t CountWeightValues(const ModelWeights& weights) {
   int64_t n = Values(weights.embed_tokens) + Values(weights.final_norm) + Values(weights.lm_head);

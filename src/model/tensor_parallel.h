@@ -1,5 +1,5 @@
-// Tensor parallelism on the reference path (docs/distributed.md): the fp32 weights of a rank cut down to its
-// slices of the ShardPlan, so that the layer code runs unchanged on the local config (LocalConfig).
+// Tensor parallelism on the reference path (docs/distributed.md): the parts of the checkpoint's tensors a rank
+// reads (its slices of the ShardPlan), so that the layer code runs unchanged on the local config (LocalConfig).
 //
 // What is cut (each only where the plan splits that sublayer; a replicated one stays whole):
 //   - KDA by head h ∈ [h0, h1) (d = head_dim, width rows [h0·d, h1·d)): q/k/v_proj and their conv1d channels, the
@@ -16,6 +16,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "io/config.h"
 #include "model/sharding.h"
@@ -23,8 +25,9 @@
 
 namespace glint {
 
-// Cuts `weights` (bound for `config`, the global one, holding plan.local_experts()) to the rank's slices.
-void SliceToShard(const ModelConfig& config, const ShardPlan& plan, ModelWeights& weights);
+// The region of every checkpoint tensor the rank holds a slice of (LoadOptions::regions), by tensor name; tensors
+// not named are read whole (replicated) or not at all (another rank's experts). Empty at --tp 1.
+std::map<std::string, TensorRegion> TensorParallelRegions(const ModelConfig& config, const ShardPlan& plan);
 
 // fp32 values held by `weights` (every matrix and vector; empty experts count nothing).
 int64_t CountWeightValues(const ModelWeights& weights);
