@@ -55,7 +55,10 @@ class Communicator {
   // A sub-communicator of the ranks passing the same `color`, ranked by `key` (ties: by this rank): MPI_Comm_split.
   // Collective over this communicator (every rank calls it, in the same order). Tensor parallelism sums attention
   // and the dense MLP over the ranks of one tensor-parallel group (docs/distributed.md).
-  virtual Result<std::unique_ptr<Communicator>> Split(int color, int key) = 0;
+  // The base refuses (a test double that never splits need not implement it).
+  virtual Result<std::unique_ptr<Communicator>> Split(int color, int key) {
+    return Unimplemented("this communicator (", Describe(), ") cannot make sub-communicators");
+  }
 
   const CollectiveStats& stats() const { return stats_; }
   void ResetStats() { stats_ = CollectiveStats{}; }

@@ -74,7 +74,7 @@ TEST(Weights, Fp8DequantizationUsesTheRightBlockScale) {
 TEST(Weights, RegionDecodeIsTheSliceOfTheWholeDecode) {
   Loaded loaded = Open("golden/tiny-sparse");
   const std::string layer0 = "model.language_model.layers.0.";
-  for (const std::string name : {layer0 + "mlp.gate_proj.weight", layer0 + "mlp.down_proj.weight",
+  for (const std::string& name : {layer0 + "mlp.gate_proj.weight", layer0 + "mlp.down_proj.weight",
                                  layer0 + "self_attn.f_b_proj.weight", layer0 + "self_attn.dt_bias"}) {
     ASSERT_OK_AND_ASSIGN(TensorView view, loaded.checkpoint.View(name));
     const TensorInfo* scale_info = loaded.checkpoint.Find(name + "_scale_inv");
