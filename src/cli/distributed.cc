@@ -138,8 +138,9 @@ bool Distributed() { return World().size() > 1; }
 void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
   command
       .add_option("--tp", flags.tp,
-                  "under mpirun: tensor-parallel degree, ranks per copy of attention and the dense parts; only 1 "
-                  "is implemented (attention replicated on every rank). Default 1")
+                  "under mpirun: tensor-parallel degree, ranks sharing one copy of attention (KDA, MLA by head) and "
+                  "the dense MLP and expert columns; > 1 runs on --path reference only so far. Default 1 (attention "
+                  "replicated on every rank, no collective inside it)")
       ->check(CLI::Range(1, 1 << 16));
   command
       .add_option("--ep", flags.ep,

@@ -192,7 +192,10 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
     return fast_model;
   }();
   GLINT_ASSIGN_OR_RETURN(loaded.model, JoinRanks(std::move(model), dir));
-  if (Distributed()) loaded.description += StrCat(", ", World().size(), " ranks (expert parallel)");
+  if (Distributed()) {
+    const ShardPlan plan = loaded.model->shard_plan();
+    loaded.description += StrCat(", ", World().size(), " ranks (--tp ", plan.tp, " --ep ", plan.ep, ")");
+  }
   return loaded;
 }
 

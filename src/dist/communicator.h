@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,6 +73,13 @@ class Communicator {
   // The root's buffer to every rank; the other ranks' buffers are resized to the root's length.
   Status Broadcast(std::vector<std::byte>& buffer, int root);
   Status Barrier();
+  // A sub-communicator of the ranks passing the same `color`, ranked by `key` (ties: by this rank): MPI_Comm_split.
+  // Collective over this communicator (every rank calls it, in the same order). Tensor parallelism sums attention
+  // and the dense MLP over the ranks of one tensor-parallel group (docs/distributed.md).
+  // The base refuses (a test double that never splits need not implement it).
+  virtual Result<std::unique_ptr<Communicator>> Split(int color, int key) {
+    return Unimplemented("this communicator (", Describe(), ") cannot make sub-communicators");
+  }
 
   const CollectiveStats& stats() const { return stats_; }
   void ResetStats() { stats_ = CollectiveStats{}; }
@@ -95,6 +103,9 @@ class SingleProcessCommunicator final : public Communicator {
   int rank() const override { return 0; }
   int size() const override { return 1; }
   std::string Describe() const override { return "single process"; }
+  Result<std::unique_ptr<Communicator>> Split(int, int) override {
+    return std::unique_ptr<Communicator>(std::make_unique<SingleProcessCommunicator>());
+  }
 
  protected:
   Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) override;

@@ -9,6 +9,10 @@
 
 namespace glint {
 
+struct MpiCommunicator::Handle {
+  MPI_Comm comm = MPI_COMM_WORLD;
+};
+
 Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
@@ -18,6 +22,7 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char
     return InternalError("MPI_Init_thread failed");
   }
   auto comm = std::unique_ptr<MpiCommunicator>(new MpiCommunicator());
+  comm->handle_ = std::make_unique<Handle>();
   if (provided < MPI_THREAD_SERIALIZED) {
     return FailedPrecondition("the MPI library provides thread level ", provided,
                               "; glint needs MPI_THREAD_SERIALIZED (the engine thread communicates)");
@@ -25,6 +30,7 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &comm->size_);
+  comm->world_rank_ = comm->rank_;
   char version[MPI_MAX_LIBRARY_VERSION_STRING];
   int length = 0;
   MPI_Get_library_version(version, &length);
@@ -33,14 +39,36 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char
   return comm;
 }
 
-MpiCommunicator::~MpiCommunicator() { MPI_Finalize(); }
+MpiCommunicator::~MpiCommunicator() {
+  if (world_) {
+    MPI_Finalize();
+  } else {
+    MPI_Comm_free(&handle_->comm);
+  }
+}
+
+Result<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color, int key) {
+  MPI_Comm split = MPI_COMM_NULL;
+  GLINT_RETURN_IF_ERROR(Check(MPI_Comm_split(handle_->comm, color, key, &split), "MPI_Comm_split"));
+  auto sub = std::unique_ptr<MpiCommunicator>(new MpiCommunicator());
+  sub->handle_ = std::make_unique<Handle>();
+  sub->handle_->comm = split;
+  sub->world_ = false;
+  MPI_Comm_set_errhandler(split, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(split, &sub->rank_);
+  MPI_Comm_size(split, &sub->size_);
+  sub->world_rank_ = world_rank_;
+  sub->library_ = library_;
+  return std::unique_ptr<Communicator>(std::move(sub));
+}
 
 std::string MpiCommunicator::Describe() const {
-  return "MPI (" + library_ + "), " + std::to_string(size_) + (size_ == 1 ? " rank" : " ranks");
+  return "MPI (" + library_ + "), " + std::to_string(size_) + (size_ == 1 ? " rank" : " ranks") +
+         (world_ ? "" : " of a split");
 }
 
 void MpiCommunicator::Abort(const std::string& message, int code) const {
-  std::fprintf(stderr, "glint rank %d of %d: %s\n", rank_, size_, message.c_str());
+  std::fprintf(stderr, "glint rank %d: %s\n", world_rank_, message.c_str());
   std::fflush(stderr);
   MPI_Abort(MPI_COMM_WORLD, code);
   std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
@@ -51,7 +79,9 @@ Status MpiCommunicator::Check(int code, const char* what) const {
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
   MPI_Error_string(code, text, &length);
-  return InternalError("rank ", rank_, " of ", size_, ": ", what, " failed: ", std::string(text, length));
+  const std::string who = world_ ? StrCat("rank ", rank_, " of ", size_)
+                                 : StrCat("rank ", world_rank_, " (", rank_, " of ", size_, " in its group)");
+  return InternalError(who, ": ", what, " failed: ", std::string(text, length));
 }
 
 Status MpiCommunicator::DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) {
@@ -59,7 +89,7 @@ Status MpiCommunicator::DoAllGather(std::span<const std::byte> send, std::span<s
     return InvalidArgument("all-gather of ", send.size(), " bytes; at most ", INT_MAX, " per call");
   }
   const int count = static_cast<int>(send.size());
-  return Check(MPI_Allgather(send.data(), count, MPI_BYTE, received.data(), count, MPI_BYTE, MPI_COMM_WORLD),
+  return Check(MPI_Allgather(send.data(), count, MPI_BYTE, received.data(), count, MPI_BYTE, handle_->comm),
                "MPI_Allgather");
 }
 
@@ -72,7 +102,7 @@ Status MpiCommunicator::DoBroadcast(std::vector<std::byte>& buffer, int root) {
   }
   buffer.resize(length);
   if (length == 0) return Status::Ok();
-  return Check(MPI_Bcast(buffer.data(), static_cast<int>(length), MPI_BYTE, root, MPI_COMM_WORLD), "MPI_Bcast");
+  return Check(MPI_Bcast(buffer.data(), static_cast<int>(length), MPI_BYTE, root, handle_->comm), "MPI_Bcast");
 }
 
 Status MpiCommunicator::WaitIdly(unsigned long long* length, int root) const {
@@ -82,7 +112,7 @@ Status MpiCommunicator::WaitIdly(unsigned long long* length, int root) const {
   // busy one adds no latency.
   MPI_Request request;
   GLINT_RETURN_IF_ERROR(
-      Check(MPI_Ibcast(length, 1, MPI_UNSIGNED_LONG_LONG, root, MPI_COMM_WORLD, &request), "MPI_Ibcast"));
+      Check(MPI_Ibcast(length, 1, MPI_UNSIGNED_LONG_LONG, root, handle_->comm, &request), "MPI_Ibcast"));
   const auto start = std::chrono::steady_clock::now();
   for (;;) {
     int done = 0;
@@ -94,6 +124,6 @@ Status MpiCommunicator::WaitIdly(unsigned long long* length, int root) const {
   }
 }
 
-Status MpiCommunicator::DoBarrier() { return Check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+Status MpiCommunicator::DoBarrier() { return Check(MPI_Barrier(handle_->comm), "MPI_Barrier"); }
 
 }  // namespace glint

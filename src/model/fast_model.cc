@@ -40,6 +40,15 @@ void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
   });
 }
 
+// Tensor parallelism is implemented on the fp32 reference path only so far (docs/distributed.md "Limits").
+Status CheckFastPathParallel(const ShardPlan& plan) {
+  if (!plan.tensor_parallel()) return Status::Ok();
+  return Unimplemented("tensor parallelism (--tp ", plan.tp,
+                       ") runs on the fp32 reference path only so far (--path reference); the fast path "
+                       "supports --tp 1: attention and dense parts replicated, routed experts split over the ",
+                       plan.ranks, " ranks");
+}
+
 }  // namespace
 
 FastModel::FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
@@ -138,6 +147,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWei
                          config.kv_lora_rank, " and ", config.v_head_dim, ")");
   }
   GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, options.parallel));
+  GLINT_RETURN_IF_ERROR(CheckFastPathParallel(plan));
   const LocalExperts local = plan.local_experts();
   source.Drop([&](const std::string& name) { return IsOtherRanksExpert(name, local); });
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
@@ -171,6 +181,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   FastWeightSource source;
   const bool from_container = PathExists(container_path);
   GLINT_ASSIGN_OR_RETURN(const ShardPlan plan, MakeShardPlan(config, options.parallel));
+  GLINT_RETURN_IF_ERROR(CheckFastPathParallel(plan));
   if (from_container) {
     // With an expert cache the routed experts must not be read in by the mapping (AttachExpertCache reads the rest);
     // sharded: map without populating, then read in only this rank's tensors (Create drops the others).

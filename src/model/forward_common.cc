@@ -190,7 +190,7 @@ Status CheckEntry(const Model& model, const BatchEntry& entry) {
                              config.vocab_size);
     }
   }
-  GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, config));
+  GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, model.local_config()));  // the caches hold this rank's heads
   return CheckEmbeddingRows(entry, config);
 }
 

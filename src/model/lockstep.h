@@ -40,6 +40,7 @@ class LockstepLeader final : public Model, public EngineMirror {
   const Model& inner() const { return *inner_; }
 
   const ModelConfig& config() const override { return inner_->config(); }
+  const ModelConfig& local_config() const override { return inner_->local_config(); }
   int64_t weight_bytes() const override { return inner_->weight_bytes(); }
   bool has_mtp() const override { return inner_->has_mtp(); }
   ShardPlan shard_plan() const override { return inner_->shard_plan(); }

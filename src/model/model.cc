@@ -8,6 +8,7 @@
 #include "kernels/reference.h"
 #include "model/forward_common.h"
 #include "model/mhc.h"
+#include "model/tensor_parallel.h"
 
 namespace glint {
 namespace {
@@ -35,11 +36,20 @@ void TraceSelection(Trace& trace, int sequence, const std::string& prefix, const
 
 }  // namespace
 
-ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights, ShardPlan plan, Communicator* comm)
-    : config_(std::move(config)), weights_(std::move(weights)), plan_(std::move(plan)), comm_(comm) {
+ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights, ShardPlan plan, Communicator* comm,
+                               std::unique_ptr<Communicator> tp_comm)
+    : config_(std::move(config)),
+      weights_(std::move(weights)),
+      plan_(std::move(plan)),
+      comm_(comm),
+      tp_comm_(std::move(tp_comm)) {
   if (plan_.experts_of_rank.empty()) plan_ = SingleRankPlan(config_);
+  local_ = LocalConfig(config_, plan_);
   GLINT_CHECK(!plan_.distributed() || (comm_ != nullptr && comm_->size() == plan_.ranks && comm_->rank() == plan_.rank))
       << "a plan for rank " << plan_.rank << " of " << plan_.ranks << " needs that rank's communicator";
+  GLINT_CHECK(!plan_.tensor_parallel() ||
+              (tp_comm_ != nullptr && tp_comm_->size() == plan_.tp && tp_comm_->rank() == plan_.tp_rank()))
+      << "a plan with --tp " << plan_.tp << " needs the communicator of the rank's tp group";
 }
 
 Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& dir, const LoadOptions& options,
@@ -49,8 +59,15 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
   GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
   LoadOptions sharded = options;
   sharded.experts = plan.local_experts();
+  sharded.regions = TensorParallelRegions(config, plan);  // only this rank's slices are read
   GLINT_ASSIGN_OR_RETURN(ModelWeights weights, LoadModelWeights(checkpoint, config, sharded));
-  return std::make_unique<ReferenceModel>(std::move(config), std::move(weights), std::move(plan), parallel.comm);
+  std::unique_ptr<Communicator> tp_comm;
+  if (plan.tensor_parallel()) {
+    // Collective over every rank: the groups are the ep ranks, each ordered by tp rank.
+    GLINT_ASSIGN_OR_RETURN(tp_comm, parallel.comm->Split(plan.ep_rank(), plan.tp_rank()));
+  }
+  return std::make_unique<ReferenceModel>(std::move(config), std::move(weights), std::move(plan), parallel.comm,
+                                          std::move(tp_comm));
 }
 
 Status ReferenceModel::SumMoeOverRanks(std::span<float> partial) const {
@@ -58,23 +75,14 @@ Status ReferenceModel::SumMoeOverRanks(std::span<float> partial) const {
   return comm_->AllReduceSum(partial).WithContext("summing the MoE outputs over the ranks");
 }
 
+Status ReferenceModel::SumOverTensorGroup(bool split, std::span<float> partial, const char* what) const {
+  if (!split || !plan_.tensor_parallel()) return Status::Ok();
+  return tp_comm_->AllReduceSum(partial).WithContext(StrCat("summing the ", what, " outputs over the tp group"));
+}
+
 int64_t ReferenceModel::weight_bytes() const {
-  int64_t values = 0;
-  for (const TensorSpec& spec : ExpectedTensors(config_)) {
-    if (spec.layer == config_.MtpLayerIndex() && weights_.mtp == nullptr) continue;
-    int64_t count = 1;
-    for (int64_t dim : spec.shape) count *= dim;
-    values += count;
-  }
-  // Experts of other ranks are not held (expert parallel).
-  const int64_t moe_layers = std::count(config_.mlp_kinds.begin(), config_.mlp_kinds.end(), MlpKind::kMoe) +
-                             (weights_.mtp != nullptr ? 1 : 0);
-  const int64_t expert_values = 3 * config_.moe_intermediate_size * config_.hidden_size;
-  values -= moe_layers * (config_.n_routed_experts - plan_.experts().count()) * expert_values;
-  if (config_.n_shared_experts > 0 && !plan_.holds_shared_expert()) {
-    values -= moe_layers * 3 * config_.SharedIntermediate() * config_.hidden_size;
-  }
-  return values * static_cast<int64_t>(sizeof(float));  // the reference dequantizes everything to fp32
+  // Only what this rank holds: its experts and slices; the reference dequantizes everything to fp32.
+  return CountWeightValues(weights_) * static_cast<int64_t>(sizeof(float));
 }
 
 // The reference runs each sequence alone: batching is an optimisation of the fast path, and the equivalence
@@ -161,8 +169,10 @@ Status ReferenceModel::Attention(const ReferencePass& pass, int64_t l, const std
                                  ReferenceActivations& act) const {
   const LayerWeights& layer = weights_.layers[l];
   if (layer.attention_kind == AttentionKind::kKda) {
-    return KdaWithStateCopies(layer.kda, config_, *pass.entry.state, l, pass.state_copies, act.sublayer_in.data(),
-                              pass.tokens, pass.options.kda_algorithm, act.sublayer_out.data());
+    GLINT_RETURN_IF_ERROR(KdaWithStateCopies(layer.kda, local_, *pass.entry.state, l, pass.state_copies,
+                                             act.sublayer_in.data(), pass.tokens, pass.options.kda_algorithm,
+                                             act.sublayer_out.data()));
+    return SumOverTensorGroup(plan_.kda_split, act.sublayer_out, "KDA");
   }
   DsaOptions dsa_options = pass.options.dsa;
   if (const auto* attended = ForcedAttended(pass.forced, l)) {
@@ -171,8 +181,9 @@ Status ReferenceModel::Attention(const ReferencePass& pass, int64_t l, const std
   }
   DsaTrace dsa_trace;
   DsaCache cache = DsaLayerCache(*pass.entry.state, l);
-  GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, config_, act.sublayer_in.data(), pass.tokens, cache, dsa_options,
+  GLINT_RETURN_IF_ERROR(DsaForward(layer.dsa, local_, act.sublayer_in.data(), pass.tokens, cache, dsa_options,
                                    act.sublayer_out.data(), pass.trace != nullptr ? &dsa_trace : nullptr));
+  GLINT_RETURN_IF_ERROR(SumOverTensorGroup(plan_.mla_split, act.sublayer_out, "MLA"));
   if (pass.trace != nullptr) TraceSelection(*pass.trace, pass.sequence, prefix, dsa_trace, config_.DenseRegimeTokens());
   return Status::Ok();
 }
@@ -188,11 +199,11 @@ Status ReferenceModel::Ffn(const ReferencePass& pass, int64_t l, ReferenceActiva
       SwiGluMlp(layer.mlp, config_.swiglu_limit, in, out);
     } else {
       choices.push_back(
-          MoeForward(layer.moe, config_, in, out, ForcedRouterChoice(pass.forced, l, t), plan_.local_experts()));
+          MoeForward(layer.moe, local_, in, out, ForcedRouterChoice(pass.forced, l, t), plan_.local_experts()));
     }
   }
-  if (layer.mlp_kind == MlpKind::kMoe) GLINT_RETURN_IF_ERROR(SumMoeOverRanks(act.sublayer_out));
-  return Status::Ok();
+  if (layer.mlp_kind == MlpKind::kMoe) return SumMoeOverRanks(act.sublayer_out);
+  return SumOverTensorGroup(plan_.mlp_split, act.sublayer_out, "dense MLP");
 }
 
 void ReferenceModel::TraceSublayer(const ReferencePass& pass, const std::string& name,
@@ -273,8 +284,9 @@ Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const f
   // r = z + DSA(RMSNorm(z)) — plain residuals, no mHC (pitfall 12).
   for (int64_t t = 0; t < pairs; ++t) ref::RmsNorm(&z[t * d], m.input_layernorm.data(), d, c.rms_norm_eps, &normed[t * d]);
   DsaTrace dsa_trace;
-  GLINT_RETURN_IF_ERROR(DsaForward(m.dsa, c, normed.data(), pairs, state.mtp_dsa, options.dsa, sublayer.data(),
+  GLINT_RETURN_IF_ERROR(DsaForward(m.dsa, local_, normed.data(), pairs, state.mtp_dsa, options.dsa, sublayer.data(),
                                    tracing ? &dsa_trace : nullptr));
+  GLINT_RETURN_IF_ERROR(SumOverTensorGroup(plan_.mla_split, sublayer, "MTP MLA"));
   if (tracing) {
     trace->Floats(0, "mtp.attn_out", sublayer, {pairs, d});
     TraceSelection(*trace, 0, "mtp.", dsa_trace, c.DenseRegimeTokens());
@@ -284,7 +296,7 @@ Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const f
   std::vector<RouterChoice> choices;
   for (int64_t t = 0; t < pairs; ++t) {
     ref::RmsNorm(&z[t * d], m.post_attention_layernorm.data(), d, c.rms_norm_eps, &normed[t * d]);
-    choices.push_back(MoeForward(m.moe, c, &normed[t * d], &sublayer[t * d], nullptr, plan_.local_experts()));
+    choices.push_back(MoeForward(m.moe, local_, &normed[t * d], &sublayer[t * d], nullptr, plan_.local_experts()));
   }
   GLINT_RETURN_IF_ERROR(SumMoeOverRanks(sublayer));
   if (tracing) {

@@ -150,10 +150,13 @@ class Model {
   // How this model's weights are split over ranks (sharding.h); one rank holding everything unless loaded with a
   // ModelParallel of several ranks.
   virtual ShardPlan shard_plan() const { return SingleRankPlan(config()); }
+  // The config of this rank's shard (sharding.h LocalConfig: its tensor-parallel head counts and widths); the
+  // caches are laid out for it. config() itself is the whole model's.
+  virtual const ModelConfig& local_config() const { return config(); }
 
   // The layout of one sequence's caches for `options`; the engine sizes its pools with it.
   virtual Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const {
-    return MakeCacheLayout(config(), options);
+    return MakeCacheLayout(local_config(), options);
   }
   // An empty sequence that owns its memory (blocks grown on demand, StandaloneBlockTokens, fp32 state), with an
   // MTP cache when the model has an MTP layer. For tests and tools; the engine uses BindSequence.
@@ -257,14 +260,18 @@ struct ReferenceActivations {
 
 class ReferenceModel final : public PathModel {
  public:
-  // `weights` holds the experts `plan` says are local; `comm` (plan.ranks > 1) sums the MoE partial outputs.
-  ReferenceModel(ModelConfig config, ModelWeights weights, ShardPlan plan = {}, Communicator* comm = nullptr);
+  // `weights` holds the experts and tensor-parallel slices `plan` says are local (tensor_parallel.h); `comm`
+  // (plan.ranks > 1) sums the MoE partial outputs, `tp_comm` (plan.tp > 1: the ranks of this rank's tp group)
+  // the split attention and dense MLP outputs.
+  ReferenceModel(ModelConfig config, ModelWeights weights, ShardPlan plan = {}, Communicator* comm = nullptr,
+                 std::unique_ptr<Communicator> tp_comm = nullptr);
   // Reads config.json and the safetensors of `dir` — with `parallel` of several ranks, only this rank's experts
-  // (options.experts is set from the plan).
+  // (options.experts is set from the plan) and its tensor-parallel slices. Collective over parallel.comm.
   static Result<std::unique_ptr<ReferenceModel>> Load(const std::string& dir, const LoadOptions& options = {},
                                                       const ModelParallel& parallel = {});
 
   const ModelConfig& config() const override { return config_; }
+  const ModelConfig& local_config() const override { return local_; }
   int64_t weight_bytes() const override;
   bool has_mtp() const override { return weights_.mtp != nullptr; }
   ShardPlan shard_plan() const override { return plan_; }
@@ -288,11 +295,16 @@ class ReferenceModel final : public PathModel {
 
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
   Status SumMoeOverRanks(std::span<float> partial) const;
+  // Tensor parallel: a split sublayer's outputs [rows, D] are this rank's partial sums until summed over its tp
+  // group; a replicated one (`split` false) is whole already.
+  Status SumOverTensorGroup(bool split, std::span<float> partial, const char* what) const;
 
   ModelConfig config_;
+  ModelConfig local_;  // LocalConfig(config_, plan_): what the layers run on
   ModelWeights weights_;
   ShardPlan plan_;
   Communicator* comm_ = nullptr;
+  std::unique_ptr<Communicator> tp_comm_;
 };
 
 }  // namespace glint

@@ -15,6 +15,20 @@ std::vector<ExpertRange> SplitExperts(int64_t experts, int ranks) {
   return ranges;
 }
 
+// Slice `tp_rank` of a dimension of `total` split over tp ranks, or the whole of it when not `split`.
+IndexRange SliceOf(int64_t total, bool split, int tp, int tp_rank) {
+  if (!split) return {0, total};
+  return SplitExperts(total, tp)[tp_rank];
+}
+
+// A dimension is split over the tp ranks when every rank gets at least one of it; else replicated.
+bool Splits(int64_t total, int tp) { return tp > 1 && total >= tp; }
+
+TensorSlices WholeSlices(const ModelConfig& c) {
+  return {{0, c.kda_num_heads}, {0, c.num_attention_heads}, {0, c.intermediate_size}, {0, c.moe_intermediate_size},
+          {0, c.SharedIntermediate()}};
+}
+
 std::string RangeText(const ExpertRange& range) {
   if (range.count() == 0) return "none";
   if (range.count() == 1) return std::to_string(range.begin);
@@ -26,7 +40,19 @@ std::string RangeText(const ExpertRange& range) {
 ShardPlan SingleRankPlan(const ModelConfig& config) {
   ShardPlan plan;
   plan.experts_of_rank = {ExpertRange{0, config.n_routed_experts}};
+  plan.slices_of_rank = {WholeSlices(config)};
   return plan;
+}
+
+ModelConfig LocalConfig(const ModelConfig& config, const ShardPlan& plan) {
+  ModelConfig local = config;
+  if (plan.slices_of_rank.empty()) return local;
+  const TensorSlices& s = plan.slices();
+  local.kda_num_heads = s.kda_heads.count();
+  local.num_attention_heads = s.mla_heads.count();
+  local.intermediate_size = s.mlp_columns.count();
+  local.moe_intermediate_size = s.expert_columns.count();
+  return local;
 }
 
 Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep) {
@@ -38,17 +64,31 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, 
     return InvalidArgument("--tp ", tp, " × --ep ", ep, " must equal the number of ranks (", ranks,
                            "); e.g. --tp 1 --ep ", ranks, " (experts split, attention replicated)");
   }
-  if (tp > 1) {
-    return Unimplemented("tensor parallelism (--tp ", tp,
-                         ") is not implemented yet; use --tp 1: attention and "
-                         "dense parts replicated on every rank, routed experts split over the ",
-                         ranks, " ranks");
-  }
   ShardPlan plan;
   plan.rank = rank, plan.ranks = ranks, plan.tp = tp, plan.ep = ep;
-  plan.experts_of_rank = SplitExperts(config.n_routed_experts, ranks);
-  // The last rank with the fewest routed experts (the split gives the first ranks the extra ones).
-  plan.shared_expert_rank = ranks - 1;
+  plan.kda_split = Splits(config.kda_num_heads, tp);
+  plan.mla_split = Splits(config.num_attention_heads, tp);
+  plan.mlp_split = Splits(config.intermediate_size, tp);
+  plan.experts_by_columns = Splits(config.moe_intermediate_size, tp);
+  if (plan.experts_by_columns) {
+    // By id over the groups, by columns within a group; the shared expert on the last group (the split gives the
+    // first groups the extra experts).
+    const std::vector<ExpertRange> of_group = SplitExperts(config.n_routed_experts, ep);
+    for (int r = 0; r < ranks; ++r) plan.experts_of_rank.push_back(of_group[r / tp]);
+    plan.shared_expert_rank = (ep - 1) * tp;
+  } else {
+    // tp 1, or experts narrower than tp: whole experts by id over every rank, the shared one on the last rank.
+    plan.experts_of_rank = SplitExperts(config.n_routed_experts, ranks);
+    plan.shared_expert_rank = ranks - 1;
+  }
+  for (int r = 0; r < ranks; ++r) {
+    const int t = r % tp;
+    plan.slices_of_rank.push_back({SliceOf(config.kda_num_heads, plan.kda_split, tp, t),
+                                   SliceOf(config.num_attention_heads, plan.mla_split, tp, t),
+                                   SliceOf(config.intermediate_size, plan.mlp_split, tp, t),
+                                   SliceOf(config.moe_intermediate_size, plan.experts_by_columns, tp, t),
+                                   SliceOf(config.SharedIntermediate(), plan.experts_by_columns, tp, t)});
+  }
   return plan;
 }
 
@@ -64,37 +104,81 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
   return MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp, parallel.ep);
 }
 
+namespace {
+
+// "0–1 of 3" for a split dimension, "all 3" for a replicated one.
+std::string SliceText(const IndexRange& range, int64_t total, bool split) {
+  if (!split) return StrCat("all ", total);
+  return StrCat(RangeText(range), " of ", total);
+}
+
+// What every rank holds a whole copy of.
+std::string ReplicatedText(const ShardPlan& plan) {
+  std::string text = "embeddings, mHC, norms, routers, lm_head";
+  if (plan.tp == 1) return text + ", attention, dense MLP";
+  text += ", MLA kv_a, indexer";
+  if (!plan.kda_split) text += ", KDA";
+  if (!plan.mla_split) text += ", MLA";
+  if (!plan.mlp_split) text += ", dense MLP";
+  return text;
+}
+
+}  // namespace
+
 Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std::vector<uint64_t>& weight_bytes) {
   Table table;
   table.id = "shard_plan";
   table.title = StrCat("Sharding plan: ", plan.ranks, plan.ranks == 1 ? " rank" : " ranks", ", --tp ", plan.tp,
                        " --ep ", plan.ep);
   table.columns = {{"rank", "rank"},
+                   {"tp_rank", "tp rank"},
                    {"routed_experts", "routed experts", false},
                    {"expert_count", "count"},
+                   {"expert_columns", "expert columns", false},
                    {"shared_expert", "shared expert", false},
-                   {"replicated", "replicated", false}};
+                   {"kda_heads", "KDA heads", false},
+                   {"mla_heads", "MLA heads", false},
+                   {"mlp_columns", "dense MLP columns", false}};
   const bool with_bytes = weight_bytes.size() == static_cast<size_t>(plan.ranks);
   if (with_bytes) table.columns.push_back({"weight_bytes", "weights"});
   for (int r = 0; r < plan.ranks; ++r) {
     const ExpertRange& range = plan.experts_of_rank[r];
-    std::vector<Cell> row = {IntegerCell(r), RangeText(range), IntegerCell(range.count()),
-                             config.n_shared_experts == 0 ? "-" : (r == plan.shared_expert_rank ? "yes" : "no"),
-                             "attention, dense MLP, mHC, norms, routers, embeddings, lm_head"};
+    const TensorSlices& s = plan.slices_of_rank[r];
+    std::vector<Cell> row = {
+        IntegerCell(r),
+        IntegerCell(r % plan.tp),
+        RangeText(range),
+        IntegerCell(range.count()),
+        SliceText(s.expert_columns, config.moe_intermediate_size, plan.experts_by_columns),
+        config.n_shared_experts == 0 ? "-" : (plan.holds_shared_expert(r) ? "yes" : "no"),
+        SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split),
+        SliceText(s.mla_heads, config.num_attention_heads, plan.mla_split),
+        SliceText(s.mlp_columns, config.intermediate_size, plan.mlp_split)};
     if (with_bytes) row.push_back(Cell(FormatBytes(static_cast<double>(weight_bytes[r])), weight_bytes[r]));
     table.AddRow(std::move(row));
   }
   table.notes.push_back(StrCat("every MoE layer and the MTP layer split alike; ", config.n_routed_experts,
-                               " routed experts; the MoE output is one all-reduce (sum) per MoE layer"));
+                               " routed experts; the MoE output is one all-reduce (sum) per MoE layer over all ranks"));
+  if (plan.tp > 1) {
+    table.notes.push_back(StrCat("rank r is tp rank r % ", plan.tp, " of group r / ", plan.tp,
+                                 "; a split KDA, MLA or dense MLP sublayer ends with one all-reduce over its group"));
+  }
+  table.notes.push_back("replicated on every rank: " + ReplicatedText(plan));
   return table;
 }
 
 std::string DescribeShard(const ShardPlan& plan, const ModelConfig& config) {
   if (!plan.distributed()) return "one rank: every weight local";
-  return StrCat("expert parallel over ", plan.ranks, " ranks (--tp ", plan.tp, " --ep ", plan.ep, "): rank ", plan.rank,
-                " holds routed experts ", RangeText(plan.experts()), " of ", config.n_routed_experts,
-                plan.holds_shared_expert() && config.n_shared_experts > 0 ? " and the shared expert" : "",
-                "; attention and dense parts replicated");
+  const TensorSlices& s = plan.slices();
+  std::string text = StrCat(plan.tp == 1 ? "expert parallel" : plan.ep == 1 ? "tensor parallel" : "tensor and expert parallel",
+                            " over ", plan.ranks, " ranks (--tp ", plan.tp, " --ep ", plan.ep, "): rank ", plan.rank,
+                            " holds routed experts ", RangeText(plan.experts()), " of ", config.n_routed_experts);
+  if (plan.experts_by_columns) text += StrCat(" (columns ", RangeText(s.expert_columns), ")");
+  if (plan.holds_shared_expert() && config.n_shared_experts > 0) text += " and the shared expert";
+  if (plan.tp == 1) return text + "; attention and dense parts replicated";
+  return StrCat(text, "; KDA heads ", SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split), ", MLA heads ",
+                SliceText(s.mla_heads, config.num_attention_heads, plan.mla_split), ", dense MLP columns ",
+                SliceText(s.mlp_columns, config.intermediate_size, plan.mlp_split));
 }
 
 }  // namespace glint

@@ -1,17 +1,24 @@
 // How the weights are split over the ranks of a multi-process run (docs/distributed.md), chosen at load from the
-// rank count and `--tp` / `--ep`:
-//   - routed experts, expert parallel: rank r holds a contiguous range of the experts of every MoE layer and of
-//     the MTP layer — ⌊E/N⌋ each, one more for the first E mod N ranks, so 12 experts on 5 ranks are 3,3,2,2,2 and
-//     2 experts on 3 ranks are 1,1,0 (a rank with none still runs attention and adds zeros); never refused;
-//   - the shared expert: held and computed by one rank, the last one of those with the fewest routed experts
-//     (it balances the uneven split; every other rank skips its bytes);
-//   - everything else (embeddings, mHC, norms, routers, attention, dense MLP, lm_head) replicated: `--tp 1`.
-// The MoE output is the all-reduce of the ranks' partial sums. The ranges are contiguous and ascending, so the
-// rank-order sum adds the experts in the same order as one rank (ascending id, shared expert last): the only
-// change is where the partial sums are rounded (ExpertParallelTolerance in docs/distributed.md).
+// rank count and `--tp` / `--ep`. Rank r of N = tp × ep is tensor-parallel rank r % tp of expert-parallel group
+// r / tp.
+//   - routed experts: split by id over the ep groups in contiguous ranges — ⌊E/ep⌋ each, one more for the first
+//     E mod ep groups, so 12 experts on 5 are 3,3,2,2,2 and 2 on 3 are 1,1,0 (a rank with none still runs attention
+//     and adds zeros); within a group every expert is split by intermediate columns over the tp ranks, so at
+//     --tp N --ep 1 every rank holds 1/N of every expert. Never refused;
+//   - the shared expert: held by the last group (one of those with the fewest routed experts), split by columns
+//     over its tp ranks; the other groups skip its bytes;
+//   - tensor parallel (tp > 1): KDA by head, MLA by head (q_b, kv_b rows; o_proj columns), the dense MLP by
+//     intermediate columns — each split over the tp ranks of a group, ⌊n/tp⌋ each and one more for the first
+//     n mod tp; a dimension smaller than tp (2 heads on 3 ranks) is replicated instead, and then needs no
+//     collective;
+//   - everything else (embeddings, mHC, norms, routers, kv_a, the indexer, lm_head) replicated.
+// A split attention or dense MLP ends with one all-reduce over the tp group; the MoE output is one all-reduce of
+// every rank's partial sum (routed and shared) over all ranks. Ranges are contiguous and ascending, so the
+// rank-order sums add in the order of one rank; the only change is where partial sums are rounded
+// (docs/distributed.md "Tolerance").
 //
-// This is the seam "which experts are local": the forward passes skip the experts a rank does not hold, and the
-// loaders never read them.
+// This is the seam "which weights are local": the forward passes run on the local config (LocalConfig: local head
+// counts and widths) and skip the experts a rank does not hold, and the loaders never read them.
 #pragma once
 
 #include <cstdint>
@@ -34,25 +41,51 @@ struct ExpertRange {
   int64_t count() const { return end - begin; }
 };
 
+// A range of heads or intermediate columns [begin, end) of one tensor-parallel slice.
+using IndexRange = ExpertRange;
+
 // The experts of an MoE layer (main or MTP) that this rank holds and computes. Default: all of them.
 struct LocalExperts {
   ExpertRange routed{0, std::numeric_limits<int64_t>::max()};
   bool shared = true;
 };
 
+// One rank's tensor-parallel slices. A range covering the whole dimension means "replicated" (tp 1, or a
+// dimension smaller than tp).
+struct TensorSlices {
+  IndexRange kda_heads;       // of kda_num_heads
+  IndexRange mla_heads;       // of num_attention_heads (trunk DSA layers and the MTP layer)
+  IndexRange mlp_columns;     // of intermediate_size (dense MLP)
+  IndexRange expert_columns;  // of moe_intermediate_size (every routed expert this rank holds)
+  IndexRange shared_columns;  // of moe_intermediate_size × n_shared_experts (the shared expert, when held)
+};
+
 // A default ShardPlan is one rank holding everything.
 struct ShardPlan {
   int rank = 0;
   int ranks = 1;
-  int tp = 1;  // tensor-parallel degree (attention and dense parts); only 1 is implemented
-  int ep = 1;  // expert-parallel degree (= ranks / tp)
-  std::vector<ExpertRange> experts_of_rank;  // [ranks]
-  int shared_expert_rank = 0;                // who computes the shared expert
+  int tp = 1;  // tensor-parallel degree: ranks per group sharing one copy of attention and the dense parts
+  int ep = 1;  // expert-parallel degree: groups the routed experts are split over (= ranks / tp)
+  std::vector<ExpertRange> experts_of_rank;  // [ranks]; the same for the tp ranks of a group
+  std::vector<TensorSlices> slices_of_rank;  // [ranks]; the same for the tp-th ranks of every group
+  // Which sublayers are split over the tp ranks (false: replicated, no collective).
+  bool kda_split = false, mla_split = false, mlp_split = false;
+  // Routed and shared experts split by columns over the tp ranks of a group (false at tp 1, or when
+  // moe_intermediate_size < tp: then the experts are split by id over all ranks and one rank holds the shared).
+  bool experts_by_columns = false;
+  int shared_expert_rank = 0;  // the shared expert's holder when !experts_by_columns; else the first of its group
 
+  int tp_rank() const { return rank % tp; }
+  int ep_rank() const { return rank / tp; }
   ExpertRange experts() const { return experts_of_rank.empty() ? LocalExperts{}.routed : experts_of_rank[rank]; }
-  bool holds_shared_expert() const { return rank == shared_expert_rank; }
+  bool holds_shared_expert(int r) const {
+    return experts_by_columns ? r / tp == shared_expert_rank / tp : r == shared_expert_rank;
+  }
+  bool holds_shared_expert() const { return holds_shared_expert(rank); }
   bool distributed() const { return ranks > 1; }
+  bool tensor_parallel() const { return tp > 1; }
   LocalExperts local_experts() const { return {experts(), holds_shared_expert()}; }
+  const TensorSlices& slices() const { return slices_of_rank[rank]; }
 };
 
 // What a model needs to run as one rank of several: the communicator of the ranks and the --tp / --ep flags; the
@@ -69,14 +102,20 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
 // The plan of one process: everything local.
 ShardPlan SingleRankPlan(const ModelConfig& config);
 
-// The plan of `rank` among `ranks`; tp, ep: the --tp / --ep flags (0: not given). Refused: ranks ≠ tp · ep, and
-// tp > 1 (tensor parallelism is not implemented yet; the message says so).
+// The plan of `rank` among `ranks`; tp, ep: the --tp / --ep flags (0: not given; default --tp 1). Refused only
+// when ranks ≠ tp · ep.
 Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep);
 
 // One row per rank: its routed experts, whether it has the shared expert, what is replicated, and (when
 // `weight_bytes_of_rank` has one entry per rank) the bytes of weights it holds.
 Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config,
                      const std::vector<uint64_t>& weight_bytes_of_rank = {});
+// The config of this rank's shard: the head counts and widths of its tensor-parallel slices (kda_num_heads,
+// num_attention_heads, intermediate_size, moe_intermediate_size); the layer code runs on it unchanged. With
+// n_shared_experts > 1 the shared expert's width is not moe_intermediate_size × n_shared_experts: the layer code
+// reads it from the weights' shapes. The caches are laid out for it (KDA state and conv windows by local head).
+ModelConfig LocalConfig(const ModelConfig& config, const ShardPlan& plan);
+
 // One line for logs and the capacity report: "expert parallel over 2 ranks (--tp 1 --ep 2): rank 0 holds routed
 // experts 0–7 of 16 …".
 std::string DescribeShard(const ShardPlan& plan, const ModelConfig& config);

@@ -74,8 +74,15 @@ namespace {
 // Binds tensors by name, tracking which checkpoint tensors were used so leftovers can be reported.
 class Binder {
  public:
-  Binder(const Checkpoint& checkpoint, const ModelConfig& config) : checkpoint_(checkpoint), config_(config) {
+  Binder(const Checkpoint& checkpoint, const ModelConfig& config, const std::map<std::string, TensorRegion>& regions)
+      : checkpoint_(checkpoint), config_(config), regions_(regions) {
     for (const TensorSpec& spec : ExpectedTensors(config)) specs_.emplace(spec.name, spec);
+  }
+
+  // The part of `name` to read: a tensor-parallel slice, or all of it.
+  TensorRegion RegionOf(const std::string& name) const {
+    const auto it = regions_.find(name);
+    return it == regions_.end() ? TensorRegion{} : it->second;
   }
 
   Result<std::vector<float>> Tensor(const std::string& name) {
@@ -83,16 +90,18 @@ class Binder {
     if (spec_it == specs_.end()) return InternalError("no schema entry for '", name, "'");
     GLINT_ASSIGN_OR_RETURN(const CheckedTensor stored, CheckStoredTensor(checkpoint_, config_, spec_it->second));
     used_.insert(name);
+    const TensorRegion region = RegionOf(name);
     if (stored.scale == nullptr) {
-      GLINT_ASSIGN_OR_RETURN(std::vector<float> values, DecodeToFloat(checkpoint_.ViewOf(*stored.info), nullptr, 0, 0));
+      GLINT_ASSIGN_OR_RETURN(std::vector<float> values,
+                             DecodeRegionToFloat(checkpoint_.ViewOf(*stored.info), nullptr, 0, 0, region));
       GLINT_RETURN_IF_ERROR(CheckFinite(name, values));
       return values;
     }
     used_.insert(stored.scale->name);
     const TensorView scale_view = checkpoint_.ViewOf(*stored.scale);
     GLINT_ASSIGN_OR_RETURN(std::vector<float> values,
-                           DecodeToFloat(checkpoint_.ViewOf(*stored.info), &scale_view, config_.fp8_block_rows,
-                                         config_.fp8_block_cols));
+                           DecodeRegionToFloat(checkpoint_.ViewOf(*stored.info), &scale_view, config_.fp8_block_rows,
+                                               config_.fp8_block_cols, region));
     GLINT_RETURN_IF_ERROR(CheckFinite(name, values));
     return values;
   }
@@ -115,9 +124,11 @@ class Binder {
   Status Matrix2D(const std::string& name, Matrix& out) {
     GLINT_ASSIGN_OR_RETURN(out.data, Tensor(name));
     const TensorSpec& spec = specs_.at(name);
-    out.rows = spec.shape[0];
-    out.cols = 1;
-    for (size_t i = 1; i < spec.shape.size(); ++i) out.cols *= spec.shape[i];
+    int64_t cols = 1;
+    for (size_t i = 1; i < spec.shape.size(); ++i) cols *= spec.shape[i];
+    const TensorRegion region = RegionOf(name);
+    out.rows = (region.row_end < 0 ? spec.shape[0] : region.row_end) - region.row_begin;
+    out.cols = (region.col_end < 0 ? cols : region.col_end) - region.col_begin;
     return Status::Ok();
   }
   // A tensor this rank does not hold: checked from the header, its data never read.
@@ -142,6 +153,7 @@ class Binder {
  private:
   const Checkpoint& checkpoint_;
   const ModelConfig& config_;
+  const std::map<std::string, TensorRegion>& regions_;
   std::map<std::string, TensorSpec> specs_;
   std::set<std::string> used_;
 };
@@ -226,45 +238,64 @@ Status BindMoe(Binder& b, const ModelConfig& c, const std::string& p, const Loca
 
 Result<std::vector<float>> DecodeToFloat(const TensorView& view, const TensorView* scale, int64_t block_rows,
                                          int64_t block_cols) {
-  const int64_t count = view.info->NumElements();
-  std::vector<float> out(static_cast<size_t>(count));
+  return DecodeRegionToFloat(view, scale, block_rows, block_cols, {});
+}
+
+Result<std::vector<float>> DecodeRegionToFloat(const TensorView& view, const TensorView* scale, int64_t block_rows,
+                                               int64_t block_cols, const TensorRegion& region) {
+  const std::vector<int64_t>& shape = view.shape();
+  const int64_t rows = shape.empty() ? 1 : shape[0];
+  const int64_t cols = rows == 0 ? 0 : view.info->NumElements() / rows;
+  const int64_t r0 = region.row_begin, r1 = region.row_end < 0 ? rows : region.row_end;
+  const int64_t c0 = region.col_begin, c1 = region.col_end < 0 ? cols : region.col_end;
+  if (r0 < 0 || r0 > r1 || r1 > rows || c0 < 0 || c0 > c1 || c1 > cols) {
+    return InvalidArgument("tensor '", view.info->name, "' [", rows, ", ", cols, "] has no rows [", r0, ", ", r1,
+                           ") × columns [", c0, ", ", c1, ")");
+  }
+  const int64_t width = c1 - c0;
+  std::vector<float> out(static_cast<size_t>((r1 - r0) * width));
   const uint8_t* bytes = view.bytes.data();
+  // Element (r, c) of the tensor → out[(r − r0) · width + (c − c0)].
+  auto each = [&](auto decode) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t c = c0; c < c1; ++c) out[(r - r0) * width + (c - c0)] = decode(r * cols + c, r, c);
+    }
+  };
   switch (view.dtype()) {
     case DType::kF32:
-      std::memcpy(out.data(), bytes, count * sizeof(float));  // safetensors data need not be 4-aligned
+      each([&](int64_t i, int64_t, int64_t) {
+        float value;
+        std::memcpy(&value, bytes + 4 * i, 4);  // safetensors data need not be 4-aligned
+        return value;
+      });
       break;
     case DType::kBF16:
-      for (int64_t i = 0; i < count; ++i) {
+      each([&](int64_t i, int64_t, int64_t) {
         uint16_t bits;
         std::memcpy(&bits, bytes + 2 * i, 2);
-        out[i] = Bf16ToFloat(bits);
-      }
+        return Bf16ToFloat(bits);
+      });
       break;
     case DType::kF16:
-      for (int64_t i = 0; i < count; ++i) {
+      each([&](int64_t i, int64_t, int64_t) {
         uint16_t bits;
         std::memcpy(&bits, bytes + 2 * i, 2);
-        out[i] = Fp16ToFloat(bits);
-      }
+        return Fp16ToFloat(bits);
+      });
       break;
     case DType::kF8E4M3: {
-      if (scale == nullptr || view.shape().size() != 2) {
+      if (scale == nullptr || shape.size() != 2) {
         return InvalidArgument("FP8 tensor '", view.info->name, "' needs 2-D block scales");
       }
-      const int64_t rows = view.shape()[0];
-      const int64_t cols = view.shape()[1];
       const int64_t scale_cols = scale->shape()[1];
       const float* table = Fp8E4m3Table();
-      std::vector<float> scales(scale->info->NumElements());
-      std::memcpy(scales.data(), scale->bytes.data(), scales.size() * sizeof(float));
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* scale_row = scales.data() + (r / block_rows) * scale_cols;
-        for (int64_t c = 0; c < cols; ++c) {
-          // Exact in fp32 too: a 4-bit-significand e4m3 value times an fp32 scale needs ≤ 28 bits, but the
-          // product is rounded once to fp32 — the same single rounding HF's dequantization performs.
-          out[r * cols + c] = table[bytes[r * cols + c]] * scale_row[c / block_cols];
-        }
-      }
+      // Exact in fp32 too: a 4-bit-significand e4m3 value times an fp32 scale needs ≤ 28 bits, but the product is
+      // rounded once to fp32 — the same single rounding HF's dequantization performs.
+      each([&](int64_t i, int64_t r, int64_t c) {
+        float block_scale;
+        std::memcpy(&block_scale, scale->bytes.data() + 4 * ((r / block_rows) * scale_cols + c / block_cols), 4);
+        return table[bytes[i]] * block_scale;
+      });
       break;
     }
     default:
@@ -276,7 +307,7 @@ Result<std::vector<float>> DecodeToFloat(const TensorView& view, const TensorVie
 
 Result<ModelWeights> LoadModelWeights(const Checkpoint& checkpoint, const ModelConfig& config,
                                       const LoadOptions& options) {
-  Binder b(checkpoint, config);
+  Binder b(checkpoint, config, options.regions);
   ModelWeights w;
   const std::string top(kLanguageModelPrefix);
   GLINT_RETURN_IF_ERROR(b.Matrix2D(top + "embed_tokens.weight", w.embed_tokens));

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -120,11 +121,21 @@ struct ModelWeights {
   std::unique_ptr<MtpWeights> mtp;  // null when the config has no MTP layer or it was not loaded
 };
 
+// The part of a tensor, viewed as [shape[0], product of the rest], that a rank holds: rows [row_begin, row_end),
+// columns [col_begin, col_end); −1 ends: to the end.
+struct TensorRegion {
+  int64_t row_begin = 0, row_end = -1;
+  int64_t col_begin = 0, col_end = -1;
+};
+
 struct LoadOptions {
   bool load_mtp = true;  // bind layers.<num_hidden_layers>.* when the config has an MTP layer
   // Expert parallel: the routed (and shared) experts to read; the others are checked from the header (name, shape,
   // dtype) but their data is never read, and their MlpWeights stay empty.
   LocalExperts experts;
+  // Tensor parallel: the slice of each named tensor to read (tensor_parallel.h TensorParallelRegions); only those
+  // bytes are decoded. A tensor not named is read whole.
+  std::map<std::string, TensorRegion> regions;
 };
 
 // Binds every text-path tensor of `checkpoint` to fp32 weights. Errors name the tensor and say what was wrong:
@@ -150,5 +161,8 @@ Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& co
 // Decodes one float tensor (F32/BF16/F16, or F8_E4M3 with `scale`) to fp32. Exposed for tests.
 Result<std::vector<float>> DecodeToFloat(const TensorView& view, const TensorView* scale, int64_t block_rows,
                                          int64_t block_cols);
+// Decodes `region` of it (row-major [rows, cols] of the region), reading only the region's bytes (and its scales).
+Result<std::vector<float>> DecodeRegionToFloat(const TensorView& view, const TensorView* scale, int64_t block_rows,
+                                               int64_t block_cols, const TensorRegion& region);
 
 }  // namespace glint

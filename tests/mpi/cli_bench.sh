@@ -52,7 +52,7 @@ PY
 
 # ---- refused with reasons ----
 ranks 2 "${RUN[@]}" --tp 2 >"$work/tp.txt" 2>&1 && fail "--tp 2 was accepted"
-grep -q "tensor parallelism (--tp 2) is not implemented yet" "$work/tp.txt" || fail "--tp 2 message: $(cat "$work/tp.txt")"
+grep -q "tensor parallelism (--tp 2) runs on the fp32 reference path only" "$work/tp.txt" || fail "--tp 2 message: $(cat "$work/tp.txt")"
 ranks 2 "${RUN[@]}" --ep 3 >"$work/ep.txt" 2>&1 && fail "--ep 3 on 2 ranks was accepted"
 grep -q "must equal the number of ranks" "$work/ep.txt" || fail "--ep 3 message: $(cat "$work/ep.txt")"
 # --expert-memory: a budget per rank, each caching its own experts; the collectives line beside the plan's count.

@@ -32,4 +32,22 @@ ranks 3 "${GOLDEN[@]}" >"$work/golden3.txt" 2>"$work/golden3.log" || fail "golde
 cmp -s "$work/golden1.txt" "$work/golden3.txt" || fail "golden run -np 3 differs"
 grep -q "rank 0 holds routed experts 0–5 of 16" "$work/golden3.log" || fail "uneven split not logged"
 
+# Tensor parallel (fp32 reference path): greedy text of the trained tiny model identical for 1 process and for
+# 2 ranks with --tp 2 (every head set, dense MLP and expert split in two), with and without --speculative mtp;
+# the golden fixture on 3 ranks --tp 3 (MLA's 4 heads split 2,1,1) and 4 ranks --tp 2 --ep 2.
+REF=(run --path reference --prompt "Once upon a time" --max-tokens 12 --temperature 0 --threads 1)
+"$glint" "${REF[@]}" >"$work/ref1.txt" 2>/dev/null
+ranks 2 "${REF[@]}" --tp 2 >"$work/ref2.txt" 2>"$work/ref2.log" || fail "run --tp 2 -np 2: $(tail -5 "$work/ref2.log")"
+cmp -s "$work/ref1.txt" "$work/ref2.txt" || fail "run --tp 2 differs: $(cat "$work/ref2.txt") vs $(cat "$work/ref1.txt")"
+grep -q "tensor parallel over 2 ranks (--tp 2 --ep 1)" "$work/ref2.log" || fail "no tp shard line: $(cat "$work/ref2.log")"
+ranks 2 "${REF[@]}" --tp 2 --speculative mtp >"$work/refspec2.txt" 2>"$work/refspec2.log" ||
+  fail "run --tp 2 --speculative mtp -np 2: $(tail -5 "$work/refspec2.log")"
+cmp -s "$work/ref1.txt" "$work/refspec2.txt" || fail "run --tp 2 --speculative mtp differs: $(cat "$work/refspec2.txt")"
+ranks 3 "${GOLDEN[@]}" --tp 3 >"$work/goldentp3.txt" 2>"$work/goldentp3.log" || fail "golden --tp 3: $(tail "$work/goldentp3.log")"
+cmp -s "$work/golden1.txt" "$work/goldentp3.txt" || fail "golden run --tp 3 -np 3 differs"
+grep -q "MLA heads 0–1 of 4" "$work/goldentp3.log" || fail "uneven head split not logged: $(cat "$work/goldentp3.log")"
+ranks 4 "${GOLDEN[@]}" --tp 2 --ep 2 >"$work/goldentp22.txt" 2>"$work/goldentp22.log" ||
+  fail "golden --tp 2 --ep 2: $(tail "$work/goldentp22.log")"
+cmp -s "$work/golden1.txt" "$work/goldentp22.txt" || fail "golden run --tp 2 --ep 2 -np 4 differs"
+
 echo "PASS"

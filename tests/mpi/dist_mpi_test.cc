@@ -100,5 +100,26 @@ TEST(MpiCommunicator, BarrierAndStatistics) {
   EXPECT_EQ(comm.stats().bytes_received, 40u * (comm.size() - 1));
 }
 
+// The tp groups of tensor parallelism: ranks of one colour, ordered by key, sum among themselves only.
+TEST(MpiCommunicator, SplitGroupsSumAmongThemselves) {
+  Communicator& comm = testing::World();
+  const int color = comm.rank() % 2, key = -comm.rank();  // key reverses the order inside a group
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Communicator> group, comm.Split(color, key));
+  int members = 0, before_me = 0;
+  for (int r = 0; r < comm.size(); ++r) {
+    if (r % 2 != color) continue;
+    ++members;
+    before_me += r > comm.rank();
+  }
+  EXPECT_EQ(group->size(), members);
+  EXPECT_EQ(group->rank(), before_me);
+  std::vector<float> values = {static_cast<float>(comm.rank() + 1)};
+  ASSERT_OK(group->AllReduceSum(values));
+  float expected = 0;
+  for (int r = color; r < comm.size(); r += 2) expected += static_cast<float>(r + 1);
+  EXPECT_EQ(values[0], expected);
+  ASSERT_OK(comm.Barrier());
+}
+
 }  // namespace
 }  // namespace glint

@@ -201,11 +201,67 @@ TEST_P(ExpertParallel, FastPathMatchesOneRankFromCheckpointAndContainer) {
   }
 }
 
-TEST_P(ExpertParallel, TensorParallelIsRefusedWithAReason) {
-  ModelParallel parallel{&testing::World(), testing::World().size(), 1};
-  EXPECT_ERROR_CONTAINS(ReferenceModel::Load(Dir(), {}, parallel), "tensor parallelism");
-  parallel = {&testing::World(), 1, testing::World().size() + 1};
+TEST_P(ExpertParallel, MismatchedDegreesAreRefusedWithAReason) {
+  ModelParallel parallel{&testing::World(), 1, testing::World().size() + 1};
   EXPECT_ERROR_CONTAINS(ReferenceModel::Load(Dir(), {}, parallel), "must equal the number of ranks");
+}
+
+// Tensor parallelism (--tp), alone and with expert parallelism, on the fp32 reference. The tolerance is the
+// expert-parallel one for the same reason: a split sublayer's output element Σ_c W[o,c]·x[c] becomes Σ_t (the
+// rank-t part over its heads or columns, each a double dot rounded once to fp32), summed over the tp ranks in
+// double and rounded once — at most ≈ (tp + 1) · 2⁻²⁴ · Σ_c |W[o,c]·x[c]| from one rank's single rounding, at
+// each attention and dense site instead of only at the MoE sums. kReferenceTolerance (1e-5 × std) covers it.
+// Every (tp, ep) that divides the rank count runs: 2 ranks --tp 2; 3 ranks --tp 3 (KDA 3 heads 1,1,1; MLA 4 heads
+// 2,1,1: uneven); 4 ranks --tp 2 --ep 2 and --tp 4 (KDA's 3 heads < 4: replicated, no collective).
+TEST_P(ExpertParallel, TensorParallelReferenceMatchesOneRank) {
+  ASSERT_OK_AND_ASSIGN(auto alone, ReferenceModel::Load(Dir()));
+  const ModelConfig& c = alone->config();
+  const int ranks = testing::World().size();
+  for (int tp = 2; tp <= ranks; ++tp) {
+    if (ranks % tp != 0) continue;
+    SCOPED_TRACE(StrCat("--tp ", tp, " --ep ", ranks / tp));
+    ModelParallel parallel{&testing::World(), tp, 0};
+    ASSERT_OK_AND_ASSIGN(auto sharded, ReferenceModel::Load(Dir(), {}, parallel));
+    const ShardPlan plan = sharded->shard_plan();
+    ASSERT_EQ(plan.tp, tp);
+    EXPECT_EQ(plan.kda_split, c.kda_num_heads >= tp);
+    // The rank holds its slices only: KDA q rows of its heads, MLA o_proj columns, dense MLP and expert columns.
+    const TensorSlices& s = plan.slices();
+    for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+      const LayerWeights& w = sharded->weights().layers[l];
+      if (w.attention_kind == AttentionKind::kKda) {
+        EXPECT_EQ(w.kda.q_proj.rows, s.kda_heads.count() * c.kda_head_dim) << l;
+        EXPECT_EQ(w.kda.o_proj.cols, s.kda_heads.count() * c.kda_head_dim) << l;
+      } else {
+        EXPECT_EQ(w.dsa.o_proj.cols, s.mla_heads.count() * c.v_head_dim) << l;
+        EXPECT_EQ(w.dsa.indexer.wq_b.rows, c.index_n_heads * c.index_head_dim) << l << ": the indexer is replicated";
+      }
+      if (w.mlp_kind == MlpKind::kDense) {
+        EXPECT_EQ(w.mlp.down_proj.cols, s.mlp_columns.count()) << l;
+        continue;
+      }
+      for (int64_t e = 0; e < c.n_routed_experts; ++e) {
+        const int64_t expected = plan.experts().Holds(e) ? s.expert_columns.count() : 0;
+        EXPECT_EQ(w.moe.experts[e].gate_proj.rows, expected) << l << " " << e;
+      }
+    }
+    EXPECT_LT(sharded->weight_bytes(), alone->weight_bytes());
+    // The KDA caches follow the heads.
+    ASSERT_OK_AND_ASSIGN(CacheLayout layout, sharded->CacheLayoutFor({}));
+    EXPECT_EQ(layout.kda_heads, s.kda_heads.count());
+    for (const auto& tokens : Sequences()) {
+      ExpectSameChoicesAndClose(RunSequence(*alone, tokens), RunSequence(*sharded, tokens), c.vocab_size,
+                                kReferenceTolerance);
+    }
+  }
+}
+
+TEST_P(ExpertParallel, TensorParallelFastPathIsRefusedWithAReason) {
+  const int ranks = testing::World().size();
+  WorkerPool pool(1);
+  FastModelOptions options;
+  options.parallel = {&testing::World(), ranks, 1};
+  EXPECT_ERROR_CONTAINS(FastModel::Load(Dir(), pool, options), "reference path only");
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, ExpertParallel, ::testing::Values("tiny-dense", "tiny-sparse"),

@@ -8,6 +8,8 @@
 
 #include "dist/communicator.h"
 #include "dist/launch.h"
+#include "io/config.h"
+#include "model/sharding.h"
 #include "test_util.h"
 
 namespace glint {
@@ -71,6 +73,60 @@ TEST(Launch, WithoutMpirunTheCommunicatorIsSingleProcess) {
   ASSERT_OK_AND_ASSIGN(auto comm, MakeCommunicator(nullptr, nullptr));
   EXPECT_EQ(comm->size(), 1);
   EXPECT_EQ(comm->Describe(), "single process");
+}
+
+// The shard plan (model/sharding.h) of a config shaped like tiny-sparse: 3 KDA heads, 4 MLA heads, 16 experts.
+ModelConfig PlanConfig() {
+  ModelConfig c;
+  c.kda_num_heads = 3, c.num_attention_heads = 4, c.intermediate_size = 192, c.moe_intermediate_size = 32;
+  c.n_routed_experts = 16, c.n_shared_experts = 1;
+  return c;
+}
+
+TEST(ShardPlan, TensorParallelSplitsHeadsAndColumnsUnevenlyAndReplicatesWhatIsTooSmall) {
+  const ModelConfig c = PlanConfig();
+  // --tp 3: KDA 1,1,1; MLA 2,1,1; every expert by columns (11, 11, 10), all 16 experts on every rank.
+  std::vector<int64_t> mla;
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_OK_AND_ASSIGN(ShardPlan plan, MakeShardPlan(c, r, 3, 3, 0));
+    EXPECT_EQ(plan.ep, 1);
+    EXPECT_TRUE(plan.kda_split && plan.mla_split && plan.mlp_split && plan.experts_by_columns);
+    EXPECT_EQ(plan.slices().kda_heads.count(), 1);
+    mla.push_back(plan.slices().mla_heads.count());
+    EXPECT_EQ(plan.experts().count(), 16);
+    EXPECT_TRUE(plan.holds_shared_expert());
+    EXPECT_EQ(LocalConfig(c, plan).moe_intermediate_size, r < 2 ? 11 : 10);
+  }
+  EXPECT_EQ(mla, (std::vector<int64_t>{2, 1, 1}));
+  // --tp 4: 3 KDA heads cannot give every rank one: replicated.
+  ASSERT_OK_AND_ASSIGN(ShardPlan four, MakeShardPlan(c, 3, 4, 4, 0));
+  EXPECT_FALSE(four.kda_split);
+  EXPECT_EQ(four.slices().kda_heads.count(), 3);
+  EXPECT_EQ(LocalConfig(c, four).kda_num_heads, 3);
+  EXPECT_EQ(four.slices().mla_heads.begin, 3);
+}
+
+TEST(ShardPlan, TensorAndExpertParallelGroups) {
+  const ModelConfig c = PlanConfig();
+  // 4 ranks, --tp 2 --ep 2: ranks 0, 1 hold experts 0–7 (columns halves), ranks 2, 3 experts 8–15 and the shared.
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_OK_AND_ASSIGN(ShardPlan plan, MakeShardPlan(c, r, 4, 2, 2));
+    EXPECT_EQ(plan.tp_rank(), r % 2);
+    EXPECT_EQ(plan.ep_rank(), r / 2);
+    EXPECT_EQ(plan.experts().begin, r < 2 ? 0 : 8);
+    EXPECT_EQ(plan.experts().count(), 8);
+    EXPECT_EQ(plan.slices().expert_columns.begin, r % 2 == 0 ? 0 : 16);
+    EXPECT_EQ(plan.holds_shared_expert(), r >= 2);
+  }
+  ASSERT_OK_AND_ASSIGN(ShardPlan plan, MakeShardPlan(c, 0, 4, 2, 2));
+  const Table table = ShardPlanTable(plan, c);
+  EXPECT_EQ(table.rows.size(), 4u);
+  EXPECT_NE(DescribeShard(plan, c).find("tensor and expert parallel over 4 ranks"), std::string::npos);
+  EXPECT_ERROR_CONTAINS(MakeShardPlan(c, 0, 4, 3, 0), "must equal the number of ranks");
+  // --tp 1 is today's expert parallelism: nothing sliced.
+  ASSERT_OK_AND_ASSIGN(ShardPlan ep, MakeShardPlan(c, 1, 2, 1, 0));
+  EXPECT_FALSE(ep.kda_split || ep.mla_split || ep.mlp_split || ep.experts_by_columns);
+  EXPECT_EQ(ep.slices().mla_heads.count(), 4);
 }
 
 }  // namespace

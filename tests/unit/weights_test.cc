@@ -69,6 +69,33 @@ TEST(Weights, Fp8DequantizationUsesTheRightBlockScale) {
   }
 }
 
+// A tensor-parallel slice decodes to exactly the slice of the whole tensor: FP8 (block scales at an offset that is
+// not a block boundary), BF16 and F32, rows and columns; a region outside the tensor is refused.
+TEST(Weights, RegionDecodeIsTheSliceOfTheWholeDecode) {
+  Loaded loaded = Open("golden/tiny-sparse");
+  const std::string layer0 = "model.language_model.layers.0.";
+  for (const std::string& name : {layer0 + "mlp.gate_proj.weight", layer0 + "mlp.down_proj.weight",
+                                 layer0 + "self_attn.f_b_proj.weight", layer0 + "self_attn.dt_bias"}) {
+    ASSERT_OK_AND_ASSIGN(TensorView view, loaded.checkpoint.View(name));
+    const TensorInfo* scale_info = loaded.checkpoint.Find(name + "_scale_inv");
+    const TensorView scale = scale_info != nullptr ? loaded.checkpoint.ViewOf(*scale_info) : TensorView{};
+    const TensorView* scale_ptr = scale_info != nullptr ? &scale : nullptr;
+    const int64_t b = loaded.config.fp8_block_rows, bc = loaded.config.fp8_block_cols;
+    ASSERT_OK_AND_ASSIGN(std::vector<float> whole, DecodeToFloat(view, scale_ptr, b, bc));
+    const int64_t rows = view.shape()[0], cols = static_cast<int64_t>(whole.size()) / rows;
+    const TensorRegion region{rows / 3, rows - 1, cols > 1 ? cols / 4 : 0, cols > 1 ? cols - 3 : 1};
+    ASSERT_OK_AND_ASSIGN(std::vector<float> part, DecodeRegionToFloat(view, scale_ptr, b, bc, region));
+    const int64_t width = region.col_end - region.col_begin;
+    ASSERT_EQ(static_cast<int64_t>(part.size()), (region.row_end - region.row_begin) * width) << name;
+    for (int64_t r = region.row_begin; r < region.row_end; ++r) {
+      for (int64_t c = region.col_begin; c < region.col_end; ++c) {
+        ASSERT_EQ(part[(r - region.row_begin) * width + c - region.col_begin], whole[r * cols + c]) << name;
+      }
+    }
+    EXPECT_ERROR_CONTAINS(DecodeRegionToFloat(view, scale_ptr, b, bc, {0, rows + 1, 0, -1}), "has no rows");
+  }
+}
+
 // Rewrites the golden checkpoint with one change and expects LoadModelWeights to refuse it by name.
 class BrokenCheckpoint : public ::testing::Test {
  protected:
