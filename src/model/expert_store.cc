@@ -98,15 +98,17 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
     cache->layers_.push_back(std::move(layer));
   }
   if (cache->layers_.empty()) return InvalidArgument("--expert-memory: this model has no routed experts");
-  const uint64_t minimum = static_cast<uint64_t>(experts_per_token) * cache->slot_bytes_;
+  cache->read_buffer_bytes_ = uring != nullptr ? uring->ring_bytes() : 0;
+  const uint64_t minimum = static_cast<uint64_t>(experts_per_token) * cache->slot_bytes_ + cache->read_buffer_bytes_;
   if (options.budget_bytes < minimum) {
     return InvalidArgument("--expert-memory ", options.budget_bytes,
                            " bytes is below one layer's top-k experts: at least ", minimum, " bytes (",
-                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes, ",
+                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes + ",
+                           cache->read_buffer_bytes_, " bytes of read buffers, ",
                            (minimum + (uint64_t{1} << 20) - 1) >> 20, "M)");
   }
-  const int64_t slots =
-      std::min<int64_t>(static_cast<int64_t>(options.budget_bytes / cache->slot_bytes_), total_experts);
+  const int64_t slots = std::min<int64_t>(
+      static_cast<int64_t>((options.budget_bytes - cache->read_buffer_bytes_) / cache->slot_bytes_), total_experts);
   void* memory = std::aligned_alloc(kExtentAlignment, static_cast<size_t>(slots) * cache->slot_bytes_);
   if (memory == nullptr) {
     return ResourceExhausted("--expert-memory: cannot allocate ", slots, " expert slots of ", cache->slot_bytes_,
@@ -373,7 +375,18 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
   for (const Layer& layer : layers_) {
     for (const Expert& expert : layer.experts) experts.push_back(&expert);
   }
-  const int threads = static_cast<int>(readers_.size());
+  std::vector<uint8_t*> buffers;  // empty slots: the probe's reads stay inside the budget
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!wanted_.empty() || in_flight_ > 0) return InternalError("expert cache: the read probe runs before any pass");
+    for (const Slot& slot : slots_) {
+      if (slot.state == SlotState::kEmpty && static_cast<int>(buffers.size()) < static_cast<int>(readers_.size())) {
+        buffers.push_back(slot.data);
+      }
+    }
+  }
+  if (buffers.empty()) return FailedPrecondition("expert cache: no empty slot for the read probe");
+  const int threads = static_cast<int>(buffers.size());
   const uint64_t per_thread = std::max<uint64_t>(max_bytes / threads, slot_bytes_);
   std::vector<Status> errors(threads);
   std::vector<uint64_t> bytes(threads, 0);
@@ -381,16 +394,13 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      void* buffer = std::aligned_alloc(kExtentAlignment, slot_bytes_);
-      if (buffer == nullptr) return void(errors[t] = ResourceExhausted("the read probe cannot allocate its buffer"));
       uint64_t state = 0x9e3779b97f4a7c15ull * (t + 1);
       while (bytes[t] < per_thread && errors[t].ok()) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;  // an LCG: reproducible spread of extents
         const Expert& expert = *experts[(state >> 33) % experts.size()];
-        errors[t] = reader_->Read(expert.offset, std::span<uint8_t>(static_cast<uint8_t*>(buffer), expert.bytes));
+        errors[t] = reader_->Read(expert.offset, std::span<uint8_t>(buffers[t], expert.bytes));
         bytes[t] += expert.bytes;
       }
-      std::free(buffer);
     });
   }
   for (std::thread& worker : workers) worker.join();

@@ -97,6 +97,10 @@ class DiskExpertCache final : public ExpertStore {
   uint64_t slot_bytes() const { return slot_bytes_; }
   int64_t moe_layers() const { return static_cast<int64_t>(layers_.size()); }
   uint64_t routed_bytes() const { return routed_bytes_; }  // all routed experts' extents, as on disk
+  // Memory the reads need beyond the slots, counted in the budget: O_DIRECT reads land in the slots themselves
+  // (no staging buffers; the bandwidth probe reads into empty slots), so this is the io_uring ring's mapping (0
+  // with the pread threads, whose queue is the slot indices in read_queue_).
+  uint64_t read_buffer_bytes() const { return read_buffer_bytes_; }
   bool direct() const { return reader_->direct(); }
   ExpertIo io() const { return uring_ != nullptr ? ExpertIo::kUring : ExpertIo::kPread; }
   ExpertPolicy policy() const { return ranker_->policy(); }
@@ -111,7 +115,8 @@ class DiskExpertCache final : public ExpertStore {
   int64_t ready_slots() const;
   void ResetStats();
   // The container's O_DIRECT read bandwidth in GB/s: up to `max_bytes` of expert extents (chosen pseudo-randomly,
-  // as misses are), read by as many threads as the cache has readers. Not counted in stats().
+  // as misses are), read by as many threads as the cache has readers (at most one per empty slot: the probe reads
+  // into empty slots, allocating nothing beyond the budget). Not counted in stats(). Call before the first pass.
   Result<double> ProbeReadGbps(uint64_t max_bytes) const;
 
  private:
@@ -156,7 +161,7 @@ class DiskExpertCache final : public ExpertStore {
   std::map<const FastMoeWeights*, int64_t> layer_of_;
   std::unique_ptr<ExtentReader> reader_;      // preads (and the bandwidth probe)
   std::unique_ptr<UringExtentReader> uring_;  // null: the pread threads read
-  uint64_t slot_bytes_ = 0, routed_bytes_ = 0;
+  uint64_t slot_bytes_ = 0, routed_bytes_ = 0, read_buffer_bytes_ = 0;
   std::unique_ptr<uint8_t, void (*)(void*)> memory_{nullptr, nullptr};
   std::vector<Slot> slots_;
   std::map<std::pair<int64_t, int64_t>, int64_t> slot_of_;  // (layer, expert) → slot holding or loading it

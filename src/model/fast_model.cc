@@ -94,7 +94,8 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   }
   load_report_.resident_bytes = resident;
   load_report_.expert_cache_bytes = static_cast<uint64_t>(expert_cache_->slots()) * expert_cache_->slot_bytes();
-  load_report_.weight_bytes = resident + load_report_.expert_cache_bytes;
+  load_report_.expert_read_buffer_bytes = expert_cache_->read_buffer_bytes();
+  load_report_.weight_bytes = resident + load_report_.expert_cache_bytes + load_report_.expert_read_buffer_bytes;
   return Status::Ok();
 }
 

@@ -61,6 +61,7 @@ struct FastLoadReport {
   uint64_t weight_bytes = 0;  // packed bytes in memory: resident tensors + the expert cache
   uint64_t resident_bytes = 0;      // tensors held in memory for good (all of them without an expert cache)
   uint64_t expert_cache_bytes = 0;  // the expert cache's slots (0 without one)
+  uint64_t expert_read_buffer_bytes = 0;  // what its reads need beyond the slots (the io_uring ring; no staging)
 };
 
 // What the last Forward did, for benchmarks: the rows it ran and the weight bytes its products read, and per MoE
