@@ -244,6 +244,13 @@ Status RunBenchModel(const BenchFlags& flags) {
                   100.0 * cs.hits / std::max<int64_t>(1, cs.hits + cs.misses), static_cast<long long>(cs.hits),
                   static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall,
                   static_cast<long long>(flags.steps));
+      if (cs.prefetch_issued > 0 || cs.prefetch_cancelled > 0) {
+        std::printf("   expert prefetch: %lld reads issued, %lld used by the next pass, %lld cancelled unread, "
+                    "%lld failed; %.3f GB read and evicted unused (wasted)\n",
+                    static_cast<long long>(cs.prefetch_issued), static_cast<long long>(cs.prefetch_used),
+                    static_cast<long long>(cs.prefetch_cancelled), static_cast<long long>(cs.prefetch_failed),
+                    cs.prefetch_wasted_bytes / 1e9);
+      }
     }
   }
 

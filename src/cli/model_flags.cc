@@ -73,6 +73,12 @@ void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
       ->check(CLI::IsMember({"weighted", "lru", "lfu"}))
       ->capture_default_str();
   command
+      .add_option("--expert-prefetch", flags.prefetch,
+                  "with --expert-memory: off, or next-layer: after each MoE layer, its input through the next MoE "
+                  "layer's router names experts to start reading early (a guess; never changes the output)")
+      ->check(CLI::IsMember({"off", "next-layer"}))
+      ->capture_default_str();
+  command
       .add_option("--expert-profile", flags.profile,
                   "with --expert-memory: a trace written by --expert-trace (e.g. of a serving run); its most used "
                   "experts are read at start-up and kept in the cache for good (at most half of it)")
@@ -88,6 +94,13 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
   GLINT_ASSIGN_OR_RETURN(options.expert_policy, ParseExpertPolicy(flags.policy));
   options.expert_trace = flags.trace;
   options.expert_profile = flags.profile;
+  options.expert_prefetch = flags.prefetch == "next-layer";
+  if (options.expert_prefetch && flags.memory.empty()) {
+    return InvalidArgument("--expert-prefetch reads experts into the cache of --expert-memory; give --expert-memory too");
+  }
+  if (flags.prefetch != "off" && flags.prefetch != "next-layer") {
+    return InvalidArgument("--expert-prefetch '", flags.prefetch, "' is not one of off, next-layer");
+  }
   if (!flags.profile.empty() && flags.memory.empty()) {
     return InvalidArgument("--expert-profile keeps experts in the cache of --expert-memory; give --expert-memory too");
   }

@@ -157,13 +157,70 @@ Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t
       UseSlot(slot, rows[i]);
       want.slot = held->second;
       ++stats_.hits;
+      if (slot.prefetched) slot.prefetched = false, ++stats_.prefetch_used;
     } else {
       ++stats_.misses;
     }
     wanted_.push_back(std::move(want));
   }
+  CancelUnwantedPrefetches();
   Pump(lock);
   return Status::Ok();
+}
+
+void DiskExpertCache::CancelUnwantedPrefetches() {
+  // A pass's reads must not wait behind guesses it did not need: drop the prefetch reads not yet started.
+  for (auto it = read_queue_.begin(); it != read_queue_.end();) {
+    Slot& slot = slots_[*it];
+    if (!slot.prefetched || slot.pins > 0) {
+      ++it;
+      continue;
+    }
+    slot_of_.erase({slot.layer, slot.expert});
+    slot.state = SlotState::kEmpty;
+    slot.prefetched = false;
+    --in_flight_;
+    ++stats_.prefetch_cancelled;
+    it = read_queue_.erase(it);
+  }
+}
+
+void DiskExpertCache::Evict(Slot& slot) {
+  if (slot.state != SlotState::kReady) return;
+  slot_of_.erase({slot.layer, slot.expert});
+  if (slot.prefetched) stats_.prefetch_wasted_bytes += layers_[slot.layer].experts[slot.expert].bytes;
+  slot.prefetched = false;
+}
+
+void DiskExpertCache::Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto it = layer_of_.find(&moe);
+  if (it == layer_of_.end() || !wanted_.empty()) return;  // only between passes, for a layer it holds
+  const int64_t layer = it->second;
+  // At most half the slots per call, so that one guess cannot flush the cache.
+  int64_t budget = static_cast<int64_t>(slots_.size()) / 2;
+  bool queued = false;
+  for (const int32_t expert : experts) {
+    if (budget == 0) break;
+    if (expert < 0 || expert >= static_cast<int64_t>(layers_[layer].experts.size())) continue;
+    if (slot_of_.count({layer, expert}) != 0) continue;
+    const int64_t s = Victim();  // unpinned, not loading (so never this call's own reads), not kept
+    if (s < 0) break;
+    Slot& slot = slots_[s];
+    Evict(slot);
+    slot.layer = layer, slot.expert = expert;
+    slot.state = SlotState::kLoading;
+    slot.pins = 0;
+    slot.use = ExpertUse{};  // unused: the first to go if no pass asks for it
+    slot.prefetched = true;
+    slot_of_[{layer, expert}] = s;
+    read_queue_.push_back(s);
+    ++in_flight_;
+    ++stats_.prefetch_issued;
+    --budget;
+    queued = true;
+  }
+  if (queued) queued_.notify_all();
 }
 
 void DiskExpertCache::UseSlot(Slot& slot, int64_t rows) {
@@ -193,7 +250,7 @@ void DiskExpertCache::Pump(std::unique_lock<std::mutex>&) {
     const int64_t s = Victim();
     if (s < 0) break;
     Slot& slot = slots_[s];
-    if (slot.state == SlotState::kReady) slot_of_.erase({slot.layer, slot.expert});
+    Evict(slot);
     slot.layer = pass_layer_, slot.expert = want.expert;
     slot.state = SlotState::kLoading;
     slot.pins = 1;
@@ -240,6 +297,8 @@ void DiskExpertCache::Landed(int64_t s, const Status& status) {
     slot.state = SlotState::kReady;
   } else {  // never handed out: the slot is emptied and the pass that wanted it fails
     ++stats_.failed_reads;
+    if (slot.prefetched) ++stats_.prefetch_failed;  // no pass asked for it: nothing fails
+    slot.prefetched = false;
     for (Wanted& want : wanted_) {
       if (want.slot != s) continue;
       want.error = status.WithContext(
@@ -334,7 +393,11 @@ Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>&
       Pump(lock);
       bool assigned = false;
       for (size_t i = begin; i < end; ++i) assigned |= !wanted_[i].handed_out && wanted_[i].slot >= 0;
-      if (!assigned) return InternalError("expert cache: every slot is held by experts of this pass not yet released");
+      const bool prefetching = std::any_of(slots_.begin(), slots_.end(),
+                                           [](const Slot& slot) { return slot.state == SlotState::kLoading; });
+      if (!assigned && !prefetching) {  // a prefetch read in flight frees its slot when it lands: wait for it
+        return InternalError("expert cache: every slot is held by experts of this pass not yet released");
+      }
     }
     landed_.wait(lock);
   }
@@ -358,11 +421,18 @@ void DiskExpertCache::End() {
     slot_of_.erase({slot.layer, slot.expert});
     slot.state = SlotState::kEmpty;
     slot.pins = 0;
+    stats_.prefetch_cancelled += slot.prefetched ? 1 : 0;
+    slot.prefetched = false;
     --in_flight_;
     for (Wanted& want : wanted_) want.slot = want.slot == s ? -1 : want.slot;
   }
   read_queue_.clear();
-  landed_.wait(lock, [&] { return in_flight_ == 0; });
+  // The pass's own reads (prefetches only run on while nothing waits for them).
+  landed_.wait(lock, [&] {
+    return std::none_of(wanted_.begin(), wanted_.end(), [&](const Wanted& want) {
+      return want.slot >= 0 && slots_[want.slot].state == SlotState::kLoading;
+    });
+  });
   for (Wanted& want : wanted_) {
     if (want.slot >= 0 && !want.released && slots_[want.slot].pins > 0) --slots_[want.slot].pins;
   }
@@ -433,7 +503,7 @@ Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int6
     const int64_t s = Victim();
     if (s < 0) break;
     Slot& slot = slots_[s];
-    if (slot.state == SlotState::kReady) slot_of_.erase({slot.layer, slot.expert});
+    Evict(slot);
     const Expert& e = layers_[layer].experts[expert];
     GLINT_RETURN_IF_ERROR(reader_->Read(e.offset, std::span<uint8_t>(slot.data, e.bytes))
                               .WithContext(StrCat("--expert-profile: routed expert ", expert, " of ",

@@ -46,8 +46,15 @@ class ExpertStore {
   virtual const FastMlpWeights& Weights(size_t i) const = 0;
   // The caller is done with expert i (its memory may be reused for another expert of the pass).
   virtual void Release(size_t i) = 0;
-  // Ends the pass (also after an error): releases everything and waits for reads still in flight.
+  // Ends the pass (also after an error): releases everything and waits for the pass's reads still in flight.
   virtual void End() = 0;
+  // --expert-prefetch next-layer: between passes (after End), starts reading `experts` (distinct) of `moe`, the
+  // next MoE layer's likely experts, into slots no pass holds. A guess only: nothing waits for these reads, a pass
+  // that does not want them cancels those not started, and a failed one fails no request (the expert is read
+  // again if a pass wants it). Default: nothing.
+  virtual void Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) {
+    (void)moe, (void)experts;
+  }
 };
 
 // Cache counters since the start (or ResetStats).
@@ -57,6 +64,10 @@ struct ExpertCacheStats {
   double read_seconds = 0;  // summed over the reader threads
   int64_t failed_reads = 0;   // reads that failed twice (the expert failed)
   int64_t retried_reads = 0;  // reads that failed once and were tried again
+  // --expert-prefetch: reads started by Prefetch; of those, experts a pass then asked for (used), evicted unasked
+  // (their bytes wasted), cancelled before the read started, failed (no request failed by it).
+  int64_t prefetch_issued = 0, prefetch_used = 0, prefetch_cancelled = 0, prefetch_failed = 0;
+  uint64_t prefetch_wasted_bytes = 0;
 };
 
 // How misses are read (--expert-io): a pool of threads each blocking in pread, or one thread keeping many reads in
@@ -92,6 +103,7 @@ class DiskExpertCache final : public ExpertStore {
   const FastMlpWeights& Weights(size_t i) const override;
   void Release(size_t i) override;
   void End() override;
+  void Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) override;
 
   int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
   uint64_t slot_bytes() const { return slot_bytes_; }
@@ -137,6 +149,7 @@ class DiskExpertCache final : public ExpertStore {
     int pins = 0;
     ExpertUse use;  // what the eviction policy ranks it by
     bool kept = false;  // --expert-profile: held for good
+    bool prefetched = false;  // read by Prefetch and not yet asked for by a pass
     FastMlpWeights weights;  // views into data, when ready
   };
   struct Wanted {  // one expert of the current pass
@@ -151,6 +164,8 @@ class DiskExpertCache final : public ExpertStore {
   void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
   int64_t Victim() const;  // an unpinned, not loading slot: empty, else the policy's lowest rank; or -1
   void UseSlot(Slot& slot, int64_t rows);  // the policy's bookkeeping of a use (lock held)
+  void Evict(Slot& slot);                  // a ready slot is to hold another expert (lock held)
+  void CancelUnwantedPrefetches();         // Begin: queued prefetch reads the pass did not ask for (lock held)
   void ReaderLoop();  // a pread thread
   void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
   // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.

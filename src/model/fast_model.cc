@@ -81,6 +81,7 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
                                                  {options.expert_memory, options.expert_readers, options.expert_policy},
                                                  std::move(uring)));
   context_->experts = expert_cache_.get();
+  expert_prefetch_ = options.expert_prefetch;
   if (!options.expert_profile.empty()) GLINT_RETURN_IF_ERROR(KeepProfiledExperts(options.expert_profile));
   // Everything but the routed experts stays resident: read those pages in now (the mapping was not populated).
   uint64_t resident = 0;
@@ -397,9 +398,18 @@ Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix
       ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l);
   std::vector<RouterChoice> choices;
   int64_t active = 0;
-  GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, act.sublayer_in.data(), n, forced, act.sublayer_out.data(),
-                                pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
-                                plan_.local_experts()));
+  ctx.prefetch_next = nullptr;
+  for (int64_t next = l + 1; expert_prefetch_ && next < config_.num_hidden_layers; ++next) {
+    if (weights_.layers[next].mlp_kind == MlpKind::kMoe) {
+      ctx.prefetch_next = &weights_.layers[next].moe;
+      break;
+    }
+  }
+  const Status moe = FastMoe(ctx, layer.moe, act.sublayer_in.data(), n, forced, act.sublayer_out.data(),
+                             pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
+                             plan_.local_experts());
+  ctx.prefetch_next = nullptr;
+  GLINT_RETURN_IF_ERROR(moe);
   RecordRouting(l, choices);
   GLINT_RETURN_IF_ERROR(SumMoeOverRanks(act.sublayer_out.data(), n * config_.hidden_size));
   last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);

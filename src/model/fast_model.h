@@ -41,6 +41,9 @@ struct FastModelOptions {
   int expert_readers = 4;             // reads in flight for the expert cache (pread threads / io_uring depth)
   ExpertIo expert_io = ExpertIo::kPread;  // --expert-io
   ExpertPolicy expert_policy = ExpertPolicy::kFrequencyWeighted;  // --expert-policy
+  // --expert-prefetch next-layer: after each MoE layer, its input through the next MoE layer's router names the
+  // experts to start reading (docs/expert-cache.md "Prefetch"); off by default until measured.
+  bool expert_prefetch = false;
   // Routing trace (`--expert-trace FILE`, docs/expert-cache.md "Policy"): every MoE pass's routed experts per row
   // appended to this file; empty: none. Works with or without an expert cache.
   std::string expert_trace;
@@ -134,6 +137,7 @@ class FastModel final : public PathModel {
   mutable std::mutex mutex_;
   mutable std::unique_ptr<FastContext> context_;
   std::unique_ptr<DiskExpertCache> expert_cache_;
+  bool expert_prefetch_ = false;  // --expert-prefetch next-layer (with an expert cache)
   // --expert-trace: every MoE pass's routing appended (Forward calls counted as steps).
   void RecordRouting(int64_t layer, const std::vector<RouterChoice>& choices) const;
   std::unique_ptr<ExpertTraceWriter> expert_trace_;
