@@ -1,6 +1,9 @@
 #include "model/expert_store.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <tuple>
 
@@ -34,6 +37,22 @@ std::vector<const uint8_t*> BlobsOf(const FastMlpWeights& expert) {
   }
   return blobs;
 }
+
+// The reader threads start while the model loads, before `glint serve` blocks SIGTERM/SIGINT for the threads it
+// starts: unblocked here, a signal meant for serve's watcher could land on a reader and end the process undrained.
+// A reader has no signal to handle: it starts with every signal blocked (inherited, so there is no window).
+class SignalsBlockedForNewThreads {
+ public:
+  SignalsBlockedForNewThreads() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  ~SignalsBlockedForNewThreads() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+ private:
+  sigset_t saved_;
+};
 
 }  // namespace
 
@@ -120,6 +139,7 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   for (int64_t s = 0; s < slots; ++s) cache->slots_[s].data = cache->memory_.get() + s * cache->slot_bytes_;
   cache->reader_ = std::move(reader);
   cache->uring_ = std::move(uring);
+  const SignalsBlockedForNewThreads blocked;
   if (cache->uring_ != nullptr) {
     cache->readers_.emplace_back([c = cache.get()] { c->UringLoop(); });
   } else {
