@@ -111,17 +111,14 @@ Status FastModel::KeepProfiledExperts(const std::string& path) {
     if (config_.mlp_kinds[l] == MlpKind::kMoe) cache_layer.emplace(l, static_cast<int64_t>(cache_layer.size()));
   }
   if (weights_.mtp != nullptr) cache_layer.emplace(config_.num_hidden_layers, static_cast<int64_t>(cache_layer.size()));
-  std::map<std::pair<int64_t, int64_t>, int64_t> rows;
-  for (const ExpertTracePass& pass : profile.passes) {
-    const auto layer = cache_layer.find(pass.layer);
+  std::vector<std::pair<int64_t, int64_t>> hot;  // (cache layer, expert), hottest first
+  for (const auto& [hidden_layer, expert] : HottestExperts(profile)) {
+    const auto layer = cache_layer.find(hidden_layer);
     if (layer == cache_layer.end()) {
-      return InvalidArgument("--expert-profile '", path, "': layer ", pass.layer, " has no routed experts in this model");
+      return InvalidArgument("--expert-profile '", path, "': layer ", hidden_layer, " has no routed experts in this model");
     }
-    for (const auto& [expert, count] : pass.experts) rows[{layer->second, expert}] += count;
+    hot.emplace_back(layer->second, expert);
   }
-  std::vector<std::pair<int64_t, int64_t>> hot;
-  for (const auto& [key, count] : rows) hot.push_back(key);
-  std::stable_sort(hot.begin(), hot.end(), [&](const auto& a, const auto& b) { return rows[a] > rows[b]; });
   GLINT_ASSIGN_OR_RETURN(const int64_t kept, expert_cache_->KeepHot(hot));
   LogInfo("expert cache: kept the ", kept, " most used experts of '", path, "' (", hot.size(), " in the profile, ",
           expert_cache_->slots(), " slots)");
