@@ -115,25 +115,18 @@ TinyPreset LongPrefillPreset() {
 // Routed experts ≈ 20× everything else (≈ 300 MB of int8 experts, ≈ 15 MB resident): big enough that routed experts
 // leaking into the resident set under --expert-memory would show in the peak RSS (tests/cli/expert_rss.sh).
 TinyPreset ExpertHeavyPreset() {
-  TinyPreset p = LongContextPreset();
+  TinyPreset p = DefaultPreset();  // its attention widths and vocabulary; fewer layers, far wider MoE
   p.name = "expert-heavy";
   p.description = "hidden 512, 4 layers (3 KDA + 1 DSA), 64 experts of width 1024 top-8: routed experts ≈ 300 MB of "
                   "the ≈ 315 MB container";
-  p.vocab_size = 2048;
   p.hidden_size = 512;
+  p.num_hidden_layers = 4;
   p.intermediate_size = 1024;
   p.moe_intermediate_size = 1024;
   p.n_routed_experts = 64;
   p.num_experts_per_tok = 8;
-  p.kda_num_heads = 4;
-  p.kda_head_dim = 64;
-  p.num_attention_heads = 4;
-  p.q_lora_rank = 128;
-  p.kv_lora_rank = 64;
-  p.qk_head_dim = 64;
-  p.index_n_heads = 4;
-  p.index_head_dim = 64;
-  p.index_topk = 64;
+  p.num_nextn_predict_layers = 0;
+  p.train_tokenizer = false;
   return p;
 }
 
