@@ -247,6 +247,23 @@ Status BenchPrefill(const BenchRun& run) {
   return Status::Ok();
 }
 
+// --expert-memory: the cache's hit rate and disk reads over the decode steps, and what prefetching did.
+void ReportExpertCache(const DiskExpertCache& cache, double wall, int64_t steps) {
+  const ExpertCacheStats cs = cache.stats();
+  std::printf(
+      "   expert cache: hit rate %.1f%% (%lld hits, %lld misses), %.3f GB read from disk = %.2f GB/s over "
+      "the %lld steps\n",
+      100.0 * cs.hits / std::max<int64_t>(1, cs.hits + cs.misses), static_cast<long long>(cs.hits),
+      static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall, static_cast<long long>(steps));
+  if (cs.prefetch_issued > 0 || cs.prefetch_cancelled > 0) {
+    std::printf("   expert prefetch: %lld reads issued, %lld used by the next pass, %lld cancelled unread, "
+                "%lld failed; %.3f GB read and evicted unused (wasted)\n",
+                static_cast<long long>(cs.prefetch_issued), static_cast<long long>(cs.prefetch_used),
+                static_cast<long long>(cs.prefetch_cancelled), static_cast<long long>(cs.prefetch_failed),
+                cs.prefetch_wasted_bytes / 1e9);
+  }
+}
+
 // Decode steps of one batch size after a prefill of --context tokens each; returns the sequences' cache bytes.
 Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   const ModelConfig& c = run.runner->config();
@@ -298,14 +315,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   ReportCollectives(run, World().stats().Since(decode_start), flags.steps, s,
                     {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   if (const DiskExpertCache* cache = run.fast->expert_cache(); cache != nullptr) {
-    const ExpertCacheStats cs = cache->stats();
-    const double wall = decode_clock.Seconds();
-    std::printf(
-        "   expert cache: hit rate %.1f%% (%lld hits, %lld misses), %.3f GB read from disk = %.2f GB/s over "
-        "the %lld steps\n",
-        100.0 * cs.hits / std::max<int64_t>(1, cs.hits + cs.misses), static_cast<long long>(cs.hits),
-        static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall,
-        static_cast<long long>(flags.steps));
+    ReportExpertCache(*cache, decode_clock.Seconds(), flags.steps);
   }
   return CacheBytes(states);
 }

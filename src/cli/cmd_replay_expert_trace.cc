@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,11 +18,19 @@ namespace {
 struct ReplayFlags {
   std::vector<std::string> traces;
   std::vector<int64_t> slots;  // empty: top_k, 3 × top_k, 1/8, 1/4 and 1/2 of every routed expert
+  std::string profile;         // --profile: a trace whose hottest experts are kept, as --expert-profile keeps them
 };
 
 Status ReplayOne(const std::string& path, const ReplayFlags& flags) {
   GLINT_ASSIGN_OR_RETURN(std::string text, ReadFile(path));
   GLINT_ASSIGN_OR_RETURN(ExpertTrace trace, ParseExpertTrace(text));
+  std::vector<std::pair<int64_t, int32_t>> kept;
+  if (!flags.profile.empty()) {
+    GLINT_ASSIGN_OR_RETURN(std::string profile_text, ReadFile(flags.profile));
+    Result<ExpertTrace> profile = ParseExpertTrace(profile_text);
+    if (!profile.ok()) return profile.status().WithContext(StrCat("--profile '", flags.profile, "'"));
+    kept = HottestExperts(*profile);
+  }
   const int64_t all = trace.moe_layers * trace.experts;
   std::vector<int64_t> slots = flags.slots;
   if (slots.empty()) slots = {trace.top_k, 3 * trace.top_k, all / 8, all / 4, all / 2};
@@ -37,10 +46,16 @@ Status ReplayOne(const std::string& path, const ReplayFlags& flags) {
   const ExpertPolicy policies[] = {ExpertPolicy::kLru, ExpertPolicy::kLfuAged, ExpertPolicy::kFrequencyWeighted};
   std::printf("| slots | %% of experts |");
   for (ExpertPolicy p : policies) std::printf(" %s hit rate |", std::string(ExpertPolicyName(p)).c_str());
-  std::printf("\n|---:|---:|---:|---:|---:|\n");
+  if (!kept.empty()) {
+    for (ExpertPolicy p : policies) std::printf(" + profile, %s |", std::string(ExpertPolicyName(p)).c_str());
+  }
+  std::printf("\n|---:|---:|---:|---:|---:|%s\n", kept.empty() ? "" : "---:|---:|---:|");
   for (int64_t s : slots) {
     std::printf("| %lld | %.1f |", static_cast<long long>(s), 100.0 * s / all);
     for (ExpertPolicy p : policies) std::printf(" %.2f %% |", 100.0 * ReplayExpertPolicy(trace, s, p).hit_rate());
+    for (ExpertPolicy p : kept.empty() ? std::span<const ExpertPolicy>() : std::span<const ExpertPolicy>(policies)) {
+      std::printf(" %.2f %% |", 100.0 * ReplayExpertPolicy(trace, s, p, kept).hit_rate());
+    }
     std::printf("\n");
   }
   std::printf("\n");
@@ -60,6 +75,11 @@ GLINT_REGISTER_COMMAND(
                       "cache sizes in experts (default: top-k, 3 × top-k, 1/8, 1/4 and 1/2 of every routed expert)")
           ->delimiter(',')
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      command
+          .add_option("--profile", flags->profile,
+                      "also replay with this trace's hottest experts kept for good (at most half the slots), as "
+                      "--expert-profile keeps them: the profile's hit rate against the policy alone")
+          ->check(CLI::ExistingFile);
       return [flags]() -> Status {
         for (const std::string& path : flags->traces) GLINT_RETURN_IF_ERROR(ReplayOne(path, *flags));
         return Status::Ok();

@@ -74,6 +74,12 @@ void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
       ->check(CLI::IsMember({"weighted", "lru", "lfu"}))
       ->capture_default_str();
   command
+      .add_option("--expert-prefetch", flags.prefetch,
+                  "with --expert-memory: off, or next-layer: after each MoE layer, its input through the next MoE "
+                  "layer's router names experts to start reading early (a guess; never changes the output)")
+      ->check(CLI::IsMember({"off", "next-layer"}))
+      ->capture_default_str();
+  command
       .add_option("--expert-profile", flags.profile,
                   "with --expert-memory: a trace written by --expert-trace (e.g. of a serving run); its most used "
                   "experts are read at start-up and kept in the cache for good (at most half of it)")
@@ -89,6 +95,13 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
   GLINT_ASSIGN_OR_RETURN(options.expert_policy, ParseExpertPolicy(flags.policy));
   options.expert_trace = flags.trace;
   options.expert_profile = flags.profile;
+  options.expert_prefetch = flags.prefetch == "next-layer";
+  if (options.expert_prefetch && flags.memory.empty()) {
+    return InvalidArgument("--expert-prefetch reads experts into the cache of --expert-memory; give --expert-memory too");
+  }
+  if (flags.prefetch != "off" && flags.prefetch != "next-layer") {
+    return InvalidArgument("--expert-prefetch '", flags.prefetch, "' is not one of off, next-layer");
+  }
   if (!flags.profile.empty() && flags.memory.empty()) {
     return InvalidArgument("--expert-profile keeps experts in the cache of --expert-memory; give --expert-memory too");
   }
@@ -129,18 +142,25 @@ Status LogExpertCacheReport(const Model& model, WorkerPool& pool) {
   const ModelConfig& c = model.config();
   const int64_t main_moe_layers = cache->moe_layers() - (fast->has_mtp() ? 1 : 0);
   GLINT_ASSIGN_OR_RETURN(const double disk_gbps, cache->ProbeReadGbps(uint64_t{256} << 20));
-  const double memory_gbps = MeasureReadGbps(pool, pool.size(), int64_t{64} << 20, 2);
+  // The memory probe's array stays inside --expert-memory: at most half the slots' bytes (the slots are not touched
+  // yet; --expert-profile filled at most the other half), so the start-up peak RSS is within the reported budget.
+  const int64_t memory_probe_bytes = std::min<int64_t>(int64_t{64} << 20, load.expert_cache_bytes / 2);
+  const double memory_gbps = MeasureReadGbps(pool, pool.size(), memory_probe_bytes, 2);
   // Per token (decode, one sequence): every MoE layer's top-k experts from disk at hit rate 0, and roughly every
   // resident byte from memory (an upper bound: the embedding is read one row at a time).
   const double miss_bytes = static_cast<double>(main_moe_layers) * c.num_experts_per_tok * cache->slot_bytes();
   const double resident = static_cast<double>(load.resident_bytes);
   const double roofline = 1.0 / (miss_bytes / (disk_gbps * 1e9) + resident / (memory_gbps * 1e9));
   LogInfo("expert cache: ", load.resident_bytes / 1e9, " GB resident + ", load.expert_cache_bytes / 1e9, " GB for ",
-          cache->slots(), " experts of ", cache->slot_bytes() / 1e6, " MB (", cache->routed_bytes() / 1e9,
-          " GB of routed experts on disk; ", static_cast<double>(cache->slots()) / cache->moe_layers(),
-          " experts per MoE layer of ", c.n_routed_experts, ")");
+          cache->slots(), " experts of ", cache->slot_bytes() / 1e6, " MB + ", load.expert_read_buffer_bytes / 1024.0,
+          " KiB read buffers (", ExpertIoName(cache->io()), "; reads land in the slots) = ",
+          (load.expert_cache_bytes + load.expert_read_buffer_bytes) / 1e9, " GB of --expert-memory (",
+          cache->routed_bytes() / 1e9, " GB of routed experts on disk; ",
+          static_cast<double>(cache->slots()) / cache->moe_layers(), " experts per MoE layer of ", c.n_routed_experts,
+          ")");
   LogInfo("expert cache: reads ", cache->direct() ? "O_DIRECT" : "through the page cache (no O_DIRECT)", " at ",
-          disk_gbps, " GB/s (probe), memory ", memory_gbps, " GB/s; at hit rate 0 a token reads ", miss_bytes / 1e9,
+          disk_gbps, " GB/s (probe), memory ", memory_gbps, " GB/s (", memory_probe_bytes >> 20,
+          " MiB probe; below the last-level cache's size it overstates); at hit rate 0 a token reads ", miss_bytes / 1e9,
           " GB from disk: at most ", roofline, " tokens/s at one sequence (1 / (disk bytes / disk bandwidth + ",
           "resident bytes / memory bandwidth))");
   // The same model at the hit rate uniform routing gives this cache (its share of the experts); a trained router

@@ -35,6 +35,7 @@ struct ExpertCacheFlags {
   std::string io = "pread";    // how misses are read
   std::string policy = "weighted";  // eviction: lru, lfu, weighted
   std::string trace;           // empty: no routing trace
+  std::string prefetch = "off";  // --expert-prefetch: off or next-layer
   std::string profile;         // --expert-profile: a trace whose hottest experts are kept in the cache
   bool given() const { return !memory.empty() || !trace.empty(); }
 };

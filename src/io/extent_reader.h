@@ -71,6 +71,9 @@ class UringExtentReader {
   };
   int depth() const { return depth_; }
   int64_t in_flight() const { return in_flight_; }
+  // Bytes the ring maps into the process (submission and completion rings, the submission entries): what it adds
+  // to the resident set, counted in the expert cache's budget.
+  uint64_t ring_bytes() const;
   // Queues a read of out.size() bytes at `offset` (in_flight() < depth()); sent with the next Wait.
   Status Submit(uint64_t tag, uint64_t offset, std::span<uint8_t> out);
   // Sends the queued reads, then waits until at least one read in flight completes (none in flight: returns at

@@ -2,6 +2,7 @@
 // IORING_OP_READ of a whole extent into a 4 KiB-aligned buffer on the O_DIRECT descriptor.
 #include <liburing.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -29,6 +30,16 @@ Result<std::unique_ptr<UringExtentReader>> UringExtentReader::Open(std::unique_p
   reader->tags_.resize(depth);
   for (int slot = depth - 1; slot >= 0; --slot) reader->free_.push_back(slot);
   return reader;
+}
+
+uint64_t UringExtentReader::ring_bytes() const {
+  const struct io_uring& ring = ring_->ring;
+  const auto pages = [](uint64_t bytes) { return (bytes + 4095) / 4096 * 4096; };  // mappings are whole pages
+  // One mapping serves both rings when the kernel has IORING_FEAT_SINGLE_MMAP (the larger of the two sizes).
+  const uint64_t rings = (ring.features & IORING_FEAT_SINGLE_MMAP) != 0
+                             ? pages(std::max<uint64_t>(ring.sq.ring_sz, ring.cq.ring_sz))
+                             : pages(ring.sq.ring_sz) + pages(ring.cq.ring_sz);
+  return rings + pages(uint64_t{ring.sq.ring_entries} * sizeof(struct io_uring_sqe));
 }
 
 UringExtentReader::~UringExtentReader() {

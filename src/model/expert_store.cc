@@ -1,6 +1,9 @@
 #include "model/expert_store.h"
 
+#include <pthread.h>
+
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <tuple>
 
@@ -34,6 +37,22 @@ std::vector<const uint8_t*> BlobsOf(const FastMlpWeights& expert) {
   }
   return blobs;
 }
+
+// The reader threads start while the model loads, before `glint serve` blocks SIGTERM/SIGINT for the threads it
+// starts: unblocked here, a signal meant for serve's watcher could land on a reader and end the process undrained.
+// A reader has no signal to handle: it starts with every signal blocked (inherited, so there is no window).
+class SignalsBlockedForNewThreads {
+ public:
+  SignalsBlockedForNewThreads() {
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &saved_);
+  }
+  ~SignalsBlockedForNewThreads() { pthread_sigmask(SIG_SETMASK, &saved_, nullptr); }
+
+ private:
+  sigset_t saved_;
+};
 
 }  // namespace
 
@@ -102,17 +121,22 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
     cache->layers_.push_back(std::move(layer));
   }
   if (cache->layers_.empty()) return InvalidArgument("--expert-memory: this model has no routed experts");
-  const uint64_t minimum = static_cast<uint64_t>(experts_per_token) * cache->slot_bytes_;
+  cache->read_buffer_bytes_ = uring != nullptr ? uring->ring_bytes() : 0;
+  const uint64_t minimum = static_cast<uint64_t>(experts_per_token) * cache->slot_bytes_ + cache->read_buffer_bytes_;
   if (options.budget_bytes < minimum) {
     return InvalidArgument("--expert-memory ", options.budget_bytes,
                            " bytes is below one layer's top-k experts: at least ", minimum, " bytes (",
-                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes, ",
+                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes + ",
+                           cache->read_buffer_bytes_, " bytes of read buffers, ",
                            (minimum + (uint64_t{1} << 20) - 1) >> 20, "M)");
   }
   // A rank of an expert-parallel run may hold no routed expert at all (2 experts on 3 ranks): no slots, no reads.
-  const int64_t slots = cache->slot_bytes_ == 0 ? 0
-                        : std::min<int64_t>(static_cast<int64_t>(options.budget_bytes / cache->slot_bytes_),
-                                            total_experts);
+  const int64_t slots =
+      cache->slot_bytes_ == 0
+          ? 0
+          : std::min<int64_t>(
+                static_cast<int64_t>((options.budget_bytes - cache->read_buffer_bytes_) / cache->slot_bytes_),
+                total_experts);
   void* memory = std::aligned_alloc(
       kExtentAlignment, slots > 0 ? static_cast<size_t>(slots) * cache->slot_bytes_ : kExtentAlignment);
   if (memory == nullptr) {
@@ -125,6 +149,7 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   for (int64_t s = 0; s < slots; ++s) cache->slots_[s].data = cache->memory_.get() + s * cache->slot_bytes_;
   cache->reader_ = std::move(reader);
   cache->uring_ = std::move(uring);
+  const SignalsBlockedForNewThreads blocked;
   if (cache->uring_ != nullptr) {
     cache->readers_.emplace_back([c = cache.get()] { c->UringLoop(); });
   } else {
@@ -162,13 +187,70 @@ Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t
       UseSlot(slot, rows[i]);
       want.slot = held->second;
       ++stats_.hits;
+      if (slot.prefetched) slot.prefetched = false, ++stats_.prefetch_used;
     } else {
       ++stats_.misses;
     }
     wanted_.push_back(std::move(want));
   }
+  CancelUnwantedPrefetches();
   Pump(lock);
   return Status::Ok();
+}
+
+void DiskExpertCache::CancelUnwantedPrefetches() {
+  // A pass's reads must not wait behind guesses it did not need: drop the prefetch reads not yet started.
+  for (auto it = read_queue_.begin(); it != read_queue_.end();) {
+    Slot& slot = slots_[*it];
+    if (!slot.prefetched || slot.pins > 0) {
+      ++it;
+      continue;
+    }
+    slot_of_.erase({slot.layer, slot.expert});
+    slot.state = SlotState::kEmpty;
+    slot.prefetched = false;
+    --in_flight_;
+    ++stats_.prefetch_cancelled;
+    it = read_queue_.erase(it);
+  }
+}
+
+void DiskExpertCache::Evict(Slot& slot) {
+  if (slot.state != SlotState::kReady) return;
+  slot_of_.erase({slot.layer, slot.expert});
+  if (slot.prefetched) stats_.prefetch_wasted_bytes += layers_[slot.layer].experts[slot.expert].bytes;
+  slot.prefetched = false;
+}
+
+void DiskExpertCache::Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const auto it = layer_of_.find(&moe);
+  if (it == layer_of_.end() || !wanted_.empty()) return;  // only between passes, for a layer it holds
+  const int64_t layer = it->second;
+  // At most half the slots per call, so that one guess cannot flush the cache.
+  int64_t budget = static_cast<int64_t>(slots_.size()) / 2;
+  bool queued = false;
+  for (const int32_t expert : experts) {
+    if (budget == 0) break;
+    if (expert < 0 || expert >= static_cast<int64_t>(layers_[layer].experts.size())) continue;
+    if (slot_of_.count({layer, expert}) != 0) continue;
+    const int64_t s = Victim();  // unpinned, not loading (so never this call's own reads), not kept
+    if (s < 0) break;
+    Slot& slot = slots_[s];
+    Evict(slot);
+    slot.layer = layer, slot.expert = expert;
+    slot.state = SlotState::kLoading;
+    slot.pins = 0;
+    slot.use = ExpertUse{};  // unused: the first to go if no pass asks for it
+    slot.prefetched = true;
+    slot_of_[{layer, expert}] = s;
+    read_queue_.push_back(s);
+    ++in_flight_;
+    ++stats_.prefetch_issued;
+    --budget;
+    queued = true;
+  }
+  if (queued) queued_.notify_all();
 }
 
 void DiskExpertCache::UseSlot(Slot& slot, int64_t rows) {
@@ -198,7 +280,7 @@ void DiskExpertCache::Pump(std::unique_lock<std::mutex>&) {
     const int64_t s = Victim();
     if (s < 0) break;
     Slot& slot = slots_[s];
-    if (slot.state == SlotState::kReady) slot_of_.erase({slot.layer, slot.expert});
+    Evict(slot);
     slot.layer = pass_layer_, slot.expert = want.expert;
     slot.state = SlotState::kLoading;
     slot.pins = 1;
@@ -245,6 +327,8 @@ void DiskExpertCache::Landed(int64_t s, const Status& status) {
     slot.state = SlotState::kReady;
   } else {  // never handed out: the slot is emptied and the pass that wanted it fails
     ++stats_.failed_reads;
+    if (slot.prefetched) ++stats_.prefetch_failed;  // no pass asked for it: nothing fails
+    slot.prefetched = false;
     for (Wanted& want : wanted_) {
       if (want.slot != s) continue;
       want.error = status.WithContext(
@@ -339,7 +423,11 @@ Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>&
       Pump(lock);
       bool assigned = false;
       for (size_t i = begin; i < end; ++i) assigned |= !wanted_[i].handed_out && wanted_[i].slot >= 0;
-      if (!assigned) return InternalError("expert cache: every slot is held by experts of this pass not yet released");
+      const bool prefetching = std::any_of(slots_.begin(), slots_.end(),
+                                           [](const Slot& slot) { return slot.state == SlotState::kLoading; });
+      if (!assigned && !prefetching) {  // a prefetch read in flight frees its slot when it lands: wait for it
+        return InternalError("expert cache: every slot is held by experts of this pass not yet released");
+      }
     }
     landed_.wait(lock);
   }
@@ -363,11 +451,18 @@ void DiskExpertCache::End() {
     slot_of_.erase({slot.layer, slot.expert});
     slot.state = SlotState::kEmpty;
     slot.pins = 0;
+    stats_.prefetch_cancelled += slot.prefetched ? 1 : 0;
+    slot.prefetched = false;
     --in_flight_;
     for (Wanted& want : wanted_) want.slot = want.slot == s ? -1 : want.slot;
   }
   read_queue_.clear();
-  landed_.wait(lock, [&] { return in_flight_ == 0; });
+  // The pass's own reads (prefetches only run on while nothing waits for them).
+  landed_.wait(lock, [&] {
+    return std::none_of(wanted_.begin(), wanted_.end(), [&](const Wanted& want) {
+      return want.slot >= 0 && slots_[want.slot].state == SlotState::kLoading;
+    });
+  });
   for (Wanted& want : wanted_) {
     if (want.slot >= 0 && !want.released && slots_[want.slot].pins > 0) --slots_[want.slot].pins;
   }
@@ -383,7 +478,18 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
     }
   }
   if (experts.empty()) return FailedPrecondition("this rank holds no routed expert to probe");
-  const int threads = static_cast<int>(readers_.size());
+  std::vector<uint8_t*> buffers;  // empty slots: the probe's reads stay inside the budget
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!wanted_.empty() || in_flight_ > 0) return InternalError("expert cache: the read probe runs before any pass");
+    for (const Slot& slot : slots_) {
+      if (slot.state == SlotState::kEmpty && static_cast<int>(buffers.size()) < static_cast<int>(readers_.size())) {
+        buffers.push_back(slot.data);
+      }
+    }
+  }
+  if (buffers.empty()) return FailedPrecondition("expert cache: no empty slot for the read probe");
+  const int threads = static_cast<int>(buffers.size());
   const uint64_t per_thread = std::max<uint64_t>(max_bytes / threads, slot_bytes_);
   std::vector<Status> errors(threads);
   std::vector<uint64_t> bytes(threads, 0);
@@ -391,16 +497,13 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
   std::vector<std::thread> workers;
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
-      void* buffer = std::aligned_alloc(kExtentAlignment, slot_bytes_);
-      if (buffer == nullptr) return void(errors[t] = ResourceExhausted("the read probe cannot allocate its buffer"));
       uint64_t state = 0x9e3779b97f4a7c15ull * (t + 1);
       while (bytes[t] < per_thread && errors[t].ok()) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;  // an LCG: reproducible spread of extents
         const Expert& expert = *experts[(state >> 33) % experts.size()];
-        errors[t] = reader_->Read(expert.offset, std::span<uint8_t>(static_cast<uint8_t*>(buffer), expert.bytes));
+        errors[t] = reader_->Read(expert.offset, std::span<uint8_t>(buffers[t], expert.bytes));
         bytes[t] += expert.bytes;
       }
-      std::free(buffer);
     });
   }
   for (std::thread& worker : workers) worker.join();
@@ -434,7 +537,7 @@ Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int6
     const int64_t s = Victim();
     if (s < 0) break;
     Slot& slot = slots_[s];
-    if (slot.state == SlotState::kReady) slot_of_.erase({slot.layer, slot.expert});
+    Evict(slot);
     const Expert& e = layers_[layer].experts[expert];
     GLINT_RETURN_IF_ERROR(reader_->Read(e.offset, std::span<uint8_t>(slot.data, e.bytes))
                               .WithContext(StrCat("--expert-profile: routed expert ", expert, " of ",

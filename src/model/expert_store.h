@@ -46,8 +46,15 @@ class ExpertStore {
   virtual const FastMlpWeights& Weights(size_t i) const = 0;
   // The caller is done with expert i (its memory may be reused for another expert of the pass).
   virtual void Release(size_t i) = 0;
-  // Ends the pass (also after an error): releases everything and waits for reads still in flight.
+  // Ends the pass (also after an error): releases everything and waits for the pass's reads still in flight.
   virtual void End() = 0;
+  // --expert-prefetch next-layer: between passes (after End), starts reading `experts` (distinct) of `moe`, the
+  // next MoE layer's likely experts, into slots no pass holds. A guess only: nothing waits for these reads, a pass
+  // that does not want them cancels those not started, and a failed one fails no request (the expert is read
+  // again if a pass wants it). Default: nothing.
+  virtual void Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) {
+    (void)moe, (void)experts;
+  }
 };
 
 // Cache counters since the start (or ResetStats).
@@ -57,6 +64,10 @@ struct ExpertCacheStats {
   double read_seconds = 0;  // summed over the reader threads
   int64_t failed_reads = 0;   // reads that failed twice (the expert failed)
   int64_t retried_reads = 0;  // reads that failed once and were tried again
+  // --expert-prefetch: reads started by Prefetch; of those, experts a pass then asked for (used), evicted unasked
+  // (their bytes wasted), cancelled before the read started, failed (no request failed by it).
+  int64_t prefetch_issued = 0, prefetch_used = 0, prefetch_cancelled = 0, prefetch_failed = 0;
+  uint64_t prefetch_wasted_bytes = 0;
 };
 
 // How misses are read (--expert-io): a pool of threads each blocking in pread, or one thread keeping many reads in
@@ -92,11 +103,16 @@ class DiskExpertCache final : public ExpertStore {
   const FastMlpWeights& Weights(size_t i) const override;
   void Release(size_t i) override;
   void End() override;
+  void Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) override;
 
   int64_t slots() const { return static_cast<int64_t>(slots_.size()); }
   uint64_t slot_bytes() const { return slot_bytes_; }
   int64_t moe_layers() const { return static_cast<int64_t>(layers_.size()); }
   uint64_t routed_bytes() const { return routed_bytes_; }  // all routed experts' extents, as on disk
+  // Memory the reads need beyond the slots, counted in the budget: O_DIRECT reads land in the slots themselves
+  // (no staging buffers; the bandwidth probe reads into empty slots), so this is the io_uring ring's mapping (0
+  // with the pread threads, whose queue is the slot indices in read_queue_).
+  uint64_t read_buffer_bytes() const { return read_buffer_bytes_; }
   bool direct() const { return reader_->direct(); }
   ExpertIo io() const { return uring_ != nullptr ? ExpertIo::kUring : ExpertIo::kPread; }
   ExpertPolicy policy() const { return ranker_->policy(); }
@@ -111,7 +127,8 @@ class DiskExpertCache final : public ExpertStore {
   int64_t ready_slots() const;
   void ResetStats();
   // The container's O_DIRECT read bandwidth in GB/s: up to `max_bytes` of expert extents (chosen pseudo-randomly,
-  // as misses are), read by as many threads as the cache has readers. Not counted in stats().
+  // as misses are), read by as many threads as the cache has readers (at most one per empty slot: the probe reads
+  // into empty slots, allocating nothing beyond the budget). Not counted in stats(). Call before the first pass.
   Result<double> ProbeReadGbps(uint64_t max_bytes) const;
 
  private:
@@ -132,6 +149,7 @@ class DiskExpertCache final : public ExpertStore {
     int pins = 0;
     ExpertUse use;  // what the eviction policy ranks it by
     bool kept = false;  // --expert-profile: held for good
+    bool prefetched = false;  // read by Prefetch and not yet asked for by a pass
     FastMlpWeights weights;  // views into data, when ready
   };
   struct Wanted {  // one expert of the current pass
@@ -146,6 +164,8 @@ class DiskExpertCache final : public ExpertStore {
   void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
   int64_t Victim() const;  // an unpinned, not loading slot: empty, else the policy's lowest rank; or -1
   void UseSlot(Slot& slot, int64_t rows);  // the policy's bookkeeping of a use (lock held)
+  void Evict(Slot& slot);                  // a ready slot is to hold another expert (lock held)
+  void CancelUnwantedPrefetches();         // Begin: queued prefetch reads the pass did not ask for (lock held)
   void ReaderLoop();  // a pread thread
   void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
   // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.
@@ -156,7 +176,7 @@ class DiskExpertCache final : public ExpertStore {
   std::map<const FastMoeWeights*, int64_t> layer_of_;
   std::unique_ptr<ExtentReader> reader_;      // preads (and the bandwidth probe)
   std::unique_ptr<UringExtentReader> uring_;  // null: the pread threads read
-  uint64_t slot_bytes_ = 0, routed_bytes_ = 0;
+  uint64_t slot_bytes_ = 0, routed_bytes_ = 0, read_buffer_bytes_ = 0;
   std::unique_ptr<uint8_t, void (*)(void*)> memory_{nullptr, nullptr};
   std::vector<Slot> slots_;
   std::map<std::pair<int64_t, int64_t>, int64_t> slot_of_;  // (layer, expert) → slot holding or loading it

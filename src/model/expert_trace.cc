@@ -122,8 +122,23 @@ std::pair<double, uint64_t> ExpertPolicyRanker::Rank(const ExpertUse& use, uint6
   return {0.0, use.last_use};
 }
 
-PolicyReplay ReplayExpertPolicy(const ExpertTrace& trace, int64_t slots, ExpertPolicy policy) {
+std::vector<std::pair<int64_t, int32_t>> HottestExperts(const ExpertTrace& profile) {
+  std::map<std::pair<int64_t, int32_t>, int64_t> rows;
+  for (const ExpertTracePass& pass : profile.passes) {
+    for (const auto& [expert, count] : pass.experts) rows[{pass.layer, expert}] += count;
+  }
+  std::vector<std::pair<int64_t, int32_t>> hot;
+  for (const auto& [key, count] : rows) hot.push_back(key);
+  std::stable_sort(hot.begin(), hot.end(), [&](const auto& a, const auto& b) { return rows[a] > rows[b]; });
+  return hot;
+}
+
+PolicyReplay ReplayExpertPolicy(const ExpertTrace& trace, int64_t slots, ExpertPolicy policy,
+                                std::span<const std::pair<int64_t, int32_t>> kept) {
   PolicyReplay replay;
+  // Kept experts take slots for good: the policy replays the rest of the cache.
+  std::set<std::pair<int64_t, int32_t>> forever(kept.begin(), kept.begin() + std::min<size_t>(kept.size(), slots / 2));
+  slots -= static_cast<int64_t>(forever.size());
   std::map<std::pair<int64_t, int32_t>, ExpertUse> held;
   ExpertPolicyRanker ranker(policy, trace.moe_layers, slots);
   uint64_t clock = 0;
@@ -136,6 +151,10 @@ PolicyReplay ReplayExpertPolicy(const ExpertTrace& trace, int64_t slots, ExpertP
     }
     for (const auto& [expert, rows] : pass.experts) {
       const std::pair<int64_t, int32_t> key{pass.layer, expert};
+      if (forever.count(key) != 0) {
+        ++replay.hits;
+        continue;
+      }
       auto it = held.find(key);
       if (it != held.end()) {
         ++replay.hits;

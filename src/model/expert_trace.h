@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,11 @@ struct PolicyReplay {
   int64_t hits = 0, misses = 0;
   double hit_rate() const { return hits + misses > 0 ? static_cast<double>(hits) / (hits + misses) : 0; }
 };
-PolicyReplay ReplayExpertPolicy(const ExpertTrace& trace, int64_t slots, ExpertPolicy policy);
+// `kept` (--expert-profile): (layer, expert) held for good from the start, never evicted, as
+// DiskExpertCache::KeepHot keeps them (at most slots / 2 of them are used).
+PolicyReplay ReplayExpertPolicy(const ExpertTrace& trace, int64_t slots, ExpertPolicy policy,
+                                std::span<const std::pair<int64_t, int32_t>> kept = {});
+// A profile's experts by routed rows, hottest first (ties: ascending layer, expert), layers as in the trace.
+std::vector<std::pair<int64_t, int32_t>> HottestExperts(const ExpertTrace& profile);
 
 }  // namespace glint

@@ -141,6 +141,9 @@ class FastContext {
   uint64_t weight_bytes_read = 0;
   // Where routed experts come from: null = FastMoeWeights::experts, all resident (the default).
   ExpertStore* experts = nullptr;
+  // --expert-prefetch next-layer: the next MoE layer of this pass, whose likely experts (this layer's MoE input
+  // through its router) FastMoe asks the store to read once its own experts are done; null: no prefetch.
+  const FastMoeWeights* prefetch_next = nullptr;
   // [n] per row of the current pass when the caller scopes expert-read failures to rows (FastModel::RunPass): Ok
   // for a row computed in full; a row routed to an expert the store could not read gets that error, and FastMoe
   // routes it to no expert in later layers (its sequence fails; other rows are exact). Empty: a failed read fails

@@ -90,6 +90,7 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
                                                  {options.expert_memory, options.expert_readers, options.expert_policy},
                                                  std::move(uring)));
   context_->experts = expert_cache_.get();
+  expert_prefetch_ = options.expert_prefetch;
   if (!options.expert_profile.empty()) GLINT_RETURN_IF_ERROR(KeepProfiledExperts(options.expert_profile));
   // Everything but the routed experts stays resident: read those pages in now (the mapping was not populated).
   uint64_t resident = 0;
@@ -103,7 +104,8 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   }
   load_report_.resident_bytes = resident;
   load_report_.expert_cache_bytes = static_cast<uint64_t>(expert_cache_->slots()) * expert_cache_->slot_bytes();
-  load_report_.weight_bytes = resident + load_report_.expert_cache_bytes;
+  load_report_.expert_read_buffer_bytes = expert_cache_->read_buffer_bytes();
+  load_report_.weight_bytes = resident + load_report_.expert_cache_bytes + load_report_.expert_read_buffer_bytes;
   return Status::Ok();
 }
 
@@ -118,18 +120,14 @@ Status FastModel::KeepProfiledExperts(const std::string& path) {
     if (config_.mlp_kinds[l] == MlpKind::kMoe) cache_layer.emplace(l, static_cast<int64_t>(cache_layer.size()));
   }
   if (weights_.mtp != nullptr) cache_layer.emplace(config_.num_hidden_layers, static_cast<int64_t>(cache_layer.size()));
-  std::map<std::pair<int64_t, int64_t>, int64_t> rows;
-  for (const ExpertTracePass& pass : profile.passes) {
-    const auto layer = cache_layer.find(pass.layer);
+  std::vector<std::pair<int64_t, int64_t>> hot;  // (cache layer, expert), hottest first
+  for (const auto& [hidden_layer, expert] : HottestExperts(profile)) {
+    const auto layer = cache_layer.find(hidden_layer);
     if (layer == cache_layer.end()) {
-      return InvalidArgument("--expert-profile '", path, "': layer ", pass.layer, " has no routed experts in this model");
+      return InvalidArgument("--expert-profile '", path, "': layer ", hidden_layer, " has no routed experts in this model");
     }
-    for (const auto& [expert, count] : pass.experts) rows[{layer->second, expert}] += count;
+    hot.emplace_back(layer->second, expert);
   }
-  std::vector<std::pair<int64_t, int64_t>> hot;
-  hot.reserve(rows.size());
-  for (const auto& [key, count] : rows) hot.push_back(key);
-  std::stable_sort(hot.begin(), hot.end(), [&](const auto& a, const auto& b) { return rows[a] > rows[b]; });
   GLINT_ASSIGN_OR_RETURN(const int64_t kept, expert_cache_->KeepHot(hot));
   LogInfo("expert cache: kept the ", kept, " most used experts of '", path, "' (", hot.size(), " in the profile, ",
           expert_cache_->slots(), " slots)");
@@ -423,9 +421,18 @@ Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix
       ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l);
   std::vector<RouterChoice> choices;
   int64_t active = 0;
-  GLINT_RETURN_IF_ERROR(FastMoe(ctx, layer.moe, act.sublayer_in.data(), n, forced, act.sublayer_out.data(),
-                                pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
-                                plan_.local_experts()));
+  ctx.prefetch_next = nullptr;
+  for (int64_t next = l + 1; expert_prefetch_ && next < config_.num_hidden_layers; ++next) {
+    if (weights_.layers[next].mlp_kind == MlpKind::kMoe) {
+      ctx.prefetch_next = &weights_.layers[next].moe;
+      break;
+    }
+  }
+  const Status moe = FastMoe(ctx, layer.moe, act.sublayer_in.data(), n, forced, act.sublayer_out.data(),
+                             pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
+                             plan_.local_experts());
+  ctx.prefetch_next = nullptr;
+  GLINT_RETURN_IF_ERROR(moe);
   RecordRouting(l, choices);
   GLINT_RETURN_IF_ERROR(SumMoeOverRanks(act.sublayer_out.data(), n));
   last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);

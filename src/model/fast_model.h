@@ -41,6 +41,9 @@ struct FastModelOptions {
   int expert_readers = 4;             // reads in flight for the expert cache (pread threads / io_uring depth)
   ExpertIo expert_io = ExpertIo::kPread;  // --expert-io
   ExpertPolicy expert_policy = ExpertPolicy::kFrequencyWeighted;  // --expert-policy
+  // --expert-prefetch next-layer: after each MoE layer, its input through the next MoE layer's router names the
+  // experts to start reading (docs/expert-cache.md "Prefetch"); off by default until measured.
+  bool expert_prefetch = false;
   // Routing trace (`--expert-trace FILE`, docs/expert-cache.md "Policy"): every MoE pass's routed experts per row
   // appended to this file; empty: none. Works with or without an expert cache.
   std::string expert_trace;
@@ -61,6 +64,7 @@ struct FastLoadReport {
   uint64_t weight_bytes = 0;  // packed bytes in memory: resident tensors + the expert cache
   uint64_t resident_bytes = 0;      // tensors held in memory for good (all of them without an expert cache)
   uint64_t expert_cache_bytes = 0;  // the expert cache's slots (0 without one)
+  uint64_t expert_read_buffer_bytes = 0;  // what its reads need beyond the slots (the io_uring ring; no staging)
 };
 
 // What the last Forward did, for benchmarks: the rows it ran and the weight bytes its products read, and per MoE
@@ -137,6 +141,7 @@ class FastModel final : public PathModel {
   mutable std::mutex mutex_;
   mutable std::unique_ptr<FastContext> context_;
   std::unique_ptr<DiskExpertCache> expert_cache_;
+  bool expert_prefetch_ = false;  // --expert-prefetch next-layer (with an expert cache)
   // --expert-trace: every MoE pass's routing appended (Forward calls counted as steps).
   void RecordRouting(int64_t layer, const std::vector<RouterChoice>& choices) const;
   std::unique_ptr<ExpertTraceWriter> expert_trace_;

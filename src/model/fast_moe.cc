@@ -252,6 +252,24 @@ Status BeginExperts(FastContext& ctx, const FastMoeWeights& w, std::vector<MoeJo
   return ctx.experts->Begin(w, expert_ids, expert_rows);
 }
 
+// --expert-prefetch next-layer: the experts the next MoE layer's router picks for this layer's MoE input h [n, D]
+// (rows that failed excluded, only those this rank holds), asked of the store once this pass has ended. A guess:
+// the next layer's router really sees h after one more attention sublayer.
+void PrefetchNextLayer(FastContext& ctx, const FastMoeWeights& next, const float* h, int64_t n,
+                       const LocalExperts& local) {
+  std::vector<RouterChoice> unfailed;
+  const std::vector<RouterChoice> guessed = Route(ctx, next, h, n, {});
+  std::vector<bool> wanted(next.experts.size(), false);
+  for (const RouterChoice& row : WithoutFailedRows(ctx, guessed, unfailed)) {
+    for (int32_t e : row.experts) wanted[e] = wanted[e] || local.routed.Holds(e);
+  }
+  std::vector<int32_t> experts;
+  for (size_t e = 0; e < wanted.size(); ++e) {
+    if (wanted[e]) experts.push_back(static_cast<int32_t>(e));
+  }
+  ctx.experts->Prefetch(next, experts);
+}
+
 }  // namespace
 
 Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
@@ -270,9 +288,11 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
   GLINT_RETURN_IF_ERROR(BeginExperts(ctx, w, jobs, expert_ids));
   struct EndPass {
     ExpertStore* store;
-    ~EndPass() {
+    void operator()() {
       if (store != nullptr) store->End();
+      store = nullptr;
     }
+    ~EndPass() { (*this)(); }
   } end_pass{ctx.experts};
   int64_t max_width = 0;
   for (const MoeJob& job : jobs) max_width = std::max(max_width, job.layout->down.cols());
@@ -288,6 +308,8 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
     CombineWave(ctx, jobs, wave_begin, wave_end, total_rows, n, buffers.expert_out, out);
     wave_begin = wave_end;
   }
+  end_pass();  // this pass's experts are all released: only now may a prefetch take their slots
+  if (ctx.experts != nullptr && ctx.prefetch_next != nullptr) PrefetchNextLayer(ctx, *ctx.prefetch_next, h, n, local);
   if (choices != nullptr) *choices = std::move(routed);
   return Status::Ok();
 }

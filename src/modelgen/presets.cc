@@ -112,6 +112,24 @@ TinyPreset LongPrefillPreset() {
   return p;
 }
 
+// Routed experts ≈ 20× everything else (≈ 300 MB of int8 experts, ≈ 15 MB resident): big enough that routed experts
+// leaking into the resident set under --expert-memory would show in the peak RSS (tests/cli/expert_rss.sh).
+TinyPreset ExpertHeavyPreset() {
+  TinyPreset p = DefaultPreset();  // its attention widths and vocabulary; fewer layers, far wider MoE
+  p.name = "expert-heavy";
+  p.description = "hidden 512, 4 layers (3 KDA + 1 DSA), 64 experts of width 1024 top-8: routed experts ≈ 300 MB of "
+                  "the ≈ 315 MB container";
+  p.hidden_size = 512;
+  p.num_hidden_layers = 4;
+  p.intermediate_size = 1024;
+  p.moe_intermediate_size = 1024;
+  p.n_routed_experts = 64;
+  p.num_experts_per_tok = 8;
+  p.num_nextn_predict_layers = 0;
+  p.train_tokenizer = false;
+  return p;
+}
+
 bool IsDsaLayer(int64_t layer) { return layer % 4 == 3; }
 
 }  // namespace
@@ -121,10 +139,11 @@ Result<TinyPreset> FindTinyPreset(std::string_view name) {
   if (name == "bench") return BenchPreset();
   if (name == "long-context") return LongContextPreset();
   if (name == "long-prefill") return LongPrefillPreset();
-  return InvalidArgument("unknown preset '", name, "'; expected one of: default, bench, long-context, long-prefill");
+  if (name == "expert-heavy") return ExpertHeavyPreset();
+  return InvalidArgument("unknown preset '", name, "'; expected one of: default, bench, long-context, long-prefill, expert-heavy");
 }
 
-std::vector<std::string> TinyPresetNames() { return {"default", "bench", "long-context", "long-prefill"}; }
+std::vector<std::string> TinyPresetNames() { return {"default", "bench", "long-context", "long-prefill", "expert-heavy"}; }
 
 const std::vector<SpecialTokenSlot>& GlmSpecialTokenSlots() {
   // Offsets from 154880. Verified in model doc §11: <|endoftext|> 60, [gMASK] 58, [sMASK] 57, <sop> 56,

@@ -47,7 +47,8 @@ struct TinyPreset {
 
 // "default" (the embedded default model), "bench" (the real layer widths, 4 layers, several GB), "long-context"
 // (tiny widths, 80 B of cache per token: the long-context boundary tests), "long-prefill" (the same with pools of
-// 128 tokens: a 300k-token prefill through the CLI in tens of seconds).
+// 128 tokens: a 300k-token prefill through the CLI in tens of seconds), "expert-heavy" (routed experts ≈ 20× the
+// rest: the --expert-memory peak-RSS test).
 Result<TinyPreset> FindTinyPreset(std::string_view name);
 std::vector<std::string> TinyPresetNames();
 

@@ -343,6 +343,9 @@ TEST_F(ExpertFaults, UringReaderGivesTheSameLogitsAndDetectsAChangedContainer) {
   options.expert_memory = shared_->budgets.minimum;
   options.expert_io = ExpertIo::kUring;
   options.expert_readers = 8;
+  // The ring's pages count in the budget: the pread minimum is refused, naming the read buffers.
+  EXPECT_ERROR_CONTAINS(FastModel::Load(copy, shared_->pool, options), "bytes of read buffers");
+  options.expert_memory = shared_->budgets.minimum + (uint64_t{64} << 10);  // a depth-8 ring is 3 pages
   ASSERT_OK_AND_ASSIGN(auto model, FastModel::Load(copy, shared_->pool, options));
   EXPECT_EQ(model->expert_cache()->io(), ExpertIo::kUring);
   const Prefill result = RunPrefill(*model, prompt_);

@@ -56,5 +56,21 @@ TEST(ExpertTrace, FrequencyPoliciesKeepAHotExpertThroughAScan) {
   EXPECT_EQ(replay.hits + replay.misses, 12);
 }
 
+// --expert-profile in the replay: the profile's hottest experts (by rows) are held from the start and never evicted,
+// in at most half the slots; the rest of the cache follows the policy.
+TEST(ExpertTrace, AProfileKeepsItsHottestExpertsForGood) {
+  const ExpertTrace trace = OneLayer({5, 5, 5, 5, 1, 2, 3, 5, 4, 6, 7, 5});
+  const std::vector<std::pair<int64_t, int32_t>> hot = HottestExperts(trace);
+  ASSERT_GE(hot.size(), 2u);
+  EXPECT_EQ(hot[0], (std::pair<int64_t, int32_t>{0, 5}));  // 6 rows; the others 1 each, in id order
+  EXPECT_EQ(hot[1], (std::pair<int64_t, int32_t>{0, 1}));
+  // 2 slots: expert 5 kept (1 slot), the other slot LRU over the one-offs: every 5 hits, from the first.
+  EXPECT_EQ(ReplayExpertPolicy(trace, 2, ExpertPolicy::kLru, hot).hits, 6);
+  EXPECT_EQ(ReplayExpertPolicy(trace, 2, ExpertPolicy::kLru, {}).hits, 3);  // as without a profile
+  // A cache of 1 keeps nothing (half of 1 slot is none).
+  EXPECT_EQ(ReplayExpertPolicy(trace, 1, ExpertPolicy::kLru, hot).hits,
+            ReplayExpertPolicy(trace, 1, ExpertPolicy::kLru).hits);
+}
+
 }  // namespace
 }  // namespace glint
