@@ -21,12 +21,12 @@
 #include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
 #include "kernels/kda_ops.h"
-#include "kernels/mla_ops.h"
-#include "kernels/vector_ops.h"
 #include "kernels/linear.h"
 #include "kernels/linear_probe.h"
-#include "quant/bf16_matrix.h"
 #include "kernels/machine_limits.h"
+#include "kernels/mla_ops.h"
+#include "kernels/vector_ops.h"
+#include "quant/bf16_matrix.h"
 
 namespace glint {
 namespace {
@@ -160,14 +160,22 @@ void Int4Args(benchmark::internal::Benchmark* b) {
   b->Args({4096, 4096, 512, all, static_cast<int>(Isa::kAvx2), 64});
 }
 
-BENCHMARK(BM_LinearI4)->Name("LinearI4")->Apply(Int4Args)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
+BENCHMARK(BM_LinearI4)
+    ->Name("LinearI4")
+    ->Apply(Int4Args)
+    ->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})
+    ->UseRealTime();
 
 // Ratios are computed after the run from the rates (Google Benchmark has no derived counters); see main().
 void DecodeArgs(benchmark::internal::Benchmark* b) {
   const int all = static_cast<int>(std::thread::hardware_concurrency());
   // (rows, cols): expert gate+up and down, KDA q/k/v fused, KDA o_proj, dense down, lm_head.
-  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 2048}, {24576, 4096}, {4096, 8192},
-                            {4096, 12288}, {154880, 4096}}) {
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096},
+                            {4096, 2048},
+                            {24576, 4096},
+                            {4096, 8192},
+                            {4096, 12288},
+                            {154880, 4096}}) {
     for (int64_t tokens : {1, 4, 16}) {
       for (int threads : {1, all}) b->Args({rows, cols, tokens, threads, static_cast<int>(Isa::kAvx512), 128});
     }
@@ -210,9 +218,21 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   }
 }
 
-BENCHMARK(BM_LinearI8)->Name("Decode/LinearI8")->Apply(DecodeArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
-BENCHMARK(BM_LinearI8)->Name("Threshold/LinearI8")->Apply(ThresholdArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
-BENCHMARK(BM_LinearI8)->Name("Prefill/LinearI8")->Apply(PrefillArgs)->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})->UseRealTime();
+BENCHMARK(BM_LinearI8)
+    ->Name("Decode/LinearI8")
+    ->Apply(DecodeArgs)
+    ->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})
+    ->UseRealTime();
+BENCHMARK(BM_LinearI8)
+    ->Name("Threshold/LinearI8")
+    ->Apply(ThresholdArgs)
+    ->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})
+    ->UseRealTime();
+BENCHMARK(BM_LinearI8)
+    ->Name("Prefill/LinearI8")
+    ->Apply(PrefillArgs)
+    ->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})
+    ->UseRealTime();
 
 // bf16 weights × fp32 activations (router, indexer, KDA gates). Args: rows, cols, tokens, threads.
 void BM_LinearBf16(benchmark::State& state) {
@@ -223,7 +243,8 @@ void BM_LinearBf16(benchmark::State& state) {
   const int64_t copies = std::max<int64_t>(1, (int64_t{128} << 20) / (layout.value_count() * 2) + 1);
   for (int64_t i = 0; i < copies; ++i) {
     matrices.emplace_back(layout);
-    for (int64_t v = 0; v < layout.value_count(); ++v) matrices.back().values()[v] = static_cast<uint16_t>(0x3c00 + v % 97);
+    for (int64_t v = 0; v < layout.value_count(); ++v)
+      matrices.back().values()[v] = static_cast<uint16_t>(0x3c00 + v % 97);
   }
   const std::vector<float> x = RandomActivations(tokens * cols);
   std::vector<float> y(tokens * rows);
@@ -236,11 +257,16 @@ void BM_LinearBf16(benchmark::State& state) {
   }
   const double bytes = static_cast<double>(layout.value_count()) * 2;
   state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GFLOPS"] = benchmark::Counter(2.0 * rows * cols * tokens * state.iterations() / 1e9,
-                                                benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(2.0 * rows * cols * tokens * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_LinearBf16)->Name("LinearBf16")->ArgNames({"rows", "cols", "tokens", "threads"})
-    ->Args({288, 4096, 1, 1})->Args({4096, 1536, 1, 1})->Args({4096, 1536, 512, 2})->UseRealTime();
+BENCHMARK(BM_LinearBf16)
+    ->Name("LinearBf16")
+    ->ArgNames({"rows", "cols", "tokens", "threads"})
+    ->Args({288, 4096, 1, 1})
+    ->Args({4096, 1536, 1, 1})
+    ->Args({4096, 1536, 512, 2})
+    ->UseRealTime();
 
 // KDA decode step over all 64 heads of one layer: S is read twice and written once (3 × 4 MiB per token).
 void BM_KdaDecodeStep(benchmark::State& state) {
@@ -254,7 +280,8 @@ void BM_KdaDecodeStep(benchmark::State& state) {
     }
     benchmark::ClobberMemory();
   }
-  state.counters["GB/s"] = benchmark::Counter(3.0 * S.size() * 4 * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GB/s"] =
+      benchmark::Counter(3.0 * S.size() * 4 * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_KdaDecodeStep)->Name("KdaDecodeStep/heads:64/d:128")->UseRealTime();
 
@@ -290,8 +317,8 @@ void BM_Attend(benchmark::State& state) {
     mla::Attend(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOPS"] = benchmark::Counter(4.0 * heads * rank * count * state.iterations() / 1e9,
-                                                benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] =
+      benchmark::Counter(4.0 * heads * rank * count * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Attend)->Name("MlaAttend/heads:64/rank:512")->ArgName("positions")->Arg(256)->Arg(2051)->UseRealTime();
 
@@ -302,7 +329,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     std::vector<Run> with_ratios = runs;
     for (Run& run : with_ratios) {
       const int threads = ThreadsOf(run.benchmark_name());
-      if (run.counters.count("GB/s")) run.counters["bw"] = benchmark::Counter(run.counters["GB/s"].value / TriadFor(threads));
+      if (run.counters.count("GB/s"))
+        run.counters["bw"] = benchmark::Counter(run.counters["GB/s"].value / TriadFor(threads));
       const double peak = PeakFor(threads, IsaOf(run.benchmark_name()));
       if (run.counters.count("GOPS") && peak > 0) {
         run.counters["peak"] = benchmark::Counter(run.counters["GOPS"].value / peak);
@@ -332,12 +360,13 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   const int all = static_cast<int>(std::thread::hardware_concurrency());
   g_limits = MeasureMachineLimits(Pool(all));
-  std::printf("machine limits (%d threads): triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), "
-              "int8 VNNI peak %.0f GOPS (1 thread %.0f), AMX int8 peak %.0f GOPS (1 thread %.0f)%s%s\n",
-              all, g_limits.triad_gbps_all_threads, g_limits.triad_gbps_one_thread, g_limits.read_gbps_all_threads,
-              g_limits.read_gbps_one_thread, g_limits.int8_gops_all_threads, g_limits.int8_gops_one_thread,
-              g_limits.amx_int8_gops_all_threads, g_limits.amx_int8_gops_one_thread,
-              IsaSupported(Isa::kAmx) ? "" : ": no AMX, ", std::string(AmxUnavailableReason()).c_str());
+  std::printf(
+      "machine limits (%d threads): triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), "
+      "int8 VNNI peak %.0f GOPS (1 thread %.0f), AMX int8 peak %.0f GOPS (1 thread %.0f)%s%s\n",
+      all, g_limits.triad_gbps_all_threads, g_limits.triad_gbps_one_thread, g_limits.read_gbps_all_threads,
+      g_limits.read_gbps_one_thread, g_limits.int8_gops_all_threads, g_limits.int8_gops_one_thread,
+      g_limits.amx_int8_gops_all_threads, g_limits.amx_int8_gops_one_thread,
+      IsaSupported(Isa::kAmx) ? "" : ": no AMX, ", std::string(AmxUnavailableReason()).c_str());
   RatioReporter reporter;
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

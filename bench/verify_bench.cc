@@ -72,8 +72,8 @@ Status Run(const std::string& dir, int threads, int steps, const std::vector<int
           Stopwatch mtp_clock;
           for (int b = 0; b < batch; ++b) {
             std::vector<float> logits;
-            GLINT_RETURN_IF_ERROR(model->MtpForward(states[b], std::span<const float>(outputs[b].hidden.data(),
-                                                                                      c.hidden_size),
+            GLINT_RETURN_IF_ERROR(model->MtpForward(states[b],
+                                                    std::span<const float>(outputs[b].hidden.data(), c.hidden_size),
                                                     std::span<const int32_t>(tokens[b].data() + 1, 1), logits));
           }
           if (step > 0) mtp_ms.push_back(1000 * mtp_clock.Seconds());

@@ -4,15 +4,24 @@ namespace glint {
 
 std::string_view ErrorCodeName(ErrorCode code) {
   switch (code) {
-    case ErrorCode::kOk: return "ok";
-    case ErrorCode::kInvalidArgument: return "invalid argument";
-    case ErrorCode::kNotFound: return "not found";
-    case ErrorCode::kOutOfRange: return "out of range";
-    case ErrorCode::kFailedPrecondition: return "failed precondition";
-    case ErrorCode::kUnimplemented: return "unimplemented";
-    case ErrorCode::kResourceExhausted: return "resource exhausted";
-    case ErrorCode::kIo: return "i/o error";
-    case ErrorCode::kInternal: return "internal error";
+    case ErrorCode::kOk:
+      return "ok";
+    case ErrorCode::kInvalidArgument:
+      return "invalid argument";
+    case ErrorCode::kNotFound:
+      return "not found";
+    case ErrorCode::kOutOfRange:
+      return "out of range";
+    case ErrorCode::kFailedPrecondition:
+      return "failed precondition";
+    case ErrorCode::kUnimplemented:
+      return "unimplemented";
+    case ErrorCode::kResourceExhausted:
+      return "resource exhausted";
+    case ErrorCode::kIo:
+      return "i/o error";
+    case ErrorCode::kInternal:
+      return "internal error";
   }
   return "unknown error";
 }

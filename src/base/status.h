@@ -95,7 +95,7 @@ Status InternalError(const Parts&... parts) {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : state_(std::move(value)) {}  // NOLINT(google-explicit-constructor): implicit on purpose
+  Result(T value) : state_(std::move(value)) {}        // NOLINT(google-explicit-constructor): implicit on purpose
   Result(Status status) : state_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     if (std::get<Status>(state_).ok()) state_ = Status(ErrorCode::kInternal, "Result built from an OK status");
   }
@@ -132,10 +132,10 @@ struct SourceLocation {
 #define GLINT_CONCAT(a, b) GLINT_CONCAT_INNER(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define GLINT_RETURN_IF_ERROR(expr)                   \
-  do {                                                \
-    ::glint::Status glint_status_ = (expr);           \
-    if (!glint_status_.ok()) return glint_status_;    \
+#define GLINT_RETURN_IF_ERROR(expr)                \
+  do {                                             \
+    ::glint::Status glint_status_ = (expr);        \
+    if (!glint_status_.ok()) return glint_status_; \
   } while (0)
 
 // `lhs = value of expr`, or return its Status from the enclosing function.
@@ -146,9 +146,9 @@ struct SourceLocation {
   lhs = std::move(tmp).value()
 
 // Internal invariant. GLINT_CHECK(i < n) << "i=" << i; aborts with file:line and the message. Never for bad input.
-#define GLINT_CHECK(condition)      \
-  if (condition) {                  \
-  } else                            \
+#define GLINT_CHECK(condition) \
+  if (condition) {             \
+  } else                       \
     ::glint::internal::CheckMessage(#condition, ::glint::SourceLocation{__FILE__, __LINE__})
 
 namespace glint::internal {

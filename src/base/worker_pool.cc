@@ -51,8 +51,8 @@ void WorkerPool::WorkerLoop(int worker) {
   uint64_t seen = 0;
   for (;;) {
     // Poll for the next generation, then sleep until it comes.
-    const auto spin_until =
-        std::chrono::steady_clock::now() + std::chrono::microseconds(spin_microseconds_.load(std::memory_order_relaxed));
+    const auto spin_until = std::chrono::steady_clock::now() +
+                            std::chrono::microseconds(spin_microseconds_.load(std::memory_order_relaxed));
     uint64_t generation = generation_.load(std::memory_order_acquire);
     while (generation == seen && !stop_.load(std::memory_order_acquire)) {
       for (int i = 0; i < 64; ++i) GLINT_CPU_RELAX();

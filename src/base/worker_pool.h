@@ -64,7 +64,7 @@ class WorkerPool {
   std::atomic<uint64_t> generation_{0};  // bumped by each Run; workers wait for a change
   std::atomic<uint64_t> open_{0};        // the generation workers may still join, 0 once the caller closed it
   std::atomic<int64_t> next_task_{0};
-  std::atomic<int> joined_{0};           // workers inside a call (joining, running tasks, leaving)
+  std::atomic<int> joined_{0};  // workers inside a call (joining, running tasks, leaving)
   int64_t tasks_ = 0;
   const FunctionRef<void(int64_t, int)>* body_ = nullptr;
   std::atomic<bool> stop_{false};

@@ -108,7 +108,8 @@ Status ValidateConfig(const BenchConfig& config) {
       return InvalidArgument("--extra-body may not set \"", key, "\": glint bench sets it to measure the request");
     }
     if (config.token_counting == TokenCounting::kLogprobs && (key == "logprobs" || key == "top_logprobs")) {
-      return InvalidArgument("--extra-body may not set \"", key, "\" with --count-tokens logprobs: glint bench sets it");
+      return InvalidArgument("--extra-body may not set \"", key,
+                             "\" with --count-tokens logprobs: glint bench sets it");
     }
   }
   if (config.token_id_range && config.prompt_format != PromptFormat::kTokenIds) {
@@ -145,10 +146,10 @@ Status CheckFitsContext(const BenchConfig& config, int64_t max_model_len) {
   }
   const int64_t needed = longest_prompt + output.max;
   if (needed <= max_model_len) return Status::Ok();
-  return InvalidArgument(config.workload == WorkloadKind::kRandom ? "requests need up to " : "first turns need at least ",
-                         longest_prompt, " + ", output.max, " = ", needed,
-                         " tokens (prompt + output) but the server's max_model_len is ", max_model_len,
-                         " (GET /v1/models): lower ", prompt_flag, " or --output-len, or raise the server's limit");
+  return InvalidArgument(
+      config.workload == WorkloadKind::kRandom ? "requests need up to " : "first turns need at least ", longest_prompt,
+      " + ", output.max, " = ", needed, " tokens (prompt + output) but the server's max_model_len is ", max_model_len,
+      " (GET /v1/models): lower ", prompt_flag, " or --output-len, or raise the server's limit");
 }
 
 nlohmann::json ConfigToJson(const BenchConfig& config) {

@@ -46,8 +46,8 @@ struct RequestRecord {
   bool subagent = false;                // a turn of a sub-agent session (multi-turn workload)
   int64_t expected_prompt_tokens = -1;  // the prompt length the workload built; -1 when unknown (chat templates)
   int64_t max_tokens = 0;
-  double start_s = 0;                   // send time, seconds since the level's measurement epoch
-  double end_s = 0;                     // end of stream (or failure), same clock
+  double start_s = 0;  // send time, seconds since the level's measurement epoch
+  double end_s = 0;    // end of stream (or failure), same clock
   // Arrival of each output event, same clock: each chunk with content (--count-tokens content), or each token, a
   // chunk of k logprob entries counting k times (--count-tokens logprobs).
   std::vector<double> content_times_s;

@@ -75,7 +75,8 @@ Result<int64_t> LogprobTokens(const json& choice) {
   for (const char* key : {"tokens", "content"}) {
     auto entries = logprobs->find(key);
     if (entries == logprobs->end() || entries->is_null()) continue;
-    if (!entries->is_array()) return InvalidArgument("logprobs.", key, " is ", entries->type_name(), ", expected an array");
+    if (!entries->is_array())
+      return InvalidArgument("logprobs.", key, " is ", entries->type_name(), ", expected an array");
     return static_cast<int64_t>(entries->size());
   }
   return int64_t{0};

@@ -34,10 +34,10 @@ class SseParser {
 
 // What one streamed chunk of /v1/completions or /v1/chat/completions says.
 struct StreamChunk {
-  bool done = false;         // the "[DONE]" sentinel that ends the stream
-  bool has_content = false;  // the chunk carries generated output: completion text, or a chat delta with content,
-                             // reasoning_content or tool_calls
-  std::string text;          // completion text or chat delta content (reasoning excluded: not replayed in history)
+  bool done = false;           // the "[DONE]" sentinel that ends the stream
+  bool has_content = false;    // the chunk carries generated output: completion text, or a chat delta with content,
+                               // reasoning_content or tool_calls
+  std::string text;            // completion text or chat delta content (reasoning excluded: not replayed in history)
   int64_t logprob_tokens = 0;  // sampled tokens in the chunk's logprobs (completions "tokens", chat "content")
   std::optional<std::string> finish_reason;
   std::optional<int64_t> prompt_tokens;      // from "usage" (stream_options.include_usage)

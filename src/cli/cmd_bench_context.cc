@@ -149,8 +149,7 @@ void PrintTargets(const std::map<int64_t, MeasuredContext>& measured, double ban
   const auto& [requested, deepest] = *measured.rbegin();
   const ContextFigures& f = deepest.figures;
   const double fraction = f.indexer > 0 ? f.key_bytes / bandwidth / f.indexer : 0.0;
-  const std::string filled =
-      deepest.filled == requested ? "" : StrCat(" (filled to ", deepest.filled, " positions)");
+  const std::string filled = deepest.filled == requested ? "" : StrCat(" (filled to ", deepest.filled, " positions)");
   std::printf("target indexer ≥ 0.7 of its memory roofline at the deepest context, %lld%s: %.2f — %s\n",
               static_cast<long long>(requested), filled.c_str(), fraction, fraction >= 0.7 ? "met" : "NOT met");
 }
@@ -180,10 +179,11 @@ Status RunBenchContext(const BenchContextFlags& flags) {
                              c.max_position_embeddings);
     }
     if (context > room) {
-      std::printf("   context %lld: filled to %lld so that its %lld decode steps stay within max_position_embeddings "
-                  "%lld\n",
-                  static_cast<long long>(context), static_cast<long long>(room), static_cast<long long>(flags.steps) + 1,
-                  static_cast<long long>(c.max_position_embeddings));
+      std::printf(
+          "   context %lld: filled to %lld so that its %lld decode steps stay within max_position_embeddings "
+          "%lld\n",
+          static_cast<long long>(context), static_cast<long long>(room), static_cast<long long>(flags.steps) + 1,
+          static_cast<long long>(c.max_position_embeddings));
       context = room;
     }
   }

@@ -19,8 +19,8 @@
 #include "cli/collective_report.h"
 #include "cli/command.h"
 #include "cli/distributed.h"
-#include "cli/host_info.h"
 #include "cli/engine_flags.h"
+#include "cli/host_info.h"
 #include "cli/model_flags.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -60,7 +60,6 @@ double Percentile(std::vector<double> values, double q) {
   std::sort(values.begin(), values.end());
   return values[std::min(values.size() - 1, static_cast<size_t>(std::lround(q * (values.size() - 1))))];
 }
-
 
 std::vector<int32_t> RandomTokens(std::mt19937_64& rng, int64_t vocab, int64_t count) {
   std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
@@ -193,15 +192,17 @@ Status MultiTurnTable(const Model& model, const EngineOptions& options, const Be
     modes.push_back({name, true, policy, false});
   }
   if (!options.prefix_disk.directory.empty()) {
-    for (size_t m = 1, n = modes.size(); m < n; ++m) modes.push_back({modes[m].name + "+disk", true, modes[m].policy, true});
+    for (size_t m = 1, n = modes.size(); m < n; ++m)
+      modes.push_back({modes[m].name + "+disk", true, modes[m].policy, true});
   }
-  std::printf("\nmulti-turn: %lld conversations × %lld turns; system %lld tokens, each turn +%lld user tokens, "
-              "%lld generated (final context %lld tokens); median of %lld runs\n",
-              static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
-              static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
-              static_cast<long long>(flags.turn_output),
-              static_cast<long long>(flags.system_tokens + flags.turns * (flags.user_tokens + flags.turn_output)),
-              static_cast<long long>(flags.repeats));
+  std::printf(
+      "\nmulti-turn: %lld conversations × %lld turns; system %lld tokens, each turn +%lld user tokens, "
+      "%lld generated (final context %lld tokens); median of %lld runs\n",
+      static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
+      static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
+      static_cast<long long>(flags.turn_output),
+      static_cast<long long>(flags.system_tokens + flags.turns * (flags.user_tokens + flags.turn_output)),
+      static_cast<long long>(flags.repeats));
   std::printf("%14s %14s %15s %9s %12s %10s %10s %10s %9s %9s %9s %5s\n", "prefix cache", "prompt tokens",
               "prompt computed", "hit rate", "from disk", "wall", "TTFT p50", "TTFT mean", "ckpts", "demoted",
               "disk MiB", "load");
@@ -238,7 +239,8 @@ Status MultiTurnTable(const Model& model, const EngineOptions& options, const Be
       wall_off = Median(walls);
       computed_off = Median(computed);
     } else {
-      std::printf("%14s saved %.0f prompt tokens (%.1f%%), %.2f s of %.2f s wall (%.1f%%)\n", "", computed_off - Median(computed),
+      std::printf("%14s saved %.0f prompt tokens (%.1f%%), %.2f s of %.2f s wall (%.1f%%)\n", "",
+                  computed_off - Median(computed),
                   100 * (computed_off - Median(computed)) / std::max(computed_off, 1.0), wall_off - Median(walls),
                   wall_off, 100 * (wall_off - Median(walls)) / std::max(wall_off, 1e-9));
     }
@@ -333,8 +335,7 @@ Status Bench(const BenchFlags& flags) {
     std::printf("%s", probe->capacity().ToString().c_str());
   }
   std::printf("model: %lld layers, hidden %lld, vocab %lld (%s)\n", static_cast<long long>(c.num_hidden_layers),
-              static_cast<long long>(c.hidden_size), static_cast<long long>(c.vocab_size),
-              loaded.description.c_str());
+              static_cast<long long>(c.hidden_size), static_cast<long long>(c.vocab_size), loaded.description.c_str());
   if (!flags.skip_throughput) GLINT_RETURN_IF_ERROR(BenchThroughput(*model, options, flags));
   if (!flags.skip_multi_turn) GLINT_RETURN_IF_ERROR(MultiTurnTable(*model, options, flags));
   return Status::Ok();
@@ -365,9 +366,10 @@ GLINT_REGISTER_COMMAND(
           ->capture_default_str();
       command.add_option("--turn-output", flags->turn_output, "multi-turn: tokens generated per turn")
           ->capture_default_str();
-      command.add_option("--multi-turn-policies", flags->multi_turn_policies,
-                         "multi-turn: checkpoint policies to compare (rows; each again with the disk tier when "
-                         "--prefix-cache-disk is given)")
+      command
+          .add_option("--multi-turn-policies", flags->multi_turn_policies,
+                      "multi-turn: checkpoint policies to compare (rows; each again with the disk tier when "
+                      "--prefix-cache-disk is given)")
           ->delimiter(',')
           ->capture_default_str();
       command.add_flag("--skip-throughput", flags->skip_throughput, "only the multi-turn workload");

@@ -39,7 +39,7 @@ struct BenchFlags {
   std::string model;
   int threads = 0;
   std::string isa;
-  std::string experts;  // --experts int8|int4 (empty: as stored)
+  std::string experts;            // --experts int8|int4 (empty: as stored)
   ExpertCacheFlags expert_cache;  // --expert-memory SIZE (empty: every expert resident), --expert-io, --expert-trace
   std::vector<int64_t> prompts = {512, 4096};
   std::vector<int64_t> batches = {1, 4, 16};
@@ -49,7 +49,7 @@ struct BenchFlags {
   int64_t pass_tokens = 512;
   int64_t probe_mib = 256;
   std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype: the MLA latents and pooled indexer keys
-  ParallelFlags parallel;  // --tp / --ep under mpirun
+  ParallelFlags parallel;               // --tp / --ep under mpirun
 };
 
 double Median(std::vector<double> values) {
@@ -75,13 +75,11 @@ double ProcessCpuSeconds() {
   return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + 1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
 }
 
-
 // Resets VmHWM to the current RSS (Linux ≥ 4.0: "5" written to /proc/self/clear_refs).
 void ResetPeakRss() {
   std::ofstream clear("/proc/self/clear_refs");
   clear << "5";
 }
-
 
 std::vector<int32_t> RandomTokens(int64_t count, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> tokens(count);
@@ -144,16 +142,18 @@ MachineFigures MeasureMachine(WorkerPool& pool, const BenchFlags& flags, Isa isa
   std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
               std::string(IsaName(isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
               LoadAverageText().c_str(), std::thread::hardware_concurrency());
-  std::printf("   (cpu share = this process's CPU time ÷ (wall time × threads): below 100%% the OS ran other work on "
-              "our cores)\n");
+  std::printf(
+      "   (cpu share = this process's CPU time ÷ (wall time × threads): below 100%% the OS ran other work on "
+      "our cores)\n");
   MachineProbeOptions probe;
   probe.array_bytes = flags.probe_mib << 20;
   MachineFigures machine;
   const MachineLimits& limits = machine.limits = MeasureMachineLimits(pool, probe);
-  std::printf("   triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), int8 VNNI peak %.0f GOPS "
-              "(1 thread %.0f)",
-              limits.triad_gbps_all_threads, limits.triad_gbps_one_thread, limits.read_gbps_all_threads,
-              limits.read_gbps_one_thread, limits.int8_gops_all_threads, limits.int8_gops_one_thread);
+  std::printf(
+      "   triad %.1f GB/s (1 thread %.1f), read %.1f GB/s (1 thread %.1f), int8 VNNI peak %.0f GOPS "
+      "(1 thread %.0f)",
+      limits.triad_gbps_all_threads, limits.triad_gbps_one_thread, limits.read_gbps_all_threads,
+      limits.read_gbps_one_thread, limits.int8_gops_all_threads, limits.int8_gops_one_thread);
   if (IsaSupported(Isa::kAmx)) {
     std::printf(", AMX int8 peak %.0f GOPS (1 thread %.0f)\n", limits.amx_int8_gops_all_threads,
                 limits.amx_int8_gops_one_thread);
@@ -183,7 +183,7 @@ Result<std::unique_ptr<Model>> LoadTwice(const BenchFlags& flags, WorkerPool& po
                   std::string(ExpertWeightsName(model->weights().experts)).c_str(), load.weight_bytes / 1e9,
                   load.seconds, load.weight_bytes / 1e9 / load.seconds);
       if (!load.from_container) break;  // converting twice teaches nothing new
-      if (run == 0) ResetPeakRss();      // only one copy of the weights is ever mapped at a time
+      if (run == 0) ResetPeakRss();     // only one copy of the weights is ever mapped at a time
     }
     weight_bytes = model->load_report().weight_bytes;
     return LogExpertCacheReport(*model, pool);
@@ -213,9 +213,9 @@ Result<TimedForward> TimeForward(const BenchRun& run, std::span<const BatchEntry
 void ReportCollectives(const BenchRun& run, const CollectiveStats& since, int64_t steps, double step_seconds,
                        const plan::StepShape& shape) {
   if (!Distributed()) return;
-  std::printf("   %s\n", DescribeStepCollectives(since, steps, step_seconds, run.runner->config(),
-                                                 run.runner->shard_plan(), shape)
-                             .c_str());
+  std::printf("   %s\n",
+              DescribeStepCollectives(since, steps, step_seconds, run.runner->config(), run.runner->shard_plan(), shape)
+                  .c_str());
 }
 
 Status BenchPrefill(const BenchRun& run) {
@@ -254,13 +254,15 @@ void ReportExpertCache(const DiskExpertCache& cache, double wall, int64_t steps)
       "   expert cache: hit rate %.1f%% (%lld hits, %lld misses), %.3f GB read from disk = %.2f GB/s over "
       "the %lld steps\n",
       100.0 * cs.hits / std::max<int64_t>(1, cs.hits + cs.misses), static_cast<long long>(cs.hits),
-      static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall, static_cast<long long>(steps));
+      static_cast<long long>(cs.misses), cs.bytes_read / 1e9, cs.bytes_read / 1e9 / wall,
+      static_cast<long long>(steps));
   if (cs.prefetch_issued > 0 || cs.prefetch_cancelled > 0) {
-    std::printf("   expert prefetch: %lld reads issued, %lld used by the next pass, %lld cancelled unread, "
-                "%lld failed; %.3f GB read and evicted unused (wasted)\n",
-                static_cast<long long>(cs.prefetch_issued), static_cast<long long>(cs.prefetch_used),
-                static_cast<long long>(cs.prefetch_cancelled), static_cast<long long>(cs.prefetch_failed),
-                cs.prefetch_wasted_bytes / 1e9);
+    std::printf(
+        "   expert prefetch: %lld reads issued, %lld used by the next pass, %lld cancelled unread, "
+        "%lld failed; %.3f GB read and evicted unused (wasted)\n",
+        static_cast<long long>(cs.prefetch_issued), static_cast<long long>(cs.prefetch_used),
+        static_cast<long long>(cs.prefetch_cancelled), static_cast<long long>(cs.prefetch_failed),
+        cs.prefetch_wasted_bytes / 1e9);
   }
 }
 
@@ -312,8 +314,9 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
       s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
       static_cast<long long>(flags.steps));
-  ReportCollectives(run, World().stats().Since(decode_start), flags.steps, s,
-                    {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
+  ReportCollectives(
+      run, World().stats().Since(decode_start), flags.steps, s,
+      {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   if (const DiskExpertCache* cache = run.fast->expert_cache(); cache != nullptr) {
     ReportExpertCache(*cache, decode_clock.Seconds(), flags.steps);
   }
@@ -333,7 +336,8 @@ Status RunBenchModel(const BenchFlags& flags) {
   run.fast = &static_cast<const FastModel&>(Unwrapped(*runner));
   GLINT_ASSIGN_OR_RETURN(run.kv_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
   if (run.kv_dtype != KvCacheDtype::kFloat32 && &Unwrapped(*runner) != runner.get()) {
-    return Unimplemented("bench-model --kv-cache-dtype ", flags.kv_cache_dtype, " runs on one rank only (its "
+    return Unimplemented("bench-model --kv-cache-dtype ", flags.kv_cache_dtype,
+                         " runs on one rank only (its "
                          "standalone sequences are not mirrored under mpirun yet); use bench-engine there");
   }
   std::printf("== kv cache %s (MLA latents and indexer keys)\n", flags.kv_cache_dtype.c_str());
@@ -369,17 +373,19 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();
       command.add_option("--batches", flags->batches, "decode batch sizes")->delimiter(',')->capture_default_str();
       command.add_option("--context", flags->context, "tokens of context before decoding")->capture_default_str();
-      command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
-                         "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 or "
-                         "int8 (as the engine's; one rank only for the compact ones)")
+      command
+          .add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                      "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 or "
+                      "int8 (as the engine's; one rank only for the compact ones)")
           ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
           ->capture_default_str();
       command.add_option("--steps", flags->steps, "decode steps per batch size")->capture_default_str();
       command.add_option("--repetitions", flags->repetitions, "prefill runs per prompt length")->capture_default_str();
       command.add_option("--pass-tokens", flags->pass_tokens, "rows per layer pass (FastModelOptions)")
           ->capture_default_str();
-      command.add_option("--probe-mib", flags->probe_mib,
-                         "MiB per bandwidth-probe array (keep ≥ 8× the last-level cache for real figures)")
+      command
+          .add_option("--probe-mib", flags->probe_mib,
+                      "MiB per bandwidth-probe array (keep ≥ 8× the last-level cache for real figures)")
           ->capture_default_str()
           ->check(CLI::Range(1, 1 << 16));
       return [flags] { return RunBenchModel(*flags); };

@@ -42,8 +42,8 @@ struct TurnsFlags {
   int64_t user_tokens = 4032;
   int64_t turn_output = 64;
   std::vector<std::string> rows;  // empty: uniform,tail, and uniform+disk,tail+disk with --prefix-cache-disk
-  double time_limit = 120;  // seconds per row
-  int64_t long_context = 65536;  // turns whose prompt is longer than this get their own TTFT median
+  double time_limit = 120;        // seconds per row
+  int64_t long_context = 65536;   // turns whose prompt is longer than this get their own TTFT median
   uint64_t seed = 1;
 };
 
@@ -61,7 +61,8 @@ Result<Row> ParseRow(const std::string& name, bool have_disk) {
   const std::string suffix = "+disk";
   if (policy.size() > suffix.size() && policy.ends_with(suffix)) {
     if (!have_disk) {
-      return InvalidArgument("--rows ", name, " needs the disk tier: give --prefix-cache-disk DIR and "
+      return InvalidArgument("--rows ", name,
+                             " needs the disk tier: give --prefix-cache-disk DIR and "
                              "--prefix-cache-disk-size SIZE");
     }
     row.disk = true;
@@ -129,8 +130,8 @@ Result<std::vector<int32_t>> RunRequest(EngineCore& core, RequestId id, const st
   std::vector<int32_t> answer;
   while (core.HasWork()) GLINT_RETURN_IF_ERROR(core.Step());
   for (const RequestOutput& out : sink->outputs) {
-    if (out.finish_reason == FinishReason::kError) return InternalError("turn ", turn.round, " of session ",
-                                                                        turn.session, " failed: ", out.error);
+    if (out.finish_reason == FinishReason::kError)
+      return InternalError("turn ", turn.round, " of session ", turn.session, " failed: ", out.error);
     answer.insert(answer.end(), out.tokens.begin(), out.tokens.end());
     if (out.timings) {
       turn.ttft = out.timings->first_token - out.timings->arrival;
@@ -299,12 +300,13 @@ void PrintComparison(const RowResult& a, const RowResult& b, const TurnsFlags& f
     seconds_a += a.turns[i].seconds;
     seconds_b += b.turns[i].seconds;
   }
-  std::printf("%s vs %s (%zu turns): TTFT p50 %s → %s (saved %s), past %lld tokens %s → %s (saved %s); "
-              "recomputed %lld → %lld tokens; request time %.1f → %.1f s\n",
-              b.row.name.c_str(), a.row.name.c_str(), n, Seconds(ttft_a).c_str(), Seconds(ttft_b).c_str(),
-              Seconds(ttft_a - ttft_b).c_str(), static_cast<long long>(flags.long_context), Seconds(long_a).c_str(),
-              Seconds(long_b).c_str(), Seconds(long_a - long_b).c_str(), static_cast<long long>(ta.recomputed),
-              static_cast<long long>(tb.recomputed), seconds_a, seconds_b);
+  std::printf(
+      "%s vs %s (%zu turns): TTFT p50 %s → %s (saved %s), past %lld tokens %s → %s (saved %s); "
+      "recomputed %lld → %lld tokens; request time %.1f → %.1f s\n",
+      b.row.name.c_str(), a.row.name.c_str(), n, Seconds(ttft_a).c_str(), Seconds(ttft_b).c_str(),
+      Seconds(ttft_a - ttft_b).c_str(), static_cast<long long>(flags.long_context), Seconds(long_a).c_str(),
+      Seconds(long_b).c_str(), Seconds(long_a - long_b).c_str(), static_cast<long long>(ta.recomputed),
+      static_cast<long long>(tb.recomputed), seconds_a, seconds_b);
 }
 
 void PrintComparisons(const std::vector<RowResult>& results, const TurnsFlags& flags) {
@@ -325,10 +327,10 @@ void PrintComparisons(const std::vector<RowResult>& results, const TurnsFlags& f
   }
   for (const RowResult& r : results) {
     if (r.stopped) {
-      std::printf("note: %s was stopped by --time-limit %.0f s after %zu of %lld turns; the comparisons above cover "
-                  "the turns both rows ran\n",
-                  r.row.name.c_str(), flags.time_limit, r.turns.size(),
-                  static_cast<long long>(flags.turns * flags.sessions));
+      std::printf(
+          "note: %s was stopped by --time-limit %.0f s after %zu of %lld turns; the comparisons above cover "
+          "the turns both rows ran\n",
+          r.row.name.c_str(), flags.time_limit, r.turns.size(), static_cast<long long>(flags.turns * flags.sessions));
     }
   }
 }
@@ -354,15 +356,16 @@ Status DescribeWorkload(const Model& model, const EngineOptions& options, const 
                            capacity.max_model_len, " per sequence: raise --memory or lower --turns / --user-tokens");
   }
   const int64_t together = flags.system_tokens + flags.sessions * (final_context - flags.system_tokens);
-  std::printf("\nsessions: %lld × %lld turns, system prompt %lld tokens (shared), each turn +%lld tokens and %lld "
-              "generated (greedy, ignore_eos), round-robin, one request at a time\n"
-              "final context %lld tokens per session, %lld together: %.2f × the %lld tokens the cache blocks hold%s\n",
-              static_cast<long long>(flags.sessions), static_cast<long long>(flags.turns),
-              static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
-              static_cast<long long>(flags.turn_output), static_cast<long long>(final_context),
-              static_cast<long long>(together), static_cast<double>(together) / capacity.cache_tokens,
-              static_cast<long long>(capacity.cache_tokens),
-              together <= capacity.cache_tokens ? " (no overflow: nothing is evicted, the disk tier stays idle)" : "");
+  std::printf(
+      "\nsessions: %lld × %lld turns, system prompt %lld tokens (shared), each turn +%lld tokens and %lld "
+      "generated (greedy, ignore_eos), round-robin, one request at a time\n"
+      "final context %lld tokens per session, %lld together: %.2f × the %lld tokens the cache blocks hold%s\n",
+      static_cast<long long>(flags.sessions), static_cast<long long>(flags.turns),
+      static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
+      static_cast<long long>(flags.turn_output), static_cast<long long>(final_context),
+      static_cast<long long>(together), static_cast<double>(together) / capacity.cache_tokens,
+      static_cast<long long>(capacity.cache_tokens),
+      together <= capacity.cache_tokens ? " (no overflow: nothing is evicted, the disk tier stays idle)" : "");
   std::printf("each row stops starting turns after %.0f s (--time-limit); progress on stderr\n\n", flags.time_limit);
   std::fflush(stdout);
   return Status::Ok();
@@ -410,10 +413,11 @@ void AddWorkloadFlags(CLI::App& command, TurnsFlags& flags) {
   command.add_option("--user-tokens", flags.user_tokens, "tokens each turn appends (a message or a tool result)")
       ->capture_default_str();
   command.add_option("--turn-output", flags.turn_output, "tokens generated per turn")->capture_default_str();
-  command.add_option("--rows", flags.rows,
-                     "cache configurations, one row each: off, uniform, tail (checkpoint policies), uniform+disk, "
-                     "tail+disk (with --prefix-cache-disk); default uniform,tail, and both +disk rows when "
-                     "--prefix-cache-disk is given")
+  command
+      .add_option("--rows", flags.rows,
+                  "cache configurations, one row each: off, uniform, tail (checkpoint policies), uniform+disk, "
+                  "tail+disk (with --prefix-cache-disk); default uniform,tail, and both +disk rows when "
+                  "--prefix-cache-disk is given")
       ->delimiter(',');
   command.add_option("--time-limit", flags.time_limit, "seconds per row after which no new turn starts")
       ->capture_default_str();

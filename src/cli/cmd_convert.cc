@@ -30,8 +30,8 @@ struct ConvertFlags {
   bool force = false;
 };
 
-constexpr const char* kCopiedFiles[] = {"config.json", "generation_config.json", "tokenizer.json",
-                                        "tokenizer_config.json", "chat_template.jinja", "special_tokens_map.json"};
+constexpr const char* kCopiedFiles[] = {"config.json",           "generation_config.json", "tokenizer.json",
+                                        "tokenizer_config.json", "chat_template.jinja",    "special_tokens_map.json"};
 
 Status PrepareOutput(const ConvertFlags& flags) {
   if (PathExists(flags.out) && !IsDirectory(flags.out)) {
@@ -77,37 +77,35 @@ Status RunConvert(const ConvertFlags& flags) {
     GLINT_RETURN_IF_ERROR(WriteFileAtomic(JoinPath(flags.out, name), contents));
   }
   GLINT_ASSIGN_OR_RETURN(MappedFile written, MappedFile::Open(path));
-  std::printf("wrote %s: %zu tensors, %.3f GB in %.1f s (int8 group %lld, %s routed experts%s, %d threads)\n",
-              path.c_str(), plan.size(), written.size() / 1e9, seconds, static_cast<long long>(flags.group),
-              flags.experts.c_str(),
-              options.experts == ExpertWeights::kInt4 ? StrCat(" in groups of ", flags.int4_group).c_str() : "",
-              pool.size());
+  std::printf(
+      "wrote %s: %zu tensors, %.3f GB in %.1f s (int8 group %lld, %s routed experts%s, %d threads)\n", path.c_str(),
+      plan.size(), written.size() / 1e9, seconds, static_cast<long long>(flags.group), flags.experts.c_str(),
+      options.experts == ExpertWeights::kInt4 ? StrCat(" in groups of ", flags.int4_group).c_str() : "", pool.size());
   return Status::Ok();
 }
 
-GLINT_REGISTER_COMMAND("convert", "Convert a checkpoint once into packed int8/bf16 weights that load by mmap", 80,
-                       [](CLI::App& command) -> std::function<Status()> {
-                         auto flags = std::make_shared<ConvertFlags>();
-                         command.add_option("--model", flags->model, "checkpoint directory to convert")
-                             ->required()
-                             ->check(CLI::ExistingDirectory);
-                         command.add_option("--out", flags->out, "output model directory (created if absent)")
-                             ->required();
-                         command.add_option("--group", flags->group, "int8 K-group size, a multiple of 16")
-                             ->capture_default_str();
-                         command.add_option("--experts", flags->experts,
-                                            "routed experts' weights: int8 (W8A8) or int4 (W4A8: half the bytes, "
-                                            "~16x the rounding error; docs/fast-path.md)")
-                             ->check(CLI::IsMember({"int8", "int4"}))
-                             ->capture_default_str();
-                         command.add_option("--int4-group", flags->int4_group,
-                                            "K-group of int4 experts, a multiple of 16")
-                             ->capture_default_str();
-                         command.add_option("--threads", flags->threads, "conversion threads (default: all cores)");
-                         command.add_flag("--no-mtp", flags->no_mtp, "leave out the MTP layer");
-                         command.add_flag("--force", flags->force, "replace an existing model.glint in --out");
-                         return [flags] { return RunConvert(*flags); };
-                       });
+GLINT_REGISTER_COMMAND(
+    "convert", "Convert a checkpoint once into packed int8/bf16 weights that load by mmap", 80,
+    [](CLI::App& command) -> std::function<Status()> {
+      auto flags = std::make_shared<ConvertFlags>();
+      command.add_option("--model", flags->model, "checkpoint directory to convert")
+          ->required()
+          ->check(CLI::ExistingDirectory);
+      command.add_option("--out", flags->out, "output model directory (created if absent)")->required();
+      command.add_option("--group", flags->group, "int8 K-group size, a multiple of 16")->capture_default_str();
+      command
+          .add_option("--experts", flags->experts,
+                      "routed experts' weights: int8 (W8A8) or int4 (W4A8: half the bytes, "
+                      "~16x the rounding error; docs/fast-path.md)")
+          ->check(CLI::IsMember({"int8", "int4"}))
+          ->capture_default_str();
+      command.add_option("--int4-group", flags->int4_group, "K-group of int4 experts, a multiple of 16")
+          ->capture_default_str();
+      command.add_option("--threads", flags->threads, "conversion threads (default: all cores)");
+      command.add_flag("--no-mtp", flags->no_mtp, "leave out the MTP layer");
+      command.add_flag("--force", flags->force, "replace an existing model.glint in --out");
+      return [flags] { return RunConvert(*flags); };
+    });
 
 }  // namespace
 }  // namespace glint::cli

@@ -35,27 +35,29 @@ Status RunMakeTiny(const MakeTinyFlags& flags) {
             "), writing ", progress.tensor);
   };
   GLINT_ASSIGN_OR_RETURN(MakeTinyReport report, MakeTinyModel(options));
-  std::printf("wrote %s: preset %s, seed %llu, %lld tensors, %lld parameters, model.safetensors %s, "
-              "tokenizer with %lld merges\n",
-              report.out_dir.c_str(), flags.preset.c_str(), static_cast<unsigned long long>(flags.seed),
-              static_cast<long long>(report.num_tensors), static_cast<long long>(report.num_parameters),
-              Megabytes(report.safetensors_bytes).c_str(), static_cast<long long>(report.tokenizer_merges));
+  std::printf(
+      "wrote %s: preset %s, seed %llu, %lld tensors, %lld parameters, model.safetensors %s, "
+      "tokenizer with %lld merges\n",
+      report.out_dir.c_str(), flags.preset.c_str(), static_cast<unsigned long long>(flags.seed),
+      static_cast<long long>(report.num_tensors), static_cast<long long>(report.num_parameters),
+      Megabytes(report.safetensors_bytes).c_str(), static_cast<long long>(report.tokenizer_merges));
   return Status::Ok();
 }
 
-GLINT_REGISTER_COMMAND(
-    "make-tiny", "Write a deterministic tiny random checkpoint of the GLM-5.3-Flash architecture", 90,
-    [](CLI::App& command) -> std::function<Status()> {
-      auto flags = std::make_shared<MakeTinyFlags>();
-      command.add_option("--out", flags->out, "Directory to create (must not exist, or be empty, unless --force)")
-          ->required();
-      command.add_option("--seed", flags->seed, "Seed of the random weights")->capture_default_str();
-      std::string presets;
-      for (const auto& name : TinyPresetNames()) presets += (presets.empty() ? "" : ", ") + name;
-      command.add_option("--preset", flags->preset, "Model size: " + presets)->capture_default_str();
-      command.add_flag("--force", flags->force, "Replace an existing non-empty model directory");
-      return [flags] { return RunMakeTiny(*flags); };
-    });
+GLINT_REGISTER_COMMAND("make-tiny", "Write a deterministic tiny random checkpoint of the GLM-5.3-Flash architecture",
+                       90, [](CLI::App& command) -> std::function<Status()> {
+                         auto flags = std::make_shared<MakeTinyFlags>();
+                         command
+                             .add_option("--out", flags->out,
+                                         "Directory to create (must not exist, or be empty, unless --force)")
+                             ->required();
+                         command.add_option("--seed", flags->seed, "Seed of the random weights")->capture_default_str();
+                         std::string presets;
+                         for (const auto& name : TinyPresetNames()) presets += (presets.empty() ? "" : ", ") + name;
+                         command.add_option("--preset", flags->preset, "Model size: " + presets)->capture_default_str();
+                         command.add_flag("--force", flags->force, "Replace an existing non-empty model directory");
+                         return [flags] { return RunMakeTiny(*flags); };
+                       });
 
 }  // namespace
 }  // namespace glint::cli

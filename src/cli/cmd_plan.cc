@@ -15,8 +15,8 @@
 #include "kernels/machine_limits.h"
 #include "plan/collectives.h"
 #include "plan/planner.h"
-#include "quant/kv_rows.h"
 #include "plan/report.h"
+#include "quant/kv_rows.h"
 
 namespace glint::cli {
 namespace {
@@ -68,11 +68,10 @@ bool AsksForHost(const PlanFlags& flags) {
   return std::find(flags.hardware.begin(), flags.hardware.end(), "host") != flags.hardware.end();
 }
 
-
 // This machine's limits and the rates of glint's own products, measured now (≈ 5 s). The shapes: a decode product
 // is one token through a routed expert's down projection [4096 × 2048] streamed from 512 MiB of copies (far past
-// any last-level cache at the default --probe-mib); a prefill product is 512 tokens through a [4096 × 4096] matrix (the bench's prefill
-// length, weights reused from cache).
+// any last-level cache at the default --probe-mib); a prefill product is 512 tokens through a [4096 × 4096] matrix (the
+// bench's prefill length, weights reused from cache).
 Result<plan::HostMeasurement> MeasureHost(const PlanFlags& flags) {
   const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
   if (threads < 1 || threads > 4096) return InvalidArgument("--threads ", threads, " must be in [1, 4096]");
@@ -81,8 +80,8 @@ Result<plan::HostMeasurement> MeasureHost(const PlanFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(isa, ParseIsa(flags.isa));
     if (!IsaSupported(isa)) return InvalidArgument("--isa ", flags.isa, " is not supported by this CPU");
   }
-  std::fprintf(stderr, "glint plan: measuring this machine on %d threads at %s (load average %s; ≈ 5 s) ...\n",
-               threads, std::string(IsaName(isa)).c_str(), LoadAverageText().c_str());
+  std::fprintf(stderr, "glint plan: measuring this machine on %d threads at %s (load average %s; ≈ 5 s) ...\n", threads,
+               std::string(IsaName(isa)).c_str(), LoadAverageText().c_str());
   WorkerPool pool(threads);
   if (flags.probe_mib < 16 || flags.probe_mib > 16384) {
     return InvalidArgument("--probe-mib ", flags.probe_mib, " must be in [16, 16384]");
@@ -172,13 +171,15 @@ Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
                           flags.socket_bandwidth_gbps || flags.socket_link_gbps || flags.threads != 0 ||
                           !flags.isa.empty() || flags.probe_mib != 256;
   if (host_flags && !AsksForHost(flags)) {
-    return InvalidArgument("--host-cores, --host-sockets, --host-memory, --socket-bandwidth, --socket-link, --threads, "
-                           "--isa and --probe-mib describe --hardware host");
+    return InvalidArgument(
+        "--host-cores, --host-sockets, --host-memory, --socket-bandwidth, --socket-link, --threads, "
+        "--isa and --probe-mib describe --hardware host");
   }
   if (AsksForHost(flags)) {
     if (flags.hardware.size() > 1) {
-      return InvalidArgument("--hardware host projects with fractions measured on this machine and cannot be "
-                             "combined with other hardware; run glint plan once per kind");
+      return InvalidArgument(
+          "--hardware host projects with fractions measured on this machine and cannot be "
+          "combined with other hardware; run glint plan once per kind");
     }
     GLINT_ASSIGN_OR_RETURN(request.host, HostServerFromFlags(flags));
     // The measured fractions stand in for the defaults; --assume below still overrides them.
@@ -205,7 +206,8 @@ CommandSetup PlanSetup() {
         ->delimiter(',');
     command.add_option("--context", flags->context, "tokens per sequence")->capture_default_str();
     command.add_option("--concurrency", flags->concurrency, "sequences decoded together")->capture_default_str();
-    command.add_option("--scheme", flags->scheme, "R (as released), A, B, C, D or E (routed experts int4, glint --experts int4) (default: all)");
+    command.add_option("--scheme", flags->scheme,
+                       "R (as released), A, B, C, D or E (routed experts int4, glint --experts int4) (default: all)");
     command.add_option("--format", flags->format, "table, markdown or json")->capture_default_str();
     command.add_option("--memory", flags->memory_gb, "CPU server: memory in GB");
     command.add_option("--bandwidth", flags->bandwidth_gbps, "CPU server: memory bandwidth in GB/s");
@@ -227,33 +229,41 @@ CommandSetup PlanSetup() {
         ->capture_default_str();
     command.add_option("--expert-hit-rate", flags->expert_hit_rate,
                        "expert cache hit rate (default: the cache's share of the experts, uniform routing)");
-    command.add_option("--host-cores", flags->host_cores, "host: cores per socket of the projected server "
-                                                           "(default: this machine's threads)");
+    command.add_option("--host-cores", flags->host_cores,
+                       "host: cores per socket of the projected server "
+                       "(default: this machine's threads)");
     command.add_option("--host-sockets", flags->host_sockets, "host: sockets (one glint rank each)")
         ->capture_default_str();
-    command.add_option("--host-memory", flags->host_memory_gb, "host: the server's RAM in GB (default: this machine's)");
+    command.add_option("--host-memory", flags->host_memory_gb,
+                       "host: the server's RAM in GB (default: this machine's)");
     command.add_option("--socket-bandwidth", flags->socket_bandwidth_gbps,
                        "host: memory bandwidth per socket in GB/s (default: this machine's measured triad)");
     command.add_option("--socket-link", flags->socket_link_gbps,
                        "host: bandwidth between sockets in GB/s, both directions (needed with --host-sockets > 1)");
     command.add_option("--threads", flags->threads, "host: threads to measure on (default: every CPU)");
-    command.add_option("--probe-mib", flags->probe_mib,
-                       "host: MiB per bandwidth-probe array (≥ 8× the last-level cache; the decode product streams "
-                       "twice this)")
+    command
+        .add_option("--probe-mib", flags->probe_mib,
+                    "host: MiB per bandwidth-probe array (≥ 8× the last-level cache; the decode product streams "
+                    "twice this)")
         ->capture_default_str();
     command.add_option("--isa", flags->isa, "host: kernel level to measure (amx, avx512, avx2, scalar; default: best)");
-    command.add_option("--ranks", flags->ranks,
-                       "glint processes (mpirun -np N, one per machine or NUMA node): adds the tables of the "
-                       "collectives per step and their time on the network below")
+    command
+        .add_option("--ranks", flags->ranks,
+                    "glint processes (mpirun -np N, one per machine or NUMA node): adds the tables of the "
+                    "collectives per step and their time on the network below")
         ->capture_default_str();
-    command.add_option("--tp", flags->tp, "with --ranks: tensor-parallel degree (divides --ranks; 1: attention "
-                                          "replicated, experts split over every rank)")
+    command
+        .add_option("--tp", flags->tp,
+                    "with --ranks: tensor-parallel degree (divides --ranks; 1: attention "
+                    "replicated, experts split over every rank)")
         ->capture_default_str();
-    command.add_option("--link-bandwidth", flags->link_bandwidth_gbps,
-                       "with --ranks: network bandwidth per rank and direction in GB/s (1.25 = 10 GbE)")
+    command
+        .add_option("--link-bandwidth", flags->link_bandwidth_gbps,
+                    "with --ranks: network bandwidth per rank and direction in GB/s (1.25 = 10 GbE)")
         ->capture_default_str();
-    command.add_option("--link-latency", flags->link_latency_us,
-                       "with --ranks: latency of one message between ranks in µs")
+    command
+        .add_option("--link-latency", flags->link_latency_us,
+                    "with --ranks: latency of one message between ranks in µs")
         ->capture_default_str();
     return [flags]() -> Status {
       GLINT_ASSIGN_OR_RETURN(plan::OutputFormat format, plan::ParseOutputFormat(flags->format));

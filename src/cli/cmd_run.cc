@@ -1,8 +1,8 @@
 // glint run: tokenize a prompt (or take token ids), prefill, decode, and print the text as it is generated,
 // with a line of timing figures at the end. Runs the int8/bf16 fast path by default, the fp32 reference with
 // --path reference (FP8 weights dequantized in memory: for tiny and truncated models and for checking).
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <optional>
 
 #include "base/file.h"
@@ -38,7 +38,7 @@ struct RunFlags {
   bool print_ids = false;
   std::string speculative = "none";
   std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype; not fp32: the run goes through the engine
-  std::vector<std::string> images;  // --image FILE, repeatable
+  std::vector<std::string> images;      // --image FILE, repeatable
   media::DecodeLimits image_limits;
 };
 
@@ -210,8 +210,8 @@ Status RunPlainLoop(const RunFlags& flags, const Model& model, const std::option
   while (generated < flags.max_tokens) {
     const int32_t token = sampler.Sample(outputs[0].logits);
     ++generated;
-    const bool is_eos =
-        std::find(generation.eos_token_ids.begin(), generation.eos_token_ids.end(), token) != generation.eos_token_ids.end();
+    const bool is_eos = std::find(generation.eos_token_ids.begin(), generation.eos_token_ids.end(), token) !=
+                        generation.eos_token_ids.end();
     if (is_eos && !flags.ignore_eos) {
       finish = "stop";
       break;
@@ -290,47 +290,45 @@ Status RunGenerate(const RunFlags& flags) {
     return RunWithEngine(flags, *model, tokenizer, generation, std::move(prompt), params, forward.description,
                          images.tower.get(), std::move(images.requests));
   }
-  return RunPlainLoop(flags, *model, tokenizer, generation, prompt, params, forward.description, images,
-                      image_inputs);
+  return RunPlainLoop(flags, *model, tokenizer, generation, prompt, params, forward.description, images, image_inputs);
 }
 
-GLINT_REGISTER_COMMAND(
-    "run", "Generate text from a prompt (one sequence, no server)", 20,
-    [](CLI::App& command) {
-      auto flags = std::make_shared<RunFlags>();
-      AddModelFlag(command, flags->model);
-      AddForwardPathFlags(command, flags->path);
-      command.add_option("--prompt", flags->prompt, "prompt text (encoded with the checkpoint's tokenizer.json)");
-      command.add_option("--tokens", flags->tokens, "prompt as token ids, e.g. 1,2,3 (no tokenizer needed)");
-      command.add_option("--image", flags->images,
-                         "an image file (PNG, JPEG, WebP, GIF) placed before the prompt text; repeatable. Needs a "
-                         "model with a vision tower (docs/vision.md)");
-      command.add_option("--max-image-bytes", flags->image_limits.max_bytes, "largest image file")
-          ->capture_default_str();
-      command.add_option("--max-image-pixels", flags->image_limits.max_pixels, "largest decoded image, w x h")
-          ->capture_default_str();
-      command.add_option("--max-tokens", flags->max_tokens, "tokens to generate at most")->capture_default_str();
-      command.add_option("--temperature", flags->temperature, "0 = greedy (default: generation_config.json)")
-          ->check(CLI::NonNegativeNumber);
-      command.add_option("--top-p", flags->top_p, "nucleus mass in (0, 1] (default: generation_config.json)");
-      command.add_option("--top-k", flags->top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
-      command.add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
-      command.add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-sequence tokens");
-      command.add_flag("--print-ids", flags->print_ids, "print token ids instead of text");
-      command.add_option("--speculative", flags->speculative,
-                         "speculative decoding: none, or mtp (through the engine: the MTP layer drafts a token per "
-                         "step and the model verifies it; outputs are unchanged)")
-          ->capture_default_str();
-      command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
-                         "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 or "
-                         "int8 (as the engine's; not fp32: the run goes through the engine)")
-          ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
-          ->capture_default_str();
-      command.footer(
-          "--path reference dequantizes FP8 weights to fp32 in memory: fine for tiny models, far too large for "
-          "the full 321B model.");
-      return [flags] { return RunGenerate(*flags); };
-    });
+GLINT_REGISTER_COMMAND("run", "Generate text from a prompt (one sequence, no server)", 20, [](CLI::App& command) {
+  auto flags = std::make_shared<RunFlags>();
+  AddModelFlag(command, flags->model);
+  AddForwardPathFlags(command, flags->path);
+  command.add_option("--prompt", flags->prompt, "prompt text (encoded with the checkpoint's tokenizer.json)");
+  command.add_option("--tokens", flags->tokens, "prompt as token ids, e.g. 1,2,3 (no tokenizer needed)");
+  command.add_option("--image", flags->images,
+                     "an image file (PNG, JPEG, WebP, GIF) placed before the prompt text; repeatable. Needs a "
+                     "model with a vision tower (docs/vision.md)");
+  command.add_option("--max-image-bytes", flags->image_limits.max_bytes, "largest image file")->capture_default_str();
+  command.add_option("--max-image-pixels", flags->image_limits.max_pixels, "largest decoded image, w x h")
+      ->capture_default_str();
+  command.add_option("--max-tokens", flags->max_tokens, "tokens to generate at most")->capture_default_str();
+  command.add_option("--temperature", flags->temperature, "0 = greedy (default: generation_config.json)")
+      ->check(CLI::NonNegativeNumber);
+  command.add_option("--top-p", flags->top_p, "nucleus mass in (0, 1] (default: generation_config.json)");
+  command.add_option("--top-k", flags->top_k, "keep the k most likely tokens (0 = off)")->capture_default_str();
+  command.add_option("--seed", flags->seed, "sampling seed")->capture_default_str();
+  command.add_flag("--ignore-eos", flags->ignore_eos, "keep generating past end-of-sequence tokens");
+  command.add_flag("--print-ids", flags->print_ids, "print token ids instead of text");
+  command
+      .add_option("--speculative", flags->speculative,
+                  "speculative decoding: none, or mtp (through the engine: the MTP layer drafts a token per "
+                  "step and the model verifies it; outputs are unchanged)")
+      ->capture_default_str();
+  command
+      .add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                  "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 or "
+                  "int8 (as the engine's; not fp32: the run goes through the engine)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
+      ->capture_default_str();
+  command.footer(
+      "--path reference dequantizes FP8 weights to fp32 in memory: fine for tiny models, far too large for "
+      "the full 321B model.");
+  return [flags] { return RunGenerate(*flags); };
+});
 
 }  // namespace
 }  // namespace glint::cli

@@ -24,18 +24,18 @@ namespace {
 
 struct ScoreFlags {
   ModelFlag model;
-  bool fast = false;  // the int8/bf16 fast path instead of the fp32 reference
-  std::string experts;  // --experts (fast path)
+  bool fast = false;              // the int8/bf16 fast path instead of the fp32 reference
+  std::string experts;            // --experts (fast path)
   ExpertCacheFlags expert_cache;  // --expert-memory, --expert-io, --expert-trace (fast path)
   int threads = 0;
   ParallelFlags parallel;  // --tp / --ep under mpirun
   std::string tokens_file;
   std::string dump_logits;
   std::string reference;
-  std::string kda_state = "fp32";  // storage of the KDA recurrent state: fp32 | bf16
+  std::string kda_state = "fp32";       // storage of the KDA recurrent state: fp32 | bf16
   std::string kv_cache_dtype = "fp32";  // storage of the MLA latents and pooled indexer keys
-  bool token_by_token = false;     // one token per forward call (the decode path) instead of one call per sequence
-  std::vector<std::string> images;  // --images FILE...: fill the sequences' <|image|> placeholders, in order
+  bool token_by_token = false;          // one token per forward call (the decode path) instead of one call per sequence
+  std::vector<std::string> images;      // --images FILE...: fill the sequences' <|image|> placeholders, in order
   media::DecodeLimits image_limits;
 };
 
@@ -53,7 +53,7 @@ Result<std::vector<SequenceImages>> AssignImageRows(const std::vector<std::vecto
   GLINT_ASSIGN_OR_RETURN(const std::vector<float> rows, EncodeImages(tower, images));
   const int64_t d = tower.config().out_hidden_size;
   std::vector<SequenceImages> out(sequences.size());
-  size_t next = 0;        // the next image
+  size_t next = 0;       // the next image
   int64_t next_row = 0;  // its first row in `rows`
   for (size_t i = 0; i < sequences.size(); ++i) {
     for (size_t t = 0; t < sequences[i].size(); ++t) {
@@ -92,9 +92,8 @@ Result<std::vector<SequenceImages>> ScoreImages(const ScoreFlags& flags, const s
   return AssignImageRows(sequences, *placeholder, **tower, inputs);
 }
 
-Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const int32_t> tokens,
-                                          KdaStateStorage storage, KvCacheDtype kv_dtype, bool token_by_token,
-                                          const SequenceImages& images) {
+Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const int32_t> tokens, KdaStateStorage storage,
+                                          KvCacheDtype kv_dtype, bool token_by_token, const SequenceImages& images) {
   const ModelConfig& c = model.config();
   CacheOptions options;
   options.block_tokens = StandaloneBlockTokens(c);
@@ -159,7 +158,7 @@ struct Comparison {
   double max_abs_error = 0;
   double max_rel_error = 0;  // max |Δ| / std(reference logits of that row)
   double top1_agreement = 0;
-  double mean_kl = 0;        // KL(reference ‖ ours), nats, mean over positions
+  double mean_kl = 0;  // KL(reference ‖ ours), nats, mean over positions
 };
 
 Comparison Compare(const std::vector<float>& ours, const std::vector<float>& reference, int64_t rows, int64_t vocab) {
@@ -258,7 +257,8 @@ Status RunScore(const ScoreFlags& flags) {
     if (!flags.dump_logits.empty()) GLINT_RETURN_IF_ERROR(dump.AddF32(name, {length, c.vocab_size}, logits));
   }
   if (total_predicted > 0) {
-    std::printf("all  %7lld %10.4f %10.3f\n", static_cast<long long>(total_predicted) + static_cast<long long>(sequences.size()),
+    std::printf("all  %7lld %10.4f %10.3f\n",
+                static_cast<long long>(total_predicted) + static_cast<long long>(sequences.size()),
                 total_nll / total_predicted, std::exp(total_nll / total_predicted));
   }
   if (!flags.dump_logits.empty()) {
@@ -268,49 +268,52 @@ Status RunScore(const ScoreFlags& flags) {
   return Status::Ok();
 }
 
-GLINT_REGISTER_COMMAND("score", "Per-token NLL and perplexity of token sequences; compare logits with a reference", 30,
-                       [](CLI::App& command) {
-                         auto flags = std::make_shared<ScoreFlags>();
-                         AddModelFlag(command, flags->model);
-                         command.add_flag("--fast", flags->fast,
-                                          "run the int8/bf16 fast path (compare with the fp32 path's --dump-logits "
-                                          "through --reference)");
-                         command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
-                         AddExpertsFlag(command, flags->experts);
-                         AddExpertMemoryFlag(command, flags->expert_cache);
-                         AddParallelFlags(command, flags->parallel);
-                         command.add_option("--tokens-file", flags->tokens_file,
-                                            "JSON list of token-id lists, e.g. the golden tokens.json")
-                             ->required()
-                             ->check(CLI::ExistingFile);
-                         command.add_option("--dump-logits", flags->dump_logits,
-                                            "write the logits of every position as F32 tensors logits.<i> [T, vocab]");
-                         command.add_option("--reference", flags->reference,
-                                            "safetensors with logits.<i> to compare against (e.g. golden expected.safetensors)")
-                             ->check(CLI::ExistingFile);
-                         command.add_option("--kda-state", flags->kda_state,
-                                            "storage of the KDA recurrent state (as the engine's --kda-state)")
-                             ->check(CLI::IsMember({"fp32", "bf16"}))
-                             ->capture_default_str();
-                         command.add_option("--kv-cache-dtype", flags->kv_cache_dtype,
-                                            "storage of the MLA latents and pooled indexer keys (as the engine's "
-                                            "--kv-cache-dtype): fp32, bf16, fp8 or int8")
-                             ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
-                             ->capture_default_str();
-                         command.add_option("--images", flags->images,
-                                            "image files whose tower rows fill the sequences' <|image|> "
-                                            "placeholders in order (the sequences already hold them expanded: "
-                                            "N per image, as the processor writes them)");
-                         command.add_option("--max-image-bytes", flags->image_limits.max_bytes, "largest image file")
-                             ->capture_default_str();
-                         command.add_option("--max-image-pixels", flags->image_limits.max_pixels,
-                                            "largest decoded image, w x h")
-                             ->capture_default_str();
-                         command.add_flag("--token-by-token", flags->token_by_token,
-                                          "one token per forward call (the decode path) instead of the whole "
-                                          "sequence at once");
-                         return [flags] { return RunScore(*flags); };
-                       });
+GLINT_REGISTER_COMMAND(
+    "score", "Per-token NLL and perplexity of token sequences; compare logits with a reference", 30,
+    [](CLI::App& command) {
+      auto flags = std::make_shared<ScoreFlags>();
+      AddModelFlag(command, flags->model);
+      command.add_flag("--fast", flags->fast,
+                       "run the int8/bf16 fast path (compare with the fp32 path's --dump-logits "
+                       "through --reference)");
+      command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
+      AddExpertsFlag(command, flags->experts);
+      AddExpertMemoryFlag(command, flags->expert_cache);
+      AddParallelFlags(command, flags->parallel);
+      command
+          .add_option("--tokens-file", flags->tokens_file, "JSON list of token-id lists, e.g. the golden tokens.json")
+          ->required()
+          ->check(CLI::ExistingFile);
+      command.add_option("--dump-logits", flags->dump_logits,
+                         "write the logits of every position as F32 tensors logits.<i> [T, vocab]");
+      command
+          .add_option("--reference", flags->reference,
+                      "safetensors with logits.<i> to compare against (e.g. golden expected.safetensors)")
+          ->check(CLI::ExistingFile);
+      command
+          .add_option("--kda-state", flags->kda_state,
+                      "storage of the KDA recurrent state (as the engine's --kda-state)")
+          ->check(CLI::IsMember({"fp32", "bf16"}))
+          ->capture_default_str();
+      command
+          .add_option("--kv-cache-dtype", flags->kv_cache_dtype,
+                      "storage of the MLA latents and pooled indexer keys (as the engine's "
+                      "--kv-cache-dtype): fp32, bf16, fp8 or int8")
+          ->check(CLI::IsMember({"fp32", "bf16", "fp8", "int8"}))
+          ->capture_default_str();
+      command.add_option("--images", flags->images,
+                         "image files whose tower rows fill the sequences' <|image|> "
+                         "placeholders in order (the sequences already hold them expanded: "
+                         "N per image, as the processor writes them)");
+      command.add_option("--max-image-bytes", flags->image_limits.max_bytes, "largest image file")
+          ->capture_default_str();
+      command.add_option("--max-image-pixels", flags->image_limits.max_pixels, "largest decoded image, w x h")
+          ->capture_default_str();
+      command.add_flag("--token-by-token", flags->token_by_token,
+                       "one token per forward call (the decode path) instead of the whole "
+                       "sequence at once");
+      return [flags] { return RunScore(*flags); };
+    });
 
 }  // namespace
 }  // namespace glint::cli

@@ -36,7 +36,7 @@ struct ServeFlags {
   std::string api_key;
   std::vector<std::string> served_model_names;
   std::vector<std::string> allowed_origins;
-  std::string chat_template;  // a file overriding the checkpoint's template
+  std::string chat_template;     // a file overriding the checkpoint's template
   server::ServerOptions limits;  // the transport's limits and deadlines, defaults from ServerOptions
   size_t max_body_bytes = size_t{16} << 20;
   int max_connections = 4096;
@@ -234,33 +234,37 @@ Status Serve(ServeFlags flags) {
 
 // The HTTP layer's per-connection limits (docs/server.md "Limits").
 void AddConnectionLimitFlags(CLI::App& command, server::ServerOptions& limits) {
-  command.add_option("--max-header-bytes", limits.max_header_bytes,
-                     "request line and headers together (431 beyond)")
+  command.add_option("--max-header-bytes", limits.max_header_bytes, "request line and headers together (431 beyond)")
       ->check(CLI::Range(size_t{256}, size_t{1} << 30))
       ->capture_default_str();
-  command.add_option("--header-timeout", limits.header_timeout_seconds,
-                     "seconds from a request's first byte to the end of its headers (408 beyond)")
+  command
+      .add_option("--header-timeout", limits.header_timeout_seconds,
+                  "seconds from a request's first byte to the end of its headers (408 beyond)")
       ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
-  command.add_option("--body-timeout", limits.read_timeout_seconds,
-                     "seconds from the end of the headers to the end of the body (408 beyond)")
+  command
+      .add_option("--body-timeout", limits.read_timeout_seconds,
+                  "seconds from the end of the headers to the end of the body (408 beyond)")
       ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
-  command.add_option("--keep-alive-timeout", limits.keep_alive_seconds,
-                     "seconds an idle keep-alive connection stays open")
+  command
+      .add_option("--keep-alive-timeout", limits.keep_alive_seconds, "seconds an idle keep-alive connection stays open")
       ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
-  command.add_option("--write-timeout", limits.write_timeout_seconds,
-                     "seconds a write (or a full stream buffer) may make no progress before the connection closes")
+  command
+      .add_option("--write-timeout", limits.write_timeout_seconds,
+                  "seconds a write (or a full stream buffer) may make no progress before the connection closes")
       ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
-  command.add_option("--stream-buffer-bytes", limits.stream_buffer_bytes,
-                     "per stream: bytes of events the client has not taken yet; beyond, generation waits "
-                     "(up to --write-timeout, then the stream is cancelled)")
+  command
+      .add_option("--stream-buffer-bytes", limits.stream_buffer_bytes,
+                  "per stream: bytes of events the client has not taken yet; beyond, generation waits "
+                  "(up to --write-timeout, then the stream is cancelled)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
-  command.add_option("--handler-threads", limits.worker_threads,
-                     "requests tokenized or waiting for generation at once; more wait in order")
+  command
+      .add_option("--handler-threads", limits.worker_threads,
+                  "requests tokenized or waiting for generation at once; more wait in order")
       ->check(CLI::Range(size_t{1}, size_t{65536}))
       ->capture_default_str();
 }
@@ -270,16 +274,18 @@ void AddImageFlags(CLI::App& command, ServeFlags& flags) {
   command.add_option("--allowed-local-media-path", flags.allowed_local_media_path,
                      "a directory whose files image parts may name as file:// URLs (symlinks and '..' "
                      "may not leave it); without it only data: URLs are accepted");
-  command.add_option("--max-image-bytes", flags.limits.images.limits.max_bytes,
-                     "largest encoded image (a data: URL's decoded bytes or a file)")
+  command
+      .add_option("--max-image-bytes", flags.limits.images.limits.max_bytes,
+                  "largest encoded image (a data: URL's decoded bytes or a file)")
       ->check(CLI::Range(size_t{64}, size_t{1} << 30))
       ->capture_default_str();
-  command.add_option("--max-image-pixels", flags.limits.images.limits.max_pixels,
-                     "largest decoded image, width x height, checked from the header before decoding")
+  command
+      .add_option("--max-image-pixels", flags.limits.images.limits.max_pixels,
+                  "largest decoded image, width x height, checked from the header before decoding")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
       ->capture_default_str();
-  command.add_option("--max-images-per-request", flags.limits.policy.max_images,
-                     "image parts one conversation may carry")
+  command
+      .add_option("--max-images-per-request", flags.limits.policy.max_images, "image parts one conversation may carry")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}))
       ->capture_default_str();
 }

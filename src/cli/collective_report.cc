@@ -31,14 +31,14 @@ std::string DescribeStepCollectives(const CollectiveStats& measured, int64_t ste
   const double n = static_cast<double>(std::max<int64_t>(1, steps));
   const auto per_step = [&](int64_t value) { return static_cast<double>(value) / n; };
   const double seconds = measured.seconds / n;
-  std::string text = StrCat(
-      "collectives per step (rank 0): ", PerStep(per_step(measured.calls)), " (",
-      KindCounts(per_step(measured.of(CollectiveKind::kBroadcast).calls),
-                 per_step(measured.of(CollectiveKind::kAllReduce).calls),
-                 per_step(measured.of(CollectiveKind::kAllGather).calls)),
-      "), ", FormatBytes(measured.bytes_sent / n), " sent, ", FormatBytes(measured.bytes_received / n), " received, ",
-      FormatSeconds(seconds), " in collectives = ", FormatPercent(step_seconds > 0 ? seconds / step_seconds : 0),
-      " of the step");
+  std::string text =
+      StrCat("collectives per step (rank 0): ", PerStep(per_step(measured.calls)), " (",
+             KindCounts(per_step(measured.of(CollectiveKind::kBroadcast).calls),
+                        per_step(measured.of(CollectiveKind::kAllReduce).calls),
+                        per_step(measured.of(CollectiveKind::kAllGather).calls)),
+             "), ", FormatBytes(measured.bytes_sent / n), " sent, ", FormatBytes(measured.bytes_received / n),
+             " received, ", FormatSeconds(seconds),
+             " in collectives = ", FormatPercent(step_seconds > 0 ? seconds / step_seconds : 0), " of the step");
   if (!planned) return text;
   const std::vector<plan::CollectiveLine> lines =
       plan::CollectivesPerStep(config, plan::ParallelLayout{shard.ranks, shard.tp}, *planned);

@@ -2,11 +2,10 @@
 // GLINT_REGISTER_COMMAND; main() builds the CLI11 app from the registry, so adding a command touches one file.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "base/status.h"
 

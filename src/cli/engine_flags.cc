@@ -9,8 +9,9 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command.add_option("--max-seqs", flags.max_seqs, "most sequences in memory at once (state slots)")
       ->capture_default_str();
-  command.add_option("--max-model-len", flags.max_model_len,
-                     "prompt + generated tokens per sequence (0: what the cache holds, at most the model's limit)")
+  command
+      .add_option("--max-model-len", flags.max_model_len,
+                  "prompt + generated tokens per sequence (0: what the cache holds, at most the model's limit)")
       ->capture_default_str();
   command.add_option("--max-batch-tokens", flags.max_batch_tokens, "tokens computed per step (the scheduler budget)")
       ->capture_default_str();
@@ -18,32 +19,37 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command.add_option("--kda-state", flags.kda_state, "storage of the KDA recurrent state: fp32 or bf16")
       ->capture_default_str();
-  command.add_option("--kv-cache-dtype", flags.kv_cache_dtype,
-                     "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 "
-                     "(e4m3) or int8, fp8 and int8 with an fp32 scale per row (docs/long-context.md)")
+  command
+      .add_option("--kv-cache-dtype", flags.kv_cache_dtype,
+                  "storage of the MLA latents and the indexer's pooled keys: fp32 (as computed), bf16, fp8 "
+                  "(e4m3) or int8, fp8 and int8 with an fp32 scale per row (docs/long-context.md)")
       ->capture_default_str();
   command.add_flag("--no-prefix-caching", flags.no_prefix_caching, "turn prefix caching off");
-  command.add_option("--checkpoint-interval", flags.checkpoint_interval,
-                     "tokens between KDA state checkpoints of the prefix cache (a multiple of --block-size)")
+  command
+      .add_option("--checkpoint-interval", flags.checkpoint_interval,
+                  "tokens between KDA state checkpoints of the prefix cache (a multiple of --block-size)")
       ->capture_default_str();
-  command.add_option("--checkpoint-fraction", flags.checkpoint_fraction,
-                     "share of the memory left after the state slots that holds checkpoints")
+  command
+      .add_option("--checkpoint-fraction", flags.checkpoint_fraction,
+                  "share of the memory left after the state slots that holds checkpoints")
       ->capture_default_str();
   command.add_option("--prefix-checkpoint-memory", flags.checkpoint_memory,
                      "memory for the prefix cache's KDA state checkpoints (e.g. 4G; default: --checkpoint-fraction "
                      "of the memory left after the state slots)");
-  command.add_option("--prefix-checkpoint-policy", flags.checkpoint_policy,
-                     "which checkpoints are evicted first: tail (the newest of each cached prefix dense, spaced "
-                     "geometrically behind) or uniform (plain least recently used)")
+  command
+      .add_option("--prefix-checkpoint-policy", flags.checkpoint_policy,
+                  "which checkpoints are evicted first: tail (the newest of each cached prefix dense, spaced "
+                  "geometrically behind) or uniform (plain least recently used)")
       ->capture_default_str();
   command.add_option("--prefix-cache-disk", flags.prefix_cache_disk,
                      "a directory for the prefix cache's disk tier: full blocks and checkpoints evicted from memory "
                      "are written there and read back on a hit (needs --prefix-cache-disk-size)");
   command.add_option("--prefix-cache-disk-size", flags.prefix_cache_disk_size,
                      "size budget of --prefix-cache-disk (e.g. 64G); least recently used files are deleted past it");
-  command.add_option("--speculative", flags.speculative,
-                     "speculative decoding: none, or mtp (the model's MTP layer drafts one token per step, the "
-                     "model verifies it in the same forward pass; outputs are unchanged)")
+  command
+      .add_option("--speculative", flags.speculative,
+                  "speculative decoding: none, or mtp (the model's MTP layer drafts one token per step, the "
+                  "model verifies it in the same forward pass; outputs are unchanged)")
       ->capture_default_str();
 }
 
@@ -62,8 +68,8 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
     return InvalidArgument("--kda-state is '", flags.kda_state, "'; expected fp32 or bf16");
   }
   Result<KvCacheDtype> kv_dtype = ParseKvCacheDtype(flags.kv_cache_dtype);
-  if (!kv_dtype.ok()) return InvalidArgument("--kv-cache-dtype is '", flags.kv_cache_dtype, "'; expected ",
-                                             kKvCacheDtypeNames);
+  if (!kv_dtype.ok())
+    return InvalidArgument("--kv-cache-dtype is '", flags.kv_cache_dtype, "'; expected ", kKvCacheDtypeNames);
   options.kv_cache_dtype = kv_dtype.value();
   options.prefix_caching = !flags.no_prefix_caching;
   options.checkpoint_interval = flags.checkpoint_interval;

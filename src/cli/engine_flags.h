@@ -2,10 +2,9 @@
 // memory budget and limits of docs/engine.md "Capacity".
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "base/status.h"
 #include "engine/capacity.h"
@@ -23,10 +22,10 @@ struct EngineFlags {
   bool no_prefix_caching = false;
   int64_t checkpoint_interval = 256;
   double checkpoint_fraction = 0.2;
-  std::string checkpoint_memory;          // --prefix-checkpoint-memory; empty: checkpoint_fraction
+  std::string checkpoint_memory;  // --prefix-checkpoint-memory; empty: checkpoint_fraction
   std::string checkpoint_policy = "tail";
-  std::string prefix_cache_disk;          // --prefix-cache-disk DIR; empty: no disk tier
-  std::string prefix_cache_disk_size;     // --prefix-cache-disk-size SIZE (required with the directory)
+  std::string prefix_cache_disk;       // --prefix-cache-disk DIR; empty: no disk tier
+  std::string prefix_cache_disk_size;  // --prefix-cache-disk-size SIZE (required with the directory)
   std::string speculative = "none";
 };
 

@@ -10,8 +10,8 @@
 #include "io/extent_reader.h"
 #include "kernels/machine_limits.h"
 #include "model/fast_model.h"
-#include "plan/expert_cache.h"
 #include "modelgen/make_tiny.h"
+#include "plan/expert_cache.h"
 
 namespace glint::cli {
 
@@ -47,19 +47,21 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
 }
 
 void AddExpertsFlag(CLI::App& command, std::string& experts) {
-  command.add_option("--experts", experts,
-                     "fast path: routed experts' weights, int8 (W8A8) or int4 (W4A8, half the bytes); a checkpoint is "
-                     "converted to it, a glint convert container must hold it (default: as stored, int8 when "
-                     "converting)")
+  command
+      .add_option("--experts", experts,
+                  "fast path: routed experts' weights, int8 (W8A8) or int4 (W4A8, half the bytes); a checkpoint is "
+                  "converted to it, a glint convert container must hold it (default: as stored, int8 when "
+                  "converting)")
       ->check(CLI::IsMember({"int8", "int4"}));
 }
 
 void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
-  command.add_option("--expert-memory", flags.memory,
-                     "fast path: keep routed experts in the glint convert container on disk and read them (O_DIRECT) "
-                     "into a RAM cache of this size, e.g. 512M, 24G (binary units); everything else stays resident. "
-                     "At least one layer's top-k experts; under mpirun a budget per rank for its own experts. Default: every "
-                     "expert resident (docs/expert-cache.md)");
+  command.add_option(
+      "--expert-memory", flags.memory,
+      "fast path: keep routed experts in the glint convert container on disk and read them (O_DIRECT) "
+      "into a RAM cache of this size, e.g. 512M, 24G (binary units); everything else stays resident. "
+      "At least one layer's top-k experts; under mpirun a budget per rank for its own experts. Default: every "
+      "expert resident (docs/expert-cache.md)");
   command
       .add_option("--expert-io", flags.io,
                   "with --expert-memory: how missing experts are read: pread (a pool of threads) or uring (io_uring, "
@@ -97,7 +99,8 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
   options.expert_profile = flags.profile;
   options.expert_prefetch = flags.prefetch == "next-layer";
   if (options.expert_prefetch && flags.memory.empty()) {
-    return InvalidArgument("--expert-prefetch reads experts into the cache of --expert-memory; give --expert-memory too");
+    return InvalidArgument(
+        "--expert-prefetch reads experts into the cache of --expert-memory; give --expert-memory too");
   }
   if (flags.prefetch != "off" && flags.prefetch != "next-layer") {
     return InvalidArgument("--expert-prefetch '", flags.prefetch, "' is not one of off, next-layer");
@@ -111,7 +114,8 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
 Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
   if (expert_memory.empty()) return uint64_t{0};
   GLINT_ASSIGN_OR_RETURN(const uint64_t bytes, ParseByteSize(expert_memory, "--expert-memory"));
-  if (bytes == 0) return InvalidArgument("--expert-memory must be more than 0 (leave it out to keep every expert resident)");
+  if (bytes == 0)
+    return InvalidArgument("--expert-memory must be more than 0 (leave it out to keep every expert resident)");
   return bytes;
 }
 
@@ -127,9 +131,8 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool, options));
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
-          ExpertWeightsName(model->weights().experts), " routed experts, ",
-          load.weight_bytes / 1e9, " GB, ", IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ",
-          load.seconds, " s");
+          ExpertWeightsName(model->weights().experts), " routed experts, ", load.weight_bytes / 1e9, " GB, ",
+          IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ", load.seconds, " s");
   GLINT_RETURN_IF_ERROR(LogExpertCacheReport(*model, pool));
   return std::unique_ptr<Model>(std::move(model));
 }
@@ -153,16 +156,16 @@ Status LogExpertCacheReport(const Model& model, WorkerPool& pool) {
   const double roofline = 1.0 / (miss_bytes / (disk_gbps * 1e9) + resident / (memory_gbps * 1e9));
   LogInfo("expert cache: ", load.resident_bytes / 1e9, " GB resident + ", load.expert_cache_bytes / 1e9, " GB for ",
           cache->slots(), " experts of ", cache->slot_bytes() / 1e6, " MB + ", load.expert_read_buffer_bytes / 1024.0,
-          " KiB read buffers (", ExpertIoName(cache->io()), "; reads land in the slots) = ",
-          (load.expert_cache_bytes + load.expert_read_buffer_bytes) / 1e9, " GB of --expert-memory (",
-          cache->routed_bytes() / 1e9, " GB of routed experts on disk; ",
+          " KiB read buffers (", ExpertIoName(cache->io()),
+          "; reads land in the slots) = ", (load.expert_cache_bytes + load.expert_read_buffer_bytes) / 1e9,
+          " GB of --expert-memory (", cache->routed_bytes() / 1e9, " GB of routed experts on disk; ",
           static_cast<double>(cache->slots()) / cache->moe_layers(), " experts per MoE layer of ", c.n_routed_experts,
           ")");
   LogInfo("expert cache: reads ", cache->direct() ? "O_DIRECT" : "through the page cache (no O_DIRECT)", " at ",
           disk_gbps, " GB/s (probe), memory ", memory_gbps, " GB/s (", memory_probe_bytes >> 20,
-          " MiB probe; below the last-level cache's size it overstates); at hit rate 0 a token reads ", miss_bytes / 1e9,
-          " GB from disk: at most ", roofline, " tokens/s at one sequence (1 / (disk bytes / disk bandwidth + ",
-          "resident bytes / memory bandwidth))");
+          " MiB probe; below the last-level cache's size it overstates); at hit rate 0 a token reads ",
+          miss_bytes / 1e9, " GB from disk: at most ", roofline,
+          " tokens/s at one sequence (1 / (disk bytes / disk bandwidth + ", "resident bytes / memory bandwidth))");
   // The same model at the hit rate uniform routing gives this cache (its share of the experts); a trained router
   // does better (measure it: --expert-trace, glint replay-expert-trace).
   const plan::ExpertCacheEstimate uniform = plan::EstimateExpertCache(
@@ -175,8 +178,9 @@ Status LogExpertCacheReport(const Model& model, WorkerPool& pool) {
 }
 
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
-  command.add_option("--path", flags.path,
-                     "forward pass: fast (int8/bf16 kernels) or reference (fp32, exact to the golden outputs, slow)")
+  command
+      .add_option("--path", flags.path,
+                  "forward pass: fast (int8/bf16 kernels) or reference (fp32, exact to the golden outputs, slow)")
       ->check(CLI::IsMember({"fast", "reference"}))
       ->capture_default_str();
   command.add_option("--threads", flags.threads, "fast path worker threads (default: all cores)")
@@ -205,10 +209,10 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> fast_model,
                            LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_cache, parallel));
     const auto& fast = static_cast<const FastModel&>(*fast_model);
-    loaded.description = StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
-                                fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(),
-                                                                        " cached from disk)") : "",
-                                ", ", IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
+    loaded.description =
+        StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
+               fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(), " cached from disk)") : "",
+               ", ", IsaName(fast.isa()), " kernels, ", loaded.pool->size(), " threads");
     return fast_model;
   }();
   GLINT_ASSIGN_OR_RETURN(loaded.model, JoinRanks(std::move(model), dir));

@@ -2,10 +2,9 @@
 // default model (generated once into the cache directory) when none is given.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <memory>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "base/status.h"
 #include "base/worker_pool.h"
@@ -31,12 +30,12 @@ void AddExpertsFlag(CLI::App& command, std::string& experts);
 // The routed-expert cache's flags (docs/expert-cache.md): --expert-memory SIZE (routed experts read from the
 // container into a RAM cache of SIZE), --expert-io pread|uring, --expert-policy, --expert-trace FILE.
 struct ExpertCacheFlags {
-  std::string memory;          // empty: every expert resident
-  std::string io = "pread";    // how misses are read
+  std::string memory;               // empty: every expert resident
+  std::string io = "pread";         // how misses are read
   std::string policy = "weighted";  // eviction: lru, lfu, weighted
-  std::string trace;           // empty: no routing trace
-  std::string prefetch = "off";  // --expert-prefetch: off or next-layer
-  std::string profile;         // --expert-profile: a trace whose hottest experts are kept in the cache
+  std::string trace;                // empty: no routing trace
+  std::string prefetch = "off";     // --expert-prefetch: off or next-layer
+  std::string profile;              // --expert-profile: a trace whose hottest experts are kept in the cache
   bool given() const { return !memory.empty() || !trace.empty(); }
 };
 void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags);
@@ -57,9 +56,9 @@ Status LogExpertCacheReport(const Model& model, WorkerPool& pool);
 // Which forward pass a serving command runs: the int8/bf16 fast path (docs/fast-path.md; the default) or the fp32
 // reference (the oracle: exact to the golden outputs, slow, fp32 weights in memory).
 struct ForwardPathFlags {
-  std::string path = "fast";  // "fast" | "reference" (checked by the flag)
-  int threads = 0;  // fast path worker threads; 0: all cores
-  std::string experts;  // fast path: --experts int8|int4, empty when not given (AddExpertsFlag)
+  std::string path = "fast";      // "fast" | "reference" (checked by the flag)
+  int threads = 0;                // fast path worker threads; 0: all cores
+  std::string experts;            // fast path: --experts int8|int4, empty when not given (AddExpertsFlag)
   ExpertCacheFlags expert_cache;  // fast path: --expert-memory SIZE, --expert-io, --expert-trace
   ParallelFlags parallel;         // --tp / --ep (under mpirun)
 };

@@ -19,10 +19,14 @@ float Bf16BitsToFloat(uint16_t bits) { return std::bit_cast<float>(static_cast<u
 
 const char* CollectiveKindName(CollectiveKind kind) {
   switch (kind) {
-    case CollectiveKind::kAllReduce: return "all-reduce";
-    case CollectiveKind::kAllGather: return "all-gather";
-    case CollectiveKind::kBroadcast: return "broadcast";
-    case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kAllReduce:
+      return "all-reduce";
+    case CollectiveKind::kAllGather:
+      return "all-gather";
+    case CollectiveKind::kBroadcast:
+      return "broadcast";
+    case CollectiveKind::kBarrier:
+      return "barrier";
   }
   return "collective";
 }
@@ -30,10 +34,18 @@ const char* CollectiveKindName(CollectiveKind kind) {
 void CollectiveStats::Record(CollectiveKind kind, uint64_t sent, uint64_t received, double call_seconds) {
   ++calls;
   switch (kind) {
-    case CollectiveKind::kAllReduce: ++all_reduces; break;
-    case CollectiveKind::kAllGather: ++all_gathers; break;
-    case CollectiveKind::kBroadcast: ++broadcasts; break;
-    case CollectiveKind::kBarrier: ++barriers; break;
+    case CollectiveKind::kAllReduce:
+      ++all_reduces;
+      break;
+    case CollectiveKind::kAllGather:
+      ++all_gathers;
+      break;
+    case CollectiveKind::kBroadcast:
+      ++broadcasts;
+      break;
+    case CollectiveKind::kBarrier:
+      ++barriers;
+      break;
   }
   bytes_sent += sent, bytes_received += received, seconds += call_seconds;
   CollectiveCost& cost = by_kind[static_cast<int>(kind)];

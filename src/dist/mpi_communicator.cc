@@ -4,8 +4,8 @@
 
 #include <chrono>
 #include <climits>
-#include <thread>
 #include <cstdio>
+#include <thread>
 
 namespace glint {
 

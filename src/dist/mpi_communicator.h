@@ -1,4 +1,5 @@
-// The Open MPI communicator (MPI_COMM_WORLD, or a sub-communicator of it made by Split). Compiled only when CMake found MPI (GLINT_HAVE_MPI).
+// The Open MPI communicator (MPI_COMM_WORLD, or a sub-communicator of it made by Split). Compiled only when CMake found
+// MPI (GLINT_HAVE_MPI).
 //
 // MPI_Init_thread asks for MPI_THREAD_SERIALIZED: one thread at a time communicates — the engine thread, which
 // need not be the main thread under `glint serve`. Errors return (MPI_ERRORS_RETURN) and become a Status naming

@@ -1,16 +1,15 @@
 #include "engine/capacity.h"
 
-#include "base/table.h"
-#include "memory/item_arena.h"
-
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
-#include <stdexcept>
 #include <sstream>
+#include <stdexcept>
+
+#include "base/table.h"
+#include "memory/item_arena.h"
 
 namespace glint {
-
 
 Result<int64_t> ParseByteSize(std::string_view text) {
   const std::string original(text);
@@ -55,7 +54,8 @@ Status CheckCapacityOptions(const CacheLayout& layout, const EngineOptions& o) {
   if (o.max_seqs < 1 || o.max_seqs > kMaxItemsPerPool) {
     return InvalidArgument("--max-seqs must be in 1 .. 2^31 − 1 (slot ids are int32), got ", o.max_seqs);
   }
-  if (o.max_batch_tokens < 1) return InvalidArgument("the batch token budget must be at least 1, got ", o.max_batch_tokens);
+  if (o.max_batch_tokens < 1)
+    return InvalidArgument("the batch token budget must be at least 1, got ", o.max_batch_tokens);
   if (o.max_model_len < 0) return InvalidArgument("--max-model-len must be ≥ 0 (0 = automatic), got ", o.max_model_len);
   if (!(o.checkpoint_fraction >= 0 && o.checkpoint_fraction < 1)) {
     return InvalidArgument("the checkpoint memory fraction must be in [0, 1), got ", o.checkpoint_fraction);
@@ -129,17 +129,16 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
                                " leaves nothing for cache blocks: the memory left after the slots is ",
                                FormatBinaryBytes(rest), "; lower it or raise --memory");
     }
-    const int64_t budget = r.checkpoint_budget_given ? o.checkpoint_memory_bytes
-                                                     : static_cast<int64_t>(rest * o.checkpoint_fraction);
+    const int64_t budget =
+        r.checkpoint_budget_given ? o.checkpoint_memory_bytes : static_cast<int64_t>(rest * o.checkpoint_fraction);
     r.num_checkpoints = std::min(budget / layout.checkpoint_bytes, kMaxItemsPerPool);
     if (r.num_checkpoints < 1) {
-      return ResourceExhausted("prefix caching needs room for at least one KDA state checkpoint of ",
-                               FormatBinaryBytes(layout.checkpoint_bytes), " but the checkpoint budget is ",
-                               FormatBinaryBytes(budget),
-                               r.checkpoint_budget_given ? " (--prefix-checkpoint-memory)"
-                                                         : StrCat(" (", o.checkpoint_fraction,
-                                                                  " of the memory left after the slots)"),
-                               "; raise --memory or --prefix-checkpoint-memory, or turn prefix caching off");
+      return ResourceExhausted(
+          "prefix caching needs room for at least one KDA state checkpoint of ",
+          FormatBinaryBytes(layout.checkpoint_bytes), " but the checkpoint budget is ", FormatBinaryBytes(budget),
+          r.checkpoint_budget_given ? " (--prefix-checkpoint-memory)"
+                                    : StrCat(" (", o.checkpoint_fraction, " of the memory left after the slots)"),
+          "; raise --memory or --prefix-checkpoint-memory, or turn prefix caching off");
     }
     r.checkpoints_total_bytes = r.num_checkpoints * layout.checkpoint_bytes;
     rest -= r.checkpoints_total_bytes;
@@ -187,10 +186,10 @@ std::string CapacityReport::ToString() const {
       << KvCacheDtypeName(kv_cache_dtype) << (KvCacheDtypeHasScale(kv_cache_dtype) ? " + an fp32 scale per row" : "")
       << ")\n";
   out << "  per sequence " << FormatBinaryBytes(slot_bytes) << " of state (KDA S + conv windows, indexer tails)\n";
-  out << "  blocks      " << num_blocks << " × " << block_tokens << " tokens × " << FormatBinaryBytes(block_bytes) << " = "
-      << FormatBinaryBytes(blocks_total_bytes) << " → " << cache_tokens << " tokens of cache\n";
-  out << "  slots       " << num_slots << " × " << FormatBinaryBytes(slot_bytes) << " = " << FormatBinaryBytes(slots_total_bytes)
-      << "\n";
+  out << "  blocks      " << num_blocks << " × " << block_tokens << " tokens × " << FormatBinaryBytes(block_bytes)
+      << " = " << FormatBinaryBytes(blocks_total_bytes) << " → " << cache_tokens << " tokens of cache\n";
+  out << "  slots       " << num_slots << " × " << FormatBinaryBytes(slot_bytes) << " = "
+      << FormatBinaryBytes(slots_total_bytes) << "\n";
   if (speculative) {
     out << "  rollback    " << num_slots << " × " << FormatBinaryBytes(rollback_bytes) << " = "
         << FormatBinaryBytes(rollback_total_bytes) << " (KDA state kept while a drafted token is verified)\n";

@@ -41,15 +41,15 @@ struct EngineOptions {
   KdaStateStorage kda_state = KdaStateStorage::kFloat32;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // --kv-cache-dtype: MLA latents + pooled indexer keys
   bool prefix_caching = true;
-  int64_t checkpoint_interval = 256;        // tokens between KDA state checkpoints (a multiple of block_tokens)
-  double checkpoint_fraction = 0.2;         // of the memory left after the slots, for checkpoints (prefix caching)
-  int64_t checkpoint_memory_bytes = 0;      // --prefix-checkpoint-memory: the checkpoints' budget; 0 = the fraction
+  int64_t checkpoint_interval = 256;    // tokens between KDA state checkpoints (a multiple of block_tokens)
+  double checkpoint_fraction = 0.2;     // of the memory left after the slots, for checkpoints (prefix caching)
+  int64_t checkpoint_memory_bytes = 0;  // --prefix-checkpoint-memory: the checkpoints' budget; 0 = the fraction
   CheckpointPolicy checkpoint_policy = CheckpointPolicy::kTail;  // --prefix-checkpoint-policy
-  double admission_watermark = 0.01;        // fraction of blocks admission leaves free for running sequences
+  double admission_watermark = 0.01;  // fraction of blocks admission leaves free for running sequences
   SpeculativeMethod speculative = SpeculativeMethod::kNone;  // --speculative
   PrefixDiskOptions prefix_disk;
   std::optional<std::vector<int32_t>> end_token_ids;  // finish a sample on these; default: the config's eos ids
-  ForwardOptions forward;                   // passed to Model::Forward
+  ForwardOptions forward;                             // passed to Model::Forward
 };
 
 struct CapacityReport {
@@ -58,17 +58,17 @@ struct CapacityReport {
   double bytes_per_token = 0;  // per-token caches (DSA latents + pooled keys), all layers
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // how they are stored
   int64_t num_blocks = 0, num_slots = 0, num_checkpoints = 0;
-  int64_t cache_tokens = 0;    // positions the blocks hold, all sequences together
+  int64_t cache_tokens = 0;  // positions the blocks hold, all sequences together
   int64_t checkpoint_interval = 0;
   CheckpointPolicy checkpoint_policy = CheckpointPolicy::kTail;
   bool checkpoint_budget_given = false;  // --prefix-checkpoint-memory rather than the fraction
   bool prefix_caching = false;
-  int64_t memory_bytes = 0;    // the budget
+  int64_t memory_bytes = 0;  // the budget
   int64_t blocks_total_bytes = 0, slots_total_bytes = 0, checkpoints_total_bytes = 0, unused_bytes = 0;
   int64_t rollback_total_bytes = 0;
   bool speculative = false;
-  int64_t weight_bytes = 0;    // 0 when the model does not say; this rank's under mpirun
-  std::string shard;           // several ranks: how the weights are split (DescribeShard); empty for one
+  int64_t weight_bytes = 0;  // 0 when the model does not say; this rank's under mpirun
+  std::string shard;         // several ranks: how the weights are split (DescribeShard); empty for one
   int64_t max_model_len = 0;
   std::string disk_directory;  // the prefix cache's disk tier; empty: none
   int64_t disk_bytes = 0;
@@ -80,10 +80,10 @@ struct CapacityReport {
 
 // Splits options.memory_bytes: max_seqs slots first (each with a rollback snapshot of its KDA state when
 // speculative decoding is on), then the checkpoints' budget (checkpoint_memory_bytes, or checkpoint_fraction of
-// the rest; prefix caching of a model with recurrent state), then blocks. Fails with what to change when the budget cannot hold
-// the slots, one block, a checkpoint, or max_model_len tokens.
-Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout,
-                                    const EngineOptions& options, int64_t weight_bytes);
+// the rest; prefix caching of a model with recurrent state), then blocks. Fails with what to change when the budget
+// cannot hold the slots, one block, a checkpoint, or max_model_len tokens.
+Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout, const EngineOptions& options,
+                                    int64_t weight_bytes);
 
 // "512", "64K", "1.5G", "2GiB", "100MB" → bytes (K, M, G, T are powers of 1024 with or without "iB"/"B").
 Result<int64_t> ParseByteSize(std::string_view text);

@@ -16,7 +16,9 @@ constexpr int64_t kMaxSamplesPerRequest = 128;  // OpenAI's limit for n
 constexpr int64_t kMaxTopLogprobs = 20;         // OpenAI's limit for top_logprobs
 
 // Seed of sample i: distinct per sample, equal to the request's seed for the first (a Weyl sequence step).
-uint64_t SampleSeed(uint64_t seed, int64_t index) { return seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ULL; }
+uint64_t SampleSeed(uint64_t seed, int64_t index) {
+  return seed + static_cast<uint64_t>(index) * 0x9E3779B97F4A7C15ULL;
+}
 
 }  // namespace
 
@@ -29,9 +31,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   std::unique_ptr<EngineCore> core(new EngineCore(model, options, tokenizer, images));
   const ModelConfig& c = model.config();
   if (options.speculative == SpeculativeMethod::kMtp && !model.has_mtp()) {
-    return InvalidArgument("--speculative mtp needs the model's MTP layer, but ",
-                           c.HasMtp() ? "its weights were not loaded"
-                                      : "the model has none (num_nextn_predict_layers 0)");
+    return InvalidArgument(
+        "--speculative mtp needs the model's MTP layer, but ",
+        c.HasMtp() ? "its weights were not loaded" : "the model has none (num_nextn_predict_layers 0)");
   }
   CacheOptions cache_options;
   cache_options.block_tokens = options.block_tokens;
@@ -97,7 +99,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
       bytes[id] = std::string(tokenizer->TokenText(static_cast<int32_t>(id)));
       special[id] = tokenizer->IsSpecial(static_cast<int32_t>(id));
     }
-    core->vocabulary_ = std::make_unique<grammar::TokenVocabulary>(std::move(bytes), std::move(special), core->end_ids_);
+    core->vocabulary_ =
+        std::make_unique<grammar::TokenVocabulary>(std::move(bytes), std::move(special), core->end_ids_);
   }
   return core;
 }
@@ -152,8 +155,9 @@ Status EngineCore::Validate(const Request& request) const {
     return FailedPrecondition("stop strings need text, but this engine was started without a tokenizer");
   }
   if (request.grammar != nullptr && vocabulary_ == nullptr) {
-    return FailedPrecondition("structured output needs the tokenizer's byte strings, but this engine was started "
-                              "without a tokenizer");
+    return FailedPrecondition(
+        "structured output needs the tokenizer's byte strings, but this engine was started "
+        "without a tokenizer");
   }
   if (request.sink == nullptr) return InvalidArgument("the request has no output sink");
   return ValidateImages(request);
@@ -179,8 +183,15 @@ Status EngineCore::Add(RequestId id, Request request) {
     const SequenceId sequence = next_sequence_++;
     SamplingParams params = request.sampling;
     params.seed = SampleSeed(seed, index);
-    Sample sample{id, index, Sampler(params), TokenHistory(request.prompt), std::nullopt,
-                  StopStringMatcher(request.stop.stop_strings), 0, SequenceTimings{}, nullptr};
+    Sample sample{id,
+                  index,
+                  Sampler(params),
+                  TokenHistory(request.prompt),
+                  std::nullopt,
+                  StopStringMatcher(request.stop.stop_strings),
+                  0,
+                  SequenceTimings{},
+                  nullptr};
     if (tokenizer_ != nullptr) sample.decoder.emplace(*tokenizer_, request.stop.skip_special_tokens);
     if (request.grammar != nullptr) sample.matcher.emplace(request.grammar, vocabulary_.get());
     sample.timings.arrival = now;
@@ -204,8 +215,8 @@ Status EngineCore::Add(RequestId id, Request request) {
 void EngineCore::Bind(SequenceId id, int64_t mtp_tokens) {
   Sample& sample = samples_.at(id);
   const SequenceMemory memory{&memory_->block_arena(), &memory_->BlockTable(id), memory_->Slot(id)};
-  sample.state = std::make_unique<SequenceState>(
-      model_.BindSequence(layout_, memory, scheduler_->Get(id).computed, mtp_tokens));
+  sample.state =
+      std::make_unique<SequenceState>(model_.BindSequence(layout_, memory, scheduler_->Get(id).computed, mtp_tokens));
 }
 
 std::byte* EngineCore::RollbackData(SequenceId id) const { return rollback_.Item(memory_->SlotOf(id)); }
@@ -246,11 +257,20 @@ void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput 
   output.request_finished = record.samples.empty();
   if (output.request_finished) ++counters_.requests_finished;
   switch (reason) {
-    case FinishReason::kStop: ++counters_.finished_stop; break;
-    case FinishReason::kLength: ++counters_.finished_length; break;
-    case FinishReason::kCancelled: ++counters_.finished_cancelled; break;
-    case FinishReason::kError: ++counters_.finished_error; break;
-    case FinishReason::kNone: break;
+    case FinishReason::kStop:
+      ++counters_.finished_stop;
+      break;
+    case FinishReason::kLength:
+      ++counters_.finished_length;
+      break;
+    case FinishReason::kCancelled:
+      ++counters_.finished_cancelled;
+      break;
+    case FinishReason::kError:
+      ++counters_.finished_error;
+      break;
+    case FinishReason::kNone:
+      break;
   }
   if (scheduler_->Contains(id)) scheduler_->Finish(id);
   samples_.erase(id);
@@ -319,8 +339,7 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work, std::vector<std::pair<S
     const int64_t first = state.mtp_tokens, end = state.tokens;  // pairs first .. end − 1 are new
     if (first == end) continue;
     const int64_t rows = static_cast<int64_t>(w.hidden.size()) / d;
-    if (first < w.first_position || end > w.first_position + rows ||
-        end >= static_cast<int64_t>(info.tokens.size())) {
+    if (first < w.first_position || end > w.first_position + rows || end >= static_cast<int64_t>(info.tokens.size())) {
       return InternalError("engine: MTP pairs ", first, " .. ", end - 1, " of sequence ", w.id, " are not covered by ",
                            rows, " hidden rows from position ", w.first_position, " and ", info.tokens.size(),
                            " tokens");
@@ -413,10 +432,10 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
   const StopConditions& stop = request.stop;
   // A grammar that is complete ends the sample at its end id even with ignore_eos (nothing else may follow).
   const bool grammar_done = sample.matcher && sample.matcher->ended();
-  const bool end_id = grammar_done ||
-                      (!stop.ignore_eos && std::find(end_ids_.begin(), end_ids_.end(), token) != end_ids_.end());
-  const bool stop_id = std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) !=
-                       stop.stop_token_ids.end();
+  const bool end_id =
+      grammar_done || (!stop.ignore_eos && std::find(end_ids_.begin(), end_ids_.end(), token) != end_ids_.end());
+  const bool stop_id =
+      std::find(stop.stop_token_ids.begin(), stop.stop_token_ids.end(), token) != stop.stop_token_ids.end();
   if (end_id || stop_id) {  // the stop token's own text is not returned
     FinishSample(id, FinishReason::kStop, std::move(output), outputs);
     return;
@@ -555,8 +574,8 @@ void EngineCore::FailForwardEntries(StepWork& step, const Status& forward) {
   std::vector<std::pair<RequestId, std::string>> failed;
   for (size_t i = 0; i < step.plan.chunks.size(); ++i) {
     if (scoped && results[i].error.ok()) continue;
-    failed.push_back({samples_.at(step.plan.chunks[i].id).request,
-                      scoped ? results[i].error.message() : forward.message()});
+    failed.push_back(
+        {samples_.at(step.plan.chunks[i].id).request, scoped ? results[i].error.message() : forward.message()});
   }
   for (const auto& [request, message] : failed) {
     if (requests_.count(request) != 0) FailRequests({request}, message, step.outputs);
@@ -670,7 +689,7 @@ Status EngineCore::ForkWaitingSamples(StepWork& step) {
     const EntryOutput& result = step.results[i];
     std::vector<Emission> forked;
     for (SequenceId child : scheduler_->Children(chunk.id)) {
-      if (!scheduler_->Fork(child)) continue;  // no memory now: it computes its prompt itself later
+      if (!scheduler_->Fork(child)) continue;     // no memory now: it computes its prompt itself later
       Bind(child, mtp ? info.computed - 1 : -1);  // the MTP pair of the last prompt position is the child's own
       Sample& sample = samples_.at(child);
       sample.timings.first_scheduled = Now();
@@ -694,7 +713,8 @@ Status EngineCore::ForkWaitingSamples(StepWork& step) {
   for (const MtpWork& w : step.children_work) {
     if (samples_.count(w.id) == 0) continue;
     const SequenceInfo& child = scheduler_->Get(w.id);
-    memory_->Commit(w.id, scheduler_->Keys(w.id), child.computed);  // with the MTP rows written, its blocks may be cached
+    memory_->Commit(w.id, scheduler_->Keys(w.id),
+                    child.computed);  // with the MTP rows written, its blocks may be cached
   }
   return Status::Ok();
 }

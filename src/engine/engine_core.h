@@ -34,22 +34,22 @@
 namespace glint {
 
 struct EngineMetrics {
-  int64_t requests_running = 0;   // requests with a sample in memory
-  int64_t requests_waiting = 0;   // requests with no sample in memory (queued, or preempted)
+  int64_t requests_running = 0;  // requests with a sample in memory
+  int64_t requests_waiting = 0;  // requests with no sample in memory (queued, or preempted)
   int64_t sequences_running = 0, sequences_waiting = 0;
   int64_t requests_submitted = 0, requests_finished = 0;
   int64_t finished_stop = 0, finished_length = 0, finished_cancelled = 0, finished_error = 0;
-  int64_t prompt_tokens = 0;      // of submitted requests (× n is not counted: the prompt is computed once)
+  int64_t prompt_tokens = 0;  // of submitted requests (× n is not counted: the prompt is computed once)
   int64_t generated_tokens = 0;
-  int64_t computed_tokens = 0;    // positions run through the model: prefill, decode and recompute
+  int64_t computed_tokens = 0;         // positions run through the model: prefill, decode and recompute
   int64_t prompt_tokens_computed = 0;  // of which prompt positions (prefix-cache hits and forks skip them)
   int64_t steps = 0;
   int64_t preemptions = 0;
-  double step_seconds = 0;        // time spent in steps
-  double model_seconds = 0;       // of which in the model (Forward, and MtpForwardBatch with speculation)
-  double mtp_seconds = 0;         // of which in the MTP layer
-  double deliver_seconds = 0;     // of which in the sinks (OutputQueue: waking the waiting thread)
-  CacheStats cache;               // pool usage, prefix hits, evictions, checkpoints
+  double step_seconds = 0;     // time spent in steps
+  double model_seconds = 0;    // of which in the model (Forward, and MtpForwardBatch with speculation)
+  double mtp_seconds = 0;      // of which in the MTP layer
+  double deliver_seconds = 0;  // of which in the sinks (OutputQueue: waking the waiting thread)
+  CacheStats cache;            // pool usage, prefix hits, evictions, checkpoints
   // Speculative decoding (--speculative mtp): verification steps (one drafted token each), drafted tokens,
   // drafted tokens accepted, and accepted tokens by draft position ([1]; empty when speculation is off).
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
@@ -160,15 +160,15 @@ class EngineCore {
   // `checkpoints` and `verified`; `results` and `emissions` are indexed like `plan.chunks`.
   struct StepWork {
     StepPlan plan;
-    std::vector<BatchEntry> batch;                           // [chunks]
-    std::vector<std::vector<StateCheckpoint>> checkpoints;   // [chunks][targets]
-    std::vector<std::array<int32_t, 2>> verified;            // [chunks] (last token, draft) of a verification
-    std::vector<EntryOutput> results;                        // [chunks] the model's
-    std::vector<std::vector<Emission>> emissions;            // [chunks] tokens to hand out, in order
-    std::vector<MtpWork> children_work;                      // forked samples' MTP pairs
-    std::vector<RequestOutput> outputs;                      // delivered at the end of the step
-    std::vector<std::vector<int32_t>> image_indices;         // [chunks][rows] token indices taking image rows
-    std::vector<std::vector<float>> image_rows;              // [chunks][rows, D]
+    std::vector<BatchEntry> batch;                          // [chunks]
+    std::vector<std::vector<StateCheckpoint>> checkpoints;  // [chunks][targets]
+    std::vector<std::array<int32_t, 2>> verified;           // [chunks] (last token, draft) of a verification
+    std::vector<EntryOutput> results;                       // [chunks] the model's
+    std::vector<std::vector<Emission>> emissions;           // [chunks] tokens to hand out, in order
+    std::vector<MtpWork> children_work;                     // forked samples' MTP pairs
+    std::vector<RequestOutput> outputs;                     // delivered at the end of the step
+    std::vector<std::vector<int32_t>> image_indices;        // [chunks][rows] token indices taking image rows
+    std::vector<std::vector<float>> image_rows;             // [chunks][rows, D]
   };
   // Images (engine_images.cc). The checks of a request's images against the prompt and the tower.
   Status ValidateImages(const Request& request) const;

@@ -14,26 +14,14 @@
 namespace glint {
 
 uint64_t PrefixDiskFingerprint(uint64_t model_fingerprint, const CacheLayout& layout) {
-  std::vector<int64_t> words = {static_cast<int64_t>(model_fingerprint),
-                                layout.options.block_tokens,
+  std::vector<int64_t> words = {static_cast<int64_t>(model_fingerprint), layout.options.block_tokens,
                                 static_cast<int64_t>(layout.options.kda_state),
                                 // fp8 and int8 rows have the same sizes: only the dtype tells them apart
-                                static_cast<int64_t>(layout.options.kv_dtype),
-                                layout.options.mtp ? 1 : 0,
-                                layout.block_bytes,
-                                layout.slot_bytes,
-                                layout.checkpoint_bytes,
-                                layout.mtp_latents,
-                                layout.mtp_pooled,
-                                layout.mtp_pending,
-                                layout.kda_conv_bytes,
-                                layout.kda_recurrent_bytes,
-                                layout.kv_lora_rank,
-                                layout.index_head_dim,
-                                layout.index_kpool,
-                                layout.kda_heads,
-                                layout.kda_head_dim,
-                                layout.kda_conv_kernel};
+                                static_cast<int64_t>(layout.options.kv_dtype), layout.options.mtp ? 1 : 0,
+                                layout.block_bytes, layout.slot_bytes, layout.checkpoint_bytes, layout.mtp_latents,
+                                layout.mtp_pooled, layout.mtp_pending, layout.kda_conv_bytes,
+                                layout.kda_recurrent_bytes, layout.kv_lora_rank, layout.index_head_dim,
+                                layout.index_kpool, layout.kda_heads, layout.kda_head_dim, layout.kda_conv_kernel};
   for (const CacheLayout::Layer& layer : layout.layers) {
     words.insert(words.end(), {static_cast<int64_t>(layer.kind), layer.latents, layer.pooled, layer.pending, layer.conv,
                                layer.recurrent});

@@ -36,7 +36,7 @@ struct StopConditions {
   // Finish when the generated text contains one; the text returned stops just before it (never includes it).
   // Needs an engine with a tokenizer.
   std::vector<std::string> stop_strings;
-  bool skip_special_tokens = true;      // leave special tokens out of the returned text
+  bool skip_special_tokens = true;  // leave special tokens out of the returned text
 };
 
 struct TokenLogprob {
@@ -58,16 +58,16 @@ struct SequenceTimings {
 
 struct RequestOutput {
   RequestId request = 0;
-  int64_t index = 0;                 // which of the n samples
-  std::vector<int32_t> tokens;       // tokens generated since the previous output of this sample (0 or 1)
-  std::vector<TokenLogprob> logprobs;                  // [tokens] the chosen token's, when asked for
+  int64_t index = 0;                   // which of the n samples
+  std::vector<int32_t> tokens;         // tokens generated since the previous output of this sample (0 or 1)
+  std::vector<TokenLogprob> logprobs;  // [tokens] the chosen token's, when asked for
   std::vector<std::vector<TokenLogprob>> top_logprobs;  // [tokens][k], most likely first, when asked for
-  std::string text;                  // new text (engines with a tokenizer); a stop string never appears in it
-  double time = 0;                   // when the step that made it finished (engine clock, seconds)
+  std::string text;  // new text (engines with a tokenizer); a stop string never appears in it
+  double time = 0;   // when the step that made it finished (engine clock, seconds)
   FinishReason finish_reason = FinishReason::kNone;  // set on the sample's last output
-  std::string error;                 // kError: what went wrong
+  std::string error;                                 // kError: what went wrong
   std::optional<SequenceTimings> timings;            // on the sample's last output
-  bool request_finished = false;     // this was the last output of the whole request (all n samples)
+  bool request_finished = false;                     // this was the last output of the whole request (all n samples)
 };
 
 // An output sink. OnOutput runs on the engine thread, in order, once per step in which the sequence produced
@@ -83,17 +83,17 @@ class RequestSink {
 struct RequestImage {
   int64_t start = 0;
   std::shared_ptr<const VisionInput> input;  // the processor's patches
-  uint64_t key = 0;  // prefix-cache key: a hash of the image's encoded bytes (server: XXH3-64)
+  uint64_t key = 0;                          // prefix-cache key: a hash of the image's encoded bytes (server: XXH3-64)
 };
 
 struct Request {
-  std::vector<int32_t> prompt;  // token ids, at least one
+  std::vector<int32_t> prompt;       // token ids, at least one
   std::vector<RequestImage> images;  // in prompt order, placeholders not overlapping; needs an image encoder
-  SamplingParams sampling;      // temperature 0 = greedy; penalties; `seed` is used only if `seeded`
-  bool seeded = false;          // false: the engine draws a seed (outputs are not reproducible)
+  SamplingParams sampling;           // temperature 0 = greedy; penalties; `seed` is used only if `seeded`
+  bool seeded = false;               // false: the engine draws a seed (outputs are not reproducible)
   StopConditions stop;
-  int64_t n = 1;                // independent samples of the same prompt (the prompt is computed once)
-  int64_t logprobs = -1;        // −1: none; k ≥ 0: log-probability of each token and the k most likely (k ≤ 20)
+  int64_t n = 1;          // independent samples of the same prompt (the prompt is computed once)
+  int64_t logprobs = -1;  // −1: none; k ≥ 0: log-probability of each token and the k most likely (k ≤ 20)
   // Structured output: each sample's tokens follow this grammar (a mask before sampling; end ids only once the
   // text is complete). Needs an engine with a tokenizer (the masks are over its byte strings).
   std::shared_ptr<const grammar::CompiledGrammar> grammar;

@@ -23,8 +23,7 @@ Status ValidateSamplingParams(const SamplingParams& params) {
     return InvalidArgument("presence_penalty ", params.presence_penalty, " is invalid; expected a number in [-2, 2]");
   }
   if (!(params.frequency_penalty >= -2 && params.frequency_penalty <= 2)) {
-    return InvalidArgument("frequency_penalty ", params.frequency_penalty,
-                           " is invalid; expected a number in [-2, 2]");
+    return InvalidArgument("frequency_penalty ", params.frequency_penalty, " is invalid; expected a number in [-2, 2]");
   }
   if (!(params.repetition_penalty > 0) || !std::isfinite(params.repetition_penalty)) {
     return InvalidArgument("repetition_penalty ", params.repetition_penalty,
@@ -162,7 +161,8 @@ void ApplyPenalties(const SamplingParams& params, const TokenHistory& history, s
     }
     for (const auto& [token, count] : history.generated_counts()) {
       // A token both in the prompt and generated is penalised once.
-      if (in_range(token) && !std::binary_search(history.prompt_tokens().begin(), history.prompt_tokens().end(), token)) {
+      if (in_range(token) &&
+          !std::binary_search(history.prompt_tokens().begin(), history.prompt_tokens().end(), token)) {
         penalise(token);
       }
     }
@@ -186,8 +186,8 @@ void ApplyTokenMask(std::span<const uint64_t> allowed, std::span<float> logits) 
     if (bits == ~uint64_t{0}) continue;  // a whole word allowed: the common case inside free text
     const size_t end = std::min(vocab, word * 64 + 64);
     if (bits == 0) {  // a whole word refused: the common case inside structure
-      std::fill(logits.begin() + static_cast<std::ptrdiff_t>(word * 64), logits.begin() + static_cast<std::ptrdiff_t>(end),
-                kMinusInfinity);
+      std::fill(logits.begin() + static_cast<std::ptrdiff_t>(word * 64),
+                logits.begin() + static_cast<std::ptrdiff_t>(end), kMinusInfinity);
       continue;
     }
     for (size_t t = word * 64; t < end; ++t) {

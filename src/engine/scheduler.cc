@@ -79,7 +79,8 @@ void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   waiting_.insert({sequence.arrival, id});
   plan.preempted.push_back(id);
   // A sequence scheduled earlier in this step gives its chunk back.
-  auto chunk = std::find_if(plan.chunks.begin(), plan.chunks.end(), [id](const ScheduledChunk& c) { return c.id == id; });
+  auto chunk =
+      std::find_if(plan.chunks.begin(), plan.chunks.end(), [id](const ScheduledChunk& c) { return c.id == id; });
   if (chunk != plan.chunks.end()) {
     budget += chunk->count + chunk->draft + chunk->image_tokens;
     plan.tokens -= chunk->count + chunk->draft;
@@ -88,7 +89,8 @@ void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
 }
 
 void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
-  const std::vector<std::pair<int64_t, SequenceId>> order(running_.begin(), running_.end());  // preemption edits running_
+  const std::vector<std::pair<int64_t, SequenceId>> order(running_.begin(),
+                                                          running_.end());  // preemption edits running_
   for (const auto& [arrival, id] : order) {
     if (budget == 0) return;
     if (running_.count({arrival, id}) == 0) continue;  // preempted earlier in this step
@@ -97,7 +99,7 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     if (decodes != (remaining == 1)) continue;
     int64_t count = std::min(remaining, budget);
     bool preempted_self = false;
-    while (Coverable(sequence) < 1) {  // not even one token's block: make room
+    while (Coverable(sequence) < 1) {                               // not even one token's block: make room
       const SequenceId victim = std::prev(running_.end())->second;  // the newest running sequence
       Preempt(victim, plan, budget);
       if (victim == id) {
@@ -116,8 +118,7 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     GLINT_CHECK(reserved) << "Coverable said there were blocks";
     plan.chunks.push_back({id, sequence.computed, count,
                            sequence.computed + count == static_cast<int64_t>(sequence.tokens.size()),
-                           memory_.TakeCheckpoints(id, Keys(id), sequence.computed + count), draft, 0,
-                           image_tokens});
+                           memory_.TakeCheckpoints(id, Keys(id), sequence.computed + count), draft, 0, image_tokens});
     plan.tokens += count + draft;
     budget -= count + draft + image_tokens;
   }

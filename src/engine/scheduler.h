@@ -10,9 +10,9 @@
 //      prefix-cache lookup); the first one that does not fit stops admission, so a large old request is not
 //      starved by small new ones. No admission in a step that had to preempt.
 // A chunk that passes checkpoint positions carries the checkpoints to write there (the model snapshots the
-// recurrent state as it passes them), and a prefill chunk shrinks to the blocks that are free. When a running sequence cannot get even one token's block, the
-// newest running sequence is preempted: its memory is freed and it waits again (first in line by arrival) to
-// recompute prompt + generated tokens later.
+// recurrent state as it passes them), and a prefill chunk shrinks to the blocks that are free. When a running sequence
+// cannot get even one token's block, the newest running sequence is preempted: its memory is freed and it waits again
+// (first in line by arrival) to recompute prompt + generated tokens later.
 //
 // No model here: tests drive it with a CacheManager alone and check exact plans and block ids.
 #pragma once
@@ -69,17 +69,17 @@ using ImageCost = std::function<int64_t(SequenceId id, int64_t start, int64_t& c
 
 struct SequenceInfo {
   SequenceId id = 0;
-  int64_t arrival = 0;            // order of arrival: lower is older
-  std::vector<int32_t> tokens;    // prompt, then generated tokens
-  std::vector<int32_t> keys;      // empty, or the prefix-cache key of every token (images: Scheduler::Add)
+  int64_t arrival = 0;          // order of arrival: lower is older
+  std::vector<int32_t> tokens;  // prompt, then generated tokens
+  std::vector<int32_t> keys;    // empty, or the prefix-cache key of every token (images: Scheduler::Add)
   int64_t prompt_length = 0;
-  int64_t computed = 0;           // positions whose caches are in memory (0 unless running)
+  int64_t computed = 0;  // positions whose caches are in memory (0 unless running)
   SequenceStatus status = SequenceStatus::kWaiting;
-  SequenceId parent = -1;         // kWaitingForParent only
+  SequenceId parent = -1;  // kWaitingForParent only
   int64_t preemptions = 0;
   int64_t prefix_hit_tokens = 0;  // positions restored from the prefix cache at the first admission
   bool admitted_before = false;
-  bool has_draft = false;         // a drafted token waits to be verified with the next decode
+  bool has_draft = false;  // a drafted token waits to be verified with the next decode
 };
 
 class Scheduler {

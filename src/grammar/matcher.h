@@ -36,8 +36,7 @@ class TokenVocabulary {
   // token_bytes: [V] each id's raw bytes ("" for gaps: never allowed); special: [V] added special tokens (allowed
   // only by grammars that allow special tokens, checked one by one); end_ids: the ids that end generation, allowed
   // exactly when the text is complete.
-  TokenVocabulary(std::vector<std::string> token_bytes, std::vector<bool> special,
-                  const std::vector<int32_t>& end_ids);
+  TokenVocabulary(std::vector<std::string> token_bytes, std::vector<bool> special, const std::vector<int32_t>& end_ids);
 
   int64_t size() const { return static_cast<int64_t>(bytes_.size()); }
   std::string_view bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }

@@ -45,8 +45,8 @@ void AddDsa(SpecBuilder& add, const ModelConfig& c, const std::string& prefix, i
 void AddKda(SpecBuilder& add, const ModelConfig& c, const std::string& prefix, int layer) {
   const std::string p = prefix + "self_attn.";
   const int64_t d = c.hidden_size;
-  const int64_t width = c.KdaWidth();     // heads × head_dim
-  const int64_t rank = c.kda_head_dim;    // the low-rank gate projections are head_dim wide (128 in the release)
+  const int64_t width = c.KdaWidth();   // heads × head_dim
+  const int64_t rank = c.kda_head_dim;  // the low-rank gate projections are head_dim wide (128 in the release)
   const TensorGroup g = TensorGroup::kKda;
   for (const char* name : {"q_proj", "k_proj", "v_proj"}) {
     add.Add(p + name + ".weight", {width, d}, TensorStorage::kBf16, g, layer);
@@ -92,16 +92,26 @@ void AddMoe(SpecBuilder& add, const ModelConfig& c, const std::string& prefix, i
 
 std::string_view TensorGroupName(TensorGroup group) {
   switch (group) {
-    case TensorGroup::kEmbedding: return "embed + lm_head";
-    case TensorGroup::kKda: return "KDA";
-    case TensorGroup::kMla: return "MLA";
-    case TensorGroup::kIndexer: return "DSA indexer";
-    case TensorGroup::kDenseMlp: return "dense MLP";
-    case TensorGroup::kRoutedExperts: return "routed experts";
-    case TensorGroup::kSharedExperts: return "shared experts";
-    case TensorGroup::kRouterMhcNorms: return "router + mHC + norms";
-    case TensorGroup::kMtp: return "MTP layer";
-    case TensorGroup::kVision: return "vision";
+    case TensorGroup::kEmbedding:
+      return "embed + lm_head";
+    case TensorGroup::kKda:
+      return "KDA";
+    case TensorGroup::kMla:
+      return "MLA";
+    case TensorGroup::kIndexer:
+      return "DSA indexer";
+    case TensorGroup::kDenseMlp:
+      return "dense MLP";
+    case TensorGroup::kRoutedExperts:
+      return "routed experts";
+    case TensorGroup::kSharedExperts:
+      return "shared experts";
+    case TensorGroup::kRouterMhcNorms:
+      return "router + mHC + norms";
+    case TensorGroup::kMtp:
+      return "MTP layer";
+    case TensorGroup::kVision:
+      return "vision";
   }
   return "?";
 }

@@ -24,16 +24,16 @@ enum class TensorStorage {
 
 // Parameter groups used by `inspect` and `plan`.
 enum class TensorGroup {
-  kEmbedding,      // embed_tokens + lm_head
-  kKda,            // KDA projections, convs, gate parameters, o_norm
-  kMla,            // MLA projections and their norms
-  kIndexer,        // DSA indexer
-  kDenseMlp,       // dense MLP layers
-  kRoutedExperts,  // routed experts
-  kSharedExperts,  // shared experts
-  kRouterMhcNorms, // router, mHC, layer norms, final norm
-  kMtp,            // everything in the MTP layer
-  kVision,         // model.visual.*
+  kEmbedding,       // embed_tokens + lm_head
+  kKda,             // KDA projections, convs, gate parameters, o_norm
+  kMla,             // MLA projections and their norms
+  kIndexer,         // DSA indexer
+  kDenseMlp,        // dense MLP layers
+  kRoutedExperts,   // routed experts
+  kSharedExperts,   // shared experts
+  kRouterMhcNorms,  // router, mHC, layer norms, final norm
+  kMtp,             // everything in the MTP layer
+  kVision,          // model.visual.*
 };
 constexpr int kNumTensorGroups = 10;
 std::string_view TensorGroupName(TensorGroup group);
@@ -43,8 +43,8 @@ struct TensorSpec {
   std::vector<int64_t> shape;  // [out, in] for linear weights
   TensorStorage storage;
   TensorGroup group;
-  int layer = -1;              // -1 for embeddings and final norm; num_hidden_layers for MTP
-  int expert = -1;             // routed expert index, or -1
+  int layer = -1;   // -1 for embeddings and final norm; num_hidden_layers for MTP
+  int expert = -1;  // routed expert index, or -1
 };
 
 constexpr std::string_view kLanguageModelPrefix = "model.language_model.";

@@ -3,10 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "base/file.h"
 #include "base/json_depth.h"
@@ -299,8 +298,8 @@ Status ReadKdaConfig(const ObjectReader& text, ModelConfig& config) {
     }
     if (!nested_value && !flat_value) {
       if (config.NumLayersOf(AttentionKind::kKda) == 0) continue;
-      return InvalidArgument(text.context(), ": missing linear_attn_config.", field.nested_key, " (or ",
-                             field.flat_key, ")");
+      return InvalidArgument(text.context(), ": missing linear_attn_config.", field.nested_key, " (or ", field.flat_key,
+                             ")");
     }
     *field.target = nested_value ? *nested_value : *flat_value;
   }
@@ -464,8 +463,7 @@ Status ReadText(const ObjectReader& text, ModelConfig& config) {
 
 // vision_config (docs/vision.md). Only what the tower implements is accepted: SiLU gates, a head_dim the 2D rotary
 // can split (a multiple of 4), and an out_hidden_size equal to the text width when that is known.
-Status ReadVision(const Json& vision_json, const std::string& context, int64_t text_hidden_size,
-                  VisionConfig& vision) {
+Status ReadVision(const Json& vision_json, const std::string& context, int64_t text_hidden_size, VisionConfig& vision) {
   if (!vision_json.is_object()) return InvalidArgument(context, ": vision_config is not an object");
   ObjectReader reader(vision_json, context + " vision_config");
   vision.present = true;
@@ -503,9 +501,10 @@ Status ReadVision(const Json& vision_json, const std::string& context, int64_t t
   }
   // The tower's largest matrices, counted in doubles: a config of plausible fields whose products are absurd.
   const double h = static_cast<double>(vision.hidden_size), o = static_cast<double>(vision.out_hidden_size);
-  const double params = static_cast<double>(vision.depth) * h * (4 * h + 3 * static_cast<double>(vision.intermediate_size)) +
-                        h * static_cast<double>(vision.PatchValues()) + o * h * static_cast<double>(vision.MergeArea()) +
-                        o * (o + 3 * static_cast<double>(vision.projection_intermediate_size));
+  const double params =
+      static_cast<double>(vision.depth) * h * (4 * h + 3 * static_cast<double>(vision.intermediate_size)) +
+      h * static_cast<double>(vision.PatchValues()) + o * h * static_cast<double>(vision.MergeArea()) +
+      o * (o + 3 * static_cast<double>(vision.projection_intermediate_size));
   if (params > 0x1p36) {
     return InvalidArgument(context, " vision_config: the tower would hold ", params,
                            " parameters; expected at most 2^36 (the release has 5.6e8)");
@@ -520,11 +519,11 @@ Status ReadVision(const Json& vision_json, const std::string& context, int64_t t
 Status CheckTotalParameters(const ModelConfig& c, const std::string& context) {
   const double d = static_cast<double>(c.hidden_size);
   const double heads = static_cast<double>(c.num_attention_heads);
-  const double attention = d * static_cast<double>(c.q_lora_rank + c.kv_lora_rank) +
-                           static_cast<double>(c.q_lora_rank) * heads * static_cast<double>(c.qk_head_dim) +
-                           static_cast<double>(c.kv_lora_rank) * heads * static_cast<double>(c.qk_head_dim + c.v_head_dim) +
-                           heads * static_cast<double>(c.v_head_dim) * d +
-                           4.0 * d * static_cast<double>(c.kda_num_heads * c.kda_head_dim);
+  const double attention =
+      d * static_cast<double>(c.q_lora_rank + c.kv_lora_rank) +
+      static_cast<double>(c.q_lora_rank) * heads * static_cast<double>(c.qk_head_dim) +
+      static_cast<double>(c.kv_lora_rank) * heads * static_cast<double>(c.qk_head_dim + c.v_head_dim) +
+      heads * static_cast<double>(c.v_head_dim) * d + 4.0 * d * static_cast<double>(c.kda_num_heads * c.kda_head_dim);
   const double experts = 3.0 * d * static_cast<double>(c.moe_intermediate_size) *
                          static_cast<double>(c.n_routed_experts + c.n_shared_experts);
   const double dense = 3.0 * d * static_cast<double>(c.intermediate_size);
@@ -572,9 +571,11 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_vie
   }
   ModelConfig config;
   const Json* text_json = outer.Get("text_config");
-  if (text_json != nullptr && !text_json->is_object()) return InvalidArgument(context, ": text_config is not an object");
+  if (text_json != nullptr && !text_json->is_object())
+    return InvalidArgument(context, ": text_config is not an object");
   // Release layout: nested text_config. Text-only exports: the same keys at top level.
-  ObjectReader text(text_json != nullptr ? *text_json : root, text_json != nullptr ? context + " text_config" : context);
+  ObjectReader text(text_json != nullptr ? *text_json : root,
+                    text_json != nullptr ? context + " text_config" : context);
   GLINT_RETURN_IF_ERROR(ReadText(text, config));
   GLINT_RETURN_IF_ERROR(CheckTotalParameters(config, context));
 
@@ -631,7 +632,8 @@ Result<GenerationConfig> ParseGenerationConfig(std::string_view json_text, const
   GLINT_ASSIGN_OR_RETURN(generation.top_p, reader.Float("top_p", 1.0f));
   GLINT_ASSIGN_OR_RETURN(generation.top_k, reader.Int("top_k", 0));
   GLINT_ASSIGN_OR_RETURN(generation.do_sample, reader.Bool("do_sample", true));
-  if (!(generation.temperature >= 0)) return reader.Invalid("temperature", std::to_string(generation.temperature), ">= 0");
+  if (!(generation.temperature >= 0))
+    return reader.Invalid("temperature", std::to_string(generation.temperature), ">= 0");
   if (!(generation.top_p > 0 && generation.top_p <= 1)) {
     return reader.Invalid("top_p", std::to_string(generation.top_p), "a number in (0, 1]");
   }

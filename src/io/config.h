@@ -48,10 +48,10 @@ Result<VisionConfig> ParseVisionConfig(std::string_view json_text, std::string_v
 struct ModelConfig {
   // Trunk.
   int64_t vocab_size = 0;
-  int64_t hidden_size = 0;          // D
-  int64_t num_hidden_layers = 0;    // trunk layers; the MTP layer is stored as layer index num_hidden_layers
+  int64_t hidden_size = 0;        // D
+  int64_t num_hidden_layers = 0;  // trunk layers; the MTP layer is stored as layer index num_hidden_layers
   float rms_norm_eps = 1e-5f;
-  int64_t max_position_embeddings = 0;  // NoPE: only a capacity hint
+  int64_t max_position_embeddings = 0;         // NoPE: only a capacity hint
   std::vector<AttentionKind> attention_kinds;  // [num_hidden_layers]
   std::vector<MlpKind> mlp_kinds;              // [num_hidden_layers]
 

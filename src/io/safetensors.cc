@@ -3,9 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/json_depth.h"
 
@@ -194,7 +193,8 @@ Result<Checkpoint> Checkpoint::Open(const std::string& path) {
       for (const auto& [name, shard] : map_it->items()) {
         if (!shard.is_string()) return InvalidArgument(index_path, ": weight_map entry '", name, "' is not a string");
         const std::string& shard_name = shard.get_ref<const std::string&>();
-        if (shard_name.empty() || shard_name.find('/') != std::string::npos || shard_name == "." || shard_name == "..") {
+        if (shard_name.empty() || shard_name.find('/') != std::string::npos || shard_name == "." ||
+            shard_name == "..") {
           return InvalidArgument(index_path, ": weight_map entry '", name, "' names shard '", shard_name,
                                  "'; expected a file name in the same directory");
         }

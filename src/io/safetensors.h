@@ -35,7 +35,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;
   uint64_t data_begin = 0;  // byte offsets relative to the data section
   uint64_t data_end = 0;
-  int shard = 0;            // index into Checkpoint::shard_paths()
+  int shard = 0;  // index into Checkpoint::shard_paths()
 
   int64_t NumElements() const;
   uint64_t NumBytes() const { return data_end - data_begin; }
@@ -60,7 +60,7 @@ struct TensorView {
 struct SafetensorsHeader {
   std::vector<TensorInfo> tensors;  // in header order
   std::map<std::string, std::string> metadata;
-  uint64_t data_offset = 0;         // 8 + N: where the data section starts in the file
+  uint64_t data_offset = 0;  // 8 + N: where the data section starts in the file
 };
 
 // Parses and validates the header of a whole safetensors file held in memory. Pure; the fuzz target calls it.

@@ -1,7 +1,6 @@
 #include "io/token_file.h"
 
 #include <charconv>
-
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
@@ -21,7 +20,7 @@ Status CheckId(int64_t id, int64_t vocab_size, const std::string& where) {
 }  // namespace
 
 Result<std::vector<std::vector<int32_t>>> ParseTokenSequences(std::string_view json_text, std::string_view source,
-                                                               int64_t vocab_size) {
+                                                              int64_t vocab_size) {
   const std::string context(source);
   if (!JsonDepthWithin(json_text, kMaxJsonFileDepth)) {
     return InvalidArgument(context, ": JSON nested more than ", kMaxJsonFileDepth, " levels deep");

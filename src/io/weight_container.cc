@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <set>
-
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "base/json_depth.h"
 
@@ -69,8 +68,8 @@ Result<std::unique_ptr<ContainerWriter>> ContainerWriter::Create(const std::stri
     };
     for (size_t e = 0; e < writer->entries_.size(); ++e) {
       const ContainerEntrySpec& entry = writer->entries_[e];
-      const bool continues = !entry.extent.empty() && !writer->extents_.empty() &&
-                             writer->extents_.back().bytes == 0 && writer->extents_.back().name == entry.extent;
+      const bool continues = !entry.extent.empty() && !writer->extents_.empty() && writer->extents_.back().bytes == 0 &&
+                             writer->extents_.back().name == entry.extent;
       if (!continues) {
         close_extent();
         if (!entry.extent.empty()) {
@@ -93,8 +92,8 @@ Result<std::unique_ptr<ContainerWriter>> ContainerWriter::Create(const std::stri
       tensors.push_back(std::move(tensor));
     }
     close_extent();
-    Json header = {{"container_version", kContainerVersion}, {"metadata", metadata}, {"tensors", tensors},
-                   {"extents", extents}};
+    Json header = {
+        {"container_version", kContainerVersion}, {"metadata", metadata}, {"tensors", tensors}, {"extents", extents}};
     header_text = header.dump();
     if (header_text.size() <= reserved) {
       header_text.resize(reserved, ' ');  // padding keeps the computed offsets valid

@@ -22,11 +22,10 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <span>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "base/file.h"
 #include "base/status.h"
@@ -60,7 +59,7 @@ struct ContainerEntry {
   std::string kind;
   std::vector<int64_t> dims;
   std::vector<std::span<const uint8_t>> blobs;  // views into the mapping
-  int64_t extent = -1;  // index into ContainerFile::extents(), or -1
+  int64_t extent = -1;                          // index into ContainerFile::extents(), or -1
 };
 
 // Writes a container in two phases: the whole layout up front (so the header can come first and the data can be

@@ -13,8 +13,7 @@
 
 #include <cstdint>
 
-#define GLINT_TARGET_AMX \
-  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,amx-tile,amx-int8")))
+#define GLINT_TARGET_AMX __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,amx-tile,amx-int8")))
 
 namespace glint::internal {
 

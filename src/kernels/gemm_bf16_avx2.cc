@@ -13,8 +13,8 @@ namespace glint::internal {
 namespace {
 
 template <int NT>
-GLINT_TARGET_AVX2 __attribute__((noinline)) void Tile(const uint16_t* w, const float* x, int64_t x_stride,
-                                                        int64_t cols, float* y, int64_t y_stride, int valid_rows) {
+GLINT_TARGET_AVX2 __attribute__((noinline)) void Tile(const uint16_t* w, const float* x, int64_t x_stride, int64_t cols,
+                                                      float* y, int64_t y_stride, int valid_rows) {
   __m256 acc[2][NT];
 #pragma GCC unroll 8
   for (int h = 0; h < 2; ++h) {

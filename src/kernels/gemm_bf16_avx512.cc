@@ -16,8 +16,8 @@ namespace {
 
 template <int RB, int NT>
 GLINT_TARGET_AVX512 __attribute__((noinline)) void Tile(const uint16_t* w, int64_t block_values, const float* x,
-                                                          int64_t x_stride, int64_t cols, float* y, int64_t y_stride,
-                                                          int last_block_rows) {
+                                                        int64_t x_stride, int64_t cols, float* y, int64_t y_stride,
+                                                        int last_block_rows) {
   __m512 acc[RB][NT];
 #pragma GCC unroll 8
   for (int i = 0; i < RB; ++i) {
@@ -45,9 +45,11 @@ GLINT_TARGET_AVX512 __attribute__((noinline)) void Tile(const uint16_t* w, int64
   if (cols % 2) {  // the last column pairs with padding: its partner activation is never read
 #pragma GCC unroll 8
     for (int i = 0; i < RB; ++i) {
-      const __m512 even = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(w + i * block_values + pairs * 32), 16));
+      const __m512 even =
+          _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_loadu_si512(w + i * block_values + pairs * 32), 16));
 #pragma GCC unroll 8
-      for (int j = 0; j < NT; ++j) acc[i][j] = _mm512_fmadd_ps(even, _mm512_set1_ps(x[j * x_stride + 2 * pairs]), acc[i][j]);
+      for (int j = 0; j < NT; ++j)
+        acc[i][j] = _mm512_fmadd_ps(even, _mm512_set1_ps(x[j * x_stride + 2 * pairs]), acc[i][j]);
     }
   }
 #pragma GCC unroll 8

@@ -14,7 +14,8 @@ void GemmScalar(const Bf16MatrixView& w, const float* x, int64_t x_stride, int64
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t r = block_begin * kBf16RowBlock; r < row_end; ++r) {
       double sum = 0;
-      for (int64_t c = 0; c < w.layout.cols; ++c) sum += static_cast<double>(Bf16ToFloat(w.Bits(r, c))) * x[t * x_stride + c];
+      for (int64_t c = 0; c < w.layout.cols; ++c)
+        sum += static_cast<double>(Bf16ToFloat(w.Bits(r, c))) * x[t * x_stride + c];
       y[t * y_stride + r] = static_cast<float>(sum);
     }
   }

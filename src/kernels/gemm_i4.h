@@ -23,12 +23,12 @@ struct Int4Kernels {
   // y[t, r] for every token and the rows of row blocks [block_begin, block_end) that exist (r < rows); y has row
   // stride y_stride (≥ rows). Other rows of y are not touched. x must be quantized for w.layout's grouping
   // (Int4Layout::ActivationGrouping).
-  void (*gemm)(const Int4MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-               float* y, int64_t y_stride);
+  void (*gemm)(const Int4MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end, float* y,
+               int64_t y_stride);
   // The exact int32 group sums Σ_{c ∈ g} w[r, c] · x[t, c] for row blocks [block_begin, block_end):
   // sums [tokens, (block_end − block_begin) · 16, groups]. For tests.
-  void (*group_sums)(const Int4MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                     int64_t block_end, int32_t* sums);
+  void (*group_sums)(const Int4MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+                     int32_t* sums);
 };
 
 const Int4Kernels& GetInt4Kernels(Isa isa);  // the level must be supported (IsaSupported)

@@ -28,9 +28,9 @@ struct QuantizedActivations {
   int64_t cols = 0;         // logical K
   int64_t padded_cols = 0;  // = the weight layout's padded_cols; codes past cols are 0
   int64_t group = 0;
-  const int8_t* codes = nullptr;            // [tokens, padded_cols]
-  const float* scales = nullptr;            // [tokens, groups]
-  const int32_t* bias_correction = nullptr; // [tokens, groups]  128 · Σ_{c ∈ g} code[t, c]
+  const int8_t* codes = nullptr;             // [tokens, padded_cols]
+  const float* scales = nullptr;             // [tokens, groups]
+  const int32_t* bias_correction = nullptr;  // [tokens, groups]  128 · Σ_{c ∈ g} code[t, c]
 
   int64_t groups() const { return group > 0 ? padded_cols / group : 0; }
 };
@@ -52,16 +52,16 @@ class ActivationScratch {
 struct Int8Kernels {
   // x: [tokens] rows of `cols` fp32 values, row stride x_stride. Writes codes [tokens, padded_cols] (zero past
   // cols), scales and bias corrections [tokens, padded_cols / group].
-  void (*quantize)(const float* x, int64_t x_stride, int64_t tokens, int64_t cols, int64_t group,
-                   int64_t padded_cols, int8_t* codes, float* scales, int32_t* bias_correction);
+  void (*quantize)(const float* x, int64_t x_stride, int64_t tokens, int64_t cols, int64_t group, int64_t padded_cols,
+                   int8_t* codes, float* scales, int32_t* bias_correction);
   // y[t, r] for every token and the rows of row blocks [block_begin, block_end) that exist (r < rows); y has row
   // stride y_stride (≥ rows). Other rows of y are not touched, so row-block ranges can run on different threads.
-  void (*gemm)(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-               float* y, int64_t y_stride);
+  void (*gemm)(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end, float* y,
+               int64_t y_stride);
   // The exact int32 group sums Σ_{c ∈ g} w[r, c] · x[t, c] for row blocks [block_begin, block_end):
   // sums [tokens, (block_end − block_begin) · 16, groups]. For tests: the integer part of `gemm`, observable.
-  void (*group_sums)(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                     int64_t block_end, int32_t* sums);
+  void (*group_sums)(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+                     int32_t* sums);
 };
 
 const Int8Kernels& GetInt8Kernels(Isa isa);
@@ -83,8 +83,8 @@ const Int8Kernels& Int8KernelsAmx();  // gemm_i8_amx.cc
 
 // The AMX level's tile kernels themselves, whatever the token count (the table's `gemm` hands products of fewer
 // than kAmxMinTokens tokens to the VNNI kernel): for tests and benchmarks. The CPU must support Isa::kAmx.
-void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                      int64_t block_end, float* y, int64_t y_stride);
+void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+                      float* y, int64_t y_stride);
 void Int8GroupSumsAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
                            int64_t block_end, int32_t* sums);
 }  // namespace internal

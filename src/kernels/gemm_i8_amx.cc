@@ -128,10 +128,17 @@ GLINT_TARGET_AMX void ScaleInto(const int32_t* c, int tokens, const float* x_sca
 // (reading a `tilestored` result at once stalls on the store) while group g + 1 multiplies.
 class TileWalk {
  public:
-  GLINT_TARGET_AMX TileWalk(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-           float* y, int64_t y_stride, int32_t* sums)
-      : w_(w), x_(x), block_begin_(block_begin), block_end_(block_end), y_(y), y_stride_(y_stride), sums_(sums),
-        groups_(x.groups()), k_step_(KStep(x.group)) {}
+  GLINT_TARGET_AMX TileWalk(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
+                            int64_t block_end, float* y, int64_t y_stride, int32_t* sums)
+      : w_(w),
+        x_(x),
+        block_begin_(block_begin),
+        block_end_(block_end),
+        y_(y),
+        y_stride_(y_stride),
+        sums_(sums),
+        groups_(x.groups()),
+        k_step_(KStep(x.group)) {}
 
   GLINT_TARGET_AMX void Run() {
     for (t0_ = 0; t0_ < x_.tokens; t0_ += 2 * kTileTokens) {
@@ -166,9 +173,13 @@ class TileWalk {
   GLINT_TARGET_AMX void RowPair(int64_t b, int nb) {
     const int mt = tokens_[1] > 0 ? 2 : 1;
     for (int64_t g = 0; g < groups_; ++g) {
-      const GroupSpan span{w_.BlockCodes(b) + 16 * g * x_.group, w_.layout.block_code_bytes(),
-                           x_.codes + t0_ * x_.padded_cols + g * x_.group, x_.padded_cols, start_ + g * 512,
-                           static_cast<int>(x_.group / k_step_), k_step_};
+      const GroupSpan span{w_.BlockCodes(b) + 16 * g * x_.group,
+                           w_.layout.block_code_bytes(),
+                           x_.codes + t0_ * x_.padded_cols + g * x_.group,
+                           x_.padded_cols,
+                           start_ + g * 512,
+                           static_cast<int>(x_.group / k_step_),
+                           k_step_};
       Products(mt, nb, span, c_ + (g & 1) * 1024);
       if (g > 0) Finish(b, mt, nb, g - 1);
     }
@@ -237,8 +248,8 @@ GLINT_TARGET_AMX void Run(const Int8MatrixView& w, const QuantizedActivations& x
   TileWalk(w, x, block_begin, block_end, y, y_stride, sums).Run();
 }
 
-void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-             float* y, int64_t y_stride) {
+void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end, float* y,
+             int64_t y_stride) {
   if (x.tokens < kAmxMinTokens) {
     Int8KernelsAvx512().gemm(w, x, block_begin, block_end, y, y_stride);
     return;
@@ -248,8 +259,8 @@ void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t blo
 
 }  // namespace
 
-void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                      int64_t block_end, float* y, int64_t y_stride) {
+void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+                      float* y, int64_t y_stride) {
   Run(w, x, block_begin, block_end, y, y_stride, nullptr);
 }
 

@@ -92,8 +92,7 @@ struct Int8SignedCodes {
     const __m256i ones = _mm256_set1_epi16(1);
     for (int64_t k4 = k_begin / 4; k4 < k_end / 4; ++k4) {
       // (w + 128) xor 0x80 = w as a signed byte.
-      const __m256i w0 =
-          _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k4 * 64)), bias);
+      const __m256i w0 = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k4 * 64)), bias);
       const __m256i w1 =
           _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(codes + k4 * 64 + 32)), bias);
 #pragma GCC unroll 8

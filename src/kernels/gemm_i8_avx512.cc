@@ -17,9 +17,8 @@
 namespace glint::internal {
 namespace {
 
-GLINT_TARGET_AVX512 void QuantizeAvx512(const float* x, int64_t x_stride, int64_t tokens, int64_t cols,
-                                        int64_t group, int64_t padded_cols, int8_t* codes, float* scales,
-                                        int32_t* bias_correction) {
+GLINT_TARGET_AVX512 void QuantizeAvx512(const float* x, int64_t x_stride, int64_t tokens, int64_t cols, int64_t group,
+                                        int64_t padded_cols, int8_t* codes, float* scales, int32_t* bias_correction) {
   const int64_t groups = padded_cols / group;
   const __m512 sign_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
   const __m512 infinity = _mm512_set1_ps(__builtin_inff());

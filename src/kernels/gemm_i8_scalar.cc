@@ -9,8 +9,8 @@
 namespace glint::internal {
 namespace {
 
-void QuantizeScalar(const float* x, int64_t x_stride, int64_t tokens, int64_t cols, int64_t group,
-                    int64_t padded_cols, int8_t* codes, float* scales, int32_t* bias_correction) {
+void QuantizeScalar(const float* x, int64_t x_stride, int64_t tokens, int64_t cols, int64_t group, int64_t padded_cols,
+                    int8_t* codes, float* scales, int32_t* bias_correction) {
   const int64_t groups = padded_cols / group;
   for (int64_t t = 0; t < tokens; ++t) {
     const float* row = x + t * x_stride;

@@ -33,9 +33,9 @@ GLINT_INLINE_AVX2 __m256i Broadcast4(const int8_t* p) {
 }
 
 struct TileArgs {
-  const uint8_t* codes;         // this row block's codes
-  const float* w_scales;        // this row block's scales [groups][16]
-  const int8_t* x;              // token t0's codes
+  const uint8_t* codes;   // this row block's codes
+  const float* w_scales;  // this row block's scales [groups][16]
+  const int8_t* x;        // token t0's codes
   int64_t x_stride;
   const float* x_scales;        // token t0's [groups]
   const int32_t* x_correction;  // token t0's [groups]
@@ -93,10 +93,18 @@ GLINT_TARGET_AVX2 void SumsTile(const TileArgs& a, int32_t* sums, int64_t token_
 template <typename F>
 void WithTokens(int nt, F&& f) {
   switch (nt) {
-    case 1: f.template operator()<1>(); break;
-    case 2: f.template operator()<2>(); break;
-    case 3: f.template operator()<3>(); break;
-    default: f.template operator()<4>(); break;
+    case 1:
+      f.template operator()<1>();
+      break;
+    case 2:
+      f.template operator()<2>();
+      break;
+    case 3:
+      f.template operator()<3>();
+      break;
+    default:
+      f.template operator()<4>();
+      break;
   }
 }
 
@@ -110,8 +118,14 @@ void Gemm(const View& w, const QuantizedActivations& x, int64_t block_begin, int
     const int valid_rows = static_cast<int>(std::min<int64_t>(16, w.layout.rows - b * 16));
     for (int64_t t = 0; t < x.tokens; t += kMaxTileTokens) {
       const int nt = static_cast<int>(std::min<int64_t>(kMaxTileTokens, x.tokens - t));
-      const TileArgs a{w.BlockCodes(b), w.BlockScales(b), x.codes + t * x.padded_cols, x.padded_cols,
-                       x.scales + t * groups, x.bias_correction + t * groups, groups, x.group};
+      const TileArgs a{w.BlockCodes(b),
+                       w.BlockScales(b),
+                       x.codes + t * x.padded_cols,
+                       x.padded_cols,
+                       x.scales + t * groups,
+                       x.bias_correction + t * groups,
+                       groups,
+                       x.group};
       float* out = y + t * y_stride + b * 16;
       WithTokens(nt, [&]<int NT>() { Tile<Codes, NT>(a, out, y_stride, valid_rows); });
     }
@@ -119,14 +133,19 @@ void Gemm(const View& w, const QuantizedActivations& x, int64_t block_begin, int
 }
 
 template <typename Codes, typename View>
-void GroupSums(const View& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-               int32_t* sums) {
+void GroupSums(const View& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end, int32_t* sums) {
   const int64_t groups = x.groups(), rows = (block_end - block_begin) * 16;
   for (int64_t b = block_begin; b < block_end; ++b) {
     for (int64_t t = 0; t < x.tokens; t += kMaxTileTokens) {
       const int nt = static_cast<int>(std::min<int64_t>(kMaxTileTokens, x.tokens - t));
-      const TileArgs a{w.BlockCodes(b), w.BlockScales(b), x.codes + t * x.padded_cols, x.padded_cols,
-                       x.scales + t * groups, x.bias_correction + t * groups, groups, x.group};
+      const TileArgs a{w.BlockCodes(b),
+                       w.BlockScales(b),
+                       x.codes + t * x.padded_cols,
+                       x.padded_cols,
+                       x.scales + t * groups,
+                       x.bias_correction + t * groups,
+                       groups,
+                       x.group};
       int32_t* out = sums + (t * rows + (b - block_begin) * 16) * groups;
       WithTokens(nt, [&]<int NT>() { SumsTile<Codes, NT>(a, out, rows * groups); });
     }

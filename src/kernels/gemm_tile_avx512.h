@@ -30,14 +30,14 @@
 namespace glint::internal::avx512_tiles {
 
 struct TileArgs {
-  const uint8_t* codes;        // row block b0's codes; block b0 + i starts block_bytes later
+  const uint8_t* codes;  // row block b0's codes; block b0 + i starts block_bytes later
   int64_t block_bytes;
-  const float* w_scales;       // row block b0's scales [groups][16]; block b0 + i starts block_scales later
+  const float* w_scales;  // row block b0's scales [groups][16]; block b0 + i starts block_scales later
   int64_t block_scales;
-  const int8_t* x;             // token t0's codes; token t0 + j starts x_stride later
+  const int8_t* x;  // token t0's codes; token t0 + j starts x_stride later
   int64_t x_stride;
-  const float* x_scales;       // token t0's [groups]
-  const int32_t* x_correction; // token t0's [groups]
+  const float* x_scales;        // token t0's [groups]
+  const int32_t* x_correction;  // token t0's [groups]
   int64_t groups;
   int64_t group;
 };
@@ -57,7 +57,7 @@ GLINT_INLINE_AVX512 __m512i Broadcast4(const int8_t* p) {
 // to the stack on every step of the K loop, halving throughput (checked with objdump: no stack traffic in the loop).
 template <typename Codes, int RB, int NT, bool kSums>
 GLINT_TARGET_AVX512 __attribute__((noinline)) void Group(const TileArgs& a, int64_t g, float* y, int64_t y_stride,
-                                                           int last_block_rows, int32_t* sums) {
+                                                         int last_block_rows, int32_t* sums) {
   __m512i acc[RB][NT];
 #pragma GCC unroll 8
   for (int i = 0; i < RB; ++i) {
@@ -114,12 +114,24 @@ GLINT_TARGET_AVX512 void SumsTile(const TileArgs& a, int32_t* sums, int64_t toke
 template <int RB, typename F>
 GLINT_TARGET_AVX512 void WithTokens(int nt, F&& f) {
   switch (nt) {
-    case 1: f.template operator()<RB, 1>(); break;
-    case 2: f.template operator()<RB, 2>(); break;
-    case 3: f.template operator()<RB, 3>(); break;
-    case 4: f.template operator()<RB, 4>(); break;
-    case 5: f.template operator()<RB, 5>(); break;
-    default: f.template operator()<RB, 6>(); break;
+    case 1:
+      f.template operator()<RB, 1>();
+      break;
+    case 2:
+      f.template operator()<RB, 2>();
+      break;
+    case 3:
+      f.template operator()<RB, 3>();
+      break;
+    case 4:
+      f.template operator()<RB, 4>();
+      break;
+    case 5:
+      f.template operator()<RB, 5>();
+      break;
+    default:
+      f.template operator()<RB, 6>();
+      break;
   }
 }
 
@@ -148,9 +160,16 @@ GLINT_TARGET_AVX512 void ForEachTile(const View& w, const QuantizedActivations& 
     const int rb = remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
     for (int64_t t = 0; t < x.tokens; t += kMaxTileTokens) {
       const int nt = static_cast<int>(std::min<int64_t>(kMaxTileTokens, x.tokens - t));
-      TileArgs a{w.BlockCodes(b),   w.layout.block_code_bytes(), w.BlockScales(b), groups * 16,
-                 x.codes + t * x.padded_cols, x.padded_cols, x.scales + t * groups, x.bias_correction + t * groups,
-                 groups,            x.group};
+      TileArgs a{w.BlockCodes(b),
+                 w.layout.block_code_bytes(),
+                 w.BlockScales(b),
+                 groups * 16,
+                 x.codes + t * x.padded_cols,
+                 x.padded_cols,
+                 x.scales + t * groups,
+                 x.bias_correction + t * groups,
+                 groups,
+                 x.group};
       visit(a, b, rb, t, nt);
     }
     b += rb;
@@ -170,8 +189,8 @@ GLINT_TARGET_AVX512 void Gemm(const View& w, const QuantizedActivations& x, int6
 }
 
 template <typename Codes, typename View>
-GLINT_TARGET_AVX512 void GroupSums(const View& w, const QuantizedActivations& x, int64_t block_begin,
-                                   int64_t block_end, int32_t* sums) {
+GLINT_TARGET_AVX512 void GroupSums(const View& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+                                   int32_t* sums) {
   const int64_t groups = x.groups(), rows = (block_end - block_begin) * 16;
   ForEachTile(w, x, block_begin, block_end, [&](const TileArgs& a, int64_t b, int rb, int64_t t, int nt) {
     int32_t* out = sums + (t * rows + (b - block_begin) * 16) * groups;

@@ -36,8 +36,7 @@ void Gemm(const View& w, const QuantizedActivations& x, int64_t block_begin, int
 }
 
 template <typename View>
-void GroupSums(const View& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-               int32_t* sums) {
+void GroupSums(const View& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end, int32_t* sums) {
   const int64_t groups = x.groups(), rows = (block_end - block_begin) * kInt8RowBlock;
   for (int64_t t = 0; t < x.tokens; ++t) {
     for (int64_t i = 0; i < rows; ++i) {

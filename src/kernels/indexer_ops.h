@@ -35,8 +35,8 @@ void ScoresBf16(const float* query, const float* head_weights, const uint16_t* k
 bool Int8VnniSupported(int64_t dim);
 void BiasQueryCodes(const int16_t* codes, int64_t heads, int64_t dim, uint8_t* biased);
 void ScoresInt8Vnni(const uint8_t* biased_codes, const float* query_scales, const float* head_weights,
-                    const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim,
-                    float scale, float* scores);
+                    const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
+                    float* scores);
 
 // The specifications (scalar, plain loops).
 void ScoresInt8Reference(const int16_t* query_codes, const float* query_scales, const float* head_weights,

@@ -33,8 +33,8 @@ GLINT_TARGET_VNNI inline __m512 AddHeadGroup(const uint32_t* biased, const float
                                              const float* head_weights, const int8_t* keys, __mmask16 mask,
                                              __m512 key_scales, int64_t h0, int64_t heads_here, int64_t dim,
                                              float scale, __m512 total) {
-  const __m512i rows = _mm512_mullo_epi32(
-      _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(static_cast<int>(dim)));
+  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                          _mm512_set1_epi32(static_cast<int>(dim)));
   const __m512i ones = _mm512_set1_epi8(1);
   const int64_t words = dim / 4;  // 4 codes per 32-bit word
   const uint32_t* q[kGroup];
@@ -88,8 +88,8 @@ void BiasQueryCodes(const int16_t* codes, int64_t heads, int64_t dim, uint8_t* b
 }
 
 void ScoresInt8Vnni(const uint8_t* biased_codes, const float* query_scales, const float* head_weights,
-                    const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim,
-                    float scale, float* scores) {
+                    const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
+                    float* scores) {
   // 8 heads share a gather where there are that many (the release has 32); fewer waste less with 4.
   if (heads >= 8) {
     ScoresWithGroup<8>(biased_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);

@@ -4,14 +4,14 @@
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
 #endif
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/highway.h"
-#include "hwy/contrib/math/math-inl.h"
 #include "kernels/kda_ops.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::kda {
@@ -87,7 +87,8 @@ void DecodeStep(float* state, const float* q, const float* k, const float* v, co
     const auto a = hn::Set(d, alpha[key]), kk = hn::Set(d, k[key]);
     for (int64_t j = 0; j < dv; j += lanes) {
       const auto mask = hn::FirstN(d, static_cast<size_t>(dv - j));
-      const auto updated = hn::MulAdd(a, hn::MaskedLoad(mask, d, row + j), hn::Mul(kk, hn::MaskedLoad(mask, d, delta + j)));
+      const auto updated =
+          hn::MulAdd(a, hn::MaskedLoad(mask, d, row + j), hn::Mul(kk, hn::MaskedLoad(mask, d, delta + j)));
       hn::BlendedStore(updated, mask, d, row + j);
     }
   }

@@ -34,7 +34,7 @@ struct ChunkArgs {
   int64_t g_stride = 0;
   const float* beta = nullptr;  // [n] values of beta_stride
   int64_t beta_stride = 0;
-  float* o = nullptr;        // [n] rows of o_stride, dv outputs
+  float* o = nullptr;  // [n] rows of o_stride, dv outputs
   int64_t o_stride = 0;
   int64_t n = 0, dk = 0, dv = 0;
 };

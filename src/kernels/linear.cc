@@ -7,7 +7,8 @@ namespace glint {
 int64_t RowBlocksPerTask(int64_t row_blocks, int threads, int64_t macs_per_block) {
   const int64_t tasks = std::max<int64_t>(1, 8 * threads);
   const int64_t per_task = (row_blocks + tasks - 1) / tasks;
-  const int64_t minimum = (kMinTaskMacs + std::max<int64_t>(1, macs_per_block) - 1) / std::max<int64_t>(1, macs_per_block);
+  const int64_t minimum =
+      (kMinTaskMacs + std::max<int64_t>(1, macs_per_block) - 1) / std::max<int64_t>(1, macs_per_block);
   return std::max<int64_t>({4, (per_task + 3) / 4 * 4, minimum});
 }
 
@@ -15,13 +16,12 @@ void LinearI8Quantized(WorkerPool& pool, const Int8Kernels& kernels, const Int8M
                        const QuantizedActivations& x, float* y, int64_t y_stride) {
   const int64_t blocks = w.layout.row_blocks();
   const int64_t macs_per_block = kInt8RowBlock * w.layout.cols * x.tokens;
-  pool.ParallelFor(blocks, RowBlocksPerTask(blocks, pool.size(), macs_per_block), [&](int64_t begin, int64_t end, int) {
-    kernels.gemm(w, x, begin, end, y, y_stride);
-  });
+  pool.ParallelFor(blocks, RowBlocksPerTask(blocks, pool.size(), macs_per_block),
+                   [&](int64_t begin, int64_t end, int) { kernels.gemm(w, x, begin, end, y, y_stride); });
 }
 
-void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w, const float* x,
-              int64_t x_stride, int64_t tokens, float* y, int64_t y_stride, ActivationScratch& scratch) {
+void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w, const float* x, int64_t x_stride,
+              int64_t tokens, float* y, int64_t y_stride, ActivationScratch& scratch) {
   const QuantizedActivations q = QuantizeActivations(kernels, w.layout, x, x_stride, tokens, scratch);
   LinearI8Quantized(pool, kernels, w, q, y, y_stride);
 }
@@ -30,9 +30,8 @@ void LinearI4Quantized(WorkerPool& pool, const Int4Kernels& kernels, const Int4M
                        const QuantizedActivations& x, float* y, int64_t y_stride) {
   const int64_t blocks = w.layout.row_blocks();
   const int64_t macs_per_block = kInt8RowBlock * w.layout.cols * x.tokens;
-  pool.ParallelFor(blocks, RowBlocksPerTask(blocks, pool.size(), macs_per_block), [&](int64_t begin, int64_t end, int) {
-    kernels.gemm(w, x, begin, end, y, y_stride);
-  });
+  pool.ParallelFor(blocks, RowBlocksPerTask(blocks, pool.size(), macs_per_block),
+                   [&](int64_t begin, int64_t end, int) { kernels.gemm(w, x, begin, end, y, y_stride); });
 }
 
 void LinearI4(WorkerPool& pool, const Int8Kernels& quantizer, const Int4Kernels& kernels, const Int4MatrixView& w,
@@ -43,8 +42,8 @@ void LinearI4(WorkerPool& pool, const Int8Kernels& quantizer, const Int4Kernels&
   LinearI4Quantized(pool, kernels, w, q, y, y_stride);
 }
 
-void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x,
-                int64_t x_stride, int64_t tokens, float* y, int64_t y_stride) {
+void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x, int64_t x_stride,
+                int64_t tokens, float* y, int64_t y_stride) {
   const int64_t blocks = w.layout.row_blocks();
   const int64_t macs_per_block = kBf16RowBlock * w.layout.cols * tokens;
   pool.ParallelFor(blocks, RowBlocksPerTask(blocks, pool.size(), macs_per_block), [&](int64_t begin, int64_t end, int) {

@@ -15,8 +15,8 @@
 namespace glint {
 
 // Quantizes x [tokens, w.cols] (row stride x_stride) into `scratch` and computes y (row stride y_stride ≥ rows).
-void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w, const float* x,
-              int64_t x_stride, int64_t tokens, float* y, int64_t y_stride, ActivationScratch& scratch);
+void LinearI8(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w, const float* x, int64_t x_stride,
+              int64_t tokens, float* y, int64_t y_stride, ActivationScratch& scratch);
 
 // The same with activations already quantized for w's K-grouping (several matrices sharing one input).
 void LinearI8Quantized(WorkerPool& pool, const Int8Kernels& kernels, const Int8MatrixView& w,
@@ -27,12 +27,11 @@ void LinearI8Quantized(WorkerPool& pool, const Int8Kernels& kernels, const Int8M
 void LinearI4Quantized(WorkerPool& pool, const Int4Kernels& kernels, const Int4MatrixView& w,
                        const QuantizedActivations& x, float* y, int64_t y_stride);
 void LinearI4(WorkerPool& pool, const Int8Kernels& quantizer, const Int4Kernels& kernels, const Int4MatrixView& w,
-              const float* x, int64_t x_stride, int64_t tokens, float* y, int64_t y_stride,
-              ActivationScratch& scratch);
+              const float* x, int64_t x_stride, int64_t tokens, float* y, int64_t y_stride, ActivationScratch& scratch);
 
 // y = W x for bf16 weights and fp32 activations x [tokens, w.cols] (row stride x_stride).
-void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x,
-                int64_t x_stride, int64_t tokens, float* y, int64_t y_stride);
+void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x, int64_t x_stride,
+                int64_t tokens, float* y, int64_t y_stride);
 
 // Row blocks per task for a matrix of `row_blocks` blocks on `threads` threads: about 8 tasks per thread for
 // balance, never fewer than 4 blocks (one full 4-block tile), and at least kMinTaskMacs multiply-adds per task

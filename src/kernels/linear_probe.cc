@@ -59,8 +59,7 @@ size_t CopiesFor(int64_t stream_bytes, int64_t matrix_bytes) {
 
 }  // namespace
 
-LinearRate MeasureLinearI8(WorkerPool& pool, Isa isa, const LinearShape& shape, int64_t stream_bytes,
-                           double seconds) {
+LinearRate MeasureLinearI8(WorkerPool& pool, Isa isa, const LinearShape& shape, int64_t stream_bytes, double seconds) {
   const Int8Layout layout{shape.rows, shape.cols, shape.group};
   const int64_t matrix_bytes = layout.code_bytes() + layout.scale_count() * 4;
   std::vector<Int8Matrix> matrices;
@@ -68,7 +67,7 @@ LinearRate MeasureLinearI8(WorkerPool& pool, Isa isa, const LinearShape& shape, 
     matrices.push_back(RandomInt8Matrix(shape.rows, shape.cols, shape.group, i + 1));
   }
   const std::vector<float> x = NormalActivations(shape.tokens * shape.cols);  // [tokens, cols]
-  std::vector<float> y(static_cast<size_t>(shape.tokens * shape.rows));        // [tokens, rows]
+  std::vector<float> y(static_cast<size_t>(shape.tokens * shape.rows));       // [tokens, rows]
   ActivationScratch scratch;
   const Int8Kernels& kernels = GetInt8Kernels(isa);
   return TimeProduct(shape, matrix_bytes, matrices.size(), seconds, [&](size_t copy) {
@@ -87,7 +86,7 @@ LinearRate MeasureLinearBf16(WorkerPool& pool, Isa isa, const LinearShape& shape
     matrices.push_back(std::move(m));
   }
   const std::vector<float> x = NormalActivations(shape.tokens * shape.cols);  // [tokens, cols]
-  std::vector<float> y(static_cast<size_t>(shape.tokens * shape.rows));        // [tokens, rows]
+  std::vector<float> y(static_cast<size_t>(shape.tokens * shape.rows));       // [tokens, rows]
   const Bf16Kernels& kernels = GetBf16Kernels(isa);
   return TimeProduct(shape, matrix_bytes, matrices.size(), seconds, [&](size_t copy) {
     LinearBf16(pool, kernels, matrices[copy].view(), x.data(), shape.cols, shape.tokens, y.data(), shape.rows);

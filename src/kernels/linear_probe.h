@@ -28,12 +28,10 @@ struct LinearRate {
 // Times LinearI8 at `isa` on every thread of `pool` for about `seconds`. Cycles through enough copies of the
 // weights to exceed `stream_bytes` (set it ≥ 4× the last-level cache for a decode shape so every call streams its
 // weights from memory; 0 for a prefill shape that should run from cache).
-LinearRate MeasureLinearI8(WorkerPool& pool, Isa isa, const LinearShape& shape, int64_t stream_bytes,
-                           double seconds);
+LinearRate MeasureLinearI8(WorkerPool& pool, Isa isa, const LinearShape& shape, int64_t stream_bytes, double seconds);
 
 // The same for bf16 weights (LinearBf16; `shape.group` unused): the rate of the products glint keeps in bf16
 // (attention projections at their checkpoint precision, the merger of a vision tower).
-LinearRate MeasureLinearBf16(WorkerPool& pool, Isa isa, const LinearShape& shape, int64_t stream_bytes,
-                             double seconds);
+LinearRate MeasureLinearBf16(WorkerPool& pool, Isa isa, const LinearShape& shape, int64_t stream_bytes, double seconds);
 
 }  // namespace glint

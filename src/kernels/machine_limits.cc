@@ -34,14 +34,14 @@ double MeasureTriadGbps(WorkerPool& pool, int threads, int64_t array_bytes, int 
   for (int rep = 0; rep < repetitions; ++rep) {
     const float s = 3.0f + rep;
     best = std::min(best, TimeOnThreads(pool, threads, [&](int w) {
-      const int64_t begin = w * slice, end = w + 1 == threads ? n : std::min(n, (w + 1) * slice);
-      int64_t i = begin;
-      if (avx512) {
-        internal::Triad(a + begin, b + begin, c + begin, s, (end - begin) / 16 * 16);
-        i = begin + (end - begin) / 16 * 16;
-      }
-      for (; i < end; ++i) a[i] = b[i] + s * c[i];
-    }));
+                      const int64_t begin = w * slice, end = w + 1 == threads ? n : std::min(n, (w + 1) * slice);
+                      int64_t i = begin;
+                      if (avx512) {
+                        internal::Triad(a + begin, b + begin, c + begin, s, (end - begin) / 16 * 16);
+                        i = begin + (end - begin) / 16 * 16;
+                      }
+                      for (; i < end; ++i) a[i] = b[i] + s * c[i];
+                    }));
   }
   volatile float sink = a[n / 2];
   (void)sink;
@@ -63,23 +63,24 @@ double MeasureReadGbps(WorkerPool& pool, int threads, int64_t bytes, int repetit
   double best = 1e30;
   for (int rep = 0; rep < repetitions; ++rep) {
     best = std::min(best, TimeOnThreads(pool, threads, [&](int w) {
-      // Four streams per thread (the slice's quarters, read side by side, as a GEMV reads 4 row blocks) so that
-      // the hardware prefetchers keep several misses in flight; four sums so the adds do not serialise.
-      const int64_t begin = w * slice, end = w + 1 == threads ? n : std::min(n, (w + 1) * slice);
-      if (avx512) {
-        const int64_t vectorised = (end - begin) / 32 * 32;
-        uint64_t sum = internal::ReadSum(data + begin, vectorised);
-        for (int64_t i = begin + vectorised; i < end; ++i) sum += data[i];
-        sink.fetch_add(sum, std::memory_order_relaxed);
-        return;
-      }
-      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-      const int64_t quarter = (end - begin) / 4;
-      const uint64_t *a = data + begin, *b = a + quarter, *c = b + quarter, *d = c + quarter;
-      for (int64_t i = 0; i < quarter; ++i) s0 += a[i], s1 += b[i], s2 += c[i], s3 += d[i];
-      for (int64_t i = begin + 4 * quarter; i < end; ++i) s0 += data[i];
-      sink.fetch_add(s0 + s1 + s2 + s3, std::memory_order_relaxed);
-    }));
+                      // Four streams per thread (the slice's quarters, read side by side, as a GEMV reads 4 row blocks)
+                      // so that the hardware prefetchers keep several misses in flight; four sums so the adds do not
+                      // serialise.
+                      const int64_t begin = w * slice, end = w + 1 == threads ? n : std::min(n, (w + 1) * slice);
+                      if (avx512) {
+                        const int64_t vectorised = (end - begin) / 32 * 32;
+                        uint64_t sum = internal::ReadSum(data + begin, vectorised);
+                        for (int64_t i = begin + vectorised; i < end; ++i) sum += data[i];
+                        sink.fetch_add(sum, std::memory_order_relaxed);
+                        return;
+                      }
+                      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+                      const int64_t quarter = (end - begin) / 4;
+                      const uint64_t *a = data + begin, *b = a + quarter, *c = b + quarter, *d = c + quarter;
+                      for (int64_t i = 0; i < quarter; ++i) s0 += a[i], s1 += b[i], s2 += c[i], s3 += d[i];
+                      for (int64_t i = begin + 4 * quarter; i < end; ++i) s0 += data[i];
+                      sink.fetch_add(s0 + s1 + s2 + s3, std::memory_order_relaxed);
+                    }));
   }
   return static_cast<double>(n) * 8 / best / 1e9;
 }
@@ -101,9 +102,8 @@ double MeasureLoopGops(WorkerPool& pool, int threads, double seconds, int64_t (*
   std::atomic<int64_t> sink{0};
   double best = 1e30;
   for (int rep = 0; rep < 3; ++rep) {
-    best = std::min(best, TimeOnThreads(pool, threads, [&](int) {
-      sink.fetch_add(loop(iterations), std::memory_order_relaxed);
-    }));
+    best = std::min(
+        best, TimeOnThreads(pool, threads, [&](int) { sink.fetch_add(loop(iterations), std::memory_order_relaxed); }));
   }
   return 2.0 * static_cast<double>(iterations) * macs_per_iteration * threads / best / 1e9;
 }

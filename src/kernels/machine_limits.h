@@ -22,14 +22,14 @@ struct MachineLimits {
   int threads = 0;
   double triad_gbps_one_thread = 0, triad_gbps_all_threads = 0;
   double read_gbps_one_thread = 0, read_gbps_all_threads = 0;
-  double int8_gops_one_thread = 0, int8_gops_all_threads = 0;  // 0 when the CPU has no AVX-512 VNNI
+  double int8_gops_one_thread = 0, int8_gops_all_threads = 0;          // 0 when the CPU has no AVX-512 VNNI
   double amx_int8_gops_one_thread = 0, amx_int8_gops_all_threads = 0;  // 0 without Isa::kAmx
 };
 
 struct MachineProbeOptions {
   int64_t array_bytes = int64_t{256} << 20;  // per triad array (and the read buffer)
   int repetitions = 5;
-  double vnni_seconds = 0.2;                 // per VNNI measurement
+  double vnni_seconds = 0.2;  // per VNNI measurement
 };
 
 MachineLimits MeasureMachineLimits(WorkerPool& pool, const MachineProbeOptions& options = {});

@@ -16,7 +16,7 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t VnniLoop(int64_t 
   for (int64_t it = 0; it < iterations; ++it) {
 #pragma GCC unroll 24
     for (int i = 0; i < kVnniPerIteration; ++i) acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
-    // An empty asm that "uses" the accumulators keeps the compiler from folding the loop into a multiplication.
+      // An empty asm that "uses" the accumulators keeps the compiler from folding the loop into a multiplication.
 #pragma GCC unroll 24
     for (int i = 0; i < kVnniPerIteration; ++i) asm volatile("" : "+v"(acc[i]));
   }
@@ -31,7 +31,6 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"))) int64_t VnniLoop(int64_t 
   for (uint32_t lane : lanes) sum += lane;
   return static_cast<int64_t>(sum);
 }
-
 
 // Σ of 64-bit lanes over [data, data + n) read as 4 side-by-side streams with 64-byte loads (n a multiple of 32).
 __attribute__((target("avx512f"))) uint64_t ReadSum(const uint64_t* data, int64_t n) {

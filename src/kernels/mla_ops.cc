@@ -4,13 +4,14 @@
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
 #endif
-#include "hwy/foreach_target.h"  // IWYU pragma: keep
-#include "hwy/highway.h"
-#include "hwy/contrib/math/math-inl.h"
 #include "kernels/mla_ops.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "hwy/contrib/math/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::mla {
@@ -23,7 +24,8 @@ constexpr int64_t kTile = 4;
 // scores[a · count + i] for a tile of 4 heads × 4 positions; q[a] and rows[i] always point at valid data (callers
 // repeat a valid head or row to fill a partial tile and ignore those results), so every loop has a compile-time
 // trip count and the 16 accumulators stay in registers (GCC keeps arrays indexed by runtime bounds in memory).
-HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float* const* rows, float* dots, float scale) {
+HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float* const* rows, float* dots,
+                          float scale) {
   const int64_t lanes = hn::Lanes(d);
   auto a00 = hn::Zero(d), a01 = hn::Zero(d), a02 = hn::Zero(d), a03 = hn::Zero(d);
   auto a10 = hn::Zero(d), a11 = hn::Zero(d), a12 = hn::Zero(d), a13 = hn::Zero(d);
@@ -34,13 +36,17 @@ HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float*
     const auto c0 = hn::MaskedLoad(mask, d, rows[0] + r), c1 = hn::MaskedLoad(mask, d, rows[1] + r);
     const auto c2 = hn::MaskedLoad(mask, d, rows[2] + r), c3 = hn::MaskedLoad(mask, d, rows[3] + r);
     auto qv = hn::MaskedLoad(mask, d, q[0] + r);
-    a00 = hn::MulAdd(qv, c0, a00), a01 = hn::MulAdd(qv, c1, a01), a02 = hn::MulAdd(qv, c2, a02), a03 = hn::MulAdd(qv, c3, a03);
+    a00 = hn::MulAdd(qv, c0, a00), a01 = hn::MulAdd(qv, c1, a01), a02 = hn::MulAdd(qv, c2, a02),
+    a03 = hn::MulAdd(qv, c3, a03);
     qv = hn::MaskedLoad(mask, d, q[1] + r);
-    a10 = hn::MulAdd(qv, c0, a10), a11 = hn::MulAdd(qv, c1, a11), a12 = hn::MulAdd(qv, c2, a12), a13 = hn::MulAdd(qv, c3, a13);
+    a10 = hn::MulAdd(qv, c0, a10), a11 = hn::MulAdd(qv, c1, a11), a12 = hn::MulAdd(qv, c2, a12),
+    a13 = hn::MulAdd(qv, c3, a13);
     qv = hn::MaskedLoad(mask, d, q[2] + r);
-    a20 = hn::MulAdd(qv, c0, a20), a21 = hn::MulAdd(qv, c1, a21), a22 = hn::MulAdd(qv, c2, a22), a23 = hn::MulAdd(qv, c3, a23);
+    a20 = hn::MulAdd(qv, c0, a20), a21 = hn::MulAdd(qv, c1, a21), a22 = hn::MulAdd(qv, c2, a22),
+    a23 = hn::MulAdd(qv, c3, a23);
     qv = hn::MaskedLoad(mask, d, q[3] + r);
-    a30 = hn::MulAdd(qv, c0, a30), a31 = hn::MulAdd(qv, c1, a31), a32 = hn::MulAdd(qv, c2, a32), a33 = hn::MulAdd(qv, c3, a33);
+    a30 = hn::MulAdd(qv, c0, a30), a31 = hn::MulAdd(qv, c1, a31), a32 = hn::MulAdd(qv, c2, a32),
+    a33 = hn::MulAdd(qv, c3, a33);
   }
   const auto sum = [&](auto v) { return scale * hn::GetLane(hn::SumOfLanes(d, v)); };
   dots[0] = sum(a00), dots[1] = sum(a01), dots[2] = sum(a02), dots[3] = sum(a03);
@@ -50,8 +56,8 @@ HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float*
 }
 
 // out[a] (4 heads) += Σ_i p[a][i] · rows[i][r : r + 4·lanes] for one slice of 4 vectors of the rank.
-HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows, int64_t count, int64_t r,
-                           int64_t rank, float* const* out) {
+HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows, int64_t count, int64_t r, int64_t rank,
+                           float* const* out) {
   const int64_t lanes = hn::Lanes(d);
   const auto m0 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r, 0, lanes)));
   const auto m1 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - lanes, 0, lanes)));
@@ -66,13 +72,17 @@ HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows,
     const auto c0 = hn::MaskedLoad(m0, d, row), c1 = hn::MaskedLoad(m1, d, row + lanes);
     const auto c2 = hn::MaskedLoad(m2, d, row + 2 * lanes), c3 = hn::MaskedLoad(m3, d, row + 3 * lanes);
     auto pv = hn::Set(d, p[0][i]);
-    a00 = hn::MulAdd(pv, c0, a00), a01 = hn::MulAdd(pv, c1, a01), a02 = hn::MulAdd(pv, c2, a02), a03 = hn::MulAdd(pv, c3, a03);
+    a00 = hn::MulAdd(pv, c0, a00), a01 = hn::MulAdd(pv, c1, a01), a02 = hn::MulAdd(pv, c2, a02),
+    a03 = hn::MulAdd(pv, c3, a03);
     pv = hn::Set(d, p[1][i]);
-    a10 = hn::MulAdd(pv, c0, a10), a11 = hn::MulAdd(pv, c1, a11), a12 = hn::MulAdd(pv, c2, a12), a13 = hn::MulAdd(pv, c3, a13);
+    a10 = hn::MulAdd(pv, c0, a10), a11 = hn::MulAdd(pv, c1, a11), a12 = hn::MulAdd(pv, c2, a12),
+    a13 = hn::MulAdd(pv, c3, a13);
     pv = hn::Set(d, p[2][i]);
-    a20 = hn::MulAdd(pv, c0, a20), a21 = hn::MulAdd(pv, c1, a21), a22 = hn::MulAdd(pv, c2, a22), a23 = hn::MulAdd(pv, c3, a23);
+    a20 = hn::MulAdd(pv, c0, a20), a21 = hn::MulAdd(pv, c1, a21), a22 = hn::MulAdd(pv, c2, a22),
+    a23 = hn::MulAdd(pv, c3, a23);
     pv = hn::Set(d, p[3][i]);
-    a30 = hn::MulAdd(pv, c0, a30), a31 = hn::MulAdd(pv, c1, a31), a32 = hn::MulAdd(pv, c2, a32), a33 = hn::MulAdd(pv, c3, a33);
+    a30 = hn::MulAdd(pv, c0, a30), a31 = hn::MulAdd(pv, c1, a31), a32 = hn::MulAdd(pv, c2, a32),
+    a33 = hn::MulAdd(pv, c3, a33);
   }
   const auto store = [&](float* o, auto v0, auto v1, auto v2, auto v3) {
     hn::BlendedStore(v0, m0, d, o + r), hn::BlendedStore(v1, m1, d, o + r + lanes);
@@ -112,7 +122,8 @@ void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows
     auto sum = hn::Zero(d);
     for (int64_t i = 0; i < count; i += lanes) {
       const auto mask = hn::FirstN(d, static_cast<size_t>(count - i));
-      const auto e = hn::IfThenElseZero(mask, hn::Exp(d, hn::Sub(hn::MaskedLoad(mask, d, s + i), hn::Set(d, max_score))));
+      const auto e =
+          hn::IfThenElseZero(mask, hn::Exp(d, hn::Sub(hn::MaskedLoad(mask, d, s + i), hn::Set(d, max_score))));
       sum = hn::Add(sum, e);
       hn::BlendedStore(e, mask, d, s + i);
     }

@@ -5,10 +5,11 @@
 #ifndef HWY_DISABLED_TARGETS
 #define HWY_DISABLED_TARGETS (HWY_SSSE3 | HWY_SSE4 | HWY_AVX3_DL)
 #endif
+#include "kernels/vector_ops.h"
+
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
-#include "kernels/vector_ops.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::vec {
@@ -135,7 +136,8 @@ void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, floa
   for (int64_t i = 0; i < n; i += lanes) {
     const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
     auto sum = hn::Zero(d);
-    for (int64_t s = 0; s < hc; ++s) sum = hn::MulAdd(hn::Set(d, pre[s]), hn::MaskedLoad(mask, d, streams + s * n + i), sum);
+    for (int64_t s = 0; s < hc; ++s)
+      sum = hn::MulAdd(hn::Set(d, pre[s]), hn::MaskedLoad(mask, d, streams + s * n + i), sum);
     hn::BlendedStore(sum, mask, d, h + i);
   }
 }

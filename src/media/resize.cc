@@ -20,7 +20,8 @@ int FixedPointPrecision(double max_weight) {
   int precision = 0;
   for (; precision < 22; ++precision) {
     // Truncating x + 0.5 (not lround) is how the reference computes it; the pixels must match bit for bit.
-    const int next = static_cast<int>(0.5 + max_weight * (1 << (precision + 1)));  // NOLINT(bugprone-incorrect-roundings)
+    const int next =
+        static_cast<int>(0.5 + max_weight * (1 << (precision + 1)));  // NOLINT(bugprone-incorrect-roundings)
     if (next >= (1 << 15)) break;
   }
   return precision;

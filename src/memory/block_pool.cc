@@ -1,8 +1,8 @@
 #include "memory/block_pool.h"
 
-#include <algorithm>
-
 #include <xxhash.h>
+
+#include <algorithm>
 
 namespace glint {
 
@@ -45,8 +45,14 @@ void BlockPool::PushTail(int32_t id) {
 
 void BlockPool::Unlink(int32_t id) {
   GLINT_CHECK(in_queue_[id]) << "block " << id << " is not in the free queue";
-  if (prev_[id] >= 0) next_[prev_[id]] = next_[id]; else head_ = next_[id];
-  if (next_[id] >= 0) prev_[next_[id]] = prev_[id]; else tail_ = prev_[id];
+  if (prev_[id] >= 0)
+    next_[prev_[id]] = next_[id];
+  else
+    head_ = next_[id];
+  if (next_[id] >= 0)
+    prev_[next_[id]] = prev_[id];
+  else
+    tail_ = prev_[id];
   prev_[id] = next_[id] = -1;
   in_queue_[id] = false;
   --free_count_;
@@ -96,8 +102,8 @@ void BlockPool::Release(int32_t id) {
 
 bool BlockPool::Register(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> tokens) {
   GLINT_CHECK(id >= 0 && id < num_blocks() && ref_count_[id] > 0) << "registering block " << id << " with no holder";
-  GLINT_CHECK(static_cast<int64_t>(tokens.size()) == key_tokens_) << "a cached block must be full (" << key_tokens_
-                                                                    << " key tokens, got " << tokens.size() << ")";
+  GLINT_CHECK(static_cast<int64_t>(tokens.size()) == key_tokens_)
+      << "a cached block must be full (" << key_tokens_ << " key tokens, got " << tokens.size() << ")";
   if (cached_[id] || index_.count(hash) != 0) return false;
   index_.emplace(hash, CacheEntry{id, parent, std::vector<int32_t>(tokens.begin(), tokens.end())});
   cached_[id] = true;
@@ -129,12 +135,15 @@ Status BlockPool::CheckIntegrity(std::span<const int32_t> expected_refs) const {
     if (id >= n || !in_queue_[id] || prev_[id] != previous) {
       return InternalError("block pool: free queue is broken at block ", id);
     }
-    if (ref_count_[id] != 0) return InternalError("block pool: block ", id, " is queued as free with ", ref_count_[id], " holders");
+    if (ref_count_[id] != 0)
+      return InternalError("block pool: block ", id, " is queued as free with ", ref_count_[id], " holders");
     previous = id;
     if (++queued > n) return InternalError("block pool: free queue has a cycle");
   }
-  if (previous != tail_) return InternalError("block pool: free queue tail is ", tail_, ", the walk ended at ", previous);
-  if (queued != free_count_) return InternalError("block pool: ", queued, " queued blocks but free count ", free_count_);
+  if (previous != tail_)
+    return InternalError("block pool: free queue tail is ", tail_, ", the walk ended at ", previous);
+  if (queued != free_count_)
+    return InternalError("block pool: ", queued, " queued blocks but free count ", free_count_);
   int64_t cached = 0;
   for (int32_t id = 0; id < n; ++id) {
     if (ref_count_[id] < 0) return InternalError("block pool: block ", id, " has ", ref_count_[id], " holders");

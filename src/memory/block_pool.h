@@ -64,7 +64,8 @@ class BlockPool {
   std::vector<int32_t> FreeQueue() const;  // head (next to be allocated) to tail, for tests and diagnostics
 
   // Called for each cached block whose contents are about to be evicted (still intact): its id and cache key.
-  using EvictionListener = std::function<void(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> key)>;
+  using EvictionListener =
+      std::function<void(int32_t id, BlockHash hash, BlockHash parent, std::span<const int32_t> key)>;
   void set_eviction_listener(EvictionListener listener) { on_evict_ = std::move(listener); }
 
   // Free-queue links, counts and the cache index agree with each other. `expected_refs[id]`, when given, is the
@@ -84,9 +85,9 @@ class BlockPool {
 
   int64_t block_tokens_;
   int64_t key_tokens_;
-  std::vector<int32_t> ref_count_;  // [num_blocks]
-  std::vector<bool> cached_;        // [num_blocks] has an entry in index_
-  std::vector<BlockHash> hash_;     // [num_blocks] valid when cached_
+  std::vector<int32_t> ref_count_;    // [num_blocks]
+  std::vector<bool> cached_;          // [num_blocks] has an entry in index_
+  std::vector<BlockHash> hash_;       // [num_blocks] valid when cached_
   std::vector<int32_t> prev_, next_;  // [num_blocks] free-queue links, −1 = none
   std::vector<bool> in_queue_;        // [num_blocks]
   int32_t head_ = -1, tail_ = -1;

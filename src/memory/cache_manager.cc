@@ -22,8 +22,8 @@ CacheManager::CacheManager(const CacheManagerOptions& options)
 Result<std::unique_ptr<CacheManager>> CacheManager::Create(const CacheManagerOptions& o) {
   if (o.block_tokens <= 0) return InvalidArgument("block_tokens is ", o.block_tokens, "; expected a positive count");
   if (o.num_blocks < 0 || o.num_slots < 0 || o.num_checkpoints < 0) {
-    return InvalidArgument("pool sizes must be ≥ 0 (blocks ", o.num_blocks, ", slots ", o.num_slots,
-                           ", checkpoints ", o.num_checkpoints, ")");
+    return InvalidArgument("pool sizes must be ≥ 0 (blocks ", o.num_blocks, ", slots ", o.num_slots, ", checkpoints ",
+                           o.num_checkpoints, ")");
   }
   // Checked before the pools are built: their ids are int32_t, and a larger count would overflow them.
   if (o.num_blocks > kMaxItemsPerPool || o.num_slots > kMaxItemsPerPool || o.num_checkpoints > kMaxItemsPerPool) {
@@ -51,8 +51,9 @@ Result<std::unique_ptr<CacheManager>> CacheManager::Create(const CacheManagerOpt
                              " tokens must be a positive multiple of the block size (", o.block_tokens, " tokens)");
     }
     if (o.checkpoint_bytes > 0 && o.num_checkpoints == 0) {
-      return InvalidArgument("prefix caching a model with recurrent state needs at least one state checkpoint; "
-                             "give the checkpoint pool some memory or turn prefix caching off");
+      return InvalidArgument(
+          "prefix caching a model with recurrent state needs at least one state checkpoint; "
+          "give the checkpoint pool some memory or turn prefix caching off");
     }
   }
   std::unique_ptr<CacheManager> manager(new CacheManager(o));
@@ -211,8 +212,8 @@ void CacheManager::Commit(SequenceId id, std::span<const int32_t> tokens, int64_
   const int64_t b = options_.block_tokens;
   GLINT_CHECK(computed >= sequence.committed && computed + KeyExtra() <= static_cast<int64_t>(tokens.size()) &&
               computed <= static_cast<int64_t>(sequence.blocks.size()) * b)
-      << "commit of " << computed << " positions for a sequence at " << sequence.committed << " with "
-      << tokens.size() << " tokens";
+      << "commit of " << computed << " positions for a sequence at " << sequence.committed << " with " << tokens.size()
+      << " tokens";
   const int64_t previous = sequence.committed;
   sequence.committed = computed;
   sequence.checkpoints_through = std::max(sequence.checkpoints_through, computed);

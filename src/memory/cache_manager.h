@@ -44,12 +44,12 @@ namespace glint {
 using SequenceId = int64_t;
 
 struct CacheManagerOptions {
-  int64_t block_tokens = 64;        // positions per block
-  int64_t block_bytes = 0;          // one block: every layer's per-token caches for block_tokens positions
+  int64_t block_tokens = 64;  // positions per block
+  int64_t block_bytes = 0;    // one block: every layer's per-token caches for block_tokens positions
   int64_t num_blocks = 0;
-  int64_t slot_bytes = 0;           // one sequence's state
-  int64_t num_slots = 0;            // the maximum number of live sequences
-  int64_t checkpoint_bytes = 0;     // the leading bytes of a slot that a checkpoint keeps (0: no recurrent state)
+  int64_t slot_bytes = 0;        // one sequence's state
+  int64_t num_slots = 0;         // the maximum number of live sequences
+  int64_t checkpoint_bytes = 0;  // the leading bytes of a slot that a checkpoint keeps (0: no recurrent state)
   int64_t num_checkpoints = 0;
   bool prefix_caching = false;
   int64_t checkpoint_interval = 0;  // tokens; a positive multiple of block_tokens when prefix caching is on
@@ -59,15 +59,15 @@ struct CacheManagerOptions {
   // every checkpoint is pinned), with data null: the model splits its recurrence there all the same, so that
   // its arithmetic never depends on what the cache holds.
   bool split_at_every_checkpoint = false;
-  int64_t dense_checkpoints = kDefaultDenseCheckpoints;          // the tail policy's full-density checkpoints
+  int64_t dense_checkpoints = kDefaultDenseCheckpoints;  // the tail policy's full-density checkpoints
 };
 
 // What a new sequence can reuse: `tokens` positions covered by `blocks`, with the state at that position in
 // `checkpoint` (−1 when the model has no recurrent state or nothing matched).
 struct PrefixMatch {
   int64_t tokens = 0;
-  std::vector<int32_t> blocks;     // [tokens / block_tokens]
-  std::vector<BlockHash> hashes;   // [tokens / block_tokens] chained hash of each block
+  std::vector<int32_t> blocks;    // [tokens / block_tokens]
+  std::vector<BlockHash> hashes;  // [tokens / block_tokens] chained hash of each block
   int32_t checkpoint = -1;
 };
 
@@ -83,17 +83,17 @@ struct CacheStats {
   int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0;  // used: held by a sequence; cached: findable
   int64_t slots_total = 0, slots_used = 0;
   int64_t checkpoints_total = 0, checkpoints_used = 0;
-  int64_t checkpoint_bytes = 0;      // one checkpoint
-  int64_t checkpoints_demoted = 0;   // held but dropped by the spacing policy (evicted first)
-  int64_t prefix_queries = 0;        // admissions that looked up the prefix cache
-  int64_t prefix_hits = 0;           // ... that reused at least one block
-  int64_t prefix_query_tokens = 0;   // tokens of the sequences looked up
-  int64_t prefix_hit_tokens = 0;     // tokens not recomputed thanks to a hit
+  int64_t checkpoint_bytes = 0;     // one checkpoint
+  int64_t checkpoints_demoted = 0;  // held but dropped by the spacing policy (evicted first)
+  int64_t prefix_queries = 0;       // admissions that looked up the prefix cache
+  int64_t prefix_hits = 0;          // ... that reused at least one block
+  int64_t prefix_query_tokens = 0;  // tokens of the sequences looked up
+  int64_t prefix_hit_tokens = 0;    // tokens not recomputed thanks to a hit
   int64_t block_evictions = 0, checkpoint_evictions = 0, checkpoints_taken = 0;
-  int64_t checkpoints_missed = 0;    // checkpoint positions passed with no checkpoint (all pinned, or a bug)
-  bool disk_tier = false;            // a disk tier is attached (the disk_ counters are meaningful)
+  int64_t checkpoints_missed = 0;  // checkpoint positions passed with no checkpoint (all pinned, or a bug)
+  bool disk_tier = false;          // a disk tier is attached (the disk_ counters are meaningful)
   DiskTierStats disk;
-  int64_t disk_hit_tokens = 0;       // prefix positions made reachable by reading blocks or checkpoints back
+  int64_t disk_hit_tokens = 0;  // prefix positions made reachable by reading blocks or checkpoints back
 };
 
 class CacheManager {
@@ -170,10 +170,10 @@ class CacheManager {
 
  private:
   struct Sequence {
-    std::vector<int32_t> blocks;     // block table
+    std::vector<int32_t> blocks;  // block table
     int32_t slot = -1;
-    int64_t committed = 0;           // positions whose caches are written
-    std::vector<BlockHash> hashes;   // chained hash of each full block below `committed` (prefix caching only)
+    int64_t committed = 0;          // positions whose caches are written
+    std::vector<BlockHash> hashes;  // chained hash of each full block below `committed` (prefix caching only)
     std::vector<std::pair<int64_t, BlockHash>> pending_checkpoints;  // taken, not yet written: (position, hash)
     int64_t checkpoints_through = 0;  // checkpoint positions ≤ this were looked at by TakeCheckpoints
   };
@@ -192,8 +192,8 @@ class CacheManager {
   void OnCheckpointEvicted(int32_t id, BlockHash hash, bool demoted);
   struct ChainLink {  // one block of a prefix walked over memory and disk
     BlockHash hash, parent;
-    int64_t index;    // block index in the sequence
-    int32_t block;    // in memory; −1: on disk
+    int64_t index;  // block index in the sequence
+    int32_t block;  // in memory; −1: on disk
   };
   // The chain LoadPrefixFromDisk would load: blocks up to the deepest resumable point, and whether that point's
   // checkpoint is on disk.

@@ -90,7 +90,8 @@ Status CheckpointPool::CheckIntegrity() const {
     if (id < 0 || id >= num_checkpoints_ || seen[id]) return InternalError("checkpoint pool: id ", id, " reused");
     seen[id] = true;
   }
-  if (demoted != demoted_) return InternalError("checkpoint pool: ", demoted, " demoted entries, ", demoted_, " counted");
+  if (demoted != demoted_)
+    return InternalError("checkpoint pool: ", demoted, " demoted entries, ", demoted_, " counted");
   for (int32_t id : free_) {
     if (id < 0 || id >= num_checkpoints_ || seen[id]) return InternalError("checkpoint pool: free id ", id, " in use");
     seen[id] = true;

@@ -66,8 +66,8 @@ class CheckpointPool {
     bool demoted = false;
   };
   int64_t num_checkpoints_;
-  std::vector<int32_t> free_;           // ids never used or dropped, handed out lowest first
-  std::list<BlockHash> lru_;            // front = least recently used
+  std::vector<int32_t> free_;  // ids never used or dropped, handed out lowest first
+  std::list<BlockHash> lru_;   // front = least recently used
   std::unordered_map<BlockHash, Entry> index_;
   int64_t evictions_ = 0;
   int64_t demoted_ = 0;  // entries with demoted set

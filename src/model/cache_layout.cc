@@ -30,12 +30,13 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
                            kKvCacheDtypeNames);
   }
   if (options.mtp && !c.HasMtp()) {
-    return InvalidArgument("speculative decoding with MTP needs a model with an MTP layer "
-                           "(num_nextn_predict_layers ≥ 1); this config has none");
+    return InvalidArgument(
+        "speculative decoding with MTP needs a model with an MTP layer "
+        "(num_nextn_predict_layers ≥ 1); this config has none");
   }
   if (static_cast<int64_t>(c.attention_kinds.size()) != c.num_hidden_layers) {
-    return InvalidArgument("the config lists ", c.attention_kinds.size(), " attention kinds for ",
-                           c.num_hidden_layers, " layers");
+    return InvalidArgument("the config lists ", c.attention_kinds.size(), " attention kinds for ", c.num_hidden_layers,
+                           " layers");
   }
   CacheLayout layout;
   layout.options = options;
@@ -84,8 +85,8 @@ Status CacheLayout::CheckMatches(const ModelConfig& c) const {
       kda_heads != c.kda_num_heads || kda_head_dim != c.kda_head_dim || kda_conv_kernel != c.kda_conv_kernel ||
       static_cast<int64_t>(layers.size()) != c.num_hidden_layers) {
     return FailedPrecondition("the cache layout was made for another model (kv_lora ", kv_lora_rank, ", index e ",
-                              index_head_dim, ", kpool ", index_kpool, ", KDA ", kda_heads, "×", kda_head_dim,
-                              ", ", layers.size(), " layers); make it with MakeCacheLayout(config)");
+                              index_head_dim, ", kpool ", index_kpool, ", KDA ", kda_heads, "×", kda_head_dim, ", ",
+                              layers.size(), " layers); make it with MakeCacheLayout(config)");
   }
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     if (layers[l].kind != c.attention_kinds[l]) {

@@ -26,23 +26,22 @@ Status CheckVector(const std::vector<float>& v, const char* name, int64_t size) 
 // ParseModelConfig guarantees these; a hand-built config might not, and a zero here would divide by zero.
 Status CheckConfig(const ModelConfig& c) {
   if (c.hidden_size <= 0 || c.num_attention_heads <= 0 || c.q_lora_rank <= 0 || c.kv_lora_rank <= 0 ||
-      c.qk_head_dim <= 0 || c.v_head_dim <= 0 || c.index_n_heads <= 0 || c.index_head_dim <= 0 ||
-      c.index_kpool <= 0 || c.index_topk <= 0 || c.index_topk % c.index_kpool != 0) {
+      c.qk_head_dim <= 0 || c.v_head_dim <= 0 || c.index_n_heads <= 0 || c.index_head_dim <= 0 || c.index_kpool <= 0 ||
+      c.index_topk <= 0 || c.index_topk % c.index_kpool != 0) {
     return InvalidArgument("the config's DSA sizes are not usable (hidden ", c.hidden_size, ", heads ",
-                           c.num_attention_heads, ", q_lora ", c.q_lora_rank, ", kv_lora ", c.kv_lora_rank,
-                           ", qk ", c.qk_head_dim, ", v ", c.v_head_dim, ", index heads ", c.index_n_heads, " × ",
+                           c.num_attention_heads, ", q_lora ", c.q_lora_rank, ", kv_lora ", c.kv_lora_rank, ", qk ",
+                           c.qk_head_dim, ", v ", c.v_head_dim, ", index heads ", c.index_n_heads, " × ",
                            c.index_head_dim, ", index_topk ", c.index_topk, ", index_kpool ", c.index_kpool,
                            "): all must be positive and index_topk a multiple of index_kpool");
   }
   return Status::Ok();
 }
 
-Status CheckForcedPositions(const std::vector<std::vector<int64_t>>* forced, int64_t first_position,
-                            int64_t tokens) {
+Status CheckForcedPositions(const std::vector<std::vector<int64_t>>* forced, int64_t first_position, int64_t tokens) {
   if (forced == nullptr) return InvalidArgument("KeySelection::kForced needs DsaOptions::forced_positions");
   if (static_cast<int64_t>(forced->size()) != tokens) {
-    return InvalidArgument("forced_positions has ", forced->size(), " queries; expected one per new token (",
-                           tokens, ")");
+    return InvalidArgument("forced_positions has ", forced->size(), " queries; expected one per new token (", tokens,
+                           ")");
   }
   for (int64_t t = 0; t < tokens; ++t) {
     const std::vector<int64_t>& positions = (*forced)[t];
@@ -120,8 +119,8 @@ void AttendNaive(const ModelConfig& c, const float* q, const std::vector<int64_t
   const int64_t qk = c.qk_head_dim, v = c.v_head_dim, block = qk + v, n = static_cast<int64_t>(positions.size());
   const double scale = 1.0 / std::sqrt(static_cast<double>(qk));
   kv.Ensure(positions);
-  std::vector<float> p(n);          // [n] scores, then probabilities
-  std::vector<double> sum(v);       // [v] Σ_j p_j v_h(j)
+  std::vector<float> p(n);     // [n] scores, then probabilities
+  std::vector<double> sum(v);  // [v] Σ_j p_j v_h(j)
   for (int64_t h = 0; h < c.num_attention_heads; ++h) {
     for (int64_t i = 0; i < n; ++i) {
       p[i] = static_cast<float>(ref::Dot(q + h * qk, kv.Row(positions[i]) + h * block, qk) * scale);
@@ -143,10 +142,10 @@ void AttendAbsorbed(const DsaWeights& w, const ModelConfig& c, const DsaCache& c
   const int64_t qk = c.qk_head_dim, v = c.v_head_dim, block = qk + v, rank = c.kv_lora_rank;
   const int64_t n = static_cast<int64_t>(positions.size());
   const double scale = 1.0 / std::sqrt(static_cast<double>(qk));
-  std::vector<double> sum(rank);    // [kv_lora] accumulator
-  std::vector<float> q_latent(rank);  // [kv_lora] q̃_h = Wk_hᵀ q_h
-  std::vector<float> o_latent(rank);  // [kv_lora] ō_h = Σ_j p_j c_j
-  std::vector<float> p(n);          // [n] scores, then probabilities
+  std::vector<double> sum(rank);         // [kv_lora] accumulator
+  std::vector<float> q_latent(rank);     // [kv_lora] q̃_h = Wk_hᵀ q_h
+  std::vector<float> o_latent(rank);     // [kv_lora] ō_h = Σ_j p_j c_j
+  std::vector<float> p(n);               // [n] scores, then probabilities
   std::vector<float> latents(n * rank);  // [n, kv_lora] the attended rows, decoded from the cache's dtype
   for (int64_t i = 0; i < n; ++i) cache.LoadLatent(positions[i], latents.data() + i * rank);
   for (int64_t h = 0; h < c.num_attention_heads; ++h) {
@@ -181,8 +180,7 @@ Status ValidateDsaWeights(const DsaWeights& w, const ModelConfig& c) {
   GLINT_RETURN_IF_ERROR(CheckMatrix(w.q_b_proj, "q_b_proj", heads * c.qk_head_dim, c.q_lora_rank));
   GLINT_RETURN_IF_ERROR(CheckMatrix(w.kv_a_proj, "kv_a_proj_with_mqa", c.kv_lora_rank, c.hidden_size));
   GLINT_RETURN_IF_ERROR(CheckVector(w.kv_a_layernorm, "kv_a_layernorm", c.kv_lora_rank));
-  GLINT_RETURN_IF_ERROR(
-      CheckMatrix(w.kv_b_proj, "kv_b_proj", heads * (c.qk_head_dim + c.v_head_dim), c.kv_lora_rank));
+  GLINT_RETURN_IF_ERROR(CheckMatrix(w.kv_b_proj, "kv_b_proj", heads * (c.qk_head_dim + c.v_head_dim), c.kv_lora_rank));
   GLINT_RETURN_IF_ERROR(CheckMatrix(w.o_proj, "o_proj", c.hidden_size, heads * c.v_head_dim));
   return ValidateIndexerWeights(w.indexer, c);
 }
@@ -212,10 +210,10 @@ Status DsaForward(const DsaWeights& w, const ModelConfig& c, const float* hidden
   cache.tokens = first + tokens;
 
   // 2. The attended positions of each query. The query at position p sees pools with last token ≤ p, all cached.
-  std::vector<std::vector<int64_t>> selected(tokens);  // [T][|S|]
+  std::vector<std::vector<int64_t>> selected(tokens);                          // [T][|S|]
   std::vector<float> margin(tokens, std::numeric_limits<float>::quiet_NaN());  // [T]
-  std::vector<float> index_query(c.index_n_heads * c.index_head_dim);  // [I, e]
-  std::vector<float> head_weights(c.index_n_heads);                    // [I]
+  std::vector<float> index_query(c.index_n_heads * c.index_head_dim);          // [I, e]
+  std::vector<float> head_weights(c.index_n_heads);                            // [I]
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t position = first + t;
     switch (options.selection) {

@@ -35,8 +35,8 @@ Status PrepareDsaCache(DsaCache& cache, const ModelConfig& config, int64_t new_t
                               config.kv_lora_rank, ", ", config.index_head_dim, ", ", config.index_kpool,
                               " (a cache of another model, or not made with NewDsaCache)");
   }
-  if (cache.blocks == nullptr || cache.block_table == nullptr || cache.pending == nullptr ||
-      cache.block_tokens <= 0 || cache.block_tokens % cache.kpool != 0) {
+  if (cache.blocks == nullptr || cache.block_table == nullptr || cache.pending == nullptr || cache.block_tokens <= 0 ||
+      cache.block_tokens % cache.kpool != 0) {
     return FailedPrecondition("the DSA cache has no memory (blocks of ", cache.block_tokens,
                               " tokens); make it with NewDsaCache or a cache layout");
   }

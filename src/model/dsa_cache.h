@@ -28,8 +28,8 @@ struct DsaCache {
   int64_t kv_lora_rank = 0;
   int64_t index_head_dim = 0;  // e
   int64_t kpool = 0;
-  int64_t block_tokens = 0;    // B, a multiple of kpool
-  int64_t tokens = 0;          // positions cached
+  int64_t block_tokens = 0;                     // B, a multiple of kpool
+  int64_t tokens = 0;                           // positions cached
   KvCacheDtype dtype = KvCacheDtype::kFloat32;  // latents and pooled keys
 
   // Where the bytes are (not owned by the view).
@@ -56,22 +56,22 @@ struct DsaCache {
   KvSegment LatentSegment() const { return KvSegment::Make(dtype, block_tokens, kv_lora_rank); }
   KvSegment PooledSegment() const { return KvSegment::Make(dtype, block_tokens / kpool, index_head_dim); }
   std::byte* LatentValues(int64_t position) const {
-    return Block(position / block_tokens) + latents_offset + (position % block_tokens) * kv_lora_rank *
-                                                                 KvValueBytes(dtype);
+    return Block(position / block_tokens) + latents_offset +
+           (position % block_tokens) * kv_lora_rank * KvValueBytes(dtype);
   }
   float* LatentScale(int64_t position) const {
-    return reinterpret_cast<float*>(Block(position / block_tokens) + latents_offset +
-                                    LatentSegment().scales_offset) + position % block_tokens;
+    return reinterpret_cast<float*>(Block(position / block_tokens) + latents_offset + LatentSegment().scales_offset) +
+           position % block_tokens;
   }
   std::byte* PooledValues(int64_t pool) const {
     const int64_t pools_per_block = block_tokens / kpool;
-    return Block(pool / pools_per_block) + pooled_offset + (pool % pools_per_block) * index_head_dim *
-                                                               KvValueBytes(dtype);
+    return Block(pool / pools_per_block) + pooled_offset +
+           (pool % pools_per_block) * index_head_dim * KvValueBytes(dtype);
   }
   float* PooledScale(int64_t pool) const {
     const int64_t pools_per_block = block_tokens / kpool;
-    return reinterpret_cast<float*>(Block(pool / pools_per_block) + pooled_offset +
-                                    PooledSegment().scales_offset) + pool % pools_per_block;
+    return reinterpret_cast<float*>(Block(pool / pools_per_block) + pooled_offset + PooledSegment().scales_offset) +
+           pool % pools_per_block;
   }
   void StoreLatent(int64_t position, const float* row) const {
     EncodeKvRow(dtype, row, kv_lora_rank, LatentValues(position), LatentScale(position));

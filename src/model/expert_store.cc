@@ -79,12 +79,9 @@ FastMlpWeights DiskExpertCache::Rebase(const FastMlpWeights& mapped, const uint8
   return out;
 }
 
-Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeights& weights,
-                                                                 const ContainerFile& container,
-                                                                 int64_t experts_per_token,
-                                                                 std::unique_ptr<ExtentReader> reader,
-                                                                 const ExpertCacheOptions& options,
-                                                                 std::unique_ptr<UringExtentReader> uring) {
+Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(
+    const FastWeights& weights, const ContainerFile& container, int64_t experts_per_token,
+    std::unique_ptr<ExtentReader> reader, const ExpertCacheOptions& options, std::unique_ptr<UringExtentReader> uring) {
   std::unique_ptr<DiskExpertCache> cache(new DiskExpertCache());
   int64_t total_experts = 0;
   for (const auto& [moe, prefix] : RoutedMoes(weights)) {
@@ -126,9 +123,8 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
   if (options.budget_bytes < minimum) {
     return InvalidArgument("--expert-memory ", options.budget_bytes,
                            " bytes is below one layer's top-k experts: at least ", minimum, " bytes (",
-                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes + ",
-                           cache->read_buffer_bytes_, " bytes of read buffers, ",
-                           (minimum + (uint64_t{1} << 20) - 1) >> 20, "M)");
+                           experts_per_token, " experts × ", cache->slot_bytes_, " bytes + ", cache->read_buffer_bytes_,
+                           " bytes of read buffers, ", (minimum + (uint64_t{1} << 20) - 1) >> 20, "M)");
   }
   // A rank of an expert-parallel run may hold no routed expert at all (2 experts on 3 ranks): no slots, no reads.
   const int64_t slots =
@@ -137,8 +133,8 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(const FastWeigh
           : std::min<int64_t>(
                 static_cast<int64_t>((options.budget_bytes - cache->read_buffer_bytes_) / cache->slot_bytes_),
                 total_experts);
-  void* memory = std::aligned_alloc(
-      kExtentAlignment, slots > 0 ? static_cast<size_t>(slots) * cache->slot_bytes_ : kExtentAlignment);
+  void* memory = std::aligned_alloc(kExtentAlignment,
+                                    slots > 0 ? static_cast<size_t>(slots) * cache->slot_bytes_ : kExtentAlignment);
   if (memory == nullptr) {
     return ResourceExhausted("--expert-memory: cannot allocate ", slots, " expert slots of ", cache->slot_bytes_,
                              " bytes");
@@ -174,8 +170,8 @@ Status DiskExpertCache::Begin(const FastMoeWeights& moe, std::span<const int32_t
   const auto it = layer_of_.find(&moe);
   if (it == layer_of_.end()) return InternalError("expert cache: an MoE layer it does not know");
   if (!wanted_.empty()) return InternalError("expert cache: a pass began before the last one ended");
-  if (rows.size() != experts.size()) return InternalError("expert cache: ", rows.size(), " row counts for ",
-                                                          experts.size(), " experts");
+  if (rows.size() != experts.size())
+    return InternalError("expert cache: ", rows.size(), " row counts for ", experts.size(), " experts");
   pass_layer_ = it->second;
   ++passes_;
   for (size_t i = 0; i < experts.size(); ++i) {
@@ -352,8 +348,7 @@ void DiskExpertCache::UringLoop() {
   for (;;) {
     queued_.wait(lock, [&] { return stopping_ || !read_queue_.empty() || !flying.empty(); });
     if (stopping_ && flying.empty()) return;
-    while (!stopping_ && !read_queue_.empty() &&
-           (static_cast<int>(flying.size()) < uring_->depth() || !broken.ok())) {
+    while (!stopping_ && !read_queue_.empty() && (static_cast<int>(flying.size()) < uring_->depth() || !broken.ok())) {
       const int64_t s = read_queue_.front();
       read_queue_.pop_front();
       const Expert& expert = layers_[slots_[s].layer].experts[slots_[s].expert];
@@ -423,8 +418,8 @@ Status DiskExpertCache::NextReady(size_t begin, size_t end, std::vector<size_t>&
       Pump(lock);
       bool assigned = false;
       for (size_t i = begin; i < end; ++i) assigned |= !wanted_[i].handed_out && wanted_[i].slot >= 0;
-      const bool prefetching = std::any_of(slots_.begin(), slots_.end(),
-                                           [](const Slot& slot) { return slot.state == SlotState::kLoading; });
+      const bool prefetching =
+          std::any_of(slots_.begin(), slots_.end(), [](const Slot& slot) { return slot.state == SlotState::kLoading; });
       if (!assigned && !prefetching) {  // a prefetch read in flight frees its slot when it lands: wait for it
         return InternalError("expert cache: every slot is held by experts of this pass not yet released");
       }
@@ -539,9 +534,9 @@ Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int6
     Slot& slot = slots_[s];
     Evict(slot);
     const Expert& e = layers_[layer].experts[expert];
-    GLINT_RETURN_IF_ERROR(reader_->Read(e.offset, std::span<uint8_t>(slot.data, e.bytes))
-                              .WithContext(StrCat("--expert-profile: routed expert ", expert, " of ",
-                                                  layers_[layer].name)));
+    GLINT_RETURN_IF_ERROR(
+        reader_->Read(e.offset, std::span<uint8_t>(slot.data, e.bytes))
+            .WithContext(StrCat("--expert-profile: routed expert ", expert, " of ", layers_[layer].name)));
     slot.layer = layer, slot.expert = expert;
     slot.weights = Rebase(e.mapped, layers_[layer].map_base + e.offset, slot.data);
     slot.state = SlotState::kReady;

@@ -52,16 +52,14 @@ class ExpertStore {
   // next MoE layer's likely experts, into slots no pass holds. A guess only: nothing waits for these reads, a pass
   // that does not want them cancels those not started, and a failed one fails no request (the expert is read
   // again if a pass wants it). Default: nothing.
-  virtual void Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) {
-    (void)moe, (void)experts;
-  }
+  virtual void Prefetch(const FastMoeWeights& moe, std::span<const int32_t> experts) { (void)moe, (void)experts; }
 };
 
 // Cache counters since the start (or ResetStats).
 struct ExpertCacheStats {
   int64_t hits = 0, misses = 0;
   uint64_t bytes_read = 0;
-  double read_seconds = 0;  // summed over the reader threads
+  double read_seconds = 0;    // summed over the reader threads
   int64_t failed_reads = 0;   // reads that failed twice (the expert failed)
   int64_t retried_reads = 0;  // reads that failed once and were tried again
   // --expert-prefetch: reads started by Prefetch; of those, experts a pass then asked for (used), evicted unasked
@@ -84,8 +82,8 @@ struct ExpertCacheOptions {
 };
 
 // Routed experts read from the container's per-expert extents into a fixed set of equal slots, evicting the unpinned
-// slot the policy ranks lowest (ExpertPolicyRanker, shared with the trace replay). Thread-safe as far as the ExpertStore contract needs (one pass at a time, reads on
-// the reader threads).
+// slot the policy ranks lowest (ExpertPolicyRanker, shared with the trace replay). Thread-safe as far as the
+// ExpertStore contract needs (one pass at a time, reads on the reader threads).
 class DiskExpertCache final : public ExpertStore {
  public:
   // `weights` are bound to `container` (their expert views point into its mapping, which is never touched for
@@ -147,10 +145,10 @@ class DiskExpertCache final : public ExpertStore {
     SlotState state = SlotState::kEmpty;
     int64_t layer = -1, expert = -1;
     int pins = 0;
-    ExpertUse use;  // what the eviction policy ranks it by
-    bool kept = false;  // --expert-profile: held for good
+    ExpertUse use;            // what the eviction policy ranks it by
+    bool kept = false;        // --expert-profile: held for good
     bool prefetched = false;  // read by Prefetch and not yet asked for by a pass
-    FastMlpWeights weights;  // views into data, when ready
+    FastMlpWeights weights;   // views into data, when ready
   };
   struct Wanted {  // one expert of the current pass
     int64_t expert = 0;
@@ -162,12 +160,12 @@ class DiskExpertCache final : public ExpertStore {
 
   DiskExpertCache() = default;
   void Pump(std::unique_lock<std::mutex>& lock);  // assigns free slots to waiting experts and queues their reads
-  int64_t Victim() const;  // an unpinned, not loading slot: empty, else the policy's lowest rank; or -1
+  int64_t Victim() const;                  // an unpinned, not loading slot: empty, else the policy's lowest rank; or -1
   void UseSlot(Slot& slot, int64_t rows);  // the policy's bookkeeping of a use (lock held)
   void Evict(Slot& slot);                  // a ready slot is to hold another expert (lock held)
   void CancelUnwantedPrefetches();         // Begin: queued prefetch reads the pass did not ask for (lock held)
-  void ReaderLoop();  // a pread thread
-  void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
+  void ReaderLoop();                       // a pread thread
+  void UringLoop();  // the io_uring thread: submits every queued read (up to its depth), reaps completions
   // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.
   void Landed(int64_t s, const Status& status);
   static FastMlpWeights Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to);

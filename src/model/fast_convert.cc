@@ -7,9 +7,9 @@
 #include <set>
 
 #include "io/checkpoint_schema.h"
+#include "model/weights.h"
 #include "quant/formats.h"
 #include "quant/requantize.h"
-#include "model/weights.h"
 
 namespace glint {
 namespace {
@@ -85,8 +85,11 @@ class Planner {
   template <typename Layout, typename QuantizeBlock>
   void Quantized(const std::string& name, const char* kind, Layout layout, uint8_t zero_byte, RowSource source,
                  QuantizeBlock quantize) {
-    PlannedTensor t{name, kind, {layout.rows, layout.cols, layout.group},
-                    {static_cast<uint64_t>(layout.code_bytes()), static_cast<uint64_t>(layout.scale_count()) * 4}, {}};
+    PlannedTensor t{name,
+                    kind,
+                    {layout.rows, layout.cols, layout.group},
+                    {static_cast<uint64_t>(layout.code_bytes()), static_cast<uint64_t>(layout.scale_count()) * 4},
+                    {}};
     t.fill = [layout, source, zero_byte, quantize](std::vector<std::span<uint8_t>>& blobs, WorkerPool& pool) -> Status {
       uint8_t* codes = blobs[0].data();
       float* scales = reinterpret_cast<float*>(blobs[1].data());
@@ -145,8 +148,11 @@ class Planner {
   void Embedding(const std::string& name, const std::string& tensor) {
     const RowSource source = SourceOf(checkpoint_, c_, tensor);
     const bool bf16 = checkpoint_.Find(tensor)->dtype == DType::kBF16;
-    PlannedTensor t{name, bf16 ? "rows_bf16" : "rows_f32", {source.rows, source.cols},
-                    {static_cast<uint64_t>(source.rows * source.cols) * (bf16 ? 2 : 4)}, {}};
+    PlannedTensor t{name,
+                    bf16 ? "rows_bf16" : "rows_f32",
+                    {source.rows, source.cols},
+                    {static_cast<uint64_t>(source.rows * source.cols) * (bf16 ? 2 : 4)},
+                    {}};
     t.fill = [source, bf16](std::vector<std::span<uint8_t>>& blobs, WorkerPool&) -> Status {
       if (bf16) return source.read_bf16(0, source.rows, reinterpret_cast<uint16_t*>(blobs[0].data()));
       return source.read(0, source.rows, reinterpret_cast<float*>(blobs[0].data()));
@@ -261,8 +267,8 @@ Result<std::vector<PlannedTensor>> PlanFastWeights(const Checkpoint& checkpoint,
   GLINT_RETURN_IF_ERROR(CheckCheckpoint(checkpoint, c, options.with_mtp));
   // Absorbed MLA splits kv_b_proj per head into 16-row blocks; the stacked matrices need whole blocks per head.
   if (c.kv_lora_rank % kInt8RowBlock != 0 || c.v_head_dim % kInt8RowBlock != 0) {
-    return Unimplemented("the fast path needs kv_lora_rank and v_head_dim to be multiples of 16 (got ",
-                         c.kv_lora_rank, " and ", c.v_head_dim, ")");
+    return Unimplemented("the fast path needs kv_lora_rank and v_head_dim to be multiples of 16 (got ", c.kv_lora_rank,
+                         " and ", c.v_head_dim, ")");
   }
   Planner p(checkpoint, c, options);
   const std::string top = std::string(kLanguageModelPrefix);
@@ -352,7 +358,8 @@ Status WriteFastContainer(const std::vector<PlannedTensor>& plan, WorkerPool& po
 
 Result<FastWeightSource> SourceFromContainer(std::unique_ptr<ContainerFile> container) {
   FastWeightSource source;
-  for (const ContainerEntry& entry : container->entries()) source.Add(entry.name, {entry.kind, entry.dims, entry.blobs});
+  for (const ContainerEntry& entry : container->entries())
+    source.Add(entry.name, {entry.kind, entry.dims, entry.blobs});
   source.SetContainer(std::move(container));
   return source;
 }

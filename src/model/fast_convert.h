@@ -26,8 +26,8 @@ namespace glint {
 inline constexpr int64_t kDefaultInt4Group = 64;
 
 struct FastConvertOptions {
-  int64_t group = 128;  // int8 K-group size (docs/fast-path.md: why 128)
-  bool with_mtp = true; // convert the MTP layer when the config has one
+  int64_t group = 128;                           // int8 K-group size (docs/fast-path.md: why 128)
+  bool with_mtp = true;                          // convert the MTP layer when the config has one
   ExpertWeights experts = ExpertWeights::kInt8;  // routed experts' gate/up/down (main and MTP layers)
   int64_t int4_group = kDefaultInt4Group;        // K-group of int4 experts
   // Expert parallel: convert only these experts (the checkpoint's other experts are checked, never read). `glint
@@ -36,15 +36,15 @@ struct FastConvertOptions {
 };
 
 struct ConvertProgress {
-  uint64_t done_bytes = 0;   // output bytes written so far
+  uint64_t done_bytes = 0;  // output bytes written so far
   uint64_t total_bytes = 0;
-  std::string tensor;        // the tensor just finished
+  std::string tensor;  // the tensor just finished
 };
 using ConvertProgressFn = std::function<void(const ConvertProgress&)>;
 
 struct PlannedTensor {
   std::string name;
-  std::string kind;                 // as StoredTensor::kind
+  std::string kind;  // as StoredTensor::kind
   std::vector<int64_t> dims;
   std::vector<uint64_t> blob_bytes;
   // Fills the blobs (each pre-sized and 64-byte aligned, zeroed). May use the pool.

@@ -12,10 +12,10 @@
 #include "kernels/mla_ops.h"
 #include "kernels/reference.h"
 #include "kernels/vector_ops.h"
-#include "model/fast_layers.h"
 #include "model/dsa_cache.h"
 #include "model/fast_compact_attention.h"
 #include "model/fast_indexer.h"
+#include "model/fast_layers.h"
 #include "model/indexer.h"
 
 namespace glint {
@@ -26,8 +26,8 @@ constexpr int64_t kHeadsPerTask = 8;  // attention tasks: one token × 8 heads
 
 // Appends one token's indexer key and pooling logits at `position` (cache.tokens ≤ position): a filling pool keeps
 // them as pending rows; the token that completes a pool pools its kpool rows into the pool's key (model card §7.5).
-void AppendIndexerKey(const DsaCache& cache, const float* key, const float* gate, const float* ape,
-                      int64_t position, float* pool_rows /* [2 · kpool + 1, e] */) {
+void AppendIndexerKey(const DsaCache& cache, const float* key, const float* gate, const float* ape, int64_t position,
+                      float* pool_rows /* [2 · kpool + 1, e] */) {
   const int64_t e = cache.index_head_dim, kpool = cache.kpool, row = position % kpool;
   if (row < kpool - 1) {
     std::copy_n(key, e, cache.PendingKey(row));
@@ -173,8 +173,8 @@ struct RowSelections {
 // pool, margin +inf; else the K best pools by score Σ_i w_i · relu(iq_i · pooled_key) · e^-1/2, scored with the
 // kernel of the cache's dtype and selected in O(n) (fast_indexer.h); `spread`: score over the pool's workers.
 // index_q [I·e], head_weights [I]. Adds the pooled-key bytes read to *key_bytes.
-PoolSelection SelectPools(const ModelConfig& c, const DsaCache& cache, const float* index_q,
-                          const float* head_weights, int64_t position, WorkerPool* spread, int64_t* key_bytes) {
+PoolSelection SelectPools(const ModelConfig& c, const DsaCache& cache, const float* index_q, const float* head_weights,
+                          int64_t position, WorkerPool* spread, int64_t* key_bytes) {
   const int64_t top_pools = c.IndexTopkPools(), visible = VisiblePools(position, c.index_kpool);
   PoolSelection pools;
   if (visible <= top_pools) {  // dense regime: every visible pool, i.e. tokens 0..position
@@ -234,8 +234,8 @@ RowSelections Select(FastContext& ctx, const FastDsaWeights& w, const DsaProject
 }
 
 void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::span<const DsaCache> caches,
-                   std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent,
-                   float scale, float* o_latent);
+                   std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent, float scale,
+                   float* o_latent);
 
 // Step 4, absorbed attention: q̃_h = Wk_hᵀ q_h; ō_h = Σ_j softmax(q̃_h · c_j / √qk) c_j over the selected latents;
 // o_h = Wv_h ō_h; out = o_proj o.
@@ -246,7 +246,7 @@ void AbsorbedAttention(FastContext& ctx, const FastDsaWeights& w, const DsaProje
   const int64_t heads = c.num_attention_heads, rank = c.kv_lora_rank, qk = c.qk_head_dim, v_dim = c.v_head_dim;
   float* q_latent = ctx.act.dsa.q_latent.Floats(n * heads * rank);  // [n, H·rank]
   float* o_latent = ctx.act.dsa.o_latent.Floats(n * heads * rank);  // [n, H·rank]
-  float* o = ctx.act.dsa.o.Floats(n * heads * v_dim);              // [n, H·v]
+  float* o = ctx.act.dsa.o.Floats(n * heads * v_dim);               // [n, H·v]
   ctx.LinearPerHead(w.k_absorb, heads, p.q, heads * qk, qk, n, q_latent, heads * rank);
   const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
   if (caches[0].dtype != KvCacheDtype::kFloat32) {  // compact latents: decoded once per query, then attended
@@ -262,8 +262,8 @@ void AbsorbedAttention(FastContext& ctx, const FastDsaWeights& w, const DsaProje
 
 // Step 4 over fp32 caches: the latent rows are read in place through a page table.
 void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::span<const DsaCache> caches,
-                   std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent,
-                   float scale, float* o_latent) {
+                   std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent, float scale,
+                   float* o_latent) {
   const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
   const int64_t head_groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
   std::vector<std::vector<const float*>> latent_pages(segments.size());  // [segments][blocks]

@@ -17,8 +17,8 @@ constexpr int64_t kChunkPools = 2048;
 // The query in the form the cache's kernel takes: int8 codes and scales per head for int8 keys.
 struct PreparedQuery {
   const FastIndexerQuery* q = nullptr;
-  std::vector<int16_t> codes;  // [heads, e] int8 keys only
-  std::vector<float> scales;   // [heads]
+  std::vector<int16_t> codes;   // [heads, e] int8 keys only
+  std::vector<float> scales;    // [heads]
   std::vector<uint8_t> biased;  // [heads, e] codes + 128, for the VNNI kernel where it runs (else empty)
 };
 

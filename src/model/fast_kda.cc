@@ -25,7 +25,7 @@ constexpr float kL2NormEps = 1e-6f;  // HF l2norm eps, inside the sqrt (pitfall 
 void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* window, float* x, int64_t stride,
                    int64_t count, float* scratch, std::span<const std::pair<int64_t, float*>> copies) {
   const int64_t history = kernel - 1;
-  float* raw = scratch;                                  // [K−1 + count, width] history, then the segment's inputs
+  float* raw = scratch;                                     // [K−1 + count, width] history, then the segment's inputs
   float* taps_by_offset = raw + (history + count) * width;  // [K, width] taps transposed: the loops run over channels
   for (int64_t c = 0; c < width; ++c) {
     for (int64_t i = 0; i < kernel; ++i) taps_by_offset[i * width + c] = taps[c * kernel + i];
@@ -110,20 +110,21 @@ void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections
   for (size_t s = 0; s < segments.size(); ++s) {
     for (int stream = 0; stream < 3; ++stream) conv_tasks.push_back({s, stream});
   }
-  ctx.pool.RunIfWorthIt(static_cast<int64_t>(conv_tasks.size()), 3 * n * width * kernel, kMinParallelElements,
-                        [&](int64_t i, int worker) {
-    const auto [si, stream] = conv_tasks[i];
-    const Segment& s = segments[si];
-    const int64_t window_offset = stream * width * (kernel - 1);  // this stream's [width, K−1] slice of a window
-    std::vector<std::pair<int64_t, float*>> window_copies;  // this stream's window in each copy
-    for (size_t k = 0; k < s.state_copies.size(); ++k) {
-      if (s.state_copies[k].second == nullptr) continue;  // a split only: the conv is per row, nothing to copy
-      window_copies.emplace_back(s.state_copies[k].first, states[si].copies[k].conv_window + window_offset);
-    }
-    float* scratch = ctx.WorkerFloats(worker, (kernel - 1 + s.count + kernel) * width);
-    ShortConvSilu(w.conv[stream], width, kernel, states[si].state.conv_window + window_offset,
-                  p.qkv + s.row * p.qkv_stride + stream * width, p.qkv_stride, s.count, scratch, window_copies);
-  });
+  ctx.pool.RunIfWorthIt(
+      static_cast<int64_t>(conv_tasks.size()), 3 * n * width * kernel, kMinParallelElements,
+      [&](int64_t i, int worker) {
+        const auto [si, stream] = conv_tasks[i];
+        const Segment& s = segments[si];
+        const int64_t window_offset = stream * width * (kernel - 1);  // this stream's [width, K−1] slice of a window
+        std::vector<std::pair<int64_t, float*>> window_copies;        // this stream's window in each copy
+        for (size_t k = 0; k < s.state_copies.size(); ++k) {
+          if (s.state_copies[k].second == nullptr) continue;  // a split only: the conv is per row, nothing to copy
+          window_copies.emplace_back(s.state_copies[k].first, states[si].copies[k].conv_window + window_offset);
+        }
+        float* scratch = ctx.WorkerFloats(worker, (kernel - 1 + s.count + kernel) * width);
+        ShortConvSilu(w.conv[stream], width, kernel, states[si].state.conv_window + window_offset,
+                      p.qkv + s.row * p.qkv_stride + stream * width, p.qkv_stride, s.count, scratch, window_copies);
+      });
 }
 
 // (2) per-head L2 norms (q also × d^-1/2), (3) g = lb · sigmoid(exp(A_log) (f + dt_bias)), (4) β = sigmoid(b),

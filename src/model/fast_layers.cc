@@ -1,4 +1,6 @@
 // FastContext, the mHC sites and the FFN sublayers of the fast path (fast_layers.h).
+#include "model/fast_layers.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -6,7 +8,6 @@
 #include "base/timer.h"
 #include "kernels/linear.h"
 #include "kernels/vector_ops.h"
-#include "model/fast_layers.h"
 #include "model/mhc.h"
 
 namespace glint {
@@ -117,7 +118,7 @@ void FastMhcWrite(FastContext& ctx, const MhcTokenCoefficients* coefficients, co
 void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t n, float* out) {
   const int64_t d = ctx.config.hidden_size, width = w.down.cols();
   float* gate_up = ctx.act.mlp.gate_up.Floats(n * 2 * width);  // [n, 2·width]: gate, then up
-  float* act = ctx.act.mlp.act.Floats(n * width);               // [n, width]
+  float* act = ctx.act.mlp.act.Floats(n * width);              // [n, width]
   ctx.Linear(w.gate_up, h, d, n, gate_up, 2 * width);
   ctx.pool.Run(n, [&](int64_t t, int) {
     vec::SwiGlu(gate_up + t * 2 * width, gate_up + t * 2 * width + width, width, ctx.config.swiglu_limit,

@@ -20,8 +20,8 @@
 #include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
 #include "model/dsa.h"
-#include "model/ffn.h"
 #include "model/fast_weights.h"
+#include "model/ffn.h"
 #include "model/kda.h"
 #include "model/sharding.h"
 
@@ -32,7 +32,7 @@ class ExpertStore;
 // Rows [row, row + count) of a pass belong to one sequence, at absolute positions first_position…; first_index is
 // the index of the first of them among the tokens of the Forward call's entry (what ForcedChoices is indexed by).
 struct Segment {
-  int sequence = 0;           // batch entry
+  int sequence = 0;  // batch entry
   int64_t row = 0;
   int64_t count = 0;
   int64_t first_position = 0;
@@ -77,14 +77,14 @@ struct FastActivations {
   PassBuffer final_normed;                 // [n, D] RMSNorm(mean of the streams)
   PassBuffer logit_inputs;                 // [r, D] the final_normed rows that want logits, gathered
   PassBuffer logits;                       // [r, V] lm_head of logit_inputs
-  struct {  // FastKda
-    PassBuffer qkv;          // [n, 3W] q, k, v: projected, conv + SiLU, q and k L2-normed, in place
-    PassBuffer gates;        // [n, 2d + H] f_a h, g_a h, b h (b → β in place)
-    PassBuffer decay;        // [n, W] f_b(f_a h) → the log-decay g, in place
-    PassBuffer gate_logits;  // [n, W] z = g_b(g_a h), the output gate's logits
-    PassBuffer attention;    // [n, W] o = Sᵀq per head, then gated-RMSNormed in place
+  struct {                                 // FastKda
+    PassBuffer qkv;                        // [n, 3W] q, k, v: projected, conv + SiLU, q and k L2-normed, in place
+    PassBuffer gates;                      // [n, 2d + H] f_a h, g_a h, b h (b → β in place)
+    PassBuffer decay;                      // [n, W] f_b(f_a h) → the log-decay g, in place
+    PassBuffer gate_logits;                // [n, W] z = g_b(g_a h), the output gate's logits
+    PassBuffer attention;                  // [n, W] o = Sᵀq per head, then gated-RMSNormed in place
   } kda;
-  struct {  // FastDsa
+  struct {                // FastDsa
     PassBuffer qa_kva;    // [n, q + c] q_resid = RMSNorm(q_a h), the latent c = RMSNorm(kv_a h)
     PassBuffer q;         // [n, H·qk] q_b q_resid
     PassBuffer index_in;  // [n, 2e + I] indexer key, pooling gate, head weights
@@ -93,11 +93,11 @@ struct FastActivations {
     PassBuffer o_latent;  // [n, H·c] ō_h = Σ_j p_j c_j
     PassBuffer o;         // [n, H·v] Wv_h ō_h
   } dsa;
-  struct {  // FastMlp
+  struct {               // FastMlp
     PassBuffer gate_up;  // [n, 2F] gate, then up
     PassBuffer act;      // [n, F] SwiGLU(gate, up)
   } mlp;
-  struct {  // FastMoe
+  struct {                     // FastMoe
     PassBuffer router_logits;  // [n, E] fp32 logits from exact bf16 router weights
     PassBuffer gate_up;        // [w, 2F] per expert row of the wave
     PassBuffer act;            // [w, F]

@@ -1,8 +1,8 @@
 #include "model/fast_model.h"
 
 #include <algorithm>
-#include <map>
 #include <cstring>
+#include <map>
 
 #include "base/file.h"
 #include "base/log.h"
@@ -16,9 +16,9 @@ namespace glint {
 // One pass of the fast trunk (FastModel::RunPass): what every site reads.
 struct FastPass {
   std::span<const BatchEntry> batch;
-  std::span<const Segment> segments;  // the pass's rows, per sequence
-  int64_t rows = 0;                   // n
-  Trace* trace = nullptr;             // null: nothing traced
+  std::span<const Segment> segments;      // the pass's rows, per sequence
+  int64_t rows = 0;                       // n
+  Trace* trace = nullptr;                 // null: nothing traced
   const ForcedChoices* forced = nullptr;  // null: the model chooses experts and keys
 };
 
@@ -30,7 +30,8 @@ namespace {
 void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
   constexpr size_t kPage = 4096;
   std::vector<std::span<const uint8_t>> blobs;
-  for (const auto& [name, tensor] : source.tensors()) blobs.insert(blobs.end(), tensor.blobs.begin(), tensor.blobs.end());
+  for (const auto& [name, tensor] : source.tensors())
+    blobs.insert(blobs.end(), tensor.blobs.begin(), tensor.blobs.end());
   std::vector<uint64_t> sums(pool.size(), 0);
   pool.ParallelFor(static_cast<int64_t>(blobs.size()), 1, [&](int64_t begin, int64_t end, int worker) {
     for (int64_t b = begin; b < end; ++b) {
@@ -124,7 +125,8 @@ Status FastModel::KeepProfiledExperts(const std::string& path) {
   for (const auto& [hidden_layer, expert] : HottestExperts(profile)) {
     const auto layer = cache_layer.find(hidden_layer);
     if (layer == cache_layer.end()) {
-      return InvalidArgument("--expert-profile '", path, "': layer ", hidden_layer, " has no routed experts in this model");
+      return InvalidArgument("--expert-profile '", path, "': layer ", hidden_layer,
+                             " has no routed experts in this model");
     }
     hot.emplace_back(layer->second, expert);
   }
@@ -225,8 +227,9 @@ Status FastModel::SumMoeOverRanks(float* partial, int64_t rows) const {
   std::memcpy(partial, fused.data(), count * sizeof(float));
   for (int64_t r = 0; r < rows; ++r) {
     if (fused[count + r] > 0 && row_errors[r].ok()) {
-      row_errors[r] = IoError("a routed expert this token needed could not be read on another rank (its log and "
-                               "error name the expert)");
+      row_errors[r] = IoError(
+          "a routed expert this token needed could not be read on another rank (its log and "
+          "error name the expert)");
     }
   }
   return Status::Ok();
@@ -234,12 +237,14 @@ Status FastModel::SumMoeOverRanks(float* partial, int64_t rows) const {
 
 Status FastModel::CheckOptions(const ForwardOptions& options) const {
   if (options.kda_algorithm != KdaAlgorithm::kChunked) {
-    return Unimplemented("the fast path computes KDA in the chunked form only (one-token parts by the fused decode "
-                         "step), not ForwardOptions::kda_algorithm recurrent; the reference path implements it");
+    return Unimplemented(
+        "the fast path computes KDA in the chunked form only (one-token parts by the fused decode "
+        "step), not ForwardOptions::kda_algorithm recurrent; the reference path implements it");
   }
   if (options.dsa.form != MlaForm::kAbsorbed) {
-    return Unimplemented("the fast path computes MLA in the absorbed form only, not ForwardOptions::dsa.form "
-                         "naive; the reference path implements it");
+    return Unimplemented(
+        "the fast path computes MLA in the absorbed form only, not ForwardOptions::dsa.form "
+        "naive; the reference path implements it");
   }
   if (options.dsa.selection != KeySelection::kIndexer) {
     return Unimplemented("the fast path selects keys with the indexer only, not ForwardOptions::dsa.selection ",
@@ -265,7 +270,7 @@ Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<En
   int64_t rows = 0;
   for (size_t e = 0; e < batch.size(); ++e) {
     const int64_t tokens = static_cast<int64_t>(batch[e].tokens.size());
-    const int64_t start = batch[e].state->tokens;  // position before this call
+    const int64_t start = batch[e].state->tokens;                                           // position before this call
     const std::vector<std::pair<int64_t, std::byte*>> copies = EntryStateCopies(batch[e]);  // (rows of the entry, …)
     size_t next_copy = 0;
     for (int64_t consumed = 0; consumed < tokens && outputs[e].error.ok();) {  // a failed entry runs no further
@@ -393,7 +398,8 @@ Status FastModel::Attention(const FastPass& pass, int64_t l, const std::string& 
   }
   const bool forcing = pass.forced != nullptr && l < static_cast<int64_t>(pass.forced->attended.size()) &&
                        !pass.forced->attended[l].empty();
-  const std::vector<const std::vector<int64_t>*> forced = ForcedRows(pass, forcing ? &pass.forced->attended : nullptr, l);
+  const std::vector<const std::vector<int64_t>*> forced =
+      ForcedRows(pass, forcing ? &pass.forced->attended : nullptr, l);
   std::vector<DsaCache> caches;  // [segments] this layer's view in each sequence's memory
   for (const Segment& s : pass.segments) caches.push_back(DsaLayerCache(*pass.batch[s.sequence].state, l));
   DsaTrace selections;
@@ -403,8 +409,8 @@ Status FastModel::Attention(const FastPass& pass, int64_t l, const std::string& 
   for (const Segment& s : pass.segments) {
     if (!pass.trace->Wants(s.sequence)) continue;
     const int64_t width = config_.DenseRegimeTokens();
-    pass.trace->Ints(s.sequence, prefix + "indexer_selected", PadSelections(std::span(selections.selected).subspan(s.row, s.count), width),
-                     {s.count, width});
+    pass.trace->Ints(s.sequence, prefix + "indexer_selected",
+                     PadSelections(std::span(selections.selected).subspan(s.row, s.count), width), {s.count, width});
   }
   return Status::Ok();
 }
@@ -428,9 +434,9 @@ Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix
       break;
     }
   }
-  const Status moe = FastMoe(ctx, layer.moe, act.sublayer_in.data(), n, forced, act.sublayer_out.data(),
-                             pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active,
-                             plan_.local_experts());
+  const Status moe =
+      FastMoe(ctx, layer.moe, act.sublayer_in.data(), n, forced, act.sublayer_out.data(),
+              pass.trace != nullptr || expert_trace_ ? &choices : nullptr, &active, plan_.local_experts());
   ctx.prefetch_next = nullptr;
   GLINT_RETURN_IF_ERROR(moe);
   RecordRouting(l, choices);
@@ -481,7 +487,8 @@ void FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<Ent
   if (logit_rows.empty()) return;
   const int64_t count = static_cast<int64_t>(logit_rows.size());
   float* gathered = act.logit_inputs.Floats(count * d);
-  for (int64_t r = 0; r < count; ++r) std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
+  for (int64_t r = 0; r < count; ++r)
+    std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
   float* logits = act.logits.Floats(count * c.vocab_size);
   ctx.Linear(weights_.lm_head, gathered, d, count, logits, c.vocab_size);
   lm_head_rows_ += count;
@@ -540,14 +547,16 @@ Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float>
     vec::RmsNorm(hidden.data() + t * d, m.hnorm, d, c.rms_norm_eps, row + d);
   }
   ctx.Linear(m.eh_proj, concat.data(), 2 * d, pairs, z.data(), d);
-  for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.attn_norm, d, c.rms_norm_eps, normed.data() + t * d);
+  for (int64_t t = 0; t < pairs; ++t)
+    vec::RmsNorm(z.data() + t * d, m.attn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   const Segment segment{0, 0, pairs, state.mtp_dsa.tokens, 0, {}};
   DsaTrace selections;
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, m.dsa, normed.data(), std::span<const Segment>(&segment, 1),
                                 std::span<DsaCache>(&state.mtp_dsa, 1), {}, sublayer.data(),
                                 trace != nullptr ? &selections : nullptr));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
-  for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
+  for (int64_t t = 0; t < pairs; ++t)
+    vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);
   std::vector<RouterChoice> choices;
   // Several ranks with an expert cache: a failed read marks its rows instead of returning at once, so that this
   // rank still joins the all-reduce and every rank fails the call alike (SumMoeOverRanks).
@@ -564,7 +573,8 @@ Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float>
   GLINT_RETURN_IF_ERROR(moe);
   for (const Status& error : row_errors) GLINT_RETURN_IF_ERROR(error);
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
-  for (int64_t t = 0; t < pairs; ++t) vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
+  for (int64_t t = 0; t < pairs; ++t)
+    vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
   logits.resize(options.mtp_logits ? pairs * c.vocab_size : 0);
   if (options.mtp_logits) {
     ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
@@ -575,7 +585,8 @@ Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float>
     trace->Ints(0, "mtp.indexer_selected", PadSelections(selections.selected, c.DenseRegimeTokens()),
                 {pairs, c.DenseRegimeTokens()});
     std::vector<int32_t> experts;
-    for (const RouterChoice& choice : choices) experts.insert(experts.end(), choice.experts.begin(), choice.experts.end());
+    for (const RouterChoice& choice : choices)
+      experts.insert(experts.end(), choice.experts.begin(), choice.experts.end());
     trace->Ints(0, "mtp.moe_experts", experts, {pairs, c.num_experts_per_tok});
   }
   return Status::Ok();

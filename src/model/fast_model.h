@@ -34,11 +34,11 @@ struct FastModelOptions {
   // Routed experts' format (`--experts`): a checkpoint is converted to it (overriding convert.experts), a container
   // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
   std::optional<ExpertWeights> experts;
-  bool populate = true;               // read a container's pages in at load (MAP_POPULATE; sharded: own pages only)
+  bool populate = true;  // read a container's pages in at load (MAP_POPULATE; sharded: own pages only)
   // Routed experts read from the container into a RAM cache of this many bytes (`--expert-memory`,
   // docs/expert-cache.md); 0: every expert resident, as mapped. Needs a `glint convert` container.
   uint64_t expert_memory = 0;
-  int expert_readers = 4;             // reads in flight for the expert cache (pread threads / io_uring depth)
+  int expert_readers = 4;                 // reads in flight for the expert cache (pread threads / io_uring depth)
   ExpertIo expert_io = ExpertIo::kPread;  // --expert-io
   ExpertPolicy expert_policy = ExpertPolicy::kFrequencyWeighted;  // --expert-policy
   // --expert-prefetch next-layer: after each MoE layer, its input through the next MoE layer's router names the
@@ -54,16 +54,16 @@ struct FastModelOptions {
   std::function<Result<std::unique_ptr<ExtentReader>>(const std::string& path)> open_expert_reader;
   // Expert parallel (sharding.h): the communicator and --tp/--ep. A rank converts, maps and reads only its experts.
   ModelParallel parallel;
-  ConvertProgressFn progress;         // conversion progress (checkpoint loads)
+  ConvertProgressFn progress;  // conversion progress (checkpoint loads)
 };
 
 // How the weights were loaded, for `glint bench-model` and logs.
 struct FastLoadReport {
   bool from_container = false;
   double seconds = 0;
-  uint64_t weight_bytes = 0;  // packed bytes in memory: resident tensors + the expert cache
-  uint64_t resident_bytes = 0;      // tensors held in memory for good (all of them without an expert cache)
-  uint64_t expert_cache_bytes = 0;  // the expert cache's slots (0 without one)
+  uint64_t weight_bytes = 0;              // packed bytes in memory: resident tensors + the expert cache
+  uint64_t resident_bytes = 0;            // tensors held in memory for good (all of them without an expert cache)
+  uint64_t expert_cache_bytes = 0;        // the expert cache's slots (0 without one)
   uint64_t expert_read_buffer_bytes = 0;  // what its reads need beyond the slots (the io_uring ring; no staging)
 };
 
@@ -72,10 +72,10 @@ struct FastLoadReport {
 struct FastStepStats {
   int64_t rows = 0;
   uint64_t weight_bytes_read = 0;
-  uint64_t int8_macs = 0;    // multiply-adds of the int8 products
-  double int8_seconds = 0;   // wall time inside the int8 products
-  double indexer_seconds = 0;         // wall time of the DSA indexers' selections (all DSA layers)
-  uint64_t indexer_key_bytes = 0;     // pooled-key bytes they read
+  uint64_t int8_macs = 0;               // multiply-adds of the int8 products
+  double int8_seconds = 0;              // wall time inside the int8 products
+  double indexer_seconds = 0;           // wall time of the DSA indexers' selections (all DSA layers)
+  uint64_t indexer_key_bytes = 0;       // pooled-key bytes they read
   std::vector<int64_t> experts_active;  // [num_hidden_layers], 0 for dense layers
 };
 

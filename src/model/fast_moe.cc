@@ -30,7 +30,8 @@ std::vector<RouterChoice> Route(FastContext& ctx, const FastMoeWeights& w, const
                                 std::span<const RouterChoice* const> forced_rows) {
   const ModelConfig& c = ctx.config;
   const int64_t num_experts = c.n_routed_experts;
-  float* logits = ctx.act.moe.router_logits.Floats(n * num_experts);  // [n, E] fp32 logits from exact bf16 router weights
+  float* logits =
+      ctx.act.moe.router_logits.Floats(n * num_experts);  // [n, E] fp32 logits from exact bf16 router weights
   ctx.Linear(w.router, h, c.hidden_size, n, logits, num_experts);
   std::vector<RouterChoice> routed(n);
   for (int64_t t = 0; t < n; ++t) {

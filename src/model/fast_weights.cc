@@ -68,8 +68,8 @@ class FastBinder {
     const StoredTensor* tensor = source_.Find(name);
     if (tensor == nullptr) return NotFound("converted weights lack '", name, "'");
     if (tensor->kind != kind || tensor->blobs.size() != blobs) {
-      return InvalidArgument("converted tensor '", name, "' is of kind '", tensor->kind, "' with ", tensor->blobs.size(),
-                             " blobs; expected '", kind, "' with ", blobs);
+      return InvalidArgument("converted tensor '", name, "' is of kind '", tensor->kind, "' with ",
+                             tensor->blobs.size(), " blobs; expected '", kind, "' with ", blobs);
     }
     for (const auto& blob : tensor->blobs) {
       if (reinterpret_cast<uintptr_t>(blob.data()) % 64 != 0) {
@@ -89,9 +89,8 @@ class FastBinder {
     GLINT_RETURN_IF_ERROR(ValidateInt8Layout(layout).WithContext(name));
     if (t->blobs[0].size() != static_cast<size_t>(layout.code_bytes()) ||
         t->blobs[1].size() != static_cast<size_t>(layout.scale_count()) * sizeof(float)) {
-      return InvalidArgument("converted tensor '", name, "' has ", t->blobs[0].size(), " code and ",
-                             t->blobs[1].size(), " scale bytes; its layout needs ", layout.code_bytes(), " and ",
-                             layout.scale_count() * 4);
+      return InvalidArgument("converted tensor '", name, "' has ", t->blobs[0].size(), " code and ", t->blobs[1].size(),
+                             " scale bytes; its layout needs ", layout.code_bytes(), " and ", layout.scale_count() * 4);
     }
     out.format = PackedLinear::Format::kInt8;
     out.int8 = {layout, t->blobs[0].data(), reinterpret_cast<const float*>(t->blobs[1].data())};
@@ -108,8 +107,8 @@ class FastBinder {
     GLINT_RETURN_IF_ERROR(ValidateInt4Layout(layout).WithContext(name));
     if (t->blobs[0].size() != static_cast<size_t>(layout.code_bytes()) ||
         t->blobs[1].size() != static_cast<size_t>(layout.scale_count()) * sizeof(float)) {
-      return InvalidArgument("converted tensor '", name, "' has ", t->blobs[0].size(), " code and ",
-                             t->blobs[1].size(), " scale bytes; its int4 layout needs ", layout.code_bytes(), " and ",
+      return InvalidArgument("converted tensor '", name, "' has ", t->blobs[0].size(), " code and ", t->blobs[1].size(),
+                             " scale bytes; its int4 layout needs ", layout.code_bytes(), " and ",
                              layout.scale_count() * 4);
     }
     out.format = PackedLinear::Format::kInt4;
@@ -136,9 +135,9 @@ class FastBinder {
     const Bf16Layout layout{rows, cols};
     if (t->dims != std::vector<int64_t>{rows, cols} ||
         t->blobs[0].size() != static_cast<size_t>(layout.value_count()) * sizeof(uint16_t)) {
-      return InvalidArgument("converted tensor '", name, "' has dims ", DimsText(t->dims), " and ",
-                             t->blobs[0].size(), " bytes; the config needs [", rows, ", ", cols, "] (",
-                             layout.value_count() * 2, " bytes)");
+      return InvalidArgument("converted tensor '", name, "' has dims ", DimsText(t->dims), " and ", t->blobs[0].size(),
+                             " bytes; the config needs [", rows, ", ", cols, "] (", layout.value_count() * 2,
+                             " bytes)");
     }
     out.format = PackedLinear::Format::kBf16;
     out.bf16 = {layout, reinterpret_cast<const uint16_t*>(t->blobs[0].data())};
@@ -228,8 +227,8 @@ Status BindExpert(FastBinder& b, const std::string& p, int64_t hidden, int64_t w
   return b.Expert(p + "down", hidden, width, w.down, experts);
 }
 
-Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, const LocalExperts& local,
-               FastMoeWeights& w, std::optional<ExpertWeights>& experts) {
+Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, const LocalExperts& local, FastMoeWeights& w,
+               std::optional<ExpertWeights>& experts) {
   GLINT_RETURN_IF_ERROR(b.Bf16(p + "router", c.n_routed_experts, c.hidden_size, w.router));
   GLINT_RETURN_IF_ERROR(b.F32(p + "bias", {c.n_routed_experts}, w.bias));
   w.experts.resize(c.n_routed_experts);

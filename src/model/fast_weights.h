@@ -25,9 +25,9 @@
 #include "base/status.h"
 #include "io/config.h"
 #include "io/weight_container.h"
+#include "model/sharding.h"
 #include "quant/bf16_matrix.h"
 #include "quant/int4_matrix.h"
-#include "model/sharding.h"
 #include "quant/int8_matrix.h"
 
 namespace glint {
@@ -44,7 +44,9 @@ struct PackedLinear {
   int64_t cols() const;
   uint64_t bytes() const;  // bytes a full product reads (codes + scales, or bf16 values)
   // The activation K-grouping of an int8 or int4 weight (what QuantizeActivations needs).
-  Int8Layout ActivationGrouping() const { return format == Format::kInt4 ? int4.layout.ActivationGrouping() : int8.layout; }
+  Int8Layout ActivationGrouping() const {
+    return format == Format::kInt4 ? int4.layout.ActivationGrouping() : int8.layout;
+  }
 };
 
 // Storage of the routed experts' gate/up/down weights (everything else is unaffected): int8 W8A8 (default) or
@@ -68,26 +70,26 @@ struct FastMhcWeights {
 };
 
 struct FastKdaWeights {
-  PackedLinear qkv;        // int8 [3·width, D]  q, k, v
-  PackedLinear gates_in;   // bf16 [2·d + H, D]  f_a, g_a, b
-  PackedLinear f_b, g_b;   // bf16 [width, d]
-  PackedLinear o_proj;     // int8 [D, width]
+  PackedLinear qkv;                                    // int8 [3·width, D]  q, k, v
+  PackedLinear gates_in;                               // bf16 [2·d + H, D]  f_a, g_a, b
+  PackedLinear f_b, g_b;                               // bf16 [width, d]
+  PackedLinear o_proj;                                 // int8 [D, width]
   const float* conv[3] = {nullptr, nullptr, nullptr};  // q, k, v: [width, K]
-  const float* a_log = nullptr;    // [H]
-  const float* dt_bias = nullptr;  // [width]
-  const float* o_norm = nullptr;   // [d]
+  const float* a_log = nullptr;                        // [H]
+  const float* dt_bias = nullptr;                      // [width]
+  const float* o_norm = nullptr;                       // [d]
 };
 
 struct FastDsaWeights {
-  PackedLinear qa_kva;     // int8 [q_lora + kv_lora, D]
-  const float* q_a_norm = nullptr;   // [q_lora]
-  const float* kv_a_norm = nullptr;  // [kv_lora]
-  PackedLinear q_b;        // int8 [H·qk, q_lora]
-  PackedLinear k_absorb;   // int8 [H·kv_lora, qk]   per head Wk_hᵀ
-  PackedLinear v_up;       // int8 [H·v, kv_lora]    per head Wv_h
-  PackedLinear o_proj;     // int8 [D, H·v]
-  PackedLinear index_in;   // bf16 [2·e + I, D]      wk, compress_gate, weights_proj
-  PackedLinear index_q;    // bf16 [I·e, q_lora]     wq_b
+  PackedLinear qa_kva;                   // int8 [q_lora + kv_lora, D]
+  const float* q_a_norm = nullptr;       // [q_lora]
+  const float* kv_a_norm = nullptr;      // [kv_lora]
+  PackedLinear q_b;                      // int8 [H·qk, q_lora]
+  PackedLinear k_absorb;                 // int8 [H·kv_lora, qk]   per head Wk_hᵀ
+  PackedLinear v_up;                     // int8 [H·v, kv_lora]    per head Wv_h
+  PackedLinear o_proj;                   // int8 [D, H·v]
+  PackedLinear index_in;                 // bf16 [2·e + I, D]      wk, compress_gate, weights_proj
+  PackedLinear index_q;                  // bf16 [I·e, q_lora]     wq_b
   const float* k_norm_weight = nullptr;  // [e]
   const float* k_norm_bias = nullptr;    // [e]
   const float* ape = nullptr;            // [kpool, e]
@@ -99,8 +101,8 @@ struct FastMlpWeights {
 };
 
 struct FastMoeWeights {
-  PackedLinear router;          // bf16 [E, D]
-  const float* bias = nullptr;  // [E] e_score_correction_bias (choice only)
+  PackedLinear router;                  // bf16 [E, D]
+  const float* bias = nullptr;          // [E] e_score_correction_bias (choice only)
   std::vector<FastMlpWeights> experts;  // [E]
   std::vector<FastMlpWeights> shared;   // [0 or 1]
 };
@@ -137,8 +139,8 @@ struct FastWeights {
   std::unique_ptr<FastMtpWeights> mtp;
 };
 
-// A stored packed tensor: kind ("int8" or "int4": dims [rows, cols, group], blobs [codes, scales]; "bf16": dims [rows, cols],
-// blobs [values]; "f32": dims = shape, blobs [values]; "rows_bf16" / "rows_f32": dims [rows, cols]).
+// A stored packed tensor: kind ("int8" or "int4": dims [rows, cols, group], blobs [codes, scales]; "bf16": dims [rows,
+// cols], blobs [values]; "f32": dims = shape, blobs [values]; "rows_bf16" / "rows_f32": dims [rows, cols]).
 struct StoredTensor {
   std::string kind;
   std::vector<int64_t> dims;

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <functional>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -51,8 +51,7 @@ Status ValidateIndexerWeights(const IndexerWeights& w, const ModelConfig& c) {
   return CheckMatrix(w.compress_ape, "index_kpool_compress_ape", c.index_kpool, e);
 }
 
-void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t kpool, int64_t head_dim,
-              float* pooled) {
+void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t kpool, int64_t head_dim, float* pooled) {
   std::vector<float> weight(kpool);  // [kpool] softmax over the pool's members, one channel at a time
   for (int64_t c = 0; c < head_dim; ++c) {
     for (int64_t j = 0; j < kpool; ++j) weight[j] = gates[j * head_dim + c] + ape[j * head_dim + c];
@@ -67,7 +66,7 @@ void AppendIndexerKeys(const IndexerWeights& w, const ModelConfig& config, const
                        const DsaCache& cache) {
   const int64_t d = config.hidden_size, e = config.index_head_dim, kpool = config.index_kpool;
   std::vector<float> keys(kpool * e), gates(kpool * e);  // [kpool, e] the completing pool's rows
-  std::vector<float> key(e), gate(e), pooled(e);        // [e] each
+  std::vector<float> key(e), gate(e), pooled(e);         // [e] each
   for (int64_t t = 0; t < tokens; ++t) {
     const int64_t position = cache.tokens + t;
     const int64_t row = position % kpool;  // row within the filling pool
@@ -151,8 +150,7 @@ uint32_t OrderedScoreBits(float score) {
 PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std::vector<uint64_t>& keys) {
   const int64_t n = static_cast<int64_t>(scores.size());
   if (k >= n) return SelectTopPools(scores, k);
-  GLINT_CHECK(k > 0 && n < (int64_t{1} << 32)) << "SelectTopPoolsLinear needs 1 ≤ k < n < 2^32, got " << k << ", "
-                                                << n;
+  GLINT_CHECK(k > 0 && n < (int64_t{1} << 32)) << "SelectTopPoolsLinear needs 1 ≤ k < n < 2^32, got " << k << ", " << n;
   keys.resize(n);
   for (int64_t m = 0; m < n; ++m) {
     keys[m] = (uint64_t{OrderedScoreBits(scores[m])} << 32) | (0xffffffffu - static_cast<uint32_t>(m));

@@ -34,17 +34,16 @@ inline int64_t VisiblePools(int64_t position, int64_t kpool) { return (position 
 // Key side for `tokens` rows of h [tokens, D] at positions cache.tokens, …: ik and ig of each token go to the
 // filling pool's pending rows; a pool that completes is pooled into its PooledKey slot. The caller advances
 // cache.tokens afterwards. Inputs and the cache's capacity must have been checked (PrepareDsaCache).
-void AppendIndexerKeys(const IndexerWeights& weights, const ModelConfig& config, const float* hidden,
-                       int64_t tokens, const DsaCache& cache);
+void AppendIndexerKeys(const IndexerWeights& weights, const ModelConfig& config, const float* hidden, int64_t tokens,
+                       const DsaCache& cache);
 
 // pk[e] = Σ_j softmax_j(gates[j, c] + ape[j, c]) · keys[j, c] for one pool (softmax over the kpool members of each
 // channel, in fp32 with the max subtracted). keys, gates, ape: [kpool, e].
-void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t kpool, int64_t head_dim,
-              float* pooled);
+void PoolKeys(const float* keys, const float* gates, const float* ape, int64_t kpool, int64_t head_dim, float* pooled);
 
 // Query side for one token: iq [I, e] = wq_b q_resid and the head weights w [I] = weights_proj h · I^-1/2.
-void IndexerQuery(const IndexerWeights& weights, const ModelConfig& config, const float* q_resid,
-                  const float* hidden, float* query, float* head_weights);
+void IndexerQuery(const IndexerWeights& weights, const ModelConfig& config, const float* q_resid, const float* hidden,
+                  float* query, float* head_weights);
 
 // s_m for m < num_pools: query [I, e], head_weights [I], pooled [num_pools, e] (contiguous) → scores [num_pools].
 void ScorePools(const float* query, const float* head_weights, const float* pooled, int64_t num_pools,

@@ -40,8 +40,8 @@ KdaDims DimsOf(const ModelConfig& config) {
 
 Status CheckMatrix(const Matrix& matrix, const char* name, int64_t rows, int64_t cols) {
   if (matrix.rows != rows || matrix.cols != cols || static_cast<int64_t>(matrix.data.size()) != rows * cols) {
-    return InvalidArgument("KDA weight ", name, " is [", matrix.rows, ", ", matrix.cols, "] with ",
-                           matrix.data.size(), " values; the config expects [", rows, ", ", cols, "]");
+    return InvalidArgument("KDA weight ", name, " is [", matrix.rows, ", ", matrix.cols, "] with ", matrix.data.size(),
+                           " values; the config expects [", rows, ", ", cols, "]");
   }
   return Status::Ok();
 }
@@ -55,9 +55,9 @@ Status CheckVector(const std::vector<float>& vector, const char* name, int64_t s
 
 Status ValidateState(const KdaDims& dims, const KdaState& state) {
   if (static_cast<int64_t>(state.conv_window.size()) != dims.ConvWindowSize()) {
-    return InvalidArgument("KDA state conv window has ", state.conv_window.size(),
-                           " values; this config needs 3 × ", dims.width, " × ", dims.ConvHistory(), " = ",
-                           dims.ConvWindowSize(), " (use KdaState::Zero)");
+    return InvalidArgument("KDA state conv window has ", state.conv_window.size(), " values; this config needs 3 × ",
+                           dims.width, " × ", dims.ConvHistory(), " = ", dims.ConvWindowSize(),
+                           " (use KdaState::Zero)");
   }
   if (static_cast<int64_t>(state.recurrent.size()) != dims.RecurrentSize()) {
     return InvalidArgument("KDA recurrent state has ", state.recurrent.size(), " values; this config needs ",
@@ -68,11 +68,10 @@ Status ValidateState(const KdaDims& dims, const KdaState& state) {
   return Status::Ok();
 }
 
-Status ValidateArguments(const KdaWeights& w, const KdaDims& dims, const float* h, int64_t tokens,
-                         const float* out) {
+Status ValidateArguments(const KdaWeights& w, const KdaDims& dims, const float* h, int64_t tokens, const float* out) {
   if (dims.heads <= 0 || dims.head_dim <= 0 || dims.hidden <= 0 || dims.kernel <= 0) {
-    return InvalidArgument("KDA config has heads=", dims.heads, ", head_dim=", dims.head_dim, ", hidden=",
-                           dims.hidden, ", conv kernel=", dims.kernel, "; all must be positive");
+    return InvalidArgument("KDA config has heads=", dims.heads, ", head_dim=", dims.head_dim, ", hidden=", dims.hidden,
+                           ", conv kernel=", dims.kernel, "; all must be positive");
   }
   if (tokens <= 0) return InvalidArgument("KDA forward needs at least one token; got ", tokens);
   if (h == nullptr || out == nullptr) return InvalidArgument("KDA forward got a null input or output buffer");
@@ -171,7 +170,7 @@ void DeltaRuleRecurrent(const KdaDims& dims, int64_t tokens, const float* q, con
       }
       for (int64_t value = 0; value < d; ++value) accumulator[value] = beta_t * (v_t[value] - accumulator[value]);
       for (int64_t key = 0; key < d; ++key) {  // S ← S + k_t ⊗ β_t (v_t − u)
-        float* s_row = s + key * d;  // [d value]
+        float* s_row = s + key * d;            // [d value]
         for (int64_t value = 0; value < d; ++value) {
           s_row[value] = static_cast<float>(s_row[value] + static_cast<double>(k_t[key]) * accumulator[value]);
         }
@@ -200,7 +199,7 @@ void DeltaRuleRecurrent(const KdaDims& dims, int64_t tokens, const float* q, con
 // differences G_i − G_j lose |G|·ε relative to cancellation and |G| reaches hundreds over 64 tokens at strong decay.
 // U and W do not depend on S0, which is what lets fast paths build them for every chunk in parallel.
 struct ChunkInputs {
-  int64_t n = 0;               // tokens in the chunk
+  int64_t n = 0;                // tokens in the chunk
   std::vector<double> q, k, v;  // [n, d] this head's rows (q already L2-normed and scaled)
   std::vector<double> g;        // [n, d] log-decay, becomes G (cumulative) in place
   std::vector<double> beta;     // [n]
@@ -239,7 +238,7 @@ void DeltaRuleChunk(ChunkInputs& x, int64_t d, float* state /* [d, d] */, float*
     for (int64_t j = 0; j <= i; ++j) {
       const double a = A[i * n + j] * x.beta[j];
       for (int64_t c = 0; c < d; ++c) {
-        nu[i * d + c] += a * x.v[j * d + c];                             // U
+        nu[i * d + c] += a * x.v[j * d + c];                          // U
         W[i * d + c] += a * x.k[j * d + c] * std::exp(G[j * d + c]);  // W
       }
     }
@@ -368,8 +367,8 @@ void KdaForwardCore(const KdaWeights& weights, const ModelConfig& config, const 
 
 }  // namespace
 
-Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens,
-                  KdaState& state, KdaAlgorithm algorithm, float* out) {
+Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens, KdaState& state,
+                  KdaAlgorithm algorithm, float* out) {
   const KdaDims dims = DimsOf(config);
   GLINT_RETURN_IF_ERROR(ValidateArguments(weights, dims, h, tokens, out));
   GLINT_RETURN_IF_ERROR(ValidateState(dims, state));

@@ -56,8 +56,8 @@ struct KdaStateView {
 //   out: [tokens, D]  the sublayer output (after o_proj); may alias `h`
 // Advances `state` by `tokens`. On an error (tokens ≤ 0, a state or weights not sized for `config`, null
 // pointers) nothing is written and `state` is unchanged.
-Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens,
-                  KdaState& state, KdaAlgorithm algorithm, float* out);
+Status KdaForward(const KdaWeights& weights, const ModelConfig& config, const float* h, int64_t tokens, KdaState& state,
+                  KdaAlgorithm algorithm, float* out);
 // The same on a state kept in a slot. fp32 storage is updated in place; bf16 storage is widened to an fp32 copy
 // of S for the call and rounded back after it (one read and one write of S per call: what a fused kernel would
 // avoid). The caller counts tokens.

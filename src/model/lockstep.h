@@ -12,9 +12,9 @@
 // that the follower checks against its own: ranks that diverged stop with a message instead of drifting.
 //
 // Failures never hang: the leader checks a call (the inner model's CheckOptions, CheckBatch, CheckMtpInput) before
-// broadcasting it, so a bad call is an error on rank 0 alone; a failure after the broadcast, or a follower that cannot run a plan, ends every rank
-// (AbortAllRanks) with a message naming the rank, because its peers may be waiting in a collective it will never
-// join.
+// broadcasting it, so a bad call is an error on rank 0 alone; a failure after the broadcast, or a follower that cannot
+// run a plan, ends every rank (AbortAllRanks) with a message naming the rank, because its peers may be waiting in a
+// collective it will never join.
 #pragma once
 
 #include <cstdint>

@@ -76,7 +76,8 @@ void MhcWrite(const MhcCoefficients& coefficients, const float* y, int64_t hc, i
   for (int64_t k = 0; k < hc; ++k) {
     for (int64_t d = 0; d < hidden; ++d) {
       double sum = static_cast<double>(coefficients.post[k]) * y[d];
-      for (int64_t j = 0; j < hc; ++j) sum += static_cast<double>(coefficients.comb[j * hc + k]) * previous[j * hidden + d];
+      for (int64_t j = 0; j < hc; ++j)
+        sum += static_cast<double>(coefficients.comb[j * hc + k]) * previous[j * hidden + d];
       streams[k * hidden + d] = static_cast<float>(sum);
     }
   }

@@ -131,17 +131,19 @@ void MhcSiteWrite(const ModelConfig& c, int64_t tokens, ReferenceActivations& ac
 // KDA over the chunk, split at the state checkpoints and the rollback snapshot: the layer's state at each of them
 // is copied out on the way (each part computed as a call of its own would be, so checkpoints are exact).
 Status KdaWithStateCopies(const KdaWeights& kda, const ModelConfig& c, const SequenceState& state, int64_t layer,
-                          std::span<const std::pair<int64_t, std::byte*>> state_copies, const float* in,
-                          int64_t tokens, KdaAlgorithm algorithm, float* out) {
+                          std::span<const std::pair<int64_t, std::byte*>> state_copies, const float* in, int64_t tokens,
+                          KdaAlgorithm algorithm, float* out) {
   const int64_t d = c.hidden_size;
   const KdaStateView view = KdaLayerState(state, layer);
   int64_t done = 0;
   for (const auto& [end, destination] : state_copies) {
-    if (end > done) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, end - done, view, algorithm, out + done * d));
+    if (end > done)
+      GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, end - done, view, algorithm, out + done * d));
     if (destination != nullptr) CopyKdaLayerState(state, layer, destination);  // null: a split only
     done = end;
   }
-  if (done < tokens) GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, tokens - done, view, algorithm, out + done * d));
+  if (done < tokens)
+    GLINT_RETURN_IF_ERROR(KdaForward(kda, c, in + done * d, tokens - done, view, algorithm, out + done * d));
   return Status::Ok();
 }
 
@@ -237,8 +239,13 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
                                   const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
   const ModelConfig& c = config_;
   const bool tracing = trace != nullptr && trace->Wants(sequence);
-  const ReferencePass pass{entry, sequence, options, tracing ? trace : nullptr, forced,
-                           static_cast<int64_t>(entry.tokens.size()), EntryStateCopies(entry)};
+  const ReferencePass pass{entry,
+                           sequence,
+                           options,
+                           tracing ? trace : nullptr,
+                           forced,
+                           static_cast<int64_t>(entry.tokens.size()),
+                           EntryStateCopies(entry)};
   ReferenceActivations act(pass.tokens, c.hc_mult, c.hidden_size);
   Embed(pass, act);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -282,7 +289,8 @@ Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const f
   }
   if (tracing) trace->Floats(0, "mtp.eh_out", z, {pairs, d});
   // r = z + DSA(RMSNorm(z)) — plain residuals, no mHC (pitfall 12).
-  for (int64_t t = 0; t < pairs; ++t) ref::RmsNorm(&z[t * d], m.input_layernorm.data(), d, c.rms_norm_eps, &normed[t * d]);
+  for (int64_t t = 0; t < pairs; ++t)
+    ref::RmsNorm(&z[t * d], m.input_layernorm.data(), d, c.rms_norm_eps, &normed[t * d]);
   DsaTrace dsa_trace;
   GLINT_RETURN_IF_ERROR(DsaForward(m.dsa, local_, normed.data(), pairs, state.mtp_dsa, options.dsa, sublayer.data(),
                                    tracing ? &dsa_trace : nullptr));
@@ -305,9 +313,11 @@ Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const f
   }
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   // logits = lm_head · RMSNorm(r; shared_head.norm), sharing the trunk's lm_head.
-  for (int64_t t = 0; t < pairs; ++t) ref::RmsNorm(&z[t * d], m.shared_head_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
+  for (int64_t t = 0; t < pairs; ++t)
+    ref::RmsNorm(&z[t * d], m.shared_head_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
   logits.resize(options.mtp_logits ? pairs * c.vocab_size : 0);
-  if (options.mtp_logits) ref::Linear(normed.data(), pairs, weights_.lm_head.data.data(), c.vocab_size, d, logits.data());
+  if (options.mtp_logits)
+    ref::Linear(normed.data(), pairs, weights_.lm_head.data.data(), c.vocab_size, d, logits.data());
   state.mtp_tokens += pairs;
   return Status::Ok();
 }

@@ -1,8 +1,9 @@
 // The GLM-5.3-Flash text model, fp32 reference forward pass over a ragged batch (model-glm53.md §3).
 //
 // Each batch entry is one sequence: a span of new tokens continuing from the caches in its SequenceState, which
-// live in paged memory (blocks + a slot, cache_layout.h) that the engine or the state itself owns. Logits are computed only for the positions asked for; the final
-// normed hidden is returned where MTP needs it. The layer loop in model.cc reads like the model card:
+// live in paged memory (blocks + a slot, cache_layout.h) that the engine or the state itself owns. Logits are computed
+// only for the positions asked for; the final normed hidden is returned where MTP needs it. The layer loop in model.cc
+// reads like the model card:
 //   X = 4 copies of embed(x)
 //   per layer: (attention site) mHC read → RMSNorm → KDA or DSA → mHC write;
 //              (FFN site)       mHC read → RMSNorm → dense MLP or MoE → mHC write
@@ -78,7 +79,7 @@ struct BatchEntry {
   std::span<const int32_t> tokens;  // [T] new tokens, T ≥ 1
   SequenceState* state = nullptr;
   LogitsWanted logits = LogitsWanted::kLast;
-  bool want_hidden = false;         // return the final normed hidden [T, D] (MTP input)
+  bool want_hidden = false;                           // return the final normed hidden [T, D] (MTP input)
   std::span<const StateCheckpoint> checkpoints = {};  // ascending positions; empty: none
   // Speculative decoding: the KDA state (the slot's first layout.checkpoint_bytes) as it is at `position`, at any
   // position inside the call (state.tokens < position < state.tokens + T), so that the tokens after it can be
@@ -107,16 +108,16 @@ struct EntryOutput {
 // state's MTP cache, as MtpForward takes them.
 struct MtpEntry {
   SequenceState* state = nullptr;
-  std::span<const float> hidden;         // [T, D] the trunk's final normed hidden at positions t
-  std::span<const int32_t> next_tokens;  // [T] the tokens at t + 1
+  std::span<const float> hidden;              // [T, D] the trunk's final normed hidden at positions t
+  std::span<const int32_t> next_tokens;       // [T] the tokens at t + 1
   LogitsWanted logits = LogitsWanted::kLast;  // draft logits wanted: every pair, the last one, or none
 };
 
 // Discrete choices to force instead of computing them (the quality gate of quantized paths compares with the
 // choices of the fp32 path): per layer, per new token.
 struct ForcedChoices {
-  std::vector<std::vector<RouterChoice>> router;                // [layer][token]
-  std::vector<std::vector<std::vector<int64_t>>> attended;     // [layer][token] → attended positions
+  std::vector<std::vector<RouterChoice>> router;            // [layer][token]
+  std::vector<std::vector<std::vector<int64_t>>> attended;  // [layer][token] → attended positions
 };
 
 struct ForwardOptions {
@@ -168,8 +169,8 @@ class Model {
   // `tokens` positions already (0 for a zeroed slot, or a restored prefix). The caller keeps the block table
   // covering every position a Forward will write. With a layout that has the MTP cache, the MTP layer holds
   // `mtp_tokens` pairs (−1: as many as `tokens`) in the same memory.
-  virtual SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory,
-                                     int64_t tokens, int64_t mtp_tokens = -1) const;
+  virtual SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
+                                     int64_t mtp_tokens = -1) const;
   // Who must hear of the engine's pools and copies (a multi-rank leader, lockstep.h); null for a model that runs
   // alone.
   virtual EngineMirror* engine_mirror() const { return nullptr; }
@@ -199,8 +200,7 @@ class Model {
   // With `entry_errors`, every entry runs whatever the others do and entry_errors[i] says how entry i went (an
   // error return then names how many failed; the states of the entries that did not fail advanced as on success).
   virtual Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                                 const ForwardOptions& options = {},
-                                 std::vector<Status>* entry_errors = nullptr) const;
+                                 const ForwardOptions& options = {}, std::vector<Status>* entry_errors = nullptr) const;
 };
 
 // The models that compute the forward pass in this process (ReferenceModel, FastModel) share one orchestration
@@ -215,8 +215,7 @@ class PathModel : public Model {
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const final;
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options = {},
-                    Trace* trace = nullptr) const final;
+                    std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr) const final;
 
  protected:
   // The path's forward pass over a checked batch whose outputs are sized and whose memory is prepared. Returns Ok
@@ -242,9 +241,9 @@ struct ReferencePass {
   const BatchEntry& entry;
   int sequence;
   const ForwardOptions& options;
-  Trace* trace;                 // null unless this sequence is traced
-  const ForcedChoices* forced;  // null: the model chooses experts and keys
-  int64_t tokens;               // T: the entry's new tokens
+  Trace* trace;                                              // null unless this sequence is traced
+  const ForcedChoices* forced;                               // null: the model chooses experts and keys
+  int64_t tokens;                                            // T: the entry's new tokens
   std::vector<std::pair<int64_t, std::byte*>> state_copies;  // (offset in the chunk, destination) of KDA state copies
 };
 

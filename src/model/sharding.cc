@@ -25,7 +25,10 @@ IndexRange SliceOf(int64_t total, bool split, int tp, int tp_rank) {
 bool Splits(int64_t total, int tp) { return tp > 1 && total >= tp; }
 
 TensorSlices WholeSlices(const ModelConfig& c) {
-  return {{0, c.kda_num_heads}, {0, c.num_attention_heads}, {0, c.intermediate_size}, {0, c.moe_intermediate_size},
+  return {{0, c.kda_num_heads},
+          {0, c.num_attention_heads},
+          {0, c.intermediate_size},
+          {0, c.moe_intermediate_size},
           {0, c.SharedIntermediate()}};
 }
 
@@ -144,16 +147,15 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
   for (int r = 0; r < plan.ranks; ++r) {
     const ExpertRange& range = plan.experts_of_rank[r];
     const TensorSlices& s = plan.slices_of_rank[r];
-    std::vector<Cell> row = {
-        IntegerCell(r),
-        IntegerCell(r % plan.tp),
-        RangeText(range),
-        IntegerCell(range.count()),
-        SliceText(s.expert_columns, config.moe_intermediate_size, plan.experts_by_columns),
-        config.n_shared_experts == 0 ? "-" : (plan.holds_shared_expert(r) ? "yes" : "no"),
-        SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split),
-        SliceText(s.mla_heads, config.num_attention_heads, plan.mla_split),
-        SliceText(s.mlp_columns, config.intermediate_size, plan.mlp_split)};
+    std::vector<Cell> row = {IntegerCell(r),
+                             IntegerCell(r % plan.tp),
+                             RangeText(range),
+                             IntegerCell(range.count()),
+                             SliceText(s.expert_columns, config.moe_intermediate_size, plan.experts_by_columns),
+                             config.n_shared_experts == 0 ? "-" : (plan.holds_shared_expert(r) ? "yes" : "no"),
+                             SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split),
+                             SliceText(s.mla_heads, config.num_attention_heads, plan.mla_split),
+                             SliceText(s.mlp_columns, config.intermediate_size, plan.mlp_split)};
     if (with_bytes) row.push_back(Cell(FormatBytes(static_cast<double>(weight_bytes[r])), weight_bytes[r]));
     table.AddRow(std::move(row));
   }
@@ -170,7 +172,9 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
 std::string DescribeShard(const ShardPlan& plan, const ModelConfig& config) {
   if (!plan.distributed()) return "one rank: every weight local";
   const TensorSlices& s = plan.slices();
-  std::string text = StrCat(plan.tp == 1 ? "expert parallel" : plan.ep == 1 ? "tensor parallel" : "tensor and expert parallel",
+  std::string text = StrCat(plan.tp == 1   ? "expert parallel"
+                            : plan.ep == 1 ? "tensor parallel"
+                                           : "tensor and expert parallel",
                             " over ", plan.ranks, " ranks (--tp ", plan.tp, " --ep ", plan.ep, "): rank ", plan.rank,
                             " holds routed experts ", RangeText(plan.experts()), " of ", config.n_routed_experts);
   if (plan.experts_by_columns) text += StrCat(" (columns ", RangeText(s.expert_columns), ")");

@@ -45,7 +45,8 @@ void MoeRegions(const std::string& p, const ShardPlan& plan, const ModelConfig& 
   for (int64_t e = plan.experts().begin; e < std::min(plan.experts().end, c.n_routed_experts); ++e) {
     MlpRegions(p + "mlp.experts." + std::to_string(e) + ".", s.expert_columns, regions);
   }
-  if (c.n_shared_experts > 0 && plan.holds_shared_expert()) MlpRegions(p + "mlp.shared_experts.", s.shared_columns, regions);
+  if (c.n_shared_experts > 0 && plan.holds_shared_expert())
+    MlpRegions(p + "mlp.shared_experts.", s.shared_columns, regions);
 }
 
 }  // namespace

@@ -12,15 +12,15 @@
 namespace glint {
 
 Result<CheckedTensor> CheckStoredTensor(const Checkpoint& checkpoint, const ModelConfig& config,
-                                       const TensorSpec& spec) {
+                                        const TensorSpec& spec) {
   const std::string& name = spec.name;
   CheckedTensor stored;
   stored.info = checkpoint.Find(name);
   if (stored.info == nullptr) return NotFound("tensor '", name, "' is missing from the checkpoint");
   const TensorInfo& info = *stored.info;
   if (info.shape != spec.shape) {
-    return InvalidArgument("tensor '", name, "' has shape ", info.ShapeString(), "; expected ",
-                           ShapeString(spec.shape), " from config.json");
+    return InvalidArgument("tensor '", name, "' has shape ", info.ShapeString(), "; expected ", ShapeString(spec.shape),
+                           " from config.json");
   }
   const std::string scale_name = name + "_scale_inv";
   const TensorInfo* scale = checkpoint.Find(scale_name);
@@ -35,16 +35,15 @@ Result<CheckedTensor> CheckStoredTensor(const Checkpoint& checkpoint, const Mode
     const auto expected = ScaleShape(spec.shape, config.fp8_block_rows, config.fp8_block_cols);
     if (scale->dtype != DType::kF32 || scale->shape != expected) {
       return InvalidArgument("'", scale_name, "' is ", DTypeName(scale->dtype), " ", scale->ShapeString(),
-                             "; expected F32 ", ShapeString(expected), " (one scale per ", config.fp8_block_rows,
-                             "x", config.fp8_block_cols, " block)");
+                             "; expected F32 ", ShapeString(expected), " (one scale per ", config.fp8_block_rows, "x",
+                             config.fp8_block_cols, " block)");
     }
     stored.scale = scale;
     return stored;
   }
   if (info.dtype != DType::kF32 && info.dtype != DType::kBF16 && info.dtype != DType::kF16) {
     return InvalidArgument("tensor '", name, "' has dtype ", DTypeName(info.dtype), "; expected ",
-                           spec.storage == TensorStorage::kFp8Block ? "F8_E4M3 (or BF16/F16/F32)"
-                                                                     : "BF16, F16 or F32");
+                           spec.storage == TensorStorage::kFp8Block ? "F8_E4M3 (or BF16/F16/F32)" : "BF16, F16 or F32");
   }
   if (scale != nullptr) {
     return InvalidArgument("tensor '", name, "' is ", DTypeName(info.dtype), " but has a '", scale_name,
@@ -53,8 +52,8 @@ Result<CheckedTensor> CheckStoredTensor(const Checkpoint& checkpoint, const Mode
   return stored;
 }
 
-Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& config,
-                             const std::set<std::string>& used, bool skip_mtp) {
+Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& config, const std::set<std::string>& used,
+                             bool skip_mtp) {
   const std::string mtp_prefix = LayerPrefix(config.MtpLayerIndex());
   for (const TensorInfo& info : checkpoint.tensors()) {
     if (used.count(info.name) || IsVisionTensorName(info.name)) continue;
@@ -69,7 +68,6 @@ Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& co
 }
 
 namespace {
-
 
 // Binds tensors by name, tracking which checkpoint tensors were used so leftovers can be reported.
 class Binder {

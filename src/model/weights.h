@@ -35,9 +35,9 @@ struct Matrix {
 
 // mHC parameters of one site (attention or FFN), §4.
 struct MhcWeights {
-  Matrix fn;                // [(2 + hc) · hc, hc · D] = [24, 16384] in the release
-  std::vector<float> base;  // [(2 + hc) · hc]
-  std::vector<float> scale; // [3]: pre, post, comb
+  Matrix fn;                 // [(2 + hc) · hc, hc · D] = [24, 16384] in the release
+  std::vector<float> base;   // [(2 + hc) · hc]
+  std::vector<float> scale;  // [3]: pre, post, comb
 };
 
 // Kimi Delta Attention, §5. H heads × d (key = value = head_dim), width = H·d.
@@ -55,24 +55,24 @@ struct KdaWeights {
 
 // KPool lightning indexer, §7. I heads × e (index_head_dim).
 struct IndexerWeights {
-  Matrix wq_b;                     // [I·e, q_lora]
-  Matrix wk;                       // [e, D]
+  Matrix wq_b;                       // [I·e, q_lora]
+  Matrix wk;                         // [e, D]
   std::vector<float> k_norm_weight;  // [e]  LayerNorm with bias, eps 1e-6
   std::vector<float> k_norm_bias;    // [e]
-  Matrix weights_proj;             // [I, D]
-  Matrix compress_gate;            // [e, D]  per-channel pooling logits
-  Matrix compress_ape;             // [kpool, e]  learned position bias of the pooling softmax
+  Matrix weights_proj;               // [I, D]
+  Matrix compress_gate;              // [e, D]  per-channel pooling logits
+  Matrix compress_ape;               // [kpool, e]  learned position bias of the pooling softmax
 };
 
 // NoPE MLA + indexer (a DSA layer, also the MTP layer's attention), §6.
 struct DsaWeights {
-  Matrix q_a_proj;                   // [q_lora, D]
-  std::vector<float> q_a_layernorm;  // [q_lora]
-  Matrix q_b_proj;                   // [heads · qk_head_dim, q_lora]
-  Matrix kv_a_proj;                  // [kv_lora, D]   (kv_a_proj_with_mqa; no rope part)
-  std::vector<float> kv_a_layernorm; // [kv_lora]
-  Matrix kv_b_proj;                  // [heads · (qk_head_dim + v_head_dim), kv_lora]; per head: k rows then v rows
-  Matrix o_proj;                     // [D, heads · v_head_dim]
+  Matrix q_a_proj;                    // [q_lora, D]
+  std::vector<float> q_a_layernorm;   // [q_lora]
+  Matrix q_b_proj;                    // [heads · qk_head_dim, q_lora]
+  Matrix kv_a_proj;                   // [kv_lora, D]   (kv_a_proj_with_mqa; no rope part)
+  std::vector<float> kv_a_layernorm;  // [kv_lora]
+  Matrix kv_b_proj;                   // [heads · (qk_head_dim + v_head_dim), kv_lora]; per head: k rows then v rows
+  Matrix o_proj;                      // [D, heads · v_head_dim]
   IndexerWeights indexer;
 };
 
@@ -84,10 +84,10 @@ struct MlpWeights {
 
 // Sigmoid-routed MoE, §8.2–8.3.
 struct MoeWeights {
-  Matrix router;                                // [E, D]  (mlp.gate.weight)
+  Matrix router;                               // [E, D]  (mlp.gate.weight)
   std::vector<float> e_score_correction_bias;  // [E]     selection only
-  std::vector<MlpWeights> experts;              // [E]
-  std::vector<MlpWeights> shared;               // [n_shared_experts] (0 or 1)
+  std::vector<MlpWeights> experts;             // [E]
+  std::vector<MlpWeights> shared;              // [n_shared_experts] (0 or 1)
 };
 
 struct LayerWeights {
@@ -114,11 +114,11 @@ struct MtpWeights {
 };
 
 struct ModelWeights {
-  Matrix embed_tokens;             // [V, D]
+  Matrix embed_tokens;               // [V, D]
   std::vector<LayerWeights> layers;  // [num_hidden_layers]
-  std::vector<float> final_norm;   // [D]
-  Matrix lm_head;                  // [V, D]
-  std::unique_ptr<MtpWeights> mtp;  // null when the config has no MTP layer or it was not loaded
+  std::vector<float> final_norm;     // [D]
+  Matrix lm_head;                    // [V, D]
+  std::unique_ptr<MtpWeights> mtp;   // null when the config has no MTP layer or it was not loaded
 };
 
 // The part of a tensor, viewed as [shape[0], product of the rest], that a rank holds: rows [row_begin, row_end),
@@ -152,11 +152,12 @@ struct CheckedTensor {
   const TensorInfo* info = nullptr;
   const TensorInfo* scale = nullptr;  // the `_scale_inv` companion; null unless info is F8_E4M3
 };
-Result<CheckedTensor> CheckStoredTensor(const Checkpoint& checkpoint, const ModelConfig& config, const TensorSpec& spec);
+Result<CheckedTensor> CheckStoredTensor(const Checkpoint& checkpoint, const ModelConfig& config,
+                                        const TensorSpec& spec);
 // After binding: every tensor of the checkpoint was used (`used` names tensors and scales), is a vision tensor
 // (skipped: text-only serving), or belongs to the MTP layer while `skip_mtp`.
-Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& config,
-                             const std::set<std::string>& used, bool skip_mtp);
+Status CheckNoUnknownTensors(const Checkpoint& checkpoint, const ModelConfig& config, const std::set<std::string>& used,
+                             bool skip_mtp);
 
 // Decodes one float tensor (F32/BF16/F16, or F8_E4M3 with `scale`) to fp32. Exposed for tests.
 Result<std::vector<float>> DecodeToFloat(const TensorView& view, const TensorView* scale, int64_t block_rows,

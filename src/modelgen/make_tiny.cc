@@ -29,9 +29,9 @@ uint8_t EncodeFp8E4m3ForTinyModel(float value) {
   const uint32_t bits = std::bit_cast<uint32_t>(value);
   const uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
   const uint32_t magnitude_bits = bits & 0x7fffffffu;
-  if (magnitude_bits > 0x7f800000u) return 0x7f;           // NaN
-  if (magnitude_bits >= 0x43e00000u) return sign | 0x7e;    // ≥ 448: saturate
-  if (magnitude_bits < 0x3c800000u) {                        // < 2^-6: subnormal codes m · 2^-9, m = 0..8
+  if (magnitude_bits > 0x7f800000u) return 0x7f;                         // NaN
+  if (magnitude_bits >= 0x43e00000u) return sign | 0x7e;                 // ≥ 448: saturate
+  if (magnitude_bits < 0x3c800000u) {                                    // < 2^-6: subnormal codes m · 2^-9, m = 0..8
     const float scaled = std::bit_cast<float>(magnitude_bits) * 512.0f;  // exact: a power-of-two scaling
     uint32_t code = static_cast<uint32_t>(scaled);
     const float fraction = scaled - static_cast<float>(code);
@@ -78,8 +78,8 @@ class WeightWriter {
 
  private:
   Status WritePlain(const TensorSpec& spec, InitRule rule, uint64_t stream, int64_t elements) {
-    std::vector<float> values;     // [chunk]
-    std::vector<uint8_t> bytes;    // [chunk × dtype size]
+    std::vector<float> values;   // [chunk]
+    std::vector<uint8_t> bytes;  // [chunk × dtype size]
     for (int64_t begin = 0; begin < elements; begin += kChunkElements) {
       const int64_t end = std::min(elements, begin + kChunkElements);
       values.resize(end - begin);
@@ -106,9 +106,9 @@ class WeightWriter {
     const int64_t rows = spec.shape[0], cols = spec.shape[1];
     const int64_t block_rows = config_.fp8_block_rows, block_cols = config_.fp8_block_cols;
     const int64_t col_blocks = (cols + block_cols - 1) / block_cols;
-    std::vector<float> scales;    // [row_blocks, col_blocks]
-    std::vector<float> band;      // [≤ block_rows, cols]
-    std::vector<uint8_t> codes;   // [≤ block_rows, cols]
+    std::vector<float> scales;   // [row_blocks, col_blocks]
+    std::vector<float> band;     // [≤ block_rows, cols]
+    std::vector<uint8_t> codes;  // [≤ block_rows, cols]
     for (int64_t row_begin = 0; row_begin < rows; row_begin += block_rows) {
       const int64_t row_end = std::min(rows, row_begin + block_rows);
       band.resize((row_end - row_begin) * cols);

@@ -16,9 +16,9 @@
 namespace glint {
 
 struct MakeTinyProgress {
-  uint64_t bytes_done = 0;   // of model.safetensors
+  uint64_t bytes_done = 0;  // of model.safetensors
   uint64_t bytes_total = 0;
-  std::string tensor;        // being written
+  std::string tensor;  // being written
 };
 
 struct MakeTinyOptions {
@@ -31,8 +31,8 @@ struct MakeTinyOptions {
 
 struct MakeTinyReport {
   std::string out_dir;
-  int64_t num_tensors = 0;      // in model.safetensors, including `_scale_inv`
-  int64_t num_parameters = 0;   // elements of the weights (without scales)
+  int64_t num_tensors = 0;     // in model.safetensors, including `_scale_inv`
+  int64_t num_parameters = 0;  // elements of the weights (without scales)
   uint64_t safetensors_bytes = 0;
   int64_t tokenizer_merges = 0;
 };

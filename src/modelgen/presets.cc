@@ -117,8 +117,9 @@ TinyPreset LongPrefillPreset() {
 TinyPreset ExpertHeavyPreset() {
   TinyPreset p = DefaultPreset();  // its attention widths and vocabulary; fewer layers, far wider MoE
   p.name = "expert-heavy";
-  p.description = "hidden 512, 4 layers (3 KDA + 1 DSA), 64 experts of width 1024 top-8: routed experts ≈ 300 MB of "
-                  "the ≈ 315 MB container";
+  p.description =
+      "hidden 512, 4 layers (3 KDA + 1 DSA), 64 experts of width 1024 top-8: routed experts ≈ 300 MB of "
+      "the ≈ 315 MB container";
   p.hidden_size = 512;
   p.num_hidden_layers = 4;
   p.intermediate_size = 1024;
@@ -140,10 +141,13 @@ Result<TinyPreset> FindTinyPreset(std::string_view name) {
   if (name == "long-context") return LongContextPreset();
   if (name == "long-prefill") return LongPrefillPreset();
   if (name == "expert-heavy") return ExpertHeavyPreset();
-  return InvalidArgument("unknown preset '", name, "'; expected one of: default, bench, long-context, long-prefill, expert-heavy");
+  return InvalidArgument("unknown preset '", name,
+                         "'; expected one of: default, bench, long-context, long-prefill, expert-heavy");
 }
 
-std::vector<std::string> TinyPresetNames() { return {"default", "bench", "long-context", "long-prefill", "expert-heavy"}; }
+std::vector<std::string> TinyPresetNames() {
+  return {"default", "bench", "long-context", "long-prefill", "expert-heavy"};
+}
 
 const std::vector<SpecialTokenSlot>& GlmSpecialTokenSlots() {
   // Offsets from 154880. Verified in model doc §11: <|endoftext|> 60, [gMASK] 58, [sMASK] 57, <sop> 56,
@@ -152,14 +156,42 @@ const std::vector<SpecialTokenSlot>& GlmSpecialTokenSlots() {
   // The others ([MASK], <eop>, audio, transcription, code, <tool_response>, /nothink, box) fill the gaps in the
   // order of GLM-4.5's special-token list, which agrees with every verified id; they are unverified for 5.3.
   static const std::vector<SpecialTokenSlot> slots = {
-      {60, "<|endoftext|>"}, {59, "[MASK]"}, {58, "[gMASK]"}, {57, "[sMASK]"}, {56, "<sop>"}, {55, "<eop>"},
-      {54, "<|system|>"}, {53, "<|user|>"}, {52, "<|assistant|>"}, {51, "<|observation|>"},
-      {50, "<|begin_of_image|>"}, {49, "<|end_of_image|>"}, {48, "<|begin_of_video|>"}, {47, "<|end_of_video|>"},
-      {46, "<|begin_of_audio|>"}, {45, "<|end_of_audio|>"}, {44, "<|begin_of_transcription|>"},
-      {43, "<|end_of_transcription|>"}, {42, "<|code_prefix|>"}, {41, "<|code_middle|>"}, {40, "<|code_suffix|>"},
-      {39, "<think>"}, {38, "</think>"}, {37, "<tool_call>"}, {36, "</tool_call>"}, {35, "<tool_response>"},
-      {34, "</tool_response>"}, {33, "<arg_key>"}, {32, "</arg_key>"}, {31, "<arg_value>"}, {30, "</arg_value>"},
-      {29, "/nothink"}, {28, "<|begin_of_box|>"}, {27, "<|end_of_box|>"}, {26, "<|image|>"}, {25, "<|video|>"},
+      {60, "<|endoftext|>"},
+      {59, "[MASK]"},
+      {58, "[gMASK]"},
+      {57, "[sMASK]"},
+      {56, "<sop>"},
+      {55, "<eop>"},
+      {54, "<|system|>"},
+      {53, "<|user|>"},
+      {52, "<|assistant|>"},
+      {51, "<|observation|>"},
+      {50, "<|begin_of_image|>"},
+      {49, "<|end_of_image|>"},
+      {48, "<|begin_of_video|>"},
+      {47, "<|end_of_video|>"},
+      {46, "<|begin_of_audio|>"},
+      {45, "<|end_of_audio|>"},
+      {44, "<|begin_of_transcription|>"},
+      {43, "<|end_of_transcription|>"},
+      {42, "<|code_prefix|>"},
+      {41, "<|code_middle|>"},
+      {40, "<|code_suffix|>"},
+      {39, "<think>"},
+      {38, "</think>"},
+      {37, "<tool_call>"},
+      {36, "</tool_call>"},
+      {35, "<tool_response>"},
+      {34, "</tool_response>"},
+      {33, "<arg_key>"},
+      {32, "</arg_key>"},
+      {31, "<arg_value>"},
+      {30, "</arg_value>"},
+      {29, "/nothink"},
+      {28, "<|begin_of_box|>"},
+      {27, "<|end_of_box|>"},
+      {26, "<|image|>"},
+      {25, "<|video|>"},
   };
   return slots;
 }
@@ -251,11 +283,21 @@ std::string TinyConfigJson(const TinyPreset& p) {
   // The vision tower (docs/vision.md; its tensors follow the text ones in model.safetensors). out_hidden_size
   // matches the text hidden size, as in the release.
   OrderedJson vision = {
-      {"model_type", "glm5_next_vision"}, {"depth", p.vision_depth}, {"hidden_size", p.vision_hidden_size},
-      {"num_heads", p.vision_num_heads}, {"intermediate_size", p.vision_intermediate_size}, {"patch_size", 14},
-      {"temporal_patch_size", 2}, {"spatial_merge_size", 2}, {"out_hidden_size", p.hidden_size},
-      {"projection_intermediate_size", p.vision_projection_intermediate_size}, {"image_size", p.vision_image_size},
-      {"rms_norm_eps", 1e-05}, {"swiglu_limit", 10.0}, {"attention_bias", true}, {"hidden_act", "silu"},
+      {"model_type", "glm5_next_vision"},
+      {"depth", p.vision_depth},
+      {"hidden_size", p.vision_hidden_size},
+      {"num_heads", p.vision_num_heads},
+      {"intermediate_size", p.vision_intermediate_size},
+      {"patch_size", 14},
+      {"temporal_patch_size", 2},
+      {"spatial_merge_size", 2},
+      {"out_hidden_size", p.hidden_size},
+      {"projection_intermediate_size", p.vision_projection_intermediate_size},
+      {"image_size", p.vision_image_size},
+      {"rms_norm_eps", 1e-05},
+      {"swiglu_limit", 10.0},
+      {"attention_bias", true},
+      {"hidden_act", "silu"},
       {"in_channels", 3},
   };
   OrderedJson root = {
@@ -268,8 +310,8 @@ std::string TinyConfigJson(const TinyPreset& p) {
       {"image_end_token_id", v - 49},
       {"video_start_token_id", v - 48},
       {"video_end_token_id", v - 47},
-      {"quantization_config", {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"},
-                               {"weight_block_size", {128, 128}}}},
+      {"quantization_config",
+       {{"quant_method", "fp8"}, {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}}}},
       {"text_config", text},
       {"vision_config", vision},
   };
@@ -279,8 +321,12 @@ std::string TinyConfigJson(const TinyPreset& p) {
 std::string TinyGenerationConfigJson(const TinyPreset& p) {
   const int64_t v = p.vocab_size;
   OrderedJson root = {
-      {"_from_model_config", false}, {"do_sample", true}, {"temperature", 1.0}, {"top_p", 0.95},
-      {"eos_token_id", {v - 60, v - 53, v - 51}}, {"pad_token_id", v - 60},
+      {"_from_model_config", false},
+      {"do_sample", true},
+      {"temperature", 1.0},
+      {"top_p", 0.95},
+      {"eos_token_id", {v - 60, v - 53, v - 51}},
+      {"pad_token_id", v - 60},
   };
   return root.dump(2) + "\n";
 }

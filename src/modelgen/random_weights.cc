@@ -21,11 +21,11 @@ Result<InitRule> InitRuleFor(const TensorSpec& spec, const ModelConfig& config) 
   if (name == "lm_head.weight") return InitRule{0.0f, 3.0f / std::sqrt(static_cast<float>(config.hidden_size))};
   if (ends("norm.weight")) return InitRule{1.0f, 0.1f};  // every RMSNorm/LayerNorm gain, incl. o_norm and k_norm
   if (ends("k_norm.bias")) return InitRule{0.0f, 0.1f};
-  if (ends("_fn")) return InitRule{0.0f, 0.05f};         // hc_{attn,ffn}_fn: mHC mixing projections
-  if (ends("_base")) return InitRule{0.1f, 0.5f};        // hc_*_base
-  if (ends("_scale")) return InitRule{0.8f, 0.15f};      // hc_*_scale
-  if (ends("A_log")) return InitRule{-0.35f, 0.2f};      // decay rate exp(A_log) ≈ 0.7
-  if (ends("dt_bias")) return InitRule{-4.2f, 1.4f};     // with A_log: KDA decays from about −4 to ≈ 0
+  if (ends("_fn")) return InitRule{0.0f, 0.05f};      // hc_{attn,ffn}_fn: mHC mixing projections
+  if (ends("_base")) return InitRule{0.1f, 0.5f};     // hc_*_base
+  if (ends("_scale")) return InitRule{0.8f, 0.15f};   // hc_*_scale
+  if (ends("A_log")) return InitRule{-0.35f, 0.2f};   // decay rate exp(A_log) ≈ 0.7
+  if (ends("dt_bias")) return InitRule{-4.2f, 1.4f};  // with A_log: KDA decays from about −4 to ≈ 0
   if (ends("conv1d.weight")) return InitRule{0.15f, 0.5f};
   if (ends("e_score_correction_bias")) return InitRule{0.0f, 0.1f};
   if (ends("index_kpool_compress_ape")) return InitRule{0.0f, 0.5f};

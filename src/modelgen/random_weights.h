@@ -31,8 +31,8 @@ inline uint64_t SplitMix64At(uint64_t stream, uint64_t index) {
 
 // Zero mean, unit variance, |x| ≤ 2√3; see the file comment.
 inline float UnitBellFromBits(uint64_t bits) {
-  const int32_t sum = static_cast<int32_t>((bits & 0xffff) + ((bits >> 16) & 0xffff) + ((bits >> 32) & 0xffff) +
-                                           (bits >> 48));
+  const int32_t sum =
+      static_cast<int32_t>((bits & 0xffff) + ((bits >> 16) & 0xffff) + ((bits >> 32) & 0xffff) + (bits >> 48));
   // Σ (b_i + 0.5) / 65536 − 2 = (sum + 2 − 131072) / 65536: an exact integer over a power of two.
   const float centred = static_cast<float>(sum + 2 - 131072) * (1.0f / 65536.0f);
   return centred * 1.7320508075688772f;  // × √3: the sum of 4 uniforms has variance 4/12

@@ -1,9 +1,9 @@
 #include "modelgen/safetensors_stream.h"
 
-#include <cerrno>
-#include <cstring>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 namespace glint {
@@ -29,9 +29,8 @@ Result<SafetensorsStreamWriter> SafetensorsStreamWriter::Create(const std::strin
     const uint64_t size = elements * DTypeSize(entry.dtype);
     writer.begins_.push_back(offset);
     writer.sizes_.push_back(size);
-    header[entry.name] = {{"dtype", DTypeName(entry.dtype)},
-                          {"shape", entry.shape},
-                          {"data_offsets", {offset, offset + size}}};
+    header[entry.name] = {
+        {"dtype", DTypeName(entry.dtype)}, {"shape", entry.shape}, {"data_offsets", {offset, offset + size}}};
     offset += size;
   }
   std::string header_text = header.dump();

@@ -50,14 +50,14 @@ class SafetensorsStreamWriter {
   std::string path_;
   FILE* file_ = nullptr;
   std::vector<Entry> entries_;
-  std::vector<uint64_t> sizes_;  // [entries] bytes of each tensor
-  std::vector<uint64_t> begins_; // [entries] data-section offsets
-  size_t current_ = 0;           // index of the tensor being written
+  std::vector<uint64_t> sizes_;   // [entries] bytes of each tensor
+  std::vector<uint64_t> begins_;  // [entries] data-section offsets
+  size_t current_ = 0;            // index of the tensor being written
   uint64_t written_in_current_ = 0;
-  uint64_t data_position_ = 0;   // bytes of the data section written so far
-  uint64_t total_bytes_ = 0;     // file size when complete
-  uint64_t data_offset_ = 0;     // 8 + header length: where the data section starts
-  uint64_t data_size_ = 0;       // bytes of the data section when complete
+  uint64_t data_position_ = 0;  // bytes of the data section written so far
+  uint64_t total_bytes_ = 0;    // file size when complete
+  uint64_t data_offset_ = 0;    // 8 + header length: where the data section starts
+  uint64_t data_size_ = 0;      // bytes of the data section when complete
 };
 
 }  // namespace glint

@@ -67,7 +67,7 @@ Result<TinyTokenizerFiles> MakeTinyTokenizerFiles(int64_t vocab_size) {
   nlohmann::ordered_json decoder = nlohmann::ordered_json::object();
   nlohmann::ordered_json additional = nlohmann::ordered_json::array();
   for (const auto& token : options.special_tokens) {
-    decoder[std::to_string(token.id)] = {{"content", token.content}, {"lstrip", false}, {"normalized", false},
+    decoder[std::to_string(token.id)] = {{"content", token.content}, {"lstrip", false},      {"normalized", false},
                                          {"rstrip", false},          {"single_word", false}, {"special", true}};
     additional.push_back(token.content);
   }

@@ -29,8 +29,8 @@ Assumptions Assumptions::Defaults() {
       true);
   add("cache_fp8_scale_bytes", 4, "bytes", "bytes per fp8 latent-cache scale (f32)", 1, 8, true);
   add("cache_index_key_bytes", 2, "bytes", "bytes per pooled indexer key value (bf16, as the reference)", 1, 4, true);
-  add("cache_index_key_scale_bytes", 0, "bytes", "bytes of scale per pooled indexer key (4 = glint's fp8/int8 keys)",
-      0, 8, true);
+  add("cache_index_key_scale_bytes", 0, "bytes", "bytes of scale per pooled indexer key (4 = glint's fp8/int8 keys)", 0,
+      8, true);
   add("kda_state_bytes", 4, "bytes", "bytes per KDA recurrent-state value (4 = fp32 as the reference, 2 = bf16)", 1, 4,
       true);
   add("conv_state_bytes", 2, "bytes", "bytes per KDA short-conv window value (bf16)", 1, 4, true);

@@ -35,7 +35,8 @@ int CeilLog2(int n) {
 }  // namespace
 
 Status ValidateLayout(const ParallelLayout& layout) {
-  if (layout.ranks < 1 || layout.ranks > 4096) return InvalidArgument("--ranks ", layout.ranks, " must be in [1, 4096]");
+  if (layout.ranks < 1 || layout.ranks > 4096)
+    return InvalidArgument("--ranks ", layout.ranks, " must be in [1, 4096]");
   if (layout.tp < 1 || layout.ranks % layout.tp != 0) {
     return InvalidArgument("--tp ", layout.tp, " must be ≥ 1 and divide --ranks ", layout.ranks,
                            " (--tp × --ep = ranks)");
@@ -45,9 +46,12 @@ Status ValidateLayout(const ParallelLayout& layout) {
 
 const char* CollectiveOpName(CollectiveOp op) {
   switch (op) {
-    case CollectiveOp::kBroadcast: return "broadcast";
-    case CollectiveOp::kAllReduce: return "all-reduce";
-    case CollectiveOp::kAllGather: return "all-gather";
+    case CollectiveOp::kBroadcast:
+      return "broadcast";
+    case CollectiveOp::kAllReduce:
+      return "all-reduce";
+    case CollectiveOp::kAllGather:
+      return "all-gather";
   }
   return "collective";
 }
@@ -62,8 +66,7 @@ uint64_t CollectiveLine::BytesReceived(bool root) const {
   return payload * static_cast<uint64_t>(group - 1);
 }
 
-std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const ParallelLayout& layout,
-                                               const StepShape& s) {
+std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const ParallelLayout& layout, const StepShape& s) {
   std::vector<CollectiveLine> lines;
   if (layout.ranks <= 1) return lines;
   const int n = layout.ranks, tp = layout.tp;

@@ -39,10 +39,10 @@ struct StepShape {
   int64_t entries = 1;
   int64_t rows = 1;
   int64_t logit_rows = 1;
-  int64_t pass_rows = 512;     // FastModelOptions::max_tokens_per_pass: rows run in ⌈rows / pass_rows⌉ passes
+  int64_t pass_rows = 512;       // FastModelOptions::max_tokens_per_pass: rows run in ⌈rows / pass_rows⌉ passes
   int64_t blocks_per_entry = 0;  // cache blocks of an engine-bound sequence (0: sequences owning their memory)
   int64_t mtp_entries = 0;
-  int64_t mtp_rows = 0;  // the MTP layer computes every pair's logits (trimmed afterwards)
+  int64_t mtp_rows = 0;        // the MTP layer computes every pair's logits (trimmed afterwards)
   bool expert_memory = false;  // --expert-memory: each MoE all-reduce carries one float more per row (failure flags)
 };
 
@@ -61,7 +61,7 @@ struct CollectiveLine {
   uint64_t payload = 0;
   bool bytes_estimated = false;  // the plan broadcast: from the wire format's field sizes, not exact
 
-  uint64_t BytesSent(bool root) const;      // by one rank (root: rank 0, the broadcasts' root)
+  uint64_t BytesSent(bool root) const;  // by one rank (root: rank 0, the broadcasts' root)
   uint64_t BytesReceived(bool root) const;
 };
 

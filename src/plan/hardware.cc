@@ -246,9 +246,10 @@ Result<HostFigures> AddHostServer(const HostServer& server, Catalogue& catalogue
   chip.description = StrCat("one socket of ", server.cores_per_socket, " of this machine's cores");
   chip.is_cpu = true;
   chip.memory_bytes = {server.memory_bytes / server.sockets, "--memory ÷ --host-sockets", ""};
-  chip.memory_bandwidth = {f.bandwidth_per_socket, StrCat("min(--socket-bandwidth, cores × one-thread triad ",
-                                                          FormatFixed(m.triad_one_thread / 1e9, 1), " GB/s)"),
-                           measured};
+  chip.memory_bandwidth = {
+      f.bandwidth_per_socket,
+      StrCat("min(--socket-bandwidth, cores × one-thread triad ", FormatFixed(m.triad_one_thread / 1e9, 1), " GB/s)"),
+      measured};
   chip.peak[ComputeDType::kInt8] = {f.int8_peak_per_socket, "cores × per-core int8 loop peak", measured};
   chip.peak[ComputeDType::kBf16] = {f.bf16_peak_per_socket, "cores × per-core bf16 product rate ÷ mfu", measured};
   if (server.sockets > 1) {

@@ -74,11 +74,11 @@ Status AddCpuServer(const CpuServer& server, Catalogue& catalogue);
 // `--hardware host`: a server built of this machine's cores, with figures measured on this machine in the same run
 // (cli/cmd_plan.cc runs kernels/machine_limits.h and kernels/linear_probe.h; the plan layer only does arithmetic).
 struct HostMeasurement {
-  int threads = 0;  // threads the figures were measured on, one per core
-  std::string isa;  // the int8 level the products ran at ("amx", "avx512", ...)
+  int threads = 0;                                     // threads the figures were measured on, one per core
+  std::string isa;                                     // the int8 level the products ran at ("amx", "avx512", ...)
   double triad_one_thread = 0, triad_all_threads = 0;  // bytes/s
-  double int8_loop_peak = 0;   // ops/s on all threads at `isa` (AMX or VNNI loop); 0: none measurable (AVX2)
-  double int8_decode_rate = 0; // weight bytes/s of a one-token int8 product streamed from memory, all threads
+  double int8_loop_peak = 0;     // ops/s on all threads at `isa` (AMX or VNNI loop); 0: none measurable (AVX2)
+  double int8_decode_rate = 0;   // weight bytes/s of a one-token int8 product streamed from memory, all threads
   double int8_prefill_rate = 0;  // ops/s of a prefill-shaped int8 product, all threads
   double bf16_prefill_rate = 0;  // ops/s of a prefill-shaped bf16 product, all threads
   double memory_bytes = 0;       // this machine's RAM

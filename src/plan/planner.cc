@@ -1,7 +1,5 @@
 #include "plan/planner.h"
 
-#include "plan/expert_cache.h"
-
 #include <algorithm>
 #include <cmath>
 
@@ -9,6 +7,7 @@
 #include "io/safetensors.h"
 #include "plan/census_tables.h"
 #include "plan/embedded.h"
+#include "plan/expert_cache.h"
 #include "plan/roofline.h"
 #include "plan/state.h"
 
@@ -35,8 +34,9 @@ Status ResolveHardware(const PlanRequest& request, PlanInputs& inputs) {
   }
   if (host_asked && request.hardware.size() > 1) {
     // The measured fractions replace bandwidth_efficiency and mfu, which would then misdescribe the other chips.
-    return InvalidArgument("--hardware host projects with fractions measured on this machine and cannot be combined "
-                           "with other hardware; run glint plan once per kind");
+    return InvalidArgument(
+        "--hardware host projects with fractions measured on this machine and cannot be combined "
+        "with other hardware; run glint plan once per kind");
   }
   if (request.host) {
     GLINT_ASSIGN_OR_RETURN(inputs.host_figures, AddHostServer(*request.host, inputs.catalogue));
@@ -220,10 +220,10 @@ Table StateTable(const PlanInputs& in, const StateModel& state) {
   per_token_row(StrCat("MLA latent (", c.kv_lora_rank, " values)"), "bf16", LatentBytesPerTokenLayer(c, a, 2),
                 latent_used == 2);
   per_token_row(StrCat("MLA latent (", c.kv_lora_rank, " values)"),
-                a.Get("cache_fp8_group_size") >= c.kv_lora_rank ? std::string("fp8/int8 + f32 scale per row")
-                                                                 : StrCat("fp8 + f32 scale/", a.Get("cache_fp8_group_size")),
-                LatentBytesPerTokenLayer(c, a, 1),
-                latent_used == 1);
+                a.Get("cache_fp8_group_size") >= c.kv_lora_rank
+                    ? std::string("fp8/int8 + f32 scale per row")
+                    : StrCat("fp8 + f32 scale/", a.Get("cache_fp8_group_size")),
+                LatentBytesPerTokenLayer(c, a, 1), latent_used == 1);
   per_token_row(StrCat("indexer pooled keys (", c.index_head_dim, " per ", c.index_kpool, " tokens)"),
                 a.Get("cache_index_key_bytes") == 2 ? "bf16" : StrCat(a.Get("cache_index_key_bytes"), " B"),
                 state.index_key_per_token_layer, true);
@@ -347,12 +347,15 @@ Table HostMeasurementTable(const HostServer& server, const HostFigures& f) {
   table.AddRow({"bandwidth_efficiency", Cell(FormatFixed(f.bandwidth_efficiency, 2), f.bandwidth_efficiency),
                 "decode product ÷ all-thread triad"});
   table.AddRow({"mfu", Cell(FormatFixed(f.mfu, 2), f.mfu), "prefill product ÷ loop peak"});
-  table.AddRow({"server", Cell(StrCat(server.sockets, " × ", server.cores_per_socket, " cores"),
-                               static_cast<double>(server.sockets * server.cores_per_socket)),
+  table.AddRow({"server",
+                Cell(StrCat(server.sockets, " × ", server.cores_per_socket, " cores"),
+                     static_cast<double>(server.sockets * server.cores_per_socket)),
                 "--host-sockets × --host-cores"});
-  table.AddRow({"bandwidth per socket", gbps(f.bandwidth_per_socket), "min(--socket-bandwidth, cores × one-thread triad)"});
+  table.AddRow(
+      {"bandwidth per socket", gbps(f.bandwidth_per_socket), "min(--socket-bandwidth, cores × one-thread triad)"});
   table.AddRow({"int8 peak per socket", gops(f.int8_peak_per_socket), "cores × per-core peak"});
-  table.AddRow({"memory", Cell(FormatBytes(server.memory_bytes), server.memory_bytes), "--host-memory (whole server; default: this machine's RAM)"});
+  table.AddRow({"memory", Cell(FormatBytes(server.memory_bytes), server.memory_bytes),
+                "--host-memory (whole server; default: this machine's RAM)"});
   table.notes.push_back(
       "bandwidth_efficiency and mfu are set from these measurements unless --assume overrides them; the roofline "
       "and the projection below use them");
@@ -368,9 +371,9 @@ Table HostProjectionTable(const PlanInputs& in, const std::vector<SchemeFootprin
   static constexpr int kBatches[] = {1, 2, 4, 8, 16, 32, 64};
   Table table;
   table.id = "host_projection";
-  table.title = StrCat("Projection onto the host server (", in.host->sockets, " × ", in.host->cores_per_socket,
-                       " cores): decode tokens/s by batch at ", FormatInteger(in.context),
-                       " tokens of context, and prefill");
+  table.title =
+      StrCat("Projection onto the host server (", in.host->sockets, " × ", in.host->cores_per_socket,
+             " cores): decode tokens/s by batch at ", FormatInteger(in.context), " tokens of context, and prefill");
   table.columns = {{"scheme", "scheme", false}, {"fits", "fits", false}};
   for (int batch : kBatches) table.columns.push_back({StrCat("b", batch), StrCat("b=", batch, " tok/s")});
   table.columns.push_back({"prefill_512", "prefill 512 tok/s"});
@@ -381,8 +384,9 @@ Table HostProjectionTable(const PlanInputs& in, const std::vector<SchemeFootprin
     if (f.scheme != Scheme::kC && f.scheme != Scheme::kE) continue;
     const RooflineInputs inputs{&in.config, &f, &state, &a, chip, in.host->sockets};
     const double usage = WeightsPerChip(f, in.config, in.host->sockets) / chip->memory_bytes.value;
-    std::vector<Cell> row = {std::string(SchemeLetter(f.scheme)),
-                             usage > 1 ? "no" : usage > a.Get("memory_threshold") ? "over threshold" : "yes"};
+    std::vector<Cell> row = {std::string(SchemeLetter(f.scheme)), usage > 1                           ? "no"
+                                                                  : usage > a.Get("memory_threshold") ? "over threshold"
+                                                                                                      : "yes"};
     for (int batch : kBatches) row.push_back(FixedCell(EstimateDecode(inputs, batch, in.context).tokens_per_s, 1));
     row.push_back(FixedCell(EstimatePrefill(inputs, 512).tokens_per_s, 0));
     row.push_back(FixedCell(EstimatePrefill(inputs, in.context).tokens_per_s, 0));

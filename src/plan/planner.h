@@ -50,7 +50,7 @@ struct PlanInputs {
   std::vector<double> expert_ram_gb, disk_gbps;
   std::optional<double> expert_hit_rate;
   double expert_memory_gbps = 100;
-  std::optional<HostServer> host;          // --hardware host
+  std::optional<HostServer> host;           // --hardware host
   std::optional<HostFigures> host_figures;  // derived from it
 };
 

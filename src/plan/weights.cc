@@ -98,8 +98,8 @@ std::string_view SchemeDescription(Scheme scheme) {
 }
 
 const std::vector<Scheme>& AllSchemes() {
-  static const std::vector<Scheme> schemes = {Scheme::kRelease, Scheme::kA, Scheme::kB, Scheme::kC, Scheme::kD,
-                                                 Scheme::kE};
+  static const std::vector<Scheme> schemes = {Scheme::kRelease, Scheme::kA, Scheme::kB,
+                                              Scheme::kC,       Scheme::kD, Scheme::kE};
   return schemes;
 }
 

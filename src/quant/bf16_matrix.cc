@@ -9,8 +9,8 @@ namespace glint {
 
 Status ValidateBf16Layout(const Bf16Layout& layout) {
   if (layout.rows < 1 || layout.cols < 1) {
-    return InvalidArgument("a bf16 matrix needs at least one row and column, got [", layout.rows, ", ",
-                           layout.cols, "]");
+    return InvalidArgument("a bf16 matrix needs at least one row and column, got [", layout.rows, ", ", layout.cols,
+                           "]");
   }
   return Status::Ok();
 }

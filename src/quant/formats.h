@@ -37,7 +37,7 @@ inline float Fp16ToFloat(uint16_t bits) {
     return sign ? -magnitude : magnitude;
   }
   if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));  // inf, NaN
-  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));  // re-bias 15 → 127
+  return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));         // re-bias 15 → 127
 }
 
 // Decodes one e4m3fn byte. Exact; NaN codes (0x7f, 0xff) give NaN.

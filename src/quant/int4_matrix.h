@@ -27,8 +27,8 @@ namespace glint {
 
 inline constexpr int64_t kInt4KPair = 8;  // k values per byte column: two 4-k steps, low then high nibble
 inline constexpr int kInt4CodeBias = 8;
-inline constexpr int kInt4MaxCode = 7;     // symmetric quantization never produces −8
-inline constexpr int kInt4MinCode = -8;    // but the format (and every kernel) carries it
+inline constexpr int kInt4MaxCode = 7;          // symmetric quantization never produces −8
+inline constexpr int kInt4MinCode = -8;         // but the format (and every kernel) carries it
 inline constexpr uint8_t kInt4ZeroByte = 0x88;  // two zero codes
 
 struct Int4Layout {

@@ -7,8 +7,8 @@ namespace glint {
 
 Status ValidateInt8Layout(const Int8Layout& layout) {
   if (layout.rows < 1 || layout.cols < 1) {
-    return InvalidArgument("an int8 matrix needs at least one row and column, got [", layout.rows, ", ",
-                           layout.cols, "]");
+    return InvalidArgument("an int8 matrix needs at least one row and column, got [", layout.rows, ", ", layout.cols,
+                           "]");
   }
   if (layout.group < 16 || layout.group % 16 != 0) {
     return InvalidArgument("int8 group size ", layout.group, " is not a positive multiple of 16");

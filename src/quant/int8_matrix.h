@@ -26,7 +26,7 @@ namespace glint {
 inline constexpr int64_t kInt8RowBlock = 16;  // rows per packed block: one AVX-512 register of int32 sums
 inline constexpr int64_t kInt8KStep = 4;      // k values per int32 lane of vpdpbusd
 inline constexpr int kInt8CodeBias = 128;
-inline constexpr int kInt8MaxCode = 127;      // symmetric: −128 is never produced
+inline constexpr int kInt8MaxCode = 127;  // symmetric: −128 is never produced
 
 struct Int8Layout {
   int64_t rows = 0;   // logical output rows

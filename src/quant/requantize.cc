@@ -36,7 +36,8 @@ RowSource Fp8BlockSource(const uint8_t* codes, const uint8_t* scale_inv_bytes, i
         float scale;
         std::memcpy(&scale, scale_row + (c0 / block_cols) * sizeof(float), sizeof(float));
         const int64_t c1 = std::min(cols, c0 + block_cols);
-        for (int64_t c = c0; c < c1; ++c) dst[c] = table[row[c]] * scale;  // one fp32 rounding (2^-24), as the reference path
+        for (int64_t c = c0; c < c1; ++c)
+          dst[c] = table[row[c]] * scale;  // one fp32 rounding (2^-24), as the reference path
       }
     }
     return Status::Ok();
@@ -108,7 +109,8 @@ Result<RowSource> ConcatRows(std::vector<RowSource> parts) {
     source.rows += part.rows;
   }
   starts.push_back(source.rows);
-  const bool all_bf16 = std::all_of(parts.begin(), parts.end(), [](const RowSource& p) { return p.read_bf16 != nullptr; });
+  const bool all_bf16 =
+      std::all_of(parts.begin(), parts.end(), [](const RowSource& p) { return p.read_bf16 != nullptr; });
   // Reads spanning parts are split at part boundaries.
   auto for_each_piece = [parts, starts](int64_t begin, int64_t count, auto&& piece) -> Status {
     for (size_t p = 0; p < parts.size() && count > 0; ++p) {
@@ -144,8 +146,8 @@ Result<RowSource> ConcatRows(std::vector<RowSource> parts) {
 Status RequantizeInt8Into(const RowSource& source, const Int8Layout& layout, uint8_t* codes, float* scales) {
   GLINT_RETURN_IF_ERROR(ValidateInt8Layout(layout));
   if (layout.rows != source.rows || layout.cols != source.cols) {
-    return InternalError("int8 layout [", layout.rows, ", ", layout.cols, "] does not match its source [",
-                         source.rows, ", ", source.cols, "]");
+    return InternalError("int8 layout [", layout.rows, ", ", layout.cols, "] does not match its source [", source.rows,
+                         ", ", source.cols, "]");
   }
   std::fill_n(codes, layout.code_bytes(), static_cast<uint8_t>(kInt8CodeBias));
   std::fill_n(scales, layout.scale_count(), 0.0f);
@@ -169,8 +171,8 @@ Result<Int8Matrix> RequantizeInt8(const RowSource& source, int64_t group) {
 Status RequantizeInt4Into(const RowSource& source, const Int4Layout& layout, uint8_t* codes, float* scales) {
   GLINT_RETURN_IF_ERROR(ValidateInt4Layout(layout));
   if (layout.rows != source.rows || layout.cols != source.cols) {
-    return InternalError("int4 layout [", layout.rows, ", ", layout.cols, "] does not match its source [",
-                         source.rows, ", ", source.cols, "]");
+    return InternalError("int4 layout [", layout.rows, ", ", layout.cols, "] does not match its source [", source.rows,
+                         ", ", source.cols, "]");
   }
   std::fill_n(codes, layout.code_bytes(), kInt4ZeroByte);
   std::fill_n(scales, layout.scale_count(), 0.0f);
@@ -194,8 +196,8 @@ Result<Int4Matrix> RequantizeInt4(const RowSource& source, int64_t group) {
 Status PackBf16Into(const RowSource& source, const Bf16Layout& layout, uint16_t* values) {
   GLINT_RETURN_IF_ERROR(ValidateBf16Layout(layout));
   if (layout.rows != source.rows || layout.cols != source.cols) {
-    return InternalError("bf16 layout [", layout.rows, ", ", layout.cols, "] does not match its source [",
-                         source.rows, ", ", source.cols, "]");
+    return InternalError("bf16 layout [", layout.rows, ", ", layout.cols, "] does not match its source [", source.rows,
+                         ", ", source.cols, "]");
   }
   std::fill_n(values, layout.value_count(), uint16_t{0});
   std::vector<uint16_t> bits(kBf16RowBlock * layout.cols);  // [16, cols]

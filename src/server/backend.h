@@ -65,7 +65,7 @@ struct GenerationImage {
 };
 
 struct GenerationRequest {
-  std::vector<int32_t> prompt;  // at least one token
+  std::vector<int32_t> prompt;          // at least one token
   std::vector<GenerationImage> images;  // in prompt order
   GenerationSampling sampling;
   int64_t max_tokens = -1;                // −1: up to the context limit

@@ -58,7 +58,8 @@ class SinkAdapter final : public RequestSink {
 Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   Request converted;
   converted.prompt = std::move(request.prompt);
-  for (GenerationImage& image : request.images) converted.images.push_back({image.start, std::move(image.input), image.key});
+  for (GenerationImage& image : request.images)
+    converted.images.push_back({image.start, std::move(image.input), image.key});
   const GenerationSampling& s = request.sampling;
   converted.sampling.temperature = s.temperature;
   converted.sampling.top_p = s.top_p;

@@ -44,8 +44,9 @@ struct RouteEntry {
   bool blocking;  // tokenizes or waits for generation: runs on a worker thread
 };
 constexpr RouteEntry kRoutes[] = {
-    {"/health", "GET", false},          {"/v1/models", "GET", false},    {"/metrics", "GET", false},
-    {"/v1/chat/completions", "POST", true}, {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
+    {"/health", "GET", false},         {"/v1/models", "GET", false},
+    {"/metrics", "GET", false},        {"/v1/chat/completions", "POST", true},
+    {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
     {"/detokenize", "POST", true},
 };
 
@@ -91,8 +92,8 @@ class HttpServer::Impl final : public HttpHandler {
     if (shutting_down_.exchange(true)) return;
     LogInfo("shutting down: no new requests; waiting up to ", options_.shutdown_grace_seconds,
             " s for in-flight requests");
-    registry_.Drain();            // new generation requests get 503 from here on
-    transport_.BeginShutdown();   // stop accepting; idle and slow connections close now
+    registry_.Drain();           // new generation requests get 503 from here on
+    transport_.BeginShutdown();  // stop accepting; idle and slow connections close now
     const auto deadline =
         Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(options_.shutdown_grace_seconds * 1000));
     while ((registry_.requests() > 0 || transport_.busy() > 0) && Clock::now() < deadline) {
@@ -127,8 +128,8 @@ class HttpServer::Impl final : public HttpHandler {
   HttpResponse ErrorResponse(const HttpRequest& req, int status, std::string_view message,
                              std::string_view code) override {
     HttpResponse res;
-    ReplyError(res, ApiError{status, status >= 500 ? "server_error" : "invalid_request_error", std::string(message),
-                             "", std::string(code)});
+    ReplyError(res, ApiError{status, status >= 500 ? "server_error" : "invalid_request_error", std::string(message), "",
+                             std::string(code)});
     res.log_note = std::string(message.substr(0, 200));
     Count(req, status);
     return res;
@@ -317,8 +318,9 @@ class HttpServer::Impl final : public HttpHandler {
       return;
     }
     auto body = session->Collect(connection);
-    res.log_note = StrCat("prompt_tokens=", session->prompt_tokens(), " completion_tokens=",
-                          session->completion_tokens(), session->client_gone() ? " client_gone" : "");
+    res.log_note =
+        StrCat("prompt_tokens=", session->prompt_tokens(), " completion_tokens=", session->completion_tokens(),
+               session->client_gone() ? " client_gone" : "");
     if (!body.ok()) return ReplyError(res, body.error());
     Reply(res, 200, body.value());
   }
@@ -397,9 +399,9 @@ class HttpServer::Impl final : public HttpHandler {
     ConstraintContext context;
     context.reasoning_first = prompt.reasoning_start == ReasoningParser::Start::kReasoning;
     context.special_tokens_are_text = true;
-    const bool tools_constrained =
-        chat.tool_choice == ToolChoice::kRequired || chat.tool_choice == ToolChoice::kNamed ||
-        (chat.tool_choice == ToolChoice::kAuto && !chat.strict_tools.empty());
+    const bool tools_constrained = chat.tool_choice == ToolChoice::kRequired ||
+                                   chat.tool_choice == ToolChoice::kNamed ||
+                                   (chat.tool_choice == ToolChoice::kAuto && !chat.strict_tools.empty());
     if (chat.fields.constraint) {
       if (tools_constrained) {
         return BadRequest(StrCat("'", chat.fields.constraint->param,
@@ -441,11 +443,10 @@ class HttpServer::Impl final : public HttpHandler {
         // the tokenizer spends its time on it (a 15 MiB prompt costs seconds of CPU).
         const int64_t fewest_tokens = static_cast<int64_t>(input.text.size() / tokenizer_.max_token_bytes());
         if (fewest_tokens >= backend_.max_model_len()) {
-          return fail(BadRequest(StrCat("the prompt has at least ", fewest_tokens, " tokens (", input.text.size(),
-                                        " bytes) but this model's context is ", backend_.max_model_len(),
-                                        " tokens (prompt + output)"),
-                                 completion.prompts.size() == 1 ? "prompt" : StrCat("prompt[", i, "]"),
-                                 "context_length_exceeded"));
+          return fail(BadRequest(
+              StrCat("the prompt has at least ", fewest_tokens, " tokens (", input.text.size(),
+                     " bytes) but this model's context is ", backend_.max_model_len(), " tokens (prompt + output)"),
+              completion.prompts.size() == 1 ? "prompt" : StrCat("prompt[", i, "]"), "context_length_exceeded"));
         }
         auto tokens = tokenizer_.Encode(input.text, /*parse_special=*/true);
         if (!tokens.ok()) return fail(ApiError{500, "server_error", tokens.status().message(), "", ""});

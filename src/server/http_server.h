@@ -25,19 +25,19 @@ struct ServerOptions {
   int port = 8080;                                   // 0: any free port (see HttpServer::port)
   std::vector<std::string> model_names = {"glint"};  // the first is reported by /v1/models and in responses
   std::string api_key;  // non-empty: every endpoint but /health needs "Authorization: Bearer <key>"
-  std::vector<std::string> allowed_origins;  // CORS; empty: no CORS headers; "*" allows any origin
-  size_t max_body_bytes = size_t{16} << 20;     // after de-chunking; 413 beyond
-  size_t max_header_bytes = size_t{32} << 10;   // request line and headers together; 431 beyond
-  int max_connections = 4096;                   // open connections; one more is answered 503 and closed
-  int64_t max_queued_sequences = 512;           // sequences that may wait beyond what the backend runs; then 429
-  double header_timeout_seconds = 10;           // first byte of a request → end of its headers (408)
-  double read_timeout_seconds = 30;             // end of the headers → end of the body (408)
-  double write_timeout_seconds = 30;            // a write without progress, or a stream buffer that stays full
-  double keep_alive_seconds = 5;                // idle time between requests on a connection
+  std::vector<std::string> allowed_origins;        // CORS; empty: no CORS headers; "*" allows any origin
+  size_t max_body_bytes = size_t{16} << 20;        // after de-chunking; 413 beyond
+  size_t max_header_bytes = size_t{32} << 10;      // request line and headers together; 431 beyond
+  int max_connections = 4096;                      // open connections; one more is answered 503 and closed
+  int64_t max_queued_sequences = 512;              // sequences that may wait beyond what the backend runs; then 429
+  double header_timeout_seconds = 10;              // first byte of a request → end of its headers (408)
+  double read_timeout_seconds = 30;                // end of the headers → end of the body (408)
+  double write_timeout_seconds = 30;               // a write without progress, or a stream buffer that stays full
+  double keep_alive_seconds = 5;                   // idle time between requests on a connection
   size_t stream_buffer_bytes = size_t{256} << 10;  // per stream: events not yet taken by the client
-  size_t worker_threads = 1024;                 // requests handled (tokenizing, generating) at once; more wait
-  double shutdown_grace_seconds = 30;  // SIGTERM: in-flight requests get this long, then they are cancelled
-  bool log_requests = true;            // one line per request; never the prompt text unless log_prompts
+  size_t worker_threads = 1024;                    // requests handled (tokenizing, generating) at once; more wait
+  double shutdown_grace_seconds = 30;              // SIGTERM: in-flight requests get this long, then they are cancelled
+  bool log_requests = true;                        // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
   bool webui = true;  // the chat page at / (webui.h); --no-webui turns it off
   // Special-token text in message content ("<|user|>") becomes the special token (off: plain text, so a user

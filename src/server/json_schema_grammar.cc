@@ -20,18 +20,34 @@ constexpr int kMaxSchemaDepth = 64;
 constexpr int64_t kMaxDigitsValue = 999999999999999;  // 15 digits: the bound of unbounded integer parts
 
 const std::set<std::string>& Annotations() {
-  static const std::set<std::string> names = {"title",   "description", "default",    "examples", "$schema",
-                                              "$id",     "$comment",    "deprecated", "readOnly", "writeOnly",
-                                              "$defs",   "definitions", "strict"};
+  static const std::set<std::string> names = {"title", "description", "default",    "examples", "$schema",
+                                              "$id",   "$comment",    "deprecated", "readOnly", "writeOnly",
+                                              "$defs", "definitions", "strict"};
   return names;
 }
 
 const std::set<std::string>& Supported() {
-  static const std::set<std::string> names = {
-      "type",      "properties", "required",  "additionalProperties", "enum",      "const",
-      "anyOf",     "oneOf",      "allOf",     "$ref",                 "items",     "minItems",
-      "maxItems",  "minLength",  "maxLength", "pattern",              "format",    "minimum",
-      "maximum",   "exclusiveMinimum",        "exclusiveMaximum"};
+  static const std::set<std::string> names = {"type",
+                                              "properties",
+                                              "required",
+                                              "additionalProperties",
+                                              "enum",
+                                              "const",
+                                              "anyOf",
+                                              "oneOf",
+                                              "allOf",
+                                              "$ref",
+                                              "items",
+                                              "minItems",
+                                              "maxItems",
+                                              "minLength",
+                                              "maxLength",
+                                              "pattern",
+                                              "format",
+                                              "minimum",
+                                              "maximum",
+                                              "exclusiveMinimum",
+                                              "exclusiveMaximum"};
   return names;
 }
 
@@ -123,13 +139,15 @@ int32_t JsonSchemaCompiler::Whitespace() {
   return ws_;
 }
 
-int32_t JsonSchemaCompiler::Keyword(std::string_view text) { return g_.AddRuleWith(std::string(text), {Literal(text)}); }
+int32_t JsonSchemaCompiler::Keyword(std::string_view text) {
+  return g_.AddRuleWith(std::string(text), {Literal(text)});
+}
 
 int32_t JsonSchemaCompiler::StringRule() {
   if (string_ < 0) {
     if (char_ < 0) char_ = grammar::AddJsonStringCharacter(g_);
-    string_ = g_.AddRuleWith("string", {{Element::Byte('"'), g_.Star({Element::Rule(char_)}, "chars"),
-                                         Element::Byte('"')}});
+    string_ =
+        g_.AddRuleWith("string", {{Element::Byte('"'), g_.Star({Element::Rule(char_)}, "chars"), Element::Byte('"')}});
   }
   return string_;
 }
@@ -144,9 +162,9 @@ int32_t JsonSchemaCompiler::NumberRule() {
     const Element digit = Element::Bytes('0', '9');
     const Element fraction = g_.Optional({Element::Byte('.'), g_.Repeat({digit}, 1, 15, "frac").value()}, "frac");
     const Element sign = g_.Optional({Element::Rule(g_.AddRuleWith("sign", {Literal("+"), Literal("-")}))}, "sign");
-    const Element exponent = g_.Optional(
-        {Element::Rule(g_.AddRuleWith("e", {Literal("e"), Literal("E")})), sign, g_.Repeat({digit}, 1, 3, "exp").value()},
-        "exp");
+    const Element exponent = g_.Optional({Element::Rule(g_.AddRuleWith("e", {Literal("e"), Literal("E")})), sign,
+                                          g_.Repeat({digit}, 1, 3, "exp").value()},
+                                         "exp");
     number_ = g_.AddRuleWith("number", {{Element::Rule(IntegerRule()), fraction, exponent}});
   }
   return number_;
@@ -157,12 +175,12 @@ int32_t JsonSchemaCompiler::AnyValue() {
   value_ = g_.AddRule("value");
   const Element ws = Element::Rule(Whitespace());
   const Element value = Element::Rule(value_);
-  const int32_t elements = g_.AddRuleWith(
-      "elements", {{value, ws, g_.Star({Element::Byte(','), ws, value, ws}, "elements")}});
+  const int32_t elements =
+      g_.AddRuleWith("elements", {{value, ws, g_.Star({Element::Byte(','), ws, value, ws}, "elements")}});
   const int32_t array = g_.AddRuleWith(
       "array", {{Element::Byte('['), ws, g_.Optional({Element::Rule(elements)}, "elements"), Element::Byte(']')}});
-  for (int32_t rule : {AnyObject(), array, StringRule(), NumberRule(), Keyword("true"), Keyword("false"),
-                       Keyword("null")}) {
+  for (int32_t rule :
+       {AnyObject(), array, StringRule(), NumberRule(), Keyword("true"), Keyword("false"), Keyword("null")}) {
     g_.AddAlternative(value_, {Element::Rule(rule)});
   }
   return value_;
@@ -222,7 +240,8 @@ Result<int32_t> JsonSchemaCompiler::Compile(const Json& schema, const std::strin
     if (!schema.contains(keyword)) continue;
     GLINT_RETURN_IF_ERROR(alone(keyword));
     const Json& list = schema[keyword];
-    if (!list.is_array() || list.empty()) return InvalidArgument("'", keyword, "' at ", path, " must be a non-empty array");
+    if (!list.is_array() || list.empty())
+      return InvalidArgument("'", keyword, "' at ", path, " must be a non-empty array");
     if (std::string(keyword) == "allOf" && list.size() != 1) {
       return InvalidArgument("'allOf' at ", path, " with more than one schema is not supported");
     }
@@ -272,7 +291,8 @@ Result<int32_t> JsonSchemaCompiler::Compile(const Json& schema, const std::strin
 
 Result<int32_t> JsonSchemaCompiler::CompileRef(const std::string& ref, const std::string& path, int depth) {
   if (ref.empty() || ref[0] != '#') {
-    return InvalidArgument("'$ref' '", ref, "' at ", path, " is not supported: only references inside the schema (#...)");
+    return InvalidArgument("'$ref' '", ref, "' at ", path,
+                           " is not supported: only references inside the schema (#...)");
   }
   const auto found = refs_.find(ref);
   if (found != refs_.end()) return found->second;
@@ -424,7 +444,8 @@ Result<int32_t> JsonSchemaCompiler::CompileString(const Json& schema, const std:
   static const std::map<std::string, std::string> kFormats = {
       {"date", R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01]))"},
       {"time", R"(([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
-      {"date-time", R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
+      {"date-time",
+       R"(\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])T([01]\d|2[0-3]):[0-5]\d:[0-5]\d(\.\d{1,6})?(Z|[+-]([01]\d|2[0-3]):[0-5]\d))"},
       {"uuid", R"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"},
       {"email", R"([A-Za-z0-9._+-]{1,32}@[A-Za-z0-9-]{1,32}(\.[A-Za-z0-9-]{1,16}){1,3})"},
       {"ipv4", R"(((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d))"}};
@@ -477,12 +498,13 @@ Result<int32_t> JsonSchemaCompiler::CompileString(const Json& schema, const std:
     if (!repeated.ok()) return repeated.status().WithContext(path);
     content = repeated.value();
   }
-  if (raw) return g_.AddRuleWith("raw", {[&] {
-    Sequence sequence = {content};
-    const Sequence tail = Literal(stop);
-    sequence.insert(sequence.end(), tail.begin(), tail.end());
-    return sequence;
-  }()});
+  if (raw)
+    return g_.AddRuleWith("raw", {[&] {
+                            Sequence sequence = {content};
+                            const Sequence tail = Literal(stop);
+                            sequence.insert(sequence.end(), tail.begin(), tail.end());
+                            return sequence;
+                          }()});
   return g_.AddRuleWith("string", {{Element::Byte('"'), content, Element::Byte('"')}});
 }
 
@@ -492,9 +514,10 @@ Result<int32_t> JsonSchemaCompiler::CompileNumber(const Json& schema, const std:
     double value = 0;
   };
   Bound lo, hi;
-  for (const auto& [name, bound, exclusive] :
-       {std::tuple<const char*, Bound*, bool>{"minimum", &lo, false}, {"exclusiveMinimum", &lo, true},
-        {"maximum", &hi, false}, {"exclusiveMaximum", &hi, true}}) {
+  for (const auto& [name, bound, exclusive] : {std::tuple<const char*, Bound*, bool>{"minimum", &lo, false},
+                                               {"exclusiveMinimum", &lo, true},
+                                               {"maximum", &hi, false},
+                                               {"exclusiveMaximum", &hi, true}}) {
     if (!schema.contains(name)) continue;
     GLINT_ASSIGN_OR_RETURN(double value, NumberField(schema, name, path));
     const bool tighter = !bound->present || (bound == &lo ? value >= bound->value : value <= bound->value);
@@ -514,7 +537,8 @@ Result<int32_t> JsonSchemaCompiler::CompileNumber(const Json& schema, const std:
   }
   // Numbers: a digit-level comparison with the bounds' exact decimals (json_schema_number.h).
   std::optional<NumberBound> lower, upper;
-  for (const auto& [bound, target] : {std::pair<const Bound*, std::optional<NumberBound>*>{&lo, &lower}, {&hi, &upper}}) {
+  for (const auto& [bound, target] :
+       {std::pair<const Bound*, std::optional<NumberBound>*>{&lo, &lower}, {&hi, &upper}}) {
     if (!bound->present) continue;
     GLINT_ASSIGN_OR_RETURN(Decimal value, DecimalOf(bound->value));
     *target = NumberBound{std::move(value), bound->exclusive};

@@ -81,7 +81,8 @@ void WritePrefixCacheTiers(Writer& w, const BackendMetrics& b) {
   const auto counter = [&](const char* name, const char* help, int64_t value) {
     w.Single(name, "counter", help, "", static_cast<double>(value));
   };
-  gauge("glint_prefix_cache_checkpoint_bytes_total", "Memory of the KDA state checkpoint pool.", b.checkpoint_bytes_total);
+  gauge("glint_prefix_cache_checkpoint_bytes_total", "Memory of the KDA state checkpoint pool.",
+        b.checkpoint_bytes_total);
   gauge("glint_prefix_cache_checkpoint_bytes_used", "Memory of the checkpoints held.", b.checkpoint_bytes_used);
   gauge("glint_prefix_cache_checkpoints_used", "KDA state checkpoints held.", b.checkpoints_used);
   gauge("glint_prefix_cache_checkpoints_demoted", "Checkpoints held that the spacing policy dropped (evicted first).",
@@ -147,8 +148,8 @@ void RenderImages(Writer& w, const BackendMetrics& backend) {
   w.Single("glint_images_total", "counter", "Images of submitted requests.", "", static_cast<double>(backend.images));
   w.Single("glint_image_tokens_total", "counter", "Image tokens (placeholders) of submitted requests.", "",
            static_cast<double>(backend.image_tokens));
-  w.Single("glint_images_encoded_total", "counter", "Images the vision tower ran for (prefix-cache hits skip it).",
-           "", static_cast<double>(backend.images_encoded));
+  w.Single("glint_images_encoded_total", "counter", "Images the vision tower ran for (prefix-cache hits skip it).", "",
+           static_cast<double>(backend.images_encoded));
   w.Single("glint_image_tokens_encoded_total", "counter", "Image tokens the vision tower computed.", "",
            static_cast<double>(backend.image_tokens_encoded));
   w.Single("glint_vision_seconds_total", "counter", "Time in the vision tower.", "", backend.vision_seconds);
@@ -288,8 +289,8 @@ void ServerMetrics::RenderServer(const Totals& totals, std::string& out) const {
            static_cast<double>(transport_.connections.load()));
   w.Single("glint_http_requests_active", "gauge", "HTTP requests being read, handled or answered.", "",
            static_cast<double>(transport_.requests.load()));
-  w.Single("glint_http_connections_rejected_total", "counter", "Connections answered 503 at --max-connections.",
-           "", static_cast<double>(transport_.rejected_connections.load()));
+  w.Single("glint_http_connections_rejected_total", "counter", "Connections answered 503 at --max-connections.", "",
+           static_cast<double>(transport_.rejected_connections.load()));
   w.Header("glint_http_requests_total", "counter", "HTTP requests by endpoint and status.");
   for (const auto& [key, count] : totals.http_requests) {
     w.Sample("glint_http_requests_total",

@@ -119,7 +119,8 @@ Error ReadNumber(const Json& object, const char* name, double min, double max, b
 // A list longer than `limit` is refused before any of it is read.
 Error CheckCount(const Json& list, const std::string& param, int64_t limit, const char* what) {
   if (static_cast<int64_t>(list.size()) > limit) {
-    return BadRequest(StrCat("'", param, "' has ", list.size(), " ", what, "; at most ", limit, " are accepted"), param);
+    return BadRequest(StrCat("'", param, "' has ", list.size(), " ", what, "; at most ", limit, " are accepted"),
+                      param);
   }
   return std::nullopt;
 }
@@ -152,9 +153,9 @@ Error ReadLogitBias(const Json& body, const RequestPolicy& policy, std::vector<s
     const bool digits = !key.empty() && key.size() <= 10 &&
                         std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!digits || (id = std::stoll(key)) > max_id) {
-      return BadRequest(StrCat("'logit_bias' keys must be token ids in [0, ", max_id, "], got '", key.substr(0, 32),
-                               "'"),
-                        "logit_bias");
+      return BadRequest(
+          StrCat("'logit_bias' keys must be token ids in [0, ", max_id, "], got '", key.substr(0, 32), "'"),
+          "logit_bias");
     }
     if (!value.is_number()) return WrongType(param, "a number", value);
     const double x = value.get<double>();

@@ -5,8 +5,8 @@
 // temperature [0, 2], top_p (0, 1], top_k (−1 or 0 = off, else ≥ 1), min_p [0, 1], seed (integer),
 // presence_penalty / frequency_penalty [−2, 2], repetition_penalty (0, 2], max_tokens / max_completion_tokens ≥ 1,
 // stop (a string or up to 16 non-empty strings), stop_token_ids, ignore_eos, n [1, 16], stream,
-// stream_options.include_usage, logit_bias ({"token id": bias in [−100, 100]}). Defaults for temperature/top_p/top_k come from the checkpoint's
-// generation_config.json.
+// stream_options.include_usage, logit_bias ({"token id": bias in [−100, 100]}). Defaults for temperature/top_p/top_k
+// come from the checkpoint's generation_config.json.
 #pragma once
 
 #include <cstdint>
@@ -34,24 +34,24 @@ struct RequestPolicy {
   // Caps on every list a request carries (docs/server.md "Limits"). Validation is linear in the body; these keep
   // what a request can make the server build and render (template, prompt) proportionate.
   int64_t max_messages = 4096;
-  int64_t max_content_parts = 1024;   // per message
+  int64_t max_content_parts = 1024;  // per message
   int64_t max_tools = 512;
-  int64_t max_tool_calls = 512;       // per assistant message
-  int64_t max_token_ids = 1 << 20;    // per token list: a prompt, detokenize's tokens
+  int64_t max_tool_calls = 512;     // per assistant message
+  int64_t max_token_ids = 1 << 20;  // per token list: a prompt, detokenize's tokens
   int64_t max_stop_token_ids = 1024;
-  int64_t max_stop_bytes = 1024;      // per stop string
-  int64_t max_logit_bias = 1024;      // entries of logit_bias
-  int64_t max_images = 16;            // image_url parts in one conversation (serve --max-images-per-request)
+  int64_t max_stop_bytes = 1024;  // per stop string
+  int64_t max_logit_bias = 1024;  // entries of logit_bias
+  int64_t max_images = 16;        // image_url parts in one conversation (serve --max-images-per-request)
 };
 
 // An image content part as parsed, not yet loaded (server/image_input.h loads, decodes and preprocesses it).
 // In the message's flattened content the part becomes kImageMarker, the markers the released GLM-5.3-Flash
 // template writes for an image part; BuildChatPrompt keeps them special tokens while client text stays plain.
 struct ImagePart {
-  std::string url;      // image_url.url: a data: URL, a file:// URL, or http(s):// (refused when loaded)
-  std::string param;    // "messages[i].content[j]": errors name it
-  size_t message = 0;   // index into ChatRequest::messages
-  size_t offset = 0;    // byte offset of its marker in that message's content string
+  std::string url;     // image_url.url: a data: URL, a file:// URL, or http(s):// (refused when loaded)
+  std::string param;   // "messages[i].content[j]": errors name it
+  size_t message = 0;  // index into ChatRequest::messages
+  size_t offset = 0;   // byte offset of its marker in that message's content string
 };
 inline constexpr std::string_view kImageMarker = "<|begin_of_image|><|image|><|end_of_image|>";
 
@@ -125,6 +125,5 @@ struct DetokenizeRequest {
   std::vector<int32_t> tokens;
 };
 ApiOr<DetokenizeRequest> ParseDetokenizeRequest(std::string_view body, const RequestPolicy& policy);
-
 
 }  // namespace glint::server

@@ -111,8 +111,8 @@ std::optional<ApiError> ReadResponseFormat(const Json& format, std::optional<Con
     if (schema == wrapper->end() || !(schema->is_object() || schema->is_boolean())) {
       return BadRequest("'response_format.json_schema.schema' must be a JSON Schema object", "response_format");
     }
-    if (const auto strict = wrapper->find("strict"); strict != wrapper->end() && !strict->is_boolean() &&
-                                                     !strict->is_null()) {
+    if (const auto strict = wrapper->find("strict");
+        strict != wrapper->end() && !strict->is_boolean() && !strict->is_null()) {
       return BadRequest("'response_format.json_schema.strict' must be a boolean", "response_format");
     }
     spec.kind = ConstraintSpec::Kind::kJsonSchema;
@@ -166,7 +166,6 @@ std::optional<ApiError> ReadGuided(const std::string& kind, const Json& value, c
   return std::nullopt;
 }
 
-
 // After a call's name: its arguments as GLM writes them, `<arg_key>K</arg_key><arg_value>V</arg_value>` per
 // property (schema order; required ones present, optional ones may be left out; no others), then
 // `</tool_call>`. Optional newlines where the chat template puts them.
@@ -179,11 +178,13 @@ Result<int32_t> AddToolBody(Grammar& g, const Json& function, const std::string&
     return InvalidArgument(path, " must be an object schema (type \"object\")");
   }
   if (parameters.contains("additionalProperties") && parameters["additionalProperties"] != false) {
-    return InvalidArgument(path, ".additionalProperties: extra arguments cannot be constrained; only false is "
+    return InvalidArgument(path,
+                           ".additionalProperties: extra arguments cannot be constrained; only false is "
                            "supported for tool parameters");
   }
   for (const char* keyword : {"anyOf", "oneOf", "allOf", "$ref", "enum", "const"}) {
-    if (parameters.contains(keyword)) return InvalidArgument(path, ".", keyword, " is not supported for tool parameters");
+    if (parameters.contains(keyword))
+      return InvalidArgument(path, ".", keyword, " is not supported for tool parameters");
   }
   const Json empty = Json::object();
   const Json& properties = parameters.contains("properties") ? parameters["properties"] : empty;
@@ -290,9 +291,9 @@ std::optional<ApiError> ReadConstraint(const Json& body, std::optional<Constrain
     }
   }
   if (found.size() > 1) {
-    return BadRequest(StrCat("'", found[0].param, "' and '", found[1].param,
-                             "' both constrain the output; give at most one"),
-                      found[1].param);
+    return BadRequest(
+        StrCat("'", found[0].param, "' and '", found[1].param, "' both constrain the output; give at most one"),
+        found[1].param);
   }
   if (!found.empty()) out = std::move(found[0]);
   return std::nullopt;
@@ -365,8 +366,8 @@ ApiOr<GrammarPtr> CompileToolConstraint(const Json& tools, ToolChoice choice, co
                              return strict_tools.count(function["name"].get<std::string>()) != 0;
                            }));
     const int32_t text = g.AddRule("text");
-    g.AddAlternative(text, {Element::Rule(g.AddTextUntil("<tool_call>", "content")), Element::Rule(call),
-                            Element::Rule(text)});
+    g.AddAlternative(
+        text, {Element::Rule(g.AddTextUntil("<tool_call>", "content")), Element::Rule(call), Element::Rule(text)});
     g.AddAlternative(text, {Element::Rule(g.AddTextUntil("<tool_call>", "content", /*open_ended=*/true))});
     return text;
   });

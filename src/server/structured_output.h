@@ -37,7 +37,7 @@ struct ConstraintSpec {
 std::optional<ApiError> ReadConstraint(const Json& body, std::optional<ConstraintSpec>& out);
 
 struct ConstraintContext {
-  bool reasoning_first = false;  // the output starts inside <think>: free text up to </think> comes first
+  bool reasoning_first = false;          // the output starts inside <think>: free text up to </think> comes first
   bool special_tokens_are_text = false;  // chat: tags such as <tool_call> may be generated as special tokens
 };
 

@@ -1,10 +1,9 @@
 #include "tokenizer/bpe_trainer.h"
 
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/byte_level.h"
 
@@ -147,8 +146,13 @@ OrderedJson TokenizerJson(const LearntBpe& bpe, const BpeTrainerOptions& options
   }
   OrderedJson added = OrderedJson::array();
   for (const auto& token : options.special_tokens) {
-    added.push_back({{"id", token.id}, {"content", token.content}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", token.special}});
+    added.push_back({{"id", token.id},
+                     {"content", token.content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", token.special}});
   }
   return {
       {"version", "1.0"},

@@ -10,8 +10,8 @@ namespace {
 bool MapsToItself(int byte) { return (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || byte >= 174; }
 
 struct ByteLevelTables {
-  std::array<std::string, 256> spelling;     // byte → UTF-8 of its character
-  std::array<int16_t, 324> byte_of_char;     // code point (< 256 + 68) → byte, or -1
+  std::array<std::string, 256> spelling;  // byte → UTF-8 of its character
+  std::array<int16_t, 324> byte_of_char;  // code point (< 256 + 68) → byte, or -1
   ByteLevelTables() {
     byte_of_char.fill(-1);
     char32_t next_shifted = 256;

@@ -353,7 +353,6 @@ Result<Array> SortedCopy(Array items, const std::vector<Value>& keys, bool rever
   return sorted;
 }
 
-
 std::string TitleFilter(const std::string& text) {
   // jinja2's title: words start after whitespace or one of -({[< ; first letter upper, the rest lower.
   std::string out;

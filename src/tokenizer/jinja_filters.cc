@@ -1,6 +1,4 @@
 // Filters of the Jinja-subset interpreter ({{ x | name(args) }}), with jinja2's semantics.
-#include "tokenizer/jinja_builtins.h"
-
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -8,6 +6,7 @@
 #include <limits>
 
 #include "tokenizer/jinja_builtin_helpers.h"
+#include "tokenizer/jinja_builtins.h"
 #include "tokenizer/utf8.h"
 
 namespace glint::jinja {
@@ -318,7 +317,6 @@ Result<Value> FilterJoin(const Value& value, const CallArgs& args, const ValueLi
   return Value(std::move(out));
 }
 
-
 constexpr std::string_view kUnsupportedFilters[] = {"batch",     "center", "filesizeformat", "format",    "groupby",
                                                     "pprint",    "random", "slice",          "striptags", "truncate",
                                                     "urlencode", "urlize", "wordwrap",       "xmlattr"};
@@ -329,7 +327,6 @@ constexpr std::string_view kFilters[] = {
     "last",       "length",  "list",       "lower",       "map",    "max",     "min",        "reject",
     "rejectattr", "replace", "reverse",    "round",       "safe",   "select",  "selectattr", "sort",
     "string",     "sum",     "title",      "tojson",      "trim",   "unique",  "upper",      "wordcount"};
-
 
 // trim([chars]): str.strip.
 Result<Value> FilterTrim(const Value& value, const CallArgs& args) {

@@ -1,6 +1,4 @@
 // str and dict methods of the Jinja-subset interpreter ("a,b".split(","), d.items(), ...).
-#include "tokenizer/jinja_builtins.h"
-
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -8,6 +6,7 @@
 #include <limits>
 
 #include "tokenizer/jinja_builtin_helpers.h"
+#include "tokenizer/jinja_builtins.h"
 #include "tokenizer/utf8.h"
 
 namespace glint::jinja {

@@ -1,6 +1,4 @@
 // Operators, indexing, slicing and iteration of the Jinja-subset interpreter, with Python's semantics.
-#include "tokenizer/jinja_builtins.h"
-
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -9,6 +7,7 @@
 #include <optional>
 
 #include "tokenizer/jinja_builtin_helpers.h"
+#include "tokenizer/jinja_builtins.h"
 #include "tokenizer/utf8.h"
 
 namespace glint::jinja {
@@ -220,8 +219,7 @@ Result<Value> Concatenate(const Value& left, const Value& right, const ValueLimi
   }
   if (left.is_undefined() || right.is_undefined()) {
     const Value& undefined = left.is_undefined() ? left : right;
-    if (!undefined.undefined_name().empty())
-      return InvalidArgument("'", undefined.undefined_name(), "' is undefined");
+    if (!undefined.undefined_name().empty()) return InvalidArgument("'", undefined.undefined_name(), "' is undefined");
   }
   return UnsupportedOperands("+", left, right);
 }

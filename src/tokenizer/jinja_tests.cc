@@ -1,6 +1,4 @@
 // Tests of the Jinja-subset interpreter ({% if x is name %}), with jinja2's semantics.
-#include "tokenizer/jinja_builtins.h"
-
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -8,6 +6,7 @@
 #include <limits>
 
 #include "tokenizer/jinja_builtin_helpers.h"
+#include "tokenizer/jinja_builtins.h"
 #include "tokenizer/utf8.h"
 
 namespace glint::jinja {

@@ -1,7 +1,6 @@
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
@@ -101,7 +100,8 @@ class TokenizerLoader {
     }
     if (auto dropout = model.find("dropout"); dropout != model.end() && !dropout->is_null()) {
       if (!dropout->is_number() || dropout->get<double>() != 0.0) {
-        return Unsupported("model.dropout is ", QuoteJson(*dropout), "; BPE dropout is not implemented (expected null)");
+        return Unsupported("model.dropout is ", QuoteJson(*dropout),
+                           "; BPE dropout is not implemented (expected null)");
       }
     }
     for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
@@ -178,8 +178,8 @@ class TokenizerLoader {
     std::vector<const std::string*> spelling_of(size, nullptr);  // [size] for messages about duplicates
     for (auto& token : vocab_) {
       if (out_.id_flags_[token.id] & Tokenizer::kHasToken) {
-        return Error("model.vocab maps both ", Quote(*spelling_of[token.id]), " and ", Quote(token.spelling),
-                     " to id ", token.id, "; ids must be unique");
+        return Error("model.vocab maps both ", Quote(*spelling_of[token.id]), " and ", Quote(token.spelling), " to id ",
+                     token.id, "; ids must be unique");
       }
       out_.id_flags_[token.id] = Tokenizer::kHasToken;
       spelling_of[token.id] = &token.spelling;
@@ -200,8 +200,8 @@ class TokenizerLoader {
       }
       // An added token may repeat a vocabulary entry (GPT-2 keeps "<|endoftext|>" in both) but not replace it.
       if ((flags & Tokenizer::kHasToken) && out_.id_bytes_[token.id] != token.content) {
-        return Error("added_tokens[", i, "] ", Quote(token.content), " has id ", token.id, ", which model.vocab gives to ",
-                     Quote(*spelling_of[token.id]));
+        return Error("added_tokens[", i, "] ", Quote(token.content), " has id ", token.id,
+                     ", which model.vocab gives to ", Quote(*spelling_of[token.id]));
       }
       if (!out_.added_ids_.emplace(token.content, token.id).second) {
         return Error("added_tokens[", i, "] ", Quote(token.content), " appears twice (ids ",
@@ -211,7 +211,8 @@ class TokenizerLoader {
       out_.id_bytes_[token.id] = token.content;
       out_.added_by_first_byte_[static_cast<uint8_t>(token.content[0])].push_back(static_cast<int32_t>(i));
     }
-    for (const std::string& bytes : out_.id_bytes_) out_.max_token_bytes_ = std::max(out_.max_token_bytes_, bytes.size());
+    for (const std::string& bytes : out_.id_bytes_)
+      out_.max_token_bytes_ = std::max(out_.max_token_bytes_, bytes.size());
     for (auto& bucket : out_.added_by_first_byte_) {
       std::stable_sort(bucket.begin(), bucket.end(), [&](int32_t a, int32_t b) {
         return out_.added_tokens_[a].content.size() > out_.added_tokens_[b].content.size();
@@ -280,8 +281,7 @@ class TokenizerLoader {
         return Error("model.merges[", rank, "] ", QuoteJson(entry), ": the bytes of ", Quote(left + right),
                      " are not the bytes of its two parts (a spelling outside the byte-level alphabet?)");
       }
-      if (!out_.merger_.AddMerge(left_id->second, right_id->second,
-                                 {static_cast<int32_t>(rank), merged->second})) {
+      if (!out_.merger_.AddMerge(left_id->second, right_id->second, {static_cast<int32_t>(rank), merged->second})) {
         return Error("model.merges[", rank, "] ", QuoteJson(entry), " repeats an earlier merge");
       }
     }

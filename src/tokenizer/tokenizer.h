@@ -59,7 +59,8 @@ class Tokenizer {
   // Encode with parse_special, except that an added token starting at one of `literal_positions` (ascending byte
   // offsets) is encoded as text: the server marks where client text had added-token strings, so a user's
   // "<|assistant|>" stays text while the template's own tokens are parsed (docs/server.md "Special tokens").
-  Result<std::vector<int32_t>> EncodeWithLiterals(std::string_view text, std::span<const size_t> literal_positions) const;
+  Result<std::vector<int32_t>> EncodeWithLiterals(std::string_view text,
+                                                  std::span<const size_t> literal_positions) const;
   // The byte length of the added token that Encode would match at `text[position]` (leftmost-longest), or 0.
   size_t AddedTokenLengthAt(std::string_view text, size_t position) const;
   // The longest token's byte length: a text of B bytes has at least ceil(B / max_token_bytes()) tokens, which
@@ -106,8 +107,8 @@ class Tokenizer {
   };
 
   std::string source_;
-  std::vector<std::string> id_bytes_;  // [vocab_size] raw bytes of each id ("" for gaps)
-  std::vector<uint8_t> id_flags_;      // [vocab_size] kHasToken | kAdded | kSpecial
+  std::vector<std::string> id_bytes_;                   // [vocab_size] raw bytes of each id ("" for gaps)
+  std::vector<uint8_t> id_flags_;                       // [vocab_size] kHasToken | kAdded | kSpecial
   std::unordered_map<std::string, int32_t> vocab_ids_;  // raw bytes → id, BPE vocabulary
   std::unordered_map<std::string, int32_t> added_ids_;  // raw bytes → id, added tokens
   std::vector<AddedToken> added_tokens_;                // in file order

@@ -4,11 +4,10 @@
 // produce tool-call arguments that are JSON objects.
 #include <cstdint>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "server/openai_request.h"
 #include "tokenizer/reasoning_parser.h"

@@ -27,7 +27,7 @@ std::vector<int32_t> Tokens(int64_t count, int64_t vocab, int32_t seed) {
 }
 
 struct StepOutputs {
-  std::vector<std::vector<float>> logits;  // per call and entry
+  std::vector<std::vector<float>> logits;    // per call and entry
   std::vector<CollectiveStats> collectives;  // per step, rank 0
 };
 

@@ -105,7 +105,8 @@ TEST_F(ShardedExpertCache, AReadFailingOnRankOneFailsItsSequenceOnEveryRank) {
   ASSERT_GE(expert, 0) << "no expert of rank 1 that only sequence a needs";
   const Batch expected = RunBatch(*resident_, a_, b_);
   auto plan = std::make_shared<testing::FaultPlan>();
-  if (testing::World().rank() == 1) plan->failing_offsets.insert(testing::ExpertExtentOffset(container_, layer, expert));
+  if (testing::World().rank() == 1)
+    plan->failing_offsets.insert(testing::ExpertExtentOffset(container_, layer, expert));
   ASSERT_OK_AND_ASSIGN(auto cached, FastModel::Load(container_, pool_, CacheOptions(budgets_.minimum, plan)));
   const Batch got = RunBatch(*cached, a_, b_);
   EXPECT_FALSE(got.status.ok());

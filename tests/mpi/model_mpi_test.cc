@@ -43,8 +43,7 @@ struct SequenceRun {
   RecordingTrace trace, mtp_trace;
 };
 
-SequenceRun RunSequence(const Model& model, const std::vector<int32_t>& tokens,
-                        const ForcedChoices* forced = nullptr) {
+SequenceRun RunSequence(const Model& model, const std::vector<int32_t>& tokens, const ForcedChoices* forced = nullptr) {
   SequenceRun run;
   SequenceState state = model.NewSequence();
   std::vector<EntryOutput> outputs;
@@ -114,7 +113,8 @@ void ExpectMostlySameTop1(const std::vector<float>& one, const std::vector<float
   }
   const double agreement = static_cast<double>(same) / rows;
   EXPECT_GE(agreement, kMinTop1Agreement) << same << " of " << rows << " rows";
-  if (testing::World().rank() == 0) std::printf("  forced choices: top-1 agreement %.3f over %zu rows\n", agreement, rows);
+  if (testing::World().rank() == 0)
+    std::printf("  forced choices: top-1 agreement %.3f over %zu rows\n", agreement, rows);
 }
 
 class ExpertParallel : public ::testing::TestWithParam<std::string> {

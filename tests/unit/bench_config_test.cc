@@ -116,8 +116,8 @@ TEST(BenchConfig, TokenIdRangesAreHalfOpenAndBounded) {
   EXPECT_EQ(range.begin, 7);
   ASSERT_OK_AND_ASSIGN(range, ParseTokenIdRange("0:2147483648"));
   EXPECT_EQ(range.end, int64_t{1} << 31);
-  for (const char* bad : {"", "5", ":5", "5:", "5:5", "6:5", "-1:5", "0:2147483649", "0:99999999999", "a:b", "1:2:3",
-                          " 1:2"}) {
+  for (const char* bad :
+       {"", "5", ":5", "5:", "5:5", "6:5", "-1:5", "0:2147483649", "0:99999999999", "a:b", "1:2:3", " 1:2"}) {
     SCOPED_TRACE(bad);
     EXPECT_ERROR_CONTAINS(ParseTokenIdRange(bad), "expected BEGIN:END");
   }

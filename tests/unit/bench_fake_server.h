@@ -10,12 +10,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -76,7 +76,7 @@ class FakeServer {
   std::atomic<bool> metrics_enabled{true};      // false: /metrics answers 404
   std::atomic<bool> spec_decode_enabled{true};  // false: /metrics has no spec-decode counters
   std::atomic<bool> tokenize_enabled{true};     // false: /tokenize and /detokenize answer 404
-  std::atomic<int64_t> max_model_len{0};       // > 0: /v1/models reports it (as vLLM and glint do)
+  std::atomic<int64_t> max_model_len{0};        // > 0: /v1/models reports it (as vLLM and glint do)
   std::atomic<bool> require_api_key{false};     // true: /v1/models answers 401, as a server with a key does
 
   std::vector<nlohmann::json> generation_bodies() const {
@@ -142,8 +142,9 @@ class FakeServer {
   void Models(httplib::Response& res) {
     if (require_api_key) {
       res.status = 401;
-      res.set_content(R"({"error":{"message":"missing API key","type":"authentication_error","code":"invalid_api_key"}})",
-                      "application/json");
+      res.set_content(
+          R"({"error":{"message":"missing API key","type":"authentication_error","code":"invalid_api_key"}})",
+          "application/json");
       return;
     }
     nlohmann::json model = {{"id", "fake-model"}, {"object", "model"}};

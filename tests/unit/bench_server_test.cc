@@ -537,8 +537,9 @@ TEST(BenchAgainstFakeServer, AMissingApiKeyOrAShortContextIsRefusedBeforeAnyRequ
 
   server.require_api_key = false;
   server.max_model_len = 20;
-  EXPECT_ERROR_CONTAINS(RunBenchmark(config, stop, RunHooks(), run),
-                        "requests need up to 16 + 5 = 21 tokens (prompt + output) but the server's max_model_len is 20");
+  EXPECT_ERROR_CONTAINS(
+      RunBenchmark(config, stop, RunHooks(), run),
+      "requests need up to 16 + 5 = 21 tokens (prompt + output) but the server's max_model_len is 20");
   EXPECT_EQ(server.generation_requests(), 0);
   server.max_model_len = 21;
   config.prompts_per_level = 1;

@@ -1,8 +1,9 @@
 // The cache layout and the capacity plan: exact byte counts for the tiny-dense fixture, the split of a budget,
 // and budgets that cannot work.
+#include "engine/capacity.h"
+
 #include <gtest/gtest.h>
 
-#include "engine/capacity.h"
 #include "io/config.h"
 #include "model/cache_layout.h"
 #include "test_util.h"
@@ -100,9 +101,9 @@ TEST(Capacity, ReleaseModelBytes) {
   const ModelConfig c = LoadModelConfig(testing::TestDataPath("glm-5.3-flash-config.json")).value();
   const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64}).value();
   EXPECT_DOUBLE_EQ(layout.BytesPerToken(), 11 * (512 + 128 / 4) * 4);  // 23.4 KiB
-  const int64_t kda_layer = 3 * 8192 * 3 * 4 + 64 * 128 * 128 * 4;      // conv 288 KiB + S 4 MiB
+  const int64_t kda_layer = 3 * 8192 * 3 * 4 + 64 * 128 * 128 * 4;     // conv 288 KiB + S 4 MiB
   EXPECT_EQ(layout.checkpoint_bytes, 34 * kda_layer);
-  EXPECT_EQ(layout.slot_bytes, 34 * kda_layer + 11 * 2 * 3 * 128 * 4);   // + 33 KiB of indexer tails
+  EXPECT_EQ(layout.slot_bytes, 34 * kda_layer + 11 * 2 * 3 * 128 * 4);  // + 33 KiB of indexer tails
   const CacheLayout half = MakeCacheLayout(c, {.block_tokens = 64, .kda_state = KdaStateStorage::kBfloat16}).value();
   EXPECT_EQ(half.checkpoint_bytes, 34 * (3 * 8192 * 3 * 4 + 64 * 128 * 128 * 2));
 }

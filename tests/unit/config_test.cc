@@ -1,11 +1,12 @@
-#include <string>
+#include "io/config.h"
 
 #include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "base/file.h"
 #include "io/checkpoint_schema.h"
-#include "io/config.h"
 #include "test_util.h"
 
 namespace glint {
@@ -123,9 +124,11 @@ TEST(ModelConfig, RefusesDeepNestingAndImplausibleSizes) {
   const std::string deep = "{\"x\":" + std::string(300000, '[') + std::string(300000, ']') + "}";
   EXPECT_ERROR_CONTAINS(ParseModelConfig(deep), "nested more than 64 levels");
   EXPECT_ERROR_CONTAINS(ParseGenerationConfig(deep, ModelConfig{}), "nested more than 64 levels");
-  const std::pair<const char*, int64_t> too_large[] = {
-      {"n_routed_experts", 1000000000}, {"num_hidden_layers", 1000000}, {"vocab_size", int64_t{1} << 30},
-      {"hidden_size", int64_t{1} << 20}, {"moe_intermediate_size", int64_t{1} << 30}};
+  const std::pair<const char*, int64_t> too_large[] = {{"n_routed_experts", 1000000000},
+                                                       {"num_hidden_layers", 1000000},
+                                                       {"vocab_size", int64_t{1} << 30},
+                                                       {"hidden_size", int64_t{1} << 20},
+                                                       {"moe_intermediate_size", int64_t{1} << 30}};
   for (const auto& [key, value] : too_large) {
     Json root = ReleaseConfig();
     root["text_config"][key] = value;

@@ -1,5 +1,9 @@
 // DSA layer (NoPE MLA + KPool indexer), fp32 reference: golden outputs, a brute-force indexer, equivalences of
 // forms, selections and chunkings, and bad input. docs/model-dsa.md explains the tolerances used here.
+#include "model/dsa.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -9,12 +13,9 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "kernels/reference.h"
-#include "model/dsa.h"
 #include "model/indexer.h"
 #include "model/weights.h"
 #include "test_util.h"
@@ -137,8 +138,8 @@ LayerRun Chunked(const DsaWeights& w, const ModelConfig& c, const std::vector<fl
   for (int64_t start = 0; start < tokens;) {
     const int64_t n = std::min(chunk_sizes[chunk++ % chunk_sizes.size()], tokens - start);
     DsaTrace part;
-    const Status status = DsaForward(w, c, hidden.data() + start * d, n, run.cache, options,
-                                     run.out.data() + start * d, &part);
+    const Status status =
+        DsaForward(w, c, hidden.data() + start * d, n, run.cache, options, run.out.data() + start * d, &part);
     EXPECT_TRUE(status.ok()) << status.ToString();
     run.trace.selected.insert(run.trace.selected.end(), part.selected.begin(), part.selected.end());
     run.trace.margin.insert(run.trace.margin.end(), part.margin.begin(), part.margin.end());
@@ -215,8 +216,8 @@ void ExpectMatchesGolden(const Golden& g, const DsaWeights& weights, const std::
     options.form = form;
     const LayerRun run = Prefill(weights, g.config, input, options);
     const double error = RelativeRms(run.out, expected_out);
-    std::printf("[golden] %s %s: relative RMS %.3g\n", out_name.c_str(),
-                form == MlaForm::kNaive ? "naive" : "absorbed", error);
+    std::printf("[golden] %s %s: relative RMS %.3g\n", out_name.c_str(), form == MlaForm::kNaive ? "naive" : "absorbed",
+                error);
     EXPECT_LE(error, 1e-5);
     ASSERT_EQ(run.trace.selected.size(), expected_selected.size());
     double max_margin_error = 0;
@@ -317,7 +318,7 @@ class BruteForceIndexer {
 
   struct Answer {
     std::vector<int64_t> positions;
-    double margin = 0;  // +inf when every visible pool is selected
+    double margin = 0;       // +inf when every visible pool is selected
     double score_scale = 0;  // max |s_m|, for relative comparisons
   };
 
@@ -404,10 +405,10 @@ TEST(DsaIndexer, MatchesBruteForceOnThousandsOfRandomTokens) {
       if (std::binary_search(got.begin(), got.end(), p)) ++own_pool_completing_selected;
     }
   }
-  std::printf("[brute] %lld queries, %.1f%% of visible pools dropped, %d exact ties, %d near-tie flips, "
-              "max |margin error| %.3g\n",
-              static_cast<long long>(tokens), 100.0 * dropped / visible_total, exact_ties, near_tie_flips,
-              max_margin_error);
+  std::printf(
+      "[brute] %lld queries, %.1f%% of visible pools dropped, %d exact ties, %d near-tie flips, "
+      "max |margin error| %.3g\n",
+      static_cast<long long>(tokens), 100.0 * dropped / visible_total, exact_ties, near_tie_flips, max_margin_error);
   // The brute force is float64 from the same fp32 weights, so this is our fp32 score error (measured 2.5e-7).
   EXPECT_LE(max_margin_error, 2e-6);
   EXPECT_LE(near_tie_flips, 3);
@@ -500,8 +501,8 @@ TEST(DsaIndexer, NanInputNeverSelectsGarbage) {
     EXPECT_EQ(finite, !attends_poison && p != poisoned) << p;
   }
   EXPECT_TRUE(std::isnan(run.trace.margin[poisoned]));
-  EXPECT_EQ(run.trace.selected[poisoned], (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14,
-                                                                 15, 40, 41}));
+  EXPECT_EQ(run.trace.selected[poisoned],
+            (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 40, 41}));
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -670,16 +671,14 @@ TEST_F(DsaBadInput, CacheOfAnotherConfigOrCorrupt) {
   other = config_;
   other.index_kpool = 8;
   foreign = NewDsaCache(other);
-  EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, foreign, {}, out_.data()),
-                        "index_kpool 8");
+  EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, foreign, {}, out_.data()), "index_kpool 8");
   DsaCache blank;  // not made with NewDsaCache
   EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, blank, {}, out_.data()), "NewDsaCache");
   // The cache is paged (dsa_cache.h): a view without memory, or whose block table does not cover the call, is
   // refused; only a cache that owns its memory grows.
   DsaCache corrupt = cache_;
   corrupt.block_table = nullptr;
-  EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, corrupt, {}, out_.data()),
-                        "has no memory");
+  EXPECT_ERROR_CONTAINS(DsaForward(weights_, config_, hidden_.data(), 1, corrupt, {}, out_.data()), "has no memory");
   corrupt = cache_;
   corrupt.owned = nullptr;  // a view of the same memory: its one block covers 16 positions
   corrupt.tokens = 15;

@@ -1,8 +1,8 @@
 #include "engine_checks.h"
 
-#include <algorithm>
-
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
@@ -84,8 +84,7 @@ Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<Request
   return request;
 }
 
-EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints,
-                           bool speculative) {
+EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints, bool speculative) {
   EngineOptions o;
   o.block_tokens = 8;
   o.checkpoint_interval = 16;

@@ -2,27 +2,28 @@
 // caching, chunked prefill, batching and forced preemption; cancellation and finished requests free everything;
 // seeded sampling is reproducible; n > 1 computes the prompt once; stop strings never leak; too-long requests are
 // refused clearly; the threaded engine. Integrity is checked after every step.
+#include "engine/engine.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
-#include <limits>
-#include <cmath>
-#include <cstdio>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include "engine/engine.h"
 #include "engine/engine_core.h"
+#include "engine_checks.h"
 #include "model/model.h"
+#include "test_util.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
-#include "engine_checks.h"
-#include "test_util.h"
 
 namespace glint {
 namespace {
@@ -262,11 +263,12 @@ TEST_P(EngineGolden, RequestsThatCanNeverFitAreRefused) {
   ASSERT_OK(core->Add(1, Greedy(Tokens(59, 1), 5, sink)));  // exactly at the limit
   RunToCompletion(*core);
   EXPECT_EQ(sink->TokensOf(1).size(), 5u);
-  EXPECT_ERROR_CONTAINS(EngineCore::Create(*model_, [&] {
-                          EngineOptions o = options;
-                          o.max_model_len = 65;
-                          return o;
-                        }()),
+  EXPECT_ERROR_CONTAINS(EngineCore::Create(*model_,
+                                           [&] {
+                                             EngineOptions o = options;
+                                             o.max_model_len = 65;
+                                             return o;
+                                           }()),
                         "can never fit");
 }
 
@@ -276,8 +278,8 @@ TEST_P(EngineGolden, RequestsThatCanNeverFitAreRefused) {
 TEST_P(EngineGolden, BfloatStateStorageQualityCost) {
   const ModelConfig& c = model_->config();
   auto run = [&](KdaStateStorage storage, const Tokens& tokens) {
-    auto layout = std::make_shared<const CacheLayout>(
-        model_->CacheLayoutFor({.block_tokens = 8, .kda_state = storage}).value());
+    auto layout =
+        std::make_shared<const CacheLayout>(model_->CacheLayoutFor({.block_tokens = 8, .kda_state = storage}).value());
     const int64_t blocks = (static_cast<int64_t>(tokens.size()) + 7) / 8;
     ItemArena arena = ItemArena::Fixed(blocks, layout->block_bytes).value();
     ItemArena slot = ItemArena::Fixed(1, layout->slot_bytes).value();
@@ -317,9 +319,11 @@ TEST_P(EngineGolden, BfloatStateStorageQualityCost) {
       large += kl > 1e-2 ? 1 : 0;
     }
   }
-  std::printf("bf16 KDA state, %s: top-1 agreement %lld/%lld, KL mean %.3g max %.3g nats (%lld rows > 0.01), "
-              "max |Δlogit| %.3g × std\n", GetParam().c_str(), static_cast<long long>(agree),
-              static_cast<long long>(rows), sum_kl / rows, max_kl, static_cast<long long>(large), max_error);
+  std::printf(
+      "bf16 KDA state, %s: top-1 agreement %lld/%lld, KL mean %.3g max %.3g nats (%lld rows > 0.01), "
+      "max |Δlogit| %.3g × std\n",
+      GetParam().c_str(), static_cast<long long>(agree), static_cast<long long>(rows), sum_kl / rows, max_kl,
+      static_cast<long long>(large), max_error);
   EXPECT_GE(agree, rows * 4 / 5);
   EXPECT_LT(sum_kl / rows, 0.2);
   EXPECT_GT(max_error, 0.0);  // the storage really is rounded

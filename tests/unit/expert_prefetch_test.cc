@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <tuple>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "engine_checks.h"

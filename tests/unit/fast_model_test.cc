@@ -9,6 +9,10 @@
 // beside the measurement; docs/performance.md explains why int8 cannot reach them on these random fixtures.
 // Also: the converted container loads to bit-identical results, batching equals running alone, chunked prefill
 // equals whole prefill, and bad input is refused.
+#include "model/fast_model.h"
+
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,12 +21,9 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "base/file.h"
 #include "base/worker_pool.h"
 #include "io/token_file.h"
-#include "model/fast_model.h"
 #include "model/forward_common.h"
 #include "model_checks.h"
 #include "test_util.h"
@@ -34,7 +35,6 @@ using testing::Accumulate;
 using testing::Agreement;
 using testing::ForcedChoicesOf;
 using testing::RecordingTrace;
-
 
 class FastGolden : public ::testing::TestWithParam<std::string> {
  protected:
@@ -317,7 +317,7 @@ TEST_P(FastGolden, Int4ExpertContainerLoadsWithoutAFlag) {
   const auto tokens = golden_->Tokens()[0];
   const std::vector<float> int4_logits = Logits(*mapped, tokens);
   EXPECT_EQ(int4_logits, Logits(*converted, tokens));
-  EXPECT_NE(int4_logits, Logits(*fast_, tokens));  // the experts really are different weights
+  EXPECT_NE(int4_logits, Logits(*fast_, tokens));                       // the experts really are different weights
   ASSERT_OK_AND_ASSIGN(auto again, FastModel::Load(out, pool_, int4));  // asking for what it holds is fine
   FastModelOptions int8;
   int8.experts = ExpertWeights::kInt8;
@@ -390,7 +390,8 @@ TEST(FastSublayers, GoldenInputToGoldenOutput) {
         const auto selected = golden.Ints(prefix + "indexer_selected");
         const int64_t width = c.DenseRegimeTokens();
         for (int64_t t = 0; t < tokens; ++t) {
-          for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) attended[t].push_back(selected[t * width + i]);
+          for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i)
+            attended[t].push_back(selected[t * width + i]);
         }
         DsaCache cache = DsaLayerCache(state, l);
         std::vector<const std::vector<int64_t>*> forced(tokens);  // [rows]
@@ -469,9 +470,9 @@ TEST(FastTrainedModel, Bf16KdaStateCostsLessThanW8A8) {
   const std::string dir = testing::TestDataPath("../../models/glint-tiny");
   WorkerPool pool(2);
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> fast, FastModel::Load(dir, pool));
-  ASSERT_OK_AND_ASSIGN(const std::vector<std::vector<int32_t>> sequences,
-                       ReadTokenSequences(testing::TestDataPath("glint-tiny/crosscheck_tokens.json"),
-                                          fast->config().vocab_size));
+  ASSERT_OK_AND_ASSIGN(
+      const std::vector<std::vector<int32_t>> sequences,
+      ReadTokenSequences(testing::TestDataPath("glint-tiny/crosscheck_tokens.json"), fast->config().vocab_size));
   Agreement agreement;
   for (const auto& tokens : sequences) {
     std::vector<std::vector<float>> logits(2);  // [storage][T × V]
@@ -496,9 +497,10 @@ TEST(FastTrainedModel, Bf16KdaStateCostsLessThanW8A8) {
     }
     Accumulate(logits[0], logits[1], fast->config().vocab_size, agreement);
   }
-  std::printf("glint-tiny, bf16 vs fp32 KDA state (decode): top-1 agreement %.2f%% over %lld positions, mean KL %.3g "
-              "nats\n",
-              100 * agreement.top1(), static_cast<long long>(agreement.rows), agreement.mean_kl());
+  std::printf(
+      "glint-tiny, bf16 vs fp32 KDA state (decode): top-1 agreement %.2f%% over %lld positions, mean KL %.3g "
+      "nats\n",
+      100 * agreement.top1(), static_cast<long long>(agreement.rows), agreement.mean_kl());
   EXPECT_GE(agreement.top1(), 0.98);
   EXPECT_LE(agreement.mean_kl(), 3e-4);
 }

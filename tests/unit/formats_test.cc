@@ -1,11 +1,11 @@
 // fp8 e4m3fn and bf16 conversions, checked exhaustively against independent definitions.
-#include <bit>
-#include <cmath>
-#include <cstdint>
+#include "quant/formats.h"
 
 #include <gtest/gtest.h>
 
-#include "quant/formats.h"
+#include <bit>
+#include <cmath>
+#include <cstdint>
 
 namespace glint {
 namespace {
@@ -32,8 +32,8 @@ TEST(Fp8E4m3, AllCodesDecodeExactly) {
     EXPECT_EQ(Fp8E4m3Table()[code], decoded) << "table, code " << code;
   }
   EXPECT_EQ(nan_codes, 2);
-  EXPECT_EQ(Fp8E4m3ToFloat(0x7e), 448.0f);   // largest finite
-  EXPECT_EQ(Fp8E4m3ToFloat(0x01), 0x1p-9f);  // smallest subnormal
+  EXPECT_EQ(Fp8E4m3ToFloat(0x7e), 448.0f);          // largest finite
+  EXPECT_EQ(Fp8E4m3ToFloat(0x01), 0x1p-9f);         // smallest subnormal
   EXPECT_TRUE(std::signbit(Fp8E4m3ToFloat(0x80)));  // -0
 }
 

@@ -5,24 +5,24 @@
 // 16 and 32, rows around 16-row blocks and 2-block pairs, K groups of every tile step 16, 32, 64); row-block
 // ranges; saturation; the table's threshold kAmxMinTokens. Skipped, with the reason printed, where the CPU or the
 // kernel does not offer AMX.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
+#include "kernel_test_util.h"
 #include "kernels/gemm_i8.h"
 #include "quant/int8_matrix.h"
-#include "kernel_test_util.h"
 #include "test_util.h"
 
 namespace glint {
 namespace {
 
-using glint::testing::Random;
-using glint::testing::QuantizeRows;
 using glint::testing::QuantizedRows;
+using glint::testing::QuantizeRows;
+using glint::testing::Random;
 
 class AmxTiles : public ::testing::Test {
  protected:
@@ -93,7 +93,8 @@ TEST_F(AmxTiles, RowBlockRangesWriteOnlyTheirRows) {
   const int64_t rows = 150, cols = 192, group = 64, tokens = 40;
   const std::vector<float> weights = Random(rows * cols, 5);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
-  const QuantizedRows q = QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 6), tokens, cols);
+  const QuantizedRows q =
+      QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 6), tokens, cols);
   std::vector<float> whole(tokens * rows), pieces(tokens * rows, NAN);
   internal::Int8GemmAmxTiles(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows);
   // Odd ranges leave a single-block pair at each end; together they cover every block once.
@@ -109,7 +110,8 @@ TEST_F(AmxTiles, TableUsesTilesFromTheThresholdOn) {
   const std::vector<float> weights = Random(rows * cols, 11);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
   for (int64_t tokens : {kAmxMinTokens - 1, kAmxMinTokens, kAmxMinTokens + 9}) {
-    const QuantizedRows q = QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 12 + tokens), tokens, cols);
+    const QuantizedRows q =
+        QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 12 + tokens), tokens, cols);
     std::vector<float> vnni(tokens * rows), amx(tokens * rows);
     GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, w.layout().row_blocks(), vnni.data(), rows);
     GetInt8Kernels(Isa::kAmx).gemm(w.view(), q.view, 0, w.layout().row_blocks(), amx.data(), rows);

@@ -1,15 +1,16 @@
 // The bf16 kernel levels against the scalar specification (kernels/gemm_bf16.h): shapes across 16-row blocks, the
 // 4-block and 4-token tiles and odd K; fp32 accumulation within its rounding bound; activations past K are never
 // read (NaN there must not leak); row-block ranges write only their rows.
+#include "kernels/gemm_bf16.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "kernels/gemm_bf16.h"
-#include "quant/formats.h"
 #include "kernel_test_util.h"
+#include "quant/formats.h"
 #include "test_util.h"
 
 namespace glint {

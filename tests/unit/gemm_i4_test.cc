@@ -3,16 +3,17 @@
 // the 4- and 6-token tiles), packed codes over the whole nibble range [−8, 7], exact equality of the int32 group
 // sums, the fp32 output within its rounding bound, extreme codes (−8 and 7 against ±127), row-block ranges, the
 // packed layout itself, and the W4A8 error against the exact product.
+#include "kernels/gemm_i4.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "kernels/gemm_i4.h"
-#include "quant/int4_matrix.h"
 #include "kernel_test_util.h"
+#include "quant/int4_matrix.h"
 #include "test_util.h"
 
 namespace glint {
@@ -68,7 +69,7 @@ class Int4Kernel : public ::testing::TestWithParam<Isa> {
   void Check(const Int4Matrix& w, int64_t tokens, uint32_t seed) {
     const Int4Layout& layout = w.layout();
     SCOPED_TRACE(::testing::Message() << IsaName(GetParam()) << " rows " << layout.rows << " cols " << layout.cols
-                                    << " group " << layout.group << " tokens " << tokens);
+                                      << " group " << layout.group << " tokens " << tokens);
     const int64_t x_stride = layout.cols + 3;
     std::vector<float> x = Random(tokens * x_stride, seed, 2.0f);
     if (tokens > 1) std::fill_n(x.begin() + x_stride, layout.cols, 0.0f);  // an all-zero token
@@ -156,9 +157,9 @@ TEST_P(Int4Kernel, ExtremeCodesAreExact) {
   reference().group_sums(w.view(), q.view, 0, blocks, expected.data());
   fast().group_sums(w.view(), q.view, 0, blocks, actual.data());
   EXPECT_EQ(actual, expected);
-  EXPECT_EQ(expected[0], -8 * 127 * group);               // row 0 × token 0
-  EXPECT_EQ(expected[groups], 7 * 127 * group);           // row 1 × token 0
-  EXPECT_EQ(expected[row_stride], 8 * 127 * group);       // row 0 × token 1
+  EXPECT_EQ(expected[0], -8 * 127 * group);          // row 0 × token 0
+  EXPECT_EQ(expected[groups], 7 * 127 * group);      // row 1 × token 0
+  EXPECT_EQ(expected[row_stride], 8 * 127 * group);  // row 0 × token 1
   EXPECT_EQ(expected[row_stride + groups], -7 * 127 * group);
   std::vector<float> y(tokens * rows);
   fast().gemm(w.view(), q.view, 0, blocks, y.data(), rows);
@@ -184,7 +185,7 @@ TEST_P(Int4Kernel, RowBlockRangesWriteOnlyTheirRows) {
 TEST_P(Int4Kernel, NonFiniteActivationsGiveNanOutputs) {
   const Int4Matrix w = RandomCodes(20, 64, 32, 8);
   std::vector<float> x = Random(2 * 64, 9);
-  x[40] = NAN;         // token 0, group 1
+  x[40] = NAN;           // token 0, group 1
   x[64 + 3] = INFINITY;  // token 1, group 0
   const Quantized q = Quantize(w.layout(), x, 2, 64);
   std::vector<float> y(2 * 20);

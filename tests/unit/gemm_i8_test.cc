@@ -3,25 +3,26 @@
 // exact equality of quantized activations and int32 group sums, the fp32 output within its rounding bound,
 // saturation edges (codes ±127 everywhere), non-finite activations, and row-block ranges that leave other rows
 // untouched.
+#include "kernels/gemm_i8.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "kernels/gemm_i8.h"
-#include "quant/int8_matrix.h"
 #include "kernel_test_util.h"
+#include "quant/int8_matrix.h"
 #include "test_util.h"
 
 namespace glint {
 namespace {
 
 using glint::testing::FastIsas;
-using glint::testing::Random;
-using glint::testing::QuantizeRows;
 using glint::testing::QuantizedRows;
+using glint::testing::QuantizeRows;
+using glint::testing::Random;
 
 class Int8Kernel : public ::testing::TestWithParam<Isa> {
  protected:
@@ -31,7 +32,7 @@ class Int8Kernel : public ::testing::TestWithParam<Isa> {
   // Compares every output of the level with the scalar specification for one shape.
   void Check(int64_t rows, int64_t cols, int64_t group, int64_t tokens, uint32_t seed) {
     SCOPED_TRACE(::testing::Message() << IsaName(GetParam()) << " rows " << rows << " cols " << cols << " group "
-                                    << group << " tokens " << tokens);
+                                      << group << " tokens " << tokens);
     const std::vector<float> weights = Random(rows * cols, seed);
     ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
     const int64_t x_stride = cols + 3;  // rows of x need not be packed
@@ -94,9 +95,9 @@ TEST_P(Int8Kernel, SaturationEdgesAreExact) {
   std::vector<float> weights(rows * cols), x(tokens * cols);
   for (int64_t i = 0; i < rows * cols; ++i) weights[i] = ((i * 7) % 5 < 2) ? -3.0f : 3.0f;
   for (int64_t i = 0; i < tokens * cols; ++i) x[i] = ((i * 3) % 7 < 3) ? -0.5f : 0.5f;
-  for (int64_t c = 0; c < cols; ++c) x[c] = 0.5f;                       // token 0: all positive
-  for (int64_t c = 0; c < cols; ++c) x[cols + c] = -0.5f;               // token 1: all negative
-  for (int64_t c = 0; c < cols; ++c) weights[c] = 3.0f;                 // row 0: all positive
+  for (int64_t c = 0; c < cols; ++c) x[c] = 0.5f;          // token 0: all positive
+  for (int64_t c = 0; c < cols; ++c) x[cols + c] = -0.5f;  // token 1: all negative
+  for (int64_t c = 0; c < cols; ++c) weights[c] = 3.0f;    // row 0: all positive
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
   const QuantizedRows q = QuantizeRows(reference(), w.layout(), x, tokens, cols);
   for (int8_t code : q.codes) ASSERT_EQ(std::abs(code), 127);
@@ -105,7 +106,7 @@ TEST_P(Int8Kernel, SaturationEdgesAreExact) {
   reference().group_sums(w.view(), q.view, 0, blocks, expected.data());
   fast().group_sums(w.view(), q.view, 0, blocks, actual.data());
   EXPECT_EQ(actual, expected);
-  EXPECT_EQ(expected[0], 127 * 127 * group);            // row 0 × token 0
+  EXPECT_EQ(expected[0], 127 * 127 * group);                      // row 0 × token 0
   EXPECT_EQ(expected[blocks * 16 * groups], -127 * 127 * group);  // row 0 × token 1
   std::vector<float> y(tokens * rows);
   fast().gemm(w.view(), q.view, 0, blocks, y.data(), rows);
@@ -133,8 +134,8 @@ TEST_P(Int8Kernel, NonFiniteActivationsGiveNanOutputs) {
   const std::vector<float> weights = Random(rows * cols, 8);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
   std::vector<float> x = Random(tokens * cols, 9);
-  x[40] = NAN;               // token 0, group 1
-  x[cols + 3] = INFINITY;    // token 1, group 0
+  x[40] = NAN;             // token 0, group 1
+  x[cols + 3] = INFINITY;  // token 1, group 0
   const QuantizedRows expected = QuantizeRows(reference(), w.layout(), x, tokens, cols);
   const QuantizedRows actual = QuantizeRows(fast(), w.layout(), x, tokens, cols);
   EXPECT_EQ(actual.codes, expected.codes);
@@ -163,7 +164,8 @@ TEST_P(Int8Kernel, ErrorAgainstFp32IsTheFormatsRoundingError) {
   std::vector<double> exact_w(weights.begin(), weights.end()), exact_x(x.begin(), x.end());
   std::vector<float> x_back(tokens * cols);
   for (int64_t t = 0; t < tokens; ++t) {
-    for (int64_t c = 0; c < cols; ++c) x_back[t * cols + c] = q.codes[t * cols + c] * q.scales[t * (cols / group) + c / group];
+    for (int64_t c = 0; c < cols; ++c)
+      x_back[t * cols + c] = q.codes[t * cols + c] * q.scales[t * (cols / group) + c / group];
   }
   const double e_w = relative(dequantized, exact_w), e_x = relative(x_back, exact_x);
   std::vector<double> exact(tokens * rows);

@@ -183,8 +183,8 @@ TEST(ImageServer, AChatWithImagesHandsTheEngineTheirPatchesStartsAndHashes) {
   TestServer server(options);
   const int32_t image = *TestTokenizer().TokenId("<|image|>");
   const std::string a = PngBytes(40, 30), b = PngBytes(500, 300);
-  const Json messages = {{{"role", "user"},
-                          {"content", {ImagePart(DataUrl(a)), TextPart("and"), ImagePart(DataUrl(b))}}}};
+  const Json messages = {
+      {{"role", "user"}, {"content", {ImagePart(DataUrl(a)), TextPart("and"), ImagePart(DataUrl(b))}}}};
   const HttpReply chat = Post(server.port(), "/v1/chat/completions", {{"messages", messages}, {"max_tokens", 2}});
   ASSERT_EQ(chat.status, 200) << chat.body;
   const std::vector<GenerationRequest> submitted = server.backend().submitted();

@@ -72,7 +72,7 @@ TEST(IndexerOps, Int8VnniScoresAreBitExact) {
         for (int8_t& k : keys) k = static_cast<int8_t>(code(rng));
         keys[pools * dim - 1] = -127;
         if (heads >= 3) std::fill(query.begin() + dim, query.begin() + 2 * dim, 0.0f);  // head 1: zero
-        if (heads >= 5) query[3 * dim] = std::numeric_limits<float>::quiet_NaN();        // head 3: NaN
+        if (heads >= 5) query[3 * dim] = std::numeric_limits<float>::quiet_NaN();       // head 3: NaN
         std::vector<int16_t> codes(heads * dim);
         std::vector<uint8_t> biased(heads * dim);
         std::vector<float> query_scales(heads);
@@ -82,8 +82,8 @@ TEST(IndexerOps, Int8VnniScoresAreBitExact) {
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
         indexer::ScoresInt8Vnni(biased.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
                                 pools, heads, dim, scale, fast.data());
-        indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(),
-                                     key_scales.data(), pools, heads, dim, scale, reference.data());
+        indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
+                                     pools, heads, dim, scale, reference.data());
         for (int64_t m = 0; m < pools; ++m) {
           ASSERT_EQ(std::memcmp(&fast[m], &reference[m], sizeof(float)), 0)
               << "pool " << m << " of " << pools << "×" << heads << "×" << dim << ": " << fast[m] << " vs "

@@ -2,16 +2,17 @@
 // decode step token by token and the chunked form for chunk lengths across the 16-token sub-blocks, from a non-zero
 // state, with decays from strong (g = −5, the lower bound) to none. Bound: relative RMS error ≤ 4e-6 on outputs and
 // state, 10× the worst measured (3.8e-7; fp32 rounding through exp of in-chunk sums reaching |G| = 320).
+#include "kernels/kda_ops.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <random>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <hwy/targets.h>
-
-#include "kernels/kda_ops.h"
 #include "kernels/reference.h"
 
 namespace glint {
@@ -27,8 +28,15 @@ Inputs MakeInputs(int64_t n, int64_t dk, int64_t dv, uint32_t seed, float decay_
   std::mt19937 rng(seed);
   std::normal_distribution<float> normal;
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  Inputs in{n, dk, dv, std::vector<float>(n * dk), std::vector<float>(n * dk), std::vector<float>(n * dv),
-            std::vector<float>(n * dk), std::vector<float>(n), std::vector<float>(dk * dv)};
+  Inputs in{n,
+            dk,
+            dv,
+            std::vector<float>(n * dk),
+            std::vector<float>(n * dk),
+            std::vector<float>(n * dv),
+            std::vector<float>(n * dk),
+            std::vector<float>(n),
+            std::vector<float>(dk * dv)};
   for (int64_t t = 0; t < n; ++t) {
     double nq = 0, nk = 0;
     for (int64_t c = 0; c < dk; ++c) {
@@ -74,8 +82,8 @@ TEST(KdaOps, ChunkAndDecodeMatchTheRecurrentRule) {
           const int64_t dv = dk;
           const Inputs in = MakeInputs(n, dk, dv, static_cast<uint32_t>(n * 31 + dk), decay);
           std::vector<double> state(in.state.begin(), in.state.end()), o(n * dv);
-          ref::KdaRecurrent(state.data(), in.q.data(), in.k.data(), in.v.data(), in.g.data(), dk, dv, in.beta.data(),
-                            1, n, dk, dv, o.data());
+          ref::KdaRecurrent(state.data(), in.q.data(), in.k.data(), in.v.data(), in.g.data(), dk, dv, in.beta.data(), 1,
+                            n, dk, dv, o.data());
           // Chunked.
           std::vector<float> chunk_state = in.state, chunk_o(n * dv);
           std::vector<float> scratch(kda::ChunkScratchFloats(dk, dv));

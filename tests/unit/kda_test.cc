@@ -2,6 +2,8 @@
 // of the recurrent and chunked forms, prefill = any split with carried state, and refusal of bad input.
 #include "model/kda.h"
 
+#include <gtest/gtest.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,8 +11,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/reference.h"
 #include "test_util.h"
@@ -20,9 +20,7 @@ namespace {
 
 constexpr KdaAlgorithm kBothAlgorithms[] = {KdaAlgorithm::kRecurrent, KdaAlgorithm::kChunked};
 
-const char* NameOf(KdaAlgorithm algorithm) {
-  return algorithm == KdaAlgorithm::kRecurrent ? "recurrent" : "chunked";
-}
+const char* NameOf(KdaAlgorithm algorithm) { return algorithm == KdaAlgorithm::kRecurrent ? "recurrent" : "chunked"; }
 
 struct Fixture {
   ModelConfig config;
@@ -177,9 +175,10 @@ void ExpectAlgorithmsAgree(const KdaWeights& w, const ModelConfig& c, const std:
   const RunResult& chunked = results[1];
   const double out_error = RelativeRmsError(chunked.out, recurrent.out);
   const double state_error = RelativeRmsError(chunked.state.recurrent, recurrent.state.recurrent);
-  std::printf("[ chunked  ] %s: %lld tokens, chunked vs recurrent relative RMS: out %.3g, state %.3g "
-              "(recurrent %.3f s, chunked %.3f s)\n",
-              label.c_str(), static_cast<long long>(tokens), out_error, state_error, seconds[0], seconds[1]);
+  std::printf(
+      "[ chunked  ] %s: %lld tokens, chunked vs recurrent relative RMS: out %.3g, state %.3g "
+      "(recurrent %.3f s, chunked %.3f s)\n",
+      label.c_str(), static_cast<long long>(tokens), out_error, state_error, seconds[0], seconds[1]);
   EXPECT_LE(out_error, kAlgorithmRelativeRmsBound) << label;
   EXPECT_LE(state_error, kAlgorithmRelativeRmsBound) << label;
   EXPECT_EQ(chunked.state.conv_window, recurrent.state.conv_window) << label;  // raw projections: bit-identical
@@ -221,8 +220,8 @@ TEST_F(EquivalenceTest, PrefillEqualsAnySplitWithCarriedState) {
   const RunResult whole = RunSplits(Layer(1), fixture.config, h, {kTokens}, KdaAlgorithm::kRecurrent);
   EXPECT_EQ(whole.state.tokens_seen, kTokens);
   for (const auto& split : splits) {
-    const std::string label = "split of " + std::to_string(split.size()) + " calls starting " +
-                              std::to_string(split[0]);
+    const std::string label =
+        "split of " + std::to_string(split.size()) + " calls starting " + std::to_string(split[0]);
     const RunResult recurrent = RunSplits(Layer(1), fixture.config, h, split, KdaAlgorithm::kRecurrent);
     EXPECT_EQ(recurrent.out, whole.out) << label;
     EXPECT_EQ(recurrent.state.recurrent, whole.state.recurrent) << label;
@@ -450,8 +449,7 @@ TEST(KdaPitfalls, SmallInputsMatchAFloat64OracleAndExposeTheEpsilonsAndScale) {
   for (KdaAlgorithm algorithm : kBothAlgorithms) {
     const RunResult run = RunSplits(model.weights, model.config, h, {kTokens}, algorithm);
     const double error = RelativeRmsError(run.out, oracle);
-    std::printf("[ pitfalls ] %s vs float64 oracle at input scale 1e-3: relative RMS %.3g\n", NameOf(algorithm),
-                error);
+    std::printf("[ pitfalls ] %s vs float64 oracle at input scale 1e-3: relative RMS %.3g\n", NameOf(algorithm), error);
     EXPECT_LE(error, 1e-5) << NameOf(algorithm);
   }
 }
@@ -483,8 +481,7 @@ struct BadInputTest : ::testing::Test {
     h = RandomNormedInput(fixture.config, fixture.weights.layers[0].input_layernorm, 4, 1);
     out.assign(h.size(), 123.0f);
   }
-  Status Run(KdaState& state, int64_t tokens, const float* input, float* output,
-             const KdaWeights* weights = nullptr) {
+  Status Run(KdaState& state, int64_t tokens, const float* input, float* output, const KdaWeights* weights = nullptr) {
     return KdaForward(weights ? *weights : fixture.weights.layers[0].kda, fixture.config, input, tokens, state,
                       KdaAlgorithm::kChunked, output);
   }

@@ -2,12 +2,12 @@
 // ISA levels to compare with the scalar specification.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "kernels/gemm_i8.h"
 #include "kernels/isa.h"

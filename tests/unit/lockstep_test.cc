@@ -168,7 +168,8 @@ TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
     EXPECT_ERROR_CONTAINS(leader.Forward({&good_entry, 1}, outputs, recurrent), "kda_algorithm recurrent");
     const std::vector<float> hidden(leader.config().hidden_size);
     std::vector<float> logits;
-    EXPECT_ERROR_CONTAINS(leader.MtpForward(state, hidden, good, logits, recurrent, nullptr), "kda_algorithm recurrent");
+    EXPECT_ERROR_CONTAINS(leader.MtpForward(state, hidden, good, logits, recurrent, nullptr),
+                          "kda_algorithm recurrent");
     EXPECT_EQ(messages.size(), sent);
     ASSERT_OK(lockstep.Stop());
     EXPECT_GT(lockstep.plans(), 10);

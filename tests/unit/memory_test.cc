@@ -1,10 +1,10 @@
 // The memory layer without a model: exact block ids, reference counts, eviction order, checkpoints, forks, and
 // the integrity check after every operation (tests/unit, tier 4 of docs/design.md §5).
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <numeric>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "memory/block_pool.h"
 #include "memory/cache_manager.h"
@@ -67,7 +67,8 @@ TEST(BlockPool, UncachedGoToTheHeadCachedToTheTail) {
   EXPECT_OK(pool.CheckIntegrity(std::vector<int32_t>(5, 0)));
   // The three uncached blocks go first; the fourth allocation evicts the least recently released cached block.
   std::vector<BlockHash> evicted;
-  pool.set_eviction_listener([&](int32_t, BlockHash hash, BlockHash, std::span<const int32_t>) { evicted.push_back(hash); });
+  pool.set_eviction_listener(
+      [&](int32_t, BlockHash hash, BlockHash, std::span<const int32_t>) { evicted.push_back(hash); });
   EXPECT_EQ(pool.Allocate(3), (std::optional<Ids>{Ids{0, 3, 4}}));
   EXPECT_TRUE(evicted.empty());
   EXPECT_EQ(pool.Allocate(1), (std::optional<Ids>{Ids{2}}));
@@ -132,9 +133,9 @@ TEST(CheckpointPool, LeastRecentlyUsedIsEvicted) {
   EXPECT_EQ(pool.Take(100), 0);
   EXPECT_EQ(pool.Take(200), 1);
   EXPECT_EQ(pool.Take(200), std::nullopt);  // already there
-  EXPECT_EQ(pool.Find(100), 0);              // 100 becomes the most recent
+  EXPECT_EQ(pool.Find(100), 0);             // 100 becomes the most recent
   EXPECT_EQ(pool.LruOrder(), (Ids{1, 0}));
-  EXPECT_EQ(pool.Take(300), 1);              // evicts 200
+  EXPECT_EQ(pool.Take(300), 1);  // evicts 200
   EXPECT_EQ(pool.num_evictions(), 1);
   EXPECT_EQ(pool.Peek(200), std::nullopt);
   pool.Drop(100);
@@ -175,7 +176,8 @@ int64_t SlotStamp(CacheManager& m, SequenceId id, int64_t offset = 0) {
 
 // Computes `tokens` in chunks that end at the given positions as a model would: the state at each checkpoint
 // position passed is written to its target, and the slot ends stamped with the chunk's end.
-void ComputeChunks(CacheManager& m, SequenceId id, const std::vector<int32_t>& tokens, const std::vector<int64_t>& ends) {
+void ComputeChunks(CacheManager& m, SequenceId id, const std::vector<int32_t>& tokens,
+                   const std::vector<int64_t>& ends) {
   for (int64_t end : ends) {
     ASSERT_TRUE(m.Reserve(id, end));
     for (const CheckpointTarget& target : m.TakeCheckpoints(id, tokens, end)) {
@@ -276,8 +278,8 @@ TEST(CacheManager, FinishedSequencesStayCachedUntilEvictedLeastRecentFirst) {
   ASSERT_OK_AND_ASSIGN(auto m, CacheManager::Create(SmallOptions(6, 2, 2)));
   const std::vector<int32_t> a = Tokens(0, 9);
   ASSERT_TRUE(m->Admit(1, a, {}, 8));
-  ComputeChunks(*m, 1, a, {8, 9});           // blocks 0 1 cached, block 2 partial; checkpoint at 8
-  m->Free(1);                      // release 2 (head), 1, 0 (tail)
+  ComputeChunks(*m, 1, a, {8, 9});  // blocks 0 1 cached, block 2 partial; checkpoint at 8
+  m->Free(1);                       // release 2 (head), 1, 0 (tail)
   EXPECT_EQ(m->block_pool().FreeQueue(), (Ids{2, 3, 4, 5, 1, 0}));
   EXPECT_EQ(m->FindPrefix(a).tokens, 8);
   // Another sequence takes five blocks: 2 3 4 5, then block 1 — evicting the end of A's chain, and with it the
@@ -389,7 +391,7 @@ TEST(CacheManager, KeyNextTokenKeysBlocksWithTheTokenAfterThem) {
   std::vector<int32_t> a = Tokens(0, 8);  // exactly two blocks, nothing after them yet
   ASSERT_TRUE(m->Admit(1, a, {}, 8));
   EXPECT_TRUE(m->TakeCheckpoints(1, a, 8).empty());  // the key of position 8 needs token 8
-  a.push_back(50);                                    // the sampled token
+  a.push_back(50);                                   // the sampled token
   const std::vector<CheckpointTarget> late = m->TakeCheckpoints(1, a, 8);
   ASSERT_EQ(late.size(), 1u);
   EXPECT_EQ(late[0].position, 8);

@@ -2,11 +2,11 @@
 // intermediates: every step starts from the golden input of that step, so a failure names the first component
 // that drifts. Tolerance: the golden README's bound for an fp32 implementation, 1e-4 relative RMS per
 // intermediate (≈10× the fp32 deviation it measured); expert choices must be identical.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "io/config.h"
 #include "kernels/reference.h"

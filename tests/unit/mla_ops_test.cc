@@ -1,14 +1,15 @@
 // Absorbed MLA attention (kernels/mla_ops.h) on every compiled Highway target against ref::LatentAttention: head
 // and position counts across the 4×4 tiles, ranks across vector widths, scattered positions through a paged row
 // table. Bound: relative RMS error ≤ 1e-5 (fp32 dots of length rank and a softmax; measured below 1e-6).
-#include <cmath>
-#include <random>
-#include <vector>
+#include "kernels/mla_ops.h"
 
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
-#include "kernels/mla_ops.h"
+#include <cmath>
+#include <random>
+#include <vector>
+
 #include "kernels/reference.h"
 
 namespace glint {
@@ -26,7 +27,8 @@ TEST(MlaOps, AttendMatchesReference) {
           std::normal_distribution<float> normal;
           // A cache of 200 positions in pages of 16 rows (stride rank + 3), queried at scattered positions.
           const int64_t tokens = 200, per_page = 16, stride = rank + 3;
-          std::vector<std::vector<float>> pages((tokens + per_page - 1) / per_page, std::vector<float>(per_page * stride));
+          std::vector<std::vector<float>> pages((tokens + per_page - 1) / per_page,
+                                                std::vector<float>(per_page * stride));
           for (auto& page : pages) {
             for (float& v : page) v = normal(rng);
           }

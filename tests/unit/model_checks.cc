@@ -1,12 +1,12 @@
 #include "model_checks.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "memory/item_arena.h"
 #include "test_util.h"
@@ -33,7 +33,8 @@ ForcedChoices ForcedChoicesOf(const RecordingTrace& trace, const ModelConfig& c,
       const int64_t width = c.DenseRegimeTokens();
       for (int64_t t = 0; t < tokens; ++t) {
         std::vector<int64_t> positions;
-        for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i) positions.push_back(selected[t * width + i]);
+        for (int64_t i = 0; i < width && selected[t * width + i] >= 0; ++i)
+          positions.push_back(selected[t * width + i]);
         forced.attended[l].push_back(positions);
       }
     }

@@ -2,15 +2,16 @@
 // intermediate, indexer sets and expert choices), then the equivalences the engine relies on.
 // Tolerances (golden README, "An fp32 implementation"): intermediates ≤ 1e-4 relative RMS, logits rows
 // max |Δ| ≤ 1e-3 × std(logits), top-1 / expert sets / indexer sets identical — about 10× the measured fp32 deviation.
+#include "model/model.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "model/model.h"
 #include "model_checks.h"
 #include "test_util.h"
 
@@ -261,8 +262,9 @@ TEST(ReferenceModelState, BoundMemoryMustCoverTheCall) {
   EXPECT_EQ(outputs[0].logits, own_outputs[0].logits);
   table.push_back(7);
   EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "names block 7 of 4");
-  EXPECT_ERROR_CONTAINS(model->MtpForward(state, std::vector<float>(c.hidden_size), std::vector<int32_t>{1}, outputs[0].logits),
-                        "no MTP cache");
+  EXPECT_ERROR_CONTAINS(
+      model->MtpForward(state, std::vector<float>(c.hidden_size), std::vector<int32_t>{1}, outputs[0].logits),
+      "no MTP cache");
   state.broken = true;
   table.pop_back();
   EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "left inconsistent");

@@ -4,10 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "base/file.h"
 #include "io/census.h"
@@ -56,7 +55,6 @@ uint64_t Fnv1a(std::string_view bytes) {
   }
   return hash;
 }
-
 
 const char* kFiles[] = {"config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                         "tokenizer_config.json"};
@@ -211,14 +209,14 @@ TEST(MakeTiny, TokenizerLoadsAndRoundTrips) {
   for (int32_t id = 0; id < 1988; ++id) EXPECT_FALSE(tokenizer.IsSpecial(id));
   ASSERT_OK_AND_ASSIGN(Ids prompt, tokenizer.Encode("[gMASK]<sop><|user|>Hello, lighthouse!<|assistant|><think>"));
   ASSERT_GE(prompt.size(), 5u);
-  EXPECT_EQ(prompt[0], 1990);  // [gMASK] = V − 58
-  EXPECT_EQ(prompt[1], 1992);  // <sop> = V − 56
-  EXPECT_EQ(prompt[2], 1995);  // <|user|> = V − 53
+  EXPECT_EQ(prompt[0], 1990);                  // [gMASK] = V − 58
+  EXPECT_EQ(prompt[1], 1992);                  // <sop> = V − 56
+  EXPECT_EQ(prompt[2], 1995);                  // <|user|> = V − 53
   EXPECT_EQ(prompt[prompt.size() - 2], 1996);  // <|assistant|> = V − 52
   EXPECT_EQ(prompt.back(), 2009);              // <think> = V − 39
-  for (const std::string& text : {std::string("The keeper lights the lamp at a quarter past six."),
-                                 std::string("数字 1234567 and emoji 😀, tabs\tand\n\nnewlines"),
-                                 std::string("\xff\xfe broken \xe4\xbd")}) {
+  for (const std::string& text :
+       {std::string("The keeper lights the lamp at a quarter past six."),
+        std::string("数字 1234567 and emoji 😀, tabs\tand\n\nnewlines"), std::string("\xff\xfe broken \xe4\xbd")}) {
     ASSERT_OK_AND_ASSIGN(Ids ids, tokenizer.Encode(text, /*parse_special=*/false));
     EXPECT_EQ(tokenizer.Decode(ids), text);
     for (int32_t id : ids) EXPECT_LT(id, 1988);
@@ -264,8 +262,8 @@ TEST(MakeTiny, ReferenceForwardGivesHealthyLogits) {
 
   std::vector<float> draft;
   const Ids next = {tokens[1]};
-  ASSERT_OK(model->MtpForward(state, {outputs[0].hidden.data(), static_cast<size_t>(model->config().hidden_size)},
-                              next, draft));
+  ASSERT_OK(model->MtpForward(state, {outputs[0].hidden.data(), static_cast<size_t>(model->config().hidden_size)}, next,
+                              draft));
   ASSERT_EQ(draft.size(), static_cast<size_t>(vocab));
   for (float logit : draft) ASSERT_TRUE(std::isfinite(logit));
 }
@@ -273,9 +271,9 @@ TEST(MakeTiny, ReferenceForwardGivesHealthyLogits) {
 TEST(MakeTiny, TokenizerConfigHasTheChatTemplateAndSpecials) {
   const auto config = nlohmann::json::parse(ReadOrDie(JoinPath(DefaultModelDir(), "tokenizer_config.json")));
   const std::string chat_template = config.at("chat_template");
-  for (const char* piece : {"[gMASK]<sop>", "<|system|>Reasoning Effort: ", "<|user|>", "<|assistant|><think>",
-                            "</think>", "<tools>", "<tool_call>", "<arg_key>", "<arg_value>", "<|observation|>",
-                            "<tool_response>"}) {
+  for (const char* piece :
+       {"[gMASK]<sop>", "<|system|>Reasoning Effort: ", "<|user|>", "<|assistant|><think>", "</think>", "<tools>",
+        "<tool_call>", "<arg_key>", "<arg_value>", "<|observation|>", "<tool_response>"}) {
     EXPECT_NE(chat_template.find(piece), std::string::npos) << piece;
   }
   EXPECT_EQ(config.at("added_tokens_decoder").size(), GlmSpecialTokenSlots().size());
@@ -482,11 +480,9 @@ TEST(SafetensorsStreamWriter, MatchesTheInMemoryWriter) {
   reference.SetMetadata("format", "pt");
   const std::string path = JoinPath(dir, "stream.safetensors");
   ASSERT_OK_AND_ASSIGN(SafetensorsStreamWriter writer,
-                       SafetensorsStreamWriter::Create(path,
-                                                       {{"a", DType::kF32, {3}},
-                                                        {"b", DType::kI32, {5}},
-                                                        {"empty", DType::kF32, {0, 4}}},
-                                                       {{"format", "pt"}}));
+                       SafetensorsStreamWriter::Create(
+                           path, {{"a", DType::kF32, {3}}, {"b", DType::kI32, {5}}, {"empty", DType::kF32, {0, 4}}},
+                           {{"format", "pt"}}));
   const auto* a_bytes = reinterpret_cast<const uint8_t*>(a.data());
   ASSERT_OK(writer.Write({a_bytes, 4}));  // chunks need not match tensors
   ASSERT_OK(writer.Write({a_bytes + 4, 8}));

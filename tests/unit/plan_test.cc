@@ -533,8 +533,8 @@ TEST(Plan, HostProjectionIsTheRooflineOnTheHostsFigures) {
     const RooflineInputs roofline{&inputs.config, &f, &state, &inputs.assumptions, chip, 2};
     const std::string letter(SchemeLetter(scheme));
     for (int batch : {1, 8, 64}) {
-      EXPECT_NEAR(Value(projection, {letter}, StrCat("b", batch)),
-                  EstimateDecode(roofline, batch, 8192).tokens_per_s, 0.05);
+      EXPECT_NEAR(Value(projection, {letter}, StrCat("b", batch)), EstimateDecode(roofline, batch, 8192).tokens_per_s,
+                  0.05);
     }
     EXPECT_NEAR(Value(projection, {letter}, "prefill_512"), EstimatePrefill(roofline, 512).tokens_per_s, 0.5);
   }

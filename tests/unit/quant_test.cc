@@ -1,12 +1,12 @@
 // Int8 and bf16 packed formats and the FP8 → int8 requantization: round trips with the bound each format
 // promises (int8: half a step, |W − Ŵ| ≤ scale/2 per element; bf16: bit-exact), padding, and bad weights.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "quant/formats.h"
 #include "quant/requantize.h"
@@ -61,8 +61,7 @@ void ExpectInt8RoundTrip(const std::vector<float>& w, const Int8MatrixView& m) {
 
 TEST(Int8Matrix, RoundTripWithinHalfAStepAcrossShapesAndGroups) {
   for (int64_t group : {16, 32, 64, 128, 256}) {
-    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {15, 17}, {16, 64}, {17, 130}, {33, 256},
-                              {48, 300}}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {15, 17}, {16, 64}, {17, 130}, {33, 256}, {48, 300}}) {
       SCOPED_TRACE(::testing::Message() << "group " << group << " shape " << rows << "x" << cols);
       const std::vector<float> w = RandomMatrix(rows, cols, static_cast<uint32_t>(rows * 1000 + cols));
       ASSERT_OK_AND_ASSIGN(Int8Matrix m, QuantizeInt8(w.data(), rows, cols, group));
@@ -77,8 +76,8 @@ TEST(Int8Matrix, ZeroGroupsAndExactValues) {
   // A zero group has scale 0 and codes 0; a group whose values are multiples of amax/127 is exact.
   const int64_t rows = 2, cols = 32;
   std::vector<float> w(rows * cols, 0.0f);
-  for (int64_t c = 16; c < 32; ++c) w[c] = static_cast<float>((c - 24) * 10) * 0.5f;  // row 0 group 1: arbitrary
-  for (int64_t c = 0; c < 16; ++c) w[cols + c] = static_cast<float>(c * 8 - 63) * 0.25f;   // row 1 group 0
+  for (int64_t c = 16; c < 32; ++c) w[c] = static_cast<float>((c - 24) * 10) * 0.5f;      // row 0 group 1: arbitrary
+  for (int64_t c = 0; c < 16; ++c) w[cols + c] = static_cast<float>(c * 8 - 63) * 0.25f;  // row 1 group 0
   w[cols + 15] = 127 * 0.25f;
   ASSERT_OK_AND_ASSIGN(Int8Matrix m, QuantizeInt8(w.data(), rows, cols, 16));
   EXPECT_EQ(m.view().Scale(0, 0), 0.0f);
@@ -102,8 +101,8 @@ TEST(Int8Matrix, RefusesNonFiniteWeightsAndBadLayouts) {
 // FP8 e4m3 with 128×128 block scales, as in the checkpoint; rows and cols not multiples of the block.
 struct Fp8Tensor {
   int64_t rows, cols;
-  std::vector<uint8_t> codes;      // [rows, cols]
-  std::vector<float> scale_inv;    // [ceil(rows/128), ceil(cols/128)]
+  std::vector<uint8_t> codes;    // [rows, cols]
+  std::vector<float> scale_inv;  // [ceil(rows/128), ceil(cols/128)]
   std::vector<float> Dequantized() const {
     std::vector<float> w(rows * cols);
     const int64_t scale_cols = (cols + 127) / 128;
@@ -123,7 +122,8 @@ Fp8Tensor RandomFp8(int64_t rows, int64_t cols, uint32_t seed) {
   const int64_t scale_rows = (rows + 127) / 128, scale_cols = (cols + 127) / 128;
   for (int64_t i = 0; i < scale_rows * scale_cols; ++i) t.scale_inv.push_back(std::exp2(-9.0f + (i % 5)));
   // Codes of a normal sample scaled so each block reaches ±448, like the checkpoint (scale = amax/448).
-  for (int64_t i = 0; i < rows * cols; ++i) t.codes.push_back(FloatToFp8E4m3(std::clamp(normal(rng) * 150.0f, -448.0f, 448.0f)));
+  for (int64_t i = 0; i < rows * cols; ++i)
+    t.codes.push_back(FloatToFp8E4m3(std::clamp(normal(rng) * 150.0f, -448.0f, 448.0f)));
   return t;
 }
 
@@ -132,8 +132,8 @@ TEST(Requantize, Fp8BlockToInt8WithinHalfAStep) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{130, 200}, {16, 512}, {257, 129}}) {
       SCOPED_TRACE(::testing::Message() << "group " << group << " shape " << rows << "x" << cols);
       const Fp8Tensor t = RandomFp8(rows, cols, static_cast<uint32_t>(rows + cols + group));
-      const RowSource source = Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()),
-                                              rows, cols, 128, 128);
+      const RowSource source =
+          Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()), rows, cols, 128, 128);
       ASSERT_OK_AND_ASSIGN(Int8Matrix m, RequantizeInt8(source, group));
       ExpectInt8RoundTrip(t.Dequantized(), m.view());
     }
@@ -145,8 +145,8 @@ TEST(Requantize, RelativeErrorShrinksWithTheGroup) {
   // magnitude more closely. Blocks here differ in scale by up to 16×, as FP8 blocks may.
   const Fp8Tensor t = RandomFp8(256, 1024, 7);
   const std::vector<float> exact = t.Dequantized();
-  const RowSource source = Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()),
-                                          t.rows, t.cols, 128, 128);
+  const RowSource source =
+      Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()), t.rows, t.cols, 128, 128);
   double previous = 1.0;
   for (int64_t group : {1024, 256, 128, 64, 32}) {
     ASSERT_OK_AND_ASSIGN(Int8Matrix m, RequantizeInt8(source, group));
@@ -171,8 +171,8 @@ TEST(Requantize, RelativeErrorShrinksWithTheGroup) {
 TEST(Requantize, Fp8NanCodeIsAnErrorNamingThePosition) {
   Fp8Tensor t = RandomFp8(20, 40, 3);
   t.codes[5 * 40 + 9] = 0x7f;  // e4m3 NaN
-  const RowSource source = Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()),
-                                          t.rows, t.cols, 128, 128);
+  const RowSource source =
+      Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()), t.rows, t.cols, 128, 128);
   EXPECT_ERROR_CONTAINS(RequantizeInt8(source, 32), "weight row 5 column 9");
 }
 
@@ -251,8 +251,8 @@ TEST(Requantize, Int4ErrorByGroupOnFp8Blocks) {
   // at group 128. A uniform rounding error of a step amax/7 is amax/(7√12); amax/RMS ≈ 2.5–3.5 → 10–14%.
   const Fp8Tensor t = RandomFp8(256, 1024, 7);
   const std::vector<float> exact = t.Dequantized();
-  const RowSource source = Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()),
-                                          t.rows, t.cols, 128, 128);
+  const RowSource source =
+      Fp8BlockSource(t.codes.data(), reinterpret_cast<const uint8_t*>(t.scale_inv.data()), t.rows, t.cols, 128, 128);
   auto relative = [&](const std::vector<float>& back) {
     double error = 0, norm = 0;
     for (size_t i = 0; i < exact.size(); ++i) {
@@ -306,7 +306,7 @@ TEST(Requantize, ConcatRowsStacksPartsAndKeepsBf16Bits) {
   for (size_t i = 0; i < a.size(); ++i) a[i] = FloatToBf16(static_cast<float>(i));
   for (size_t i = 0; i < b.size(); ++i) b[i] = FloatToBf16(-static_cast<float>(i) - 0.5f);
   ASSERT_OK_AND_ASSIGN(RowSource both, ConcatRows({Bf16Source(reinterpret_cast<const uint8_t*>(a.data()), 3, 16),
-                                                  Bf16Source(reinterpret_cast<const uint8_t*>(b.data()), 20, 16)}));
+                                                   Bf16Source(reinterpret_cast<const uint8_t*>(b.data()), 20, 16)}));
   EXPECT_EQ(both.rows, 23);
   ASSERT_TRUE(both.read_bf16 != nullptr);
   std::vector<float> rows(5 * 16);

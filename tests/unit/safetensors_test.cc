@@ -1,10 +1,11 @@
-#include <cstring>
-#include <string>
+#include "io/safetensors.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <string>
+
 #include "base/file.h"
-#include "io/safetensors.h"
 #include "test_util.h"
 
 namespace glint {

@@ -1,10 +1,11 @@
+#include "engine/sampling.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <map>
 #include <vector>
 
-#include <gtest/gtest.h>
-
-#include "engine/sampling.h"
 #include "test_util.h"
 
 namespace glint {
@@ -59,7 +60,7 @@ TEST(Sampling, TopKTopPAndMinPRestrictTheSupport) {
   EXPECT_EQ(support({.top_k = 2}), (std::vector<int32_t>{0, 1}));
   EXPECT_EQ(support({.top_p = 0.79f}), (std::vector<int32_t>{0, 1}));  // 0.5 + 0.3 reaches 0.79
   EXPECT_EQ(support({.top_p = 0.81f}), (std::vector<int32_t>{0, 1, 2}));
-  EXPECT_EQ(support({.min_p = 0.5f}), (std::vector<int32_t>{0, 1}));   // keep p ≥ 0.25
+  EXPECT_EQ(support({.min_p = 0.5f}), (std::vector<int32_t>{0, 1}));  // keep p ≥ 0.25
   EXPECT_EQ(support({.top_p = 0.01f}), (std::vector<int32_t>{0}));
 }
 

@@ -1,11 +1,12 @@
 // The scheduler without a model (as vLLM's scheduler tests): exact chunks, budget arithmetic, block ids,
 // preemption order, prefix hits and forks, with the integrity check after every step.
-#include <numeric>
-#include <vector>
+#include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
 
-#include "engine/scheduler.h"
+#include <numeric>
+#include <vector>
+
 #include "memory/cache_manager.h"
 #include "test_util.h"
 
@@ -165,7 +166,7 @@ TEST(Scheduler, PreemptsTheNewestAndRecomputesItLater) {
   scheduler.Add(2, Tokens(0, 8), 1);  // blocks 2 3
   StepPlan plan = scheduler.Schedule();
   EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 2}));
-  Finish(scheduler, plan);  // both at 8 computed, 9 tokens
+  Finish(scheduler, plan);      // both at 8 computed, 9 tokens
   plan = scheduler.Schedule();  // 1 takes block 4; 2 finds none free: 2 (the newest) is preempted
   EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 8, 1, true}}));
   EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{2}));
@@ -277,10 +278,10 @@ TEST(Scheduler, DraftsRideAlongWithDecodesWhenThereIsRoom) {
   plan.chunks[0].accepted = 1;
   scheduler.AppendToken(1, 55);  // the draft, kept
   scheduler.SetDraft(1, false);
-  Finish(scheduler, plan);       // and the bonus token
+  Finish(scheduler, plan);  // and the bonus token
   EXPECT_EQ(scheduler.Get(1).computed, 9);
   EXPECT_EQ(scheduler.Get(1).tokens.size(), 10u);
-  scheduler.SetDraft(1, true);   // rejected: one position
+  scheduler.SetDraft(1, true);  // rejected: one position
   plan = scheduler.Schedule();
   EXPECT_EQ(plan.chunks[0].draft, 1);
   scheduler.SetDraft(1, false);

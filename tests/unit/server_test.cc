@@ -16,7 +16,6 @@
 namespace glint::server {
 namespace {
 
-
 // ---- request parsing and metrics, without HTTP ----
 
 TEST(OpenAiRequest, NormalizesMessagesForTheTemplate) {
@@ -60,7 +59,8 @@ TEST(OpenAiRequest, NormalizesMessagesForTheTemplate) {
 TEST(OpenAiRequest, TemplateVariablesPreferRequestFields) {
   ChatRequest chat;
   chat.messages = Json::parse(R"([{"role": "user", "content": "x"}])");
-  chat.chat_template_kwargs = {{"enable_thinking", false}, {"reasoning_effort", "Low"}, {"add_generation_prompt", false}};
+  chat.chat_template_kwargs = {
+      {"enable_thinking", false}, {"reasoning_effort", "Low"}, {"add_generation_prompt", false}};
   chat.reasoning_effort = "High";
   const jinja::Object variables = ChatTemplateVariables(chat);
   EXPECT_EQ(variables.Find("reasoning_effort")->as_string(), "High");

@@ -23,10 +23,10 @@
 #include "base/file.h"
 #include "base/worker_pool.h"
 #include "engine/engine_core.h"
+#include "engine_checks.h"
 #include "model/fast_model.h"
 #include "model/forward_common.h"
 #include "model/model.h"
-#include "engine_checks.h"
 #include "test_util.h"
 
 namespace glint {

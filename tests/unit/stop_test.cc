@@ -1,11 +1,11 @@
 // Stop strings on streamed text: nothing of a stop string is ever released, text that cannot start one is
 // released at once, and the earliest stop string wins.
-#include <string>
-#include <vector>
+#include "engine/stop.h"
 
 #include <gtest/gtest.h>
 
-#include "engine/stop.h"
+#include <string>
+#include <vector>
 
 namespace glint {
 namespace {
@@ -13,11 +13,11 @@ namespace {
 TEST(StopStrings, HoldsBackOnlyWhatCouldStartAStopString) {
   StopStringMatcher matcher({"</end>", "STOP"});
   EXPECT_EQ(matcher.Push("hello "), "hello ");
-  EXPECT_EQ(matcher.Push("wor<"), "wor");        // "<" may start "</end>"
-  EXPECT_EQ(matcher.Push("/e"), "");             // "</e" still may
-  EXPECT_EQ(matcher.Push("x"), "</ex");          // no longer
+  EXPECT_EQ(matcher.Push("wor<"), "wor");  // "<" may start "</end>"
+  EXPECT_EQ(matcher.Push("/e"), "");       // "</e" still may
+  EXPECT_EQ(matcher.Push("x"), "</ex");    // no longer
   EXPECT_EQ(matcher.Push("ST"), "");
-  EXPECT_EQ(matcher.Push("OP and more"), "");    // completed "STOP": nothing of it is released
+  EXPECT_EQ(matcher.Push("OP and more"), "");  // completed "STOP": nothing of it is released
   EXPECT_TRUE(matcher.stopped());
   EXPECT_EQ(matcher.Push("after"), "");
 }

@@ -36,7 +36,6 @@ std::string MakeTempDir(const std::string& tag) {
 
 #include <cmath>
 #include <cstring>
-
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
@@ -93,7 +92,8 @@ double RelativeRmsError(const std::vector<float>& a, const std::vector<float>& b
 double MaxAbsError(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(a[i]) - b[i]));
   return worst;
 }
 

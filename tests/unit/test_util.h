@@ -1,9 +1,9 @@
 // Helpers shared by the unit tests.
 #pragma once
 
-#include <string>
-
 #include <gtest/gtest.h>
+
+#include <string>
 
 #include "base/status.h"
 
@@ -16,34 +16,33 @@ std::string MakeTempDir(const std::string& tag);
 
 }  // namespace glint::testing
 
-#define ASSERT_OK(expr)                                     \
-  do {                                                      \
-    const ::glint::Status glint_test_status_ = (expr);      \
+#define ASSERT_OK(expr)                                                    \
+  do {                                                                     \
+    const ::glint::Status glint_test_status_ = (expr);                     \
     ASSERT_TRUE(glint_test_status_.ok()) << glint_test_status_.ToString(); \
   } while (0)
 
-#define EXPECT_OK(expr)                                     \
-  do {                                                      \
-    const ::glint::Status glint_test_status_ = (expr);      \
+#define EXPECT_OK(expr)                                                    \
+  do {                                                                     \
+    const ::glint::Status glint_test_status_ = (expr);                     \
     EXPECT_TRUE(glint_test_status_.ok()) << glint_test_status_.ToString(); \
   } while (0)
 
 // ASSERT_OK_AND_ASSIGN(auto x, Foo());
-#define ASSERT_OK_AND_ASSIGN(lhs, expr) \
-  ASSERT_OK_AND_ASSIGN_IMPL(GLINT_CONCAT(glint_test_result_, __LINE__), lhs, expr)
-#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)             \
-  auto tmp = (expr);                                          \
-  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString();           \
+#define ASSERT_OK_AND_ASSIGN(lhs, expr) ASSERT_OK_AND_ASSIGN_IMPL(GLINT_CONCAT(glint_test_result_, __LINE__), lhs, expr)
+#define ASSERT_OK_AND_ASSIGN_IMPL(tmp, lhs, expr)   \
+  auto tmp = (expr);                                \
+  ASSERT_TRUE(tmp.ok()) << tmp.status().ToString(); \
   lhs = std::move(tmp).value()
 
 // Expects a failed Status (or Result) whose message contains `substring`.
-#define EXPECT_ERROR_CONTAINS(expr, substring)                                              \
-  do {                                                                                      \
-    const auto& glint_test_value_ = (expr);                                                 \
-    const ::glint::Status glint_test_status_ = ::glint::testing::StatusOf(glint_test_value_); \
+#define EXPECT_ERROR_CONTAINS(expr, substring)                                                       \
+  do {                                                                                               \
+    const auto& glint_test_value_ = (expr);                                                          \
+    const ::glint::Status glint_test_status_ = ::glint::testing::StatusOf(glint_test_value_);        \
     EXPECT_FALSE(glint_test_status_.ok()) << "expected an error containing '" << (substring) << "'"; \
-    EXPECT_NE(glint_test_status_.message().find(substring), std::string::npos)              \
-        << "message: " << glint_test_status_.message();                                    \
+    EXPECT_NE(glint_test_status_.message().find(substring), std::string::npos)                       \
+        << "message: " << glint_test_status_.message();                                              \
   } while (0)
 
 namespace glint::testing {
@@ -67,8 +66,8 @@ class GoldenOutputs {
  public:
   explicit GoldenOutputs(const std::string& fixture);
   bool Has(const std::string& name) const;
-  std::vector<float> Floats(const std::string& name) const;   // F32 tensor, fails the test if absent
-  std::vector<int32_t> Ints(const std::string& name) const;   // I32 tensor
+  std::vector<float> Floats(const std::string& name) const;  // F32 tensor, fails the test if absent
+  std::vector<int32_t> Ints(const std::string& name) const;  // I32 tensor
   std::vector<int64_t> Shape(const std::string& name) const;
   // Token sequences of tokens.json.
   std::vector<std::vector<int32_t>> Tokens() const;

@@ -1,6 +1,7 @@
+#include "io/token_file.h"
+
 #include <gtest/gtest.h>
 
-#include "io/token_file.h"
 #include "test_util.h"
 
 namespace glint {

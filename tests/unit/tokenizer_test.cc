@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
@@ -21,20 +20,20 @@ using Ids = std::vector<int32_t>;
 // Vocabulary: byte b has id b (spelled with the byte-level alphabet), then the merges below (ids 256..), then
 // added tokens 300.. . Merge ranks are their order here.
 const std::vector<std::pair<std::string, std::string>> kMerges = {
-    {"t", "h"},      // 256 "th"      rank 0
-    {"th", "e"},     // 257 "the"     rank 1
-    {"Ġ", "c"},      // 258 " c"      rank 2
-    {"a", "t"},      // 259 "at"      rank 3
-    {"Ġc", "at"},    // 260 " cat"    rank 4
-    {"a", "a"},      // 261 "aa"      rank 5
-    {"b", "c"},      // 262 "bc"      rank 6
-    {"a", "b"},      // 263 "ab"      rank 7 (lower priority than "b c")
-    {"3", "4"},      // 264 "34"      rank 8
-    {"'", "s"},      // 265 "'s"      rank 9
-    {"Ċ", "Ċ"},      // 266 "\n\n"    rank 10
-    {"ä", "½"},      // 267 E4 BD     rank 11
-    {"ä½", "ł"},     // 268 E4 BD A0 = "你"  rank 12
-    {"Ġ", "Ġ"},      // 269 "  "      rank 13
+    {"t", "h"},    // 256 "th"      rank 0
+    {"th", "e"},   // 257 "the"     rank 1
+    {"Ġ", "c"},    // 258 " c"      rank 2
+    {"a", "t"},    // 259 "at"      rank 3
+    {"Ġc", "at"},  // 260 " cat"    rank 4
+    {"a", "a"},    // 261 "aa"      rank 5
+    {"b", "c"},    // 262 "bc"      rank 6
+    {"a", "b"},    // 263 "ab"      rank 7 (lower priority than "b c")
+    {"3", "4"},    // 264 "34"      rank 8
+    {"'", "s"},    // 265 "'s"      rank 9
+    {"Ċ", "Ċ"},    // 266 "\n\n"    rank 10
+    {"ä", "½"},    // 267 E4 BD     rank 11
+    {"ä½", "ł"},   // 268 E4 BD A0 = "你"  rank 12
+    {"Ġ", "Ġ"},    // 269 "  "      rank 13
 };
 
 Json FixtureJson(Json pre_tokenizer, bool merges_as_pairs = false) {
@@ -52,8 +51,13 @@ Json FixtureJson(Json pre_tokenizer, bool merges_as_pairs = false) {
   }
   Json added = Json::array();
   auto add = [&](int id, const char* content, bool special) {
-    added.push_back({{"id", id}, {"content", content}, {"single_word", false}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"special", special}});
+    added.push_back({{"id", id},
+                     {"content", content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", special}});
   };
   add(300, "<|user|>", true);
   add(301, "<|assistant|>", true);
@@ -67,21 +71,28 @@ Json FixtureJson(Json pre_tokenizer, bool merges_as_pairs = false) {
           {"post_processor", nullptr},
           {"decoder", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
           {"model",
-           {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-            {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-            {"ignore_merges", false}, {"vocab", vocab}, {"merges", merges}}}};
+           {{"type", "BPE"},
+            {"dropout", nullptr},
+            {"unk_token", nullptr},
+            {"continuing_subword_prefix", nullptr},
+            {"end_of_word_suffix", nullptr},
+            {"fuse_unk", false},
+            {"byte_fallback", false},
+            {"ignore_merges", false},
+            {"vocab", vocab},
+            {"merges", merges}}}};
 }
 
 // GLM's layout: Split(GLM regex, Isolated) then ByteLevel without its own regex.
 Json GlmPreTokenizer() {
   return {{"type", "Sequence"},
           {"pretokenizers",
-           Json::array({{{"type", "Split"},
-                         {"pattern", {{"Regex", std::string(kGlm4PreTokenizerRegex)}}},
-                         {"behavior", "Isolated"},
-                         {"invert", false}},
-                        {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
-                         {"use_regex", false}}})}};
+           Json::array(
+               {{{"type", "Split"},
+                 {"pattern", {{"Regex", std::string(kGlm4PreTokenizerRegex)}}},
+                 {"behavior", "Isolated"},
+                 {"invert", false}},
+                {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}}})}};
 }
 
 Tokenizer MakeTokenizer(const Json& json) {
@@ -129,12 +140,12 @@ std::string RandomBytes(uint64_t seed, size_t length) {
 }
 
 TEST(ByteLevel, AlphabetMatchesGpt2) {
-  EXPECT_EQ(ByteLevelCharOf(' '), "Ġ");     // U+0120: 0x20 is the 33rd remapped byte
-  EXPECT_EQ(ByteLevelCharOf('\n'), "Ċ");    // U+010A
+  EXPECT_EQ(ByteLevelCharOf(' '), "Ġ");       // U+0120: 0x20 is the 33rd remapped byte
+  EXPECT_EQ(ByteLevelCharOf('\n'), "Ċ");      // U+010A
   EXPECT_EQ(ByteLevelCharOf(0), "\xC4\x80");  // U+0100
-  EXPECT_EQ(ByteLevelCharOf(0x7F), "ġ");    // U+0121: first of 127..160
-  EXPECT_EQ(ByteLevelCharOf(0xA0), "ł");    // U+0142
-  EXPECT_EQ(ByteLevelCharOf(0xAD), "Ń");    // U+0143: the soft hyphen, last remapped byte
+  EXPECT_EQ(ByteLevelCharOf(0x7F), "ġ");      // U+0121: first of 127..160
+  EXPECT_EQ(ByteLevelCharOf(0xA0), "ł");      // U+0142
+  EXPECT_EQ(ByteLevelCharOf(0xAD), "Ń");      // U+0143: the soft hyphen, last remapped byte
   EXPECT_EQ(ByteLevelCharOf('!'), "!");
   EXPECT_EQ(ByteLevelCharOf(0xE4), "ä");
   EXPECT_EQ(ByteLevelCharOf(0xFF), "ÿ");
@@ -142,9 +153,9 @@ TEST(ByteLevel, AlphabetMatchesGpt2) {
   for (int b = 0; b < 256; ++b) all.push_back(static_cast<char>(b));
   EXPECT_EQ(ByteLevelDecode(ByteLevelEncode(all)), all);
   EXPECT_EQ(ByteLevelEncode("你"), "ä½ł");
-  EXPECT_EQ(ByteLevelDecode("中"), std::nullopt);       // outside the alphabet
-  EXPECT_EQ(ByteLevelDecode("a b"), std::nullopt);      // a raw space is not in the alphabet
-  EXPECT_EQ(ByteLevelDecode("\xC4"), std::nullopt);     // ill-formed
+  EXPECT_EQ(ByteLevelDecode("中"), std::nullopt);    // outside the alphabet
+  EXPECT_EQ(ByteLevelDecode("a b"), std::nullopt);   // a raw space is not in the alphabet
+  EXPECT_EQ(ByteLevelDecode("\xC4"), std::nullopt);  // ill-formed
 }
 
 TEST(Utf8, ScanClassifiesSequences) {
@@ -154,9 +165,15 @@ TEST(Utf8, ScanClassifiesSequences) {
   EXPECT_EQ(ScanUtf8("\xF0\x9F\x98").kind, Utf8Scan::kIncomplete);
   EXPECT_EQ(ScanUtf8("\x80").kind, Utf8Scan::kInvalid);
   EXPECT_EQ(ScanUtf8("\xC0\xAF").kind, Utf8Scan::kInvalid);  // overlong lead
-  EXPECT_EQ(ScanUtf8("\xE4" "a").kind, Utf8Scan::kInvalid);
-  EXPECT_EQ(ScanUtf8("\xE4" "a").length, 1u);
-  EXPECT_EQ(ScanUtf8("\xED\xA0\x80").kind, Utf8Scan::kInvalid);  // surrogate
+  EXPECT_EQ(ScanUtf8("\xE4"
+                     "a")
+                .kind,
+            Utf8Scan::kInvalid);
+  EXPECT_EQ(ScanUtf8("\xE4"
+                     "a")
+                .length,
+            1u);
+  EXPECT_EQ(ScanUtf8("\xED\xA0\x80").kind, Utf8Scan::kInvalid);      // surrogate
   EXPECT_EQ(ScanUtf8("\xF4\x90\x80\x80").kind, Utf8Scan::kInvalid);  // > U+10FFFF
   EXPECT_TRUE(IsValidUtf8("héllo 你好 😀"));
   EXPECT_FALSE(IsValidUtf8("\xFF"));
@@ -165,10 +182,12 @@ TEST(Utf8, ScanClassifiesSequences) {
 TEST(Utf8, SanitizeReplacesMaximalSubparts) {
   const std::string r(kReplacementCharacter);
   EXPECT_EQ(SanitizeUtf8("ok 你"), "ok 你");
-  EXPECT_EQ(SanitizeUtf8("a\xE4\xBD" "b"), "a" + r + "b");  // one maximal subpart E4 BD
-  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), r + r);               // C0 can never start a character
-  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), r + r + r);       // ED A0 is not a prefix of anything valid
-  EXPECT_EQ(SanitizeUtf8("a\xF0\x9F\x98"), "a" + r);        // cut at the end
+  EXPECT_EQ(SanitizeUtf8("a\xE4\xBD"
+                         "b"),
+            "a" + r + "b");                            // one maximal subpart E4 BD
+  EXPECT_EQ(SanitizeUtf8("\xC0\xAF"), r + r);          // C0 can never start a character
+  EXPECT_EQ(SanitizeUtf8("\xED\xA0\x80"), r + r + r);  // ED A0 is not a prefix of anything valid
+  EXPECT_EQ(SanitizeUtf8("a\xF0\x9F\x98"), "a" + r);   // cut at the end
 }
 
 TEST(PreTokenizer, Glm4RegexSplitsAsSpecified) {
@@ -179,9 +198,9 @@ TEST(PreTokenizer, Glm4RegexSplitsAsSpecified) {
   EXPECT_EQ(Pieces("DON'T we'LL"), (V{"DON", "'T", " we", "'LL"}));  // contractions in any case
   EXPECT_EQ(Pieces("a  b"), (V{"a", " ", " b"}));  // whitespace run: all but the last space, then " b"
   EXPECT_EQ(Pieces("a\n\nb"), (V{"a", "\n\n", "b"}));
-  EXPECT_EQ(Pieces("x  \n y"), (V{"x", "  \n", " y"}));  // newlines take their leading whitespace
-  EXPECT_EQ(Pieces("Hi!!\n\nok"), (V{"Hi", "!!\n\n", "ok"}));  // punctuation keeps trailing newlines
-  EXPECT_EQ(Pieces("a   "), (V{"a", "   "}));  // trailing whitespace stays one piece
+  EXPECT_EQ(Pieces("x  \n y"), (V{"x", "  \n", " y"}));          // newlines take their leading whitespace
+  EXPECT_EQ(Pieces("Hi!!\n\nok"), (V{"Hi", "!!\n\n", "ok"}));    // punctuation keeps trailing newlines
+  EXPECT_EQ(Pieces("a   "), (V{"a", "   "}));                    // trailing whitespace stays one piece
   EXPECT_EQ(Pieces("你好世界，A股"), (V{"你好世界", "，A股"}));  // no separate Han rule
   EXPECT_EQ(Pieces("😀😀 ok"), (V{"😀😀", " ok"}));
   EXPECT_EQ(Pieces("$100"), (V{"$", "100"}));
@@ -190,8 +209,12 @@ TEST(PreTokenizer, Glm4RegexSplitsAsSpecified) {
 
 TEST(PreTokenizer, IllFormedUtf8BecomesPiecesOfItsOwn) {
   using V = std::vector<std::string>;
-  EXPECT_EQ(Pieces("ab\xFF" "cd"), (V{"ab", "\xFF", "cd"}));
-  EXPECT_EQ(Pieces("\xE4\xBD" "x"), (V{"\xE4\xBD", "x"}));  // a cut character does not join the letters
+  EXPECT_EQ(Pieces("ab\xFF"
+                   "cd"),
+            (V{"ab", "\xFF", "cd"}));
+  EXPECT_EQ(Pieces("\xE4\xBD"
+                   "x"),
+            (V{"\xE4\xBD", "x"}));  // a cut character does not join the letters
   std::string random = RandomBytes(7, 4096);
   std::string joined;
   for (const auto& piece : Pieces(random)) joined += piece;
@@ -239,7 +262,7 @@ TEST(Tokenizer, DigitsAreGroupedByThree) {
   EXPECT_EQ(Encode(t, "34"), (Ids{264}));
   EXPECT_EQ(Encode(t, "12345"), (Ids{'1', '2', '3', '4', '5'}));  // "123" | "45": 3 and 4 are in different words
   EXPECT_EQ(Encode(t, "1234"), (Ids{'1', '2', '3', '4'}));
-  EXPECT_EQ(Encode(t, "9934"), (Ids{'9', '9', '3', '4'}));       // "993" | "4"
+  EXPECT_EQ(Encode(t, "9934"), (Ids{'9', '9', '3', '4'}));  // "993" | "4"
   EXPECT_EQ(Encode(t, "0034"), (Ids{'0', '0', '3', '4'}));
   EXPECT_EQ(Encode(t, "034"), (Ids{'0', 264}));
 }
@@ -285,7 +308,10 @@ TEST(Tokenizer, AddedTokensAreTextWithoutSpecialParsing) {
 
 TEST(Tokenizer, IllFormedUtf8IsEncodedByteByByte) {
   const Tokenizer& t = Glm();
-  EXPECT_EQ(Encode(t, "a\xFF" "b"), (Ids{'a', 0xFF, 'b'}));
+  EXPECT_EQ(Encode(t,
+                   "a\xFF"
+                   "b"),
+            (Ids{'a', 0xFF, 'b'}));
   EXPECT_EQ(Encode(t, "\xE4\xBD"), (Ids{267}));  // the cut character still merges within its piece
   EXPECT_EQ(Encode(t, "\xC0\x80 cat"), (Ids{0xC0, 0x80, 260}));
 }
@@ -444,7 +470,7 @@ TEST(StreamingDecoder, HoldsBackASplitCharacter) {
   EXPECT_EQ(decoder.Push(0xBD), "");
   EXPECT_EQ(decoder.Push(0xA0), "你");
   EXPECT_EQ(decoder.pending_bytes(), 0u);
-  EXPECT_EQ(decoder.Push(267), "");   // E4 BD as one token, then A0
+  EXPECT_EQ(decoder.Push(267), "");  // E4 BD as one token, then A0
   EXPECT_EQ(decoder.Push(0xA0), "你");
   EXPECT_EQ(decoder.Push(0xF0), "");  // 😀 = F0 9F 98 80
   EXPECT_EQ(decoder.Push(0x9F), "");
@@ -463,7 +489,7 @@ TEST(StreamingDecoder, ReplacesBytesOnceTheyCannotComplete) {
   EXPECT_EQ(decoder.Push(0xE4), "");
   EXPECT_EQ(decoder.Push(300), r + "<|user|>");
   EXPECT_EQ(decoder.Push(0xF0), "");
-  EXPECT_EQ(decoder.Flush(), r);          // the stream ended mid-character
+  EXPECT_EQ(decoder.Flush(), r);  // the stream ended mid-character
   EXPECT_EQ(decoder.pending_bytes(), 0u);
   StreamingDecoder skipping(t, /*skip_special=*/true);
   EXPECT_EQ(skipping.Push(300), "");

@@ -1,16 +1,17 @@
 // Every compiled Highway target of kernels/vector_ops.h against double-precision loops: lengths across vector and
 // unroll remainders; fp32 bounds derived from the accumulation (n · 2^-24 · Σ|terms|) or per-element ulps.
+#include "kernels/vector_ops.h"
+
+#include <gtest/gtest.h>
+#include <hwy/targets.h>
+
 #include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-#include <hwy/targets.h>
-
-#include "kernels/reference.h"
-#include "kernels/vector_ops.h"
 #include "kernel_test_util.h"
+#include "kernels/reference.h"
 
 namespace glint {
 namespace {
@@ -56,10 +57,12 @@ TEST(VectorOps, RmsNormMatchesReference) {
       std::vector<float> expected(n), actual(n);
       ref::RmsNorm(x.data(), w.data(), n, 1e-5f, expected.data());
       vec::RmsNorm(x.data(), w.data(), n, 1e-5f, actual.data());
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(actual[i], expected[i], 1e-6 * (1 + std::fabs(expected[i])) * std::sqrt(n)) << n << " at " << i;
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(actual[i], expected[i], 1e-6 * (1 + std::fabs(expected[i])) * std::sqrt(n)) << n << " at " << i;
       vec::RmsNorm(x.data(), nullptr, n, 1e-5f, actual.data());
       ref::RmsNorm(x.data(), nullptr, n, 1e-5f, expected.data());
-      for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(actual[i], expected[i], 1e-6 * (1 + std::fabs(expected[i])) * std::sqrt(n));
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(actual[i], expected[i], 1e-6 * (1 + std::fabs(expected[i])) * std::sqrt(n));
     }
   });
 }

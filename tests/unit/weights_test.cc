@@ -1,12 +1,13 @@
+#include "model/weights.h"
+
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "base/file.h"
 #include "io/checkpoint_schema.h"
-#include "model/weights.h"
 #include "quant/formats.h"
 #include "test_util.h"
 
@@ -75,7 +76,7 @@ TEST(Weights, RegionDecodeIsTheSliceOfTheWholeDecode) {
   Loaded loaded = Open("golden/tiny-sparse");
   const std::string layer0 = "model.language_model.layers.0.";
   for (const std::string& name : {layer0 + "mlp.gate_proj.weight", layer0 + "mlp.down_proj.weight",
-                                 layer0 + "self_attn.f_b_proj.weight", layer0 + "self_attn.dt_bias"}) {
+                                  layer0 + "self_attn.f_b_proj.weight", layer0 + "self_attn.dt_bias"}) {
     ASSERT_OK_AND_ASSIGN(TensorView view, loaded.checkpoint.View(name));
     const TensorInfo* scale_info = loaded.checkpoint.Find(name + "_scale_inv");
     const TensorView scale = scale_info != nullptr ? loaded.checkpoint.ViewOf(*scale_info) : TensorView{};

@@ -1,16 +1,15 @@
 // The worker pool: every task runs exactly once per call, on a valid worker id, for many consecutive calls (the
 // hand-off between calls is where a race would lose or repeat a task), including calls after idle workers went to
 // sleep; ParallelFor covers its range exactly.
+#include "base/worker_pool.h"
+
+#include <gtest/gtest.h>
 #include <signal.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
-
-#include <gtest/gtest.h>
-
-#include "base/worker_pool.h"
 
 namespace glint {
 namespace {
