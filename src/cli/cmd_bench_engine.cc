@@ -201,7 +201,8 @@ Status MultiTurnTable(const Model& model, const EngineOptions& options, const Be
       static_cast<long long>(flags.conversations), static_cast<long long>(flags.turns),
       static_cast<long long>(flags.system_tokens), static_cast<long long>(flags.user_tokens),
       static_cast<long long>(flags.turn_output),
-      static_cast<long long>(flags.system_tokens + flags.turns * (flags.user_tokens + flags.turn_output)),
+      static_cast<long long>(flags.system_tokens) +
+          static_cast<long long>(flags.turns) * (flags.user_tokens + flags.turn_output),
       static_cast<long long>(flags.repeats));
   std::printf("%14s %14s %15s %9s %12s %10s %10s %10s %9s %9s %9s %5s\n", "prefix cache", "prompt tokens",
               "prompt computed", "hit rate", "from disk", "wall", "TTFT p50", "TTFT mean", "ckpts", "demoted",

@@ -149,8 +149,8 @@ void PrintTurnProgress(const RowResult& result, const Turn& turn, const TurnsFla
   std::fprintf(stderr,
                "bench-turns %s: round %lld/%lld session %lld/%lld: prompt %lld, hit %lld (disk %lld), computed "
                "%lld, TTFT %.3f s, row %.1f s\n",
-               result.row.name.c_str(), static_cast<long long>(turn.round + 1), static_cast<long long>(flags.turns),
-               static_cast<long long>(turn.session + 1), static_cast<long long>(flags.sessions),
+               result.row.name.c_str(), static_cast<long long>(turn.round) + 1, static_cast<long long>(flags.turns),
+               static_cast<long long>(turn.session) + 1, static_cast<long long>(flags.sessions),
                static_cast<long long>(turn.prompt), static_cast<long long>(turn.hit),
                static_cast<long long>(turn.disk_hit), static_cast<long long>(turn.computed), turn.ttft, elapsed);
 }
@@ -270,7 +270,7 @@ void PrintRoundTable(const std::vector<RowResult>& results, const TurnsFlags& fl
       if (in_round(turn)) prompts.push_back(static_cast<double>(turn.prompt));
     }
     if (prompts.empty()) break;
-    std::printf("%6lld %10.0f", static_cast<long long>(round + 1), MedianOf(prompts));
+    std::printf("%6lld %10.0f", static_cast<long long>(round) + 1, MedianOf(prompts));
     for (const RowResult& r : results) {
       std::vector<double> ttft;
       for (const Turn& turn : r.turns) {
@@ -330,7 +330,7 @@ void PrintComparisons(const std::vector<RowResult>& results, const TurnsFlags& f
       std::printf(
           "note: %s was stopped by --time-limit %.0f s after %zu of %lld turns; the comparisons above cover "
           "the turns both rows ran\n",
-          r.row.name.c_str(), flags.time_limit, r.turns.size(), static_cast<long long>(flags.turns * flags.sessions));
+          r.row.name.c_str(), flags.time_limit, r.turns.size(), static_cast<long long>(flags.turns) * flags.sessions);
     }
   }
 }

@@ -174,6 +174,7 @@ Result<std::unique_ptr<Model>> JoinRanks(Result<std::unique_ptr<Model>> loaded, 
   std::unique_ptr<Model> model = std::move(loaded).value();
   if (comm.rank() == 0) {
     std::vector<uint64_t> bytes;
+    bytes.reserve(records.size());
     for (const RankRecord& record : records) bytes.push_back(record.weight_bytes);
     LogInfo(comm.Describe(), ": ", DescribeShard(model->shard_plan(), model->config()), "\n",
             RenderText(ShardPlanTable(model->shard_plan(), model->config(), bytes)));

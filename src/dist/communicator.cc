@@ -80,7 +80,7 @@ Status Communicator::SumInRankOrder(std::span<T> values, Decode decode, Encode e
     return Status::Ok();
   }
   gathered_.resize(bytes * ranks);
-  const Status gathered = DoAllGather(std::as_bytes(values), gathered_);
+  Status gathered = DoAllGather(std::as_bytes(values), gathered_);
   if (!gathered.ok()) {
     stats_.Record(CollectiveKind::kAllReduce, bytes, 0, watch.Seconds());
     return gathered;

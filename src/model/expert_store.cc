@@ -111,7 +111,7 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(
       }
       cache->slot_bytes_ = std::max(cache->slot_bytes_, extent->bytes);
       cache->routed_bytes_ += extent->bytes;
-      layer.experts.push_back(std::move(expert));
+      layer.experts.push_back(expert);
       ++total_experts;
     }
     cache->layer_of_[moe] = static_cast<int64_t>(cache->layers_.size());
@@ -490,6 +490,7 @@ Result<double> DiskExpertCache::ProbeReadGbps(uint64_t max_bytes) const {
   std::vector<uint64_t> bytes(threads, 0);
   Stopwatch watch;
   std::vector<std::thread> workers;
+  workers.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       uint64_t state = 0x9e3779b97f4a7c15ull * (t + 1);

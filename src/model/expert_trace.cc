@@ -128,6 +128,7 @@ std::vector<std::pair<int64_t, int32_t>> HottestExperts(const ExpertTrace& profi
     for (const auto& [expert, count] : pass.experts) rows[{pass.layer, expert}] += count;
   }
   std::vector<std::pair<int64_t, int32_t>> hot;
+  hot.reserve(rows.size());
   for (const auto& [key, count] : rows) hot.push_back(key);
   std::stable_sort(hot.begin(), hot.end(), [&](const auto& a, const auto& b) { return rows[a] > rows[b]; });
   return hot;
