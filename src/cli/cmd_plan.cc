@@ -193,6 +193,48 @@ Result<plan::PlanRequest> ToRequest(const PlanFlags& flags) {
   return request;
 }
 
+// --hardware host: the server projected from this machine's measured cores (docs/plan.md "host").
+void AddHostFlags(CLI::App& command, PlanFlags& flags) {
+  command.add_option("--host-cores", flags.host_cores,
+                     "host: cores per socket of the projected server "
+                     "(default: this machine's threads)");
+  command.add_option("--host-sockets", flags.host_sockets, "host: sockets (one glint rank each)")
+      ->capture_default_str();
+  command.add_option("--host-memory", flags.host_memory_gb, "host: the server's RAM in GB (default: this machine's)");
+  command.add_option("--socket-bandwidth", flags.socket_bandwidth_gbps,
+                     "host: memory bandwidth per socket in GB/s (default: this machine's measured triad)");
+  command.add_option("--socket-link", flags.socket_link_gbps,
+                     "host: bandwidth between sockets in GB/s, both directions (needed with --host-sockets > 1)");
+  command.add_option("--threads", flags.threads, "host: threads to measure on (default: every CPU)");
+  command
+      .add_option("--probe-mib", flags.probe_mib,
+                  "host: MiB per bandwidth-probe array (≥ 8× the last-level cache; the decode product streams "
+                  "twice this)")
+      ->capture_default_str();
+  command.add_option("--isa", flags.isa, "host: kernel level to measure (amx, avx512, avx2, scalar; default: best)");
+}
+
+// --ranks: glint's own collectives per step on a network of N machines (docs/plan.md).
+void AddRanksFlags(CLI::App& command, PlanFlags& flags) {
+  command
+      .add_option("--ranks", flags.ranks,
+                  "glint processes (mpirun -np N, one per machine or NUMA node): adds the tables of the "
+                  "collectives per step and their time on the network below")
+      ->capture_default_str();
+  command
+      .add_option("--tp", flags.tp,
+                  "with --ranks: tensor-parallel degree (divides --ranks; 1: attention "
+                  "replicated, experts split over every rank)")
+      ->capture_default_str();
+  command
+      .add_option("--link-bandwidth", flags.link_bandwidth_gbps,
+                  "with --ranks: network bandwidth per rank and direction in GB/s (1.25 = 10 GbE)")
+      ->capture_default_str();
+  command
+      .add_option("--link-latency", flags.link_latency_us, "with --ranks: latency of one message between ranks in µs")
+      ->capture_default_str();
+}
+
 CommandSetup PlanSetup() {
   return [](CLI::App& command) -> std::function<Status()> {
     auto flags = std::make_shared<PlanFlags>();
@@ -229,42 +271,8 @@ CommandSetup PlanSetup() {
         ->capture_default_str();
     command.add_option("--expert-hit-rate", flags->expert_hit_rate,
                        "expert cache hit rate (default: the cache's share of the experts, uniform routing)");
-    command.add_option("--host-cores", flags->host_cores,
-                       "host: cores per socket of the projected server "
-                       "(default: this machine's threads)");
-    command.add_option("--host-sockets", flags->host_sockets, "host: sockets (one glint rank each)")
-        ->capture_default_str();
-    command.add_option("--host-memory", flags->host_memory_gb,
-                       "host: the server's RAM in GB (default: this machine's)");
-    command.add_option("--socket-bandwidth", flags->socket_bandwidth_gbps,
-                       "host: memory bandwidth per socket in GB/s (default: this machine's measured triad)");
-    command.add_option("--socket-link", flags->socket_link_gbps,
-                       "host: bandwidth between sockets in GB/s, both directions (needed with --host-sockets > 1)");
-    command.add_option("--threads", flags->threads, "host: threads to measure on (default: every CPU)");
-    command
-        .add_option("--probe-mib", flags->probe_mib,
-                    "host: MiB per bandwidth-probe array (≥ 8× the last-level cache; the decode product streams "
-                    "twice this)")
-        ->capture_default_str();
-    command.add_option("--isa", flags->isa, "host: kernel level to measure (amx, avx512, avx2, scalar; default: best)");
-    command
-        .add_option("--ranks", flags->ranks,
-                    "glint processes (mpirun -np N, one per machine or NUMA node): adds the tables of the "
-                    "collectives per step and their time on the network below")
-        ->capture_default_str();
-    command
-        .add_option("--tp", flags->tp,
-                    "with --ranks: tensor-parallel degree (divides --ranks; 1: attention "
-                    "replicated, experts split over every rank)")
-        ->capture_default_str();
-    command
-        .add_option("--link-bandwidth", flags->link_bandwidth_gbps,
-                    "with --ranks: network bandwidth per rank and direction in GB/s (1.25 = 10 GbE)")
-        ->capture_default_str();
-    command
-        .add_option("--link-latency", flags->link_latency_us,
-                    "with --ranks: latency of one message between ranks in µs")
-        ->capture_default_str();
+    AddHostFlags(command, *flags);
+    AddRanksFlags(command, *flags);
     return [flags]() -> Status {
       GLINT_ASSIGN_OR_RETURN(plan::OutputFormat format, plan::ParseOutputFormat(flags->format));
       GLINT_ASSIGN_OR_RETURN(plan::PlanRequest request, ToRequest(*flags));
