@@ -78,6 +78,11 @@ else
          "GLINT_LINT_BASE=<commit>, or GLINT_LINT_BASE=none to skip clang-tidy)" >&2
     exit 1
   fi
+  # A shallow clone may lack the base: deepen it from its origin once (quietly; offline it stays missing).
+  if ((in_git)) && ! git cat-file -e "$base^{commit}" 2>/dev/null &&
+     [[ "$(git rev-parse --is-shallow-repository 2>/dev/null)" == true ]]; then
+    git fetch --quiet --unshallow 2>/dev/null || true
+  fi
   if ((!in_git)) || ! git cat-file -e "$base^{commit}" 2>/dev/null; then
     echo "lint: the lint base $base ($base_source) is not in this clone's history (a shallow clone or a" \
          "tarball?), so the change to tidy is unknown: fetch the history (git fetch --unshallow), or set" \
