@@ -47,9 +47,7 @@ class EngineGolden : public ::testing::TestWithParam<std::string> {
     auto loaded = ReferenceModel::Load(testing::TestDataPath("golden/" + GetParam()));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     model_ = std::move(loaded).value();
-    const auto sequences = testing::GoldenOutputs(GetParam()).Tokens();
-    const Tokens& a = sequences[0].size() >= sequences[1].size() ? sequences[0] : sequences[1];
-    const Tokens& b = sequences[0].size() >= sequences[1].size() ? sequences[1] : sequences[0];
+    const auto [a, b] = testing::GoldenOutputs(GetParam()).LongerAndShorterTokens();
     // Prompts that share prefixes of various lengths (for prefix-cache hits at 16-token checkpoints).
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(a.size()), 56);
     prompts_.push_back(Tokens(a.begin(), a.begin() + n));

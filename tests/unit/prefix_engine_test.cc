@@ -64,9 +64,7 @@ class PrefixEngine : public ::testing::TestWithParam<std::string> {
     auto loaded = ReferenceModel::Load(testing::TestDataPath("golden/" + GetParam()));
     ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
     model_ = std::move(loaded).value();
-    const auto sequences = testing::GoldenOutputs(GetParam()).Tokens();
-    const Tokens& a = sequences[0].size() >= sequences[1].size() ? sequences[0] : sequences[1];
-    const Tokens& b = sequences[0].size() >= sequences[1].size() ? sequences[1] : sequences[0];
+    const auto [a, b] = testing::GoldenOutputs(GetParam()).LongerAndShorterTokens();
     const int64_t n = std::min<int64_t>(static_cast<int64_t>(a.size()), 56);
     // A conversation turn (a), a second turn extending it, and an unrelated prompt that evicts the first from a
     // small pool.

@@ -79,6 +79,14 @@ std::vector<std::vector<int32_t>> GoldenOutputs::Tokens() const {
   return nlohmann::json::parse(*text).get<std::vector<std::vector<int32_t>>>();
 }
 
+std::pair<std::vector<int32_t>, std::vector<int32_t>> GoldenOutputs::LongerAndShorterTokens() const {
+  std::vector<std::vector<int32_t>> sequences = Tokens();
+  EXPECT_GE(sequences.size(), 2u) << dir_ << "/tokens.json has fewer than two sequences";
+  sequences.resize(2);
+  if (sequences[0].size() < sequences[1].size()) std::swap(sequences[0], sequences[1]);
+  return {std::move(sequences[0]), std::move(sequences[1])};
+}
+
 double RelativeRmsError(const std::vector<float>& a, const std::vector<float>& b) {
   EXPECT_EQ(a.size(), b.size());
   double diff = 0, norm = 0;

@@ -55,6 +55,7 @@ Status StatusOf(const Result<T>& result) {
 
 #include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -71,6 +72,8 @@ class GoldenOutputs {
   std::vector<int64_t> Shape(const std::string& name) const;
   // Token sequences of tokens.json.
   std::vector<std::vector<int32_t>> Tokens() const;
+  // The first two sequences of tokens.json, the longer first (the engine tests build shared prefixes from them).
+  std::pair<std::vector<int32_t>, std::vector<int32_t>> LongerAndShorterTokens() const;
 
  private:
   std::string dir_;
