@@ -37,4 +37,10 @@ Summary Summarize(std::vector<double> values) {
   return summary;
 }
 
+double Median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return PercentileOfSorted(values, 50);
+}
+
 }  // namespace glint::bench

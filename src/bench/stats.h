@@ -28,6 +28,10 @@ struct Summary {
   double stddev = kNaN;  // population standard deviation (numpy.std's default ddof = 0, as vLLM reports)
 };
 
+// The median of `values` (the mean of the middle two for an even count, PercentileOfSorted at 50), 0 for none: the
+// medians the benchmark commands print.
+double Median(std::vector<double> values);
+
 // NaN values are ignored (they mark "undefined for this request", e.g. TPOT of a one-token reply).
 Summary Summarize(std::vector<double> values);
 

@@ -15,6 +15,7 @@
 #include "base/table.h"
 #include "base/timer.h"
 #include "base/worker_pool.h"
+#include "bench/stats.h"
 #include "cli/command.h"
 #include "cli/model_flags.h"
 #include "engine/capacity.h"
@@ -46,10 +47,7 @@ Result<int64_t> ParseContext(const std::string& text) {
   return bytes;
 }
 
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
+using bench::Median;
 
 // A standard-normal-ish value from a counter (sum of 4 uniforms, centred and scaled): cheap, deterministic.
 float SyntheticValue(uint64_t counter) {

@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "base/timer.h"
+#include "bench/stats.h"
 #include "cli/collective_report.h"
 #include "cli/command.h"
 #include "cli/distributed.h"
@@ -48,12 +49,7 @@ struct BenchFlags {
   bool skip_multi_turn = false;
 };
 
-double Median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
+using bench::Median;
 
 double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return 0;

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "base/worker_pool.h"
+#include "bench/stats.h"
 #include "cli/collective_report.h"
 #include "cli/command.h"
 #include "cli/distributed.h"
@@ -52,11 +53,7 @@ struct BenchFlags {
   ParallelFlags parallel;               // --tp / --ep under mpirun
 };
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n == 0 ? 0 : n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
+using bench::Median;
 
 // kB value of a /proc/self/status field (VmHWM, VmRSS), in bytes.
 uint64_t ProcStatusBytes(const std::string& field) {

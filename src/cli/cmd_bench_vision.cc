@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "base/worker_pool.h"
+#include "bench/stats.h"
 #include "cli/command.h"
 #include "cli/model_flags.h"
 #include "io/config.h"
@@ -44,10 +45,7 @@ Result<VisionInput> SyntheticImage(const VisionConfig& c, int64_t side) {
   return input;
 }
 
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
-}
+using bench::Median;
 
 Status RunBenchVision(const BenchVisionFlags& flags) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

@@ -102,5 +102,11 @@ TEST(BenchRng, UniformIntCoversTheInclusiveRangeAndRepeatsWithTheSeed) {
   EXPECT_NE(MixSeed(1, 2), MixSeed(2, 2));
 }
 
+TEST(BenchMedian, MeanOfTheMiddleTwoZeroForNone) {
+  EXPECT_EQ(Median({3.0, 1.0, 2.0}), 2.0);
+  EXPECT_EQ(Median({4.0, 1.0, 3.0, 2.0}), 2.5);  // unsorted input, even count
+  EXPECT_EQ(Median({}), 0.0);
+}
+
 }  // namespace
 }  // namespace glint::bench
