@@ -184,6 +184,11 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
     table.notes.push_back(StrCat("rank r is tp rank r % ", plan.tp, " of group r / ", plan.tp,
                                  "; a split KDA, MLA or dense MLP sublayer ends with one all-reduce over its group"));
   }
+  if (plan.tp > 1 && plan.column_group > 1) {
+    table.notes.push_back(
+        StrCat("column splits in whole scale groups of ", plan.column_group,
+               " columns (heads in whole groups of o_proj columns); fewer units than --tp: replicated"));
+  }
   table.notes.push_back("replicated on every rank: " + ReplicatedText(plan));
   return table;
 }
