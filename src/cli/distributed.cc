@@ -137,10 +137,12 @@ bool Distributed() { return World().size() > 1; }
 
 void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
   command
-      .add_option("--tp", flags.tp,
-                  "under mpirun: tensor-parallel degree, ranks sharing one copy of attention (KDA, MLA by head) and "
-                  "the dense MLP and expert columns; > 1 runs on --path reference only so far. Default 1 (attention "
-                  "replicated on every rank, no collective inside it)")
+      .add_option(
+          "--tp", flags.tp,
+          "under mpirun: tensor-parallel degree, ranks sharing one copy of attention (KDA, MLA by head) and "
+          "the dense MLP and expert columns; both paths (the fast path splits columns in whole int8 scale groups, "
+          "docs/distributed.md). Default 1 (attention "
+          "replicated on every rank, no collective inside it)")
       ->check(CLI::Range(1, 1 << 16));
   command
       .add_option("--ep", flags.ep,

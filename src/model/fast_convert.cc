@@ -63,6 +63,50 @@ struct SharedMatrix {
   }
 };
 
+// Rows `ranges` of `source`, stacked in order.
+RowSource RowsOf(RowSource source, std::vector<IndexRange> ranges) {
+  int64_t rows = 0;
+  for (const IndexRange& r : ranges) rows += r.count();
+  // Calls `read_run(source row, count, destination row offset)` for the runs covering rows [begin, begin + count).
+  auto runs = [ranges](int64_t begin, int64_t count, const std::function<Status(int64_t, int64_t, int64_t)>& read_run) {
+    int64_t first = 0;  // local row of the current range's first row
+    for (const IndexRange& r : ranges) {
+      const int64_t lo = std::max(begin, first), hi = std::min(begin + count, first + r.count());
+      if (lo < hi) GLINT_RETURN_IF_ERROR(read_run(r.begin + lo - first, hi - lo, lo - begin));
+      first += r.count();
+    }
+    return Status::Ok();
+  };
+  RowSource out{rows, source.cols, {}, {}};
+  out.read = [source, runs](int64_t begin, int64_t count, float* values) {
+    return runs(begin, count,
+                [&](int64_t from, int64_t n, int64_t at) { return source.read(from, n, values + at * source.cols); });
+  };
+  if (source.read_bf16) {
+    out.read_bf16 = [source, runs](int64_t begin, int64_t count, uint16_t* values) {
+      return runs(begin, count, [&](int64_t from, int64_t n, int64_t at) {
+        return source.read_bf16(from, n, values + at * source.cols);
+      });
+    };
+  }
+  return out;
+}
+
+// Columns [c0, c1) of every row of `source` (whole rows are decoded, then cut).
+RowSource ColumnsOf(RowSource source, IndexRange columns) {
+  RowSource out{source.rows, columns.count(), {}, {}};
+  out.read = [source, columns](int64_t begin, int64_t count, float* values) -> Status {
+    std::vector<float> rows(count * source.cols);
+    GLINT_RETURN_IF_ERROR(source.read(begin, count, rows.data()));
+    for (int64_t r = 0; r < count; ++r) {
+      std::memcpy(values + r * columns.count(), rows.data() + r * source.cols + columns.begin,
+                  columns.count() * sizeof(float));
+    }
+    return Status::Ok();
+  };
+  return out;
+}
+
 class Planner {
  public:
   Planner(const Checkpoint& checkpoint, const ModelConfig& c, const FastConvertOptions& options)
@@ -70,12 +114,22 @@ class Planner {
 
   std::vector<PlannedTensor> plan;
 
-  void Int8(const std::string& name, RowSource source) {
+  // The rank's slice of fast tensor `name` (options.slices), or all of `source`.
+  RowSource Cut(const std::string& name, RowSource source) const {
+    const auto slice = options_.slices.find(name);
+    if (slice == options_.slices.end()) return source;
+    if (slice->second.columns.end >= 0) return ColumnsOf(std::move(source), slice->second.columns);
+    return RowsOf(std::move(source), slice->second.rows);
+  }
+
+  void Int8(const std::string& name, RowSource whole) {
+    const RowSource source = Cut(name, std::move(whole));
     Quantized(name, "int8", Int8Layout{source.rows, source.cols, options_.group}, static_cast<uint8_t>(kInt8CodeBias),
               source, QuantizeInt8Block);
   }
 
-  void Int4(const std::string& name, RowSource source) {
+  void Int4(const std::string& name, RowSource whole) {
+    const RowSource source = Cut(name, std::move(whole));
     Quantized(name, "int4", Int4Layout{source.rows, source.cols, options_.int4_group}, kInt4ZeroByte, source,
               QuantizeInt4Block);
   }
@@ -127,7 +181,7 @@ class Planner {
   void Bf16(const std::string& name, const std::vector<std::string>& parts) {
     std::vector<RowSource> sources;
     for (const std::string& part : parts) sources.push_back(SourceOf(checkpoint_, c_, part));
-    const RowSource source = ConcatRows(std::move(sources)).value();
+    const RowSource source = Cut(name, ConcatRows(std::move(sources)).value());
     const Bf16Layout layout{source.rows, source.cols};
     PlannedTensor t{name, "bf16", {layout.rows, layout.cols}, {static_cast<uint64_t>(layout.value_count()) * 2}, {}};
     t.fill = [layout, source](std::vector<std::span<uint8_t>>& blobs, WorkerPool&) -> Status {
@@ -137,7 +191,8 @@ class Planner {
   }
 
   void F32(const std::string& name, const std::string& tensor, std::vector<int64_t> dims) {
-    const RowSource source = SourceOf(checkpoint_, c_, tensor);
+    const RowSource source = Cut(name, SourceOf(checkpoint_, c_, tensor));
+    if (options_.slices.count(name) != 0) dims[0] = source.rows;  // a tensor-parallel row slice
     PlannedTensor t{name, "f32", dims, {static_cast<uint64_t>(source.rows * source.cols) * 4}, {}};
     t.fill = [source](std::vector<std::span<uint8_t>>& blobs, WorkerPool&) -> Status {
       return source.read(0, source.rows, reinterpret_cast<float*>(blobs[0].data()));

@@ -17,6 +17,7 @@
 #include "base/worker_pool.h"
 #include "io/config.h"
 #include "io/safetensors.h"
+#include "model/fast_tensor_parallel.h"
 #include "model/fast_weights.h"
 #include "model/sharding.h"
 
@@ -33,6 +34,9 @@ struct FastConvertOptions {
   // Expert parallel: convert only these experts (the checkpoint's other experts are checked, never read). `glint
   // convert` converts all: one container serves any rank count.
   LocalExperts local;
+  // Tensor parallel: convert only these slices of the named tensors (FastTensorSlices; the rest of each tensor is
+  // never decoded, though a column slice reads the checkpoint rows it lies in). Empty: every tensor whole.
+  std::map<std::string, FastSlice> slices;
 };
 
 struct ConvertProgress {

@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "kernels/vector_ops.h"
+#include "model/fast_tensor_parallel.h"
 #include "model/forward_common.h"
 #include "model/mhc.h"
 
@@ -41,13 +42,23 @@ void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
   });
 }
 
-// Tensor parallelism is implemented on the fp32 reference path only so far (docs/distributed.md "Limits").
-Status CheckFastPathParallel(const ShardPlan& plan) {
-  if (!plan.tensor_parallel()) return Status::Ok();
-  return Unimplemented("tensor parallelism (--tp ", plan.tp,
-                       ") runs on the fp32 reference path only so far (--path reference); the fast path "
-                       "supports --tp 1: attention and dense parts replicated, routed experts split over the ",
-                       plan.ranks, " ranks");
+// The expert cache reads whole experts' extents from the container; tensor-parallel slices are not extents
+// (docs/distributed.md "Limits").
+Status CheckExpertCacheParallel(const ShardPlan& plan, const FastModelOptions& options) {
+  if (!plan.tensor_parallel() || options.expert_memory == 0) return Status::Ok();
+  return Unimplemented("--expert-memory with tensor parallelism (--tp ", plan.tp,
+                       ") is not implemented yet: the expert cache reads whole experts from the container; run "
+                       "--tp 1 (experts split by id over the ranks) with --expert-memory, or --tp ",
+                       plan.tp, " with every expert resident");
+}
+
+// The plan for a source whose column splits must land on `column_group` (its int8 / int4 K-group).
+Result<ShardPlan> FastShardPlan(const ModelConfig& config, const FastModelOptions& options, int64_t column_group) {
+  ModelParallel parallel = options.parallel;
+  parallel.column_group = column_group;
+  GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, parallel));
+  GLINT_RETURN_IF_ERROR(CheckExpertCacheParallel(plan, options));
+  return plan;
 }
 
 }  // namespace
@@ -56,6 +67,7 @@ FastModel::FastModel(ModelConfig config, FastWeightSource source, FastWeights we
                      const FastModelOptions& options, ShardPlan plan)
     : config_(std::move(config)),
       plan_(std::move(plan)),
+      local_(LocalConfig(config_, plan_)),
       comm_(options.parallel.comm),
       source_(std::move(source)),
       weights_(std::move(weights)),
@@ -138,6 +150,12 @@ Status FastModel::KeepProfiledExperts(const std::string& path) {
 
 Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWeightSource source, WorkerPool& pool,
                                                      const FastModelOptions& options) {
+  GLINT_ASSIGN_OR_RETURN(ShardPlan plan, FastShardPlan(config, options, SourceColumnGroup(source)));
+  return Assemble(std::move(config), std::move(source), std::move(plan), false, pool, options);
+}
+
+Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastWeightSource source, ShardPlan plan,
+                                                       bool sliced, WorkerPool& pool, const FastModelOptions& options) {
   if (!IsaSupported(options.isa)) {
     return InvalidArgument("this CPU does not support the '", IsaName(options.isa), "' kernels");
   }
@@ -146,15 +164,16 @@ Result<std::unique_ptr<FastModel>> FastModel::Create(ModelConfig config, FastWei
     return Unimplemented("the fast path needs kv_lora_rank and v_head_dim to be multiples of 16 (got ",
                          config.kv_lora_rank, " and ", config.v_head_dim, ")");
   }
-  GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, options.parallel));
-  GLINT_RETURN_IF_ERROR(CheckFastPathParallel(plan));
   const LocalExperts local = plan.local_experts();
   source.Drop([&](const std::string& name) { return IsOtherRanksExpert(name, local); });
+  if (!sliced) GLINT_RETURN_IF_ERROR(SliceFastSource(source, FastTensorSlices(config, plan)));
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
-  GLINT_ASSIGN_OR_RETURN(FastWeights weights, BindFastWeights(source, config, with_mtp, local));
+  const ModelConfig local_config = LocalConfig(config, plan);
+  GLINT_ASSIGN_OR_RETURN(FastWeights weights,
+                         BindFastWeights(source, local_config, with_mtp, local, plan.slices().shared_columns.count()));
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
-  model->context_ = std::make_unique<FastContext>(pool, options.isa, model->config_);
+  model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);
   if (!options.expert_trace.empty()) {
     const ModelConfig& c = model->config_;
     const int64_t moe_layers = std::count(c.mlp_kinds.begin(), c.mlp_kinds.end(), MlpKind::kMoe) + (with_mtp ? 1 : 0);
@@ -180,30 +199,36 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   const std::string container_path = JoinPath(dir, kContainerFileName);
   FastWeightSource source;
   const bool from_container = PathExists(container_path);
-  GLINT_ASSIGN_OR_RETURN(const ShardPlan plan, MakeShardPlan(config, options.parallel));
-  GLINT_RETURN_IF_ERROR(CheckFastPathParallel(plan));
+  const bool distributed = options.parallel.comm != nullptr && options.parallel.comm->size() > 1;
+  ShardPlan plan;
   if (from_container) {
     // With an expert cache the routed experts must not be read in by the mapping (AttachExpertCache reads the rest);
-    // sharded: map without populating, then read in only this rank's tensors (Create drops the others).
-    const bool populate_all = options.populate && options.expert_memory == 0 && !plan.distributed();
+    // sharded: map without populating, then read in only this rank's tensors and slices (Assemble cuts the
+    // source to them; TouchPages below reads their pages).
+    const bool populate_all = options.populate && options.expert_memory == 0 && !distributed;
     GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, populate_all));
     GLINT_ASSIGN_OR_RETURN(source, SourceFromContainer(std::make_unique<ContainerFile>(std::move(container))));
+    GLINT_ASSIGN_OR_RETURN(plan, FastShardPlan(config, options, SourceColumnGroup(source)));
   } else {
     GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
     FastConvertOptions convert = options.convert;
-    convert.local = plan.local_experts();
     if (options.experts.has_value()) convert.experts = *options.experts;
-    GLINT_ASSIGN_OR_RETURN(auto plan, PlanFastWeights(checkpoint, config, convert));
-    GLINT_RETURN_IF_ERROR(MaterializeFastWeights(plan, pool, source, options.progress));
+    const int64_t int4_group = convert.experts == ExpertWeights::kInt4 ? convert.int4_group : 0;
+    GLINT_ASSIGN_OR_RETURN(plan, FastShardPlan(config, options, ConvertColumnGroup(convert.group, int4_group)));
+    convert.local = plan.local_experts();
+    convert.slices = FastTensorSlices(config, plan);  // convert only this rank's slices
+    GLINT_ASSIGN_OR_RETURN(auto tensors, PlanFastWeights(checkpoint, config, convert));
+    GLINT_RETURN_IF_ERROR(MaterializeFastWeights(tensors, pool, source, options.progress));
   }
-  GLINT_ASSIGN_OR_RETURN(auto model, Create(std::move(config), std::move(source), pool, options));
+  GLINT_ASSIGN_OR_RETURN(auto model,
+                         Assemble(std::move(config), std::move(source), plan, !from_container, pool, options));
   if (options.experts.has_value() && model->weights_.experts != *options.experts) {
     return InvalidArgument("'", container_path, "' holds ", ExpertWeightsName(model->weights_.experts),
                            " routed experts, not the requested ", ExpertWeightsName(*options.experts),
                            "; the expert format is chosen when converting (glint convert --experts ",
                            ExpertWeightsName(*options.experts), ")");
   }
-  if (from_container && options.populate && plan.distributed()) TouchPages(model->source_, pool);
+  if (from_container && options.populate && distributed) TouchPages(model->source_, pool);
   if (options.expert_memory > 0) GLINT_RETURN_IF_ERROR(model->AttachExpertCache(options));
   model->load_report_.from_container = from_container;
   model->load_report_.seconds = watch.Seconds();
@@ -233,6 +258,18 @@ Status FastModel::SumMoeOverRanks(float* partial, int64_t rows) const {
     }
   }
   return Status::Ok();
+}
+
+Status FastModel::SumOverTensorGroup(bool split, float* partial, int64_t rows, const char* what) const {
+  if (!split || !plan_.tensor_parallel()) return Status::Ok();
+  if (tp_comm_ == nullptr) {
+    // Made at the first split sublayer, which every rank reaches at the same point of the same batch (lockstep), not
+    // at load: a rank that fails to load must not leave the others inside this collective over every rank.
+    // The groups are the ep ranks, each ordered by tp rank.
+    GLINT_ASSIGN_OR_RETURN(tp_comm_, comm_->Split(plan_.ep_rank(), plan_.tp_rank()));
+  }
+  return tp_comm_->AllReduceSum(std::span<float>(partial, rows * config_.hidden_size))
+      .WithContext(StrCat("summing the ", what, " outputs over the tp group"));
 }
 
 Status FastModel::CheckOptions(const ForwardOptions& options) const {
@@ -394,7 +431,9 @@ Status FastModel::Attention(const FastPass& pass, int64_t l, const std::string& 
   FastContext& ctx = *context_;
   const FastLayerWeights& layer = weights_.layers[l];
   if (layer.attention_kind == AttentionKind::kKda) {
-    return FastKda(ctx, layer.kda, act.sublayer_in.data(), pass.segments, KdaStates(pass, l), act.sublayer_out.data());
+    GLINT_RETURN_IF_ERROR(
+        FastKda(ctx, layer.kda, act.sublayer_in.data(), pass.segments, KdaStates(pass, l), act.sublayer_out.data()));
+    return SumOverTensorGroup(plan_.kda_split, act.sublayer_out.data(), pass.rows, "KDA");
   }
   const bool forcing = pass.forced != nullptr && l < static_cast<int64_t>(pass.forced->attended.size()) &&
                        !pass.forced->attended[l].empty();
@@ -405,6 +444,7 @@ Status FastModel::Attention(const FastPass& pass, int64_t l, const std::string& 
   DsaTrace selections;
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, layer.dsa, act.sublayer_in.data(), pass.segments, caches, forced,
                                 act.sublayer_out.data(), pass.trace != nullptr ? &selections : nullptr));
+  GLINT_RETURN_IF_ERROR(SumOverTensorGroup(plan_.mla_split, act.sublayer_out.data(), pass.rows, "MLA"));
   if (pass.trace == nullptr) return Status::Ok();
   for (const Segment& s : pass.segments) {
     if (!pass.trace->Wants(s.sequence)) continue;
@@ -421,7 +461,7 @@ Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix
   const int64_t n = pass.rows;
   if (layer.mlp_kind == MlpKind::kDense) {
     FastMlp(ctx, layer.mlp, act.sublayer_in.data(), n, act.sublayer_out.data());
-    return Status::Ok();
+    return SumOverTensorGroup(plan_.mlp_split, act.sublayer_out.data(), n, "dense MLP");
   }
   const std::vector<const RouterChoice*> forced =
       ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l);
@@ -554,6 +594,7 @@ Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float>
   GLINT_RETURN_IF_ERROR(FastDsa(ctx, m.dsa, normed.data(), std::span<const Segment>(&segment, 1),
                                 std::span<DsaCache>(&state.mtp_dsa, 1), {}, sublayer.data(),
                                 trace != nullptr ? &selections : nullptr));
+  GLINT_RETURN_IF_ERROR(SumOverTensorGroup(plan_.mla_split, sublayer.data(), pairs, "MTP MLA"));
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t)
     vec::RmsNorm(z.data() + t * d, m.ffn_norm, d, c.rms_norm_eps, normed.data() + t * d);

@@ -90,6 +90,8 @@ class FastModel final : public PathModel {
                                                    const FastModelOptions& options = {});
 
   const ModelConfig& config() const override { return config_; }
+  // This rank's head counts and widths (LocalConfig): what the fast layers and the KDA caches are laid out for.
+  const ModelConfig& local_config() const override { return local_; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
   bool has_mtp() const override { return weights_.mtp != nullptr; }
   ShardPlan shard_plan() const override { return plan_; }
@@ -109,12 +111,17 @@ class FastModel final : public PathModel {
  private:
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
             const FastModelOptions& options, ShardPlan plan);
+  // Create on a source already cut to `plan` (`sliced`: its tensor-parallel slices converted as such) or whole.
+  static Result<std::unique_ptr<FastModel>> Assemble(ModelConfig config, FastWeightSource source, ShardPlan plan,
+                                                     bool sliced, WorkerPool& pool, const FastModelOptions& options);
   Status AttachExpertCache(const FastModelOptions& options);
   Status KeepProfiledExperts(const std::string& path);  // --expert-profile
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
   // The MoE all-reduce of `rows` rows [rows, D]; with an expert cache it also makes context_->row_errors agree
   // across the ranks (a row failed on any rank fails on all).
   Status SumMoeOverRanks(float* partial, int64_t rows) const;
+  // Tensor parallel: a split sublayer's outputs [rows, D] summed over the tp group (nothing when `split` is false).
+  Status SumOverTensorGroup(bool split, float* partial, int64_t rows, const char* what) const;
   Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                       const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
   Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
@@ -130,7 +137,9 @@ class FastModel final : public PathModel {
 
   ModelConfig config_;
   ShardPlan plan_;
+  ModelConfig local_;  // LocalConfig(config_, plan_): what FastContext and the layers run on
   Communicator* comm_ = nullptr;
+  mutable std::unique_ptr<Communicator> tp_comm_;  // the rank's tensor-parallel group (made at first use)
   FastWeightSource source_;
   FastWeights weights_;
   WorkerPool& pool_;

@@ -227,8 +227,8 @@ Status BindExpert(FastBinder& b, const std::string& p, int64_t hidden, int64_t w
   return b.Expert(p + "down", hidden, width, w.down, experts);
 }
 
-Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, const LocalExperts& local, FastMoeWeights& w,
-               std::optional<ExpertWeights>& experts) {
+Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, const LocalExperts& local,
+               int64_t shared_width, FastMoeWeights& w, std::optional<ExpertWeights>& experts) {
   GLINT_RETURN_IF_ERROR(b.Bf16(p + "router", c.n_routed_experts, c.hidden_size, w.router));
   GLINT_RETURN_IF_ERROR(b.F32(p + "bias", {c.n_routed_experts}, w.bias));
   w.experts.resize(c.n_routed_experts);
@@ -239,7 +239,7 @@ Status BindMoe(FastBinder& b, const ModelConfig& c, const std::string& p, const 
   }
   w.shared.resize(c.n_shared_experts > 0 ? 1 : 0);
   if (!w.shared.empty() && local.shared) {
-    GLINT_RETURN_IF_ERROR(BindMlp(b, p + "shared.", c.hidden_size, c.SharedIntermediate(), w.shared[0]));
+    GLINT_RETURN_IF_ERROR(BindMlp(b, p + "shared.", c.hidden_size, shared_width, w.shared[0]));
   }
   return Status::Ok();
 }
@@ -261,7 +261,8 @@ void FastWeightSource::Drop(const std::function<bool(const std::string&)>& drop)
 }
 
 Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& c, bool with_mtp,
-                                    const LocalExperts& local) {
+                                    const LocalExperts& local, int64_t shared_width) {
+  if (shared_width < 0) shared_width = c.SharedIntermediate();
   FastBinder b(source);
   FastWeights w;
   std::optional<ExpertWeights> experts;  // set by the first routed expert bound
@@ -287,7 +288,7 @@ Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelC
     if (layer.mlp_kind == MlpKind::kDense) {
       GLINT_RETURN_IF_ERROR(BindMlp(b, p + "mlp.", d, c.intermediate_size, layer.mlp));
     } else {
-      GLINT_RETURN_IF_ERROR(BindMoe(b, c, p + "moe.", local, layer.moe, experts));
+      GLINT_RETURN_IF_ERROR(BindMoe(b, c, p + "moe.", local, shared_width, layer.moe, experts));
     }
   }
   if (with_mtp && c.HasMtp()) {
@@ -299,7 +300,7 @@ Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelC
     GLINT_RETURN_IF_ERROR(b.F32("mtp.ffn_norm", {d}, mtp->ffn_norm));
     GLINT_RETURN_IF_ERROR(b.F32("mtp.head_norm", {d}, mtp->head_norm));
     GLINT_RETURN_IF_ERROR(BindDsa(b, c, "mtp.dsa.", mtp->dsa));
-    GLINT_RETURN_IF_ERROR(BindMoe(b, c, "mtp.moe.", local, mtp->moe, experts));
+    GLINT_RETURN_IF_ERROR(BindMoe(b, c, "mtp.moe.", local, shared_width, mtp->moe, experts));
     w.mtp = std::move(mtp);
   }
   w.experts = experts.value_or(ExpertWeights::kInt8);

@@ -171,8 +171,10 @@ class FastWeightSource {
 
 // Binds every tensor the config needs, checking kinds, dims and blob sizes. `with_mtp`: bind the MTP layer too.
 // `local`: the experts to bind (expert parallel); the others stay empty and need not be in the source.
+// `shared_width`: the shared expert's intermediate width (tensor parallel: its column slice); < 0: the config's
+// SharedIntermediate().
 Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& config, bool with_mtp,
-                                    const LocalExperts& local = {});
+                                    const LocalExperts& local = {}, int64_t shared_width = -1);
 // Whether a source tensor name belongs to an expert outside `local` ("layers.3.moe.experts.17.down",
 // "mtp.moe.shared.gate_up").
 bool IsOtherRanksExpert(const std::string& name, const LocalExperts& local);

@@ -1,5 +1,8 @@
 #include "model/sharding.h"
 
+#include <algorithm>
+#include <numeric>
+
 namespace glint {
 namespace {
 
@@ -15,14 +18,25 @@ std::vector<ExpertRange> SplitExperts(int64_t experts, int ranks) {
   return ranges;
 }
 
-// Slice `tp_rank` of a dimension of `total` split over tp ranks, or the whole of it when not `split`.
-IndexRange SliceOf(int64_t total, bool split, int tp, int tp_rank) {
+// Units of `unit` items (the last one partial) that a dimension of `total` items splits into.
+int64_t Units(int64_t total, int64_t unit) { return (total + unit - 1) / unit; }
+
+// Slice `tp_rank` of a dimension of `total` items split over tp ranks in whole units of `unit` items (⌊units/tp⌋
+// each, one more for the first units mod tp; the last unit may be partial), or the whole of it when not `split`.
+IndexRange SliceOf(int64_t total, bool split, int tp, int tp_rank, int64_t unit = 1) {
   if (!split) return {0, total};
-  return SplitExperts(total, tp)[tp_rank];
+  const ExpertRange units = SplitExperts(Units(total, unit), tp)[tp_rank];
+  return {std::min(total, units.begin * unit), std::min(total, units.end * unit)};
 }
 
-// A dimension is split over the tp ranks when every rank gets at least one of it; else replicated.
-bool Splits(int64_t total, int tp) { return tp > 1 && total >= tp; }
+// A dimension is split over the tp ranks when every rank gets at least one unit of it; else replicated.
+bool Splits(int64_t total, int tp, int64_t unit = 1) { return tp > 1 && Units(total, unit) >= tp; }
+
+// Heads per split unit when a head's slice of a column-split matrix is `head_columns` wide and column splits must
+// land on multiples of `column_group`: the fewest heads whose columns are a whole number of groups.
+int64_t HeadUnit(int64_t head_columns, int64_t column_group) {
+  return column_group / std::gcd(column_group, std::max<int64_t>(1, head_columns));
+}
 
 TensorSlices WholeSlices(const ModelConfig& c) {
   return {{0, c.kda_num_heads},
@@ -58,7 +72,8 @@ ModelConfig LocalConfig(const ModelConfig& config, const ShardPlan& plan) {
   return local;
 }
 
-Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep) {
+Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep, int64_t column_group) {
+  if (column_group < 1) return InvalidArgument("a column group of ", column_group, " columns; expected ≥ 1");
   if (ranks < 1 || rank < 0 || rank >= ranks) return InvalidArgument("rank ", rank, " of ", ranks, " is not a rank");
   if (tp < 0 || ep < 0) return InvalidArgument("--tp and --ep must be positive; got --tp ", tp, " --ep ", ep);
   if (tp == 0) tp = ep > 0 && ranks % ep == 0 ? ranks / ep : 1;
@@ -69,10 +84,13 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, 
   }
   ShardPlan plan;
   plan.rank = rank, plan.ranks = ranks, plan.tp = tp, plan.ep = ep;
-  plan.kda_split = Splits(config.kda_num_heads, tp);
-  plan.mla_split = Splits(config.num_attention_heads, tp);
-  plan.mlp_split = Splits(config.intermediate_size, tp);
-  plan.experts_by_columns = Splits(config.moe_intermediate_size, tp);
+  plan.column_group = column_group;
+  const int64_t kda_unit = HeadUnit(config.kda_head_dim, column_group);  // KDA o_proj: kda_head_dim columns a head
+  const int64_t mla_unit = HeadUnit(config.v_head_dim, column_group);    // MLA o_proj: v_head_dim columns a head
+  plan.kda_split = Splits(config.kda_num_heads, tp, kda_unit);
+  plan.mla_split = Splits(config.num_attention_heads, tp, mla_unit);
+  plan.mlp_split = Splits(config.intermediate_size, tp, column_group);
+  plan.experts_by_columns = Splits(config.moe_intermediate_size, tp, column_group);
   if (plan.experts_by_columns) {
     // By id over the groups, by columns within a group; the shared expert on the last group (the split gives the
     // first groups the extra experts).
@@ -86,11 +104,11 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, 
   }
   for (int r = 0; r < ranks; ++r) {
     const int t = r % tp;
-    plan.slices_of_rank.push_back({SliceOf(config.kda_num_heads, plan.kda_split, tp, t),
-                                   SliceOf(config.num_attention_heads, plan.mla_split, tp, t),
-                                   SliceOf(config.intermediate_size, plan.mlp_split, tp, t),
-                                   SliceOf(config.moe_intermediate_size, plan.experts_by_columns, tp, t),
-                                   SliceOf(config.SharedIntermediate(), plan.experts_by_columns, tp, t)});
+    plan.slices_of_rank.push_back({SliceOf(config.kda_num_heads, plan.kda_split, tp, t, kda_unit),
+                                   SliceOf(config.num_attention_heads, plan.mla_split, tp, t, mla_unit),
+                                   SliceOf(config.intermediate_size, plan.mlp_split, tp, t, column_group),
+                                   SliceOf(config.moe_intermediate_size, plan.experts_by_columns, tp, t, column_group),
+                                   SliceOf(config.SharedIntermediate(), plan.experts_by_columns, tp, t, column_group)});
   }
   return plan;
 }
@@ -104,7 +122,8 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
     }
     return SingleRankPlan(config);
   }
-  return MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp, parallel.ep);
+  return MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp, parallel.ep,
+                       parallel.column_group);
 }
 
 namespace {
@@ -164,6 +183,11 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
   if (plan.tp > 1) {
     table.notes.push_back(StrCat("rank r is tp rank r % ", plan.tp, " of group r / ", plan.tp,
                                  "; a split KDA, MLA or dense MLP sublayer ends with one all-reduce over its group"));
+  }
+  if (plan.tp > 1 && plan.column_group > 1) {
+    table.notes.push_back(
+        StrCat("column splits in whole scale groups of ", plan.column_group,
+               " columns (heads in whole groups of o_proj columns); fewer units than --tp: replicated"));
   }
   table.notes.push_back("replicated on every rank: " + ReplicatedText(plan));
   return table;

@@ -74,6 +74,9 @@ struct ShardPlan {
   // moe_intermediate_size < tp: then the experts are split by id over all ranks and one rank holds the shared).
   bool experts_by_columns = false;
   int shared_expert_rank = 0;  // the shared expert's holder when !experts_by_columns; else the first of its group
+  // Column splits land on multiples of this many columns (1: any column, the reference; the fast path's int8 scale
+  // group, so that a rank's slice of a column-split int8 matrix holds whole groups: see MakeShardPlan).
+  int64_t column_group = 1;
 
   int tp_rank() const { return rank % tp; }
   int ep_rank() const { return rank / tp; }
@@ -94,6 +97,7 @@ struct ShardPlan {
 struct ModelParallel {
   Communicator* comm = nullptr;  // null: one rank; else it must outlive the model
   int tp = 0, ep = 0;            // 0: not given
+  int64_t column_group = 1;      // ShardPlan::column_group (the fast path sets its int8 scale group)
 };
 // The plan of this process: SingleRankPlan without a communicator (or with one of one rank), else MakeShardPlan
 // for comm's rank and size.
@@ -104,7 +108,14 @@ ShardPlan SingleRankPlan(const ModelConfig& config);
 
 // The plan of `rank` among `ranks`; tp, ep: the --tp / --ep flags (0: not given; default --tp 1). Refused only
 // when ranks ≠ tp · ep.
-Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep);
+//
+// column_group g (≥ 1): every column split lands on a multiple of g columns. The intermediate dimensions (dense
+// MLP, routed and shared experts) are split in whole units of g columns (⌈n/g⌉ units, the last one partial when g
+// does not divide n; ⌊units/tp⌋ each, one more for the first units mod tp); a head set in whole units of
+// g / gcd(g, head columns) heads (head columns: KDA kda_head_dim, MLA v_head_dim, o_proj's input per head). A
+// dimension with fewer units than tp is replicated. At g = 1 (the reference) a unit is one column or one head.
+Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep,
+                                int64_t column_group = 1);
 
 // One row per rank: its routed experts, whether it has the shared expert, what is replicated, and (when
 // `weight_bytes_of_rank` has one entry per rank) the bytes of weights it holds.

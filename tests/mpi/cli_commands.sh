@@ -50,4 +50,19 @@ ranks 4 "${GOLDEN[@]}" --tp 2 --ep 2 >"$work/goldentp22.txt" 2>"$work/goldentp22
   fail "golden --tp 2 --ep 2: $(tail "$work/goldentp22.log")"
 cmp -s "$work/golden1.txt" "$work/goldentp22.txt" || fail "golden run --tp 2 --ep 2 -np 4 differs"
 
+# Tensor parallel on the fast path (the default): the trained tiny model's KDA and MLA heads (2 of 4 each: 64-wide
+# heads, 2 per 128-column scale group) and dense MLP columns (3 groups each) split over 2 ranks; greedy text
+# identical to one process, with and without --speculative mtp, converted at load and from one container.
+ranks 2 "${RUN[@]}" --tp 2 >"$work/fasttp2.txt" 2>"$work/fasttp2.log" || fail "fast run --tp 2: $(tail -5 "$work/fasttp2.log")"
+cmp -s "$work/run1.txt" "$work/fasttp2.txt" || fail "fast run --tp 2 differs: $(cat "$work/fasttp2.txt") vs $(cat "$work/run1.txt")"
+grep -q "KDA heads 0–1 of 4, MLA heads 0–1 of 4, dense MLP columns 0–383 of 768" "$work/fasttp2.log" ||
+  fail "fast tp shard line: $(cat "$work/fasttp2.log")"
+ranks 2 "${RUN[@]}" --tp 2 --speculative mtp >"$work/fasttpspec2.txt" 2>"$work/fasttpspec2.log" ||
+  fail "fast run --tp 2 --speculative mtp: $(tail -5 "$work/fasttpspec2.log")"
+cmp -s "$work/run1.txt" "$work/fasttpspec2.txt" || fail "fast run --tp 2 --speculative mtp differs: $(cat "$work/fasttpspec2.txt")"
+"$glint" convert --model "$(dirname "$data")/../models/glint-tiny" --out "$work/tiny-c" >/dev/null 2>&1 || fail "convert"
+ranks 2 "${RUN[@]}" --model "$work/tiny-c" --tp 2 >"$work/fasttpc.txt" 2>"$work/fasttpc.log" ||
+  fail "fast run --tp 2 from a container: $(tail -5 "$work/fasttpc.log")"
+cmp -s "$work/run1.txt" "$work/fasttpc.txt" || fail "fast run --tp 2 from a container differs: $(cat "$work/fasttpc.txt")"
+
 echo "PASS"
