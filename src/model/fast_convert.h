@@ -33,6 +33,8 @@ struct FastConvertOptions {
   // Expert parallel: convert only these experts (the checkpoint's other experts are checked, never read). `glint
   // convert` converts all: one container serves any rank count.
   LocalExperts local;
+  // false: skip lm_head (a rank that holds none of it: only rank 0's tp group does, docs/distributed.md "lm_head").
+  bool lm_head = true;
 };
 
 struct ConvertProgress {

@@ -99,7 +99,7 @@ class FastModel final : public PathModel {
 
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
-  // Rows that went through lm_head so far, Forward and MTP layer (a follower rank at --tp 1 computes none).
+  // Rows that went through lm_head so far, Forward and MTP layer (a rank outside rank 0's tp group computes none).
   int64_t lm_head_rows() const { return lm_head_rows_; }
   const FastWeights& weights() const { return weights_; }
   // The routed-expert cache of --expert-memory, or null (every expert resident).
@@ -126,7 +126,11 @@ class FastModel final : public PathModel {
   void Embed(const FastPass& pass, FastActivations& act) const;
   Status Attention(const FastPass& pass, int64_t layer, const std::string& prefix, FastActivations& act) const;
   Status Ffn(const FastPass& pass, int64_t layer, const std::string& prefix, FastActivations& act) const;
-  void Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const;
+  Status Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const;
+  // logits [rows, V] of `normed` [rows, D] into `logits` on rank 0 (this rank's lm_head rows, gathered:
+  // lm_head_split.h); nothing on a rank without lm_head rows. `out` [rows, this rank's rows]: the product (it may
+  // be `logits`, which it is when lm_head is whole on rank 0).
+  Status LmHead(const float* normed, int64_t rows, float* out, float* logits) const;
 
   ModelConfig config_;
   ShardPlan plan_;

@@ -60,10 +60,11 @@ void PutForced(WireWriter& w, const ForcedChoices* forced) {
   }
 }
 
-// Whether a follower runs lm_head: at --tp 1 it is replicated and only rank 0 samples, so the followers skip it
-// (the released model: ≈ 0.6 GB of reads per decode step saved per follower). Split by vocabulary (--tp > 1) every
-// rank of a group computes its columns for the all-gather.
-bool FollowerComputesLogits(const Model& model) { return model.shard_plan().tp > 1; }
+// Whether a follower runs lm_head: only the ranks of rank 0's tp group hold lm_head rows (split by vocabulary at
+// --tp > 1; at --tp 1 rank 0 holds it whole), and only rank 0 samples, so every other follower skips it (the
+// released model: ≈ 0.6 GB of reads per decode step saved per rank). A follower of rank 0's group computes its
+// vocabulary rows for rank 0's gather (lm_head_split.h).
+bool FollowerComputesLogits(const Model& model) { return model.shard_plan().computes_logits(); }
 
 // Whether a failed call failed only some entries — an expert read (--expert-memory), which SumMoeOverRanks makes
 // every rank see alike, and which the engine handles per request — rather than leaving the ranks in different
