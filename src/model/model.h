@@ -275,6 +275,9 @@ class ReferenceModel final : public PathModel {
   const ModelConfig& local_config() const override { return local_; }
   int64_t weight_bytes() const override;
   bool has_mtp() const override { return weights_.mtp != nullptr; }
+  // The communicator of this rank's tp group (null at --tp 1): its stats() count the collectives over the group
+  // (the attention and dense all-reduces, the lm_head gather), the world's the rest.
+  const Communicator* tp_communicator() const { return tp_comm_.get(); }
   ShardPlan shard_plan() const override { return plan_; }
   const ModelWeights& weights() const { return weights_; }
 
