@@ -6,7 +6,7 @@
 namespace glint::plan {
 namespace {
 
-constexpr uint64_t kFloat = 4;  // activations and logits cross the ranks as fp32
+constexpr uint64_t kFloat = 4;           // activations and logits cross the ranks as fp32
 constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (model/sharding.h; plan/ cannot see it)
 
 // Bytes of rank 0's plans (model/lockstep.cc's wire format, field by field): a Forward plan is the op, the options
