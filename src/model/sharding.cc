@@ -124,6 +124,12 @@ std::string SliceText(const IndexRange& range, int64_t total, bool split) {
   return StrCat(RangeText(range), " of ", total);
 }
 
+// "0–159 of 320", "all 320" or "none".
+std::string VocabRowsText(const IndexRange& rows, int64_t vocab) {
+  if (rows.count() == 0) return "none";
+  return rows.count() == vocab ? StrCat("all ", vocab) : StrCat(RangeText(rows), " of ", vocab);
+}
+
 // What every rank holds a whole copy of.
 std::string ReplicatedText(const ShardPlan& plan) {
   std::string text = "embeddings, mHC, norms, routers";
@@ -166,9 +172,7 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
                              SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split),
                              SliceText(s.mla_heads, config.num_attention_heads, plan.mla_split),
                              SliceText(s.mlp_columns, config.intermediate_size, plan.mlp_split),
-                             s.vocab_rows.count() == config.vocab_size
-                                 ? StrCat("all ", config.vocab_size)
-                                 : StrCat(RangeText(s.vocab_rows), " of ", config.vocab_size)};
+                             VocabRowsText(s.vocab_rows, config.vocab_size)};
     if (with_bytes) row.push_back(Cell(FormatBytes(static_cast<double>(weight_bytes[r])), weight_bytes[r]));
     table.AddRow(std::move(row));
   }
