@@ -265,6 +265,10 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
     plan.PutSpan(entry.tokens);
     plan.Put(entry.logits);
     plan.Put<uint8_t>(entry.want_hidden);
+    // Image rows (rank 0 ran the vision tower): image tokens × D × 4 bytes, only in the plans of the chunks they
+    // replace embeddings in.
+    plan.PutSpan(entry.embedding_positions);
+    plan.PutSpan(entry.embedding_rows);
     plan.Put<uint64_t>(entry.checkpoints.size());
     for (const StateCheckpoint& checkpoint : entry.checkpoints) {
       plan.Put<int64_t>(checkpoint.position);
@@ -578,6 +582,8 @@ Status Follower::Forward(WireReader& r) {
   std::deque<SequenceState> bound;
   std::deque<std::vector<int32_t>> tokens;
   std::deque<std::vector<StateCheckpoint>> checkpoints;
+  std::deque<std::vector<int32_t>> image_positions;
+  std::deque<std::vector<float>> image_rows;
   std::vector<BatchEntry> batch;
   block_tables_.clear();
   for (uint64_t i = 0; i < entries && r.ok(); ++i) {
@@ -588,6 +594,8 @@ Status Follower::Forward(WireReader& r) {
     entry.logits = r.Get<LogitsWanted>();
     if (!FollowerComputesLogits(model_)) entry.logits = LogitsWanted::kNone;  // rank 0 samples, not this rank
     entry.want_hidden = r.Get<uint8_t>() != 0;
+    entry.embedding_positions = image_positions.emplace_back(r.GetVector<int32_t>());
+    entry.embedding_rows = image_rows.emplace_back(r.GetVector<float>());
     const uint64_t targets = GetCount(r);
     auto& list = checkpoints.emplace_back();
     for (uint64_t c = 0; c < targets && r.ok(); ++c) {

@@ -13,12 +13,13 @@ constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (m
 // (3 bytes and a count of forced positions) and the forced-choices flag and the entry count (21 bytes); per entry
 // its state (an owned sequence: kind, key, positions, MTP pairs — 25 bytes; a bound one adds its pools id, its
 // block table and its slot: 24 + 4 per block), its tokens (8 + 4 each), logits wanted (a 4-byte enum), want-hidden,
-// the checkpoint count and the rollback flag (14). An MTP batch: 21 bytes, and per entry its state, its hidden input
+// the image rows' positions and values (8 + 4 each, 8 + 4 per float: none counted here), the checkpoint count and
+// the rollback flag (30). An MTP batch: 21 bytes, and per entry its state, its hidden input
 // named in the last Forward's outputs (33), its next tokens (8 + 4 each) and logits wanted (4). Not counted: pool
 // copies and releases between the steps (≈ 40 and 9 bytes each).
 uint64_t ForwardPlanBytes(const StepShape& s) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
-  return 21 + s.entries * (state + 8 + 14) + 4 * s.rows;
+  return 21 + s.entries * (state + 8 + 30) + 4 * s.rows;
 }
 uint64_t MtpPlanBytes(const StepShape& s) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
