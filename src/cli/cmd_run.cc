@@ -69,9 +69,8 @@ Result<std::vector<std::shared_ptr<const VisionInput>>> CheckRunImages(const Run
   if (!flags.images.empty() && flags.prompt.empty()) {
     return InvalidArgument("--image needs --prompt (the images come before the prompt text)");
   }
-  if (!flags.images.empty() && Distributed()) {
-    return Unimplemented("--image under several MPI ranks is not supported yet (docs/vision.md)");
-  }
+  // Several ranks: rank 0 runs the tower and the batch plans carry the image rows; the others read no image.
+  if (Distributed() && World().rank() != 0) return std::vector<std::shared_ptr<const VisionInput>>{};
   return LoadImageFiles(flags.images, dir, flags.image_limits);
 }
 

@@ -82,7 +82,10 @@ Result<std::vector<SequenceImages>> AssignImageRows(const std::vector<std::vecto
 // --images: the files through the tower of the chosen path, assigned to the sequences' placeholders.
 Result<std::vector<SequenceImages>> ScoreImages(const ScoreFlags& flags, const std::string& dir, const ModelConfig& c,
                                                 WorkerPool& pool, const std::vector<std::vector<int32_t>>& sequences) {
-  if (Distributed()) return Unimplemented("--images under several MPI ranks is not supported yet (docs/vision.md)");
+  if (Distributed())
+    return Unimplemented(
+        "score --images under several MPI ranks is not supported yet (run --image and serve take images there; "
+        "docs/distributed.md \"Images\")");
   GLINT_ASSIGN_OR_RETURN(const auto inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
   auto tower = LoadImageEncoder(dir, c, !flags.fast, &pool);
   if (!tower.ok()) return tower.status().WithContext("--images needs the model's vision tower");

@@ -106,20 +106,17 @@ Status ConfigureImages(const ServeFlags& flags, const std::string& dir, server::
   return Status::Ok();
 }
 
-// The vision tower beside the text model (the same forward path), or null with `why_not` set: the model has none, or
-// several ranks run (the followers would need the image rows). Never fatal: text requests are served either way.
+// The vision tower beside the text model (the same forward path), or null with `why_not` set: the model has none.
+// Never fatal: text requests are served either way.
 std::unique_ptr<ImageEncoder> LoadVisionTower(const std::string& dir, const LoadedModel& loaded,
                                               const ForwardPathFlags& path, std::string& why_not) {
-  if (Distributed()) {
-    why_not = "image input under several MPI ranks is not supported yet (docs/vision.md)";
-  } else {
-    auto tower = LoadImageEncoder(dir, loaded.model->config(), path.path == "reference", loaded.pool.get());
-    if (tower.ok()) {
-      LogInfo("vision tower: ", (*tower)->description(), ": chat requests may carry images");
-      return std::move(tower).value();
-    }
-    why_not = tower.status().message();
+  // Rank 0 only (the other ranks never get here): it runs the tower, and the batch plans carry the image rows.
+  auto tower = LoadImageEncoder(dir, loaded.model->config(), path.path == "reference", loaded.pool.get());
+  if (tower.ok()) {
+    LogInfo("vision tower: ", (*tower)->description(), ": chat requests may carry images");
+    return std::move(tower).value();
   }
+  why_not = tower.status().message();
   LogInfo("no vision tower (", why_not, "): chat requests with images answer 400");
   return nullptr;
 }

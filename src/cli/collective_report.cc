@@ -11,7 +11,7 @@ namespace {
 // A count per step: whole when every step had the same, else with one decimal (a mean).
 std::string PerStep(double count) { return FormatFixed(count, count == std::floor(count) ? 0 : 1); }
 
-std::string KindCounts(double broadcasts, double all_reduces, double all_gathers) {
+std::string KindCounts(double broadcasts, double all_reduces, double all_gathers, double gathers) {
   std::string text;
   auto add = [&](double count, const char* one, const char* many) {
     if (count == 0) return;
@@ -20,6 +20,7 @@ std::string KindCounts(double broadcasts, double all_reduces, double all_gathers
   add(broadcasts, "broadcast", "broadcasts");
   add(all_reduces, "all-reduce", "all-reduces");
   add(all_gathers, "all-gather", "all-gathers");
+  add(gathers, "gather", "gathers");
   return text.empty() ? "none" : text;
 }
 
@@ -35,7 +36,8 @@ std::string DescribeStepCollectives(const CollectiveStats& measured, int64_t ste
       StrCat("collectives per step (rank 0): ", PerStep(per_step(measured.calls)), " (",
              KindCounts(per_step(measured.of(CollectiveKind::kBroadcast).calls),
                         per_step(measured.of(CollectiveKind::kAllReduce).calls),
-                        per_step(measured.of(CollectiveKind::kAllGather).calls)),
+                        per_step(measured.of(CollectiveKind::kAllGather).calls),
+                        per_step(measured.of(CollectiveKind::kGather).calls)),
              "), ", FormatBytes(measured.bytes_sent / n), " sent, ", FormatBytes(measured.bytes_received / n),
              " received, ", FormatSeconds(seconds),
              " in collectives = ", FormatPercent(step_seconds > 0 ? seconds / step_seconds : 0), " of the step");

@@ -144,6 +144,11 @@ Status LogExpertCacheReport(const Model& model, WorkerPool& pool) {
   const FastLoadReport& load = fast->load_report();
   const ModelConfig& c = model.config();
   const int64_t main_moe_layers = cache->moe_layers() - (fast->has_mtp() ? 1 : 0);
+  if (cache->slot_bytes() == 0) {  // more ranks (or groups) than experts: nothing to cache, probe or read
+    LogInfo("expert cache: this rank holds no routed expert (", model.shard_plan().ranks, " ranks for ",
+            c.n_routed_experts, " experts): no slots and no reads; it runs the rest of each layer and adds zeros");
+    return Status::Ok();
+  }
   GLINT_ASSIGN_OR_RETURN(const double disk_gbps, cache->ProbeReadGbps(uint64_t{256} << 20));
   // The memory probe's array stays inside --expert-memory: at most half the slots' bytes (the slots are not touched
   // yet; --expert-profile filled at most the other half), so the start-up peak RSS is within the reported budget.

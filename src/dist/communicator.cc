@@ -27,6 +27,8 @@ const char* CollectiveKindName(CollectiveKind kind) {
       return "broadcast";
     case CollectiveKind::kBarrier:
       return "barrier";
+    case CollectiveKind::kGather:
+      return "gather";
   }
   return "collective";
 }
@@ -46,6 +48,9 @@ void CollectiveStats::Record(CollectiveKind kind, uint64_t sent, uint64_t receiv
     case CollectiveKind::kBarrier:
       ++barriers;
       break;
+    case CollectiveKind::kGather:
+      ++gathers;
+      break;
   }
   bytes_sent += sent, bytes_received += received, seconds += call_seconds;
   CollectiveCost& cost = by_kind[static_cast<int>(kind)];
@@ -59,6 +64,7 @@ CollectiveStats CollectiveStats::Since(const CollectiveStats& earlier) const {
   d.all_gathers = all_gathers - earlier.all_gathers;
   d.broadcasts = broadcasts - earlier.broadcasts;
   d.barriers = barriers - earlier.barriers;
+  d.gathers = gathers - earlier.gathers;
   d.bytes_sent = bytes_sent - earlier.bytes_sent;
   d.bytes_received = bytes_received - earlier.bytes_received;
   d.seconds = seconds - earlier.seconds;
@@ -123,6 +129,26 @@ Status Communicator::AllGather(std::span<const std::byte> send, std::span<std::b
   return status;
 }
 
+Status Communicator::Gather(std::span<const std::byte> send, std::span<const uint64_t> counts,
+                            std::span<std::byte> received, int root) {
+  if (root < 0 || root >= size()) return InvalidArgument("gather root ", root, " is not a rank of ", size());
+  if (counts.size() != static_cast<size_t>(size()) || counts[rank()] != send.size()) {
+    return InvalidArgument("gather: ", counts.size(), " counts for ", size(), " ranks, this rank's ",
+                           counts.size() > static_cast<size_t>(rank()) ? counts[rank()] : 0, " bytes against ",
+                           send.size(), " sent");
+  }
+  uint64_t total = 0;
+  for (uint64_t count : counts) total += count;
+  if (rank() == root && received.size() != total) {
+    return InvalidArgument("gather of ", total, " bytes needs that many to receive into, got ", received.size());
+  }
+  Stopwatch watch;
+  Status status = DoGather(send, counts, received, root);
+  const bool is_root = rank() == root;
+  stats_.Record(CollectiveKind::kGather, is_root ? 0 : send.size(), is_root ? total - send.size() : 0, watch.Seconds());
+  return status;
+}
+
 Status Communicator::Broadcast(std::vector<std::byte>& buffer, int root) {
   if (root < 0 || root >= size()) return InvalidArgument("broadcast root ", root, " is not a rank of ", size());
   Stopwatch watch;
@@ -140,6 +166,12 @@ Status Communicator::Barrier() {
 }
 
 Status SingleProcessCommunicator::DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) {
+  if (!send.empty()) std::memcpy(received.data(), send.data(), send.size());
+  return Status::Ok();
+}
+
+Status SingleProcessCommunicator::DoGather(std::span<const std::byte> send, std::span<const uint64_t>,
+                                           std::span<std::byte> received, int) {
   if (!send.empty()) std::memcpy(received.data(), send.data(), send.size());
   return Status::Ok();
 }

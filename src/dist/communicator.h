@@ -24,8 +24,8 @@
 namespace glint {
 
 // The kinds of collective a communicator runs (the all-gathers inside all-reduces count as all-reduces).
-enum class CollectiveKind : int { kAllReduce = 0, kAllGather, kBroadcast, kBarrier };
-inline constexpr int kCollectiveKinds = 4;
+enum class CollectiveKind : int { kAllReduce = 0, kAllGather, kBroadcast, kBarrier, kGather };
+inline constexpr int kCollectiveKinds = 5;
 const char* CollectiveKindName(CollectiveKind kind);  // "all-reduce", …
 
 // What the collectives of one kind cost: calls, payload bytes (as CollectiveStats counts them) and wall time.
@@ -44,6 +44,7 @@ struct CollectiveStats {
   int64_t all_gathers = 0;  // not counting those inside all-reduces
   int64_t broadcasts = 0;
   int64_t barriers = 0;
+  int64_t gathers = 0;          // to one root (the vocabulary-split lm_head's logits)
   uint64_t bytes_sent = 0;      // payload bytes this rank contributed
   uint64_t bytes_received = 0;  // payload bytes this rank received from others
   double seconds = 0;           // wall time inside collectives
@@ -70,6 +71,11 @@ class Communicator {
   Status AllReduceSumBf16(std::span<uint16_t> values);
   // received [size · send.size()]: rank r's bytes at offset r · send.size(). Every rank sends the same length.
   Status AllGather(std::span<const std::byte> send, std::span<std::byte> received);
+  // To `root` only: rank r contributes counts[r] bytes (`send`, its own count), which land in the root's
+  // `received` at offset Σ_{q<r} counts[q] (received.size() = Σ counts on the root; ignored elsewhere). Every rank
+  // passes the same counts. The root's own part is copied, not sent.
+  Status Gather(std::span<const std::byte> send, std::span<const uint64_t> counts, std::span<std::byte> received,
+                int root);
   // The root's buffer to every rank; the other ranks' buffers are resized to the root's length.
   Status Broadcast(std::vector<std::byte>& buffer, int root);
   Status Barrier();
@@ -88,6 +94,11 @@ class Communicator {
   virtual Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) = 0;
   virtual Status DoBroadcast(std::vector<std::byte>& buffer, int root) = 0;
   virtual Status DoBarrier() = 0;
+  // Arguments checked by Gather. The base refuses (a test double need not gather).
+  virtual Status DoGather(std::span<const std::byte> send, std::span<const uint64_t> counts,
+                          std::span<std::byte> received, int root) {
+    return Unimplemented("this communicator (", Describe(), ") cannot gather");
+  }
 
  private:
   template <typename T, typename Decode, typename Encode>
@@ -111,6 +122,8 @@ class SingleProcessCommunicator final : public Communicator {
   Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) override;
   Status DoBroadcast(std::vector<std::byte>&, int) override { return Status::Ok(); }
   Status DoBarrier() override { return Status::Ok(); }
+  Status DoGather(std::span<const std::byte> send, std::span<const uint64_t> counts, std::span<std::byte> received,
+                  int root) override;
 };
 
 // fp32 → bf16 bits, round to nearest even (NaN kept quiet). Exposed for tests.

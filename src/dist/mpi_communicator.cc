@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdio>
 #include <thread>
+#include <vector>
 
 namespace glint {
 
@@ -122,6 +123,24 @@ Status MpiCommunicator::WaitIdly(unsigned long long* length, int root) const {
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
+}
+
+Status MpiCommunicator::DoGather(std::span<const std::byte> send, std::span<const uint64_t> counts,
+                                 std::span<std::byte> received, int root) {
+  // MPI_Gatherv counts and displacements are ints: the callers keep a call under 1 GiB (GatherLogitRows).
+  std::vector<int> sizes(counts.size()), offsets(counts.size());
+  uint64_t offset = 0;
+  for (size_t r = 0; r < counts.size(); ++r) {
+    if (offset + counts[r] > static_cast<uint64_t>(INT_MAX)) {
+      return InvalidArgument("gather of more than ", INT_MAX, " bytes in one call");
+    }
+    sizes[r] = static_cast<int>(counts[r]);
+    offsets[r] = static_cast<int>(offset);
+    offset += counts[r];
+  }
+  return Check(MPI_Gatherv(send.data(), static_cast<int>(send.size()), MPI_BYTE, received.data(), sizes.data(),
+                           offsets.data(), MPI_BYTE, root, handle_->comm),
+               "MPI_Gatherv");
 }
 
 Status MpiCommunicator::DoBarrier() { return Check(MPI_Barrier(handle_->comm), "MPI_Barrier"); }

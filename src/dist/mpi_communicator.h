@@ -31,6 +31,8 @@ class MpiCommunicator final : public Communicator {
   Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) override;
   Status DoBroadcast(std::vector<std::byte>& buffer, int root) override;
   Status DoBarrier() override;
+  Status DoGather(std::span<const std::byte> send, std::span<const uint64_t> counts, std::span<std::byte> received,
+                  int root) override;
 
  private:
   MpiCommunicator() = default;

@@ -35,11 +35,6 @@ Status EngineCore::ValidateImages(const Request& request) const {
         "the request has images but this engine has no vision tower (the model has no "
         "vision_config, or its model.visual.* tensors were not loaded)");
   }
-  if (mirror_ != nullptr) {
-    return Unimplemented(
-        "image input under several MPI ranks is not supported yet: the follower ranks would need "
-        "the image rows, which the lockstep plan does not carry (docs/vision.md)");
-  }
   const std::vector<int32_t>& prompt = request.prompt;
   const int64_t length = static_cast<int64_t>(prompt.size());
   int64_t next = 0;  // the first position the next image may take

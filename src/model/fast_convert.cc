@@ -357,7 +357,7 @@ Result<std::vector<PlannedTensor>> PlanFastWeights(const Checkpoint& checkpoint,
     p.Moe("mtp.moe.", src);
   }
   p.F32("final_norm", top + "norm.weight", {c.hidden_size});
-  p.Int8("lm_head", {"lm_head.weight"});
+  if (options.lm_head) p.Int8("lm_head", {"lm_head.weight"});
   return std::move(p.plan);
 }
 

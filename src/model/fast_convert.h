@@ -37,6 +37,8 @@ struct FastConvertOptions {
   // Tensor parallel: convert only these slices of the named tensors (FastTensorSlices; the rest of each tensor is
   // never decoded, though a column slice reads the checkpoint rows it lies in). Empty: every tensor whole.
   std::map<std::string, FastSlice> slices;
+  // false: skip lm_head (a rank that holds none of it: only rank 0's tp group does, docs/distributed.md "lm_head").
+  bool lm_head = true;
 };
 
 struct ConvertProgress {

@@ -10,6 +10,7 @@
 #include "kernels/vector_ops.h"
 #include "model/fast_tensor_parallel.h"
 #include "model/forward_common.h"
+#include "model/lm_head_split.h"
 #include "model/mhc.h"
 
 namespace glint {
@@ -110,7 +111,9 @@ Status FastModel::AttachExpertCache(const FastModelOptions& options) {
   volatile uint8_t sink = 0;
   for (const ContainerEntry& entry : container->entries()) {
     if (entry.extent >= 0) continue;
-    for (const auto& blob : entry.blobs) {
+    const StoredTensor* held = source_.Find(entry.name);  // this rank's part (lm_head rows), or none of it
+    if (held == nullptr) continue;
+    for (const auto& blob : held->blobs) {
       for (size_t i = 0; i < blob.size(); i += 4096) sink = sink + blob[i];
       resident += blob.size();
     }
@@ -167,10 +170,12 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   const LocalExperts local = plan.local_experts();
   source.Drop([&](const std::string& name) { return IsOtherRanksExpert(name, local); });
   if (!sliced) GLINT_RETURN_IF_ERROR(SliceFastSource(source, FastTensorSlices(config, plan)));
+  GLINT_RETURN_IF_ERROR(KeepLmHeadRows(source, plan.slices().vocab_rows));  // only rank 0's group holds any
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
   const ModelConfig local_config = LocalConfig(config, plan);
-  GLINT_ASSIGN_OR_RETURN(FastWeights weights,
-                         BindFastWeights(source, local_config, with_mtp, local, plan.slices().shared_columns.count()));
+  GLINT_ASSIGN_OR_RETURN(FastWeights weights, BindFastWeights(source, local_config, with_mtp, local,
+                                                              plan.slices().shared_columns.count(),
+                                                              plan.slices().vocab_rows.count()));
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);
@@ -216,6 +221,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
     const int64_t int4_group = convert.experts == ExpertWeights::kInt4 ? convert.int4_group : 0;
     GLINT_ASSIGN_OR_RETURN(plan, FastShardPlan(config, options, ConvertColumnGroup(convert.group, int4_group)));
     convert.local = plan.local_experts();
+    convert.lm_head = plan.computes_logits();
     convert.slices = FastTensorSlices(config, plan);  // convert only this rank's slices
     GLINT_ASSIGN_OR_RETURN(auto tensors, PlanFastWeights(checkpoint, config, convert));
     GLINT_RETURN_IF_ERROR(MaterializeFastWeights(tensors, pool, source, options.progress));
@@ -260,15 +266,20 @@ Status FastModel::SumMoeOverRanks(float* partial, int64_t rows) const {
   return Status::Ok();
 }
 
-Status FastModel::SumOverTensorGroup(bool split, float* partial, int64_t rows, const char* what) const {
-  if (!split || !plan_.tensor_parallel()) return Status::Ok();
+Result<Communicator*> FastModel::TensorGroup() const {
   if (tp_comm_ == nullptr) {
-    // Made at the first split sublayer, which every rank reaches at the same point of the same batch (lockstep), not
-    // at load: a rank that fails to load must not leave the others inside this collective over every rank.
-    // The groups are the ep ranks, each ordered by tp rank.
+    // Made at the start of the first pass (RunPass), which every rank reaches at the same point of the same batch
+    // (lockstep), not at load: a rank that fails to load must not leave the others inside this collective over every
+    // rank. The groups are the ep ranks, each ordered by tp rank.
     GLINT_ASSIGN_OR_RETURN(tp_comm_, comm_->Split(plan_.ep_rank(), plan_.tp_rank()));
   }
-  return tp_comm_->AllReduceSum(std::span<float>(partial, rows * config_.hidden_size))
+  return tp_comm_.get();
+}
+
+Status FastModel::SumOverTensorGroup(bool split, float* partial, int64_t rows, const char* what) const {
+  if (!split || !plan_.tensor_parallel()) return Status::Ok();
+  GLINT_ASSIGN_OR_RETURN(Communicator * group, TensorGroup());
+  return group->AllReduceSum(std::span<float>(partial, rows * config_.hidden_size))
       .WithContext(StrCat("summing the ", what, " outputs over the tp group"));
 }
 
@@ -495,7 +506,7 @@ Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix
 }
 
 // Mean of the streams → RMSNorm → lm_head, for the rows asked for; the final normed hidden where MTP wants it.
-void FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const {
+Status FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const {
   FastContext& ctx = *context_;
   const ModelConfig& c = config_;
   const int64_t n = pass.rows, d = c.hidden_size, hc = c.hc_mult;
@@ -508,33 +519,47 @@ void FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<Ent
     vec::RmsNorm(out, weights_.final_norm, d, c.rms_norm_eps, out);
   });
   TraceRows(pass, "final.normed", normed, d);
-  std::vector<std::pair<int64_t, float*>> logit_rows;  // (pass row, destination)
+  std::vector<std::pair<int64_t, float*>> logit_rows;  // (pass row, destination: null on ranks other than 0)
+  const bool receives = plan_.receives_logits();
   for (const Segment& s : pass.segments) {
     const BatchEntry& entry = pass.batch[s.sequence];
     const int64_t tokens = static_cast<int64_t>(entry.tokens.size());
+    float* logits = receives ? outputs[s.sequence].logits.data() : nullptr;
     for (int64_t i = 0; i < s.count; ++i) {
       const int64_t index = s.first_index + i;
       if (entry.logits == LogitsWanted::kAll) {
-        logit_rows.push_back({s.row + i, outputs[s.sequence].logits.data() + index * c.vocab_size});
+        logit_rows.push_back({s.row + i, receives ? logits + index * c.vocab_size : nullptr});
       } else if (entry.logits == LogitsWanted::kLast && index == tokens - 1) {
-        logit_rows.push_back({s.row + i, outputs[s.sequence].logits.data()});
+        logit_rows.push_back({s.row + i, logits});
       }
       if (entry.want_hidden) {
         std::memcpy(outputs[s.sequence].hidden.data() + index * d, normed + (s.row + i) * d, d * sizeof(float));
       }
     }
   }
-  if (logit_rows.empty()) return;
+  if (logit_rows.empty() || !plan_.computes_logits()) return Status::Ok();
   const int64_t count = static_cast<int64_t>(logit_rows.size());
   float* gathered = act.logit_inputs.Floats(count * d);
   for (int64_t r = 0; r < count; ++r)
     std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
   float* logits = act.logits.Floats(count * c.vocab_size);
-  ctx.Linear(weights_.lm_head, gathered, d, count, logits, c.vocab_size);
-  lm_head_rows_ += count;
-  for (int64_t r = 0; r < count; ++r) {
+  GLINT_RETURN_IF_ERROR(LmHead(gathered, count, logits, logits));
+  for (int64_t r = 0; r < count && receives; ++r) {
     std::memcpy(logit_rows[r].second, logits + r * c.vocab_size, c.vocab_size * sizeof(float));
   }
+  return Status::Ok();
+}
+
+Status FastModel::LmHead(const float* normed, int64_t rows, float* out, float* logits) const {
+  if (rows == 0 || !plan_.computes_logits()) return Status::Ok();             // not rank 0's group: only rank 0 samples
+  const int64_t width = weights_.lm_head.rows(), vocab = config_.vocab_size;  // width: this rank's vocabulary rows
+  context_->Linear(weights_.lm_head, normed, config_.hidden_size, rows, out, width);
+  lm_head_rows_ += rows;
+  if (!plan_.vocab_split) return Status::Ok();  // rank 0 holds it whole: `out` is the logits
+  // Split by vocabulary over rank 0's tp group (made by RunPass before any lm_head call).
+  GLINT_ASSIGN_OR_RETURN(Communicator * group, TensorGroup());
+  std::vector<float> local(out, out + rows * width);
+  return GatherLogitRows(plan_, vocab, group, local, rows, logits);
 }
 
 // The trunk, as the model card draws it (docs/model-glm53.md §2–§4) and as ReferenceModel::ForwardOne runs it, over
@@ -545,6 +570,9 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
   FastActivations& act = ctx.act;
   const int64_t n = pass.rows, d = config_.hidden_size;
   last_step_.rows += n;
+  // Every rank makes the tp group here, at the same pass: lm_head's gather needs it even when no trunk sublayer is
+  // split, and only rank 0's group reaches lm_head.
+  if (plan_.tensor_parallel()) GLINT_RETURN_IF_ERROR(TensorGroup().status());
   Embed(pass, act);
   float* streams = act.streams.data();
   float* h = act.sublayer_in.data();
@@ -565,7 +593,7 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
     FastMhcWrite(ctx, site, y, n, streams);
     TraceRows(pass, prefix + "streams", streams, config_.hc_mult * d);
   }
-  Head(pass, act, outputs);
+  GLINT_RETURN_IF_ERROR(Head(pass, act, outputs));
   for (const Segment& s : pass.segments) pass.batch[s.sequence].state->tokens += s.count;
   return Status::Ok();
 }
@@ -616,10 +644,11 @@ Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float>
   for (int64_t i = 0; i < pairs * d; ++i) z[i] += sublayer[i];
   for (int64_t t = 0; t < pairs; ++t)
     vec::RmsNorm(z.data() + t * d, m.head_norm, d, c.rms_norm_eps, normed.data() + t * d);
-  logits.resize(options.mtp_logits ? pairs * c.vocab_size : 0);
-  if (options.mtp_logits) {
-    ctx.Linear(weights_.lm_head, normed.data(), d, pairs, logits.data(), c.vocab_size);
-    lm_head_rows_ += pairs;
+  logits.clear();
+  if (options.mtp_logits && plan_.computes_logits()) {  // [pairs, V] on rank 0; this rank's columns elsewhere
+    std::vector<float> out(pairs * (plan_.receives_logits() ? c.vocab_size : weights_.lm_head.rows()));
+    GLINT_RETURN_IF_ERROR(LmHead(normed.data(), pairs, out.data(), out.data()));
+    if (plan_.receives_logits()) logits = std::move(out);
   }
   state.mtp_tokens += pairs;
   if (trace != nullptr && trace->Wants(0)) {

@@ -101,7 +101,7 @@ class FastModel final : public PathModel {
 
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
-  // Rows that went through lm_head so far, Forward and MTP layer (a follower rank at --tp 1 computes none).
+  // Rows that went through lm_head so far, Forward and MTP layer (a rank outside rank 0's tp group computes none).
   int64_t lm_head_rows() const { return lm_head_rows_; }
   const FastWeights& weights() const { return weights_; }
   // The routed-expert cache of --expert-memory, or null (every expert resident).
@@ -121,6 +121,7 @@ class FastModel final : public PathModel {
   // across the ranks (a row failed on any rank fails on all).
   Status SumMoeOverRanks(float* partial, int64_t rows) const;
   // Tensor parallel: a split sublayer's outputs [rows, D] summed over the tp group (nothing when `split` is false).
+  Result<Communicator*> TensorGroup() const;  // this rank's tp group communicator, made at the first pass
   Status SumOverTensorGroup(bool split, float* partial, int64_t rows, const char* what) const;
   Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                       const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
@@ -133,7 +134,11 @@ class FastModel final : public PathModel {
   void Embed(const FastPass& pass, FastActivations& act) const;
   Status Attention(const FastPass& pass, int64_t layer, const std::string& prefix, FastActivations& act) const;
   Status Ffn(const FastPass& pass, int64_t layer, const std::string& prefix, FastActivations& act) const;
-  void Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const;
+  Status Head(const FastPass& pass, FastActivations& act, std::vector<EntryOutput>& outputs) const;
+  // logits [rows, V] of `normed` [rows, D] into `logits` on rank 0 (this rank's lm_head rows, gathered:
+  // lm_head_split.h); nothing on a rank without lm_head rows. `out` [rows, this rank's rows]: the product (it may
+  // be `logits`, which it is when lm_head is whole on rank 0).
+  Status LmHead(const float* normed, int64_t rows, float* out, float* logits) const;
 
   ModelConfig config_;
   ShardPlan plan_;

@@ -260,8 +260,34 @@ void FastWeightSource::Drop(const std::function<bool(const std::string&)>& drop)
   std::erase_if(tensors_, [&](const auto& entry) { return drop(entry.first); });
 }
 
+Status KeepLmHeadRows(FastWeightSource& source, const IndexRange& rows) {
+  const StoredTensor* head = source.Find("lm_head");
+  if (head == nullptr || head->kind != "int8" || head->dims.size() != 3 || head->blobs.size() != 2) {
+    return Status::Ok();  // absent or malformed: BindFastWeights says what is wrong
+  }
+  const int64_t vocab = head->dims[0];
+  if (rows.begin == 0 && rows.end == vocab) return Status::Ok();
+  if (rows.count() == 0) {
+    source.Drop([](const std::string& name) { return name == "lm_head"; });
+    return Status::Ok();
+  }
+  if (rows.begin % kInt8RowBlock != 0 || (rows.end % kInt8RowBlock != 0 && rows.end != vocab) || rows.end > vocab) {
+    return InternalError("lm_head rows [", rows.begin, ", ", rows.end, ") of ", vocab, " are not whole row blocks");
+  }
+  const Int8Layout whole{vocab, head->dims[1], head->dims[2]};
+  const Int8Layout part{rows.count(), head->dims[1], head->dims[2]};
+  const int64_t first_block = rows.begin / kInt8RowBlock;
+  StoredTensor narrowed = *head;
+  narrowed.dims[0] = rows.count();
+  narrowed.blobs[0] = head->blobs[0].subspan(first_block * whole.block_code_bytes(), part.code_bytes());
+  narrowed.blobs[1] = head->blobs[1].subspan(first_block * whole.groups() * kInt8RowBlock * sizeof(float),
+                                             part.scale_count() * sizeof(float));
+  source.Add("lm_head", std::move(narrowed));
+  return Status::Ok();
+}
+
 Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& c, bool with_mtp,
-                                    const LocalExperts& local, int64_t shared_width) {
+                                    const LocalExperts& local, int64_t shared_width, int64_t lm_head_rows) {
   if (shared_width < 0) shared_width = c.SharedIntermediate();
   FastBinder b(source);
   FastWeights w;
@@ -269,7 +295,9 @@ Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelC
   const int64_t d = c.hidden_size;
   GLINT_RETURN_IF_ERROR(b.Embedding("embed", c.vocab_size, d, w.embed));
   GLINT_RETURN_IF_ERROR(b.F32("final_norm", {d}, w.final_norm));
-  GLINT_RETURN_IF_ERROR(b.Int8("lm_head", c.vocab_size, d, w.lm_head));
+  if (lm_head_rows != 0) {
+    GLINT_RETURN_IF_ERROR(b.Int8("lm_head", lm_head_rows < 0 ? c.vocab_size : lm_head_rows, d, w.lm_head));
+  }
   w.layers.resize(c.num_hidden_layers);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     FastLayerWeights& layer = w.layers[l];

@@ -172,9 +172,15 @@ class FastWeightSource {
 // Binds every tensor the config needs, checking kinds, dims and blob sizes. `with_mtp`: bind the MTP layer too.
 // `local`: the experts to bind (expert parallel); the others stay empty and need not be in the source.
 // `shared_width`: the shared expert's intermediate width (tensor parallel: its column slice); < 0: the config's
-// SharedIntermediate().
+// SharedIntermediate(). `lm_head_rows`: the rows of lm_head the source holds (KeepLmHeadRows); −1: all vocab_size,
+// 0: none (left empty).
 Result<FastWeights> BindFastWeights(const FastWeightSource& source, const ModelConfig& config, bool with_mtp,
-                                    const LocalExperts& local = {}, int64_t shared_width = -1);
+                                    const LocalExperts& local = {}, int64_t shared_width = -1,
+                                    int64_t lm_head_rows = -1);
+// Narrows the source's int8 lm_head [V, D] to rows [begin, end) (ShardPlan vocab_rows: begin a multiple of the
+// 16-row block, end one too or V), so that only those blocks' bytes count and are read; drops it when the range is
+// empty. A view of the same bytes: each remaining row's codes and scales are unchanged.
+Status KeepLmHeadRows(FastWeightSource& source, const IndexRange& rows);
 // Whether a source tensor name belongs to an expert outside `local` ("layers.3.moe.experts.17.down",
 // "mtp.moe.shared.gate_up").
 bool IsOtherRanksExpert(const std::string& name, const LocalExperts& local);

@@ -91,15 +91,17 @@ Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::
 
 namespace {
 
-// Outputs sized as Model::Forward promises them: logits [rows, V] (rows: T, 1 or 0), hidden [T, D] when wanted.
-void SizeOutputs(const ModelConfig& c, std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs) {
+// Outputs sized as Model::Forward promises them: logits [rows, V] (rows: T, 1 or 0; none on a rank that does not
+// receive logits), hidden [T, D] when wanted.
+void SizeOutputs(const ModelConfig& c, bool receives_logits, std::span<const BatchEntry> batch,
+                 std::vector<EntryOutput>& outputs) {
   outputs.assign(batch.size(), EntryOutput{});
   for (size_t i = 0; i < batch.size(); ++i) {
     const int64_t tokens = static_cast<int64_t>(batch[i].tokens.size());
     const int64_t rows = batch[i].logits == LogitsWanted::kAll    ? tokens
                          : batch[i].logits == LogitsWanted::kLast ? 1
                                                                   : 0;
-    outputs[i].logits.resize(rows * c.vocab_size);
+    outputs[i].logits.resize(receives_logits ? rows * c.vocab_size : 0);
     if (batch[i].want_hidden) outputs[i].hidden.resize(tokens * c.hidden_size);
   }
 }
@@ -110,7 +112,7 @@ Status PathModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
                           const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const {
   GLINT_RETURN_IF_ERROR(CheckOptions(options));
   GLINT_RETURN_IF_ERROR(CheckBatch(*this, batch));
-  SizeOutputs(config(), batch, outputs);
+  SizeOutputs(config(), shard_plan().receives_logits(), batch, outputs);
   for (const BatchEntry& entry : batch) PrepareEntryMemory(entry);  // own memory grows; an engine's is reserved
   Status status = ForwardBatch(batch, outputs, options, trace, forced);
   if (!status.ok()) {  // some layers may have written: no state of the batch is known to describe its tokens

@@ -60,10 +60,11 @@ void PutForced(WireWriter& w, const ForcedChoices* forced) {
   }
 }
 
-// Whether a follower runs lm_head: at --tp 1 it is replicated and only rank 0 samples, so the followers skip it
-// (the released model: ≈ 0.6 GB of reads per decode step saved per follower). Split by vocabulary (--tp > 1) every
-// rank of a group computes its columns for the all-gather.
-bool FollowerComputesLogits(const Model& model) { return model.shard_plan().tp > 1; }
+// Whether a follower runs lm_head: only the ranks of rank 0's tp group hold lm_head rows (split by vocabulary at
+// --tp > 1; at --tp 1 rank 0 holds it whole), and only rank 0 samples, so every other follower skips it (the
+// released model: ≈ 0.6 GB of reads per decode step saved per rank). A follower of rank 0's group computes its
+// vocabulary rows for rank 0's gather (lm_head_split.h).
+bool FollowerComputesLogits(const Model& model) { return model.shard_plan().computes_logits(); }
 
 // Whether a failed call failed only some entries — an expert read (--expert-memory), which SumMoeOverRanks makes
 // every rank see alike, and which the engine handles per request — rather than leaving the ranks in different
@@ -264,6 +265,10 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
     plan.PutSpan(entry.tokens);
     plan.Put(entry.logits);
     plan.Put<uint8_t>(entry.want_hidden);
+    // Image rows (rank 0 ran the vision tower): image tokens × D × 4 bytes, only in the plans of the chunks they
+    // replace embeddings in.
+    plan.PutSpan(entry.embedding_positions);
+    plan.PutSpan(entry.embedding_rows);
     plan.Put<uint64_t>(entry.checkpoints.size());
     for (const StateCheckpoint& checkpoint : entry.checkpoints) {
       plan.Put<int64_t>(checkpoint.position);
@@ -577,6 +582,8 @@ Status Follower::Forward(WireReader& r) {
   std::deque<SequenceState> bound;
   std::deque<std::vector<int32_t>> tokens;
   std::deque<std::vector<StateCheckpoint>> checkpoints;
+  std::deque<std::vector<int32_t>> image_positions;
+  std::deque<std::vector<float>> image_rows;
   std::vector<BatchEntry> batch;
   block_tables_.clear();
   for (uint64_t i = 0; i < entries && r.ok(); ++i) {
@@ -587,6 +594,8 @@ Status Follower::Forward(WireReader& r) {
     entry.logits = r.Get<LogitsWanted>();
     if (!FollowerComputesLogits(model_)) entry.logits = LogitsWanted::kNone;  // rank 0 samples, not this rank
     entry.want_hidden = r.Get<uint8_t>() != 0;
+    entry.embedding_positions = image_positions.emplace_back(r.GetVector<int32_t>());
+    entry.embedding_rows = image_rows.emplace_back(r.GetVector<float>());
     const uint64_t targets = GetCount(r);
     auto& list = checkpoints.emplace_back();
     for (uint64_t c = 0; c < targets && r.ok(); ++c) {

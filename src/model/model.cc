@@ -7,6 +7,7 @@
 #include "io/safetensors.h"
 #include "kernels/reference.h"
 #include "model/forward_common.h"
+#include "model/lm_head_split.h"
 #include "model/mhc.h"
 #include "model/tensor_parallel.h"
 
@@ -216,7 +217,22 @@ void ReferenceModel::TraceSublayer(const ReferencePass& pass, const std::string&
   pass.trace->Floats(pass.sequence, name + "_out", act.sublayer_out, {pass.tokens, d});
 }
 
-void ReferenceModel::Head(const ReferencePass& pass, ReferenceActivations& act, EntryOutput& output) const {
+Status ReferenceModel::LmHead(const float* normed, int64_t rows, std::vector<float>& logits) const {
+  const int64_t vocab = config_.vocab_size, d = config_.hidden_size;
+  logits.clear();
+  if (rows == 0 || !plan_.computes_logits()) return Status::Ok();  // not rank 0's group: only rank 0 samples
+  if (plan_.receives_logits()) logits.resize(rows * vocab);
+  if (!plan_.vocab_split) {
+    ref::Linear(normed, rows, weights_.lm_head.data.data(), vocab, d, logits.data());
+    return Status::Ok();
+  }
+  const int64_t width = weights_.lm_head.rows;  // this rank's vocabulary rows
+  std::vector<float> local(rows * width);       // [rows, width]
+  ref::Linear(normed, rows, weights_.lm_head.data.data(), width, d, local.data());
+  return GatherLogitRows(plan_, vocab, tp_comm_.get(), local, rows, logits.data());
+}
+
+Status ReferenceModel::Head(const ReferencePass& pass, ReferenceActivations& act, EntryOutput& output) const {
   const ModelConfig& c = config_;
   const int64_t tokens = pass.tokens, d = c.hidden_size, hc = c.hc_mult;
   // Mean of the streams → RMSNorm → lm_head (only the rows asked for).
@@ -228,9 +244,9 @@ void ReferenceModel::Head(const ReferencePass& pass, ReferenceActivations& act, 
   if (pass.trace != nullptr) pass.trace->Floats(pass.sequence, "final.normed", normed, {tokens, d});
   const int64_t first_row = pass.entry.logits == LogitsWanted::kAll ? 0 : tokens - 1;
   const int64_t rows = pass.entry.logits == LogitsWanted::kNone ? 0 : tokens - first_row;
-  output.logits.resize(rows * c.vocab_size);
-  ref::Linear(&normed[first_row * d], rows, weights_.lm_head.data.data(), c.vocab_size, d, output.logits.data());
+  GLINT_RETURN_IF_ERROR(LmHead(&normed[first_row * d], rows, output.logits));
   if (pass.entry.want_hidden) output.hidden = std::move(normed);
+  return Status::Ok();
 }
 
 // The trunk, as the model card draws it (docs/model-glm53.md §2–§4): embed into hc streams; per layer an attention
@@ -268,8 +284,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
     }
   }
   entry.state->tokens += pass.tokens;
-  Head(pass, act, output);
-  return Status::Ok();
+  return Head(pass, act, output);
 }
 
 Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
@@ -315,10 +330,9 @@ Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const f
   // logits = lm_head · RMSNorm(r; shared_head.norm), sharing the trunk's lm_head.
   for (int64_t t = 0; t < pairs; ++t)
     ref::RmsNorm(&z[t * d], m.shared_head_norm.data(), d, c.rms_norm_eps, &normed[t * d]);
-  logits.resize(options.mtp_logits ? pairs * c.vocab_size : 0);
-  if (options.mtp_logits)
-    ref::Linear(normed.data(), pairs, weights_.lm_head.data.data(), c.vocab_size, d, logits.data());
   state.mtp_tokens += pairs;
+  logits.clear();
+  if (options.mtp_logits) GLINT_RETURN_IF_ERROR(LmHead(normed.data(), pairs, logits));
   return Status::Ok();
 }
 

@@ -97,7 +97,8 @@ struct BatchEntry {
 const float* ReplacedEmbedding(const BatchEntry& entry, int64_t index, int64_t d);
 
 struct EntryOutput {
-  std::vector<float> logits;  // [rows, V]: rows = T (kAll), 1 (kLast) or 0
+  std::vector<float> logits;  // [rows, V]: rows = T (kAll), 1 (kLast) or 0; empty on ranks other than 0
+                              // (several ranks: only rank 0 receives logits, lm_head_split.h)
   std::vector<float> hidden;  // [T, D] when want_hidden
   // Set when this entry alone could not be computed (a routed expert its rows needed could not be read from disk,
   // docs/expert-cache.md): its outputs are not valid and its state is broken. See Model::Forward.
@@ -123,8 +124,9 @@ struct ForcedChoices {
 struct ForwardOptions {
   KdaAlgorithm kda_algorithm = KdaAlgorithm::kChunked;  // HF: chunked for multi-token calls
   DsaOptions dsa;                                       // naive/absorbed MLA, indexer/dense selection
-  // false: MtpForward skips lm_head and returns no logits (the state advances as usual) — a follower rank at
-  // --tp 1, whose draft logits nobody reads (model/lockstep.cc). Not sent in plans: rank 0 always wants them.
+  // false: MtpForward skips lm_head and returns no logits (the state advances as usual) — a follower rank that
+  // holds no lm_head rows, whose draft logits nobody reads (model/lockstep.cc). Not sent in plans: rank 0 always
+  // wants them. With several ranks only rank 0 receives the logits either way (lm_head_split.h).
   bool mtp_logits = true;
 };
 
@@ -273,6 +275,9 @@ class ReferenceModel final : public PathModel {
   const ModelConfig& local_config() const override { return local_; }
   int64_t weight_bytes() const override;
   bool has_mtp() const override { return weights_.mtp != nullptr; }
+  // The communicator of this rank's tp group (null at --tp 1): its stats() count the collectives over the group
+  // (the attention and dense all-reduces, the lm_head gather), the world's the rest.
+  const Communicator* tp_communicator() const { return tp_comm_.get(); }
   ShardPlan shard_plan() const override { return plan_; }
   const ModelWeights& weights() const { return weights_; }
 
@@ -290,7 +295,10 @@ class ReferenceModel final : public PathModel {
   Status Ffn(const ReferencePass& pass, int64_t layer, ReferenceActivations& act,
              std::vector<RouterChoice>& choices) const;
   void TraceSublayer(const ReferencePass& pass, const std::string& name, const ReferenceActivations& act) const;
-  void Head(const ReferencePass& pass, ReferenceActivations& act, EntryOutput& output) const;
+  Status Head(const ReferencePass& pass, ReferenceActivations& act, EntryOutput& output) const;
+  // logits [rows, V] of `normed` [rows, D] on rank 0 (lm_head_split.h: this rank's vocabulary rows, gathered);
+  // empty on the other ranks.
+  Status LmHead(const float* normed, int64_t rows, std::vector<float>& logits) const;
 
   // Expert parallel: the MoE outputs [rows, D] are this rank's partial sums until summed over the ranks.
   Status SumMoeOverRanks(std::span<float> partial) const;

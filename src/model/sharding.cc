@@ -39,11 +39,16 @@ int64_t HeadUnit(int64_t head_columns, int64_t column_group) {
 }
 
 TensorSlices WholeSlices(const ModelConfig& c) {
-  return {{0, c.kda_num_heads},
-          {0, c.num_attention_heads},
-          {0, c.intermediate_size},
-          {0, c.moe_intermediate_size},
-          {0, c.SharedIntermediate()}};
+  return {{0, c.kda_num_heads},         {0, c.num_attention_heads},  {0, c.intermediate_size},
+          {0, c.moe_intermediate_size}, {0, c.SharedIntermediate()}, {0, c.vocab_size}};
+}
+
+// Rank r's lm_head rows: blocks of 16 rows over group 0's tp ranks when split; else rank 0 holds all.
+IndexRange VocabRowsOf(int64_t vocab, bool split, int tp, int r) {
+  if (r >= tp) return {0, 0};  // not in rank 0's group: only rank 0 samples
+  if (!split) return r == 0 ? IndexRange{0, vocab} : IndexRange{0, 0};
+  const IndexRange blocks = SplitExperts((vocab + kLmHeadRowBlock - 1) / kLmHeadRowBlock, tp)[r];
+  return {blocks.begin * kLmHeadRowBlock, std::min(vocab, blocks.end * kLmHeadRowBlock)};
 }
 
 std::string RangeText(const ExpertRange& range) {
@@ -91,6 +96,7 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, 
   plan.mla_split = Splits(config.num_attention_heads, tp, mla_unit);
   plan.mlp_split = Splits(config.intermediate_size, tp, column_group);
   plan.experts_by_columns = Splits(config.moe_intermediate_size, tp, column_group);
+  plan.vocab_split = Splits((config.vocab_size + kLmHeadRowBlock - 1) / kLmHeadRowBlock, tp);
   if (plan.experts_by_columns) {
     // By id over the groups, by columns within a group; the shared expert on the last group (the split gives the
     // first groups the extra experts).
@@ -108,7 +114,8 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, 
                                    SliceOf(config.num_attention_heads, plan.mla_split, tp, t, mla_unit),
                                    SliceOf(config.intermediate_size, plan.mlp_split, tp, t, column_group),
                                    SliceOf(config.moe_intermediate_size, plan.experts_by_columns, tp, t, column_group),
-                                   SliceOf(config.SharedIntermediate(), plan.experts_by_columns, tp, t, column_group)});
+                                   SliceOf(config.SharedIntermediate(), plan.experts_by_columns, tp, t, column_group),
+                                   VocabRowsOf(config.vocab_size, plan.vocab_split, tp, r)});
   }
   return plan;
 }
@@ -134,9 +141,15 @@ std::string SliceText(const IndexRange& range, int64_t total, bool split) {
   return StrCat(RangeText(range), " of ", total);
 }
 
+// "0–159 of 320", "all 320" or "none".
+std::string VocabRowsText(const IndexRange& rows, int64_t vocab) {
+  if (rows.count() == 0) return "none";
+  return rows.count() == vocab ? StrCat("all ", vocab) : StrCat(RangeText(rows), " of ", vocab);
+}
+
 // What every rank holds a whole copy of.
 std::string ReplicatedText(const ShardPlan& plan) {
-  std::string text = "embeddings, mHC, norms, routers, lm_head";
+  std::string text = "embeddings, mHC, norms, routers";
   if (plan.tp == 1) return text + ", attention, dense MLP";
   text += ", MLA kv_a, indexer";
   if (!plan.kda_split) text += ", KDA";
@@ -160,7 +173,8 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
                    {"shared_expert", "shared expert", false},
                    {"kda_heads", "KDA heads", false},
                    {"mla_heads", "MLA heads", false},
-                   {"mlp_columns", "dense MLP columns", false}};
+                   {"mlp_columns", "dense MLP columns", false},
+                   {"vocab_rows", "lm_head rows", false}};
   const bool with_bytes = weight_bytes.size() == static_cast<size_t>(plan.ranks);
   if (with_bytes) table.columns.push_back({"weight_bytes", "weights"});
   for (int r = 0; r < plan.ranks; ++r) {
@@ -174,7 +188,8 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
                              config.n_shared_experts == 0 ? "-" : (plan.holds_shared_expert(r) ? "yes" : "no"),
                              SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split),
                              SliceText(s.mla_heads, config.num_attention_heads, plan.mla_split),
-                             SliceText(s.mlp_columns, config.intermediate_size, plan.mlp_split)};
+                             SliceText(s.mlp_columns, config.intermediate_size, plan.mlp_split),
+                             VocabRowsText(s.vocab_rows, config.vocab_size)};
     if (with_bytes) row.push_back(Cell(FormatBytes(static_cast<double>(weight_bytes[r])), weight_bytes[r]));
     table.AddRow(std::move(row));
   }
@@ -189,6 +204,12 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
         StrCat("column splits in whole scale groups of ", plan.column_group,
                " columns (heads in whole groups of o_proj columns); fewer units than --tp: replicated"));
   }
+  table.notes.push_back(StrCat("lm_head: ",
+                               plan.vocab_split ? StrCat("split by vocabulary over the ", plan.tp,
+                                                         " ranks of rank 0's group, which gathers the logit rows "
+                                                         "sampling needs")
+                                                : "on rank 0 only (it samples)",
+                               "; the other ranks hold none and skip it"));
   table.notes.push_back("replicated on every rank: " + ReplicatedText(plan));
   return table;
 }

@@ -11,7 +11,11 @@
 //     intermediate columns — each split over the tp ranks of a group, ⌊n/tp⌋ each and one more for the first
 //     n mod tp; a dimension smaller than tp (2 heads on 3 ranks) is replicated instead, and then needs no
 //     collective;
-//   - everything else (embeddings, mHC, norms, routers, kv_a, the indexer, lm_head) replicated.
+//   - lm_head by vocabulary over the tp ranks of rank 0's group (group 0) only, since only rank 0 samples: by
+//     blocks of 16 rows (the fast path's int8 row block, so a slice is a byte range of the packed matrix), ⌊B/tp⌋
+//     blocks each and one more for the first B mod tp; the other groups hold none of it and skip it. At --tp 1 (or
+//     fewer blocks than tp) rank 0 holds it whole and no other rank holds any;
+//   - everything else (embeddings, mHC, norms, routers, kv_a, the indexer) replicated.
 // A split attention or dense MLP ends with one all-reduce over the tp group; the MoE output is one all-reduce of
 // every rank's partial sum (routed and shared) over all ranks. Ranges are contiguous and ascending, so the
 // rank-order sums add in the order of one rank; the only change is where partial sums are rounded
@@ -32,6 +36,10 @@
 #include "io/config.h"
 
 namespace glint {
+
+// lm_head is split by blocks of this many rows: the fast path's int8 row block (kInt8RowBlock,
+// quant/int8_matrix.h), so that a rank's rows are one contiguous byte range of the packed matrix.
+inline constexpr int64_t kLmHeadRowBlock = 16;
 
 // Routed experts [begin, end).
 struct ExpertRange {
@@ -58,6 +66,7 @@ struct TensorSlices {
   IndexRange mlp_columns;     // of intermediate_size (dense MLP)
   IndexRange expert_columns;  // of moe_intermediate_size (every routed expert this rank holds)
   IndexRange shared_columns;  // of moe_intermediate_size × n_shared_experts (the shared expert, when held)
+  IndexRange vocab_rows;      // of vocab_size: the lm_head rows (logit columns) this rank computes; may be empty
 };
 
 // A default ShardPlan is one rank holding everything.
@@ -73,6 +82,8 @@ struct ShardPlan {
   // Routed and shared experts split by columns over the tp ranks of a group (false at tp 1, or when
   // moe_intermediate_size < tp: then the experts are split by id over all ranks and one rank holds the shared).
   bool experts_by_columns = false;
+  // lm_head split by vocabulary over group 0's tp ranks, whose slices rank 0 gathers (false: rank 0 holds it).
+  bool vocab_split = false;
   int shared_expert_rank = 0;  // the shared expert's holder when !experts_by_columns; else the first of its group
   // Column splits land on multiples of this many columns (1: any column, the reference; the fast path's int8 scale
   // group, so that a rank's slice of a column-split int8 matrix holds whole groups: see MakeShardPlan).
@@ -89,6 +100,9 @@ struct ShardPlan {
   bool tensor_parallel() const { return tp > 1; }
   LocalExperts local_experts() const { return {experts(), holds_shared_expert()}; }
   const TensorSlices& slices() const { return slices_of_rank[rank]; }
+  // Whether this rank computes logits at all (some lm_head rows), and whether it receives the whole rows.
+  bool computes_logits() const { return slices_of_rank.empty() || slices().vocab_rows.count() > 0; }
+  bool receives_logits() const { return rank == 0; }
 };
 
 // What a model needs to run as one rank of several: the communicator of the ranks and the --tp / --ep flags; the

@@ -53,8 +53,9 @@ void MoeRegions(const std::string& p, const ShardPlan& plan, const ModelConfig& 
 
 std::map<std::string, TensorRegion> TensorParallelRegions(const ModelConfig& config, const ShardPlan& plan) {
   Regions regions;
-  if (!plan.tensor_parallel()) return regions;
   const TensorSlices& s = plan.slices();
+  if (s.vocab_rows.count() != config.vocab_size) regions["lm_head.weight"] = Rows(s.vocab_rows.begin, s.vocab_rows.end);
+  if (!plan.tensor_parallel()) return regions;
   for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
     const std::string p = LayerPrefix(l);
     if (config.attention_kinds[l] == AttentionKind::kKda && plan.kda_split) {

@@ -11,6 +11,8 @@
 //   - the dense MLP, each held routed expert and the shared expert by intermediate column c ∈ [c0, c1):
 //     gate/up rows, down columns. SwiGLU is elementwise per column, so a slice's down_proj output is an exact part
 //     of the sum over columns.
+//   - lm_head by vocabulary rows (ShardPlan vocab_rows; lm_head_split.h), at any --tp: only rank 0's group holds
+//     any, and at --tp 1 only rank 0.
 // A row-sliced projection feeding a column-sliced one computes the rank's partial sum of the sublayer output; one
 // all-reduce over the tp group (attention, dense MLP) or over all ranks (MoE) completes it.
 #pragma once
@@ -26,7 +28,7 @@
 namespace glint {
 
 // The region of every checkpoint tensor the rank holds a slice of (LoadOptions::regions), by tensor name; tensors
-// not named are read whole (replicated) or not at all (another rank's experts). Empty at --tp 1.
+// not named are read whole (replicated) or not at all (another rank's experts). At --tp 1 only lm_head's.
 std::map<std::string, TensorRegion> TensorParallelRegions(const ModelConfig& config, const ShardPlan& plan);
 
 // fp32 values held by `weights` (every matrix and vector; empty experts count nothing).

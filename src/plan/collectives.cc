@@ -6,18 +6,20 @@
 namespace glint::plan {
 namespace {
 
-constexpr uint64_t kFloat = 4;  // activations and logits cross the ranks as fp32
+constexpr uint64_t kFloat = 4;           // activations and logits cross the ranks as fp32
+constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (model/sharding.h; plan/ cannot see it)
 
 // Bytes of rank 0's plans (model/lockstep.cc's wire format, field by field): a Forward plan is the op, the options
 // (3 bytes and a count of forced positions) and the forced-choices flag and the entry count (21 bytes); per entry
 // its state (an owned sequence: kind, key, positions, MTP pairs — 25 bytes; a bound one adds its pools id, its
 // block table and its slot: 24 + 4 per block), its tokens (8 + 4 each), logits wanted (a 4-byte enum), want-hidden,
-// the checkpoint count and the rollback flag (14). An MTP batch: 21 bytes, and per entry its state, its hidden input
+// the image rows' positions and values (8 + 4 each, 8 + 4 per float: none counted here), the checkpoint count and
+// the rollback flag (30). An MTP batch: 21 bytes, and per entry its state, its hidden input
 // named in the last Forward's outputs (33), its next tokens (8 + 4 each) and logits wanted (4). Not counted: pool
 // copies and releases between the steps (≈ 40 and 9 bytes each).
 uint64_t ForwardPlanBytes(const StepShape& s) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
-  return 21 + s.entries * (state + 8 + 14) + 4 * s.rows;
+  return 21 + s.entries * (state + 8 + 30) + 4 * s.rows;
 }
 uint64_t MtpPlanBytes(const StepShape& s) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
@@ -52,17 +54,21 @@ const char* CollectiveOpName(CollectiveOp op) {
       return "all-reduce";
     case CollectiveOp::kAllGather:
       return "all-gather";
+    case CollectiveOp::kGather:
+      return "gather";
   }
   return "collective";
 }
 
 uint64_t CollectiveLine::BytesSent(bool root) const {
   if (op == CollectiveOp::kBroadcast) return root ? payload : 0;
+  if (op == CollectiveOp::kGather) return root || group < 2 ? 0 : payload / static_cast<uint64_t>(group - 1);
   return payload;
 }
 
 uint64_t CollectiveLine::BytesReceived(bool root) const {
   if (op == CollectiveOp::kBroadcast) return root ? 0 : payload;
+  if (op == CollectiveOp::kGather) return root ? payload : 0;
   return payload * static_cast<uint64_t>(group - 1);
 }
 
@@ -74,7 +80,11 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
   const int64_t trunk = c.num_hidden_layers, moe = c.NumLayersOf(MlpKind::kMoe), dense = c.NumLayersOf(MlpKind::kDense);
   const uint64_t row_bytes = static_cast<uint64_t>(c.hidden_size) * kFloat;
   const uint64_t moe_row_bytes = row_bytes + (s.expert_memory ? kFloat : 0);
-  const uint64_t vocab_part = static_cast<uint64_t>(CeilDiv(c.vocab_size, tp)) * kFloat;  // all-gather: equal parts
+  // What rank 0 receives per logit row: the columns of the other ranks of its group (16-row blocks, rank 0 first
+  // with one more block when they do not divide: model/sharding.h).
+  const int64_t blocks = CeilDiv(c.vocab_size, kLmHeadRowBlock);
+  const int64_t own = std::min<int64_t>(c.vocab_size, (blocks / tp + (blocks % tp > 0 ? 1 : 0)) * kLmHeadRowBlock);
+  const uint64_t vocab_part = static_cast<uint64_t>(blocks >= tp ? c.vocab_size - own : 0) * kFloat;
   auto add = [&](std::string what, CollectiveOp op, int group, int64_t calls, uint64_t payload, bool estimated) {
     if (calls > 0) lines.push_back({std::move(what), op, group, calls, payload, estimated});
   };
@@ -86,8 +96,8 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
         false);
   }
   add("MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, passes * moe, moe * s.rows * moe_row_bytes, false);
-  if (tp > 1) {  // a pass without a row that wants logits skips lm_head
-    add("lm_head all-gather (TP group)", CollectiveOp::kAllGather, tp, std::min(passes, s.logit_rows),
+  if (tp > 1 && vocab_part > 0) {  // a pass without a row that wants logits skips lm_head
+    add("lm_head gather to rank 0 (its TP group)", CollectiveOp::kGather, tp, std::min(passes, s.logit_rows),
         s.logit_rows * vocab_part, false);
   }
   if (c.HasMtp() && s.mtp_entries > 0) {
@@ -99,9 +109,9 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
     }
     add("MTP MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, s.mtp_entries, s.mtp_rows * moe_row_bytes,
         false);
-    if (tp > 1) {
-      add("MTP lm_head all-gather (TP group)", CollectiveOp::kAllGather, tp, s.mtp_entries, s.mtp_rows * vocab_part,
-          false);
+    if (tp > 1 && vocab_part > 0) {
+      add("MTP lm_head gather to rank 0 (its TP group)", CollectiveOp::kGather, tp, s.mtp_entries,
+          s.mtp_rows * vocab_part, false);
     }
   }
   return lines;
@@ -111,6 +121,7 @@ CollectiveTime CollectiveSeconds(const CollectiveLine& line, const Network& netw
   const double depth = CeilLog2(line.group);
   CollectiveTime time;
   time.latency = static_cast<double>(line.calls) * depth * network.latency;
+  // A gather's root receives every part over its own link: its bytes, not a tree's.
   const double bytes = line.op == CollectiveOp::kBroadcast ? depth * static_cast<double>(line.payload)
                                                            : static_cast<double>(line.BytesReceived(true));
   time.bandwidth = network.bandwidth > 0 ? bytes / network.bandwidth : 0;
@@ -186,7 +197,8 @@ std::vector<Table> CollectiveTables(const ModelConfig& config, const ParallelLay
   steps.notes = {
       "what glint's own run does (plan/collectives.h): --tp 1 — one plan broadcast per Forward and per MTP batch, one "
       "MoE all-reduce over all ranks per MoE layer per pass of ≤ 512 rows and per MTP entry; --tp > 1 adds an "
-      "all-reduce over the TP group after every attention and dense MLP and an all-gather of the logits rows",
+      "all-reduce over the TP group after every attention and dense MLP and a gather of the logit rows to rank 0 "
+      "(lm_head split by vocabulary over rank 0's group)",
       "an all-reduce is an all-gather + a rank-order sum: each rank sends R × hidden × 4 bytes and receives that "
       "from every other rank; bytes are as bench-model's 'collectives' line counts them (rank 0)",
       "time = ⌈log2 group⌉ × latency per call + received bytes / bandwidth (a broadcast: its depth × message); not "

@@ -10,8 +10,9 @@
 //   --tp T > 1 (the contract of tensor parallelism): per trunk layer per pass one all-reduce over the T ranks of
 //     the tensor-parallel group after attention and one after the FFN — over the group for a dense MLP, over all
 //     ranks for an MoE layer (routed and shared expert partial sums fused into one) — the same for the MTP layer;
-//     lm_head split by vocabulary, one all-gather over the group of the rows that need logits (⌈V / T⌉ columns
-//     per rank).
+//     lm_head split by vocabulary over rank 0's group only (only rank 0 samples): one gather to rank 0 per pass
+//     holding a row that needs logits (taken as min(passes, logit rows): exact for decode and single-pass steps),
+//     of those rows' columns (16-row blocks split like the rest of the plan; rank 0 receives V − its own columns).
 // An all-reduce is an all-gather of every rank's partial vector and a rank-order sum (dist/communicator.h): each
 // rank sends its R · D · 4 bytes and receives them from every other rank of the group.
 #pragma once
@@ -46,13 +47,13 @@ struct StepShape {
   bool expert_memory = false;  // --expert-memory: each MoE all-reduce carries one float more per row (failure flags)
 };
 
-enum class CollectiveOp { kBroadcast, kAllReduce, kAllGather };
+enum class CollectiveOp { kBroadcast, kAllReduce, kAllGather, kGather };
 const char* CollectiveOpName(CollectiveOp op);
 
 // One line of the model: `calls` collectives of one op and purpose in a step, over `group` ranks. `payload`: the
 // bytes of all of them that a rank contributes (all-reduce, all-gather: it receives (group − 1) × that from the
-// others) or the broadcast's messages (the root sends them, every other rank receives them) — as CollectiveStats
-// counts them.
+// others), the broadcast's messages (the root sends them, every other rank receives them) or, for a gather, what
+// the root (rank 0) receives from the others in all — as CollectiveStats counts them.
 struct CollectiveLine {
   std::string what;  // "plan broadcast", "MoE all-reduce", …
   CollectiveOp op = CollectiveOp::kAllReduce;
@@ -61,7 +62,8 @@ struct CollectiveLine {
   uint64_t payload = 0;
   bool bytes_estimated = false;  // the plan broadcast: from the wire format's field sizes, not exact
 
-  uint64_t BytesSent(bool root) const;  // by one rank (root: rank 0, the broadcasts' root)
+  uint64_t BytesSent(bool root) const;  // by one rank (root: rank 0, the broadcasts' and gathers' root; a gather's
+                                        // other ranks: the mean of their parts)
   uint64_t BytesReceived(bool root) const;
 };
 

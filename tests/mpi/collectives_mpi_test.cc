@@ -11,6 +11,7 @@
 #include "base/worker_pool.h"
 #include "model/fast_model.h"
 #include "model/lockstep.h"
+#include "model/model.h"
 #include "mpi_test_main.h"
 #include "plan/collectives.h"
 #include "test_util.h"
@@ -71,6 +72,7 @@ void ExpectPlanned(const CollectiveStats& measured, const std::vector<plan::Coll
   EXPECT_EQ(measured.of(CollectiveKind::kBroadcast).calls, broadcasts) << what;
   EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).calls, all_reduces) << what;
   EXPECT_EQ(measured.of(CollectiveKind::kAllGather).calls, 0) << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kGather).calls, 0) << what << ": --tp 1 holds lm_head on rank 0 alone";
   EXPECT_EQ(measured.calls, broadcasts + all_reduces) << what;
   EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).bytes_sent, reduced) << what;
   EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).bytes_received, reduced * (testing::World().size() - 1)) << what;
@@ -124,6 +126,52 @@ TEST(Collectives, MeasuredPerStepEqualsThePlanAndFollowersSkipLmHead) {
   for (size_t i = 0; i < one.logits.size(); ++i) {
     ASSERT_EQ(one.logits[i].size(), many.logits[i].size()) << i;
     EXPECT_LE(testing::MaxAbsError(many.logits[i], one.logits[i]), 1e-3 * testing::StdDev(one.logits[i])) << i;
+  }
+}
+
+// --tp = every rank on the reference path: the lm_head gather rank 0 counts per step (a single-sequence prefill,
+// a decode, an MTP call) equals glint plan's line — calls and the bytes rank 0 receives, the other ranks' columns
+// of the rows that want logits.
+TEST(Collectives, LmHeadGatherEqualsThePlanAtTensorParallel) {
+  Communicator& comm = testing::World();
+  ASSERT_OK_AND_ASSIGN(auto model, ReferenceModel::Load(testing::TestDataPath("golden/tiny-dense"), {},
+                                                        ModelParallel{&comm, comm.size(), 1}));
+  const ModelConfig& c = model->config();
+  const plan::ParallelLayout layout{comm.size(), comm.size()};
+  SequenceState state = model->NewSequence();
+  const std::vector<int32_t> prompt = Tokens(7, c.vocab_size, 3), next = {4};
+  std::vector<EntryOutput> outputs;
+  ASSERT_NE(model->tp_communicator(), nullptr);
+  const Communicator& group = *model->tp_communicator();  // the gather runs over rank 0's tp group
+  auto gathers = [&](const CollectiveStats& step, const plan::StepShape& shape, bool mtp, const char* what) {
+    int64_t calls = 0;
+    uint64_t received = 0;
+    for (const plan::CollectiveLine& line : plan::CollectivesPerStep(c, layout, shape)) {
+      if (line.op != plan::CollectiveOp::kGather || (line.what.find("MTP") != std::string::npos) != mtp) continue;
+      calls += line.calls, received += line.BytesReceived(true);
+    }
+    EXPECT_GT(calls, 0) << what;
+    EXPECT_EQ(step.of(CollectiveKind::kGather).calls, calls) << what;
+    if (comm.rank() == 0) {
+      EXPECT_EQ(step.of(CollectiveKind::kGather).bytes_received, received) << what;
+    }
+  };
+  CollectiveStats before = group.stats();
+  BatchEntry prefill{prompt, &state, LogitsWanted::kAll, true};
+  ASSERT_OK(model->Forward({&prefill, 1}, outputs));
+  gathers(group.stats().Since(before), {1, 7, 7, 512, 0, 0, 0}, false, "prefill, every row's logits");
+  const std::vector<float> hidden = outputs[0].hidden;
+  before = group.stats();
+  BatchEntry decode{next, &state, LogitsWanted::kLast, false};
+  ASSERT_OK(model->Forward({&decode, 1}, outputs));
+  gathers(group.stats().Since(before), {1, 1, 1, 512, 0, 0, 0}, false, "decode");
+  if (model->has_mtp()) {
+    std::vector<float> logits;
+    before = group.stats();
+    ASSERT_OK(model->MtpForward(state, std::span<const float>(hidden.data(), 6 * c.hidden_size),
+                                std::span<const int32_t>(prompt.data() + 1, 6), logits));
+    gathers(group.stats().Since(before), {0, 0, 0, 512, 0, 1, 6}, true, "MTP layer");
+    EXPECT_EQ(logits.size(), comm.rank() == 0 ? static_cast<size_t>(6 * c.vocab_size) : 0u);
   }
 }
 

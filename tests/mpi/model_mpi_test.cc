@@ -23,6 +23,7 @@
 #include "base/file.h"
 #include "base/worker_pool.h"
 #include "io/safetensors.h"
+#include "kernels/reference.h"
 #include "model/fast_convert.h"
 #include "model/fast_model.h"
 #include "model_checks.h"
@@ -39,7 +40,8 @@ using testing::ForcedChoicesOf;
 using testing::RecordingTrace;
 
 struct SequenceRun {
-  std::vector<float> logits, mtp_logits;
+  std::vector<float> logits, mtp_logits;  // on rank 0 (the other ranks receive none)
+  std::vector<float> hidden;              // the final normed hidden [T, D]
   RecordingTrace trace, mtp_trace;
 };
 
@@ -52,6 +54,7 @@ SequenceRun RunSequence(const Model& model, const std::vector<int32_t>& tokens, 
   EXPECT_TRUE(status.ok()) << status.ToString();
   if (!status.ok()) return run;
   run.logits = outputs[0].logits;
+  run.hidden = outputs[0].hidden;
   const int64_t pairs = static_cast<int64_t>(tokens.size()) - 1, d = model.config().hidden_size;
   if (model.has_mtp() && pairs > 0) {
     status = model.MtpForward(state, std::span<const float>(outputs[0].hidden.data(), pairs * d),
@@ -75,6 +78,10 @@ void ExpectSameChoicesAndClose(const SequenceRun& alone, const SequenceRun& shar
   for (const auto* pair : {&alone.logits, &alone.mtp_logits}) {
     const std::vector<float>& one = *pair;
     const std::vector<float>& many = pair == &alone.logits ? sharded.logits : sharded.mtp_logits;
+    if (testing::World().rank() != 0) {  // only rank 0 samples: it alone receives logits (lm_head_split.h)
+      EXPECT_TRUE(many.empty()) << "rank " << testing::World().rank() << " received logits";
+      continue;
+    }
     ASSERT_EQ(one.size(), many.size());
     if (one.empty()) continue;
     const double error = testing::MaxAbsError(many, one), bound = tolerance * testing::StdDev(one);
@@ -105,6 +112,10 @@ constexpr double kMinMtpTop1Agreement = 0.7;  // MTP choices are not forced (Ten
 
 void ExpectMostlySameTop1(const std::vector<float>& one, const std::vector<float>& many, int64_t vocab,
                           double min_agreement = kMinTop1Agreement) {
+  if (testing::World().rank() != 0) {
+    EXPECT_TRUE(many.empty()) << "a rank other than 0 received logits";
+    return;
+  }
   ASSERT_EQ(one.size(), many.size());
   const size_t rows = one.size() / vocab;
   size_t same = 0;
@@ -183,6 +194,9 @@ TEST_P(ExpertParallel, FastPathMatchesOneRankFromCheckpointAndContainer) {
     }
     if (!plan.holds_shared_expert()) others += moe.shared[0].gate_up.bytes() + moe.shared[0].down.bytes();
   };
+  // lm_head: rank 0 alone holds it at --tp 1 (it samples); the other ranks hold none.
+  EXPECT_EQ(sharded->weights().lm_head.rows(), plan.rank == 0 ? c.vocab_size : 0);
+  if (plan.rank != 0) others += alone->weights().lm_head.bytes();
   for (const FastLayerWeights& layer : alone->weights().layers) {
     if (layer.mlp_kind == MlpKind::kMoe) count_moe(layer.moe);
   }
@@ -248,12 +262,32 @@ TEST_P(ExpertParallel, TensorParallelReferenceMatchesOneRank) {
       }
     }
     EXPECT_LT(sharded->weight_bytes(), alone->weight_bytes());
+    // lm_head: split by 16-row blocks over rank 0's group, none elsewhere.
+    EXPECT_EQ(sharded->weights().lm_head.rows, s.vocab_rows.count());
+    if (plan.ep_rank() != 0) {
+      EXPECT_EQ(s.vocab_rows.count(), 0);
+    }
+    int64_t covered = 0;
+    for (int r = 0; r < tp; ++r) {
+      EXPECT_EQ(plan.slices_of_rank[r].vocab_rows.begin, covered) << r;
+      EXPECT_EQ(plan.slices_of_rank[r].vocab_rows.begin % kLmHeadRowBlock, 0) << r;
+      covered = plan.slices_of_rank[r].vocab_rows.end;
+    }
+    EXPECT_EQ(covered, c.vocab_size);
     // The KDA caches follow the heads.
     ASSERT_OK_AND_ASSIGN(CacheLayout layout, sharded->CacheLayoutFor({}));
     EXPECT_EQ(layout.kda_heads, s.kda_heads.count());
     for (const auto& tokens : Sequences()) {
-      ExpectSameChoicesAndClose(RunSequence(*alone, tokens), RunSequence(*sharded, tokens), c.vocab_size,
-                                kReferenceTolerance);
+      const SequenceRun many = RunSequence(*sharded, tokens);
+      ExpectSameChoicesAndClose(RunSequence(*alone, tokens), many, c.vocab_size, kReferenceTolerance);
+      if (testing::World().rank() != 0) continue;
+      // The gathered logits are exactly one process's lm_head of the same hidden state: every vocabulary row's
+      // dot product is computed whole on one rank (lm_head_split.h), so bit for bit, not within a tolerance.
+      const int64_t rows = static_cast<int64_t>(tokens.size());
+      std::vector<float> expected(rows * c.vocab_size);
+      ref::Linear(many.hidden.data(), rows, alone->weights().lm_head.data.data(), c.vocab_size, c.hidden_size,
+                  expected.data());
+      EXPECT_EQ(many.logits, expected) << "the vocabulary-split lm_head is not one rank's";
     }
   }
 }

@@ -545,3 +545,50 @@ TEST(FastTrainedModel, Int4ExpertsStayWithinTheirBudget) {
 
 }  // namespace
 }  // namespace glint
+
+namespace glint {
+namespace {
+
+// lm_head split by vocabulary (docs/distributed.md "lm_head"): a rank's rows [v0, v1) are a byte range of the
+// packed int8 matrix (whole 16-row blocks), and the int8 product over that view gives exactly those columns of the
+// whole product — each output row's integer dot and its scales are the same, so bit for bit.
+TEST(FastLmHeadRows, ARowSliceGivesExactlyThoseLogitColumns) {
+  const std::string dir = testing::TestDataPath("golden/tiny-dense");
+  WorkerPool pool(1);
+  ASSERT_OK_AND_ASSIGN(ModelConfig c, LoadModelConfig(dir));
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(dir));
+  ASSERT_OK_AND_ASSIGN(auto plan, PlanFastWeights(checkpoint, c, {}));
+  FastWeightSource whole;
+  ASSERT_OK(MaterializeFastWeights(plan, pool, whole, {}));
+  ASSERT_OK_AND_ASSIGN(FastWeights all, BindFastWeights(whole, c, false));
+  const int64_t d = c.hidden_size, rows = 3;
+  std::vector<float> x(rows * d);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37 * static_cast<double>(i));
+  FastContext ctx(pool, BestIsa(), c);
+  std::vector<float> expected(rows * c.vocab_size);
+  ctx.Linear(all.lm_head, x.data(), d, rows, expected.data(), c.vocab_size);
+  for (const IndexRange range : {IndexRange{16, 48}, IndexRange{c.vocab_size - 40, c.vocab_size}}) {
+    FastWeightSource part;
+    for (const auto& [name, tensor] : whole.tensors()) part.Add(name, tensor);  // views of `whole`'s buffers
+    const IndexRange aligned{range.begin / kLmHeadRowBlock * kLmHeadRowBlock, range.end};
+    ASSERT_OK(KeepLmHeadRows(part, aligned));
+    ASSERT_OK_AND_ASSIGN(FastWeights sliced, BindFastWeights(part, c, false, {}, aligned.count()));
+    EXPECT_LT(part.TotalBytes(), whole.TotalBytes());
+    std::vector<float> got(rows * aligned.count());
+    ctx.Linear(sliced.lm_head, x.data(), d, rows, got.data(), aligned.count());
+    for (int64_t r = 0; r < rows; ++r) {
+      for (int64_t v = aligned.begin; v < aligned.end; ++v) {
+        ASSERT_EQ(got[r * aligned.count() + v - aligned.begin], expected[r * c.vocab_size + v]) << r << " " << v;
+      }
+    }
+  }
+  FastWeightSource none;
+  for (const auto& [name, tensor] : whole.tensors()) none.Add(name, tensor);
+  ASSERT_OK(KeepLmHeadRows(none, {0, 0}));
+  EXPECT_EQ(none.Find("lm_head"), nullptr);
+  ASSERT_OK_AND_ASSIGN(FastWeights headless, BindFastWeights(none, c, false, {}, 0));
+  EXPECT_EQ(headless.lm_head.format, PackedLinear::Format::kNone);
+}
+
+}  // namespace
+}  // namespace glint

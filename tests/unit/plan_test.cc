@@ -642,7 +642,7 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   auto lines = CollectivesPerStep(c, {4, 1}, decode);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].op, CollectiveOp::kBroadcast);
-  EXPECT_EQ(lines[0].payload, 21u + 16 * (25 + 8 + 14) + 4 * 16);
+  EXPECT_EQ(lines[0].payload, 21u + 16 * (25 + 8 + 30) + 4 * 16);
   EXPECT_EQ(lines[1].calls, moe);
   EXPECT_EQ(lines[1].payload, moe * 16 * row);
   EXPECT_EQ(lines[1].BytesReceived(true), 3 * moe * 16 * row);
@@ -651,11 +651,12 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   EXPECT_EQ(lines[1].calls, 3 * moe);
   EXPECT_EQ(lines[1].payload, moe * 1100 * row);
   // --tp 2 on 4 ranks: attention over the group every trunk layer, dense MLPs over the group, the MoE over all,
-  // one logits all-gather of ⌈V/2⌉ columns per row; the MTP layer's three.
+  // one gather of the logit rows to rank 0 (its group: the other rank's columns); the MTP layer's three.
   lines = CollectivesPerStep(c, {4, 2}, {16, 16, 16, 512, 0, 16, 32});
   int64_t group = 0, all = 0, gathers = 0;
   for (const CollectiveLine& line : lines) {
-    if (line.op == CollectiveOp::kAllGather) {
+    EXPECT_NE(line.op, CollectiveOp::kAllGather);
+    if (line.op == CollectiveOp::kGather) {
       gathers += line.calls;
       EXPECT_EQ(line.group, 2);
     }
@@ -664,8 +665,11 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   EXPECT_EQ(group, c.num_hidden_layers + dense + 16);
   EXPECT_EQ(all, moe + 16);
   EXPECT_EQ(gathers, 1 + 16);
-  ASSERT_EQ(lines[4].what, "lm_head all-gather (TP group)");
-  EXPECT_EQ(lines[4].payload, 16 * static_cast<uint64_t>((c.vocab_size + 1) / 2) * 4);
+  ASSERT_EQ(lines[4].what, "lm_head gather to rank 0 (its TP group)");
+  // 154,880 rows = 9,680 blocks of 16: 4,840 blocks (77,440 rows) each; rank 0 receives the other half.
+  EXPECT_EQ(lines[4].payload, 16 * static_cast<uint64_t>(c.vocab_size / 2) * 4);
+  EXPECT_EQ(lines[4].BytesReceived(true), lines[4].payload);
+  EXPECT_EQ(lines[4].BytesSent(true), 0u);
   // Time: ⌈log2 4⌉ = 2 latencies per call, received bytes over the bandwidth.
   const Network net{10e-6, 1e9};
   const CollectiveLine& reduce = CollectivesPerStep(c, {4, 1}, decode)[1];
