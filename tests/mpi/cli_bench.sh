@@ -2,7 +2,8 @@
 # `score`, `bench-model` and `bench-engine` under mpirun (docs/distributed.md): score figures within the expert-
 # parallel tolerance of one process; the benchmarks print their report once (rank 0 only), show the shard plan and
 # hit the prefix cache; --expert-memory runs with a budget per rank and the collectives per step equal glint
-# plan's; --tp 2, a wrong --ep and a one-process command are refused with their reasons.
+# plan's; bench-model runs --tp 2; --tp 2 with --expert-memory, a wrong --ep and a one-process command are refused
+# with their reasons.
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
 glint="$1"
@@ -51,8 +52,14 @@ assert on and float(on[0].split()[3].rstrip("%")) > 0, on
 PY
 
 # ---- refused with reasons ----
-ranks 2 "${RUN[@]}" --tp 2 >"$work/tp.txt" 2>&1 && fail "--tp 2 was accepted"
-grep -q "tensor parallelism (--tp 2) runs on the fp32 reference path only" "$work/tp.txt" || fail "--tp 2 message: $(cat "$work/tp.txt")"
+# --tp 2 runs on the fast path (bench-model reports once); with --expert-memory it is refused with its reason.
+ranks 2 bench-model --model "$(dirname "$data")/../models/glint-tiny" --threads 1 --tp 2 --prompts 16 --batches 1,2 \
+  --context 8 --steps 2 --repetitions 1 --probe-mib 8 >"$work/bmtp.txt" 2>"$work/bmtp.log" ||
+  fail "bench-model --tp 2 -np 2: $(tail "$work/bmtp.log")"
+[[ "$(grep -c '^== decode 2 sequences' "$work/bmtp.txt")" == 1 ]] || fail "bench-model --tp 2 report: $(cat "$work/bmtp.txt")"
+ranks 2 "${RUN[@]}" --tp 2 --expert-memory 64M >"$work/tp.txt" 2>&1 && fail "--tp 2 --expert-memory was accepted"
+grep -q "expert-memory with tensor parallelism (--tp 2) is not implemented yet" "$work/tp.txt" ||
+  fail "--tp 2 --expert-memory message: $(cat "$work/tp.txt")"
 ranks 2 "${RUN[@]}" --ep 3 >"$work/ep.txt" 2>&1 && fail "--ep 3 on 2 ranks was accepted"
 grep -q "must equal the number of ranks" "$work/ep.txt" || fail "--ep 3 message: $(cat "$work/ep.txt")"
 # --expert-memory: a budget per rank, each caching its own experts; the collectives line beside the plan's count.
