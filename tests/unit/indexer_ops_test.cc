@@ -12,6 +12,7 @@
 #include <random>
 #include <vector>
 
+#include "kernels/isa.h"
 #include "model/indexer.h"
 #include "quant/formats.h"
 
@@ -95,6 +96,64 @@ TEST(IndexerOps, Int8VnniScoresAreBitExact) {
   }
 }
 
+// The AMX kernel against the specification, bit for bit: pools 1..70 (partial tiles, several tiles) cut into
+// spans of random sizes (a cache block each, tiles crossing span ends, empty spans), heads below, at and past a
+// tile's 16 and a pair of tiles (32, 33), dims below, at and past a 64-dim chunk; extreme codes, a zero and a NaN
+// query head, as the VNNI sweep.
+TEST(IndexerOps, Int8AmxScoresAreBitExact) {
+  if (!indexer::Int8AmxSupported(4)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (int64_t dim : {4, 16, 64, 72, 128, 200}) {
+    for (int64_t heads : {1, 3, 5, 16, 17, 32, 33}) {
+      for (int64_t pools = 1; pools <= 70; pools += (pools < 20 ? 1 : 11)) {
+        std::vector<float> query(heads * dim), weights(heads), key_scales(pools);
+        std::vector<int8_t> keys(pools * dim);
+        for (float& v : query) v = uniform(rng);
+        for (float& v : weights) v = uniform(rng);
+        for (float& v : key_scales) v = 0.01f * (1.5f + uniform(rng));
+        for (int8_t& k : keys) k = static_cast<int8_t>(code(rng));
+        keys[pools * dim - 1] = -127;
+        if (heads >= 3) std::fill(query.begin() + dim, query.begin() + 2 * dim, 0.0f);  // head 1: zero
+        if (heads >= 5) query[3 * dim] = std::numeric_limits<float>::quiet_NaN();       // head 3: NaN
+        std::vector<int16_t> codes(heads * dim);
+        std::vector<float> query_scales(heads);
+        indexer::QuantizeQuery(query.data(), heads, dim, codes.data(), query_scales.data());
+        std::vector<int8_t> packed(indexer::AmxQueryBytes(heads, dim));
+        indexer::PackQueryForAmx(codes.data(), heads, dim, packed.data());
+        // Each span's keys copied to their own allocation, so a read past a span's end is ASan's to see.
+        std::vector<std::vector<int8_t>> span_keys;
+        std::vector<indexer::Int8KeySpan> spans;
+        for (int64_t m = 0; m < pools;) {
+          const int64_t count = std::min<int64_t>(pools - m, rng() % 3 == 0 ? 0 : 1 + rng() % 20);
+          span_keys.emplace_back(keys.begin() + m * dim, keys.begin() + (m + count) * dim);
+          spans.push_back({span_keys.back().data(), key_scales.data() + m, count});
+          m += count;
+        }
+        for (size_t i = 0; i < spans.size(); ++i) spans[i].keys = span_keys[i].data();
+        std::vector<float> fast(pools + 1, 7.0f), reference(pools);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        indexer::ScoresInt8Amx(packed.data(), query_scales.data(), weights.data(), spans, heads, dim, scale,
+                               fast.data());
+        indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
+                                     pools, heads, dim, scale, reference.data());
+        for (int64_t m = 0; m < pools; ++m) {
+          ASSERT_EQ(std::memcmp(&fast[m], &reference[m], sizeof(float)), 0)
+              << "pool " << m << " of " << pools << "×" << heads << "×" << dim << " (" << spans.size()
+              << " spans): " << fast[m] << " vs " << reference[m];
+        }
+        ASSERT_EQ(fast[pools], 7.0f) << "the kernel wrote past its " << pools << " scores";
+      }
+    }
+  }
+}
+
+TEST(IndexerOps, Int8AmxNeedsDimMultipleOf4UpToTheBuffer) {
+  EXPECT_FALSE(indexer::Int8AmxSupported(18));
+  EXPECT_FALSE(indexer::Int8AmxSupported(indexer::kAmxMaxDim + 4));
+}
+
 TEST(IndexerOps, Int8VnniNeedsDimMultipleOf4) {
   EXPECT_FALSE(indexer::Int8VnniSupported(17));
   EXPECT_FALSE(indexer::Int8VnniSupported(6));
@@ -148,6 +207,23 @@ void ExpectSameSelection(const std::vector<float>& scores, int64_t k) {
   const PoolSelection reference = SelectTopPools(scores, k);
   const PoolSelection fast = SelectTopPoolsLinear(scores, k, keys);
   EXPECT_EQ(fast.pools, reference.pools) << "k " << k << " of " << scores.size();
+  if (k < static_cast<int64_t>(scores.size())) {  // the fused threshold select: pieces into 3 collectors
+    std::mt19937 rng(static_cast<uint32_t>(scores.size() * 31 + k));
+    TopKeyCollector collectors[3];
+    for (TopKeyCollector& c : collectors) c.Reset(k + 1);
+    for (int64_t m = 0; m < static_cast<int64_t>(scores.size());) {
+      const int64_t count = std::min<int64_t>(static_cast<int64_t>(scores.size()) - m, 1 + rng() % 300);
+      collectors[rng() % 3].Add(scores.data() + m, m, count);
+      m += count;
+    }
+    std::vector<uint64_t> merged;
+    for (TopKeyCollector& c : collectors) merged.insert(merged.end(), c.keys().begin(), c.keys().end());
+    const PoolSelection fused = SelectTopPoolsFromKeys(scores, k, merged);
+    EXPECT_EQ(fused.pools, reference.pools) << "collectors, k " << k << " of " << scores.size();
+    EXPECT_TRUE(std::memcmp(&fused.margin, &reference.margin, sizeof(float)) == 0 ||
+                (std::isnan(fused.margin) && std::isnan(reference.margin)))
+        << fused.margin << " vs " << reference.margin;
+  }
   EXPECT_EQ(std::memcmp(&fast.margin, &reference.margin, sizeof(float)) == 0 ||
                 (std::isnan(fast.margin) && std::isnan(reference.margin)),
             true)
