@@ -58,10 +58,15 @@ void PackQueryForAmx(const int16_t* codes, int64_t heads, int64_t dim, int8_t* p
 void ScoresInt8Amx(const int8_t* packed_query, const float* query_scales, const float* head_weights,
                    std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale, float* scores);
 
+// The first i < count with values[i] ≥ floor (a NaN never is), else count: the top-pool collector's skip over
+// scores below its floor (model/indexer.h TopKeyCollector), Highway-dispatched.
+int64_t FirstAtLeast(const float* values, int64_t count, float floor);
+
 // The specifications (scalar, plain loops).
 void ScoresInt8Reference(const int16_t* query_codes, const float* query_scales, const float* head_weights,
                          const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim,
                          float scale, float* scores);
+int64_t FirstAtLeastReference(const float* values, int64_t count, float floor);
 void ScoresBf16Reference(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools,
                          int64_t heads, int64_t dim, float scale, float* scores);
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/indexer_ops.h"
 #include "kernels/reference.h"
 
 namespace glint {
@@ -145,6 +146,11 @@ uint32_t OrderedScoreBits(float score) {
   return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
 }
 
+// The inverse of OrderedScoreBits on its image but 0 (a NaN's): +0 for the zeros.
+float FloatOfOrderedBits(uint32_t ordered) {
+  return std::bit_cast<float>((ordered & 0x80000000u) ? ordered & 0x7fffffffu : ~ordered);
+}
+
 }  // namespace
 
 uint64_t PoolOrderKey(float score, int64_t pool) {
@@ -178,15 +184,19 @@ PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std
 void TopKeyCollector::Reset(int64_t keep) {
   keep_ = keep;
   floor_ = 0;  // every key is ≥ 1 (the index half is ~m with m < 2^32 − 1), so all pass until the first cut
+  floor_nan_ = true;
   keys_.clear();
   keys_.reserve(4 * keep);
 }
 
 void TopKeyCollector::Add(const float* scores, int64_t first_pool, int64_t count) {
-  const auto floor_bits = static_cast<uint32_t>(floor_ >> 32);
   for (int64_t i = 0; i < count; ++i) {
-    // Most scores fail on the score half alone once the floor has risen: one compare, no key built.
-    if (OrderedScoreBits(scores[i]) < floor_bits) continue;
+    // Once a cut has set a floor, the score half of a key ≥ the floor's is exactly score ≥ floor_value_ (the
+    // map is monotone, ±0 equal on both sides, a NaN fails): a vector compare skips the scores below it, almost
+    // all of them, without building keys. Before the first cut, and while the floor is a NaN's key (a NaN of
+    // lower index ranks above it, and no float compare says so), every score goes to the key compare.
+    if (!floor_nan_) i += indexer::FirstAtLeast(scores + i, count - i, floor_value_);
+    if (i == count) break;
     const uint64_t key = PoolOrderKey(scores[i], first_pool + i);
     if (key <= floor_) continue;
     keys_.push_back(key);
@@ -199,6 +209,9 @@ void TopKeyCollector::Cut() {
   std::nth_element(keys_.begin(), keys_.begin() + (keep_ - 1), keys_.end(), std::greater<uint64_t>());
   keys_.resize(keep_);
   floor_ = keys_[keep_ - 1];
+  // The score of the floor's key (its pool's score, +0 for a zero); a NaN floor is flagged instead.
+  floor_nan_ = (floor_ >> 32) == 0;
+  floor_value_ = floor_nan_ ? 0.0f : FloatOfOrderedBits(static_cast<uint32_t>(floor_ >> 32));
 }
 
 std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool) {

@@ -87,6 +87,8 @@ class TopKeyCollector {
   void Cut();
   int64_t keep_ = 1;
   uint64_t floor_ = 0;
+  bool floor_nan_ = true;     // no cut yet, or the floor is a NaN score's key: every score goes to the key compare
+  float floor_value_ = 0.0f;  // else the score half of floor_ as a float
   std::vector<uint64_t> keys_;
 };
 

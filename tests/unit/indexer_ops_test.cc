@@ -154,6 +154,22 @@ TEST(IndexerOps, Int8AmxNeedsDimMultipleOf4UpToTheBuffer) {
   EXPECT_FALSE(indexer::Int8AmxSupported(indexer::kAmxMaxDim + 4));
 }
 
+TEST(IndexerOps, FirstAtLeastEqualsTheReference) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float palette[] = {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, nan, inf, -inf};
+  std::mt19937 rng(6);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t n = rng() % 70;  // every tail length of every vector width
+    std::vector<float> values(n);
+    for (float& v : values) v = palette[rng() % 4 == 0 ? rng() % 8 : 3];  // mostly below every floor but -inf
+    if (n > 0 && trial % 2 == 0) values[rng() % n] = palette[rng() % 8];
+    for (float floor : {0.0f, -0.0f, 1.0f, 2.0f, inf, -inf, nan}) {
+      ASSERT_EQ(indexer::FirstAtLeast(values.data(), n, floor), indexer::FirstAtLeastReference(values.data(), n, floor))
+          << "n " << n << " floor " << floor << " trial " << trial;
+    }
+  }
+}
+
 TEST(IndexerOps, Int8VnniNeedsDimMultipleOf4) {
   EXPECT_FALSE(indexer::Int8VnniSupported(17));
   EXPECT_FALSE(indexer::Int8VnniSupported(6));
