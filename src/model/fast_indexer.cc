@@ -124,8 +124,10 @@ PoolSelection FastSelectPools(const DsaCache& cache, const FastIndexerQuery& que
   // The selection is fused into the scoring: each chunk's scores go through its worker's collector while they
   // are in L1 (a threshold select), so no pass re-reads all n scores; k ≥ n needs no select at all.
   const bool select = top_pools < visible;
-  collectors.resize(parallel ? pool->size() : 1);
-  for (TopKeyCollector& collector : collectors) collector.Reset(top_pools + 1);
+  // A lambda names a thread_local as the running thread's own instance: the workers get this thread's by reference.
+  std::vector<TopKeyCollector>& per_worker = collectors;
+  per_worker.resize(parallel ? pool->size() : 1);
+  for (TopKeyCollector& collector : per_worker) collector.Reset(top_pools + 1);
   float* out = scores.data();
   if (!parallel) {
     ScoreRange(cache, prepared, 0, visible, out, decoded);
@@ -135,7 +137,7 @@ PoolSelection FastSelectPools(const DsaCache& cache, const FastIndexerQuery& que
       thread_local std::vector<float> chunk_decoded;
       const int64_t begin = chunk * kChunkPools, end = std::min(visible, begin + kChunkPools);
       ScoreRange(cache, prepared, begin, end, out + begin, chunk_decoded);
-      if (select) collectors[worker].Add(out + begin, begin, end - begin);
+      if (select) per_worker[worker].Add(out + begin, begin, end - begin);
     });
   }
   const std::span<const float> all(scores.data(), visible);

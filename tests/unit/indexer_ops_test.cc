@@ -12,7 +12,10 @@
 #include <random>
 #include <vector>
 
+#include "base/worker_pool.h"
 #include "kernels/isa.h"
+#include "model/dsa_cache.h"
+#include "model/fast_indexer.h"
 #include "model/indexer.h"
 #include "quant/formats.h"
 
@@ -279,6 +282,56 @@ TEST(IndexerSelection, LinearSelectionAtDecodeSize) {
   std::vector<float> scores(262144);                        // 1M positions of kpool 4
   for (float& v : scores) v = std::max(0.0f, normal(rng));  // ReLU'd scores: a quarter million, half of them 0
   ExpectSameSelection(scores, 512);
+}
+
+}  // namespace
+}  // namespace glint
+
+namespace glint {
+namespace {
+
+// The fast indexer end to end on an int8 cache at the release's widths (e 128, 32 heads, K = 512 pools), 9,000
+// pools (5 chunks of 2,048 over 2 workers, so each worker's collector sees several chunks; and on one thread):
+// the selection — pools and margin, bit for bit — equals SelectTopPools of the specification's scores
+// (ScoresInt8Reference on the cached codes, exact in int32 whichever kernel the CPU runs: AMX, VNNI or Highway).
+// Every 7th pool repeats an earlier key, so equal scores straddle the K-th place.
+TEST(IndexerSelection, FastSelectPoolsOnAnInt8CacheEqualsTheReference) {
+  ModelConfig config;
+  config.kv_lora_rank = 8, config.index_head_dim = 128, config.index_kpool = 4, config.index_topk = 2048;
+  const int64_t heads = 32, e = config.index_head_dim, pools = 9000;
+  DsaCache cache = NewDsaCache(config, KvCacheDtype::kInt8);
+  ASSERT_TRUE(PrepareDsaCache(cache, config, pools * config.index_kpool).ok());
+  cache.tokens = pools * config.index_kpool;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> key(e), query(heads * e), weights(heads);
+  for (int64_t m = 0; m < pools; ++m) {
+    if (m % 7 == 6) {
+      cache.LoadPooledKey(m / 2, key.data());  // a decoded int8 row re-encodes to the same codes and scale
+    } else {
+      for (float& v : key) v = normal(rng);
+    }
+    cache.StorePooledKey(m, key.data());
+  }
+  for (float& v : query) v = normal(rng);
+  for (float& v : weights) v = std::fabs(normal(rng));
+  std::vector<int16_t> codes(heads * e);
+  std::vector<float> query_scales(heads), reference_scores(pools);
+  indexer::QuantizeQuery(query.data(), heads, e, codes.data(), query_scales.data());
+  for (int64_t m = 0; m < pools; ++m) {
+    indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(),
+                                 reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), 1, heads,
+                                 e, 1.0f / std::sqrt(static_cast<float>(e)), &reference_scores[m]);
+  }
+  const PoolSelection reference = SelectTopPools(reference_scores, config.IndexTopkPools());
+  const FastIndexerQuery fast_query{query.data(), weights.data(), heads, cache.tokens - 1};
+  WorkerPool workers(2);
+  for (WorkerPool* pool : {static_cast<WorkerPool*>(nullptr), &workers}) {
+    const PoolSelection fast = FastSelectPools(cache, fast_query, config.IndexTopkPools(), pool);
+    EXPECT_EQ(fast.pools, reference.pools) << (pool ? "2 workers" : "one thread");
+    EXPECT_EQ(std::memcmp(&fast.margin, &reference.margin, sizeof(float)), 0)
+        << fast.margin << " vs " << reference.margin;
+  }
 }
 
 }  // namespace
