@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "kernels/amx_tiles.h"
 #include "kernels/indexer_ops.h"
@@ -114,7 +116,7 @@ GLINT_TARGET_AMX void GroupProducts(const Walk& w, const int8_t* keys, int64_t g
 // total += Σ_h w_h · max(dot_h · ((scale · t_h) · s_m), 0) over the heads of group g, ascending, as Int8Term.
 GLINT_TARGET_AMX __m512 AddGroupTerms(const Walk& w, const int32_t* c, int64_t g, __m512 key_scales, __m512 total) {
   __m512i columns[16];
-  for (int i = 0; i < 16; ++i) columns[i] = _mm512_load_si512(c + 16 * i);
+  for (int i = 0; i < 16; ++i) columns[i] = _mm512_loadu_si512(c + 16 * i);
   Transpose16x16(columns);  // columns[n] = head 16g + n's dot products of the 16 pools
   const int64_t heads_here = std::min(kTileHeads, w.heads - g * kTileHeads);
   for (int64_t n = 0; n < heads_here; ++n) {
@@ -127,24 +129,32 @@ GLINT_TARGET_AMX __m512 AddGroupTerms(const Walk& w, const int32_t* c, int64_t g
   return total;
 }
 
-// The scores of the 16 key rows at `keys` (the first `pools` real).
-GLINT_TARGET_AMX void ScoreTile(const Walk& w, const int8_t* keys, const float* key_scales, int64_t pools,
-                                float* scores) {
-  alignas(64) int32_t c[2 * 256];
-  const __mmask16 mask = static_cast<__mmask16>((1u << pools) - 1);
-  const __m512 s = _mm512_maskz_loadu_ps(mask, key_scales);
-  __m512 total = _mm512_setzero_ps();
+// One tile of up to 16 pools: its key rows (16 readable rows, row stride dim) and its scales (copied: the
+// epilogue runs a tile later than the products, when a gathered tile's rows are gone).
+struct Tile {
+  const int8_t* keys = nullptr;
+  alignas(64) float scales[kTilePools] = {};
+  int64_t pools = 0;  // real rows, 1..16
+  int64_t out = 0;    // index of its first score
+};
+
+// The C tiles of every head group of `tile` into c [groups][16 pools][16 heads].
+GLINT_TARGET_AMX void TileProducts(const Walk& w, const Tile& tile, int32_t* c) {
   for (int64_t g = 0; g < w.groups; g += 2) {
     if (g + 1 < w.groups) {
-      GroupProducts<true>(w, keys, g, c);
-      total = AddGroupTerms(w, c, g, s, total);
-      total = AddGroupTerms(w, c + 256, g + 1, s, total);
+      GroupProducts<true>(w, tile.keys, g, c + g * 256);
     } else {
-      GroupProducts<false>(w, keys, g, c);
-      total = AddGroupTerms(w, c, g, s, total);
+      GroupProducts<false>(w, tile.keys, g, c + g * 256);
     }
   }
-  _mm512_mask_storeu_ps(scores, mask, total);
+}
+
+GLINT_TARGET_AMX void TileEpilogue(const Walk& w, const Tile& tile, const int32_t* c, float* scores) {
+  const __mmask16 mask = static_cast<__mmask16>((1u << tile.pools) - 1);
+  const __m512 s = _mm512_maskz_loadu_ps(mask, tile.scales);
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t g = 0; g < w.groups; ++g) total = AddGroupTerms(w, c + g * 256, g, s, total);
+  _mm512_mask_storeu_ps(scores + tile.out, mask, total);
 }
 
 // Spans asked for ahead of the one scored. A release block's keys are 2 KiB, scored in ≈ 0.2 µs at a core's share
@@ -158,6 +168,50 @@ inline void Prefetch(const Int8KeySpan& span, int64_t dim) {
   for (int64_t offset = 0; offset < span.pools * dim; offset += 64) __builtin_prefetch(bytes + offset, 0, 0);
   __builtin_prefetch(span.scales, 0, 0);
 }
+
+// Cuts the spans into tiles of 16 pools: in place where 16 rows are inside one span, else copied (across span
+// ends, or the last span's partial tile) into a scratch with zero rows after the last real one.
+class TileCursor {
+ public:
+  TileCursor(std::span<const Int8KeySpan> spans, int64_t dim) : spans_(spans), dim_(dim) {
+    for (size_t i = 0; i < std::min(kPrefetchSpans, spans.size()); ++i) Prefetch(spans[i], dim);
+  }
+  bool Next(Tile& tile) {
+    while (next_ < spans_.size() && offset_ == spans_[next_].pools) Advance();
+    if (next_ == spans_.size()) return false;
+    const Int8KeySpan& span = spans_[next_];
+    tile.out = out_;
+    if (span.pools - offset_ >= kTilePools) {
+      tile.keys = span.keys + offset_ * dim_, tile.pools = kTilePools;
+      std::memcpy(tile.scales, span.scales + offset_, sizeof(tile.scales));
+      offset_ += kTilePools;
+    } else {
+      std::memset(gathered_, 0, static_cast<size_t>(kTilePools * dim_));
+      int64_t n = 0;
+      while (n < kTilePools && next_ < spans_.size()) {
+        const int64_t take = std::min(kTilePools - n, spans_[next_].pools - offset_);
+        std::memcpy(gathered_ + n * dim_, spans_[next_].keys + offset_ * dim_, static_cast<size_t>(take * dim_));
+        std::memcpy(tile.scales + n, spans_[next_].scales + offset_, static_cast<size_t>(take) * sizeof(float));
+        n += take, offset_ += take;
+        if (offset_ == spans_[next_].pools) Advance();
+      }
+      tile.keys = gathered_, tile.pools = n;
+    }
+    out_ += tile.pools;
+    return true;
+  }
+
+ private:
+  void Advance() {
+    ++next_, offset_ = 0;
+    if (next_ + kPrefetchSpans - 1 < spans_.size()) Prefetch(spans_[next_ + kPrefetchSpans - 1], dim_);
+  }
+  std::span<const Int8KeySpan> spans_;
+  int64_t dim_;
+  size_t next_ = 0;  // the span the next tile starts in
+  int64_t offset_ = 0, out_ = 0;
+  alignas(64) int8_t gathered_[kTilePools * kAmxMaxDim];
+};
 
 }  // namespace
 
@@ -178,52 +232,28 @@ void PackQueryForAmx(const int16_t* codes, int64_t heads, int64_t dim, int8_t* p
   }
 }
 
+// Software-pipelined by one tile: tile t + 1's products go to the tile unit before tile t's epilogue reads its
+// stored C (reading a `tilestored` result at once stalls on the store; the tile unit and the vector ports are
+// separate, so the two overlap). The C buffers alternate.
 GLINT_TARGET_AMX void ScoresInt8Amx(const int8_t* packed_query, const float* query_scales, const float* head_weights,
                                     std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale,
                                     float* scores) {
-  const Walk w{packed_query,
-               query_scales,
-               head_weights,
-               heads,
-               dim,
-               (dim + kChunkDims - 1) / kChunkDims,
-               (heads + kTileHeads - 1) / kTileHeads,
-               scale};
+  const int64_t groups = (heads + kTileHeads - 1) / kTileHeads;
+  const Walk w{packed_query, query_scales, head_weights, heads, dim, (dim + kChunkDims - 1) / kChunkDims,
+               groups,       scale};
+  thread_local std::vector<int32_t> buffers;
+  buffers.resize(2 * groups * 256);
+  int32_t* c[2] = {buffers.data(), buffers.data() + groups * 256};
+  auto cursor = std::make_unique<TileCursor>(spans, dim);
+  Tile tiles[2];
+  if (!cursor->Next(tiles[0])) return;
   ConfigureTiles(dim % kChunkDims);
-  // A tile that would cross a span's end is copied here, zero rows after the last real one.
-  alignas(64) int8_t gathered_keys[kTilePools * kAmxMaxDim];
-  alignas(64) float gathered_scales[kTilePools];
-  for (size_t i = 0; i < std::min(kPrefetchSpans, spans.size()); ++i) Prefetch(spans[i], dim);
-  size_t next = 0;  // the span the next tile starts in
-  int64_t offset = 0, out = 0;
-  while (next < spans.size()) {
-    const Int8KeySpan& span = spans[next];
-    if (offset == 0 && next + kPrefetchSpans < spans.size()) Prefetch(spans[next + kPrefetchSpans], dim);
-    if (span.pools - offset >= kTilePools || next + 1 == spans.size()) {
-      const int64_t n = std::min(kTilePools, span.pools - offset);
-      if (n == kTilePools) {
-        ScoreTile(w, span.keys + offset * dim, span.scales + offset, n, scores + out);
-      } else {  // the last span's partial tile: zero rows pad it (never read past the span)
-        std::memset(gathered_keys, 0, static_cast<size_t>(kTilePools * dim));
-        std::memcpy(gathered_keys, span.keys + offset * dim, static_cast<size_t>(n * dim));
-        ScoreTile(w, gathered_keys, span.scales + offset, n, scores + out);
-      }
-      out += n, offset += n;
-    } else {  // gather 16 rows (or what is left) across spans
-      int64_t n = 0;
-      std::memset(gathered_keys, 0, static_cast<size_t>(kTilePools * dim));
-      while (n < kTilePools && next < spans.size()) {
-        const int64_t take = std::min(kTilePools - n, spans[next].pools - offset);
-        std::memcpy(gathered_keys + n * dim, spans[next].keys + offset * dim, static_cast<size_t>(take * dim));
-        std::memcpy(gathered_scales + n, spans[next].scales + offset, static_cast<size_t>(take) * sizeof(float));
-        n += take, offset += take;
-        if (offset == spans[next].pools) ++next, offset = 0;
-      }
-      ScoreTile(w, gathered_keys, gathered_scales, n, scores + out);
-      out += n;
-      continue;
-    }
-    if (offset == span.pools) ++next, offset = 0;
+  TileProducts(w, tiles[0], c[0]);
+  for (int t = 0;; t ^= 1) {
+    const bool more = cursor->Next(tiles[t ^ 1]);
+    if (more) TileProducts(w, tiles[t ^ 1], c[t ^ 1]);
+    TileEpilogue(w, tiles[t], c[t], scores);
+    if (!more) break;
   }
   internal::ReleaseTiles();
 }
