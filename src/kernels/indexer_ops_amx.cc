@@ -83,6 +83,19 @@ struct Walk {
   float scale;
 };
 
+// C tmm0 (+ tmm1) += A · B for one 64-dim chunk: A (tile kATile) = the 16 key rows' chunk at `keys`, B (kBTile,
+// + 1) = the head group's (and the next group's, `group_bytes` on) packed query chunk at `b`. Signed × signed.
+template <int kATile, int kBTile, bool kPair>
+GLINT_TARGET_AMX inline void ChunkProducts(const int8_t* keys, int64_t dim, const int8_t* b, int64_t group_bytes) {
+  TileLoad<kATile>(keys, dim);
+  TileLoad<kBTile>(b, 64);
+  asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC), "n"(kATile), "n"(kBTile));
+  if constexpr (kPair) {
+    TileLoad<kBTile + 1>(b + group_bytes, 64);
+    asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC + 1), "n"(kATile), "n"(kBTile + 1));
+  }
+}
+
 // C tiles of head groups g, g + 1 (when `pair`) for the 16 key rows at `keys` (row stride dim).
 template <bool kPair>
 GLINT_TARGET_AMX void GroupProducts(const Walk& w, const int8_t* keys, int64_t g, int32_t* c) {
@@ -92,21 +105,9 @@ GLINT_TARGET_AMX void GroupProducts(const Walk& w, const int8_t* keys, int64_t g
   for (int64_t chunk = 0; chunk < w.chunks; ++chunk) {
     const int8_t* b = w.query + g * group_bytes + chunk * 1024;
     if (chunk + 1 < w.chunks || w.dim % kChunkDims == 0) {
-      TileLoad<kA>(keys + chunk * kChunkDims, w.dim);
-      TileLoad<kB>(b, 64);
-      asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC), "n"(kA), "n"(kB));
-      if constexpr (kPair) {
-        TileLoad<kB + 1>(b + group_bytes, 64);
-        asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC + 1), "n"(kA), "n"(kB + 1));
-      }
-    } else {
-      TileLoad<kALast>(keys + chunk * kChunkDims, w.dim);
-      TileLoad<kBLast>(b, 64);
-      asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC), "n"(kALast), "n"(kBLast));
-      if constexpr (kPair) {
-        TileLoad<kBLast + 1>(b + group_bytes, 64);
-        asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC + 1), "n"(kALast), "n"(kBLast + 1));
-      }
+      ChunkProducts<kA, kB, kPair>(keys + chunk * kChunkDims, w.dim, b, group_bytes);
+    } else {  // the last chunk's narrower tiles (dim % 64 dims)
+      ChunkProducts<kALast, kBLast, kPair>(keys + chunk * kChunkDims, w.dim, b, group_bytes);
     }
   }
   TileStore<kC>(c, 64);

@@ -57,26 +57,41 @@ TEST(IndexerOps, Int8ScoresAreBitExact) {
   }
 }
 
+// One case of the int8 kernel sweeps: random query, weights, key scales and codes; the extreme code −127 in the
+// last key, query head 1 zero (scale 0) and, in some cases, head 3 non-finite (NaN) where there are that many heads.
+struct SweepCase {
+  std::vector<float> query, weights, key_scales;  // [heads, dim], [heads], [pools]
+  std::vector<int8_t> keys;                       // [pools, dim]
+};
+SweepCase MakeSweepCase(std::mt19937& rng, int64_t pools, int64_t heads, int64_t dim) {
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  SweepCase c{std::vector<float>(heads * dim), std::vector<float>(heads), std::vector<float>(pools),
+              std::vector<int8_t>(pools * dim)};
+  for (float& v : c.query) v = uniform(rng);
+  for (float& v : c.weights) v = uniform(rng);
+  for (float& v : c.key_scales) v = 0.01f * (1.5f + uniform(rng));
+  for (int8_t& k : c.keys) k = static_cast<int8_t>(code(rng));
+  c.keys[pools * dim - 1] = -127;
+  if (heads >= 3) std::fill(c.query.begin() + dim, c.query.begin() + 2 * dim, 0.0f);
+  // A NaN head makes every score NaN (the bits then compare equal whatever the other heads did), so only a few
+  // cases carry one: the rest check every head's dot product.
+  if (heads >= 5 && pools % 7 == 3) c.query[3 * dim] = std::numeric_limits<float>::quiet_NaN();
+  return c;
+}
+
 // The VNNI kernel against the specification, bit for bit, over a sweep: every partial tile of 16 keys (pools
 // 1..40), head counts below, at and past each group size (4, 8) and the release's 32, dims multiple of 4; codes at
 // the extremes (−127 for keys and the query's amax head), a zero query head (scale 0) and a non-finite one (NaN).
 TEST(IndexerOps, Int8VnniScoresAreBitExact) {
   if (!indexer::Int8VnniSupported(4)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI (isa.h kAvx512)";
   std::mt19937 rng(3);
-  std::uniform_int_distribution<int> code(-127, 127);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int64_t dim : {4, 16, 64, 128}) {
     for (int64_t heads : {1, 3, 4, 5, 8, 9, 32}) {
       for (int64_t pools = 1; pools <= 40; pools += (pools < 18 ? 1 : 7)) {
-        std::vector<float> query(heads * dim), weights(heads), key_scales(pools);
-        std::vector<int8_t> keys(pools * dim);
-        for (float& v : query) v = uniform(rng);
-        for (float& v : weights) v = uniform(rng);
-        for (float& v : key_scales) v = 0.01f * (1.5f + uniform(rng));
-        for (int8_t& k : keys) k = static_cast<int8_t>(code(rng));
-        keys[pools * dim - 1] = -127;
-        if (heads >= 3) std::fill(query.begin() + dim, query.begin() + 2 * dim, 0.0f);  // head 1: zero
-        if (heads >= 5) query[3 * dim] = std::numeric_limits<float>::quiet_NaN();       // head 3: NaN
+        const SweepCase sc = MakeSweepCase(rng, pools, heads, dim);
+        const std::vector<float>&query = sc.query, &weights = sc.weights, &key_scales = sc.key_scales;
+        const std::vector<int8_t>& keys = sc.keys;
         std::vector<int16_t> codes(heads * dim);
         std::vector<uint8_t> biased(heads * dim);
         std::vector<float> query_scales(heads);
@@ -106,20 +121,12 @@ TEST(IndexerOps, Int8VnniScoresAreBitExact) {
 TEST(IndexerOps, Int8AmxScoresAreBitExact) {
   if (!indexer::Int8AmxSupported(4)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
   std::mt19937 rng(5);
-  std::uniform_int_distribution<int> code(-127, 127);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int64_t dim : {4, 16, 64, 72, 128, 200}) {
     for (int64_t heads : {1, 3, 5, 16, 17, 32, 33}) {
       for (int64_t pools = 1; pools <= 70; pools += (pools < 20 ? 1 : 11)) {
-        std::vector<float> query(heads * dim), weights(heads), key_scales(pools);
-        std::vector<int8_t> keys(pools * dim);
-        for (float& v : query) v = uniform(rng);
-        for (float& v : weights) v = uniform(rng);
-        for (float& v : key_scales) v = 0.01f * (1.5f + uniform(rng));
-        for (int8_t& k : keys) k = static_cast<int8_t>(code(rng));
-        keys[pools * dim - 1] = -127;
-        if (heads >= 3) std::fill(query.begin() + dim, query.begin() + 2 * dim, 0.0f);  // head 1: zero
-        if (heads >= 5) query[3 * dim] = std::numeric_limits<float>::quiet_NaN();       // head 3: NaN
+        const SweepCase sc = MakeSweepCase(rng, pools, heads, dim);
+        const std::vector<float>&query = sc.query, &weights = sc.weights, &key_scales = sc.key_scales;
+        const std::vector<int8_t>& keys = sc.keys;
         std::vector<int16_t> codes(heads * dim);
         std::vector<float> query_scales(heads);
         indexer::QuantizeQuery(query.data(), heads, dim, codes.data(), query_scales.data());
