@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -20,12 +21,14 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
+#include "kernels/indexer_ops.h"
 #include "kernels/kda_ops.h"
 #include "kernels/linear.h"
 #include "kernels/linear_probe.h"
 #include "kernels/machine_limits.h"
 #include "kernels/mla_ops.h"
 #include "kernels/vector_ops.h"
+#include "model/indexer.h"
 #include "quant/bf16_matrix.h"
 
 namespace glint {
@@ -266,6 +269,106 @@ BENCHMARK(BM_LinearBf16)
     ->Args({288, 4096, 1, 1})
     ->Args({4096, 1536, 1, 1})
     ->Args({4096, 1536, 512, 2})
+    ->UseRealTime();
+
+// The DSA indexer's int8 scoring at 1M positions (issue #15; docs/long-context.md): 262,144 pools × 32 heads ×
+// 128 dims, 34.6 MB of key codes and scales (above any L3: streamed from DRAM), in blocks of 16 pools (the engine's
+// 64-token blocks), spread over `threads` in chunks of 2,048 pools as FastSelectPools does. kernel: 0 Highway
+// (AVX2 / AVX-512 int16 pairs), 1 VNNI (gathers), 2 AMX tiles. bw = GB/s ÷ triad: the kernel's memory roofline.
+constexpr int64_t kIndexerPools = 262144, kIndexerHeads = 32, kIndexerDim = 128, kIndexerChunk = 2048;
+
+void BM_IndexerInt8Scores(benchmark::State& state) {
+  const int kernel = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
+  if ((kernel == 1 && !indexer::Int8VnniSupported(kIndexerDim)) ||
+      (kernel == 2 && !indexer::Int8AmxSupported(kIndexerDim))) {
+    state.SkipWithError(kernel == 1 ? "no AVX-512 VNNI" : "no AMX");
+    return;
+  }
+  std::mt19937 rng(1);
+  std::vector<int8_t> keys(kIndexerPools * kIndexerDim);
+  for (int8_t& k : keys) k = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  std::vector<float> key_scales(kIndexerPools, 0.01f), query(kIndexerHeads * kIndexerDim), weights(kIndexerHeads);
+  for (float& v : query) v = static_cast<float>(rng() % 1000) / 500.0f - 1.0f;
+  for (float& v : weights) v = static_cast<float>(rng() % 1000) / 1000.0f;
+  std::vector<int16_t> codes(query.size());
+  std::vector<float> query_scales(kIndexerHeads), scores(kIndexerPools);
+  indexer::QuantizeQuery(query.data(), kIndexerHeads, kIndexerDim, codes.data(), query_scales.data());
+  std::vector<uint8_t> biased(codes.size());
+  indexer::BiasQueryCodes(codes.data(), kIndexerHeads, kIndexerDim, biased.data());
+  std::vector<int8_t> packed(indexer::AmxQueryBytes(kIndexerHeads, kIndexerDim));
+  indexer::PackQueryForAmx(codes.data(), kIndexerHeads, kIndexerDim, packed.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kIndexerDim));
+  WorkerPool& pool = Pool(threads);
+  const auto block = [&](int64_t m, int64_t n) {  // n pools from m, one block
+    const int8_t* k = keys.data() + m * kIndexerDim;
+    if (kernel == 1) {
+      indexer::ScoresInt8Vnni(biased.data(), query_scales.data(), weights.data(), k, key_scales.data() + m, n,
+                              kIndexerHeads, kIndexerDim, scale, scores.data() + m);
+    } else {
+      indexer::ScoresInt8(codes.data(), query_scales.data(), weights.data(), k, key_scales.data() + m, n, kIndexerHeads,
+                          kIndexerDim, scale, scores.data() + m);
+    }
+  };
+  for (auto _ : state) {
+    pool.Run(kIndexerPools / kIndexerChunk, [&](int64_t chunk, int) {
+      const int64_t begin = chunk * kIndexerChunk;
+      if (kernel == 2) {
+        std::vector<indexer::Int8KeySpan> spans;
+        for (int64_t m = begin; m < begin + kIndexerChunk; m += 16) {
+          spans.push_back({keys.data() + m * kIndexerDim, key_scales.data() + m, 16});
+        }
+        indexer::ScoresInt8Amx(packed.data(), query_scales.data(), weights.data(), spans, kIndexerHeads, kIndexerDim,
+                               scale, scores.data() + begin);
+      } else {
+        for (int64_t m = begin; m < begin + kIndexerChunk; m += 16) block(m, 16);
+      }
+    });
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(kIndexerPools) * (kIndexerDim + 4);
+  state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_IndexerInt8Scores)
+    ->Name("Indexer/Int8Scores/pools:262144/heads:32/dim:128")
+    ->ArgNames({"kernel", "threads"})
+    ->ArgsProduct({{0, 1, 2}, {1, 2}})
+    ->UseRealTime();
+
+// The top-512 selection over 1M positions' 262,144 pool scores (ReLU'd normals), as the indexer's second half.
+// method 0: SelectTopPoolsLinear (a key per pool, nth_element over all, one thread); 1: the fused threshold select
+// (a TopKeyCollector per worker fed chunks of 2,048, then SelectTopPoolsFromKeys over their union).
+void BM_IndexerSelect(benchmark::State& state) {
+  const int method = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
+  std::mt19937 rng(2);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> scores(kIndexerPools);
+  for (float& v : scores) v = std::max(0.0f, normal(rng));
+  std::vector<uint64_t> keys;
+  std::vector<TopKeyCollector> collectors(threads);
+  WorkerPool& pool = Pool(threads);
+  for (auto _ : state) {
+    PoolSelection selection;
+    if (method == 0) {
+      selection = SelectTopPoolsLinear(scores, 512, keys);
+    } else {
+      for (TopKeyCollector& c : collectors) c.Reset(513);
+      pool.Run(kIndexerPools / kIndexerChunk, [&](int64_t chunk, int worker) {
+        collectors[worker].Add(scores.data() + chunk * kIndexerChunk, chunk * kIndexerChunk, kIndexerChunk);
+      });
+      std::vector<uint64_t>& merged = collectors[0].keys();
+      for (int w = 1; w < threads; ++w)
+        merged.insert(merged.end(), collectors[w].keys().begin(), collectors[w].keys().end());
+      selection = SelectTopPoolsFromKeys(scores, 512, merged);
+    }
+    benchmark::DoNotOptimize(selection.pools.data());
+  }
+}
+BENCHMARK(BM_IndexerSelect)
+    ->Name("Indexer/Select/pools:262144/k:512")
+    ->ArgNames({"method", "threads"})
+    ->Args({0, 1})
+    ->Args({1, 1})
+    ->Args({1, 2})
     ->UseRealTime();
 
 // KDA decode step over all 64 heads of one layer: S is read twice and written once (3 × 4 MiB per token).

@@ -35,6 +35,21 @@ GLINT_TARGET_AMX inline void LoadTileConfig(const TileConfig& config) {
   asm volatile("ldtilecfg %0" : : "m"(config) : "memory");
 }
 
+// Tile instructions through asm with "memory" clobbers: gcc 12's intrinsics are asm statements that name no memory,
+// so the compiler could move the epilogue's reads of the stored C buffer before the `tilestored`.
+template <int T>
+GLINT_TARGET_AMX inline void TileLoad(const void* base, int64_t stride) {
+  asm volatile("tileloadd (%0,%1,1), %%tmm%c2" : : "r"(base), "r"(stride), "n"(T) : "memory");
+}
+template <int T>
+GLINT_TARGET_AMX inline void TileStore(void* base, int64_t stride) {
+  asm volatile("tilestored %%tmm%c2, (%0,%1,1)" : : "r"(base), "r"(stride), "n"(T) : "memory");
+}
+template <int T>
+GLINT_TARGET_AMX inline void TileZero() {
+  asm volatile("tilezero %%tmm%c0" : : "n"(T));
+}
+
 // Returns the tiles to their initial state (no configuration): the OS then need not save 8 KiB of tile data
 // at a context switch, and the core may leave the AMX power state.
 GLINT_TARGET_AMX inline void ReleaseTiles() { asm volatile("tilerelease" ::: "memory"); }

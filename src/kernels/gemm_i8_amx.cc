@@ -30,16 +30,6 @@ namespace {
 constexpr int kTileTokens = 16;
 constexpr int kC = 0, kA = 4, kB = 6;  // first C, A and B tile registers
 
-// Tile instructions through asm with "memory" clobbers: gcc 12's intrinsics are asm statements that name no memory,
-// so the compiler could move the epilogue's reads of the stored C buffer before the `tilestored`.
-template <int T>
-GLINT_TARGET_AMX inline void TileLoad(const void* base, int64_t stride) {
-  asm volatile("tileloadd (%0,%1,1), %%tmm%c2" : : "r"(base), "r"(stride), "n"(T) : "memory");
-}
-template <int T>
-GLINT_TARGET_AMX inline void TileStore(void* base, int64_t stride) {
-  asm volatile("tilestored %%tmm%c2, (%0,%1,1)" : : "r"(base), "r"(stride), "n"(T) : "memory");
-}
 // C += A · B, A signed and B unsigned bytes.
 template <int C, int A, int B>
 GLINT_TARGET_AMX inline void TileDotSignedUnsigned() {

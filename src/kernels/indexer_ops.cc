@@ -122,6 +122,21 @@ void ScoresBf16(const float* query, const float* head_weights, const uint16_t* k
   }
 }
 
+int64_t FirstAtLeast(const float* values, int64_t count, float floor) {
+  const hn::ScalableTag<float> df;
+  const int64_t lanes = hn::Lanes(df);
+  const auto f = hn::Set(df, floor);
+  int64_t i = 0;
+  for (; i + lanes <= count; i += lanes) {
+    const intptr_t first = hn::FindFirstTrue(df, hn::Ge(hn::LoadU(df, values + i), f));
+    if (first >= 0) return i + first;
+  }
+  for (; i < count; ++i) {
+    if (values[i] >= floor) return i;
+  }
+  return count;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace glint::indexer
 HWY_AFTER_NAMESPACE();
@@ -130,6 +145,18 @@ HWY_AFTER_NAMESPACE();
 namespace glint::indexer {
 HWY_EXPORT(ScoresInt8);
 HWY_EXPORT(ScoresBf16);
+HWY_EXPORT(FirstAtLeast);
+
+int64_t FirstAtLeast(const float* values, int64_t count, float floor) {
+  return HWY_DYNAMIC_DISPATCH(FirstAtLeast)(values, count, floor);
+}
+
+int64_t FirstAtLeastReference(const float* values, int64_t count, float floor) {
+  for (int64_t i = 0; i < count; ++i) {
+    if (values[i] >= floor) return i;
+  }
+  return count;
+}
 
 void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
                 const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores) {

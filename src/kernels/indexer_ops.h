@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 namespace glint::indexer {
 
@@ -38,10 +39,34 @@ void ScoresInt8Vnni(const uint8_t* biased_codes, const float* query_scales, cons
                     const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
                     float* scores);
 
+// int8 keys on AMX tiles (indexer_ops_amx.cc: 16 pools × 16 heads × 64 dims per tile product), bit-exact with
+// ScoresInt8Reference. Only where Int8AmxSupported(dim): the CPU and the OS allow AMX (isa.h kAmx), dim is a
+// multiple of 4 and at most kAmxMaxDim (a partial tile is copied into a stack buffer of 16 rows). The keys come
+// as spans (a cache block's pooled keys each), scored as one sequence into scores[Σ span pools]; one call
+// configures the tiles once. The query goes in packed as the tiles' B operand (PackQueryForAmx, once per query):
+// packed[((g · chunks + c) · 16 + r) · 64 + n · 4 + j] = codes[(16g + n) · dim + 64c + 4r + j], zeros past the
+// heads and dims (chunks = ceil(dim / 64), AmxQueryBytes(heads, dim) bytes).
+struct Int8KeySpan {
+  const int8_t* keys;   // [pools, dim] codes, row stride dim
+  const float* scales;  // [pools]
+  int64_t pools;
+};
+inline constexpr int64_t kAmxMaxDim = 1024;
+bool Int8AmxSupported(int64_t dim);
+int64_t AmxQueryBytes(int64_t heads, int64_t dim);
+void PackQueryForAmx(const int16_t* codes, int64_t heads, int64_t dim, int8_t* packed);
+void ScoresInt8Amx(const int8_t* packed_query, const float* query_scales, const float* head_weights,
+                   std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale, float* scores);
+
+// The first i < count with values[i] ≥ floor (a NaN never is), else count: the top-pool collector's skip over
+// scores below its floor (model/indexer.h TopKeyCollector), Highway-dispatched.
+int64_t FirstAtLeast(const float* values, int64_t count, float floor);
+
 // The specifications (scalar, plain loops).
 void ScoresInt8Reference(const int16_t* query_codes, const float* query_scales, const float* head_weights,
                          const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim,
                          float scale, float* scores);
+int64_t FirstAtLeastReference(const float* values, int64_t count, float floor);
 void ScoresBf16Reference(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools,
                          int64_t heads, int64_t dim, float scale, float* scores);
 

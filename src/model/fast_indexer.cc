@@ -20,6 +20,7 @@ struct PreparedQuery {
   std::vector<int16_t> codes;   // [heads, e] int8 keys only
   std::vector<float> scales;    // [heads]
   std::vector<uint8_t> biased;  // [heads, e] codes + 128, for the VNNI kernel where it runs (else empty)
+  std::vector<int8_t> amx;      // the codes packed as AMX tiles' B operand, where that kernel runs (else empty)
 };
 
 // Blocks are separate items of the cache's arena, so the hardware prefetcher stops at each block's end and every
@@ -32,9 +33,27 @@ void PrefetchKeys(const DsaCache& cache, int64_t pool, int64_t count) {
   if (KvCacheDtypeHasScale(cache.dtype)) __builtin_prefetch(cache.PooledScale(pool), 0, 0);
 }
 
+// int8 keys on AMX tiles: the blocks' key spans of pools [begin, end), scored in one call (one tile
+// configuration); the kernel prefetches each next block as the current one is scored.
+void ScoreRangeAmx(const DsaCache& cache, const PreparedQuery& prepared, int64_t begin, int64_t end, float* scores) {
+  thread_local std::vector<indexer::Int8KeySpan> spans;
+  const int64_t pools_per_block = cache.block_tokens / cache.kpool;
+  spans.clear();
+  for (int64_t m = begin; m < end;) {
+    const int64_t count = std::min(pools_per_block - m % pools_per_block, end - m);
+    spans.push_back({reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), count});
+    m += count;
+  }
+  const FastIndexerQuery& q = *prepared.q;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(cache.index_head_dim));
+  indexer::ScoresInt8Amx(prepared.amx.data(), prepared.scales.data(), q.head_weights, spans, q.heads,
+                         cache.index_head_dim, scale, scores);
+}
+
 // scores[m − begin] for pools [begin, end) of `cache`, block by block. `decoded`: scratch for fp8 keys.
 void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t begin, int64_t end, float* scores,
                 std::vector<float>& decoded) {
+  if (!prepared.amx.empty()) return ScoreRangeAmx(cache, prepared, begin, end, scores);
   const FastIndexerQuery& q = *prepared.q;
   const int64_t e = cache.index_head_dim, pools_per_block = cache.block_tokens / cache.kpool;
   const float scale = 1.0f / std::sqrt(static_cast<float>(e));
@@ -71,38 +90,62 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
   }
 }
 
+PreparedQuery PrepareQuery(const DsaCache& cache, const FastIndexerQuery& query) {
+  const int64_t e = cache.index_head_dim;
+  PreparedQuery prepared{&query, {}, {}, {}, {}};
+  if (cache.dtype != KvCacheDtype::kInt8) return prepared;
+  prepared.codes.resize(query.heads * e);
+  prepared.scales.resize(query.heads);
+  indexer::QuantizeQuery(query.query, query.heads, e, prepared.codes.data(), prepared.scales.data());
+  // AMX, else VNNI, else Highway: all bit-exact with ScoresInt8Reference, so the choice never changes a selection.
+  if (indexer::Int8AmxSupported(e)) {
+    prepared.amx.resize(indexer::AmxQueryBytes(query.heads, e));
+    indexer::PackQueryForAmx(prepared.codes.data(), query.heads, e, prepared.amx.data());
+  } else if (indexer::Int8VnniSupported(e)) {
+    prepared.biased.resize(query.heads * e);
+    indexer::BiasQueryCodes(prepared.codes.data(), query.heads, e, prepared.biased.data());
+  }
+  return prepared;
+}
+
 }  // namespace
 
 PoolSelection FastSelectPools(const DsaCache& cache, const FastIndexerQuery& query, int64_t top_pools,
                               WorkerPool* pool) {
   // Per-thread scratch, reused across calls and layers (a decode step makes one call per DSA layer).
   thread_local std::vector<float> scores;
-  thread_local std::vector<uint64_t> keys;
   thread_local std::vector<float> decoded;
-  const int64_t visible = VisiblePools(query.position, cache.kpool), e = cache.index_head_dim;
-  PreparedQuery prepared{&query, {}, {}, {}};
-  if (cache.dtype == KvCacheDtype::kInt8) {
-    prepared.codes.resize(query.heads * e);
-    prepared.scales.resize(query.heads);
-    indexer::QuantizeQuery(query.query, query.heads, e, prepared.codes.data(), prepared.scales.data());
-    if (indexer::Int8VnniSupported(e)) {  // bit-exact with ScoresInt8, so the choice never changes a selection
-      prepared.biased.resize(query.heads * e);
-      indexer::BiasQueryCodes(prepared.codes.data(), query.heads, e, prepared.biased.data());
-    }
-  }
+  thread_local std::vector<TopKeyCollector> collectors;  // [workers]: each keeps its chunks' K+1 best pool keys
+  const int64_t visible = VisiblePools(query.position, cache.kpool);
+  const PreparedQuery prepared = PrepareQuery(cache, query);
   scores.resize(visible);
   const int64_t chunks = (visible + kChunkPools - 1) / kChunkPools;
-  if (pool == nullptr || chunks == 1 || pool->size() == 1) {
-    ScoreRange(cache, prepared, 0, visible, scores.data(), decoded);
+  const bool parallel = pool != nullptr && chunks > 1 && pool->size() > 1;
+  // The selection is fused into the scoring: each chunk's scores go through its worker's collector while they
+  // are in L1 (a threshold select), so no pass re-reads all n scores; k ≥ n needs no select at all.
+  const bool select = top_pools < visible;
+  // A lambda names a thread_local as the running thread's own instance: the workers get this thread's by reference.
+  std::vector<TopKeyCollector>& per_worker = collectors;
+  per_worker.resize(parallel ? pool->size() : 1);
+  for (TopKeyCollector& collector : per_worker) collector.Reset(top_pools + 1);
+  float* out = scores.data();
+  if (!parallel) {
+    ScoreRange(cache, prepared, 0, visible, out, decoded);
+    if (select) collectors[0].Add(out, 0, visible);
   } else {
-    float* out = scores.data();
-    pool->Run(chunks, [&](int64_t chunk, int) {
+    pool->Run(chunks, [&](int64_t chunk, int worker) {
       thread_local std::vector<float> chunk_decoded;
       const int64_t begin = chunk * kChunkPools, end = std::min(visible, begin + kChunkPools);
       ScoreRange(cache, prepared, begin, end, out + begin, chunk_decoded);
+      if (select) per_worker[worker].Add(out + begin, begin, end - begin);
     });
   }
-  return SelectTopPoolsLinear(std::span<const float>(scores.data(), visible), top_pools, keys);
+  const std::span<const float> all(scores.data(), visible);
+  if (!select) return SelectTopPools(all, top_pools);
+  std::vector<uint64_t>& keys = collectors[0].keys();
+  for (size_t w = 1; w < collectors.size(); ++w)
+    keys.insert(keys.end(), collectors[w].keys().begin(), collectors[w].keys().end());
+  return SelectTopPoolsFromKeys(all, top_pools, keys);
 }
 
 int64_t IndexerKeyBytes(const DsaCache& cache, int64_t position) {

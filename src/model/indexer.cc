@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "kernels/indexer_ops.h"
 #include "kernels/reference.h"
 
 namespace glint {
@@ -145,16 +146,20 @@ uint32_t OrderedScoreBits(float score) {
   return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
 }
 
+// The inverse of OrderedScoreBits on its image but 0 (a NaN's): +0 for the zeros.
+float FloatOfOrderedBits(uint32_t ordered) {
+  return std::bit_cast<float>((ordered & 0x80000000u) ? ordered & 0x7fffffffu : ~ordered);
+}
+
 }  // namespace
 
-PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std::vector<uint64_t>& keys) {
-  const int64_t n = static_cast<int64_t>(scores.size());
-  if (k >= n) return SelectTopPools(scores, k);
-  GLINT_CHECK(k > 0 && n < (int64_t{1} << 32)) << "SelectTopPoolsLinear needs 1 ≤ k < n < 2^32, got " << k << ", " << n;
-  keys.resize(n);
-  for (int64_t m = 0; m < n; ++m) {
-    keys[m] = (uint64_t{OrderedScoreBits(scores[m])} << 32) | (0xffffffffu - static_cast<uint32_t>(m));
-  }
+uint64_t PoolOrderKey(float score, int64_t pool) {
+  return (uint64_t{OrderedScoreBits(score)} << 32) | (0xffffffffu - static_cast<uint32_t>(pool));
+}
+
+PoolSelection SelectTopPoolsFromKeys(std::span<const float> scores, int64_t k, std::span<uint64_t> keys) {
+  GLINT_CHECK(k > 0 && static_cast<int64_t>(keys.size()) > k)
+      << "SelectTopPoolsFromKeys needs 1 ≤ k < keys, got " << k << ", " << keys.size();
   // keys[0..k] become the k+1 best (any order among the first k), keys[k] the (k+1)-th.
   std::nth_element(keys.begin(), keys.begin() + k, keys.end(), std::greater<uint64_t>());
   const auto index_of = [](uint64_t key) { return static_cast<int64_t>(0xffffffffu - static_cast<uint32_t>(key)); };
@@ -165,6 +170,48 @@ PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std
   for (int64_t i = 0; i < k; ++i) selection.pools[i] = index_of(keys[i]);
   std::sort(selection.pools.begin(), selection.pools.end());
   return selection;
+}
+
+PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std::vector<uint64_t>& keys) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  if (k >= n) return SelectTopPools(scores, k);
+  GLINT_CHECK(k > 0 && n < (int64_t{1} << 32)) << "SelectTopPoolsLinear needs 1 ≤ k < n < 2^32, got " << k << ", " << n;
+  keys.resize(n);
+  for (int64_t m = 0; m < n; ++m) keys[m] = PoolOrderKey(scores[m], m);
+  return SelectTopPoolsFromKeys(scores, k, keys);
+}
+
+void TopKeyCollector::Reset(int64_t keep) {
+  keep_ = keep;
+  floor_ = 0;  // every key is ≥ 1 (the index half is ~m with m < 2^32 − 1), so all pass until the first cut
+  floor_nan_ = true;
+  keys_.clear();
+  keys_.reserve(4 * keep);
+}
+
+void TopKeyCollector::Add(const float* scores, int64_t first_pool, int64_t count) {
+  for (int64_t i = 0; i < count; ++i) {
+    // Once a cut has set a floor, the score half of a key ≥ the floor's is exactly score ≥ floor_value_ (the
+    // map is monotone, ±0 equal on both sides, a NaN fails): a vector compare skips the scores below it, almost
+    // all of them, without building keys. Before the first cut, and while the floor is a NaN's key (a NaN of
+    // lower index ranks above it, and no float compare says so), every score goes to the key compare.
+    if (!floor_nan_) i += indexer::FirstAtLeast(scores + i, count - i, floor_value_);
+    if (i == count) break;
+    const uint64_t key = PoolOrderKey(scores[i], first_pool + i);
+    if (key <= floor_) continue;
+    keys_.push_back(key);
+    if (static_cast<int64_t>(keys_.size()) >= 4 * keep_) Cut();
+  }
+}
+
+void TopKeyCollector::Cut() {
+  // Keep the `keep_` best; the worst of them is the new floor (a key below it cannot be among the best keep_).
+  std::nth_element(keys_.begin(), keys_.begin() + (keep_ - 1), keys_.end(), std::greater<uint64_t>());
+  keys_.resize(keep_);
+  floor_ = keys_[keep_ - 1];
+  // The score of the floor's key (its pool's score, +0 for a zero); a NaN floor is flagged instead.
+  floor_nan_ = (floor_ >> 32) == 0;
+  floor_value_ = floor_nan_ ? 0.0f : FloatOfOrderedBits(static_cast<uint32_t>(floor_ >> 32));
 }
 
 std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool) {

@@ -67,6 +67,31 @@ PoolSelection SelectTopPools(std::span<const float> scores, int64_t k);  // k �
 // selected pools are then sorted (K log K, independent of n). `keys` is scratch, grown to n. n < 2^32.
 PoolSelection SelectTopPoolsLinear(std::span<const float> scores, int64_t k, std::vector<uint64_t>& keys);
 
+// The total order above as one integer per pool (larger = ranks first), the key of SelectTopPoolsLinear.
+uint64_t PoolOrderKey(float score, int64_t pool);
+// SelectTopPoolsLinear's selection from `keys` (PoolOrderKey of scores[index], reordered in place): the K best
+// of keys, which must hold the K+1 best keys of all n pools (any superset: the answer is the same). 1 ≤ k < keys.
+PoolSelection SelectTopPoolsFromKeys(std::span<const float> scores, int64_t k, std::span<uint64_t> keys);
+
+// The `keep` best pool keys of scores streamed in pieces (one per worker, fed as each chunk is scored, while its
+// scores are still in L1): a threshold select that never re-reads the scores. A key enters only above the floor
+// (the keep-th best key when last cut); the buffer is cut back to `keep` when it reaches 4 · keep, so it holds a
+// superset of the keep best of everything added, in O(n + keep · log(n / keep)) expected work.
+class TopKeyCollector {
+ public:
+  void Reset(int64_t keep);                                          // keep ≥ 1
+  void Add(const float* scores, int64_t first_pool, int64_t count);  // scores[i] is pool first_pool + i
+  std::vector<uint64_t>& keys() { return keys_; }
+
+ private:
+  void Cut();
+  int64_t keep_ = 1;
+  uint64_t floor_ = 0;
+  bool floor_nan_ = true;     // no cut yet, or the floor is a NaN score's key: every score goes to the key compare
+  float floor_value_ = 0.0f;  // else the score half of floor_ as a float
+  std::vector<uint64_t> keys_;
+};
+
 // Token positions attended by a query at `position` given its selected pools (ascending): each pool expanded to
 // its kpool tokens, then the tail {kpool · n_pool(position), …, position}. Ascending, no duplicates.
 std::vector<int64_t> ExpandPools(std::span<const int64_t> pools, int64_t position, int64_t kpool);

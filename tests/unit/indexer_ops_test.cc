@@ -12,6 +12,10 @@
 #include <random>
 #include <vector>
 
+#include "base/worker_pool.h"
+#include "kernels/isa.h"
+#include "model/dsa_cache.h"
+#include "model/fast_indexer.h"
 #include "model/indexer.h"
 #include "quant/formats.h"
 
@@ -53,26 +57,41 @@ TEST(IndexerOps, Int8ScoresAreBitExact) {
   }
 }
 
+// One case of the int8 kernel sweeps: random query, weights, key scales and codes; the extreme code −127 in the
+// last key, query head 1 zero (scale 0) and, in some cases, head 3 non-finite (NaN) where there are that many heads.
+struct SweepCase {
+  std::vector<float> query, weights, key_scales;  // [heads, dim], [heads], [pools]
+  std::vector<int8_t> keys;                       // [pools, dim]
+};
+SweepCase MakeSweepCase(std::mt19937& rng, int64_t pools, int64_t heads, int64_t dim) {
+  std::uniform_int_distribution<int> code(-127, 127);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  SweepCase c{std::vector<float>(heads * dim), std::vector<float>(heads), std::vector<float>(pools),
+              std::vector<int8_t>(pools * dim)};
+  for (float& v : c.query) v = uniform(rng);
+  for (float& v : c.weights) v = uniform(rng);
+  for (float& v : c.key_scales) v = 0.01f * (1.5f + uniform(rng));
+  for (int8_t& k : c.keys) k = static_cast<int8_t>(code(rng));
+  c.keys[pools * dim - 1] = -127;
+  if (heads >= 3) std::fill(c.query.begin() + dim, c.query.begin() + 2 * dim, 0.0f);
+  // A NaN head makes every score NaN (the bits then compare equal whatever the other heads did), so only a few
+  // cases carry one: the rest check every head's dot product.
+  if (heads >= 5 && pools % 7 == 3) c.query[3 * dim] = std::numeric_limits<float>::quiet_NaN();
+  return c;
+}
+
 // The VNNI kernel against the specification, bit for bit, over a sweep: every partial tile of 16 keys (pools
 // 1..40), head counts below, at and past each group size (4, 8) and the release's 32, dims multiple of 4; codes at
 // the extremes (−127 for keys and the query's amax head), a zero query head (scale 0) and a non-finite one (NaN).
 TEST(IndexerOps, Int8VnniScoresAreBitExact) {
   if (!indexer::Int8VnniSupported(4)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI (isa.h kAvx512)";
   std::mt19937 rng(3);
-  std::uniform_int_distribution<int> code(-127, 127);
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (int64_t dim : {4, 16, 64, 128}) {
     for (int64_t heads : {1, 3, 4, 5, 8, 9, 32}) {
       for (int64_t pools = 1; pools <= 40; pools += (pools < 18 ? 1 : 7)) {
-        std::vector<float> query(heads * dim), weights(heads), key_scales(pools);
-        std::vector<int8_t> keys(pools * dim);
-        for (float& v : query) v = uniform(rng);
-        for (float& v : weights) v = uniform(rng);
-        for (float& v : key_scales) v = 0.01f * (1.5f + uniform(rng));
-        for (int8_t& k : keys) k = static_cast<int8_t>(code(rng));
-        keys[pools * dim - 1] = -127;
-        if (heads >= 3) std::fill(query.begin() + dim, query.begin() + 2 * dim, 0.0f);  // head 1: zero
-        if (heads >= 5) query[3 * dim] = std::numeric_limits<float>::quiet_NaN();       // head 3: NaN
+        const SweepCase sc = MakeSweepCase(rng, pools, heads, dim);
+        const std::vector<float>&query = sc.query, &weights = sc.weights, &key_scales = sc.key_scales;
+        const std::vector<int8_t>& keys = sc.keys;
         std::vector<int16_t> codes(heads * dim);
         std::vector<uint8_t> biased(heads * dim);
         std::vector<float> query_scales(heads);
@@ -91,6 +110,72 @@ TEST(IndexerOps, Int8VnniScoresAreBitExact) {
         }
         ASSERT_EQ(fast[pools], 7.0f) << "the kernel wrote past its " << pools << " scores";
       }
+    }
+  }
+}
+
+// The AMX kernel against the specification, bit for bit: pools 1..70 (partial tiles, several tiles) cut into
+// spans of random sizes (a cache block each, tiles crossing span ends, empty spans), heads below, at and past a
+// tile's 16 and a pair of tiles (32, 33), dims below, at and past a 64-dim chunk; extreme codes, a zero and a NaN
+// query head, as the VNNI sweep.
+TEST(IndexerOps, Int8AmxScoresAreBitExact) {
+  if (!indexer::Int8AmxSupported(4)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
+  std::mt19937 rng(5);
+  for (int64_t dim : {4, 16, 64, 72, 128, 200}) {
+    for (int64_t heads : {1, 3, 5, 16, 17, 32, 33}) {
+      for (int64_t pools = 1; pools <= 70; pools += (pools < 20 ? 1 : 11)) {
+        const SweepCase sc = MakeSweepCase(rng, pools, heads, dim);
+        const std::vector<float>&query = sc.query, &weights = sc.weights, &key_scales = sc.key_scales;
+        const std::vector<int8_t>& keys = sc.keys;
+        std::vector<int16_t> codes(heads * dim);
+        std::vector<float> query_scales(heads);
+        indexer::QuantizeQuery(query.data(), heads, dim, codes.data(), query_scales.data());
+        std::vector<int8_t> packed(indexer::AmxQueryBytes(heads, dim));
+        indexer::PackQueryForAmx(codes.data(), heads, dim, packed.data());
+        // Each span's keys copied to their own allocation, so a read past a span's end is ASan's to see.
+        std::vector<std::vector<int8_t>> span_keys;
+        std::vector<indexer::Int8KeySpan> spans;
+        for (int64_t m = 0; m < pools;) {
+          const int64_t count = std::min<int64_t>(pools - m, rng() % 3 == 0 ? 0 : 1 + rng() % 20);
+          span_keys.emplace_back(keys.begin() + m * dim, keys.begin() + (m + count) * dim);
+          spans.push_back({span_keys.back().data(), key_scales.data() + m, count});
+          m += count;
+        }
+        for (size_t i = 0; i < spans.size(); ++i) spans[i].keys = span_keys[i].data();
+        std::vector<float> fast(pools + 1, 7.0f), reference(pools);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+        indexer::ScoresInt8Amx(packed.data(), query_scales.data(), weights.data(), spans, heads, dim, scale,
+                               fast.data());
+        indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
+                                     pools, heads, dim, scale, reference.data());
+        for (int64_t m = 0; m < pools; ++m) {
+          ASSERT_EQ(std::memcmp(&fast[m], &reference[m], sizeof(float)), 0)
+              << "pool " << m << " of " << pools << "×" << heads << "×" << dim << " (" << spans.size()
+              << " spans): " << fast[m] << " vs " << reference[m];
+        }
+        ASSERT_EQ(fast[pools], 7.0f) << "the kernel wrote past its " << pools << " scores";
+      }
+    }
+  }
+}
+
+TEST(IndexerOps, Int8AmxNeedsDimMultipleOf4UpToTheBuffer) {
+  EXPECT_FALSE(indexer::Int8AmxSupported(18));
+  EXPECT_FALSE(indexer::Int8AmxSupported(indexer::kAmxMaxDim + 4));
+}
+
+TEST(IndexerOps, FirstAtLeastEqualsTheReference) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float palette[] = {0.0f, -0.0f, 1.0f, -1.0f, 2.0f, nan, inf, -inf};
+  std::mt19937 rng(6);
+  for (int trial = 0; trial < 400; ++trial) {
+    const int64_t n = rng() % 70;  // every tail length of every vector width
+    std::vector<float> values(n);
+    for (float& v : values) v = palette[rng() % 4 == 0 ? rng() % 8 : 3];  // mostly below every floor but -inf
+    if (n > 0 && trial % 2 == 0) values[rng() % n] = palette[rng() % 8];
+    for (float floor : {0.0f, -0.0f, 1.0f, 2.0f, inf, -inf, nan}) {
+      ASSERT_EQ(indexer::FirstAtLeast(values.data(), n, floor), indexer::FirstAtLeastReference(values.data(), n, floor))
+          << "n " << n << " floor " << floor << " trial " << trial;
     }
   }
 }
@@ -148,6 +233,23 @@ void ExpectSameSelection(const std::vector<float>& scores, int64_t k) {
   const PoolSelection reference = SelectTopPools(scores, k);
   const PoolSelection fast = SelectTopPoolsLinear(scores, k, keys);
   EXPECT_EQ(fast.pools, reference.pools) << "k " << k << " of " << scores.size();
+  if (k < static_cast<int64_t>(scores.size())) {  // the fused threshold select: pieces into 3 collectors
+    std::mt19937 rng(static_cast<uint32_t>(scores.size() * 31 + k));
+    TopKeyCollector collectors[3];
+    for (TopKeyCollector& c : collectors) c.Reset(k + 1);
+    for (int64_t m = 0; m < static_cast<int64_t>(scores.size());) {
+      const int64_t count = std::min<int64_t>(static_cast<int64_t>(scores.size()) - m, 1 + rng() % 300);
+      collectors[rng() % 3].Add(scores.data() + m, m, count);
+      m += count;
+    }
+    std::vector<uint64_t> merged;
+    for (TopKeyCollector& c : collectors) merged.insert(merged.end(), c.keys().begin(), c.keys().end());
+    const PoolSelection fused = SelectTopPoolsFromKeys(scores, k, merged);
+    EXPECT_EQ(fused.pools, reference.pools) << "collectors, k " << k << " of " << scores.size();
+    EXPECT_TRUE(std::memcmp(&fused.margin, &reference.margin, sizeof(float)) == 0 ||
+                (std::isnan(fused.margin) && std::isnan(reference.margin)))
+        << fused.margin << " vs " << reference.margin;
+  }
   EXPECT_EQ(std::memcmp(&fast.margin, &reference.margin, sizeof(float)) == 0 ||
                 (std::isnan(fast.margin) && std::isnan(reference.margin)),
             true)
@@ -187,6 +289,56 @@ TEST(IndexerSelection, LinearSelectionAtDecodeSize) {
   std::vector<float> scores(262144);                        // 1M positions of kpool 4
   for (float& v : scores) v = std::max(0.0f, normal(rng));  // ReLU'd scores: a quarter million, half of them 0
   ExpectSameSelection(scores, 512);
+}
+
+}  // namespace
+}  // namespace glint
+
+namespace glint {
+namespace {
+
+// The fast indexer end to end on an int8 cache at the release's widths (e 128, 32 heads, K = 512 pools), 9,000
+// pools (5 chunks of 2,048 over 2 workers, so each worker's collector sees several chunks; and on one thread):
+// the selection — pools and margin, bit for bit — equals SelectTopPools of the specification's scores
+// (ScoresInt8Reference on the cached codes, exact in int32 whichever kernel the CPU runs: AMX, VNNI or Highway).
+// Every 7th pool repeats an earlier key, so equal scores straddle the K-th place.
+TEST(IndexerSelection, FastSelectPoolsOnAnInt8CacheEqualsTheReference) {
+  ModelConfig config;
+  config.kv_lora_rank = 8, config.index_head_dim = 128, config.index_kpool = 4, config.index_topk = 2048;
+  const int64_t heads = 32, e = config.index_head_dim, pools = 9000;
+  DsaCache cache = NewDsaCache(config, KvCacheDtype::kInt8);
+  ASSERT_TRUE(PrepareDsaCache(cache, config, pools * config.index_kpool).ok());
+  cache.tokens = pools * config.index_kpool;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> key(e), query(heads * e), weights(heads);
+  for (int64_t m = 0; m < pools; ++m) {
+    if (m % 7 == 6) {
+      cache.LoadPooledKey(m / 2, key.data());  // a decoded int8 row re-encodes to the same codes and scale
+    } else {
+      for (float& v : key) v = normal(rng);
+    }
+    cache.StorePooledKey(m, key.data());
+  }
+  for (float& v : query) v = normal(rng);
+  for (float& v : weights) v = std::fabs(normal(rng));
+  std::vector<int16_t> codes(heads * e);
+  std::vector<float> query_scales(heads), reference_scores(pools);
+  indexer::QuantizeQuery(query.data(), heads, e, codes.data(), query_scales.data());
+  for (int64_t m = 0; m < pools; ++m) {
+    indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(),
+                                 reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), 1, heads,
+                                 e, 1.0f / std::sqrt(static_cast<float>(e)), &reference_scores[m]);
+  }
+  const PoolSelection reference = SelectTopPools(reference_scores, config.IndexTopkPools());
+  const FastIndexerQuery fast_query{query.data(), weights.data(), heads, cache.tokens - 1};
+  WorkerPool workers(2);
+  for (WorkerPool* pool : {static_cast<WorkerPool*>(nullptr), &workers}) {
+    const PoolSelection fast = FastSelectPools(cache, fast_query, config.IndexTopkPools(), pool);
+    EXPECT_EQ(fast.pools, reference.pools) << (pool ? "2 workers" : "one thread");
+    EXPECT_EQ(std::memcmp(&fast.margin, &reference.margin, sizeof(float)), 0)
+        << fast.margin << " vs " << reference.margin;
+  }
 }
 
 }  // namespace
