@@ -45,8 +45,9 @@ class RecordingModel final : public Model {
     return Status::Ok();
   }
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const override {
-    GLINT_RETURN_IF_ERROR(inner_->MtpForward(state, hidden, next_tokens, logits, options, trace));
+                    std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
+                    const MtpReplacedEmbeddings& replaced = {}) const override {
+    GLINT_RETURN_IF_ERROR(inner_->MtpForward(state, hidden, next_tokens, logits, options, trace, replaced));
     calls.push_back(logits);
     return Status::Ok();
   }
