@@ -17,6 +17,7 @@
 #include "engine_checks.h"
 #include "model/fast_model.h"
 #include "model/model.h"
+#include "model_checks.h"
 #include "modelgen/random_weights.h"
 #include "test_util.h"
 #include "vision/image_encoder.h"
@@ -262,23 +263,9 @@ TEST_F(VisionEngine, ThePrefixCacheKeysImagesByTheirHash) {
 
 // Wraps a model (not owned) and records every MTP input embedding that replaced a next token's: its sequence
 // position (the pair's next token) and its row.
-class MtpRecorder final : public Model {
+class MtpRecorder final : public testing::ForwardingModel {
  public:
-  explicit MtpRecorder(const Model& inner) : inner_(&inner) {}
-  const ModelConfig& config() const override { return inner_->config(); }
-  bool has_mtp() const override { return inner_->has_mtp(); }
-  Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const override {
-    return inner_->CacheLayoutFor(options);
-  }
-  SequenceState NewSequence() const override { return inner_->NewSequence(); }
-  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
-                             int64_t mtp_tokens) const override {
-    return inner_->BindSequence(std::move(layout), memory, tokens, mtp_tokens);
-  }
-  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs, const ForwardOptions& options,
-                 Trace* trace, const ForcedChoices* forced) const override {
-    return inner_->Forward(batch, outputs, options, trace, forced);
-  }
+  using ForwardingModel::ForwardingModel;
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
                     std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
                     const MtpReplacedEmbeddings& replaced) const override {
@@ -286,12 +273,9 @@ class MtpRecorder final : public Model {
     for (size_t i = 0; i < replaced.positions.size(); ++i) {
       rows[next + replaced.positions[i]].assign(replaced.rows.begin() + i * d, replaced.rows.begin() + (i + 1) * d);
     }
-    return inner_->MtpForward(state, hidden, next_tokens, logits, options, trace, replaced);
+    return inner().MtpForward(state, hidden, next_tokens, logits, options, trace, replaced);
   }
   mutable std::map<int64_t, std::vector<float>> rows;  // position → the row the MTP layer embedded there
-
- private:
-  const Model* inner_;
 };
 
 TEST_F(VisionEngine, MtpDraftsSeeTheImageRowsAndKeepGreedyOutput) {
