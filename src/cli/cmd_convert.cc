@@ -11,6 +11,7 @@
 #include "base/timer.h"
 #include "base/worker_pool.h"
 #include "cli/command.h"
+#include "cli/convert_vision.h"
 #include "cli/progress_bar.h"
 #include "io/config.h"
 #include "io/safetensors.h"
@@ -28,6 +29,7 @@ struct ConvertFlags {
   int threads = 0;
   bool no_mtp = false;
   bool force = false;
+  std::string vision_weights = "bf16";
 };
 
 constexpr const char* kCopiedFiles[] = {"config.json",           "generation_config.json", "tokenizer.json",
@@ -56,6 +58,9 @@ Status RunConvert(const ConvertFlags& flags) {
   GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
   options.int4_group = flags.int4_group;
   GLINT_ASSIGN_OR_RETURN(auto plan, PlanFastWeights(checkpoint, config, options));
+  GLINT_ASSIGN_OR_RETURN(const VisionWeightFormat vision_format, ParseVisionWeightFormat(flags.vision_weights));
+  GLINT_ASSIGN_OR_RETURN(const VisionConversion vision,
+                         PlanVisionTower(checkpoint, config, vision_format, flags.group, plan));
   GLINT_RETURN_IF_ERROR(PrepareOutput(flags));
   WorkerPool pool(flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency()));
   ProgressBar bar("convert");
@@ -67,6 +72,7 @@ Status RunConvert(const ConvertFlags& flags) {
        {"int8_group", std::to_string(flags.group)},
        {"experts", flags.experts},
        {"int4_group", options.experts == ExpertWeights::kInt4 ? std::to_string(flags.int4_group) : "-"},
+       {std::string(kContainerVisionKey), vision.metadata},
        {"writer", "glint convert 0.1.0"}},
       [&bar](const ConvertProgress& p) { bar.Update(p.done_bytes, p.total_bytes, p.tensor); }));
   const double seconds = watch.Seconds();
@@ -78,9 +84,11 @@ Status RunConvert(const ConvertFlags& flags) {
   }
   GLINT_ASSIGN_OR_RETURN(MappedFile written, MappedFile::Open(path));
   std::printf(
-      "wrote %s: %zu tensors, %.3f GB in %.1f s (int8 group %lld, %s routed experts%s, %d threads)\n", path.c_str(),
-      plan.size(), written.size() / 1e9, seconds, static_cast<long long>(flags.group), flags.experts.c_str(),
-      options.experts == ExpertWeights::kInt4 ? StrCat(" in groups of ", flags.int4_group).c_str() : "", pool.size());
+      "wrote %s: %zu tensors, %.3f GB in %.1f s (int8 group %lld, %s routed experts%s, vision tower %s, %d threads)\n",
+      path.c_str(), plan.size(), written.size() / 1e9, seconds, static_cast<long long>(flags.group),
+      flags.experts.c_str(),
+      options.experts == ExpertWeights::kInt4 ? StrCat(" in groups of ", flags.int4_group).c_str() : "",
+      vision.metadata.c_str(), pool.size());
   return Status::Ok();
 }
 
@@ -103,6 +111,11 @@ GLINT_REGISTER_COMMAND(
           ->capture_default_str();
       command.add_option("--threads", flags->threads, "conversion threads (default: all cores)");
       command.add_flag("--no-mtp", flags->no_mtp, "leave out the MTP layer");
+      command
+          .add_option("--vision-weights", flags->vision_weights,
+                      "the vision tower's linear layers: bf16 (as released, bit-exact) or int8 (W8A8, --group)")
+          ->check(CLI::IsMember({"bf16", "int8"}))
+          ->capture_default_str();
       command.add_flag("--force", flags->force, "replace an existing model.glint in --out");
       return [flags] { return RunConvert(*flags); };
     });

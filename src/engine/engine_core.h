@@ -182,6 +182,12 @@ class EngineCore {
   bool EncodeImages(StepWork& step);
   // The image rows of chunk i (its positions' indices and rows gathered into `step`), set on `entry`.
   void AttachImageRows(StepWork& step, size_t i, BatchEntry& entry);
+  // Runs the tower for image k of `record` and keeps its rows (counted in the metrics); errors name the image.
+  Status EncodeImage(RequestRecord& record, size_t k);
+  // The image rows of positions first .. first + count − 1 of sequence `id` (the MTP pairs' next tokens): indices
+  // relative to `first` and rows appended. Encodes an image not encoded yet (a chunk that ended just before it).
+  Status MtpImageRows(SequenceId id, int64_t first, int64_t count, std::vector<int32_t>& indices,
+                      std::vector<float>& rows);
   // The phases of Step, in order (docs/engine.md "A step"). A phase that returns false (or a Result of false) has
   // failed every request left in the step: the step ends there, delivering what it has. An error is the engine's.
   void BindScheduled(const StepPlan& plan);

@@ -67,7 +67,11 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work, std::vector<std::pair<S
   const int64_t d = model_.config().hidden_size, vocab = model_.config().vocab_size;
   std::vector<MtpEntry> entries;  // [sequences with new pairs]
   std::vector<SequenceId> ids;
-  for (const MtpWork& w : work) {
+  // The image rows of the pairs' next tokens: the MTP layer embeds a placeholder as the trunk did (its image row).
+  std::vector<std::vector<int32_t>> image_indices(work.size());  // [work][rows]
+  std::vector<std::vector<float>> image_rows(work.size());       // [work][rows, D]
+  for (size_t i = 0; i < work.size(); ++i) {
+    const MtpWork& w = work[i];
     SequenceState& state = *samples_.at(w.id).state;
     const SequenceInfo& info = scheduler_->Get(w.id);
     const int64_t first = state.mtp_tokens, end = state.tokens;  // pairs first .. end − 1 are new
@@ -79,9 +83,15 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work, std::vector<std::pair<S
                            " tokens");
     }
     // Pair p = (h_p, x_{p+1}): the trunk's final hidden at p and the token after it (all known now).
-    entries.push_back({&state, w.hidden.subspan((first - w.first_position) * d, (end - first) * d),
+    if (Status status = MtpImageRows(w.id, first + 1, end - first, image_indices[i], image_rows[i]); !status.ok()) {
+      failed.push_back({w.id, status});
+      continue;
+    }
+    entries.push_back({&state,
+                       w.hidden.subspan((first - w.first_position) * d, (end - first) * d),
                        std::span<const int32_t>(info.tokens.data() + first + 1, end - first),
-                       WantsDraft(w.id) ? LogitsWanted::kLast : LogitsWanted::kNone});
+                       WantsDraft(w.id) ? LogitsWanted::kLast : LogitsWanted::kNone,
+                       {image_indices[i], image_rows[i]}});
     ids.push_back(w.id);
   }
   if (entries.empty()) return Status::Ok();

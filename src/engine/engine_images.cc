@@ -91,31 +91,37 @@ int64_t EngineCore::ImageBudget(SequenceId id, int64_t start, int64_t& count, in
   return extra;
 }
 
+Status EngineCore::EncodeImage(RequestRecord& record, size_t k) {
+  ImageRows& image = record.images[k];
+  const int64_t d = model_.config().hidden_size;
+  Stopwatch clock;
+  Result<std::vector<float>> rows = images_->Encode(*record.request.images[k].input);
+  counters_.vision_seconds += clock.Seconds();
+  if (rows.ok() && static_cast<int64_t>(rows->size()) != image.tokens * d) {
+    rows = InternalError("the tower gave ", rows->size(), " values for ", image.tokens, " rows of ", d);
+  }
+  if (!rows.ok()) return rows.status().WithContext(StrCat("the vision tower failed on image ", k));
+  image.rows = std::move(rows).value();
+  image.encoded = true;
+  ++counters_.images_encoded;
+  counters_.image_tokens_encoded += image.tokens;
+  return Status::Ok();
+}
+
 bool EngineCore::EncodeImages(StepWork& step) {
   std::vector<std::pair<RequestId, std::string>> failed;
-  const int64_t d = model_.config().hidden_size;
   for (const ScheduledChunk& chunk : step.plan.chunks) {
     const RequestId request = samples_.at(chunk.id).request;
     RequestRecord& record = requests_.at(request);
     for (size_t k = 0; k < record.images.size(); ++k) {
-      ImageRows& image = record.images[k];
+      const ImageRows& image = record.images[k];
       if (image.encoded || image.start + image.tokens <= chunk.start || image.start >= chunk.start + chunk.count) {
         continue;
       }
-      Stopwatch clock;
-      Result<std::vector<float>> rows = images_->Encode(*record.request.images[k].input);
-      counters_.vision_seconds += clock.Seconds();
-      if (rows.ok() && static_cast<int64_t>(rows->size()) != image.tokens * d) {
-        rows = InternalError("the tower gave ", rows->size(), " values for ", image.tokens, " rows of ", d);
-      }
-      if (!rows.ok()) {
-        failed.push_back({request, StrCat("the vision tower failed on image ", k, ": ", rows.status().message())});
+      if (Status status = EncodeImage(record, k); !status.ok()) {
+        failed.push_back({request, std::string(status.message())});
         break;
       }
-      image.rows = std::move(rows).value();
-      image.encoded = true;
-      ++counters_.images_encoded;
-      counters_.image_tokens_encoded += image.tokens;
     }
   }
   if (failed.empty()) return true;
@@ -148,6 +154,23 @@ void EngineCore::AttachImageRows(StepWork& step, size_t i, BatchEntry& entry) {
   }
   entry.embedding_positions = indices;
   entry.embedding_rows = rows;
+}
+
+Status EngineCore::MtpImageRows(SequenceId id, int64_t first, int64_t count, std::vector<int32_t>& indices,
+                                std::vector<float>& rows) {
+  RequestRecord& record = requests_.at(samples_.at(id).request);
+  const int64_t d = model_.config().hidden_size;
+  for (size_t k = 0; k < record.images.size(); ++k) {
+    const ImageRows& image = record.images[k];
+    const int64_t lo = std::max(image.start, first), hi = std::min(image.start + image.tokens, first + count);
+    if (lo >= hi) continue;
+    // Not encoded yet only when the chunk just computed ended right before the image (its pair's next token is
+    // the image's first placeholder): the tower runs now instead of in the next step, which then needs no tower.
+    if (!image.encoded) GLINT_RETURN_IF_ERROR(EncodeImage(record, k));
+    for (int64_t p = lo; p < hi; ++p) indices.push_back(static_cast<int32_t>(p - first));
+    rows.insert(rows.end(), image.rows.begin() + (lo - image.start) * d, image.rows.begin() + (hi - image.start) * d);
+  }
+  return Status::Ok();
 }
 
 }  // namespace glint

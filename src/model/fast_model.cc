@@ -600,17 +600,23 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
 
 Status FastModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
                                     std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                    const ForwardOptions& options, Trace* trace) const {
+                                    const ForwardOptions& options, Trace* trace,
+                                    const MtpReplacedEmbeddings& replaced) const {
   std::lock_guard<std::mutex> lock(mutex_);
   const ModelConfig& c = config_;
   const int64_t pairs = static_cast<int64_t>(next_tokens.size()), d = c.hidden_size;
   FastContext& ctx = *context_;
   const FastMtpWeights& m = *weights_.mtp;
-  // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)]
+  // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)], an image placeholder's embedding being
+  // the image row the trunk took there.
   std::vector<float> concat(pairs * 2 * d), z(pairs * d), normed(pairs * d), sublayer(pairs * d);
   for (int64_t t = 0; t < pairs; ++t) {
     float* row = concat.data() + t * 2 * d;
-    weights_.embed.Row(next_tokens[t], row);
+    if (const float* image = ReplacedEmbedding(replaced, t, d)) {
+      std::copy(image, image + d, row);
+    } else {
+      weights_.embed.Row(next_tokens[t], row);
+    }
     vec::RmsNorm(row, m.enorm, d, c.rms_norm_eps, row);
     vec::RmsNorm(hidden.data() + t * d, m.hnorm, d, c.rms_norm_eps, row + d);
   }

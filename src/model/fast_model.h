@@ -126,7 +126,8 @@ class FastModel final : public PathModel {
   Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                       const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
   Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                           std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const override;
+                           std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
+                           const MtpReplacedEmbeddings& replaced) const override;
   // RunPass, with rows whose expert could not be read failing their sequence alone (outputs[i].error).
   Status RunPassScoped(const FastPass& pass, std::vector<EntryOutput>& outputs) const;
   // One pass over rows of several sequences (the layer loop), and its steps.

@@ -68,7 +68,8 @@ Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::
   for (size_t i = 0; i < batch.size(); ++i) {
     const MtpEntry& entry = batch[i];
     if (entry.state == nullptr) return InvalidArgument("MTP batch entry ", i, " has no sequence state");
-    Status status = MtpForward(*entry.state, entry.hidden, entry.next_tokens, logits[i], options);
+    Status status =
+        MtpForward(*entry.state, entry.hidden, entry.next_tokens, logits[i], options, nullptr, entry.replaced);
     if (!status.ok() && entry_errors == nullptr) return status.WithContext(StrCat("MTP batch entry ", i));
     if (!status.ok()) {  // this entry alone (an expert read): the others go on
       (*entry_errors)[i] = status;
@@ -126,16 +127,17 @@ Status PathModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
 }
 
 Status PathModel::MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                             std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const {
+                             std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
+                             const MtpReplacedEmbeddings& replaced) const {
   GLINT_RETURN_IF_ERROR(CheckOptions(options));
-  GLINT_RETURN_IF_ERROR(CheckMtpInput(*this, state, hidden, next_tokens));
-  return MtpForwardChecked(state, hidden, next_tokens, logits, options, trace);
+  GLINT_RETURN_IF_ERROR(CheckMtpInput(*this, state, hidden, next_tokens, replaced));
+  return MtpForwardChecked(state, hidden, next_tokens, logits, options, trace, replaced);
 }
 
 // ---- checks ----
 
 Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<const float> hidden,
-                     std::span<const int32_t> next_tokens) {
+                     std::span<const int32_t> next_tokens, const MtpReplacedEmbeddings& replaced) {
   const ModelConfig& c = model.config();
   if (!model.has_mtp()) return FailedPrecondition("the model has no MTP layer loaded");
   if (state.owner != &model) return InvalidArgument("the sequence state was not created by this model");
@@ -152,32 +154,32 @@ Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<c
   for (int32_t token : next_tokens) {
     if (token < 0 || token >= c.vocab_size) return InvalidArgument("MTP token id ", token, " is out of range");
   }
-  return Status::Ok();
+  return CheckEmbeddingRows(replaced.positions, replaced.rows, pairs, c).WithContext("MTP");
 }
 
-namespace {
-
-// Image rows replacing embeddings: ascending positions inside the entry, one finite row of D values each.
-Status CheckEmbeddingRows(const BatchEntry& entry, const ModelConfig& config) {
-  const auto& positions = entry.embedding_positions;
-  if (entry.embedding_rows.size() != positions.size() * static_cast<size_t>(config.hidden_size)) {
-    return InvalidArgument(entry.embedding_rows.size(), " embedding row values for ", positions.size(),
+// Image rows replacing embeddings: ascending positions inside the `tokens` of an entry, one finite row of D values
+// each.
+Status CheckEmbeddingRows(std::span<const int32_t> positions, std::span<const float> rows, int64_t tokens,
+                          const ModelConfig& config) {
+  if (rows.size() != positions.size() * static_cast<size_t>(config.hidden_size)) {
+    return InvalidArgument(rows.size(), " embedding row values for ", positions.size(),
                            " replaced positions; expected positions × hidden_size ", config.hidden_size);
   }
   for (size_t i = 0; i < positions.size(); ++i) {
-    if (positions[i] < 0 || positions[i] >= static_cast<int64_t>(entry.tokens.size()) ||
-        (i > 0 && positions[i] <= positions[i - 1])) {
+    if (positions[i] < 0 || positions[i] >= tokens || (i > 0 && positions[i] <= positions[i - 1])) {
       return InvalidArgument("replaced embedding position ", positions[i], " (entry ", i, ") is out of order or ",
-                             "outside the entry's ", entry.tokens.size(), " tokens");
+                             "outside the entry's ", tokens, " tokens");
     }
   }
-  for (size_t i = 0; i < entry.embedding_rows.size(); ++i) {
-    if (!std::isfinite(entry.embedding_rows[i])) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (!std::isfinite(rows[i])) {
       return InvalidArgument("replaced embedding row ", i / config.hidden_size, " holds a non-finite value");
     }
   }
   return Status::Ok();
 }
+
+namespace {
 
 Status CheckEntry(const Model& model, const BatchEntry& entry) {
   const ModelConfig& config = model.config();
@@ -193,16 +195,29 @@ Status CheckEntry(const Model& model, const BatchEntry& entry) {
     }
   }
   GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, model.local_config()));  // the caches hold this rank's heads
-  return CheckEmbeddingRows(entry, config);
+  return CheckEmbeddingRows(entry.embedding_positions, entry.embedding_rows, static_cast<int64_t>(entry.tokens.size()),
+                            config);
+}
+
+}  // namespace
+
+namespace {
+
+const float* FindReplacedRow(std::span<const int32_t> positions, std::span<const float> rows, int64_t index,
+                             int64_t d) {
+  const auto it = std::lower_bound(positions.begin(), positions.end(), index);
+  if (it == positions.end() || *it != index) return nullptr;
+  return rows.data() + (it - positions.begin()) * d;
 }
 
 }  // namespace
 
 const float* ReplacedEmbedding(const BatchEntry& entry, int64_t index, int64_t d) {
-  const auto& positions = entry.embedding_positions;
-  const auto it = std::lower_bound(positions.begin(), positions.end(), index);
-  if (it == positions.end() || *it != index) return nullptr;
-  return entry.embedding_rows.data() + (it - positions.begin()) * d;
+  return FindReplacedRow(entry.embedding_positions, entry.embedding_rows, index, d);
+}
+
+const float* ReplacedEmbedding(const MtpReplacedEmbeddings& replaced, int64_t index, int64_t d) {
+  return FindReplacedRow(replaced.positions, replaced.rows, index, d);
 }
 
 Status CheckBatch(const Model& model, std::span<const BatchEntry> batch) {

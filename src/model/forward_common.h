@@ -25,9 +25,13 @@ Status CheckBatch(const Model& model, std::span<const BatchEntry> batch);
 // every position the call writes unless the state owns its memory, valid state checkpoints).
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config);
 // The MTP layer's inputs (Model::MtpForward): the model has the layer, the state is `model`'s and has an MTP
-// cache, at least one pair, hidden [T, D], token ids in range.
+// cache, at least one pair, hidden [T, D], token ids in range, replaced rows as CheckEmbeddingRows.
 Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<const float> hidden,
-                     std::span<const int32_t> next_tokens);
+                     std::span<const int32_t> next_tokens, const MtpReplacedEmbeddings& replaced = {});
+// Image rows replacing the embeddings of an entry of `tokens` tokens: positions ascending in [0, tokens), rows
+// [positions, D], finite.
+Status CheckEmbeddingRows(std::span<const int32_t> positions, std::span<const float> rows, int64_t tokens,
+                          const ModelConfig& config);
 // What Forward returns when some entries failed alone (their outputs[i].error): the first one's error, saying how
 // many failed; Ok when none did.
 Status FailedEntriesStatus(std::span<const EntryOutput> outputs);

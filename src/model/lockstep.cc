@@ -77,6 +77,12 @@ bool OnlyMtpEntriesFailed(const Status& status, const std::vector<Status>* entry
          std::any_of(entry_errors->begin(), entry_errors->end(), [](const Status& s) { return !s.ok(); });
 }
 
+// MTP image rows (docs/vision.md "MTP drafts") are not in the plan: refused before anything is sent, as the
+// engine refuses images under several ranks.
+Status ImageRowsUnsupported() {
+  return Unimplemented("image rows for the MTP layer under several MPI ranks: the lockstep plan does not carry them");
+}
+
 // A count read from a message, bounded by the bytes left (each element takes at least one byte).
 uint64_t GetCount(WireReader& r) { return r.Get<uint64_t>(); }
 
@@ -290,8 +296,10 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
 
 Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> hidden,
                                   std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                  const ForwardOptions& options, Trace* trace) const {
+                                  const ForwardOptions& options, Trace* trace,
+                                  const MtpReplacedEmbeddings& replaced) const {
   GLINT_RETURN_IF_ERROR(inner_->CheckOptions(options));  // refused here, nothing sent
+  if (!replaced.positions.empty()) return ImageRowsUnsupported();
   GLINT_RETURN_IF_ERROR(CheckMtpInput(*inner_, state, hidden, next_tokens));
   WireWriter plan;
   plan.Put(PlanOp::kMtpForward);
@@ -312,6 +320,7 @@ Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vec
     if (entry.state == nullptr || entry.state->owner != inner_.get()) {
       return InvalidArgument("an MTP batch entry's state was not created by this model");
     }
+    if (!entry.replaced.positions.empty()) return ImageRowsUnsupported();
   }
   WireWriter plan;
   plan.Put(PlanOp::kMtpForwardBatch);

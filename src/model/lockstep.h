@@ -58,8 +58,8 @@ class LockstepLeader final : public Model, public EngineMirror {
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override;
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options = {},
-                    Trace* trace = nullptr) const override;
+                    std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr,
+                    const MtpReplacedEmbeddings& replaced = {}) const override;
   Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
                          const ForwardOptions& options = {},
                          std::vector<Status>* entry_errors = nullptr) const override;

@@ -289,16 +289,20 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
 
 Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
                                          std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                         const ForwardOptions& options, Trace* trace) const {
+                                         const ForwardOptions& options, Trace* trace,
+                                         const MtpReplacedEmbeddings& replaced) const {
   const ModelConfig& c = config_;
   const int64_t pairs = static_cast<int64_t>(next_tokens.size());
   const int64_t d = c.hidden_size;
   const MtpWeights& m = *weights_.mtp;
   const bool tracing = trace != nullptr && trace->Wants(0);
-  // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)] — the embedding half first.
+  // z = eh_proj · [RMSNorm(embed(x_{t+1}); enorm) ; RMSNorm(h_t; hnorm)] — the embedding half first; at an image
+  // placeholder the embedding is the image row the trunk took there.
   std::vector<float> concat(2 * d), z(pairs * d), normed(pairs * d), sublayer(pairs * d);  // z, normed: [T, D]
   for (int64_t t = 0; t < pairs; ++t) {
-    ref::RmsNorm(weights_.embed_tokens.Row(next_tokens[t]), m.enorm.data(), d, c.rms_norm_eps, concat.data());
+    const float* image = ReplacedEmbedding(replaced, t, d);
+    const float* embedding = image != nullptr ? image : weights_.embed_tokens.Row(next_tokens[t]);
+    ref::RmsNorm(embedding, m.enorm.data(), d, c.rms_norm_eps, concat.data());
     ref::RmsNorm(&hidden[t * d], m.hnorm.data(), d, c.rms_norm_eps, concat.data() + d);
     ref::Linear(concat.data(), 1, m.eh_proj.data.data(), d, 2 * d, &z[t * d]);
   }

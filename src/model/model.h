@@ -105,6 +105,14 @@ struct EntryOutput {
   Status error;
 };
 
+// Rows replacing the MTP layer's embeddings of its next tokens (docs/vision.md "MTP drafts"): the token at index
+// positions[i] (ascending, in [0, T)) of next_tokens is embedded as rows[i·D, (i+1)·D) — the image row the trunk
+// took at that position (BatchEntry::embedding_rows) — instead of its embedding-table row. Empty: none.
+struct MtpReplacedEmbeddings {
+  std::span<const int32_t> positions = {};
+  std::span<const float> rows = {};  // [positions, D]
+};
+
 // One sequence's part of a batched MTP call (Model::MtpForwardBatch): T pairs (h_t, x_{t+1}) continuing the
 // state's MTP cache, as MtpForward takes them.
 struct MtpEntry {
@@ -112,7 +120,11 @@ struct MtpEntry {
   std::span<const float> hidden;              // [T, D] the trunk's final normed hidden at positions t
   std::span<const int32_t> next_tokens;       // [T] the tokens at t + 1
   LogitsWanted logits = LogitsWanted::kLast;  // draft logits wanted: every pair, the last one, or none
+  MtpReplacedEmbeddings replaced = {};        // image rows in place of next tokens' embeddings
 };
+
+// The replacement row of next token `index` ([D] inside replaced.rows), or null when it has none.
+const float* ReplacedEmbedding(const MtpReplacedEmbeddings& replaced, int64_t index, int64_t d);
 
 // Discrete choices to force instead of computing them (the quality gate of quantized paths compares with the
 // choices of the fp32 path): per layer, per new token.
@@ -192,9 +204,10 @@ class Model {
 
   // The MTP layer (§10) over T pairs (h_t, x_{t+1}) continuing the state's MTP cache: hidden [T, D] is the trunk's
   // final normed hidden at positions t, next_tokens [T] the tokens at t+1. Returns draft logits [T, V] for t+2.
+  // `replaced`: image rows in place of some next tokens' embeddings (checked as Forward checks image rows).
   virtual Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                            std::vector<float>& logits, const ForwardOptions& options = {},
-                            Trace* trace = nullptr) const = 0;
+                            std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr,
+                            const MtpReplacedEmbeddings& replaced = {}) const = 0;
   // The MTP layer over several sequences: logits[i] [rows, V] for batch[i] (rows: T, 1 or 0 per its `logits`).
   // Entries must have distinct states. This default runs MtpForward on each in turn (one weight read per
   // sequence); an implementation that batches rows overrides it. On an error, the states of entries already run
@@ -217,7 +230,8 @@ class PathModel : public Model {
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const final;
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr) const final;
+                    std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr,
+                    const MtpReplacedEmbeddings& replaced = {}) const final;
 
  protected:
   // The path's forward pass over a checked batch whose outputs are sized and whose memory is prepared. Returns Ok
@@ -227,7 +241,8 @@ class PathModel : public Model {
   // The path's MTP layer over checked inputs.
   virtual Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
                                    std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                   const ForwardOptions& options, Trace* trace) const = 0;
+                                   const ForwardOptions& options, Trace* trace,
+                                   const MtpReplacedEmbeddings& replaced) const = 0;
 };
 
 // Speculative decoding: puts the sequence back at `position`, whose KDA state `snapshot` holds (a BatchEntry's
@@ -285,7 +300,8 @@ class ReferenceModel final : public PathModel {
   Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                       const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
   Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                           std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const override;
+                           std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
+                           const MtpReplacedEmbeddings& replaced) const override;
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                     Trace* trace, const ForcedChoices* forced) const;
   // The steps of ForwardOne: embedding, the two sublayers of a layer, the tracing of a site, the head.

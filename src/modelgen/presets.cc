@@ -70,6 +70,23 @@ TinyPreset BenchPreset() {
   return p;
 }
 
+// The release's vision tower with the smallest trunk its merger fits: the merger writes out_hidden_size = the text
+// hidden size (4096), so the trunk keeps hidden 4096 but has one KDA layer with a dense MLP and a small vocabulary.
+// ≈ 1.2 GB (the tower's 1.1 GB in BF16): `glint bench-vision` at release widths without bench's 8.5 GB trunk.
+TinyPreset VisionBenchPreset() {
+  TinyPreset p = BenchPreset();  // the tower and the attention widths
+  p.name = "vision-bench";
+  p.description = "the release's vision tower (24 x 1024) on a 1-layer trunk of hidden 4096, vocab 2048; ~1.2 GB";
+  p.vocab_size = 2048;
+  p.num_hidden_layers = 1;  // layer 0: KDA with the dense MLP (first_k_dense_replace = 1)
+  p.intermediate_size = 1024;
+  p.moe_intermediate_size = 256;  // no MoE layer is made; the config still needs valid MoE fields
+  p.n_routed_experts = 4;
+  p.num_experts_per_tok = 2;
+  p.kda_num_heads = 4;
+  return p;
+}
+
 // Widths so small that a cache of 2^20 positions is a few tens of MB and a 300k-token prefill takes seconds: for
 // the long-context boundary tests (docs/long-context.md). The release's max_position_embeddings and kpool.
 TinyPreset LongContextPreset() {
@@ -138,15 +155,16 @@ bool IsDsaLayer(int64_t layer) { return layer % 4 == 3; }
 Result<TinyPreset> FindTinyPreset(std::string_view name) {
   if (name == "default") return DefaultPreset();
   if (name == "bench") return BenchPreset();
+  if (name == "vision-bench") return VisionBenchPreset();
   if (name == "long-context") return LongContextPreset();
   if (name == "long-prefill") return LongPrefillPreset();
   if (name == "expert-heavy") return ExpertHeavyPreset();
   return InvalidArgument("unknown preset '", name,
-                         "'; expected one of: default, bench, long-context, long-prefill, expert-heavy");
+                         "'; expected one of: default, bench, vision-bench, long-context, long-prefill, expert-heavy");
 }
 
 std::vector<std::string> TinyPresetNames() {
-  return {"default", "bench", "long-context", "long-prefill", "expert-heavy"};
+  return {"default", "bench", "vision-bench", "long-context", "long-prefill", "expert-heavy"};
 }
 
 const std::vector<SpecialTokenSlot>& GlmSpecialTokenSlots() {

@@ -47,7 +47,7 @@ const WebAsset* FindWebAsset(std::string_view path) {
 std::span<const std::pair<std::string_view, std::string_view>> WebAssetHeaders() {
   static constexpr std::array<std::pair<std::string_view, std::string_view>, 5> headers = {{
       {"Content-Security-Policy",
-       "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+       "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
       {"X-Content-Type-Options", "nosniff"},
       {"Referrer-Policy", "no-referrer"},

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "base/file.h"
+#include "io/weight_container.h"
 #include "vision/tower_reference.h"
 
 namespace glint {
@@ -38,6 +40,25 @@ class FastImageEncoder final : public ImageEncoder {
   std::string description_;
 };
 
+// The fast tower viewed in a `glint convert` container (tower_store.cc); the container is mapped a second time
+// (the text model holds its own mapping; the pages are shared), without reading every page in.
+Result<std::unique_ptr<ImageEncoder>> LoadContainerImageEncoder(const std::string& path, const VisionConfig& config,
+                                                                WorkerPool& pool) {
+  GLINT_ASSIGN_OR_RETURN(ContainerFile file, ContainerFile::Open(path, /*populate=*/false));
+  auto container = std::make_shared<const ContainerFile>(std::move(file));
+  const auto stored = container->metadata().find(std::string(kContainerVisionKey));
+  if (stored == container->metadata().end()) {
+    return FailedPrecondition("'", path, "' was written by a `glint convert` that did not store the vision tower; ",
+                              "re-run `glint convert --model CHECKPOINT --out DIR` to include it");
+  }
+  if (stored->second != "bf16" && stored->second != "int8") {
+    return FailedPrecondition("'", path, "' holds no vision tower (", stored->second, ")");
+  }
+  auto find = [container](const std::string& name) { return container->Find(name); };
+  GLINT_ASSIGN_OR_RETURN(FastVisionTower tower, FastVisionTower::FromStored(config, {}, find, container));
+  return std::unique_ptr<ImageEncoder>(std::make_unique<FastImageEncoder>(std::move(tower), pool));
+}
+
 }  // namespace
 
 std::unique_ptr<ImageEncoder> MakeReferenceImageEncoder(VisionWeights weights, const VisionConfig& config) {
@@ -55,11 +76,17 @@ Result<std::unique_ptr<ImageEncoder>> LoadImageEncoder(const std::string& dir, c
   if (!config.vision.present) {
     return FailedPrecondition("the model's config.json has no vision_config: it is text-only");
   }
+  // As FastModel::Load: the fast path takes a directory's container when it has one.
+  const std::string container_path = JoinPath(dir, kContainerFileName);
+  if (!reference && PathExists(container_path)) {
+    GLINT_CHECK(pool != nullptr) << "the fast tower needs a worker pool";
+    return LoadContainerImageEncoder(container_path, config.vision, *pool);
+  }
   Result<Checkpoint> checkpoint = Checkpoint::Open(dir);
   if (!checkpoint.ok()) {
     return FailedPrecondition(
-        "the vision tower loads from the checkpoint's safetensors, which ", dir,
-        " does not hold (a `glint convert` container has no vision tensors): ", checkpoint.status().message());
+        "the fp32 reference tower loads from the checkpoint's safetensors, which ", dir,
+        " does not hold (a `glint convert` container holds the fast tower only): ", checkpoint.status().message());
   }
   GLINT_ASSIGN_OR_RETURN(VisionWeights weights, LoadVisionWeights(*checkpoint, config.vision));
   if (reference) return MakeReferenceImageEncoder(std::move(weights), config.vision);

@@ -34,9 +34,15 @@ std::unique_ptr<ImageEncoder> MakeReferenceImageEncoder(VisionWeights weights, c
 Result<std::unique_ptr<ImageEncoder>> MakeFastImageEncoder(const VisionWeights& weights, const VisionConfig& config,
                                                            WorkerPool& pool, const FastVisionOptions& options = {});
 
-// The tower of a checkpoint directory's `model.visual.*` for the forward path `reference` (fp32) or fast (on
-// `pool`). Errors say why a model takes no images: no vision_config, no vision tensors (text-only, or a `glint
-// convert` container, which does not hold them), a tensor that does not bind.
+// The container metadata key `glint convert` writes (docs/vision.md "In a container"): "bf16" or "int8" when the
+// container holds the fast tower's packed tensors, otherwise why it holds none. A container without the key was
+// written before containers held the tower.
+inline constexpr std::string_view kContainerVisionKey = "vision";
+
+// The tower of a model directory for the forward path `reference` (fp32, from the checkpoint's `model.visual.*`)
+// or fast (on `pool`; from the directory's `glint convert` container when it has one, as FastModel::Load, else
+// from the checkpoint). Errors say why a model takes no images: no vision_config, no vision tensors (text-only),
+// a container written without the tower (re-run `glint convert`), a tensor that does not bind.
 Result<std::unique_ptr<ImageEncoder>> LoadImageEncoder(const std::string& dir, const ModelConfig& config,
                                                        bool reference, WorkerPool* pool);
 

@@ -74,8 +74,10 @@ Result<FastVisionTower::PackedLinear> FastVisionTower::Pack(const VisionMatrix& 
   l.bias = bias;
   if (options_.format == VisionWeightFormat::kInt8) {
     GLINT_ASSIGN_OR_RETURN(l.int8, QuantizeInt8(w.data.data(), w.rows, w.cols, options_.int8_group));
+    l.int8_view = l.int8.view();
   } else {
     GLINT_ASSIGN_OR_RETURN(l.bf16, PackBf16FromFloat(w.data.data(), w.rows, w.cols));
+    l.bf16_view = l.bf16.view();
   }
   return l;
 }
@@ -128,8 +130,8 @@ uint64_t FastVisionTower::WeightBytes() const {
   uint64_t bytes = 0;
   auto add = [&](const PackedLinear& l) {
     bytes += options_.format == VisionWeightFormat::kInt8
-                 ? static_cast<uint64_t>(l.int8.layout().code_bytes() + 4 * l.int8.layout().scale_count())
-                 : static_cast<uint64_t>(2 * l.bf16.layout().value_count());
+                 ? static_cast<uint64_t>(l.int8_view.layout.code_bytes() + 4 * l.int8_view.layout.scale_count())
+                 : static_cast<uint64_t>(2 * l.bf16_view.layout.value_count());
   };
   add(patch_embed_);
   for (const PackedBlock& b : blocks_) {
@@ -143,9 +145,9 @@ void FastVisionTower::Apply(WorkerPool& pool, const PackedLinear& l, const float
                             float* y, int64_t y_stride, VisionRunProfile& profile) {
   const Stopwatch watch;
   if (options_.format == VisionWeightFormat::kInt8) {
-    LinearI8(pool, *int8_, l.int8.view(), x, x_stride, tokens, y, y_stride, activations_);
+    LinearI8(pool, *int8_, l.int8_view, x, x_stride, tokens, y, y_stride, activations_);
   } else {
-    LinearBf16(pool, *bf16_, l.bf16.view(), x, x_stride, tokens, y, y_stride);
+    LinearBf16(pool, *bf16_, l.bf16_view, x, x_stride, tokens, y, y_stride);
   }
   if (!l.bias.empty()) {
     pool.ParallelFor(tokens, 64, [&](int64_t begin, int64_t end, int) {

@@ -12,12 +12,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/status.h"
 #include "base/worker_pool.h"
 #include "io/config.h"
+#include "io/weight_container.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_i8.h"
 #include "kernels/isa.h"
@@ -58,11 +62,23 @@ class FastVisionTower {
   VisionWeightFormat format() const { return options_.format; }
   uint64_t WeightBytes() const;  // packed weights held
 
+  // The packed tower as container entries (tower_store.cc; names and kinds documented there), viewing this
+  // tower's memory: `glint convert` writes them into model.glint beside the text model's tensors.
+  std::vector<ContainerEntry> StoredTensors() const;
+  // The tower over stored entries (a mapped container's): `find` returns the entry of a name or nullptr; the
+  // matrices are viewed in place, not copied, and `storage` (the mapping) is kept alive by the tower. The weight
+  // format is the entries' (bf16 or int8); options.format is ignored. Errors name the entry and what was expected.
+  static Result<FastVisionTower> FromStored(const VisionConfig& config, const FastVisionOptions& options,
+                                            const std::function<const ContainerEntry*(const std::string&)>& find,
+                                            std::shared_ptr<const void> storage);
+
  private:
   struct PackedLinear {
     int64_t rows = 0, cols = 0;
-    Bf16Matrix bf16;          // format kBf16
-    Int8Matrix int8;          // format kInt8
+    Bf16Matrix bf16;           // format kBf16, when packed by this tower (empty when viewing stored entries)
+    Int8Matrix int8;           // format kInt8, likewise
+    Bf16MatrixView bf16_view;  // what the kernels read: `bf16`'s or a stored entry's
+    Int8MatrixView int8_view;
     std::vector<float> bias;  // [rows] or empty
   };
   struct PackedBlock {
@@ -72,6 +88,10 @@ class FastVisionTower {
   struct Scratch;
 
   Result<PackedLinear> Pack(const VisionMatrix& w, const std::vector<float>& bias) const;
+  // Calls linear(name, packed, rows, cols, has_bias) and vector(name, values, size) for every tensor, in store
+  // order (tower_store.cc); `Tower` is FastVisionTower or const FastVisionTower.
+  template <typename Tower, typename LinearFn, typename VectorFn>
+  static void VisitTensors(Tower& tower, LinearFn linear, VectorFn vector);
   // y [tokens, l.rows] (row stride y_stride) = W x + b.
   void Apply(WorkerPool& pool, const PackedLinear& l, const float* x, int64_t x_stride, int64_t tokens, float* y,
              int64_t y_stride, VisionRunProfile& profile);
@@ -92,6 +112,7 @@ class FastVisionTower {
   PackedLinear merger_proj_, merger_gate_, merger_up_, merger_down_;
   std::vector<float> merger_norm_weight_, merger_norm_bias_;
   ActivationScratch activations_;
+  std::shared_ptr<const void> storage_;  // the mapping stored views point into (FromStored), or null
 };
 
 }  // namespace glint

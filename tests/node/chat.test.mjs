@@ -2,7 +2,9 @@
 // request body built from a conversation and the settings, SSE splitting, answer timing, and server errors in words.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { AnswerTiming, ApiError, apiMessages, describeError, MIN_RATE_SPAN_MS, requestBody, splitSse } from '../../src/server/webui/chat.js';
+import {
+  AnswerTiming, ApiError, apiMessages, describeError, imageProblem, MAX_IMAGE_BYTES, MIN_RATE_SPAN_MS, requestBody, splitSse,
+} from '../../src/server/webui/chat.js';
 import { DEFAULT_SETTINGS, titleFrom } from '../../src/server/webui/store.js';
 
 const conversation = {
@@ -91,4 +93,29 @@ test('titleFrom: the first line, at most 60 characters', () => {
   assert.equal(titleFrom('  Hello\nworld'), 'Hello');
   assert.equal(titleFrom('x'.repeat(80)), `${'x'.repeat(57)}…`);
   assert.equal(titleFrom('\n\n'), 'New chat');
+});
+
+describe('images', () => {
+  test('a message with images sends image_url parts first, then its text; one without stays a string', () => {
+    const url = 'data:image/png;base64,iVBORw0KGgo=';
+    const messages = apiMessages({ messages: [{ role: 'user', content: 'What?', images: [{ name: 'a.png', url }] },
+      { role: 'user', content: 'plain' }] }, DEFAULT_SETTINGS);
+    assert.deepEqual(messages, [
+      { role: 'user', content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'What?' }] },
+      { role: 'user', content: 'plain' }]);
+  });
+
+  test('the composer refuses other types and files over the server\'s default limit, naming them', () => {
+    assert.equal(imageProblem({ name: 'a.webp', type: 'image/webp', size: MAX_IMAGE_BYTES }), '');
+    assert.match(imageProblem({ name: 'big.png', type: 'image/png', size: MAX_IMAGE_BYTES + 1 }),
+      /"big.png" is 20.0 MiB; the server takes images up to 20 MiB/);
+    assert.match(imageProblem({ name: 'a.bmp', type: 'image/bmp', size: 10 }), /"a.bmp" is not a PNG, JPEG, WebP or GIF/);
+    assert.equal(MAX_IMAGE_BYTES, 20 * 1024 * 1024);  // media::DecodeLimits::max_bytes, glint serve's default
+  });
+
+  test('a model without a tower: the 400 in plain words', () => {
+    const error = new ApiError(400, { error: { message: "this server takes no images: no vision_config",
+      code: 'image_input_not_supported', param: 'messages[0].content[0]' } });
+    assert.match(describeError(error), /^This model cannot look at images \(this server takes no images: no vision_config\)/);
+  });
 });

@@ -12,6 +12,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import { launchBrowser, requireChromium } from './browser.mjs';
 import { eventually, metric, startServer } from './harness.mjs';
@@ -24,6 +25,8 @@ const WAIT_MS = 10_000;  // any single wait for the page
 const MAX_MODEL_LEN = 16384;
 const LONG_ANSWER_TOKENS = 15000;
 const API_KEY = 'webui-test-key';
+const IMAGE_PATH = fileURLToPath(new URL('../data/vision_input/wide/input.png', import.meta.url));  // 300 × 40 PNG
+const NOT_AN_IMAGE_PATH = fileURLToPath(new URL('./package.json', import.meta.url));
 
 let server;
 let keyServer;
@@ -55,6 +58,10 @@ async function watch(page, origin) {
   await page.setRequestInterception(true);
   page.on('request', (request) => {
     const url = new URL(request.url());
+    if (url.protocol === 'data:') {  // an attached image's thumbnail: never leaves the browser
+      request.continue();
+      return;
+    }
     if (url.origin !== origin) {
       foreignRequests.push(request.url());
       request.abort('accessdenied');
@@ -105,6 +112,14 @@ async function typeInto(page, selector, text) {
   await page.keyboard.up('Control');
   await page.keyboard.press('Backspace');
   if (text) await page.type(selector, text);
+}
+
+async function setMaxTokens(page, value) {
+  await page.click('#open-settings');
+  await page.waitForSelector('#settings-dialog[open]');
+  await typeInto(page, '#set-max-tokens', value);
+  await page.click('#settings-save');
+  await page.waitForFunction(() => !document.getElementById('settings-dialog').open);
 }
 
 // Checked before any test is declared, so a missing browser is the one error reported, not ten cancelled tests.
@@ -252,6 +267,53 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
     assert.match(error, /Start a new chat/);
     allowedLoadFailures.delete(400);
     await shot(page, '05-too-long');
+  });
+
+  test('an image attached: thumbnails, an image_url part, an answer; a wrong file and a 400 in words', async () => {
+    await setMaxTokens(page, '8');  // a whole answer, quickly (the settings test asked for LONG_ANSWER_TOKENS)
+    await page.click('#new-chat');
+    const [chooser] = await Promise.all([page.waitForFileChooser(), page.click('#attach')]);
+    await chooser.accept([IMAGE_PATH]);
+    await page.waitForSelector('#attachments img');
+    await page.type('#prompt', 'What is in this picture?');
+    await shot(page, '05b-image-attached');
+    const before = chats.length;
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('article.message.user .bubble img');
+    assert.equal(await page.$eval('#attachments', (e) => e.hidden), true, 'the composer keeps the sent image');
+    await waitIdle(page);
+    const content = chats[before].body.messages.at(-1).content;
+    assert.equal(content[0].type, 'image_url');
+    assert.match(content[0].image_url.url, /^data:image\/png;base64,iVBOR/);
+    assert.deepEqual(content[1], { type: 'text', text: 'What is in this picture?' });
+    assert.equal(await page.$('article.message.assistant .error'), null, 'glint-tiny (with its tower) answers');
+    assert.ok((await answerText(page)).length > 0);
+    await shot(page, '05c-image-answered');
+    // Kept with the conversation: the stored message holds the image.
+    const stored = await page.evaluate(() => JSON.parse(localStorage.getItem('glint.webui.conversations')));
+    assert.equal(stored[0].messages[0].images[0].url, content[0].image_url.url);
+    // A file that is not an image is refused in the page, naming it.
+    const [again] = await Promise.all([page.waitForFileChooser(), page.click('#attach')]);
+    await again.accept([NOT_AN_IMAGE_PATH]);
+    await page.waitForFunction(() => document.getElementById('notice').textContent.includes('is not a PNG, JPEG'));
+    assert.equal(await page.$('#attachments img'), null);
+    // A model without a tower: the server's 400 in plain words (scripted: the default model has a tower).
+    allowedLoadFailures.add(400);
+    chats.scripted.push({ status: 400, body: JSON.stringify({ error: {
+      message: "this server takes no images: the model's config.json has no vision_config", type: 'invalid_request_error',
+      param: 'messages[0].content[0]', code: 'image_input_not_supported' } }) });
+    const [third] = await Promise.all([page.waitForFileChooser(), page.click('#attach')]);
+    await third.accept([IMAGE_PATH]);
+    await page.waitForSelector('#attachments img');
+    await page.type('#prompt', 'And this one?');
+    await page.keyboard.press('Enter');
+    await page.waitForSelector('article.message.assistant .error');
+    await waitIdle(page);
+    const error = await page.$$eval('article.message.assistant .error', (e) => e.at(-1).textContent);
+    assert.match(error, /This model cannot look at images/);
+    assert.match(error, /has no vision_config/);
+    allowedLoadFailures.delete(400);
+    await setMaxTokens(page, String(LONG_ANSWER_TOKENS));
   });
 
   test('keyboard only: Tab to the message box, Enter sends, Esc stops', async () => {

@@ -16,6 +16,7 @@
 #include "base/worker_pool.h"
 #include "engine_checks.h"
 #include "model/fast_model.h"
+#include "model_checks.h"
 #include "test_util.h"
 
 namespace glint {
@@ -23,51 +24,38 @@ namespace {
 
 // Records the logits of every call of the model it wraps (not owned), in order; the sequences are the wrapped
 // model's.
-class RecordingModel final : public Model {
+class RecordingModel final : public testing::ForwardingModel {
  public:
-  explicit RecordingModel(const Model& inner) : inner_(&inner) {}
-  EngineMirror* engine_mirror() const override { return inner_->engine_mirror(); }
-  const ModelConfig& config() const override { return inner_->config(); }
-  bool has_mtp() const override { return inner_->has_mtp(); }
-  Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const override {
-    return inner_->CacheLayoutFor(options);
-  }
-  SequenceState NewSequence() const override { return inner_->NewSequence(); }
-  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
-                             int64_t mtp_tokens) const override {
-    return inner_->BindSequence(std::move(layout), memory, tokens, mtp_tokens);
-  }
+  using ForwardingModel::ForwardingModel;
   Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                  const ForwardOptions& options = {}, Trace* trace = nullptr,
                  const ForcedChoices* forced = nullptr) const override {
-    GLINT_RETURN_IF_ERROR(inner_->Forward(batch, outputs, options, trace, forced));
+    GLINT_RETURN_IF_ERROR(inner().Forward(batch, outputs, options, trace, forced));
     for (const EntryOutput& output : outputs) calls.push_back(output.logits);
     return Status::Ok();
   }
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
-                    std::vector<float>& logits, const ForwardOptions& options, Trace* trace) const override {
-    GLINT_RETURN_IF_ERROR(inner_->MtpForward(state, hidden, next_tokens, logits, options, trace));
+                    std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
+                    const MtpReplacedEmbeddings& replaced = {}) const override {
+    GLINT_RETURN_IF_ERROR(inner().MtpForward(state, hidden, next_tokens, logits, options, trace, replaced));
     calls.push_back(logits);
     return Status::Ok();
   }
   Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
                          const ForwardOptions& options, std::vector<Status>* entry_errors) const override {
-    GLINT_RETURN_IF_ERROR(inner_->MtpForwardBatch(batch, logits, options, entry_errors));
+    GLINT_RETURN_IF_ERROR(inner().MtpForwardBatch(batch, logits, options, entry_errors));
     calls.insert(calls.end(), logits.begin(), logits.end());
     return Status::Ok();
   }
   // A follower at --tp 1 skips lm_head (lockstep.cc); as at --tp > 1 (lm_head split, every rank computes its
   // columns) this one computes the logits rank 0 asked for, so that the replay is compared logit for logit.
   ShardPlan shard_plan() const override {
-    ShardPlan plan = inner_->shard_plan();
+    ShardPlan plan = inner().shard_plan();
     if (computes_logits_as_at_tp2) plan.tp = 2;
     return plan;
   }
   bool computes_logits_as_at_tp2 = false;
   mutable std::vector<std::vector<float>> calls;
-
- private:
-  const Model* inner_;
 };
 
 // Rank 0 of two: keeps what it broadcasts. Rank 1 of two: hands the kept messages back in order.

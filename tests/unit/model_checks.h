@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,41 @@
 #include "model/trace.h"
 
 namespace glint::testing {
+
+// A Model that hands everything to `inner` (not owned; the sequences are inner's): the base of test wrappers that
+// watch or record some calls. Forward and MtpForward pass the call on; MtpForwardBatch is Model's default (one
+// MtpForward per entry) unless a wrapper overrides it.
+class ForwardingModel : public Model {
+ public:
+  explicit ForwardingModel(const Model& inner) : inner_(&inner) {}
+  EngineMirror* engine_mirror() const override { return inner_->engine_mirror(); }
+  const ModelConfig& config() const override { return inner_->config(); }
+  bool has_mtp() const override { return inner_->has_mtp(); }
+  Result<CacheLayout> CacheLayoutFor(const CacheOptions& options) const override {
+    return inner_->CacheLayoutFor(options);
+  }
+  SequenceState NewSequence() const override { return inner_->NewSequence(); }
+  SequenceState BindSequence(std::shared_ptr<const CacheLayout> layout, SequenceMemory memory, int64_t tokens,
+                             int64_t mtp_tokens) const override {
+    return inner_->BindSequence(std::move(layout), memory, tokens, mtp_tokens);
+  }
+  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                 const ForwardOptions& options = {}, Trace* trace = nullptr,
+                 const ForcedChoices* forced = nullptr) const override {
+    return inner_->Forward(batch, outputs, options, trace, forced);
+  }
+  Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                    std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr,
+                    const MtpReplacedEmbeddings& replaced = {}) const override {
+    return inner_->MtpForward(state, hidden, next_tokens, logits, options, trace, replaced);
+  }
+
+ protected:
+  const Model& inner() const { return *inner_; }
+
+ private:
+  const Model* inner_;
+};
 
 // Keeps every traced value of sequence 0, by name, in call order.
 class RecordingTrace : public Trace {

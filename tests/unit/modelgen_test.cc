@@ -365,6 +365,29 @@ TEST(MakeTiny, RefusesToOverwriteUnlessForced) {
   EXPECT_ERROR_CONTAINS(MakeTinyModel(options), "pass --out");
 }
 
+TEST(MakeTiny, VisionBenchPresetHasTheReleaseTowerOnAOneLayerTrunk) {
+  // Not generated here (≈ 1.2 GB): the tower at release widths, the trunk as small as the merger allows.
+  ASSERT_OK_AND_ASSIGN(TinyPreset preset, FindTinyPreset("vision-bench"));
+  ASSERT_OK_AND_ASSIGN(ModelConfig config, ParseModelConfig(TinyConfigJson(preset), "vision-bench config"));
+  EXPECT_EQ(config.num_hidden_layers, 1);
+  EXPECT_EQ(config.vocab_size, 2048);
+  EXPECT_EQ(config.mlp_kinds[0], MlpKind::kDense);
+  ASSERT_TRUE(config.vision.present);
+  EXPECT_EQ(config.vision.depth, 24);
+  EXPECT_EQ(config.vision.hidden_size, 1024);
+  EXPECT_EQ(config.vision.num_heads, 16);
+  EXPECT_EQ(config.vision.intermediate_size, 4096);
+  EXPECT_EQ(config.vision.out_hidden_size, 4096);
+  EXPECT_EQ(config.vision.projection_intermediate_size, 10240);
+  int64_t parameters = 0;
+  for (const TensorSpec& spec : ExpectedTensors(config)) {
+    int64_t n = 1;
+    for (int64_t dim : spec.shape) n *= dim;
+    parameters += n;
+  }
+  EXPECT_LT(parameters, 120'000'000);  // the trunk: the tower's 0.56 B are counted apart (VisionTowerTensors)
+}
+
 TEST(MakeTiny, BenchPresetHasTheReleaseWidths) {
   // Not generated here (several GB); its config must parse and describe the intended shapes.
   ASSERT_OK_AND_ASSIGN(TinyPreset preset, FindTinyPreset("bench"));

@@ -5,6 +5,7 @@
 // prefix cache keys images by their hash; bad requests are refused clearly.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "engine_checks.h"
 #include "model/fast_model.h"
 #include "model/model.h"
+#include "model_checks.h"
 #include "modelgen/random_weights.h"
 #include "test_util.h"
 #include "vision/image_encoder.h"
@@ -146,8 +148,9 @@ class VisionEngine : public ::testing::Test {
   std::unique_ptr<ImageEncoder> reference_tower_, fast_tower_;
 };
 
-EngineOptions Options(const Model& model, int64_t budget, int64_t blocks = 64, int64_t checkpoints = 0) {
-  EngineOptions o = testing::SizedOptions(model, 4, blocks, checkpoints);
+EngineOptions Options(const Model& model, int64_t budget, int64_t blocks = 64, int64_t checkpoints = 0,
+                      bool speculative = false) {
+  EngineOptions o = testing::SizedOptions(model, 4, blocks, checkpoints, speculative);
   o.max_batch_tokens = budget;
   return o;
 }
@@ -256,6 +259,83 @@ TEST_F(VisionEngine, ThePrefixCacheKeysImagesByTheirHash) {
   EXPECT_EQ(core->Metrics().images_encoded, encoded);
   EXPECT_EQ(sink->TokensOf(4), DirectGreedy(*reference_, *reference_tower_, turn, nullptr));
   testing::ExpectPoolsAtStart(*core);
+}
+
+// Wraps a model (not owned) and records every MTP input embedding that replaced a next token's: its sequence
+// position (the pair's next token) and its row.
+class MtpRecorder final : public testing::ForwardingModel {
+ public:
+  using ForwardingModel::ForwardingModel;
+  Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
+                    std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
+                    const MtpReplacedEmbeddings& replaced) const override {
+    const int64_t d = config().hidden_size, next = state.mtp_tokens + 1;  // position of next_tokens[0]
+    for (size_t i = 0; i < replaced.positions.size(); ++i) {
+      rows[next + replaced.positions[i]].assign(replaced.rows.begin() + i * d, replaced.rows.begin() + (i + 1) * d);
+    }
+    return inner().MtpForward(state, hidden, next_tokens, logits, options, trace, replaced);
+  }
+  mutable std::map<int64_t, std::vector<float>> rows;  // position → the row the MTP layer embedded there
+};
+
+TEST_F(VisionEngine, MtpDraftsSeeTheImageRowsAndKeepGreedyOutput) {
+  // The ChunkedPrefill prompts: with a budget of 10 the first chunk ends just before the first image (position
+  // 5), so the MTP pair (h_4, x_5) needs image 0's first row before the chunk that encodes it.
+  const ImagePrompt prompt =
+      Compose(vision_, {{1, 2, 3, 4, 5}, {9, 10, 11}, {12, 13}}, {Image(vision_, 4, 8, 21), Image(vision_, 4, 6, 22)});
+  for (auto [model, tower] : {std::pair<const Model*, ImageEncoder*>{reference_.get(), reference_tower_.get()},
+                              std::pair<const Model*, ImageEncoder*>{fast_.get(), fast_tower_.get()}}) {
+    const Tokens expected = DirectGreedy(*model, *tower, prompt, nullptr);
+    std::map<int64_t, std::vector<float>> tower_rows;  // position → the tower's row
+    const int64_t d = model->config().hidden_size;
+    for (const RequestImage& image : prompt.images) {
+      ASSERT_OK_AND_ASSIGN(std::vector<float> out, tower->Encode(*image.input));
+      for (int64_t j = 0; j < static_cast<int64_t>(out.size()) / d; ++j)
+        tower_rows[image.start + j].assign(out.begin() + j * d, out.begin() + (j + 1) * d);
+    }
+    for (int64_t budget : {10, 512}) {
+      MtpRecorder recorder(*model);
+      auto core = Core(recorder, tower, Options(recorder, budget, 64, 0, /*speculative=*/true));
+      EXPECT_EQ(RunAll(*core, {prompt}), std::vector<Tokens>{expected}) << tower->description() << " " << budget;
+      EXPECT_EQ(recorder.rows, tower_rows) << tower->description() << " budget " << budget;
+      EXPECT_EQ(core->Metrics().images_encoded, 2);  // the early encode is the image's only one
+      EXPECT_GT(core->Metrics().spec_drafts, 0);
+    }
+  }
+}
+
+TEST_F(VisionEngine, MtpReplacedEmbeddingsInTheModel) {
+  // In both paths: a replaced row equal to the token's own embedding changes no bit (the fast path's bf16 table
+  // holds the same values as the reference's fp32 one); another row changes the draft logits; bad rows are refused.
+  const std::vector<int32_t> tokens = {1, 2, 3, 4};
+  const int64_t d = reference_->config().hidden_size;
+  for (const Model* model : {static_cast<const Model*>(reference_.get()), static_cast<const Model*>(fast_.get())}) {
+    SequenceState state = model->NewSequence();
+    std::vector<EntryOutput> outputs;
+    BatchEntry entry{tokens, &state, LogitsWanted::kLast, true};
+    ASSERT_OK(model->Forward({&entry, 1}, outputs));
+    const std::vector<int32_t> next = {2, 3, 4};
+    const std::span<const float> hidden(outputs[0].hidden.data(), 3 * d);
+    auto draft = [&](const MtpReplacedEmbeddings& replaced) {
+      SequenceState s = model->NewSequence();
+      std::vector<EntryOutput> o;
+      BatchEntry e{tokens, &s, LogitsWanted::kLast, false};
+      EXPECT_OK(model->Forward({&e, 1}, o));
+      std::vector<float> logits;
+      EXPECT_OK(model->MtpForward(s, hidden, next, logits, {}, nullptr, replaced));
+      return logits;
+    };
+    const std::vector<float> plain = draft({});
+    const std::vector<int32_t> at = {1};  // next_tokens[1] = token 3
+    const float* own = reference_->weights().embed_tokens.Row(3);
+    EXPECT_EQ(draft({at, std::vector<float>(own, own + d)}), plain);
+    const std::vector<float> image(d, 0.5f);
+    EXPECT_NE(draft({at, image}), plain);
+    const std::vector<int32_t> bad = {3};
+    std::vector<float> logits;
+    EXPECT_ERROR_CONTAINS(model->MtpForward(state, hidden, next, logits, {}, nullptr, {bad, image}),
+                          "outside the entry's 3 tokens");
+  }
 }
 
 TEST_F(VisionEngine, BadImageRequestsAreRefusedClearly) {

@@ -11,11 +11,13 @@
 #include "base/worker_pool.h"
 #include "io/census.h"
 #include "io/safetensors.h"
+#include "io/weight_container.h"
 #include "model/fast_model.h"
 #include "model/model.h"
 #include "modelgen/random_weights.h"
 #include "quant/formats.h"
 #include "test_util.h"
+#include "vision/image_encoder.h"
 #include "vision/tower.h"
 #include "vision/tower_fast.h"
 #include "vision/tower_reference.h"
@@ -307,6 +309,97 @@ TEST(VisionFast, MatchesReferenceOnTwoFramesAtEveryLevel) {
       EXPECT_GT(profile.attention_macs, 0);
     }
   }
+}
+
+// The tower in a `glint convert` container (tower_store.cc): written by ContainerWriter from StoredTensors and
+// viewed by FromStored, it gives bit-identical rows to the tower packed from the checkpoint (the stored bytes are
+// the packed bytes), in both formats; a bad entry names itself; LoadImageEncoder refuses a container written
+// before containers held the tower, naming the fix.
+std::unique_ptr<ContainerFile> WriteTowerContainer(const FastVisionTower& tower, const std::string& path,
+                                                   std::map<std::string, std::string> metadata) {
+  const std::vector<ContainerEntry> entries = tower.StoredTensors();
+  std::vector<ContainerEntrySpec> specs;
+  for (const ContainerEntry& e : entries) {
+    specs.push_back({e.name, e.kind, e.dims, {}});
+    for (const auto& blob : e.blobs) specs.back().blob_bytes.push_back(blob.size());
+  }
+  Result<std::unique_ptr<ContainerWriter>> writer = ContainerWriter::Create(path, specs, std::move(metadata));
+  EXPECT_TRUE(writer.ok()) << writer.status().ToString();
+  for (const ContainerEntry& e : entries) {
+    for (const auto& blob : e.blobs) EXPECT_OK((*writer)->WriteNextBlob(blob));
+  }
+  EXPECT_OK((*writer)->Finish());
+  Result<ContainerFile> file = ContainerFile::Open(path, false);
+  EXPECT_TRUE(file.ok()) << file.status().ToString();
+  return std::make_unique<ContainerFile>(std::move(*file));
+}
+
+TEST(VisionContainer, StoredTowerGivesBitIdenticalRows) {
+  const VisionConfig c = TinyVision();
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(WriteTower(c, "vision-store")));
+  ASSERT_OK_AND_ASSIGN(VisionWeights weights, LoadVisionWeights(checkpoint, c));
+  const VisionInput input = SyntheticInput(c, 2, 6, 8);
+  WorkerPool pool(2);
+  const std::string dir = testing::MakeTempDir("vision-container");
+  for (VisionWeightFormat format : {VisionWeightFormat::kBf16, VisionWeightFormat::kInt8}) {
+    FastVisionOptions options;
+    options.format = format;
+    ASSERT_OK_AND_ASSIGN(FastVisionTower packed, FastVisionTower::Create(weights, c, options));
+    ASSERT_OK_AND_ASSIGN(std::vector<float> expected, packed.Run(pool, input));
+    std::shared_ptr<const ContainerFile> file(
+        WriteTowerContainer(packed, JoinPath(dir, std::string(VisionWeightFormatName(format)) + ".glint"), {}));
+    auto find = [&file](const std::string& name) { return file->Find(name); };
+    ASSERT_OK_AND_ASSIGN(FastVisionTower stored, FastVisionTower::FromStored(c, {}, find, file));
+    EXPECT_EQ(stored.format(), format);
+    EXPECT_EQ(stored.WeightBytes(), packed.WeightBytes());
+    ASSERT_OK_AND_ASSIGN(std::vector<float> rows, stored.Run(pool, input));
+    EXPECT_EQ(rows, expected) << VisionWeightFormatName(format);
+  }
+}
+
+TEST(VisionContainer, BadEntriesAndOldContainersAreRefused) {
+  const VisionConfig c = TinyVision();
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(WriteTower(c, "vision-store-bad")));
+  ASSERT_OK_AND_ASSIGN(VisionWeights weights, LoadVisionWeights(checkpoint, c));
+  ASSERT_OK_AND_ASSIGN(FastVisionTower packed, FastVisionTower::Create(weights, c));
+  std::vector<ContainerEntry> entries = packed.StoredTensors();
+  auto find_in = [&entries](const std::string& name) -> const ContainerEntry* {
+    for (const ContainerEntry& e : entries) {
+      if (e.name == name) return &e;
+    }
+    return nullptr;
+  };
+  std::erase_if(entries, [](const ContainerEntry& e) { return e.name == "vision.blocks.1.up.bias"; });
+  Result<FastVisionTower> missing = FastVisionTower::FromStored(c, {}, find_in, nullptr);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("'vision.blocks.1.up.bias' of the vision tower is missing"),
+            std::string::npos)
+      << missing.status().ToString();
+  VisionConfig wider = c;
+  wider.intermediate_size = 96;  // another model's config: the MLP entries have the wrong dims
+  entries = packed.StoredTensors();
+  Result<FastVisionTower> mismatch = FastVisionTower::FromStored(wider, {}, find_in, nullptr);
+  ASSERT_FALSE(mismatch.ok());
+  EXPECT_NE(mismatch.status().message().find("'vision.blocks.0.gate' is 'bf16' [64, 32]"), std::string::npos)
+      << mismatch.status().ToString();
+  entries.clear();
+  Result<FastVisionTower> none = FastVisionTower::FromStored(c, {}, find_in, nullptr);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("holds no vision tower"), std::string::npos) << none.status().ToString();
+
+  // A model directory whose container has no "vision" key (written before containers held the tower).
+  const std::string dir = testing::MakeTempDir("vision-old-container");
+  WriteTowerContainer(packed, JoinPath(dir, kContainerFileName), {{"writer", "older"}});
+  ModelConfig model;
+  model.vision = c;
+  WorkerPool pool(1);
+  Result<std::unique_ptr<ImageEncoder>> old = LoadImageEncoder(dir, model, false, &pool);
+  ASSERT_FALSE(old.ok());
+  EXPECT_NE(old.status().message().find("did not store the vision tower; re-run `glint convert"), std::string::npos)
+      << old.status().ToString();
+  WriteTowerContainer(packed, JoinPath(dir, kContainerFileName), {{std::string(kContainerVisionKey), "bf16"}});
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ImageEncoder> loaded, LoadImageEncoder(dir, model, false, &pool));
+  EXPECT_EQ(loaded->description(), "bf16 fast tower");
 }
 
 // The text model's image-row hook (BatchEntry::embedding_positions/rows): a replaced row equal to the token's own

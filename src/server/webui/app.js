@@ -1,7 +1,9 @@
 // The chat page (docs/webui.md): conversations in the sidebar, messages, the composer, settings and the API key
 // dialog. State lives in `state` and in localStorage (store.js); the DOM is redrawn from it, message by message
 // while an answer streams. Talking to the server is chat.js; Markdown is markdown.js.
-import { AnswerTiming, ApiError, describeError, fetchModel, requestBody, streamChat } from './chat.js';
+import {
+  AnswerTiming, ApiError, describeError, fetchModel, imageProblem, requestBody, streamChat,
+} from './chat.js';
 import { codeBlock, escapeHtml, renderMarkdown } from './markdown.js';
 import * as store from './store.js';
 
@@ -14,6 +16,7 @@ const state = {
   apiKey: store.loadApiKey(),
   model: null,  // {id, max_model_len} from /v1/models
   busy: null,  // {controller, conversation, message} while an answer streams
+  pendingImages: [],  // [{name, url}] attached in the composer, sent with the next message
 };
 
 // --- storage --------------------------------------------------------------------------------------------------
@@ -35,7 +38,13 @@ function persist({ throttled = false } = {}) {
   lastSave = performance.now();
   const kept = state.conversations.filter((c) => c.messages.length > 0);
   const ok = store.saveConversations(kept) && store.saveCurrentId(state.currentId);
-  if (!ok) showNotice('The browser refused to store the conversations (storage full or disabled): they will be lost on reload.');
+  if (!ok) {
+    // Images are kept as data: URLs and fill localStorage (≈ 5 MB in most browsers) fast: the conversations are
+    // kept in the page, and on reload those not stored are gone.
+    const images = kept.some((c) => c.messages.some((m) => m.images?.length));
+    showNotice('The browser refused to store the conversations (storage full or disabled): they will be lost on ' +
+      `reload.${images ? ' Images take much room: delete conversations with images to make space.' : ''}`);
+  }
 }
 
 // --- notices --------------------------------------------------------------------------------------------------
@@ -166,7 +175,10 @@ function messageElement(conversation, index, previous) {
   const bubble = document.createElement('div');
   bubble.className = 'bubble';
   if (state.busy?.message === message) bubble.classList.add('streaming');
-  if (message.role === 'user') bubble.textContent = message.content;
+  if (message.role === 'user') {
+    bubble.textContent = message.content;
+    if (message.images?.length) bubble.prepend(thumbnails(message.images));
+  }
   else bubble.innerHTML = assistantBubble(message, previous?.querySelector('details.reasoning')?.open);
   article.append(role, bubble);
   if (message.role === 'assistant') {
@@ -184,6 +196,92 @@ function messageElement(conversation, index, previous) {
   }
   if (actions.childElementCount) article.append(actions);
   return article;
+}
+
+// --- images ---------------------------------------------------------------------------------------------------
+
+function thumbnails(images, removable = false) {
+  const strip = document.createElement('div');
+  strip.className = 'thumbnails';
+  images.forEach((image, i) => {
+    const figure = document.createElement('figure');
+    const img = document.createElement('img');
+    img.src = image.url;  // a data: URL (the page's CSP allows data: images only)
+    img.alt = image.name;
+    img.title = image.name;
+    figure.append(img);
+    if (removable) {
+      const remove = actionButton('×', 'remove-image', `Remove ${image.name}`);
+      remove.dataset.image = String(i);
+      figure.append(remove);
+    }
+    strip.append(figure);
+  });
+  return strip;
+}
+
+function renderAttachments() {
+  const box = $('attachments');
+  box.replaceChildren();
+  box.hidden = state.pendingImages.length === 0;
+  if (!box.hidden) box.append(thumbnails(state.pendingImages, true));
+}
+
+function readAsDataUrl(file) {
+  return new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  });
+}
+
+async function attach(files) {
+  const problems = [];
+  for (const file of files) {
+    const problem = imageProblem(file);
+    if (problem) {
+      problems.push(problem);
+      continue;
+    }
+    try {
+      state.pendingImages.push({ name: file.name || 'pasted image', url: await readAsDataUrl(file) });
+    } catch (error) {
+      problems.push(`"${file.name}" could not be read (${error?.message ?? error}).`);
+    }
+  }
+  showNotice(problems.join(' '));
+  renderAttachments();
+}
+
+function setUpAttachments() {
+  $('attach').addEventListener('click', () => $('attach-input').click());
+  $('attach-input').addEventListener('change', (event) => {
+    attach([...event.target.files]);
+    event.target.value = '';
+  });
+  $('prompt').addEventListener('paste', (event) => {
+    const files = [...(event.clipboardData?.files ?? [])];
+    if (files.length === 0) return;  // plain text pastes as usual
+    event.preventDefault();
+    attach(files);
+  });
+  const composer = $('composer');
+  composer.addEventListener('dragover', (event) => {
+    if (event.dataTransfer?.types.includes('Files')) event.preventDefault();
+  });
+  composer.addEventListener('drop', (event) => {
+    const files = [...(event.dataTransfer?.files ?? [])];
+    if (files.length === 0) return;
+    event.preventDefault();
+    attach(files);
+  });
+  $('attachments').addEventListener('click', (event) => {
+    const button = event.target.closest('button[data-image]');
+    if (!button) return;
+    state.pendingImages.splice(Number(button.dataset.image), 1);
+    renderAttachments();
+  });
 }
 
 function nearBottom(element) {
@@ -300,11 +398,13 @@ async function generate(conversation) {
   $('prompt').focus();
 }
 
-function send(text) {
-  if (state.busy || !text.trim()) return;
+function send(text, images = []) {
+  if (state.busy || (!text.trim() && images.length === 0)) return;
   const conversation = current();
-  if (conversation.messages.length === 0) conversation.title = store.titleFrom(text);
-  conversation.messages.push({ role: 'user', content: text });
+  if (conversation.messages.length === 0) conversation.title = store.titleFrom(text || images[0].name);
+  const message = { role: 'user', content: text };
+  if (images.length) message.images = images;
+  conversation.messages.push(message);
   // Most recently used first.
   state.conversations = [conversation, ...state.conversations.filter((c) => c !== conversation)];
   generate(conversation);
@@ -332,9 +432,10 @@ function editLast(article) {
   actions.replaceChildren(save, cancel);
   bubble.replaceWith(editor);
   const commit = () => {
-    if (!editor.value.trim()) return;
+    const images = conversation.messages[index].images ?? [];  // the edited message keeps its images
+    if (!editor.value.trim() && images.length === 0) return;
     conversation.messages.splice(index);
-    send(editor.value);
+    send(editor.value, images);
   };
   save.addEventListener('click', commit);
   cancel.addEventListener('click', () => render());
@@ -503,11 +604,14 @@ function setUp() {
   const prompt = $('prompt');
   $('composer').addEventListener('submit', (event) => {
     event.preventDefault();
-    if (state.busy || !prompt.value.trim()) return;
+    if (state.busy || (!prompt.value.trim() && state.pendingImages.length === 0)) return;
     const text = prompt.value;
+    const images = state.pendingImages;
     prompt.value = '';
+    state.pendingImages = [];
+    renderAttachments();
     autosize(prompt);
-    send(text);
+    send(text, images);
   });
   prompt.addEventListener('keydown', (event) => {
     if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
@@ -541,6 +645,7 @@ function setUp() {
   window.addEventListener('pageshow', () => { leaving = false; });  // back from the back/forward cache
   setUpSettings();
   setUpKeyDialog();
+  setUpAttachments();
   render();
   prompt.focus();
   loadModel();

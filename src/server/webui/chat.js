@@ -44,7 +44,12 @@ export function apiMessages(conversation, settings) {
   if (settings.systemPrompt.trim()) messages.push({ role: 'system', content: settings.systemPrompt });
   for (const message of conversation.messages) {
     if (message.role === 'user') {
-      messages.push({ role: 'user', content: message.content });
+      // Images go first, as image_url parts with their data: URLs (docs/server.md "Images"), then the text.
+      const content = message.images?.length
+        ? [...message.images.map((image) => ({ type: 'image_url', image_url: { url: image.url } })),
+          { type: 'text', text: message.content }]
+        : message.content;
+      messages.push({ role: 'user', content });
     } else if (message.role === 'assistant' && !message.error) {
       const turn = { role: 'assistant', content: message.content ?? '' };
       if (message.toolCalls?.length) {
@@ -162,6 +167,9 @@ export function describeError(error) {
       return `This conversation is too long for the model: ${detail}. Start a new chat, delete earlier turns, or ` +
         'lower "Max tokens" in Settings.';
     }
+    if (error.code === 'image_input_not_supported') {
+      return `This model cannot look at images (${detail}). Remove the images and send the text alone.`;
+    }
     if (error.status === 401) return 'The server did not accept the API key. Enter the key it was started with.';
     if (error.status === 400) return `The server refused the request: ${detail}${error.param ? ` (field "${error.param}")` : ''}.`;
     if (error.status === 503) return `The server cannot take requests right now (${detail}). Try again shortly.`;
@@ -172,4 +180,21 @@ export function describeError(error) {
   if (error instanceof SyntaxError) return `The server sent something that is not JSON (${error.message}).`;
   if (error instanceof TypeError) return 'Cannot reach the server. Is glint serve still running?';
   return `Something went wrong: ${error?.message ?? error}.`;
+}
+
+// Images the composer accepts: the types glint serve decodes and its default --max-image-bytes (20 MiB; a server
+// started with a lower limit answers 400, shown in words).
+export const IMAGE_TYPES = Object.freeze(['image/png', 'image/jpeg', 'image/webp', 'image/gif']);
+export const MAX_IMAGE_BYTES = 20 * 1024 * 1024;
+
+// Why a file cannot be attached, or '' when it can.
+export function imageProblem(file) {
+  if (!IMAGE_TYPES.includes(file.type)) {
+    return `"${file.name}" is not a PNG, JPEG, WebP or GIF image (it is ${file.type || 'of an unknown type'}).`;
+  }
+  if (file.size > MAX_IMAGE_BYTES) {
+    return `"${file.name}" is ${(file.size / 1048576).toFixed(1)} MiB; the server takes images up to ` +
+      `${MAX_IMAGE_BYTES / 1048576} MiB.`;
+  }
+  return '';
 }
