@@ -173,9 +173,9 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   GLINT_RETURN_IF_ERROR(KeepLmHeadRows(source, plan.slices().vocab_rows));  // only rank 0's group holds any
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
   const ModelConfig local_config = LocalConfig(config, plan);
-  GLINT_ASSIGN_OR_RETURN(FastWeights weights, BindFastWeights(source, local_config, with_mtp, local,
-                                                              plan.slices().shared_columns.count(),
-                                                              plan.slices().vocab_rows.count()));
+  GLINT_ASSIGN_OR_RETURN(FastWeights weights,
+                         BindFastWeights(source, local_config, with_mtp, local, plan.slices().shared_columns.count(),
+                                         plan.slices().vocab_rows.count()));
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);

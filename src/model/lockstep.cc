@@ -77,10 +77,18 @@ bool OnlyMtpEntriesFailed(const Status& status, const std::vector<Status>* entry
          std::any_of(entry_errors->begin(), entry_errors->end(), [](const Status& s) { return !s.ok(); });
 }
 
-// MTP image rows (docs/vision.md "MTP drafts") are not in the plan: refused before anything is sent, as the
-// engine refuses images under several ranks.
-Status ImageRowsUnsupported() {
-  return Unimplemented("image rows for the MTP layer under several MPI ranks: the lockstep plan does not carry them");
+// MTP image rows (docs/vision.md "MTP drafts"): the positions and rows of the tower's embeddings that replace next
+// tokens' (image tokens × D × 4 bytes), in the plan like the trunk's, so the followers' MTP layers see the image.
+void PutReplaced(WireWriter& plan, const MtpReplacedEmbeddings& replaced) {
+  plan.PutSpan(replaced.positions);
+  plan.PutSpan(replaced.rows);
+}
+MtpReplacedEmbeddings GetReplaced(WireReader& r, std::deque<std::vector<int32_t>>& positions,
+                                  std::deque<std::vector<float>>& rows) {
+  MtpReplacedEmbeddings replaced;
+  replaced.positions = positions.emplace_back(r.GetVector<int32_t>());
+  replaced.rows = rows.emplace_back(r.GetVector<float>());
+  return replaced;
 }
 
 // A count read from a message, bounded by the bytes left (each element takes at least one byte).
@@ -299,7 +307,6 @@ Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> h
                                   const ForwardOptions& options, Trace* trace,
                                   const MtpReplacedEmbeddings& replaced) const {
   GLINT_RETURN_IF_ERROR(inner_->CheckOptions(options));  // refused here, nothing sent
-  if (!replaced.positions.empty()) return ImageRowsUnsupported();
   GLINT_RETURN_IF_ERROR(CheckMtpInput(*inner_, state, hidden, next_tokens));
   WireWriter plan;
   plan.Put(PlanOp::kMtpForward);
@@ -307,8 +314,9 @@ Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> h
   GLINT_RETURN_IF_ERROR(PutState(plan, state));
   PutHidden(plan, hidden);
   plan.PutSpan(next_tokens);
+  PutReplaced(plan, replaced);
   AbortOnFailure(Send(plan), "to broadcast an MTP plan");
-  Status status = inner_->MtpForward(state, hidden, next_tokens, logits, options, trace);
+  Status status = inner_->MtpForward(state, hidden, next_tokens, logits, options, trace, replaced);
   AbortOnFailure(status, "the MTP layer");
   return status;
 }
@@ -320,7 +328,6 @@ Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vec
     if (entry.state == nullptr || entry.state->owner != inner_.get()) {
       return InvalidArgument("an MTP batch entry's state was not created by this model");
     }
-    if (!entry.replaced.positions.empty()) return ImageRowsUnsupported();
   }
   WireWriter plan;
   plan.Put(PlanOp::kMtpForwardBatch);
@@ -332,6 +339,7 @@ Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vec
     PutHidden(plan, entry.hidden);
     plan.PutSpan(entry.next_tokens);
     plan.Put(entry.logits);
+    PutReplaced(plan, entry.replaced);
   }
   AbortOnFailure(Send(plan), "to broadcast an MTP plan");
   // Entries that failed (an expert read) failed alike on every rank (SumMoeOverRanks); any other failure ends
@@ -633,9 +641,12 @@ Status Follower::MtpForward(WireReader& r) {
   std::vector<float> inline_hidden, logits;
   GLINT_ASSIGN_OR_RETURN(const std::span<const float> hidden, GetHidden(r, inline_hidden));
   const std::vector<int32_t> next_tokens = r.GetVector<int32_t>();
+  std::deque<std::vector<int32_t>> image_positions;
+  std::deque<std::vector<float>> image_rows;
+  const MtpReplacedEmbeddings replaced = GetReplaced(r, image_positions, image_rows);
   GLINT_RETURN_IF_ERROR(r.status());
   options.mtp_logits = FollowerComputesLogits(model_);
-  return model_.MtpForward(*state, hidden, next_tokens, logits, options);
+  return model_.MtpForward(*state, hidden, next_tokens, logits, options, nullptr, replaced);
 }
 
 Status Follower::MtpForwardBatch(WireReader& r) {
@@ -646,6 +657,8 @@ Status Follower::MtpForwardBatch(WireReader& r) {
   std::deque<SequenceState> bound;
   std::deque<std::vector<float>> inline_hidden;
   std::deque<std::vector<int32_t>> next_tokens;
+  std::deque<std::vector<int32_t>> image_positions;
+  std::deque<std::vector<float>> image_rows;
   std::vector<MtpEntry> batch;
   block_tables_.clear();
   for (uint64_t i = 0; i < entries && r.ok(); ++i) {
@@ -654,6 +667,7 @@ Status Follower::MtpForwardBatch(WireReader& r) {
     GLINT_ASSIGN_OR_RETURN(entry.hidden, GetHidden(r, inline_hidden.emplace_back()));
     entry.next_tokens = next_tokens.emplace_back(r.GetVector<int32_t>());
     entry.logits = r.Get<LogitsWanted>();
+    entry.replaced = GetReplaced(r, image_positions, image_rows);
     batch.push_back(entry);
   }
   GLINT_RETURN_IF_ERROR(r.status());
