@@ -266,12 +266,13 @@ Status KeepLmHeadRows(FastWeightSource& source, const IndexRange& rows) {
     return Status::Ok();  // absent or malformed: BindFastWeights says what is wrong
   }
   const int64_t vocab = head->dims[0];
+  if (rows.end > vocab) return Status::Ok();  // another model's container: BindFastWeights names the tensor
   if (rows.begin == 0 && rows.end == vocab) return Status::Ok();
   if (rows.count() == 0) {
     source.Drop([](const std::string& name) { return name == "lm_head"; });
     return Status::Ok();
   }
-  if (rows.begin % kInt8RowBlock != 0 || (rows.end % kInt8RowBlock != 0 && rows.end != vocab) || rows.end > vocab) {
+  if (rows.begin % kInt8RowBlock != 0 || (rows.end % kInt8RowBlock != 0 && rows.end != vocab)) {
     return InternalError("lm_head rows [", rows.begin, ", ", rows.end, ") of ", vocab, " are not whole row blocks");
   }
   const Int8Layout whole{vocab, head->dims[1], head->dims[2]};

@@ -15,7 +15,8 @@ constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (m
 // block table and its slot: 24 + 4 per block), its tokens (8 + 4 each), logits wanted (a 4-byte enum), want-hidden,
 // the image rows' positions and values (8 + 4 each, 8 + 4 per float: none counted here), the checkpoint count and
 // the rollback flag (30). An MTP batch: 21 bytes, and per entry its state, its hidden input
-// named in the last Forward's outputs (33), its next tokens (8 + 4 each) and logits wanted (4). Not counted: pool
+// named in the last Forward's outputs (33), its next tokens (8 + 4 each), logits wanted (4) and its image rows'
+// positions and values (8 + 4 each, 8 + 4 per float: none counted here). Not counted: pool
 // copies and releases between the steps (≈ 40 and 9 bytes each).
 uint64_t ForwardPlanBytes(const StepShape& s) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
@@ -23,7 +24,7 @@ uint64_t ForwardPlanBytes(const StepShape& s) {
 }
 uint64_t MtpPlanBytes(const StepShape& s) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
-  return 21 + s.mtp_entries * (state + 33 + 8 + 4) + 4 * s.mtp_rows;
+  return 21 + s.mtp_entries * (state + 33 + 8 + 4 + 16) + 4 * s.mtp_rows;
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }

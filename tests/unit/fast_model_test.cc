@@ -572,7 +572,7 @@ TEST(FastLmHeadRows, ARowSliceGivesExactlyThoseLogitColumns) {
     for (const auto& [name, tensor] : whole.tensors()) part.Add(name, tensor);  // views of `whole`'s buffers
     const IndexRange aligned{range.begin / kLmHeadRowBlock * kLmHeadRowBlock, range.end};
     ASSERT_OK(KeepLmHeadRows(part, aligned));
-    ASSERT_OK_AND_ASSIGN(FastWeights sliced, BindFastWeights(part, c, false, {}, aligned.count()));
+    ASSERT_OK_AND_ASSIGN(FastWeights sliced, BindFastWeights(part, c, false, {}, -1, aligned.count()));
     EXPECT_LT(part.TotalBytes(), whole.TotalBytes());
     std::vector<float> got(rows * aligned.count());
     ctx.Linear(sliced.lm_head, x.data(), d, rows, got.data(), aligned.count());
@@ -586,7 +586,7 @@ TEST(FastLmHeadRows, ARowSliceGivesExactlyThoseLogitColumns) {
   for (const auto& [name, tensor] : whole.tensors()) none.Add(name, tensor);
   ASSERT_OK(KeepLmHeadRows(none, {0, 0}));
   EXPECT_EQ(none.Find("lm_head"), nullptr);
-  ASSERT_OK_AND_ASSIGN(FastWeights headless, BindFastWeights(none, c, false, {}, 0));
+  ASSERT_OK_AND_ASSIGN(FastWeights headless, BindFastWeights(none, c, false, {}, -1, 0));
   EXPECT_EQ(headless.lm_head.format, PackedLinear::Format::kNone);
 }
 
