@@ -168,18 +168,21 @@ class Planner {
   void Expert(const std::string& name, const std::vector<std::string>& parts) {
     if (options_.experts == ExpertWeights::kInt8) return Int8(name, parts);
     std::vector<RowSource> sources;
+    sources.reserve(sources.size() + parts.size());
     for (const std::string& part : parts) sources.push_back(SourceOf(checkpoint_, c_, part));
     Int4(name, ConcatRows(std::move(sources)).value());
   }
 
   void Int8(const std::string& name, const std::vector<std::string>& parts) {
     std::vector<RowSource> sources;
+    sources.reserve(sources.size() + parts.size());
     for (const std::string& part : parts) sources.push_back(SourceOf(checkpoint_, c_, part));
     Int8(name, ConcatRows(std::move(sources)).value());  // parts share cols by the validated schema
   }
 
   void Bf16(const std::string& name, const std::vector<std::string>& parts) {
     std::vector<RowSource> sources;
+    sources.reserve(sources.size() + parts.size());
     for (const std::string& part : parts) sources.push_back(SourceOf(checkpoint_, c_, part));
     const RowSource source = Cut(name, ConcatRows(std::move(sources)).value());
     const Bf16Layout layout{source.rows, source.cols};

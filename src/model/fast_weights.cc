@@ -144,7 +144,7 @@ class FastBinder {
     return Status::Ok();
   }
 
-  Status F32(const std::string& name, std::vector<int64_t> shape, const float*& out) {
+  Status F32(const std::string& name, const std::vector<int64_t>& shape, const float*& out) {
     GLINT_ASSIGN_OR_RETURN(const StoredTensor* t, Get(name, "f32", 1));
     int64_t count = 1;
     for (int64_t dim : shape) count *= dim;
