@@ -64,7 +64,7 @@ struct SharedMatrix {
 };
 
 // Rows `ranges` of `source`, stacked in order.
-RowSource RowsOf(RowSource source, std::vector<IndexRange> ranges) {
+RowSource RowsOf(const RowSource& source, const std::vector<IndexRange>& ranges) {
   int64_t rows = 0;
   for (const IndexRange& r : ranges) rows += r.count();
   // Calls `read_run(source row, count, destination row offset)` for the runs covering rows [begin, begin + count).
@@ -93,7 +93,7 @@ RowSource RowsOf(RowSource source, std::vector<IndexRange> ranges) {
 }
 
 // Columns [c0, c1) of every row of `source` (whole rows are decoded, then cut).
-RowSource ColumnsOf(RowSource source, IndexRange columns) {
+RowSource ColumnsOf(const RowSource& source, IndexRange columns) {
   RowSource out{source.rows, columns.count(), {}, {}};
   out.read = [source, columns](int64_t begin, int64_t count, float* values) -> Status {
     std::vector<float> rows(count * source.cols);
@@ -118,8 +118,8 @@ class Planner {
   RowSource Cut(const std::string& name, RowSource source) const {
     const auto slice = options_.slices.find(name);
     if (slice == options_.slices.end()) return source;
-    if (slice->second.columns.end >= 0) return ColumnsOf(std::move(source), slice->second.columns);
-    return RowsOf(std::move(source), slice->second.rows);
+    if (slice->second.columns.end >= 0) return ColumnsOf(source, slice->second.columns);
+    return RowsOf(source, slice->second.rows);
   }
 
   void Int8(const std::string& name, RowSource whole) {
@@ -137,7 +137,7 @@ class Planner {
   // A quantised matrix (int8 or int4 codes + fp32 scales per row and group): codes start as the format's zero, then
   // every band of kInt8RowBlock rows is read from `source` and quantised by `quantize`, in parallel.
   template <typename Layout, typename QuantizeBlock>
-  void Quantized(const std::string& name, const char* kind, Layout layout, uint8_t zero_byte, RowSource source,
+  void Quantized(const std::string& name, const char* kind, Layout layout, uint8_t zero_byte, const RowSource& source,
                  QuantizeBlock quantize) {
     PlannedTensor t{name,
                     kind,
@@ -256,7 +256,7 @@ class Planner {
       return kv_b_source.read(0, kv_b_source.rows, out.data());
     };
     RowSource k_absorb{heads * rank, qk, {}, {}};
-    k_absorb.read = [kv_b, heads, qk, v, rank](int64_t begin, int64_t count, float* out) mutable -> Status {
+    k_absorb.read = [kv_b, qk, v, rank](int64_t begin, int64_t count, float* out) mutable -> Status {
       GLINT_ASSIGN_OR_RETURN(const std::vector<float>* w, kv_b.Get());
       for (int64_t row = begin; row < begin + count; ++row) {  // row h·rank + r of stack_h Wk_hᵀ
         const int64_t h = row / rank, r = row % rank;
@@ -265,7 +265,7 @@ class Planner {
       return Status::Ok();
     };
     RowSource v_up{heads * v, rank, {}, {}};
-    v_up.read = [kv_b, heads, qk, v, rank](int64_t begin, int64_t count, float* out) mutable -> Status {
+    v_up.read = [kv_b, qk, v, rank](int64_t begin, int64_t count, float* out) mutable -> Status {
       GLINT_ASSIGN_OR_RETURN(const std::vector<float>* w, kv_b.Get());
       for (int64_t row = begin; row < begin + count; ++row) {  // row h·v + j of stack_h Wv_h
         const int64_t h = row / v, j = row % v;
