@@ -173,8 +173,8 @@ struct RowSelections {
 // pool, margin +inf; else the K best pools by score Σ_i w_i · relu(iq_i · pooled_key) · e^-1/2, scored with the
 // kernel of the cache's dtype and selected in O(n) (fast_indexer.h); `spread`: score over the pool's workers.
 // index_q [I·e], head_weights [I]. Adds the pooled-key bytes read to *key_bytes.
-PoolSelection SelectPools(const ModelConfig& c, const DsaCache& cache, const float* index_q, const float* head_weights,
-                          int64_t position, WorkerPool* spread, int64_t* key_bytes) {
+PoolSelection SelectPools(const ModelConfig& c, Isa isa, const DsaCache& cache, const float* index_q,
+                          const float* head_weights, int64_t position, WorkerPool* spread, int64_t* key_bytes) {
   const int64_t top_pools = c.IndexTopkPools(), visible = VisiblePools(position, c.index_kpool);
   PoolSelection pools;
   if (visible <= top_pools) {  // dense regime: every visible pool, i.e. tokens 0..position
@@ -184,7 +184,7 @@ PoolSelection SelectPools(const ModelConfig& c, const DsaCache& cache, const flo
     return pools;
   }
   *key_bytes += IndexerKeyBytes(cache, position);
-  return FastSelectPools(cache, {index_q, head_weights, c.index_n_heads, position}, top_pools, spread);
+  return FastSelectPools(cache, {index_q, head_weights, c.index_n_heads, position, isa}, top_pools, spread);
 }
 
 // Step 3: the attended positions of every row — forced, or chosen by the indexer. The indexer query
@@ -216,8 +216,8 @@ RowSelections Select(FastContext& ctx, const FastDsaWeights& w, const DsaProject
       return;
     }
     const float* query = index_q != nullptr ? index_q + t * index_heads * e : nullptr;  // null: dense regime
-    const PoolSelection pools = SelectPools(c, caches[rows[r].segment], query, p.index_in + t * p.index_width + 2 * e,
-                                            position, spread, &key_bytes[r]);
+    const PoolSelection pools = SelectPools(c, ctx.isa, caches[rows[r].segment], query,
+                                            p.index_in + t * p.index_width + 2 * e, position, spread, &key_bytes[r]);
     selections.positions[t] = ExpandPools(pools.pools, position, kpool);
     selections.margins[t] = pools.margin;
   };

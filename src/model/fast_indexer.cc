@@ -98,10 +98,10 @@ PreparedQuery PrepareQuery(const DsaCache& cache, const FastIndexerQuery& query)
   prepared.scales.resize(query.heads);
   indexer::QuantizeQuery(query.query, query.heads, e, prepared.codes.data(), prepared.scales.data());
   // AMX, else VNNI, else Highway: all bit-exact with ScoresInt8Reference, so the choice never changes a selection.
-  if (indexer::Int8AmxSupported(e)) {
+  if (query.isa >= Isa::kAmx && indexer::Int8AmxSupported(e)) {
     prepared.amx.resize(indexer::AmxQueryBytes(query.heads, e));
     indexer::PackQueryForAmx(prepared.codes.data(), query.heads, e, prepared.amx.data());
-  } else if (indexer::Int8VnniSupported(e)) {
+  } else if (query.isa >= Isa::kAvx512 && indexer::Int8VnniSupported(e)) {
     prepared.biased.resize(query.heads * e);
     indexer::BiasQueryCodes(prepared.codes.data(), query.heads, e, prepared.biased.data());
   }

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "base/worker_pool.h"
+#include "kernels/isa.h"
 #include "model/dsa_cache.h"
 #include "model/indexer.h"
 
@@ -20,6 +21,7 @@ struct FastIndexerQuery {
   const float* head_weights = nullptr;  // [heads] w · I^-1/2
   int64_t heads = 0;
   int64_t position = 0;  // the query's absolute position (sees VisiblePools(position) pools)
+  Isa isa = Isa::kAmx;   // the highest kernel level allowed (--isa): AMX needs kAmx, VNNI kAvx512
 };
 
 // `pool` null: on the calling thread (a call made from inside a pool task). Otherwise the scores are split into

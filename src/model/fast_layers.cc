@@ -18,6 +18,7 @@ FastContext::FastContext(WorkerPool& pool, Isa isa, const ModelConfig& config)
       i4(GetInt4Kernels(isa)),
       bf16(GetBf16Kernels(isa)),
       config(config),
+      isa(isa),
       worker_activations_(pool.size()),
       worker_floats_(pool.size()) {}
 

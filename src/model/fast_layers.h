@@ -115,6 +115,7 @@ class FastContext {
   const Int4Kernels& i4;
   const Bf16Kernels& bf16;
   const ModelConfig& config;
+  const Isa isa;  // the highest kernel level allowed (--isa): the indexer's kernels follow it too
 
   // y [tokens, w.rows] = W x for x [tokens, w.cols] (row stride x_stride): int8 and int4 weights quantize x per
   // token and group first; bf16 weights use x as it is.

@@ -331,13 +331,16 @@ TEST(IndexerSelection, FastSelectPoolsOnAnInt8CacheEqualsTheReference) {
                                  e, 1.0f / std::sqrt(static_cast<float>(e)), &reference_scores[m]);
   }
   const PoolSelection reference = SelectTopPools(reference_scores, config.IndexTopkPools());
-  const FastIndexerQuery fast_query{query.data(), weights.data(), heads, cache.tokens - 1};
   WorkerPool workers(2);
-  for (WorkerPool* pool : {static_cast<WorkerPool*>(nullptr), &workers}) {
-    const PoolSelection fast = FastSelectPools(cache, fast_query, config.IndexTopkPools(), pool);
-    EXPECT_EQ(fast.pools, reference.pools) << (pool ? "2 workers" : "one thread");
-    EXPECT_EQ(std::memcmp(&fast.margin, &reference.margin, sizeof(float)), 0)
-        << fast.margin << " vs " << reference.margin;
+  // Every kernel level this CPU has (--isa caps the indexer's kernels too: AMX, VNNI, then Highway).
+  for (const Isa isa : SupportedIsas()) {
+    const FastIndexerQuery fast_query{query.data(), weights.data(), heads, cache.tokens - 1, isa};
+    for (WorkerPool* pool : {static_cast<WorkerPool*>(nullptr), &workers}) {
+      const PoolSelection fast = FastSelectPools(cache, fast_query, config.IndexTopkPools(), pool);
+      EXPECT_EQ(fast.pools, reference.pools) << (pool ? "2 workers" : "one thread") << ", --isa " << IsaName(isa);
+      EXPECT_EQ(std::memcmp(&fast.margin, &reference.margin, sizeof(float)), 0)
+          << fast.margin << " vs " << reference.margin << ", --isa " << IsaName(isa);
+    }
   }
 }
 
