@@ -109,6 +109,22 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+Status MappedFile::Release(std::span<const uint8_t> range) const {
+  if (range.empty()) return Status::Ok();
+  if (range.data() < data_ || range.data() + range.size() > data_ + size_) {
+    return InvalidArgument("cannot release ", range.size(), " bytes of the mapping of '", path_,
+                           "': they lie outside it");
+  }
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(range.data()) / page * page;  // data_ is page-aligned
+  // Rounded up: the mapping covers whole pages, so its last partial page is still inside it.
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(range.data() + range.size()) + page - 1) / page * page;
+  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) {
+    return IoError("cannot release pages of the mapping of '", path_, "': ", std::strerror(errno));
+  }
+  return Status::Ok();
+}
+
 bool PathExists(const std::string& path) {
   struct stat info {};
   return ::stat(path.c_str(), &info) == 0;

@@ -34,6 +34,11 @@ class MappedFile {
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops this process's mapping of the pages under `range` (a part of bytes(); widened to whole pages): they leave
+  // the resident set, and a later read faults them in again from the file (MADV_DONTNEED on a private mapping that
+  // was never written: nothing is lost). For bytes read once and copied elsewhere, so that they are not counted
+  // twice in the RSS. A range outside the mapping is an error.
+  Status Release(std::span<const uint8_t> range) const;
 
  private:
   const uint8_t* data_ = nullptr;

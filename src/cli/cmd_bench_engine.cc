@@ -254,7 +254,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
   std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
   std::vector<double> acceptance;  // speculative decoding: accepted drafted tokens / drafted tokens
   std::vector<double> mtp_share;   // … and the share of step time in the MTP layer
-  const CollectiveStats collectives_start = World().stats();  // under mpirun: rank 0's collectives
+  const CollectiveStats collectives_start = World().stats_with_splits();  // under mpirun: rank 0's collectives
   int64_t engine_steps = 0;
   double engine_step_seconds = 0;
   for (int64_t r = 0; r < flags.repeats; ++r) {
@@ -293,7 +293,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
     // Over the whole point: the engine's start-up (its pools broadcast while the followers allocate theirs) and
     // the waits for the slowest rank count too, so the share can pass 100% on a loaded machine.
     std::printf("%11s %s (start-up and waits for the slowest rank included)\n", "",
-                DescribeStepCollectives(World().stats().Since(collectives_start), engine_steps,
+                DescribeStepCollectives(World().stats_with_splits().Since(collectives_start), engine_steps,
                                         engine_step_seconds / std::max<int64_t>(1, engine_steps), model.config(),
                                         model.shard_plan(), std::nullopt)
                     .c_str());

@@ -219,7 +219,7 @@ Status BenchPrefill(const BenchRun& run) {
   const ModelConfig& c = run.runner->config();
   for (int64_t prompt : run.flags.prompts) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
-    const CollectiveStats prefill_start = World().stats();
+    const CollectiveStats prefill_start = World().stats_with_splits();
     for (int rep = 0; rep < run.flags.repetitions; ++rep) {
       SequenceState state = run.NewSequence();
       const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
@@ -238,7 +238,7 @@ Status BenchPrefill(const BenchRun& run) {
         "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
         static_cast<long long>(prompt), s, prompt / s, g, 100 * g / run.machine.int8_peak, run.machine.peak_name,
         100 * Median(int8_share), 100 * Median(cpu_share), run.flags.repetitions);
-    ReportCollectives(run, World().stats().Since(prefill_start), run.flags.repetitions, s,
+    ReportCollectives(run, World().stats_with_splits().Since(prefill_start), run.flags.repetitions, s,
                       {1, prompt, 1, run.flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   }
   return Status::Ok();
@@ -279,7 +279,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   GLINT_RETURN_IF_ERROR(run.runner->Forward(entries, outputs));
   if (run.fast->expert_cache() != nullptr) const_cast<DiskExpertCache*>(run.fast->expert_cache())->ResetStats();
   Stopwatch decode_clock;
-  const CollectiveStats decode_start = World().stats();
+  const CollectiveStats decode_start = World().stats_with_splits();
   std::vector<double> seconds, bandwidth_ratio, cpu_share;
   double bytes_per_step = 0, experts_per_layer = 0;
   int moe_layers = 0;
@@ -312,7 +312,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
       static_cast<long long>(flags.steps));
   ReportCollectives(
-      run, World().stats().Since(decode_start), flags.steps, s,
+      run, World().stats_with_splits().Since(decode_start), flags.steps, s,
       {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   if (const DiskExpertCache* cache = run.fast->expert_cache(); cache != nullptr) {
     ReportExpertCache(*cache, decode_clock.Seconds(), flags.steps);

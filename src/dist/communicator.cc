@@ -76,19 +76,31 @@ CollectiveStats CollectiveStats::Since(const CollectiveStats& earlier) const {
   return d;
 }
 
+void Communicator::Record(CollectiveKind kind, uint64_t sent, uint64_t received, double call_seconds) {
+  stats_.Record(kind, sent, received, call_seconds);
+  with_splits_->Record(kind, sent, received, call_seconds);
+  for (const std::shared_ptr<CollectiveStats>& ancestor : ancestors_)
+    ancestor->Record(kind, sent, received, call_seconds);
+}
+
+void Communicator::AdoptSplit(Communicator& split) const {
+  split.ancestors_ = ancestors_;
+  split.ancestors_.push_back(with_splits_);
+}
+
 template <typename T, typename Decode, typename Encode>
 Status Communicator::SumInRankOrder(std::span<T> values, Decode decode, Encode encode) {
   Stopwatch watch;
   const int ranks = size();
   const size_t bytes = values.size_bytes();
   if (ranks == 1) {  // Σ over one rank: the value itself (no rounding either)
-    stats_.Record(CollectiveKind::kAllReduce, 0, 0, 0);
+    Record(CollectiveKind::kAllReduce, 0, 0, 0);
     return Status::Ok();
   }
   gathered_.resize(bytes * ranks);
   Status gathered = DoAllGather(std::as_bytes(values), gathered_);
   if (!gathered.ok()) {
-    stats_.Record(CollectiveKind::kAllReduce, bytes, 0, watch.Seconds());
+    Record(CollectiveKind::kAllReduce, bytes, 0, watch.Seconds());
     return gathered;
   }
   for (size_t i = 0; i < values.size(); ++i) {
@@ -100,7 +112,7 @@ Status Communicator::SumInRankOrder(std::span<T> values, Decode decode, Encode e
     }
     values[i] = encode(sum);
   }
-  stats_.Record(CollectiveKind::kAllReduce, bytes, bytes * (ranks - 1), watch.Seconds());  // with the sum's time
+  Record(CollectiveKind::kAllReduce, bytes, bytes * (ranks - 1), watch.Seconds());  // with the sum's time
   return Status::Ok();
 }
 
@@ -125,7 +137,7 @@ Status Communicator::AllGather(std::span<const std::byte> send, std::span<std::b
   }
   Stopwatch watch;
   Status status = DoAllGather(send, received);
-  stats_.Record(CollectiveKind::kAllGather, send.size(), send.size() * (size() - 1), watch.Seconds());
+  Record(CollectiveKind::kAllGather, send.size(), send.size() * (size() - 1), watch.Seconds());
   return status;
 }
 
@@ -145,7 +157,7 @@ Status Communicator::Gather(std::span<const std::byte> send, std::span<const uin
   Stopwatch watch;
   Status status = DoGather(send, counts, received, root);
   const bool is_root = rank() == root;
-  stats_.Record(CollectiveKind::kGather, is_root ? 0 : send.size(), is_root ? total - send.size() : 0, watch.Seconds());
+  Record(CollectiveKind::kGather, is_root ? 0 : send.size(), is_root ? total - send.size() : 0, watch.Seconds());
   return status;
 }
 
@@ -154,14 +166,14 @@ Status Communicator::Broadcast(std::vector<std::byte>& buffer, int root) {
   Stopwatch watch;
   Status status = DoBroadcast(buffer, root);
   const uint64_t bytes = size() > 1 ? buffer.size() : 0;
-  stats_.Record(CollectiveKind::kBroadcast, rank() == root ? bytes : 0, rank() == root ? 0 : bytes, watch.Seconds());
+  Record(CollectiveKind::kBroadcast, rank() == root ? bytes : 0, rank() == root ? 0 : bytes, watch.Seconds());
   return status;
 }
 
 Status Communicator::Barrier() {
   Stopwatch watch;
   Status status = DoBarrier();
-  stats_.Record(CollectiveKind::kBarrier, 0, 0, watch.Seconds());
+  Record(CollectiveKind::kBarrier, 0, 0, watch.Seconds());
   return status;
 }
 

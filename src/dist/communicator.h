@@ -88,7 +88,13 @@ class Communicator {
   }
 
   const CollectiveStats& stats() const { return stats_; }
-  void ResetStats() { stats_ = CollectiveStats{}; }
+  // The collectives of this communicator and of every communicator split from it, recursively (a tensor-parallel
+  // group's all-reduces and lm_head gathers): what a benchmark compares with `glint plan`, which counts them all.
+  const CollectiveStats& stats_with_splits() const { return *with_splits_; }
+  void ResetStats() {
+    stats_ = CollectiveStats{};
+    *with_splits_ = CollectiveStats{};
+  }
 
  protected:
   virtual Status DoAllGather(std::span<const std::byte> send, std::span<std::byte> received) = 0;
@@ -99,13 +105,22 @@ class Communicator {
                           std::span<std::byte> received, int root) {
     return Unimplemented("this communicator (", Describe(), ") cannot gather");
   }
+  // For Split implementations: `split`'s collectives count in this communicator's stats_with_splits() too (and in
+  // those of the communicators this one was split from).
+  void AdoptSplit(Communicator& split) const;
 
  private:
+  // Adds one call to stats_, to stats_with_splits() and to every ancestor's.
+  void Record(CollectiveKind kind, uint64_t sent, uint64_t received, double call_seconds);
+
   template <typename T, typename Decode, typename Encode>
   Status SumInRankOrder(std::span<T> values, Decode decode, Encode encode);
 
   CollectiveStats stats_;
-  std::vector<std::byte> gathered_;  // scratch of the all-reduces
+  // Shared with the communicators split from this one, which may outlive it.
+  std::shared_ptr<CollectiveStats> with_splits_ = std::make_shared<CollectiveStats>();
+  std::vector<std::shared_ptr<CollectiveStats>> ancestors_;  // with_splits_ of those this one was split from
+  std::vector<std::byte> gathered_;                          // scratch of the all-reduces
 };
 
 // One rank: all-reduce and broadcast leave the buffer as it is, all-gather copies, barrier returns.
@@ -115,7 +130,9 @@ class SingleProcessCommunicator final : public Communicator {
   int size() const override { return 1; }
   std::string Describe() const override { return "single process"; }
   Result<std::unique_ptr<Communicator>> Split(int, int) override {
-    return std::unique_ptr<Communicator>(std::make_unique<SingleProcessCommunicator>());
+    auto split = std::make_unique<SingleProcessCommunicator>();
+    AdoptSplit(*split);
+    return std::unique_ptr<Communicator>(std::move(split));
   }
 
  protected:

@@ -60,6 +60,7 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color, int key)
   MPI_Comm_size(split, &sub->size_);
   sub->world_rank_ = world_rank_;
   sub->library_ = library_;
+  AdoptSplit(*sub);
   return std::unique_ptr<Communicator>(std::move(sub));
 }
 

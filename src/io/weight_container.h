@@ -102,6 +102,13 @@ class ContainerFile {
   const std::string& path() const { return file_->path(); }
   // Where a view returned by this container lies in the file.
   uint64_t OffsetOf(const uint8_t* pointer) const { return static_cast<uint64_t>(pointer - file_->bytes().data()); }
+  // Whether `bytes` lie inside the mapped file (a view this container returned), and their pages dropped from the
+  // resident set (MappedFile::Release): for tensors copied at load (tensor-parallel slices).
+  bool Holds(std::span<const uint8_t> bytes) const {
+    const std::span<const uint8_t> all = file_->bytes();
+    return bytes.data() >= all.data() && bytes.data() + bytes.size() <= all.data() + all.size();
+  }
+  Status Release(std::span<const uint8_t> bytes) const { return file_->Release(bytes); }
 
  private:
   Status ReadExtents(const nlohmann::json& header, uint64_t data_begin);

@@ -232,6 +232,20 @@ Result<StoredTensor> F32Rows(FastWeightSource& source, const std::string& name, 
   return std::move(out.tensor);
 }
 
+// A slice copied out of a mapped container leaves the pages it was read from mapped into this process, so the
+// rank's RSS would count those bytes twice (the copy and the file pages) — ≈ 2× its shard for the experts, whose
+// [gate; up] and down slices are all copies. Drop them right after each copy, so the peak stays one tensor above
+// the shard (docs/distributed.md "The fast path"). A view (same bytes) keeps its pages.
+Status ReleaseCopiedPages(const FastWeightSource& source, const StoredTensor& from, const StoredTensor& cut) {
+  const ContainerFile* container = source.container();
+  if (container == nullptr) return Status::Ok();
+  for (size_t b = 0; b < from.blobs.size(); ++b) {
+    const bool copied = b >= cut.blobs.size() || !container->Holds(cut.blobs[b]);
+    if (copied && container->Holds(from.blobs[b])) GLINT_RETURN_IF_ERROR(container->Release(from.blobs[b]));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::map<std::string, FastSlice> FastTensorSlices(const ModelConfig& config, const ShardPlan& plan) {
@@ -265,6 +279,7 @@ Status SliceFastSource(FastWeightSource& source, const std::map<std::string, Fas
                                : t.kind == "f32"      ? F32Rows(source, name, t, slice.rows)
                                                       : PackedRows(source, name, t, slice.rows);
     if (!cut.ok()) return cut.status().WithContext("slicing the weights for tensor parallelism");
+    GLINT_RETURN_IF_ERROR(ReleaseCopiedPages(source, t, *cut));
     source.Add(name, std::move(cut).value());
   }
   return Status::Ok();

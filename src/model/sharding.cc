@@ -77,7 +77,8 @@ ModelConfig LocalConfig(const ModelConfig& config, const ShardPlan& plan) {
   return local;
 }
 
-Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep, int64_t column_group) {
+Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep, int64_t column_group,
+                                bool whole_experts) {
   if (column_group < 1) return InvalidArgument("a column group of ", column_group, " columns; expected ≥ 1");
   if (ranks < 1 || rank < 0 || rank >= ranks) return InvalidArgument("rank ", rank, " of ", ranks, " is not a rank");
   if (tp < 0 || ep < 0) return InvalidArgument("--tp and --ep must be positive; got --tp ", tp, " --ep ", ep);
@@ -95,7 +96,7 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, 
   plan.kda_split = Splits(config.kda_num_heads, tp, kda_unit);
   plan.mla_split = Splits(config.num_attention_heads, tp, mla_unit);
   plan.mlp_split = Splits(config.intermediate_size, tp, column_group);
-  plan.experts_by_columns = Splits(config.moe_intermediate_size, tp, column_group);
+  plan.experts_by_columns = !whole_experts && Splits(config.moe_intermediate_size, tp, column_group);
   plan.vocab_split = Splits((config.vocab_size + kLmHeadRowBlock - 1) / kLmHeadRowBlock, tp);
   if (plan.experts_by_columns) {
     // By id over the groups, by columns within a group; the shared expert on the last group (the split gives the
@@ -104,7 +105,8 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, 
     for (int r = 0; r < ranks; ++r) plan.experts_of_rank.push_back(of_group[r / tp]);
     plan.shared_expert_rank = (ep - 1) * tp;
   } else {
-    // tp 1, or experts narrower than tp: whole experts by id over every rank, the shared one on the last rank.
+    // tp 1, experts narrower than tp, or whole experts asked for: by id over every rank, the shared one on the
+    // last rank.
     plan.experts_of_rank = SplitExperts(config.n_routed_experts, ranks);
     plan.shared_expert_rank = ranks - 1;
   }
@@ -130,7 +132,7 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
     return SingleRankPlan(config);
   }
   return MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp, parallel.ep,
-                       parallel.column_group);
+                       parallel.column_group, parallel.whole_experts);
 }
 
 namespace {
@@ -223,6 +225,7 @@ std::string DescribeShard(const ShardPlan& plan, const ModelConfig& config) {
                             " over ", plan.ranks, " ranks (--tp ", plan.tp, " --ep ", plan.ep, "): rank ", plan.rank,
                             " holds routed experts ", RangeText(plan.experts()), " of ", config.n_routed_experts);
   if (plan.experts_by_columns) text += StrCat(" (columns ", RangeText(s.expert_columns), ")");
+  if (plan.tp > 1 && !plan.experts_by_columns) text += " (whole experts, by id over every rank)";
   if (plan.holds_shared_expert() && config.n_shared_experts > 0) text += " and the shared expert";
   if (plan.tp == 1) return text + "; attention and dense parts replicated";
   return StrCat(text, "; KDA heads ", SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split), ", MLA heads ",

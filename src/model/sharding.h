@@ -79,8 +79,9 @@ struct ShardPlan {
   std::vector<TensorSlices> slices_of_rank;  // [ranks]; the same for the tp-th ranks of every group
   // Which sublayers are split over the tp ranks (false: replicated, no collective).
   bool kda_split = false, mla_split = false, mlp_split = false;
-  // Routed and shared experts split by columns over the tp ranks of a group (false at tp 1, or when
-  // moe_intermediate_size < tp: then the experts are split by id over all ranks and one rank holds the shared).
+  // Routed and shared experts split by columns over the tp ranks of a group (false at tp 1, when
+  // moe_intermediate_size < tp, or with ModelParallel::whole_experts: then the experts are split by id over all
+  // ranks and one rank holds the shared).
   bool experts_by_columns = false;
   // lm_head split by vocabulary over group 0's tp ranks, whose slices rank 0 gathers (false: rank 0 holds it).
   bool vocab_split = false;
@@ -112,6 +113,9 @@ struct ModelParallel {
   Communicator* comm = nullptr;  // null: one rank; else it must outlive the model
   int tp = 0, ep = 0;            // 0: not given
   int64_t column_group = 1;      // ShardPlan::column_group (the fast path sets its int8 scale group)
+  // Routed experts whole, by id over every rank, even at tp > 1 (ShardPlan::experts_by_columns false): the expert
+  // cache of --expert-memory reads and holds whole experts, one container extent each (docs/distributed.md).
+  bool whole_experts = false;
 };
 // The plan of this process: SingleRankPlan without a communicator (or with one of one rank), else MakeShardPlan
 // for comm's rank and size.
@@ -128,8 +132,9 @@ ShardPlan SingleRankPlan(const ModelConfig& config);
 // does not divide n; ⌊units/tp⌋ each, one more for the first units mod tp); a head set in whole units of
 // g / gcd(g, head columns) heads (head columns: KDA kda_head_dim, MLA v_head_dim, o_proj's input per head). A
 // dimension with fewer units than tp is replicated. At g = 1 (the reference) a unit is one column or one head.
+// `whole_experts`: ModelParallel::whole_experts.
 Result<ShardPlan> MakeShardPlan(const ModelConfig& config, int rank, int ranks, int tp, int ep,
-                                int64_t column_group = 1);
+                                int64_t column_group = 1, bool whole_experts = false);
 
 // One row per rank: its routed experts, whether it has the shared expert, what is replicated, and (when
 // `weight_bytes_of_rank` has one entry per rank) the bytes of weights it holds.

@@ -2,8 +2,8 @@
 # `score`, `bench-model` and `bench-engine` under mpirun (docs/distributed.md): score figures within the expert-
 # parallel tolerance of one process; the benchmarks print their report once (rank 0 only), show the shard plan and
 # hit the prefix cache; --expert-memory runs with a budget per rank and the collectives per step equal glint
-# plan's; bench-model runs --tp 2; --tp 2 with --expert-memory, a wrong --ep and a one-process command are refused
-# with their reasons.
+# plan's, also at --tp 2 (the tp group's collectives counted); --tp 2 with --expert-memory keeps experts whole and
+# gives one process's greedy text; a wrong --ep and a one-process command are refused with their reasons.
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
 glint="$1"
@@ -52,14 +52,11 @@ assert on and float(on[0].split()[3].rstrip("%")) > 0, on
 PY
 
 # ---- refused with reasons ----
-# --tp 2 runs on the fast path (bench-model reports once); with --expert-memory it is refused with its reason.
+# --tp 2 runs on the fast path (bench-model reports once).
 ranks 2 bench-model --model "$(dirname "$data")/../models/glint-tiny" --threads 1 --tp 2 --prompts 16 --batches 1,2 \
   --context 8 --steps 2 --repetitions 1 --probe-mib 8 >"$work/bmtp.txt" 2>"$work/bmtp.log" ||
   fail "bench-model --tp 2 -np 2: $(tail "$work/bmtp.log")"
 [[ "$(grep -c '^== decode 2 sequences' "$work/bmtp.txt")" == 1 ]] || fail "bench-model --tp 2 report: $(cat "$work/bmtp.txt")"
-ranks 2 "${RUN[@]}" --tp 2 --expert-memory 64M >"$work/tp.txt" 2>&1 && fail "--tp 2 --expert-memory was accepted"
-grep -q "expert-memory with tensor parallelism (--tp 2) is not implemented yet" "$work/tp.txt" ||
-  fail "--tp 2 --expert-memory message: $(cat "$work/tp.txt")"
 ranks 2 "${RUN[@]}" --ep 3 >"$work/ep.txt" 2>&1 && fail "--ep 3 on 2 ranks was accepted"
 grep -q "must equal the number of ranks" "$work/ep.txt" || fail "--ep 3 message: $(cat "$work/ep.txt")"
 # --expert-memory: a budget per rank, each caching its own experts; the collectives line beside the plan's count.
@@ -71,6 +68,18 @@ ranks 2 bench-model --model "$work/tiny-c" --threads 1 --expert-memory 64M --pro
 grep -q "expert cache: hit rate" "$work/em.txt" || fail "no expert cache line: $(cat "$work/em.txt")"
 [[ "$(grep -c 'glint plan: [0-9]* (equal)' "$work/em.txt")" == 2 ]] ||
   fail "collectives differ from the plan: $(grep collectives "$work/em.txt")"
+# --tp 2 with --expert-memory: attention split, routed experts whole by id over the ranks (each rank's cache reads
+# whole extents); greedy text equal to one process's; the collectives of both communicators equal the plan's.
+"$glint" "${RUN[@]}" --model "$work/tiny-c" >"$work/one.txt" 2>"$work/one.log" || fail "run: $(tail "$work/one.log")"
+ranks 2 "${RUN[@]}" --model "$work/tiny-c" --tp 2 --expert-memory 64M >"$work/tpem.txt" 2>"$work/tpem.log" ||
+  fail "--tp 2 --expert-memory: $(tail "$work/tpem.log")"
+cmp -s "$work/one.txt" "$work/tpem.txt" || fail "--tp 2 --expert-memory text differs: $(cat "$work/tpem.txt") vs $(cat "$work/one.txt")"
+cat "$work/tpem.txt" "$work/tpem.log" | grep -q "whole experts, by id over every rank" ||
+  fail "the shard description does not say experts are whole: $(cat "$work/tpem.log")"
+ranks 2 bench-model --model "$work/tiny-c" --threads 1 --tp 2 --prompts 16 --batches 1 --context 8 --steps 2 \
+  --repetitions 1 --probe-mib 8 >"$work/bmtpc.txt" 2>"$work/bmtpc.log" || fail "bench-model --tp 2: $(tail "$work/bmtpc.log")"
+[[ "$(grep -c 'glint plan: [0-9]* (equal)' "$work/bmtpc.txt")" == 2 ]] ||
+  fail "--tp 2 collectives differ from the plan: $(grep collectives "$work/bmtpc.txt")"
 "$glint" "${RUN[@]}" --ep 2 >"$work/ep1.txt" 2>&1 && fail "--ep 2 on one process was accepted"
 grep -q "need that many ranks" "$work/ep1.txt" || fail "--ep 2 alone: $(cat "$work/ep1.txt")"
 ranks 2 inspect "$data/golden/tiny-dense" >"$work/inspect.txt" 2>&1 && fail "inspect under mpirun was accepted"

@@ -1,6 +1,6 @@
 // Under mpirun with 2–4 ranks at --tp 1 (docs/distributed.md "Collectives per step"):
 //   - the collectives rank 0's communicator counts per step equal glint plan's model of them (plan/collectives.h)
-//     for the same config and step — prefill over two passes, decode of two sequences, an MTP batch: the count
+//     for the same config and step — prefill over three passes, decode of two sequences, an MTP batch: the count
 //     of each kind and the all-reduce bytes exactly, the plan broadcast's bytes to its wire-format estimate;
 //   - the followers skip lm_head (main and MTP layer: FastModel::lm_head_rows stays 0 on them) and rank 0's
 //     outputs keep every row, within expert parallelism's tolerance of one process's.
@@ -32,21 +32,25 @@ struct StepOutputs {
   std::vector<CollectiveStats> collectives;  // per step, rank 0
 };
 
-// Rank 0: a prefill of 100 + 30 tokens (two passes of ≤ 64 rows), a decode step of both sequences, an MTP batch
+// Rank 0: a prefill of 100 + 30 tokens (three passes of ≤ 64 rows), a decode step of both sequences, an MTP batch
 // over both (2 and 1 pairs).
-StepOutputs RunSteps(const Model& model, Communicator& comm) {
+// `counted`: which stats to read (the communicator's own, or with those split from it: the tp groups').
+StepOutputs RunSteps(const Model& model, Communicator& comm,
+                     const CollectiveStats& (Communicator::*counted)() const = &Communicator::stats) {
   StepOutputs out;
   const int64_t vocab = model.config().vocab_size, d = model.config().hidden_size;
   SequenceState a = model.NewSequence(), b = model.NewSequence();
   const std::vector<int32_t> pa = Tokens(100, vocab, 1), pb = Tokens(30, vocab, 2);
   std::vector<EntryOutput> outputs;
   auto step = [&](std::vector<BatchEntry> batch) {
-    const CollectiveStats before = comm.stats();
+    const CollectiveStats before = (comm.*counted)();
     EXPECT_OK(model.Forward(batch, outputs));
-    out.collectives.push_back(comm.stats().Since(before));
+    out.collectives.push_back((comm.*counted)().Since(before));
     for (const EntryOutput& o : outputs) out.logits.push_back(o.logits);
   };
-  step({{pa, &a, LogitsWanted::kLast, false}, {pb, &b, LogitsWanted::kAll, false}});
+  // Every row wants logits: each pass then holds some, so glint plan's lm_head gathers (one per pass holding a
+  // logit row, which it takes as min(passes, logit rows)) are exact.
+  step({{pa, &a, LogitsWanted::kAll, false}, {pb, &b, LogitsWanted::kAll, false}});
   const std::vector<int32_t> da = {5}, db = {9, 11};
   step({{da, &a, LogitsWanted::kLast, true}, {db, &b, LogitsWanted::kAll, true}});
   // The hidden inputs lie in the last Forward's outputs: the plan names them (rank 0's engine does the same).
@@ -54,9 +58,9 @@ StepOutputs RunSteps(const Model& model, Communicator& comm) {
   std::vector<MtpEntry> mtp = {{&a, std::span<const float>(outputs[0].hidden.data(), d), na, LogitsWanted::kLast},
                                {&b, std::span<const float>(outputs[1].hidden.data(), 2 * d), nb, LogitsWanted::kAll}};
   std::vector<std::vector<float>> drafts;
-  const CollectiveStats before = comm.stats();
+  const CollectiveStats before = (comm.*counted)();
   EXPECT_OK(model.MtpForwardBatch(mtp, drafts));
-  out.collectives.push_back(comm.stats().Since(before));
+  out.collectives.push_back((comm.*counted)().Since(before));
   for (auto& logits : drafts) out.logits.push_back(logits);
   return out;
 }
@@ -106,7 +110,7 @@ TEST(Collectives, MeasuredPerStepEqualsThePlanAndFollowersSkipLmHead) {
   EXPECT_GT(shard_view->lm_head_rows(), 0);
 
   const plan::ParallelLayout layout{comm.size(), 1};
-  plan::StepShape prefill{2, 130, 31, kPassRows, 0, 0, 0};
+  plan::StepShape prefill{2, 130, 130, kPassRows, 0, 0, 0};
   plan::StepShape decode{2, 3, 3, kPassRows, 0, 0, 0};
   plan::StepShape mtp{0, 0, 0, kPassRows, 0, 2, 3};
   ASSERT_EQ(many.collectives.size(), 3u);
@@ -127,6 +131,65 @@ TEST(Collectives, MeasuredPerStepEqualsThePlanAndFollowersSkipLmHead) {
     ASSERT_EQ(one.logits[i].size(), many.logits[i].size()) << i;
     EXPECT_LE(testing::MaxAbsError(many.logits[i], one.logits[i]), 1e-3 * testing::StdDev(one.logits[i])) << i;
   }
+}
+
+// The fast path at --tp 2 (--tp 3 on 3 ranks; --ep 2 on 4), tiny-dense (tiny-sparse at --tp 3) converted with
+// 16-column groups so that KDA, MLA, the dense MLP and lm_head are all split: rank 0's world communicator with its tp
+// group's collectives (stats_with_splits, what bench-model and bench-engine print) counts per step what glint plan
+// models — calls of each kind, the all-reduce bytes, and the bytes of the lm_head gathers rank 0 receives.
+TEST(Collectives, FastPathTensorParallelCountsEqualThePlan) {
+  Communicator& comm = testing::World();
+  const int tp = comm.size() % 2 == 0 ? 2 : comm.size();
+  WorkerPool pool(1);
+  FastModelOptions options;
+  options.max_tokens_per_pass = kPassRows;
+  options.convert.group = 16;
+  options.parallel = {&comm, tp, comm.size() / tp};
+  // tiny-sparse at --tp 3: its 3 KDA heads split (tiny-dense has 2).
+  const char* fixture = tp == 3 ? "golden/tiny-sparse" : "golden/tiny-dense";
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> shard,
+                       FastModel::Load(testing::TestDataPath(fixture), pool, options));
+  ASSERT_TRUE(shard->shard_plan().kda_split && shard->shard_plan().mla_split && shard->shard_plan().mlp_split)
+      << "the test wants every kind of split sublayer";
+  if (comm.rank() != 0) {
+    ASSERT_OK(RunLockstepFollower(*shard, comm));
+    return;
+  }
+  const ModelConfig config = shard->config();
+  LockstepLeader leader(std::move(shard), comm);
+  const StepOutputs many = RunSteps(leader, comm, &Communicator::stats_with_splits);
+  ASSERT_OK(leader.Stop());
+
+  const plan::ParallelLayout layout{comm.size(), tp};
+  auto expect_planned = [&](const CollectiveStats& measured, std::vector<plan::CollectiveLine> lines, bool mtp_only,
+                            const char* what) {
+    if (mtp_only) {  // drop the Forward's lines (a StepShape always has its Forward)
+      std::erase_if(lines, [](const plan::CollectiveLine& l) { return l.what.find("MTP") == std::string::npos; });
+    }
+    int64_t calls[4] = {0, 0, 0, 0};
+    uint64_t reduced = 0, gathered = 0;
+    for (const plan::CollectiveLine& line : lines) {
+      calls[static_cast<int>(line.op)] += line.calls;
+      if (line.op == plan::CollectiveOp::kAllReduce) reduced += line.payload;
+      if (line.op == plan::CollectiveOp::kGather) gathered += line.BytesReceived(true);
+    }
+    EXPECT_EQ(measured.of(CollectiveKind::kBroadcast).calls, calls[static_cast<int>(plan::CollectiveOp::kBroadcast)])
+        << what;
+    EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).calls, calls[static_cast<int>(plan::CollectiveOp::kAllReduce)])
+        << what;
+    EXPECT_EQ(measured.of(CollectiveKind::kGather).calls, calls[static_cast<int>(plan::CollectiveOp::kGather)]) << what;
+    EXPECT_GT(measured.of(CollectiveKind::kGather).calls, 0) << what << ": lm_head is split by vocabulary";
+    EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).bytes_sent, reduced) << what;
+    EXPECT_EQ(measured.of(CollectiveKind::kGather).bytes_received, gathered) << what;
+    EXPECT_EQ(measured.calls, calls[0] + calls[1] + calls[2] + calls[3]) << what;
+  };
+  ASSERT_EQ(many.collectives.size(), 3u);
+  expect_planned(many.collectives[0], plan::CollectivesPerStep(config, layout, {2, 130, 130, kPassRows, 0, 0, 0}),
+                 false, "prefill");
+  expect_planned(many.collectives[1], plan::CollectivesPerStep(config, layout, {2, 3, 3, kPassRows, 0, 0, 0}), false,
+                 "decode");
+  expect_planned(many.collectives[2], plan::CollectivesPerStep(config, layout, {0, 0, 0, kPassRows, 0, 2, 3}), true,
+                 "MTP batch");
 }
 
 // --tp = every rank on the reference path: the lm_head gather rank 0 counts per step (a single-sequence prefill,

@@ -126,5 +126,43 @@ TEST_F(ShardedExpertCache, AReadFailingOnRankOneFailsItsSequenceOnEveryRank) {
   for (size_t i = 0; i < 2; ++i) EXPECT_EQ(after.outputs[i].logits, expected.outputs[i].logits) << i;
 }
 
+// --expert-memory at --tp 2 (--tp 3 on 3 ranks; --ep 2 on 4), tiny-sparse converted with 16-column groups so that
+// KDA, MLA and lm_head are split over the tp groups: the routed experts stay whole, by id over every rank
+// (ShardPlan::experts_by_columns false), so each rank's cache holds and reads whole experts of its own; logits
+// bit-identical to the same layout with every expert resident, at the smallest budget and at one holding all.
+TEST(TensorParallelExpertCache, WholeExpertsBitIdenticalToResident) {
+  WorkerPool pool(1);
+  FastConvertOptions convert;
+  convert.group = 16;
+  const std::string container = testing::ConvertToContainer(testing::TestDataPath("golden/tiny-sparse"), pool, convert);
+  ASSERT_FALSE(container.empty());
+  const int ranks = testing::World().size(), tp = ranks % 2 == 0 ? 2 : ranks;
+  FastModelOptions options;
+  options.parallel = {&testing::World(), tp, ranks / tp};
+  options.parallel.whole_experts = true;  // the cache's layout, every expert resident
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> resident, FastModel::Load(container, pool, options));
+  const ShardPlan plan = resident->shard_plan();
+  ASSERT_TRUE(plan.kda_split && plan.mla_split) << "the test wants attention split over the tp group";
+  EXPECT_FALSE(plan.experts_by_columns);
+  const int64_t experts = resident->config().n_routed_experts;  // ⌊E/N⌋ each, one more for the first E mod N
+  EXPECT_EQ(plan.experts().count(), experts / ranks + (plan.rank < experts % ranks ? 1 : 0));
+
+  const auto sequences = testing::GoldenOutputs("tiny-sparse").Tokens();
+  const Tokens a(sequences[0].begin(), sequences[0].begin() + 40), b(sequences[1].begin(), sequences[1].begin() + 6);
+  const Batch expected = RunBatch(*resident, a, b);
+  ASSERT_OK(expected.status);
+  const testing::ExpertBudgets budgets = testing::BudgetsOf(container, pool);
+  for (const uint64_t budget : {budgets.minimum, budgets.all}) {
+    FastModelOptions cached_options = testing::FaultyCacheOptions(budget, std::make_shared<testing::FaultPlan>());
+    cached_options.parallel = {&testing::World(), tp, ranks / tp};  // whole experts: the cache asks for them
+    ASSERT_OK_AND_ASSIGN(auto cached, FastModel::Load(container, pool, cached_options));
+    EXPECT_FALSE(cached->shard_plan().experts_by_columns);
+    EXPECT_LE(cached->expert_cache()->slots(), plan.experts().count() * cached->expert_cache()->moe_layers());
+    const Batch got = RunBatch(*cached, a, b);
+    ASSERT_OK(got.status);
+    for (size_t i = 0; i < 2; ++i) EXPECT_EQ(got.outputs[i].logits, expected.outputs[i].logits) << budget << " " << i;
+  }
+}
+
 }  // namespace
 }  // namespace glint

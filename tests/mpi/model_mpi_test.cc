@@ -385,15 +385,6 @@ TEST_P(ExpertParallel, TensorParallelFastPathMatchesOneRankFromCheckpointAndCont
   }
 }
 
-TEST_P(ExpertParallel, TensorParallelFastPathRefusesAnExpertCacheWithAReason) {
-  const int ranks = testing::World().size();
-  WorkerPool pool(1);
-  FastModelOptions options;
-  options.parallel = {&testing::World(), ranks, 1};
-  options.expert_memory = 1 << 20;
-  EXPECT_ERROR_CONTAINS(FastModel::Load(Dir(), pool, options), "--expert-memory with tensor parallelism");
-}
-
 INSTANTIATE_TEST_SUITE_P(Golden, ExpertParallel, ::testing::Values("tiny-dense", "tiny-sparse"),
                          [](const auto& info) { return info.param == "tiny-dense" ? "dense" : "sparse"; });
 

@@ -48,6 +48,31 @@ TEST(SingleProcessCommunicator, CollectivesKeepValuesAndCountCalls) {
   EXPECT_EQ(comm.stats().calls, 0);
 }
 
+// What bench-model and bench-engine compare with glint plan: the world's collectives and its tp groups' together.
+TEST(SingleProcessCommunicator, SplitsCountInTheirParentsStatsWithSplits) {
+  SingleProcessCommunicator world;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Communicator> group, world.Split(0, 0));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Communicator> subgroup, group->Split(0, 0));
+  std::vector<float> values = {1.0f, 2.0f};
+  ASSERT_OK(world.AllReduceSum(values));
+  ASSERT_OK(group->AllReduceSum(values));
+  ASSERT_OK(group->Barrier());
+  ASSERT_OK(subgroup->Barrier());
+  EXPECT_EQ(world.stats().calls, 1) << "a communicator's own stats count its own calls only";
+  EXPECT_EQ(world.stats_with_splits().calls, 4);
+  EXPECT_EQ(world.stats_with_splits().all_reduces, 2);
+  EXPECT_EQ(world.stats_with_splits().barriers, 2);
+  EXPECT_EQ(group->stats().calls, 2);
+  EXPECT_EQ(group->stats_with_splits().calls, 3);
+  EXPECT_EQ(subgroup->stats_with_splits().calls, 1);
+  // A split outliving its parent still counts (into memory the parent shared with it).
+  group.reset();
+  ASSERT_OK(subgroup->Barrier());
+  EXPECT_EQ(world.stats_with_splits().calls, 5);
+  world.ResetStats();
+  EXPECT_EQ(world.stats_with_splits().calls, 0);
+}
+
 TEST(SingleProcessCommunicator, BadArgumentsAreRefused) {
   SingleProcessCommunicator comm;
   std::vector<std::byte> send(4), received(3);
@@ -127,6 +152,22 @@ TEST(ShardPlan, TensorAndExpertParallelGroups) {
   ASSERT_OK_AND_ASSIGN(ShardPlan ep, MakeShardPlan(c, 1, 2, 1, 0));
   EXPECT_FALSE(ep.kda_split || ep.mla_split || ep.mlp_split || ep.experts_by_columns);
   EXPECT_EQ(ep.slices().mla_heads.count(), 4);
+}
+
+// --expert-memory's layout (ModelParallel::whole_experts): attention and the dense MLP still split by the tp groups,
+// the routed experts whole, by id over every rank (4, 4, 4, 4 of 16), the shared one on the last rank.
+TEST(ShardPlan, WholeExpertsKeepAttentionSplitAndSpreadExpertsOverEveryRank) {
+  const ModelConfig c = PlanConfig();
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_OK_AND_ASSIGN(ShardPlan plan, MakeShardPlan(c, r, 4, 2, 2, 1, /*whole_experts=*/true));
+    EXPECT_TRUE(plan.kda_split && plan.mla_split && plan.mlp_split);
+    EXPECT_FALSE(plan.experts_by_columns);
+    EXPECT_EQ(plan.experts().begin, 4 * r);
+    EXPECT_EQ(plan.experts().count(), 4);
+    EXPECT_EQ(LocalConfig(c, plan).moe_intermediate_size, c.moe_intermediate_size);
+    EXPECT_EQ(plan.holds_shared_expert(), r == 3);
+    EXPECT_NE(DescribeShard(plan, c).find("whole experts, by id over every rank"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -14,13 +14,13 @@
 
 namespace glint::testing {
 
-std::string ConvertToContainer(const std::string& model_dir, WorkerPool& pool) {
+std::string ConvertToContainer(const std::string& model_dir, WorkerPool& pool, const FastConvertOptions& convert) {
   const std::string out = MakeTempDir("expert_container");
   const Result<ModelConfig> config = LoadModelConfig(model_dir);
   const Result<Checkpoint> checkpoint = Checkpoint::Open(model_dir);
   EXPECT_TRUE(config.ok() && checkpoint.ok()) << model_dir;
   if (!config.ok() || !checkpoint.ok()) return {};
-  const Result<std::vector<PlannedTensor>> plan = PlanFastWeights(*checkpoint, *config, {});
+  const Result<std::vector<PlannedTensor>> plan = PlanFastWeights(*checkpoint, *config, convert);
   EXPECT_TRUE(plan.ok()) << plan.status().ToString();
   if (!plan.ok()) return {};
   EXPECT_OK(WriteFastContainer(*plan, pool, JoinPath(out, kContainerFileName), {}));

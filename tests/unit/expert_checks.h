@@ -18,7 +18,7 @@ namespace glint::testing {
 
 // The model in `model_dir` (a checkpoint) converted by the `glint convert` path into a new temporary directory
 // (model.glint + config.json), which FastModel::Load maps; empty on failure (with a test failure).
-std::string ConvertToContainer(const std::string& model_dir, WorkerPool& pool);
+std::string ConvertToContainer(const std::string& model_dir, WorkerPool& pool, const FastConvertOptions& convert = {});
 
 // The container's offset of routed expert `expert` of hidden layer `layer` ("layers.L.moe." extents; layer −1:
 // the MTP layer's, "mtp.moe.").
