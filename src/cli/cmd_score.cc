@@ -79,13 +79,10 @@ Result<std::vector<SequenceImages>> AssignImageRows(const std::vector<std::vecto
 // The logits [T, V] of every position of `tokens` from a fresh sequence: one call, or one call per token (the
 // decode path: the KDA state is stored, and with bf16 storage rounded, after every token). The sequence's memory
 // is laid out with the chosen KDA state storage and bound like an engine's.
-// --images: the files through the tower of the chosen path, assigned to the sequences' placeholders.
+// --images: the files through the tower of the chosen path, assigned to the sequences' placeholders. Under mpirun
+// only rank 0 gets here (the followers run its batch plans, which carry the rows: docs/distributed.md "Images").
 Result<std::vector<SequenceImages>> ScoreImages(const ScoreFlags& flags, const std::string& dir, const ModelConfig& c,
                                                 WorkerPool& pool, const std::vector<std::vector<int32_t>>& sequences) {
-  if (Distributed())
-    return Unimplemented(
-        "score --images under several MPI ranks is not supported yet (run --image and serve take images there; "
-        "docs/distributed.md \"Images\")");
   GLINT_ASSIGN_OR_RETURN(const auto inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
   auto tower = LoadImageEncoder(dir, c, !flags.fast, &pool);
   if (!tower.ok()) return tower.status().WithContext("--images needs the model's vision tower");
