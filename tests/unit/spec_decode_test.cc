@@ -69,7 +69,7 @@ std::vector<float> Forward(const Model& model, SequenceState& state, std::span<c
                            LogitsWanted logits = LogitsWanted::kLast, StateCheckpoint rollback = {}) {
   std::vector<EntryOutput> outputs;
   BatchEntry entry{tokens, &state, logits, false};
-  entry.rollback = rollback;
+  if (rollback.data != nullptr) entry.rollback = {&rollback, 1};
   const Status status = model.Forward({&entry, 1}, outputs);
   EXPECT_TRUE(status.ok()) << status.ToString();
   return outputs.empty() ? std::vector<float>{} : outputs[0].logits;
@@ -176,12 +176,21 @@ TEST_P(SpecModel, BadRollbackPositionsAreRefused) {
     std::vector<EntryOutput> outputs;
     for (int64_t position : {4, 6, 0}) {  // before, after and far outside the call's positions 4, 5
       BatchEntry entry{pair, &a.state, LogitsWanted::kAll, false};
-      entry.rollback = {position, snapshot.Item(0)};
+      const StateCheckpoint rollback{position, snapshot.Item(0)};
+      entry.rollback = {&rollback, 1};
       EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "not strictly inside");
     }
     BatchEntry no_memory{pair, &a.state, LogitsWanted::kAll, false};
-    no_memory.rollback = {5, nullptr};
+    const StateCheckpoint null_rollback{5, nullptr};
+    no_memory.rollback = {&null_rollback, 1};
     EXPECT_ERROR_CONTAINS(model->Forward({&no_memory, 1}, outputs), "not strictly inside");
+    // Two snapshots out of order (or at one position).
+    const Tokens triple = {1, 2, 3};
+    ItemArena two = ItemArena::Fixed(2, std::max<int64_t>(a.layout->checkpoint_bytes, 64)).value();
+    const StateCheckpoint backwards[] = {{6, two.Item(0)}, {5, two.Item(1)}};
+    BatchEntry unordered{triple, &a.state, LogitsWanted::kAll, false};
+    unordered.rollback = backwards;
+    EXPECT_ERROR_CONTAINS(model->Forward({&unordered, 1}, outputs), "after the previous one");
     EXPECT_EQ(a.state.tokens, 4);
   }
 }
