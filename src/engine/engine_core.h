@@ -64,6 +64,10 @@ struct EngineMetrics {
   double vision_seconds = 0;
 };
 
+// The most drafts a sequence at `end` positions can verify, with indexer pools of `kpool` positions, without a
+// rejection losing rows of a filling pool (engine_draft.cc).
+int64_t PoolSafeDrafts(int64_t end, int64_t kpool);
+
 // "A of D drafted tokens accepted (x %; by position: a %, b %, …)", each position's share of the verifications
 // that drafted there; "off" without speculation. For run and bench-engine.
 std::string DescribeSpeculation(const EngineMetrics& metrics);

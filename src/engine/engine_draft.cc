@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "base/log.h"
@@ -78,7 +79,19 @@ int64_t EngineCore::DraftsWanted(SequenceId id) const {
   if (end + 1 != static_cast<int64_t>(info.tokens.size()) || end < info.prompt_length) return 0;
   // A verification of k drafts hands out up to k + 1 tokens.
   const int64_t room = requests_.at(sample.request).max_tokens - generated - 1;
-  return std::clamp<int64_t>(room, 0, options_.speculative_tokens);
+  return std::clamp<int64_t>(std::min(room, PoolSafeDrafts(end, layout_->index_kpool)), 0, options_.speculative_tokens);
+}
+
+// The indexer's filling pool (kpool − 1 raw rows in the slot, trunk and MTP layer alike) has no rollback copy: a
+// row past the position c that completes a pool writes row 0 of the next pool over a row of c's pool. The rows a
+// rolled-back sequence still needs are safe as long as no row lies past such a c that a rollback can land at or
+// before: the verification's rows end .. end + k must not pass the first c ≥ end + 1 (k ≤ c − end), nor the chain's
+// MTP pairs end .. end + k − 2 the first c ≥ end (k ≤ c − end + 2). With kpool 4 that allows 1 to 4 drafts by
+// position; K = 1 is never cut (docs/engine.md "Speculative decoding", "State across rejected drafts").
+int64_t PoolSafeDrafts(int64_t end, int64_t kpool) {
+  if (kpool <= 1) return std::numeric_limits<int64_t>::max();
+  const auto first_pool_end_from = [kpool](int64_t p) { return (p / kpool) * kpool + kpool - 1; };
+  return std::min(first_pool_end_from(end + 1) - end, first_pool_end_from(end) - end + 2);
 }
 
 void EngineCore::DrawDraft(Sample& sample, std::span<const float> logits) {
