@@ -52,13 +52,17 @@ Status Run(const std::string& dir, int threads, int steps, const std::vector<int
       for (int rows : {1, 2}) {
         std::vector<std::vector<int32_t>> tokens(batch);
         std::vector<BatchEntry> entries;
+        std::vector<StateCheckpoint> rollbacks(batch);  // [batch] the KDA state after row 0 of a verification
         for (int b = 0; b < batch; ++b) {
           for (int r = 0; r < rows; ++r) {
             tokens[b].push_back(static_cast<int32_t>((977 * step + 389 * b + 61 * r + 5) % c.vocab_size));
           }
           BatchEntry entry{tokens[b], &states[b], rows == 2 ? LogitsWanted::kAll : LogitsWanted::kLast,
                            model->has_mtp()};
-          if (rows == 2) entry.rollback = {states[b].tokens + 1, snapshots[b].data()};
+          if (rows == 2) {
+            rollbacks[b] = {states[b].tokens + 1, snapshots[b].data()};
+            entry.rollback = {&rollbacks[b], 1};
+          }
           entries.push_back(entry);
         }
         std::vector<EntryOutput> outputs;

@@ -254,6 +254,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
   std::vector<double> out_rate, total_rate, ttft50, ttft99, tpot50, e2e50, preemptions, overhead, handoff, load;
   std::vector<double> acceptance;  // speculative decoding: accepted drafted tokens / drafted tokens
   std::vector<double> mtp_share;   // … and the share of step time in the MTP layer
+  std::string speculation;         // the last run's acceptance by draft position
   const CollectiveStats collectives_start = World().stats_with_splits();  // under mpirun: rank 0's collectives
   int64_t engine_steps = 0;
   double engine_step_seconds = 0;
@@ -278,6 +279,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
     handoff.push_back(100 * s.metrics.deliver_seconds / s.metrics.step_seconds);
     if (s.metrics.spec_draft_tokens > 0) {
       acceptance.push_back(100.0 * s.metrics.spec_accepted_tokens / s.metrics.spec_draft_tokens);
+      speculation = DescribeSpeculation(s.metrics);
     }
     mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
     engine_steps += s.metrics.steps;
@@ -289,6 +291,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
               static_cast<long long>(concurrency), static_cast<long long>(requests), Median(out_rate),
               Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
               Median(preemptions), Median(overhead), Median(handoff), accept.c_str(), Median(mtp_share), Median(load));
+  if (!speculation.empty()) std::printf("%11s speculative decoding, last run: %s\n", "", speculation.c_str());
   if (Distributed()) {  // the engine's steps mix prefill and decode: no plan to compare with
     // Over the whole point: the engine's start-up (its pools broadcast while the followers allocate theirs) and
     // the waits for the slowest rank count too, so the share can pass 100% on a loaded machine.

@@ -37,6 +37,7 @@ struct RunFlags {
   bool ignore_eos = false;
   bool print_ids = false;
   std::string speculative = "none";
+  int64_t speculative_tokens = 1;       // --speculative-tokens K
   std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype; not fp32: the run goes through the engine
   std::vector<std::string> images;      // --image FILE, repeatable
   media::DecodeLimits image_limits;
@@ -123,15 +124,17 @@ class PrintingSink final : public RequestSink {
 Result<EngineOptions> RunEngineOptions(const RunFlags& flags, const Model& model, int64_t tokens) {
   EngineOptions options;
   options.speculative = flags.speculative == "mtp" ? SpeculativeMethod::kMtp : SpeculativeMethod::kNone;
+  options.speculative_tokens = flags.speculative_tokens;
   GLINT_ASSIGN_OR_RETURN(options.kv_cache_dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
   CacheOptions cache;
   cache.block_tokens = options.block_tokens;
   cache.mtp = options.speculative == SpeculativeMethod::kMtp;
   cache.kv_dtype = options.kv_cache_dtype;
   GLINT_ASSIGN_OR_RETURN(const CacheLayout layout, model.CacheLayoutFor(cache));
-  // Blocks for every position, the slot and its rollback copy (speculation), and 1/8 for the plan's rounding.
-  const int64_t blocks = (tokens + options.block_tokens - 1) / options.block_tokens;
-  const int64_t needed = blocks * layout.block_bytes + 2 * layout.slot_bytes;
+  // Blocks for every position and the drafts past it, the slot and its rollback copies (speculation), and 1/8 for
+  // the plan's rounding.
+  const int64_t blocks = (tokens + options.speculative_tokens + options.block_tokens) / options.block_tokens;
+  const int64_t needed = blocks * layout.block_bytes + (1 + options.speculative_tokens) * layout.slot_bytes;
   options.memory_bytes = std::max(options.memory_bytes, needed + needed / 8 + (int64_t{1} << 20));
   return options;
 }
@@ -168,14 +171,12 @@ Status RunWithEngine(const RunFlags& flags, const Model& model, const std::optio
   const EngineMetrics m = core->Metrics();
   std::fprintf(stderr,
                "glint run: prompt %lld tokens in %.3f s (%.1f tokens/s); generated %lld tokens in %.3f s after the "
-               "first (%.1f tokens/s); finish: %s; %s; kv cache %s; speculative decoding: %lld of %lld drafts "
-               "accepted\n",
+               "first (%.1f tokens/s); finish: %s; %s; kv cache %s; speculative decoding: %s\n",
                static_cast<long long>(prompt_tokens), prefill_seconds, prompt_tokens / std::max(prefill_seconds, 1e-9),
                static_cast<long long>(t.generated_tokens), decode_seconds,
                (t.generated_tokens - 1) / std::max(decode_seconds, 1e-9),
                std::string(FinishReasonName(sink->last->finish_reason)).c_str(), description.c_str(),
-               std::string(KvCacheDtypeName(options.kv_cache_dtype)).c_str(),
-               static_cast<long long>(m.spec_accepted_tokens), static_cast<long long>(m.spec_drafts));
+               std::string(KvCacheDtypeName(options.kv_cache_dtype)).c_str(), DescribeSpeculation(m).c_str());
   return Status::Ok();
 }
 
@@ -244,6 +245,13 @@ Status RunGenerate(const RunFlags& flags) {
   if (flags.max_tokens < 0) return InvalidArgument("--max-tokens must be >= 0, got ", flags.max_tokens);
   if (flags.speculative != "none" && flags.speculative != "mtp") {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
+  }
+  if (flags.speculative_tokens < 1 || flags.speculative_tokens > kMaxSpeculativeTokens) {
+    return InvalidArgument("--speculative-tokens must be in 1 .. ", kMaxSpeculativeTokens, ", got ",
+                           flags.speculative_tokens);
+  }
+  if (flags.speculative_tokens > 1 && flags.speculative != "mtp") {
+    return InvalidArgument("--speculative-tokens ", flags.speculative_tokens, " needs --speculative mtp");
   }
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
   GLINT_ASSIGN_OR_RETURN(const auto image_inputs, CheckRunImages(flags, dir));
@@ -314,8 +322,12 @@ GLINT_REGISTER_COMMAND("run", "Generate text from a prompt (one sequence, no ser
   command.add_flag("--print-ids", flags->print_ids, "print token ids instead of text");
   command
       .add_option("--speculative", flags->speculative,
-                  "speculative decoding: none, or mtp (through the engine: the MTP layer drafts a token per "
-                  "step and the model verifies it; outputs are unchanged)")
+                  "speculative decoding: none, or mtp (through the engine: the MTP layer drafts tokens and the "
+                  "model verifies them; outputs are unchanged)")
+      ->capture_default_str();
+  command
+      .add_option("--speculative-tokens", flags->speculative_tokens,
+                  "with --speculative mtp: tokens drafted per step, 1 .. 4 (the MTP layer applied to its own output)")
       ->capture_default_str();
   command
       .add_option("--kv-cache-dtype", flags->kv_cache_dtype,

@@ -48,8 +48,13 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
                      "size budget of --prefix-cache-disk (e.g. 64G); least recently used files are deleted past it");
   command
       .add_option("--speculative", flags.speculative,
-                  "speculative decoding: none, or mtp (the model's MTP layer drafts one token per step, the "
-                  "model verifies it in the same forward pass; outputs are unchanged)")
+                  "speculative decoding: none, or mtp (the model's MTP layer drafts tokens, the model verifies "
+                  "them in the same forward pass; outputs are unchanged)")
+      ->capture_default_str();
+  command
+      .add_option("--speculative-tokens", flags.speculative_tokens,
+                  "with --speculative mtp: tokens drafted per step, 1 .. 4 (the MTP layer applied to its own "
+                  "output; each adds a row per sequence to the verification and a KDA state copy per slot)")
       ->capture_default_str();
 }
 
@@ -101,6 +106,7 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
   } else {
     return InvalidArgument("--speculative is '", flags.speculative, "'; expected none or mtp");
   }
+  options.speculative_tokens = flags.speculative_tokens;  // checked with the other limits (PlanCapacity)
   return options;
 }
 

@@ -27,6 +27,7 @@ struct EngineFlags {
   std::string prefix_cache_disk;       // --prefix-cache-disk DIR; empty: no disk tier
   std::string prefix_cache_disk_size;  // --prefix-cache-disk-size SIZE (required with the directory)
   std::string speculative = "none";
+  int64_t speculative_tokens = 1;  // --speculative-tokens K
 };
 
 void AddEngineFlags(CLI::App& command, EngineFlags& flags);

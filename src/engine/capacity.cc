@@ -56,6 +56,14 @@ Status CheckCapacityOptions(const CacheLayout& layout, const EngineOptions& o) {
   }
   if (o.max_batch_tokens < 1)
     return InvalidArgument("the batch token budget must be at least 1, got ", o.max_batch_tokens);
+  if (o.speculative_tokens < 1 || o.speculative_tokens > kMaxSpeculativeTokens) {
+    return InvalidArgument("--speculative-tokens must be in 1 .. ", kMaxSpeculativeTokens, ", got ",
+                           o.speculative_tokens);
+  }
+  if (o.speculative_tokens > 1 && o.speculative == SpeculativeMethod::kNone) {
+    return InvalidArgument("--speculative-tokens ", o.speculative_tokens,
+                           " drafts tokens with the MTP layer: it needs --speculative mtp");
+  }
   if (o.max_model_len < 0) return InvalidArgument("--max-model-len must be ≥ 0 (0 = automatic), got ", o.max_model_len);
   if (!(o.checkpoint_fraction >= 0 && o.checkpoint_fraction < 1)) {
     return InvalidArgument("the checkpoint memory fraction must be in [0, 1), got ", o.checkpoint_fraction);
@@ -110,8 +118,11 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
 
   r.num_slots = o.max_seqs;
   r.speculative = o.speculative != SpeculativeMethod::kNone;
-  // The rollback snapshot is a copy of the slot's KDA part (aligned, at least one alignment unit).
-  r.rollback_bytes = r.speculative ? AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
+  // A rollback snapshot is a copy of the slot's KDA part (aligned, at least one alignment unit), one per drafted
+  // token: a verification of K drafts can be cut after any of them.
+  r.rollback_copies = r.speculative ? o.speculative_tokens : 0;
+  r.rollback_copy_bytes = r.speculative ? AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
+  r.rollback_bytes = r.rollback_copies * r.rollback_copy_bytes;
   const int64_t per_sequence = layout.slot_bytes + r.rollback_bytes;
   if (o.max_seqs > o.memory_bytes / per_sequence) {
     return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " holds at most ",
@@ -192,7 +203,9 @@ std::string CapacityReport::ToString() const {
       << FormatBinaryBytes(slots_total_bytes) << "\n";
   if (speculative) {
     out << "  rollback    " << num_slots << " × " << FormatBinaryBytes(rollback_bytes) << " = "
-        << FormatBinaryBytes(rollback_total_bytes) << " (KDA state kept while a drafted token is verified)\n";
+        << FormatBinaryBytes(rollback_total_bytes)
+        << " (KDA state kept while drafted tokens are verified: " << rollback_copies
+        << (rollback_copies == 1 ? " copy" : " copies") << " per slot)\n";
   }
   if (prefix_caching) {
     out << "  checkpoints " << num_checkpoints << " × " << FormatBinaryBytes(checkpoint_bytes) << " = "

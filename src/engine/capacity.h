@@ -17,10 +17,12 @@
 
 namespace glint {
 
-// Speculative decoding (docs/engine.md "Speculative decoding").
+// Speculative decoding (docs/engine.md "Speculative decoding"): the most tokens the MTP layer drafts per step
+// (--speculative-tokens; one trained layer chained, whose drafts grow worse with depth).
+inline constexpr int64_t kMaxSpeculativeTokens = 4;
 enum class SpeculativeMethod {
   kNone,
-  kMtp,  // the model's MTP layer drafts one token per step; the trunk verifies it in the same forward pass
+  kMtp,  // the model's MTP layer drafts 1 .. 4 tokens per step; the trunk verifies them in the same forward pass
 };
 
 // The prefix cache's disk tier (docs/engine.md "Disk tier"; memory/disk_tier.h). Off when `directory` is empty.
@@ -47,6 +49,9 @@ struct EngineOptions {
   CheckpointPolicy checkpoint_policy = CheckpointPolicy::kTail;  // --prefix-checkpoint-policy
   double admission_watermark = 0.01;  // fraction of blocks admission leaves free for running sequences
   SpeculativeMethod speculative = SpeculativeMethod::kNone;  // --speculative
+  // --speculative-tokens K (1 .. kMaxSpeculativeTokens): tokens the MTP layer drafts per step, chained (docs/engine.md
+  // "Speculative decoding"); each needs a rollback copy of the KDA state per slot.
+  int64_t speculative_tokens = 1;
   PrefixDiskOptions prefix_disk;
   std::optional<std::vector<int32_t>> end_token_ids;  // finish a sample on these; default: the config's eos ids
   ForwardOptions forward;                             // passed to Model::Forward
@@ -54,8 +59,10 @@ struct EngineOptions {
 
 struct CapacityReport {
   int64_t block_tokens = 0, block_bytes = 0, slot_bytes = 0, checkpoint_bytes = 0;
-  int64_t rollback_bytes = 0;  // per slot: the KDA state kept while a draft is verified (speculative decoding)
-  double bytes_per_token = 0;  // per-token caches (DSA latents + pooled keys), all layers
+  // Per slot: the KDA state kept while drafts are verified (speculative decoding), one copy of rollback_copy_bytes
+  // per drafted token.
+  int64_t rollback_bytes = 0, rollback_copy_bytes = 0, rollback_copies = 0;
+  double bytes_per_token = 0;                            // per-token caches (DSA latents + pooled keys), all layers
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // how they are stored
   int64_t num_blocks = 0, num_slots = 0, num_checkpoints = 0;
   int64_t cache_tokens = 0;  // positions the blocks hold, all sequences together

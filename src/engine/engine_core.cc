@@ -65,7 +65,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   GLINT_RETURN_IF_ERROR(AttachPrefixDisk(options, *core->layout_, model.engine_mirror() != nullptr, *core->memory_));
   if (r.speculative) {
     GLINT_ASSIGN_OR_RETURN(core->rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
-    core->counters_.spec_accepted_per_position.assign(1, 0);
+    core->counters_.spec_accepted_per_position.assign(r.rollback_copies, 0);
+    core->counters_.spec_drafted_per_position.assign(r.rollback_copies, 0);
   }
   if ((core->mirror_ = model.engine_mirror()) != nullptr) {
     core->memory_->set_mirror(core->mirror_);
@@ -219,7 +220,9 @@ void EngineCore::Bind(SequenceId id, int64_t mtp_tokens) {
       std::make_unique<SequenceState>(model_.BindSequence(layout_, memory, scheduler_->Get(id).computed, mtp_tokens));
 }
 
-std::byte* EngineCore::RollbackData(SequenceId id) const { return rollback_.Item(memory_->SlotOf(id)); }
+std::byte* EngineCore::RollbackData(SequenceId id, int64_t k) const {
+  return rollback_.Item(memory_->SlotOf(id)) + k * capacity_.rollback_copy_bytes;
+}
 
 void EngineCore::Deliver(std::vector<RequestOutput>& outputs) {
   Stopwatch clock;
@@ -277,15 +280,16 @@ void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput 
   outputs.push_back(std::move(output));
 }
 
-Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t snapshot_position) {
+Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t start, int64_t drafts) {
   const SequenceState& state = *samples_.at(id).state;
   for (const CheckpointTarget& target : memory_->TakeCheckpoints(id, scheduler_->Keys(id), state.tokens)) {
     if (target.data == nullptr) continue;  // a split only; the step has ended there anyway
     const std::byte* source = nullptr;
     if (target.position == state.tokens) {
       source = memory_->Slot(id);  // the KDA state at the sequence's length is the slot's
-    } else if (target.position == snapshot_position) {
-      source = RollbackData(id);  // a verified draft went past it: the snapshot holds the state there
+    } else if (target.position > start && target.position <= start + drafts) {
+      // A verified draft went past it: the snapshot after that row holds the state there.
+      source = RollbackData(id, target.position - start - 1);
     } else {
       return InternalError("engine: checkpoint at ", target.position, " of sequence ", id, " (at ", state.tokens,
                            ") has no state to copy");
@@ -425,6 +429,7 @@ void EngineCore::BuildBatch(StepWork& step) {
   const std::vector<ScheduledChunk>& chunks = step.plan.chunks;
   step.checkpoints.resize(chunks.size());
   step.verified.resize(chunks.size());
+  step.rollbacks.resize(chunks.size());
   step.emissions.resize(chunks.size());
   step.batch.reserve(chunks.size());
   for (size_t i = 0; i < chunks.size(); ++i) {
@@ -438,12 +443,17 @@ void EngineCore::BuildBatch(StepWork& step) {
                      samples_.at(chunk.id).state.get(), chunk.samples ? LogitsWanted::kLast : LogitsWanted::kNone,
                      /*want_hidden=*/speculative(), step.checkpoints[i]};
     if (chunk.draft > 0) {
-      // Verification: the last token and the draft after it, logits for both rows, and the KDA state between them
-      // kept in case the draft is rejected.
-      step.verified[i] = {tokens[chunk.start], samples_.at(chunk.id).draft};
+      // Verification: the last token and the first `draft` drafts after it, logits for every row, and the KDA
+      // state after each row but the last kept in case the draft after that row is rejected.
+      const std::vector<int32_t>& drafts = samples_.at(chunk.id).drafts;
+      step.verified[i] = {tokens[chunk.start]};
+      step.verified[i].insert(step.verified[i].end(), drafts.begin(), drafts.begin() + chunk.draft);
+      for (int64_t k = 0; k < chunk.draft; ++k) {
+        step.rollbacks[i].push_back({chunk.start + 1 + k, RollbackData(chunk.id, k)});
+      }
       entry.tokens = step.verified[i];
       entry.logits = LogitsWanted::kAll;
-      entry.rollback = {chunk.start + 1, RollbackData(chunk.id)};
+      entry.rollback = step.rollbacks[i];
     }
     AttachImageRows(step, i, entry);
     step.batch.push_back(entry);
@@ -524,30 +534,36 @@ void EngineCore::ChooseChunkTokens(ScheduledChunk& chunk, std::span<const float>
     emissions.push_back({chunk.id, token, logits});
     return;
   }
-  // A verification keeps or replaces the draft (row 0); when kept, row 1 gives one more token; when not, the KDA
-  // state goes back to the snapshot after the last token.
+  // A verification keeps or replaces each draft in turn (draft k against row k), up to the first it replaces;
+  // when every draft is kept, the last row gives one more token; when not, the KDA state goes back to the
+  // snapshot after the last accepted token.
   const int64_t vocab = model_.config().vocab_size;
-  const std::span<const float> row0 = logits.subspan(0, vocab), row1 = logits.subspan(vocab, vocab);
-  const auto [token, kept] = VerifyDraft(sample, row0);
-  ClearDraft(chunk.id);
+  const auto row = [&](int64_t k) { return logits.subspan(k * vocab, vocab); };
   ++counters_.spec_drafts;
-  ++counters_.spec_draft_tokens;
-  Append(chunk.id, token);
-  emissions.push_back({chunk.id, token, row0});
-  if (kept) {
-    chunk.accepted = 1;
+  counters_.spec_draft_tokens += chunk.draft;
+  for (int64_t k = 0; k < chunk.draft; ++k) ++counters_.spec_drafted_per_position[k];
+  int64_t accepted = 0;
+  for (; accepted < chunk.draft; ++accepted) {
+    const auto [token, kept] = VerifyDraft(sample, accepted, row(accepted));
+    Append(chunk.id, token);
+    emissions.push_back({chunk.id, token, row(accepted)});
+    if (!kept) break;
     ++counters_.spec_accepted_tokens;
-    ++counters_.spec_accepted_per_position[0];
-    // The bonus token. Always chosen, so that both positions have their next token (the MTP pairs and the
-    // prefix-cache keys need it); a sample that stops at `token` never hands it out.
-    const int32_t bonus = ChooseToken(sample, row1);
+    ++counters_.spec_accepted_per_position[accepted];
+  }
+  ClearDraft(chunk.id);
+  chunk.accepted = accepted;
+  if (accepted == chunk.draft) {
+    // The bonus token. Always chosen, so that every position has its next token (the MTP pairs and the
+    // prefix-cache keys need it); a sample that stops before it never hands it out.
+    const int32_t bonus = ChooseToken(sample, row(chunk.draft));
     Append(chunk.id, bonus);
-    emissions.push_back({chunk.id, bonus, row1});
-  } else {
-    RollBack(*sample.state, RollbackData(chunk.id), chunk.start + 1);
-    if (mirror_ != nullptr) {
-      mirror_->OnCopy(sample.state->memory.slot, RollbackData(chunk.id), layout_->checkpoint_bytes);
-    }
+    emissions.push_back({chunk.id, bonus, row(chunk.draft)});
+    return;
+  }
+  RollBack(*sample.state, RollbackData(chunk.id, accepted), chunk.start + accepted + 1);
+  if (mirror_ != nullptr) {
+    mirror_->OnCopy(sample.state->memory.slot, RollbackData(chunk.id, accepted), layout_->checkpoint_bytes);
   }
 }
 
@@ -568,7 +584,7 @@ Result<bool> EngineCore::DraftNextTokens(StepWork& step) {
     if (!KeepUnfinished(step)) return false;
   }
   for (const ScheduledChunk& chunk : step.plan.chunks) {
-    GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(chunk.id, chunk.draft > 0 ? chunk.start + 1 : -1));
+    GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(chunk.id, chunk.start, chunk.draft));
   }
   return true;
 }
@@ -603,7 +619,7 @@ Status EngineCore::ForkWaitingSamples(StepWork& step) {
     GLINT_RETURN_IF_ERROR(RunMtp(step.children_work, failed));
     FailMtpSequences(failed, step.children_work.size(), step.outputs);
     for (const MtpWork& w : step.children_work) {
-      if (samples_.count(w.id) != 0) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, -1));
+      if (samples_.count(w.id) != 0) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, 0, 0));
     }
   }
   for (const MtpWork& w : step.children_work) {
@@ -684,8 +700,9 @@ Status EngineCore::CheckIntegrity() const {
       return InternalError("engine: sample ", id, " MTP layer has ", sample.state->mtp_tokens, " pairs, ",
                            info.computed, " positions computed");
     }
-    if (info.has_draft != (sample.draft >= 0)) {
-      return InternalError("engine: sample ", id, " has_draft=", info.has_draft, " but draft ", sample.draft);
+    if (info.drafts != static_cast<int64_t>(sample.drafts.size())) {
+      return InternalError("engine: sample ", id, " has ", sample.drafts.size(), " drafts, the scheduler ",
+                           info.drafts);
     }
   }
   int64_t listed = 0;

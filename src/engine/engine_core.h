@@ -50,16 +50,27 @@ struct EngineMetrics {
   double mtp_seconds = 0;      // of which in the MTP layer
   double deliver_seconds = 0;  // of which in the sinks (OutputQueue: waking the waiting thread)
   CacheStats cache;            // pool usage, prefix hits, evictions, checkpoints
-  // Speculative decoding (--speculative mtp): verification steps (one drafted token each), drafted tokens,
-  // drafted tokens accepted, and accepted tokens by draft position ([1]; empty when speculation is off).
+  // Speculative decoding (--speculative mtp): verification steps (1 .. K drafted tokens each), drafted tokens
+  // verified, drafted tokens accepted, and accepted tokens by draft position ([K], --speculative-tokens K; empty
+  // when speculation is off). A draft counts at position k only when the k − 1 before it were accepted, so the
+  // counts never grow with k.
   int64_t spec_drafts = 0, spec_draft_tokens = 0, spec_accepted_tokens = 0;
   std::vector<int64_t> spec_accepted_per_position;
+  std::vector<int64_t> spec_drafted_per_position;  // [K] verifications that had a draft at position k
   // Images (docs/vision.md "In the engine"): of submitted requests, and those the tower ran for (a prefix-cache
   // hit past an image skips it); the tower's time is part of step_seconds, not of model_seconds.
   int64_t images = 0, image_tokens = 0;
   int64_t images_encoded = 0, image_tokens_encoded = 0;
   double vision_seconds = 0;
 };
+
+// The most drafts a sequence at `end` positions can verify, with indexer pools of `kpool` positions, without a
+// rejection losing rows of a filling pool (engine_draft.cc).
+int64_t PoolSafeDrafts(int64_t end, int64_t kpool);
+
+// "A of D drafted tokens accepted (x %; by position: a %, b %, …)", each position's share of the verifications
+// that drafted there; "off" without speculation. For run and bench-engine.
+std::string DescribeSpeculation(const EngineMetrics& metrics);
 
 class EngineCore {
  public:
@@ -105,10 +116,10 @@ class EngineCore {
     int64_t generated = 0;
     SequenceTimings timings;
     std::unique_ptr<SequenceState> state;  // while running
-    // Speculative decoding: the token drafted for the position after the next one (−1: none), and the distribution
-    // q it was drawn from when sampling (empty when greedy).
-    int32_t draft = -1;
-    TokenDistribution draft_distribution = {};
+    // Speculative decoding: the tokens drafted for the positions after the next one (empty: none), and the
+    // distributions q they were drawn from when sampling (empty when greedy).
+    std::vector<int32_t> drafts = {};
+    std::vector<TokenDistribution> draft_distributions = {};
     // Structured output: the grammar state after the sample's appended tokens (it depends on the tokens only, so
     // preemption, recompute and prefix-cache hits leave it as it is), and whether the grammar allowed no token.
     std::optional<grammar::Matcher> matcher = {};
@@ -143,8 +154,8 @@ class EngineCore {
   std::vector<float> SamplerLogits(Sample& sample, std::span<const float> logits);
   // The next token of the sample from `logits` [V] (penalties, mask, then the sampler); changes only the sampler.
   int32_t ChooseToken(Sample& sample, std::span<const float> logits);
-  // Verifies the sample's draft against `logits` [V] of its position: (the token there, the draft was kept).
-  std::pair<int32_t, bool> VerifyDraft(Sample& sample, std::span<const float> logits);
+  // Verifies the sample's draft k against `logits` [V] of its position: (the token there, the draft was kept).
+  std::pair<int32_t, bool> VerifyDraft(Sample& sample, size_t k, std::span<const float> logits);
   // The token joins the sample's history and the scheduler's tokens.
   void Append(SequenceId id, int32_t token);
   void ClearDraft(SequenceId id);
@@ -157,18 +168,19 @@ class EngineCore {
     int64_t first_position = 0;
   };
   // What one step builds and computes, passed from phase to phase of Step. The batch's entries point into
-  // `checkpoints` and `verified`; `results` and `emissions` are indexed like `plan.chunks`.
+  // `checkpoints`, `verified` and `rollbacks`; `results` and `emissions` are indexed like `plan.chunks`.
   struct StepWork {
     StepPlan plan;
     std::vector<BatchEntry> batch;                          // [chunks]
     std::vector<std::vector<StateCheckpoint>> checkpoints;  // [chunks][targets]
-    std::vector<std::array<int32_t, 2>> verified;           // [chunks] (last token, draft) of a verification
-    std::vector<EntryOutput> results;                       // [chunks] the model's
-    std::vector<std::vector<Emission>> emissions;           // [chunks] tokens to hand out, in order
-    std::vector<MtpWork> children_work;                     // forked samples' MTP pairs
-    std::vector<RequestOutput> outputs;                     // delivered at the end of the step
-    std::vector<std::vector<int32_t>> image_indices;        // [chunks][rows] token indices taking image rows
-    std::vector<std::vector<float>> image_rows;             // [chunks][rows, D]
+    std::vector<std::vector<int32_t>> verified;             // [chunks] (last token, drafts…) of a verification
+    std::vector<std::vector<StateCheckpoint>> rollbacks;  // [chunks][drafts] the KDA state after each row but the last
+    std::vector<EntryOutput> results;                     // [chunks] the model's
+    std::vector<std::vector<Emission>> emissions;         // [chunks] tokens to hand out, in order
+    std::vector<MtpWork> children_work;                   // forked samples' MTP pairs
+    std::vector<RequestOutput> outputs;                   // delivered at the end of the step
+    std::vector<std::vector<int32_t>> image_indices;      // [chunks][rows] token indices taking image rows
+    std::vector<std::vector<float>> image_rows;           // [chunks][rows, D]
   };
   // Images (engine_images.cc). The checks of a request's images against the prompt and the tower.
   Status ValidateImages(const Request& request) const;
@@ -208,17 +220,28 @@ class EngineCore {
   // Sequences whose MTP pass failed alone (an expert read) go to `failed` with the error (they draft nothing; the
   // caller fails their requests); the error return is the engine's own inconsistency.
   Status RunMtp(std::span<const MtpWork> work, std::vector<std::pair<SequenceId, Status>>& failed);
+  // Draft k of the sample from the MTP layer's `logits` [V] (penalties and mask as the verification will apply
+  // them: the history then holds the drafts before k).
+  void DrawDraft(Sample& sample, std::span<const float> logits);
+  // --speculative-tokens K > 1: drafts 2 .. K of the sequences in `ids`, the MTP layer applied to its own output
+  // (`hidden` [D] per sequence: its normed output at the last pair) and the draft before, one batch per depth.
+  // The chain's pairs are written past each MTP cache's length, which goes back afterwards: the verified pairs
+  // overwrite them (docs/engine.md "Speculative decoding").
+  Status ChainDrafts(std::vector<SequenceId> ids, std::vector<std::vector<float>> hidden,
+                     std::vector<std::pair<SequenceId, Status>>& failed);
   // Fails the requests of the sequences whose MTP pass failed (logged with the step's size).
   void FailMtpSequences(const std::vector<std::pair<SequenceId, Status>>& failed, size_t batch,
                         std::vector<RequestOutput>& outputs);
-  // Whether the sequence drafts after this step: its next position holds a generated token (the prompt's last
-  // position is computed alone: n > 1 samples fork right after it) and its next decode can hand out two tokens
-  // within max_tokens.
-  bool WantsDraft(SequenceId id) const;
+  // How many tokens the sequence drafts after this step (0 .. K): none unless its next position holds a generated
+  // token (the prompt's last position is computed alone: n > 1 samples fork right after it); at most as many as
+  // let its next decode hand out every token within max_tokens.
+  int64_t DraftsWanted(SequenceId id) const;
   // Speculative decoding with prefix caching: the checkpoints whose key became known this step (positions up to the
-  // sequence's new length), copied from the slot or from the rollback snapshot at `snapshot_position`.
-  Status TakeEndCheckpoints(SequenceId id, int64_t snapshot_position);
-  std::byte* RollbackData(SequenceId id) const;
+  // sequence's new length), copied from the slot or from the rollback snapshots of a verification of `drafts`
+  // tokens from `start` (snapshot k at start + 1 + k).
+  Status TakeEndCheckpoints(SequenceId id, int64_t start, int64_t drafts);
+  // Rollback snapshot k (0 .. K − 1) of the sequence's slot.
+  std::byte* RollbackData(SequenceId id, int64_t k) const;
   // Hands out a chosen token: counts, logprobs, stop checks, text; adds to `outputs`.
   void EmitToken(const Emission& emission, std::vector<RequestOutput>& outputs);
   // Finishes every sample of these requests with kError and `message`.

@@ -73,7 +73,7 @@ void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   running_.erase({sequence.arrival, id});
   sequence.status = SequenceStatus::kWaiting;
   sequence.computed = 0;
-  sequence.has_draft = false;
+  sequence.drafts = 0;
   ++sequence.preemptions;
   ++preemptions_;
   waiting_.insert({sequence.arrival, id});
@@ -111,9 +111,10 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
     count = std::min(count, Coverable(sequence));  // a prefill chunk shrinks to the free blocks
     const int64_t image_tokens = ImageTokens(id, sequence.computed, count, budget);
     if (count == 0) continue;  // it starts at an image the tower cannot run within this step's budget
-    // A drafted token rides along with a decode when there is room for it; it never preempts anyone.
+    // Drafted tokens ride along with a decode as far as there is room for them (the first ones: each is verified
+    // after those before it); they never preempt anyone.
     const int64_t draft =
-        decodes && sequence.has_draft && budget >= count + 1 && Coverable(sequence) >= count + 1 ? 1 : 0;
+        decodes ? std::max<int64_t>(0, std::min({sequence.drafts, budget - count, Coverable(sequence) - count})) : 0;
     const bool reserved = memory_.Reserve(id, sequence.computed + count + draft);
     GLINT_CHECK(reserved) << "Coverable said there were blocks";
     plan.chunks.push_back({id, sequence.computed, count,
@@ -186,10 +187,11 @@ void Scheduler::AppendToken(SequenceId id, int32_t token) {
   if (!sequence.keys.empty()) sequence.keys.push_back(token);  // generated tokens key as themselves
 }
 
-void Scheduler::SetDraft(SequenceId id, bool has_draft) {
+void Scheduler::SetDrafts(SequenceId id, int64_t drafts) {
   SequenceInfo& sequence = Mutable(id);
-  GLINT_CHECK(!has_draft || sequence.status == SequenceStatus::kRunning) << "a draft for a sequence not running";
-  sequence.has_draft = has_draft;
+  GLINT_CHECK(drafts >= 0 && (drafts == 0 || sequence.status == SequenceStatus::kRunning))
+      << drafts << " drafts for a sequence not running";
+  sequence.drafts = drafts;
 }
 
 bool Scheduler::Fork(SequenceId child_id) {
@@ -241,10 +243,10 @@ Status Scheduler::CheckIntegrity() const {
         return InternalError("scheduler: sequence ", id, " computed ", s.computed, " of ", s.tokens.size(),
                              " tokens, memory committed ", memory_.Committed(id));
       }
-      if (!live && (s.computed != 0 || s.has_draft)) {
+      if (!live && (s.computed != 0 || s.drafts > 0)) {
         return InternalError("scheduler: waiting sequence ", id, " has computed tokens or a draft");
       }
-      if (s.has_draft && s.computed + 1 != static_cast<int64_t>(s.tokens.size())) {
+      if (s.drafts > 0 && s.computed + 1 != static_cast<int64_t>(s.tokens.size())) {
         return InternalError("scheduler: sequence ", id, " has a draft but is not decoding");
       }
       if (status == SequenceStatus::kWaitingForParent && !Contains(s.parent)) {

@@ -47,8 +47,8 @@ struct ScheduledChunk {
   int64_t count = 0;     // tokens computed
   bool samples = false;  // the chunk ends at the sequence's last token: its logits give the next token
   std::vector<CheckpointTarget> checkpoints;  // state checkpoints to write at positions in (start, start + count]
-  // Speculative decoding: a decode that also verifies the sequence's drafted token (computed at start + count, not
-  // in `tokens`). The engine sets `accepted` (≤ draft) before Complete.
+  // Speculative decoding: a decode that also verifies the first `draft` of the sequence's drafted tokens
+  // (computed at start + count onwards, not in `tokens`). The engine sets `accepted` (≤ draft) before Complete.
   int64_t draft = 0;
   int64_t accepted = 0;
   int64_t image_tokens = 0;  // budget the vision tower takes for the images this chunk reaches first (ImageCost)
@@ -79,7 +79,7 @@ struct SequenceInfo {
   int64_t preemptions = 0;
   int64_t prefix_hit_tokens = 0;  // positions restored from the prefix cache at the first admission
   bool admitted_before = false;
-  bool has_draft = false;  // a drafted token waits to be verified with the next decode
+  int64_t drafts = 0;  // drafted tokens waiting to be verified with the next decode
 };
 
 class Scheduler {
@@ -102,10 +102,10 @@ class Scheduler {
   // (blocks join the prefix cache, checkpoints are taken). Tokens appended before it are part of the commit.
   void Complete(const StepPlan& plan);
   void AppendToken(SequenceId id, int32_t token);
-  // Speculative decoding: the running sequence has (or no longer has) a drafted token for its next decode, which
-  // then computes two positions when the budget and blocks allow (the draft is dropped, never a reason to
-  // preempt, when they do not). Preemption drops it.
-  void SetDraft(SequenceId id, bool has_draft);
+  // Speculative decoding: the running sequence has `drafts` drafted tokens (0: none) for its next decode, which
+  // then computes 1 + as many of them as the budget and blocks allow (the rest are dropped, never a reason to
+  // preempt). Preemption drops them.
+  void SetDrafts(SequenceId id, int64_t drafts);
   // Starts the waiting child as a copy of its parent's computed positions (sharing its blocks). When memory is
   // short the child becomes an ordinary waiting sequence that computes its prompt itself; returns false then.
   bool Fork(SequenceId child);

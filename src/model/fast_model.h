@@ -25,7 +25,9 @@
 
 namespace glint {
 
-struct FastPass;  // one pass of the layer loop (fast_model.cc)
+struct FastPass;       // one pass of the layer loop (fast_model.cc)
+struct FastMtpPass;    // one pass of the MTP layer (fast_mtp.cc)
+struct FastMtpResult;  // what it gives
 
 struct FastModelOptions {
   Isa isa = BestIsa();                // kernel level for the int8 and bf16 products
@@ -98,6 +100,11 @@ class FastModel final : public PathModel {
   // Refuses what the fast path does not implement: recurrent KDA, naive MLA, dense or forced key selection
   // (ForcedChoices forces choices instead).
   Status CheckOptions(const ForwardOptions& options) const override;
+  // The MTP layer over every entry's pairs in one pass: its weights and lm_head read once per call; each entry's
+  // outputs bit for bit those of the entry alone. An expert read that fails fails only its entries.
+  Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                         const ForwardOptions& options = {}, std::vector<Status>* entry_errors = nullptr,
+                         std::vector<std::vector<float>>* last_hidden = nullptr) const override;
 
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
@@ -127,7 +134,14 @@ class FastModel final : public PathModel {
                       const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
   Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
                            std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
-                           const MtpReplacedEmbeddings& replaced) const override;
+                           const MtpReplacedEmbeddings& replaced, std::vector<float>* normed) const override;
+  // The MTP layer over every entry's pairs in one pass (fast_mtp.cc), and its steps.
+  Status RunMtpPass(const FastMtpPass& pass, bool want_logits, FastMtpResult& result) const;
+  void MtpInput(const FastMtpPass& pass, std::vector<float>& z) const;
+  Status MtpAttention(const FastMtpPass& pass, std::vector<float>& z, DsaTrace* selections) const;
+  Status MtpFfn(const FastMtpPass& pass, std::vector<float>& z, std::vector<RouterChoice>* choices,
+                std::vector<Status>& row_errors) const;
+  Status MtpHead(const FastMtpPass& pass, const std::vector<float>& z, bool want_logits, FastMtpResult& result) const;
   // RunPass, with rows whose expert could not be read failing their sequence alone (outputs[i].error).
   Status RunPassScoped(const FastPass& pass, std::vector<EntryOutput>& outputs) const;
   // One pass over rows of several sequences (the layer loop), and its steps.

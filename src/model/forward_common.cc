@@ -58,18 +58,21 @@ SequenceState Model::BindSequence(std::shared_ptr<const CacheLayout> layout, Seq
   return state;
 }
 
-Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                              const ForwardOptions& options, std::vector<Status>* entry_errors) const {
+namespace {
+
+// The MTP batch run one entry at a time: run(i, logits) computes entry i's logits [T, V] (Model::MtpForwardBatch's
+// contract), which are then trimmed to the rows the entry wants.
+template <typename RunEntry>
+Status MtpEntriesOneByOne(std::span<const MtpEntry> batch, int64_t vocab, std::vector<std::vector<float>>& logits,
+                          std::vector<Status>* entry_errors, RunEntry run) {
   logits.assign(batch.size(), {});
   if (entry_errors != nullptr) entry_errors->assign(batch.size(), Status::Ok());
-  const int64_t vocab = config().vocab_size;
   Status first;
   size_t failed = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
     const MtpEntry& entry = batch[i];
     if (entry.state == nullptr) return InvalidArgument("MTP batch entry ", i, " has no sequence state");
-    Status status =
-        MtpForward(*entry.state, entry.hidden, entry.next_tokens, logits[i], options, nullptr, entry.replaced);
+    Status status = run(i, logits[i]);
     if (!status.ok() && entry_errors == nullptr) return status.WithContext(StrCat("MTP batch entry ", i));
     if (!status.ok()) {  // this entry alone (an expert read): the others go on
       (*entry_errors)[i] = status;
@@ -86,6 +89,20 @@ Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::
   }
   if (failed > 0) return first.WithContext(StrCat(failed, " of ", batch.size(), " MTP entries failed"));
   return Status::Ok();
+}
+
+}  // namespace
+
+Status Model::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                              const ForwardOptions& options, std::vector<Status>* entry_errors,
+                              std::vector<std::vector<float>>* last_hidden) const {
+  if (last_hidden != nullptr) {
+    return Unimplemented("this model does not return the MTP layer's output hidden state (chained drafts need it)");
+  }
+  return MtpEntriesOneByOne(batch, config().vocab_size, logits, entry_errors, [&](size_t i, std::vector<float>& out) {
+    const MtpEntry& entry = batch[i];
+    return MtpForward(*entry.state, entry.hidden, entry.next_tokens, out, options, nullptr, entry.replaced);
+  });
 }
 
 // ---- PathModel: one orchestration for every forward path ----
@@ -132,6 +149,23 @@ Status PathModel::MtpForward(SequenceState& state, std::span<const float> hidden
   GLINT_RETURN_IF_ERROR(CheckOptions(options));
   GLINT_RETURN_IF_ERROR(CheckMtpInput(*this, state, hidden, next_tokens, replaced));
   return MtpForwardChecked(state, hidden, next_tokens, logits, options, trace, replaced);
+}
+
+Status PathModel::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                                  const ForwardOptions& options, std::vector<Status>* entry_errors,
+                                  std::vector<std::vector<float>>* last_hidden) const {
+  GLINT_RETURN_IF_ERROR(CheckOptions(options));
+  if (last_hidden != nullptr) last_hidden->assign(batch.size(), {});
+  const int64_t d = config().hidden_size;
+  return MtpEntriesOneByOne(batch, config().vocab_size, logits, entry_errors, [&](size_t i, std::vector<float>& out) {
+    const MtpEntry& entry = batch[i];
+    GLINT_RETURN_IF_ERROR(CheckMtpInput(*this, *entry.state, entry.hidden, entry.next_tokens, entry.replaced));
+    std::vector<float> normed;  // [T, D]
+    GLINT_RETURN_IF_ERROR(MtpForwardChecked(*entry.state, entry.hidden, entry.next_tokens, out, options, nullptr,
+                                            entry.replaced, last_hidden != nullptr ? &normed : nullptr));
+    if (last_hidden != nullptr) (*last_hidden)[i].assign(normed.end() - d, normed.end());
+    return Status::Ok();
+  });
 }
 
 // ---- checks ----
@@ -280,13 +314,14 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
     }
     previous = checkpoint.position;
   }
-  const StateCheckpoint& rollback = entry.rollback;
-  if (rollback.data != nullptr || rollback.position != 0) {
-    if (rollback.data == nullptr || rollback.position <= state.tokens || rollback.position >= total) {
+  int64_t previous_rollback = state.tokens;
+  for (const StateCheckpoint& rollback : entry.rollback) {
+    if (rollback.data == nullptr || rollback.position <= previous_rollback || rollback.position >= total) {
       return InvalidArgument("the rollback snapshot at position ", rollback.position,
                              " is not strictly inside this call's positions ", state.tokens, " .. ", total,
-                             " with memory to write to");
+                             ", after the previous one, with memory to write to");
     }
+    previous_rollback = rollback.position;
   }
   for (int32_t block : *state.memory.block_table) {
     if (block < 0 || block >= state.memory.blocks->count()) {
@@ -321,8 +356,8 @@ std::vector<std::pair<int64_t, std::byte*>> EntryStateCopies(const BatchEntry& e
   for (const StateCheckpoint& checkpoint : entry.checkpoints) {
     copies.emplace_back(checkpoint.position - entry.state->tokens, checkpoint.data);
   }
-  if (entry.rollback.data != nullptr) {
-    copies.emplace_back(entry.rollback.position - entry.state->tokens, entry.rollback.data);
+  for (const StateCheckpoint& rollback : entry.rollback) {
+    copies.emplace_back(rollback.position - entry.state->tokens, rollback.data);
   }
   std::stable_sort(copies.begin(), copies.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return copies;

@@ -288,10 +288,12 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
       plan.Put<int64_t>(checkpoint.position);
       GLINT_RETURN_IF_ERROR(PutPointer(plan, checkpoint.data));
     }
-    plan.Put<uint8_t>(entry.rollback.data != nullptr);
-    if (entry.rollback.data != nullptr) {
-      plan.Put<int64_t>(entry.rollback.position);
-      GLINT_RETURN_IF_ERROR(PutPointer(plan, entry.rollback.data));
+    // One byte counts the rollback snapshots (one per drafted token: --speculative-tokens ≤ 4).
+    if (entry.rollback.size() > 255) return InvalidArgument("a batch entry has more than 255 rollback snapshots");
+    plan.Put<uint8_t>(static_cast<uint8_t>(entry.rollback.size()));
+    for (const StateCheckpoint& rollback : entry.rollback) {
+      plan.Put<int64_t>(rollback.position);
+      GLINT_RETURN_IF_ERROR(PutPointer(plan, rollback.data));
     }
   }
   AbortOnFailure(Send(plan), "to broadcast a batch plan");
@@ -322,7 +324,8 @@ Status LockstepLeader::MtpForward(SequenceState& state, std::span<const float> h
 }
 
 Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                                       const ForwardOptions& options, std::vector<Status>* entry_errors) const {
+                                       const ForwardOptions& options, std::vector<Status>* entry_errors,
+                                       std::vector<std::vector<float>>* last_hidden) const {
   GLINT_RETURN_IF_ERROR(inner_->CheckOptions(options));  // refused here, nothing sent
   for (const MtpEntry& entry : batch) {
     if (entry.state == nullptr || entry.state->owner != inner_.get()) {
@@ -344,7 +347,9 @@ Status LockstepLeader::MtpForwardBatch(std::span<const MtpEntry> batch, std::vec
   AbortOnFailure(Send(plan), "to broadcast an MTP plan");
   // Entries that failed (an expert read) failed alike on every rank (SumMoeOverRanks); any other failure ends
   // every rank.
-  Status status = inner_->MtpForwardBatch(batch, logits, options, entry_errors);
+  // A chained draft's hidden input is the last call's last_hidden, not a Forward output: PutHidden sends it inline
+  // (D floats per entry). Every rank computes the same rows, so followers need no last_hidden of their own.
+  Status status = inner_->MtpForwardBatch(batch, logits, options, entry_errors, last_hidden);
   if (!OnlyMtpEntriesFailed(status, entry_errors)) AbortOnFailure(status, "the MTP layer");
   return status;
 }
@@ -621,10 +626,14 @@ Status Follower::Forward(WireReader& r) {
       GLINT_ASSIGN_OR_RETURN(target.data, GetPointer(r, checkpoint_bytes));
     }
     entry.checkpoints = list;
-    if (r.Get<uint8_t>() != 0) {
-      entry.rollback.position = r.Get<int64_t>();
-      GLINT_ASSIGN_OR_RETURN(entry.rollback.data, GetPointer(r, checkpoint_bytes));
+    const uint8_t rollbacks = r.Get<uint8_t>();
+    auto& snapshots = checkpoints.emplace_back();
+    for (uint8_t k = 0; k < rollbacks && r.ok(); ++k) {
+      StateCheckpoint& snapshot = snapshots.emplace_back();
+      snapshot.position = r.Get<int64_t>();
+      GLINT_ASSIGN_OR_RETURN(snapshot.data, GetPointer(r, checkpoint_bytes));
     }
+    entry.rollback = snapshots;
     batch.push_back(entry);
   }
   GLINT_RETURN_IF_ERROR(r.status());

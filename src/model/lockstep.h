@@ -61,8 +61,8 @@ class LockstepLeader final : public Model, public EngineMirror {
                     std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr,
                     const MtpReplacedEmbeddings& replaced = {}) const override;
   Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                         const ForwardOptions& options = {},
-                         std::vector<Status>* entry_errors = nullptr) const override;
+                         const ForwardOptions& options = {}, std::vector<Status>* entry_errors = nullptr,
+                         std::vector<std::vector<float>>* last_hidden = nullptr) const override;
 
   // Broadcasts the pools at once (the followers allocate theirs): call it, as the engine does when it is created,
   // from the thread that runs the model or while none does.

@@ -290,7 +290,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
 Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
                                          std::span<const int32_t> next_tokens, std::vector<float>& logits,
                                          const ForwardOptions& options, Trace* trace,
-                                         const MtpReplacedEmbeddings& replaced) const {
+                                         const MtpReplacedEmbeddings& replaced, std::vector<float>* normed_out) const {
   const ModelConfig& c = config_;
   const int64_t pairs = static_cast<int64_t>(next_tokens.size());
   const int64_t d = c.hidden_size;
@@ -337,6 +337,7 @@ Status ReferenceModel::MtpForwardChecked(SequenceState& state, std::span<const f
   state.mtp_tokens += pairs;
   logits.clear();
   if (options.mtp_logits) GLINT_RETURN_IF_ERROR(LmHead(normed.data(), pairs, logits));
+  if (normed_out != nullptr) *normed_out = std::move(normed);
   return Status::Ok();
 }
 

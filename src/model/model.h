@@ -81,11 +81,12 @@ struct BatchEntry {
   LogitsWanted logits = LogitsWanted::kLast;
   bool want_hidden = false;                           // return the final normed hidden [T, D] (MTP input)
   std::span<const StateCheckpoint> checkpoints = {};  // ascending positions; empty: none
-  // Speculative decoding: the KDA state (the slot's first layout.checkpoint_bytes) as it is at `position`, at any
-  // position inside the call (state.tokens < position < state.tokens + T), so that the tokens after it can be
-  // rejected: RollBack restores it. The model computes the KDA layers in two parts split there, exactly as two
-  // calls would; every other sublayer is per row and unchanged. data null: none.
-  StateCheckpoint rollback = {};
+  // Speculative decoding: the KDA state (the slot's first layout.checkpoint_bytes) as it is at each `position`, at
+  // positions inside the call (state.tokens < position < state.tokens + T, ascending, data not null), so that the
+  // tokens after any of them can be rejected: RollBack restores one. The model splits its KDA recurrence at each,
+  // exactly as separate calls would; every other sublayer is per row and unchanged. Empty: none. A verification of
+  // K drafts has K of them, one after each row but the last.
+  std::span<const StateCheckpoint> rollback = {};
   // Image rows (docs/vision.md): the input embeddings of the tokens at these indices (ascending, in [0, T)) are
   // replaced by `embedding_rows` [positions, D] (the vision tower's output, in placeholder order), as HF's
   // masked_scatter does; every other token keeps its embedding. Empty: none (text only).
@@ -210,12 +211,16 @@ class Model {
                             const MtpReplacedEmbeddings& replaced = {}) const = 0;
   // The MTP layer over several sequences: logits[i] [rows, V] for batch[i] (rows: T, 1 or 0 per its `logits`).
   // Entries must have distinct states. This default runs MtpForward on each in turn (one weight read per
-  // sequence); an implementation that batches rows overrides it. On an error, the states of entries already run
-  // have advanced.
+  // sequence); FastModel overrides it with one pass over every entry's pairs. On an error, the states of entries
+  // already run have advanced.
   // With `entry_errors`, every entry runs whatever the others do and entry_errors[i] says how entry i went (an
   // error return then names how many failed; the states of the entries that did not fail advanced as on success).
+  // With `last_hidden`, (*last_hidden)[i] [D] is the layer's normed output at entry i's last pair — the row lm_head
+  // reads, which chained drafts take as the next pair's hidden (docs/engine.md "Speculative decoding"); this
+  // default cannot give it (PathModel can) and refuses it.
   virtual Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                                 const ForwardOptions& options = {}, std::vector<Status>* entry_errors = nullptr) const;
+                                 const ForwardOptions& options = {}, std::vector<Status>* entry_errors = nullptr,
+                                 std::vector<std::vector<float>>* last_hidden = nullptr) const;
 };
 
 // The models that compute the forward pass in this process (ReferenceModel, FastModel) share one orchestration
@@ -232,17 +237,21 @@ class PathModel : public Model {
   Status MtpForward(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
                     std::vector<float>& logits, const ForwardOptions& options = {}, Trace* trace = nullptr,
                     const MtpReplacedEmbeddings& replaced = {}) const final;
+  // One entry at a time through MtpForwardChecked, which also gives the last pair's normed output.
+  Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
+                         const ForwardOptions& options = {}, std::vector<Status>* entry_errors = nullptr,
+                         std::vector<std::vector<float>>* last_hidden = nullptr) const override;
 
  protected:
   // The path's forward pass over a checked batch whose outputs are sized and whose memory is prepared. Returns Ok
   // (entries that failed alone set their outputs[i].error) or an error that fails the whole batch.
   virtual Status ForwardBatch(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
                               const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const = 0;
-  // The path's MTP layer over checked inputs.
+  // The path's MTP layer over checked inputs: logits [T, V]; `normed` (when not null) [T, D], the head's input.
   virtual Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden,
                                    std::span<const int32_t> next_tokens, std::vector<float>& logits,
-                                   const ForwardOptions& options, Trace* trace,
-                                   const MtpReplacedEmbeddings& replaced) const = 0;
+                                   const ForwardOptions& options, Trace* trace, const MtpReplacedEmbeddings& replaced,
+                                   std::vector<float>* normed = nullptr) const = 0;
 };
 
 // Speculative decoding: puts the sequence back at `position`, whose KDA state `snapshot` holds (a BatchEntry's
@@ -301,7 +310,7 @@ class ReferenceModel final : public PathModel {
                       const ForwardOptions& options, Trace* trace, const ForcedChoices* forced) const override;
   Status MtpForwardChecked(SequenceState& state, std::span<const float> hidden, std::span<const int32_t> next_tokens,
                            std::vector<float>& logits, const ForwardOptions& options, Trace* trace,
-                           const MtpReplacedEmbeddings& replaced) const override;
+                           const MtpReplacedEmbeddings& replaced, std::vector<float>* normed) const override;
   Status ForwardOne(const BatchEntry& entry, int sequence, EntryOutput& output, const ForwardOptions& options,
                     Trace* trace, const ForcedChoices* forced) const;
   // The steps of ForwardOne: embedding, the two sublayers of a layer, the tracing of a site, the head.

@@ -14,17 +14,20 @@ constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (m
 // its state (an owned sequence: kind, key, positions, MTP pairs — 25 bytes; a bound one adds its pools id, its
 // block table and its slot: 24 + 4 per block), its tokens (8 + 4 each), logits wanted (a 4-byte enum), want-hidden,
 // the image rows' positions and values (8 + 4 each, 8 + 4 per float: none counted here), the checkpoint count and
-// the rollback flag (30). An MTP batch: 21 bytes, and per entry its state, its hidden input
-// named in the last Forward's outputs (33), its next tokens (8 + 4 each), logits wanted (4) and its image rows'
-// positions and values (8 + 4 each, 8 + 4 per float: none counted here). Not counted: pool
+// the rollback count (30), and per rollback snapshot its position and pointer (24 — one per drafted token of a
+// verification: none counted here). An MTP batch: 21 bytes, and per entry its state, its hidden input named in the last
+// Forward's outputs (33) or, in a chained draft's call, inline (9 + 4 · D), its next tokens (8 + 4 each), logits wanted
+// (4) and its image rows' positions and values (8 + 4 each, 8 + 4 per float: none counted here). Not counted: pool
 // copies and releases between the steps (≈ 40 and 9 bytes each).
 uint64_t ForwardPlanBytes(const StepShape& s) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
   return 21 + s.entries * (state + 8 + 30) + 4 * s.rows;
 }
-uint64_t MtpPlanBytes(const StepShape& s) {
+uint64_t MtpPlanBytes(const StepShape& s, int64_t hidden_size) {
   const uint64_t state = 25 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
-  return 21 + s.mtp_entries * (state + 33 + 8 + 4 + 16) + 4 * s.mtp_rows;
+  const uint64_t first = 21 + s.mtp_entries * (state + 33 + 8 + 4 + 16) + 4 * s.mtp_rows;
+  const uint64_t chained = 21 + s.mtp_entries * (state + 9 + 4 * hidden_size + 8 + 4 + 16) + 4 * s.mtp_entries;
+  return first + s.mtp_chain * chained;
 }
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -102,17 +105,18 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
         s.logit_rows * vocab_part, false);
   }
   if (c.HasMtp() && s.mtp_entries > 0) {
-    // Model::MtpForwardBatch runs the entries one MtpForward each: a collective per entry and sublayer.
-    add("plan broadcast (MTP batch)", CollectiveOp::kBroadcast, n, 1, MtpPlanBytes(s), true);
+    // FastModel::MtpForwardBatch runs every entry's pairs in one pass: one collective per sublayer per call; the
+    // first call over the step's pairs, then one call of one pair per entry per chained draft.
+    const int64_t calls = 1 + s.mtp_chain, rows = s.mtp_rows + s.mtp_chain * s.mtp_entries;
+    const int64_t logit_rows = s.mtp_logit_rows + s.mtp_chain * s.mtp_entries;
+    add("plan broadcast (MTP batch)", CollectiveOp::kBroadcast, n, calls, MtpPlanBytes(s, c.hidden_size), true);
     if (tp > 1) {
-      add("MTP attention all-reduce (TP group)", CollectiveOp::kAllReduce, tp, s.mtp_entries, s.mtp_rows * row_bytes,
-          false);
+      add("MTP attention all-reduce (TP group)", CollectiveOp::kAllReduce, tp, calls, rows * row_bytes, false);
     }
-    add("MTP MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, s.mtp_entries, s.mtp_rows * moe_row_bytes,
-        false);
+    add("MTP MoE all-reduce (all ranks)", CollectiveOp::kAllReduce, n, calls, rows * moe_row_bytes, false);
     if (tp > 1 && vocab_part > 0) {
-      add("MTP lm_head gather to rank 0 (its TP group)", CollectiveOp::kGather, tp, s.mtp_entries,
-          s.mtp_rows * vocab_part, false);
+      add("MTP lm_head gather to rank 0 (its TP group)", CollectiveOp::kGather, tp,
+          (s.mtp_logit_rows > 0 ? 1 : 0) + s.mtp_chain, logit_rows * vocab_part, false);
     }
   }
   return lines;
@@ -156,9 +160,15 @@ std::vector<NamedShape> PlanShapes(int concurrency, int64_t pass_rows) {
     if (b == 1 && !shapes.empty()) continue;  // --concurrency 1
     const std::string seqs = b == 1 ? "1 sequence" : std::to_string(b) + " sequences";
     shapes.push_back({"decode, " + seqs, {b, b, b, pass_rows, 0, 0, 0}, b});
-    // A speculative step: verify the token and its draft (2 rows), then one draft from the MTP layer per sequence
-    // over the two accepted positions — up to 2 tokens per sequence.
-    shapes.push_back({"decode + MTP draft, " + seqs, {b, 2 * b, 2 * b, pass_rows, 0, b, 2 * b}, 2 * b});
+    // A speculative step with K drafts all accepted: verify the token and its drafts (K + 1 rows), the MTP layer
+    // over the K + 1 accepted positions drafting once per sequence, then K − 1 chained calls — K + 1 tokens per
+    // sequence.
+    for (const int64_t k : {int64_t{1}, int64_t{3}}) {
+      StepShape shape{b, (k + 1) * b, (k + 1) * b, pass_rows, 0, b, (k + 1) * b};
+      shape.mtp_logit_rows = b;
+      shape.mtp_chain = k - 1;
+      shapes.push_back({StrCat("decode + ", k, " MTP draft", k > 1 ? "s, " : ", ", seqs), shape, (k + 1) * b});
+    }
   }
   shapes.push_back({"prefill 512 tokens", {1, 512, 1, pass_rows, 0, 0, 0}, 512});
   return shapes;
@@ -197,7 +207,7 @@ std::vector<Table> CollectiveTables(const ModelConfig& config, const ParallelLay
   }
   steps.notes = {
       "what glint's own run does (plan/collectives.h): --tp 1 — one plan broadcast per Forward and per MTP batch, one "
-      "MoE all-reduce over all ranks per MoE layer per pass of ≤ 512 rows and per MTP entry; --tp > 1 adds an "
+      "MoE all-reduce over all ranks per MoE layer per pass of ≤ 512 rows and per MTP call; --tp > 1 adds an "
       "all-reduce over the TP group after every attention and dense MLP and a gather of the logit rows to rank 0 "
       "(lm_head split by vocabulary over rank 0's group)",
       "an all-reduce is an all-gather + a rank-order sum: each rank sends R × hidden × 4 bytes and receives that "

@@ -5,14 +5,15 @@
 //
 // What is modelled is the fast path's step as implemented (model/fast_model.cc, model/lockstep.cc):
 //   --tp 1 (expert parallel, attention replicated): one plan broadcast from rank 0 per Forward and per MTP call;
-//     one MoE all-reduce over all ranks per MoE layer per pass of at most `pass_rows` rows, and one per MTP
-//     entry; lm_head replicated (no collective).
+//     one MoE all-reduce over all ranks per MoE layer per pass of at most `pass_rows` rows, and one per MTP call
+//     (FastModel::MtpForwardBatch runs every entry's pairs in one pass); lm_head replicated (no collective).
 //   --tp T > 1 (the contract of tensor parallelism): per trunk layer per pass one all-reduce over the T ranks of
 //     the tensor-parallel group after attention and one after the FFN — over the group for a dense MLP, over all
 //     ranks for an MoE layer (routed and shared expert partial sums fused into one) — the same for the MTP layer;
 //     lm_head split by vocabulary over rank 0's group only (only rank 0 samples): one gather to rank 0 per pass
 //     holding a row that needs logits (taken as min(passes, logit rows): exact for decode and single-pass steps),
-//     of those rows' columns (16-row blocks split like the rest of the plan; rank 0 receives V − its own columns).
+//     of those rows' columns (16-row blocks split like the rest of the plan; rank 0 receives V − its own columns);
+//     one per MTP call with a row that wants draft logits.
 // An all-reduce is an all-gather of every rank's partial vector and a rank-order sum (dist/communicator.h): each
 // rank sends its R · D · 4 bytes and receives them from every other rank of the group.
 #pragma once
@@ -35,7 +36,9 @@ struct ParallelLayout {
 Status ValidateLayout(const ParallelLayout& layout);
 
 // One step: a Forward over `entries` sequences with `rows` new tokens in all, of which `logit_rows` want logits,
-// optionally followed by one MtpForwardBatch over `mtp_entries` entries of `mtp_rows` pairs in all.
+// optionally followed by one MtpForwardBatch over `mtp_entries` entries of `mtp_rows` pairs in all, of which
+// `mtp_logit_rows` want draft logits, and `mtp_chain` more MTP calls of one pair per entry (chained drafts,
+// --speculative-tokens K: K − 1 of them, their hidden input sent inline in the plan).
 struct StepShape {
   int64_t entries = 1;
   int64_t rows = 1;
@@ -43,8 +46,10 @@ struct StepShape {
   int64_t pass_rows = 512;       // FastModelOptions::max_tokens_per_pass: rows run in ⌈rows / pass_rows⌉ passes
   int64_t blocks_per_entry = 0;  // cache blocks of an engine-bound sequence (0: sequences owning their memory)
   int64_t mtp_entries = 0;
-  int64_t mtp_rows = 0;        // the MTP layer computes every pair's logits (trimmed afterwards)
+  int64_t mtp_rows = 0;
   bool expert_memory = false;  // --expert-memory: each MoE all-reduce carries one float more per row (failure flags)
+  int64_t mtp_logit_rows = 0;  // lm_head runs on these rows only
+  int64_t mtp_chain = 0;
 };
 
 enum class CollectiveOp { kBroadcast, kAllReduce, kAllGather, kGather };
@@ -95,9 +100,9 @@ struct CollectiveTotals {
 CollectiveTotals SumCollectives(const std::vector<CollectiveLine>& lines, const Network& network);
 
 // `glint plan --ranks N`: the tables `collectives` (per step shape: decode of 1 and `concurrency` sequences, the
-// same with an MTP draft of one token per sequence, prefill of 512 tokens — calls, bytes, latency and bandwidth
-// terms, the tokens/s the collectives alone allow) and `collective_lines` (decode of `concurrency` sequences, line
-// by line).
+// same with one MTP draft token per sequence and with 3 (--speculative-tokens 3, all accepted), prefill of 512 tokens —
+// calls, bytes, latency and bandwidth terms, the tokens/s the collectives alone allow) and `collective_lines` (decode
+// of `concurrency` sequences, line by line).
 std::vector<Table> CollectiveTables(const ModelConfig& config, const ParallelLayout& layout, const Network& network,
                                     int concurrency, int64_t pass_rows = 512);
 

@@ -21,8 +21,15 @@ for path in fast reference; do
   "$glint" run --path "$path" --prompt "$prompt" --max-tokens 40 --temperature 0 --speculative mtp \
     >"$work/spec" 2>"$work/spec.err" || fail "run --speculative mtp --path $path: $(cat "$work/spec.err")"
   cmp -s "$work/plain" "$work/spec" || fail "run --path $path: speculative output differs: $(cat "$work/spec")"
-  grep -Eq "speculative decoding: [0-9]+ of [1-9][0-9]* drafts accepted" "$work/spec.err" \
+  grep -Eq "speculative decoding: [0-9]+ of [1-9][0-9]* drafted tokens accepted" "$work/spec.err" \
     || fail "run does not report the drafts: $(cat "$work/spec.err")"
+  # Chained drafts: K tokens per step, the same text, acceptance by position.
+  for k in 2 4; do
+    "$glint" run --path "$path" --prompt "$prompt" --max-tokens 40 --temperature 0 --speculative mtp       --speculative-tokens "$k" >"$work/spec" 2>"$work/spec.err" || fail "run --speculative-tokens $k: $(cat "$work/spec.err")"
+    cmp -s "$work/plain" "$work/spec" || fail "run --path $path --speculative-tokens $k differs: $(cat "$work/spec")"
+    grep -Eq "by position: [0-9]+ %(, ([0-9]+ %|-)){$((k - 1))}\)" "$work/spec.err" \
+      || fail "run --speculative-tokens $k: no acceptance by position: $(cat "$work/spec.err")"
+  done
 done
 # A golden checkpoint (random MTP layer: drafts are rejected) with ids.
 "$glint" run --model "$data/golden/tiny-sparse" --tokens 113,247,99 --max-tokens 8 --temperature 0 --print-ids \
@@ -31,6 +38,8 @@ done
   --ignore-eos --speculative mtp >"$work/spec" 2>/dev/null
 cmp -s "$work/plain" "$work/spec" || fail "golden ids differ: $(cat "$work/plain") vs $(cat "$work/spec")"
 expect_error "--speculative is 'eagle'; expected none or mtp" "$glint" run --tokens 1 --speculative eagle
+expect_error "--speculative-tokens must be in 1 .. 4, got 5" "$glint" run --tokens 1 --speculative mtp --speculative-tokens 5
+expect_error "--speculative-tokens 2 needs --speculative mtp" "$glint" run --tokens 1 --speculative-tokens 2
 
 # ---- serve: same completion, counters ----
 completion() {  # completion BASE: greedy completion text of a fixed prompt
@@ -55,10 +64,16 @@ grep -q '^vllm:spec_decode_num_accepted_tokens_per_pos_total{model_name=".*",pos
   "$work/metrics" || fail "vllm: per-position counter: $(grep spec_decode "$work/metrics")"
 stop_server
 expect_error "--speculative is 'yes'; expected none or mtp" "$glint" serve --port 0 --speculative yes
+expect_error "--speculative-tokens must be in 1 .. 4, got 0" "$glint" serve --port 0 --speculative mtp --speculative-tokens 0
 
 # ---- bench-engine: the acceptance column ----
 "$glint" bench-engine --skip-multi-turn --concurrency 1 --repeats 1 --input-len 8 --output-len 16 --memory 64M \
   --max-seqs 2 --speculative mtp >"$work/bench" 2>"$work/bench.err" || fail "bench-engine: $(cat "$work/bench.err")"
 awk '$1 == 1 && $13 ~ /%$/ { found = 1 } END { exit !found }' "$work/bench" \
   || fail "bench-engine shows no acceptance rate: $(cat "$work/bench")"
+"$glint" bench-engine --skip-multi-turn --concurrency 1 --repeats 1 --input-len 8 --output-len 16 --memory 64M \
+  --max-seqs 2 --speculative mtp --speculative-tokens 3 >"$work/bench" 2>"$work/bench.err" \
+  || fail "bench-engine --speculative-tokens 3: $(cat "$work/bench.err")"
+grep -Eq "speculative decoding, last run: .*by position: ([0-9]+ %|-), ([0-9]+ %|-), ([0-9]+ %|-)\)" "$work/bench" \
+  || fail "bench-engine shows no acceptance by position: $(cat "$work/bench")"
 echo "speculative: ok"

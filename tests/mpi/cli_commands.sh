@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `glint run` under mpirun against one process (docs/distributed.md "Tolerance"): greedy output identical for 1, 2
-# and 3 ranks on the trained tiny model (fast path, with and without --speculative mtp) and on the golden
+# and 3 ranks on the trained tiny model (fast path, with and without --speculative mtp, and with 2 drafts per step
+# on 2 ranks) and on the golden
 # tiny-sparse fixture (fp32 reference, 16 experts: 3 ranks split them 6/5/5); the shard plan logged.
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
@@ -22,7 +23,12 @@ grep -q "Sharding plan: 2 ranks" "$work/run2.log" || fail "no shard plan table"
 cmp -s "$work/run1.txt" "$work/spec1.txt" || fail "speculative output differs on one rank"
 ranks 2 "${RUN[@]}" --speculative mtp >"$work/spec2.txt" 2>"$work/spec2.log" || fail "run --speculative mtp -np 2"
 cmp -s "$work/run1.txt" "$work/spec2.txt" || fail "run --speculative mtp -np 2 differs: $(cat "$work/spec2.txt")"
-grep -q "drafts accepted" "$work/spec2.log" || fail "no speculative summary"
+grep -q "drafted tokens accepted" "$work/spec2.log" || fail "no speculative summary"
+# Two chained drafts per step (--speculative-tokens 2): the chain's second MTP call sends its hidden input inline.
+ranks 2 "${RUN[@]}" --speculative mtp --speculative-tokens 2 >"$work/spec2k.txt" 2>"$work/spec2k.log" ||
+  fail "run --speculative-tokens 2 -np 2: $(tail -5 "$work/spec2k.log")"
+cmp -s "$work/run1.txt" "$work/spec2k.txt" || fail "run --speculative-tokens 2 -np 2 differs: $(cat "$work/spec2k.txt")"
+grep -Eq "by position: [0-9]+ %, [0-9]+ %" "$work/spec2k.log" || fail "no per-position acceptance: $(cat "$work/spec2k.log")"
 
 # The fp32 reference on the golden fixture: 16 experts on 3 ranks (6, 5, 5), token ids printed.
 GOLDEN=(run --model "$data/golden/tiny-sparse" --path reference --tokens 1,2,3,4,5,6,7 --max-tokens 10 --temperature 0

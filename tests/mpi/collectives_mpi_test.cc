@@ -1,7 +1,8 @@
 // Under mpirun with 2–4 ranks at --tp 1 (docs/distributed.md "Collectives per step"):
 //   - the collectives rank 0's communicator counts per step equal glint plan's model of them (plan/collectives.h)
-//     for the same config and step — prefill over three passes, decode of two sequences, an MTP batch: the count
-//     of each kind and the all-reduce bytes exactly, the plan broadcast's bytes to its wire-format estimate;
+//     for the same config and step — prefill over three passes, decode of two sequences, an MTP batch (one pass over
+//     both entries: one MoE all-reduce): the count of each kind and the all-reduce bytes exactly, the plan
+//     broadcast's bytes to its wire-format estimate;
 //   - the followers skip lm_head (main and MTP layer: FastModel::lm_head_rows stays 0 on them) and rank 0's
 //     outputs keep every row, within expert parallelism's tolerance of one process's.
 #include <gtest/gtest.h>
@@ -112,7 +113,8 @@ TEST(Collectives, MeasuredPerStepEqualsThePlanAndFollowersSkipLmHead) {
   const plan::ParallelLayout layout{comm.size(), 1};
   plan::StepShape prefill{2, 130, 130, kPassRows, 0, 0, 0};
   plan::StepShape decode{2, 3, 3, kPassRows, 0, 0, 0};
-  plan::StepShape mtp{0, 0, 0, kPassRows, 0, 2, 3};
+  plan::StepShape mtp{0, 0, 0, kPassRows, 0, 2, 3};  // one MTP call over both entries: one MoE all-reduce
+  mtp.mtp_logit_rows = 3;
   ASSERT_EQ(many.collectives.size(), 3u);
   ExpectPlanned(many.collectives[0], plan::CollectivesPerStep(config, layout, prefill), "prefill");
   ExpectPlanned(many.collectives[1], plan::CollectivesPerStep(config, layout, decode), "decode");
@@ -188,8 +190,9 @@ TEST(Collectives, FastPathTensorParallelCountsEqualThePlan) {
                  false, "prefill");
   expect_planned(many.collectives[1], plan::CollectivesPerStep(config, layout, {2, 3, 3, kPassRows, 0, 0, 0}), false,
                  "decode");
-  expect_planned(many.collectives[2], plan::CollectivesPerStep(config, layout, {0, 0, 0, kPassRows, 0, 2, 3}), true,
-                 "MTP batch");
+  plan::StepShape mtp{0, 0, 0, kPassRows, 0, 2, 3};  // one MTP call over both entries, 3 rows drafting
+  mtp.mtp_logit_rows = 3;
+  expect_planned(many.collectives[2], plan::CollectivesPerStep(config, layout, mtp), true, "MTP batch");
 }
 
 // --tp = every rank on the reference path: the lm_head gather rank 0 counts per step (a single-sequence prefill,
@@ -233,7 +236,9 @@ TEST(Collectives, LmHeadGatherEqualsThePlanAtTensorParallel) {
     before = group.stats();
     ASSERT_OK(model->MtpForward(state, std::span<const float>(hidden.data(), 6 * c.hidden_size),
                                 std::span<const int32_t>(prompt.data() + 1, 6), logits));
-    gathers(group.stats().Since(before), {0, 0, 0, 512, 0, 1, 6}, true, "MTP layer");
+    plan::StepShape mtp{0, 0, 0, 512, 0, 1, 6};
+    mtp.mtp_logit_rows = 6;  // MtpForward: every pair's logits
+    gathers(group.stats().Since(before), mtp, true, "MTP layer");
     EXPECT_EQ(logits.size(), comm.rank() == 0 ? static_cast<size_t>(6 * c.vocab_size) : 0u);
   }
 }

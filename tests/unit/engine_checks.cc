@@ -84,7 +84,8 @@ Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<Request
   return request;
 }
 
-EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints, bool speculative) {
+EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints, bool speculative,
+                           int64_t speculative_tokens) {
   EngineOptions o;
   o.block_tokens = 8;
   o.checkpoint_interval = 16;
@@ -92,9 +93,12 @@ EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, in
   o.prefix_caching = checkpoints > 0;
   o.admission_watermark = 0;
   o.speculative = speculative ? SpeculativeMethod::kMtp : SpeculativeMethod::kNone;
+  o.speculative_tokens = speculative_tokens;
   const CacheLayout layout = model.CacheLayoutFor({.block_tokens = 8, .mtp = speculative}).value();
-  // With speculation every slot has a rollback copy of its KDA state (engine.md "Speculative decoding").
-  const int64_t rollback = speculative ? AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
+  // With speculation every slot has a rollback copy of its KDA state per drafted token (engine.md "Speculative
+  // decoding").
+  const int64_t rollback =
+      speculative ? speculative_tokens * AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
   const int64_t rest = checkpoints * layout.checkpoint_bytes + blocks * layout.block_bytes;
   o.memory_bytes = slots * (layout.slot_bytes + rollback) + rest;
   o.checkpoint_fraction = checkpoints > 0 ? (checkpoints * layout.checkpoint_bytes + 0.5) / rest : 0.2;

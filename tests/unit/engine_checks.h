@@ -37,10 +37,10 @@ Tokens GreedyOracle(const Model& model, const Tokens& prompt, int64_t count, gra
 // A greedy request for `max_tokens` tokens, ignoring end-of-sequence ids.
 Request Greedy(const Tokens& prompt, int64_t max_tokens, std::shared_ptr<RequestSink> sink);
 
-// Options with exactly `slots` slots (plus their rollback copies with speculation), `blocks` blocks of 8 tokens and
-// `checkpoints` checkpoints every 16 tokens (prefix caching off when 0).
+// Options with exactly `slots` slots (plus their rollback copies with speculation: `speculative_tokens` each),
+// `blocks` blocks of 8 tokens and `checkpoints` checkpoints every 16 tokens (prefix caching off when 0).
 EngineOptions SizedOptions(const Model& model, int64_t slots, int64_t blocks, int64_t checkpoints,
-                           bool speculative = false);
+                           bool speculative = false, int64_t speculative_tokens = 1);
 
 // An engine core that checks its integrity after every step (null, with a test failure, if it cannot be made).
 std::unique_ptr<EngineCore> MakeCore(const Model& model, const EngineOptions& options,

@@ -42,8 +42,9 @@ class RecordingModel final : public testing::ForwardingModel {
     return Status::Ok();
   }
   Status MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<std::vector<float>>& logits,
-                         const ForwardOptions& options, std::vector<Status>* entry_errors) const override {
-    GLINT_RETURN_IF_ERROR(inner().MtpForwardBatch(batch, logits, options, entry_errors));
+                         const ForwardOptions& options, std::vector<Status>* entry_errors,
+                         std::vector<std::vector<float>>* last_hidden) const override {
+    GLINT_RETURN_IF_ERROR(inner().MtpForwardBatch(batch, logits, options, entry_errors, last_hidden));
     calls.insert(calls.end(), logits.begin(), logits.end());
     return Status::Ok();
   }

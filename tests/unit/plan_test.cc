@@ -651,8 +651,13 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   EXPECT_EQ(lines[1].calls, 3 * moe);
   EXPECT_EQ(lines[1].payload, moe * 1100 * row);
   // --tp 2 on 4 ranks: attention over the group every trunk layer, dense MLPs over the group, the MoE over all,
-  // one gather of the logit rows to rank 0 (its group: the other rank's columns); the MTP layer's three.
-  lines = CollectivesPerStep(c, {4, 2}, {16, 16, 16, 512, 0, 16, 32});
+  // one gather of the logit rows to rank 0 (its group: the other rank's columns); the MTP layer's three per call,
+  // one call over all 16 sequences' 32 pairs (FastModel::MtpForwardBatch) and two chained drafts
+  // (--speculative-tokens 3).
+  StepShape speculative{16, 16, 16, 512, 0, 16, 32};
+  speculative.mtp_logit_rows = 16;
+  speculative.mtp_chain = 2;
+  lines = CollectivesPerStep(c, {4, 2}, speculative);
   int64_t group = 0, all = 0, gathers = 0;
   for (const CollectiveLine& line : lines) {
     EXPECT_NE(line.op, CollectiveOp::kAllGather);
@@ -662,9 +667,14 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
     }
     if (line.op == CollectiveOp::kAllReduce) (line.group == 2 ? group : all) += line.calls;
   }
-  EXPECT_EQ(group, c.num_hidden_layers + dense + 16);
-  EXPECT_EQ(all, moe + 16);
-  EXPECT_EQ(gathers, 1 + 16);
+  EXPECT_EQ(group, c.num_hidden_layers + dense + 3);
+  EXPECT_EQ(all, moe + 3);
+  EXPECT_EQ(gathers, 1 + 3);
+  const CollectiveLine& mtp_moe = lines[lines.size() - 2];
+  ASSERT_EQ(mtp_moe.what, "MTP MoE all-reduce (all ranks)");
+  EXPECT_EQ(mtp_moe.payload, (32 + 2 * 16) * row);  // the first call's pairs, then one pair per sequence per draft
+  ASSERT_EQ(lines.back().what, "MTP lm_head gather to rank 0 (its TP group)");
+  EXPECT_EQ(lines.back().payload, (16 + 2 * 16) * static_cast<uint64_t>(c.vocab_size / 2) * 4);
   ASSERT_EQ(lines[4].what, "lm_head gather to rank 0 (its TP group)");
   // 154,880 rows = 9,680 blocks of 16: 4,840 blocks (77,440 rows) each; rank 0 receives the other half.
   EXPECT_EQ(lines[4].payload, 16 * static_cast<uint64_t>(c.vocab_size / 2) * 4);

@@ -268,7 +268,7 @@ TEST(Scheduler, DraftsRideAlongWithDecodesWhenThereIsRoom) {
   StepPlan plan = scheduler.Schedule();
   EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 7, true}}));
   Finish(scheduler, plan);  // positions 0..6 computed, token 101 appended
-  scheduler.SetDraft(1, true);
+  scheduler.SetDrafts(1, 1);
   plan = scheduler.Schedule();
   ASSERT_EQ(plan.chunks.size(), 1u);
   EXPECT_EQ(plan.chunks[0].count, 1);
@@ -277,14 +277,14 @@ TEST(Scheduler, DraftsRideAlongWithDecodesWhenThereIsRoom) {
   EXPECT_EQ(memory->BlockTable(1), (Ids{0, 1, 2}));  // positions 7 and 8: the draft's block is reserved too
   plan.chunks[0].accepted = 1;
   scheduler.AppendToken(1, 55);  // the draft, kept
-  scheduler.SetDraft(1, false);
+  scheduler.SetDrafts(1, 0);
   Finish(scheduler, plan);  // and the bonus token
   EXPECT_EQ(scheduler.Get(1).computed, 9);
   EXPECT_EQ(scheduler.Get(1).tokens.size(), 10u);
-  scheduler.SetDraft(1, true);  // rejected: one position
+  scheduler.SetDrafts(1, 1);  // rejected: one position
   plan = scheduler.Schedule();
   EXPECT_EQ(plan.chunks[0].draft, 1);
-  scheduler.SetDraft(1, false);
+  scheduler.SetDrafts(1, 0);
   Finish(scheduler, plan);
   EXPECT_EQ(scheduler.Get(1).computed, 10);
   // No room in the budget: the decode runs alone and the draft stays for a later step.
@@ -293,11 +293,45 @@ TEST(Scheduler, DraftsRideAlongWithDecodesWhenThereIsRoom) {
   tight.Add(2, Tokens(0, 3), 0);
   plan = tight.Schedule();
   Finish(tight, plan);
-  tight.SetDraft(2, true);
+  tight.SetDrafts(2, 1);
   plan = tight.Schedule();
   EXPECT_EQ(plan.chunks[0].draft, 0);
   EXPECT_EQ(plan.tokens, 1);
-  tight.SetDraft(2, false);
+  tight.SetDrafts(2, 0);
+  Finish(tight, plan);
+}
+
+// --speculative-tokens K: a decode verifies as many of its drafts as budget and blocks allow (the first ones), and
+// advances by 1 + the accepted ones.
+TEST(Scheduler, SeveralDraftsRideAlongAsFarAsThereIsRoom) {
+  auto memory = Memory(8, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 16});
+  scheduler.Add(1, Tokens(0, 7), 0);
+  StepPlan plan = scheduler.Schedule();
+  Finish(scheduler, plan);  // positions 0..6 computed
+  scheduler.SetDrafts(1, 3);
+  plan = scheduler.Schedule();
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].draft, 3);
+  EXPECT_EQ(plan.tokens, 4);
+  EXPECT_EQ(memory->BlockTable(1), (Ids{0, 1, 2}));  // positions 7..10
+  plan.chunks[0].accepted = 2;
+  scheduler.AppendToken(1, 55);
+  scheduler.AppendToken(1, 56);
+  scheduler.SetDrafts(1, 0);
+  Finish(scheduler, plan);  // and the token replacing the third draft
+  EXPECT_EQ(scheduler.Get(1).computed, 10);
+  // A budget of 3: the decode and its first two drafts.
+  auto tight_memory = Memory(8, 4);
+  Scheduler tight(*tight_memory, {.max_batch_tokens = 3});
+  tight.Add(2, Tokens(0, 3), 0);
+  plan = tight.Schedule();
+  Finish(tight, plan);
+  tight.SetDrafts(2, 4);
+  plan = tight.Schedule();
+  EXPECT_EQ(plan.chunks[0].draft, 2);
+  EXPECT_EQ(plan.tokens, 3);
+  tight.SetDrafts(2, 0);
   Finish(tight, plan);
 }
 
@@ -309,7 +343,7 @@ TEST(Scheduler, ADraftNeverPreemptsAndPreemptionDropsIt) {
   scheduler.Add(2, Tokens(0, 7), 1);
   StepPlan plan = scheduler.Schedule();
   Finish(scheduler, plan);  // blocks {0, 1} and {2, 3}: positions 0..7 each, none free
-  scheduler.SetDraft(2, true);
+  scheduler.SetDrafts(2, 1);
   plan = scheduler.Schedule();
   // 2's decode at 7 fits its block; its draft at 8 would need a fifth block: dropped, nobody preempted.
   EXPECT_TRUE(plan.preempted.empty());
@@ -317,11 +351,11 @@ TEST(Scheduler, ADraftNeverPreemptsAndPreemptionDropsIt) {
   EXPECT_EQ(plan.chunks[1].id, 2);
   EXPECT_EQ(plan.chunks[1].draft, 0);
   Finish(scheduler, plan);
-  EXPECT_TRUE(scheduler.Get(2).has_draft);  // still waiting for room
+  EXPECT_EQ(scheduler.Get(2).drafts, 1);  // still waiting for room
   // 1's decode at 8 needs a block: the newest (2) is preempted, and its draft goes with its memory.
   plan = scheduler.Schedule();
   EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{2}));
-  EXPECT_FALSE(scheduler.Get(2).has_draft);
+  EXPECT_EQ(scheduler.Get(2).drafts, 0);
   Finish(scheduler, plan);
 }
 

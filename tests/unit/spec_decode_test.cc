@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -69,7 +70,7 @@ std::vector<float> Forward(const Model& model, SequenceState& state, std::span<c
                            LogitsWanted logits = LogitsWanted::kLast, StateCheckpoint rollback = {}) {
   std::vector<EntryOutput> outputs;
   BatchEntry entry{tokens, &state, logits, false};
-  entry.rollback = rollback;
+  if (rollback.data != nullptr) entry.rollback = {&rollback, 1};
   const Status status = model.Forward({&entry, 1}, outputs);
   EXPECT_TRUE(status.ok()) << status.ToString();
   return outputs.empty() ? std::vector<float>{} : outputs[0].logits;
@@ -167,6 +168,59 @@ TEST_P(SpecModel, RejectedDraftLeavesTheStateOfARunThatNeverSawIt) {
   }
 }
 
+// K drafts (--speculative-tokens): [x, d1, …, dk] with a snapshot after each row but the last computes the rows of
+// plain decodes, each snapshot is the state after its row, and rolled back after any accepted length the state is
+// that of a run that decoded only the accepted tokens — at every offset in an indexer pool, with as many drafts
+// (≤ 3) as PoolSafeDrafts allows there (the filling pool has no snapshot: the engine never drafts more).
+TEST_P(SpecModel, KDraftsRollBackToAnyAcceptedLength) {
+  const int64_t kpool = reference_->config().index_kpool, v = reference_->config().vocab_size;
+  for (const Model* model : Models()) {
+    const int64_t capacity = length_ + 2 * kpool + 10;
+    Bound base(*model, capacity), a(*model, capacity), b(*model, capacity);
+    ItemArena snapshots = ItemArena::Fixed(3, std::max<int64_t>(a.layout->checkpoint_bytes, 64)).value();
+    Forward(*model, base.state, std::span<const int32_t>(tokens_.data(), length_));
+    for (int64_t offset = 0; offset < kpool + 1; ++offset) {
+      const int64_t start = length_ + offset, drafts = std::min<int64_t>(3, PoolSafeDrafts(start, kpool));
+      if (offset > 0) Forward(*model, base.state, std::span<const int32_t>(tokens_.data() + start - 1, 1));
+      const Tokens rows(tokens_.begin() + start, tokens_.begin() + start + drafts + 1);
+      std::vector<StateCheckpoint> rollback;
+      for (int64_t k = 0; k < drafts; ++k) rollback.push_back({start + 1 + k, snapshots.Item(k)});
+      for (int64_t accepted = 0; accepted <= drafts; ++accepted) {
+        a.CopyFrom(base);
+        b.CopyFrom(base);
+        std::vector<EntryOutput> outputs;
+        BatchEntry entry{rows, &a.state, LogitsWanted::kAll, false};
+        entry.rollback = rollback;
+        ASSERT_OK(model->Forward({&entry, 1}, outputs));
+        for (int64_t r = 0; r <= accepted; ++r) {  // the plain decodes of the accepted rows
+          const std::vector<float> plain = Forward(*model, b.state, std::span<const int32_t>(rows.data() + r, 1));
+          EXPECT_TRUE(std::equal(plain.begin(), plain.end(), outputs[0].logits.begin() + r * v))
+              << "offset " << offset << ", row " << r;
+          if (r < drafts) {
+            EXPECT_EQ(std::memcmp(snapshots.Item(r), b.slot.Item(0), a.layout->checkpoint_bytes), 0)
+                << "offset " << offset << ": snapshot " << r << " is not the state after its row";
+          }
+        }
+        if (accepted < drafts) RollBack(a.state, snapshots.Item(accepted), start + accepted + 1);
+        ExpectSameLiveState(*model, a.state, b.state);
+        const std::span<const int32_t> next(tokens_.data() + start + accepted + 1, 1);
+        EXPECT_EQ(Forward(*model, a.state, next), Forward(*model, b.state, next))
+            << "offset " << offset << ", accepted " << accepted;
+      }
+    }
+  }
+}
+
+// What PoolSafeDrafts guards against, with kpool 4: from position 5 the rows 5 .. 8 pass 7 (a pool's end), and row 8
+// writes the next pool's row 0 over position 4's — a rejection at 6 would lose it. So 2 drafts there, 3 at 4.
+TEST(SpecPools, DraftsStopWhereARejectionWouldLoseAFillingPoolRow) {
+  EXPECT_EQ(PoolSafeDrafts(4, 4), 3);  // rows 4 .. 7: 7 completes the pool, nothing past it
+  EXPECT_EQ(PoolSafeDrafts(5, 4), 2);  // rows 5 .. 7
+  EXPECT_EQ(PoolSafeDrafts(6, 4), 1);  // rows 6 .. 7
+  EXPECT_EQ(PoolSafeDrafts(7, 4), 2);  // rows 7 .. 9 (7 completes a pool, rollbacks land past it); chain pairs 7, 8
+  EXPECT_EQ(PoolSafeDrafts(3, 1), std::numeric_limits<int64_t>::max());
+}
+
 TEST_P(SpecModel, BadRollbackPositionsAreRefused) {
   for (const Model* model : Models()) {
     Bound a(*model, length_ + 2);
@@ -176,12 +230,21 @@ TEST_P(SpecModel, BadRollbackPositionsAreRefused) {
     std::vector<EntryOutput> outputs;
     for (int64_t position : {4, 6, 0}) {  // before, after and far outside the call's positions 4, 5
       BatchEntry entry{pair, &a.state, LogitsWanted::kAll, false};
-      entry.rollback = {position, snapshot.Item(0)};
+      const StateCheckpoint rollback{position, snapshot.Item(0)};
+      entry.rollback = {&rollback, 1};
       EXPECT_ERROR_CONTAINS(model->Forward({&entry, 1}, outputs), "not strictly inside");
     }
     BatchEntry no_memory{pair, &a.state, LogitsWanted::kAll, false};
-    no_memory.rollback = {5, nullptr};
+    const StateCheckpoint null_rollback{5, nullptr};
+    no_memory.rollback = {&null_rollback, 1};
     EXPECT_ERROR_CONTAINS(model->Forward({&no_memory, 1}, outputs), "not strictly inside");
+    // Two snapshots out of order (or at one position).
+    const Tokens triple = {1, 2, 3};
+    ItemArena two = ItemArena::Fixed(2, std::max<int64_t>(a.layout->checkpoint_bytes, 64)).value();
+    const StateCheckpoint backwards[] = {{6, two.Item(0)}, {5, two.Item(1)}};
+    BatchEntry unordered{triple, &a.state, LogitsWanted::kAll, false};
+    unordered.rollback = backwards;
+    EXPECT_ERROR_CONTAINS(model->Forward({&unordered, 1}, outputs), "after the previous one");
     EXPECT_EQ(a.state.tokens, 4);
   }
 }
