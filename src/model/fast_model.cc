@@ -160,7 +160,9 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
                          config.kv_lora_rank, " and ", config.v_head_dim, ")");
   }
   const LocalExperts local = plan.local_experts();
-  source.Drop([&](const std::string& name) { return IsOtherRanksExpert(name, local); });
+  // The vision tower's tensors ("vision.*" in a container) belong to the image encoder, which maps the container
+  // itself, on rank 0 only (docs/distributed.md "Images"): not this model's weights, never read in by it.
+  source.Drop([&](const std::string& name) { return IsOtherRanksExpert(name, local) || name.starts_with("vision."); });
   if (!sliced) GLINT_RETURN_IF_ERROR(SliceFastSource(source, FastTensorSlices(config, plan)));
   GLINT_RETURN_IF_ERROR(KeepLmHeadRows(source, plan.slices().vocab_rows));  // only rank 0's group holds any
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
@@ -196,14 +198,13 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   const std::string container_path = JoinPath(dir, kContainerFileName);
   FastWeightSource source;
   const bool from_container = PathExists(container_path);
-  const bool distributed = options.parallel.comm != nullptr && options.parallel.comm->size() > 1;
   ShardPlan plan;
   if (from_container) {
-    // With an expert cache the routed experts must not be read in by the mapping (AttachExpertCache reads the rest);
-    // sharded: map without populating, then read in only this rank's tensors and slices (Assemble cuts the
-    // source to them; TouchPages below reads their pages).
-    const bool populate_all = options.populate && options.expert_memory == 0 && !distributed;
-    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, populate_all));
+    // Mapped without populating: only this model's tensors are read in (TouchPages below), not the whole file —
+    // not the vision tower's (the image encoder's, on rank 0), not another rank's experts or slices (Assemble cuts
+    // the source to this rank's), and with an expert cache not the routed experts (AttachExpertCache reads the
+    // rest).
+    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, /*populate=*/false));
     GLINT_ASSIGN_OR_RETURN(source, SourceFromContainer(std::make_unique<ContainerFile>(std::move(container))));
     GLINT_ASSIGN_OR_RETURN(plan, FastShardPlan(config, options, SourceColumnGroup(source)));
   } else {
@@ -226,7 +227,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
                            "; the expert format is chosen when converting (glint convert --experts ",
                            ExpertWeightsName(*options.experts), ")");
   }
-  if (from_container && options.populate && distributed) TouchPages(model->source_, pool);
+  if (from_container && options.populate && options.expert_memory == 0) TouchPages(model->source_, pool);
   if (options.expert_memory > 0) GLINT_RETURN_IF_ERROR(model->AttachExpertCache(options));
   model->load_report_.from_container = from_container;
   model->load_report_.seconds = watch.Seconds();

@@ -36,7 +36,9 @@ struct FastModelOptions {
   // Routed experts' format (`--experts`): a checkpoint is converted to it (overriding convert.experts), a container
   // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
   std::optional<ExpertWeights> experts;
-  bool populate = true;  // read a container's pages in at load (MAP_POPULATE; sharded: own pages only)
+  // Read this model's pages of a container in at load, on the pool's threads (first touch: their NUMA node): the
+  // rank's tensors only, not the vision tower's nor, with an expert cache, the routed experts'.
+  bool populate = true;
   // Routed experts read from the container into a RAM cache of this many bytes (`--expert-memory`,
   // docs/expert-cache.md); 0: every expert resident, as mapped. Needs a `glint convert` container.
   uint64_t expert_memory = 0;
