@@ -110,6 +110,35 @@ void Silu(const float* x, int64_t n, float* y) {
   }
 }
 
+float SoftmaxNumerators(float* x, int64_t n, float scale) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d);
+  auto top = hn::Set(d, -hwy::HighestValue<float>());
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    top = hn::IfThenElse(mask, hn::Max(top, hn::MaskedLoad(mask, d, x + i)), top);
+  }
+  const auto s = hn::Set(d, scale), shift = hn::Mul(hn::Set(d, hn::GetLane(hn::MaxOfLanes(d, top))), s);
+  auto s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+  int64_t i = 0;
+  for (; i + 4 * lanes <= n; i += 4 * lanes) {  // four sums: the adds do not wait on each other
+    const auto e0 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i), s, shift));
+    const auto e1 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i + lanes), s, shift));
+    const auto e2 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i + 2 * lanes), s, shift));
+    const auto e3 = hn::Exp(d, hn::MulSub(hn::LoadU(d, x + i + 3 * lanes), s, shift));
+    hn::StoreU(e0, d, x + i), hn::StoreU(e1, d, x + i + lanes);
+    hn::StoreU(e2, d, x + i + 2 * lanes), hn::StoreU(e3, d, x + i + 3 * lanes);
+    s0 = hn::Add(s0, e0), s1 = hn::Add(s1, e1), s2 = hn::Add(s2, e2), s3 = hn::Add(s3, e3);
+  }
+  for (; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    const auto e = hn::IfThenElseZero(mask, hn::Exp(d, hn::MulSub(hn::MaskedLoad(mask, d, x + i), s, shift)));
+    hn::BlendedStore(e, mask, d, x + i);
+    s0 = hn::Add(s0, e);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+}
+
 void Axpy(float a, const float* x, int64_t n, float* y) {
   const D d;
   const int64_t lanes = hn::Lanes(d);
@@ -171,6 +200,7 @@ HWY_EXPORT(RmsNorm);
 HWY_EXPORT(SwiGlu);
 HWY_EXPORT(Sigmoid);
 HWY_EXPORT(Silu);
+HWY_EXPORT(SoftmaxNumerators);
 HWY_EXPORT(Axpy);
 HWY_EXPORT(Scale);
 HWY_EXPORT(MhcRead);
@@ -189,6 +219,9 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* o
 }
 void Sigmoid(const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Sigmoid)(x, n, y); }
 void Silu(const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Silu)(x, n, y); }
+float SoftmaxNumerators(float* x, int64_t n, float scale) {
+  return HWY_DYNAMIC_DISPATCH(SoftmaxNumerators)(x, n, scale);
+}
 void Axpy(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Axpy)(a, x, n, y); }
 void Scale(float a, const float* x, int64_t n, float* y) { HWY_DYNAMIC_DISPATCH(Scale)(a, x, n, y); }
 void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, float* h) {

@@ -20,6 +20,9 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float limit, float* o
 void Sigmoid(const float* x, int64_t n, float* y);
 // y = x · sigmoid(x); x and y may alias.
 void Silu(const float* x, int64_t n, float* y);
+// The numerators of softmax(scale · x), in place, and their sum: x[i] ← exp(scale · x[i] − scale · max_j x[j]) (one
+// fused multiply-subtract, then exp), returning Σ_i x[i] (fp32 in four vector accumulators). n ≥ 1, scale > 0.
+float SoftmaxNumerators(float* x, int64_t n, float scale);
 // y += a · x.
 void Axpy(float a, const float* x, int64_t n, float* y);
 // y = a · x.

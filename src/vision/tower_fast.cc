@@ -11,11 +11,13 @@ namespace glint {
 
 struct FastVisionTower::Scratch {
   int64_t n = 0;
-  std::vector<float> x, h, qkv, attn, y;    // [N, hidden], [N, hidden], [N, 3·hidden], [N, hidden], [N, hidden]
-  std::vector<float> gate, up;              // [pass, intermediate]
-  std::vector<float> cos_table, sin_table;  // [N, head_dim]
-  std::vector<Bf16Matrix> keys, values_t;   // per (frame, head): K [len, head_dim], Vᵀ [head_dim, len]
-  std::vector<std::vector<float>> scores;   // per worker: [query block, len]
+  std::vector<float> x, h, qkv, attn, y;          // [N, hidden], [N, hidden], [N, 3·hidden], [N, hidden], [N, hidden]
+  std::vector<float> gate, up;                    // [pass, intermediate]
+  std::vector<float> cos_table, sin_table;        // [N, head_dim]
+  std::vector<Bf16Matrix> keys;                   // per (frame, head): K [len, head_dim]
+  std::vector<std::vector<Bf16Matrix>> values_t;  // per (frame, head): Vᵀ [head_dim, len] in chunks of kKeyChunk keys
+  std::vector<std::vector<float>> scores;         // per worker: [query block, len]
+  std::vector<std::vector<float>> partial;        // per worker: [query block, head_dim], one key chunk's Vᵀ p
 };
 
 namespace {
@@ -23,16 +25,10 @@ namespace {
 // Queries per attention task: each task streams its head's packed K and Vᵀ once, so more queries per task read
 // them less often (at 1344² a head's K is 1.2 MB); 64 keeps a worker's score rows ([64, len] fp32) near L2 size.
 constexpr int64_t kQueryBlock = 64;
-
-// e^x for x ≤ 0 as σ(x)/σ(−x), on the vectorised sigmoid (vector_ops.h has no exp). Both factors are ≥ 1/2 of
-// their asymptotes' scale for x ≤ 0 (σ(−x) ∈ [1/2, 1]), so the quotient keeps the sigmoid's relative accuracy.
-void ExpNonPositive(float* x, int64_t n, std::vector<float>& negated) {
-  negated.resize(n);
-  for (int64_t i = 0; i < n; ++i) negated[i] = -x[i];
-  vec::Sigmoid(x, n, x);
-  vec::Sigmoid(negated.data(), n, negated.data());
-  for (int64_t i = 0; i < n; ++i) x[i] /= negated[i];
-}
+// Keys per chunk of Vᵀ in out = Vᵀ p: the kernel streams its weights (here Vᵀ, head_dim × keys) once per 4
+// queries, so a whole Vᵀ (1.2 MB per head at 1344²) came from L3 16 times per query block; a chunk of 512 keys
+// (64 KB at head_dim 64) stays in L2 across the block. The chunks' products are added in fp32.
+constexpr int64_t kKeyChunk = 512;
 
 void RotateHalf(float* x, const float* cos_row, const float* sin_row, int64_t head_dim) {
   const int64_t half = head_dim / 2;
@@ -159,7 +155,8 @@ void FastVisionTower::Apply(WorkerPool& pool, const PackedLinear& l, const float
 }
 
 // Attention of one block on s.qkv (q, k normed and rotated): per (frame, head) K and Vᵀ are packed once, then
-// tasks of kQueryBlock queries compute scores = K q, p = exp(scores/√d − max), out = (Vᵀ p) / Σ p.
+// tasks of kQueryBlock queries compute scores = K q, p = exp(scores/√d − max), out = (Vᵀ p) / Σ p, Vᵀ p summed over
+// chunks of kKeyChunk keys.
 void FastVisionTower::RunAttention(WorkerPool& pool, const VisionInput& input, Scratch& s, VisionRunProfile& profile) {
   const Stopwatch watch;
   const int64_t hidden = config_.hidden_size, head_dim = config_.HeadDim(), heads = config_.num_heads;
@@ -170,33 +167,40 @@ void FastVisionTower::RunAttention(WorkerPool& pool, const VisionInput& input, S
     const float* base = s.qkv.data() + (task / heads) * frame * stride + (task % heads) * head_dim;
     std::vector<float> dense;
     s.keys[task] = PackStrided(base + hidden, frame, head_dim, stride, 1, dense);
-    s.values_t[task] = PackStrided(base + 2 * hidden, head_dim, frame, 1, stride, dense);
+    s.values_t[task].clear();
+    for (int64_t k0 = 0; k0 < frame; k0 += kKeyChunk) {
+      s.values_t[task].push_back(
+          PackStrided(base + 2 * hidden + k0 * stride, head_dim, std::min(kKeyChunk, frame - k0), 1, stride, dense));
+    }
   });
   const int64_t query_blocks = (frame + kQueryBlock - 1) / kQueryBlock;
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  std::vector<std::vector<float>> negated(pool.size());
   s.scores.resize(pool.size());
+  s.partial.resize(pool.size());
   pool.Run(frames * heads * query_blocks, [&](int64_t task, int worker) {
     const int64_t pair = task / query_blocks, q0 = (task % query_blocks) * kQueryBlock;
     const int64_t count = std::min(kQueryBlock, frame - q0), row0 = (pair / heads) * frame + q0;
     const int64_t head = pair % heads;
     std::vector<float>& scores = s.scores[worker];
     scores.resize(count * frame);
-    const Bf16MatrixView keys = s.keys[pair].view(), values_t = s.values_t[pair].view();
+    const Bf16MatrixView keys = s.keys[pair].view();
     bf16_->gemm(keys, s.qkv.data() + row0 * stride + head * head_dim, stride, count, 0, keys.layout.row_blocks(),
                 scores.data(), frame);
     float sums[kQueryBlock];
-    for (int64_t t = 0; t < count; ++t) {
-      float* row = scores.data() + t * frame;
-      const float top = *std::max_element(row, row + frame) * scale;
-      for (int64_t i = 0; i < frame; ++i) row[i] = row[i] * scale - top;
-      ExpNonPositive(row, frame, negated[worker]);
-      double sum = 0;
-      for (int64_t i = 0; i < frame; ++i) sum += row[i];
-      sums[t] = static_cast<float>(sum);
-    }
+    for (int64_t t = 0; t < count; ++t) sums[t] = vec::SoftmaxNumerators(scores.data() + t * frame, frame, scale);
     float* out = s.attn.data() + row0 * hidden + head * head_dim;
-    bf16_->gemm(values_t, scores.data(), frame, count, 0, values_t.layout.row_blocks(), out, hidden);
+    std::vector<float>& partial = s.partial[worker];
+    partial.resize(count * head_dim);
+    for (size_t c = 0; c < s.values_t[pair].size(); ++c) {
+      const Bf16MatrixView chunk = s.values_t[pair][c].view();
+      const float* p = scores.data() + static_cast<int64_t>(c) * kKeyChunk;
+      if (c == 0) {
+        bf16_->gemm(chunk, p, frame, count, 0, chunk.layout.row_blocks(), out, hidden);
+        continue;
+      }
+      bf16_->gemm(chunk, p, frame, count, 0, chunk.layout.row_blocks(), partial.data(), head_dim);
+      for (int64_t t = 0; t < count; ++t) vec::Axpy(1.0f, &partial[t * head_dim], head_dim, out + t * hidden);
+    }
     for (int64_t t = 0; t < count; ++t) vec::Scale(1.0f / sums[t], out + t * hidden, head_dim, out + t * hidden);
   });
   profile.attention_seconds += watch.Seconds();

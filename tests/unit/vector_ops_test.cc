@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -85,6 +86,29 @@ TEST(VectorOps, ActivationsMatchReference) {
         const double silu_expected = up[i] / (1.0 + std::exp(-static_cast<double>(up[i])));
         ASSERT_NEAR(silu[i], silu_expected, 4e-7 * (1 + std::fabs(silu_expected))) << n << " at " << i;
       }
+    }
+  });
+}
+
+// exp(scale · x − scale · max) against double. The fused multiply-subtract rounds the argument a once (absolute
+// error |a| · 2^-24, which exp turns into that relative error), and Highway's Exp adds a few ulps: per element
+// (|a| + 8) · 2^-24 relative; for the fp32 sum of n terms in 4 · lanes accumulators n · 2^-24 of the sum on top
+// (every term is positive, so Σ|terms| is the sum).
+TEST(VectorOps, SoftmaxNumeratorsMatchDouble) {
+  ForEachTarget([] {
+    for (int64_t n : kLengths) {
+      std::vector<float> x = Random(n, 5 * n, 20.0f), got = x;
+      if (n > 3) x[3] = got[3] = -1e30f;  // a masked-out score: its numerator is 0
+      const float scale = 0.125f;
+      const float sum = vec::SoftmaxNumerators(got.data(), n, scale);
+      const double top = *std::max_element(x.begin(), x.end());
+      double expected_sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double a = scale * (static_cast<double>(x[i]) - top), e = std::exp(a);
+        expected_sum += e;
+        ASSERT_NEAR(got[i], e, (std::fabs(a) + 8) * 0x1p-24 * e + 1e-30) << n << " at " << i;
+      }
+      ASSERT_NEAR(sum, expected_sum, (64 + n) * 0x1p-24 * expected_sum) << n;
     }
   });
 }
