@@ -66,6 +66,7 @@ void ComputeLevelMetrics(const std::vector<RequestRecord>& records, const CostMo
   for (const RequestRecord& record : records) {
     first_start = std::min(first_start, record.start_s);
     last_end = std::max(last_end, record.end_s);
+    level.resent += record.stale_connection_retries;
     if (record.outcome == Outcome::kCancelled) {
       ++level.cancelled;
       continue;

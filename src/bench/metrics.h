@@ -55,7 +55,8 @@ struct RequestRecord {
   std::optional<int64_t> usage_completion_tokens;
   Outcome outcome = Outcome::kOk;
   int http_status = 0;
-  std::string error;  // what went wrong, for the error examples of a level
+  std::string error;                 // what went wrong, for the error examples of a level
+  int stale_connection_retries = 0;  // sent again on a fresh connection: the kept-alive one was closed (http.cc)
 };
 
 // Output tokens of a request: usage.completion_tokens, or the content chunks counted when usage is missing.
@@ -89,6 +90,7 @@ struct LevelResult {
   int64_t failed = 0;     // sent, did not complete, not cancelled
   int64_t cancelled = 0;  // abandoned at Ctrl-C
   int64_t skipped = 0;    // never sent: later turns of a session whose turn failed, or stopped by Ctrl-C
+  int64_t resent = 0;     // sent again on a fresh connection after the server closed the kept-alive one
   std::map<std::string, int64_t> errors;    // error kind ("timeout", "http_500", ...) → count
   std::vector<std::string> error_examples;  // the first few error messages
   int64_t warmup_requests = 0;

@@ -188,6 +188,7 @@ json LevelToJson(const LevelResult& level) {
       {"failed", level.failed},
       {"cancelled", level.cancelled},
       {"skipped", level.skipped},
+      {"resent_on_fresh_connection", level.resent},
       {"errors", errors},
       {"error_examples", level.error_examples},
       {"warmup_requests", level.warmup_requests},
@@ -302,6 +303,7 @@ std::string SummaryTable(const BenchRun& run) {
     for (const auto& [kind, n] : l.errors) notes += StrCat(" ", kind, "=", n);
     if (l.cancelled) notes += StrCat(" cancelled=", l.cancelled);
     if (l.skipped) notes += StrCat(" skipped=", l.skipped);
+    if (l.resent) notes += StrCat(" resent=", l.resent, " (the server closed a kept-alive connection)");
     if (l.warmup_failed) notes += StrCat(" warm-up failures=", l.warmup_failed, "/", l.warmup_requests);
     if (l.usage.requests_without_usage) notes += StrCat(" no-usage=", l.usage.requests_without_usage);
     if (l.usage.prompt_mismatches) notes += StrCat(" prompt-length-mismatch=", l.usage.prompt_mismatches);

@@ -8,6 +8,12 @@
 // arrival), by one wake-up overshoot plus loopback delivery plus thread scheduling. On the shared 2-core CI machine
 // that stays within a few ms; kSlack = 30 ms bounds it with margin while staying well below the 25–100 ms gaps
 // that tell TTFT, ITL, TPOT and E2E apart.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -217,6 +223,106 @@ TEST(BenchStreamingClient, NoListenerIsAConnectionFailure) {
   client.Run("/v1/completions", "{}", 5.0, Clock::now(), record, text);
   EXPECT_EQ(record.outcome, Outcome::kConnectionFailed);
   EXPECT_NE(record.error.find("could not connect"), std::string::npos) << record.error;
+}
+
+// A loopback server on raw sockets that answers the first request of each connection with a complete SSE reply
+// (keep-alive) and closes the connection when a second request arrives on it, without a reply — what a server
+// does to a kept-alive connection it has decided to drop (llama-server did it in the peer comparison). With
+// `close_first`, it closes every connection on its first request instead.
+class ClosingServer {
+ public:
+  explicit ClosingServer(bool close_first) : close_first_(close_first) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+    EXPECT_EQ(::listen(listener_, 8), 0);
+    socklen_t length = sizeof(address);
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~ClosingServer() {
+    ::shutdown(listener_, SHUT_RDWR);
+    ::close(listener_);
+    thread_.join();
+  }
+  std::string base_url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+  int connections() const { return connections_; }
+
+ private:
+  // Reads one request (headers and a Content-Length body); false when the peer closed first.
+  static bool ReadRequest(int fd) {
+    std::string data;
+    char buffer[4096];
+    size_t body_at = std::string::npos, length = 0;
+    while (body_at == std::string::npos || data.size() < body_at + length) {
+      const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+      if (n <= 0) return false;
+      data.append(buffer, static_cast<size_t>(n));
+      if (body_at == std::string::npos && data.find("\r\n\r\n") != std::string::npos) {
+        body_at = data.find("\r\n\r\n") + 4;
+        const size_t field = data.find("Content-Length: ");
+        if (field != std::string::npos && field < body_at) length = std::stoul(data.substr(field + 16));
+      }
+    }
+    return true;
+  }
+  void Serve() {
+    for (;;) {
+      const int fd = ::accept(listener_, nullptr, nullptr);
+      if (fd < 0) return;  // the listener was shut down
+      ++connections_;
+      if (ReadRequest(fd) && !close_first_) {
+        const std::string events =
+            "data: {\"choices\":[{\"index\":0,\"text\":\"hi\",\"finish_reason\":\"length\"}],"
+            "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\ndata: [DONE]\n\n";
+        const std::string reply =
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: " + std::to_string(events.size()) +
+            "\r\nConnection: keep-alive\r\n\r\n" + events;
+        EXPECT_EQ(::write(fd, reply.data(), reply.size()), static_cast<ssize_t>(reply.size()));
+        ReadRequest(fd);  // the client's next request on this connection: dropped unanswered
+      }
+      ::close(fd);
+    }
+  }
+  bool close_first_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<int> connections_{0};
+  std::thread thread_;
+};
+
+// A request that fails on a reused kept-alive connection before any reply is sent once more on a fresh one, and
+// counted (results.json's resent_on_fresh_connection); a request that fails on a fresh connection is not retried.
+TEST(BenchStreamingClient, AClosedKeptAliveConnectionIsRetriedOnceOnAFreshOne) {
+  ClosingServer server(/*close_first=*/false);
+  HttpOptions options;
+  ASSERT_OK_AND_ASSIGN(options.base, ParseBaseUrl(server.base_url()));
+  StreamingClient client(options);
+  std::string text;
+  for (int i = 0; i < 3; ++i) {
+    RequestRecord record;
+    client.Run("/v1/completions", "{}", 5.0, Clock::now(), record, text);
+    EXPECT_EQ(record.outcome, Outcome::kOk) << i << ": " << record.error;
+    EXPECT_EQ(record.stale_connection_retries, i == 0 ? 0 : 1) << i;
+  }
+  EXPECT_EQ(server.connections(), 3);
+  LevelResult level;
+  std::vector<RequestRecord> records(2);
+  records[1].stale_connection_retries = 1;
+  ComputeLevelMetrics(records, CostModel{}, level);
+  EXPECT_EQ(level.resent, 1);
+
+  ClosingServer closing(/*close_first=*/true);
+  ASSERT_OK_AND_ASSIGN(options.base, ParseBaseUrl(closing.base_url()));
+  StreamingClient fresh(options);
+  RequestRecord record;
+  fresh.Run("/v1/completions", "{}", 5.0, Clock::now(), record, text);
+  EXPECT_EQ(record.outcome, Outcome::kDisconnected) << record.error;
+  EXPECT_EQ(record.stale_connection_retries, 0);
+  EXPECT_EQ(closing.connections(), 1);
 }
 
 TEST(BenchAgainstFakeServer, InvalidUtf8InAServerErrorDoesNotBreakTheResultFiles) {
