@@ -317,7 +317,9 @@ function redrawMessage(conversation, message) {
   const wait = Math.max(0, redrawEnd + REDRAW_IDLE_FACTOR * redrawCost - performance.now());
   setTimeout(() => requestAnimationFrame(() => {
     redrawQueued = false;
-    if (conversation.id !== state.currentId) return;
+    // Once the answer has finished (state.busy cleared), render() has drawn it whole: a redraw queued during the
+    // stream that fires after would only swap in an identical element, detaching the one the reader is clicking.
+    if (conversation.id !== state.currentId || state.busy?.message !== message) return;
     const start = performance.now();
     const index = conversation.messages.indexOf(message);
     const messages = $('messages');
