@@ -147,4 +147,10 @@ void ExpectPoolsAtStart(const EngineCore& core) {
   EXPECT_OK(core.CheckIntegrity());
 }
 
+std::string PathCaseName(const ::testing::TestParamInfo<PathCase>& info) {
+  std::string name = info.param.model + (info.param.fast ? "_fast" : "_reference");
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
 }  // namespace glint::testing

@@ -2,6 +2,8 @@
 // outputs, the plain-model greedy oracle, exact memory sizing, and the "nothing is held" check.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,5 +56,13 @@ std::vector<Tokens> RunGreedyPrompts(EngineCore& core, const std::vector<Tokens>
 // Nothing is held once every request finished: no block has a holder, no slot is taken (cached blocks and
 // checkpoints may stay, findable and evictable), nothing runs or waits, and the integrity check passes.
 void ExpectPoolsAtStart(const EngineCore& core);
+
+// A model ("glint-tiny" or a golden fixture's name) on one forward path, for value-parameterised engine tests.
+struct PathCase {
+  std::string model;
+  bool fast = false;
+};
+// Its GoogleTest parameter name: "tiny_dense_reference", "glint_tiny_fast".
+std::string PathCaseName(const ::testing::TestParamInfo<PathCase>& info);
 
 }  // namespace glint::testing

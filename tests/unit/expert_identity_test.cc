@@ -27,10 +27,7 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
-std::string ModelDir(const std::string& name) {
-  return name == "glint-tiny" ? testing::TestDataPath("../../models/glint-tiny")
-                              : testing::TestDataPath("golden/" + name);
-}
+using testing::ModelDir;
 
 // Four prompts of 5..20 tokens in the model's vocabulary; the second and fourth share the first one's start.
 std::vector<Tokens> PromptsFor(const std::string& name) {

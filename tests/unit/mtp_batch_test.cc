@@ -18,10 +18,7 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
-std::string ModelDir(const std::string& name) {
-  return name == "glint-tiny" ? testing::TestDataPath("../../models/glint-tiny")
-                              : testing::TestDataPath("golden/" + name);
-}
+using testing::ModelDir;
 
 // One sequence of the test: its tokens and, per copy (batched, alone), its state and the trunk's hidden rows.
 struct Sequence {

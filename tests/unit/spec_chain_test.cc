@@ -33,15 +33,8 @@ using testing::RunToCompletion;
 
 constexpr int64_t kGenerated = 14;
 
-struct ChainCase {
-  std::string model;
-  bool fast = false;
-};
-std::string CaseName(const ::testing::TestParamInfo<ChainCase>& info) {
-  std::string name = info.param.model + (info.param.fast ? "_fast" : "_reference");
-  std::replace(name.begin(), name.end(), '-', '_');
-  return name;
-}
+using ChainCase = testing::PathCase;
+using testing::PathCaseName;
 
 // A model, prompts past the indexer's dense regime that share prefixes, and their plain greedy continuations.
 struct Fixture {
@@ -152,7 +145,7 @@ TEST_P(SpecChain, GreedyOutputsEqualThePlainLoopForEveryK) {
 INSTANTIATE_TEST_SUITE_P(Models, SpecChain,
                          ::testing::Values(ChainCase{"tiny-dense"}, ChainCase{"tiny-sparse"},
                                            ChainCase{"glint-tiny", /*fast=*/true}, ChainCase{"glint-tiny"}),
-                         CaseName);
+                         PathCaseName);
 
 // The trained model: deeper drafts are accepted less often, and more drafts per step take fewer steps.
 TEST(SpecChainTrained, AcceptanceFallsWithDepthAndStepsDrop) {

@@ -35,10 +35,8 @@ namespace {
 
 using Tokens = std::vector<int32_t>;
 
-std::string GlintTinyDir() { return testing::TestDataPath("../../models/glint-tiny"); }
-std::string ModelDir(const std::string& name) {
-  return name == "glint-tiny" ? GlintTinyDir() : testing::TestDataPath("golden/" + name);
-}
+std::string GlintTinyDir() { return testing::ModelDir("glint-tiny"); }
+using testing::ModelDir;
 
 // ---------------------------------------------------------------------------------------------------------------
 // Model level
@@ -288,15 +286,8 @@ constexpr int64_t kGenerated = 12;
 
 // The golden fixtures on the fp32 reference; the trained model on the fast path too (the reference is the oracle
 // either way: each path's speculative outputs are checked against the same path's plain loop).
-struct EngineCase {
-  std::string model;
-  bool fast = false;
-};
-std::string CaseName(const ::testing::TestParamInfo<EngineCase>& info) {
-  std::string name = info.param.model + (info.param.fast ? "_fast" : "_reference");
-  std::replace(name.begin(), name.end(), '-', '_');
-  return name;
-}
+using EngineCase = testing::PathCase;
+using testing::PathCaseName;
 
 // A model, its prompts and their greedy continuations by the plain loop: made once per process.
 struct Fixture {
@@ -467,7 +458,7 @@ TEST_P(SpecEngine, StopTokensCutAnAcceptedPair) {
 INSTANTIATE_TEST_SUITE_P(Models, SpecEngine,
                          ::testing::Values(EngineCase{"tiny-dense"}, EngineCase{"tiny-sparse"},
                                            EngineCase{"glint-tiny", /*fast=*/true}),
-                         CaseName);
+                         PathCaseName);
 
 // The trained model on the fp32 reference, everything at once: batched, chunked (budget 7), prefix caching with
 // hits, preemption, and n = 2; greedy outputs equal the plain loop's.

@@ -9,6 +9,10 @@ namespace glint::testing {
 
 std::string TestDataPath(const std::string& relative) { return std::string(GLINT_TEST_DATA_DIR) + "/" + relative; }
 
+std::string ModelDir(const std::string& name) {
+  return name == "glint-tiny" ? TestDataPath("../../models/glint-tiny") : TestDataPath("golden/" + name);
+}
+
 namespace {
 std::vector<std::string>& TempDirs() {
   static auto* dirs = new std::vector<std::string>();  // never destroyed: the atexit hook reads it

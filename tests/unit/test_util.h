@@ -11,6 +11,8 @@ namespace glint::testing {
 
 // Absolute path of a file under tests/data.
 std::string TestDataPath(const std::string& relative);
+// A test model's directory: "glint-tiny" (the trained default, models/glint-tiny) or a golden fixture's name.
+std::string ModelDir(const std::string& name);
 // A fresh empty directory under the system temp dir, removed at process exit.
 std::string MakeTempDir(const std::string& tag);
 
