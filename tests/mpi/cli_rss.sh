@@ -25,12 +25,15 @@ peak_one=$(($(sed -n 's/^peak_kib \([0-9]*\)$/\1/p' "$work/one.log") * 1024))
 ((peak_one >= container)) || fail "one process's peak RSS $peak_one < container $container"
 own=$((peak_one - container))
 
-timeout 60 "$mpirun" "${MPIRUN_LOCAL[@]}" -np 2 /usr/bin/time -f "peak_kib %M" "$glint" "${RUN[@]}" --tp 2 \
+# Each rank's peak into its own file: time's report on stderr can be lost when mpirun ends the job's output.
+# shellcheck disable=SC2016  # $OMPI_COMM_WORLD_RANK is expanded by each rank's shell
+timeout 60 "$mpirun" "${MPIRUN_LOCAL[@]}" -np 2 \
+  sh -c 'exec /usr/bin/time -f "peak_kib %M" -o "$0.$OMPI_COMM_WORLD_RANK" "$@"' "$work/peak" "$glint" "${RUN[@]}" --tp 2 \
   >"$work/two.txt" 2>"$work/two.log" || fail "run --tp 2: $(tail "$work/two.log")"
 cmp -s "$work/one.txt" "$work/two.txt" || fail "--tp 2 text differs: $(cat "$work/two.txt") vs $(cat "$work/one.txt")"
 # The shard table: "  0  0  0–63  64  0–511 of 1024  yes ...  166.3 MB" — the last two fields of each rank's row.
 mapfile -t shards < <(awk '$1 ~ /^[0-9]+$/ && $2 ~ /^[0-9]+$/ && $NF == "MB" { printf "%.0f\n", $(NF-1) * 1e6 }' "$work/two.log")
-mapfile -t peaks < <(sed -n 's/^peak_kib \([0-9]*\)$/\1/p' "$work/two.log")
+mapfile -t peaks < <(sed -n 's/^peak_kib \([0-9]*\)$/\1/p' "$work/peak.0" "$work/peak.1")
 [[ ${#shards[@]} == 2 && ${#peaks[@]} == 2 ]] || fail "want 2 shard rows and 2 peaks: $(cat "$work/two.log")"
 for i in 0 1; do
   # The ranks' peaks come in any order; both shards are within a block of each other, so take the larger.
