@@ -63,7 +63,7 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   return Status::Ok();
 }
 
-Result<MappedFile> MappedFile::Open(const std::string& path, bool populate) {
+Result<MappedFile> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IoError("cannot open '", path, "': ", std::strerror(errno));
   struct stat info {};
@@ -80,7 +80,7 @@ Result<MappedFile> MappedFile::Open(const std::string& path, bool populate) {
   mapped.path_ = path;
   mapped.size_ = static_cast<size_t>(info.st_size);
   if (mapped.size_ > 0) {
-    void* address = ::mmap(nullptr, mapped.size_, PROT_READ, MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, 0);
+    void* address = ::mmap(nullptr, mapped.size_, PROT_READ, MAP_PRIVATE, fd, 0);
     if (address == MAP_FAILED) {
       int err = errno;
       ::close(fd);

@@ -20,9 +20,9 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents);
 // A read-only private mapping of a whole file. Movable, not copyable; unmaps on destruction.
 class MappedFile {
  public:
-  // With `populate`, every page is read in and mapped before Open returns (MAP_POPULATE): the load cost is paid
-  // here, measurably, instead of as page faults inside the first forward pass.
-  static Result<MappedFile> Open(const std::string& path, bool populate = false);
+  // Maps without reading the pages in: they fault in when first read (a caller that wants them resident up front
+  // touches them itself, on the threads whose NUMA node should hold them).
+  static Result<MappedFile> Open(const std::string& path);
 
   MappedFile() = default;
   MappedFile(MappedFile&& other) noexcept;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,6 +49,7 @@ Result<Figures> PreadRandom(DirectFileReader& reader, const std::vector<Containe
   std::vector<Figures> per(threads);
   Stopwatch watch;
   std::vector<std::thread> workers;
+  workers.reserve(threads);
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
       Buffer buffer(largest);
@@ -72,9 +74,10 @@ Result<Figures> PreadRandom(DirectFileReader& reader, const std::vector<Containe
 Result<Figures> UringReads(UringExtentReader& ring, const std::vector<ContainerExtent>& extents, uint64_t largest,
                            uint64_t total, bool sequential) {
   std::vector<std::unique_ptr<Buffer>> buffers;
+  buffers.reserve(ring.depth());
   for (int i = 0; i < ring.depth(); ++i) buffers.push_back(std::make_unique<Buffer>(largest));
-  std::vector<int> free_buffers;
-  for (int i = 0; i < ring.depth(); ++i) free_buffers.push_back(i);
+  std::vector<int> free_buffers(ring.depth());
+  std::iota(free_buffers.begin(), free_buffers.end(), 0);
   uint64_t state = 0x9e3779b97f4a7c15ull, submitted = 0;
   size_t next = 0;
   Figures figures;
@@ -121,7 +124,7 @@ void PrintRow(const char* how, int depth, const Figures& f, double sequential_mb
 
 Status RunBenchExpertIo(const BenchIoFlags& flags) {
   const std::string path = JoinPath(flags.model, kContainerFileName);
-  GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(path, false));
+  GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(path));
   const std::vector<ContainerExtent>& extents = container.extents();
   if (extents.empty()) return InvalidArgument("'", path, "' has no routed-expert extents (a dense model?)");
   uint64_t largest = 0, sum = 0;

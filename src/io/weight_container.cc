@@ -177,8 +177,8 @@ Status ContainerWriter::Finish() {
   return Status::Ok();
 }
 
-Result<ContainerFile> ContainerFile::Open(const std::string& path, bool populate) {
-  GLINT_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path, populate));
+Result<ContainerFile> ContainerFile::Open(const std::string& path) {
+  GLINT_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(path));
   ContainerFile container;
   container.file_ = std::make_unique<MappedFile>(std::move(mapped));
   const std::span<const uint8_t> bytes = container.file_->bytes();

@@ -90,8 +90,9 @@ class ContainerWriter {
 
 class ContainerFile {
  public:
-  // Maps `path` read-only; with `populate` every page is read in before returning (see MappedFile).
-  static Result<ContainerFile> Open(const std::string& path, bool populate);
+  // Maps `path` read-only, without reading its pages in: the model reads in the tensors it binds (FastModel::Load's
+  // TouchPages), a page at a time where it needs them.
+  static Result<ContainerFile> Open(const std::string& path);
 
   const ContainerEntry* Find(const std::string& name) const;
   const std::vector<ContainerEntry>& entries() const { return entries_; }

@@ -27,8 +27,8 @@ struct FastPass {
 namespace {
 
 // Reads one byte of every page of the source's blobs on the pool's threads: the pages of a mapped container come
-// in now (as MAP_POPULATE would, but only this rank's tensors) and, on a NUMA machine, are placed on the node of
-// the threads that will read them (first touch).
+// in now (only the tensors this model binds: this rank's, not the vision tower's) and, on a NUMA machine, are placed on
+// the node of the threads that will read them (first touch).
 void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
   constexpr size_t kPage = 4096;
   std::vector<std::span<const uint8_t>> blobs;
@@ -204,7 +204,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
     // not the vision tower's (the image encoder's, on rank 0), not another rank's experts or slices (Assemble cuts
     // the source to this rank's), and with an expert cache not the routed experts (AttachExpertCache reads the
     // rest).
-    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path, /*populate=*/false));
+    GLINT_ASSIGN_OR_RETURN(ContainerFile container, ContainerFile::Open(container_path));
     GLINT_ASSIGN_OR_RETURN(source, SourceFromContainer(std::make_unique<ContainerFile>(std::move(container))));
     GLINT_ASSIGN_OR_RETURN(plan, FastShardPlan(config, options, SourceColumnGroup(source)));
   } else {

@@ -44,7 +44,7 @@ class FastImageEncoder final : public ImageEncoder {
 // (the text model holds its own mapping; the pages are shared), without reading every page in.
 Result<std::unique_ptr<ImageEncoder>> LoadContainerImageEncoder(const std::string& path, const VisionConfig& config,
                                                                 WorkerPool& pool) {
-  GLINT_ASSIGN_OR_RETURN(ContainerFile file, ContainerFile::Open(path, /*populate=*/false));
+  GLINT_ASSIGN_OR_RETURN(ContainerFile file, ContainerFile::Open(path));
   auto container = std::make_shared<const ContainerFile>(std::move(file));
   const auto stored = container->metadata().find(std::string(kContainerVisionKey));
   if (stored == container->metadata().end()) {

@@ -25,7 +25,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (file == nullptr) std::abort();
   if (size > 0 && std::fwrite(data, 1, size, file) != size) std::abort();
   std::fclose(file);
-  auto container = glint::ContainerFile::Open(path, /*populate=*/false);
+  auto container = glint::ContainerFile::Open(path);
   if (!container.ok()) return 0;
   volatile uint8_t sink = 0;
   for (const glint::ContainerEntry& entry : container->entries()) {

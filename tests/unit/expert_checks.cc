@@ -31,7 +31,7 @@ std::string ConvertToContainer(const std::string& model_dir, WorkerPool& pool, c
 }
 
 uint64_t ExpertExtentOffset(const std::string& container_dir, int64_t layer, int64_t expert) {
-  const Result<ContainerFile> container = ContainerFile::Open(JoinPath(container_dir, kContainerFileName), false);
+  const Result<ContainerFile> container = ContainerFile::Open(JoinPath(container_dir, kContainerFileName));
   EXPECT_TRUE(container.ok()) << container.status().ToString();
   if (!container.ok()) return 0;
   const std::string prefix = layer < 0 ? std::string("mtp.moe.") : "layers." + std::to_string(layer) + ".moe.";

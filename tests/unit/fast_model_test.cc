@@ -341,17 +341,17 @@ TEST(FastContainer, TruncatedOrForeignContainersAreRefused) {
   ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFile(path));
   // Truncated: the last blobs lie past the end.
   ASSERT_OK(WriteFileAtomic(path, std::string_view(bytes).substr(0, bytes.size() / 2)));
-  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "outside the data section");
+  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "outside the data section");
   // A version 1 container (before per-expert extents): refused with the way out.
   std::string old = bytes;
   const size_t version = old.find("\"container_version\":2");
   ASSERT_NE(version, std::string::npos);
   old[version + std::string("\"container_version\":").size()] = '1';
   ASSERT_OK(WriteFileAtomic(path, old));
-  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "re-run `glint convert`");
+  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "re-run `glint convert`");
   // Not a container at all.
   ASSERT_OK(WriteFileAtomic(path, "hello"));
-  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path, false), "GLINTWC1 magic");
+  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "GLINTWC1 magic");
   // A container of another model: the tiny-sparse config against tiny-dense weights.
   ASSERT_OK(WriteFileAtomic(path, bytes));
   ASSERT_OK_AND_ASSIGN(std::string sparse_config, ReadFile(testing::TestDataPath("golden/tiny-sparse/config.json")));

@@ -329,7 +329,7 @@ std::unique_ptr<ContainerFile> WriteTowerContainer(const FastVisionTower& tower,
     for (const auto& blob : e.blobs) EXPECT_OK((*writer)->WriteNextBlob(blob));
   }
   EXPECT_OK((*writer)->Finish());
-  Result<ContainerFile> file = ContainerFile::Open(path, false);
+  Result<ContainerFile> file = ContainerFile::Open(path);
   EXPECT_TRUE(file.ok()) << file.status().ToString();
   return std::make_unique<ContainerFile>(std::move(*file));
 }
