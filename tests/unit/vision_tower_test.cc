@@ -311,6 +311,25 @@ TEST(VisionFast, MatchesReferenceOnTwoFramesAtEveryLevel) {
   }
 }
 
+// A frame of more than 512 patches (tower_fast.cc's kKeyChunk): Vᵀ p is summed over key chunks of 512 and a partial
+// last one (24 × 24 = 576 patches: 512 + 64), in both formats, against the reference.
+TEST(VisionFast, AttentionOverSeveralKeyChunksMatchesReference) {
+  const VisionConfig c = TinyVision();
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(WriteTower(c, "vision-chunks")));
+  ASSERT_OK_AND_ASSIGN(VisionWeights weights, LoadVisionWeights(checkpoint, c));
+  const VisionInput input = SyntheticInput(c, 1, 24, 24);
+  ASSERT_OK_AND_ASSIGN(std::vector<float> reference, RunVisionTowerReference(weights, c, input));
+  WorkerPool pool(2);
+  for (VisionWeightFormat format : {VisionWeightFormat::kBf16, VisionWeightFormat::kInt8}) {
+    FastVisionOptions options;
+    options.format = format;
+    ASSERT_OK_AND_ASSIGN(FastVisionTower tower, FastVisionTower::Create(weights, c, options));
+    ASSERT_OK_AND_ASSIGN(std::vector<float> fast, tower.Run(pool, input, nullptr, nullptr));
+    const double bound = format == VisionWeightFormat::kBf16 ? kBf16Bound : kInt8Bound;
+    EXPECT_LE(RelativeRms(fast, reference), bound) << VisionWeightFormatName(format);
+  }
+}
+
 // The tower in a `glint convert` container (tower_store.cc): written by ContainerWriter from StoredTensors and
 // viewed by FromStored, it gives bit-identical rows to the tower packed from the checkpoint (the stored bytes are
 // the packed bytes), in both formats; a bad entry names itself; LoadImageEncoder refuses a container written
