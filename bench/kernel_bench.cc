@@ -293,8 +293,8 @@ void BM_IndexerInt8Scores(benchmark::State& state) {
   std::vector<int16_t> codes(query.size());
   std::vector<float> query_scales(kIndexerHeads), scores(kIndexerPools);
   indexer::QuantizeQuery(query.data(), kIndexerHeads, kIndexerDim, codes.data(), query_scales.data());
-  std::vector<uint8_t> biased(codes.size());
-  indexer::BiasQueryCodes(codes.data(), kIndexerHeads, kIndexerDim, biased.data());
+  std::vector<uint8_t> vnni(indexer::VnniQueryBytes(kIndexerHeads, kIndexerDim));
+  indexer::PackQueryForVnni(codes.data(), kIndexerHeads, kIndexerDim, vnni.data());
   std::vector<int8_t> packed(indexer::AmxQueryBytes(kIndexerHeads, kIndexerDim));
   indexer::PackQueryForAmx(codes.data(), kIndexerHeads, kIndexerDim, packed.data());
   const float scale = 1.0f / std::sqrt(static_cast<float>(kIndexerDim));
@@ -302,7 +302,7 @@ void BM_IndexerInt8Scores(benchmark::State& state) {
   const auto block = [&](int64_t m, int64_t n) {  // n pools from m, one block
     const int8_t* k = keys.data() + m * kIndexerDim;
     if (kernel == 1) {
-      indexer::ScoresInt8Vnni(biased.data(), query_scales.data(), weights.data(), k, key_scales.data() + m, n,
+      indexer::ScoresInt8Vnni(vnni.data(), query_scales.data(), weights.data(), k, key_scales.data() + m, n,
                               kIndexerHeads, kIndexerDim, scale, scores.data() + m);
     } else {
       indexer::ScoresInt8(codes.data(), query_scales.data(), weights.data(), k, key_scales.data() + m, n, kIndexerHeads,

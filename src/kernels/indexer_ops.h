@@ -29,13 +29,18 @@ void ScoresInt8(const int16_t* query_codes, const float* query_scales, const flo
 void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
                 int64_t dim, float scale, float* scores);
 
-// int8 keys with AVX-512 VNNI (indexer_ops_vnni.cc: 16 keys per instruction, no horizontal sums), bit-exact with
-// ScoresInt8Reference. Only where Int8VnniSupported(dim): the CPU has AVX-512 VNNI (isa.h kAvx512) and dim is a
-// multiple of 4; ScoresInt8 (AVX2 / AVX-512 without VNNI / scalar, Highway-dispatched) otherwise. The query goes in
-// biased: biased[h · dim + c] = codes[h · dim + c] + 128 (BiasQueryCodes, once per query).
+// int8 keys with AVX-512 VNNI (indexer_ops_vnni.cc: 16 keys × 16 heads per tile, each key's codes broadcast
+// into vpdpbusd, no gathers), bit-exact with ScoresInt8Reference. Only where Int8VnniSupported(dim): the CPU has
+// AVX-512 VNNI (isa.h kAvx512) and dim is a multiple of 4 and at most kVnniMaxDim (a partial tile of keys is
+// copied into a stack buffer of 16 rows); ScoresInt8 (AVX2 / AVX-512 without VNNI / scalar,
+// Highway-dispatched) otherwise. The query goes in packed as the tiles' operand (PackQueryForVnni, once per query):
+// packed[((b · dim/4 + w) · 16 + l) · 4 + i] = codes[(16b + l) · dim + 4w + i] + 128, 128 past the heads
+// (VnniQueryBytes(heads, dim) bytes).
+inline constexpr int64_t kVnniMaxDim = 1024;
 bool Int8VnniSupported(int64_t dim);
-void BiasQueryCodes(const int16_t* codes, int64_t heads, int64_t dim, uint8_t* biased);
-void ScoresInt8Vnni(const uint8_t* biased_codes, const float* query_scales, const float* head_weights,
+int64_t VnniQueryBytes(int64_t heads, int64_t dim);
+void PackQueryForVnni(const int16_t* codes, int64_t heads, int64_t dim, uint8_t* packed);
+void ScoresInt8Vnni(const uint8_t* packed_query, const float* query_scales, const float* head_weights,
                     const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
                     float* scores);
 

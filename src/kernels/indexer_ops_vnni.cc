@@ -1,14 +1,22 @@
 // The int8 pool scores with AVX-512 VNNI (indexer_ops.h: ScoresInt8Vnni). The function carries its target
 // attribute itself, so nothing here runs on a CPU without VNNI: Int8VnniSupported() is checked first.
 //
-// Layout trick: the pooled keys of a cache block are rows [pools, dim] of int8. One vpgatherdd takes 4 consecutive
-// codes of each of 16 rows (16 keys × 4 dims, one key per 32-bit lane), so vpdpbusd against a query's 4 codes
-// broadcast to every lane adds 4 products to each of 16 keys' dot products at once: the dot products end up one
-// key per lane, with no horizontal sum, and one gather feeds every head of a group (up to 8 accumulators).
-// vpdpbusd multiplies unsigned by signed bytes, so the query codes (−127..127) are biased to q + 128 (1..255):
+// The scores are a small GEMM, dots[m][h] = Σ_c key_m[c] · query_h[c] (16 pools × 32 heads × 128 dims per cache
+// block), laid out as the weight kernels do it (gemm_tile_avx512.h) with the query in the weights' place:
+//   * one 64-byte operand holds 16 heads × 4 dims of the query (packed once per query, PackQueryForVnni);
+//   * `vpdpbusd` multiplies it by 4 codes of one key broadcast to every lane — an embedded {1to16} broadcast
+//     straight from the cache row, so no gather and no shuffle feeds the products;
+//   * 16 keys are 16 int32 accumulators with heads in lanes; each query operand serves all 16.
+// vpdpbusd multiplies unsigned by signed bytes, so the query codes (−127..127) go in biased to q + 128 (1..255):
 //   Σ_c (q_c + 128) · k_c = Σ_c q_c · k_c + 128 · Σ_c k_c,
-// and the key sums Σ k_c come from one more vpdpbusd against bytes of 1. All of it is exact int32
-// (|Σ| ≤ 255 · 127 · dim < 2^31 for dim < 66,000); the fp32 epilogue is Int8Term's arithmetic, in its order.
+// with the key sums Σ k_c from one vpdpbusd against bytes of 1 per 64 codes of each key. All of it is exact int32
+// (|Σ| ≤ 255 · 127 · dim < 2^31 for dim < 66,000).
+// The epilogue must add the heads' fp32 terms in ascending head order per key (Int8Term's arithmetic in its
+// order, so the scores are bit-exact with ScoresInt8Reference): a 16 × 16 transpose turns the accumulators to
+// keys in lanes, and the terms are added one head at a time, as the reference does.
+// Cost per 16 keys at the release's 32 heads × 128 dims: 1,024 vpdpbusd against 64 + 2 × 64 shuffles and 32 × 7
+// epilogue operations (the gather-based kernel it replaced spent ≈ 8× longer, one 16-lane gather per 4 dims per
+// 8 heads).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593, see gemm_i8_avx512.cc
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
@@ -23,78 +31,158 @@ namespace glint::indexer {
 namespace {
 
 #define GLINT_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
+#define GLINT_INLINE_VNNI GLINT_TARGET_VNNI inline __attribute__((always_inline))
 
-constexpr int64_t kKeysPerTile = 16;  // one key per 32-bit lane of a zmm register
+constexpr int64_t kKeysPerTile = 16;   // one key per accumulator (and, after the transpose, per lane)
+constexpr int64_t kHeadsPerBlock = 16;  // one head per 32-bit lane of a query operand
 
-// Scores of up to 16 keys (`mask`), heads [h0, h0 + kGroup) of which `heads_here` are real; the others repeat the
-// group's first head and are not added. `total` accumulates the weighted terms in ascending head order.
-template <int kGroup>
-GLINT_TARGET_VNNI inline __m512 AddHeadGroup(const uint32_t* biased, const float* query_scales,
-                                             const float* head_weights, const int8_t* keys, __mmask16 mask,
-                                             __m512 key_scales, int64_t h0, int64_t heads_here, int64_t dim,
-                                             float scale, __m512 total) {
-  const __m512i rows = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                          _mm512_set1_epi32(static_cast<int>(dim)));
-  const __m512i ones = _mm512_set1_epi8(1);
-  const int64_t words = dim / 4;  // 4 codes per 32-bit word
-  const uint32_t* q[kGroup];
-  for (int a = 0; a < kGroup; ++a) q[a] = biased + (h0 + (a < heads_here ? a : 0)) * words;
-  __m512i acc[kGroup];
-  for (int a = 0; a < kGroup; ++a) acc[a] = _mm512_setzero_si512();
-  __m512i key_sums = _mm512_setzero_si512();
-  for (int64_t w = 0; w < words; ++w) {
-    const __m512i k = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mask, rows, keys + 4 * w, 1);
-    key_sums = _mm512_dpbusd_epi32(key_sums, ones, k);
-    for (int a = 0; a < kGroup; ++a) {
-      acc[a] = _mm512_dpbusd_epi32(acc[a], _mm512_set1_epi32(static_cast<int>(q[a][w])), k);
-    }
+int64_t HeadBlocks(int64_t heads) { return (heads + kHeadsPerBlock - 1) / kHeadsPerBlock; }
+
+// r[j][l] → r[l][j] for 16 vectors of 16 int32: unpack 32-bit, unpack 64-bit, then a 4 × 4 transpose of the
+// 128-bit chunks in two rounds of shuffle_i32x4 (64 shuffles).
+GLINT_INLINE_VNNI void Transpose16x16(__m512i (&r)[16]) {
+  __m512i t[16], u[16];
+  for (int p = 0; p < 16; p += 2) {
+    t[p] = _mm512_unpacklo_epi32(r[p], r[p + 1]);      // chunk k: r_p[4k], r_p+1[4k], r_p[4k+1], r_p+1[4k+1]
+    t[p + 1] = _mm512_unpackhi_epi32(r[p], r[p + 1]);  // the same for 4k+2, 4k+3
   }
-  const __m512i bias = _mm512_slli_epi32(key_sums, 7);  // 128 · Σ k
-  for (int a = 0; a < heads_here; ++a) {
-    const int64_t h = h0 + a;
-    const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[a], bias));
-    // weight · max(dot · ((scale · t_h) · s_m), 0), as Int8Term; max(0, x) keeps a NaN x as std::max(x, 0) does.
-    const __m512 factor = _mm512_mul_ps(_mm512_set1_ps(scale * query_scales[h]), key_scales);
-    const __m512 positive = _mm512_max_ps(_mm512_setzero_ps(), _mm512_mul_ps(dot, factor));
-    total = _mm512_add_ps(total, _mm512_mul_ps(_mm512_set1_ps(head_weights[h]), positive));
+  for (int g = 0; g < 4; ++g) {  // u[4g + i], chunk k: rows 4g..4g+3 at column 4k + i
+    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
   }
-  return total;
+  for (int i = 0; i < 4; ++i) {  // column 4k + i gathers chunk k of u[i], u[4 + i], u[8 + i], u[12 + i]
+    const __m512i x0 = _mm512_shuffle_i32x4(u[i], u[4 + i], 0x44);  // A0 A1 B0 B1
+    const __m512i x1 = _mm512_shuffle_i32x4(u[i], u[4 + i], 0xee);  // A2 A3 B2 B3
+    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0x44);
+    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0xee);
+    r[i] = _mm512_shuffle_i32x4(x0, y0, 0x88);       // A0 B0 C0 D0
+    r[4 + i] = _mm512_shuffle_i32x4(x0, y0, 0xdd);   // A1 B1 C1 D1
+    r[8 + i] = _mm512_shuffle_i32x4(x1, y1, 0x88);   // A2 B2 C2 D2
+    r[12 + i] = _mm512_shuffle_i32x4(x1, y1, 0xdd);  // A3 B3 C3 D3
+  }
 }
 
-template <int kGroup>
-GLINT_TARGET_VNNI void ScoresWithGroup(const uint8_t* biased_codes, const float* query_scales,
-                                       const float* head_weights, const int8_t* keys, const float* key_scales,
-                                       int64_t pools, int64_t heads, int64_t dim, float scale, float* scores) {
-  const auto* biased = reinterpret_cast<const uint32_t*>(biased_codes);
+// 128 · Σ_c key_j[c] for the 16 keys at `keys` (row stride dim), key j in lane j.
+GLINT_INLINE_VNNI __m512i KeyBias(const int8_t* keys, int64_t dim) {
+  const __m512i ones = _mm512_set1_epi8(1);
+  __m512i sums[kKeysPerTile];
+  for (int j = 0; j < kKeysPerTile; ++j) {
+    sums[j] = _mm512_setzero_si512();
+    for (int64_t c = 0; c < dim; c += 64) {
+      const __mmask64 valid = dim - c >= 64 ? ~__mmask64{0} : (__mmask64{1} << (dim - c)) - 1;
+      sums[j] = _mm512_dpbusd_epi32(sums[j], ones, _mm512_maskz_loadu_epi8(valid, keys + j * dim + c));
+    }
+  }
+  Transpose16x16(sums);  // lane j of sums[l]: key j's partial sum l
+  __m512i total = sums[0];
+  for (int l = 1; l < 16; ++l) total = _mm512_add_epi32(total, sums[l]);
+  return _mm512_slli_epi32(total, 7);
+}
+
+// dots[j] lane l = Σ_c (q_{16b+l}[c] + 128) · key_j[c] for the head block at `packed_block` and the 16 keys at
+// `keys` (row stride dim; kDim = dim when it is known at compile time, 0 otherwise). With kDim known every key's
+// codes are at a constant offset from one pointer, so the 16 accumulators, the query operand and the broadcasts fit
+// the registers; GCC 12 keeps the accumulators in place only when this is its own function and an empty asm pins
+// them before the stores (as gemm_tile_avx512.h: checked with objdump, no stack traffic in the loop).
+template <int64_t kDim>
+GLINT_TARGET_VNNI __attribute__((noinline)) void HeadBlockDots(const uint8_t* packed_block, const int8_t* keys,
+                                                              int64_t dim, __m512i* dots) {
+  const int64_t d = kDim != 0 ? kDim : dim;
+  __m512i acc[kKeysPerTile];
+#pragma GCC unroll 16
+  for (int j = 0; j < kKeysPerTile; ++j) acc[j] = _mm512_setzero_si512();
+  for (int64_t w = 0; w < d / 4; ++w) {
+    const __m512i query = _mm512_loadu_si512(packed_block + w * 64);
+#pragma GCC unroll 16
+    for (int j = 0; j < kKeysPerTile; ++j) {
+      // acc[j] += query · key j's dims 4w..4w+3 broadcast to every head's lane ({1to16} from memory). Written
+      // out because GCC 12 moves each accumulator to a scratch register and back around the intrinsic (two
+      // register copies per product, seen with objdump), and does not fold the broadcast into the instruction.
+      asm("vpdpbusd %2%{1to16%}, %1, %0"
+          : "+v"(acc[j])
+          : "v"(query), "m"(*reinterpret_cast<const int32_t*>(keys + j * d + 4 * w)));
+    }
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < kKeysPerTile; ++j) asm volatile("" : "+v"(acc[j]));
+#pragma GCC unroll 16
+  for (int j = 0; j < kKeysPerTile; ++j) _mm512_store_si512(dots + j, acc[j]);
+}
+
+// scores[0, 16) of the 16 keys at `keys` (row stride dim).
+template <int64_t kDim>
+GLINT_TARGET_VNNI void ScoreTile(const uint8_t* packed, const float* query_scales, const float* head_weights,
+                                 const int8_t* keys, const float* key_scales, __mmask16 mask, int64_t heads,
+                                 int64_t dim, float scale, float* scores) {
+  const __m512 s = _mm512_maskz_loadu_ps(mask, key_scales);
+  const __m512i bias = KeyBias(keys, dim);
+  __m512 total = _mm512_setzero_ps();
+  for (int64_t b = 0; b < HeadBlocks(heads); ++b) {
+    __m512i dots[kKeysPerTile];
+    HeadBlockDots<kDim>(packed + b * dim * kHeadsPerBlock, keys, dim, dots);
+    Transpose16x16(dots);  // dots[l] lane j: head 16b + l against key j
+    const int64_t heads_here = std::min(kHeadsPerBlock, heads - b * kHeadsPerBlock);
+    for (int64_t l = 0; l < heads_here; ++l) {
+      const int64_t h = b * kHeadsPerBlock + l;
+      const __m512 dot = _mm512_cvtepi32_ps(_mm512_sub_epi32(dots[l], bias));
+      // weight · max(dot · ((scale · t_h) · s_m), 0), as Int8Term; max(0, x) keeps a NaN x as std::max(x, 0) does.
+      const __m512 factor = _mm512_mul_ps(_mm512_set1_ps(scale * query_scales[h]), s);
+      const __m512 positive = _mm512_max_ps(_mm512_setzero_ps(), _mm512_mul_ps(dot, factor));
+      total = _mm512_add_ps(total, _mm512_mul_ps(_mm512_set1_ps(head_weights[h]), positive));
+    }
+  }
+  _mm512_mask_storeu_ps(scores, mask, total);
+}
+
+template <int64_t kDim>
+GLINT_TARGET_VNNI void Scores(const uint8_t* packed_query, const float* query_scales, const float* head_weights,
+                              const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim,
+                              float scale, float* scores) {
+  alignas(64) int8_t padded[kKeysPerTile * kVnniMaxDim];
   for (int64_t m = 0; m < pools; m += kKeysPerTile) {
     const int64_t n = std::min(kKeysPerTile, pools - m);
-    const __mmask16 mask = static_cast<__mmask16>((1u << n) - 1);
-    const __m512 s = _mm512_maskz_loadu_ps(mask, key_scales + m);
-    __m512 total = _mm512_setzero_ps();
-    for (int64_t h0 = 0; h0 < heads; h0 += kGroup) {
-      total = AddHeadGroup<kGroup>(biased, query_scales, head_weights, keys + m * dim, mask, s, h0,
-                                   std::min<int64_t>(kGroup, heads - h0), dim, scale, total);
+    const int8_t* tile = keys + m * dim;
+    if (n < kKeysPerTile) {  // a partial tile: rows past n repeat row n − 1 (scored, never stored)
+      for (int64_t j = 0; j < kKeysPerTile; ++j) std::memcpy(padded + j * dim, tile + std::min(j, n - 1) * dim, dim);
+      tile = padded;
     }
-    _mm512_mask_storeu_ps(scores + m, mask, total);
+    ScoreTile<kDim>(packed_query, query_scales, head_weights, tile, key_scales + m,
+                    static_cast<__mmask16>((1u << n) - 1), heads, dim, scale, scores + m);
   }
 }
 
 }  // namespace
 
-bool Int8VnniSupported(int64_t dim) { return dim % 4 == 0 && IsaSupported(Isa::kAvx512); }
+bool Int8VnniSupported(int64_t dim) { return dim % 4 == 0 && dim <= kVnniMaxDim && IsaSupported(Isa::kAvx512); }
 
-void BiasQueryCodes(const int16_t* codes, int64_t heads, int64_t dim, uint8_t* biased) {
-  for (int64_t i = 0; i < heads * dim; ++i) biased[i] = static_cast<uint8_t>(codes[i] + 128);
+int64_t VnniQueryBytes(int64_t heads, int64_t dim) { return HeadBlocks(heads) * kHeadsPerBlock * dim; }
+
+void PackQueryForVnni(const int16_t* codes, int64_t heads, int64_t dim, uint8_t* packed) {
+  const int64_t words = dim / 4;
+  for (int64_t b = 0; b < HeadBlocks(heads); ++b) {
+    for (int64_t w = 0; w < words; ++w) {
+      for (int64_t l = 0; l < kHeadsPerBlock; ++l) {
+        const int64_t h = b * kHeadsPerBlock + l;
+        for (int64_t i = 0; i < 4; ++i) {
+          const int code = h < heads ? codes[h * dim + 4 * w + i] : 0;  // padding heads are never added
+          packed[((b * words + w) * kHeadsPerBlock + l) * 4 + i] = static_cast<uint8_t>(code + 128);
+        }
+      }
+    }
+  }
 }
 
-void ScoresInt8Vnni(const uint8_t* biased_codes, const float* query_scales, const float* head_weights,
+void ScoresInt8Vnni(const uint8_t* packed_query, const float* query_scales, const float* head_weights,
                     const int8_t* keys, const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale,
                     float* scores) {
-  // 8 heads share a gather where there are that many (the release has 32); fewer waste less with 4.
-  if (heads >= 8) {
-    ScoresWithGroup<8>(biased_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
+  // The release's index_head_dim is 128: its offsets are constants (HeadBlockDots); any other dim takes the same
+  // arithmetic with a computed stride.
+  if (dim == 128) {
+    Scores<128>(packed_query, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
   } else {
-    ScoresWithGroup<4>(biased_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
+    Scores<0>(packed_query, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
   }
 }
 

@@ -19,7 +19,7 @@ struct PreparedQuery {
   const FastIndexerQuery* q = nullptr;
   std::vector<int16_t> codes;   // [heads, e] int8 keys only
   std::vector<float> scales;    // [heads]
-  std::vector<uint8_t> biased;  // [heads, e] codes + 128, for the VNNI kernel where it runs (else empty)
+  std::vector<uint8_t> vnni;    // the codes packed as the VNNI kernel's operand, where it runs (else empty)
   std::vector<int8_t> amx;      // the codes packed as AMX tiles' B operand, where that kernel runs (else empty)
 };
 
@@ -70,8 +70,8 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
                             q.heads, e, scale, out);
         break;
       case KvCacheDtype::kInt8:
-        if (!prepared.biased.empty()) {
-          indexer::ScoresInt8Vnni(prepared.biased.data(), prepared.scales.data(), q.head_weights,
+        if (!prepared.vnni.empty()) {
+          indexer::ScoresInt8Vnni(prepared.vnni.data(), prepared.scales.data(), q.head_weights,
                                   reinterpret_cast<const int8_t*>(cache.PooledValues(m)), cache.PooledScale(m), count,
                                   q.heads, e, scale, out);
         } else {
@@ -102,8 +102,8 @@ PreparedQuery PrepareQuery(const DsaCache& cache, const FastIndexerQuery& query)
     prepared.amx.resize(indexer::AmxQueryBytes(query.heads, e));
     indexer::PackQueryForAmx(prepared.codes.data(), query.heads, e, prepared.amx.data());
   } else if (query.isa >= Isa::kAvx512 && indexer::Int8VnniSupported(e)) {
-    prepared.biased.resize(query.heads * e);
-    indexer::BiasQueryCodes(prepared.codes.data(), query.heads, e, prepared.biased.data());
+    prepared.vnni.resize(indexer::VnniQueryBytes(query.heads, e));
+    indexer::PackQueryForVnni(prepared.codes.data(), query.heads, e, prepared.vnni.data());
   }
   return prepared;
 }

@@ -81,25 +81,26 @@ SweepCase MakeSweepCase(std::mt19937& rng, int64_t pools, int64_t heads, int64_t
 }
 
 // The VNNI kernel against the specification, bit for bit, over a sweep: every partial tile of 16 keys (pools
-// 1..40), head counts below, at and past each group size (4, 8) and the release's 32, dims multiple of 4; codes at
-// the extremes (−127 for keys and the query's amax head), a zero query head (scale 0) and a non-finite one (NaN).
+// 1..40), head counts below, at and past a 16-head block and two (the release's 32), dims multiple of 4 below, at
+// and past the 64 codes of a key-sum load (72, 200: a masked tail); codes at the extremes (−127 for keys and the
+// query's amax head), a zero query head (scale 0) and a non-finite one (NaN).
 TEST(IndexerOps, Int8VnniScoresAreBitExact) {
   if (!indexer::Int8VnniSupported(4)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI (isa.h kAvx512)";
   std::mt19937 rng(3);
-  for (int64_t dim : {4, 16, 64, 128}) {
-    for (int64_t heads : {1, 3, 4, 5, 8, 9, 32}) {
+  for (int64_t dim : {4, 16, 64, 72, 128, 200}) {
+    for (int64_t heads : {1, 3, 5, 9, 16, 17, 32, 33}) {
       for (int64_t pools = 1; pools <= 40; pools += (pools < 18 ? 1 : 7)) {
         const SweepCase sc = MakeSweepCase(rng, pools, heads, dim);
         const std::vector<float>&query = sc.query, &weights = sc.weights, &key_scales = sc.key_scales;
         const std::vector<int8_t>& keys = sc.keys;
         std::vector<int16_t> codes(heads * dim);
-        std::vector<uint8_t> biased(heads * dim);
+        std::vector<uint8_t> packed(indexer::VnniQueryBytes(heads, dim));
         std::vector<float> query_scales(heads);
         indexer::QuantizeQuery(query.data(), heads, dim, codes.data(), query_scales.data());
-        indexer::BiasQueryCodes(codes.data(), heads, dim, biased.data());
+        indexer::PackQueryForVnni(codes.data(), heads, dim, packed.data());
         std::vector<float> fast(pools + 1, 7.0f), reference(pools);
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
-        indexer::ScoresInt8Vnni(biased.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
+        indexer::ScoresInt8Vnni(packed.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
                                 pools, heads, dim, scale, fast.data());
         indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
                                      pools, heads, dim, scale, reference.data());
