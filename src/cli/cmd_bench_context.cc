@@ -3,8 +3,9 @@
 // written straight into every DSA layer's cache (the KDA state is zeros), so no N-token prefill is run — and then
 // decode steps are timed at position N. Printed per context: the step time and its ratio to the shortest
 // context's, the indexer's time (scoring + top-k of every DSA layer) and share of the step beside the feasibility
-// study's predicted share of the MoE FLOPs (§5.3), and the indexer's memory roofline: the pooled-key bytes it read
-// ÷ the read bandwidth measured in the same run. It prints figures and never fails on a time.
+// study's predicted share of the MoE FLOPs (§5.3), the indexer's memory roofline (the pooled-key bytes it read ÷
+// the read bandwidth measured in the same run) and, for int8 keys, its compute bound (its multiply-adds ÷ the int8
+// peak of its kernel, VNNI or AMX, measured in the same run). It prints figures and never fails on a time.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +23,7 @@
 #include "kernels/machine_limits.h"
 #include "model/fast_model.h"
 #include "model/forward_common.h"
+#include "quant/kv_rows.h"
 
 namespace glint::cli {
 namespace {
@@ -84,6 +86,24 @@ struct ContextFigures {
   double step = 0, indexer = 0, key_bytes = 0;
 };
 
+// What bounds the indexer from below: its key bytes at the measured read bandwidth, and for int8 keys its
+// multiply-adds (index_n_heads × index_head_dim per pool scored, 2 operations each) at the int8 peak of the
+// kernel that scores them (the AMX peak where it runs, else VNNI's). fp32 / bf16 / fp8 keys run fp32 products,
+// whose peak is not probed: no compute bound is printed for them.
+struct IndexerBounds {
+  double bandwidth = 0;  // bytes/s
+  double int8_ops = 0;   // operations/s, 0 when not applicable
+  KvCacheDtype dtype = KvCacheDtype::kFloat32;
+  int64_t heads = 0, dim = 0;
+
+  double Memory(const ContextFigures& f) const { return f.key_bytes / bandwidth; }
+  double Compute(double key_bytes) const {
+    if (int8_ops <= 0 || dtype != KvCacheDtype::kInt8) return 0;
+    const double pools = key_bytes / static_cast<double>(KvRowBytes(dtype, dim));
+    return 2.0 * pools * static_cast<double>(heads * dim) / int8_ops;
+  }
+};
+
 // Times `steps` decode steps (after one warm-up) at context `context`; nullopt-like {} with a message when the
 // caches do not fit max_cache_bytes.
 Result<ContextFigures> MeasureContext(const FastModel& model, const std::shared_ptr<const CacheLayout>& layout,
@@ -137,7 +157,7 @@ struct MeasuredContext {
 // The two targets (#15 item 2), each with its verdict, from the contexts measured (by requested context):
 // step(128K) ≤ 1.3 × step(2K) when both ran, and the indexer ≥ 0.7 of its memory roofline at the deepest context
 // (1M on the release config, filled to max_position_embeddings − the decode steps; the line says so).
-void PrintTargets(const std::map<int64_t, MeasuredContext>& measured, double bandwidth) {
+void PrintTargets(const std::map<int64_t, MeasuredContext>& measured, const IndexerBounds& bounds) {
   const auto at_2k = measured.find(2048), at_128k = measured.find(128 << 10);
   if (at_2k != measured.end() && at_128k != measured.end()) {
     const double ratio = at_128k->second.figures.step / at_2k->second.figures.step;
@@ -146,10 +166,21 @@ void PrintTargets(const std::map<int64_t, MeasuredContext>& measured, double ban
   if (measured.empty()) return;
   const auto& [requested, deepest] = *measured.rbegin();
   const ContextFigures& f = deepest.figures;
-  const double fraction = f.indexer > 0 ? f.key_bytes / bandwidth / f.indexer : 0.0;
+  const double memory = bounds.Memory(f), fraction = f.indexer > 0 ? memory / f.indexer : 0.0;
   const std::string filled = deepest.filled == requested ? "" : StrCat(" (filled to ", deepest.filled, " positions)");
   std::printf("target indexer ≥ 0.7 of its memory roofline at the deepest context, %lld%s: %.2f — %s\n",
               static_cast<long long>(requested), filled.c_str(), fraction, fraction >= 0.7 ? "met" : "NOT met");
+  const double compute = bounds.Compute(f.key_bytes);
+  if (compute > 0 && f.indexer > 0) {
+    // Above the memory roofline's 1/0.7 the target is out of reach at this peak, whatever the kernel does.
+    std::printf(
+        "   its multiply-adds at the measured int8 peak take %.3f ms = %.1f× the memory roofline (%s); the "
+        "indexer is at %.2f of that compute bound\n",
+        1e3 * compute, compute / memory,
+        compute > memory / 0.7 ? "compute-bound: 0.7 of the memory roofline is out of reach on this CPU"
+                               : "0.7 of the memory roofline is within this CPU's peak",
+        compute / f.indexer);
+  }
 }
 
 Status RunBenchContext(const BenchContextFlags& flags) {
@@ -188,17 +219,25 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   MachineProbeOptions probe;
   probe.array_bytes = flags.probe_mib << 20;
   const MachineLimits limits = MeasureMachineLimits(pool, probe);
-  const double bandwidth = limits.read_gbps_all_threads * 1e9;
+  const double int8_peak = Int8PeakFor(limits, model->isa(), /*one_thread=*/threads == 1);
+  const IndexerBounds bounds{limits.read_gbps_all_threads * 1e9, int8_peak * 1e9, dtype, c.index_n_heads,
+                             c.index_head_dim};
+  const std::string peak_text =
+      dtype == KvCacheDtype::kInt8 && int8_peak > 0
+          ? StrCat(", int8 ", model->isa() == Isa::kAmx ? "AMX" : "VNNI", " peak ", static_cast<int64_t>(int8_peak),
+                   " GOPS")
+          : "";
   std::printf(
-      "== bench-context: %d threads, read bandwidth %.1f GB/s (measured now), kv cache %s, one sequence, "
+      "== bench-context: %d threads, read bandwidth %.1f GB/s%s (measured now), kv cache %s, one sequence, "
       "median of %lld steps\n",
-      threads, limits.read_gbps_all_threads, flags.kv_cache_dtype.c_str(), static_cast<long long>(flags.steps));
+      threads, limits.read_gbps_all_threads, peak_text.c_str(), flags.kv_cache_dtype.c_str(),
+      static_cast<long long>(flags.steps));
   CacheOptions options;
   options.kv_dtype = dtype;
   GLINT_ASSIGN_OR_RETURN(CacheLayout made, model->CacheLayoutFor(options));
   const auto layout = std::make_shared<const CacheLayout>(std::move(made));
-  std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s\n", "context", "ms/step", "×first", "indexer ms", "share",
-              "study share", "keys MB", "roofline ms", "of roofl.");
+  std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s %11s\n", "context", "ms/step", "×first", "indexer ms",
+              "share", "study share", "keys MB", "roofline ms", "of roofl.", "compute ms");
   double first_step = 0;
   std::map<int64_t, MeasuredContext> measured;  // by the requested context
   for (size_t i = 0; i < contexts.size(); ++i) {
@@ -212,15 +251,18 @@ Status RunBenchContext(const BenchContextFlags& flags) {
     if (first_step == 0) first_step = f->step;
     const auto study = kStudyShare.find(contexts[i]);
     const std::string study_text = study == kStudyShare.end() ? "—" : StrCat(100 * study->second, "%");
-    const double roofline = f->key_bytes / bandwidth;
-    std::printf("%9lld %10.2f %8.2f %11.3f %8.1f%% %12s %12.1f %11.3f %9.0f%%\n", static_cast<long long>(context),
-                1e3 * f->step, f->step / first_step, 1e3 * f->indexer, 100 * f->indexer / f->step, study_text.c_str(),
-                f->key_bytes / 1e6, 1e3 * roofline, f->indexer > 0 ? 100 * roofline / f->indexer : 0.0);
+    const double roofline = bounds.Memory(*f), compute = bounds.Compute(f->key_bytes);
+    const std::string compute_text = compute > 0 ? StrCat(std::round(1e6 * compute) / 1e3) : "—";
+    std::printf("%9lld %10.2f %8.2f %11.3f %8.1f%% %12s %12.1f %11.3f %9.0f%% %11s\n",
+                static_cast<long long>(context), 1e3 * f->step, f->step / first_step, 1e3 * f->indexer,
+                100 * f->indexer / f->step, study_text.c_str(), f->key_bytes / 1e6, 1e3 * roofline,
+                f->indexer > 0 ? 100 * roofline / f->indexer : 0.0, compute_text.c_str());
   }
   std::printf(
       "   (study share: the indexer's FLOPs as a share of the MoE FLOPs on the released model, §5.3; share: "
-      "measured share of this step's time; of roofl.: key bytes ÷ bandwidth ÷ indexer time)\n");
-  PrintTargets(measured, bandwidth);
+      "measured share of this step's time; of roofl.: key bytes ÷ bandwidth ÷ indexer time; compute ms: int8 "
+      "keys' multiply-adds ÷ the int8 peak)\n");
+  PrintTargets(measured, bounds);
   return Status::Ok();
 }
 

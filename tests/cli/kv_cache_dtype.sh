@@ -10,7 +10,8 @@
 #    16 for fp8 on this prompt; a near-tie at the last token);
 #  - `glint bench-model --kv-cache-dtype int8` runs and says which cache it used;
 #  - `glint bench-context` runs on the tiny model and says that it filled the caches synthetically, and at 1M
-#    (filled to 1M − the decode steps) still prints the roofline target with its verdict;
+#    (filled to 1M − the decode steps) still prints the roofline target with its verdict, and for int8 keys
+#    the compute bound at the measured int8 peak where there is one;
 #  - a bad dtype is refused by name.
 # Args: path-to-glint, tests/data dir.
 set -euo pipefail
@@ -78,6 +79,11 @@ grep -q "filling it synthetically" "$work/bench" || fail "bench-context does not
   --kv-cache-dtype int8 >"$work/bench" 2>&1 || { cat "$work/bench"; fail "bench-context at 1M"; }
 grep -E "^target indexer ≥ 0.7 of its memory roofline at the deepest context, 1048576 \(filled to 1048574 positions\): [0-9.]+ — (met|NOT met)$" \
   "$work/bench" || { cat "$work/bench"; fail "bench-context at 1M printed no roofline verdict"; }
+# Where an int8 peak was measured (VNNI or AMX), the int8 keys' compute bound is printed beside the memory one.
+if grep -qE "int8 (VNNI|AMX) peak [0-9]+ GOPS" "$work/bench"; then
+  grep -qE "^   its multiply-adds at the measured int8 peak take [0-9.]+ ms = [0-9.]+× the memory roofline \((compute-bound|0.7 of)" \
+    "$work/bench" || { cat "$work/bench"; fail "bench-context printed no compute bound for int8 keys"; }
+fi
 
 if "$glint" score --model "$model" --tokens-file "$tokens" --kv-cache-dtype fp16 >/dev/null 2>"$work/err"; then
   fail "--kv-cache-dtype fp16 was accepted"
