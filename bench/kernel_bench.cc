@@ -30,6 +30,7 @@
 #include "kernels/vector_ops.h"
 #include "model/indexer.h"
 #include "quant/bf16_matrix.h"
+#include "quant/formats.h"
 
 namespace glint {
 namespace {
@@ -274,7 +275,8 @@ BENCHMARK(BM_LinearBf16)
 // The DSA indexer's int8 scoring at 1M positions (issue #15; docs/long-context.md): 262,144 pools × 32 heads ×
 // 128 dims, 34.6 MB of key codes and scales (above any L3: streamed from DRAM), in blocks of 16 pools (the engine's
 // 64-token blocks), spread over `threads` in chunks of 2,048 pools as FastSelectPools does. kernel: 0 Highway
-// (AVX2 / AVX-512 int16 pairs), 1 VNNI (gathers), 2 AMX tiles. bw = GB/s ÷ triad: the kernel's memory roofline.
+// (AVX2 / AVX-512 int16 pairs), 1 VNNI (16 keys × 16 heads, broadcast keys), 2 AMX tiles. bw = GB/s ÷ triad: the
+// kernel's memory roofline.
 constexpr int64_t kIndexerPools = 262144, kIndexerHeads = 32, kIndexerDim = 128, kIndexerChunk = 2048;
 
 void BM_IndexerInt8Scores(benchmark::State& state) {
@@ -332,6 +334,48 @@ BENCHMARK(BM_IndexerInt8Scores)
     ->Name("Indexer/Int8Scores/pools:262144/heads:32/dim:128")
     ->ArgNames({"kernel", "threads"})
     ->ArgsProduct({{0, 1, 2}, {1, 2}})
+    ->UseRealTime();
+
+// The same scoring over fp32 keys (kernel 0: 134 MB) and bf16 keys (kernel 1: 67 MB), the default and the
+// half-size caches: indexer::ScoresFp32 / ScoresBf16, heads in lanes, fp32 multiply-adds.
+void BM_IndexerFloatScores(benchmark::State& state) {
+  const int kernel = static_cast<int>(state.range(0)), threads = static_cast<int>(state.range(1));
+  std::mt19937 rng(1);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<float> keys(kernel == 0 ? kIndexerPools * kIndexerDim : 0), query(kIndexerHeads * kIndexerDim),
+      weights(kIndexerHeads), scores(kIndexerPools);
+  std::vector<uint16_t> bf16(kernel == 1 ? kIndexerPools * kIndexerDim : 0);
+  for (float& v : keys) v = normal(rng);
+  for (uint16_t& v : bf16) v = FloatToBf16(normal(rng));
+  for (float& v : query) v = normal(rng);
+  for (float& v : weights) v = std::fabs(normal(rng));
+  std::vector<float> packed(indexer::Fp32QueryFloats(kIndexerHeads, kIndexerDim));
+  indexer::PackQueryFp32(query.data(), weights.data(), kIndexerHeads, kIndexerDim, packed.data());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(kIndexerDim));
+  WorkerPool& pool = Pool(threads);
+  for (auto _ : state) {
+    pool.Run(kIndexerPools / kIndexerChunk, [&](int64_t chunk, int) {
+      for (int64_t m = chunk * kIndexerChunk; m < (chunk + 1) * kIndexerChunk; m += 16) {
+        if (kernel == 0) {
+          indexer::ScoresFp32(packed.data(), keys.data() + m * kIndexerDim, 16, kIndexerHeads, kIndexerDim, scale,
+                              scores.data() + m);
+        } else {
+          indexer::ScoresBf16(packed.data(), bf16.data() + m * kIndexerDim, 16, kIndexerHeads, kIndexerDim, scale,
+                              scores.data() + m);
+        }
+      }
+    });
+    benchmark::ClobberMemory();
+  }
+  const double bytes = static_cast<double>(kIndexerPools) * kIndexerDim * (kernel == 0 ? 4 : 2);
+  state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOPS"] = benchmark::Counter(
+      2.0 * kIndexerPools * kIndexerHeads * kIndexerDim * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_IndexerFloatScores)
+    ->Name("Indexer/FloatScores/pools:262144/heads:32/dim:128")
+    ->ArgNames({"kernel", "threads"})
+    ->ArgsProduct({{0, 1}, {1, 2}})
     ->UseRealTime();
 
 // The top-512 selection over 1M positions' 262,144 pool scores (ReLU'd normals), as the indexer's second half.

@@ -222,11 +222,10 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   const double int8_peak = Int8PeakFor(limits, model->isa(), /*one_thread=*/threads == 1);
   const IndexerBounds bounds{limits.read_gbps_all_threads * 1e9, int8_peak * 1e9, dtype, c.index_n_heads,
                              c.index_head_dim};
-  const std::string peak_text =
-      dtype == KvCacheDtype::kInt8 && int8_peak > 0
-          ? StrCat(", int8 ", model->isa() == Isa::kAmx ? "AMX" : "VNNI", " peak ", static_cast<int64_t>(int8_peak),
-                   " GOPS")
-          : "";
+  const std::string peak_text = dtype == KvCacheDtype::kInt8 && int8_peak > 0
+                                    ? StrCat(", int8 ", model->isa() == Isa::kAmx ? "AMX" : "VNNI", " peak ",
+                                             static_cast<int64_t>(int8_peak), " GOPS")
+                                    : "";
   std::printf(
       "== bench-context: %d threads, read bandwidth %.1f GB/s%s (measured now), kv cache %s, one sequence, "
       "median of %lld steps\n",
@@ -236,8 +235,8 @@ Status RunBenchContext(const BenchContextFlags& flags) {
   options.kv_dtype = dtype;
   GLINT_ASSIGN_OR_RETURN(CacheLayout made, model->CacheLayoutFor(options));
   const auto layout = std::make_shared<const CacheLayout>(std::move(made));
-  std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s %11s\n", "context", "ms/step", "×first", "indexer ms",
-              "share", "study share", "keys MB", "roofline ms", "of roofl.", "compute ms");
+  std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s %11s\n", "context", "ms/step", "×first", "indexer ms", "share",
+              "study share", "keys MB", "roofline ms", "of roofl.", "compute ms");
   double first_step = 0;
   std::map<int64_t, MeasuredContext> measured;  // by the requested context
   for (size_t i = 0; i < contexts.size(); ++i) {
@@ -253,10 +252,10 @@ Status RunBenchContext(const BenchContextFlags& flags) {
     const std::string study_text = study == kStudyShare.end() ? "—" : StrCat(100 * study->second, "%");
     const double roofline = bounds.Memory(*f), compute = bounds.Compute(f->key_bytes);
     const std::string compute_text = compute > 0 ? StrCat(std::round(1e6 * compute) / 1e3) : "—";
-    std::printf("%9lld %10.2f %8.2f %11.3f %8.1f%% %12s %12.1f %11.3f %9.0f%% %11s\n",
-                static_cast<long long>(context), 1e3 * f->step, f->step / first_step, 1e3 * f->indexer,
-                100 * f->indexer / f->step, study_text.c_str(), f->key_bytes / 1e6, 1e3 * roofline,
-                f->indexer > 0 ? 100 * roofline / f->indexer : 0.0, compute_text.c_str());
+    std::printf("%9lld %10.2f %8.2f %11.3f %8.1f%% %12s %12.1f %11.3f %9.0f%% %11s\n", static_cast<long long>(context),
+                1e3 * f->step, f->step / first_step, 1e3 * f->indexer, 100 * f->indexer / f->step, study_text.c_str(),
+                f->key_bytes / 1e6, 1e3 * roofline, f->indexer > 0 ? 100 * roofline / f->indexer : 0.0,
+                compute_text.c_str());
   }
   std::printf(
       "   (study share: the indexer's FLOPs as a share of the MoE FLOPs on the released model, §5.3; share: "

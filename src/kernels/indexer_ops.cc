@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "quant/formats.h"
 
@@ -89,37 +90,91 @@ void ScoresInt8(const int16_t* query_codes, const float* query_scales, const flo
   }
 }
 
-void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
-                int64_t dim, float scale, float* scores) {
+// fp32 products with heads in lanes (indexer_ops.h ScoresFp32): a tile of kKeys keys × one 32-head block keeps
+// kKeys · kVectors accumulators; each of a key's values is broadcast into one multiply-add per vector of heads, so
+// no horizontal sum runs per (head, key) — one per key and block at the end. kKeys fits the accumulators and the
+// block's query vectors into the target's registers (AVX-512: 8 keys × 2 vectors; AVX2: 2 × 4).
+template <class D>
+struct Fp32Tiling {
+  static constexpr int64_t kVectors = kFp32HeadBlock / static_cast<int64_t>(hn::MaxLanes(D()));
+  static constexpr int64_t kKeys = kVectors <= 2 ? 8 : kVectors == 4 ? 2 : 1;
+};
+
+// total[j] += Σ_{h in the block} w_h · relu(scale · Σ_c q_h[c] · key_j[c]) for the kKeys keys of `key`.
+template <class D>
+HWY_INLINE void Fp32BlockTile(D d, const float* block, const float* weights, const float* const* key, int64_t dim,
+                              float scale, float* total) {
+  using T = Fp32Tiling<D>;
+  constexpr int64_t kKeys = T::kKeys, kVectors = T::kVectors;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  hn::Vec<D> acc[kKeys][kVectors];
+  for (int64_t j = 0; j < kKeys; ++j) {
+    for (int64_t v = 0; v < kVectors; ++v) acc[j][v] = hn::Zero(d);
+  }
+  for (int64_t c = 0; c < dim; ++c) {
+    hn::Vec<D> q[kVectors];
+    for (int64_t v = 0; v < kVectors; ++v) q[v] = hn::LoadU(d, block + c * kFp32HeadBlock + v * lanes);
+    for (int64_t j = 0; j < kKeys; ++j) {
+      const auto k = hn::Set(d, key[j][c]);
+      for (int64_t v = 0; v < kVectors; ++v) acc[j][v] = hn::MulAdd(q[v], k, acc[j][v]);
+    }
+  }
+  const auto zero = hn::Zero(d), scale_v = hn::Set(d, scale);
+  for (int64_t j = 0; j < kKeys; ++j) {
+    auto sum = hn::Zero(d);
+    for (int64_t v = 0; v < kVectors; ++v) {
+      const auto dot = hn::Mul(scale_v, acc[j][v]);
+      // relu as std::max(0.0f, dot): a NaN dot gives 0. Padding heads have weight 0 and dot 0.
+      const auto positive = hn::IfThenElse(hn::Gt(dot, zero), dot, zero);
+      sum = hn::MulAdd(hn::LoadU(d, weights + v * lanes), positive, sum);
+    }
+    total[j] += hn::GetLane(hn::SumOfLanes(d, sum));
+  }
+}
+
+// scores of `pools` keys given as rows of fp32 (row(m, slot) returns key m's dim values, valid until the next
+// call for that slot).
+template <class Rows>
+HWY_INLINE void ScoresFp32Rows(const float* packed_query, int64_t pools, int64_t heads, int64_t dim, float scale,
+                               float* scores, Rows&& row) {
+  const hn::ScalableTag<float> d;
+  constexpr int64_t kKeys = Fp32Tiling<decltype(d)>::kKeys;
+  const int64_t blocks = (heads + kFp32HeadBlock - 1) / kFp32HeadBlock;
+  const float* weights = packed_query + blocks * dim * kFp32HeadBlock;
+  const float* key[kKeys];
+  for (int64_t m = 0; m < pools; m += kKeys) {
+    const int64_t n = std::min(kKeys, pools - m);
+    for (int64_t j = 0; j < kKeys; ++j) key[j] = row(m + std::min(j, n - 1), j);  // a partial tile repeats a row
+    float total[kKeys] = {};
+    for (int64_t b = 0; b < blocks; ++b) {
+      Fp32BlockTile(d, packed_query + b * dim * kFp32HeadBlock, weights + b * kFp32HeadBlock, key, dim, scale, total);
+    }
+    for (int64_t j = 0; j < n; ++j) scores[m + j] = total[j];
+  }
+}
+
+void ScoresFp32(const float* packed_query, const float* keys, int64_t pools, int64_t heads, int64_t dim, float scale,
+                float* scores) {
+  ScoresFp32Rows(packed_query, pools, heads, dim, scale, scores, [&](int64_t m, int64_t) { return keys + m * dim; });
+}
+
+// bf16 keys widened to fp32 one tile at a time (a key per slot of a small buffer), then the fp32 tile.
+void ScoresBf16(const float* packed_query, const uint16_t* keys, int64_t pools, int64_t heads, int64_t dim, float scale,
+                float* scores) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<hwy::bfloat16_t, decltype(df)> dbf;
-  const int64_t lanes = hn::Lanes(df);
+  constexpr int64_t kKeys = Fp32Tiling<decltype(df)>::kKeys;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  thread_local std::vector<float> widened;
+  widened.resize(kKeys * dim);
   const auto* bf = reinterpret_cast<const hwy::bfloat16_t*>(keys);
-  for (int64_t m = 0; m < pools; m += kPools) {
-    const int64_t np = std::min(kPools, pools - m);
-    const hwy::bfloat16_t* k[kPools];
-    for (int64_t i = 0; i < kPools; ++i) k[i] = bf + (m + std::min(i, np - 1)) * dim;
-    float total[kPools] = {0, 0, 0, 0};
-    for (int64_t h = 0; h < heads; ++h) {
-      const float* qh = query + h * dim;
-      auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
-      int64_t c = 0;
-      for (; c + lanes <= dim; c += lanes) {
-        const auto qv = hn::LoadU(df, qh + c);
-        a0 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[0] + c)), a0);
-        a1 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[1] + c)), a1);
-        a2 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[2] + c)), a2);
-        a3 = hn::MulAdd(qv, hn::PromoteTo(df, hn::LoadU(dbf, k[3] + c)), a3);
-      }
-      float dot[kPools] = {hn::GetLane(hn::SumOfLanes(df, a0)), hn::GetLane(hn::SumOfLanes(df, a1)),
-                           hn::GetLane(hn::SumOfLanes(df, a2)), hn::GetLane(hn::SumOfLanes(df, a3))};
-      for (; c < dim; ++c) {
-        for (int64_t i = 0; i < kPools; ++i) dot[i] += qh[c] * hwy::F32FromBF16(k[i][c]);
-      }
-      for (int64_t i = 0; i < np; ++i) total[i] += head_weights[h] * std::max(scale * dot[i], 0.0f);
-    }
-    for (int64_t i = 0; i < np; ++i) scores[m + i] = total[i];
-  }
+  ScoresFp32Rows(packed_query, pools, heads, dim, scale, scores, [&](int64_t m, int64_t slot) {
+    float* out = widened.data() + slot * dim;
+    int64_t c = 0;
+    for (; c + lanes <= dim; c += lanes) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dbf, bf + m * dim + c)), df, out + c);
+    for (; c < dim; ++c) out[c] = hwy::F32FromBF16(bf[m * dim + c]);
+    return static_cast<const float*>(out);
+  });
 }
 
 int64_t FirstAtLeast(const float* values, int64_t count, float floor) {
@@ -144,6 +199,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace glint::indexer {
 HWY_EXPORT(ScoresInt8);
+HWY_EXPORT(ScoresFp32);
 HWY_EXPORT(ScoresBf16);
 HWY_EXPORT(FirstAtLeast);
 
@@ -164,9 +220,31 @@ void ScoresInt8(const int16_t* query_codes, const float* query_scales, const flo
   (query_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
 }
 
-void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
-                int64_t dim, float scale, float* scores) {
-  HWY_DYNAMIC_DISPATCH(ScoresBf16)(query, head_weights, keys, pools, heads, dim, scale, scores);
+int64_t Fp32QueryFloats(int64_t heads, int64_t dim) {
+  const int64_t blocks = (heads + kFp32HeadBlock - 1) / kFp32HeadBlock;
+  return blocks * kFp32HeadBlock * (dim + 1);
+}
+
+void PackQueryFp32(const float* query, const float* head_weights, int64_t heads, int64_t dim, float* packed) {
+  const int64_t blocks = (heads + kFp32HeadBlock - 1) / kFp32HeadBlock;
+  float* weights = packed + blocks * dim * kFp32HeadBlock;
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t l = 0; l < kFp32HeadBlock; ++l) {
+      const int64_t h = b * kFp32HeadBlock + l;
+      for (int64_t c = 0; c < dim; ++c) packed[(b * dim + c) * kFp32HeadBlock + l] = h < heads ? query[h * dim + c] : 0;
+      weights[h] = h < heads ? head_weights[h] : 0;
+    }
+  }
+}
+
+void ScoresFp32(const float* packed_query, const float* keys, int64_t pools, int64_t heads, int64_t dim, float scale,
+                float* scores) {
+  HWY_DYNAMIC_DISPATCH(ScoresFp32)(packed_query, keys, pools, heads, dim, scale, scores);
+}
+
+void ScoresBf16(const float* packed_query, const uint16_t* keys, int64_t pools, int64_t heads, int64_t dim, float scale,
+                float* scores) {
+  HWY_DYNAMIC_DISPATCH(ScoresBf16)(packed_query, keys, pools, heads, dim, scale, scores);
 }
 
 void QuantizeQuery(const float* query, int64_t heads, int64_t dim, int16_t* codes, float* scales) {

@@ -8,9 +8,9 @@
 // product of the codes is exact in int32 (|Σ| ≤ dim · 127² < 2^31 for dim < 133,000), and the epilogue
 //   dot_f = float(Σ codes_h · codes_m) · (scale · t_h · s_m);   scores[m] += w_h · max(dot_f, 0)   (h ascending)
 // is the same fp32 arithmetic in the kernel and the reference, so the int8 scores are bit-exact.
-// bf16 keys: the fp32 query times the keys widened to fp32, accumulated in fp32 lanes (the reference sums in
-// double; the difference is fp32 rounding of a dim-term dot product).
-// fp32 keys use mla::IndexerScores (kernels/mla_ops.h); fp8 keys are decoded to fp32 first (DecodeKvRow).
+// fp32 and bf16 keys (fp8 keys decoded to fp32 first, DecodeKvRow): the fp32 query times the keys (bf16 widened
+// to fp32), accumulated in fp32 lanes with heads in lanes (ScoresFp32); the references sum in double, the difference
+// is fp32 rounding of a dim-term dot product and a heads-term sum.
 #pragma once
 
 #include <cstdint>
@@ -25,9 +25,19 @@ void QuantizeQuery(const float* query, int64_t heads, int64_t dim, int16_t* code
 // query_codes, query_scales from QuantizeQuery; keys [pools, dim] int8 codes (row stride dim), key_scales [pools].
 void ScoresInt8(const int16_t* query_codes, const float* query_scales, const float* head_weights, const int8_t* keys,
                 const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores);
-// query [heads, dim] fp32; keys [pools, dim] bf16 bits (row stride dim).
-void ScoresBf16(const float* query, const float* head_weights, const uint16_t* keys, int64_t pools, int64_t heads,
-                int64_t dim, float scale, float* scores);
+
+// fp32 products with the heads in lanes: the query and head weights go in packed once per query (PackQueryFp32)
+// as blocks of kFp32HeadBlock heads, dims outer, then the weights, zeros past the heads:
+//   packed[(b · dim + c) · 32 + l] = query[(32b + l) · dim + c],  packed[blocks · dim · 32 + h] = head_weights[h]
+// (Fp32QueryFloats(heads, dim) floats). Each key value is broadcast into one multiply-add per vector of heads, so
+// no horizontal sum runs per (head, pool). keys [pools, dim] fp32, or bf16 bits (widened to fp32), row stride dim.
+inline constexpr int64_t kFp32HeadBlock = 32;
+int64_t Fp32QueryFloats(int64_t heads, int64_t dim);
+void PackQueryFp32(const float* query, const float* head_weights, int64_t heads, int64_t dim, float* packed);
+void ScoresFp32(const float* packed_query, const float* keys, int64_t pools, int64_t heads, int64_t dim, float scale,
+                float* scores);
+void ScoresBf16(const float* packed_query, const uint16_t* keys, int64_t pools, int64_t heads, int64_t dim, float scale,
+                float* scores);
 
 // int8 keys with AVX-512 VNNI (indexer_ops_vnni.cc: 16 keys × 16 heads per tile, each key's codes broadcast
 // into vpdpbusd, no gathers), bit-exact with ScoresInt8Reference. Only where Int8VnniSupported(dim): the CPU has

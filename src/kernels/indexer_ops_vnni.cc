@@ -33,7 +33,7 @@ namespace {
 #define GLINT_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define GLINT_INLINE_VNNI GLINT_TARGET_VNNI inline __attribute__((always_inline))
 
-constexpr int64_t kKeysPerTile = 16;   // one key per accumulator (and, after the transpose, per lane)
+constexpr int64_t kKeysPerTile = 16;    // one key per accumulator (and, after the transpose, per lane)
 constexpr int64_t kHeadsPerBlock = 16;  // one head per 32-bit lane of a query operand
 
 int64_t HeadBlocks(int64_t heads) { return (heads + kHeadsPerBlock - 1) / kHeadsPerBlock; }
@@ -88,7 +88,7 @@ GLINT_INLINE_VNNI __m512i KeyBias(const int8_t* keys, int64_t dim) {
 // them before the stores (as gemm_tile_avx512.h: checked with objdump, no stack traffic in the loop).
 template <int64_t kDim>
 GLINT_TARGET_VNNI __attribute__((noinline)) void HeadBlockDots(const uint8_t* packed_block, const int8_t* keys,
-                                                              int64_t dim, __m512i* dots) {
+                                                               int64_t dim, __m512i* dots) {
   const int64_t d = kDim != 0 ? kDim : dim;
   __m512i acc[kKeysPerTile];
 #pragma GCC unroll 16

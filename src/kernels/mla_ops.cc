@@ -149,28 +149,6 @@ void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows
   }
 }
 
-void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
-                   int64_t dim, float scale, float* scores) {
-  const D d;
-  float dots[kTile * kTile];
-  const float* rows[kTile];
-  const float* q[kTile];
-  for (int64_t m = 0; m < pools; m += kTile) {
-    const int64_t np = std::min(kTile, pools - m);
-    for (int64_t i = 0; i < kTile; ++i) rows[i] = pooled + (m + std::min(i, np - 1)) * dim;
-    float total[kTile] = {0, 0, 0, 0};
-    for (int64_t h = 0; h < heads; h += kTile) {
-      const int64_t nh = std::min(kTile, heads - h);
-      for (int64_t a = 0; a < kTile; ++a) q[a] = query + (h + std::min(a, nh - 1)) * dim;
-      ScoreTile(d, q, dim, rows, dots, scale);
-      for (int64_t a = 0; a < nh; ++a) {
-        for (int64_t i = 0; i < np; ++i) total[i] += head_weights[h + a] * std::max(0.0f, dots[a * kTile + i]);
-      }
-    }
-    for (int64_t i = 0; i < np; ++i) scores[m + i] = total[i];
-  }
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace glint::mla
 HWY_AFTER_NAMESPACE();
@@ -178,12 +156,6 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace glint::mla {
 HWY_EXPORT(Attend);
-HWY_EXPORT(IndexerScores);
-
-void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
-                   int64_t dim, float scale, float* scores) {
-  HWY_DYNAMIC_DISPATCH(IndexerScores)(query, head_weights, pooled, pools, heads, dim, scale, scores);
-}
 
 int64_t AttendScratchFloats(int64_t heads, int64_t count) {
   return (heads * count + 1) / 2 * 2 + 2 * (count + 4);  // scores, then count + 4 row pointers (2 floats each)

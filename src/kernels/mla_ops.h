@@ -1,6 +1,6 @@
-// Absorbed MLA attention over selected latent positions for one query token (model-glm53.md §6) and the DSA
-// indexer's pool scores (§7.3), fp32,
-// Highway-dispatched; the specification is ref::LatentAttention (kernels/reference.h).
+// Absorbed MLA attention over selected latent positions for one query token (model-glm53.md §6), fp32,
+// Highway-dispatched; the specification is ref::LatentAttention (kernels/reference.h). (The DSA indexer's pool
+// scores are kernels/indexer_ops.h.)
 //
 //   scores[h, i] = scale · q̃_h · c_{pos_i};   p = softmax_i(scores[h, ·]);   ō_h = Σ_i p[h, i] · c_{pos_i}
 //
@@ -28,11 +28,5 @@ struct LatentRows {
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
             int64_t count, float scale, float* out, float* scratch);
 int64_t AttendScratchFloats(int64_t heads, int64_t count);
-
-// KPool indexer scores (model-glm53.md §7.3), specification ref::IndexerScores:
-//   scores[m] = Σ_h head_weights[h] · relu(scale · query_h · pooled_m)
-// query [heads, dim], head_weights [heads], pooled [pools, dim] (row stride dim), scores [pools].
-void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,
-                   int64_t dim, float scale, float* scores);
 
 }  // namespace glint::mla

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "kernels/indexer_ops.h"
-#include "kernels/mla_ops.h"
 
 namespace glint {
 namespace {
@@ -14,13 +13,15 @@ namespace {
 // are ≈ 8 M multiply-adds, far above a task hand-off's cost, and 1M positions give 128 chunks to balance.
 constexpr int64_t kChunkPools = 2048;
 
-// The query in the form the cache's kernel takes: int8 codes and scales per head for int8 keys.
+// The query in the form the cache's kernel takes: packed with the head weights for fp32 products (fp32, bf16 and
+// fp8 keys), int8 codes and scales per head for int8 keys.
 struct PreparedQuery {
   const FastIndexerQuery* q = nullptr;
-  std::vector<int16_t> codes;   // [heads, e] int8 keys only
-  std::vector<float> scales;    // [heads]
-  std::vector<uint8_t> vnni;    // the codes packed as the VNNI kernel's operand, where it runs (else empty)
-  std::vector<int8_t> amx;      // the codes packed as AMX tiles' B operand, where that kernel runs (else empty)
+  std::vector<float> fp32;     // indexer::PackQueryFp32's layout, for every dtype but int8 (else empty)
+  std::vector<int16_t> codes;  // [heads, e] int8 keys only
+  std::vector<float> scales;   // [heads]
+  std::vector<uint8_t> vnni;   // the codes packed as the VNNI kernel's operand, where it runs (else empty)
+  std::vector<int8_t> amx;     // the codes packed as AMX tiles' B operand, where that kernel runs (else empty)
 };
 
 // Blocks are separate items of the cache's arena, so the hardware prefetcher stops at each block's end and every
@@ -63,10 +64,10 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
     if (m + count < end) PrefetchKeys(cache, m + count, std::min(pools_per_block, end - m - count));
     switch (cache.dtype) {
       case KvCacheDtype::kFloat32:
-        mla::IndexerScores(q.query, q.head_weights, cache.PooledKey(m), count, q.heads, e, scale, out);
+        indexer::ScoresFp32(prepared.fp32.data(), cache.PooledKey(m), count, q.heads, e, scale, out);
         break;
       case KvCacheDtype::kBfloat16:
-        indexer::ScoresBf16(q.query, q.head_weights, reinterpret_cast<const uint16_t*>(cache.PooledValues(m)), count,
+        indexer::ScoresBf16(prepared.fp32.data(), reinterpret_cast<const uint16_t*>(cache.PooledValues(m)), count,
                             q.heads, e, scale, out);
         break;
       case KvCacheDtype::kInt8:
@@ -83,7 +84,7 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
       case KvCacheDtype::kFp8:
         decoded.resize(count * e);
         for (int64_t i = 0; i < count; ++i) cache.LoadPooledKey(m + i, decoded.data() + i * e);
-        mla::IndexerScores(q.query, q.head_weights, decoded.data(), count, q.heads, e, scale, out);
+        indexer::ScoresFp32(prepared.fp32.data(), decoded.data(), count, q.heads, e, scale, out);
         break;
     }
     m += count;
@@ -92,8 +93,12 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
 
 PreparedQuery PrepareQuery(const DsaCache& cache, const FastIndexerQuery& query) {
   const int64_t e = cache.index_head_dim;
-  PreparedQuery prepared{&query, {}, {}, {}, {}};
-  if (cache.dtype != KvCacheDtype::kInt8) return prepared;
+  PreparedQuery prepared{&query, {}, {}, {}, {}, {}};
+  if (cache.dtype != KvCacheDtype::kInt8) {
+    prepared.fp32.resize(indexer::Fp32QueryFloats(query.heads, e));
+    indexer::PackQueryFp32(query.query, query.head_weights, query.heads, e, prepared.fp32.data());
+    return prepared;
+  }
   prepared.codes.resize(query.heads * e);
   prepared.scales.resize(query.heads);
   indexer::QuantizeQuery(query.query, query.heads, e, prepared.codes.data(), prepared.scales.data());

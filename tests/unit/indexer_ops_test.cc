@@ -10,10 +10,13 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <type_traits>
 #include <vector>
 
+#include "hwy/targets.h"
 #include "base/worker_pool.h"
 #include "kernels/isa.h"
+#include "kernels/reference.h"
 #include "model/dsa_cache.h"
 #include "model/fast_indexer.h"
 #include "model/indexer.h"
@@ -200,32 +203,75 @@ TEST(IndexerOps, QuantizedQueryIsWithinHalfAStep) {
   }
 }
 
-TEST(IndexerOps, Bf16ScoresMatchTheDoubleReference) {
-  std::mt19937 rng(2);
+// The fp32 and bf16 kernels (heads in lanes) against the double references on every Highway target compiled:
+// head counts below, at and past a 32-head block and two, partial tiles of keys (every count to 17, then 64 and
+// 257), dims with and without a vector tail for the bf16 widening. Bound: fp32 accumulation of dim products then a
+// sum of heads terms, |error| ≤ (dim + heads + 2) · 2^-24 · Σ_h |w_h| · scale · Σ_c |q_h[c] · k[c]|.
+template <typename Key>
+void ExpectFp32KernelMatchesTheReference(uint32_t seed) {
+  std::mt19937 rng(seed);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (const Shape& s : kShapes) {
-    std::vector<float> query(s.heads * s.dim), weights(s.heads);
-    std::vector<uint16_t> keys(s.pools * s.dim);
-    for (float& v : query) v = normal(rng);
-    for (float& v : weights) v = std::fabs(normal(rng));
-    for (uint16_t& k : keys) k = FloatToBf16(normal(rng));
-    std::vector<float> fast(s.pools), reference(s.pools);
-    const float scale = 1.0f / std::sqrt(static_cast<float>(s.dim));
-    indexer::ScoresBf16(query.data(), weights.data(), keys.data(), s.pools, s.heads, s.dim, scale, fast.data());
-    indexer::ScoresBf16Reference(query.data(), weights.data(), keys.data(), s.pools, s.heads, s.dim, scale,
-                                 reference.data());
-    // fp32 accumulation of dim products: |error| ≤ dim · 2^-24 · Σ|q·k| per head; bound by the magnitudes.
-    for (int64_t m = 0; m < s.pools; ++m) {
-      double magnitude = 0;
-      for (int64_t h = 0; h < s.heads; ++h) {
-        double sum = 0;
-        for (int64_t c = 0; c < s.dim; ++c) {
-          sum += std::fabs(query[h * s.dim + c] * Bf16ToFloat(keys[m * s.dim + c]));
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (int64_t dim : {4, 17, 32, 128}) {
+      for (int64_t heads : {1, 5, 31, 32, 33, 64}) {
+        for (int64_t pools = 1; pools <= 257; pools += pools < 17 ? 1 : pools < 64 ? 47 : 193) {
+          std::vector<float> query(heads * dim), weights(heads), keys_f(pools * dim);
+          std::vector<Key> keys(pools * dim);
+          for (float& v : query) v = normal(rng);
+          for (float& v : weights) v = normal(rng);  // head weights can be negative
+          for (int64_t i = 0; i < pools * dim; ++i) {
+            if constexpr (std::is_same_v<Key, uint16_t>) {
+              keys[i] = FloatToBf16(normal(rng)), keys_f[i] = Bf16ToFloat(keys[i]);
+            } else {
+              keys[i] = keys_f[i] = normal(rng);
+            }
+          }
+          std::vector<float> packed(indexer::Fp32QueryFloats(heads, dim)), fast(pools + 1, 7.0f);
+          indexer::PackQueryFp32(query.data(), weights.data(), heads, dim, packed.data());
+          const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
+          if constexpr (std::is_same_v<Key, uint16_t>) {
+            indexer::ScoresBf16(packed.data(), keys.data(), pools, heads, dim, scale, fast.data());
+          } else {
+            indexer::ScoresFp32(packed.data(), keys.data(), pools, heads, dim, scale, fast.data());
+          }
+          std::vector<double> reference(pools);
+          ref::IndexerScores(query.data(), weights.data(), keys_f.data(), pools, heads, dim, scale, reference.data());
+          for (int64_t m = 0; m < pools; ++m) {
+            double magnitude = 0;
+            for (int64_t h = 0; h < heads; ++h) {
+              double sum = 0;
+              for (int64_t c = 0; c < dim; ++c) sum += std::fabs(query[h * dim + c] * keys_f[m * dim + c]);
+              magnitude += std::fabs(weights[h]) * scale * sum;
+            }
+            ASSERT_NEAR(fast[m], reference[m], (dim + heads + 2) * std::ldexp(magnitude, -24))
+                << "pool " << m << " of " << pools << "×" << heads << "×" << dim;
+          }
+          ASSERT_EQ(fast[pools], 7.0f) << "the kernel wrote past its " << pools << " scores";
         }
-        magnitude += weights[h] * scale * sum;
       }
-      EXPECT_NEAR(fast[m], reference[m], (s.dim + s.heads + 2) * std::ldexp(magnitude, -24)) << m;
     }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(IndexerOps, Fp32ScoresMatchTheDoubleReference) { ExpectFp32KernelMatchesTheReference<float>(2); }
+TEST(IndexerOps, Bf16ScoresMatchTheDoubleReference) { ExpectFp32KernelMatchesTheReference<uint16_t>(4); }
+
+// relu as std::max(0, dot): a NaN product (a NaN query head) adds nothing, as the reference's std::max(0.0, NaN).
+TEST(IndexerOps, Fp32ScoresDropANanHead) {
+  const int64_t heads = 3, dim = 8, pools = 5;
+  std::vector<float> query(heads * dim, 0.5f), weights(heads, 1.0f), keys(pools * dim, 1.0f);
+  query[dim] = std::numeric_limits<float>::quiet_NaN();  // head 1
+  std::vector<float> packed(indexer::Fp32QueryFloats(heads, dim)), fast(pools);
+  indexer::PackQueryFp32(query.data(), weights.data(), heads, dim, packed.data());
+  indexer::ScoresFp32(packed.data(), keys.data(), pools, heads, dim, 1.0f, fast.data());
+  std::vector<double> reference(pools);
+  ref::IndexerScores(query.data(), weights.data(), keys.data(), pools, heads, dim, 1.0, reference.data());
+  for (int64_t m = 0; m < pools; ++m) {
+    EXPECT_EQ(fast[m], 8.0f) << m;  // heads 0 and 2: 8 × 0.5 each
+    EXPECT_EQ(reference[m], 8.0) << m;
   }
 }
 

@@ -60,39 +60,5 @@ TEST(MlaOps, AttendMatchesReference) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
-TEST(MlaOps, IndexerScoresMatchReference) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    for (int64_t heads : {1, 4, 8, 32}) {
-      for (int64_t pools : {1, 5, 64, 257}) {
-        const int64_t dim = 32;
-        std::mt19937 rng(static_cast<uint32_t>(heads * 7 + pools));
-        std::normal_distribution<float> normal;
-        std::vector<float> query(heads * dim), weights(heads), pooled(pools * dim), actual(pools);
-        for (float& v : query) v = normal(rng);
-        for (float& v : weights) v = normal(rng);  // head weights can be negative
-        for (float& v : pooled) v = normal(rng);
-        std::vector<double> expected(pools);
-        ref::IndexerScores(query.data(), weights.data(), pooled.data(), pools, heads, dim, 1.0 / std::sqrt(32.0),
-                           expected.data());
-        mla::IndexerScores(query.data(), weights.data(), pooled.data(), pools, heads, dim, 1.0f / std::sqrt(32.0f),
-                           actual.data());
-        for (int64_t m = 0; m < pools; ++m) {
-          // Σ over heads of |w|·|dot|: fp32 dots of length dim, then a sum of `heads` terms.
-          double magnitude = 0;
-          for (int64_t h = 0; h < heads; ++h) {
-            double dot = 0;
-            for (int64_t c = 0; c < dim; ++c) dot += std::fabs(query[h * dim + c] * pooled[m * dim + c]);
-            magnitude += std::fabs(weights[h]) * dot / std::sqrt(32.0);
-          }
-          ASSERT_NEAR(actual[m], expected[m], (dim + heads) * 6e-8 * magnitude) << heads << " heads, pool " << m;
-        }
-      }
-    }
-  }
-  hwy::SetSupportedTargetsForTest(0);
-}
-
 }  // namespace
 }  // namespace glint
