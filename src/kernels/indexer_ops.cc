@@ -177,6 +177,50 @@ void ScoresBf16(const float* packed_query, const uint16_t* keys, int64_t pools, 
   });
 }
 
+// fp8 (E4M3FN) codes to their fp32 values, exactly Fp8E4m3Table's: a normal code's exponent and mantissa bits move
+// into place with the bias difference (127 − 7) added; a subnormal one (exponent 0) is m · 2^-9, exact in fp32;
+// 0x7F / 0xFF are NaN; the sign bit is copied (0x80 is −0).
+template <class DF>
+HWY_INLINE hn::Vec<DF> Fp8ToFloat(DF df, hn::Vec<hn::RebindToUnsigned<DF>> code) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto magnitude = hn::And(code, hn::Set(du, 0x7f));
+  const auto sign = hn::ShiftLeft<24>(hn::And(code, hn::Set(du, 0x80)));
+  const auto normal = hn::BitCast(df, hn::Add(hn::ShiftLeft<20>(magnitude), hn::Set(du, (127u - 7u) << 23)));
+  const auto subnormal = hn::Mul(hn::ConvertTo(df, magnitude), hn::Set(df, 1.0f / 512.0f));
+  auto value = hn::IfThenElse(hn::RebindMask(df, hn::Lt(magnitude, hn::Set(du, 8))), subnormal, normal);
+  value = hn::IfThenElse(hn::RebindMask(df, hn::Eq(magnitude, hn::Set(du, 0x7f))),
+                         hn::Set(df, std::numeric_limits<float>::quiet_NaN()), value);
+  return hn::Or(value, hn::BitCast(df, sign));
+}
+
+void DecodeFp8(const uint8_t* codes, int64_t n, float scale, float* out) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<uint8_t, decltype(df)> d8;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const auto s = hn::Set(df, scale);
+  int64_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(hn::Mul(Fp8ToFloat(df, hn::PromoteTo(du, hn::LoadU(d8, codes + i))), s), df, out + i);
+  }
+  const float* table = Fp8E4m3Table();
+  for (; i < n; ++i) out[i] = table[codes[i]] * scale;
+}
+
+// fp8 keys decoded to fp32 a tile at a time (value = table[code] · the row's scale, as DecodeKvRow), then the fp32
+// tile.
+void ScoresFp8(const float* packed_query, const uint8_t* keys, const float* key_scales, int64_t pools, int64_t heads,
+               int64_t dim, float scale, float* scores) {
+  constexpr int64_t kKeys = Fp32Tiling<hn::ScalableTag<float>>::kKeys;
+  thread_local std::vector<float> decoded;
+  decoded.resize(kKeys * dim);
+  ScoresFp32Rows(packed_query, pools, heads, dim, scale, scores, [&](int64_t m, int64_t slot) {
+    float* out = decoded.data() + slot * dim;
+    DecodeFp8(keys + m * dim, dim, key_scales[m], out);
+    return static_cast<const float*>(out);
+  });
+}
+
 int64_t FirstAtLeast(const float* values, int64_t count, float floor) {
   const hn::ScalableTag<float> df;
   const int64_t lanes = hn::Lanes(df);
@@ -201,6 +245,8 @@ namespace glint::indexer {
 HWY_EXPORT(ScoresInt8);
 HWY_EXPORT(ScoresFp32);
 HWY_EXPORT(ScoresBf16);
+HWY_EXPORT(ScoresFp8);
+HWY_EXPORT(DecodeFp8);
 HWY_EXPORT(FirstAtLeast);
 
 int64_t FirstAtLeast(const float* values, int64_t count, float floor) {
@@ -218,6 +264,15 @@ void ScoresInt8(const int16_t* query_codes, const float* query_scales, const flo
                 const float* key_scales, int64_t pools, int64_t heads, int64_t dim, float scale, float* scores) {
   HWY_DYNAMIC_DISPATCH(ScoresInt8)
   (query_codes, query_scales, head_weights, keys, key_scales, pools, heads, dim, scale, scores);
+}
+
+void ScoresFp8(const float* packed_query, const uint8_t* keys, const float* key_scales, int64_t pools, int64_t heads,
+               int64_t dim, float scale, float* scores) {
+  HWY_DYNAMIC_DISPATCH(ScoresFp8)(packed_query, keys, key_scales, pools, heads, dim, scale, scores);
+}
+
+void DecodeFp8(const uint8_t* codes, int64_t n, float scale, float* out) {
+  HWY_DYNAMIC_DISPATCH(DecodeFp8)(codes, n, scale, out);
 }
 
 int64_t Fp32QueryFloats(int64_t heads, int64_t dim) {

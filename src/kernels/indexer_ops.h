@@ -8,7 +8,7 @@
 // product of the codes is exact in int32 (|Σ| ≤ dim · 127² < 2^31 for dim < 133,000), and the epilogue
 //   dot_f = float(Σ codes_h · codes_m) · (scale · t_h · s_m);   scores[m] += w_h · max(dot_f, 0)   (h ascending)
 // is the same fp32 arithmetic in the kernel and the reference, so the int8 scores are bit-exact.
-// fp32 and bf16 keys (fp8 keys decoded to fp32 first, DecodeKvRow): the fp32 query times the keys (bf16 widened
+// fp32, bf16 and fp8 keys (bf16 and fp8 decoded to fp32 a tile at a time): the fp32 query times the keys (bf16 widened
 // to fp32), accumulated in fp32 lanes with heads in lanes (ScoresFp32); the references sum in double, the difference
 // is fp32 rounding of a dim-term dot product and a heads-term sum.
 #pragma once
@@ -38,6 +38,11 @@ void ScoresFp32(const float* packed_query, const float* keys, int64_t pools, int
                 float* scores);
 void ScoresBf16(const float* packed_query, const uint16_t* keys, int64_t pools, int64_t heads, int64_t dim, float scale,
                 float* scores);
+// fp8 (E4M3FN) keys [pools, dim] with a scale per pool, decoded a tile at a time (DecodeFp8) into the fp32 tile.
+void ScoresFp8(const float* packed_query, const uint8_t* keys, const float* key_scales, int64_t pools, int64_t heads,
+               int64_t dim, float scale, float* scores);
+// out[i] = Fp8E4m3Table()[codes[i]] · scale, bit for bit (vectorised; every code tested).
+void DecodeFp8(const uint8_t* codes, int64_t n, float scale, float* out);
 
 // int8 keys with AVX-512 VNNI (indexer_ops_vnni.cc: 16 keys × 16 heads per tile, each key's codes broadcast
 // into vpdpbusd, no gathers), bit-exact with ScoresInt8Reference. Only where Int8VnniSupported(dim): the CPU has

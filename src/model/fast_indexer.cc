@@ -51,9 +51,8 @@ void ScoreRangeAmx(const DsaCache& cache, const PreparedQuery& prepared, int64_t
                          cache.index_head_dim, scale, scores);
 }
 
-// scores[m − begin] for pools [begin, end) of `cache`, block by block. `decoded`: scratch for fp8 keys.
-void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t begin, int64_t end, float* scores,
-                std::vector<float>& decoded) {
+// scores[m − begin] for pools [begin, end) of `cache`, block by block.
+void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t begin, int64_t end, float* scores) {
   if (!prepared.amx.empty()) return ScoreRangeAmx(cache, prepared, begin, end, scores);
   const FastIndexerQuery& q = *prepared.q;
   const int64_t e = cache.index_head_dim, pools_per_block = cache.block_tokens / cache.kpool;
@@ -82,9 +81,8 @@ void ScoreRange(const DsaCache& cache, const PreparedQuery& prepared, int64_t be
         }
         break;
       case KvCacheDtype::kFp8:
-        decoded.resize(count * e);
-        for (int64_t i = 0; i < count; ++i) cache.LoadPooledKey(m + i, decoded.data() + i * e);
-        indexer::ScoresFp32(prepared.fp32.data(), decoded.data(), count, q.heads, e, scale, out);
+        indexer::ScoresFp8(prepared.fp32.data(), reinterpret_cast<const uint8_t*>(cache.PooledValues(m)),
+                           cache.PooledScale(m), count, q.heads, e, scale, out);
         break;
     }
     m += count;
@@ -119,7 +117,6 @@ PoolSelection FastSelectPools(const DsaCache& cache, const FastIndexerQuery& que
                               WorkerPool* pool) {
   // Per-thread scratch, reused across calls and layers (a decode step makes one call per DSA layer).
   thread_local std::vector<float> scores;
-  thread_local std::vector<float> decoded;
   thread_local std::vector<TopKeyCollector> collectors;  // [workers]: each keeps its chunks' K+1 best pool keys
   const int64_t visible = VisiblePools(query.position, cache.kpool);
   const PreparedQuery prepared = PrepareQuery(cache, query);
@@ -135,13 +132,12 @@ PoolSelection FastSelectPools(const DsaCache& cache, const FastIndexerQuery& que
   for (TopKeyCollector& collector : per_worker) collector.Reset(top_pools + 1);
   float* out = scores.data();
   if (!parallel) {
-    ScoreRange(cache, prepared, 0, visible, out, decoded);
+    ScoreRange(cache, prepared, 0, visible, out);
     if (select) collectors[0].Add(out, 0, visible);
   } else {
     pool->Run(chunks, [&](int64_t chunk, int worker) {
-      thread_local std::vector<float> chunk_decoded;
       const int64_t begin = chunk * kChunkPools, end = std::min(visible, begin + kChunkPools);
-      ScoreRange(cache, prepared, begin, end, out + begin, chunk_decoded);
+      ScoreRange(cache, prepared, begin, end, out + begin);
       if (select) per_worker[worker].Add(out + begin, begin, end - begin);
     });
   }

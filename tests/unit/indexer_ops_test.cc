@@ -21,6 +21,7 @@
 #include "model/fast_indexer.h"
 #include "model/indexer.h"
 #include "quant/formats.h"
+#include "quant/kv_rows.h"
 
 namespace glint {
 namespace {
@@ -258,6 +259,56 @@ void ExpectFp32KernelMatchesTheReference(uint32_t seed) {
 
 TEST(IndexerOps, Fp32ScoresMatchTheDoubleReference) { ExpectFp32KernelMatchesTheReference<float>(2); }
 TEST(IndexerOps, Bf16ScoresMatchTheDoubleReference) { ExpectFp32KernelMatchesTheReference<uint16_t>(4); }
+
+// Every fp8 code decodes to exactly Fp8E4m3Table's value times the scale (NaN codes to NaN), on every target.
+TEST(IndexerOps, Fp8DecodeIsTheTableForEveryCode) {
+  std::vector<uint8_t> codes(256 + 5);
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<uint8_t>(i * 97 % 256 ^ (i >= 256 ? 0x5a : 0));
+  for (size_t i = 0; i < 256; ++i) codes[i] = static_cast<uint8_t>(i);
+  const float* table = Fp8E4m3Table();
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    for (float scale : {1.0f, 0.037f, -2.5f}) {
+      std::vector<float> out(codes.size());
+      indexer::DecodeFp8(codes.data(), static_cast<int64_t>(codes.size()), scale, out.data());  // 5 past 256: a tail
+      for (size_t i = 0; i < codes.size(); ++i) {
+        const float expected = table[codes[i]] * scale;
+        if (std::isnan(expected)) {
+          EXPECT_TRUE(std::isnan(out[i])) << "code " << int{codes[i]};
+        } else {
+          EXPECT_EQ(std::memcmp(&out[i], &expected, sizeof(float)), 0)
+              << "code " << int{codes[i]} << ": " << out[i] << " vs " << expected;
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// The fp8 kernel is the fp32 one over the decoded keys: equal to ScoresFp32 on keys decoded by DecodeKvRow.
+TEST(IndexerOps, Fp8ScoresAreTheFp32ScoresOfTheDecodedKeys) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t heads : {3, 32, 33}) {
+    const int64_t dim = 72, pools = 21;
+    std::vector<float> query(heads * dim), weights(heads), key_scales(pools), decoded(pools * dim);
+    std::vector<uint8_t> keys(pools * dim);
+    for (float& v : query) v = normal(rng);
+    for (float& v : weights) v = normal(rng);
+    for (float& v : key_scales) v = 0.01f + std::fabs(normal(rng));
+    for (uint8_t& k : keys) k = FloatToFp8E4m3(normal(rng));
+    for (int64_t m = 0; m < pools; ++m) {
+      DecodeKvRow(KvCacheDtype::kFp8, reinterpret_cast<const std::byte*>(keys.data() + m * dim), &key_scales[m], dim,
+                  decoded.data() + m * dim);
+    }
+    std::vector<float> packed(indexer::Fp32QueryFloats(heads, dim)), fp8(pools), fp32(pools);
+    indexer::PackQueryFp32(query.data(), weights.data(), heads, dim, packed.data());
+    indexer::ScoresFp8(packed.data(), keys.data(), key_scales.data(), pools, heads, dim, 0.125f, fp8.data());
+    indexer::ScoresFp32(packed.data(), decoded.data(), pools, heads, dim, 0.125f, fp32.data());
+    for (int64_t m = 0; m < pools; ++m) EXPECT_EQ(fp8[m], fp32[m]) << heads << " heads, pool " << m;
+  }
+}
 
 // relu as std::max(0, dot): a NaN product (a NaN query head) adds nothing, as the reference's std::max(0.0, NaN).
 TEST(IndexerOps, Fp32ScoresDropANanHead) {
