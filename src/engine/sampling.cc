@@ -4,7 +4,10 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 #include <vector>
+
+#include "base/float_order.h"
 
 namespace glint {
 
@@ -46,6 +49,45 @@ int32_t ArgMax(std::span<const float> values) {
   return best;
 }
 
+std::vector<int32_t> TokensByLogit(std::span<const float> logits) {
+  const size_t n = logits.size();
+  // keys[i]: ascending = descending logit (OrderedFloatBits inverted); NaNs are left out.
+  std::vector<uint32_t> keys, keys_out;
+  std::vector<int32_t> order, order_out;
+  keys.reserve(n), order.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (std::isnan(logits[i])) continue;
+    keys.push_back(~OrderedFloatBits(logits[i]));
+    order.push_back(static_cast<int32_t>(i));
+  }
+  keys_out.resize(keys.size()), order_out.resize(order.size());
+  // LSD radix sort, 11 + 11 + 10 bits: each pass is stable, so equal logits keep their ascending ids.
+  constexpr int kDigitBits = 11;
+  for (int shift = 0; shift < 32; shift += kDigitBits) {
+    std::vector<size_t> start(size_t{1} << kDigitBits, 0);
+    const auto digit = [&](uint32_t key) { return (key >> shift) & ((1u << kDigitBits) - 1); };
+    for (uint32_t key : keys) ++start[digit(key)];
+    if (std::find(start.begin(), start.end(), keys.size()) != start.end()) continue;  // one digit: order kept
+    size_t position = 0;
+    for (size_t& count : start) position += std::exchange(count, position);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      const size_t to = start[digit(keys[i])]++;
+      keys_out[to] = keys[i], order_out[to] = order[i];
+    }
+    keys.swap(keys_out), order.swap(order_out);
+  }
+  return order;
+}
+
+std::vector<int32_t> TokensByLogitReference(std::span<const float> logits) {
+  std::vector<int32_t> order;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (!std::isnan(logits[i])) order.push_back(static_cast<int32_t>(i));
+  }
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  return order;
+}
+
 int32_t Sampler::Sample(std::span<const float> logits) {
   if (params_.temperature == 0.0f) return ArgMax(logits);
   return Draw(Distribution(logits));
@@ -55,13 +97,8 @@ TokenDistribution Sampler::Distribution(std::span<const float> logits) const {
   if (params_.temperature == 0.0f) return {{ArgMax(logits), 1.0}};
   // Candidates sorted by logit, descending (ties: lower id first); NaN logits are never candidates. Then the
   // softmax of logit/temperature (max subtracted, double sums), top-p and min-p, renormalised over what they keep.
-  std::vector<int32_t> order;
-  order.reserve(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (!std::isnan(logits[i])) order.push_back(static_cast<int32_t>(i));
-  }
+  std::vector<int32_t> order = TokensByLogit(logits);
   if (order.empty()) return {{0, 1.0}};
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
   if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < order.size()) order.resize(params_.top_k);
   std::vector<double> probability(order.size());
   const double top = logits[order[0]] / params_.temperature;

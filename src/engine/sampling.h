@@ -63,6 +63,13 @@ class Sampler {
   std::mt19937_64 generator_;
 };
 
+// The token ids of `logits` sorted by logit, descending, equal logits (−0 = +0 included) by ascending id; NaN
+// logits left out. A stable LSD radix sort of the logits' ordered bits: O(V), where a comparison sort of the
+// 154,880-token vocabulary per sampled token took 13 ms (the sampler's whole cost at 16 sequences).
+std::vector<int32_t> TokensByLogit(std::span<const float> logits);
+// The specification: std::stable_sort of the ascending non-NaN ids by logit, descending.
+std::vector<int32_t> TokensByLogitReference(std::span<const float> logits);
+
 // Index of the largest value; ties toward the lower index; NaN never wins.
 int32_t ArgMax(std::span<const float> values);
 

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "base/float_order.h"
 #include "kernels/indexer_ops.h"
 #include "kernels/reference.h"
 
@@ -135,26 +136,8 @@ PoolSelection SelectTopPools(std::span<const float> scores, int64_t k) {
   return selection;
 }
 
-namespace {
-
-// An unsigned integer of each score, in the total order of RanksBefore for the score part: larger = ranks first.
-uint32_t OrderedScoreBits(float score) {
-  if (std::isnan(score)) return 0;  // below every number; NaNs equal among themselves (then by index)
-  if (score == 0.0f) score = 0.0f;  // −0 and +0 compare equal
-  const uint32_t bits = std::bit_cast<uint32_t>(score);
-  // Positive floats order as their bits; negative ones reversed. The map is strictly monotone and never 0.
-  return (bits & 0x80000000u) ? ~bits : bits | 0x80000000u;
-}
-
-// The inverse of OrderedScoreBits on its image but 0 (a NaN's): +0 for the zeros.
-float FloatOfOrderedBits(uint32_t ordered) {
-  return std::bit_cast<float>((ordered & 0x80000000u) ? ordered & 0x7fffffffu : ~ordered);
-}
-
-}  // namespace
-
 uint64_t PoolOrderKey(float score, int64_t pool) {
-  return (uint64_t{OrderedScoreBits(score)} << 32) | (0xffffffffu - static_cast<uint32_t>(pool));
+  return (uint64_t{OrderedFloatBits(score)} << 32) | (0xffffffffu - static_cast<uint32_t>(pool));
 }
 
 PoolSelection SelectTopPoolsFromKeys(std::span<const float> scores, int64_t k, std::span<uint64_t> keys) {

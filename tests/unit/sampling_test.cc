@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <map>
+#include <random>
 #include <vector>
 
 #include "test_util.h"
@@ -62,6 +64,34 @@ TEST(Sampling, TopKTopPAndMinPRestrictTheSupport) {
   EXPECT_EQ(support({.top_p = 0.81f}), (std::vector<int32_t>{0, 1, 2}));
   EXPECT_EQ(support({.min_p = 0.5f}), (std::vector<int32_t>{0, 1}));  // keep p ≥ 0.25
   EXPECT_EQ(support({.top_p = 0.01f}), (std::vector<int32_t>{0}));
+}
+
+// The radix sort of the vocabulary against std::stable_sort: random logits drawn from a palette of ties, ±0,
+// ±inf, NaN, denormals and normals, at sizes around the radix digits and the release's vocabulary.
+TEST(Sampling, TokensByLogitEqualsTheStableSort) {
+  std::mt19937 rng(11);
+  const float palette[] = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -1.0f,
+                           std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(),
+                           std::numeric_limits<float>::quiet_NaN(),
+                           std::numeric_limits<float>::denorm_min(),
+                           -std::numeric_limits<float>::denorm_min(),
+                           3.5f};
+  std::normal_distribution<float> normal(0.0f, 4.0f);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{2}, size_t{7}, size_t{2047}, size_t{2049}, size_t{154880}}) {
+    for (int variant = 0; variant < 3; ++variant) {
+      std::vector<float> logits(n);
+      for (float& x : logits) {
+        x = variant == 0   ? palette[rng() % 10]
+            : variant == 1 ? normal(rng)
+                           : (rng() % 4 == 0 ? palette[rng() % 10] : normal(rng));
+      }
+      ASSERT_EQ(TokensByLogit(logits), TokensByLogitReference(logits)) << n << " logits, variant " << variant;
+    }
+  }
 }
 
 TEST(Sampling, InvalidParamsAreRejected) {
