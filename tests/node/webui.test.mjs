@@ -20,10 +20,12 @@ import { eventually, metric, startServer } from './harness.mjs';
 const SCREENSHOTS = process.env.GLINT_WEBUI_SCREENSHOTS ?? join(tmpdir(), 'glint-webui-screenshots');
 const TEST_TIMEOUT_MS = 60_000;
 const WAIT_MS = 10_000;  // any single wait for the page
-// A context long enough that a stopped answer is stopped mid-way: ~15000 tokens take the tiny model several
-// seconds even on an idle machine, and the test stops it after a few hundred milliseconds.
-const MAX_MODEL_LEN = 16384;
-const LONG_ANSWER_TOKENS = 15000;
+// A context long enough that a stopped answer is stopped mid-way: 64,000 tokens take the tiny model well over ten
+// seconds even on an idle machine (≈ 4,500 tokens/s at the start, slower as the context grows), and the test stops
+// it after a few hundred milliseconds. 15,000 tokens (≈ 3 s) were too few on a loaded machine: the page's
+// observations before Stop outlasted the answer ("the answer finished before Stop", seen once under ctest -j2).
+const MAX_MODEL_LEN = 65536;
+const LONG_ANSWER_TOKENS = 64000;
 const API_KEY = 'webui-test-key';
 const IMAGE_PATH = fileURLToPath(new URL('../data/vision_input/wide/input.png', import.meta.url));  // 300 × 40 PNG
 const NOT_AN_IMAGE_PATH = fileURLToPath(new URL('./package.json', import.meta.url));
@@ -350,7 +352,9 @@ describe('chat page in chromium', { timeout: TEST_TIMEOUT_MS }, () => {
     assert.ok(await eventually(async () => metric(await metrics(server), 'glint_requests_running') === 0, WAIT_MS),
       'the reload did not cancel the request on the server');
     assert.equal(await page.$eval('#chat-title', (e) => e.textContent), 'Reloaded');
-    assert.ok((await answerText(page)).length > 20, 'the streamed part was not kept');
+    // What came is kept up to the page's last save: at least the answer's first text (saved at once), the rest as
+    // far as the save on leaving reached the storage before the reloaded page read it (not certain under load).
+    assert.ok((await answerText(page)).length > 0, 'the streamed part was not kept');
     assert.match(await page.$eval('article.message.assistant .stats', (e) => e.textContent), /interrupted \(the page was closed\)$/);
   });
 

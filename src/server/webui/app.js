@@ -371,10 +371,14 @@ async function generate(conversation) {
       await streamChat(body, {
         apiKey: state.apiKey, signal: controller.signal,
         on: (event) => {
+          const empty = !message.content && !message.reasoning;
           applyEvent(message, timing, event);
           message.stats = timing.summary();
           redrawMessage(conversation, message);
-          persist({ throttled: true });
+          // Saved at most once a second while streaming, but at once when the answer gets its first text, so that
+          // a reload always finds the answer begun (what came after the last save is saved on leaving the page,
+          // when the browser lets it: see beforeunload below).
+          persist({ throttled: !(empty && (message.content || message.reasoning)) });
         },
       });
     } catch (error) {
@@ -638,8 +642,13 @@ function setUp() {
     else if ($('app').classList.contains('sidebar-open')) setSidebarOpen(false);
   });
   // Saves an answer still streaming (persist is throttled while it streams) when the page is closed or reloaded.
-  // beforeunload comes first, before the browser cuts the page's requests (the page never asks to stay).
-  window.addEventListener('beforeunload', () => { leaving = true; });
+  // beforeunload comes first, before the browser cuts the page's requests (the page never asks to stay). Neither
+  // is certain to reach the storage before a reloaded page reads it (under load Chromium was seen to give the new
+  // page the last throttled save), so what came in the last second of an answer may be lost on a reload.
+  window.addEventListener('beforeunload', () => {
+    leaving = true;
+    persist();
+  });
   window.addEventListener('pagehide', () => {
     leaving = true;
     persist();
