@@ -208,7 +208,9 @@ class EngineCore {
   bool RunForward(StepWork& step);
   void CountComputed(const StepPlan& plan);
   void ChooseNextTokens(StepWork& step);
-  void ChooseChunkTokens(ScheduledChunk& chunk, std::span<const float> logits, std::vector<Emission>& emissions);
+  // `chosen`: the token ChooseNextTokens already drew for a plain sample (no draft, no grammar), else −1.
+  void ChooseChunkTokens(ScheduledChunk& chunk, std::span<const float> logits, std::vector<Emission>& emissions,
+                         int32_t chosen);
   Result<bool> DraftNextTokens(StepWork& step);
   Status ForkWaitingSamples(StepWork& step);
   void EmitTokens(StepWork& step);

@@ -98,6 +98,7 @@ class FastModel final : public PathModel {
   const ModelConfig& local_config() const override { return local_; }
   int64_t weight_bytes() const override { return static_cast<int64_t>(load_report_.weight_bytes); }
   bool has_mtp() const override { return weights_.mtp != nullptr; }
+  WorkerPool* worker_pool() const override { return &pool_; }
   ShardPlan shard_plan() const override { return plan_; }
   // Refuses what the fast path does not implement: recurrent KDA, naive MLA, dense or forced key selection
   // (ForcedChoices forces choices instead).

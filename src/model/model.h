@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "base/worker_pool.h"
 #include "io/config.h"
 #include "memory/item_arena.h"
 #include "memory/memory_mirror.h"
@@ -189,6 +190,8 @@ class Model {
   // Who must hear of the engine's pools and copies (a multi-rank leader, lockstep.h); null for a model that runs
   // alone.
   virtual EngineMirror* engine_mirror() const { return nullptr; }
+  // The workers the forward pass runs on, free between passes (the engine samples rows on them); null: none.
+  virtual WorkerPool* worker_pool() const { return nullptr; }
   // Whether this model implements `options`: an error naming the option it does not (Forward and MtpForward
   // refuse them with it before touching any state).
   virtual Status CheckOptions(const ForwardOptions& options) const { return Status::Ok(); }

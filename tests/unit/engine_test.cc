@@ -18,8 +18,10 @@
 #include <thread>
 #include <vector>
 
+#include "base/worker_pool.h"
 #include "engine/engine_core.h"
 #include "engine_checks.h"
+#include "model/fast_model.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "tokenizer/byte_level.h"
@@ -178,6 +180,36 @@ TEST_P(EngineGolden, SeededSamplingIsReproducible) {
   EXPECT_EQ(first, sample(42));
   EXPECT_NE(first.first, first.second);  // the two samples draw differently
   EXPECT_NE(first, sample(43));
+}
+
+// Sampled tokens (temperature 1, penalties, logprobs) do not depend on how many workers draw them: the engine
+// draws the plain samples of a step on the fast model's workers (EngineCore::ChooseNextTokens), each from its own
+// seeded generator. Four requests at once on 1 worker (serial) and on 3, and each alone: the same tokens.
+TEST(EngineSampling, SampledTokensAreTheSameOnAnyNumberOfWorkers) {
+  const auto run = [](int workers, bool one_at_a_time) {
+    WorkerPool pool(workers);
+    auto model = FastModel::Load(testing::ModelDir("glint-tiny"), pool).value();
+    auto core = MakeCore(*model, Sized(*model, 4, 128, 0));
+    auto sink = std::make_shared<Collector>();
+    std::vector<Tokens> tokens;
+    for (int64_t r = 0; r < 4; ++r) {
+      Tokens prompt;
+      for (int64_t i = 0; i < 9 + 5 * r; ++i) prompt.push_back(static_cast<int32_t>((i * 131 + 17 * r + 3) % 4000));
+      Request request = Greedy(prompt, 20, sink);
+      request.sampling = {.temperature = 1.0f, .seed = 100 + static_cast<uint64_t>(r), .presence_penalty = 0.3f};
+      request.seeded = true;
+      request.logprobs = 2;
+      EXPECT_OK(core->Add(r + 1, std::move(request)));
+      if (one_at_a_time) RunToCompletion(*core);
+    }
+    RunToCompletion(*core);
+    for (int64_t r = 0; r < 4; ++r) tokens.push_back(sink->TokensOf(r + 1, 0));
+    return tokens;
+  };
+  const std::vector<Tokens> serial = run(1, false);
+  for (const Tokens& t : serial) EXPECT_EQ(t.size(), 20u);
+  EXPECT_EQ(run(3, false), serial);
+  EXPECT_EQ(run(3, true), serial);
 }
 
 TEST_P(EngineGolden, CancellationFreesEverything) {
