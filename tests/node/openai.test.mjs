@@ -238,7 +238,9 @@ describe('openai client', () => {
       } catch (error) {
         assert.ok(error instanceof OpenAI.APIUserAbortError, `unexpected error: ${error}`);
       }
-      assert.equal(chunks, 2, 'the stream went on after the abort');
+      // Events that came in the same network read as the second may still be yielded after the abort (seen once in
+      // CI: 3); a stream that went on would bring hundreds.
+      assert.ok(chunks >= 2 && chunks < 10, `the stream went on after the abort: ${chunks} chunks`);
       const idle = await eventually(async () => {
         const text = await (await fetch(`${slow.baseURL}/metrics`)).text();
         return metric(text, 'glint_requests_running') === 0 && metric(text, 'glint_requests_waiting') === 0 &&
