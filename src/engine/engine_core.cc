@@ -7,6 +7,7 @@
 #include <random>
 
 #include "base/log.h"
+#include "base/worker_pool.h"
 #include "engine/prefix_disk.h"
 
 namespace glint {

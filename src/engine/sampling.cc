@@ -63,8 +63,9 @@ std::vector<int32_t> TokensByLogit(std::span<const float> logits) {
   keys_out.resize(keys.size()), order_out.resize(order.size());
   // LSD radix sort, 11 + 11 + 10 bits: each pass is stable, so equal logits keep their ascending ids.
   constexpr int kDigitBits = 11;
+  std::vector<size_t> start(size_t{1} << kDigitBits);
   for (int shift = 0; shift < 32; shift += kDigitBits) {
-    std::vector<size_t> start(size_t{1} << kDigitBits, 0);
+    std::fill(start.begin(), start.end(), 0);
     const auto digit = [&](uint32_t key) { return (key >> shift) & ((1u << kDigitBits) - 1); };
     for (uint32_t key : keys) ++start[digit(key)];
     if (std::find(start.begin(), start.end(), keys.size()) != start.end()) continue;  // one digit: order kept

@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "base/status.h"
-#include "base/worker_pool.h"
 #include "io/config.h"
 #include "memory/item_arena.h"
 #include "memory/memory_mirror.h"
@@ -33,6 +32,8 @@
 #include "model/weights.h"
 
 namespace glint {
+
+class WorkerPool;  // base/worker_pool.h
 
 class Model;
 
