@@ -144,7 +144,7 @@ cmake_build() {  # build dir, log, extra configure flags...
 build_llama() {
   local native=$OUT/llama.cpp-build noamx=$OUT/llama.cpp-build-noamx
   LLAMA_AMX="on where the CPU has it (-march=native)"
-  grep -q amx_int8 /proc/cpuinfo || LLAMA_AMX="off (this CPU has no AMX)"
+  grep -q amx_int8 /proc/cpuinfo || LLAMA_AMX="off (CPUID reports no AMX on this machine)"
   if [[ -f $noamx.why ]]; then  # an earlier run fell back: keep that build, and its reason
     build_llama_without_amx "$(cat "$noamx.why")"
     return
