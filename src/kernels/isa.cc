@@ -17,7 +17,7 @@ constexpr Isa kAllIsas[] = {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx};
 std::string_view RequestAmx() {
 #if defined(__x86_64__)
   if (!__builtin_cpu_supports("amx-tile") || !__builtin_cpu_supports("amx-int8")) {
-    return "CPUID reports no AMX-TILE/AMX-INT8 (a virtual machine can hide its host CPU's AMX)";
+    return "the CPU has no AMX-TILE/AMX-INT8 (CPUID)";
   }
   if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx512vnni")) {
     return "the CPU has AMX but not the AVX-512 VNNI the AMX level's other kernels use";
