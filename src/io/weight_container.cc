@@ -197,7 +197,14 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path) {
   }
   Json header = Json::parse(bytes.begin() + 16, bytes.begin() + data_begin, nullptr, /*allow_exceptions=*/false);
   if (header.is_discarded() || !header.is_object()) return fail("the header is not a JSON object");
-  const int version = header.value("container_version", 0);
+  // Json::value throws when the key holds another type: check it first (a fuzzer found an array there).
+  int64_t version = 0;
+  if (header.contains("container_version")) {
+    if (!header["container_version"].is_number_integer()) {
+      return fail("container_version is not an integer (expected ", kContainerVersion, ")");
+    }
+    version = header["container_version"].get<int64_t>();
+  }
   if (version == 1) {
     return fail("container_version 1 predates per-expert extents (version ", kContainerVersion,
                 "); re-run `glint convert` to rewrite it");

@@ -349,6 +349,12 @@ TEST(FastContainer, TruncatedOrForeignContainersAreRefused) {
   old[version + std::string("\"container_version\":").size()] = '1';
   ASSERT_OK(WriteFileAtomic(path, old));
   EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "re-run `glint convert`");
+  // A version of another JSON type (an array, as a fuzzer wrote): refused with a message, not thrown.
+  const std::string header = R"({"container_version":[2],"tensors":[]})";
+  std::string wrong_type = "GLINTWC1";
+  for (int i = 0; i < 8; ++i) wrong_type.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  ASSERT_OK(WriteFileAtomic(path, wrong_type + header));
+  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "container_version is not an integer");
   // Not a container at all.
   ASSERT_OK(WriteFileAtomic(path, "hello"));
   EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "GLINTWC1 magic");
