@@ -15,7 +15,7 @@
 
 #include "base/timer.h"
 #include "base/worker_pool.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 
 namespace glint {
 namespace {

@@ -21,7 +21,7 @@
 #include "cli/model_flags.h"
 #include "engine/capacity.h"
 #include "kernels/machine_limits.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/forward_common.h"
 #include "quant/kv_rows.h"
 

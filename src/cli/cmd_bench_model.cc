@@ -31,7 +31,7 @@
 #include "cli/progress_bar.h"
 #include "kernels/gemm_i8.h"
 #include "kernels/machine_limits.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 
 namespace glint::cli {
 namespace {

@@ -15,7 +15,7 @@
 #include "cli/progress_bar.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "model/fast_convert.h"
+#include "packed/fast_convert.h"
 
 namespace glint::cli {
 namespace {

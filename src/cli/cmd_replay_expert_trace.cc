@@ -10,7 +10,7 @@
 
 #include "base/file.h"
 #include "cli/command.h"
-#include "model/expert_trace.h"
+#include "experts/expert_trace.h"
 
 namespace glint::cli {
 namespace {

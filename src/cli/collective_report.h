@@ -8,7 +8,7 @@
 
 #include "dist/communicator.h"
 #include "io/config.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 #include "plan/collectives.h"
 
 namespace glint::cli {

@@ -9,7 +9,7 @@
 #include "base/status.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "model/fast_convert.h"
+#include "packed/fast_convert.h"
 #include "vision/image_encoder.h"
 #include "vision/tower_fast.h"
 

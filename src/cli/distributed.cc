@@ -11,7 +11,7 @@
 
 #include "base/log.h"
 #include "base/table.h"
-#include "model/lockstep.h"
+#include "lockstep/lockstep.h"
 
 namespace glint::cli {
 namespace {

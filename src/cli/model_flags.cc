@@ -9,7 +9,7 @@
 #include "base/timer.h"
 #include "io/extent_reader.h"
 #include "kernels/machine_limits.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "modelgen/make_tiny.h"
 #include "plan/expert_cache.h"
 

@@ -9,7 +9,7 @@
 #include "base/status.h"
 #include "base/worker_pool.h"
 #include "cli/distributed.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/model.h"
 
 namespace glint::cli {

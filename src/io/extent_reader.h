@@ -1,5 +1,5 @@
 // Reads 4 KiB-aligned extents of a container file (io/weight_container.h) with O_DIRECT, for the routed-expert cache
-// (model/expert_store.h): the page cache must not quietly hold what the cache budget leaves on disk.
+// (experts/expert_store.h): the page cache must not quietly hold what the cache budget leaves on disk.
 //
 // Every read is checked: a short read, an I/O error, or a file that has changed since it was opened (size, mtime or
 // inode of the path differ) is an error naming the file and the offset, never a partly filled buffer taken as data.

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "io/config.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 #include "model/weights.h"
 
 namespace glint {

@@ -7,7 +7,7 @@
 #include "io/safetensors.h"
 #include "kernels/reference.h"
 #include "model/forward_common.h"
-#include "model/lm_head_split.h"
+#include "dist/lm_head_split.h"
 #include "model/mhc.h"
 #include "model/tensor_parallel.h"
 

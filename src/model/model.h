@@ -27,7 +27,7 @@
 #include "model/ffn.h"
 #include "model/kda.h"
 #include "model/mhc.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 #include "model/trace.h"
 #include "model/weights.h"
 
@@ -140,7 +140,7 @@ struct ForwardOptions {
   KdaAlgorithm kda_algorithm = KdaAlgorithm::kChunked;  // HF: chunked for multi-token calls
   DsaOptions dsa;                                       // naive/absorbed MLA, indexer/dense selection
   // false: MtpForward skips lm_head and returns no logits (the state advances as usual) — a follower rank that
-  // holds no lm_head rows, whose draft logits nobody reads (model/lockstep.cc). Not sent in plans: rank 0 always
+  // holds no lm_head rows, whose draft logits nobody reads (lockstep/lockstep.cc). Not sent in plans: rank 0 always
   // wants them. With several ranks only rank 0 receives the logits either way (lm_head_split.h).
   bool mtp_logits = true;
 };

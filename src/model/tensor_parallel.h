@@ -22,7 +22,7 @@
 #include <string>
 
 #include "io/config.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 #include "model/weights.h"
 
 namespace glint {

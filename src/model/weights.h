@@ -18,7 +18,7 @@
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 
 namespace glint {
 

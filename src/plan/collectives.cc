@@ -7,9 +7,9 @@ namespace glint::plan {
 namespace {
 
 constexpr uint64_t kFloat = 4;           // activations and logits cross the ranks as fp32
-constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (model/sharding.h; plan/ cannot see it)
+constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (dist/sharding.h; plan/ cannot see it)
 
-// Bytes of rank 0's plans (model/lockstep.cc's wire format, field by field): a Forward plan is the op, the options
+// Bytes of rank 0's plans (lockstep/lockstep.cc's wire format, field by field): a Forward plan is the op, the options
 // (3 bytes and a count of forced positions) and the forced-choices flag and the entry count (21 bytes); per entry
 // its state (an owned sequence: kind, key, positions, MTP pairs — 25 bytes; a bound one adds its pools id, its
 // block table and its slot: 24 + 4 per block), its tokens (8 + 4 each), logits wanted (a 4-byte enum), want-hidden,
@@ -85,7 +85,7 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
   const uint64_t row_bytes = static_cast<uint64_t>(c.hidden_size) * kFloat;
   const uint64_t moe_row_bytes = row_bytes + (s.expert_memory ? kFloat : 0);
   // What rank 0 receives per logit row: the columns of the other ranks of its group (16-row blocks, rank 0 first
-  // with one more block when they do not divide: model/sharding.h).
+  // with one more block when they do not divide: dist/sharding.h).
   const int64_t blocks = CeilDiv(c.vocab_size, kLmHeadRowBlock);
   const int64_t own = std::min<int64_t>(c.vocab_size, (blocks / tp + (blocks % tp > 0 ? 1 : 0)) * kLmHeadRowBlock);
   const uint64_t vocab_part = static_cast<uint64_t>(blocks >= tp ? c.vocab_size - own : 0) * kFloat;

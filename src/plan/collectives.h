@@ -3,7 +3,7 @@
 // --ranks N` prints it for the released model; bench-model and bench-engine print the measured counterparts
 // (dist/communicator.h CollectiveStats), and tests/mpi checks that the two counts agree.
 //
-// What is modelled is the fast path's step as implemented (model/fast_model.cc, model/lockstep.cc):
+// What is modelled is the fast path's step as implemented (fast/fast_model.cc, lockstep/lockstep.cc):
 //   --tp 1 (expert parallel, attention replicated): one plan broadcast from rank 0 per Forward and per MTP call;
 //     one MoE all-reduce over all ranks per MoE layer per pass of at most `pass_rows` rows, and one per MTP call
 //     (FastModel::MtpForwardBatch runs every entry's pairs in one pass); lm_head replicated (no collective).

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "base/worker_pool.h"
-#include "model/fast_model.h"
-#include "model/lockstep.h"
+#include "fast/fast_model.h"
+#include "lockstep/lockstep.h"
 #include "model/model.h"
 #include "mpi_test_main.h"
 #include "plan/collectives.h"

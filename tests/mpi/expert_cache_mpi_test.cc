@@ -9,7 +9,7 @@
 
 #include "base/worker_pool.h"
 #include "expert_checks.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model_checks.h"
 #include "mpi_test_main.h"
 #include "test_util.h"

@@ -7,8 +7,8 @@
 
 #include "base/worker_pool.h"
 #include "expert_checks.h"
-#include "model/fast_model.h"
-#include "model/lockstep.h"
+#include "fast/fast_model.h"
+#include "lockstep/lockstep.h"
 #include "mpi_test_main.h"
 #include "test_util.h"
 

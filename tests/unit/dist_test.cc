@@ -9,7 +9,7 @@
 #include "dist/communicator.h"
 #include "dist/launch.h"
 #include "io/config.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 #include "test_util.h"
 
 namespace glint {
@@ -100,7 +100,7 @@ TEST(Launch, WithoutMpirunTheCommunicatorIsSingleProcess) {
   EXPECT_EQ(comm->Describe(), "single process");
 }
 
-// The shard plan (model/sharding.h) of a config shaped like tiny-sparse: 3 KDA heads, 4 MLA heads, 16 experts.
+// The shard plan (dist/sharding.h) of a config shaped like tiny-sparse: 3 KDA heads, 4 MLA heads, 16 experts.
 ModelConfig PlanConfig() {
   ModelConfig c;
   c.kda_num_heads = 3, c.num_attention_heads = 4, c.intermediate_size = 192, c.moe_intermediate_size = 32;

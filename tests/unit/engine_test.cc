@@ -21,7 +21,7 @@
 #include "base/worker_pool.h"
 #include "engine/engine_core.h"
 #include "engine_checks.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/model.h"
 #include "test_util.h"
 #include "tokenizer/byte_level.h"

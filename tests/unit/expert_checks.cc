@@ -9,7 +9,7 @@
 #include "base/file.h"
 #include "io/safetensors.h"
 #include "io/weight_container.h"
-#include "model/fast_convert.h"
+#include "packed/fast_convert.h"
 #include "test_util.h"
 
 namespace glint::testing {

@@ -12,7 +12,7 @@
 
 #include "base/worker_pool.h"
 #include "io/extent_reader.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 
 namespace glint::testing {
 

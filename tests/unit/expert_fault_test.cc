@@ -20,7 +20,7 @@
 #include "engine_checks.h"
 #include "expert_checks.h"
 #include "io/weight_container.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "test_util.h"
 
 namespace glint {

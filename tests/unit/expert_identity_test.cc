@@ -18,8 +18,8 @@
 #include "engine/sampling.h"
 #include "engine_checks.h"
 #include "expert_checks.h"
-#include "model/expert_trace.h"
-#include "model/fast_model.h"
+#include "experts/expert_trace.h"
+#include "fast/fast_model.h"
 #include "test_util.h"
 
 namespace glint {

@@ -15,7 +15,7 @@
 
 #include "engine_checks.h"
 #include "expert_checks.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "test_util.h"
 
 namespace glint {

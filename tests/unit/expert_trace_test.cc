@@ -1,6 +1,6 @@
-// Routing traces (--expert-trace) and the cache policies replayed over them (model/expert_trace.h), on hand-made
+// Routing traces (--expert-trace) and the cache policies replayed over them (experts/expert_trace.h), on hand-made
 // traces whose hit counts follow from the policy's definition.
-#include "model/expert_trace.h"
+#include "experts/expert_trace.h"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 // beside the measurement; docs/performance.md explains why int8 cannot reach them on these random fixtures.
 // Also: the converted container loads to bit-identical results, batching equals running alone, chunked prefill
 // equals whole prefill, and bad input is refused.
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 
 #include <gtest/gtest.h>
 

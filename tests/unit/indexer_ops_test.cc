@@ -18,7 +18,7 @@
 #include "kernels/isa.h"
 #include "kernels/reference.h"
 #include "model/dsa_cache.h"
-#include "model/fast_indexer.h"
+#include "fast/fast_indexer.h"
 #include "model/indexer.h"
 #include "quant/formats.h"
 #include "quant/kv_rows.h"

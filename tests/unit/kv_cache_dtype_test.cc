@@ -14,7 +14,7 @@
 #include "engine/capacity.h"
 #include "io/config.h"
 #include "io/token_file.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/forward_common.h"
 #include "model/model.h"
 #include "model_checks.h"

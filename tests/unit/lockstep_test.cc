@@ -5,7 +5,7 @@
 // pool copy the follower has to mirror: prefix-cache checkpoints restored into fresh slots, n > 1 forks, the
 // rollbacks of rejected drafts and the checkpoints taken after a step, preemption; plus standalone sequences and
 // their release. A missed copy would change the follower's caches and, from there, its logits.
-#include "model/lockstep.h"
+#include "lockstep/lockstep.h"
 
 #include <gtest/gtest.h>
 
@@ -15,7 +15,7 @@
 
 #include "base/worker_pool.h"
 #include "engine_checks.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model_checks.h"
 #include "test_util.h"
 

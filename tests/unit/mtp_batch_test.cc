@@ -1,4 +1,4 @@
-// The MTP layer batched across sequences on the fast path (FastModel::MtpForwardBatch, src/model/fast_mtp.cc): one
+// The MTP layer batched across sequences on the fast path (FastModel::MtpForwardBatch, src/fast/fast_mtp.cc): one
 // pass over every entry's pairs gives, bit for bit, what each entry gives alone through MtpForward — logits, the
 // last pair's normed output (chained drafts' input) and the MTP caches it leaves (a second call continuing them
 // agrees too) — on the golden fixtures and the trained glint-tiny; lm_head runs only on the rows that want logits.
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/worker_pool.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/model.h"
 #include "test_util.h"
 

@@ -11,7 +11,7 @@
 #include "base/file.h"
 #include "engine_checks.h"
 #include "grammar/reference.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "server/json_schema_grammar.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"

@@ -15,7 +15,7 @@
 #include "engine/engine_core.h"
 #include "engine/sampling.h"
 #include "engine_checks.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/model.h"
 #include "model_checks.h"
 #include "modelgen/random_weights.h"

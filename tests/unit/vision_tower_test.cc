@@ -12,7 +12,7 @@
 #include "io/census.h"
 #include "io/safetensors.h"
 #include "io/weight_container.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/model.h"
 #include "modelgen/random_weights.h"
 #include "quant/formats.h"

@@ -1,4 +1,4 @@
-#include "model/fast_compact_attention.h"
+#include "fast/fast_compact_attention.h"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "model/fast_convert.h"
+#include "packed/fast_convert.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 // FastContext, the mHC sites and the FFN sublayers of the fast path (fast_layers.h).
-#include "model/fast_layers.h"
+#include "fast/fast_layers.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "model/fast_indexer.h"
+#include "fast/fast_indexer.h"
 
 #include <algorithm>
 #include <cmath>

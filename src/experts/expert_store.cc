@@ -1,4 +1,4 @@
-#include "model/expert_store.h"
+#include "experts/expert_store.h"
 
 #include <pthread.h>
 
@@ -9,7 +9,7 @@
 
 #include "base/log.h"
 #include "base/timer.h"
-#include "model/fast_convert.h"
+#include "packed/fast_convert.h"
 
 namespace glint {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "kernels/kda_ops.h"
 #include "kernels/vector_ops.h"
-#include "model/fast_layers.h"
+#include "fast/fast_layers.h"
 #include "quant/formats.h"
 
 namespace glint {

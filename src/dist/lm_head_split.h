@@ -11,7 +11,7 @@
 
 #include "base/status.h"
 #include "dist/communicator.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 
 namespace glint {
 

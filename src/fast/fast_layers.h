@@ -20,10 +20,10 @@
 #include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
 #include "model/dsa.h"
-#include "model/fast_weights.h"
+#include "packed/fast_weights.h"
 #include "model/ffn.h"
 #include "model/kda.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 
 namespace glint {
 
@@ -199,9 +199,9 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
 // Clamped SwiGLU MLP: h [n, D] → out [n, D].
 void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t n, float* out);
 
-// MoE (model/fast_moe.cc): route (forced: empty, or [n] a choice per row, null: the router chooses), group rows by
+// MoE (fast/fast_moe.cc): route (forced: empty, or [n] a choice per row, null: the router chooses), group rows by
 // expert, read each active expert's weights once, combine in ascending expert id, shared expert last. choices: when not
-// null, filled [n]. With ctx.experts set, routed experts come from that store (model/expert_store.h) and an expert
+// null, filled [n]. With ctx.experts set, routed experts come from that store (experts/expert_store.h) and an expert
 // it cannot read fails the call. `local` (expert parallel, sharding.h): only the chosen experts this rank holds are
 // computed, so `out` is this rank's partial sum (the caller sums over the ranks); choices and routing are whole.
 // experts_active counts the local experts the rows activated.

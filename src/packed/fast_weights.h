@@ -25,7 +25,7 @@
 #include "base/status.h"
 #include "io/config.h"
 #include "io/weight_container.h"
-#include "model/sharding.h"
+#include "dist/sharding.h"
 #include "quant/bf16_matrix.h"
 #include "quant/int4_matrix.h"
 #include "quant/int8_matrix.h"

@@ -1,4 +1,4 @@
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 
 #include <algorithm>
 #include <cstring>
@@ -8,9 +8,9 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "kernels/vector_ops.h"
-#include "model/fast_tensor_parallel.h"
+#include "packed/fast_tensor_parallel.h"
 #include "model/forward_common.h"
-#include "model/lm_head_split.h"
+#include "dist/lm_head_split.h"
 #include "model/mhc.h"
 
 namespace glint {

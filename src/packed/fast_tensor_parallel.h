@@ -22,8 +22,8 @@
 
 #include "base/status.h"
 #include "io/config.h"
-#include "model/fast_weights.h"
-#include "model/sharding.h"
+#include "packed/fast_weights.h"
+#include "dist/sharding.h"
 
 namespace glint {
 

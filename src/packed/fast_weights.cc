@@ -1,4 +1,4 @@
-#include "model/fast_weights.h"
+#include "packed/fast_weights.h"
 
 #include <cstdlib>
 #include <cstring>

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
-#include "model/lockstep_wire.h"
+#include "lockstep/lockstep_wire.h"
 #include "model/model.h"
 
 namespace glint {

@@ -1,4 +1,4 @@
-#include "model/lm_head_split.h"
+#include "dist/lm_head_split.h"
 
 #include <algorithm>
 #include <cstring>

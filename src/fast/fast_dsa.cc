@@ -13,9 +13,9 @@
 #include "kernels/reference.h"
 #include "kernels/vector_ops.h"
 #include "model/dsa_cache.h"
-#include "model/fast_compact_attention.h"
-#include "model/fast_indexer.h"
-#include "model/fast_layers.h"
+#include "fast/fast_compact_attention.h"
+#include "fast/fast_indexer.h"
+#include "fast/fast_layers.h"
 #include "model/indexer.h"
 
 namespace glint {

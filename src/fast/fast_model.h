@@ -17,10 +17,10 @@
 
 #include "base/worker_pool.h"
 #include "kernels/isa.h"
-#include "model/expert_store.h"
-#include "model/expert_trace.h"
-#include "model/fast_convert.h"
-#include "model/fast_layers.h"
+#include "experts/expert_store.h"
+#include "experts/expert_trace.h"
+#include "packed/fast_convert.h"
+#include "fast/fast_layers.h"
 #include "model/model.h"
 
 namespace glint {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "model/dsa_cache.h"
-#include "model/fast_layers.h"
+#include "fast/fast_layers.h"
 
 namespace glint {
 

@@ -1,4 +1,4 @@
-#include "model/expert_trace.h"
+#include "experts/expert_trace.h"
 
 #include <algorithm>
 #include <cerrno>

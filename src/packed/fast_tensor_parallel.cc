@@ -1,4 +1,4 @@
-#include "model/fast_tensor_parallel.h"
+#include "packed/fast_tensor_parallel.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-// Where the fast MoE (model/fast_moe.cc) gets a routed expert's packed weights, and the disk-backed cache behind
+// Where the fast MoE (fast/fast_moe.cc) gets a routed expert's packed weights, and the disk-backed cache behind
 // `--expert-memory SIZE` (docs/expert-cache.md).
 //
 // Without a store every routed expert is resident (bound into the mapped container or converted buffers) and FastMoe
@@ -25,8 +25,8 @@
 
 #include "base/status.h"
 #include "io/extent_reader.h"
-#include "model/expert_trace.h"
-#include "model/fast_weights.h"
+#include "experts/expert_trace.h"
+#include "packed/fast_weights.h"
 
 namespace glint {
 

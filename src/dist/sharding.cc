@@ -1,4 +1,4 @@
-#include "model/sharding.h"
+#include "dist/sharding.h"
 
 #include <algorithm>
 #include <numeric>

@@ -7,7 +7,7 @@
 #include <cstring>
 
 #include "kernels/vector_ops.h"
-#include "model/fast_model.h"
+#include "fast/fast_model.h"
 #include "model/forward_common.h"
 
 namespace glint {

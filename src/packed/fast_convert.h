@@ -17,9 +17,9 @@
 #include "base/worker_pool.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "model/fast_tensor_parallel.h"
-#include "model/fast_weights.h"
-#include "model/sharding.h"
+#include "packed/fast_tensor_parallel.h"
+#include "packed/fast_weights.h"
+#include "dist/sharding.h"
 
 namespace glint {
 
@@ -56,7 +56,7 @@ struct PlannedTensor {
   // Fills the blobs (each pre-sized and 64-byte aligned, zeroed). May use the pool.
   std::function<Status(std::vector<std::span<uint8_t>>& blobs, WorkerPool& pool)> fill;
   // Container extent (io/weight_container.h): a routed expert's tensors share one, named ExpertExtentName(…), so
-  // the expert is one contiguous 4 KiB-aligned read (model/expert_store.h). Empty for everything else.
+  // the expert is one contiguous 4 KiB-aligned read (experts/expert_store.h). Empty for everything else.
   std::string extent = {};
 };
 

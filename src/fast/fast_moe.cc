@@ -9,8 +9,8 @@
 #include "base/timer.h"
 #include "kernels/linear.h"
 #include "kernels/vector_ops.h"
-#include "model/expert_store.h"
-#include "model/fast_layers.h"
+#include "experts/expert_store.h"
+#include "fast/fast_layers.h"
 
 namespace glint {
 namespace {

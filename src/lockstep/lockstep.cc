@@ -1,4 +1,4 @@
-#include "model/lockstep.h"
+#include "lockstep/lockstep.h"
 
 #include <xxhash.h>
 
