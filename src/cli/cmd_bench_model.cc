@@ -29,9 +29,9 @@
 #include "cli/host_info.h"
 #include "cli/model_flags.h"
 #include "cli/progress_bar.h"
+#include "fast/fast_model.h"
 #include "kernels/gemm_i8.h"
 #include "kernels/machine_limits.h"
-#include "fast/fast_model.h"
 
 namespace glint::cli {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "dist/communicator.h"
-#include "io/config.h"
 #include "dist/sharding.h"
+#include "io/config.h"
 #include "plan/collectives.h"
 
 namespace glint::cli {

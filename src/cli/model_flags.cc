@@ -7,9 +7,9 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/timer.h"
+#include "fast/fast_model.h"
 #include "io/extent_reader.h"
 #include "kernels/machine_limits.h"
-#include "fast/fast_model.h"
 #include "modelgen/make_tiny.h"
 #include "plan/expert_cache.h"
 

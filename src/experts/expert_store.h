@@ -24,8 +24,8 @@
 #include <vector>
 
 #include "base/status.h"
-#include "io/extent_reader.h"
 #include "experts/expert_trace.h"
+#include "io/extent_reader.h"
 #include "packed/fast_weights.h"
 
 namespace glint {

@@ -8,8 +8,8 @@
 #include <span>
 #include <vector>
 
-#include "model/dsa_cache.h"
 #include "fast/fast_layers.h"
+#include "model/dsa_cache.h"
 
 namespace glint {
 

@@ -9,13 +9,13 @@
 #include <numeric>
 
 #include "base/timer.h"
+#include "fast/fast_compact_attention.h"
+#include "fast/fast_indexer.h"
+#include "fast/fast_layers.h"
 #include "kernels/mla_ops.h"
 #include "kernels/reference.h"
 #include "kernels/vector_ops.h"
 #include "model/dsa_cache.h"
-#include "fast/fast_compact_attention.h"
-#include "fast/fast_indexer.h"
-#include "fast/fast_layers.h"
 #include "model/indexer.h"
 
 namespace glint {

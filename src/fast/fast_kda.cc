@@ -8,9 +8,9 @@
 #include <utility>
 #include <vector>
 
+#include "fast/fast_layers.h"
 #include "kernels/kda_ops.h"
 #include "kernels/vector_ops.h"
-#include "fast/fast_layers.h"
 #include "quant/formats.h"
 
 namespace glint {

@@ -15,15 +15,15 @@
 
 #include "base/status.h"
 #include "base/worker_pool.h"
+#include "dist/sharding.h"
 #include "io/config.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
 #include "model/dsa.h"
-#include "packed/fast_weights.h"
 #include "model/ffn.h"
 #include "model/kda.h"
-#include "dist/sharding.h"
+#include "packed/fast_weights.h"
 
 namespace glint {
 

@@ -7,11 +7,11 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "base/timer.h"
-#include "kernels/vector_ops.h"
-#include "packed/fast_tensor_parallel.h"
-#include "model/forward_common.h"
 #include "dist/lm_head_split.h"
+#include "kernels/vector_ops.h"
+#include "model/forward_common.h"
 #include "model/mhc.h"
+#include "packed/fast_tensor_parallel.h"
 
 namespace glint {
 

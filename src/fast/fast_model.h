@@ -16,12 +16,12 @@
 #include <vector>
 
 #include "base/worker_pool.h"
-#include "kernels/isa.h"
 #include "experts/expert_store.h"
 #include "experts/expert_trace.h"
-#include "packed/fast_convert.h"
 #include "fast/fast_layers.h"
+#include "kernels/isa.h"
 #include "model/model.h"
+#include "packed/fast_convert.h"
 
 namespace glint {
 

@@ -7,10 +7,10 @@
 #include <utility>
 
 #include "base/timer.h"
-#include "kernels/linear.h"
-#include "kernels/vector_ops.h"
 #include "experts/expert_store.h"
 #include "fast/fast_layers.h"
+#include "kernels/linear.h"
+#include "kernels/vector_ops.h"
 
 namespace glint {
 namespace {

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/vector_ops.h"
 #include "fast/fast_model.h"
+#include "kernels/vector_ops.h"
 #include "model/forward_common.h"
 
 namespace glint {

@@ -6,8 +6,8 @@
 #include <span>
 #include <vector>
 
-#include "io/config.h"
 #include "dist/sharding.h"
+#include "io/config.h"
 #include "model/weights.h"
 
 namespace glint {

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "dist/lm_head_split.h"
 #include "io/checkpoint_schema.h"
 #include "io/safetensors.h"
 #include "kernels/reference.h"
 #include "model/forward_common.h"
-#include "dist/lm_head_split.h"
 #include "model/mhc.h"
 #include "model/tensor_parallel.h"
 

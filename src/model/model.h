@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/sharding.h"
 #include "io/config.h"
 #include "memory/item_arena.h"
 #include "memory/memory_mirror.h"
@@ -27,7 +28,6 @@
 #include "model/ffn.h"
 #include "model/kda.h"
 #include "model/mhc.h"
-#include "dist/sharding.h"
 #include "model/trace.h"
 #include "model/weights.h"
 

@@ -21,8 +21,8 @@
 #include <map>
 #include <string>
 
-#include "io/config.h"
 #include "dist/sharding.h"
+#include "io/config.h"
 #include "model/weights.h"
 
 namespace glint {

@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/sharding.h"
 #include "io/checkpoint_schema.h"
 #include "io/config.h"
 #include "io/safetensors.h"
-#include "dist/sharding.h"
 
 namespace glint {
 

@@ -15,11 +15,11 @@
 
 #include "base/status.h"
 #include "base/worker_pool.h"
+#include "dist/sharding.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 #include "packed/fast_tensor_parallel.h"
 #include "packed/fast_weights.h"
-#include "dist/sharding.h"
 
 namespace glint {
 

@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "base/status.h"
+#include "dist/sharding.h"
 #include "io/config.h"
 #include "packed/fast_weights.h"
-#include "dist/sharding.h"
 
 namespace glint {
 

@@ -23,9 +23,9 @@
 
 #include "base/aligned_buffer.h"
 #include "base/status.h"
+#include "dist/sharding.h"
 #include "io/config.h"
 #include "io/weight_container.h"
-#include "dist/sharding.h"
 #include "quant/bf16_matrix.h"
 #include "quant/int4_matrix.h"
 #include "quant/int8_matrix.h"

@@ -22,12 +22,12 @@
 
 #include "base/file.h"
 #include "base/worker_pool.h"
+#include "fast/fast_model.h"
 #include "io/safetensors.h"
 #include "kernels/reference.h"
-#include "packed/fast_convert.h"
-#include "fast/fast_model.h"
 #include "model_checks.h"
 #include "mpi_test_main.h"
+#include "packed/fast_convert.h"
 #include "test_util.h"
 
 namespace glint {

@@ -8,8 +8,8 @@
 
 #include "dist/communicator.h"
 #include "dist/launch.h"
-#include "io/config.h"
 #include "dist/sharding.h"
+#include "io/config.h"
 #include "test_util.h"
 
 namespace glint {

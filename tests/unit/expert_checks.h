@@ -11,8 +11,8 @@
 #include <string>
 
 #include "base/worker_pool.h"
-#include "io/extent_reader.h"
 #include "fast/fast_model.h"
+#include "io/extent_reader.h"
 
 namespace glint::testing {
 

@@ -19,8 +19,8 @@
 #include "engine/sampling.h"
 #include "engine_checks.h"
 #include "expert_checks.h"
-#include "io/weight_container.h"
 #include "fast/fast_model.h"
+#include "io/weight_container.h"
 #include "test_util.h"
 
 namespace glint {

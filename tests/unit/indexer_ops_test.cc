@@ -15,10 +15,10 @@
 
 #include "hwy/targets.h"
 #include "base/worker_pool.h"
+#include "fast/fast_indexer.h"
 #include "kernels/isa.h"
 #include "kernels/reference.h"
 #include "model/dsa_cache.h"
-#include "fast/fast_indexer.h"
 #include "model/indexer.h"
 #include "quant/formats.h"
 #include "quant/kv_rows.h"

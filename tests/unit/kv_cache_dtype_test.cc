@@ -12,9 +12,9 @@
 
 #include "base/worker_pool.h"
 #include "engine/capacity.h"
+#include "fast/fast_model.h"
 #include "io/config.h"
 #include "io/token_file.h"
-#include "fast/fast_model.h"
 #include "model/forward_common.h"
 #include "model/model.h"
 #include "model_checks.h"

@@ -31,11 +31,11 @@
 
 #include "base/worker_pool.h"
 #include "engine/engine_core.h"
+#include "fast/fast_layers.h"
+#include "fast/fast_model.h"
 #include "kernels/isa.h"
 #include "kernels/vector_ops.h"
 #include "model/dsa.h"
-#include "fast/fast_layers.h"
-#include "fast/fast_model.h"
 #include "modelgen/make_tiny.h"
 #include "modelgen/random_weights.h"
 #include "test_util.h"

@@ -10,8 +10,8 @@
 
 #include "base/file.h"
 #include "engine_checks.h"
-#include "grammar/reference.h"
 #include "fast/fast_model.h"
+#include "grammar/reference.h"
 #include "server/json_schema_grammar.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"

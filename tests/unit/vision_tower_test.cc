@@ -9,10 +9,10 @@
 
 #include "base/file.h"
 #include "base/worker_pool.h"
+#include "fast/fast_model.h"
 #include "io/census.h"
 #include "io/safetensors.h"
 #include "io/weight_container.h"
-#include "fast/fast_model.h"
 #include "model/model.h"
 #include "modelgen/random_weights.h"
 #include "quant/formats.h"
