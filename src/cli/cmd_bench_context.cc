@@ -20,8 +20,8 @@
 #include "cli/command.h"
 #include "cli/model_flags.h"
 #include "engine/capacity.h"
-#include "kernels/machine_limits.h"
 #include "fast/fast_model.h"
+#include "kernels/machine_limits.h"
 #include "model/forward_common.h"
 #include "quant/kv_rows.h"
 
@@ -183,65 +183,43 @@ void PrintTargets(const std::map<int64_t, MeasuredContext>& measured, const Inde
   }
 }
 
-Status RunBenchContext(const BenchContextFlags& flags) {
-  std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
-  WorkerPool pool(threads);
-  GLINT_ASSIGN_OR_RETURN(const KvCacheDtype dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
-  GLINT_ASSIGN_OR_RETURN(const int64_t max_cache, ParseByteSize(flags.max_cache));
-  std::vector<int64_t> contexts;
-  for (const std::string& text : flags.contexts) {
-    GLINT_ASSIGN_OR_RETURN(const int64_t context, ParseContext(text));
-    contexts.push_back(context);
+// The contexts to fill: each requested one, or less at the model's maximum. The last position must exist: at the
+// model's maximum (1M on the release config) the fill stops short by the decode steps, which changes the indexer's
+// work by steps/context (< 0.001%).
+Result<std::vector<int64_t>> FilledContexts(const std::vector<int64_t>& contexts, const ModelConfig& c, int64_t steps) {
+  const int64_t room = c.max_position_embeddings - (steps + 1);
+  if (room < 1) {
+    return InvalidArgument("--steps ", steps, " leaves no context within max_position_embeddings ",
+                           c.max_position_embeddings);
   }
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadFastModel(flags.model, pool));
-  const auto* model = dynamic_cast<const FastModel*>(&Unwrapped(*loaded));
-  if (model == nullptr) return FailedPrecondition("bench-context needs the fast path on one rank (no mpirun)");
-  const ModelConfig& c = model->config();
-  std::vector<int64_t> filled = contexts;  // what is filled: the requested context, or less at the model's maximum
+  std::vector<int64_t> filled = contexts;
   for (int64_t& context : filled) {
-    // The last position must exist: at the model's maximum (1M on the release config) the fill stops short by the
-    // decode steps, which changes the indexer's work by steps/context (< 0.001%).
-    const int64_t room = c.max_position_embeddings - (flags.steps + 1);
-    if (room < 1) {
-      return InvalidArgument("--steps ", flags.steps, " leaves no context within max_position_embeddings ",
-                             c.max_position_embeddings);
-    }
     if (context > room) {
       std::printf(
           "   context %lld: filled to %lld so that its %lld decode steps stay within max_position_embeddings "
           "%lld\n",
-          static_cast<long long>(context), static_cast<long long>(room), static_cast<long long>(flags.steps) + 1,
+          static_cast<long long>(context), static_cast<long long>(room), static_cast<long long>(steps) + 1,
           static_cast<long long>(c.max_position_embeddings));
       context = room;
     }
   }
-  MachineProbeOptions probe;
-  probe.array_bytes = flags.probe_mib << 20;
-  const MachineLimits limits = MeasureMachineLimits(pool, probe);
-  const double int8_peak = Int8PeakFor(limits, model->isa(), /*one_thread=*/threads == 1);
-  const IndexerBounds bounds{limits.read_gbps_all_threads * 1e9, int8_peak * 1e9, dtype, c.index_n_heads,
-                             c.index_head_dim};
-  const std::string peak_text = dtype == KvCacheDtype::kInt8 && int8_peak > 0
-                                    ? StrCat(", int8 ", model->isa() == Isa::kAmx ? "AMX" : "VNNI", " peak ",
-                                             static_cast<int64_t>(int8_peak), " GOPS")
-                                    : "";
-  std::printf(
-      "== bench-context: %d threads, read bandwidth %.1f GB/s%s (measured now), kv cache %s, one sequence, "
-      "median of %lld steps\n",
-      threads, limits.read_gbps_all_threads, peak_text.c_str(), flags.kv_cache_dtype.c_str(),
-      static_cast<long long>(flags.steps));
-  CacheOptions options;
-  options.kv_dtype = dtype;
-  GLINT_ASSIGN_OR_RETURN(CacheLayout made, model->CacheLayoutFor(options));
-  const auto layout = std::make_shared<const CacheLayout>(std::move(made));
+  return filled;
+}
+
+// One row per context: the step, the indexer's share, its roofline and compute bounds. Contexts that cannot be
+// measured (a cache above --max-cache) are skipped with the reason. Returns the measured ones by requested context.
+std::map<int64_t, MeasuredContext> MeasureContexts(const FastModel& model,
+                                                   const std::shared_ptr<const CacheLayout>& layout,
+                                                   const BenchContextFlags& flags, const std::vector<int64_t>& contexts,
+                                                   const std::vector<int64_t>& filled, const IndexerBounds& bounds,
+                                                   int64_t max_cache, WorkerPool& pool) {
+  std::map<int64_t, MeasuredContext> measured;  // by the requested context
   std::printf("%9s %10s %8s %11s %9s %12s %12s %11s %10s %11s\n", "context", "ms/step", "×first", "indexer ms", "share",
               "study share", "keys MB", "roofline ms", "of roofl.", "compute ms");
   double first_step = 0;
-  std::map<int64_t, MeasuredContext> measured;  // by the requested context
   for (size_t i = 0; i < contexts.size(); ++i) {
     const int64_t context = filled[i];
-    Result<ContextFigures> f = MeasureContext(*model, layout, context, flags.steps, max_cache, pool);
+    Result<ContextFigures> f = MeasureContext(model, layout, context, flags.steps, max_cache, pool);
     if (!f.ok()) {
       std::printf("   skipped: %s\n", f.status().ToString().c_str());
       continue;
@@ -261,7 +239,45 @@ Status RunBenchContext(const BenchContextFlags& flags) {
       "   (study share: the indexer's FLOPs as a share of the MoE FLOPs on the released model, §5.3; share: "
       "measured share of this step's time; of roofl.: key bytes ÷ bandwidth ÷ indexer time; compute ms: int8 "
       "keys' multiply-adds ÷ the int8 peak)\n");
-  PrintTargets(measured, bounds);
+  return measured;
+}
+
+Status RunBenchContext(const BenchContextFlags& flags) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
+  WorkerPool pool(threads);
+  GLINT_ASSIGN_OR_RETURN(const KvCacheDtype dtype, ParseKvCacheDtype(flags.kv_cache_dtype));
+  GLINT_ASSIGN_OR_RETURN(const int64_t max_cache, ParseByteSize(flags.max_cache));
+  std::vector<int64_t> contexts;
+  for (const std::string& text : flags.contexts) {
+    GLINT_ASSIGN_OR_RETURN(const int64_t context, ParseContext(text));
+    contexts.push_back(context);
+  }
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadFastModel(flags.model, pool));
+  const auto* model = dynamic_cast<const FastModel*>(&Unwrapped(*loaded));
+  if (model == nullptr) return FailedPrecondition("bench-context needs the fast path on one rank (no mpirun)");
+  const ModelConfig& c = model->config();
+  GLINT_ASSIGN_OR_RETURN(const std::vector<int64_t> filled, FilledContexts(contexts, c, flags.steps));
+  MachineProbeOptions probe;
+  probe.array_bytes = flags.probe_mib << 20;
+  const MachineLimits limits = MeasureMachineLimits(pool, probe);
+  const double int8_peak = Int8PeakFor(limits, model->isa(), /*one_thread=*/threads == 1);
+  const IndexerBounds bounds{limits.read_gbps_all_threads * 1e9, int8_peak * 1e9, dtype, c.index_n_heads,
+                             c.index_head_dim};
+  const std::string peak_text = dtype == KvCacheDtype::kInt8 && int8_peak > 0
+                                    ? StrCat(", int8 ", model->isa() == Isa::kAmx ? "AMX" : "VNNI", " peak ",
+                                             static_cast<int64_t>(int8_peak), " GOPS")
+                                    : "";
+  std::printf(
+      "== bench-context: %d threads, read bandwidth %.1f GB/s%s (measured now), kv cache %s, one sequence, "
+      "median of %lld steps\n",
+      threads, limits.read_gbps_all_threads, peak_text.c_str(), flags.kv_cache_dtype.c_str(),
+      static_cast<long long>(flags.steps));
+  CacheOptions options;
+  options.kv_dtype = dtype;
+  GLINT_ASSIGN_OR_RETURN(CacheLayout made, model->CacheLayoutFor(options));
+  const auto layout = std::make_shared<const CacheLayout>(std::move(made));
+  PrintTargets(MeasureContexts(*model, layout, flags, contexts, filled, bounds, max_cache, pool), bounds);
   return Status::Ok();
 }
 

@@ -96,9 +96,10 @@ std::vector<std::pair<int64_t, int64_t>> ConcurrencyByLength(const CapacityRepor
 
 }  // namespace
 
-Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout, const EngineOptions& o,
-                                    int64_t weight_bytes) {
-  GLINT_RETURN_IF_ERROR(CheckCapacityOptions(layout, o));
+namespace {
+
+// The layout's figures and the options the report repeats.
+CapacityReport DescribeLayout(const CacheLayout& layout, const EngineOptions& o, int64_t weight_bytes) {
   CapacityReport r;
   r.block_tokens = layout.block_tokens();
   r.block_bytes = layout.block_bytes;
@@ -115,7 +116,11 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
     r.disk_directory = o.prefix_disk.directory;
     r.disk_bytes = o.prefix_disk.size_bytes;
   }
+  return r;
+}
 
+// One state slot per sequence, each with its speculative-decoding rollback copies. Returns the memory left.
+Result<int64_t> PlanSlots(const CacheLayout& layout, const EngineOptions& o, CapacityReport& r) {
   r.num_slots = o.max_seqs;
   r.speculative = o.speculative != SpeculativeMethod::kNone;
   // A rollback snapshot is a copy of the slot's KDA part (aligned, at least one alignment unit), one per drafted
@@ -132,28 +137,36 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
   }
   r.slots_total_bytes = r.num_slots * layout.slot_bytes;
   r.rollback_total_bytes = r.num_slots * r.rollback_bytes;
-  int64_t rest = o.memory_bytes - r.slots_total_bytes - r.rollback_total_bytes;
-  if (o.prefix_caching && layout.checkpoint_bytes > 0) {
-    r.checkpoint_budget_given = o.checkpoint_memory_bytes > 0;
-    if (r.checkpoint_budget_given && o.checkpoint_memory_bytes >= rest) {
-      return ResourceExhausted("--prefix-checkpoint-memory ", FormatBinaryBytes(o.checkpoint_memory_bytes),
-                               " leaves nothing for cache blocks: the memory left after the slots is ",
-                               FormatBinaryBytes(rest), "; lower it or raise --memory");
-    }
-    const int64_t budget =
-        r.checkpoint_budget_given ? o.checkpoint_memory_bytes : static_cast<int64_t>(rest * o.checkpoint_fraction);
-    r.num_checkpoints = std::min(budget / layout.checkpoint_bytes, kMaxItemsPerPool);
-    if (r.num_checkpoints < 1) {
-      return ResourceExhausted(
-          "prefix caching needs room for at least one KDA state checkpoint of ",
-          FormatBinaryBytes(layout.checkpoint_bytes), " but the checkpoint budget is ", FormatBinaryBytes(budget),
-          r.checkpoint_budget_given ? " (--prefix-checkpoint-memory)"
-                                    : StrCat(" (", o.checkpoint_fraction, " of the memory left after the slots)"),
-          "; raise --memory or --prefix-checkpoint-memory, or turn prefix caching off");
-    }
-    r.checkpoints_total_bytes = r.num_checkpoints * layout.checkpoint_bytes;
-    rest -= r.checkpoints_total_bytes;
+  return o.memory_bytes - r.slots_total_bytes - r.rollback_total_bytes;
+}
+
+// The prefix cache's KDA state checkpoints out of `rest` (the memory after the slots). Returns what is left.
+Result<int64_t> PlanCheckpoints(const CacheLayout& layout, const EngineOptions& o, int64_t rest, CapacityReport& r) {
+  if (!o.prefix_caching || layout.checkpoint_bytes <= 0) return rest;
+  r.checkpoint_budget_given = o.checkpoint_memory_bytes > 0;
+  if (r.checkpoint_budget_given && o.checkpoint_memory_bytes >= rest) {
+    return ResourceExhausted("--prefix-checkpoint-memory ", FormatBinaryBytes(o.checkpoint_memory_bytes),
+                             " leaves nothing for cache blocks: the memory left after the slots is ",
+                             FormatBinaryBytes(rest), "; lower it or raise --memory");
   }
+  const int64_t budget =
+      r.checkpoint_budget_given ? o.checkpoint_memory_bytes : static_cast<int64_t>(rest * o.checkpoint_fraction);
+  r.num_checkpoints = std::min(budget / layout.checkpoint_bytes, kMaxItemsPerPool);
+  if (r.num_checkpoints < 1) {
+    return ResourceExhausted(
+        "prefix caching needs room for at least one KDA state checkpoint of ",
+        FormatBinaryBytes(layout.checkpoint_bytes), " but the checkpoint budget is ", FormatBinaryBytes(budget),
+        r.checkpoint_budget_given ? " (--prefix-checkpoint-memory)"
+                                  : StrCat(" (", o.checkpoint_fraction, " of the memory left after the slots)"),
+        "; raise --memory or --prefix-checkpoint-memory, or turn prefix caching off");
+  }
+  r.checkpoints_total_bytes = r.num_checkpoints * layout.checkpoint_bytes;
+  return rest - r.checkpoints_total_bytes;
+}
+
+// The cache blocks out of `rest`, and the context length they allow.
+Status PlanBlocks(const ModelConfig& config, const CacheLayout& layout, const EngineOptions& o, int64_t rest,
+                  CapacityReport& r) {
   // Block ids are int32: memory past 2^31 − 1 blocks stays unused (it would take blocks of ≥ 64 B and 128 GiB).
   r.num_blocks = std::min(rest / layout.block_bytes, kMaxItemsPerPool);
   if (r.num_blocks < 1) {
@@ -174,6 +187,20 @@ Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout
                            config.max_position_embeddings);
   }
   r.max_model_len = o.max_model_len > 0 ? o.max_model_len : std::min(r.cache_tokens, config.max_position_embeddings);
+  return Status::Ok();
+}
+
+}  // namespace
+
+// --memory is spent in this order: the sequences' state slots (and rollback copies), the prefix cache's
+// checkpoints, then cache blocks; each step refuses what cannot fit, naming the flag to change.
+Result<CapacityReport> PlanCapacity(const ModelConfig& config, const CacheLayout& layout, const EngineOptions& o,
+                                    int64_t weight_bytes) {
+  GLINT_RETURN_IF_ERROR(CheckCapacityOptions(layout, o));
+  CapacityReport r = DescribeLayout(layout, o, weight_bytes);
+  GLINT_ASSIGN_OR_RETURN(const int64_t after_slots, PlanSlots(layout, o, r));
+  GLINT_ASSIGN_OR_RETURN(const int64_t after_checkpoints, PlanCheckpoints(layout, o, after_slots, r));
+  GLINT_RETURN_IF_ERROR(PlanBlocks(config, layout, o, after_checkpoints, r));
   r.concurrency = ConcurrencyByLength(r);
   return r;
 }
