@@ -18,6 +18,7 @@
 #include "media/image.h"
 #include "media/preprocess.h"
 #include "model/model.h"
+#include "tokenizer/image_tokens.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/image_encoder.h"
 
@@ -45,21 +46,25 @@ struct RunFlags {
 
 // The images before the prompt text, as the chat template writes an image part: <|begin_of_image|>, N image
 // tokens, <|end_of_image|> per image. Returns where each image's tokens are.
-Result<std::vector<RequestImage>> PrependImages(const Tokenizer& tokenizer, const VisionConfig& vision,
+// The token ids are config.json's (image_token_id, image_start/end_token_id), the tokenizer's where it names none.
+Result<std::vector<RequestImage>> PrependImages(const Tokenizer& tokenizer, const ImageTokenIds& ids,
+                                                const VisionConfig& vision,
                                                 const std::vector<std::shared_ptr<const VisionInput>>& images,
                                                 std::vector<int32_t>& prompt) {
-  const auto begin = tokenizer.TokenId("<|begin_of_image|>"), image = tokenizer.TokenId("<|image|>"),
-             end = tokenizer.TokenId("<|end_of_image|>");
-  if (!begin || !image || !end) {
-    return FailedPrecondition("--image needs the tokenizer's <|begin_of_image|>, <|image|> and <|end_of_image|>");
+  auto resolved = ResolveImageTokens(ids.image, ids.start, ids.end, &tokenizer);
+  if (!resolved.ok()) return resolved.status().WithContext("--image");
+  if (!resolved->has_markers()) {
+    return FailedPrecondition(
+        "--image needs the image markers: config.json's image_start_token_id and "
+        "image_end_token_id, or the tokenizer's <|begin_of_image|> and <|end_of_image|>");
   }
   std::vector<int32_t> tokens;
   std::vector<RequestImage> out;
   for (const std::shared_ptr<const VisionInput>& input : images) {
-    tokens.push_back(*begin);
+    tokens.push_back(resolved->start);
     out.push_back({static_cast<int64_t>(tokens.size()), input, 0});
-    tokens.insert(tokens.end(), VisionTokenCount(vision, *input), *image);
-    tokens.push_back(*end);
+    tokens.insert(tokens.end(), VisionTokenCount(vision, *input), resolved->image);
+    tokens.push_back(resolved->end);
   }
   prompt.insert(prompt.begin(), tokens.begin(), tokens.end());
   return out;
@@ -89,7 +94,8 @@ Result<RunImages> PrepareRunImages(const RunFlags& flags, const std::string& dir
   auto tower = LoadImageEncoder(dir, forward.model->config(), flags.path.path == "reference", forward.pool.get());
   if (!tower.ok()) return tower.status().WithContext("--image needs the model's vision tower");
   out.tower = std::move(tower).value();
-  GLINT_ASSIGN_OR_RETURN(out.requests, PrependImages(tokenizer, out.tower->config(), inputs, prompt));
+  GLINT_ASSIGN_OR_RETURN(out.requests, PrependImages(tokenizer, forward.model->config().image_tokens,
+                                                     out.tower->config(), inputs, prompt));
   for (const RequestImage& image : out.requests) {
     for (int64_t j = 0; j < VisionTokenCount(out.tower->config(), *image.input); ++j) {
       out.positions.push_back(static_cast<int32_t>(image.start + j));

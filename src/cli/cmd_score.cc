@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "base/log.h"
@@ -17,6 +19,7 @@
 #include "io/token_file.h"
 #include "memory/item_arena.h"
 #include "model/model.h"
+#include "tokenizer/image_tokens.h"
 #include "tokenizer/tokenizer.h"
 
 namespace glint::cli {
@@ -86,10 +89,15 @@ Result<std::vector<SequenceImages>> ScoreImages(const ScoreFlags& flags, const s
   GLINT_ASSIGN_OR_RETURN(const auto inputs, LoadImageFiles(flags.images, dir, flags.image_limits));
   auto tower = LoadImageEncoder(dir, c, !flags.fast, &pool);
   if (!tower.ok()) return tower.status().WithContext("--images needs the model's vision tower");
-  GLINT_ASSIGN_OR_RETURN(const Tokenizer tokenizer, Tokenizer::Load(dir));
-  const auto placeholder = tokenizer.TokenId("<|image|>");
-  if (!placeholder) return FailedPrecondition("--images needs the tokenizer's <|image|> token");
-  return AssignImageRows(sequences, *placeholder, **tower, inputs);
+  // The placeholder is config.json's image_token_id; tokenizer.json, where there is one, must agree with it.
+  std::optional<Tokenizer> tokenizer;
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) {
+    GLINT_ASSIGN_OR_RETURN(tokenizer, Tokenizer::Load(dir));
+  }
+  const ImageTokenIds& ids = c.image_tokens;
+  auto tokens = ResolveImageTokens(ids.image, ids.start, ids.end, tokenizer ? &*tokenizer : nullptr);
+  if (!tokens.ok()) return tokens.status().WithContext("--images");
+  return AssignImageRows(sequences, tokens->image, **tower, inputs);
 }
 
 Result<std::vector<float>> SequenceLogits(const Model& model, std::span<const int32_t> tokens, KdaStateStorage storage,

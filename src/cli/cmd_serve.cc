@@ -22,6 +22,7 @@
 #include "server/http_server.h"
 #include "server/http_transport.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/image_tokens.h"
 #include "tokenizer/tokenizer.h"
 #include "vision/image_encoder.h"
 
@@ -89,8 +90,26 @@ class SignalWatcher {
 };
 
 // Image input (docs/server.md "Images"): the limits, the checkpoint's processor config, the local media root.
-Status ConfigureImages(const ServeFlags& flags, const std::string& dir, server::ServerOptions& options) {
+Status ConfigureImages(const ServeFlags& flags, const std::string& dir, const ModelConfig& config,
+                       const Tokenizer& tokenizer, server::ServerOptions& options) {
   options.images.limits = flags.limits.images.limits;
+  // The placeholder and markers from config.json, the tokenizer filling in; files that disagree are refused, a
+  // checkpoint that names no placeholder serves text only.
+  const ImageTokenIds& ids = config.image_tokens;
+  auto tokens = ResolveImageTokens(ids.image, ids.start, ids.end, &tokenizer);
+  if (tokens.ok()) {
+    auto marker = ImageMarkerText(*tokens, tokenizer);
+    if (marker.ok()) {
+      options.images.image_token_id = tokens->image;
+      options.images.marker_text = *marker;
+    } else {
+      options.images.no_placeholder_reason = marker.status().message();
+    }
+  } else if (tokens.status().code() == ErrorCode::kFailedPrecondition) {
+    options.images.no_placeholder_reason = tokens.status().message();
+  } else {
+    return tokens.status();
+  }
   options.policy.max_images = flags.limits.policy.max_images;
   std::string origin;
   GLINT_ASSIGN_OR_RETURN(options.images.processor, media::LoadProcessorConfig(dir, &origin));
@@ -155,7 +174,8 @@ void BlockStopSignals() {
 
 Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, const std::string& dir,
                                                      const GenerationConfig& generation, const ModelConfig& config,
-                                                     const ImageEncoder* images, const std::string& no_images) {
+                                                     const Tokenizer& tokenizer, const ImageEncoder* images,
+                                                     const std::string& no_images) {
   server::ServerOptions options = flags.limits;
   options.host = flags.host;
   options.port = flags.port;
@@ -171,7 +191,7 @@ Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, co
   options.log_prompts = flags.log_prompts;
   options.webui = !flags.no_webui;
   options.allow_special_tokens_in_content = flags.allow_special_tokens_in_content;
-  GLINT_RETURN_IF_ERROR(ConfigureImages(flags, dir, options));
+  GLINT_RETURN_IF_ERROR(ConfigureImages(flags, dir, config, tokenizer, options));
   options.images.engine_takes_images = images != nullptr;
   options.images.no_images_reason = no_images;
   // One descriptor per connection: 2,000 idle keep-alive clients must not hit the common soft limit of 1,024.
@@ -212,8 +232,9 @@ Status Serve(ServeFlags flags) {
                          Engine::Start(*model, engine_options, &*tokenizer, images.get()));
   LogInfo("engine capacity:\n", engine->capacity().ToString());
   server::EngineBackend backend(*engine);
-  GLINT_ASSIGN_OR_RETURN(const server::ServerOptions options,
-                         ServerOptionsFromFlags(flags, dir, generation, model->config(), images.get(), no_images));
+  GLINT_ASSIGN_OR_RETURN(
+      const server::ServerOptions options,
+      ServerOptionsFromFlags(flags, dir, generation, model->config(), *tokenizer, images.get(), no_images));
   server::HttpServer server(options, *tokenizer, chat_template ? &*chat_template : nullptr, backend);
   GLINT_RETURN_IF_ERROR(server.Bind());
   LogInfo("serving ", options.model_names[0], " on http://", flags.host, ":", server.port(),

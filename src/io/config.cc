@@ -538,6 +538,21 @@ Status CheckTotalParameters(const ModelConfig& c, const std::string& context) {
   return Status::Ok();
 }
 
+// The image placeholder and its markers: top-level keys of the release config (beside vision_config), each optional.
+Status ReadImageTokenIds(const ObjectReader& outer, ModelConfig& config) {
+  const std::pair<const char*, int64_t*> keys[] = {{"image_token_id", &config.image_tokens.image},
+                                                   {"image_start_token_id", &config.image_tokens.start},
+                                                   {"image_end_token_id", &config.image_tokens.end}};
+  for (const auto& [key, id] : keys) {
+    if (!outer.Has(key)) continue;
+    GLINT_ASSIGN_OR_RETURN(*id, outer.Int(key));
+    if (*id < 0 || *id >= config.vocab_size) {
+      return outer.Invalid(key, std::to_string(*id), StrCat("a token id in [0, ", config.vocab_size, ")"));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::string_view AttentionKindName(AttentionKind kind) { return kind == AttentionKind::kKda ? "KDA" : "DSA"; }
@@ -597,6 +612,7 @@ Result<ModelConfig> ParseModelConfig(std::string_view json_text, std::string_vie
   if (const Json* vision = outer.Get("vision_config")) {
     GLINT_RETURN_IF_ERROR(ReadVision(*vision, context, config.hidden_size, config.vision));
   }
+  GLINT_RETURN_IF_ERROR(ReadImageTokenIds(outer, config));
   return config;
 }
 

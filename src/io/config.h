@@ -45,6 +45,15 @@ struct VisionConfig {
 Result<VisionConfig> ParseVisionConfig(std::string_view json_text, std::string_view source,
                                        int64_t text_hidden_size = 0);
 
+// The tokens that carry an image in the text sequence, as config.json names them at its top level (HF:
+// image_token_id is the placeholder whose embedding rows the tower's output replaces; image_start_token_id and
+// image_end_token_id are the markers around an image's run of placeholders). -1: the config does not name it.
+struct ImageTokenIds {
+  int64_t image = -1;
+  int64_t start = -1;
+  int64_t end = -1;
+};
+
 struct ModelConfig {
   // Trunk.
   int64_t vocab_size = 0;
@@ -104,6 +113,7 @@ struct ModelConfig {
   int64_t fp8_block_cols = 0;
 
   VisionConfig vision;
+  ImageTokenIds image_tokens;  // top-level image_token_id, image_start_token_id, image_end_token_id
 
   // Derived.
   int64_t IndexTopkPools() const { return index_topk / index_kpool; }

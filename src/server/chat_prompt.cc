@@ -47,23 +47,29 @@ void MarkStrings(Json& value, const Tokenizer& tokenizer) {
   }
 }
 
-// A message content that holds image markers (openai_request.h, kImageMarker at the recorded offsets): the
-// client's text around them is marked, the markers are not, so they tokenize as special tokens.
-void MarkAroundImages(const ChatRequest& request, Json& marked_messages, const Tokenizer& tokenizer) {
+// A message content that holds image markers (openai_request.h, kImageMarker at the recorded offsets): each marker
+// becomes `image_marker` (the checkpoint's own tokens' text, or kImageMarker when empty) and, with `mark_with`, the
+// client's text around them is marked while the markers are not, so they tokenize as special tokens.
+void RewriteImageParts(const ChatRequest& request, Json& messages, const Tokenizer* mark_with,
+                       std::string_view image_marker) {
+  const std::string_view marker = image_marker.empty() ? kImageMarker : image_marker;
+  auto text = [&](std::string_view client_text) {
+    return mark_with != nullptr ? MarkAddedTokens(client_text, *mark_with) : std::string(client_text);
+  };
   size_t k = 0;
   while (k < request.images.size()) {
     const size_t message = request.images[k].message;
     const std::string& content = request.messages[message]["content"].get_ref<const std::string&>();
-    std::string marked;
+    std::string rewritten;
     size_t from = 0;
     for (; k < request.images.size() && request.images[k].message == message; ++k) {
       const size_t at = request.images[k].offset;
-      marked += MarkAddedTokens(std::string_view(content).substr(from, at - from), tokenizer);
-      marked += kImageMarker;
+      rewritten += text(std::string_view(content).substr(from, at - from));
+      rewritten += marker;
       from = at + kImageMarker.size();
     }
-    marked += MarkAddedTokens(std::string_view(content).substr(from), tokenizer);
-    marked_messages[message]["content"] = std::move(marked);
+    rewritten += text(std::string_view(content).substr(from));
+    messages[message]["content"] = std::move(rewritten);
   }
 }
 
@@ -119,19 +125,26 @@ jinja::Object ChatTemplateVariables(const ChatRequest& request) {
 ApiOr<ChatPrompt> BuildChatPrompt(const ChatRequest& request, const ChatTemplate& chat_template,
                                   const Tokenizer& tokenizer, const ChatPromptOptions& options) {
   const bool mark = !options.allow_special_tokens_in_content;
+  // Unmarked, only image parts in another spelling than kImageMarker need a copy of the messages.
+  const bool respell = !request.images.empty() && !options.image_marker.empty() && options.image_marker != kImageMarker;
   ChatRequest marked;
   if (mark) {
     marked.messages = request.messages;
     marked.tools = request.tools;
     marked.chat_template_kwargs = request.chat_template_kwargs;
     MarkStrings(marked.messages, tokenizer);
-    MarkAroundImages(request, marked.messages, tokenizer);
+    RewriteImageParts(request, marked.messages, &tokenizer, options.image_marker);
     MarkStrings(marked.tools, tokenizer);
     MarkStrings(marked.chat_template_kwargs, tokenizer);
     marked.add_generation_prompt = request.add_generation_prompt;
     marked.reasoning_effort = request.reasoning_effort;  // validated: Low, High or Max
   }
-  auto rendered = chat_template.Render(ChatTemplateVariables(mark ? marked : request));
+  ChatRequest respelled;
+  if (!mark && respell) {
+    respelled = request;
+    RewriteImageParts(request, respelled.messages, nullptr, options.image_marker);
+  }
+  auto rendered = chat_template.Render(ChatTemplateVariables(mark ? marked : respell ? respelled : request));
   if (!rendered.ok()) return BadRequest(rendered.status().message(), "messages", "chat_template_error");
   ChatPrompt prompt;
   UnmarkedText unmarked;

@@ -42,6 +42,9 @@ struct ChatPromptOptions {
   // > 0: a rendered prompt that must have at least this many tokens (judged from its bytes, before tokenizing) is
   // a context_length_exceeded 400.
   int64_t max_model_len = 0;
+  // The text one image part renders as: the checkpoint's start, placeholder and end tokens (ImageInputOptions::
+  // marker_text). Empty: kImageMarker, the released template's spelling.
+  std::string_view image_marker;
 };
 
 // Template errors (including its raise_exception) are 400s; so is a prompt that encodes to no tokens.

@@ -326,7 +326,7 @@ class HttpServer::Impl final : public HttpHandler {
   }
 
   ChatPromptOptions PromptOptions() const {
-    return {options_.allow_special_tokens_in_content, backend_.max_model_len()};
+    return {options_.allow_special_tokens_in_content, backend_.max_model_len(), options_.images.marker_text};
   }
 
   // Image parts: loaded, decoded and preprocessed, their placeholders in `tokens` expanded to N image tokens each.
@@ -334,13 +334,11 @@ class HttpServer::Impl final : public HttpHandler {
   ApiOr<std::vector<LoadedImage>> PrepareImages(const ChatRequest& chat, std::vector<int32_t>& tokens,
                                                 std::vector<size_t>* starts = nullptr) const {
     if (chat.images.empty()) return std::vector<LoadedImage>{};
-    const auto image_token = tokenizer_.TokenId("<|image|>");
-    if (!image_token) {
-      return BadRequest("this model's tokenizer has no <|image|> token, so it cannot take images",
-                        chat.images[0].param);
+    if (options_.images.image_token_id < 0) {
+      return BadRequest(options_.images.no_placeholder_reason + ", so it cannot take images", chat.images[0].param);
     }
     API_ASSIGN_OR_RETURN(std::vector<LoadedImage> images, LoadImages(chat.images, options_.images));
-    API_ASSIGN_OR_RETURN(tokens, ExpandImageTokens(tokens, *image_token, images, starts));
+    API_ASSIGN_OR_RETURN(tokens, ExpandImageTokens(tokens, options_.images.image_token_id, images, starts));
     return images;
   }
 

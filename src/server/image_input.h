@@ -29,6 +29,12 @@ struct ImageInputOptions {
   // with `no_images_reason`; /tokenize still expands them.
   bool engine_takes_images = false;
   std::string no_images_reason = "this server has no vision tower";
+  // The checkpoint's image placeholder and the template text of one image part (tokenizer/image_tokens.h: from
+  // config.json, the tokenizer filling in what it lacks). -1 / empty: the checkpoint names none, and image parts
+  // are refused with `no_placeholder_reason`.
+  int32_t image_token_id = -1;
+  std::string marker_text;
+  std::string no_placeholder_reason = "this model names no image placeholder token";
 };
 
 struct LoadedImage {

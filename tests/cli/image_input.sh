@@ -150,4 +150,26 @@ if "$glint" score --model "$work/vision" --tokens-file "$work/seqs.json" --image
 fi
 grep -q "sequence 1 holds 44 image placeholders but the --images it takes (in order) have 22 image tokens" "$work/out" \
   || fail "placeholder mismatch: $(cat "$work/out")"
+# The placeholder is config.json's image_token_id: a model directory without tokenizer.json scores the same; a
+# config whose id disagrees with the tokenizer's <|image|> is refused, naming both.
+mkdir -p "$work/notok" "$work/disagree"
+for f in "$work/vision"/*; do
+  [[ "$(basename "$f")" == tokenizer.json ]] || ln -s "$f" "$work/notok/"
+  [[ "$(basename "$f")" == config.json ]] || ln -s "$f" "$work/disagree/"
+done
+"$glint" score --model "$work/notok" --tokens-file "$work/seqs.json" --images "$png" "$png" "$png" >"$work/notok.out" 2>&1 \
+  || fail "score --images without tokenizer.json: $(cat "$work/notok.out")"
+[[ "$(awk '$1 == "all"' "$work/notok.out")" == "$(awk '$1 == "all"' "$work/score")" ]] \
+  || fail "score --images without tokenizer.json differs: $(cat "$work/notok.out")"
+python3 - "$work/vision/config.json" "$work/disagree/config.json" <<'PY'
+import json, sys
+config = json.load(open(sys.argv[1]))
+config["image_token_id"] = config["image_token_id"] - 1
+json.dump(config, open(sys.argv[2], "w"))
+PY
+if "$glint" score --model "$work/disagree" --tokens-file "$work/seqs.json" --images "$png" "$png" "$png" >"$work/out" 2>&1; then
+  fail "a config whose image_token_id disagrees with the tokenizer scored"
+fi
+grep -q "config.json's image_token_id is .* but tokenizer.json's <|image|> is token" "$work/out" \
+  || fail "disagreeing image ids: $(cat "$work/out")"
 echo "image_input: OK"
