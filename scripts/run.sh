@@ -5,9 +5,11 @@
 #   scripts/run.sh [glint args...]  run any glint subcommand instead, e.g. scripts/run.sh run --prompt "Hi"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --build-only  # what building and serving needs; the tests' packages come with scripts/test.sh
 cmake --preset release >/dev/null
-cmake --build --preset release -j "${GLINT_JOBS:-$(nproc)}"
+# Only the glint binary: the tests and benchmarks (scripts/test.sh builds them, in build/ci) are not needed to serve.
+echo "glint: building the glint binary only (release; tests: bash scripts/test.sh)" >&2
+cmake --build --preset release -j "${GLINT_JOBS:-$(nproc)}" --target glint
 if (($#)); then
   exec build/release/src/cli/glint "$@"
 fi
