@@ -9,18 +9,27 @@ bool EndsWith(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() && text.substr(text.size() - suffix.size()) == suffix;
 }
 
-ToolParameterTypes ParameterTypes(const Json& tools) {
+// Which arguments are strings, and which calls the grammar constrains (CompileToolConstraint: every tool under
+// "required", the named one, the strict ones under "auto"): their values stream as the model writes them.
+ToolParameterTypes ParameterTypes(const ChatRequest& request) {
   ToolParameterTypes types;
-  for (const Json& tool : tools) {
+  for (const Json& tool : request.tools) {
     const Json& function = tool["function"];
     const std::string name = function["name"].get<std::string>();
+    const bool constrained = request.tool_choice == ToolChoice::kRequired ||
+                             (request.tool_choice == ToolChoice::kNamed && name == request.tool_choice_name) ||
+                             (request.tool_choice == ToolChoice::kAuto && request.strict_tools.count(name) > 0);
     auto& strings = types.string_parameters[name];
     const auto parameters = function.find("parameters");
     if (parameters == function.end() || !parameters->is_object()) continue;
     const auto properties = parameters->find("properties");
     if (properties == parameters->end() || !properties->is_object()) continue;
     for (const auto& [key, schema] : properties->items()) {
-      if (IsStringSchema(schema)) strings.insert(key);
+      if (IsStringSchema(schema)) {
+        strings.insert(key);
+      } else if (constrained) {
+        types.constrained_json_parameters[name].insert(key);
+      }
     }
   }
   return types;
@@ -175,7 +184,7 @@ ApiOr<ChatPrompt> BuildChatPrompt(const ChatRequest& request, const ChatTemplate
   prompt.reasoning_start =
       EndsWith(prompt.text, "<think>") ? ReasoningParser::Start::kReasoning : ReasoningParser::Start::kContent;
   prompt.parse_tool_calls = request.tool_choice != ToolChoice::kNone;
-  if (prompt.parse_tool_calls) prompt.tool_types = ParameterTypes(request.tools);
+  if (prompt.parse_tool_calls) prompt.tool_types = ParameterTypes(request);
   // Positions past the rendered text (the forced call appended above) are the server's own: none is literal.
   auto tokens = tokenizer.EncodeWithLiterals(prompt.text, unmarked.literal_positions);
   if (!tokens.ok()) return ApiError{500, "server_error", tokens.status().message(), "", ""};

@@ -148,11 +148,17 @@ void GenerationSession::CancelUnfinished() {
   }
 }
 
-std::optional<GenerationSession::Tagged> GenerationSession::Next(ClientConnection& connection) {
+std::optional<GenerationSession::Tagged> GenerationSession::Next(ClientConnection& connection, bool streaming) {
   while (std::find(finished_.begin(), finished_.end(), false) != finished_.end()) {
     // The connection is checked at least every kPollInterval, also while outputs keep arriving (a non-streaming
     // answer writes nothing until the end, so only this check notices a client that left).
     const auto now = Clock::now();
+    if (streaming && now - last_write_ >= keep_alive_interval_) {
+      // A long prefill writes nothing: clients and proxies that time out idle streams get a sign of life.
+      const std::string keep_alive = formatter_->KeepAlive();
+      if (!keep_alive.empty() && !Write(connection, keep_alive)) return std::nullopt;
+      last_write_ = now;
+    }
     if (now - last_alive_check_ >= kPollInterval) {
       last_alive_check_ = now;
       if (!connection.Alive()) {
@@ -203,42 +209,35 @@ Json GenerationSession::Usage() const {
           {"prompt_tokens_details", {{"cached_tokens", cached_prompt_tokens_}}}};
 }
 
+bool GenerationSession::Write(ClientConnection& connection, const std::string& events) {
+  if (events.empty()) return true;
+  last_write_ = Clock::now();
+  if (connection.Write(events)) return true;
+  client_gone_ = true;
+  CancelUnfinished();
+  return false;
+}
+
 bool GenerationSession::Stream(ClientConnection& connection, bool include_usage) {
+  if (!Write(connection, formatter_->StreamStart(Usage()))) return false;
+  last_write_ = Clock::now();
   std::vector<Json> chunks;
-  while (auto item = Next(connection)) {
+  while (auto item = Next(connection, /*streaming=*/true)) {
     Record(*item);
     chunks.clear();
     formatter_->OnOutput(item->tag, item->output, chunks);
     if (item->output.finish == GenerationFinish::kError) {
-      ApiError error{500, "server_error", item->output.error, "", "engine_error"};
-      chunks.push_back(Json::parse(ErrorBody(error)));
+      chunks.push_back(formatter_->StreamError(ApiError{500, "server_error", item->output.error, "", "engine_error"}));
     }
     std::string events;
-    for (const Json& chunk : chunks) {
-      events += "data: ";
-      events += chunk.dump(-1, ' ', false, Json::error_handler_t::replace);
-      events += "\n\n";
-    }
-    if (!events.empty() && !connection.Write(events)) {
-      client_gone_ = true;
-      CancelUnfinished();
-      return false;
-    }
+    for (const Json& chunk : chunks) events += formatter_->EncodeEvent(chunk);
+    if (!Write(connection, events)) return false;
   }
   if (client_gone_) return false;
-  // Every output is in, so the request is finished: count it in /metrics before the client can see [DONE], or a
-  // client that reads [DONE] and then scrapes /metrics (glint bench does, after each level) may miss it.
+  // Every output is in, so the request is finished: count it in /metrics before the client can see the end (chat's
+  // [DONE]), or a client that reads it and then scrapes /metrics (glint bench does, after each level) may miss it.
   ReportFinished();
-  std::string tail;
-  if (include_usage) {
-    tail += "data: " + formatter_->UsageChunk(Usage()).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
-  }
-  tail += "data: [DONE]\n\n";
-  if (!connection.Write(tail)) {
-    client_gone_ = true;
-    return false;
-  }
-  return true;
+  return Write(connection, formatter_->StreamEnd(Usage(), include_usage));
 }
 
 ApiOr<Json> GenerationSession::Collect(ClientConnection& connection) {
@@ -271,6 +270,7 @@ void GenerationSession::ReportFinished() {
       if (reason == "length" || reason == "tool_calls") figures.finish_reason = reason;
     }
   }
+  figures.api = std::string(formatter_->api());
   figures.prompt_tokens = prompt_tokens_;
   figures.generation_tokens = completion_tokens_;
   figures.cached_prompt_tokens = cached_prompt_tokens_;

@@ -76,10 +76,12 @@ class GenerationSession {
   // shutting down, 400 when the backend refuses a request (nothing stays submitted then).
   std::optional<ApiError> Submit(std::vector<GenerationRequest> requests);
 
-  // Writes `data: {chunk}\n\n` events as outputs arrive, then the usage chunk (if asked) and `data: [DONE]`; the
-  // request is counted in the metrics before that last write. Returns false if the client went away (the
-  // requests are cancelled).
+  // Writes the formatter's events as outputs arrive (its keep-alive when nothing was written for
+  // keep_alive_interval), then its stream end (chat: the usage chunk if asked and `data: [DONE]`); the request is
+  // counted in the metrics before that last write. Returns false if the client went away (the requests are
+  // cancelled).
   bool Stream(ClientConnection& connection, bool include_usage);
+  void set_keep_alive_interval(std::chrono::milliseconds interval) { keep_alive_interval_ = interval; }
 
   // Waits for every output; the response JSON, or an error: 500 when the backend failed, 503 when the server
   // cancelled the request (shutdown), 499 when the client went away (nobody reads that one).
@@ -100,8 +102,10 @@ class GenerationSession {
   };
   class Queue;
 
-  // Waits for the next output; nullopt when all requests have finished or the client is gone.
-  std::optional<Tagged> Next(ClientConnection& connection);
+  // Waits for the next output; nullopt when all requests have finished or the client is gone. `streaming`: sends
+  // the formatter's keep-alive while waiting.
+  std::optional<Tagged> Next(ClientConnection& connection, bool streaming = false);
+  bool Write(ClientConnection& connection, const std::string& events);  // false (and cancels) if the client left
   void Record(const Tagged& item);
   void CancelUnfinished();
   void ReportFinished();
@@ -113,6 +117,8 @@ class GenerationSession {
   std::shared_ptr<Queue> queue_;
   Clock::time_point arrival_;
   Clock::time_point last_alive_check_;
+  Clock::time_point last_write_;
+  std::chrono::milliseconds keep_alive_interval_{5000};
   std::vector<GenerationId> ids_;
   std::vector<bool> finished_;  // [requests]
   int64_t reserved_sequences_ = 0;

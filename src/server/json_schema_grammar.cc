@@ -17,7 +17,6 @@ using grammar::Grammar;
 using grammar::Sequence;
 
 constexpr int kMaxSchemaDepth = 64;
-constexpr int64_t kMaxDigitsValue = 999999999999999;  // 15 digits: the bound of unbounded integer parts
 
 const std::set<std::string>& Annotations() {
   static const std::set<std::string> names = {"title", "description", "default",    "examples", "$schema",
@@ -131,10 +130,12 @@ int32_t AddIntegerRange(Grammar& g, int64_t lo, int64_t hi) {
 
 int32_t JsonSchemaCompiler::Whitespace() {
   if (ws_ < 0) {
-    ws_ = g_.AddRuleWith(
-        "ws", {{g_.Repeat({Element::Rule(g_.AddRuleWith("ws.char", {Literal(" "), Literal("\n"), Literal("\t")}))}, 0,
-                          kMaxWhitespace, "ws")
-                    .value()}});
+    // Nothing, one space, or a newline and an indent (llama.cpp's bound): a model that loops on blanks must write
+    // a token instead, and pretty-printed JSON up to 10 levels of two-space indent still fits.
+    const Element indent_char = Element::Rule(g_.AddRuleWith("ws.indent", {Literal(" "), Literal("\t")}));
+    Sequence newline = Literal("\n");
+    newline.push_back(g_.Repeat({indent_char}, 0, kMaxIndent, "ws.indent").value());
+    ws_ = g_.AddRuleWith("ws", {{}, Literal(" "), std::move(newline)});
   }
   return ws_;
 }
@@ -153,17 +154,18 @@ int32_t JsonSchemaCompiler::StringRule() {
 }
 
 int32_t JsonSchemaCompiler::IntegerRule() {
-  if (integer_ < 0) integer_ = AddIntegerRange(g_, -kMaxDigitsValue, kMaxDigitsValue);
+  if (integer_ < 0) integer_ = AddIntegerRange(g_, -kMaxIntegerPart, kMaxIntegerPart);
   return integer_;
 }
 
 int32_t JsonSchemaCompiler::NumberRule() {
   if (number_ < 0) {
     const Element digit = Element::Bytes('0', '9');
-    const Element fraction = g_.Optional({Element::Byte('.'), g_.Repeat({digit}, 1, 15, "frac").value()}, "frac");
+    const Element fraction =
+        g_.Optional({Element::Byte('.'), g_.Repeat({digit}, 1, kMaxFractionDigits, "frac").value()}, "frac");
     const Element sign = g_.Optional({Element::Rule(g_.AddRuleWith("sign", {Literal("+"), Literal("-")}))}, "sign");
     const Element exponent = g_.Optional({Element::Rule(g_.AddRuleWith("e", {Literal("e"), Literal("E")})), sign,
-                                          g_.Repeat({digit}, 1, 3, "exp").value()},
+                                          g_.Repeat({digit}, 1, kMaxExponentDigits, "exp").value()},
                                          "exp");
     number_ = g_.AddRuleWith("number", {{Element::Rule(IntegerRule()), fraction, exponent}});
   }
@@ -529,7 +531,7 @@ Result<int32_t> JsonSchemaCompiler::CompileNumber(const Json& schema, const std:
     return InvalidArgument("the bounds at ", path, " must be within ±1e18");
   }
   if (integer) {
-    int64_t a = -kMaxDigitsValue, b = kMaxDigitsValue;
+    int64_t a = -kMaxIntegerPart, b = kMaxIntegerPart;
     if (lo.present) a = static_cast<int64_t>(lo.exclusive ? std::floor(lo.value) + 1 : std::ceil(lo.value));
     if (hi.present) b = static_cast<int64_t>(hi.exclusive ? std::ceil(hi.value) - 1 : std::floor(hi.value));
     if (a > b) return InvalidArgument("the bounds at ", path, " exclude every integer");

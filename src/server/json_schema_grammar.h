@@ -9,9 +9,10 @@
 // json_schema_number.h), and the annotations (title, description, default, examples, $schema, $id, $comment,
 // deprecated, readOnly, writeOnly), which change nothing. Any other keyword is an error naming it and where it is.
 //
-// Output form: properties in the schema's order (optional ones may be left out), whitespace after ':' and ','
-// and around brackets limited to kMaxWhitespace characters, numbers with at most 15 integer and 15 fraction
-// digits and a 3-digit exponent (a random model would otherwise write digits until max_tokens).
+// Output form: properties in the schema's order (optional ones may be left out); whitespace after ':' and ','
+// and around brackets is nothing, one space, or a newline and at most kMaxIndent spaces or tabs; numbers with at
+// most 16 integer and 16 fraction digits and a 3-digit exponent (json_schema_number.h). These are llama.cpp's
+// bounds: a weak or looping model would otherwise write digits or blanks until max_tokens.
 #pragma once
 
 #include <map>
@@ -26,7 +27,7 @@ namespace glint::server {
 
 using Json = nlohmann::ordered_json;
 
-inline constexpr int kMaxWhitespace = 4;
+inline constexpr int kMaxIndent = 20;  // blanks after a newline between JSON tokens
 
 class JsonSchemaCompiler {
  public:

@@ -16,8 +16,6 @@ using grammar::Element;
 using grammar::Grammar;
 using grammar::Sequence;
 
-constexpr int64_t kMaxIntegerPart = 999999999999999;  // kMaxIntegerDigits nines
-
 bool AllZeros(std::string_view digits) { return digits.find_first_not_of('0') == std::string_view::npos; }
 
 // The digits after the integer part of a value whose integer part equals the bounds' integer parts. State: which

@@ -31,9 +31,14 @@ struct NumberBound {
   bool exclusive = false;
 };
 
-// Output form of numbers: at most this many integer and fraction digits (no exponent when bounded).
-inline constexpr int kMaxIntegerDigits = 15;
-inline constexpr int kMaxFractionDigits = 15;
+// Output form of numbers, as llama.cpp's JSON-schema grammars bound them: at most this many integer and fraction
+// digits, and an exponent of at most kMaxExponentDigits digits (unbounded numbers only; bounded ones have none).
+// A weak or looping model must close its number within these instead of writing digits until max_tokens.
+inline constexpr int kMaxIntegerDigits = 16;
+inline constexpr int kMaxFractionDigits = 16;
+inline constexpr int kMaxExponentDigits = 3;
+inline constexpr int64_t kMaxIntegerPart = 9999999999999999;  // kMaxIntegerDigits nines
+static_assert(kMaxIntegerPart / 1000000000000000 == 9 && kMaxIntegerPart % 10 == 9, "16 nines");
 
 // A rule for the JSON numbers v with lo (<)≤ v (<)≤ hi (either may be absent), as `-`? integer (`.` digits)?;
 // an error when no number of that form is in range.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <tuple>
 
 #include "server/structured_output.h"
 #include "tokenizer/utf8.h"
@@ -233,6 +234,12 @@ void ServerMetrics::RequestFinished(const RequestFigures& figures) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     ++finished_by_reason_[figures.finish_reason];
+    if (!figures.api.empty()) {
+      ApiTotals& api = by_api_[figures.api];
+      ++api.requests;
+      api.prompt += figures.prompt_tokens;
+      api.cached += figures.cached_prompt_tokens;
+    }
     prompt_tokens_total_ += figures.prompt_tokens;
     generation_tokens_total_ += figures.generation_tokens;
     cached_prompt_tokens_total_ += figures.cached_prompt_tokens;
@@ -252,11 +259,13 @@ ServerMetrics::Totals ServerMetrics::Snapshot() const {
     std::lock_guard<std::mutex> lock(mutex_);
     totals.http_requests = http_requests_;
     totals.finished = finished_by_reason_;
+    totals.by_api = by_api_;
     totals.prompt = prompt_tokens_total_;
     totals.generation = generation_tokens_total_;
     totals.cached = cached_prompt_tokens_total_;
   }
   for (const char* reason : {"stop", "length", "tool_calls", "abort", "error"}) totals.finished.try_emplace(reason, 0);
+  for (const char* api : {"chat", "completions", "messages"}) totals.by_api.try_emplace(api);
   return totals;
 }
 
@@ -302,6 +311,16 @@ void ServerMetrics::RenderServer(const Totals& totals, std::string& out) const {
   w.Header("glint_request_success_total", "counter", "Finished generation requests by finish reason.");
   for (const auto& [reason, count] : totals.finished) {
     w.Sample("glint_request_success_total", "finish_reason=\"" + reason + "\"", static_cast<double>(count));
+  }
+  for (const auto& [name, help, field] :
+       {std::tuple{"glint_api_requests_total", "Finished generation requests by API.", &ApiTotals::requests},
+        std::tuple{"glint_api_prompt_tokens_total", "Prompt tokens of finished requests by API.", &ApiTotals::prompt},
+        std::tuple{"glint_api_prompt_tokens_cached_total", "Prompt tokens restored from the prefix cache by API.",
+                   &ApiTotals::cached}}) {
+    w.Header(name, "counter", help);
+    for (const auto& [api, figures] : totals.by_api) {
+      w.Sample(name, "api=\"" + EscapeLabel(api) + "\"", static_cast<double>(figures.*field));
+    }
   }
   w.Single("glint_prompt_tokens_total", "counter", "Prompt tokens of finished requests.", "",
            static_cast<double>(totals.prompt));

@@ -38,6 +38,7 @@ class Histogram {
 
 // What one finished generation request contributes.
 struct RequestFigures {
+  std::string api;            // "chat", "completions", "messages", ... (glint_api_requests_total)
   std::string finish_reason;  // "stop", "length", "tool_calls", "abort", "error"
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
@@ -66,9 +67,14 @@ class ServerMetrics {
 
  private:
   // The counters kept under mutex_, copied at once so that one scrape is consistent.
+  // Per API (chat, completions, messages, ...): the same request model underneath, so the figures compare.
+  struct ApiTotals {
+    int64_t requests = 0, prompt = 0, cached = 0;
+  };
   struct Totals {
     std::map<std::pair<std::string, int>, int64_t> http_requests;
     std::map<std::string, int64_t> finished;  // every finish reason present, 0 when none yet
+    std::map<std::string, ApiTotals> by_api;  // every API present, 0 when none yet
     int64_t prompt = 0, generation = 0, cached = 0;
   };
   Totals Snapshot() const;
@@ -81,6 +87,7 @@ class ServerMetrics {
   mutable std::mutex mutex_;
   std::map<std::pair<std::string, int>, int64_t> http_requests_;  // (endpoint, status) → count
   std::map<std::string, int64_t> finished_by_reason_;
+  std::map<std::string, ApiTotals> by_api_;
   int64_t prompt_tokens_total_ = 0;
   int64_t generation_tokens_total_ = 0;
   int64_t cached_prompt_tokens_total_ = 0;

@@ -7,6 +7,7 @@
 namespace glint::server {
 namespace {
 
+// `made_calls`: the choice made tool calls, all of them complete (a call cut by a stop string is no call to run).
 std::string FinishName(GenerationFinish finish, bool made_calls) {
   switch (finish) {
     case GenerationFinish::kNone:
@@ -43,6 +44,7 @@ Json TokenEntry(const Tokenizer& tokenizer, int32_t token, float logprob) {
 
 class ChatFormatter final : public ResponseFormatter {
  public:
+  std::string_view api() const override { return "chat"; }
   ChatFormatter(ResponseIdentity identity, const ChatPrompt& prompt, int64_t n, const ChatFormatOptions& options,
                 const Tokenizer& tokenizer)
       : identity_(std::move(identity)),
@@ -89,7 +91,9 @@ class ChatFormatter final : public ResponseFormatter {
       if (delta.index < static_cast<int>(choice.calls.size())) {
         choice.calls[static_cast<size_t>(delta.index)].arguments += delta.arguments;
       }
-      tool_call_deltas.push_back(std::move(entry));
+      if (delta.truncated) choice.truncated_call = true;
+      // A delta that only says "done" carries nothing for the chat API.
+      if (!delta.name.empty() || !delta.arguments.empty()) tool_call_deltas.push_back(std::move(entry));
     }
     Json logprob_entries = Json::array();
     if (options_.logprobs) {
@@ -125,7 +129,7 @@ class ChatFormatter final : public ResponseFormatter {
     }
     if (finished) {
       chunks.push_back(
-          Chunk(output.index, Json::object(), nullptr, FinishJson(FinishName(choice.finish, !choice.calls.empty()))));
+          Chunk(output.index, Json::object(), nullptr, FinishJson(FinishName(choice.finish, choice.MadeCalls()))));
     }
   }
 
@@ -152,7 +156,7 @@ class ChatFormatter final : public ResponseFormatter {
       choices.push_back({{"index", i},
                          {"message", std::move(message)},
                          {"logprobs", options_.logprobs ? Json{{"content", choice.logprobs}} : Json(nullptr)},
-                         {"finish_reason", FinishJson(FinishName(choice.finish, !choice.calls.empty()))}});
+                         {"finish_reason", FinishJson(FinishName(choice.finish, choice.MadeCalls()))}});
     }
     return {{"id", identity_.id},       {"object", "chat.completion"},   {"created", identity_.created},
             {"model", identity_.model}, {"choices", std::move(choices)}, {"usage", usage}};
@@ -165,7 +169,7 @@ class ChatFormatter final : public ResponseFormatter {
 
   std::vector<std::string> FinishReasons() const override {
     std::vector<std::string> reasons;
-    for (const auto& choice : choices_) reasons.push_back(FinishName(choice->finish, !choice->calls.empty()));
+    for (const auto& choice : choices_) reasons.push_back(FinishName(choice->finish, choice->MadeCalls()));
     return reasons;
   }
 
@@ -184,7 +188,9 @@ class ChatFormatter final : public ResponseFormatter {
     std::vector<Call> calls;
     Json logprobs = Json::array();
     bool started = false;
+    bool truncated_call = false;  // the output ended inside a call
     GenerationFinish finish = GenerationFinish::kNone;
+    bool MadeCalls() const { return !calls.empty() && !truncated_call; }
   };
 
   Json Chunk(int64_t index, Json delta, Json logprobs, Json finish_reason) const {
@@ -208,6 +214,7 @@ class ChatFormatter final : public ResponseFormatter {
 
 class CompletionFormatter final : public ResponseFormatter {
  public:
+  std::string_view api() const override { return "completions"; }
   CompletionFormatter(ResponseIdentity identity, int num_prompts, int64_t n, const CompletionFormatOptions& options,
                       const Tokenizer& tokenizer)
       : identity_(std::move(identity)), n_(n), options_(options), tokenizer_(tokenizer) {
@@ -315,6 +322,18 @@ class CompletionFormatter final : public ResponseFormatter {
 };
 
 }  // namespace
+
+std::string ResponseFormatter::EncodeEvent(const Json& chunk) const {
+  return "data: " + chunk.dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
+}
+
+std::string ResponseFormatter::StreamEnd(const Json& usage, bool include_usage) const {
+  std::string tail;
+  if (include_usage) tail += EncodeEvent(UsageChunk(usage));
+  return tail + "data: [DONE]\n\n";
+}
+
+Json ResponseFormatter::StreamError(const ApiError& error) const { return Json::parse(ErrorBody(error)); }
 
 std::string RandomId(std::string_view prefix, int length) {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";

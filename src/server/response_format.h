@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "server/api_error.h"
 #include "server/backend.h"
 #include "server/chat_prompt.h"
 #include "tokenizer/tokenizer.h"
@@ -28,9 +29,24 @@ struct ResponseIdentity {
   std::string model;
 };
 
+// One API's view of a generation: chat and completions here, Anthropic's Messages in anthropic_response.h. The
+// session (generation_session.h) feeds it outputs and writes what it makes; the SSE framing is the formatter's, so
+// each API keeps its own event shape.
 class ResponseFormatter {
  public:
   virtual ~ResponseFormatter() = default;
+  // The /metrics label of the API: "chat", "completions", "messages", ...
+  virtual std::string_view api() const = 0;
+  // Written once before any output (Anthropic's message_start); `usage` knows the prompt tokens only.
+  virtual std::string StreamStart(const Json& /*usage*/) { return ""; }
+  // One stream chunk as SSE text: `data: {json}\n\n` unless the API names its events.
+  virtual std::string EncodeEvent(const Json& chunk) const;
+  // Written after the last output (the usage chunk when asked for, then `data: [DONE]`).
+  virtual std::string StreamEnd(const Json& usage, bool include_usage) const;
+  // The chunk that reports a failure in the middle of a stream.
+  virtual Json StreamError(const ApiError& error) const;
+  // Written when a stream has sent nothing for a while (a long prefill); empty: nothing (SSE clients need none).
+  virtual std::string KeepAlive() const { return ""; }
   // Records one output of request `tag` (the index of the prompt) and appends the stream chunks it makes.
   virtual void OnOutput(int tag, const GenerationOutput& output, std::vector<Json>& chunks) = 0;
   // The non-streaming response, with `usage`.

@@ -110,7 +110,7 @@ void ToolCallParser::StartInsideCall(std::string_view forced_name) {
 }
 
 void ToolCallParser::EmitName(std::vector<ToolCallDelta>& calls) {
-  calls.push_back({num_calls_, std::string(Trim(name_)), ""});
+  calls.push_back({num_calls_, std::string(Trim(name_)), "", false, false});
   name_emitted_ = true;
   ++num_calls_;
 }
@@ -118,16 +118,21 @@ void ToolCallParser::EmitName(std::vector<ToolCallDelta>& calls) {
 void ToolCallParser::EmitArguments(std::vector<ToolCallDelta>& calls, std::string fragment) {
   if (fragment.empty()) return;
   const int index = num_calls_ - 1;
-  if (!calls.empty() && calls.back().index == index) {
+  if (!calls.empty() && calls.back().index == index && !calls.back().done) {
     calls.back().arguments += fragment;
   } else {
-    calls.push_back({index, "", std::move(fragment)});
+    calls.push_back({index, "", std::move(fragment), false, false});
   }
 }
 
-void ToolCallParser::CloseCall(std::vector<ToolCallDelta>& calls) {
-  if (!name_emitted_) EmitName(calls);
-  EmitArguments(calls, arguments_opened_ ? "}" : "{}");
+void ToolCallParser::MarkDone(std::vector<ToolCallDelta>& calls, bool truncated) {
+  const int index = num_calls_ - 1;
+  if (calls.empty() || calls.back().index != index || calls.back().done) calls.push_back({index, "", "", false, false});
+  calls.back().done = true;
+  calls.back().truncated = truncated;
+}
+
+void ToolCallParser::ResetCall() {
   state_ = State::kContent;
   name_.clear();
   key_.clear();
@@ -135,13 +140,41 @@ void ToolCallParser::CloseCall(std::vector<ToolCallDelta>& calls) {
   raw_call_.clear();
   arguments_opened_ = false;
   name_emitted_ = false;
+  value_opened_ = false;
+  value_emitted_ = 0;
   blank_run_.clear();
+}
+
+void ToolCallParser::CloseCall(std::vector<ToolCallDelta>& calls) {
+  if (!name_emitted_) EmitName(calls);
+  EmitArguments(calls, arguments_opened_ ? "}" : "{}");
+  MarkDone(calls, /*truncated=*/false);
+  ResetCall();
+}
+
+void ToolCallParser::TruncateCall(std::vector<ToolCallDelta>& calls) {
+  if (!name_emitted_) EmitName(calls);
+  if (state_ == State::kValue) {
+    if (value_streams_raw_) {
+      StreamRawValue(calls);
+    } else if (!value_is_string_) {
+      OpenValue(calls, Trim(value_));  // the value's text so far, unconverted: it may be cut anywhere
+    }
+  }
+  MarkDone(calls, /*truncated=*/true);
+  ResetCall();
 }
 
 bool ToolCallParser::ValueIsString() const {
   if (types_ == nullptr) return false;
   const auto it = types_->string_parameters.find(std::string(Trim(name_)));
   return it != types_->string_parameters.end() && it->second.count(key_) > 0;
+}
+
+bool ToolCallParser::ValueStreamsRaw() const {
+  if (types_ == nullptr) return false;
+  const auto it = types_->constrained_json_parameters.find(std::string(Trim(name_)));
+  return it != types_->constrained_json_parameters.end() && it->second.count(key_) > 0;
 }
 
 std::string ToolCallParser::ConvertValue(std::string_view raw) const {
@@ -178,13 +211,35 @@ size_t ToolCallParser::HoldFor(std::initializer_list<std::string_view> tags, boo
   return at_end ? 0 : HoldBack(buffer_, tags);
 }
 
+void ToolCallParser::OpenValue(std::vector<ToolCallDelta>& calls, std::string_view opening) {
+  EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": " + std::string(opening));
+  arguments_opened_ = true;
+}
+
+void ToolCallParser::StreamRawValue(std::vector<ToolCallDelta>& calls) {
+  const auto last = std::find_if_not(value_.rbegin(), value_.rend(), IsBlank);
+  if (last == value_.rend()) return;  // blanks only so far
+  const size_t end = static_cast<size_t>(value_.rend() - last);
+  if (!value_opened_) {
+    value_emitted_ = static_cast<size_t>(std::find_if_not(value_.begin(), value_.end(), IsBlank) - value_.begin());
+    OpenValue(calls, "");
+    value_opened_ = true;
+  }
+  EmitArguments(calls, value_.substr(value_emitted_, end - value_emitted_));
+  value_emitted_ = end;
+}
+
 void ToolCallParser::CloseValue(std::vector<ToolCallDelta>& calls) {
   if (value_is_string_) {
     EmitArguments(calls, "\"");
+  } else if (value_streams_raw_) {
+    StreamRawValue(calls);
+    if (!value_opened_) OpenValue(calls, "\"\"");  // an empty value, which no constraint allows: as before
   } else {
-    EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": " + ConvertValue(value_));
-    arguments_opened_ = true;
+    OpenValue(calls, ConvertValue(value_));
   }
+  value_opened_ = false;
+  value_emitted_ = 0;
 }
 
 bool ToolCallParser::Step(std::string& content, std::vector<ToolCallDelta>& calls, bool at_end) {
@@ -278,10 +333,10 @@ bool ToolCallParser::StepBetweenTags(std::vector<ToolCallDelta>& calls, bool at_
   } else {  // <arg_value>
     value_.clear();
     value_is_string_ = ValueIsString();
-    if (value_is_string_) {
-      EmitArguments(calls, (arguments_opened_ ? ", " : "{") + JsonQuote(key_) + ": \"");
-      arguments_opened_ = true;
-    }
+    value_streams_raw_ = !value_is_string_ && ValueStreamsRaw();
+    value_opened_ = false;
+    value_emitted_ = 0;
+    if (value_is_string_) OpenValue(calls, "\"");
     state_ = State::kValue;
   }
   return true;
@@ -316,6 +371,7 @@ bool ToolCallParser::StepValue(std::vector<ToolCallDelta>& calls, bool at_end) {
     EmitArguments(calls, JsonEscape(buffer.substr(0, take)));
   } else {
     value_.append(buffer.substr(0, take));
+    if (value_streams_raw_) StreamRawValue(calls);
   }
   Consume(take);
   if (hit.position == std::string::npos) return false;
@@ -337,6 +393,10 @@ void ToolCallParser::Push(std::string_view text, std::string& content, std::vect
 }
 
 void ToolCallParser::Finish(std::string& content, std::vector<ToolCallDelta>& calls) {
+  // Inside a key or a value, text that may start a closing tag is the model's unfinished tag, not data: dropped,
+  // so no part of `</arg_value>` ever lands in a value.
+  if (state_ == State::kValue) buffer_.resize(buffer_.size() - HoldBack(buffer_, {kValueClose, kCallClose}));
+  if (state_ == State::kKey) buffer_.resize(buffer_.size() - HoldBack(buffer_, {kKeyClose, kCallClose}));
   while (Step(content, calls, /*at_end=*/true)) {
   }
   switch (state_) {
@@ -344,17 +404,13 @@ void ToolCallParser::Finish(std::string& content, std::vector<ToolCallDelta>& ca
       break;
     case State::kName:
       if (ValidName(Trim(name_))) {  // e.g. the output stopped right after the name
-        CloseCall(calls);
+        TruncateCall(calls);
       } else {
         content.append(raw_call_);
       }
       break;
-    case State::kValue:
-      CloseValue(calls);
-      CloseCall(calls);
-      break;
     default:
-      CloseCall(calls);
+      TruncateCall(calls);
   }
   buffer_.clear();
   blank_run_.clear();

@@ -18,17 +18,20 @@ struct Parsed {
   std::string content;
   std::vector<std::string> names;      // per call
   std::vector<std::string> arguments;  // per call, fragments concatenated
+  std::vector<bool> truncated;         // per call
   int deltas_with_name = 0;
 
   bool operator==(const Parsed& other) const {
     return reasoning == other.reasoning && content == other.content && names == other.names &&
-           arguments == other.arguments;
+           arguments == other.arguments && truncated == other.truncated;
   }
 };
 
 std::ostream& operator<<(std::ostream& out, const Parsed& p) {
   out << "reasoning=[" << p.reasoning << "] content=[" << p.content << "]";
-  for (size_t i = 0; i < p.names.size(); ++i) out << " call " << p.names[i] << " " << p.arguments[i];
+  for (size_t i = 0; i < p.names.size(); ++i) {
+    out << " call " << p.names[i] << " " << p.arguments[i] << (p.truncated[i] ? " (truncated)" : "");
+  }
   return out;
 }
 
@@ -45,19 +48,28 @@ Parsed Feed(const std::vector<std::string_view>& pieces, const ParserSetup& setu
   ToolCallParser tool_parser(setup.types);
   if (setup.forced_call) tool_parser.StartInsideCall(*setup.forced_call);
   Parsed parsed;
+  std::vector<bool> done;
   auto absorb = [&](const std::string& content, const std::vector<ToolCallDelta>& calls) {
     parsed.content += content;
     for (const ToolCallDelta& delta : calls) {
       if (delta.index >= static_cast<int>(parsed.names.size())) {
         EXPECT_EQ(delta.index, static_cast<int>(parsed.names.size())) << "calls must start in order";
         EXPECT_FALSE(delta.name.empty()) << "a call's first delta carries its name";
+        EXPECT_TRUE(done.empty() || done.back()) << "a call is done before the next one starts";
         parsed.names.push_back(delta.name);
         parsed.arguments.emplace_back();
+        parsed.truncated.push_back(false);
+        done.push_back(false);
       } else {
         EXPECT_TRUE(delta.name.empty()) << "the name is sent once";
       }
+      const auto call = static_cast<size_t>(delta.index);
+      EXPECT_FALSE(done[call]) << "nothing follows a call's done delta";
       if (!delta.name.empty()) ++parsed.deltas_with_name;
-      parsed.arguments[static_cast<size_t>(delta.index)] += delta.arguments;
+      parsed.arguments[call] += delta.arguments;
+      done[call] = delta.done;
+      parsed.truncated[call] = delta.truncated;
+      EXPECT_TRUE(delta.done || !delta.truncated) << "truncated comes with done";
     }
   };
   auto feed_content = [&](const std::string& text, bool finish) {
@@ -79,6 +91,7 @@ Parsed Feed(const std::vector<std::string_view>& pieces, const ParserSetup& setu
   std::string content;
   reasoning_parser.Finish(parsed.reasoning, content);
   feed_content(content, true);
+  for (size_t i = 0; i < done.size(); ++i) EXPECT_TRUE(done[i]) << "every call is done at the end: " << i;
   return parsed;
 }
 
@@ -231,23 +244,69 @@ TEST(ToolCallParser, NamesAreSentAsSoonAsComplete) {
   EXPECT_EQ(calls[0].arguments, "");
 }
 
-TEST(ToolCallParser, UnfinishedCallsAreClosedAtTheEnd) {
+TEST(ToolCallParser, CallsCutByTheEndAreTruncatedNeverMadeUp) {
   ParserSetup setup;
   setup.start = ReasoningParser::Start::kContent;
   const ToolParameterTypes types = WeatherTypes();
   setup.types = &types;
-  Parsed p = RunAllChunkings("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par", setup);
-  ASSERT_EQ(p.names.size(), 1u);
-  EXPECT_EQ(p.arguments[0], R"({"city": "Par"})");
-  p = RunAllChunkings("<tool_call>get_weather<arg_key>days</arg_key><arg_value>1", setup);
-  EXPECT_EQ(p.arguments[0], R"({"days": 1})");
-  p = RunAllChunkings("<tool_call>get_weather<arg_key>da", setup);
+  const auto expect_truncated = [&](const std::string& output, const std::string& arguments) {
+    Parsed p = RunAllChunkings(output, setup);
+    ASSERT_EQ(p.names.size(), 1u) << output;
+    EXPECT_EQ(p.arguments[0], arguments) << output;
+    EXPECT_TRUE(p.truncated[0]) << output;
+  };
+  expect_truncated("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Par", R"({"city": "Par)");
+  expect_truncated("<tool_call>get_weather<arg_key>days</arg_key><arg_value>1", R"({"days": 1)");
+  expect_truncated("<tool_call>get_weather<arg_key>days</arg_key><arg_value> 4.6e-2", R"({"days": 4.6e-2)");
+  expect_truncated("<tool_call>get_weather<arg_key>da", "");
+  expect_truncated("<tool_call>get_weather", "");
+  expect_truncated("<tool_call>get_weather<arg_key>days</arg_key><arg_value>1</arg_value>", R"({"days": 1)");
+  // The start of a closing tag is never part of a value (the issue's "42.000000000000000e-220</ar").
+  expect_truncated("<tool_call>get_weather<arg_key>days</arg_key><arg_value>42.0e-220</ar", R"({"days": 42.0e-220)");
+  expect_truncated("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</arg_value", R"({"city": "Oslo)");
+  expect_truncated("<tool_call>get_weather<arg_key>city</arg_key><arg_value>Oslo</tool_c", R"({"city": "Oslo)");
+  expect_truncated("<tool_call>get_weather<arg_key>ci</arg_k", "");
+  // A closed call with no arguments is `{}`, complete.
+  Parsed p = RunAllChunkings("<tool_call>get_weather</tool_call>", setup);
   EXPECT_EQ(p.arguments[0], "{}");
-  p = RunAllChunkings("<tool_call>get_weather", setup);
-  ASSERT_EQ(p.names.size(), 1u);
-  EXPECT_EQ(p.arguments[0], "{}");
-  p = RunAllChunkings("<tool_call>get_weather</tool_call>", setup);
-  EXPECT_EQ(p.arguments[0], "{}");
+  EXPECT_FALSE(p.truncated[0]);
+}
+
+TEST(ToolCallParser, ConstrainedValuesStreamAsWritten) {
+  ToolParameterTypes types = WeatherTypes();
+  types.constrained_json_parameters["get_weather"] = {"days", "opts"};
+  ToolCallParser parser(&types);
+  std::string content;
+  std::vector<ToolCallDelta> calls;
+  parser.Push("<tool_call>get_weather<arg_key>days</arg_key><arg_value>\n12", content, calls);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].name, "get_weather");
+  EXPECT_EQ(calls[0].arguments, R"({"days": 12)");
+  calls.clear();
+  parser.Push(".5 \n", content, calls);  // the blanks wait: they may end the value
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, ".5");
+  calls.clear();
+  parser.Push("</arg_value><arg_key>opts</arg_key><arg_value>{\"unit\": ", content, calls);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, R"(, "opts": {"unit":)");
+  calls.clear();
+  parser.Push("\"C\"}</arg_value></tool_call>", content, calls);
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].arguments, R"( "C"})" "}");
+  EXPECT_TRUE(calls[0].done);
+  EXPECT_FALSE(calls[0].truncated);
+  // Whatever the chunking, the same arguments, as written.
+  ParserSetup setup;
+  setup.start = ReasoningParser::Start::kContent;
+  setup.types = &types;
+  Parsed p = RunAllChunkings(
+      "<tool_call>get_weather<arg_key>days</arg_key><arg_value> 3 </arg_value><arg_key>opts</arg_key><arg_value>"
+      "[1, 2]</arg_value></tool_call><tool_call>get_weather</tool_call>",
+      setup);
+  ASSERT_EQ(p.names.size(), 2u);
+  EXPECT_EQ(p.arguments[0], R"({"days": 3, "opts": [1, 2]})");
+  EXPECT_EQ(p.arguments[1], "{}");
 }
 
 TEST(ToolCallParser, MalformedCallsStayContent) {
@@ -312,18 +371,19 @@ TEST(ToolCallParser, ForcedCallsStartInside) {
   EXPECT_EQ(p.names[0], "search");
   EXPECT_EQ(p.arguments[0], R"({"q": [1,2]})");
   EXPECT_EQ(p.content, "tail");
-  p = Feed({""}, setup);  // nothing generated: the forced call is still reported
+  p = Feed({""}, setup);  // nothing generated: the forced call is still reported, truncated, with no arguments
   ASSERT_EQ(p.names.size(), 1u);
-  EXPECT_EQ(p.arguments[0], "{}");
+  EXPECT_EQ(p.arguments[0], "");
+  EXPECT_TRUE(p.truncated[0]);
 }
 
-TEST(ToolCallParser, ArgumentsAreAlwaysValidJson) {
-  // Whatever the model writes, each call's arguments parse as a JSON object.
+TEST(ToolCallParser, ArgumentsOfClosedCallsAreAlwaysValidJson) {
+  // Whatever the model writes in an unconstrained call, a closed call's arguments parse as a JSON object.
   const std::vector<std::string> outputs = {
       "<tool_call>f<arg_key>a\"b</arg_key><arg_value>x\\y\x01</arg_value></tool_call>",
       "<tool_call>f<arg_key></arg_key><arg_value></arg_value></tool_call>",
       "<tool_call>f<arg_key>k</arg_key><arg_value>{\"unclosed\": </arg_value></tool_call>",
-      "<tool_call>f<arg_key>k</arg_key><arg_value>é😀</arg_value><arg_key>k2",
+      "<tool_call>f<arg_key>k</arg_key><arg_value>é😀</arg_value><arg_key>k2</tool_call>",
       "<tool_call>f<arg_key>k</arg_key><arg_value>1</arg_value><arg_key>k</arg_key><arg_value>2</tool_call>",
   };
   const ToolParameterTypes types = [] {
