@@ -343,6 +343,7 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
   }
   if (sample.decoder) output.text = sample.stops.Push(sample.decoder->Push(token));
   if (sample.stops.stopped()) {
+    output.stop_string = sample.stops.matched();
     FinishSample(id, FinishReason::kStop, std::move(output), outputs);
   } else if (sample.generated >= record.max_tokens) {
     FinishSample(id, FinishReason::kLength, std::move(output), outputs);

@@ -66,6 +66,7 @@ struct RequestOutput {
   double time = 0;   // when the step that made it finished (engine clock, seconds)
   FinishReason finish_reason = FinishReason::kNone;  // set on the sample's last output
   std::string error;                                 // kError: what went wrong
+  std::string stop_string;                           // kStop by a stop string: which one
   std::optional<SequenceTimings> timings;            // on the sample's last output
   bool request_finished = false;                     // this was the last output of the whole request (all n samples)
 };

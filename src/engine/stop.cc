@@ -11,7 +11,13 @@ std::string StopStringMatcher::Push(std::string_view text) {
   held_.append(text);
   // The earliest complete stop string wins (on equal starts, any: the text before it is the same).
   size_t first = std::string::npos;
-  for (const std::string& stop : stops_) first = std::min(first, held_.find(stop));
+  for (const std::string& stop : stops_) {
+    const size_t at = held_.find(stop);
+    if (at < first) {
+      first = at;
+      matched_ = stop;
+    }
+  }
   if (first != std::string::npos) {
     stopped_ = true;
     std::string released = held_.substr(0, first);

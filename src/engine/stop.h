@@ -18,12 +18,15 @@ class StopStringMatcher {
   // The end of generation (not by a stop string): releases the held-back text.
   std::string Flush();
   bool stopped() const { return stopped_; }
+  // Once stopped: the stop string that matched (the earliest in the text; Anthropic's `stop_sequence` names it).
+  const std::string& matched() const { return matched_; }
   size_t held_bytes() const { return held_.size(); }
 
  private:
   std::vector<std::string> stops_;
   std::string held_;  // the longest suffix of the text so far that is a proper prefix of some stop string
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace glint

@@ -46,6 +46,7 @@ struct GenerationOutput {
   std::vector<std::vector<TokenLogprob>> top_logprobs;  // [tokens][k] when asked for
   GenerationFinish finish = GenerationFinish::kNone;    // set on the sample's last output
   std::string error;                                    // kError
+  std::string stop_string;                              // kStop by a stop string: which one
   int64_t generated_tokens = 0;                         // on the last output: tokens this sample generated
   int64_t cached_prompt_tokens = 0;  // on the last output: prompt tokens restored from the prefix cache
   bool request_finished = false;     // the last output of the whole request (all n samples)

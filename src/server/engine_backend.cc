@@ -41,6 +41,7 @@ class SinkAdapter final : public RequestSink {
     for (const auto& top : output.top_logprobs) converted.top_logprobs.push_back(ToLogprobs(top));
     converted.finish = ToFinish(output.finish_reason);
     converted.error = std::move(output.error);
+    converted.stop_string = std::move(output.stop_string);
     if (output.timings) {
       converted.generated_tokens = output.timings->generated_tokens;
       converted.cached_prompt_tokens = output.timings->cached_prompt_tokens;

@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "base/log.h"
+#include "server/anthropic_request.h"
+#include "server/anthropic_response.h"
 #include "server/chat_prompt.h"
 #include "server/generation_session.h"
 #include "server/http_transport.h"
@@ -26,10 +28,14 @@ void Reply(HttpResponse& res, int status, const Json& body) {
   res.SetContent(body.dump(-1, ' ', false, Json::error_handler_t::replace), kJson);
 }
 
-void ReplyError(HttpResponse& res, const ApiError& error) {
+// Anthropic's Messages API (anthropic_request.h): its errors have Anthropic's shape, whatever produced them.
+bool IsMessagesPath(std::string_view path) { return path.substr(0, std::string_view("/v1/messages").size()) == "/v1/messages"; }
+
+// The error in the shape of the API the path belongs to.
+void ReplyError(HttpResponse& res, const ApiError& error, std::string_view path = "") {
   res.status = error.status;
   if (error.status == 429 || error.status == 503) res.SetHeader("Retry-After", "1");
-  res.SetContent(ErrorBody(error), kJson);
+  res.SetContent(IsMessagesPath(path) ? AnthropicErrorBody(error) : ErrorBody(error), kJson);
 }
 
 void ServeWebAsset(const WebAsset& asset, HttpResponse& res) {
@@ -47,7 +53,8 @@ constexpr RouteEntry kRoutes[] = {
     {"/health", "GET", false},         {"/v1/models", "GET", false},
     {"/metrics", "GET", false},        {"/v1/chat/completions", "POST", true},
     {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
-    {"/detokenize", "POST", true},
+    {"/detokenize", "POST", true},     {"/v1/messages", "POST", true},
+    {"/v1/messages/count_tokens", "POST", true},
 };
 
 const RouteEntry* FindRoute(std::string_view path) {
@@ -128,8 +135,10 @@ class HttpServer::Impl final : public HttpHandler {
   HttpResponse ErrorResponse(const HttpRequest& req, int status, std::string_view message,
                              std::string_view code) override {
     HttpResponse res;
-    ReplyError(res, ApiError{status, status >= 500 ? "server_error" : "invalid_request_error", std::string(message), "",
-                             std::string(code)});
+    ReplyError(res,
+               ApiError{status, status >= 500 ? "server_error" : "invalid_request_error", std::string(message), "",
+                        std::string(code)},
+               req.path);
     res.log_note = std::string(message.substr(0, 200));
     Count(req, status);
     return res;
@@ -182,11 +191,15 @@ class HttpServer::Impl final : public HttpHandler {
     }
     AddCors(req, res);
     if (req.method == "OPTIONS") return Preflight(req, res);
+    // Clients probe the base URL before they start (Claude Code sends HEAD /): it answers without a key.
+    if (req.method == "HEAD" && req.path == "/") return;
     if (req.path != "/health" && !options_.api_key.empty() && !Authorized(req, res)) return;
     const RouteEntry* route = FindRoute(req.path);
     if (route == nullptr) {
-      return ReplyError(res, ApiError{404, "invalid_request_error",
-                                      StrCat("no such endpoint: ", req.method, " ", req.path), "", "not_found"});
+      return ReplyError(res,
+                        ApiError{404, "invalid_request_error", StrCat("no such endpoint: ", req.method, " ", req.path),
+                                 "", "not_found"},
+                        req.path);
     }
     if (req.method != route->method && !(route->method == "GET" && req.method == "HEAD")) {
       return MethodNotAllowed(req, res, std::string(route->method).c_str());
@@ -203,18 +216,26 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.path == "/v1/chat/completions") return Chat(req, res, connection);
     if (req.path == "/v1/completions") return Completion(req, res, connection);
     if (req.path == "/tokenize") return Tokenize(req, res);
+    if (req.path == "/v1/messages") return Messages(req, res, connection);
+    if (req.path == "/v1/messages/count_tokens") return CountMessageTokens(req, res);
     Detokenize(req, res);
   }
 
+  // `Authorization: Bearer KEY`, or Anthropic clients' `x-api-key: KEY`.
   bool Authorized(const HttpRequest& req, HttpResponse& res) {
     const std::string_view authorization = req.Header("Authorization");
+    const std::string_view api_key_header = req.Header("x-api-key");
     constexpr std::string_view kBearer = "Bearer ";
     const bool bearer = authorization.size() > kBearer.size() && authorization.substr(0, kBearer.size()) == kBearer;
     if (bearer && ConstantTimeEquals(authorization.substr(kBearer.size()), options_.api_key)) return true;
+    if (!api_key_header.empty() && ConstantTimeEquals(api_key_header, options_.api_key)) return true;
     res.SetHeader("WWW-Authenticate", "Bearer");
-    ReplyError(res, ApiError{401, "authentication_error",
-                             bearer ? "invalid API key" : "missing API key: send 'Authorization: Bearer <key>'", "",
-                             "invalid_api_key"});
+    const bool given = bearer || !api_key_header.empty();
+    ReplyError(res,
+               ApiError{401, "authentication_error",
+                        given ? "invalid API key" : "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'",
+                        "", "invalid_api_key"},
+               req.path);
     return false;
   }
 
@@ -245,8 +266,10 @@ class HttpServer::Impl final : public HttpHandler {
 
   void MethodNotAllowed(const HttpRequest& req, HttpResponse& res, const char* allowed) {
     res.SetHeader("Allow", allowed);
-    ReplyError(res, ApiError{405, "invalid_request_error", StrCat(req.method, " ", req.path, ": use ", allowed), "",
-                             "method_not_allowed"});
+    ReplyError(res,
+               ApiError{405, "invalid_request_error", StrCat(req.method, " ", req.path, ": use ", allowed), "",
+                        "method_not_allowed"},
+               req.path);
   }
 
   // The model field must name the served model (404 otherwise), as in OpenAI's API.
@@ -304,7 +327,7 @@ class HttpServer::Impl final : public HttpHandler {
 
   // Runs a session: streaming (the transport sends each event as a chunk), or collecting into one JSON body.
   void Respond(HttpResponse& res, ClientConnection& connection, const std::shared_ptr<GenerationSession>& session,
-               bool stream, bool include_usage) {
+               bool stream, bool include_usage, std::string_view path = "") {
     if (stream) {
       res.status = 200;
       res.content_type = "text/event-stream";
@@ -321,7 +344,7 @@ class HttpServer::Impl final : public HttpHandler {
     res.log_note =
         StrCat("prompt_tokens=", session->prompt_tokens(), " completion_tokens=", session->completion_tokens(),
                session->client_gone() ? " client_gone" : "");
-    if (!body.ok()) return ReplyError(res, body.error());
+    if (!body.ok()) return ReplyError(res, body.error(), path);
     Reply(res, 200, body.value());
   }
 
@@ -342,6 +365,63 @@ class HttpServer::Impl final : public HttpHandler {
     return images;
   }
 
+  // A chat request made ready to submit: its prompt (template, tokens, images expanded) and the engine request with
+  // its constraint. Shared by every API that translates into ChatRequest (chat, Anthropic's Messages).
+  struct PreparedChat {
+    ChatPrompt prompt;
+    GenerationRequest request;
+  };
+  // `clamp_max_tokens`: a max_tokens beyond the context room is lowered to it instead of refused (the Messages API
+  // reports the context filling up as its own stop_reason).
+  ApiOr<PreparedChat> PrepareChat(ChatRequest& chat, bool clamp_max_tokens = false) const {
+    if (auto error = CheckModel(chat.model)) return *error;
+    if (chat_template_ == nullptr) {
+      return BadRequest("this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
+                        "/v1/completions");
+    }
+    PreparedChat prepared;
+    API_ASSIGN_OR_RETURN(prepared.prompt, BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions()));
+    std::vector<size_t> starts;
+    API_ASSIGN_OR_RETURN(std::vector<LoadedImage> images, PrepareImages(chat, prepared.prompt.tokens, &starts));
+    if (!images.empty() && !options_.images.engine_takes_images) {
+      int64_t image_tokens = 0;
+      for (const LoadedImage& image : images) image_tokens += image.image.num_tokens();
+      return BadRequest(StrCat("this server takes no images: ", options_.images.no_images_reason, " (the ",
+                               images.size(), " image(s) were decoded and preprocessed, ", image_tokens,
+                               " image tokens; /tokenize shows the expanded prompt)"),
+                        images[0].param, "image_input_not_supported");
+    }
+    if (options_.log_prompts) LogInfo("prompt: ", prepared.prompt.text);
+    const int64_t room = backend_.max_model_len() - static_cast<int64_t>(prepared.prompt.tokens.size());
+    if (clamp_max_tokens && chat.fields.max_tokens && room > 0) {
+      chat.fields.max_tokens = std::min(*chat.fields.max_tokens, room);
+    }
+    if (auto error = CheckContext(prepared.prompt.tokens.size(), chat.fields, "messages")) return *error;
+    prepared.request = BaseRequest(chat.fields);
+    prepared.request.prompt = prepared.prompt.tokens;
+    prepared.request.images = ToGenerationImages(std::move(images), starts);
+    prepared.request.skip_special_tokens = false;  // <think>, <tool_call>... must reach the parsers
+    API_ASSIGN_OR_RETURN(prepared.request.grammar, ChatConstraint(chat, prepared.prompt));
+    return prepared;
+  }
+
+  // Submits one prepared request under `formatter` and answers (streamed or whole).
+  void Run(HttpResponse& res, ClientConnection& connection, PreparedChat prepared,
+           std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival, const SamplingFields& fields,
+           std::string_view path) {
+    auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
+    session->set_keep_alive_interval(options_.stream_keep_alive);
+    std::vector<GenerationRequest> requests;
+    requests.push_back(std::move(prepared.request));
+    if (auto error = session->Submit(std::move(requests))) {
+      // Anthropic clients read a full server as overloaded_error (503) and retry; rate_limit_error means a quota.
+      if (IsMessagesPath(path) && error->code == "server_busy") error->status = 503;
+      res.log_note = error->message.substr(0, 200);
+      return ReplyError(res, *error, path);
+    }
+    Respond(res, connection, session, fields.stream, fields.include_usage, path);
+  }
+
   void Chat(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
     const auto arrival = Clock::now();
     auto fail = [&](const ApiError& error) {
@@ -351,43 +431,54 @@ class HttpServer::Impl final : public HttpHandler {
     auto parsed = ParseChatRequest(req.body, options_.policy);
     if (!parsed.ok()) return fail(parsed.error());
     ChatRequest& chat = parsed.value();
-    if (auto error = CheckModel(chat.model)) return fail(*error);
-    if (chat_template_ == nullptr) {
-      return fail(
-          BadRequest("this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
-                     "/v1/completions"));
+    auto prepared = PrepareChat(chat);
+    if (!prepared.ok()) return fail(prepared.error());
+    prepared.value().request.logprobs = chat.logprobs ? chat.top_logprobs : -1;
+    ResponseIdentity identity{RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
+    auto formatter = MakeChatFormatter(std::move(identity), prepared.value().prompt, chat.fields.n,
+                                       {chat.logprobs, chat.top_logprobs}, tokenizer_);
+    Run(res, connection, std::move(prepared).value(), std::move(formatter), arrival, chat.fields, req.path);
+  }
+
+  // POST /v1/messages: Anthropic's Messages API, translated into the chat request (anthropic_request.h) and
+  // answered in its shape (anthropic_response.h).
+  void Messages(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
+    const auto arrival = Clock::now();
+    auto fail = [&](const ApiError& error) {
+      res.log_note = error.message.substr(0, 200);
+      ReplyError(res, error, req.path);
+    };
+    auto parsed = ParseMessagesRequest(req.body, options_.policy, /*count_tokens=*/false);
+    if (!parsed.ok()) return fail(parsed.error());
+    MessagesRequest& messages = parsed.value();
+    for (const std::string& tool : messages.skipped) {
+      LogInfo("/v1/messages: server tool ", EscapeForLog(tool), " left out: glint cannot run it");
     }
+    auto prepared = PrepareChat(messages.chat, /*clamp_max_tokens=*/true);
+    if (!prepared.ok()) return fail(prepared.error());
+    MessagesFormatOptions format;
+    format.max_tokens = messages.max_tokens;
+    format.thinking = messages.thinking;
+    ResponseIdentity identity{RandomId("msg_"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
+    auto formatter = MakeMessagesFormatter(std::move(identity), prepared.value().prompt, format);
+    Run(res, connection, std::move(prepared).value(), std::move(formatter), arrival, messages.chat.fields, req.path);
+  }
+
+  // POST /v1/messages/count_tokens: the prompt a create would submit, counted the same way (images expanded), so
+  // the figure equals that create's input_tokens + cache_read_input_tokens.
+  void CountMessageTokens(const HttpRequest& req, HttpResponse& res) {
+    auto fail = [&](const ApiError& error) { ReplyError(res, error, req.path); };
+    auto parsed = ParseMessagesRequest(req.body, options_.policy, /*count_tokens=*/true);
+    if (!parsed.ok()) return fail(parsed.error());
+    ChatRequest& chat = parsed.value().chat;
+    if (auto error = CheckModel(chat.model)) return fail(*error);
+    if (chat_template_ == nullptr) return fail(BadRequest("this model has no chat template", "messages"));
     auto prompt = BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions());
     if (!prompt.ok()) return fail(prompt.error());
-    std::vector<size_t> starts;
-    auto images = PrepareImages(chat, prompt.value().tokens, &starts);
+    std::vector<int32_t> tokens = std::move(prompt.value().tokens);
+    auto images = PrepareImages(chat, tokens);
     if (!images.ok()) return fail(images.error());
-    if (!images.value().empty() && !options_.images.engine_takes_images) {
-      int64_t image_tokens = 0;
-      for (const LoadedImage& image : images.value()) image_tokens += image.image.num_tokens();
-      return fail(BadRequest(StrCat("this server takes no images: ", options_.images.no_images_reason, " (the ",
-                                    images.value().size(), " image(s) were decoded and preprocessed, ", image_tokens,
-                                    " image tokens; /tokenize shows the expanded prompt)"),
-                             images.value()[0].param, "image_input_not_supported"));
-    }
-    if (options_.log_prompts) LogInfo("prompt: ", prompt.value().text);
-    if (auto error = CheckContext(prompt.value().tokens.size(), chat.fields, "messages")) return fail(*error);
-    GenerationRequest request = BaseRequest(chat.fields);
-    request.prompt = prompt.value().tokens;
-    request.images = ToGenerationImages(std::move(images).value(), starts);
-    request.skip_special_tokens = false;  // <think>, <tool_call>... must reach the parsers
-    auto grammar = ChatConstraint(chat, prompt.value());
-    if (!grammar.ok()) return fail(grammar.error());
-    request.grammar = std::move(grammar).value();
-    request.logprobs = chat.logprobs ? chat.top_logprobs : -1;
-    ResponseIdentity identity{RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
-    auto formatter = MakeChatFormatter(std::move(identity), prompt.value(), chat.fields.n,
-                                       {chat.logprobs, chat.top_logprobs}, tokenizer_);
-    auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
-    std::vector<GenerationRequest> requests;
-    requests.push_back(std::move(request));
-    if (auto error = session->Submit(std::move(requests))) return fail(*error);
-    Respond(res, connection, session, chat.fields.stream, chat.fields.include_usage);
+    Reply(res, 200, {{"input_tokens", tokens.size()}});
   }
 
   // Structured output of a chat: response_format / structured_outputs / guided_*, or the tool calls' schemas

@@ -6,6 +6,7 @@
 // they come. This file holds the routes; it sees HTTP only through http_message.h. Only this layer touches JSON.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct ServerOptions {
   bool log_requests = true;                        // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
   bool webui = true;  // the chat page at / (webui.h); --no-webui turns it off
+  // A stream that has written nothing for this long gets its API's keep-alive event (Anthropic's ping), so that
+  // clients with idle timeouts wait through a long prefill.
+  std::chrono::milliseconds stream_keep_alive{5000};
   // Special-token text in message content ("<|user|>") becomes the special token (off: plain text, so a user
   // cannot forge roles or tool calls). --allow-special-tokens-in-content.
   bool allow_special_tokens_in_content = false;

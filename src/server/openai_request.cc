@@ -552,6 +552,10 @@ std::string ErrorBody(const ApiError& error) {
 
 ApiOr<ChatRequest> ParseChatRequest(std::string_view body_text, const RequestPolicy& policy) {
   API_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
+  return ParseChatRequestJson(body, policy);
+}
+
+ApiOr<ChatRequest> ParseChatRequestJson(const Json& body, const RequestPolicy& policy) {
   ChatRequest chat;
   API_RETURN_IF_ERROR(ReadModel(body, chat.model));
   API_RETURN_IF_ERROR(ReadMessages(body, policy, chat.messages, chat.images));

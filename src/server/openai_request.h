@@ -107,6 +107,9 @@ struct CompletionRequest {
 // Both parse the JSON body text (malformed JSON, invalid UTF-8 or nesting deeper than 64 → 400).
 ApiOr<ChatRequest> ParseChatRequest(std::string_view body, const RequestPolicy& policy);
 ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body, const RequestPolicy& policy);
+// The chat request of a parsed body: the one internal request the other APIs (Anthropic's Messages,
+// anthropic_request.h) translate into, so templates, tools, constraints and images behave the same.
+ApiOr<ChatRequest> ParseChatRequestJson(const Json& body, const RequestPolicy& policy);
 
 // POST /tokenize: {"prompt": "..."} or {"messages": [...]} (+ add_generation_prompt, tools, chat_template_kwargs,
 // reasoning_effort as in chat); add_special_tokens (default true) parses special tokens in a prompt.

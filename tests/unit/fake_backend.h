@@ -24,6 +24,8 @@ class FakeBackend final : public server::GenerationBackend {
   // Pieces sample `index` of `request` generates, in order; the last one ends with "stop" unless max_tokens or a
   // stop string comes first.
   using Script = std::function<std::vector<std::string>(const server::GenerationRequest& request, int64_t index)>;
+  // A script piece that makes the sample fail (GenerationFinish::kError) instead of generating.
+  static constexpr const char* kFailPiece = "\x01" "fail";
 
   FakeBackend(int64_t max_model_len = 4096, int64_t max_running = 4,
               std::chrono::microseconds step = std::chrono::microseconds(200))
@@ -137,6 +139,11 @@ class FakeBackend final : public server::GenerationBackend {
       return;
     }
     const std::string piece = sample.pieces[sample.next++];
+    if (piece == kFailPiece) {  // the engine failing mid-generation
+      output.finish = server::GenerationFinish::kError;
+      output.error = "scripted failure";
+      return;
+    }
     const int32_t token = 1 + static_cast<int32_t>(sample.generated % 50);
     ++sample.generated;
     output.tokens.push_back(token);
@@ -154,6 +161,7 @@ class FakeBackend final : public server::GenerationBackend {
         output.text = combined.substr(sample.text.size(), at > sample.text.size() ? at - sample.text.size() : 0);
         sample.text = combined.substr(0, at);
         output.finish = server::GenerationFinish::kStop;
+        output.stop_string = stop;
         return;
       }
     }
