@@ -1,7 +1,7 @@
 // libFuzzer target: the server's request parsing and the parsers of the model's output. The input is used twice:
 // as a request body for every endpoint's parser (each must return a request or a 400-style error, never crash),
 // and as model output for the reasoning and tool-call parsers, fed whole and cut in pieces, which must agree and
-// produce tool-call arguments that are JSON objects.
+// produce tool-call arguments that are JSON objects (for calls that closed; a truncated call's are its text so far).
 #include <cstdint>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -19,6 +19,7 @@ namespace {
 struct Parsed {
   std::string reasoning, content;
   std::vector<std::string> names, arguments;
+  std::vector<bool> truncated;
   bool operator==(const Parsed&) const = default;
 };
 
@@ -32,8 +33,10 @@ Parsed Feed(std::string_view text, size_t piece, const glint::ToolParameterTypes
       if (delta.index >= static_cast<int>(parsed.names.size())) {
         parsed.names.push_back(delta.name);
         parsed.arguments.emplace_back();
+        parsed.truncated.push_back(false);
       }
       parsed.arguments[static_cast<size_t>(delta.index)] += delta.arguments;
+      if (delta.truncated) parsed.truncated[static_cast<size_t>(delta.index)] = true;
     }
   };
   for (size_t at = 0; at < text.size(); at += piece) {
@@ -68,9 +71,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Parsed whole = Feed(input, input.size() + 1, types);
   const size_t piece = size == 0 ? 1 : 1 + data[0] % 7;
   if (!(Feed(input, piece, types) == whole)) std::abort();  // the result must not depend on the chunking
-  for (const std::string& arguments : whole.arguments) {
+  for (size_t i = 0; i < whole.arguments.size(); ++i) {
+    const std::string& arguments = whole.arguments[i];
     // Ill-formed UTF-8 in the input is copied into string values; the server's text is always well-formed.
-    if (!glint::IsValidUtf8(arguments)) continue;
+    if (whole.truncated[i] || !glint::IsValidUtf8(arguments)) continue;
     if (!nlohmann::json::parse(arguments, nullptr, false).is_object()) std::abort();
   }
   return 0;
