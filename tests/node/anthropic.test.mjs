@@ -148,20 +148,22 @@ describe('anthropic sdk', () => {
       .join('');
     assert.notEqual(partial, '{}');
     assert.ok(!partial.includes('</'), partial);
-    // The chat API: finish_reason length and the text so far.
-    const reply = await fetch(`${server.baseURL}/v1/chat/completions`, {
-      method: 'POST',
-      body: JSON.stringify({
-        model: MODEL, max_tokens: 4, temperature: 0, messages: base.messages,
-        tools: [{ type: 'function', function: { name: 'get_weather', parameters: WEATHER.input_schema } }],
-        tool_choice: { type: 'function', function: { name: 'get_weather' } },
-      }),
-    });
-    const choice = (await reply.json()).choices[0];
-    assert.equal(choice.finish_reason, 'length');
-    const args = choice.message.tool_calls[0].function.arguments;
-    assert.notEqual(args, '{}');
-    assert.ok(!args.includes('</'), args);
+    // The chat API: finish_reason length and the text so far (with 1 token, nothing: "", not a made-up "{}").
+    for (const maxTokens of [1, 4]) {
+      const reply = await fetch(`${server.baseURL}/v1/chat/completions`, {
+        method: 'POST',
+        body: JSON.stringify({
+          model: MODEL, max_tokens: maxTokens, temperature: 0, messages: base.messages,
+          tools: [{ type: 'function', function: { name: 'get_weather', parameters: WEATHER.input_schema } }],
+          tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        }),
+      });
+      const choice = (await reply.json()).choices[0];
+      assert.equal(choice.finish_reason, 'length');
+      const args = choice.message.tool_calls[0].function.arguments;
+      assert.notEqual(args, '{}', `max_tokens ${maxTokens}`);
+      assert.ok(!args.includes('</'), args);
+    }
   });
 
   test('tool_result round trip, with is_error', async () => {
