@@ -9,12 +9,6 @@ namespace {
 
 using Error = std::optional<ApiError>;
 
-#define MESSAGES_RETURN_IF_ERROR(expr)             \
-  do {                                             \
-    Error api_error_ = (expr);                     \
-    if (api_error_) return std::move(*api_error_); \
-  } while (0)
-
 const Json* Field(const Json& object, const char* name) {
   const auto it = object.find(name);
   return it == object.end() || it->is_null() ? nullptr : &*it;
@@ -43,12 +37,16 @@ Error StringField(const Json& object, const char* name, const std::string& param
   return std::nullopt;
 }
 
-Error CheckBlockCount(const Json& blocks, const std::string& param, const RequestPolicy& policy) {
-  if (static_cast<int64_t>(blocks.size()) > policy.max_content_parts) {
-    return Invalid(param, StrCat("'", param, "' has ", blocks.size(), " content blocks; at most ",
-                                 policy.max_content_parts, " are accepted"));
+// A list longer than the policy allows is refused before anything in it is read (hostile bodies stay cheap).
+Error CheckCount(const Json& list, const std::string& param, int64_t limit, const char* what) {
+  if (static_cast<int64_t>(list.size()) > limit) {
+    return Invalid(param, StrCat("'", param, "' has ", list.size(), " ", what, "; at most ", limit, " are accepted"));
   }
   return std::nullopt;
+}
+
+Error CheckBlockCount(const Json& blocks, const std::string& param, const RequestPolicy& policy) {
+  return CheckCount(blocks, param, policy.max_content_parts, "content blocks");
 }
 
 // System text: a string or text blocks (cache_control ignored: glint caches every prefix).
@@ -64,13 +62,14 @@ Error AppendSystemText(const Json& system, const std::string& param, const Reque
     return std::nullopt;
   }
   if (!system.is_array()) return Invalid(param, StrCat("'", param, "' must be a string or an array of text blocks"));
-  MESSAGES_RETURN_IF_ERROR(CheckBlockCount(system, param, policy));
+  API_RETURN_IF_ERROR(CheckBlockCount(system, param, policy));
   for (size_t i = 0; i < system.size(); ++i) {
     const std::string block_param = StrCat(param, "[", i, "]");
     std::string type, text;
-    MESSAGES_RETURN_IF_ERROR(BlockType(system[i], block_param, type));
-    if (type != "text") return Invalid(block_param, StrCat("'", block_param, "' must be a text block, got '", type, "'"));
-    MESSAGES_RETURN_IF_ERROR(StringField(system[i], "text", block_param, text));
+    API_RETURN_IF_ERROR(BlockType(system[i], block_param, type));
+    if (type != "text")
+      return Invalid(block_param, StrCat("'", block_param, "' must be a text block, got '", type, "'"));
+    API_RETURN_IF_ERROR(StringField(system[i], "text", block_param, text));
     append(text);
   }
   return std::nullopt;
@@ -84,17 +83,17 @@ Error ImagePart(const Json& block, const std::string& param, Json& part) {
     return Invalid(param, StrCat("'", param, ".source' must be an object"));
   }
   std::string kind, url;
-  MESSAGES_RETURN_IF_ERROR(StringField(*source, "type", param + ".source", kind));
+  API_RETURN_IF_ERROR(StringField(*source, "type", param + ".source", kind));
   if (kind == "base64") {
     std::string media_type, data;
-    MESSAGES_RETURN_IF_ERROR(StringField(*source, "media_type", param + ".source", media_type));
-    MESSAGES_RETURN_IF_ERROR(StringField(*source, "data", param + ".source", data));
+    API_RETURN_IF_ERROR(StringField(*source, "media_type", param + ".source", media_type));
+    API_RETURN_IF_ERROR(StringField(*source, "data", param + ".source", data));
     url = StrCat("data:", media_type, ";base64,", data);
   } else if (kind == "url") {
-    MESSAGES_RETURN_IF_ERROR(StringField(*source, "url", param + ".source", url));
+    API_RETURN_IF_ERROR(StringField(*source, "url", param + ".source", url));
   } else {
-    return Invalid(param, StrCat("'", param, ".source.type' must be base64 or url (got '", kind,
-                                 "'; glint has no Files API)"));
+    return Invalid(
+        param, StrCat("'", param, ".source.type' must be base64 or url (got '", kind, "'; glint has no Files API)"));
   }
   part = {{"type", "image_url"}, {"image_url", {{"url", std::move(url)}}}};
   return std::nullopt;
@@ -117,21 +116,21 @@ Error ToolResultContent(const Json& block, const std::string& param, const Reque
     return std::nullopt;
   }
   if (!content->is_array()) return Invalid(param, StrCat("'", param, ".content' must be a string or an array"));
-  MESSAGES_RETURN_IF_ERROR(CheckBlockCount(*content, param + ".content", policy));
+  API_RETURN_IF_ERROR(CheckBlockCount(*content, param + ".content", policy));
   for (size_t i = 0; i < content->size(); ++i) {
     const std::string item_param = StrCat(param, ".content[", i, "]");
     std::string type, text;
-    MESSAGES_RETURN_IF_ERROR(BlockType((*content)[i], item_param, type));
+    API_RETURN_IF_ERROR(BlockType((*content)[i], item_param, type));
     if (type == "text") {
-      MESSAGES_RETURN_IF_ERROR(StringField((*content)[i], "text", item_param, text));
+      API_RETURN_IF_ERROR(StringField((*content)[i], "text", item_param, text));
       parts.push_back({{"type", "text"}, {"text", std::move(text)}});
     } else if (type == "image") {
       Json part;
-      MESSAGES_RETURN_IF_ERROR(ImagePart((*content)[i], item_param, part));
+      API_RETURN_IF_ERROR(ImagePart((*content)[i], item_param, part));
       parts.push_back(std::move(part));
     } else {
-      return Invalid(item_param, StrCat("'", item_param, "': a tool_result holds text and image blocks, got '", type,
-                                        "'"));
+      return Invalid(item_param,
+                     StrCat("'", item_param, "': a tool_result holds text and image blocks, got '", type, "'"));
     }
   }
   return std::nullopt;
@@ -153,19 +152,19 @@ Error UserMessages(const Json& content, const std::string& param, const RequestP
     const std::string block_param = StrCat(param, "[", i, "]");
     const Json& block = content[i];
     std::string type, text;
-    MESSAGES_RETURN_IF_ERROR(BlockType(block, block_param, type));
+    API_RETURN_IF_ERROR(BlockType(block, block_param, type));
     if (type == "text") {
-      MESSAGES_RETURN_IF_ERROR(StringField(block, "text", block_param, text));
+      API_RETURN_IF_ERROR(StringField(block, "text", block_param, text));
       pending.push_back({{"type", "text"}, {"text", std::move(text)}});
     } else if (type == "image") {
       Json part;
-      MESSAGES_RETURN_IF_ERROR(ImagePart(block, block_param, part));
+      API_RETURN_IF_ERROR(ImagePart(block, block_param, part));
       pending.push_back(std::move(part));
     } else if (type == "tool_result") {
       std::string id;
-      MESSAGES_RETURN_IF_ERROR(StringField(block, "tool_use_id", block_param, id));
+      API_RETURN_IF_ERROR(StringField(block, "tool_use_id", block_param, id));
       Json parts;
-      MESSAGES_RETURN_IF_ERROR(ToolResultContent(block, block_param, policy, parts));
+      API_RETURN_IF_ERROR(ToolResultContent(block, block_param, policy, parts));
       flush();
       out.push_back({{"role", "tool"}, {"tool_call_id", std::move(id)}, {"content", std::move(parts)}});
       any_result = true;
@@ -192,19 +191,19 @@ Error AssistantMessage(const Json& content, const std::string& param, Json& out)
     const std::string block_param = StrCat(param, "[", i, "]");
     const Json& block = content[i];
     std::string type, piece;
-    MESSAGES_RETURN_IF_ERROR(BlockType(block, block_param, type));
+    API_RETURN_IF_ERROR(BlockType(block, block_param, type));
     if (type == "text") {
-      MESSAGES_RETURN_IF_ERROR(StringField(block, "text", block_param, piece));
+      API_RETURN_IF_ERROR(StringField(block, "text", block_param, piece));
       text += piece;
     } else if (type == "thinking") {
-      MESSAGES_RETURN_IF_ERROR(StringField(block, "thinking", block_param, piece));
+      API_RETURN_IF_ERROR(StringField(block, "thinking", block_param, piece));
       reasoning += piece;
     } else if (type == "redacted_thinking") {
       continue;  // encrypted by another server: nothing glint's model can read
     } else if (type == "tool_use") {
       std::string id, name;
-      MESSAGES_RETURN_IF_ERROR(StringField(block, "id", block_param, id));
-      MESSAGES_RETURN_IF_ERROR(StringField(block, "name", block_param, name));
+      API_RETURN_IF_ERROR(StringField(block, "id", block_param, id));
+      API_RETURN_IF_ERROR(StringField(block, "name", block_param, name));
       const Json* input = Field(block, "input");
       if (input != nullptr && !input->is_object()) {
         return Invalid(block_param, StrCat("'", block_param, ".input' must be an object"));
@@ -227,33 +226,31 @@ Error AssistantMessage(const Json& content, const std::string& param, Json& out)
 
 Error Messages(const Json& body, const RequestPolicy& policy, Json& chat) {
   std::string system;
-  if (const Json* given = Field(body, "system")) MESSAGES_RETURN_IF_ERROR(AppendSystemText(*given, "system", policy, system));
+  if (const Json* given = Field(body, "system"))
+    API_RETURN_IF_ERROR(AppendSystemText(*given, "system", policy, system));
   const Json* messages = Field(body, "messages");
   if (messages == nullptr) return Invalid("messages", "'messages' is required");
   if (!messages->is_array() || messages->empty()) return Invalid("messages", "'messages' must be a non-empty array");
-  if (static_cast<int64_t>(messages->size()) > policy.max_messages) {
-    return Invalid("messages", StrCat("'messages' has ", messages->size(), " entries; at most ", policy.max_messages,
-                                      " are accepted"));
-  }
+  API_RETURN_IF_ERROR(CheckCount(*messages, "messages", policy.max_messages, "messages"));
   Json out = Json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const std::string param = StrCat("messages[", i, "]");
     const Json& message = (*messages)[i];
     if (!message.is_object()) return Invalid(param, StrCat("'", param, "' must be an object"));
     std::string role;
-    MESSAGES_RETURN_IF_ERROR(StringField(message, "role", param, role));
+    API_RETURN_IF_ERROR(StringField(message, "role", param, role));
     const Json* content = Field(message, "content");
     if (content == nullptr) return Invalid(param, StrCat("'", param, ".content' is required"));
     if (!content->is_string() && !content->is_array()) {
       return Invalid(param + ".content", StrCat("'", param, ".content' must be a string or an array of blocks"));
     }
-    if (content->is_array()) MESSAGES_RETURN_IF_ERROR(CheckBlockCount(*content, param + ".content", policy));
+    if (content->is_array()) API_RETURN_IF_ERROR(CheckBlockCount(*content, param + ".content", policy));
     if (role == "system") {  // recent Claude Code sends one: its text joins the leading system text
-      MESSAGES_RETURN_IF_ERROR(AppendSystemText(*content, param + ".content", policy, system));
+      API_RETURN_IF_ERROR(AppendSystemText(*content, param + ".content", policy, system));
     } else if (role == "user") {
-      MESSAGES_RETURN_IF_ERROR(UserMessages(*content, param + ".content", policy, out));
+      API_RETURN_IF_ERROR(UserMessages(*content, param + ".content", policy, out));
     } else if (role == "assistant") {
-      MESSAGES_RETURN_IF_ERROR(AssistantMessage(*content, param + ".content", out));
+      API_RETURN_IF_ERROR(AssistantMessage(*content, param + ".content", out));
     } else {
       return Invalid(param + ".role", StrCat("'", param, ".role' must be user or assistant, got '", role, "'"));
     }
@@ -267,23 +264,20 @@ Error Tools(const Json& body, const RequestPolicy& policy, Json& chat, std::vect
   const Json* tools = Field(body, "tools");
   if (tools == nullptr) return std::nullopt;
   if (!tools->is_array()) return Invalid("tools", "'tools' must be an array");
-  if (static_cast<int64_t>(tools->size()) > policy.max_tools) {
-    return Invalid("tools", StrCat("'tools' has ", tools->size(), " entries; at most ", policy.max_tools,
-                                   " are accepted"));
-  }
+  API_RETURN_IF_ERROR(CheckCount(*tools, "tools", policy.max_tools, "tools"));
   Json out = Json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const std::string param = StrCat("tools[", i, "]");
     const Json& tool = (*tools)[i];
     if (!tool.is_object()) return Invalid(param, StrCat("'", param, "' must be an object"));
     std::string type = "custom", name, description;
-    MESSAGES_RETURN_IF_ERROR(StringField(tool, "type", param, type, /*required=*/false));
-    MESSAGES_RETURN_IF_ERROR(StringField(tool, "name", param, name));
+    API_RETURN_IF_ERROR(StringField(tool, "type", param, type, /*required=*/false));
+    API_RETURN_IF_ERROR(StringField(tool, "name", param, name));
     if (type != "custom") {  // a server tool (web_search_…, code_execution_…): Anthropic runs those, glint cannot
       if (skipped != nullptr) skipped->push_back(StrCat(name, " (", type, ")"));
       continue;
     }
-    MESSAGES_RETURN_IF_ERROR(StringField(tool, "description", param, description, /*required=*/false));
+    API_RETURN_IF_ERROR(StringField(tool, "description", param, description, /*required=*/false));
     const Json* schema = Field(tool, "input_schema");
     if (schema == nullptr || !schema->is_object()) {
       return Invalid(param + ".input_schema", StrCat("'", param, ".input_schema' must be a JSON Schema object"));
@@ -301,16 +295,17 @@ Error ReadToolChoice(const Json& body, Json& chat) {
   if (choice == nullptr) return std::nullopt;
   if (!choice->is_object()) return Invalid("tool_choice", "'tool_choice' must be an object");
   std::string type, name;
-  MESSAGES_RETURN_IF_ERROR(StringField(*choice, "type", "tool_choice", type));
+  API_RETURN_IF_ERROR(StringField(*choice, "type", "tool_choice", type));
   if (const Json* flag = Field(*choice, "disable_parallel_tool_use"); flag != nullptr && !flag->is_boolean()) {
-    return Invalid("tool_choice.disable_parallel_tool_use", "'tool_choice.disable_parallel_tool_use' must be a boolean");
+    return Invalid("tool_choice.disable_parallel_tool_use",
+                   "'tool_choice.disable_parallel_tool_use' must be a boolean");
   }
   if (type == "auto" || type == "none") {
     chat["tool_choice"] = type;
   } else if (type == "any") {
     chat["tool_choice"] = "required";
   } else if (type == "tool") {
-    MESSAGES_RETURN_IF_ERROR(StringField(*choice, "name", "tool_choice", name));
+    API_RETURN_IF_ERROR(StringField(*choice, "name", "tool_choice", name));
     chat["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
   } else {
     return Invalid("tool_choice.type", StrCat("'tool_choice.type' must be auto, any, tool or none, got '", type, "'"));
@@ -324,9 +319,10 @@ Error Reasoning(const Json& body, Json& chat, bool& thinking) {
   if (const Json* config = Field(body, "thinking")) {
     if (!config->is_object()) return Invalid("thinking", "'thinking' must be an object");
     std::string type;
-    MESSAGES_RETURN_IF_ERROR(StringField(*config, "type", "thinking", type));
+    API_RETURN_IF_ERROR(StringField(*config, "type", "thinking", type));
     if (type != "enabled" && type != "adaptive" && type != "disabled") {
-      return Invalid("thinking.type", StrCat("'thinking.type' must be enabled, adaptive or disabled, got '", type, "'"));
+      return Invalid("thinking.type",
+                     StrCat("'thinking.type' must be enabled, adaptive or disabled, got '", type, "'"));
     }
     if (const Json* budget = Field(*config, "budget_tokens");
         budget != nullptr && (!budget->is_number_integer() || budget->get<int64_t>() < 1)) {
@@ -339,7 +335,7 @@ Error Reasoning(const Json& body, Json& chat, bool& thinking) {
   if (output == nullptr) return std::nullopt;
   if (!output->is_object()) return Invalid("output_config", "'output_config' must be an object");
   std::string effort;
-  MESSAGES_RETURN_IF_ERROR(StringField(*output, "effort", "output_config", effort, /*required=*/false));
+  API_RETURN_IF_ERROR(StringField(*output, "effort", "output_config", effort, /*required=*/false));
   if (!effort.empty()) {
     if (effort == "low") {
       chat["reasoning_effort"] = "low";
@@ -354,10 +350,11 @@ Error Reasoning(const Json& body, Json& chat, bool& thinking) {
   }
   if (const Json* format = Field(*output, "format")) {
     std::string type;
-    MESSAGES_RETURN_IF_ERROR(StringField(*format, "type", "output_config.format", type));
+    API_RETURN_IF_ERROR(StringField(*format, "type", "output_config.format", type));
     const Json* schema = Field(*format, "schema");
     if (type != "json_schema" || schema == nullptr) {
-      return Invalid("output_config.format", "'output_config.format' must be {\"type\": \"json_schema\", \"schema\": …}");
+      return Invalid("output_config.format",
+                     "'output_config.format' must be {\"type\": \"json_schema\", \"schema\": …}");
     }
     chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
   }
@@ -404,12 +401,12 @@ std::string DropBillingHeader(std::string_view text) {
 ApiOr<Json> MessagesToChatBody(const Json& body, const RequestPolicy& policy, bool count_tokens,
                                std::vector<std::string>* skipped_tools) {
   Json chat = Json::object();
-  MESSAGES_RETURN_IF_ERROR(Sampling(body, count_tokens, chat));
-  MESSAGES_RETURN_IF_ERROR(Messages(body, policy, chat));
-  MESSAGES_RETURN_IF_ERROR(Tools(body, policy, chat, skipped_tools));
-  MESSAGES_RETURN_IF_ERROR(ReadToolChoice(body, chat));
+  API_RETURN_IF_ERROR(Sampling(body, count_tokens, chat));
+  API_RETURN_IF_ERROR(Messages(body, policy, chat));
+  API_RETURN_IF_ERROR(Tools(body, policy, chat, skipped_tools));
+  API_RETURN_IF_ERROR(ReadToolChoice(body, chat));
   bool thinking = false;
-  MESSAGES_RETURN_IF_ERROR(Reasoning(body, chat, thinking));
+  API_RETURN_IF_ERROR(Reasoning(body, chat, thinking));
   return chat;
 }
 

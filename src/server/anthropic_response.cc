@@ -120,7 +120,7 @@ class MessagesFormatter final : public ResponseFormatter {
   }
 
   Json MessageShell() const {
-    return {{"id", identity_.id},      {"type", "message"},         {"role", "assistant"},
+    return {{"id", identity_.id},       {"type", "message"},      {"role", "assistant"},
             {"model", identity_.model}, {"stop_reason", nullptr}, {"stop_sequence", nullptr}};
   }
 
@@ -213,7 +213,8 @@ class MessagesFormatter final : public ResponseFormatter {
   }
 
   static Json FinalBlock(const Block& block) {
-    if (block.type == "thinking") return {{"type", "thinking"}, {"thinking", block.text}, {"signature", block.signature}};
+    if (block.type == "thinking")
+      return {{"type", "thinking"}, {"thinking", block.text}, {"signature", block.signature}};
     if (block.type == "text") return {{"type", "text"}, {"text", block.text}};
     // A call cut by max_tokens has unfinished arguments: `input` must be an object, so it is empty, and the
     // stop_reason (max_tokens) says the call is incomplete; the stream carried the text that was written.

@@ -24,8 +24,8 @@
 namespace glint::server {
 
 struct MessagesFormatOptions {
-  int64_t max_tokens = 0;    // as the client asked
-  bool thinking = false;     // thinking blocks may come (the prompt ends inside <think>)
+  int64_t max_tokens = 0;  // as the client asked
+  bool thinking = false;   // thinking blocks may come (the prompt ends inside <think>)
   std::string api = "messages";
 };
 

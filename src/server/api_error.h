@@ -1,6 +1,7 @@
 // OpenAI-shaped errors: {"error": {"message", "type", "param", "code"}} with the HTTP status that goes with them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -42,6 +43,12 @@ class ApiOr {
 
 #define GLINT_API_CONCAT_INNER(a, b) a##b
 #define GLINT_API_CONCAT(a, b) GLINT_API_CONCAT_INNER(a, b)
+// Returns the error of `expr` (a std::optional<ApiError>) when there is one.
+#define API_RETURN_IF_ERROR(expr)                                 \
+  do {                                                            \
+    std::optional<::glint::server::ApiError> api_error_ = (expr); \
+    if (api_error_) return std::move(*api_error_);                \
+  } while (0)
 // `lhs = value of expr` (an ApiOr), or return its ApiError.
 #define API_ASSIGN_OR_RETURN(lhs, expr) API_ASSIGN_OR_RETURN_IMPL(GLINT_API_CONCAT(api_result_, __LINE__), lhs, expr)
 #define API_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \

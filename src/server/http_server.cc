@@ -29,7 +29,9 @@ void Reply(HttpResponse& res, int status, const Json& body) {
 }
 
 // Anthropic's Messages API (anthropic_request.h): its errors have Anthropic's shape, whatever produced them.
-bool IsMessagesPath(std::string_view path) { return path.substr(0, std::string_view("/v1/messages").size()) == "/v1/messages"; }
+bool IsMessagesPath(std::string_view path) {
+  return path.substr(0, std::string_view("/v1/messages").size()) == "/v1/messages";
+}
 
 // The error in the shape of the API the path belongs to.
 void ReplyError(HttpResponse& res, const ApiError& error, std::string_view path = "") {
@@ -50,10 +52,14 @@ struct RouteEntry {
   bool blocking;  // tokenizes or waits for generation: runs on a worker thread
 };
 constexpr RouteEntry kRoutes[] = {
-    {"/health", "GET", false},         {"/v1/models", "GET", false},
-    {"/metrics", "GET", false},        {"/v1/chat/completions", "POST", true},
-    {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
-    {"/detokenize", "POST", true},     {"/v1/messages", "POST", true},
+    {"/health", "GET", false},
+    {"/v1/models", "GET", false},
+    {"/metrics", "GET", false},
+    {"/v1/chat/completions", "POST", true},
+    {"/v1/completions", "POST", true},
+    {"/tokenize", "POST", true},
+    {"/detokenize", "POST", true},
+    {"/v1/messages", "POST", true},
     {"/v1/messages/count_tokens", "POST", true},
 };
 
@@ -231,11 +237,12 @@ class HttpServer::Impl final : public HttpHandler {
     if (!api_key_header.empty() && ConstantTimeEquals(api_key_header, options_.api_key)) return true;
     res.SetHeader("WWW-Authenticate", "Bearer");
     const bool given = bearer || !api_key_header.empty();
-    ReplyError(res,
-               ApiError{401, "authentication_error",
-                        given ? "invalid API key" : "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'",
-                        "", "invalid_api_key"},
-               req.path);
+    ReplyError(
+        res,
+        ApiError{401, "authentication_error",
+                 given ? "invalid API key" : "missing API key: send 'Authorization: Bearer <key>' or 'x-api-key'", "",
+                 "invalid_api_key"},
+        req.path);
     return false;
   }
 
@@ -376,8 +383,9 @@ class HttpServer::Impl final : public HttpHandler {
   ApiOr<PreparedChat> PrepareChat(ChatRequest& chat, bool clamp_max_tokens = false) const {
     if (auto error = CheckModel(chat.model)) return *error;
     if (chat_template_ == nullptr) {
-      return BadRequest("this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
-                        "/v1/completions");
+      return BadRequest(
+          "this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
+          "/v1/completions");
     }
     PreparedChat prepared;
     API_ASSIGN_OR_RETURN(prepared.prompt, BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions()));

@@ -355,7 +355,7 @@ Result<int32_t> JsonSchemaCompiler::CompileObject(const Json& schema, const std:
   const Element ws = Element::Rule(Whitespace());
   std::vector<Sequence> pairs;
   for (const auto& [key, member_schema] : members) {
-    GLINT_ASSIGN_OR_RETURN(int32_t value, Compile(*member_schema, path + "/properties/" + key, depth + 1));
+    GLINT_ASSIGN_OR_RETURN(int32_t value, Compile(*member_schema, StrCat(path, "/properties/", key), depth + 1));
     Sequence pair = Literal(Json(key).dump());
     pair.insert(pair.end(), {ws, Element::Byte(':'), ws, Element::Rule(value), ws});
     pairs.push_back(std::move(pair));

@@ -11,12 +11,6 @@ namespace {
 
 using Error = std::optional<ApiError>;
 
-#define API_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    Error api_error_ = (expr);                     \
-    if (api_error_) return std::move(*api_error_); \
-  } while (0)
-
 std::string TypeName(const Json& value) {
   switch (value.type()) {
     case Json::value_t::null:

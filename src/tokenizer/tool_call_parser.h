@@ -118,7 +118,7 @@ class ToolCallParser {
   bool value_streams_raw_ = false;  // non-string value of a constrained call: emitted as it arrives
   bool value_opened_ = false;       // raw: `"K": ` emitted (at the value's first non-blank byte)
   size_t value_emitted_ = 0;        // raw: bytes of value_ emitted
-  bool arguments_opened_ = false;  // "{" emitted for the current call
+  bool arguments_opened_ = false;   // "{" emitted for the current call
   bool name_emitted_ = false;
   std::string blank_run_;  // whitespace held after a call: emitted only if content follows
   int num_calls_ = 0;

@@ -23,7 +23,8 @@ std::vector<Event> AnthropicEvents(const std::string& body) {
     const size_t name_end = body.find('\n', at);
     const size_t data_at = body.find("data: ", name_end);
     const size_t end = body.find("\n\n", data_at);
-    events.push_back({body.substr(at + 7, name_end - at - 7), Json::parse(body.substr(data_at + 6, end - data_at - 6))});
+    events.push_back(
+        {body.substr(at + 7, name_end - at - 7), Json::parse(body.substr(data_at + 6, end - data_at - 6))});
     at = end;
   }
   return events;
@@ -36,9 +37,9 @@ std::vector<std::string> Types(const std::vector<Event>& events) {
     const Json& delta = event.data.contains("delta") ? event.data["delta"] : Json();
     types.push_back(event.name + (event.data.contains("delta") && delta.contains("type")
                                       ? ":" + delta["type"].get<std::string>()
-                                      : event.data.contains("content_block")
-                                            ? ":" + event.data["content_block"]["type"].get<std::string>()
-                                            : ""));
+                                  : event.data.contains("content_block")
+                                      ? ":" + event.data["content_block"]["type"].get<std::string>()
+                                      : ""));
   }
   return types;
 }
@@ -165,7 +166,11 @@ TEST(MessagesRequest, RefusesBadInputNamingTheField) {
 TEST(MessagesApi, CreateReturnsBlocksInOrderWithUsage) {
   TestServer server;
   server.backend().set_script([](const GenerationRequest&, int64_t) {
-    return std::vector<std::string>{"Let me see.", "</think>", "\n", "Sure", ".",
+    return std::vector<std::string>{"Let me see.",
+                                    "</think>",
+                                    "\n",
+                                    "Sure",
+                                    ".",
                                     "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Pa",
                                     "ris</arg_value></tool_call>"};
   });
@@ -204,7 +209,11 @@ TEST(MessagesApi, CreateReturnsBlocksInOrderWithUsage) {
 TEST(MessagesApi, StreamIsTheDocumentedEventSequence) {
   TestServer server;
   server.backend().set_script([](const GenerationRequest&, int64_t) {
-    return std::vector<std::string>{"Hm", "m.", "</think>", "Sure", ".",
+    return std::vector<std::string>{"Hm",
+                                    "m.",
+                                    "</think>",
+                                    "Sure",
+                                    ".",
                                     "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Pa",
                                     "ris</arg_value></tool_call>"};
   });
@@ -216,13 +225,22 @@ TEST(MessagesApi, StreamIsTheDocumentedEventSequence) {
   ASSERT_EQ(reply.status, 200) << reply.body;
   EXPECT_EQ(reply.header("Content-Type"), "text/event-stream");
   const std::vector<Event> events = AnthropicEvents(reply.body);
-  const std::vector<std::string> expected = {
-      "message_start",       "content_block_start:thinking",       "content_block_delta:thinking_delta",
-      "content_block_delta:thinking_delta", "content_block_delta:signature_delta", "content_block_stop",
-      "content_block_start:text",   "content_block_delta:text_delta",     "content_block_delta:text_delta",
-      "content_block_stop",  "content_block_start:tool_use",       "content_block_delta:input_json_delta",
-      "content_block_delta:input_json_delta", "content_block_stop",
-      "message_delta",       "message_stop"};
+  const std::vector<std::string> expected = {"message_start",
+                                             "content_block_start:thinking",
+                                             "content_block_delta:thinking_delta",
+                                             "content_block_delta:thinking_delta",
+                                             "content_block_delta:signature_delta",
+                                             "content_block_stop",
+                                             "content_block_start:text",
+                                             "content_block_delta:text_delta",
+                                             "content_block_delta:text_delta",
+                                             "content_block_stop",
+                                             "content_block_start:tool_use",
+                                             "content_block_delta:input_json_delta",
+                                             "content_block_delta:input_json_delta",
+                                             "content_block_stop",
+                                             "message_delta",
+                                             "message_stop"};
   EXPECT_EQ(Types(events), expected) << reply.body;
   std::string arguments;
   int64_t index = -1;
@@ -288,8 +306,7 @@ TEST(MessagesApi, AFullContextIsNotMaxTokens) {
     prompt_tokens = Post(counter.port(), "/v1/messages/count_tokens", body).json()["input_tokens"];
   }
   TestServer server(ServerOptions{}, /*max_model_len=*/prompt_tokens + 3);
-  server.backend().set_script(
-      [](const GenerationRequest&, int64_t) { return std::vector<std::string>(10, "x"); });
+  server.backend().set_script([](const GenerationRequest&, int64_t) { return std::vector<std::string>(10, "x"); });
   // max_tokens beyond the context room is lowered to it, not refused: the context filling up is its own reason.
   HttpReply reply = Post(server.port(), "/v1/messages", MessagesBody("hi", 32000));
   ASSERT_EQ(reply.status, 200) << reply.body;

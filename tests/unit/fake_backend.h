@@ -25,7 +25,9 @@ class FakeBackend final : public server::GenerationBackend {
   // stop string comes first.
   using Script = std::function<std::vector<std::string>(const server::GenerationRequest& request, int64_t index)>;
   // A script piece that makes the sample fail (GenerationFinish::kError) instead of generating.
-  static constexpr const char* kFailPiece = "\x01" "fail";
+  static constexpr const char* kFailPiece =
+      "\x01"
+      "fail";
 
   FakeBackend(int64_t max_model_len = 4096, int64_t max_running = 4,
               std::chrono::microseconds step = std::chrono::microseconds(200))

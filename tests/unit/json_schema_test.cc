@@ -152,15 +152,17 @@ TEST(JsonSchemaNumber, NumbersAndWhitespaceAreBounded) {
       "n": {"type": "number"}, "i": {"type": "integer"}, "any": {}}, "required": ["n"]})")));
   const std::string sixteen(16, '9'), seventeen(17, '9');
   const std::string indent20(20, ' '), indent21(21, ' ');
-  for (const std::string& valid : std::vector<std::string>{"{\"n\": " + sixteen + "." + sixteen + "e-999}", "{\"n\": -" + sixteen + ", \"i\": " + sixteen + "}",
-        "{\"n\": 1, \"any\": [" + sixteen + "." + sixteen + "E+12]}", "{\n" + indent20 + "\"n\": 1\n}",
-        "{\"n\":\n\t1}", std::string("{\"n\":1}")}) {
+  for (const std::string& valid : std::vector<std::string>{
+           "{\"n\": " + sixteen + "." + sixteen + "e-999}", "{\"n\": -" + sixteen + ", \"i\": " + sixteen + "}",
+           "{\"n\": 1, \"any\": [" + sixteen + "." + sixteen + "E+12]}", "{\n" + indent20 + "\"n\": 1\n}",
+           "{\"n\":\n\t1}", std::string("{\"n\":1}")}) {
     EXPECT_TRUE(Accepts(g, valid)) << valid;
   }
-  for (const std::string& invalid : std::vector<std::string>{"{\"n\": " + seventeen + "}", "{\"n\": 1." + seventeen + "}", "{\"n\": 1e1000}",
-        "{\"n\": 1, \"i\": " + seventeen + "}", "{\"n\": 1, \"any\": " + seventeen + "}",
-        "{\"n\": 1, \"any\": 1.5e-1000}", "{\n" + indent21 + "\"n\": 1}", std::string("{\"n\":  1}"),
-        std::string("{\"n\": 1 \n}"), std::string("{\n\n\"n\": 1}")}) {
+  for (const std::string& invalid : std::vector<std::string>{
+           "{\"n\": " + seventeen + "}", "{\"n\": 1." + seventeen + "}", "{\"n\": 1e1000}",
+           "{\"n\": 1, \"i\": " + seventeen + "}", "{\"n\": 1, \"any\": " + seventeen + "}",
+           "{\"n\": 1, \"any\": 1.5e-1000}", "{\n" + indent21 + "\"n\": 1}", std::string("{\"n\":  1}"),
+           std::string("{\"n\": 1 \n}"), std::string("{\n\n\"n\": 1}")}) {
     EXPECT_FALSE(Accepts(g, invalid)) << invalid;
   }
 }

@@ -293,7 +293,8 @@ TEST(ToolCallParser, ConstrainedValuesStreamAsWritten) {
   calls.clear();
   parser.Push("\"C\"}</arg_value></tool_call>", content, calls);
   ASSERT_EQ(calls.size(), 1u);
-  EXPECT_EQ(calls[0].arguments, R"( "C"})" "}");
+  EXPECT_EQ(calls[0].arguments, R"( "C"})"
+                                "}");
   EXPECT_TRUE(calls[0].done);
   EXPECT_FALSE(calls[0].truncated);
   // Whatever the chunking, the same arguments, as written.
