@@ -268,7 +268,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   void OnHeaders(BoostError error) {
     if (phase_ == Phase::kClosed) return;
-    if (parser_->is_header_done()) FillRequest();
+    // On an error (a Content-Length over the body limit is refused while the headers are read) what arrived is
+    // kept too: the request line names the path, so the error gets that API's shape (Anthropic's on /v1/messages).
+    if (parser_->is_header_done() || error) FillRequest();
     if (error) return OnReadError(error);
     if (server_.shutting_down) return RefuseDuringShutdown();
     if (parser_->is_done()) return Dispatch();

@@ -135,13 +135,15 @@ describe('openai client', () => {
       type: 'function',
       function: {
         name: 'get_weather', description: 'Weather in a city',
-        parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+        parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 10 } }, required: ['city'] },
       },
     }];
+    // Room for the whole call: a call cut by max_tokens is its text so far (finish_reason length), not JSON.
     const args = {
-      ...chatArgs, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 12,
+      ...chatArgs, tools, tool_choice: { type: 'function', function: { name: 'get_weather' } }, max_tokens: 200,
     };
     const reply = await client.chat.completions.create(args);
+    assert.equal(reply.choices[0].finish_reason, 'tool_calls');
     const calls = reply.choices[0].message.tool_calls;
     assert.equal(calls.length >= 1, true);
     assert.equal(calls[0].type, 'function');

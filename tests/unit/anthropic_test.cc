@@ -163,6 +163,45 @@ TEST(MessagesRequest, RefusesBadInputNamingTheField) {
   EXPECT_EQ(ParseMessagesRequest(deep, policy, false).error().status, 400);
 }
 
+// Hostile bodies against the default limits: each is refused quickly with a message naming what was too much,
+// and a 413 from the transport keeps Anthropic's shape.
+TEST(MessagesApi, HostileBodiesGetClearErrorsQuickly) {
+  ServerOptions options;
+  options.max_body_bytes = size_t{4} << 20;
+  TestServer server(options);
+  const auto refused = [&](const std::string& body, int status, const std::string& words) {
+    const auto start = std::chrono::steady_clock::now();
+    HttpReply reply = Exchange(server.port(), "POST", "/v1/messages", body);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(reply.status, status) << reply.body.substr(0, 300);
+    const Json error = Json::parse(reply.body, nullptr, false);
+    EXPECT_EQ(error["type"], "error") << reply.body.substr(0, 300);
+    EXPECT_NE(error["error"]["message"].get<std::string>().find(words), std::string::npos) << reply.body.substr(0, 300);
+    EXPECT_LT(seconds, 5.0);
+  };
+  Json body = MessagesBody("hi");
+  for (int i = 0; i < 600; ++i) {
+    Json tool = kWeatherTool;
+    tool["name"] = StrCat("tool_", i);
+    body["tools"].push_back(std::move(tool));
+  }
+  refused(body.dump(), 400, "at most 512");
+  body = MessagesBody("hi");
+  body["messages"][0]["content"] = Json::array();
+  for (int i = 0; i < 5000; ++i) body["messages"][0]["content"].push_back({{"type", "text"}, {"text", "x"}});
+  refused(body.dump(), 400, "content blocks");
+  body = MessagesBody("hi");
+  for (int i = 0; i < 5000; ++i) body["messages"].push_back({{"role", "user"}, {"content", "x"}});
+  refused(body.dump(), 400, "at most 4096");
+  std::string deep = R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "tool_result", "content": )";
+  for (int i = 0; i < 10000; ++i) deep += "[";
+  refused(deep, 400, "nest");
+  body = MessagesBody("hi");
+  body["messages"][0]["content"] = Json::parse(R"([{"type": "text", "text": "a"}, {"type": "mystery_block"}])");
+  refused(body.dump(), 400, "mystery_block");
+  refused(std::string(size_t{5} << 20, ' '), 413, "");
+}
+
 TEST(MessagesApi, CreateReturnsBlocksInOrderWithUsage) {
   TestServer server;
   server.backend().set_script([](const GenerationRequest&, int64_t) {
