@@ -193,7 +193,8 @@ TEST(MessagesApi, HostileBodiesGetClearErrorsQuickly) {
   body = MessagesBody("hi");
   for (int i = 0; i < 5000; ++i) body["messages"].push_back({{"role", "user"}, {"content", "x"}});
   refused(body.dump(), 400, "at most 4096");
-  std::string deep = R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "tool_result", "content": )";
+  std::string deep =
+      R"({"max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "tool_result", "content": )";
   for (int i = 0; i < 10000; ++i) deep += "[";
   refused(deep, 400, "nest");
   body = MessagesBody("hi");
@@ -334,6 +335,30 @@ TEST(MessagesApi, StopReasons) {
     if (event.name == "content_block_delta") arguments += event.data["delta"].value("partial_json", "");
   }
   EXPECT_EQ(arguments, R"({"city": "Paris)");
+}
+
+TEST(MessagesApi, SeveralCallsInATurnAndCallsWithoutArguments) {
+  TestServer server;
+  server.backend().set_script([](const GenerationRequest&, int64_t) {
+    return std::vector<std::string>{"<tool_call>get_time</tool_call>\n<tool_call>get_weather<arg_key>city",
+                                    "</arg_key><arg_value>Oslo</arg_value></tool_call>"};
+  });
+  Json body = MessagesBody("Time and weather?");
+  body["tools"] =
+      Json::array({kWeatherTool, Json::parse(R"({"name": "get_time", "input_schema": {"type": "object"}})")});
+  HttpReply reply = Post(server.port(), "/v1/messages", body);
+  ASSERT_EQ(reply.status, 200) << reply.body;
+  const Json message = reply.json();
+  ASSERT_EQ(message["content"].size(), 2u) << message.dump();
+  EXPECT_EQ(message["content"][0]["name"], "get_time");
+  EXPECT_EQ(message["content"][0]["input"], Json::object());
+  EXPECT_EQ(message["content"][1]["input"], Json::parse(R"({"city": "Oslo"})"));
+  EXPECT_NE(message["content"][0]["id"], message["content"][1]["id"]);
+  EXPECT_EQ(message["stop_reason"], "tool_use");
+  body["stream"] = true;
+  const std::vector<std::string> types = Types(AnthropicEvents(Post(server.port(), "/v1/messages", body).body));
+  EXPECT_EQ(std::count(types.begin(), types.end(), "content_block_start:tool_use"), 2);
+  EXPECT_EQ(std::count(types.begin(), types.end(), "content_block_stop"), 2);
 }
 
 TEST(MessagesApi, AFullContextIsNotMaxTokens) {
