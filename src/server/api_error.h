@@ -1,6 +1,7 @@
 // OpenAI-shaped errors: {"error": {"message", "type", "param", "code"}} with the HTTP status that goes with them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -39,6 +40,13 @@ class ApiOr {
 };
 
 }  // namespace glint::server
+
+// Returns the ApiError of `expr` (a std::optional<ApiError>) if it holds one.
+#define API_RETURN_IF_ERROR(expr)                                   \
+  do {                                                              \
+    std::optional<::glint::server::ApiError> api_error_ = (expr);   \
+    if (api_error_) return std::move(*api_error_);                  \
+  } while (0)
 
 #define GLINT_API_CONCAT_INNER(a, b) a##b
 #define GLINT_API_CONCAT(a, b) GLINT_API_CONCAT_INNER(a, b)

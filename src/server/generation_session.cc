@@ -205,20 +205,25 @@ Json GenerationSession::Usage() const {
 
 bool GenerationSession::Stream(ClientConnection& connection, bool include_usage) {
   std::vector<Json> chunks;
+  formatter_->StreamHead(chunks);
+  if (!chunks.empty()) {
+    std::string head;
+    for (Json& chunk : chunks) head += formatter_->FrameEvent(std::move(chunk));
+    if (!connection.Write(head)) {
+      client_gone_ = true;
+      CancelUnfinished();
+      return false;
+    }
+  }
   while (auto item = Next(connection)) {
     Record(*item);
     chunks.clear();
     formatter_->OnOutput(item->tag, item->output, chunks);
     if (item->output.finish == GenerationFinish::kError) {
-      ApiError error{500, "server_error", item->output.error, "", "engine_error"};
-      chunks.push_back(Json::parse(ErrorBody(error)));
+      formatter_->AppendStreamError(ApiError{500, "server_error", item->output.error, "", "engine_error"}, chunks);
     }
     std::string events;
-    for (const Json& chunk : chunks) {
-      events += "data: ";
-      events += chunk.dump(-1, ' ', false, Json::error_handler_t::replace);
-      events += "\n\n";
-    }
+    for (Json& chunk : chunks) events += formatter_->FrameEvent(std::move(chunk));
     if (!events.empty() && !connection.Write(events)) {
       client_gone_ = true;
       CancelUnfinished();
@@ -229,11 +234,7 @@ bool GenerationSession::Stream(ClientConnection& connection, bool include_usage)
   // Every output is in, so the request is finished: count it in /metrics before the client can see [DONE], or a
   // client that reads [DONE] and then scrapes /metrics (glint bench does, after each level) may miss it.
   ReportFinished();
-  std::string tail;
-  if (include_usage) {
-    tail += "data: " + formatter_->UsageChunk(Usage()).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n\n";
-  }
-  tail += "data: [DONE]\n\n";
+  const std::string tail = formatter_->StreamTail(Usage(), include_usage);
   if (!connection.Write(tail)) {
     client_gone_ = true;
     return false;

@@ -76,9 +76,9 @@ class GenerationSession {
   // shutting down, 400 when the backend refuses a request (nothing stays submitted then).
   std::optional<ApiError> Submit(std::vector<GenerationRequest> requests);
 
-  // Writes `data: {chunk}\n\n` events as outputs arrive, then the usage chunk (if asked) and `data: [DONE]`; the
-  // request is counted in the metrics before that last write. Returns false if the client went away (the
-  // requests are cancelled).
+  // Writes the formatter's head events, then its events as outputs arrive, then its tail (for chat: the usage
+  // chunk if asked and `data: [DONE]`), each framed by the formatter; the request is counted in the metrics before
+  // that last write. Returns false if the client went away (the requests are cancelled).
   bool Stream(ClientConnection& connection, bool include_usage);
 
   // Waits for every output; the response JSON, or an error: 500 when the backend failed, 503 when the server

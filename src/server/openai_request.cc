@@ -7,15 +7,8 @@
 #include <unordered_set>
 
 namespace glint::server {
-namespace {
 
 using Error = std::optional<ApiError>;
-
-#define API_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    Error api_error_ = (expr);                     \
-    if (api_error_) return std::move(*api_error_); \
-  } while (0)
 
 std::string TypeName(const Json& value) {
   switch (value.type()) {
@@ -43,7 +36,6 @@ ApiError WrongType(const std::string& param, const char* expected, const Json& v
   return BadRequest(StrCat("'", param, "' must be ", expected, ", got ", TypeName(value)), param);
 }
 
-// The field's value when present and not null.
 const Json* Field(const Json& object, const char* name) {
   const auto it = object.find(name);
   if (it == object.end() || it->is_null()) return nullptr;
@@ -66,7 +58,6 @@ Error ReadString(const Json& object, const char* name, std::optional<std::string
   return std::nullopt;
 }
 
-// An integer (a float with an integral value is accepted, as pydantic does in OpenAI-compatible servers).
 Error ToInteger(const Json& value, const std::string& param, int64_t min, int64_t max, int64_t& out) {
   int64_t parsed = 0;
   // Unsigned first: nlohmann's is_number_integer() is also true for unsigned values, and 2^64 − 1 read as int64
@@ -101,6 +92,8 @@ Error ReadInteger(const Json& object, const char* name, int64_t min, int64_t max
   out = parsed;
   return std::nullopt;
 }
+
+namespace {
 
 // A number in [min, max] (or (min, max] when min_exclusive).
 Error ReadNumber(const Json& object, const char* name, double min, double max, bool min_exclusive, float& out) {
@@ -552,6 +545,10 @@ std::string ErrorBody(const ApiError& error) {
 
 ApiOr<ChatRequest> ParseChatRequest(std::string_view body_text, const RequestPolicy& policy) {
   API_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
+  return ParseChatRequestJson(body, policy);
+}
+
+ApiOr<ChatRequest> ParseChatRequestJson(const Json& body, const RequestPolicy& policy) {
   ChatRequest chat;
   API_RETURN_IF_ERROR(ReadModel(body, chat.model));
   API_RETURN_IF_ERROR(ReadMessages(body, policy, chat.messages, chat.images));

@@ -32,15 +32,6 @@ int64_t CountCharacters(std::string_view text) {
 
 Json FinishJson(const std::string& name) { return name.empty() ? Json(nullptr) : Json(name); }
 
-// A token's text as a JSON string must be valid UTF-8: a token that is part of a character shows U+FFFD, and
-// "bytes" gives the exact bytes (OpenAI's shape).
-Json TokenEntry(const Tokenizer& tokenizer, int32_t token, float logprob) {
-  const std::string_view bytes = tokenizer.TokenText(token);
-  Json byte_list = Json::array();
-  for (char c : bytes) byte_list.push_back(static_cast<int>(static_cast<unsigned char>(c)));
-  return {{"token", SanitizeUtf8(bytes)}, {"logprob", logprob}, {"bytes", std::move(byte_list)}};
-}
-
 class ChatFormatter final : public ResponseFormatter {
  public:
   ChatFormatter(ResponseIdentity identity, const ChatPrompt& prompt, int64_t n, const ChatFormatOptions& options,
@@ -94,12 +85,12 @@ class ChatFormatter final : public ResponseFormatter {
     Json logprob_entries = Json::array();
     if (options_.logprobs) {
       for (size_t t = 0; t < output.tokens.size() && t < output.logprobs.size(); ++t) {
-        Json entry = TokenEntry(tokenizer_, output.tokens[t], output.logprobs[t].logprob);
+        Json entry = TokenLogprobJson(tokenizer_, output.tokens[t], output.logprobs[t].logprob);
         Json top = Json::array();
         if (t < output.top_logprobs.size()) {
           for (const TokenLogprob& alternative : output.top_logprobs[t]) {
             if (static_cast<int64_t>(top.size()) >= options_.top_logprobs) break;
-            top.push_back(TokenEntry(tokenizer_, alternative.token, alternative.logprob));
+            top.push_back(TokenLogprobJson(tokenizer_, alternative.token, alternative.logprob));
           }
         }
         entry["top_logprobs"] = std::move(top);
@@ -315,6 +306,29 @@ class CompletionFormatter final : public ResponseFormatter {
 };
 
 }  // namespace
+
+// A token's text as a JSON string must be valid UTF-8: a token that is part of a character shows U+FFFD, and
+// "bytes" gives the exact bytes (OpenAI's shape).
+Json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob) {
+  const std::string_view bytes = tokenizer.TokenText(token);
+  Json byte_list = Json::array();
+  for (char c : bytes) byte_list.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  return {{"token", SanitizeUtf8(bytes)}, {"logprob", logprob}, {"bytes", std::move(byte_list)}};
+}
+
+std::string ResponseFormatter::FrameEvent(Json chunk) {
+  return StrCat("data: ", chunk.dump(-1, ' ', false, Json::error_handler_t::replace), "\n\n");
+}
+
+void ResponseFormatter::AppendStreamError(const ApiError& error, std::vector<Json>& chunks) {
+  chunks.push_back(Json::parse(ErrorBody(error)));
+}
+
+std::string ResponseFormatter::StreamTail(const Json& usage, bool include_usage) {
+  std::string tail;
+  if (include_usage) tail += FrameEvent(UsageChunk(usage));
+  return tail + "data: [DONE]\n\n";
+}
 
 std::string RandomId(std::string_view prefix, int length) {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";

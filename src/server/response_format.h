@@ -39,7 +39,20 @@ class ResponseFormatter {
   virtual Json UsageChunk(const Json& usage) const = 0;
   // The finish reason of every choice, "" while unfinished (for logs and metrics).
   virtual std::vector<std::string> FinishReasons() const = 0;
+
+  // Stream framing. Chat and completions send each chunk as `data: {json}` and end with the usage chunk (when
+  // asked) and `data: [DONE]`; APIs with named events (the Responses API's `event: response.created` ...) and
+  // their own first and last events override these. Called in write order, so a formatter may number events here.
+  virtual void StreamHead(std::vector<Json>& /*chunks*/) {}
+  virtual std::string FrameEvent(Json chunk);
+  // A generation that failed mid-stream: chat appends the error object as one more chunk.
+  virtual void AppendStreamError(const ApiError& error, std::vector<Json>& chunks);
+  // After the last output: the text that ends the stream.
+  virtual std::string StreamTail(const Json& usage, bool include_usage);
 };
+
+// One token of a logprobs list in OpenAI's shape: {token, logprob, bytes} (the chat and Responses APIs share it).
+Json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob);
 
 struct ChatFormatOptions {
   bool logprobs = false;
