@@ -10,6 +10,8 @@
 #include "server/generation_session.h"
 #include "server/http_transport.h"
 #include "server/response_format.h"
+#include "server/responses_request.h"
+#include "server/responses_response.h"
 #include "server/structured_output.h"
 #include "server/webui.h"
 #include "tokenizer/utf8.h"
@@ -47,8 +49,12 @@ constexpr RouteEntry kRoutes[] = {
     {"/health", "GET", false},         {"/v1/models", "GET", false},
     {"/metrics", "GET", false},        {"/v1/chat/completions", "POST", true},
     {"/v1/completions", "POST", true}, {"/tokenize", "POST", true},
-    {"/detokenize", "POST", true},
+    {"/detokenize", "POST", true},     {"/v1/responses", "POST", true},
 };
+
+// GET and DELETE /v1/responses/{id}: one label for every id.
+constexpr std::string_view kStoredResponsePrefix = "/v1/responses/";
+constexpr std::string_view kStoredResponseLabel = "/v1/responses/{id}";
 
 const RouteEntry* FindRoute(std::string_view path) {
   for (const RouteEntry& route : kRoutes) {
@@ -79,6 +85,7 @@ class HttpServer::Impl final : public HttpHandler {
         chat_template_(chat_template),
         backend_(backend),
         registry_(backend.max_running_sequences() + options_.max_queued_sequences),
+        responses_store_(options_.responses_store_max_responses, options_.responses_store_max_bytes),
         transport_(MakeTransportOptions(options_), *this, metrics_.transport()) {
     if (options_.model_names.empty()) options_.model_names = {"glint"};
     if (options_.policy.vocab_size == 0) options_.policy.vocab_size = tokenizer_.vocab_size();
@@ -167,6 +174,7 @@ class HttpServer::Impl final : public HttpHandler {
   // unknown path would let any client grow /metrics without bound).
   std::string MetricLabel(const HttpRequest& req) const {
     if (const RouteEntry* route = FindRoute(req.path)) return std::string(route->path);
+    if (req.path.starts_with(kStoredResponsePrefix)) return std::string(kStoredResponseLabel);
     if (req.method == "OPTIONS") return "OPTIONS";
     if (const WebAsset* asset = options_.webui ? FindWebAsset(req.path) : nullptr) return std::string(asset->path);
     return "other";
@@ -184,6 +192,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.method == "OPTIONS") return Preflight(req, res);
     if (req.path != "/health" && !options_.api_key.empty() && !Authorized(req, res)) return;
     const RouteEntry* route = FindRoute(req.path);
+    if (route == nullptr && req.path.starts_with(kStoredResponsePrefix)) return StoredResponseById(req, res);
     if (route == nullptr) {
       return ReplyError(res, ApiError{404, "invalid_request_error",
                                       StrCat("no such endpoint: ", req.method, " ", req.path), "", "not_found"});
@@ -203,6 +212,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.path == "/v1/chat/completions") return Chat(req, res, connection);
     if (req.path == "/v1/completions") return Completion(req, res, connection);
     if (req.path == "/tokenize") return Tokenize(req, res);
+    if (req.path == "/v1/responses") return Responses(req, res, connection);
     Detokenize(req, res);
   }
 
@@ -344,6 +354,53 @@ class HttpServer::Impl final : public HttpHandler {
     return images;
   }
 
+  // A chat request, from chat completions or translated from another API, → its prompt and the generation
+  // request: template, images, context check, sampling, structured-output constraint.
+  struct PreparedChat {
+    ChatPrompt prompt;
+    GenerationRequest request;
+  };
+  ApiOr<PreparedChat> PrepareChat(const ChatRequest& chat, const char* conversation_param) const {
+    if (auto error = CheckModel(chat.model)) return *error;
+    if (chat_template_ == nullptr) {
+      return BadRequest(
+          "this model has no chat template (chat_template.jinja or tokenizer_config.json): use /v1/completions");
+    }
+    API_ASSIGN_OR_RETURN(ChatPrompt prompt, BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions()));
+    std::vector<size_t> starts;
+    API_ASSIGN_OR_RETURN(std::vector<LoadedImage> images, PrepareImages(chat, prompt.tokens, &starts));
+    if (!images.empty() && !options_.images.engine_takes_images) {
+      int64_t image_tokens = 0;
+      for (const LoadedImage& image : images) image_tokens += image.image.num_tokens();
+      return BadRequest(StrCat("this server takes no images: ", options_.images.no_images_reason, " (the ",
+                               images.size(), " image(s) were decoded and preprocessed, ", image_tokens,
+                               " image tokens; /tokenize shows the expanded prompt)"),
+                        images[0].param, "image_input_not_supported");
+    }
+    if (options_.log_prompts) LogInfo("prompt: ", prompt.text);
+    if (auto error = CheckContext(prompt.tokens.size(), chat.fields, conversation_param)) return *error;
+    GenerationRequest request = BaseRequest(chat.fields);
+    request.prompt = prompt.tokens;
+    request.images = ToGenerationImages(std::move(images), starts);
+    request.skip_special_tokens = false;  // <think>, <tool_call>... must reach the parsers
+    API_ASSIGN_OR_RETURN(request.grammar, ChatConstraint(chat, prompt));
+    request.logprobs = chat.logprobs ? chat.top_logprobs : -1;
+    return PreparedChat{std::move(prompt), std::move(request)};
+  }
+
+  // Submits one prepared request under `formatter` and answers (streamed or whole).
+  void Generate(HttpResponse& res, ClientConnection& connection, Clock::time_point arrival, GenerationRequest request,
+                std::unique_ptr<ResponseFormatter> formatter, const SamplingFields& fields) {
+    auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
+    std::vector<GenerationRequest> requests;
+    requests.push_back(std::move(request));
+    if (auto error = session->Submit(std::move(requests))) {
+      res.log_note = error->message.substr(0, 200);
+      return ReplyError(res, *error);
+    }
+    Respond(res, connection, session, fields.stream, fields.include_usage);
+  }
+
   void Chat(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
     const auto arrival = Clock::now();
     auto fail = [&](const ApiError& error) {
@@ -352,44 +409,103 @@ class HttpServer::Impl final : public HttpHandler {
     };
     auto parsed = ParseChatRequest(req.body, options_.policy);
     if (!parsed.ok()) return fail(parsed.error());
-    ChatRequest& chat = parsed.value();
-    if (auto error = CheckModel(chat.model)) return fail(*error);
-    if (chat_template_ == nullptr) {
-      return fail(
-          BadRequest("this model has no chat template (chat_template.jinja or tokenizer_config.json): use "
-                     "/v1/completions"));
-    }
-    auto prompt = BuildChatPrompt(chat, *chat_template_, tokenizer_, PromptOptions());
-    if (!prompt.ok()) return fail(prompt.error());
-    std::vector<size_t> starts;
-    auto images = PrepareImages(chat, prompt.value().tokens, &starts);
-    if (!images.ok()) return fail(images.error());
-    if (!images.value().empty() && !options_.images.engine_takes_images) {
-      int64_t image_tokens = 0;
-      for (const LoadedImage& image : images.value()) image_tokens += image.image.num_tokens();
-      return fail(BadRequest(StrCat("this server takes no images: ", options_.images.no_images_reason, " (the ",
-                                    images.value().size(), " image(s) were decoded and preprocessed, ", image_tokens,
-                                    " image tokens; /tokenize shows the expanded prompt)"),
-                             images.value()[0].param, "image_input_not_supported"));
-    }
-    if (options_.log_prompts) LogInfo("prompt: ", prompt.value().text);
-    if (auto error = CheckContext(prompt.value().tokens.size(), chat.fields, "messages")) return fail(*error);
-    GenerationRequest request = BaseRequest(chat.fields);
-    request.prompt = prompt.value().tokens;
-    request.images = ToGenerationImages(std::move(images).value(), starts);
-    request.skip_special_tokens = false;  // <think>, <tool_call>... must reach the parsers
-    auto grammar = ChatConstraint(chat, prompt.value());
-    if (!grammar.ok()) return fail(grammar.error());
-    request.grammar = std::move(grammar).value();
-    request.logprobs = chat.logprobs ? chat.top_logprobs : -1;
+    const ChatRequest& chat = parsed.value();
+    auto prepared = PrepareChat(chat, "messages");
+    if (!prepared.ok()) return fail(prepared.error());
     ResponseIdentity identity{RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
-    auto formatter = MakeChatFormatter(std::move(identity), prompt.value(), chat.fields.n,
+    auto formatter = MakeChatFormatter(std::move(identity), prepared.value().prompt, chat.fields.n,
                                        {chat.logprobs, chat.top_logprobs}, tokenizer_);
-    auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
-    std::vector<GenerationRequest> requests;
-    requests.push_back(std::move(request));
-    if (auto error = session->Submit(std::move(requests))) return fail(*error);
-    Respond(res, connection, session, chat.fields.stream, chat.fields.include_usage);
+    Generate(res, connection, arrival, std::move(prepared.value().request), std::move(formatter), chat.fields);
+  }
+
+  // POST /v1/responses (responses_request.h, responses_response.h): translated into a chat request; the finished
+  // response is stored (when `store`) with its conversation, for previous_response_id and GET.
+  void Responses(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
+    const auto arrival = Clock::now();
+    auto fail = [&](const ApiError& error) {
+      res.log_note = error.message.substr(0, 200);
+      ReplyError(res, error);
+    };
+    auto parsed = ParseResponsesRequest(req.body, options_.policy);
+    if (!parsed.ok()) return fail(parsed.error());
+    ResponsesRequest& request = parsed.value();
+    std::shared_ptr<const StoredResponse> previous;
+    if (request.previous_response_id) {
+      previous = responses_store_.Get(*request.previous_response_id);
+      if (previous == nullptr) {
+        return fail(ApiError{404, "invalid_request_error",
+                             StrCat("previous response '", request.previous_response_id->substr(0, 128),
+                                    "' not found: it was not stored (store: false), was deleted or evicted, or "
+                                    "the server restarted"),
+                             "previous_response_id", "previous_response_not_found"});
+      }
+    }
+    auto chat = TranslateResponsesRequest(request, previous ? &previous->items : nullptr, options_.policy);
+    if (!chat.ok()) return fail(chat.error());
+    LogSkippedResponsesParts(request);
+    auto prepared = PrepareChat(chat.value(), "input");
+    if (!prepared.ok()) return fail(prepared.error());
+    const std::string id = RandomId("resp_");
+    Json skeleton = ResponseSkeleton(request, chat.value(), id, static_cast<int64_t>(std::time(nullptr)),
+                                     options_.model_names[0]);
+    ResponsesOutputOptions output{request.custom_tools,  request.parallel_tool_calls,
+                                  request.max_tool_calls, request.output_logprobs,
+                                  request.top_logprobs,  request.include_encrypted_reasoning};
+    auto formatter = MakeResponsesFormatter(std::move(skeleton), prepared.value().prompt, std::move(output),
+                                            tokenizer_, StoreResponse(request, previous));
+    Generate(res, connection, arrival, std::move(prepared.value().request), std::move(formatter), chat.value().fields);
+  }
+
+  // What keeps a finished response: its object, and the conversation a follow-up continues (the previous
+  // response's items, this input, this output). Nothing when the request asked for store: false.
+  ResponseFinished StoreResponse(const ResponsesRequest& request,
+                                 std::shared_ptr<const StoredResponse> previous) {
+    if (!request.store) return nullptr;
+    return [this, previous = std::move(previous), input = request.input_items](const Json& response) {
+      Json items = previous ? previous->items : Json::array();
+      for (const Json& item : input) items.push_back(item);
+      for (const Json& item : response["output"]) items.push_back(item);
+      if (!responses_store_.Put(response["id"].get<std::string>(), response, std::move(items))) {
+        LogInfo("responses: ", response["id"].get<std::string>(), " is larger than --responses-store-bytes (",
+                options_.responses_store_max_bytes, ") and is not stored");
+      }
+    };
+  }
+
+  static void LogSkippedResponsesParts(const ResponsesRequest& request) {
+    if (!request.skipped_tools.empty()) {
+      LogInfo("responses: skipped tools of types glint cannot run: ", EscapeForLog(Join(request.skipped_tools)));
+    }
+    if (!request.skipped_items.empty()) {
+      LogInfo("responses: skipped input items of types glint cannot act on: ", EscapeForLog(Join(request.skipped_items)));
+    }
+  }
+
+  static std::string Join(const std::vector<std::string>& names) {
+    std::string joined;
+    for (const std::string& name : names) joined += (joined.empty() ? "" : ", ") + name;
+    return joined;
+  }
+
+  // GET (or HEAD) and DELETE /v1/responses/{id}.
+  void StoredResponseById(const HttpRequest& req, HttpResponse& res) {
+    const std::string id = req.path.substr(kStoredResponsePrefix.size());
+    const bool read = req.method == "GET" || req.method == "HEAD";
+    if (!read && req.method != "DELETE") return MethodNotAllowed(req, res, "GET, DELETE");
+    const auto not_found = [&] {
+      ReplyError(res, ApiError{404, "invalid_request_error",
+                               StrCat("response '", id.substr(0, 128),
+                                      "' not found: it was not stored (store: false), was deleted or evicted, or "
+                                      "the server restarted"),
+                               "response_id", "not_found"});
+    };
+    if (read) {
+      auto stored = responses_store_.Get(id);
+      if (stored == nullptr) return not_found();
+      return Reply(res, 200, stored->response);
+    }
+    if (!responses_store_.Erase(id)) return not_found();
+    Reply(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
   }
 
   // Structured output of a chat: response_format / structured_outputs / guided_*, or the tool calls' schemas
@@ -509,6 +625,7 @@ class HttpServer::Impl final : public HttpHandler {
   const ChatTemplate* chat_template_;
   GenerationBackend& backend_;
   InFlightRegistry registry_;
+  ResponsesStore responses_store_;
   ServerMetrics metrics_;
   std::atomic<bool> shutting_down_{false};
   std::time_t start_time_ = std::time(nullptr);
