@@ -445,6 +445,10 @@ class HttpServer::Impl final : public HttpHandler {
     LogSkippedResponsesParts(request);
     auto prepared = PrepareChat(chat.value(), "input");
     if (!prepared.ok()) return fail(prepared.error());
+    if (!request.parallel_tool_calls && chat.value().tool_choice != ToolChoice::kNone) {
+      // One call at most: generation ends where the first call does (the formatter drops any later call too).
+      prepared.value().request.stop_strings.push_back("</tool_call>");
+    }
     const std::string id = RandomId("resp_");
     Json skeleton = ResponseSkeleton(request, chat.value(), id, static_cast<int64_t>(std::time(nullptr)),
                                      options_.model_names[0]);
