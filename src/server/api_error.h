@@ -42,10 +42,10 @@ class ApiOr {
 }  // namespace glint::server
 
 // Returns the ApiError of `expr` (a std::optional<ApiError>) if it holds one.
-#define API_RETURN_IF_ERROR(expr)                                   \
-  do {                                                              \
-    std::optional<::glint::server::ApiError> api_error_ = (expr);   \
-    if (api_error_) return std::move(*api_error_);                  \
+#define API_RETURN_IF_ERROR(expr)                                 \
+  do {                                                            \
+    std::optional<::glint::server::ApiError> api_error_ = (expr); \
+    if (api_error_) return std::move(*api_error_);                \
   } while (0)
 
 #define GLINT_API_CONCAT_INNER(a, b) a##b

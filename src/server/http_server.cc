@@ -450,20 +450,19 @@ class HttpServer::Impl final : public HttpHandler {
       prepared.value().request.stop_strings.push_back("</tool_call>");
     }
     const std::string id = RandomId("resp_");
-    Json skeleton = ResponseSkeleton(request, chat.value(), id, static_cast<int64_t>(std::time(nullptr)),
-                                     options_.model_names[0]);
-    ResponsesOutputOptions output{request.custom_tools,  request.parallel_tool_calls,
+    Json skeleton =
+        ResponseSkeleton(request, chat.value(), id, static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]);
+    ResponsesOutputOptions output{request.custom_tools,   request.parallel_tool_calls,
                                   request.max_tool_calls, request.output_logprobs,
-                                  request.top_logprobs,  request.include_encrypted_reasoning};
-    auto formatter = MakeResponsesFormatter(std::move(skeleton), prepared.value().prompt, std::move(output),
-                                            tokenizer_, StoreResponse(request, previous));
+                                  request.top_logprobs,   request.include_encrypted_reasoning};
+    auto formatter = MakeResponsesFormatter(std::move(skeleton), prepared.value().prompt, std::move(output), tokenizer_,
+                                            StoreResponse(request, previous));
     Generate(res, connection, arrival, std::move(prepared.value().request), std::move(formatter), chat.value().fields);
   }
 
   // What keeps a finished response: its object, and the conversation a follow-up continues (the previous
   // response's items, this input, this output). Nothing when the request asked for store: false.
-  ResponseFinished StoreResponse(const ResponsesRequest& request,
-                                 std::shared_ptr<const StoredResponse> previous) {
+  ResponseFinished StoreResponse(const ResponsesRequest& request, std::shared_ptr<const StoredResponse> previous) {
     if (!request.store) return nullptr;
     return [this, previous = std::move(previous), input = request.input_items](const Json& response) {
       Json items = previous ? previous->items : Json::array();
@@ -481,7 +480,8 @@ class HttpServer::Impl final : public HttpHandler {
       LogInfo("responses: skipped tools of types glint cannot run: ", EscapeForLog(Join(request.skipped_tools)));
     }
     if (!request.skipped_items.empty()) {
-      LogInfo("responses: skipped input items of types glint cannot act on: ", EscapeForLog(Join(request.skipped_items)));
+      LogInfo("responses: skipped input items of types glint cannot act on: ",
+              EscapeForLog(Join(request.skipped_items)));
     }
   }
 

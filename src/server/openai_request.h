@@ -113,8 +113,7 @@ std::optional<ApiError> ReadBool(const Json& object, const char* name, bool& out
 std::optional<ApiError> ReadString(const Json& object, const char* name, std::optional<std::string>& out);
 // An integer in [min, max] (a float with an integral value is accepted, as pydantic does in OpenAI-compatible
 // servers).
-std::optional<ApiError> ToInteger(const Json& value, const std::string& param, int64_t min, int64_t max,
-                                  int64_t& out);
+std::optional<ApiError> ToInteger(const Json& value, const std::string& param, int64_t min, int64_t max, int64_t& out);
 std::optional<ApiError> ReadInteger(const Json& object, const char* name, int64_t min, int64_t max,
                                     std::optional<int64_t>& out);
 

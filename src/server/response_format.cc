@@ -82,22 +82,9 @@ class ChatFormatter final : public ResponseFormatter {
       }
       tool_call_deltas.push_back(std::move(entry));
     }
-    Json logprob_entries = Json::array();
-    if (options_.logprobs) {
-      for (size_t t = 0; t < output.tokens.size() && t < output.logprobs.size(); ++t) {
-        Json entry = TokenLogprobJson(tokenizer_, output.tokens[t], output.logprobs[t].logprob);
-        Json top = Json::array();
-        if (t < output.top_logprobs.size()) {
-          for (const TokenLogprob& alternative : output.top_logprobs[t]) {
-            if (static_cast<int64_t>(top.size()) >= options_.top_logprobs) break;
-            top.push_back(TokenLogprobJson(tokenizer_, alternative.token, alternative.logprob));
-          }
-        }
-        entry["top_logprobs"] = std::move(top);
-        choice.logprobs.push_back(entry);
-        logprob_entries.push_back(std::move(entry));
-      }
-    }
+    Json logprob_entries =
+        options_.logprobs ? OutputLogprobsJson(tokenizer_, output, options_.top_logprobs) : Json::array();
+    for (const Json& entry : logprob_entries) choice.logprobs.push_back(entry);
     if (finished) choice.finish = output.finish;
 
     Json delta = Json::object();
@@ -316,7 +303,25 @@ Json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob) 
   return {{"token", SanitizeUtf8(bytes)}, {"logprob", logprob}, {"bytes", std::move(byte_list)}};
 }
 
-std::string ResponseFormatter::FrameEvent(Json chunk) {
+Json OutputLogprobsJson(const Tokenizer& tokenizer, const GenerationOutput& output, int64_t top_logprobs) {
+  Json entries = Json::array();
+  for (size_t t = 0; t < output.tokens.size() && t < output.logprobs.size(); ++t) {
+    Json entry = TokenLogprobJson(tokenizer, output.tokens[t], output.logprobs[t].logprob);
+    Json top = Json::array();
+    if (t < output.top_logprobs.size()) {
+      for (const TokenLogprob& alternative : output.top_logprobs[t]) {
+        if (static_cast<int64_t>(top.size()) >= top_logprobs) break;
+        top.push_back(TokenLogprobJson(tokenizer, alternative.token, alternative.logprob));
+      }
+    }
+    entry["top_logprobs"] = std::move(top);
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+// By value: overrides number the event in place (the Responses API's sequence_number).
+std::string ResponseFormatter::FrameEvent(Json chunk) {  // NOLINT(performance-unnecessary-value-param)
   return StrCat("data: ", chunk.dump(-1, ' ', false, Json::error_handler_t::replace), "\n\n");
 }
 

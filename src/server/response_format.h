@@ -53,6 +53,8 @@ class ResponseFormatter {
 
 // One token of a logprobs list in OpenAI's shape: {token, logprob, bytes} (the chat and Responses APIs share it).
 Json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob);
+// An output's tokens as such entries, each with its `top_logprobs` (at most `top_logprobs` alternatives).
+Json OutputLogprobsJson(const Tokenizer& tokenizer, const GenerationOutput& output, int64_t top_logprobs);
 
 struct ChatFormatOptions {
   bool logprobs = false;

@@ -55,9 +55,8 @@ Json CustomToolAsFunction(const Json& tool, const std::string& param, const std:
   Json function = {{"name", name}};
   function["description"] = StrCat(description, description.empty() ? "" : "\n\n",
                                    "Put the whole free-form input, as raw text (not JSON), in the argument `input`.");
-  function["parameters"] = {{"type", "object"},
-                            {"properties", {{"input", {{"type", "string"}}}}},
-                            {"required", Json::array({"input"})}};
+  function["parameters"] = {
+      {"type", "object"}, {"properties", {{"input", {{"type", "string"}}}}}, {"required", Json::array({"input"})}};
   return {{"type", "function"}, {"function", std::move(function)}};
 }
 
@@ -157,9 +156,9 @@ Error ReadReasoning(const Json& body, ResponsesRequest& request) {
   } else if (level == "xhigh") {
     request.chat_body["reasoning_effort"] = "max";
   } else {
-    return BadRequest(StrCat("'reasoning.effort' must be none, minimal, low, medium, high or xhigh, got '",
-                             level.substr(0, 64), "'"),
-                      "reasoning.effort");
+    return BadRequest(
+        StrCat("'reasoning.effort' must be none, minimal, low, medium, high or xhigh, got '", level.substr(0, 64), "'"),
+        "reasoning.effort");
   }
   return std::nullopt;
 }
@@ -185,9 +184,9 @@ Error ReadTextFormat(const Json& body, ResponsesRequest& request) {
     if (!schema.contains("schema")) return BadRequest("'text.format.schema' is required", "text.format.schema");
     request.chat_body["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(schema)}};
   } else {
-    return BadRequest(StrCat("'text.format.type' must be text, json_object or json_schema, got '",
-                             kind.substr(0, 64), "'"),
-                      "text.format.type");
+    return BadRequest(
+        StrCat("'text.format.type' must be text, json_object or json_schema, got '", kind.substr(0, 64), "'"),
+        "text.format.type");
   }
   return std::nullopt;
 }
@@ -223,8 +222,7 @@ Error RefuseUnsupported(const Json& body) {
                       "conversation");
   }
   if (Field(body, "prompt") != nullptr) {
-    return BadRequest("'prompt' (stored prompt templates) is not supported: send 'instructions' and 'input'",
-                      "prompt");
+    return BadRequest("'prompt' (stored prompt templates) is not supported: send 'instructions' and 'input'", "prompt");
   }
   return std::nullopt;
 }
@@ -296,12 +294,25 @@ class ConversationBuilder {
       return BadRequest(StrCat("'", param, "' is an item_reference, which is not supported: send the item itself"),
                         param + ".type");
     }
-    static const std::unordered_set<std::string> kHostedItems = {
-        "web_search_call",  "file_search_call",     "computer_call",        "computer_call_output",
-        "image_generation_call", "code_interpreter_call", "local_shell_call", "local_shell_call_output",
-        "shell_call",       "shell_call_output",    "apply_patch_call",     "apply_patch_call_output",
-        "mcp_list_tools",   "mcp_approval_request", "mcp_approval_response", "mcp_call",
-        "tool_search_call", "tool_search_output",   "compaction"};
+    static const std::unordered_set<std::string> kHostedItems = {"web_search_call",
+                                                                 "file_search_call",
+                                                                 "computer_call",
+                                                                 "computer_call_output",
+                                                                 "image_generation_call",
+                                                                 "code_interpreter_call",
+                                                                 "local_shell_call",
+                                                                 "local_shell_call_output",
+                                                                 "shell_call",
+                                                                 "shell_call_output",
+                                                                 "apply_patch_call",
+                                                                 "apply_patch_call_output",
+                                                                 "mcp_list_tools",
+                                                                 "mcp_approval_request",
+                                                                 "mcp_approval_response",
+                                                                 "mcp_call",
+                                                                 "tool_search_call",
+                                                                 "tool_search_output",
+                                                                 "compaction"};
     if (kHostedItems.count(kind) != 0) {
       AddOnce(skipped_items_, kind);
       return std::nullopt;
@@ -316,9 +327,9 @@ class ConversationBuilder {
     std::string role;
     API_RETURN_IF_ERROR(RequireString(item, "role", param, role));
     if (role != "user" && role != "assistant" && role != "system" && role != "developer") {
-      return BadRequest(StrCat("'", param, ".role' must be user, assistant, system or developer, got '",
-                               role.substr(0, 64), "'"),
-                        param + ".role");
+      return BadRequest(
+          StrCat("'", param, ".role' must be user, assistant, system or developer, got '", role.substr(0, 64), "'"),
+          param + ".role");
     }
     const Json* content = Field(item, "content");
     if (content == nullptr) return BadRequest(StrCat("'", param, ".content' is required"), param + ".content");
@@ -365,9 +376,9 @@ class ConversationBuilder {
       } else if (kind == "input_image") {
         const Json* url = Field(part, "image_url");
         if (url == nullptr || !url->is_string()) {
-          return BadRequest(StrCat("'", part_param,
-                                   ".image_url' must be a data: URL string (file_id images are not supported)"),
-                            part_param + ".image_url");
+          return BadRequest(
+              StrCat("'", part_param, ".image_url' must be a data: URL string (file_id images are not supported)"),
+              part_param + ".image_url");
         }
         out.push_back({{"type", "image_url"}, {"image_url", {{"url", *url}}}});
       } else {

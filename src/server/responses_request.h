@@ -39,9 +39,9 @@ namespace glint::server {
 inline constexpr std::string_view kEncryptedReasoningPrefix = "glint-reasoning-v1:";
 
 struct ResponsesRequest {
-  Json body;               // the request as sent (validated), for the response object's echoed fields
-  Json input_items;        // the input as items (a string input is one user message item), for storing
-  Json chat_body;          // the translated chat-completions body, without the conversation (added by Translate)
+  Json body;         // the request as sent (validated), for the response object's echoed fields
+  Json input_items;  // the input as items (a string input is one user message item), for storing
+  Json chat_body;    // the translated chat-completions body, without the conversation (added by Translate)
   std::optional<std::string> previous_response_id;
   std::optional<std::string> instructions;
   bool stream = false;
@@ -49,10 +49,10 @@ struct ResponsesRequest {
   bool include_encrypted_reasoning = false;  // include: ["reasoning.encrypted_content"]
   bool output_logprobs = false;              // include: ["message.output_text.logprobs"] or top_logprobs > 0
   int64_t top_logprobs = 0;
-  bool parallel_tool_calls = true;       // false: calls after the first are dropped
-  std::optional<int64_t> max_tool_calls;  // calls beyond are dropped
-  std::set<std::string> custom_tools;     // names of the tools of type "custom"
-  std::vector<size_t> tool_origin;        // [chat tools]: the index in `tools` each came from (errors name it)
+  bool parallel_tool_calls = true;         // false: calls after the first are dropped
+  std::optional<int64_t> max_tool_calls;   // calls beyond are dropped
+  std::set<std::string> custom_tools;      // names of the tools of type "custom"
+  std::vector<size_t> tool_origin;         // [chat tools]: the index in `tools` each came from (errors name it)
   std::vector<std::string> skipped_tools;  // types of the tools glint cannot run (a log line, not a 400)
   std::vector<std::string> skipped_items;  // types of the input items skipped (idem)
 };

@@ -32,8 +32,8 @@ size_t CompleteEscapedPrefix(std::string_view escaped, bool& closed) {
     }
     if (at + 6 > escaped.size()) return at;
     const std::string_view hex = escaped.substr(at + 2, 4);
-    const bool high_surrogate = (hex[0] == 'd' || hex[0] == 'D') && std::string_view("89abAB").find(hex[1]) !=
-                                                                         std::string_view::npos;
+    const bool high_surrogate =
+        (hex[0] == 'd' || hex[0] == 'D') && std::string_view("89abAB").find(hex[1]) != std::string_view::npos;
     if (high_surrogate && at + 12 > escaped.size()) return at;
     at += high_surrogate ? 12 : 6;
   }
@@ -121,14 +121,14 @@ class ResponsesFormatter final : public ResponseFormatter {
 
   std::string FrameEvent(Json chunk) override {
     chunk["sequence_number"] = next_sequence_number_++;
-    return StrCat("event: ", chunk["type"].get<std::string>(), "\ndata: ",
-                  chunk.dump(-1, ' ', false, Json::error_handler_t::replace), "\n\n");
+    return StrCat("event: ", chunk["type"].get<std::string>(),
+                  "\ndata: ", chunk.dump(-1, ' ', false, Json::error_handler_t::replace), "\n\n");
   }
 
   std::string StreamTail(const Json& usage, bool /*include_usage*/) override {
     Json response = Finished(usage);
     const std::string status = response["status"].get<std::string>();
-    const std::string type = status == "completed" ? "response.completed"
+    const std::string type = status == "completed"    ? "response.completed"
                              : status == "incomplete" ? "response.incomplete"
                                                       : "response.failed";
     return FrameEvent({{"type", type}, {"response", std::move(response)}});
@@ -156,7 +156,7 @@ class ResponsesFormatter final : public ResponseFormatter {
  private:
   enum class Open { kNone, kReasoning, kMessage, kFunctionCall, kCustomCall };
 
-  static Json Event(const char* type, Json fields) {
+  static Json Event(const char* type, const Json& fields) {
     Json event = {{"type", type}};
     event.update(fields);
     return event;
@@ -182,25 +182,26 @@ class ResponsesFormatter final : public ResponseFormatter {
     chunks.push_back(Event("response.output_item.added", {{"output_index", open_index()}, {"item", open_item()}}));
     if (kind == Open::kMessage) {
       Json fields = PartFields();
-      fields["part"] = {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}, {"logprobs", Json::array()}};
-      chunks.push_back(Event("response.content_part.added", std::move(fields)));
+      fields["part"] = {
+          {"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}, {"logprobs", Json::array()}};
+      chunks.push_back(Event("response.content_part.added", fields));
     } else if (kind == Open::kReasoning) {
       Json fields = PartFields();
       fields["part"] = {{"type", "reasoning_text"}, {"text", ""}};
-      chunks.push_back(Event("response.content_part.added", std::move(fields)));
+      chunks.push_back(Event("response.content_part.added", fields));
     }
   }
 
   void AppendReasoning(const std::string& reasoning, std::vector<Json>& chunks) {
     if (open_ != Open::kReasoning) {
-      OpenItem(Open::kReasoning, {{"id", RandomId("rs_")}, {"type", "reasoning"}, {"summary", Json::array()},
-                                  {"content", Json::array()}},
+      OpenItem(Open::kReasoning,
+               {{"id", RandomId("rs_")}, {"type", "reasoning"}, {"summary", Json::array()}, {"content", Json::array()}},
                chunks);
     }
     open_text_ += reasoning;
     Json fields = PartFields();
     fields["delta"] = reasoning;
-    chunks.push_back(Event("response.reasoning_text.delta", std::move(fields)));
+    chunks.push_back(Event("response.reasoning_text.delta", fields));
   }
 
   // Whitespace alone opens no message (GLM often writes a newline between its reasoning and a call).
@@ -210,8 +211,12 @@ class ResponsesFormatter final : public ResponseFormatter {
         pending_blank_ += content;
         return;
       }
-      OpenItem(Open::kMessage, {{"id", RandomId("msg_")}, {"type", "message"}, {"status", "in_progress"},
-                                {"role", "assistant"}, {"content", Json::array()}},
+      OpenItem(Open::kMessage,
+               {{"id", RandomId("msg_")},
+                {"type", "message"},
+                {"status", "in_progress"},
+                {"role", "assistant"},
+                {"content", Json::array()}},
                chunks);
     }
     const std::string delta = std::exchange(pending_blank_, "") + content;
@@ -220,7 +225,7 @@ class ResponsesFormatter final : public ResponseFormatter {
     Json fields = PartFields();
     fields["delta"] = delta;
     fields["logprobs"] = std::move(logprobs);
-    chunks.push_back(Event("response.output_text.delta", std::move(fields)));
+    chunks.push_back(Event("response.output_text.delta", fields));
   }
 
   void AppendCallDelta(const ToolCallDelta& delta, std::vector<Json>& chunks) {
@@ -247,7 +252,7 @@ class ResponsesFormatter final : public ResponseFormatter {
     if (open_ == Open::kFunctionCall) {
       Json fields = ItemFields();
       fields["delta"] = delta.arguments;
-      chunks.push_back(Event("response.function_call_arguments.delta", std::move(fields)));
+      chunks.push_back(Event("response.function_call_arguments.delta", fields));
     } else {
       StreamCustomInput(chunks);
     }
@@ -270,14 +275,13 @@ class ResponsesFormatter final : public ResponseFormatter {
     custom_streamed_ += decoded.get<std::string>();
     Json fields = ItemFields();
     fields["delta"] = decoded;
-    chunks.push_back(Event("response.custom_tool_call_input.delta", std::move(fields)));
+    chunks.push_back(Event("response.custom_tool_call_input.delta", fields));
   }
 
   void CloseOpenItem(std::vector<Json>& chunks) {
     if (open_ == Open::kNone) return;
-    const std::string status = finish_ == GenerationFinish::kStop || finish_ == GenerationFinish::kNone
-                                   ? "completed"
-                                   : "incomplete";
+    const std::string status =
+        finish_ == GenerationFinish::kStop || finish_ == GenerationFinish::kNone ? "completed" : "incomplete";
     Json& item = open_item();
     switch (open_) {
       case Open::kReasoning:
@@ -291,7 +295,7 @@ class ResponsesFormatter final : public ResponseFormatter {
         Json fields = ItemFields();
         fields["name"] = item["name"];
         fields["arguments"] = open_text_;
-        chunks.push_back(Event("response.function_call_arguments.done", std::move(fields)));
+        chunks.push_back(Event("response.function_call_arguments.done", fields));
         item["arguments"] = open_text_;
         item["status"] = status;
         break;
@@ -310,24 +314,24 @@ class ResponsesFormatter final : public ResponseFormatter {
     Json part = {{"type", "reasoning_text"}, {"text", open_text_}};
     Json fields = PartFields();
     fields["text"] = open_text_;
-    chunks.push_back(Event("response.reasoning_text.done", std::move(fields)));
+    chunks.push_back(Event("response.reasoning_text.done", fields));
     fields = PartFields();
     fields["part"] = part;
-    chunks.push_back(Event("response.content_part.done", std::move(fields)));
+    chunks.push_back(Event("response.content_part.done", fields));
     item["content"] = Json::array({std::move(part)});
     if (options_.include_encrypted_reasoning) item["encrypted_content"] = StrCat(kEncryptedReasoningPrefix, open_text_);
   }
 
   void CloseMessage(Json& item, const std::string& status, std::vector<Json>& chunks) {
-    Json part = {{"type", "output_text"}, {"text", open_text_}, {"annotations", Json::array()},
-                 {"logprobs", open_logprobs_}};
+    Json part = {
+        {"type", "output_text"}, {"text", open_text_}, {"annotations", Json::array()}, {"logprobs", open_logprobs_}};
     Json fields = PartFields();
     fields["text"] = open_text_;
     fields["logprobs"] = open_logprobs_;
-    chunks.push_back(Event("response.output_text.done", std::move(fields)));
+    chunks.push_back(Event("response.output_text.done", fields));
     fields = PartFields();
     fields["part"] = part;
-    chunks.push_back(Event("response.content_part.done", std::move(fields)));
+    chunks.push_back(Event("response.content_part.done", fields));
     item["content"] = Json::array({std::move(part)});
     item["status"] = status;
   }
@@ -338,31 +342,17 @@ class ResponsesFormatter final : public ResponseFormatter {
     if (input.size() > custom_streamed_.size() && input.starts_with(custom_streamed_)) {
       Json fields = ItemFields();
       fields["delta"] = input.substr(custom_streamed_.size());
-      chunks.push_back(Event("response.custom_tool_call_input.delta", std::move(fields)));
+      chunks.push_back(Event("response.custom_tool_call_input.delta", fields));
     }
     Json fields = ItemFields();
     fields["input"] = input;
-    chunks.push_back(Event("response.custom_tool_call_input.done", std::move(fields)));
+    chunks.push_back(Event("response.custom_tool_call_input.done", fields));
     item["input"] = input;
     item["status"] = status;
   }
 
   Json LogprobEntries(const GenerationOutput& output) const {
-    Json entries = Json::array();
-    if (!options_.logprobs) return entries;
-    for (size_t t = 0; t < output.tokens.size() && t < output.logprobs.size(); ++t) {
-      Json entry = TokenLogprobJson(tokenizer_, output.tokens[t], output.logprobs[t].logprob);
-      Json top = Json::array();
-      if (t < output.top_logprobs.size()) {
-        for (const TokenLogprob& alternative : output.top_logprobs[t]) {
-          if (static_cast<int64_t>(top.size()) >= options_.top_logprobs) break;
-          top.push_back(TokenLogprobJson(tokenizer_, alternative.token, alternative.logprob));
-        }
-      }
-      entry["top_logprobs"] = std::move(top);
-      entries.push_back(std::move(entry));
-    }
-    return entries;
+    return options_.logprobs ? OutputLogprobsJson(tokenizer_, output, options_.top_logprobs) : Json::array();
   }
 
   // The finished response object; reported (to be stored) the first time.
@@ -377,10 +367,11 @@ class ResponsesFormatter final : public ResponseFormatter {
       response["incomplete_details"] = {{"reason", "max_output_tokens"}};
     } else {
       response["status"] = "failed";
-      response["error"] = {{"code", "server_error"},
-                           {"message", finish_ == GenerationFinish::kCancelled
-                                           ? "the request was cancelled: the server is shutting down"
-                                           : error_.empty() ? "the engine failed on this request" : error_}};
+      response["error"] = {
+          {"code", "server_error"},
+          {"message", finish_ == GenerationFinish::kCancelled ? "the request was cancelled: the server is shutting down"
+                      : error_.empty()                        ? "the engine failed on this request"
+                                                              : error_}};
     }
     if (!reported_ && on_finished_) {
       reported_ = true;
@@ -402,7 +393,7 @@ class ResponsesFormatter final : public ResponseFormatter {
   Open open_ = Open::kNone;
   std::string open_text_;  // the open item's text, reasoning or arguments
   Json open_logprobs_ = Json::array();
-  std::string pending_blank_;  // whitespace content not yet in a message
+  std::string pending_blank_;    // whitespace content not yet in a message
   std::vector<bool> call_kept_;  // [parser's call index]: streamed, or dropped by parallel_tool_calls / max_tool_calls
   int64_t kept_calls_ = 0;
   size_t custom_value_start_ = std::string::npos;  // offset in open_text_ of the `input` value, once seen

@@ -101,9 +101,9 @@ TEST(ResponsesRequest, SamplingFormatReasoningAndToolChoice) {
     ASSERT_TRUE(leveled.ok());
     EXPECT_EQ(leveled.value().reasoning_effort, level) << effort;
   }
-  auto formatted = Translate({{"input", "x"},
-                              {"text", {{"format", {{"type", "json_schema"}, {"name", "r"},
-                                                    {"schema", {{"type", "object"}}}}}}}});
+  auto formatted =
+      Translate({{"input", "x"},
+                 {"text", {{"format", {{"type", "json_schema"}, {"name", "r"}, {"schema", {{"type", "object"}}}}}}}});
   ASSERT_TRUE(formatted.ok()) << formatted.error().message;
   EXPECT_TRUE(formatted.value().fields.constraint.has_value());
 }
@@ -133,9 +133,10 @@ TEST(ResponsesRequest, ErrorsNameTheResponsesField) {
               "input[0].content[0].type", "input_file");
   ExpectError({{"input", Json::array({{{"role", "tool"}, {"content", "x"}}})}}, "input[0].role", "developer");
   // An error found by the chat parser is renamed back: the function_call's arguments are not JSON.
-  ExpectError({{"input", Json::array({{{"type", "function_call"}, {"call_id", "c"}, {"name", "f"},
-                                       {"arguments", "{not json"}}})}},
-              "input[0]", "input[0]");
+  ExpectError(
+      {{"input",
+        Json::array({{{"type", "function_call"}, {"call_id", "c"}, {"name", "f"}, {"arguments", "{not json"}}})}},
+      "input[0]", "input[0]");
   ExpectError({{"tools", Json::array({{{"type", "function"}}})}, {"input", "x"}}, "tools[0].name", "required");
   ExpectError(Json::object(), "input", "input");  // nothing to answer
 }
@@ -197,8 +198,8 @@ TEST(ResponsesServer, WholeResponseHasItemsInOrderAndUsage) {
   server.backend().set_script([](const GenerationRequest&, int64_t) {
     return Pieces({"I think", "</think>", "\n", "It is", " sunny.", kCity.c_str()});
   });
-  const HttpReply reply = Post(server.port(), "/v1/responses",
-                               {{"model", "glm-test"}, {"input", "Weather?"}, {"tools", {WeatherTool()}}});
+  const HttpReply reply =
+      Post(server.port(), "/v1/responses", {{"model", "glm-test"}, {"input", "Weather?"}, {"tools", {WeatherTool()}}});
   ASSERT_EQ(reply.status, 200) << reply.body;
   const Json response = reply.json();
   EXPECT_EQ(response["object"], "response");
@@ -237,19 +238,27 @@ TEST(ResponsesServer, StreamEventSequence) {
   server.backend().set_script([](const GenerationRequest&, int64_t) {
     return Pieces({"hm", "</think>", "Hi", kCity.c_str()});
   });
-  const HttpReply reply = Post(server.port(), "/v1/responses",
-                               {{"input", "x"}, {"stream", true}, {"tools", {WeatherTool()}}});
+  const HttpReply reply =
+      Post(server.port(), "/v1/responses", {{"input", "x"}, {"stream", true}, {"tools", {WeatherTool()}}});
   ASSERT_EQ(reply.status, 200);
   EXPECT_NE(reply.header("Content-Type").find("text/event-stream"), std::string::npos);
   std::vector<Json> events;
   const std::vector<std::string> types = EventTypes(reply.body, events);
-  const std::vector<std::string> expected = {
-      "response.created", "response.in_progress",
-      "response.output_item.added", "response.content_part.added", "response.reasoning_text.delta",
-      "response.reasoning_text.done", "response.content_part.done", "response.output_item.done",
-      "response.output_item.added", "response.content_part.added", "response.output_text.delta",
-      "response.output_text.done", "response.content_part.done", "response.output_item.done",
-      "response.output_item.added"};
+  const std::vector<std::string> expected = {"response.created",
+                                             "response.in_progress",
+                                             "response.output_item.added",
+                                             "response.content_part.added",
+                                             "response.reasoning_text.delta",
+                                             "response.reasoning_text.done",
+                                             "response.content_part.done",
+                                             "response.output_item.done",
+                                             "response.output_item.added",
+                                             "response.content_part.added",
+                                             "response.output_text.delta",
+                                             "response.output_text.done",
+                                             "response.content_part.done",
+                                             "response.output_item.done",
+                                             "response.output_item.added"};
   ASSERT_GE(types.size(), expected.size() + 4);
   EXPECT_EQ(std::vector<std::string>(types.begin(), types.begin() + expected.size()), expected);
   // The call's arguments arrive as deltas whose concatenation is the .done arguments.
@@ -308,9 +317,9 @@ TEST(ResponsesServer, ParallelToolCallsFalseKeepsTheFirstCall) {
   server.backend().set_script([](const GenerationRequest&, int64_t) {
     return Pieces({"</think>", kCity.c_str(), kCity.c_str()});
   });
-  const Json reply = Post(server.port(), "/v1/responses",
-                          {{"input", "x"}, {"tools", {WeatherTool()}}, {"parallel_tool_calls", false}})
-                         .json();
+  const Json reply =
+      Post(server.port(), "/v1/responses", {{"input", "x"}, {"tools", {WeatherTool()}}, {"parallel_tool_calls", false}})
+          .json();
   ASSERT_EQ(reply["output"].size(), 1u) << reply.dump();
   const Json both = Post(server.port(), "/v1/responses", {{"input", "x"}, {"tools", {WeatherTool()}}}).json();
   EXPECT_EQ(both["output"].size(), 2u);
@@ -340,7 +349,8 @@ TEST(ResponsesServer, StoreContinueGetAndDelete) {
   EXPECT_EQ(got.json()["output"], first["output"]);
 
   // The follow-up's prompt holds the first exchange, then the new input.
-  const Json second = Post(server.port(), "/v1/responses", {{"input", "Question two"}, {"previous_response_id", id}}).json();
+  const Json second =
+      Post(server.port(), "/v1/responses", {{"input", "Question two"}, {"previous_response_id", id}}).json();
   EXPECT_EQ(second["previous_response_id"], id);
   const std::string prompt = TestTokenizer().Decode(server.backend().submitted().back().prompt);
   const size_t q1 = prompt.find("Question one");
@@ -371,6 +381,7 @@ TEST(ResponsesServer, StoredResponseFloodStaysWithinItsBounds) {
   options.responses_store_max_bytes = 1 << 20;
   TestServer server(options);
   std::vector<std::string> ids;
+  ids.reserve(12);
   for (int i = 0; i < 12; ++i) ids.push_back(Post(server.port(), "/v1/responses", {{"input", "x"}}).json()["id"]);
   int kept = 0;
   for (const std::string& id : ids) kept += Exchange(server.port(), "GET", "/v1/responses/" + id).status == 200;
