@@ -308,6 +308,20 @@ void AddImageFlags(CLI::App& command, ServeFlags& flags) {
       ->capture_default_str();
 }
 
+// The Responses API's stored responses (docs/server.md "Responses API"): kept in memory, oldest evicted first.
+void AddResponsesStoreFlags(CLI::App& command, server::ServerOptions& limits) {
+  command
+      .add_option("--responses-store-max", limits.responses_store_max_responses,
+                  "Responses API responses kept for previous_response_id and GET /v1/responses/{id} (0: none)")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 24))
+      ->capture_default_str();
+  command
+      .add_option("--responses-store-bytes", limits.responses_store_max_bytes,
+                  "bytes of JSON the stored Responses API responses and their conversations may take")
+      ->check(CLI::Range(size_t{0}, size_t{1} << 40))
+      ->capture_default_str();
+}
+
 GLINT_REGISTER_COMMAND(
     "serve", "serve the model over HTTP with the OpenAI API (docs/server.md)", 40,
     [](CLI::App& command) -> std::function<Status()> {
@@ -350,6 +364,7 @@ GLINT_REGISTER_COMMAND(
                        "let special-token text in message content (\"<|user|>\", \"</think>\") become special "
                        "tokens; off by default, so a client cannot forge roles or tool calls");
       AddImageFlags(command, *flags);
+      AddResponsesStoreFlags(command, flags->limits);
       AddEngineFlags(command, flags->engine);
       return [flags] { return Serve(*flags); };
     });

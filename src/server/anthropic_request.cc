@@ -9,11 +9,6 @@ namespace {
 
 using Error = std::optional<ApiError>;
 
-const Json* Field(const Json& object, const char* name) {
-  const auto it = object.find(name);
-  return it == object.end() || it->is_null() ? nullptr : &*it;
-}
-
 ApiError Invalid(const std::string& param, const std::string& message) { return BadRequest(message, param); }
 
 // The block's `type`, or an error naming the block.

@@ -12,6 +12,8 @@
 #include "server/generation_session.h"
 #include "server/http_transport.h"
 #include "server/response_format.h"
+#include "server/responses_request.h"
+#include "server/responses_response.h"
 #include "server/structured_output.h"
 #include "server/webui.h"
 #include "tokenizer/utf8.h"
@@ -61,7 +63,12 @@ constexpr RouteEntry kRoutes[] = {
     {"/detokenize", "POST", true},
     {"/v1/messages", "POST", true},
     {"/v1/messages/count_tokens", "POST", true},
+    {"/v1/responses", "POST", true},
 };
+
+// GET and DELETE /v1/responses/{id}: one label for every id.
+constexpr std::string_view kStoredResponsePrefix = "/v1/responses/";
+constexpr std::string_view kStoredResponseLabel = "/v1/responses/{id}";
 
 const RouteEntry* FindRoute(std::string_view path) {
   for (const RouteEntry& route : kRoutes) {
@@ -92,6 +99,7 @@ class HttpServer::Impl final : public HttpHandler {
         chat_template_(chat_template),
         backend_(backend),
         registry_(backend.max_running_sequences() + options_.max_queued_sequences),
+        responses_store_(options_.responses_store_max_responses, options_.responses_store_max_bytes),
         transport_(MakeTransportOptions(options_), *this, metrics_.transport()) {
     if (options_.model_names.empty()) options_.model_names = {"glint"};
     if (options_.policy.vocab_size == 0) options_.policy.vocab_size = tokenizer_.vocab_size();
@@ -182,6 +190,7 @@ class HttpServer::Impl final : public HttpHandler {
   // unknown path would let any client grow /metrics without bound).
   std::string MetricLabel(const HttpRequest& req) const {
     if (const RouteEntry* route = FindRoute(req.path)) return std::string(route->path);
+    if (req.path.starts_with(kStoredResponsePrefix)) return std::string(kStoredResponseLabel);
     if (req.method == "OPTIONS") return "OPTIONS";
     if (const WebAsset* asset = options_.webui ? FindWebAsset(req.path) : nullptr) return std::string(asset->path);
     return "other";
@@ -201,6 +210,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.method == "HEAD" && req.path == "/") return;
     if (req.path != "/health" && !options_.api_key.empty() && !Authorized(req, res)) return;
     const RouteEntry* route = FindRoute(req.path);
+    if (route == nullptr && req.path.starts_with(kStoredResponsePrefix)) return StoredResponseById(req, res);
     if (route == nullptr) {
       return ReplyError(res,
                         ApiError{404, "invalid_request_error", StrCat("no such endpoint: ", req.method, " ", req.path),
@@ -224,6 +234,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.path == "/tokenize") return Tokenize(req, res);
     if (req.path == "/v1/messages") return Messages(req, res, connection);
     if (req.path == "/v1/messages/count_tokens") return CountMessageTokens(req, res);
+    if (req.path == "/v1/responses") return Responses(req, res, connection);
     Detokenize(req, res);
   }
 
@@ -372,15 +383,18 @@ class HttpServer::Impl final : public HttpHandler {
     return images;
   }
 
-  // A chat request made ready to submit: its prompt (template, tokens, images expanded) and the engine request with
-  // its constraint. Shared by every API that translates into ChatRequest (chat, Anthropic's Messages).
+  // A chat request, from chat completions or translated from another API (Anthropic's Messages, the Responses
+  // API), made ready to submit: its prompt (template, tokens, images expanded) and the engine request with its
+  // constraint.
   struct PreparedChat {
     ChatPrompt prompt;
     GenerationRequest request;
   };
-  // `clamp_max_tokens`: a max_tokens beyond the context room is lowered to it instead of refused (the Messages API
-  // reports the context filling up as its own stop_reason).
-  ApiOr<PreparedChat> PrepareChat(ChatRequest& chat, bool clamp_max_tokens = false) const {
+  // `conversation_param` names the conversation in context errors ("messages", "input"). `clamp_max_tokens`: a
+  // max_tokens beyond the context room is lowered to it instead of refused (the Messages API reports the context
+  // filling up as its own stop_reason).
+  ApiOr<PreparedChat> PrepareChat(ChatRequest& chat, const char* conversation_param,
+                                  bool clamp_max_tokens = false) const {
     if (auto error = CheckModel(chat.model)) return *error;
     if (chat_template_ == nullptr) {
       return BadRequest(
@@ -404,7 +418,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (clamp_max_tokens && chat.fields.max_tokens && room > 0) {
       chat.fields.max_tokens = std::min(*chat.fields.max_tokens, room);
     }
-    if (auto error = CheckContext(prepared.prompt.tokens.size(), chat.fields, "messages")) return *error;
+    if (auto error = CheckContext(prepared.prompt.tokens.size(), chat.fields, conversation_param)) return *error;
     prepared.request = BaseRequest(chat.fields);
     prepared.request.prompt = prepared.prompt.tokens;
     prepared.request.images = ToGenerationImages(std::move(images), starts);
@@ -439,7 +453,7 @@ class HttpServer::Impl final : public HttpHandler {
     auto parsed = ParseChatRequest(req.body, options_.policy);
     if (!parsed.ok()) return fail(parsed.error());
     ChatRequest& chat = parsed.value();
-    auto prepared = PrepareChat(chat);
+    auto prepared = PrepareChat(chat, "messages");
     if (!prepared.ok()) return fail(prepared.error());
     prepared.value().request.logprobs = chat.logprobs ? chat.top_logprobs : -1;
     ResponseIdentity identity{RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
@@ -462,7 +476,7 @@ class HttpServer::Impl final : public HttpHandler {
     for (const std::string& tool : messages.skipped) {
       LogInfo("/v1/messages: server tool ", EscapeForLog(tool), " left out: glint cannot run it");
     }
-    auto prepared = PrepareChat(messages.chat, /*clamp_max_tokens=*/true);
+    auto prepared = PrepareChat(messages.chat, "messages", /*clamp_max_tokens=*/true);
     if (!prepared.ok()) return fail(prepared.error());
     MessagesFormatOptions format;
     format.max_tokens = messages.max_tokens;
@@ -487,6 +501,100 @@ class HttpServer::Impl final : public HttpHandler {
     auto images = PrepareImages(chat, tokens);
     if (!images.ok()) return fail(images.error());
     Reply(res, 200, {{"input_tokens", tokens.size()}});
+  }
+
+  // POST /v1/responses (responses_request.h, responses_response.h): translated into a chat request; the finished
+  // response is stored (when `store`) with its conversation, for previous_response_id and GET.
+  void Responses(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) {
+    const auto arrival = Clock::now();
+    auto fail = [&](const ApiError& error) {
+      res.log_note = error.message.substr(0, 200);
+      ReplyError(res, error);
+    };
+    auto parsed = ParseResponsesRequest(req.body, options_.policy);
+    if (!parsed.ok()) return fail(parsed.error());
+    ResponsesRequest& request = parsed.value();
+    std::shared_ptr<const StoredResponse> previous;
+    if (request.previous_response_id) {
+      previous = responses_store_.Get(*request.previous_response_id);
+      if (previous == nullptr) {
+        return fail(ApiError{404, "invalid_request_error",
+                             StrCat("previous response '", request.previous_response_id->substr(0, 128),
+                                    "' not found: it was not stored (store: false), was deleted or evicted, or "
+                                    "the server restarted"),
+                             "previous_response_id", "previous_response_not_found"});
+      }
+    }
+    auto chat = TranslateResponsesRequest(request, previous ? &previous->items : nullptr, options_.policy);
+    if (!chat.ok()) return fail(chat.error());
+    LogSkippedResponsesParts(request);
+    auto prepared = PrepareChat(chat.value(), "input");
+    if (!prepared.ok()) return fail(prepared.error());
+    if (!request.parallel_tool_calls && chat.value().tool_choice != ToolChoice::kNone) {
+      // One call at most: generation ends where the first call does (the formatter drops any later call too).
+      prepared.value().request.stop_strings.push_back("</tool_call>");
+    }
+    const std::string id = RandomId("resp_");
+    Json skeleton =
+        ResponseSkeleton(request, chat.value(), id, static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]);
+    ResponsesOutputOptions output{request.custom_tools,   request.parallel_tool_calls,
+                                  request.max_tool_calls, request.output_logprobs,
+                                  request.top_logprobs,   request.include_encrypted_reasoning};
+    auto formatter = MakeResponsesFormatter(std::move(skeleton), prepared.value().prompt, std::move(output), tokenizer_,
+                                            StoreResponse(request, previous));
+    Run(res, connection, std::move(prepared).value(), std::move(formatter), arrival, chat.value().fields, req.path);
+  }
+
+  // What keeps a finished response: its object, and the conversation a follow-up continues (the previous
+  // response's items, this input, this output). Nothing when the request asked for store: false.
+  ResponseFinished StoreResponse(const ResponsesRequest& request, std::shared_ptr<const StoredResponse> previous) {
+    if (!request.store) return nullptr;
+    return [this, previous = std::move(previous), input = request.input_items](const Json& response) {
+      Json items = previous ? previous->items : Json::array();
+      for (const Json& item : input) items.push_back(item);
+      for (const Json& item : response["output"]) items.push_back(item);
+      if (!responses_store_.Put(response["id"].get<std::string>(), response, std::move(items))) {
+        LogInfo("responses: ", response["id"].get<std::string>(), " is larger than --responses-store-bytes (",
+                options_.responses_store_max_bytes, ") and is not stored");
+      }
+    };
+  }
+
+  static void LogSkippedResponsesParts(const ResponsesRequest& request) {
+    if (!request.skipped_tools.empty()) {
+      LogInfo("responses: skipped tools of types glint cannot run: ", EscapeForLog(Join(request.skipped_tools)));
+    }
+    if (!request.skipped_items.empty()) {
+      LogInfo("responses: skipped input items of types glint cannot act on: ",
+              EscapeForLog(Join(request.skipped_items)));
+    }
+  }
+
+  static std::string Join(const std::vector<std::string>& names) {
+    std::string joined;
+    for (const std::string& name : names) joined += (joined.empty() ? "" : ", ") + name;
+    return joined;
+  }
+
+  // GET (or HEAD) and DELETE /v1/responses/{id}.
+  void StoredResponseById(const HttpRequest& req, HttpResponse& res) {
+    const std::string id = req.path.substr(kStoredResponsePrefix.size());
+    const bool read = req.method == "GET" || req.method == "HEAD";
+    if (!read && req.method != "DELETE") return MethodNotAllowed(req, res, "GET, DELETE");
+    const auto not_found = [&] {
+      ReplyError(res, ApiError{404, "invalid_request_error",
+                               StrCat("response '", id.substr(0, 128),
+                                      "' not found: it was not stored (store: false), was deleted or evicted, or "
+                                      "the server restarted"),
+                               "response_id", "not_found"});
+    };
+    if (read) {
+      auto stored = responses_store_.Get(id);
+      if (stored == nullptr) return not_found();
+      return Reply(res, 200, stored->response);
+    }
+    if (!responses_store_.Erase(id)) return not_found();
+    Reply(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
   }
 
   // Structured output of a chat: response_format / structured_outputs / guided_*, or the tool calls' schemas
@@ -606,6 +714,7 @@ class HttpServer::Impl final : public HttpHandler {
   const ChatTemplate* chat_template_;
   GenerationBackend& backend_;
   InFlightRegistry registry_;
+  ResponsesStore responses_store_;
   ServerMetrics metrics_;
   std::atomic<bool> shutting_down_{false};
   std::time_t start_time_ = std::time(nullptr);

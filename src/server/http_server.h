@@ -16,6 +16,7 @@
 #include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
+#include "server/responses_store.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -47,6 +48,10 @@ struct ServerOptions {
   // Special-token text in message content ("<|user|>") becomes the special token (off: plain text, so a user
   // cannot forge roles or tool calls). --allow-special-tokens-in-content.
   bool allow_special_tokens_in_content = false;
+  // Responses API responses kept for previous_response_id and GET /v1/responses/{id} (responses_store.h): the
+  // newest up to this many and this many bytes of JSON (--responses-store-max, --responses-store-bytes).
+  size_t responses_store_max_responses = 1024;
+  size_t responses_store_max_bytes = size_t{64} << 20;
   RequestPolicy policy;
   jinja::RenderLimits template_limits;
   ImageInputOptions images;  // image_url parts: limits, the processor config, --allowed-local-media-path

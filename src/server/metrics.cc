@@ -265,7 +265,7 @@ ServerMetrics::Totals ServerMetrics::Snapshot() const {
     totals.cached = cached_prompt_tokens_total_;
   }
   for (const char* reason : {"stop", "length", "tool_calls", "abort", "error"}) totals.finished.try_emplace(reason, 0);
-  for (const char* api : {"chat", "completions", "messages"}) totals.by_api.try_emplace(api);
+  for (const char* api : {"chat", "completions", "messages", "responses"}) totals.by_api.try_emplace(api);
   return totals;
 }
 

@@ -7,7 +7,6 @@
 #include <unordered_set>
 
 namespace glint::server {
-namespace {
 
 using Error = std::optional<ApiError>;
 
@@ -37,7 +36,6 @@ ApiError WrongType(const std::string& param, const char* expected, const Json& v
   return BadRequest(StrCat("'", param, "' must be ", expected, ", got ", TypeName(value)), param);
 }
 
-// The field's value when present and not null.
 const Json* Field(const Json& object, const char* name) {
   const auto it = object.find(name);
   if (it == object.end() || it->is_null()) return nullptr;
@@ -60,7 +58,6 @@ Error ReadString(const Json& object, const char* name, std::optional<std::string
   return std::nullopt;
 }
 
-// An integer (a float with an integral value is accepted, as pydantic does in OpenAI-compatible servers).
 Error ToInteger(const Json& value, const std::string& param, int64_t min, int64_t max, int64_t& out) {
   int64_t parsed = 0;
   // Unsigned first: nlohmann's is_number_integer() is also true for unsigned values, and 2^64 − 1 read as int64
@@ -95,6 +92,8 @@ Error ReadInteger(const Json& object, const char* name, int64_t min, int64_t max
   out = parsed;
   return std::nullopt;
 }
+
+namespace {
 
 // A number in [min, max] (or (min, max] when min_exclusive).
 Error ReadNumber(const Json& object, const char* name, double min, double max, bool min_exclusive, float& out) {

@@ -104,11 +104,25 @@ struct CompletionRequest {
   bool echo = false;
 };
 
+// Field readers the API parsers share (chat, completions, Responses). `param` / `name` is what errors call the field.
+std::string TypeName(const Json& value);  // "a string", "an integer", ...
+ApiError WrongType(const std::string& param, const char* expected, const Json& value);
+// The field's value when present and not null.
+const Json* Field(const Json& object, const char* name);
+std::optional<ApiError> ReadBool(const Json& object, const char* name, bool& out);
+std::optional<ApiError> ReadString(const Json& object, const char* name, std::optional<std::string>& out);
+// An integer in [min, max] (a float with an integral value is accepted, as pydantic does in OpenAI-compatible
+// servers).
+std::optional<ApiError> ToInteger(const Json& value, const std::string& param, int64_t min, int64_t max, int64_t& out);
+std::optional<ApiError> ReadInteger(const Json& object, const char* name, int64_t min, int64_t max,
+                                    std::optional<int64_t>& out);
+
 // Both parse the JSON body text (malformed JSON, invalid UTF-8 or nesting deeper than 64 → 400).
 ApiOr<ChatRequest> ParseChatRequest(std::string_view body, const RequestPolicy& policy);
 ApiOr<CompletionRequest> ParseCompletionRequest(std::string_view body, const RequestPolicy& policy);
 // The chat request of a parsed body: the one internal request the other APIs (Anthropic's Messages,
-// anthropic_request.h) translate into, so templates, tools, constraints and images behave the same.
+// anthropic_request.h; OpenAI's Responses, responses_request.h) translate into, so templates, tools, constraints and
+// images behave the same.
 ApiOr<ChatRequest> ParseChatRequestJson(const Json& body, const RequestPolicy& policy);
 
 // POST /tokenize: {"prompt": "..."} or {"messages": [...]} (+ add_generation_prompt, tools, chat_template_kwargs,

@@ -33,15 +33,6 @@ int64_t CountCharacters(std::string_view text) {
 
 Json FinishJson(const std::string& name) { return name.empty() ? Json(nullptr) : Json(name); }
 
-// A token's text as a JSON string must be valid UTF-8: a token that is part of a character shows U+FFFD, and
-// "bytes" gives the exact bytes (OpenAI's shape).
-Json TokenEntry(const Tokenizer& tokenizer, int32_t token, float logprob) {
-  const std::string_view bytes = tokenizer.TokenText(token);
-  Json byte_list = Json::array();
-  for (char c : bytes) byte_list.push_back(static_cast<int>(static_cast<unsigned char>(c)));
-  return {{"token", SanitizeUtf8(bytes)}, {"logprob", logprob}, {"bytes", std::move(byte_list)}};
-}
-
 class ChatFormatter final : public ResponseFormatter {
  public:
   std::string_view api() const override { return "chat"; }
@@ -95,22 +86,9 @@ class ChatFormatter final : public ResponseFormatter {
       // A delta that only says "done" carries nothing for the chat API.
       if (!delta.name.empty() || !delta.arguments.empty()) tool_call_deltas.push_back(std::move(entry));
     }
-    Json logprob_entries = Json::array();
-    if (options_.logprobs) {
-      for (size_t t = 0; t < output.tokens.size() && t < output.logprobs.size(); ++t) {
-        Json entry = TokenEntry(tokenizer_, output.tokens[t], output.logprobs[t].logprob);
-        Json top = Json::array();
-        if (t < output.top_logprobs.size()) {
-          for (const TokenLogprob& alternative : output.top_logprobs[t]) {
-            if (static_cast<int64_t>(top.size()) >= options_.top_logprobs) break;
-            top.push_back(TokenEntry(tokenizer_, alternative.token, alternative.logprob));
-          }
-        }
-        entry["top_logprobs"] = std::move(top);
-        choice.logprobs.push_back(entry);
-        logprob_entries.push_back(std::move(entry));
-      }
-    }
+    Json logprob_entries =
+        options_.logprobs ? OutputLogprobsJson(tokenizer_, output, options_.top_logprobs) : Json::array();
+    for (const Json& entry : logprob_entries) choice.logprobs.push_back(entry);
     if (finished) choice.finish = output.finish;
 
     Json delta = Json::object();
@@ -334,6 +312,32 @@ std::string ResponseFormatter::StreamEnd(const Json& usage, bool include_usage) 
 }
 
 Json ResponseFormatter::StreamError(const ApiError& error) const { return Json::parse(ErrorBody(error)); }
+
+// A token's text as a JSON string must be valid UTF-8: a token that is part of a character shows U+FFFD, and
+// "bytes" gives the exact bytes (OpenAI's shape).
+Json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob) {
+  const std::string_view bytes = tokenizer.TokenText(token);
+  Json byte_list = Json::array();
+  for (char c : bytes) byte_list.push_back(static_cast<int>(static_cast<unsigned char>(c)));
+  return {{"token", SanitizeUtf8(bytes)}, {"logprob", logprob}, {"bytes", std::move(byte_list)}};
+}
+
+Json OutputLogprobsJson(const Tokenizer& tokenizer, const GenerationOutput& output, int64_t top_logprobs) {
+  Json entries = Json::array();
+  for (size_t t = 0; t < output.tokens.size() && t < output.logprobs.size(); ++t) {
+    Json entry = TokenLogprobJson(tokenizer, output.tokens[t], output.logprobs[t].logprob);
+    Json top = Json::array();
+    if (t < output.top_logprobs.size()) {
+      for (const TokenLogprob& alternative : output.top_logprobs[t]) {
+        if (static_cast<int64_t>(top.size()) >= top_logprobs) break;
+        top.push_back(TokenLogprobJson(tokenizer, alternative.token, alternative.logprob));
+      }
+    }
+    entry["top_logprobs"] = std::move(top);
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
 
 std::string RandomId(std::string_view prefix, int length) {
   static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";

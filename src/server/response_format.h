@@ -29,7 +29,8 @@ struct ResponseIdentity {
   std::string model;
 };
 
-// One API's view of a generation: chat and completions here, Anthropic's Messages in anthropic_response.h. The
+// One API's view of a generation: chat and completions here, Anthropic's Messages in anthropic_response.h, the
+// Responses API in responses_response.h. The
 // session (generation_session.h) feeds it outputs and writes what it makes; the SSE framing is the formatter's, so
 // each API keeps its own event shape.
 class ResponseFormatter {
@@ -56,6 +57,11 @@ class ResponseFormatter {
   // The finish reason of every choice, "" while unfinished (for logs and metrics).
   virtual std::vector<std::string> FinishReasons() const = 0;
 };
+
+// One token of a logprobs list in OpenAI's shape: {token, logprob, bytes} (the chat and Responses APIs share it).
+Json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob);
+// An output's tokens as such entries, each with its `top_logprobs` (at most `top_logprobs` alternatives).
+Json OutputLogprobsJson(const Tokenizer& tokenizer, const GenerationOutput& output, int64_t top_logprobs);
 
 struct ChatFormatOptions {
   bool logprobs = false;
