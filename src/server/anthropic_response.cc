@@ -87,21 +87,7 @@ class MessagesFormatter final : public ResponseFormatter {
 
   Json UsageChunk(const Json& usage) const override { return AnthropicUsage(usage); }
 
-  std::vector<std::string> FinishReasons() const override {
-    switch (finish_) {
-      case GenerationFinish::kNone:
-        return {""};
-      case GenerationFinish::kStop:
-        return {MadeCalls() ? "tool_calls" : "stop"};
-      case GenerationFinish::kLength:
-        return {"length"};
-      case GenerationFinish::kCancelled:
-        return {"abort"};
-      case GenerationFinish::kError:
-        return {"error"};
-    }
-    return {""};
-  }
+  std::vector<std::string> FinishReasons() const override { return {FinishName(finish_, MadeCalls())}; }
 
  private:
   struct Block {

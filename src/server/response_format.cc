@@ -7,23 +7,6 @@
 namespace glint::server {
 namespace {
 
-// `made_calls`: the choice made tool calls, all of them complete (a call cut by a stop string is no call to run).
-std::string FinishName(GenerationFinish finish, bool made_calls) {
-  switch (finish) {
-    case GenerationFinish::kNone:
-      return "";
-    case GenerationFinish::kStop:
-      return made_calls ? "tool_calls" : "stop";
-    case GenerationFinish::kLength:
-      return "length";
-    case GenerationFinish::kCancelled:
-      return "abort";
-    case GenerationFinish::kError:
-      return "error";
-  }
-  return "";
-}
-
 // Characters (code points) of valid UTF-8 text: OpenAI's text_offset counts characters.
 int64_t CountCharacters(std::string_view text) {
   int64_t count = 0;
@@ -337,6 +320,23 @@ Json OutputLogprobsJson(const Tokenizer& tokenizer, const GenerationOutput& outp
     entries.push_back(std::move(entry));
   }
   return entries;
+}
+
+// `made_calls`: the choice made tool calls, all of them complete (a call cut by a stop string is no call to run).
+std::string FinishName(GenerationFinish finish, bool made_calls) {
+  switch (finish) {
+    case GenerationFinish::kNone:
+      return "";
+    case GenerationFinish::kStop:
+      return made_calls ? "tool_calls" : "stop";
+    case GenerationFinish::kLength:
+      return "length";
+    case GenerationFinish::kCancelled:
+      return "abort";
+    case GenerationFinish::kError:
+      return "error";
+  }
+  return "";
 }
 
 std::string RandomId(std::string_view prefix, int length) {

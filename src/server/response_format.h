@@ -58,6 +58,10 @@ class ResponseFormatter {
   virtual std::vector<std::string> FinishReasons() const = 0;
 };
 
+// The OpenAI-style finish reason of a sample (stop, tool_calls, length, abort, error; "" while unfinished), which
+// /metrics counts for every API. `made_calls`: the sample made tool calls, all of them complete.
+std::string FinishName(GenerationFinish finish, bool made_calls);
+
 // One token of a logprobs list in OpenAI's shape: {token, logprob, bytes} (the chat and Responses APIs share it).
 Json TokenLogprobJson(const Tokenizer& tokenizer, int32_t token, float logprob);
 // An output's tokens as such entries, each with its `top_logprobs` (at most `top_logprobs` alternatives).

@@ -151,21 +151,7 @@ class ResponsesFormatter final : public ResponseFormatter {
   Json FinalResponse(const Json& usage) const override { return Finished(usage); }
   Json UsageChunk(const Json& usage) const override { return ResponsesUsage(usage, reasoning_tokens_); }
 
-  std::vector<std::string> FinishReasons() const override {
-    switch (finish_) {
-      case GenerationFinish::kNone:
-        return {""};
-      case GenerationFinish::kStop:
-        return {kept_calls_ > 0 ? "tool_calls" : "stop"};
-      case GenerationFinish::kLength:
-        return {"length"};
-      case GenerationFinish::kCancelled:
-        return {"abort"};
-      case GenerationFinish::kError:
-        return {"error"};
-    }
-    return {""};
-  }
+  std::vector<std::string> FinishReasons() const override { return {FinishName(finish_, kept_calls_ > 0)}; }
 
  private:
   enum class Open { kNone, kReasoning, kMessage, kFunctionCall, kCustomCall };

@@ -18,6 +18,7 @@
 #include "modelgen/tokenizer_files.h"
 #include "server/http_server.h"
 #include "test_util.h"
+#include "tokenizer/image_tokens.h"
 
 namespace glint::server {
 
@@ -161,6 +162,13 @@ class TestServer {
     options.log_requests = false;
     options.model_names = {"glm-test", "alias"};
     options.shutdown_grace_seconds = 2;
+    if (options.images.image_token_id < 0) {
+      // As glint serve does (cmd_serve.cc), from the test tokenizer's spelled tokens: its model has no config.json.
+      auto tokens = ResolveImageTokens(-1, -1, -1, &TestTokenizer());
+      GLINT_CHECK(tokens.ok());
+      options.images.image_token_id = tokens->image;
+      options.images.marker_text = ImageMarkerText(*tokens, TestTokenizer()).value();
+    }
     server_ = std::make_unique<HttpServer>(options, TestTokenizer(), &TestTemplate(), backend_);
     GLINT_CHECK(server_->Bind().ok());
     thread_ = std::thread([this] { run_status_ = server_->Run(); });
