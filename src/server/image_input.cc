@@ -2,8 +2,10 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <span>
 
 #include "base/file.h"
 
@@ -124,14 +126,74 @@ ApiOr<std::string> LoadImageBytes(const std::string& url, const std::string& par
                    "--allowed-local-media-path, a file:// URL");
 }
 
+DecodeGate::Slot::Slot(DecodeGate& gate) : gate_(gate) {
+  std::unique_lock lock(gate_.mutex_);
+  gate_.freed_.wait(lock, [&] { return gate_.free_ > 0; });
+  --gate_.free_;
+}
+
+DecodeGate::Slot::~Slot() {
+  {
+    std::lock_guard lock(gate_.mutex_);
+    ++gate_.free_;
+  }
+  gate_.freed_.notify_one();
+}
+
+namespace {
+
+std::span<const uint8_t> AsBytes(const std::string& data) {
+  return {reinterpret_cast<const uint8_t*>(data.data()), data.size()};
+}
+
+// The image tokens an image of this header becomes, whichever way its EXIF orientation (not read here) turns it.
+ApiOr<int64_t> HeaderTokenCount(const media::ImageHeader& header, const std::string& param,
+                                const media::ProcessorConfig& processor) {
+  const int height = static_cast<int>(header.height), width = static_cast<int>(header.width);
+  auto upright = media::ImageTokenCount(processor, height, width);
+  if (!upright.ok()) return PartError(param, upright.status().message());
+  auto turned = media::ImageTokenCount(processor, width, height);
+  if (!turned.ok()) return PartError(param, turned.status().message());
+  return std::max(upright.value(), turned.value());
+}
+
+// Every part's bytes, refused on their headers alone: nothing here decodes a pixel.
+ApiOr<std::vector<std::string>> LoadAndCheckHeaders(const std::vector<ImagePart>& parts,
+                                                    const ImageInputOptions& options) {
+  std::vector<std::string> files;
+  int64_t request_pixels = 0;
+  for (const ImagePart& part : parts) {
+    API_ASSIGN_OR_RETURN(std::string data, LoadImageBytes(part.url, part.param, options));
+    auto header = media::ReadImageHeader(AsBytes(data), options.limits);
+    if (!header.ok()) return PartError(part.param, header.status().message());
+    API_ASSIGN_OR_RETURN(const int64_t tokens, HeaderTokenCount(*header, part.param, options.processor));
+    if (options.max_tokens_per_image > 0 && tokens > options.max_tokens_per_image) {
+      return PartError(part.param, StrCat("the ", header->width, "x", header->height, " image becomes ", tokens,
+                                          " image tokens, more than the ", options.max_tokens_per_image,
+                                          " one image may take (the engine's step budget, --max-batch-tokens)"));
+    }
+    request_pixels += header->pixels();
+    if (request_pixels > options.max_request_pixels) {
+      return PartError(part.param, StrCat("the request's images reach ", request_pixels,
+                                          " pixels (width x height) with this one; the limit is ",
+                                          options.max_request_pixels, " (--max-image-pixels-per-request)"));
+    }
+    files.push_back(std::move(data));
+  }
+  return files;
+}
+
+}  // namespace
+
 ApiOr<std::vector<LoadedImage>> LoadImages(const std::vector<ImagePart>& parts, const ImageInputOptions& options) {
+  API_ASSIGN_OR_RETURN(const std::vector<std::string> files, LoadAndCheckHeaders(parts, options));
   std::vector<LoadedImage> images;
   images.reserve(parts.size());
-  for (const ImagePart& part : parts) {
-    auto bytes = LoadImageBytes(part.url, part.param, options);
-    if (!bytes.ok()) return bytes.error();
-    const std::string& data = bytes.value();
-    auto decoded = media::DecodeImage({reinterpret_cast<const uint8_t*>(data.data()), data.size()}, options.limits);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ImagePart& part = parts[i];
+    const std::string& data = files[i];
+    DecodeGate::Slot slot(*options.decode_gate);
+    auto decoded = media::DecodeImage(AsBytes(data), options.limits);
     if (!decoded.ok()) return PartError(part.param, decoded.status().message());
     auto processed = media::PreprocessImage(decoded.value(), options.processor);
     if (!processed.ok()) return PartError(part.param, processed.status().message());
