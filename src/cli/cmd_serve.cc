@@ -292,8 +292,8 @@ void AddConnectionLimitFlags(CLI::App& command, server::ServerOptions& limits) {
 // Image input: where local files may come from and how large an image may be (docs/server.md "Images").
 void AddImageFlags(CLI::App& command, ServeFlags& flags) {
   command.add_option("--allowed-local-media-path", flags.allowed_local_media_path,
-                     "a directory whose files image parts may name as file:// URLs (symlinks and '..' "
-                     "may not leave it); without it only data: URLs are accepted");
+                     "a directory whose files image parts may name as file:// URLs ('..' may not leave it, "
+                     "symlinks are not followed); without it only data: URLs are accepted");
   command
       .add_option("--max-image-bytes", flags.limits.images.limits.max_bytes,
                   "largest encoded image (a data: URL's decoded bytes or a file)")

@@ -1,5 +1,8 @@
 #include "server/image_input.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -53,6 +56,32 @@ ApiOr<std::string> FromDataUrl(std::string_view url, const std::string& param, c
   return std::move(*bytes);
 }
 
+// The one answer for a path outside the allowed directory, missing, or reached through a symlink: a client may not
+// learn which files exist outside it.
+ApiError NotUnderAllowedPath(const std::string& param) {
+  return PartError(param,
+                   "no such file under --allowed-local-media-path (paths are taken as written: '..' may not leave "
+                   "the directory, and symlinks are not followed)");
+}
+
+// Opens `relative` (lexically normal, no "..") beneath the directory `root`, one component at a time, none of them
+// a symlink (O_NOFOLLOW), each opened from its parent's descriptor: a directory swapped for a symlink between a
+// check and the open cannot lead outside, since there is no check apart from the open. -1 on any failure.
+int OpenBeneath(const std::string& root, const std::filesystem::path& relative) {
+  int dir = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  auto component = relative.begin();
+  while (dir >= 0 && component != relative.end()) {
+    const std::string name = component->string();
+    const bool last = std::next(component) == relative.end();
+    const int flags = last ? O_RDONLY | O_NONBLOCK : O_PATH | O_DIRECTORY;
+    const int next = name == ".." ? -1 : ::openat(dir, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+    ::close(dir);
+    dir = next;
+    ++component;
+  }
+  return dir;
+}
+
 ApiOr<std::string> FromFileUrl(std::string_view url, const std::string& param, const ImageInputOptions& options) {
   if (options.allowed_local_media_path.empty()) {
     return PartError(param,
@@ -65,21 +94,29 @@ ApiOr<std::string> FromFileUrl(std::string_view url, const std::string& param, c
   std::error_code error;
   const auto root = std::filesystem::canonical(options.allowed_local_media_path, error);
   if (error) return PartError(param, "the server's --allowed-local-media-path does not resolve");
-  const auto real = std::filesystem::canonical(std::string(path), error);  // resolves "..", "." and symlinks
-  if (error) return PartError(param, StrCat("no such file: ", std::string(path.substr(0, 256))));
-  const auto relative = real.lexically_relative(root);
-  if (relative.empty() || *relative.begin() == "..") {
-    return PartError(param, "the file is outside --allowed-local-media-path (after resolving '..' and symlinks)");
+  // Lexically first: a path that is not under the directory as written is refused before anything is opened.
+  const auto relative = std::filesystem::path(std::string(path)).lexically_normal().lexically_relative(root);
+  if (relative.empty() || relative == "." || *relative.begin() == "..") return NotUnderAllowedPath(param);
+  const int fd = OpenBeneath(root.string(), relative);
+  if (fd < 0) return NotUnderAllowedPath(param);
+  struct stat info {};
+  const bool regular = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+  std::string bytes;
+  if (regular && static_cast<size_t>(info.st_size) <= options.limits.max_bytes) {
+    bytes.resize(static_cast<size_t>(info.st_size));
+    size_t done = 0;
+    for (ssize_t got = 1; done < bytes.size() && got > 0; done += got > 0 ? static_cast<size_t>(got) : 0) {
+      got = ::read(fd, bytes.data() + done, bytes.size() - done);
+    }
+    bytes.resize(done);
   }
-  if (!std::filesystem::is_regular_file(real, error)) return PartError(param, "not a regular file");
-  const auto size = std::filesystem::file_size(real, error);
-  if (!error && size > options.limits.max_bytes) {
-    return PartError(param, StrCat("the image file is ", size, " bytes; the limit is ", options.limits.max_bytes,
-                                   " bytes (--max-image-bytes)"));
+  ::close(fd);
+  if (!regular) return PartError(param, "not a regular file");
+  if (static_cast<size_t>(info.st_size) > options.limits.max_bytes) {
+    return PartError(param, StrCat("the image file is ", info.st_size, " bytes; the limit is ",
+                                   options.limits.max_bytes, " bytes (--max-image-bytes)"));
   }
-  auto bytes = ReadFile(real.string(), options.limits.max_bytes);
-  if (!bytes.ok()) return PartError(param, bytes.status().message());
-  return std::move(bytes).value();
+  return bytes;
 }
 
 }  // namespace

@@ -49,9 +49,9 @@ status="$(post_chat /v1/chat/completions "[$image_part, {\"type\": \"text\", \"t
 status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/sub/../sub/a.png\"}}]")"
 [[ "$status" == 200 ]] || fail "a file under the allowed directory: $status $(cat "$work/body")"
 status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/../outside/secret.png\"}}]")"
-expect_400 "$status" "messages[0].content[0]" "outside --allowed-local-media-path"
+expect_400 "$status" "messages[0].content[0]" "no such file under --allowed-local-media-path"
 status="$(post_chat /tokenize "[{\"type\": \"image_url\", \"image_url\": {\"url\": \"file://$work/media/escape.png\"}}]")"
-expect_400 "$status" "messages[0].content[0]" "outside --allowed-local-media-path"
+expect_400 "$status" "messages[0].content[0]" "no such file under --allowed-local-media-path"
 
 # Remote URLs, corrupt, unsupported and oversized images.
 status="$(post_chat /v1/chat/completions "[{\"type\": \"text\", \"text\": \"x\"}, {\"type\": \"image_url\", \"image_url\": {\"url\": \"https://example.com/a.png\"}}]")"

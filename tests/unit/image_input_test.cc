@@ -4,12 +4,14 @@
 // part, never a silently dropped image).
 #include "server/image_input.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <png.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <thread>
@@ -126,11 +128,48 @@ TEST(ImageParts, LocalFilesStayInsideTheAllowedDirectory) {
   auto inside = LoadImageBytes("file://" + allowed + "/sub/../sub/a.png", "p", options);
   ASSERT_TRUE(inside.ok()) << inside.error().message;
   EXPECT_EQ(inside.value(), PngBytes(3, 3));
-  ExpectPartError("file://" + allowed + "/../secret.png", options, "outside --allowed-local-media-path");
-  ExpectPartError("file://" + allowed + "/link.png", options, "outside --allowed-local-media-path");
-  ExpectPartError("file://" + allowed + "/missing.png", options, "no such file");
+  // Outside, through a symlink, or missing: one message, so that a client cannot probe which files exist.
+  const std::string refused = "no such file under --allowed-local-media-path";
+  ExpectPartError("file://" + allowed + "/../secret.png", options, refused);
+  ExpectPartError("file://" + allowed + "/link.png", options, refused);
+  ExpectPartError("file://" + allowed + "/missing.png", options, refused);
+  ExpectPartError("file://" + root + "/missing.png", options, refused);
   ExpectPartError("file://relative.png", options, "absolute path");
-  ExpectPartError("file://" + allowed, options, "not a regular file");
+  ExpectPartError("file://" + allowed + "/sub", options, "not a regular file");
+}
+
+// Issue 37 item 7: swapping a directory inside the allowed path for a symlink between the check and the read let
+// requests read files outside it. A swapper thread exchanges "allowed/real" (a directory) and a symlink to the
+// outside directory atomically (renameat2 RENAME_EXCHANGE) while requests run: the old resolve-then-read code read
+// the outside file now and then; the open from the directory's descriptor with O_NOFOLLOW never does.
+TEST(ImageParts, ASymlinkSwapRaceNeverReadsOutside) {
+  const std::string root = glint::testing::MakeTempDir("image_race");
+  const std::string allowed = root + "/allowed", outside = root + "/outside";
+  std::filesystem::create_directories(allowed + "/real");
+  std::filesystem::create_directories(outside);
+  ASSERT_OK(WriteFileAtomic(allowed + "/real/a.png", PngBytes(3, 3)));
+  ASSERT_OK(WriteFileAtomic(outside + "/a.png", PngBytes(5, 5)));
+  std::filesystem::create_directory_symlink(outside, allowed + "/swap");
+  ImageInputOptions options;
+  options.allowed_local_media_path = allowed;
+  std::atomic<bool> stop{false};
+  std::atomic<int> swaps{0};
+  std::thread swapper([&] {
+    const std::string a = allowed + "/real", b = allowed + "/swap";
+    while (!stop.load()) {
+      if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) ++swaps;
+    }
+  });
+  int inside_reads = 0, outside_reads = 0;
+  for (int i = 0; i < 5000; ++i) {
+    auto bytes = LoadImageBytes("file://" + allowed + "/real/a.png", "p", options);
+    if (bytes.ok()) ++(bytes.value() == PngBytes(5, 5) ? outside_reads : inside_reads);
+  }
+  stop = true;
+  swapper.join();
+  std::printf("%d swaps; %d reads inside, %d outside\n", swaps.load(), inside_reads, outside_reads);
+  EXPECT_GT(swaps.load(), 100);
+  EXPECT_EQ(outside_reads, 0);
 }
 
 TEST(ImageParts, ExpansionCountsMustMatch) {
