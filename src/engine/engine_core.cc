@@ -328,8 +328,9 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
   }
   if (sample.grammar_dead_end) {
     FinishSample(id, FinishReason::kError, std::move(output), outputs,
-                 "structured output: the grammar allows no token of the vocabulary here (the constraint cannot be "
-                 "continued with this tokenizer)");
+                 "structured output: the grammar allows no token of the vocabulary here: no token's bytes continue "
+                 "it, or following it would take more than 256 parses at once (the matcher's ambiguity limit; "
+                 "simplify the pattern or schema)");
     return;
   }
   const StopConditions& stop = request.stop;
