@@ -3,8 +3,8 @@
 // Loading: a data: URL (base64, media type image/png, image/jpeg, image/webp or image/gif; the bytes' signature
 // decides, a mismatch is refused), or a file:// URL under --allowed-local-media-path (the path, ".." resolved
 // lexically, must lie inside the allowed directory; it is opened from the directory's descriptor with O_NOFOLLOW
-// at every component, so no symlink is followed; outside, missing and symlinked paths get one message). http(s):// URLs are refused: glint fetches nothing
-// from the network. Every error is a 400 naming the part (messages[i].content[j]).
+// at every component, so no symlink is followed; outside, missing and symlinked paths get one message). http(s):// URLs
+// are refused: glint fetches nothing from the network. Every error is a 400 naming the part (messages[i].content[j]).
 //
 // Expansion: the template renders each image part as <|begin_of_image|><|image|><|end_of_image|>; the single
 // <|image|> becomes N image tokens, N = the image's merged patches (media/preprocess.h), in image order.
