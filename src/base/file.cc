@@ -1,13 +1,17 @@
 #include "base/file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 namespace glint {
 
@@ -63,6 +67,96 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents) {
   return Status::Ok();
 }
 
+namespace {
+
+// The mappings the SIGBUS handler guards. The handler reads only the atomics (async-signal-safe); registration and
+// the paths (read outside the handler) take the mutex.
+struct GuardedMapping {
+  std::atomic<uintptr_t> begin{0};
+  std::atomic<size_t> size{0};
+  std::atomic<uint64_t> first_missing{UINT64_MAX};  // offset of the first faulting page, once damaged
+  std::string path;
+};
+constexpr size_t kGuardedMappings = 256;  // more mappings at once than this are simply not guarded
+GuardedMapping guarded[kGuardedMappings];
+std::mutex guarded_mutex;
+std::atomic<uint64_t> mapping_faults{0};
+uintptr_t page_bytes = 4096;
+
+void OnSigbus(int signal, siginfo_t* info, void*) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(info->si_addr);
+  for (GuardedMapping& mapping : guarded) {
+    const uintptr_t begin = mapping.begin.load(std::memory_order_acquire);
+    const size_t size = mapping.size.load(std::memory_order_acquire);
+    if (begin == 0 || address < begin || address >= begin + size) continue;
+    // The file ended before this page: everything from here to the mapping's end is gone with it. Zero pages in
+    // their place (one replacement, not one signal per page), the damage recorded for MappingFaults().
+    const uintptr_t page = address / page_bytes * page_bytes;
+    const uintptr_t end = (begin + size + page_bytes - 1) / page_bytes * page_bytes;
+    if (::mmap(reinterpret_cast<void*>(page), end - page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) ==
+        MAP_FAILED) {
+      break;
+    }
+    uint64_t missing = mapping.first_missing.load();
+    while (page - begin < missing && !mapping.first_missing.compare_exchange_weak(missing, page - begin)) {
+    }
+    mapping_faults.fetch_add(1);
+    return;
+  }
+  std::signal(signal, SIG_DFL);  // not a guarded mapping: the access faults again and the process dies as before
+}
+
+void InstallSigbusHandler() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    page_bytes = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+    struct sigaction action {};
+    action.sa_sigaction = OnSigbus;
+    action.sa_flags = SA_SIGINFO;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(SIGBUS, &action, nullptr);
+  });
+}
+
+void Guard(const uint8_t* data, size_t size, const std::string& path) {
+  if (data == nullptr) return;
+  InstallSigbusHandler();
+  std::lock_guard lock(guarded_mutex);
+  for (GuardedMapping& mapping : guarded) {
+    if (mapping.begin.load() != 0) continue;
+    mapping.path = path;
+    mapping.first_missing.store(UINT64_MAX);
+    mapping.size.store(size, std::memory_order_release);
+    mapping.begin.store(reinterpret_cast<uintptr_t>(data), std::memory_order_release);
+    return;
+  }
+}
+
+void Unguard(const uint8_t* data) {
+  if (data == nullptr) return;
+  std::lock_guard lock(guarded_mutex);
+  for (GuardedMapping& mapping : guarded) {
+    if (mapping.begin.load() == reinterpret_cast<uintptr_t>(data)) mapping.begin.store(0, std::memory_order_release);
+  }
+}
+
+}  // namespace
+
+uint64_t MappingFaults() { return mapping_faults.load(); }
+
+Status MappingDamage() {
+  std::lock_guard lock(guarded_mutex);
+  for (const GuardedMapping& mapping : guarded) {
+    const uint64_t missing = mapping.first_missing.load();
+    if (mapping.begin.load() == 0 || missing == UINT64_MAX) continue;
+    return IoError("the file '", mapping.path, "' changed under the running process: it no longer holds byte ", missing,
+                   " of the ", mapping.size.load(),
+                   " it had when mapped (truncated, or rewritten in place); what was read from it is not the "
+                   "model's weights: restart with an intact file");
+  }
+  return Status::Ok();
+}
+
 Result<MappedFile> MappedFile::Open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return IoError("cannot open '", path, "': ", std::strerror(errno));
@@ -87,6 +181,7 @@ Result<MappedFile> MappedFile::Open(const std::string& path) {
       return IoError("cannot mmap '", path, "': ", std::strerror(err));
     }
     mapped.data_ = static_cast<const uint8_t*>(address);
+    Guard(mapped.data_, mapped.size_, path);
   }
   ::close(fd);  // the mapping keeps the file alive
   return mapped;
@@ -97,6 +192,7 @@ MappedFile::MappedFile(MappedFile&& other) noexcept
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
+    Unguard(data_);
     if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
     data_ = std::exchange(other.data_, nullptr);
     size_ = std::exchange(other.size_, 0);
@@ -106,6 +202,7 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 MappedFile::~MappedFile() {
+  Unguard(data_);
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 

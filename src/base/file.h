@@ -18,6 +18,14 @@ Result<std::string> ReadFile(const std::string& path, size_t max_bytes = size_t{
 Status WriteFileAtomic(const std::string& path, std::string_view contents);
 
 // A read-only private mapping of a whole file. Movable, not copyable; unmaps on destruction.
+//
+// A file that shrinks after it is mapped (truncated, or rewritten in place by `cp`) would turn the next read of a
+// page past its new end into SIGBUS, killing the process with no word said (issue 37). Every MappedFile is
+// registered with a SIGBUS handler (installed at the first Open; faults outside the mappings keep the default
+// action): a fault inside a mapping replaces the rest of that mapping, from the faulting page on, with zero pages,
+// records the damage and lets the read go on. The reader gets zeros, not the file: whoever computes with the
+// mapping must check MappingFaults() after reading and discard what it computed (the engine fails the step's
+// requests and every later one, naming the file).
 class MappedFile {
  public:
   // Maps without reading the pages in: they fault in when first read (a caller that wants them resident up front
@@ -45,6 +53,11 @@ class MappedFile {
   size_t size_ = 0;
   std::string path_;
 };
+
+// Faults the SIGBUS handler has absorbed in mappings, since the start; 0 while every mapped file is intact.
+uint64_t MappingFaults();
+// The first damaged mapping, as an error naming the file and the offset of the first missing byte; Ok if none.
+Status MappingDamage();
 
 bool PathExists(const std::string& path);
 bool IsDirectory(const std::string& path);

@@ -228,6 +228,8 @@ Status Serve(ServeFlags flags) {
   GLINT_RETURN_IF_ERROR(SetPrefixDiskModel(dir, engine_options));
   std::string no_images;
   std::unique_ptr<ImageEncoder> images = LoadVisionTower(dir, loaded, flags.path, no_images);
+  // The tower runs a whole image in one step: an image over the step's budget is refused from its header.
+  if (images != nullptr) flags.limits.images.max_tokens_per_image = engine_options.max_batch_tokens;
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
                          Engine::Start(*model, engine_options, &*tokenizer, images.get()));
   LogInfo("engine capacity:\n", engine->capacity().ToString());
@@ -290,8 +292,8 @@ void AddConnectionLimitFlags(CLI::App& command, server::ServerOptions& limits) {
 // Image input: where local files may come from and how large an image may be (docs/server.md "Images").
 void AddImageFlags(CLI::App& command, ServeFlags& flags) {
   command.add_option("--allowed-local-media-path", flags.allowed_local_media_path,
-                     "a directory whose files image parts may name as file:// URLs (symlinks and '..' "
-                     "may not leave it); without it only data: URLs are accepted");
+                     "a directory whose files image parts may name as file:// URLs ('..' may not leave it, "
+                     "symlinks are not followed); without it only data: URLs are accepted");
   command
       .add_option("--max-image-bytes", flags.limits.images.limits.max_bytes,
                   "largest encoded image (a data: URL's decoded bytes or a file)")
@@ -302,6 +304,17 @@ void AddImageFlags(CLI::App& command, ServeFlags& flags) {
                   "largest decoded image, width x height, checked from the header before decoding")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 31))
       ->capture_default_str();
+  command
+      .add_option("--max-image-pixels-per-request", flags.limits.images.max_request_pixels,
+                  "the sum of width x height over one request's images, checked from the headers before decoding")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->capture_default_str();
+  command
+      .add_option_function<int>(
+          "--max-image-decodes",
+          [&flags](int slots) { flags.limits.images.decode_gate = std::make_shared<server::DecodeGate>(slots); },
+          "images decoded and preprocessed at once across the server; more requests wait (default 2)")
+      ->check(CLI::Range(1, 1024));
   command
       .add_option("--max-images-per-request", flags.limits.policy.max_images, "image parts one conversation may carry")
       ->check(CLI::Range(int64_t{0}, int64_t{1024}))

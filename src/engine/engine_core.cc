@@ -6,6 +6,7 @@
 #include <cstring>
 #include <random>
 
+#include "base/file.h"
 #include "base/log.h"
 #include "base/worker_pool.h"
 #include "engine/prefix_disk.h"
@@ -115,6 +116,7 @@ Status EngineCore::Validate(const Request& request) const {
   const ModelConfig& c = model_.config();
   const int64_t length = static_cast<int64_t>(request.prompt.size());
   if (length == 0) return InvalidArgument("the prompt is empty; expected at least one token");
+  if (MappingFaults() > 0) return MappingDamage();  // the weights are damaged for good: no request can be served
   for (size_t i = 0; i < request.prompt.size(); ++i) {
     if (request.prompt[i] < 0 || request.prompt[i] >= c.vocab_size) {
       return InvalidArgument("prompt token ", i, " is ", request.prompt[i], "; expected an id in 0 .. ",
@@ -326,8 +328,9 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
   }
   if (sample.grammar_dead_end) {
     FinishSample(id, FinishReason::kError, std::move(output), outputs,
-                 "structured output: the grammar allows no token of the vocabulary here (the constraint cannot be "
-                 "continued with this tokenizer)");
+                 "structured output: the grammar allows no token of the vocabulary here: no token's bytes continue "
+                 "it, or following it would take more than 256 parses at once (the matcher's ambiguity limit; "
+                 "simplify the pattern or schema)");
     return;
   }
   const StopConditions& stop = request.stop;
@@ -464,7 +467,14 @@ void EngineCore::BuildBatch(StepWork& step) {
 
 bool EngineCore::RunForward(StepWork& step) {
   Stopwatch model_clock;
-  const Status forward = model_.Forward(step.batch, step.results, options_.forward);
+  Status forward = model_.Forward(step.batch, step.results, options_.forward);
+  // A mapped weights file that shrank under the process reads as zeros past its end (base/file.h): the step computed
+  // with weights that are not the model's, so none of its results may go out — every entry fails, whatever the
+  // model said of each (without results, FailForwardEntries fails them all).
+  if (MappingFaults() > 0) {
+    forward = MappingDamage();
+    step.results.clear();
+  }
   counters_.model_seconds += model_clock.Seconds();
   ++counters_.steps;
   if (forward.ok()) return true;

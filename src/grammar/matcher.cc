@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <deque>
 #include <numeric>
+#include <set>
 
 namespace glint::grammar {
 namespace {
@@ -124,7 +126,38 @@ Result<std::shared_ptr<CompiledGrammar>> CompiledGrammar::Compile(const Grammar&
                            " parses or ", kMaxStackDepth, " nested rules)");
   }
   compiled->Canonicalise(stacks, compiled->initial_);
+  GLINT_RETURN_IF_ERROR(compiled->ProbeAmbiguity());
   return compiled;
+}
+
+Status CompiledGrammar::ProbeAmbiguity() const {
+  struct Reached {
+    State state;
+    std::string text;  // the bytes that lead here (for the message)
+  };
+  std::deque<Reached> queue = {{initial_, ""}};
+  std::set<State> seen = {initial_};
+  State next;
+  while (!queue.empty() && seen.size() < kAmbiguityProbeStates) {
+    const Reached from = std::move(queue.front());
+    queue.pop_front();
+    for (int byte = 0; byte < 256; ++byte) {
+      bool overflow = false;
+      if (!AdvanceByte(from.state, static_cast<uint8_t>(byte), next, &overflow)) {
+        if (!overflow) continue;
+        std::string text = from.text + static_cast<char>(byte);
+        return InvalidArgument("the grammar is too ambiguous to follow: after the output '", text.substr(0, 64),
+                               "' it would track more than ", kMaxStacks, " parses at once or nest more than ",
+                               kMaxStackDepth,
+                               " rules (the matcher's limits); simplify the pattern or schema (nested or "
+                               "repeated optional parts, e.g. (a*){0,300}, multiply the parses)");
+      }
+      if (seen.size() < kAmbiguityProbeStates && seen.insert(next).second) {
+        queue.push_back({next, from.text + static_cast<char>(byte)});
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 bool CompiledGrammar::Expand(std::vector<int32_t>& stack, std::vector<std::vector<int32_t>>& out, int depth) const {
@@ -164,7 +197,7 @@ void CompiledGrammar::Canonicalise(std::vector<std::vector<int32_t>>& stacks, St
   }
 }
 
-bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to) const {
+bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to, bool* overflow) const {
   to.clear();
   thread_local std::vector<int32_t> stack;
   thread_local std::vector<std::vector<int32_t>> expanded;
@@ -189,11 +222,13 @@ bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to) co
     expanded.clear();
     if (!Expand(stack, expanded, 0)) {
       to.clear();
+      if (overflow != nullptr) *overflow = true;
       return false;
     }
     for (const auto& s : expanded) AddStack(s, to, count);
     if (count > kMaxStacks) {
       to.clear();
+      if (overflow != nullptr) *overflow = true;
       return false;
     }
   }

@@ -92,13 +92,18 @@ class CompiledGrammar {
   const State& initial_state() const { return initial_; }
   bool allow_special_tokens() const { return allow_special_tokens_; }
   // Advances `from` by one byte into `to` (cleared first); false (and `to` empty) when no stack accepts it, or
-  // when the state would hold more than kMaxStacks stacks (an ambiguity the matcher refuses to track).
-  bool AdvanceByte(const State& from, uint8_t byte, State& to) const;
+  // when the state would hold more than kMaxStacks stacks (an ambiguity the matcher refuses to track; `overflow`,
+  // when given, is set then).
+  bool AdvanceByte(const State& from, uint8_t byte, State& to, bool* overflow = nullptr) const;
   bool AdvanceBytes(State& state, std::string_view bytes) const;
   static bool IsAccepting(const State& state);  // some stack is empty: the text is a complete sentence
   static bool CanContinue(const State& state);  // some stack is not empty: more bytes may follow
   static constexpr int64_t kMaxStacks = 256;
   static constexpr int64_t kMaxStackDepth = 4096;  // positions in one stack: nesting beyond it is refused
+  // States Compile explores (breadth first, every byte from each) looking for one whose next byte would exceed
+  // kMaxStacks: a grammar such as ^((a*){0,300})$ does after its first byte, and would otherwise end a request
+  // mid-output; found here, it is refused at compile time naming the limit.
+  static constexpr size_t kAmbiguityProbeStates = 256;
 
   // Masks: the fast one (trie walk, cached per state) and the reference (every token fed byte by byte).
   void FillMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const;
@@ -119,6 +124,8 @@ class CompiledGrammar {
   // Pushes every expansion of `stack` (rule references at the top replaced by their alternatives) into `out`.
   bool Expand(std::vector<int32_t>& stack, std::vector<std::vector<int32_t>>& out, int depth) const;
   void Canonicalise(std::vector<std::vector<int32_t>>& stacks, State& state) const;
+  // The probe above: an error naming the limit and the output that reaches it.
+  Status ProbeAmbiguity() const;
   // The allowed special and end tokens of `state` (not in the trie).
   void AddNonTrieTokens(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const;
 

@@ -44,10 +44,49 @@ Status CheckImageSize(std::string_view format, int64_t width, int64_t height, co
   return Status::Ok();
 }
 
-Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+namespace {
+
+Status CheckFileSize(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   if (bytes.size() > limits.max_bytes) {
     return OutOfRange("the image file is ", bytes.size(), " bytes; the limit is ", limits.max_bytes, " bytes");
   }
+  return Status::Ok();
+}
+
+Status NotAnImage(std::span<const uint8_t> bytes) {
+  return InvalidArgument(
+      "not an image glint decodes: the data starts with none of the PNG, JPEG, WebP or GIF "
+      "signatures (",
+      bytes.size(), " bytes)");
+}
+
+Result<ImageHeader> ReadHeaderOfFormat(std::span<const uint8_t> bytes) {
+  switch (SniffImageFormat(bytes)) {
+    case ImageFormat::kPng:
+      return ReadPngHeader(bytes);
+    case ImageFormat::kJpeg:
+      return ReadJpegHeader(bytes);
+    case ImageFormat::kWebp:
+      return ReadWebpHeader(bytes);
+    case ImageFormat::kGif:
+      return ReadGifHeader(bytes);
+    case ImageFormat::kUnknown:
+      break;
+  }
+  return NotAnImage(bytes);
+}
+
+}  // namespace
+
+Result<ImageHeader> ReadImageHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  GLINT_RETURN_IF_ERROR(CheckFileSize(bytes, limits));
+  GLINT_ASSIGN_OR_RETURN(ImageHeader header, ReadHeaderOfFormat(bytes));
+  GLINT_RETURN_IF_ERROR(CheckImageSize(ImageFormatName(header.format), header.width, header.height, limits));
+  return header;
+}
+
+Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  GLINT_RETURN_IF_ERROR(CheckFileSize(bytes, limits));
   switch (SniffImageFormat(bytes)) {
     case ImageFormat::kPng:
       return DecodePng(bytes, limits);
@@ -60,10 +99,7 @@ Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits&
     case ImageFormat::kUnknown:
       break;
   }
-  return InvalidArgument(
-      "not an image glint decodes: the data starts with none of the PNG, JPEG, WebP or GIF "
-      "signatures (",
-      bytes.size(), " bytes)");
+  return NotAnImage(bytes);
 }
 
 namespace {

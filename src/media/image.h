@@ -37,6 +37,19 @@ std::string_view ImageFormatName(ImageFormat format);
 // From the first bytes (magic numbers), not from a file name or a declared media type.
 ImageFormat SniffImageFormat(std::span<const uint8_t> bytes);
 
+// What the header alone says, read without decoding a pixel: the format and the stored width and height (before
+// any EXIF orientation, which may swap them). The size limits are checked here, so a caller can refuse an image
+// bomb — or count its image tokens (media/preprocess.h) — before any decoder runs. Errors: unknown format, the
+// file or the size over a limit, a header too short or malformed to give a size, animated WebP.
+struct ImageHeader {
+  ImageFormat format = ImageFormat::kUnknown;
+  int64_t width = 0;
+  int64_t height = 0;
+
+  int64_t pixels() const { return width * height; }
+};
+Result<ImageHeader> ReadImageHeader(std::span<const uint8_t> bytes, const DecodeLimits& limits = {});
+
 // Decodes any supported format. Errors: unknown format, a limit exceeded (the message gives the size and the
 // limit), corrupt or truncated data, a variant glint does not decode (16-bit gray PNG, CMYK JPEG, animated WebP).
 Result<RgbImage> DecodeImage(std::span<const uint8_t> bytes, const DecodeLimits& limits = {});
@@ -47,6 +60,12 @@ Result<RgbImage> DecodePng(std::span<const uint8_t> bytes, const DecodeLimits& l
 Result<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits);
 Result<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const DecodeLimits& limits);
 Result<RgbImage> DecodeGif(std::span<const uint8_t> bytes, const DecodeLimits& limits);
+
+// The per-format header readers behind ReadImageHeader (in the decoders' files): width and height only.
+Result<ImageHeader> ReadPngHeader(std::span<const uint8_t> bytes);
+Result<ImageHeader> ReadJpegHeader(std::span<const uint8_t> bytes);
+Result<ImageHeader> ReadWebpHeader(std::span<const uint8_t> bytes);
+Result<ImageHeader> ReadGifHeader(std::span<const uint8_t> bytes);
 
 // Shared by the decoders: the size check every one runs on the header's width and height.
 Status CheckImageSize(std::string_view format, int64_t width, int64_t height, const DecodeLimits& limits);

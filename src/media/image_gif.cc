@@ -74,6 +74,12 @@ Status ReadFirstFrame(GifFileType* gif, const DecodeLimits& limits, std::vector<
 
 }  // namespace
 
+Result<ImageHeader> ReadGifHeader(std::span<const uint8_t> bytes) {
+  // "GIF89a", then the logical screen's width and height (little-endian): the first frame must cover it.
+  if (bytes.size() < 10) return InvalidArgument("GIF image could not be decoded: the header is truncated");
+  return ImageHeader{ImageFormat::kGif, bytes[6] | bytes[7] << 8, bytes[8] | bytes[9] << 8};
+}
+
 Result<RgbImage> DecodeGif(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   GifInput input{bytes};
   int error = 0;

@@ -31,10 +31,17 @@ void OnError(j_common_ptr info) {
   std::longjmp(StateOf(info)->jump, 1);
 }
 
-// Warnings pass, except the end of data in the middle of the image: libjpeg would fill the rest with gray, PIL
-// raises "image file is truncated", and so does glint.
+// A warning that means pixels are missing or wrong is an error: libjpeg would fill the rest of the image with gray
+// (docs/vision-input.md "Decoding" — truncated files are errors). That covers the end of the file in the middle of
+// the image and also scan data that stops early but is followed by a marker (a tiny file claiming 7000 x 7000
+// whose scan ends at EOI: JWRN_HIT_MARKER), bad entropy codes and lost restart markers. The warnings that touch
+// no pixel pass: stray bytes between segments, an unknown JFIF revision, an Adobe transform code, a bad ICC marker.
+bool WarningCorruptsPixels(int code) {
+  return code != JWRN_EXTRANEOUS_DATA && code != JWRN_JFIF_MAJOR && code != JWRN_ADOBE_XFORM && code != JWRN_BOGUS_ICC;
+}
+
 void OnMessage(j_common_ptr info, int level) {
-  if (level < 0 && info->err->msg_code == JWRN_JPEG_EOF) OnError(info);
+  if (level < 0 && WarningCorruptsPixels(info->err->msg_code)) OnError(info);
 }
 
 void OnProgress(j_common_ptr info) {
@@ -55,7 +62,9 @@ int OrientationFromMarkers(j_decompress_ptr info) {
   return 1;
 }
 
-// Returns false with state->message set. Fills width, height, channels (1 or 3) and the EXIF orientation.
+// Returns false with state->message set. Fills width, height, channels (1 or 3) and the EXIF orientation. With
+// `limits` null, stops after libjpeg's own parse of the markers up to the first scan and fills width and height
+// only (ReadJpegHeader: the size the decoder would decode, stray bytes between markers skipped as it skips them).
 bool DecodeWithLibjpeg(JpegState* state, std::span<const uint8_t> bytes, const DecodeLimits* limits, int* width,
                        int* height, int* channels, int* orientation) {
   jpeg_decompress_struct info;
@@ -73,13 +82,17 @@ bool DecodeWithLibjpeg(JpegState* state, std::span<const uint8_t> bytes, const D
   jpeg_mem_src(&info, bytes.data(), bytes.size());
   jpeg_save_markers(&info, JPEG_APP0 + 1, 0xffff);
   jpeg_read_header(&info, TRUE);
+  *width = static_cast<int>(info.image_width);
+  *height = static_cast<int>(info.image_height);
+  if (limits == nullptr) {
+    jpeg_destroy_decompress(&info);
+    return true;
+  }
   if (info.jpeg_color_space == JCS_CMYK || info.jpeg_color_space == JCS_YCCK) {
     std::snprintf(state->message, JMSG_LENGTH_MAX, "CMYK JPEG is not supported");
     jpeg_destroy_decompress(&info);
     return false;
   }
-  *width = static_cast<int>(info.image_width);
-  *height = static_cast<int>(info.image_height);
   {  // scoped: the Status must be gone before libjpeg can jump again
     const Status size = CheckImageSize("JPEG", info.image_width, info.image_height, *limits);
     if (!size.ok()) {
@@ -104,6 +117,15 @@ bool DecodeWithLibjpeg(JpegState* state, std::span<const uint8_t> bytes, const D
 }
 
 }  // namespace
+
+Result<ImageHeader> ReadJpegHeader(std::span<const uint8_t> bytes) {
+  JpegState state;
+  int width = 0, height = 0, channels = 0, orientation = 1;
+  if (!DecodeWithLibjpeg(&state, bytes, nullptr, &width, &height, &channels, &orientation)) {
+    return InvalidArgument("JPEG image could not be decoded: ", state.message);
+  }
+  return ImageHeader{ImageFormat::kJpeg, width, height};
+}
 
 Result<RgbImage> DecodeJpeg(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   JpegState state;

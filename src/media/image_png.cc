@@ -97,6 +97,17 @@ bool DecodeWithLibpng(PngState* state, const DecodeLimits* limits, png_uint_32* 
 
 }  // namespace
 
+Result<ImageHeader> ReadPngHeader(std::span<const uint8_t> bytes) {
+  // The signature (8 bytes), then IHDR first, as the format requires: length 13, "IHDR", width, height (big-endian).
+  if (bytes.size() < 24 || std::memcmp(bytes.data() + 12, "IHDR", 4) != 0) {
+    return InvalidArgument("PNG image could not be decoded: no IHDR chunk after the signature");
+  }
+  auto be32 = [&](size_t at) {
+    return int64_t{bytes[at]} << 24 | int64_t{bytes[at + 1]} << 16 | int64_t{bytes[at + 2]} << 8 | bytes[at + 3];
+  };
+  return ImageHeader{ImageFormat::kPng, be32(16), be32(20)};
+}
+
 Result<RgbImage> DecodePng(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
   PngState state;
   state.input = bytes;

@@ -22,9 +22,8 @@ int WebpOrientation(std::span<const uint8_t> bytes) {
   return orientation;
 }
 
-}  // namespace
-
-Result<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+// libwebp's header parse (no pixel decoded); animations are refused here.
+Result<WebPBitstreamFeatures> ReadFeatures(std::span<const uint8_t> bytes) {
   WebPBitstreamFeatures features;
   const VP8StatusCode status = WebPGetFeatures(bytes.data(), bytes.size(), &features);
   if (status == VP8_STATUS_NOT_ENOUGH_DATA) return InvalidArgument("WebP image could not be decoded: truncated");
@@ -34,6 +33,18 @@ Result<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const DecodeLimits& 
   if (features.has_animation) {
     return Unimplemented("animated WebP is not supported (send one frame as a still image)");
   }
+  return features;
+}
+
+}  // namespace
+
+Result<ImageHeader> ReadWebpHeader(std::span<const uint8_t> bytes) {
+  GLINT_ASSIGN_OR_RETURN(const WebPBitstreamFeatures features, ReadFeatures(bytes));
+  return ImageHeader{ImageFormat::kWebp, features.width, features.height};
+}
+
+Result<RgbImage> DecodeWebp(std::span<const uint8_t> bytes, const DecodeLimits& limits) {
+  GLINT_ASSIGN_OR_RETURN(const WebPBitstreamFeatures features, ReadFeatures(bytes));
   GLINT_RETURN_IF_ERROR(CheckImageSize("WebP", features.width, features.height, limits));
   RgbImage image;
   image.width = features.width;

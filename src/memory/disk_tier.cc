@@ -149,6 +149,8 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options)
   }
   if (!S_ISDIR(info.st_mode)) return InvalidArgument("--prefix-cache-disk ", dir, " is not a directory");
   std::unique_ptr<DiskTier> tier(new DiskTier(options));
+  tier->dir_fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (tier->dir_fd_ < 0) return FailedPrecondition("--prefix-cache-disk ", dir, ": cannot open it: ", ErrnoText());
   tier->stats_.capacity_bytes = options.size_bytes;
   GLINT_RETURN_IF_ERROR(tier->Lock());
   GLINT_RETURN_IF_ERROR(tier->ProbeWritable());
@@ -158,11 +160,32 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options)
 
 DiskTier::~DiskTier() {
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
+  if (dir_fd_ >= 0) ::close(dir_fd_);
+}
+
+int DiskTier::OpenForRead(const std::string& name) const {
+  Fd fd(::openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat info {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) return -1;
+  if (!S_ISREG(info.st_mode)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return fd.release();
+}
+
+int DiskTier::CreateFresh(const std::string& name) const {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::openat(dir_fd_, name.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlinkat(dir_fd_, name.c_str(), 0) == 0) {
+    fd = ::openat(dir_fd_, name.c_str(), kFlags, 0644);  // once: a name that keeps coming back is a failed write
+  }
+  return fd;
 }
 
 Status DiskTier::Lock() {
   const std::string path = JoinPath(options_.directory, kLockName);
-  Fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  Fd fd(::openat(dir_fd_, kLockName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0644));
   if (fd.get() < 0)
     return FailedPrecondition("--prefix-cache-disk ", options_.directory, ": cannot create ", path, ": ", ErrnoText(),
                               " (the directory must be writable)");
@@ -175,19 +198,23 @@ Status DiskTier::Lock() {
 }
 
 Status DiskTier::ProbeWritable() const {
-  const std::string path = JoinPath(options_.directory, StrCat(kTempPrefix, "probe-", ::getpid(), kSuffix));
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  const std::string name = StrCat(kTempPrefix, "probe-", ::getpid(), kSuffix);
+  Fd fd(CreateFresh(name));
   const std::vector<char> page(4096, 0);
   const bool ok = fd.get() >= 0 && PwriteAll(fd.get(), page.data(), page.size(), 0);
   const std::string error = ok ? "" : ErrnoText();
-  ::unlink(path.c_str());
+  ::unlinkat(dir_fd_, name.c_str(), 0);
   if (!ok) return FailedPrecondition("--prefix-cache-disk ", options_.directory, ": cannot write a file: ", error);
   return Status::Ok();
 }
 
 void DiskTier::Scan() {
-  DIR* dir = ::opendir(options_.directory.c_str());
-  if (dir == nullptr) return;  // Lock and ProbeWritable passed: the directory was there a moment ago
+  const int listing = ::dup(dir_fd_);
+  DIR* dir = listing < 0 ? nullptr : ::fdopendir(listing);
+  if (dir == nullptr) {  // out of descriptors: nothing indexed, the tier starts empty
+    if (listing >= 0) ::close(listing);
+    return;
+  }
   struct Found {
     ItemKey key;
     Entry entry;
@@ -201,11 +228,11 @@ void DiskTier::Scan() {
     DiskItemKind kind;
     BlockHash hash;
     if (name.starts_with(kTempPrefix) && name.ends_with(kSuffix)) {
-      ::unlink(path.c_str());  // a write cut short by a crash
+      ::unlinkat(dir_fd_, name.c_str(), 0);  // a write cut short by a crash
       continue;
     }
     if (!ParseItemName(name, kind, hash)) continue;  // not ours: left alone
-    Fd fd(options_.start_empty ? -1 : ::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    Fd fd(options_.start_empty ? -1 : OpenForRead(name));
     FileHeader header{};
     std::string reason = options_.start_empty ? "start_empty"
                          : fd.get() < 0       ? "open failed: " + ErrnoText()
@@ -219,7 +246,7 @@ void DiskTier::Scan() {
     struct stat info {};
     if (!reason.empty() || ::fstat(fd.get(), &info) != 0) {
       if (!options_.start_empty) LogWarning("prefix cache disk: ", path, ": ", reason, "; deleted");
-      ::unlink(path.c_str());
+      ::unlinkat(dir_fd_, name.c_str(), 0);
       ++removed;
       continue;
     }
@@ -246,7 +273,7 @@ void DiskTier::Index(const ItemKey& key, Entry entry) {
 void DiskTier::Remove(const ItemKey& key, bool count_eviction) {
   auto found = index_.find(key);
   if (found == index_.end()) return;
-  ::unlink(PathOf(key.kind, key.hash).c_str());
+  ::unlinkat(dir_fd_, ItemName(key.kind, key.hash).c_str(), 0);
   bytes_ -= found->second.file_bytes;
   lru_.erase(found->second.lru_position);
   index_.erase(found);
@@ -288,16 +315,19 @@ bool DiskTier::Write(DiskItemKind kind, BlockHash hash, BlockHash parent, std::s
   header.body_checksum = BodyChecksum(key, payload);
   header.header_checksum = HeaderChecksum(header);
   const std::string path = PathOf(kind, hash);
-  const std::string temp = JoinPath(options_.directory, kTempPrefix + ItemName(kind, hash));
-  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  const std::string temp = kTempPrefix + ItemName(kind, hash);
+  Fd fd(CreateFresh(temp));
   bool ok = fd.get() >= 0 && PwriteAll(fd.get(), &header, sizeof(header), 0) &&
             PwriteAll(fd.get(), key.data(), key.size_bytes(), sizeof(header)) &&
             PwriteAll(fd.get(), payload.data(), payload.size(), static_cast<off_t>(sizeof(header) + key.size_bytes()));
   std::string error = ok ? "" : ErrnoText();
   if (ok && ::close(fd.release()) != 0) ok = false, error = ErrnoText();
-  if (ok && ::rename(temp.c_str(), path.c_str()) != 0) ok = false, error = ErrnoText();
+  // renameat replaces whatever holds the final name (a planted symlink included) without following it.
+  if (ok && ::renameat(dir_fd_, temp.c_str(), dir_fd_, ItemName(kind, hash).c_str()) != 0) {
+    ok = false, error = ErrnoText();
+  }
   if (!ok) {
-    ::unlink(temp.c_str());
+    ::unlinkat(dir_fd_, temp.c_str(), 0);
     if (stats_.write_failures++ % 1000 == 0) {  // a full disk fails every write: say it now and then
       LogWarning("prefix cache disk: cannot write ", path, ": ", error, " (", stats_.write_failures,
                  " failed writes so far); the item is dropped from the cache");
@@ -328,7 +358,7 @@ bool DiskTier::Read(DiskItemKind kind, BlockHash hash, BlockHash parent, std::sp
   auto found = index_.find(item);
   if (found == index_.end()) return false;
   const std::string path = PathOf(kind, hash);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  Fd fd(OpenForRead(ItemName(kind, hash)));
   FileHeader header{};
   std::string reason =
       fd.get() < 0 ? "open failed: " + ErrnoText() : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);

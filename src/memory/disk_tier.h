@@ -20,6 +20,12 @@
 // past it, the least recently used files (by write or hit) are deleted. Reads and writes are synchronous pread /
 // pwrite on the engine thread.
 //
+// A hostile directory (issue 37): every file is opened relative to a descriptor of the directory, never through a
+// symlink (O_NOFOLLOW), reads with O_NONBLOCK and only of regular files (a FIFO planted under an item's name would
+// otherwise block the engine thread in open() forever: now it is a miss, deleted), and new files — the temporary
+// items and the start-up probe — are created with O_CREAT | O_EXCL | O_NOFOLLOW (a planted symlink is removed, not
+// written through).
+//
 // Knows sizes only, never the model. Single-threaded: the engine thread owns it.
 #pragma once
 
@@ -99,6 +105,11 @@ class DiskTier {
   };
   explicit DiskTier(const DiskTierOptions& options) : options_(options) {}
   Status Lock();
+  // Opens an item (or the directory's other files) by name inside the directory: no symlink followed, a regular
+  // file only, never blocking. -1 with errno set (ELOOP: a symlink, EINVAL: not a regular file).
+  int OpenForRead(const std::string& name) const;
+  // Creates `name` anew (removing whatever held the name: a leftover, a planted symlink or FIFO); -1 with errno.
+  int CreateFresh(const std::string& name) const;
   Status ProbeWritable() const;
   void Scan();
   void Index(const ItemKey& key, Entry entry);  // as the most recently used
@@ -107,6 +118,7 @@ class DiskTier {
 
   DiskTierOptions options_;
   int lock_fd_ = -1;
+  int dir_fd_ = -1;  // the directory, opened once: every name is resolved inside it
   std::unordered_map<ItemKey, Entry, ItemKeyHash> index_;
   std::list<ItemKey> lru_;  // front = least recently used
   int64_t bytes_ = 0;

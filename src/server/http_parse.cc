@@ -2,6 +2,7 @@
 
 #include <boost/asio/error.hpp>
 #include <boost/beast/http/error.hpp>
+#include <cctype>
 
 namespace glint::server {
 
@@ -13,9 +14,68 @@ void ConfigureParser(RequestParser& parser, const TransportOptions& options) {
   parser.body_limit(static_cast<uint64_t>(options.max_body_bytes));
 }
 
+namespace {
+
+// The origin-form part of a target: itself, or after "scheme://authority" of an absolute-form one ("/" if empty).
+std::string_view OriginForm(std::string_view target) {
+  const size_t scheme_end = target.find("://");
+  if (target.starts_with('/') || scheme_end == std::string_view::npos) return target;
+  const size_t path = target.find_first_of("/?", scheme_end + 3);
+  if (path == std::string_view::npos) return "/";
+  return target[path] == '/' ? target.substr(path) : "/";
+}
+
+std::string_view View(boost::beast::string_view text) { return {text.data(), text.size()}; }
+
+std::string Lowercase(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view Trim(std::string_view text) {
+  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
+  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
+  return text;
+}
+
+ReadFailure BadFraming(std::string message) { return {400, std::move(message), "bad_request"}; }
+
+}  // namespace
+
+bool ExpectsContinue(std::string_view expect) { return Lowercase(Trim(expect)) == "100-continue"; }
+
+std::optional<ReadFailure> CheckFraming(const RequestParser::value_type& message) {
+  int hosts = 0, encodings = 0;
+  bool length = false;
+  std::string encoding;
+  for (const auto& field : message) {
+    if (field.name() == http::field::host) ++hosts;
+    if (field.name() == http::field::content_length) length = true;
+    if (field.name() == http::field::transfer_encoding) {
+      ++encodings;
+      encoding = Lowercase(Trim(View(field.value())));
+    }
+    if (field.name() == http::field::expect && !ExpectsContinue(View(field.value()))) {
+      return ReadFailure{417, "the only Expect this server meets is 100-continue", "expectation_failed"};
+    }
+  }
+  if (encodings > 0 && (encodings > 1 || encoding != "chunked")) {
+    return BadFraming(
+        "Transfer-Encoding must be exactly 'chunked' (no other coding, no list, one header): the body's length "
+        "cannot be known otherwise");
+  }
+  if (encodings > 0 && (length || message.version() == 10)) {
+    return BadFraming("Transfer-Encoding may not come with Content-Length, nor in an HTTP/1.0 request");
+  }
+  if (hosts > 1) return BadFraming("the request has more than one Host header");
+  if (hosts == 0 && message.version() == 11) return BadFraming("an HTTP/1.1 request needs a Host header");
+  return std::nullopt;
+}
+
 void FillRequestHead(const RequestParser::value_type& message, HttpRequest& request) {
   request.method = std::string(message.method_string());
-  request.target = std::string(message.target());
+  request.target = std::string(OriginForm(View(message.target())));
   request.path = request.target.substr(0, request.target.find('?'));
   request.version = message.version() == 10 ? 10 : 11;
   request.headers.clear();
@@ -51,9 +111,17 @@ ParsedRequest ParseRequestBytes(std::string_view wire, const TransportOptions& o
   ConfigureParser(parser, options);
   parser.eager(true);
   boost::system::error_code error;
+  bool head_checked = false;
   while (!parser.is_done()) {
     const size_t used = parser.put(asio::buffer(wire.data() + result.consumed, wire.size() - result.consumed), error);
     result.consumed += used;
+    if (!head_checked && parser.is_header_done()) {
+      head_checked = true;
+      if (auto failure = CheckFraming(parser.get())) {
+        result.failure = std::move(*failure);
+        return result;
+      }
+    }
     if (error == http::error::need_more) {  // every remaining byte was offered: the request is not all here
       result.incomplete = true;
       return result;

@@ -273,8 +273,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (parser_->is_header_done() || error) FillRequest();
     if (error) return OnReadError(error);
     if (server_.shutting_down) return RefuseDuringShutdown();
+    if (auto failure = CheckFraming(parser_->get()))
+      return RespondError(failure->status, failure->message, failure->code);
     if (parser_->is_done()) return Dispatch();
-    if (request_.version == 11 && request_.Header("Expect") == "100-continue") {
+    if (request_.version == 11 && ExpectsContinue(request_.Header("Expect"))) {
       Enqueue({std::string(kContinue), false, Piece::kData});
     }
     phase_ = Phase::kBody;

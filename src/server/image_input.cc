@@ -1,9 +1,14 @@
 #include "server/image_input.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <span>
 
 #include "base/file.h"
 
@@ -51,6 +56,32 @@ ApiOr<std::string> FromDataUrl(std::string_view url, const std::string& param, c
   return std::move(*bytes);
 }
 
+// The one answer for a path outside the allowed directory, missing, or reached through a symlink: a client may not
+// learn which files exist outside it.
+ApiError NotUnderAllowedPath(const std::string& param) {
+  return PartError(param,
+                   "no such file under --allowed-local-media-path (paths are taken as written: '..' may not leave "
+                   "the directory, and symlinks are not followed)");
+}
+
+// Opens `relative` (lexically normal, no "..") beneath the directory `root`, one component at a time, none of them
+// a symlink (O_NOFOLLOW), each opened from its parent's descriptor: a directory swapped for a symlink between a
+// check and the open cannot lead outside, since there is no check apart from the open. -1 on any failure.
+int OpenBeneath(const std::string& root, const std::filesystem::path& relative) {
+  int dir = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  auto component = relative.begin();
+  while (dir >= 0 && component != relative.end()) {
+    const std::string name = component->string();
+    const bool last = std::next(component) == relative.end();
+    const int flags = last ? O_RDONLY | O_NONBLOCK : O_PATH | O_DIRECTORY;
+    const int next = name == ".." ? -1 : ::openat(dir, name.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+    ::close(dir);
+    dir = next;
+    ++component;
+  }
+  return dir;
+}
+
 ApiOr<std::string> FromFileUrl(std::string_view url, const std::string& param, const ImageInputOptions& options) {
   if (options.allowed_local_media_path.empty()) {
     return PartError(param,
@@ -63,21 +94,29 @@ ApiOr<std::string> FromFileUrl(std::string_view url, const std::string& param, c
   std::error_code error;
   const auto root = std::filesystem::canonical(options.allowed_local_media_path, error);
   if (error) return PartError(param, "the server's --allowed-local-media-path does not resolve");
-  const auto real = std::filesystem::canonical(std::string(path), error);  // resolves "..", "." and symlinks
-  if (error) return PartError(param, StrCat("no such file: ", std::string(path.substr(0, 256))));
-  const auto relative = real.lexically_relative(root);
-  if (relative.empty() || *relative.begin() == "..") {
-    return PartError(param, "the file is outside --allowed-local-media-path (after resolving '..' and symlinks)");
+  // Lexically first: a path that is not under the directory as written is refused before anything is opened.
+  const auto relative = std::filesystem::path(std::string(path)).lexically_normal().lexically_relative(root);
+  if (relative.empty() || relative == "." || *relative.begin() == "..") return NotUnderAllowedPath(param);
+  const int fd = OpenBeneath(root.string(), relative);
+  if (fd < 0) return NotUnderAllowedPath(param);
+  struct stat info {};
+  const bool regular = ::fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+  std::string bytes;
+  if (regular && static_cast<size_t>(info.st_size) <= options.limits.max_bytes) {
+    bytes.resize(static_cast<size_t>(info.st_size));
+    size_t done = 0;
+    for (ssize_t got = 1; done < bytes.size() && got > 0; done += got > 0 ? static_cast<size_t>(got) : 0) {
+      got = ::read(fd, bytes.data() + done, bytes.size() - done);
+    }
+    bytes.resize(done);
   }
-  if (!std::filesystem::is_regular_file(real, error)) return PartError(param, "not a regular file");
-  const auto size = std::filesystem::file_size(real, error);
-  if (!error && size > options.limits.max_bytes) {
-    return PartError(param, StrCat("the image file is ", size, " bytes; the limit is ", options.limits.max_bytes,
-                                   " bytes (--max-image-bytes)"));
+  ::close(fd);
+  if (!regular) return PartError(param, "not a regular file");
+  if (static_cast<size_t>(info.st_size) > options.limits.max_bytes) {
+    return PartError(param, StrCat("the image file is ", info.st_size, " bytes; the limit is ",
+                                   options.limits.max_bytes, " bytes (--max-image-bytes)"));
   }
-  auto bytes = ReadFile(real.string(), options.limits.max_bytes);
-  if (!bytes.ok()) return PartError(param, bytes.status().message());
-  return std::move(bytes).value();
+  return bytes;
 }
 
 }  // namespace
@@ -124,14 +163,74 @@ ApiOr<std::string> LoadImageBytes(const std::string& url, const std::string& par
                    "--allowed-local-media-path, a file:// URL");
 }
 
+DecodeGate::Slot::Slot(DecodeGate& gate) : gate_(gate) {
+  std::unique_lock lock(gate_.mutex_);
+  gate_.freed_.wait(lock, [&] { return gate_.free_ > 0; });
+  --gate_.free_;
+}
+
+DecodeGate::Slot::~Slot() {
+  {
+    std::lock_guard lock(gate_.mutex_);
+    ++gate_.free_;
+  }
+  gate_.freed_.notify_one();
+}
+
+namespace {
+
+std::span<const uint8_t> AsBytes(const std::string& data) {
+  return {reinterpret_cast<const uint8_t*>(data.data()), data.size()};
+}
+
+// The image tokens an image of this header becomes, whichever way its EXIF orientation (not read here) turns it.
+ApiOr<int64_t> HeaderTokenCount(const media::ImageHeader& header, const std::string& param,
+                                const media::ProcessorConfig& processor) {
+  const int height = static_cast<int>(header.height), width = static_cast<int>(header.width);
+  auto upright = media::ImageTokenCount(processor, height, width);
+  if (!upright.ok()) return PartError(param, upright.status().message());
+  auto turned = media::ImageTokenCount(processor, width, height);
+  if (!turned.ok()) return PartError(param, turned.status().message());
+  return std::max(upright.value(), turned.value());
+}
+
+// Every part's bytes, refused on their headers alone: nothing here decodes a pixel.
+ApiOr<std::vector<std::string>> LoadAndCheckHeaders(const std::vector<ImagePart>& parts,
+                                                    const ImageInputOptions& options) {
+  std::vector<std::string> files;
+  int64_t request_pixels = 0;
+  for (const ImagePart& part : parts) {
+    API_ASSIGN_OR_RETURN(std::string data, LoadImageBytes(part.url, part.param, options));
+    auto header = media::ReadImageHeader(AsBytes(data), options.limits);
+    if (!header.ok()) return PartError(part.param, header.status().message());
+    API_ASSIGN_OR_RETURN(const int64_t tokens, HeaderTokenCount(*header, part.param, options.processor));
+    if (options.max_tokens_per_image > 0 && tokens > options.max_tokens_per_image) {
+      return PartError(part.param, StrCat("the ", header->width, "x", header->height, " image becomes ", tokens,
+                                          " image tokens, more than the ", options.max_tokens_per_image,
+                                          " one image may take (the engine's step budget, --max-batch-tokens)"));
+    }
+    request_pixels += header->pixels();
+    if (request_pixels > options.max_request_pixels) {
+      return PartError(part.param, StrCat("the request's images reach ", request_pixels,
+                                          " pixels (width x height) with this one; the limit is ",
+                                          options.max_request_pixels, " (--max-image-pixels-per-request)"));
+    }
+    files.push_back(std::move(data));
+  }
+  return files;
+}
+
+}  // namespace
+
 ApiOr<std::vector<LoadedImage>> LoadImages(const std::vector<ImagePart>& parts, const ImageInputOptions& options) {
+  API_ASSIGN_OR_RETURN(const std::vector<std::string> files, LoadAndCheckHeaders(parts, options));
   std::vector<LoadedImage> images;
   images.reserve(parts.size());
-  for (const ImagePart& part : parts) {
-    auto bytes = LoadImageBytes(part.url, part.param, options);
-    if (!bytes.ok()) return bytes.error();
-    const std::string& data = bytes.value();
-    auto decoded = media::DecodeImage({reinterpret_cast<const uint8_t*>(data.data()), data.size()}, options.limits);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const ImagePart& part = parts[i];
+    const std::string& data = files[i];
+    DecodeGate::Slot slot(*options.decode_gate);
+    auto decoded = media::DecodeImage(AsBytes(data), options.limits);
     if (!decoded.ok()) return PartError(part.param, decoded.status().message());
     auto processed = media::PreprocessImage(decoded.value(), options.processor);
     if (!processed.ok()) return PartError(part.param, processed.status().message());

@@ -1,15 +1,19 @@
 // Image content parts → preprocessed images and the prompt's image tokens (docs/server.md "Images").
 //
 // Loading: a data: URL (base64, media type image/png, image/jpeg, image/webp or image/gif; the bytes' signature
-// decides, a mismatch is refused), or a file:// URL under --allowed-local-media-path (the real path, symlinks and
-// ".." resolved, must stay inside the real allowed directory). http(s):// URLs are refused: glint fetches nothing
-// from the network. Every error is a 400 naming the part (messages[i].content[j]).
+// decides, a mismatch is refused), or a file:// URL under --allowed-local-media-path (the path, ".." resolved
+// lexically, must lie inside the allowed directory; it is opened from the directory's descriptor with O_NOFOLLOW
+// at every component, so no symlink is followed; outside, missing and symlinked paths get one message). http(s):// URLs
+// are refused: glint fetches nothing from the network. Every error is a 400 naming the part (messages[i].content[j]).
 //
 // Expansion: the template renders each image part as <|begin_of_image|><|image|><|end_of_image|>; the single
 // <|image|> becomes N image tokens, N = the image's merged patches (media/preprocess.h), in image order.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -21,8 +25,39 @@
 
 namespace glint::server {
 
+// At most `slots` image decodes at once across the server (--max-image-decodes): each holds up to
+// --max-image-pixels of RGB plus its canvas, so this, not the handler-thread count, bounds their memory. Waiters
+// are served as slots free up.
+class DecodeGate {
+ public:
+  explicit DecodeGate(int slots) : free_(slots) {}
+  // A held slot, released on destruction.
+  class Slot {
+   public:
+    explicit Slot(DecodeGate& gate);
+    ~Slot();
+    Slot(const Slot&) = delete;
+    Slot& operator=(const Slot&) = delete;
+
+   private:
+    DecodeGate& gate_;
+  };
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  int free_;
+};
+
 struct ImageInputOptions {
-  media::DecodeLimits limits;            // --max-image-bytes, --max-image-pixels
+  media::DecodeLimits limits;  // --max-image-bytes, --max-image-pixels
+  // Σ width × height of one request's images, from their headers (--max-image-pixels-per-request): bounds the CPU
+  // a request's decoding and resizing may take.
+  int64_t max_request_pixels = 100'000'000;
+  // Image tokens one image may become (0: no limit): the engine's step budget (--max-batch-tokens), since the tower
+  // runs a whole image in one step. Checked from the header, before decoding.
+  int64_t max_tokens_per_image = 0;
+  std::shared_ptr<DecodeGate> decode_gate = std::make_shared<DecodeGate>(2);  // --max-image-decodes
   media::ProcessorConfig processor;      // the checkpoint's processor_config.json, or the release defaults
   std::string allowed_local_media_path;  // empty: file:// URLs are refused
   // Whether the engine has a vision tower; without one a chat request with images is refused (after validation)
@@ -46,7 +81,9 @@ struct LoadedImage {
 // The bytes an image_url points at. `param` names the part in errors.
 ApiOr<std::string> LoadImageBytes(const std::string& url, const std::string& param, const ImageInputOptions& options);
 
-// Loads, decodes and preprocesses every image part, in order.
+// Loads every image part and reads its header; refuses the request from the headers alone (--max-image-pixels, the
+// per-request pixel cap, the per-image token budget) before any pixel is decoded; then decodes and preprocesses
+// the images one after another, each holding a slot of the decode gate.
 ApiOr<std::vector<LoadedImage>> LoadImages(const std::vector<ImagePart>& parts, const ImageInputOptions& options);
 
 // Replaces the i-th <|image|> token (image_token_id) of `tokens` by images[i].num_tokens() copies of it. The

@@ -2,8 +2,10 @@
 // request built from it, the status of each failure) over arbitrary bytes, then pipelined requests after it.
 // Every outcome is a request within the limits, a refusal with a 4xx status, or "incomplete"; crashes, sanitizer
 // reports and hangs are failures.
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
 #include "server/http_parse.h"
@@ -20,11 +22,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (parsed.request->body.size() > options.max_body_bytes) std::abort();
       if (parsed.request->method.empty()) std::abort();
       if (parsed.request->path.size() > parsed.request->target.size()) std::abort();
+      // CheckFraming (issue 37): whatever is dispatched has a framing the parser and the server agree on.
+      std::string encoding(parsed.request->Header("Transfer-Encoding"));
+      for (char& c : encoding) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      if (encoding.find(',') != std::string::npos || encoding.find("identity") != std::string::npos) std::abort();
       (void)parsed.request->Header("Content-Length");
       (void)glint::server::EscapeForLog(parsed.request->path);
     } else if (!parsed.incomplete) {
       const int status = parsed.failure.status;
-      if (status != 0 && status != 400 && status != 413 && status != 431) std::abort();
+      if (status != 0 && status != 400 && status != 413 && status != 417 && status != 431) std::abort();
       return 0;
     }
     if (parsed.incomplete || parsed.consumed == 0) return 0;

@@ -10,10 +10,12 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <numeric>
 #include <vector>
 
@@ -285,6 +287,58 @@ TEST(DiskTierManager, ADamagedFileShortensTheMatch) {
   const PrefixMatch match = m->FindPrefix(prompt);
   EXPECT_EQ(match.tokens, 8);
   ASSERT_OK(m->CheckIntegrity());
+}
+
+// Issue 37 item 4: a FIFO in place of a cached block made the engine thread block in open() forever. Now the read
+// returns at once, as a miss, and the FIFO is deleted. (If open() blocks, the test opens the FIFO's other end after
+// 5 s so the process can end, and fails.)
+TEST(DiskTier, AFifoInPlaceOfAFileIsAMissNotAHang) {
+  const std::string dir = testing::MakeTempDir("disk-fifo");
+  ASSERT_OK_AND_ASSIGN(auto tier, DiskTier::Open(Options(dir)));
+  const Bytes block = Payload(256, 3);
+  ASSERT_TRUE(tier->Write(DiskItemKind::kBlock, 21, 20, kKey, block));
+  const std::string path = tier->PathOf(DiskItemKind::kBlock, 21);
+  ASSERT_EQ(::unlink(path.c_str()), 0);
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  Bytes out(block.size());
+  auto read = std::async(std::launch::async, [&] { return tier->Read(DiskItemKind::kBlock, 21, 20, kKey, out); });
+  if (read.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    const int unblock = ::open(path.c_str(), O_WRONLY);  // lets the blocked open() return
+    read.wait();
+    ::close(unblock);
+    FAIL() << "DiskTier::Read blocked in open() on a FIFO";
+  }
+  EXPECT_FALSE(read.get());
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_FALSE(tier->HasBlock(21, 20, kKey));
+}
+
+// Issue 37 item 5: a planted symlink under the temporary name of an item made the tier write the cache bytes through
+// it, over a file outside the directory. Now the link is replaced, the outside file untouched, the item stored.
+TEST(DiskTier, APlantedSymlinkIsNeverWrittenThrough) {
+  const std::string dir = testing::MakeTempDir("disk-symlink");
+  const std::string outside = testing::MakeTempDir("disk-symlink-outside") + "/victim";
+  { std::ofstream(outside) << "precious"; }
+  ASSERT_OK_AND_ASSIGN(auto tier, DiskTier::Open(Options(dir)));
+  const std::string final_path = tier->PathOf(DiskItemKind::kBlock, 31);
+  const std::string name = final_path.substr(final_path.rfind('/') + 1);
+  std::filesystem::create_symlink(outside, dir + "/.tmp-" + name);
+  const Bytes block = Payload(256, 4);
+  EXPECT_TRUE(tier->Write(DiskItemKind::kBlock, 31, 30, kKey, block));
+  std::ifstream victim(outside);
+  std::string text;
+  std::getline(victim, text);
+  EXPECT_EQ(text, "precious");
+  EXPECT_FALSE(std::filesystem::is_symlink(final_path));
+  Bytes out(block.size());
+  EXPECT_TRUE(tier->Read(DiskItemKind::kBlock, 31, 30, kKey, out));
+  EXPECT_EQ(out, block);
+  // A symlink under an item's final name is not read through either: a miss, deleted.
+  ASSERT_TRUE(tier->Write(DiskItemKind::kBlock, 32, 30, kKey, block));
+  const std::string linked = tier->PathOf(DiskItemKind::kBlock, 32);
+  ASSERT_EQ(::rename(linked.c_str(), (dir + "/moved").c_str()), 0);
+  std::filesystem::create_symlink(dir + "/moved", linked);
+  EXPECT_FALSE(tier->Read(DiskItemKind::kBlock, 32, 30, kKey, out));
 }
 
 }  // namespace

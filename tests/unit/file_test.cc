@@ -4,6 +4,7 @@
 #include "base/file.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
@@ -66,4 +67,31 @@ TEST(MappedFile, ReleaseDropsPagesFromTheResidentSetAndKeepsTheBytes) {
 }
 
 }  // namespace
+// Issue 37: a mapped file truncated under the process killed it with SIGBUS at the next read past the new end.
+// Now the read gets zeros, the process lives, and MappingFaults/MappingDamage say which file and where.
+TEST(MappedFile, ATruncatedFileReadsAsZerosAndIsReportedNotASignal) {
+  const std::string path = glint::testing::MakeTempDir("mapped_truncate") + "/model.glint";
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  ASSERT_OK(WriteFileAtomic(path, std::string(16 * page, 'w')));
+  auto mapped = MappedFile::Open(path);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().message();
+  const volatile uint8_t* bytes = mapped->bytes().data();
+  EXPECT_EQ(bytes[10 * page], 'w');
+  EXPECT_EQ(MappingFaults(), 0u);
+  EXPECT_OK(MappingDamage());
+  ASSERT_EQ(::truncate(path.c_str(), static_cast<off_t>(4 * page + 100)), 0);
+  EXPECT_EQ(bytes[4 * page], 'w');     // still in the file
+  EXPECT_EQ(bytes[10 * page + 3], 0);  // past its new end: zeros, not SIGBUS
+  EXPECT_EQ(bytes[15 * page], 0);      // the rest of the mapping was replaced at once
+  EXPECT_EQ(MappingFaults(), 1u);
+  const Status damage = MappingDamage();
+  EXPECT_FALSE(damage.ok());
+  EXPECT_NE(damage.message().find(path), std::string::npos) << damage.message();
+  EXPECT_NE(damage.message().find("no longer holds byte " + std::to_string(10 * page)), std::string::npos)
+      << damage.message();
+  EXPECT_EQ(bytes[6 * page], 0);  // an earlier page past the end faults in turn; the first missing byte moves back
+  EXPECT_EQ(MappingFaults(), 2u);
+  EXPECT_NE(MappingDamage().message().find("no longer holds byte " + std::to_string(6 * page)), std::string::npos);
+}
+
 }  // namespace glint

@@ -4,16 +4,13 @@
 // truncated and corrupt files refused with a message.
 #include <gif_lib.h>
 #include <gtest/gtest.h>
-// clang-format off
-#include <cstdio>  // before jpeglib.h, which needs FILE and size_t
-#include <jpeglib.h>
-// clang-format on
 #include <png.h>
 #include <webp/encode.h>
 
 #include <cstring>
 #include <random>
 
+#include "image_test_util.h"
 #include "media/image.h"
 #include "test_util.h"
 
@@ -137,32 +134,7 @@ TEST(DecodeErrors, UnknownTruncatedAndCorruptDataAreRefused) {
   EXPECT_ERROR_CONTAINS(DecodeImage(corrupt), "PNG image could not be decoded");
 }
 
-Bytes WriteJpeg(int width, int height, int components, const Bytes& pixels, const Bytes& app1 = {}) {
-  jpeg_compress_struct info;
-  jpeg_error_mgr error;
-  info.err = jpeg_std_error(&error);
-  jpeg_create_compress(&info);
-  unsigned char* buffer = nullptr;
-  unsigned long size = 0;
-  jpeg_mem_dest(&info, &buffer, &size);
-  info.image_width = width;
-  info.image_height = height;
-  info.input_components = components;
-  info.in_color_space = components == 3 ? JCS_RGB : JCS_GRAYSCALE;
-  jpeg_set_defaults(&info);
-  jpeg_set_quality(&info, 95, TRUE);
-  jpeg_start_compress(&info, TRUE);
-  if (!app1.empty()) jpeg_write_marker(&info, JPEG_APP0 + 1, app1.data(), app1.size());
-  while (info.next_scanline < info.image_height) {
-    JSAMPROW row = const_cast<uint8_t*>(&pixels[size_t{info.next_scanline} * width * components]);
-    jpeg_write_scanlines(&info, &row, 1);
-  }
-  jpeg_finish_compress(&info);
-  Bytes out(buffer, buffer + size);
-  jpeg_destroy_compress(&info);
-  std::free(buffer);
-  return out;
-}
+using glint::testing::WriteJpeg;
 
 // "Exif\0\0" + a little-endian TIFF header + one IFD entry: Orientation (0x0112), SHORT, 1 value.
 Bytes ExifWithOrientation(int orientation) {
@@ -200,6 +172,49 @@ TEST(DecodeJpegTest, TruncatedJpegIsAnErrorNotGrayFill) {
   EXPECT_TRUE(DecodeImage(jpeg).ok());
   const Bytes truncated(jpeg.begin(), jpeg.begin() + jpeg.size() * 2 / 3);
   EXPECT_ERROR_CONTAINS(DecodeImage(truncated), "JPEG image could not be decoded");
+}
+
+// Issue 37: scan data that stops early but is followed by EOI (libjpeg's "premature end of data segment") used to
+// decode with the missing rows filled gray.
+TEST(DecodeJpegTest, ScanCutShortBeforeEndOfImageIsAnError) {
+  const Bytes jpeg = WriteJpeg(64, 64, 3, Pattern(64 * 64 * 3, 6));
+  ASSERT_TRUE(DecodeImage(jpeg).ok());
+  EXPECT_ERROR_CONTAINS(DecodeImage(glint::testing::CutScanBeforeEoi(jpeg, 0.5)),
+                        "Corrupt JPEG data: premature end of data segment");
+  EXPECT_ERROR_CONTAINS(DecodeImage(glint::testing::JpegBomb(7000, 7000)), "premature end of data segment");
+}
+
+// Every format's size comes from the header alone, limits checked, nothing decoded (a 7000 x 7000 JPEG bomb of a
+// few hundred bytes is read in microseconds).
+TEST(ReadImageHeaderTest, SizeOfEveryFormatWithoutDecoding) {
+  const Bytes rgb = Pattern(20 * 10 * 3, 7);
+  auto png = ReadImageHeader(WritePng(20, 10, PNG_FORMAT_RGB, rgb.data()));
+  ASSERT_TRUE(png.ok()) << png.status().message();
+  EXPECT_EQ(png->format, ImageFormat::kPng);
+  EXPECT_EQ(png->width, 20);
+  EXPECT_EQ(png->height, 10);
+  auto jpeg = ReadImageHeader(WriteJpeg(20, 10, 3, rgb, ExifWithOrientation(6)));
+  ASSERT_TRUE(jpeg.ok()) << jpeg.status().message();
+  EXPECT_EQ(jpeg->format, ImageFormat::kJpeg);
+  EXPECT_EQ(jpeg->width, 20);
+  EXPECT_EQ(jpeg->height, 10);
+  uint8_t* encoded = nullptr;
+  const size_t size = WebPEncodeLosslessRGB(rgb.data(), 20, 10, 60, &encoded);
+  const Bytes webp(encoded, encoded + size);
+  WebPFree(encoded);
+  auto webp_header = ReadImageHeader(webp);
+  ASSERT_TRUE(webp_header.ok()) << webp_header.status().message();
+  EXPECT_EQ(webp_header->pixels(), 200);
+  auto bomb = ReadImageHeader(glint::testing::JpegBomb(7000, 7000));
+  ASSERT_TRUE(bomb.ok()) << bomb.status().message();
+  EXPECT_EQ(bomb->pixels(), 49'000'000);
+  DecodeLimits limits;
+  limits.max_pixels = 1'000'000;
+  EXPECT_ERROR_CONTAINS(ReadImageHeader(glint::testing::JpegBomb(7000, 7000), limits),
+                        "49000000 pixels; the limit is 1000000 pixels");
+  EXPECT_ERROR_CONTAINS(ReadImageHeader(PngHeaderOnly(30000, 30000)), "the limit is 50000000");
+  EXPECT_ERROR_CONTAINS(ReadImageHeader(Bytes{0xFF, 0xD8, 0xFF, 0xD9}), "JPEG image could not be decoded");
+  EXPECT_ERROR_CONTAINS(ReadImageHeader(Bytes{'G', 'I', 'F', '8', '9', 'a', 1}), "GIF image could not be decoded");
 }
 
 TEST(ExifOrientationTest, AllEightOrientationsMatchPilsTransposeMethods) {

@@ -4,17 +4,26 @@
 // part, never a silently dropped image).
 #include "server/image_input.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <png.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <thread>
 
+#include "image_test_util.h"
 #include "server/chat_prompt.h"
 #include "server_test_util.h"
 
 namespace glint::server {
 namespace {
+
+using Parts = std::vector<ImagePart>;  // the helper ImagePart() below hides the type's name
 
 std::string PngBytes(int width, int height) {
   std::vector<uint8_t> rgb(size_t{3} * width * height);
@@ -119,11 +128,48 @@ TEST(ImageParts, LocalFilesStayInsideTheAllowedDirectory) {
   auto inside = LoadImageBytes("file://" + allowed + "/sub/../sub/a.png", "p", options);
   ASSERT_TRUE(inside.ok()) << inside.error().message;
   EXPECT_EQ(inside.value(), PngBytes(3, 3));
-  ExpectPartError("file://" + allowed + "/../secret.png", options, "outside --allowed-local-media-path");
-  ExpectPartError("file://" + allowed + "/link.png", options, "outside --allowed-local-media-path");
-  ExpectPartError("file://" + allowed + "/missing.png", options, "no such file");
+  // Outside, through a symlink, or missing: one message, so that a client cannot probe which files exist.
+  const std::string refused = "no such file under --allowed-local-media-path";
+  ExpectPartError("file://" + allowed + "/../secret.png", options, refused);
+  ExpectPartError("file://" + allowed + "/link.png", options, refused);
+  ExpectPartError("file://" + allowed + "/missing.png", options, refused);
+  ExpectPartError("file://" + root + "/missing.png", options, refused);
   ExpectPartError("file://relative.png", options, "absolute path");
-  ExpectPartError("file://" + allowed, options, "not a regular file");
+  ExpectPartError("file://" + allowed + "/sub", options, "not a regular file");
+}
+
+// Issue 37 item 7: swapping a directory inside the allowed path for a symlink between the check and the read let
+// requests read files outside it. A swapper thread exchanges "allowed/real" (a directory) and a symlink to the
+// outside directory atomically (renameat2 RENAME_EXCHANGE) while requests run: the old resolve-then-read code read
+// the outside file now and then; the open from the directory's descriptor with O_NOFOLLOW never does.
+TEST(ImageParts, ASymlinkSwapRaceNeverReadsOutside) {
+  const std::string root = glint::testing::MakeTempDir("image_race");
+  const std::string allowed = root + "/allowed", outside = root + "/outside";
+  std::filesystem::create_directories(allowed + "/real");
+  std::filesystem::create_directories(outside);
+  ASSERT_OK(WriteFileAtomic(allowed + "/real/a.png", PngBytes(3, 3)));
+  ASSERT_OK(WriteFileAtomic(outside + "/a.png", PngBytes(5, 5)));
+  std::filesystem::create_directory_symlink(outside, allowed + "/swap");
+  ImageInputOptions options;
+  options.allowed_local_media_path = allowed;
+  std::atomic<bool> stop{false};
+  std::atomic<int> swaps{0};
+  std::thread swapper([&] {
+    const std::string a = allowed + "/real", b = allowed + "/swap";
+    while (!stop.load()) {
+      if (::renameat2(AT_FDCWD, a.c_str(), AT_FDCWD, b.c_str(), RENAME_EXCHANGE) == 0) ++swaps;
+    }
+  });
+  int inside_reads = 0, outside_reads = 0;
+  for (int i = 0; i < 5000; ++i) {
+    auto bytes = LoadImageBytes("file://" + allowed + "/real/a.png", "p", options);
+    if (bytes.ok()) ++(bytes.value() == PngBytes(5, 5) ? outside_reads : inside_reads);
+  }
+  stop = true;
+  swapper.join();
+  std::printf("%d swaps; %d reads inside, %d outside\n", swaps.load(), inside_reads, outside_reads);
+  EXPECT_GT(swaps.load(), 100);
+  EXPECT_EQ(outside_reads, 0);
 }
 
 TEST(ImageParts, ExpansionCountsMustMatch) {
@@ -138,6 +184,93 @@ TEST(ImageParts, ExpansionCountsMustMatch) {
   auto mismatch = ExpandImageTokens({5, 9, 7}, 9, images, nullptr);
   ASSERT_FALSE(mismatch.ok());
   EXPECT_NE(mismatch.error().message.find("1 <|image|> placeholders for 2 images"), std::string::npos);
+}
+
+// The CPU time of the calling thread and the peak RSS since the last ResetPeakRss, for cost checks.
+double ThreadCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec + (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
+int64_t StatusKb(const std::string& field) {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.starts_with(field + ":")) return std::stoll(line.substr(field.size() + 1));
+  }
+  return -1;
+}
+void ResetPeakRss() { std::ofstream("/proc/self/clear_refs") << "5"; }  // VmHWM := VmRSS (Linux ≥ 4.0)
+
+Parts SameImageParts(const std::string& url, int count) {
+  Parts parts;
+  for (int i = 0; i < count; ++i) parts.push_back({url, StrCat("messages[0].content[", i, "]")});
+  return parts;
+}
+
+// Issue 37: sixteen 689-byte JPEGs whose headers claim 7000 x 7000 cost 22.5 s of CPU and +2.5 GB of RSS, every
+// image decoded and preprocessed before a budget was checked. Now the headers refuse the request: under 1 s of CPU
+// and 100 MB of peak RSS growth, with or without the engine's per-image budget (the per-request pixel cap).
+TEST(ImageBombs, RefusedFromTheHeadersWithinOneSecondAndOneHundredMegabytes) {
+  const std::vector<uint8_t> bomb = glint::testing::JpegBomb(7000, 7000);
+  const std::string url = DataUrl(std::string(bomb.begin(), bomb.end()), "image/jpeg");
+  for (const int64_t budget : {int64_t{512}, int64_t{0}}) {
+    ImageInputOptions options;
+    options.max_tokens_per_image = budget;
+    ResetPeakRss();
+    const int64_t rss_before = StatusKb("VmRSS");
+    const double cpu_before = ThreadCpuSeconds();
+    auto loaded = LoadImages(SameImageParts(url, 16), options);
+    const double cpu = ThreadCpuSeconds() - cpu_before;
+    const int64_t growth_kb = StatusKb("VmHWM") - rss_before;
+    std::printf("16 x 7000^2 JPEG (%zu bytes each), budget %lld: %.3f s CPU, +%lld KB peak RSS\n", bomb.size(),
+                static_cast<long long>(budget), cpu, static_cast<long long>(growth_kb));
+    ASSERT_FALSE(loaded.ok());
+    EXPECT_EQ(loaded.error().status, 400);
+    EXPECT_LT(cpu, 1.0);
+    EXPECT_LT(growth_kb, 100 * 1024);
+    if (budget > 0) {
+      EXPECT_EQ(loaded.error().param, "messages[0].content[0]");
+      EXPECT_NE(loaded.error().message.find("becomes 7921 image tokens, more than the 512 one image may take"),
+                std::string::npos)
+          << loaded.error().message;
+    } else {  // 49 M pixels each: the second one passes the 100 M default
+      EXPECT_EQ(loaded.error().param, "messages[0].content[2]");
+      EXPECT_NE(loaded.error().message.find("limit is 100000000 (--max-image-pixels-per-request)"), std::string::npos)
+          << loaded.error().message;
+    }
+  }
+}
+
+// Two small images under a 2-per-request pixel cap of their sum: the second is refused before either is decoded.
+TEST(ImageBombs, PerRequestPixelCapAndPerImageBudgetAreFromHeaders) {
+  ImageInputOptions options;
+  options.max_request_pixels = 40 * 30 + 10;
+  EXPECT_TRUE(LoadImages(SameImageParts(DataUrl(PngBytes(40, 30)), 1), options).ok());
+  auto two = LoadImages(SameImageParts(DataUrl(PngBytes(40, 30)), 2), options);
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.error().param, "messages[0].content[1]");
+  options = {};
+  options.max_tokens_per_image = 32;  // a 40 x 30 image is scaled up to ~16 tokens, a 500 x 300 one is ~190
+  EXPECT_TRUE(LoadImages(SameImageParts(DataUrl(PngBytes(40, 30)), 1), options).ok());
+  EXPECT_FALSE(LoadImages(SameImageParts(DataUrl(PngBytes(500, 300)), 1), options).ok());
+}
+
+TEST(ImageBombs, TheDecodeGateHoldsDecodesBeyondItsSlots) {
+  auto gate = std::make_shared<DecodeGate>(1);
+  std::atomic<bool> decoded{false};
+  std::thread waiter;
+  {
+    DecodeGate::Slot held(*gate);
+    waiter = std::thread([&] {
+      ImageInputOptions options;
+      options.decode_gate = gate;
+      decoded = LoadImages(SameImageParts(DataUrl(PngBytes(4, 4)), 1), options).ok();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(decoded.load());  // waiting for the slot held here
+  }
+  waiter.join();
+  EXPECT_TRUE(decoded.load());
 }
 
 // The same tokens a PNG of `w` × `h` must expand to: the canvas rule of the release processor.

@@ -386,24 +386,78 @@ TEST(HttpParse, RequestsLimitsAndPipelining) {
   TransportOptions options;
   options.max_header_bytes = 256;
   options.max_body_bytes = 8;
-  const auto two =
-      ParseRequestBytes("POST /a?x=1 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET /b HTTP/1.0\r\n\r\n", options);
+  const auto two = ParseRequestBytes(
+      "POST /a?x=1 HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhiGET /b HTTP/1.0\r\n\r\n", options);
   ASSERT_TRUE(two.request.has_value());
   EXPECT_EQ(two.request->path, "/a");
   EXPECT_EQ(two.request->target, "/a?x=1");
   EXPECT_EQ(two.request->body, "hi");
   EXPECT_EQ(two.request->Header("content-length"), "2");
-  EXPECT_EQ(two.consumed, 45u);  // the GET after it is the next request
+  EXPECT_EQ(two.consumed, 54u);  // the GET after it is the next request
   EXPECT_TRUE(ParseRequestBytes("GET /b HTTP/1.1\r\nHost: x\r\n", options).incomplete);
   EXPECT_EQ(ParseRequestBytes("GET / HTTP/1.1\r\nX: " + std::string(300, 'a') + "\r\n\r\n", options).failure.status,
             431);
-  EXPECT_EQ(ParseRequestBytes("POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\n123456789", options).failure.status, 413);
+  EXPECT_EQ(
+      ParseRequestBytes("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 9\r\n\r\n123456789", options).failure.status,
+      413);
   EXPECT_EQ(ParseRequestBytes(
-                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n12345\r\n5\r\n12345\r\n0\r\n\r\n", options)
+                "POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n12345\r\n5\r\n12345\r\n0\r\n\r\n",
+                options)
                 .failure.status,
             413);
-  EXPECT_EQ(ParseRequestBytes("GET / HTTP/9.9\r\n\r\n", options).failure.status, 400);
+  EXPECT_EQ(ParseRequestBytes("GET / HTTP/9.9\r\nHost: x\r\n\r\n", options).failure.status, 400);
   EXPECT_EQ(ParseRequestBytes("G\x01T / HTTP/1.1\r\n\r\n", options).failure.status, 400);
+}
+
+// Issue 37 item 6 (RFC 9112): framing the parser leaves to the server. Each of these was answered as a request
+// before: Transfer-Encoding other than "chunked" made Beast read the body as empty (and the body as the next
+// request), a missing or doubled Host passed, an absolute-form target was a 404, any Expect value passed.
+TEST(HttpParse, FramingThatCouldSmuggleARequestIsRefused) {
+  const TransportOptions options;
+  const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  for (const std::string encoding : {"identity", "xchunked", "chunked, identity", "gzip, chunked",
+                                     "chunked\r\n"
+                                     "Transfer-Encoding: chunked"}) {
+    const auto parsed =
+        ParseRequestBytes("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: " + encoding +
+                              "\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled,
+                          options);
+    EXPECT_FALSE(parsed.request.has_value()) << encoding;
+    EXPECT_EQ(parsed.failure.status, 400) << encoding;
+  }
+  const auto identity =
+      ParseRequestBytes("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n" + smuggled, options);
+  EXPECT_NE(identity.failure.message.find("exactly 'chunked'"), std::string::npos) << identity.failure.message;
+  EXPECT_EQ(ParseRequestBytes("POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+                              "0\r\n\r\n",
+                              options)
+                .failure.status,
+            400);
+  EXPECT_EQ(ParseRequestBytes("GET / HTTP/1.1\r\n\r\n", options).failure.message,
+            "an HTTP/1.1 request needs a Host header");
+  EXPECT_EQ(ParseRequestBytes("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", options).failure.status, 400);
+  EXPECT_TRUE(ParseRequestBytes("GET /health HTTP/1.0\r\n\r\n", options).request.has_value());  // 1.0: Host optional
+  EXPECT_EQ(ParseRequestBytes("GET / HTTP/1.1\r\nHost: x\r\nExpect: 200-ok\r\n\r\n", options).failure.status, 417);
+  EXPECT_TRUE(ParseRequestBytes("GET / HTTP/1.1\r\nHost: x\r\nExpect: 100-Continue\r\n\r\n", options).request);
+  const auto absolute = ParseRequestBytes("GET http://127.0.0.1:8080/health?x=1 HTTP/1.1\r\nHost: x\r\n\r\n", options);
+  ASSERT_TRUE(absolute.request.has_value());
+  EXPECT_EQ(absolute.request->path, "/health");
+  EXPECT_EQ(absolute.request->target, "/health?x=1");
+  EXPECT_EQ(ParseRequestBytes("GET http://h:1 HTTP/1.1\r\nHost: x\r\n\r\n", options).request->path, "/");
+}
+
+// The same through the server: the smuggled /metrics is never answered, the connection closes after the 400.
+TEST(ServerLimits, ASmuggledRequestInTheBodyIsNeverRun) {
+  TestServer server;
+  const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+  const int fd = Connect(server.port());
+  SendAll(fd, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: identity\r\n\r\n" + smuggled);
+  const std::string raw = ReadAll(fd, 5);
+  close(fd);
+  EXPECT_EQ(ParseReply(raw).status, 400) << raw;
+  EXPECT_EQ(raw.find("glint_"), std::string::npos) << raw;       // no metrics came back
+  EXPECT_EQ(raw.find("HTTP/1.1", 1), std::string::npos) << raw;  // one response, then the close
+  EXPECT_EQ(Exchange(server.port(), "GET", "http://127.0.0.1/health").status, 200);
 }
 
 }  // namespace

@@ -756,5 +756,34 @@ TEST(Server, ShutdownCancelsRequestsThatOutlastTheGrace) {
   EXPECT_EQ(status.load(), 503);  // answered: cancelled by the shutdown
 }
 
+// Issue 37 item 8: grammars whose parses multiply after the first byte compiled, then every request ended with a
+// 500 blaming the tokenizer. Now they are a 400 at compile time naming the matcher's limit.
+TEST(Server, ATooAmbiguousGrammarIs400NamingTheLimit) {
+  TestServer server;
+  const auto schema = [](const std::string& pattern) {
+    Json body = UserChat("x");
+    body["response_format"] = {
+        {"type", "json_schema"},
+        {"json_schema", {{"name", "s"}, {"schema", {{"type", "string"}, {"pattern", pattern}}}}}};
+    return body;
+  };
+  for (const std::string pattern : {"^((a*){0,300})$", "^((a{0,99}){0,99}){0,99}$"}) {
+    const HttpReply reply = Post(server.port(), "/v1/chat/completions", schema(pattern));
+    EXPECT_EQ(reply.status, 400) << pattern << ": " << reply.body;
+    EXPECT_NE(reply.body.find("too ambiguous to follow"), std::string::npos) << reply.body;
+    EXPECT_NE(reply.body.find("more than 256 parses"), std::string::npos) << reply.body;
+  }
+  std::string gbnf = "root ::=";
+  for (int i = 0; i < 400; ++i) gbnf += " (\"a\" | \"b\" | \"c\" | \"d\" | \"e\" | \"f\" | \"g\" | \"a\")?";
+  Json body = UserChat("x");
+  body["guided_grammar"] = gbnf;
+  const HttpReply reply = Post(server.port(), "/v1/chat/completions", body);
+  EXPECT_EQ(reply.status, 400) << reply.body;
+  EXPECT_NE(reply.body.find("too ambiguous to follow"), std::string::npos) << reply.body;
+  EXPECT_TRUE(server.backend().submitted().empty());
+  // An ordinary pattern still compiles and runs.
+  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", schema("^[a-z]{1,8}$")).status, 200);
+}
+
 }  // namespace
 }  // namespace glint::server
