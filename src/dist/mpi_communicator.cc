@@ -117,9 +117,10 @@ void MpiCommunicator::Abort(const std::string& message, int code) const {
                hosts_.empty() ? "" : hosts_[world_rank_].c_str(), message.c_str());
   std::fflush(stderr);
   // MPI_Abort asks mpirun (through this host's orted) to end every rank; on a host cut off from mpirun that
-  // request never arrives and MPI_Abort would wait for it, so this process ends itself after 3 s.
+  // request never arrives and MPI_Abort would wait for it, so this process ends itself after 1 s (mpirun ends
+  // the job for a rank that exits with an error too).
   std::thread([code] {
-    std::this_thread::sleep_for(std::chrono::seconds(3));
+    std::this_thread::sleep_for(std::chrono::seconds(1));
     std::_Exit(code);
   }).detach();
   MPI_Abort(MPI_COMM_WORLD, code);

@@ -28,7 +28,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   std::string Describe() const override;
   // Ends every rank of the job with `code` after printing `message` with this rank's number (MPI_Abort). When
-  // MPI_Abort cannot reach mpirun (this host lost its network) the process exits by itself 3 s later.
+  // MPI_Abort cannot reach mpirun (this host lost its network) the process exits by itself 1 s later.
   [[noreturn]] void Abort(const std::string& message, int code) const;
   // The host name of world rank `rank` (MPI_Get_processor_name, gathered at start).
   const std::string& host(int rank) const { return hosts_[rank]; }

@@ -112,9 +112,9 @@ up() {
     ip link add "$(root_veth "$k")" type veth peer name eth0 netns "$ns"
     ip link set "$(root_veth "$k")" master "$(bridge_name)"
     ip -n "$ns" link set lo up
-    # A lost peer with data in flight is given up after ≈ 3 s of retransmissions (the default, 15 retries, takes
-    # ≈ 15 minutes): without it mpirun waits that long for the orted of a host whose link went down.
-    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=3
+    # A lost peer with data in flight is given up after ≈ 1.4 s of retransmissions (the default, 15 retries,
+    # takes ≈ 15 minutes): without it mpirun waits that long for the orted of a host whose link went down.
+    ip netns exec "$ns" sysctl -qw net.ipv4.tcp_retries2=2
     ip -n "$ns" addr add "$subnet.$((k + 1))/24" dev eth0
     shape "" "$(root_veth "$k")" "$rate"
     shape "$ns" eth0 "$rate"
@@ -177,7 +177,7 @@ agent() {
 
 run_mpirun() {
   # routed direct + no tree spawn: every orted is started by and talks to mpirun itself, so a lost host cuts no
-  # other host off. OOB keepalives (after 2 s idle, 3 probes 1 s apart) on idle connections and tcp_retries2=3
+  # other host off. OOB keepalives (after 2 s idle, 3 probes 1 s apart) on idle connections and tcp_retries2=2
   # (`up`) on busy ones let mpirun and an orted cut off from it notice a lost link 3–5 s after it went down,
   # instead of TCP's default of minutes; the ranks' own heartbeat (GLINT_PEER_TIMEOUT; docs/distributed.md
   # "Faults") names the rank.
@@ -194,7 +194,7 @@ rank_pid() {
   local rank="$1" k candidate
   for ((k = 0; k < hosts; k++)); do
     for candidate in $(ip netns pids "$(ns_name "$k")" 2>/dev/null); do
-      if tr '\0' '\n' <"/proc/$candidate/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$rank"; then
+      if { tr '\0' '\n' <"/proc/$candidate/environ"; } 2>/dev/null | grep -x "OMPI_COMM_WORLD_RANK=$rank" >/dev/null; then  # not -q: under pipefail its early exit fails tr
         echo "$candidate"
         return
       fi
@@ -206,7 +206,7 @@ pids() {
   local k candidate
   for ((k = 0; k < hosts; k++)); do
     for candidate in $(ip netns pids "$(ns_name "$k")" 2>/dev/null); do
-      echo "$candidate $(tr '\0' ' ' <"/proc/$candidate/cmdline" 2>/dev/null | cut -c1-120)"
+      echo "$candidate $({ tr '\0' ' ' <"/proc/$candidate/cmdline"; } 2>/dev/null | cut -c1-120)"
     done
   done
 }
