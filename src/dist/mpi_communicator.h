@@ -5,8 +5,9 @@
 // `glint serve`. The world's communicator also runs a heartbeat thread on a duplicate of MPI_COMM_WORLD
 // (dist/mpi_heartbeat.h, dist/peer_watch.h: a stopped, killed or unreachable rank ends the job within
 // GLINT_PEER_TIMEOUT seconds with a message naming it and its host), so MPI_Init_thread asks for
-// MPI_THREAD_MULTIPLE; with GLINT_PEER_TIMEOUT=0 (no heartbeat) MPI_THREAD_SERIALIZED is enough. Errors return (MPI_ERRORS_RETURN) and become a Status naming
-// the collective and this rank, so a failure is reported rather than aborted without a word.
+// MPI_THREAD_MULTIPLE; with GLINT_PEER_TIMEOUT=0 (no heartbeat) MPI_THREAD_SERIALIZED is enough. Errors return
+// (MPI_ERRORS_RETURN) and become a Status naming the collective and this rank, so a failure is reported rather
+// than aborted without a word.
 #pragma once
 
 #include <memory>
