@@ -102,7 +102,6 @@ Result<std::unique_ptr<Communicator>> MpiCommunicator::Split(int color, int key)
   MPI_Comm_size(split, &sub->size_);
   sub->world_rank_ = world_rank_;
   sub->library_ = library_;
-  sub->hosts_ = hosts_;
   AdoptSplit(*sub);
   return std::unique_ptr<Communicator>(std::move(sub));
 }
@@ -113,8 +112,7 @@ std::string MpiCommunicator::Describe() const {
 }
 
 void MpiCommunicator::Abort(const std::string& message, int code) const {
-  std::fprintf(stderr, "glint rank %d%s%s: %s\n", world_rank_, hosts_.empty() ? "" : " on host ",
-               hosts_.empty() ? "" : hosts_[world_rank_].c_str(), message.c_str());
+  std::fprintf(stderr, "glint rank %d: %s\n", world_rank_, message.c_str());
   std::fflush(stderr);
   // MPI_Abort asks mpirun (through this host's orted) to end every rank; on a host cut off from mpirun that
   // request never arrives and MPI_Abort would wait for it, so this process ends itself after 1 s (mpirun ends

@@ -31,8 +31,6 @@ class MpiCommunicator final : public Communicator {
   // Ends every rank of the job with `code` after printing `message` with this rank's number (MPI_Abort). When
   // MPI_Abort cannot reach mpirun (this host lost its network) the process exits by itself 1 s later.
   [[noreturn]] void Abort(const std::string& message, int code) const;
-  // The host name of world rank `rank` (MPI_Get_processor_name, gathered at start).
-  const std::string& host(int rank) const { return hosts_[rank]; }
   Result<std::unique_ptr<Communicator>> Split(int color, int key) override;
 
  protected:
@@ -56,7 +54,7 @@ class MpiCommunicator final : public Communicator {
   struct Handle;
   std::unique_ptr<Handle> handle_;
   bool world_ = true;  // MPI_COMM_WORLD: finalised by the destructor
-  std::vector<std::string> hosts_;  // [world ranks]
+  std::vector<std::string> hosts_;  // [world ranks] MPI_Get_processor_name, for the heartbeat's message
   struct Heartbeat;
   std::unique_ptr<Heartbeat> heartbeat_;  // the world's only
 };

@@ -1,8 +1,7 @@
 # Shared by the tests over emulated hosts (tests/cluster/*.sh; docs/distributed.md "Several hosts on one
 # machine"). Source it after setting $glint (the binary). It exits 77 with the reason when this machine cannot make
-# hosts (tests/cluster/hosts.sh check), makes the scratch directory $work (removed at exit, every host torn down
-# first) and defines:
-#   fail MESSAGE            print FAIL (and the end of $work/server.log if any), exit 1
+# hosts (tests/cluster/hosts.sh check), sources tests/cli/lib/serve_util.sh ($work, removed at exit with every
+# host torn down first; fail) and defines:
 #   hosts ARGS...           tests/cluster/hosts.sh on this test's hosts
 #   make_hosts N RATE       (re)make N hosts, each with its own copy of the container $work/model-c (made once
 #                           from models/glint-tiny) at $model, the path every host sees its copy under
@@ -18,21 +17,13 @@ here="$(dirname "${BASH_SOURCE[0]}")"
 hosts_script="$(readlink -f "$here/../hosts.sh")"
 bash "$hosts_script" check || exit $?
 
-work="$(mktemp -d)"
-export GLINT_CACHE_DIR="$work/cache" GLINT_CLUSTER_DIR="$work/cluster"
-pid=""
+source "$here/../../cli/lib/serve_util.sh"  # $work, $pid, fail, start_server (after $launcher)
+export GLINT_CLUSTER_DIR="$work/cluster"
 cluster_util_cleanup() {
-  if [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid" 2>/dev/null || true; fi
   bash "$hosts_script" down || true
-  rm -rf "$work"
+  serve_util_cleanup
 }
 trap cluster_util_cleanup EXIT
-
-fail() {
-  echo "FAIL: $*" >&2
-  [[ -f "$work/server.log" ]] && tail -20 "$work/server.log" >&2
-  exit 1
-}
 
 hosts() { bash "$hosts_script" "$@"; }
 
@@ -42,7 +33,8 @@ make_hosts() {
   hosts down
   hosts up "$n" "$rate" >/dev/null || fail "could not make $n hosts"
   if [[ ! -d "$work/model-c" ]]; then
-    "$glint" convert --model "$here/../../../models/glint-tiny" --out "$work/model-c" >"$work/convert.log" 2>&1 || fail "convert: $(tail -3 "$work/convert.log")"
+    "$glint" convert --model "$here/../../../models/glint-tiny" --out "$work/model-c" >"$work/convert.log" 2>&1 ||
+      fail "convert: $(tail -3 "$work/convert.log")"
   fi
   for ((k = 0; k < n; k++)); do cp -r "$work/model-c" "$GLINT_CLUSTER_DIR/hosts/h$k/model"; done
 }
@@ -58,23 +50,13 @@ on_host0() { hosts exec 0 "$@"; }
 start_cluster_server() {
   local n="$1"
   shift
-  : >"$work/server.log"
-  # Not through `hosts`: $pid must be the process that becomes mpirun's `timeout`, not a subshell around it.
+  # $pid must be the process that becomes mpirun's `timeout` (each step execs the next), not a subshell around it.
   if ((n == 1)); then
-    bash "$hosts_script" exec 0 timeout 300 "$glint" serve --port 0 "$@" >"$work/server.log" 2>&1 &
+    launcher=(bash "$hosts_script" exec 0 timeout 300)
   else
-    GLINT_CLUSTER_TIMEOUT=300 bash "$hosts_script" mpirun -np "$n" "$glint" serve --port 0 "$@" >"$work/server.log" 2>&1 &
+    launcher=(env GLINT_CLUSTER_TIMEOUT=300 bash "$hosts_script" mpirun -np "$n")
   fi
-  pid=$!
-  for _ in $(seq 1 600); do
-    grep -q "serving .* on http://" "$work/server.log" && break
-    kill -0 "$pid" 2>/dev/null || fail "glint serve on $n hosts exited: $(tail -20 "$work/server.log")"
-    sleep 0.1
-  done
-  local port
-  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/server.log" | head -1)"
-  [[ -n "$port" ]] || fail "no port in the log"
-  base="http://127.0.0.1:$port"
+  start_server "$@"
 }
 
 # mpirun forwards SIGTERM to every rank; rank 0 stops serving and releases the others (mpirun then exits 1, its
