@@ -19,8 +19,8 @@ namespace glint {
 namespace {
 
 struct Timing {
-  size_t bytes = 0;     // payload per rank
-  double seconds = 0;   // median of the calls
+  size_t bytes = 0;    // payload per rank
+  double seconds = 0;  // median of the calls
   int calls = 0;
 };
 
@@ -54,7 +54,8 @@ Status Run(Communicator& comm, double budget, size_t largest) {
   if (comm.rank() != 0) return Status::Ok();
   const int others = comm.size() - 1;
   std::printf("all-reduce over %d ranks (%s): median per call\n", comm.size(), comm.Describe().c_str());
-  std::printf("%14s %14s %12s %8s %16s\n", "bytes per rank", "bytes received", "median µs", "calls", "above fixed GB/s");
+  std::printf("%14s %14s %12s %8s %16s\n", "bytes per rank", "bytes received", "median µs", "calls",
+              "above fixed GB/s");
   const double fixed = timings.front().seconds;
   for (const Timing& t : timings) {
     const double received = static_cast<double>(t.bytes) * others;

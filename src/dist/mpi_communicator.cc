@@ -73,7 +73,8 @@ Status MpiCommunicator::StartHeartbeat(double timeout_seconds) {
   }
   if (timeout_seconds <= 0 || size_ == 1) return Status::Ok();
   auto on_silent = [this, timeout_seconds](int peer, double seconds) {
-    Abort(StrCat("no heartbeat from rank ", peer, " on host ", hosts_[peer], " for ", SecondsText(seconds), " (", kPeerTimeoutVariable, "=", timeout_seconds,
+    Abort(StrCat("no heartbeat from rank ", peer, " on host ", hosts_[peer], " for ", SecondsText(seconds), " (",
+                 kPeerTimeoutVariable, "=", timeout_seconds,
                  "): its process was stopped or killed, or its host is unreachable; ending every rank"),
           1);
   };

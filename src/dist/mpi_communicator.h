@@ -53,7 +53,7 @@ class MpiCommunicator final : public Communicator {
   // The MPI_Comm (an int or a pointer, depending on the MPI library), behind a type this header needs no mpi.h for.
   struct Handle;
   std::unique_ptr<Handle> handle_;
-  bool world_ = true;  // MPI_COMM_WORLD: finalised by the destructor
+  bool world_ = true;               // MPI_COMM_WORLD: finalised by the destructor
   std::vector<std::string> hosts_;  // [world ranks] MPI_Get_processor_name, for the heartbeat's message
   struct Heartbeat;
   std::unique_ptr<Heartbeat> heartbeat_;  // the world's only
