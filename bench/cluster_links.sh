@@ -11,6 +11,9 @@
 #
 # MODEL_DIR: a glint convert container (e.g. of `glint make-tiny --preset bench`). --quick: tiny sizes, one rate
 # (the smoke test tests/cluster/links.sh runs it so that the script keeps working).
+# $MPI_FLAGS (words) go to every mpirun across the hosts, e.g.
+#   MPI_FLAGS="--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_max_send_size 1048576"
+# to measure Open MPI's TCP transport without its rendezvous below 1 MiB (docs/distributed.md "What a link costs").
 set -euo pipefail
 glint="$(readlink -f "$1")"
 collective_bench="$(readlink -f "$2")"
@@ -25,6 +28,7 @@ work="$(mktemp -d)"
 export GLINT_CLUSTER_DIR="$work/cluster" GLINT_CLUSTER_TIMEOUT=1800
 trap 'bash "$hosts_script" down; rm -rf "$work"' EXIT
 hosts() { bash "$hosts_script" "$@"; }
+read -ra mpi_flags <<<"${MPI_FLAGS:-}"
 
 if [[ "$quick" == --quick ]]; then
   BENCH=(--prompts 512 --batches 1,16 --context 8 --steps 2 --repetitions 1 --probe-mib 8)
@@ -88,13 +92,13 @@ for rate in $rates; do
   for k in 0 1; do cp -r "$model_source" "$GLINT_CLUSTER_DIR/hosts/h$k/model"; done
   model="$GLINT_CLUSTER_DIR/here/model"
   echo "== $rate: one all-reduce between 2 hosts"
-  hosts mpirun -np 2 "$collective_bench" "${COLLECTIVE[@]}" | tee "$work/collective.txt" | sed 's/^/  /'
+  hosts mpirun "${mpi_flags[@]}" -np 2 "$collective_bench" "${COLLECTIVE[@]}" | tee "$work/collective.txt" | sed 's/^/  /'
   read -r latency bandwidth < <(sed -n 's/^glint plan: --link-latency \([0-9.]*\) --link-bandwidth \([0-9.]*\)$/\1 \2/p' \
     "$work/collective.txt")
   [[ -n "$bandwidth" ]] || { echo "no fit from glint_collective_bench"; exit 1; }
   bandwidth="$(awk -v b="$bandwidth" 'BEGIN { print (b > 0.001 ? b : 0.001) }')"
   for tp in 1 2; do
-    hosts mpirun -np 2 "$glint" bench-model --model "$model" --threads 1 --tp "$tp" "${BENCH[@]}" \
+    hosts mpirun "${mpi_flags[@]}" -np 2 "$glint" bench-model --model "$model" --threads 1 --tp "$tp" "${BENCH[@]}" \
       >"$work/bench.txt" 2>&1 || { tail "$work/bench.txt"; exit 1; }
     "$glint" plan --model "$model_source" --ranks 2 --tp "$tp" --concurrency 16 --link-latency "$latency" \
       --link-bandwidth "$bandwidth" >"$work/plan.txt" 2>&1 || { tail "$work/plan.txt"; exit 1; }

@@ -54,7 +54,20 @@ check() {
     echo "skipped: cannot create a network namespace here (ip netns add failed: no CAP_SYS_ADMIN or no netns support)"
     exit 77
   fi
+  # What `up` needs beyond the namespace, tried inside it (nothing of it is left behind).
+  local missing=""
+  ip -n "$probe" link add glprobebr type bridge 2>/dev/null || missing="bridge links"
+  ip -n "$probe" link add glprobea type veth peer name glprobeb 2>/dev/null || missing="${missing:+$missing, }veth pairs"
+  if [[ -z "$missing" ]] &&
+    ! tc -n "$probe" qdisc add dev glprobea root tbf rate 1gbit burst 65536 latency 20ms 2>/dev/null; then
+    missing="tc's tbf qdisc"
+  fi
+  ip netns exec "$probe" unshare --uts --mount true 2>/dev/null || missing="${missing:+$missing, }unshare --uts --mount"
   ip netns del "$probe"
+  if [[ -n "$missing" ]]; then
+    echo "skipped: this kernel or sandbox lacks $missing (needed for emulated hosts)"
+    exit 77
+  fi
 }
 
 # A /24 of 10.251.0.0/16 that no address or route of this machine uses (the hosts' addresses exist only inside
