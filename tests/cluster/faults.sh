@@ -3,7 +3,8 @@
 # then one fault — host 1's link goes down, rank 1 is killed (SIGKILL), rank 1 is stopped (SIGSTOP), rank 0 is
 # stopped — and every process of the job (ranks, orteds, mpirun) and the client end within 10 s; the log names the
 # lost rank and its host, the client's stream ends in an error (no "[DONE]"), and the job started again serves.
-# Prints the time each fault took to end everything. GLINT_PEER_TIMEOUT is left at its default (4 s).
+# Prints the time each fault took to end everything. GLINT_PEER_TIMEOUT is left at its default (4 s) for the faults;
+# then, at 1 s, a job idle for 4 s and one busy for seconds must not be taken for a lost one.
 # Args: path-to-glint, [mpirun]. Exits 77 when this machine cannot make hosts.
 set -euo pipefail
 glint="$1"
@@ -69,5 +70,17 @@ for fault in link-down sigkill-rank1 sigstop-rank1 sigstop-rank0; do
 done
 start_cluster_server 3 "${SERVE[@]}"
 serves "after the faults"
+stop_cluster_server
+
+# Neither an idle job nor a busy one is taken for a lost one: with a 1 s timeout, 4 s idle (the followers waiting
+# for a plan), then a completion of 400 tokens (≈ 2–3 s of steps), and no heartbeat message.
+export GLINT_PEER_TIMEOUT=1
+start_cluster_server 3 "${SERVE[@]}"
+sleep 4
+serves "and left idle for 4 s with GLINT_PEER_TIMEOUT=1"
+on_host0 curl -s --max-time 120 -H "Content-Type: application/json" "$base/v1/completions" \
+  -d '{"prompt": "Once", "max_tokens": 400, "temperature": 0, "ignore_eos": true}' | grep -q '"finish_reason":"length"' ||
+  fail "a 400-token completion with GLINT_PEER_TIMEOUT=1 did not finish"
+grep -q "no heartbeat" "$work/server.log" && fail "a healthy job was taken for a lost one"
 stop_cluster_server
 echo "PASS"
