@@ -30,6 +30,7 @@ trap 'bash "$hosts_script" down; rm -rf "$work"' EXIT
 hosts() { bash "$hosts_script" "$@"; }
 read -ra mpi_flags <<<"${MPI_FLAGS:-}"
 
+# shellcheck disable=SC2054  # 1,16 is one value
 if [[ "$quick" == --quick ]]; then
   BENCH=(--prompts 512 --batches 1,16 --context 8 --steps 2 --repetitions 1 --probe-mib 8)
   COLLECTIVE=(0.05 65536)

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # $base: set by start_cluster_server (tests/cli/lib/serve_util.sh)
 # glint across 2 and 4 emulated hosts (docs/distributed.md "Several hosts on one machine"), each host loading the
 # weights from its own copy of the container, against one process: greedy `run` text identical at --tp 1 and --tp 2
 # (and --tp 2 --ep 2 on 4 hosts); `score` logits within the tolerance of docs/distributed.md "Tolerance" (top-1

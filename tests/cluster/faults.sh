@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2154  # $base: set by start_cluster_server (tests/cli/lib/serve_util.sh)
 # Faults never hang (docs/distributed.md "Faults"): `glint serve` on 3 emulated hosts streaming a long completion,
 # then one fault — host 1's link goes down, rank 1 is killed (SIGKILL), rank 1 is stopped (SIGSTOP), rank 0 is
 # stopped — and every process of the job (ranks, orteds, mpirun) and the client end within 10 s; the log names the

@@ -194,6 +194,7 @@ run_mpirun() {
   # (`up`) on busy ones let mpirun and an orted cut off from it notice a lost link 3–5 s after it went down,
   # instead of TCP's default of minutes; the ranks' own heartbeat (GLINT_PEER_TIMEOUT; docs/distributed.md
   # "Faults") names the rank.
+  # shellcheck disable=SC2054  # tcp,self is one value
   local flags=(--allow-run-as-root --hostfile "$dir/hostfile" --bind-to none
     --mca plm_rsh_agent "$script agent" --mca plm_rsh_no_tree_spawn 1 --mca routed direct
     --mca btl tcp,self --mca pml ob1
