@@ -25,6 +25,7 @@ TEST_PACKAGES=(
   python3-numpy                                         # tools/vision_oracle.py: the float64 vision-tower oracle (docs/vision.md)
   chromium                                              # the web UI's browser test (tests/node/webui.test.mjs)
   shellcheck                                            # the script lint
+  iproute2                                              # emulated hosts: ip netns, veth, tc (tests/cluster)
 )
 build_only=0
 [[ "${1:-}" == "--build-only" ]] && build_only=1

@@ -3,7 +3,8 @@
 // no global instance. Two implementations: SingleProcessCommunicator (one rank, every collective a copy or a
 // no-op) and MpiCommunicator (mpi_communicator.h, OpenMPI; only when glint is built with MPI).
 //
-// Threading: only one thread communicates (the engine thread; MPI is initialised with MPI_THREAD_SERIALIZED).
+// Threading: only one thread communicates over a communicator (the engine thread; MpiCommunicator's heartbeat
+// thread uses a duplicate of its own, mpi_communicator.h).
 //
 // Sums are deterministic by construction: AllReduceSum gathers every rank's partial vector and adds them in rank
 // order 0, 1, …, N−1 in double, rounding once. So every rank holds bit-for-bit the same result (each rank routes

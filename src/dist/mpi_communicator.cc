@@ -5,28 +5,46 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
+
+#include "dist/mpi_heartbeat.h"
 
 namespace glint {
 
 struct MpiCommunicator::Handle {
   MPI_Comm comm = MPI_COMM_WORLD;
 };
+namespace {
+std::string SecondsText(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f s", seconds);
+  return text;
+}
+}  // namespace
+
+struct MpiCommunicator::Heartbeat {
+  MpiHeartbeat thread;
+};
 
 Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (initialized) return FailedPrecondition("MPI is already initialised in this process; create one communicator");
+  GLINT_ASSIGN_OR_RETURN(const double peer_timeout, ParsePeerTimeout(std::getenv(kPeerTimeoutVariable)));
+  const int wanted = peer_timeout > 0 ? MPI_THREAD_MULTIPLE : MPI_THREAD_SERIALIZED;
   int provided = 0;
-  if (MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided) != MPI_SUCCESS) {
-    return InternalError("MPI_Init_thread failed");
-  }
+  if (MPI_Init_thread(argc, argv, wanted, &provided) != MPI_SUCCESS) return InternalError("MPI_Init_thread failed");
   auto comm = std::unique_ptr<MpiCommunicator>(new MpiCommunicator());
   comm->handle_ = std::make_unique<Handle>();
-  if (provided < MPI_THREAD_SERIALIZED) {
-    return FailedPrecondition("the MPI library provides thread level ", provided,
-                              "; glint needs MPI_THREAD_SERIALIZED (the engine thread communicates)");
+  if (provided < wanted) {
+    return FailedPrecondition(
+        "the MPI library provides thread level ", provided, "; glint needs ",
+        wanted == MPI_THREAD_MULTIPLE
+            ? "MPI_THREAD_MULTIPLE for the heartbeat that notices a lost rank (GLINT_PEER_TIMEOUT=0 turns it off)"
+            : "MPI_THREAD_SERIALIZED (the engine thread communicates)");
   }
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_Comm_rank(MPI_COMM_WORLD, &comm->rank_);
@@ -37,10 +55,35 @@ Result<std::unique_ptr<MpiCommunicator>> MpiCommunicator::Create(int* argc, char
   MPI_Get_library_version(version, &length);
   comm->library_.assign(version, length);
   if (const size_t end = comm->library_.find_first_of(",\n"); end != std::string::npos) comm->library_.resize(end);
+  GLINT_RETURN_IF_ERROR(comm->StartHeartbeat(peer_timeout));
   return comm;
 }
 
+Status MpiCommunicator::StartHeartbeat(double timeout_seconds) {
+  char name[MPI_MAX_PROCESSOR_NAME] = {};
+  int length = 0;
+  MPI_Get_processor_name(name, &length);
+  std::vector<char> names(static_cast<size_t>(MPI_MAX_PROCESSOR_NAME) * size_);
+  GLINT_RETURN_IF_ERROR(Check(MPI_Allgather(name, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, names.data(),
+                                            MPI_MAX_PROCESSOR_NAME, MPI_CHAR, MPI_COMM_WORLD),
+                              "MPI_Allgather of the host names"));
+  for (int r = 0; r < size_; ++r) {
+    const char* start = names.data() + static_cast<size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+    hosts_.emplace_back(start, strnlen(start, MPI_MAX_PROCESSOR_NAME));
+  }
+  if (timeout_seconds <= 0 || size_ == 1) return Status::Ok();
+  auto on_silent = [this, timeout_seconds](int peer, double seconds) {
+    Abort(StrCat("no heartbeat from rank ", peer, " on host ", hosts_[peer], " for ", SecondsText(seconds), " (",
+                 kPeerTimeoutVariable, "=", timeout_seconds,
+                 "): its process was stopped or killed, or its host is unreachable; ending every rank"),
+          1);
+  };
+  heartbeat_.reset(new Heartbeat{MpiHeartbeat(MPI_COMM_WORLD, timeout_seconds, std::move(on_silent))});
+  return Status::Ok();
+}
+
 MpiCommunicator::~MpiCommunicator() {
+  heartbeat_.reset();  // its goodbyes before MPI_Finalize
   if (world_) {
     MPI_Finalize();
   } else {
@@ -72,6 +115,13 @@ std::string MpiCommunicator::Describe() const {
 void MpiCommunicator::Abort(const std::string& message, int code) const {
   std::fprintf(stderr, "glint rank %d: %s\n", world_rank_, message.c_str());
   std::fflush(stderr);
+  // MPI_Abort asks mpirun (through this host's orted) to end every rank; on a host cut off from mpirun that
+  // request never arrives and MPI_Abort would wait for it, so this process ends itself after 1 s (mpirun ends
+  // the job for a rank that exits with an error too).
+  std::thread([code] {
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    std::_Exit(code);
+  }).detach();
   MPI_Abort(MPI_COMM_WORLD, code);
   std::abort();  // MPI_Abort does not return; this keeps [[noreturn]] true if it ever did
 }

@@ -1,13 +1,18 @@
 // The Open MPI communicator (MPI_COMM_WORLD, or a sub-communicator of it made by Split). Compiled only when CMake found
 // MPI (GLINT_HAVE_MPI).
 //
-// MPI_Init_thread asks for MPI_THREAD_SERIALIZED: one thread at a time communicates — the engine thread, which
-// need not be the main thread under `glint serve`. Errors return (MPI_ERRORS_RETURN) and become a Status naming
-// the collective and this rank, so a failure is reported rather than aborted without a word.
+// One thread communicates over this communicator — the engine thread, which need not be the main thread under
+// `glint serve`. The world's communicator also runs a heartbeat thread on a duplicate of MPI_COMM_WORLD
+// (dist/mpi_heartbeat.h, dist/peer_watch.h: a stopped, killed or unreachable rank ends the job within
+// GLINT_PEER_TIMEOUT seconds with a message naming it and its host), so MPI_Init_thread asks for
+// MPI_THREAD_MULTIPLE; with GLINT_PEER_TIMEOUT=0 (no heartbeat) MPI_THREAD_SERIALIZED is enough. Errors return
+// (MPI_ERRORS_RETURN) and become a Status naming the collective and this rank, so a failure is reported rather
+// than aborted without a word.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "dist/communicator.h"
@@ -23,7 +28,8 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   std::string Describe() const override;
-  // Ends every rank of the job with `code` after printing `message` with this rank's number (MPI_Abort).
+  // Ends every rank of the job with `code` after printing `message` with this rank's number (MPI_Abort). When
+  // MPI_Abort cannot reach mpirun (this host lost its network) the process exits by itself 1 s later.
   [[noreturn]] void Abort(const std::string& message, int code) const;
   Result<std::unique_ptr<Communicator>> Split(int color, int key) override;
 
@@ -37,6 +43,8 @@ class MpiCommunicator final : public Communicator {
  private:
   MpiCommunicator() = default;
   Status Check(int code, const char* what) const;
+  // The host names of every rank, then the heartbeat (unless GLINT_PEER_TIMEOUT is 0).
+  Status StartHeartbeat(double timeout_seconds);
   // The length header of a broadcast, received without spinning a core while nothing comes.
   Status WaitIdly(unsigned long long* length, int root) const;
   int rank_ = 0, size_ = 1;
@@ -45,7 +53,10 @@ class MpiCommunicator final : public Communicator {
   // The MPI_Comm (an int or a pointer, depending on the MPI library), behind a type this header needs no mpi.h for.
   struct Handle;
   std::unique_ptr<Handle> handle_;
-  bool world_ = true;  // MPI_COMM_WORLD: finalised by the destructor
+  bool world_ = true;               // MPI_COMM_WORLD: finalised by the destructor
+  std::vector<std::string> hosts_;  // [world ranks] MPI_Get_processor_name, for the heartbeat's message
+  struct Heartbeat;
+  std::unique_ptr<Heartbeat> heartbeat_;  // the world's only
 };
 
 }  // namespace glint

@@ -2,12 +2,14 @@
 // the same checks under mpirun: tests/mpi/dist_mpi_test.cc).
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "dist/communicator.h"
 #include "dist/launch.h"
+#include "dist/peer_watch.h"
 #include "dist/sharding.h"
 #include "io/config.h"
 #include "test_util.h"
@@ -106,6 +108,45 @@ ModelConfig PlanConfig() {
   c.kda_num_heads = 3, c.num_attention_heads = 4, c.intermediate_size = 192, c.moe_intermediate_size = 32;
   c.n_routed_experts = 16, c.n_shared_experts = 1;
   return c;
+}
+
+// The heartbeat's bookkeeping (dist/peer_watch.h): the peer silent the longest past the timeout is named; a peer
+// that said goodbye never is; a rank that was itself stopped does not blame its peers for its own silence.
+TEST(PeerSilence, NamesTheLongestSilentPeerPastTheTimeout) {
+  using Clock = PeerSilence::Clock;
+  const Clock::time_point start{};
+  const auto at = [&](double seconds) {
+    return start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  };
+  const std::chrono::duration<double> timeout{4};
+  PeerSilence silence(4, 1, start);
+  EXPECT_EQ(silence.FirstSilent(at(4), timeout), std::nullopt);  // exactly the timeout: not yet
+  silence.Heard(0, at(3));
+  silence.Heard(2, at(2));
+  EXPECT_EQ(silence.FirstSilent(at(4.5), timeout), 3);  // never heard since the start
+  silence.Departed(3);
+  EXPECT_EQ(silence.FirstSilent(at(4.5), timeout), std::nullopt);
+  EXPECT_EQ(silence.FirstSilent(at(6.5), timeout), 2);  // 4.5 s against rank 0's 3.5 s
+  EXPECT_DOUBLE_EQ(silence.SecondsSilent(2, at(6.5)), 4.5);
+  silence.Heard(2, at(1));  // an older heartbeat never moves the clock back
+  EXPECT_DOUBLE_EQ(silence.SecondsSilent(2, at(6.5)), 4.5);
+  silence.Resumed(at(20));  // this rank was stopped for 13 s
+  EXPECT_EQ(silence.FirstSilent(at(23), timeout), std::nullopt);
+  EXPECT_EQ(silence.FirstSilent(at(24.5), timeout), 0);
+}
+
+TEST(PeerSilence, TimeoutComesFromTheEnvironmentOrIsRefusedWithTheVariable) {
+  ASSERT_OK_AND_ASSIGN(double unset, ParsePeerTimeout(nullptr));
+  EXPECT_EQ(unset, kDefaultPeerTimeoutSeconds);
+  ASSERT_OK_AND_ASSIGN(double off, ParsePeerTimeout("0"));
+  EXPECT_EQ(off, 0);
+  ASSERT_OK_AND_ASSIGN(double fraction, ParsePeerTimeout("2.5"));
+  EXPECT_EQ(fraction, 2.5);
+  for (const char* bad : {"", "-1", "4s", "nan", "inf", "1e9"}) {
+    const Result<double> parsed = ParsePeerTimeout(bad);
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("GLINT_PEER_TIMEOUT"), std::string::npos) << parsed.status().message();
+  }
 }
 
 TEST(ShardPlan, TensorParallelSplitsHeadsAndColumnsUnevenlyAndReplicatesWhatIsTooSmall) {

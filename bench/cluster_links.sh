@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# What a link costs (docs/distributed.md "What a link costs"): over 2 emulated hosts (tests/cluster/hosts.sh) with
+# links shaped to each rate, (1) the fixed cost and bandwidth of one glint all-reduce (glint_collective_bench),
+# (2) bench-model's decode step at 1 and 16 sequences and prefill of 512 tokens for the EP (--tp 1) and TP (--tp 2)
+# layouts, 1 thread per host, and (3) what `glint plan` predicts for the same layout with --link-latency and
+# --link-bandwidth set to (1): the plan's time in collectives against the measured one, and the step it implies
+# (the measured step's compute + the plan's collectives). A run of 1 process × 2 threads is the baseline. Root only
+# (namespaces); never run it on a busy machine — the figures would be the other work's.
+#
+#   bench/cluster_links.sh GLINT COLLECTIVE_BENCH MODEL_DIR [RATES="1gbit 10gbit 25gbit"] [--quick]
+#
+# MODEL_DIR: a glint convert container (e.g. of `glint make-tiny --preset bench`). --quick: tiny sizes, one rate
+# (the smoke test tests/cluster/links.sh runs it so that the script keeps working).
+# $MPI_FLAGS (words) go to every mpirun across the hosts, e.g.
+#   MPI_FLAGS="--mca btl_tcp_eager_limit 1048576 --mca btl_tcp_max_send_size 1048576"
+# to measure Open MPI's TCP transport without its rendezvous below 1 MiB (docs/distributed.md "What a link costs").
+set -euo pipefail
+glint="$(readlink -f "$1")"
+collective_bench="$(readlink -f "$2")"
+model_source="$(readlink -f "$3")"
+rates="${4:-1gbit 10gbit 25gbit}"
+quick="${5:-}"
+[[ "$rates" == --quick ]] && { rates=10gbit; quick=--quick; }
+hosts_script="$(dirname "$(readlink -f "$0")")/../tests/cluster/hosts.sh"
+bash "$hosts_script" check
+
+work="$(mktemp -d)"
+export GLINT_CLUSTER_DIR="$work/cluster" GLINT_CLUSTER_TIMEOUT=1800
+trap 'bash "$hosts_script" down; rm -rf "$work"' EXIT
+hosts() { bash "$hosts_script" "$@"; }
+read -ra mpi_flags <<<"${MPI_FLAGS:-}"
+
+# shellcheck disable=SC2054  # 1,16 is one value
+if [[ "$quick" == --quick ]]; then
+  BENCH=(--prompts 512 --batches 1,16 --context 8 --steps 2 --repetitions 1 --probe-mib 8)
+  COLLECTIVE=(0.05 65536)
+else
+  BENCH=(--prompts 512 --batches 1,16 --context 64 --steps 8 --repetitions 3)
+  COLLECTIVE=(0.5 16777216)
+fi
+
+# step_times FILE: "STEP MS_PER_STEP MS_IN_COLLECTIVES" for prefill and each decode batch of a bench-model report
+# (the collectives 0 for one process, which has none).
+step_times() {
+  python3 - "$1" <<'PY'
+import re, sys
+units = {"ns": 1e-6, "µs": 1e-3, "ms": 1.0, "s": 1e3}
+steps, last = {}, None
+for line in open(sys.argv[1]):
+    m = re.match(r"== prefill (\d+) tokens: [\d.]+ s = ([\d.]+) tokens/s", line)
+    if m:  # from the rate: the seconds are printed to 10 ms only
+        last = f"prefill-{m[1]}"
+        steps[last] = [int(m[1]) / float(m[2]) * 1e3, 0.0]
+    m = re.match(r"== decode (\d+) sequences? \(context \d+\): ([\d.]+) ms/step", line)
+    if m:
+        last = f"decode-{m[1]}"
+        steps[last] = [float(m[2]), 0.0]
+    m = re.search(r"([\d.]+) (ns|µs|ms|s) in collectives", line)
+    if m and last:
+        steps[last][1] = float(m[1]) * units[m[2]]
+for name, (step, collectives) in steps.items():
+    print(f"{name} {step:.4f} {collectives:.4f}")
+PY
+}
+
+# plan_collectives FILE CONCURRENCY: "STEP MS_IN_COLLECTIVES" from glint plan's collectives table.
+plan_collectives() {
+  python3 - "$1" "$2" <<'PY'
+import re, sys
+units = {"ns": 1e-6, "µs": 1e-3, "ms": 1.0, "s": 1e3}
+names = {"decode, 1 sequence": "decode-1", f"decode, {sys.argv[2]} sequences": f"decode-{sys.argv[2]}",
+         "prefill 512 tokens": "prefill-512"}
+header = None
+for line in open(sys.argv[1]):
+    cells = re.split(r"\s{2,}", line.strip())
+    if "in collectives" in cells:
+        header = cells
+        continue
+    if header and cells and cells[0] in names and len(cells) == len(header):
+        value, unit = cells[header.index("in collectives")].split()
+        print(names[cells[0]], f"{float(value) * units[unit]:.4f}")
+PY
+}
+
+echo "== baseline: 1 process, 2 threads"
+"$glint" bench-model --model "$model_source" --threads 2 "${BENCH[@]}" >"$work/one.txt" 2>&1 ||
+  { tail "$work/one.txt"; exit 1; }
+step_times "$work/one.txt" | awk '{ printf "  %-12s %10.3f ms/step\n", $1, $2 }'
+
+for rate in $rates; do
+  hosts down
+  hosts up 2 "$rate" >/dev/null
+  for k in 0 1; do cp -r "$model_source" "$GLINT_CLUSTER_DIR/hosts/h$k/model"; done
+  model="$GLINT_CLUSTER_DIR/here/model"
+  echo "== $rate: one all-reduce between 2 hosts"
+  hosts mpirun "${mpi_flags[@]}" -np 2 "$collective_bench" "${COLLECTIVE[@]}" | tee "$work/collective.txt" | sed 's/^/  /'
+  read -r latency bandwidth < <(sed -n 's/^glint plan: --link-latency \([0-9.]*\) --link-bandwidth \([0-9.]*\)$/\1 \2/p' \
+    "$work/collective.txt")
+  [[ -n "$bandwidth" ]] || { echo "no fit from glint_collective_bench"; exit 1; }
+  bandwidth="$(awk -v b="$bandwidth" 'BEGIN { print (b > 0.001 ? b : 0.001) }')"
+  for tp in 1 2; do
+    hosts mpirun "${mpi_flags[@]}" -np 2 "$glint" bench-model --model "$model" --threads 1 --tp "$tp" "${BENCH[@]}" \
+      >"$work/bench.txt" 2>&1 || { tail "$work/bench.txt"; exit 1; }
+    "$glint" plan --model "$model_source" --ranks 2 --tp "$tp" --concurrency 16 --link-latency "$latency" \
+      --link-bandwidth "$bandwidth" >"$work/plan.txt" 2>&1 || { tail "$work/plan.txt"; exit 1; }
+    echo "== $rate, --tp $tp ($([[ $tp == 1 ]] && echo EP: attention replicated || echo TP: attention split)), 2 hosts × 1 thread; plan at --link-latency $latency --link-bandwidth $bandwidth"
+    printf "  %-12s %12s %16s %16s %16s %10s %14s\n" step "ms/step" "ms collectives" "plan collectives" \
+      "plan step ms" "plan/meas" "vs 1 proc × 2"
+    join <(step_times "$work/bench.txt" | sort) <(plan_collectives "$work/plan.txt" 16 | sort) |
+      join - <(step_times "$work/one.txt" | sort) |
+      awk '{ predicted = $2 - $3 + $4
+             printf "  %-12s %12.3f %16.3f %16.3f %16.3f %10.2f %13.2fx\n", $1, $2, $3, $4, predicted, predicted / $2, $5 / $2 }'
+  done
+done
+echo "plan step = measured step − measured time in collectives + the plan's time in collectives;"
+echo "vs 1 proc × 2 = the one-process step time ÷ this layout's (above 1: faster than one process with both threads)"

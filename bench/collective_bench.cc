@@ -1,0 +1,95 @@
+// What one of glint's collectives costs over the link between the ranks (docs/distributed.md "What a link
+// costs"): the median time of Communicator::AllReduceSum — the MoE and tensor-parallel all-reduce, an all-gather
+// then a rank-order sum — for payloads from 16 bytes to 16 MiB per rank, and the two figures `glint plan` takes:
+// the fixed cost of a call (the median at the smallest payload, --link-latency) and the achieved bandwidth
+// (bytes each rank receives over the time above that fixed cost, at the largest payload, --link-bandwidth).
+// Run it under mpirun with one rank per host; rank 0 prints. Fails only on bad arguments or an MPI error.
+//
+//   mpirun -np 2 … glint_collective_bench [SECONDS_PER_SIZE=0.3] [LARGEST_BYTES=16777216]
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/timer.h"
+#include "bench/stats.h"
+#include "dist/launch.h"
+
+namespace glint {
+namespace {
+
+struct Timing {
+  size_t bytes = 0;    // payload per rank
+  double seconds = 0;  // median of the calls
+  int calls = 0;
+};
+
+// Calls AllReduceSum on `floats` values until `budget` seconds have passed on rank 0 (at least 5 calls); every
+// rank makes the same number of calls because rank 0's count is broadcast before each size.
+Result<Timing> TimeAllReduce(Communicator& comm, size_t floats, double budget) {
+  std::vector<float> values(floats, 1.0f);
+  std::vector<double> seconds;
+  GLINT_RETURN_IF_ERROR(comm.AllReduceSum(values));  // a first call opens the connections
+  Stopwatch total;
+  for (;;) {
+    const bool again = seconds.size() < 5 || total.Seconds() < budget;
+    std::vector<std::byte> more(1, again ? std::byte{1} : std::byte{0});
+    GLINT_RETURN_IF_ERROR(comm.Broadcast(more, 0));  // rank 0's clock decides for everyone
+    if (more[0] == std::byte{0}) break;
+    GLINT_RETURN_IF_ERROR(comm.Barrier());
+    Stopwatch call;
+    GLINT_RETURN_IF_ERROR(comm.AllReduceSum(values));
+    seconds.push_back(call.Seconds());
+  }
+  return Timing{floats * sizeof(float), bench::Median(seconds), static_cast<int>(seconds.size())};
+}
+
+Status Run(Communicator& comm, double budget, size_t largest) {
+  if (comm.size() < 2) return FailedPrecondition("run it under mpirun with at least 2 ranks (one per host)");
+  std::vector<Timing> timings;
+  for (size_t bytes = 16; bytes <= largest; bytes *= 4) {
+    GLINT_ASSIGN_OR_RETURN(Timing timing, TimeAllReduce(comm, bytes / sizeof(float), budget));
+    timings.push_back(timing);
+  }
+  if (comm.rank() != 0) return Status::Ok();
+  const int others = comm.size() - 1;
+  std::printf("all-reduce over %d ranks (%s): median per call\n", comm.size(), comm.Describe().c_str());
+  std::printf("%14s %14s %12s %8s %16s\n", "bytes per rank", "bytes received", "median µs", "calls",
+              "above fixed GB/s");
+  const double fixed = timings.front().seconds;
+  for (const Timing& t : timings) {
+    const double received = static_cast<double>(t.bytes) * others;
+    const double above = t.seconds - fixed;
+    std::printf("%14zu %14.0f %12.1f %8d %16s\n", t.bytes, received, t.seconds * 1e6, t.calls,
+                above > 0 ? std::to_string(received / above / 1e9).c_str() : "-");
+  }
+  const Timing& big = timings.back();
+  const double bandwidth = static_cast<double>(big.bytes) * others / (big.seconds - fixed);
+  std::printf("fit: fixed cost %.1f µs per call, bandwidth %.3f GB/s per rank received\n", fixed * 1e6,
+              bandwidth / 1e9);
+  std::printf("glint plan: --link-latency %.1f --link-bandwidth %.3f\n", fixed * 1e6, bandwidth / 1e9);
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace glint
+
+int main(int argc, char** argv) {
+  auto comm = glint::MakeCommunicator(&argc, &argv);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "glint_collective_bench: %s\n", comm.status().ToString().c_str());
+    return 1;
+  }
+  const double budget = argc > 1 ? std::atof(argv[1]) : 0.3;
+  const long long largest = argc > 2 ? std::atoll(argv[2]) : 16ll << 20;
+  if (!(budget > 0 && budget <= 60) || largest < 64 || largest > (1ll << 28)) {
+    std::fprintf(stderr, "usage: glint_collective_bench [SECONDS_PER_SIZE in (0, 60]] [LARGEST_BYTES, 64 to 2^28]\n");
+    return 2;
+  }
+  const glint::Status status = glint::Run(**comm, budget, static_cast<size_t>(largest));
+  if (!status.ok()) {
+    std::fprintf(stderr, "glint_collective_bench: %s\n", status.ToString().c_str());
+    glint::AbortAllRanks(**comm, status.ToString(), 1);
+  }
+  return 0;
+}
