@@ -14,17 +14,17 @@
 namespace glint {
 
 enum class PassPart : uint8_t {
-  kRest,              // everything outside a named part: embedding, residual adds, logits' softmax, bookkeeping
-  kInt8Products,      // int8 / int4 matrix products (the kernels' gemm over quantized activations)
-  kBf16Products,      // exact bf16 products (gate projections, the router, the indexer's projections)
-  kActivationQuant,   // activations quantized to int8 for the products (the MoE's SwiGLU is fused into its share)
-  kKdaChunks,         // the KDA delta rule: chunked WY form and the fused decode step
-  kKdaElementwise,    // KDA short conv + SiLU, L2 norms, decay gates, gated RMSNorm
-  kMlaAttention,      // absorbed MLA attention over the selected latents
-  kIndexer,           // DSA indexer: pooled-key appends, scoring, top-k selection
-  kMhc,               // mHC reads (coefficients, collapse, RMSNorm) and writes
-  kMoeRouting,        // routing from the logits, grouping rows by expert, gathering and combining expert rows
-  kSwiGlu,            // the dense MLP's SwiGLU
+  kRest,             // everything outside a named part: embedding, residual adds, logits' softmax, bookkeeping
+  kInt8Products,     // int8 / int4 matrix products (the kernels' gemm over quantized activations)
+  kBf16Products,     // exact bf16 products (gate projections, the router, the indexer's projections)
+  kActivationQuant,  // activations quantized to int8 for the products (the MoE's SwiGLU is fused into its share)
+  kKdaChunks,        // the KDA delta rule: chunked WY form and the fused decode step
+  kKdaElementwise,   // KDA short conv + SiLU, L2 norms, decay gates, gated RMSNorm
+  kMlaAttention,     // absorbed MLA attention over the selected latents
+  kIndexer,          // DSA indexer: pooled-key appends, scoring, top-k selection
+  kMhc,              // mHC reads (coefficients, collapse, RMSNorm) and writes
+  kMoeRouting,       // routing from the logits, grouping rows by expert, gathering and combining expert rows
+  kSwiGlu,           // the dense MLP's SwiGLU
   kCount,
 };
 

@@ -321,8 +321,8 @@ TEST(ImageServer, ImagePartsAreRenderedAsTheCheckpointsOwnTokens) {
                           *tokenizer.TokenId("<|end_of_video|>")};
   const int32_t image = *tokenizer.TokenId("<|image|>");
   const auto chat = [](const std::string& text) {
-    return Json{{"messages",
-                 {{{"role", "user"}, {"content", {ImagePart(DataUrl(PngBytes(40, 30))), TextPart(text)}}}}}};
+    return Json{
+        {"messages", {{{"role", "user"}, {"content", {ImagePart(DataUrl(PngBytes(40, 30))), TextPart(text)}}}}}};
   };
   for (const bool allow_special : {false, true}) {
     SCOPED_TRACE(allow_special ? "special tokens allowed in content" : "content kept plain");
