@@ -4,7 +4,8 @@
 //             all threads)
 //   load      time and GB/s to load the weights (a `glint convert` container maps with no conversion)
 //   prefill   tokens/s for each prompt length; GOPS of the int8 products and their ratio to the peak of the kernel
-//             level (AMX at --isa amx, VNNI otherwise)
+//             level (AMX at --isa amx, VNNI otherwise); the share of the time in each part of the fast path
+//             (fast/pass_profile.h), so that each optimisation is chosen from a measured share
 //   decode    tokens/s at each batch size; weight bytes streamed per step and their ratio to the triad bandwidth;
 //             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth
 //   memory    peak RSS against 1.1 × weight bytes + caches
@@ -50,6 +51,7 @@ struct BenchFlags {
   int64_t pass_tokens = 512;
   int64_t probe_mib = 256;
   std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype: the MLA latents and pooled indexer keys
+  bool profile = true;                  // --profile / --no-profile: prefill time by part
   ParallelFlags parallel;               // --tp / --ep under mpirun
 };
 
@@ -215,10 +217,31 @@ void ReportCollectives(const BenchRun& run, const CollectiveStats& since, int64_
                   .c_str());
 }
 
+// Where a prefill's wall time went, by part (fast/pass_profile.h): each part's median share over the repetitions,
+// largest first, the parts adding to 100 % of the profiled forward calls.
+void PrintPrefillProfile(const std::vector<PassProfile::Seconds>& runs) {
+  std::vector<std::pair<double, PassPart>> shares;
+  for (int p = 0; p < kPassParts; ++p) {
+    std::vector<double> share;
+    for (const PassProfile::Seconds& run : runs) {
+      double total = 0;
+      for (double s : run) total += s;
+      share.push_back(total > 0 ? run[p] / total : 0.0);
+    }
+    shares.emplace_back(Median(share), static_cast<PassPart>(p));
+  }
+  std::sort(shares.rbegin(), shares.rend());
+  std::printf("   prefill profile (share of the forward's wall time):");
+  for (const auto& [share, part] : shares) std::printf(" %s %.1f%%;", PassPartName(part), 100 * share);
+  std::printf("\n");
+}
+
 Status BenchPrefill(const BenchRun& run) {
   const ModelConfig& c = run.runner->config();
+  run.fast->SetProfiling(run.flags.profile);
   for (int64_t prompt : run.flags.prompts) {
     std::vector<double> seconds, gops, int8_share, cpu_share;
+    std::vector<PassProfile::Seconds> parts;
     const CollectiveStats prefill_start = World().stats_with_splits();
     for (int rep = 0; rep < run.flags.repetitions; ++rep) {
       SequenceState state = run.NewSequence();
@@ -231,6 +254,7 @@ Status BenchPrefill(const BenchRun& run) {
       const FastStepStats& stats = run.fast->last_step();
       gops.push_back(2.0 * stats.int8_macs / stats.int8_seconds / 1e9);
       int8_share.push_back(stats.int8_seconds / seconds.back());
+      parts.push_back(stats.part_seconds);
     }
     const double s = Median(seconds), g = Median(gops);
     std::printf(
@@ -238,9 +262,11 @@ Status BenchPrefill(const BenchRun& run) {
         "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
         static_cast<long long>(prompt), s, prompt / s, g, 100 * g / run.machine.int8_peak, run.machine.peak_name,
         100 * Median(int8_share), 100 * Median(cpu_share), run.flags.repetitions);
+    if (run.flags.profile) PrintPrefillProfile(parts);
     ReportCollectives(run, World().stats_with_splits().Since(prefill_start), run.flags.repetitions, s,
                       {1, prompt, 1, run.flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   }
+  run.fast->SetProfiling(false);
   return Status::Ok();
 }
 
@@ -378,6 +404,11 @@ GLINT_REGISTER_COMMAND(
           ->capture_default_str();
       command.add_option("--steps", flags->steps, "decode steps per batch size")->capture_default_str();
       command.add_option("--repetitions", flags->repetitions, "prefill runs per prompt length")->capture_default_str();
+      command
+          .add_flag("--profile,!--no-profile", flags->profile,
+                    "print where each prefill's time goes, by part of the fast path (reads the clock at each part's "
+                    "start and end: under 0.1 % of a prefill)")
+          ->capture_default_str();
       command.add_option("--pass-tokens", flags->pass_tokens, "rows per layer pass (FastModelOptions)")
           ->capture_default_str();
       command

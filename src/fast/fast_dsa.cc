@@ -119,6 +119,7 @@ DsaProjections Project(FastContext& ctx, const FastDsaWeights& w, const float* h
   ctx.Linear(w.qa_kva, h, c.hidden_size, n, p.qa_kva, p.qa_width);
   ctx.Linear(w.index_in, h, c.hidden_size, n, p.index_in, p.index_width);
   const float head_scale = 1.0f / std::sqrt(static_cast<float>(index_heads));
+  const PassPart previous = ctx.profile.Enter(PassPart::kRest);  // the projections' norms
   ctx.pool.Run(n, [&](int64_t t, int) {
     float* row = p.qa_kva + t * p.qa_width;
     vec::RmsNorm(row, w.q_a_norm, q_lora, c.rms_norm_eps, row);
@@ -127,6 +128,7 @@ DsaProjections Project(FastContext& ctx, const FastDsaWeights& w, const float* h
     ref::LayerNorm(index_row, w.k_norm_weight, w.k_norm_bias, e, kKeyNormEps, index_row);
     vec::Scale(head_scale, index_row + 2 * e, index_heads, index_row + 2 * e);
   });
+  ctx.profile.Leave(previous);
   ctx.Linear(w.q_b, p.qa_kva, p.qa_width, n, p.q, c.num_attention_heads * c.qk_head_dim);
   return p;
 }
@@ -223,6 +225,7 @@ RowSelections Select(FastContext& ctx, const FastDsaWeights& w, const DsaProject
   };
   // Decode (fewer rows than workers): each row's pools are scored by all workers in turn; prefill: a row per task.
   Stopwatch clock;
+  const ScopedPart part(ctx.profile, PassPart::kIndexer);
   if (static_cast<int64_t>(rows.size()) < ctx.pool.size()) {
     for (size_t r = 0; r < rows.size(); ++r) select_row(static_cast<int64_t>(r), &ctx.pool);
   } else {
@@ -249,6 +252,7 @@ void AbsorbedAttention(FastContext& ctx, const FastDsaWeights& w, const DsaProje
   float* o = ctx.act.dsa.o.Floats(n * heads * v_dim);               // [n, H·v]
   ctx.LinearPerHead(w.k_absorb, heads, p.q, heads * qk, qk, n, q_latent, heads * rank);
   const float scale = 1.0f / std::sqrt(static_cast<float>(qk));
+  const PassPart previous = ctx.profile.Enter(PassPart::kMlaAttention);
   if (caches[0].dtype != KvCacheDtype::kFloat32) {  // compact latents: decoded once per query, then attended
     std::vector<CompactRow> compact;
     for (const PassRow& row : rows) compact.push_back({&caches[row.segment], segments[row.segment].row + row.i});
@@ -256,6 +260,7 @@ void AbsorbedAttention(FastContext& ctx, const FastDsaWeights& w, const DsaProje
   } else {
     AttendInPlace(ctx, segments, caches, rows, selections, q_latent, scale, o_latent);
   }
+  ctx.profile.Leave(previous);
   ctx.LinearPerHead(w.v_up, heads, o_latent, heads * rank, rank, n, o, heads * v_dim);
   ctx.Linear(w.o_proj, o, heads * v_dim, n, out, c.hidden_size);
 }
@@ -289,7 +294,10 @@ Status FastDsa(FastContext& ctx, const FastDsaWeights& w, const float* h, std::s
                DsaTrace* selections) {
   GLINT_ASSIGN_OR_RETURN(const int64_t n, CheckSegments(ctx.config, segments, caches, forced));
   const DsaProjections projections = Project(ctx, w, h, n);
-  AppendToCaches(ctx.config, w, projections, segments, caches);
+  {
+    const ScopedPart part(ctx.profile, PassPart::kIndexer);  // the latents' copy is small beside the key pooling
+    AppendToCaches(ctx.config, w, projections, segments, caches);
+  }
   const std::vector<PassRow> rows = PassRows(segments);
   RowSelections chosen = Select(ctx, w, projections, segments, caches, forced, rows, n);
   AbsorbedAttention(ctx, w, projections, segments, caches, rows, chosen, n, out);

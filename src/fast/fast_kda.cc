@@ -245,13 +245,22 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
                std::span<const KdaSegmentState> states, float* out) {
   GLINT_ASSIGN_OR_RETURN(const int64_t n, CheckSegments(ctx.config, segments, states));
   const KdaProjections projections = Project(ctx, w, h, n);
-  ConvAndSilu(ctx, w, projections, segments, states, n);
-  NormsAndGates(ctx, w, projections, n);
-  const int64_t heads = ctx.config.kda_num_heads;
-  ctx.pool.Run(static_cast<int64_t>(segments.size()) * heads, [&](int64_t i, int worker) {
-    DeltaRuleHead(ctx, projections, segments[i / heads], states[i / heads], i % heads, worker);
-  });
-  GatedNorm(ctx, w, projections, n);
+  {
+    const ScopedPart part(ctx.profile, PassPart::kKdaElementwise);
+    ConvAndSilu(ctx, w, projections, segments, states, n);
+    NormsAndGates(ctx, w, projections, n);
+  }
+  {
+    const ScopedPart part(ctx.profile, PassPart::kKdaChunks);
+    const int64_t heads = ctx.config.kda_num_heads;
+    ctx.pool.Run(static_cast<int64_t>(segments.size()) * heads, [&](int64_t i, int worker) {
+      DeltaRuleHead(ctx, projections, segments[i / heads], states[i / heads], i % heads, worker);
+    });
+  }
+  {
+    const ScopedPart part(ctx.profile, PassPart::kKdaElementwise);
+    GatedNorm(ctx, w, projections, n);
+  }
   ctx.Linear(w.o_proj, projections.o, ctx.config.KdaWidth(), n, out, ctx.config.hidden_size);  // (8) o_proj o'
   return Status::Ok();
 }

@@ -38,19 +38,29 @@ ActivationScratch& FastContext::ExpertActivations(int64_t index) {
 void FastContext::Linear(const PackedLinear& w, const float* x, int64_t x_stride, int64_t tokens, float* y,
                          int64_t y_stride) {
   weight_bytes_read += w.bytes();
-  if (w.format == PackedLinear::Format::kInt8) {
-    Stopwatch watch;
-    LinearI8(pool, i8, w.int8, x, x_stride, tokens, y, y_stride, activations_);
-    int8_seconds += watch.Seconds();
-    int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
-  } else if (w.format == PackedLinear::Format::kInt4) {
-    Stopwatch watch;
-    LinearI4(pool, i8, i4, w.int4, x, x_stride, tokens, y, y_stride, activations_);
-    int8_seconds += watch.Seconds();
-    int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
-  } else {
+  GLINT_CHECK(w.format != PackedLinear::Format::kNone) << "a product with unbound weights";
+  if (w.format == PackedLinear::Format::kBf16) {
+    const ScopedPart part(profile, PassPart::kBf16Products);
     LinearBf16(pool, bf16, w.bf16, x, x_stride, tokens, y, y_stride);
+    return;
   }
+  // The int8 and int4 products: activations quantized per the weights' grouping, then the integer gemm.
+  Stopwatch watch;
+  QuantizedActivations q;
+  {
+    const ScopedPart part(profile, PassPart::kActivationQuant);
+    q = QuantizeActivations(i8, w.ActivationGrouping(), x, x_stride, tokens, activations_);
+  }
+  {
+    const ScopedPart part(profile, PassPart::kInt8Products);
+    if (w.format == PackedLinear::Format::kInt8) {
+      LinearI8Quantized(pool, i8, w.int8, q, y, y_stride);
+    } else {
+      LinearI4Quantized(pool, i4, w.int4, q, y, y_stride);
+    }
+  }
+  int8_seconds += watch.Seconds();
+  int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
 }
 
 void FastContext::IntegerGemm(const PackedLinear& w, const QuantizedActivations& x, int64_t block_begin,
@@ -71,6 +81,7 @@ void FastContext::LinearPerHead(const PackedLinear& w, int64_t heads, const floa
   // The head's input is only its cols: quantize that slice with the matrix's grouping.
   Int8Layout head_input = w.int8.layout;
   Stopwatch watch;
+  const ScopedPart part(profile, PassPart::kInt8Products);  // each head's quantization included (one task each)
   pool.Run(heads, [&](int64_t h, int worker) {
     const QuantizedActivations q =
         QuantizeActivations(i8, head_input, x + h * x_head_offset, x_stride, tokens, worker_activations_[worker]);
@@ -84,6 +95,7 @@ void FastContext::LinearPerHead(const PackedLinear& w, int64_t heads, const floa
 
 void FastMhcRead(FastContext& ctx, const FastMhcWeights& w, const float* norm, const float* streams, int64_t n,
                  float* h, MhcTokenCoefficients* coefficients) {
+  const ScopedPart part(ctx.profile, PassPart::kMhc);
   const ModelConfig& c = ctx.config;
   const int64_t hc = c.hc_mult, d = c.hidden_size, flat = hc * d, mix_rows = (2 + hc) * hc;
   ctx.weight_bytes_read += mix_rows * flat * sizeof(float);  // fn, read for every token but cached after the first
@@ -108,6 +120,7 @@ void FastMhcRead(FastContext& ctx, const FastMhcWeights& w, const float* norm, c
 
 void FastMhcWrite(FastContext& ctx, const MhcTokenCoefficients* coefficients, const float* y, int64_t n,
                   float* streams) {
+  const ScopedPart part(ctx.profile, PassPart::kMhc);
   const int64_t hc = ctx.config.hc_mult, d = ctx.config.hidden_size;
   ctx.pool.Run(n, [&](int64_t t, int) {
     vec::MhcWrite(coefficients[t].post, coefficients[t].comb, y + t * d, hc, d, streams + t * hc * d);
@@ -121,10 +134,12 @@ void FastMlp(FastContext& ctx, const FastMlpWeights& w, const float* h, int64_t 
   float* gate_up = ctx.act.mlp.gate_up.Floats(n * 2 * width);  // [n, 2·width]: gate, then up
   float* act = ctx.act.mlp.act.Floats(n * width);              // [n, width]
   ctx.Linear(w.gate_up, h, d, n, gate_up, 2 * width);
+  const PassPart previous = ctx.profile.Enter(PassPart::kSwiGlu);
   ctx.pool.Run(n, [&](int64_t t, int) {
     vec::SwiGlu(gate_up + t * 2 * width, gate_up + t * 2 * width + width, width, ctx.config.swiglu_limit,
                 act + t * width);
   });
+  ctx.profile.Leave(previous);
   ctx.Linear(w.down, act, width, n, out, d);
 }
 

@@ -16,6 +16,7 @@
 #include "base/status.h"
 #include "base/worker_pool.h"
 #include "dist/sharding.h"
+#include "fast/pass_profile.h"
 #include "io/config.h"
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_i4.h"
@@ -155,8 +156,11 @@ class FastContext {
   // The DSA indexer's selection (scoring + top-k) wall time and the pooled-key bytes it read (bench-context).
   double indexer_seconds = 0;
   uint64_t indexer_key_bytes = 0;
+  // Where the wall time goes, by part (bench-model's prefill profile); off unless the caller enables it.
+  PassProfile profile;
   void ResetStats() {
     weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0, indexer_seconds = 0, indexer_key_bytes = 0;
+    profile.Reset();
   }
 
  private:

@@ -302,6 +302,7 @@ Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<En
   last_step_ = FastStepStats{};
   last_step_.experts_active.assign(config_.num_hidden_layers, 0);
   context_->ResetStats();
+  context_->profile.Start();
   // Passes of at most max_tokens_per_pass rows; an entry longer than that continues in the next pass from the
   // state the previous pass left (a chunked prefill). State copies (prefix-cache checkpoints, the rollback
   // snapshot) go with the segment that holds their position; FastKda splits its recurrence there, so neither
@@ -337,7 +338,14 @@ Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<En
   last_step_.int8_seconds = context_->int8_seconds;
   last_step_.indexer_seconds = context_->indexer_seconds;
   last_step_.indexer_key_bytes = context_->indexer_key_bytes;
+  context_->profile.Stop();
+  last_step_.part_seconds = context_->profile.seconds();
   return Status::Ok();
+}
+
+void FastModel::SetProfiling(bool on) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  context_->profile.set_enabled(on);
 }
 
 // An expert read that failed for some rows fails only their sequences (outputs[i].error): rows never mix across

@@ -19,6 +19,7 @@
 #include "experts/expert_store.h"
 #include "experts/expert_trace.h"
 #include "fast/fast_layers.h"
+#include "fast/pass_profile.h"
 #include "kernels/isa.h"
 #include "model/model.h"
 #include "packed/fast_convert.h"
@@ -81,6 +82,7 @@ struct FastStepStats {
   double indexer_seconds = 0;           // wall time of the DSA indexers' selections (all DSA layers)
   uint64_t indexer_key_bytes = 0;       // pooled-key bytes they read
   std::vector<int64_t> experts_active;  // [num_hidden_layers], 0 for dense layers
+  PassProfile::Seconds part_seconds{};  // wall time by part (pass_profile.h) when profiling is on, else zeros
 };
 
 class FastModel final : public PathModel {
@@ -111,6 +113,9 @@ class FastModel final : public PathModel {
 
   const FastLoadReport& load_report() const { return load_report_; }
   const FastStepStats& last_step() const { return last_step_; }
+  // Time every later Forward by part into last_step().part_seconds (bench-model's prefill profile); off by default,
+  // when it reads no clock.
+  void SetProfiling(bool on) const;
   // Rows that went through lm_head so far, Forward and MTP layer (a rank outside rank 0's tp group computes none).
   int64_t lm_head_rows() const { return lm_head_rows_; }
   const FastWeights& weights() const { return weights_; }

@@ -33,6 +33,7 @@ std::vector<RouterChoice> Route(FastContext& ctx, const FastMoeWeights& w, const
   float* logits =
       ctx.act.moe.router_logits.Floats(n * num_experts);  // [n, E] fp32 logits from exact bf16 router weights
   ctx.Linear(w.router, h, c.hidden_size, n, logits, num_experts);
+  const ScopedPart part(ctx.profile, PassPart::kMoeRouting);
   std::vector<RouterChoice> routed(n);
   for (int64_t t = 0; t < n; ++t) {
     const RouterChoice* forced = forced_rows.empty() ? nullptr : forced_rows[t];
@@ -134,6 +135,7 @@ void RunPhase(FastContext& ctx, const std::vector<MoeJob>& jobs, std::span<const
     for (int64_t b = 0; b < blocks; b += grain) tasks.push_back({j, b, std::min(blocks, b + grain)});
   }
   Stopwatch watch;
+  const ScopedPart part(ctx.profile, PassPart::kInt8Products);
   ctx.pool.Run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
     const Task& task = tasks[i];
     const MoeJob& job = jobs[task.job];
@@ -159,6 +161,7 @@ void RunExperts(FastContext& ctx, std::vector<MoeJob>& jobs, std::span<const siz
       [](const MoeJob& job) -> const QuantizedActivations& { return job.input; }, b.gate_up, 2 * max_width);
   int64_t rows = 0;
   for (size_t j : group) rows += static_cast<int64_t>(jobs[j].rows.size());
+  const PassPart previous = ctx.profile.Enter(PassPart::kActivationQuant);  // SwiGLU fused with the quantization
   ctx.pool.RunIfWorthIt(
       static_cast<int64_t>(group.size()), rows * max_width * 2, kMinParallelElements, [&](int64_t i, int) {
         MoeJob& job = jobs[group[i]];
@@ -171,6 +174,7 @@ void RunExperts(FastContext& ctx, std::vector<MoeJob>& jobs, std::span<const siz
                                       max_width, static_cast<int64_t>(job.rows.size()),
                                       ctx.ExpertActivations(2 * group[i] + 1));
       });
+  ctx.profile.Leave(previous);
   RunPhase(
       ctx, jobs, group, [](const MoeJob& job) -> const PackedLinear& { return job.weights->down; },
       [](const MoeJob& job) -> const QuantizedActivations& { return job.act; }, b.expert_out, d);
@@ -283,6 +287,7 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
   std::vector<RouterChoice> routed = Route(ctx, w, h, n, forced);
   std::vector<int32_t> expert_ids;
   std::vector<RouterChoice> unfailed;
+  const ScopedPart routing(ctx.profile, PassPart::kMoeRouting);  // grouping, gathering and combining rows
   std::vector<MoeJob> jobs = GroupByExpert(w, WithoutFailedRows(ctx, routed, unfailed), local, expert_ids);
   const size_t routed_jobs = expert_ids.size();
   if (experts_active != nullptr) *experts_active = static_cast<int64_t>(routed_jobs);
@@ -304,7 +309,10 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
     const WaveBuffers buffers{ctx.act.moe.gate_up.Floats(total_rows * 2 * max_width),
                               ctx.act.moe.act.Floats(total_rows * max_width),
                               ctx.act.moe.expert_out.Floats(total_rows * d), max_width};
-    QuantizeInputs(ctx, jobs, wave_begin, wave_end, h, total_rows);
+    {
+      const ScopedPart part(ctx.profile, PassPart::kActivationQuant);  // gathered from h as they are quantized
+      QuantizeInputs(ctx, jobs, wave_begin, wave_end, h, total_rows);
+    }
     GLINT_RETURN_IF_ERROR(RunWave(ctx, jobs, wave_begin, wave_end, routed_jobs, buffers));
     CombineWave(ctx, jobs, wave_begin, wave_end, total_rows, n, buffers.expert_out, out);
     wave_begin = wave_end;

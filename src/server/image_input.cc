@@ -243,9 +243,10 @@ ApiOr<std::vector<int32_t>> ExpandImageTokens(const std::vector<int32_t>& tokens
                                               const std::vector<LoadedImage>& images, std::vector<size_t>* starts) {
   const auto placeholders = std::count(tokens.begin(), tokens.end(), image_token_id);
   if (placeholders != static_cast<int64_t>(images.size())) {
-    return BadRequest(StrCat("the rendered prompt has ", placeholders, " <|image|> placeholders for ", images.size(),
-                             " images (the chat template dropped or repeated an image part, or message text held "
-                             "<|image|> while special tokens are allowed in content)"),
+    return BadRequest(StrCat("the rendered prompt has ", placeholders, " image placeholders (token ", image_token_id,
+                             ", the checkpoint's image_token_id) for ", images.size(),
+                             " images (the chat template dropped or repeated an image part, or message text spelled "
+                             "the placeholder while special tokens are allowed in content)"),
                       "messages");
   }
   std::vector<int32_t> out;

@@ -19,6 +19,7 @@
 #include "image_test_util.h"
 #include "server/chat_prompt.h"
 #include "server_test_util.h"
+#include "tokenizer/image_tokens.h"
 
 namespace glint::server {
 namespace {
@@ -183,7 +184,7 @@ TEST(ImageParts, ExpansionCountsMustMatch) {
   EXPECT_EQ(starts, (std::vector<size_t>{1, 8}));
   auto mismatch = ExpandImageTokens({5, 9, 7}, 9, images, nullptr);
   ASSERT_FALSE(mismatch.ok());
-  EXPECT_NE(mismatch.error().message.find("1 <|image|> placeholders for 2 images"), std::string::npos);
+  EXPECT_NE(mismatch.error().message.find("1 image placeholders (token "), std::string::npos);
 }
 
 // The CPU time of the calling thread and the peak RSS since the last ResetPeakRss, for cost checks.
@@ -308,6 +309,48 @@ TEST(ImageServer, TokenizeExpandsAndChatRefusesWithoutATower) {
   EXPECT_EQ(refused.status, 400);
   EXPECT_EQ(refused.json()["error"]["param"], "messages[0].content[1]");
   EXPECT_NE(refused.body.find("PNG image could not be decoded"), std::string::npos) << refused.body;
+}
+
+// A checkpoint whose config names other tokens for images (here the test tokenizer's video tokens stand in for a
+// tokenizer that spells them differently) gets each image part rendered as those tokens, with the client's text
+// kept plain (a client's "<|video|>" stays text) and, with --allow-special-tokens-in-content, unmarked (the same
+// respelling, the client's spelling then a special token as that flag promises). Issue 35, item 3.
+TEST(ImageServer, ImagePartsAreRenderedAsTheCheckpointsOwnTokens) {
+  const Tokenizer& tokenizer = TestTokenizer();
+  const ImageTokens video{*tokenizer.TokenId("<|video|>"), *tokenizer.TokenId("<|begin_of_video|>"),
+                          *tokenizer.TokenId("<|end_of_video|>")};
+  const int32_t image = *tokenizer.TokenId("<|image|>");
+  const auto chat = [](const std::string& text) {
+    return Json{
+        {"messages", {{{"role", "user"}, {"content", {ImagePart(DataUrl(PngBytes(40, 30))), TextPart(text)}}}}}};
+  };
+  for (const bool allow_special : {false, true}) {
+    SCOPED_TRACE(allow_special ? "special tokens allowed in content" : "content kept plain");
+    ServerOptions options;
+    options.allow_special_tokens_in_content = allow_special;
+    options.images.image_token_id = video.image;
+    options.images.marker_text = ImageMarkerText(video, tokenizer).value();
+    ASSERT_NE(options.images.marker_text, kImageMarker);
+    TestServer server(options);
+    // Kept plain, the client's "<|video|>" is text; allowed, it would be a second placeholder (refused below).
+    const HttpReply tokenized =
+        Post(server.port(), "/tokenize", chat(allow_special ? "what is this?" : "is <|video|> text?"));
+    ASSERT_EQ(tokenized.status, 200) << tokenized.body;
+    const std::vector<int32_t> tokens = tokenized.json()["tokens"];
+    EXPECT_EQ(std::count(tokens.begin(), tokens.end(), video.image), Tokens(30, 40));
+    EXPECT_EQ(std::count(tokens.begin(), tokens.end(), image), 0);  // nothing in the released spelling
+    const auto first = std::find(tokens.begin(), tokens.end(), video.image);
+    ASSERT_NE(first, tokens.begin());
+    EXPECT_EQ(*(first - 1), video.start);
+    ASSERT_LT(first + Tokens(30, 40), tokens.end());
+    EXPECT_EQ(*(first + Tokens(30, 40)), video.end);
+    if (allow_special) {
+      const HttpReply spelled = Post(server.port(), "/tokenize", chat("is <|video|> text?"));
+      EXPECT_EQ(spelled.status, 400);
+      EXPECT_NE(spelled.body.find(StrCat("2 image placeholders (token ", video.image)), std::string::npos)
+          << spelled.body;
+    }
+  }
 }
 
 TEST(ImageServer, AChatWithImagesHandsTheEngineTheirPatchesStartsAndHashes) {

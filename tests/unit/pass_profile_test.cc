@@ -1,0 +1,96 @@
+// The prefill profile (fast/pass_profile.h): exclusive accounting that adds up to the wall time, nothing recorded
+// when off, and a profiled forward bit for bit the forward without it.
+#include "fast/pass_profile.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <numeric>
+#include <thread>
+
+#include "base/timer.h"
+#include "base/worker_pool.h"
+#include "fast/fast_model.h"
+#include "test_util.h"
+
+namespace glint {
+namespace {
+
+double Total(const PassProfile::Seconds& seconds) { return std::accumulate(seconds.begin(), seconds.end(), 0.0); }
+
+double At(const PassProfile& profile, PassPart part) { return profile.seconds()[static_cast<int>(part)]; }
+
+TEST(PassProfile, PartsAreExclusiveAndAddUpToTheWallTime) {
+  using std::chrono::milliseconds;
+  PassProfile profile;
+  profile.set_enabled(true);
+  Stopwatch wall;
+  profile.Start();
+  {
+    const ScopedPart moe(profile, PassPart::kMoeRouting);
+    std::this_thread::sleep_for(milliseconds(20));
+    {
+      const ScopedPart products(profile, PassPart::kInt8Products);  // nested: paused MoE routing meanwhile
+      std::this_thread::sleep_for(milliseconds(30));
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  profile.Stop();
+  const double elapsed = wall.Seconds();
+  // sleep_for sleeps at least as long as asked; the parts cannot have taken less.
+  EXPECT_GE(At(profile, PassPart::kInt8Products), 0.030);
+  EXPECT_GE(At(profile, PassPart::kMoeRouting), 0.030);
+  // Exclusive: the nested 30 ms are not also in MoE routing (which slept 30 ms itself). Upper bound: its own 30 ms
+  // plus what the scheduler added to the whole run beyond the 60 ms asked for.
+  EXPECT_LE(At(profile, PassPart::kMoeRouting), 0.030 + (elapsed - 0.060) + 1e-9);
+  // Every switch charges the time since the last one: the parts add to the profiled interval, which lies inside
+  // the stopwatch's.
+  EXPECT_LE(Total(profile.seconds()), elapsed);
+  EXPECT_GE(Total(profile.seconds()), 0.060);
+}
+
+TEST(PassProfile, OffRecordsNothing) {
+  PassProfile profile;
+  profile.Start();
+  {
+    const ScopedPart part(profile, PassPart::kMhc);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  profile.Stop();
+  EXPECT_EQ(Total(profile.seconds()), 0.0);
+}
+
+// On the trained default model: a profiled prefill gives the same logits bit for bit, its parts add up to at most
+// the forward's wall time, and the products and attention each got some of it.
+TEST(PassProfile, ProfiledForwardIsTheSameForwardAndAccountsForItsTime) {
+  const std::string dir = testing::TestDataPath("../../models/glint-tiny");
+  WorkerPool pool(2);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool));
+  std::vector<int32_t> tokens(200);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 37 + 11) % 1000);
+  std::vector<std::vector<float>> logits;
+  for (bool profiled : {false, true}) {
+    model->SetProfiling(profiled);
+    SequenceState state = model->NewSequence();
+    std::vector<EntryOutput> outputs;
+    BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+    Stopwatch wall;
+    ASSERT_OK(model->Forward({&entry, 1}, outputs));
+    const double elapsed = wall.Seconds();
+    logits.push_back(outputs[0].logits);
+    const PassProfile::Seconds& parts = model->last_step().part_seconds;
+    if (!profiled) {
+      EXPECT_EQ(Total(parts), 0.0);
+      continue;
+    }
+    EXPECT_GT(Total(parts), 0.0);
+    EXPECT_LE(Total(parts), elapsed);
+    for (PassPart part : {PassPart::kInt8Products, PassPart::kKdaChunks, PassPart::kMhc, PassPart::kMoeRouting}) {
+      EXPECT_GT(parts[static_cast<int>(part)], 0.0) << PassPartName(part);
+    }
+  }
+  EXPECT_EQ(logits[0], logits[1]);
+}
+
+}  // namespace
+}  // namespace glint
