@@ -191,6 +191,7 @@ Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, co
   options.log_prompts = flags.log_prompts;
   options.webui = !flags.no_webui;
   options.allow_special_tokens_in_content = flags.allow_special_tokens_in_content;
+  if (options.batch_dir.empty()) options.batch_dir = server::DefaultBatchDirectory();
   GLINT_RETURN_IF_ERROR(ConfigureImages(flags, dir, config, tokenizer, options));
   options.images.engine_takes_images = images != nullptr;
   options.images.no_images_reason = no_images;
@@ -335,6 +336,29 @@ void AddResponsesStoreFlags(CLI::App& command, server::ServerOptions& limits) {
       ->capture_default_str();
 }
 
+// Batch jobs (docs/batch.md): where their files live and how much they may hold.
+void AddBatchFlags(CLI::App& command, server::ServerOptions& limits) {
+  command.add_option("--batch-dir", limits.batch_dir,
+                     "directory of the Files and Batches APIs' files (created on first use, mode 0700; default "
+                     "$XDG_DATA_HOME/glint/batches or ~/.local/share/glint/batches)");
+  command.add_option("--batch-max-file-bytes", limits.batch_files.max_file_bytes, "largest file POST /v1/files takes")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 40))
+      ->capture_default_str();
+  command.add_option("--batch-max-files", limits.batch_files.max_files, "uploaded files kept at once")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  command
+      .add_option("--batch-max-total-bytes", limits.batch_files.max_total_bytes,
+                  "bytes the uploaded files may take together")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 50))
+      ->capture_default_str();
+  command
+      .add_option("--batch-concurrency", limits.batches.concurrency,
+                  "a batch's requests in flight at once (0: as many sequences as the engine runs at once, at most 64)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->capture_default_str();
+}
+
 GLINT_REGISTER_COMMAND(
     "serve", "serve the model over HTTP with the OpenAI API (docs/server.md)", 40,
     [](CLI::App& command) -> std::function<Status()> {
@@ -378,6 +402,7 @@ GLINT_REGISTER_COMMAND(
                        "tokens; off by default, so a client cannot forge roles or tool calls");
       AddImageFlags(command, *flags);
       AddResponsesStoreFlags(command, flags->limits);
+      AddBatchFlags(command, flags->limits);
       AddEngineFlags(command, flags->engine);
       return [flags] { return Serve(*flags); };
     });

@@ -1,5 +1,6 @@
 #include "server/http_parse.h"
 
+#include <algorithm>
 #include <boost/asio/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <cctype>
@@ -11,7 +12,7 @@ namespace asio = boost::asio;
 
 void ConfigureParser(RequestParser& parser, const TransportOptions& options) {
   parser.header_limit(static_cast<uint32_t>(std::min<size_t>(options.max_header_bytes, UINT32_MAX)));
-  parser.body_limit(static_cast<uint64_t>(options.max_body_bytes));
+  parser.body_limit(static_cast<uint64_t>(std::max(options.max_body_bytes, options.max_any_body_bytes)));
 }
 
 namespace {
