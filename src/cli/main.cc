@@ -77,11 +77,11 @@ int RunMain(int argc, char** argv) {
     return 2;
   }
   SetLogLevel(*level);
-  static constexpr const char* kMultiRank[] = {"run", "score", "bench-model", "bench-engine", "serve"};
+  static constexpr const char* kMultiRank[] = {"run", "score", "bench-model", "bench-engine", "serve", "batch"};
   if (Distributed() && std::find(std::begin(kMultiRank), std::end(kMultiRank), chosen) == std::end(kMultiRank)) {
     std::fprintf(stderr,
-                 "glint %s: error: runs as one process; under mpirun only run, score, bench-model, bench-engine and "
-                 "serve are supported (docs/distributed.md)\n",
+                 "glint %s: error: runs as one process; under mpirun only run, score, bench-model, bench-engine, serve and "
+                 "batch are supported (docs/distributed.md)\n",
                  chosen.c_str());
     return 2;
   }
