@@ -115,8 +115,19 @@ Result<std::vector<MultipartPart>> ParseMultipart(std::string_view body, std::st
   // Every delimiter but a first one at the very start of the body is CRLF "--" boundary (RFC 2046 §5.1.1).
   const std::string delimiter = std::string(kCrlf) + "--" + std::string(boundary);
   const std::boyer_moore_searcher searcher(delimiter.begin(), delimiter.end());
+  // A delimiter is followed by "--" (the last), or by optional spaces and CRLF; other bytes after the boundary
+  // text make it part of the data.
+  const auto ends_delimiter = [&](size_t at) {
+    std::string_view after = body.substr(at);
+    if (after.starts_with("--")) return true;
+    while (!after.empty() && (after.front() == ' ' || after.front() == '\t')) after.remove_prefix(1);
+    return after.starts_with(kCrlf);
+  };
   const auto find_delimiter = [&](size_t from) -> size_t {
-    const auto found = std::search(body.begin() + static_cast<std::ptrdiff_t>(from), body.end(), searcher);
+    auto found = std::search(body.begin() + static_cast<std::ptrdiff_t>(from), body.end(), searcher);
+    while (found != body.end() && !ends_delimiter(static_cast<size_t>(found - body.begin()) + delimiter.size())) {
+      found = std::search(found + 1, body.end(), searcher);
+    }
     return found == body.end() ? std::string_view::npos : static_cast<size_t>(found - body.begin());
   };
   size_t cursor = 0;  // just past a delimiter
