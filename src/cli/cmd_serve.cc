@@ -244,8 +244,7 @@ Result<std::unique_ptr<ServingStack>> StartServingStack(ServeFlags& flags) {
   stack->images = LoadVisionTower(dir, stack->loaded, flags.path, no_images);
   // The tower runs a whole image in one step: an image over the step's budget is refused from its header.
   if (stack->images != nullptr) flags.limits.images.max_tokens_per_image = engine_options.max_batch_tokens;
-  GLINT_ASSIGN_OR_RETURN(stack->engine,
-                         Engine::Start(*model, engine_options, &*stack->tokenizer, stack->images.get()));
+  GLINT_ASSIGN_OR_RETURN(stack->engine, Engine::Start(*model, engine_options, &*stack->tokenizer, stack->images.get()));
   LogInfo("engine capacity:\n", stack->engine->capacity().ToString());
   stack->backend = std::make_unique<server::EngineBackend>(*stack->engine);
   GLINT_ASSIGN_OR_RETURN(stack->options, ServerOptionsFromFlags(flags, dir, generation, model->config(),

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <thread>
@@ -71,7 +72,7 @@ Result<Answered> ReadAnswered(server::AppendOnlyFile& output) {
 
 // "1h02m", "3m05s", "12s".
 std::string Duration(double seconds) {
-  const int64_t s = static_cast<int64_t>(seconds + 0.5);
+  const int64_t s = std::llround(seconds);
   if (s >= 3600) return StrCat(s / 3600, "h", (s % 3600) / 60 < 10 ? "0" : "", (s % 3600) / 60, "m");
   if (s >= 60) return StrCat(s / 60, "m", s % 60 < 10 ? "0" : "", s % 60, "s");
   return StrCat(s, "s");
@@ -89,11 +90,11 @@ int64_t GeneratedTokens(const server::Json& result) {
 }  // namespace
 
 void AddOfflineBatchFlags(CLI::App& command, OfflineBatchFlags& flags) {
-  command.add_option("--input", flags.input, "the batch input: OpenAI batch JSONL, one request per line")
-      ->required();
-  command.add_option("--output", flags.output,
-                     "where result lines go (OpenAI's output format; failed requests carry their error), appended "
-                     "and synced line by line")
+  command.add_option("--input", flags.input, "the batch input: OpenAI batch JSONL, one request per line")->required();
+  command
+      .add_option("--output", flags.output,
+                  "where result lines go (OpenAI's output format; failed requests carry their error), appended "
+                  "and synced line by line")
       ->required();
   command.add_flag("--resume", flags.resume,
                    "skip the requests whose custom_id --output already holds (without it, a non-empty --output is "
@@ -153,7 +154,7 @@ Status RunOfflineBatch(server::HttpServer& server, OfflineBatch batch, int64_t c
       const double rate = seconds > 0 ? n / seconds : 0;
       const int64_t left = static_cast<int64_t>(batch.pending.size()) - n;
       std::fprintf(stderr, "glint batch: %lld/%lld requests, %.1f tokens/s, ETA %s\n",
-                   static_cast<long long>(already + n), static_cast<long long>(batch.total),
+                   static_cast<long long>(already) + n, static_cast<long long>(batch.total),
                    seconds > 0 ? tokens.load() / seconds : 0.0, rate > 0 ? Duration(left / rate).c_str() : "-");
     }
   });
@@ -184,8 +185,8 @@ Status RunOfflineBatch(server::HttpServer& server, OfflineBatch batch, int64_t c
                               " results are saved; run again with --resume once there is room)");
   }
   LogInfo("glint batch: ", batch.total, " requests answered in ", batch.output_path, " (", done.load(),
-          " in this run, ", Duration(clock.Seconds()), ", ", static_cast<int64_t>(tokens.load() / std::max(clock.Seconds(), 1e-9)),
-          " generated tokens/s)");
+          " in this run, ", Duration(clock.Seconds()), ", ",
+          static_cast<int64_t>(tokens.load() / std::max(clock.Seconds(), 1e-9)), " generated tokens/s)");
   return Status::Ok();
 }
 

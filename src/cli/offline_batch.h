@@ -28,8 +28,8 @@ void AddOfflineBatchFlags(CLI::App& command, OfflineBatchFlags& flags);
 // The input validated and the output opened, before the model loads (a bad file fails in a second, not after
 // minutes of loading).
 struct OfflineBatch {
-  std::string content;   // the input file
-  std::string endpoint;  // every line's url
+  std::string content;                     // the input file
+  std::string endpoint;                    // every line's url
   std::vector<server::BatchLine> pending;  // the lines still to answer
   int64_t total = 0;                       // lines in the input
   std::optional<server::AppendOnlyFile> output;

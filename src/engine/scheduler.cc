@@ -102,7 +102,7 @@ void Scheduler::ScheduleRunning(SequencePriority priority, bool decodes, StepPla
     if (decodes != (remaining == 1)) continue;
     int64_t count = std::min(remaining, budget);
     bool preempted_self = false;
-    while (Coverable(sequence) < 1) {                               // not even one token's block: make room
+    while (Coverable(sequence) < 1) {                                     // not even one token's block: make room
       const SequenceId victim = std::get<2>(*std::prev(running_.end()));  // newest, batch ones first
       Preempt(victim, plan, budget);
       if (victim == id) {

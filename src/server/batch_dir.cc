@@ -119,8 +119,8 @@ Result<std::unique_ptr<BatchDirectory>> BatchDirectory::Open(const std::string& 
   FileDescriptor dir(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW));
   if (dir.get() < 0) {
     if (errno == ENOENT) return NotFound("--batch-dir ", path, " does not exist");
-    return FailedPrecondition("--batch-dir ", path, ": cannot open it as a directory (symlinks are refused): ",
-                              ErrnoText());
+    return FailedPrecondition("--batch-dir ", path,
+                              ": cannot open it as a directory (symlinks are refused): ", ErrnoText());
   }
   FileDescriptor lock(::openat(dir.get(), kLockName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (lock.get() < 0) return FailedPrecondition("--batch-dir ", path, ": cannot create its lock file: ", ErrnoText());
@@ -183,8 +183,8 @@ Result<std::vector<std::string>> BatchDirectory::List(std::string_view suffix) c
   std::vector<std::string> names;
   while (const dirent* entry = ::readdir(stream)) {
     const std::string_view name = entry->d_name;
-    if (IsPlainName(name) && name.ends_with(suffix) &&
-        (entry->d_type == DT_REG || entry->d_type == DT_UNKNOWN)) names.emplace_back(name);
+    if (IsPlainName(name) && name.ends_with(suffix) && (entry->d_type == DT_REG || entry->d_type == DT_UNKNOWN))
+      names.emplace_back(name);
   }
   ::closedir(stream);
   std::sort(names.begin(), names.end());

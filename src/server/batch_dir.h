@@ -65,7 +65,7 @@ class BatchDirectory {
   // Whole files beneath the directory. `name` must be a plain name (CheckName).
   Status WriteAtomic(const std::string& name, std::string_view content) const;
   Result<std::string> Read(const std::string& name, size_t max_bytes) const;  // NotFound when absent
-  Status Remove(const std::string& name) const;                                // absent: Ok
+  Status Remove(const std::string& name) const;                               // absent: Ok
   // Names of regular files ending in `suffix`, sorted.
   Result<std::vector<std::string>> List(std::string_view suffix) const;
   // Opens (creating) a file for appending.

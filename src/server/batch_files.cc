@@ -60,8 +60,13 @@ const BatchDirectory* BatchStorage::Get(bool create, std::string* error) {
 }
 
 Json StoredFile::ToJson() const {
-  return {{"id", id},           {"object", "file"},   {"bytes", bytes},     {"created_at", created_at},
-          {"filename", filename}, {"purpose", purpose}, {"status", "processed"}};
+  return {{"id", id},
+          {"object", "file"},
+          {"bytes", bytes},
+          {"created_at", created_at},
+          {"filename", filename},
+          {"purpose", purpose},
+          {"status", "processed"}};
 }
 
 std::optional<ApiError> FileStore::Load(bool create) {
@@ -89,8 +94,8 @@ std::optional<ApiError> FileStore::Load(bool create) {
   return std::nullopt;
 }
 
-ApiOr<StoredFile> FileStore::Create(const std::string& filename, const std::string& purpose,
-                                    std::string_view content, bool upload, const std::string& id) {
+ApiOr<StoredFile> FileStore::Create(const std::string& filename, const std::string& purpose, std::string_view content,
+                                    bool upload, const std::string& id) {
   StoredFile file{id.empty() ? RandomId("file-") : id, filename, purpose, static_cast<int64_t>(content.size()),
                   static_cast<int64_t>(std::time(nullptr))};
   const BatchDirectory* directory = nullptr;

@@ -35,9 +35,9 @@ class BatchStorage {
 };
 
 struct FileLimits {
-  size_t max_file_bytes = size_t{200} << 20;    // one upload (OpenAI's batch input limit is 200 MB)
-  size_t max_files = 1000;                      // uploads kept at once (outputs of batches do not count)
-  size_t max_total_bytes = size_t{10} << 30;    // uploads together
+  size_t max_file_bytes = size_t{200} << 20;  // one upload (OpenAI's batch input limit is 200 MB)
+  size_t max_files = 1000;                    // uploads kept at once (outputs of batches do not count)
+  size_t max_total_bytes = size_t{10} << 30;  // uploads together
 };
 
 struct StoredFile {

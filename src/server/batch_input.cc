@@ -83,10 +83,10 @@ BatchInput ValidateBatchInput(std::string_view content, std::string_view endpoin
     auto request = ParseJsonObject(text);
     if (!request.ok()) {
       if (input.lines.empty()) {
-        return fail("invalid_json_line",
-                    StrCat("the file is not JSONL: line ", number, " is not a JSON object (", request.error().message,
-                           ")"),
-                    number);
+        return fail(
+            "invalid_json_line",
+            StrCat("the file is not JSONL: line ", number, " is not a JSON object (", request.error().message, ")"),
+            number);
       }
       line.error_code = "invalid_json_line";
       line.error_message = StrCat("line ", number, " is not a JSON object: ", request.error().message);
@@ -117,7 +117,8 @@ std::vector<size_t> PrefixSharingOrder(std::string_view content, const std::vect
   for (const BatchLine& line : lines) {
     const std::string_view text = content.substr(line.offset, line.length);
     size_t from = std::string_view::npos;
-    for (std::string_view member : {"\"messages\"", "\"prompt\"", "\"input\""}) from = std::min(from, text.find(member));
+    for (std::string_view member : {"\"messages\"", "\"prompt\"", "\"input\""})
+      from = std::min(from, text.find(member));
     keys.push_back(from == std::string_view::npos ? text : text.substr(from));
   }
   std::vector<size_t> order(lines.size());

@@ -24,7 +24,7 @@ bool IsBatchEndpoint(std::string_view endpoint);
 std::string BatchEndpointList();
 
 struct BatchInputLimits {
-  size_t max_requests = 50000;           // lines with a request (OpenAI's limit)
+  size_t max_requests = 50000;               // lines with a request (OpenAI's limit)
   size_t max_line_bytes = size_t{16} << 20;  // one line: at most what one HTTP request body may be
 };
 
@@ -46,7 +46,7 @@ struct BatchInputFailure {
 };
 
 struct BatchInput {
-  std::vector<BatchLine> lines;             // in file order; empty when `failure`
+  std::vector<BatchLine> lines;  // in file order; empty when `failure`
   std::optional<BatchInputFailure> failure;
 };
 

@@ -124,8 +124,7 @@ void RunBatchLines(std::string_view content, const std::vector<BatchLine>& lines
 
 namespace glint::server {
 
-BatchManager::BatchManager(BatchStorage& storage, FileStore& files, const BatchOptions& options,
-                           BatchExecutor executor)
+BatchManager::BatchManager(BatchStorage& storage, FileStore& files, const BatchOptions& options, BatchExecutor executor)
     : storage_(storage), files_(files), options_(options), executor_(std::move(executor)) {}
 
 BatchManager::~BatchManager() { Stop(); }
@@ -185,9 +184,9 @@ ApiOr<Json> BatchManager::Create(const Json& request) {
   API_ASSIGN_OR_RETURN(const std::string endpoint, string_field("endpoint"));
   API_ASSIGN_OR_RETURN(const std::string window, string_field("completion_window"));
   if (!IsBatchEndpoint(endpoint)) {
-    return BadRequest(StrCat("endpoint '", endpoint.substr(0, 128), "' is not one a batch can use: ",
-                             BatchEndpointList()),
-                      "endpoint", "invalid_endpoint");
+    return BadRequest(
+        StrCat("endpoint '", endpoint.substr(0, 128), "' is not one a batch can use: ", BatchEndpointList()),
+        "endpoint", "invalid_endpoint");
   }
   if (window != "24h") return BadRequest("completion_window must be \"24h\"", "completion_window");
   const auto metadata = request.find("metadata");
@@ -279,8 +278,9 @@ ApiOr<Json> BatchManager::Cancel(const std::string& id) {
     const std::string status = found->second.value("status", "");
     if (status == "cancelling" || status == "cancelled") return found->second;
     if (status != "validating" && status != "in_progress") {
-      return BadRequest(StrCat("batch '", id, "' is ", status, ": only a validating or in-progress batch can be "
-                                                              "cancelled"),
+      return BadRequest(StrCat("batch '", id, "' is ", status,
+                               ": only a validating or in-progress batch can be "
+                               "cancelled"),
                         "batch_id", "batch_not_cancellable");
     }
     if (running_ == id) cancel_running_ = true;
@@ -441,8 +441,8 @@ void BatchManager::Finish(const std::string& id, const std::string& status) {
     (success ? completed : failed) += 1;
   }
   Json output_id = nullptr, error_id = nullptr;
-  for (auto [content, file_id, slot] : {std::tuple(&output, OutputFileId(id), &output_id),
-                                        std::tuple(&errors, ErrorFileId(id), &error_id)}) {
+  for (auto [content, file_id, slot] :
+       {std::tuple(&output, OutputFileId(id), &output_id), std::tuple(&errors, ErrorFileId(id), &error_id)}) {
     if (content->empty()) continue;
     auto created = files_.Create(file_id + ".jsonl", "batch_output", *content, /*upload=*/false, file_id);
     if (!created.ok()) return Fail(id, "storage_error", created.error().message);

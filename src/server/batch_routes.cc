@@ -37,8 +37,8 @@ void MethodNotAllowed(const HttpRequest& req, HttpResponse& res, const char* all
 }
 
 void NoSuchEndpoint(const HttpRequest& req, HttpResponse& res) {
-  Fail(res,
-       ApiError{404, "invalid_request_error", StrCat("no such endpoint: ", req.method, " ", req.path), "", "not_found"});
+  Fail(res, ApiError{404, "invalid_request_error", StrCat("no such endpoint: ", req.method, " ", req.path), "",
+                     "not_found"});
 }
 
 // The value of `name` in the query string ("" when absent). Values are taken as sent (ids and numbers only).
@@ -50,7 +50,8 @@ std::string QueryValue(const HttpRequest& req, std::string_view name) {
     const size_t amp = query.find('&');
     const std::string_view pair = query.substr(0, amp);
     const size_t equals = pair.find('=');
-    if (pair.substr(0, equals) == name) return std::string(equals == std::string_view::npos ? "" : pair.substr(equals + 1));
+    if (pair.substr(0, equals) == name)
+      return std::string(equals == std::string_view::npos ? "" : pair.substr(equals + 1));
     if (amp == std::string_view::npos) break;
     query.remove_prefix(amp + 1);
   }

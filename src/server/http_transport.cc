@@ -296,8 +296,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const size_t limit = handler_limit == 0 ? server_.options.max_body_bytes : handler_limit;
     const auto length = parser_->content_length();
     if (length && *length > limit) {
-      RespondError(413, StrCat("the request body is too large: at most ", limit, " bytes for ", request_.method, " ",
-                               EscapeForLog(request_.path.substr(0, 64))),
+      RespondError(413,
+                   StrCat("the request body is too large: at most ", limit, " bytes for ", request_.method, " ",
+                          EscapeForLog(request_.path.substr(0, 64))),
                    "body_too_large");
       return false;
     }

@@ -23,8 +23,8 @@ struct MultipartPart {
 };
 
 struct MultipartLimits {
-  size_t max_parts = 16;                 // a file upload has two or three (purpose, file, expires_after)
-  size_t max_part_header_bytes = 8192;   // one part's header lines together
+  size_t max_parts = 16;                // a file upload has two or three (purpose, file, expires_after)
+  size_t max_part_header_bytes = 8192;  // one part's header lines together
 };
 
 // The boundary parameter of a `multipart/form-data; boundary=...` Content-Type (quoted or not, 1 to 70

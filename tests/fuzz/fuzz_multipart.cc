@@ -34,7 +34,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       if (part.name.empty()) std::abort();
     }
   }
-  const BatchInput batch = ValidateBatchInput(body, "/v1/chat/completions", {.max_requests = 64, .max_line_bytes = 2048});
+  const BatchInput batch =
+      ValidateBatchInput(body, "/v1/chat/completions", {.max_requests = 64, .max_line_bytes = 2048});
   if (batch.failure && !batch.lines.empty()) std::abort();
   for (const BatchLine& line : batch.lines) {
     if (line.offset + line.length > body.size() || line.line < 1) std::abort();

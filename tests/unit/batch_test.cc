@@ -63,10 +63,8 @@ TEST(Multipart, PartsAreViewsIntoTheBody) {
 TEST(Multipart, MalformedBodiesAreErrors) {
   EXPECT_FALSE(ParseMultipart("no boundary here", "XyZ").ok());
   EXPECT_FALSE(ParseMultipart(Part("name=\"a\"", "x"), "XyZ").ok()) << "no closing boundary";
-  EXPECT_FALSE(ParseMultipart("--XyZ\r\nContent-Disposition: form-data\r\n\r\nx\r\n--XyZ--", "XyZ").ok())
-      << "no name";
-  EXPECT_FALSE(ParseMultipart("--XyZ\r\nContent-Type: text/plain\r\n\r\nx\r\n--XyZ--", "XyZ").ok())
-      << "no disposition";
+  EXPECT_FALSE(ParseMultipart("--XyZ\r\nContent-Disposition: form-data\r\n\r\nx\r\n--XyZ--", "XyZ").ok()) << "no name";
+  EXPECT_FALSE(ParseMultipart("--XyZ\r\nContent-Type: text/plain\r\n\r\nx\r\n--XyZ--", "XyZ").ok()) << "no disposition";
   EXPECT_FALSE(ParseMultipart("--XyZ\r\n" + std::string(10000, 'h'), "XyZ").ok()) << "headers without an end";
   std::string many;
   for (int i = 0; i < 17; ++i) many += Part("name=\"p\"", "x");
@@ -87,8 +85,8 @@ TEST(BatchInput, MalformedLinesBecomeErrorLines) {
                               "\n" + R"({"method": "POST"})" + "\n" +
                               R"({"custom_id": "s", "method": "POST", "url": "/v1/chat/completions",)" +
                               R"( "body": {"stream": true}})" + "\n" + Line("long", std::string(200, 'x'));
-  const BatchInput input = ValidateBatchInput(content, "/v1/chat/completions", {.max_requests = 10,
-                                                                                .max_line_bytes = 150});
+  const BatchInput input =
+      ValidateBatchInput(content, "/v1/chat/completions", {.max_requests = 10, .max_line_bytes = 150});
   ASSERT_FALSE(input.failure.has_value()) << input.failure->message;
   ASSERT_EQ(input.lines.size(), 7u);  // the blank line is skipped
   EXPECT_EQ(input.lines[0].custom_id, "a");
@@ -261,8 +259,8 @@ TEST(BatchManager, RunsABatchToItsOutputAndErrorFiles) {
                 .error()
                 .code,
             "invalid_endpoint");
-  auto created = batches.Create(
-      {{"input_file_id", file_id}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}});
+  auto created =
+      batches.Create({{"input_file_id", file_id}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}});
   ASSERT_TRUE(created.ok()) << created.error().message;
   const Json batch = WaitForBatch(batches, created.value()["id"], {"completed", "failed"});
   ASSERT_EQ(batch["status"], "completed") << batch.dump();
@@ -270,7 +268,8 @@ TEST(BatchManager, RunsABatchToItsOutputAndErrorFiles) {
   const std::vector<Json> output = FileLines(files, batch["output_file_id"]);
   ASSERT_EQ(output.size(), 2u);
   EXPECT_EQ(output[0]["response"]["status_code"], 200);
-  EXPECT_EQ(output[0]["response"]["request_id"], "chatcmpl-" + output[0]["response"]["body"]["echo"].get<std::string>());
+  EXPECT_EQ(output[0]["response"]["request_id"],
+            "chatcmpl-" + output[0]["response"]["body"]["echo"].get<std::string>());
   const std::vector<Json> errors = FileLines(files, batch["error_file_id"]);
   ASSERT_EQ(errors.size(), 2u);
   std::set<std::string> error_kinds;
@@ -300,8 +299,9 @@ TEST(BatchManager, ARestartResumesFromTheJournalAnsweringEachRequestOnce) {
     batches.Start();
     executor.delay_ms = 5;
     const std::string file_id = files.Create("in.jsonl", "batch", input, true).value().id;
-    id = batches.Create({{"input_file_id", file_id}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}})
-             .value()["id"];
+    id =
+        batches.Create({{"input_file_id", file_id}, {"endpoint", "/v1/chat/completions"}, {"completion_window", "24h"}})
+            .value()["id"];
     while (batches.Get(id).value()["request_counts"]["completed"].get<int>() < 10) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }

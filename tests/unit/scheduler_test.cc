@@ -243,7 +243,7 @@ TEST(Scheduler, MemoryPressurePreemptsBatchSequencesBeforeOnlineOnes) {
   auto memory = Memory(5, 3);
   Scheduler scheduler(*memory, {.max_batch_tokens = 64});
   scheduler.Add(1, Tokens(0, 8), 0, {}, SequencePriority::kBatch);  // older, but batch
-  scheduler.Add(2, Tokens(0, 8), 1);                                 // online
+  scheduler.Add(2, Tokens(0, 8), 1);                                // online
   StepPlan plan = scheduler.Schedule();
   EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{2, 1}));
   Finish(scheduler, plan);
