@@ -4,23 +4,13 @@
 #include <cctype>
 #include <functional>
 
+#include "server/header_text.h"
+
 namespace glint::server {
 namespace {
 
 constexpr std::string_view kCrlf = "\r\n";
 constexpr size_t kMaxBoundary = 70;  // RFC 2046 §5.1.1
-
-std::string Lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
 
 // A header's `; key=value` parameters after its first token: `key` → value, quotes and backslash escapes removed.
 // Keys are lowercased; the first of a repeated key wins.
@@ -31,7 +21,7 @@ std::vector<std::pair<std::string, std::string>> Parameters(std::string_view val
     ++at;  // past ';'
     const size_t equals = value.find('=', at);
     if (equals == std::string_view::npos) break;
-    const std::string key = Lowercase(Trim(value.substr(at, equals - at)));
+    const std::string key = AsciiLowercase(TrimSpaceTab(value.substr(at, equals - at)));
     size_t cursor = equals + 1;
     while (cursor < value.size() && (value[cursor] == ' ' || value[cursor] == '\t')) ++cursor;
     std::string parsed;
@@ -43,7 +33,7 @@ std::vector<std::pair<std::string, std::string>> Parameters(std::string_view val
       at = value.find(';', cursor);
     } else {
       const size_t end = value.find(';', cursor);
-      parsed = std::string(Trim(value.substr(cursor, end == std::string_view::npos ? end : end - cursor)));
+      parsed = std::string(TrimSpaceTab(value.substr(cursor, end == std::string_view::npos ? end : end - cursor)));
       at = end;
     }
     const bool seen = std::any_of(parameters.begin(), parameters.end(), [&](const auto& p) { return p.first == key; });
@@ -61,7 +51,7 @@ const std::string* FindParameter(const std::vector<std::pair<std::string, std::s
 }
 
 // The media type of a header value: its first token, lowercased.
-std::string MediaType(std::string_view value) { return Lowercase(Trim(value.substr(0, value.find(';')))); }
+std::string MediaType(std::string_view value) { return AsciiLowercase(TrimSpaceTab(value.substr(0, value.find(';')))); }
 
 // One part's header block (without the blank line): Content-Disposition and Content-Type into `part`.
 Status ParsePartHeaders(std::string_view headers, size_t index, MultipartPart& part) {
@@ -74,8 +64,8 @@ Status ParsePartHeaders(std::string_view headers, size_t index, MultipartPart& p
     if (colon == std::string_view::npos) {
       return InvalidArgument("multipart part ", index + 1, ": a header line without ':'");
     }
-    const std::string name = Lowercase(Trim(line.substr(0, colon)));
-    const std::string_view value = Trim(line.substr(colon + 1));
+    const std::string name = AsciiLowercase(TrimSpaceTab(line.substr(0, colon)));
+    const std::string_view value = TrimSpaceTab(line.substr(colon + 1));
     if (name == "content-type") part.content_type = std::string(value);
     if (name != "content-disposition" || disposition) continue;
     disposition = true;
