@@ -15,6 +15,7 @@
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
+#include "cli/offline_batch.h"
 #include "engine/engine.h"
 #include "io/config.h"
 #include "media/preprocess.h"
@@ -191,6 +192,7 @@ Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, co
   options.log_prompts = flags.log_prompts;
   options.webui = !flags.no_webui;
   options.allow_special_tokens_in_content = flags.allow_special_tokens_in_content;
+  if (options.batch_dir.empty()) options.batch_dir = server::DefaultBatchDirectory();
   GLINT_RETURN_IF_ERROR(ConfigureImages(flags, dir, config, tokenizer, options));
   options.images.engine_takes_images = images != nullptr;
   options.images.no_images_reason = no_images;
@@ -207,37 +209,58 @@ Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, co
   return options;
 }
 
-Status Serve(ServeFlags flags) {
+// What `glint serve` and `glint batch` run on: the model, its tokenizer and template, the engine and the server's
+// handlers (not bound to a port yet). Members in construction order; destroyed in reverse.
+struct ServingStack {
+  LoadedModel loaded;
+  std::optional<Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat_template;
+  std::unique_ptr<ImageEncoder> images;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<server::EngineBackend> backend;
+  server::ServerOptions options;
+  std::unique_ptr<server::HttpServer> server;
+};
+
+Result<std::unique_ptr<ServingStack>> StartServingStack(ServeFlags& flags) {
   if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
   if (flags.max_connections < 1) return InvalidArgument("--max-connections must be at least 1");
   if (flags.max_queued < 0) return InvalidArgument("--max-queued must be at least 0");
-  if (flags.api_key.empty()) {
-    if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
-  }
+  auto stack = std::make_unique<ServingStack>();
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flags.model));
-  GLINT_ASSIGN_OR_RETURN(LoadedModel loaded, LoadModel({dir}, flags.path));
-  const Model* model = loaded.model.get();
-  LogInfo("forward pass: ", loaded.description);
+  GLINT_ASSIGN_OR_RETURN(stack->loaded, LoadModel({dir}, flags.path));
+  const Model* model = stack->loaded.model.get();
+  LogInfo("forward pass: ", stack->loaded.description);
   auto tokenizer = Tokenizer::Load(dir);
   if (!tokenizer.ok()) return tokenizer.status().WithContext("glint serve needs the checkpoint's tokenizer.json");
-  GLINT_ASSIGN_OR_RETURN(const std::optional<ChatTemplate> chat_template, LoadChatTemplate(flags.chat_template, dir));
+  stack->tokenizer.emplace(std::move(tokenizer).value());
+  GLINT_ASSIGN_OR_RETURN(stack->chat_template, LoadChatTemplate(flags.chat_template, dir));
   GLINT_ASSIGN_OR_RETURN(GenerationConfig generation, LoadGenerationConfig(dir, model->config()));
 
   BlockStopSignals();
   GLINT_ASSIGN_OR_RETURN(EngineOptions engine_options, ToEngineOptions(flags.engine));
   GLINT_RETURN_IF_ERROR(SetPrefixDiskModel(dir, engine_options));
   std::string no_images;
-  std::unique_ptr<ImageEncoder> images = LoadVisionTower(dir, loaded, flags.path, no_images);
+  stack->images = LoadVisionTower(dir, stack->loaded, flags.path, no_images);
   // The tower runs a whole image in one step: an image over the step's budget is refused from its header.
-  if (images != nullptr) flags.limits.images.max_tokens_per_image = engine_options.max_batch_tokens;
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine,
-                         Engine::Start(*model, engine_options, &*tokenizer, images.get()));
-  LogInfo("engine capacity:\n", engine->capacity().ToString());
-  server::EngineBackend backend(*engine);
-  GLINT_ASSIGN_OR_RETURN(
-      const server::ServerOptions options,
-      ServerOptionsFromFlags(flags, dir, generation, model->config(), *tokenizer, images.get(), no_images));
-  server::HttpServer server(options, *tokenizer, chat_template ? &*chat_template : nullptr, backend);
+  if (stack->images != nullptr) flags.limits.images.max_tokens_per_image = engine_options.max_batch_tokens;
+  GLINT_ASSIGN_OR_RETURN(stack->engine, Engine::Start(*model, engine_options, &*stack->tokenizer, stack->images.get()));
+  LogInfo("engine capacity:\n", stack->engine->capacity().ToString());
+  stack->backend = std::make_unique<server::EngineBackend>(*stack->engine);
+  GLINT_ASSIGN_OR_RETURN(stack->options, ServerOptionsFromFlags(flags, dir, generation, model->config(),
+                                                                *stack->tokenizer, stack->images.get(), no_images));
+  stack->server = std::make_unique<server::HttpServer>(
+      stack->options, *stack->tokenizer, stack->chat_template ? &*stack->chat_template : nullptr, *stack->backend);
+  return stack;
+}
+
+Status Serve(ServeFlags flags) {
+  if (flags.api_key.empty()) {
+    if (const char* key = std::getenv("GLINT_API_KEY"); key != nullptr) flags.api_key = key;
+  }
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(flags));
+  server::HttpServer& server = *stack->server;
+  const server::ServerOptions& options = stack->options;
   GLINT_RETURN_IF_ERROR(server.Bind());
   LogInfo("serving ", options.model_names[0], " on http://", flags.host, ":", server.port(),
           flags.api_key.empty() ? "" : " (API key required)");
@@ -250,6 +273,16 @@ Status Serve(ServeFlags flags) {
   }
   LogInfo("stopped");
   return status;
+}
+
+// glint batch: the same stack without a port; the input's lines run through the server's handlers.
+Status Batch(ServeFlags flags, OfflineBatchFlags batch) {
+  batch.max_line_bytes = flags.max_body_bytes;  // a line is a request body
+  GLINT_ASSIGN_OR_RETURN(OfflineBatch prepared, PrepareOfflineBatch(batch));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(flags));
+  const int64_t concurrency =
+      batch.concurrency > 0 ? batch.concurrency : std::max<int64_t>(1, stack->backend->max_running_sequences());
+  return RunOfflineBatch(*stack->server, std::move(prepared), concurrency);
 }
 
 // The HTTP layer's per-connection limits (docs/server.md "Limits").
@@ -335,27 +368,62 @@ void AddResponsesStoreFlags(CLI::App& command, server::ServerOptions& limits) {
       ->capture_default_str();
 }
 
+// Batch jobs (docs/batch.md): where their files live and how much they may hold.
+void AddBatchFlags(CLI::App& command, server::ServerOptions& limits) {
+  command.add_option("--batch-dir", limits.batch_dir,
+                     "directory of the Files and Batches APIs' files (created on first use, mode 0700; default "
+                     "$XDG_DATA_HOME/glint/batches or ~/.local/share/glint/batches)");
+  command.add_option("--batch-max-file-bytes", limits.batch_files.max_file_bytes, "largest file POST /v1/files takes")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 40))
+      ->capture_default_str();
+  command.add_option("--batch-max-files", limits.batch_files.max_files, "uploaded files kept at once")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20))
+      ->capture_default_str();
+  command
+      .add_option("--batch-max-total-bytes", limits.batch_files.max_total_bytes,
+                  "bytes the uploaded files may take together")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 50))
+      ->capture_default_str();
+  command
+      .add_option("--batch-concurrency", limits.batches.concurrency,
+                  "a batch's requests in flight at once (0: as many sequences as the engine runs at once, at most 64)")
+      ->check(CLI::Range(int64_t{0}, int64_t{4096}))
+      ->capture_default_str();
+}
+
+// The flags `glint serve` and `glint batch` share: the model, its template and names, request handling, the engine.
+void AddStackFlags(CLI::App& command, ServeFlags& flags) {
+  AddModelFlag(command, flags.model);
+  AddForwardPathFlags(command, flags.path);
+  command.add_option("--served-model-name", flags.served_model_names,
+                     "model names the API accepts (a request's \"model\" must be one); the first is reported "
+                     "(default: the model directory's name)");
+  command.add_option("--chat-template", flags.chat_template,
+                     "a Jinja file to use instead of the checkpoint's chat template");
+  command.add_option("--max-body-bytes", flags.max_body_bytes, "largest request body (and batch input line)")
+      ->capture_default_str();
+  command.add_flag("--log-prompts", flags.log_prompts, "log prompt text (off by default: prompts are private)");
+  command.add_flag("--allow-special-tokens-in-content", flags.allow_special_tokens_in_content,
+                   "let special-token text in message content (\"<|user|>\", \"</think>\") become special "
+                   "tokens; off by default, so a client cannot forge roles or tool calls");
+  AddImageFlags(command, flags);
+  AddEngineFlags(command, flags.engine);
+}
+
 GLINT_REGISTER_COMMAND(
     "serve", "serve the model over HTTP with the OpenAI API (docs/server.md)", 40,
     [](CLI::App& command) -> std::function<Status()> {
       auto flags = std::make_shared<ServeFlags>();
-      AddModelFlag(command, flags->model);
-      AddForwardPathFlags(command, flags->path);
+      AddStackFlags(command, *flags);
       command.add_option("--host", flags->host, "address to bind (loopback by default)")->capture_default_str();
       command.add_option("--port", flags->port, "port to bind (0: any free port)")->capture_default_str();
       command.add_option("--api-key", flags->api_key,
                          "require 'Authorization: Bearer KEY' on every endpoint but /health "
                          "(default: $GLINT_API_KEY)");
-      command.add_option("--served-model-name", flags->served_model_names,
-                         "model names the API accepts; the first is reported (default: the "
-                         "model directory's name)");
       command
           .add_option("--allowed-origins", flags->allowed_origins,
                       "CORS origins to allow ('*' for any); none by default")
           ->delimiter(',');
-      command.add_option("--chat-template", flags->chat_template,
-                         "a Jinja file to use instead of the checkpoint's chat template");
-      command.add_option("--max-body-bytes", flags->max_body_bytes, "largest request body")->capture_default_str();
       command
           .add_option("--max-connections", flags->max_connections,
                       "open connections (idle keep-alive ones included); one more is answered 503")
@@ -371,16 +439,26 @@ GLINT_REGISTER_COMMAND(
                       "seconds in-flight requests get after SIGTERM before they are cancelled")
           ->capture_default_str();
       command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
-      command.add_flag("--log-prompts", flags->log_prompts, "log prompt text (off by default: prompts are private)");
       command.add_flag("--no-webui", flags->no_webui, "do not serve the chat page at / (docs/webui.md)");
-      command.add_flag("--allow-special-tokens-in-content", flags->allow_special_tokens_in_content,
-                       "let special-token text in message content (\"<|user|>\", \"</think>\") become special "
-                       "tokens; off by default, so a client cannot forge roles or tool calls");
-      AddImageFlags(command, *flags);
       AddResponsesStoreFlags(command, flags->limits);
-      AddEngineFlags(command, flags->engine);
+      AddBatchFlags(command, flags->limits);
       return [flags] { return Serve(*flags); };
     });
+
+std::function<Status()> SetUpBatch(CLI::App& command) {
+  auto flags = std::make_shared<ServeFlags>();
+  auto batch = std::make_shared<OfflineBatchFlags>();
+  AddStackFlags(command, *flags);
+  AddOfflineBatchFlags(command, *batch);
+  return [flags, batch] {
+    flags->no_request_log = true;
+    flags->no_webui = true;
+    return Batch(*flags, *batch);
+  };
+}
+
+GLINT_REGISTER_COMMAND("batch", "run a JSONL file of OpenAI batch requests offline, without HTTP (docs/batch.md)", 41,
+                       SetUpBatch);
 
 }  // namespace
 }  // namespace glint::cli

@@ -204,7 +204,8 @@ Status EngineCore::Add(RequestId id, Request request) {
     record.samples.push_back(sequence);
     // Sample 0 computes the prompt; the others start as copies of it once it has (n > 1 computes it once).
     if (index == 0) {
-      scheduler_->Add(sequence, request.prompt, arrival, keys);
+      scheduler_->Add(sequence, request.prompt, arrival, keys,
+                      request.batch ? SequencePriority::kBatch : SequencePriority::kOnline);
     } else {
       scheduler_->AddChild(sequence, record.samples.front(), arrival);
     }

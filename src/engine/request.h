@@ -99,6 +99,8 @@ struct Request {
   // text is complete). Needs an engine with a tokenizer (the masks are over its byte strings).
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<RequestSink> sink;
+  // A batch job's request (docs/batch.md): scheduled after online ones, preempted first (scheduler.h).
+  bool batch = false;
 };
 
 // A sink that queues outputs for the thread that waits on them (an HTTP handler).

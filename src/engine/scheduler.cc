@@ -20,7 +20,8 @@ const SequenceInfo& Scheduler::Get(SequenceId id) const {
   return found->second;
 }
 
-void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys) {
+void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
+                    SequencePriority priority) {
   GLINT_CHECK(!Contains(id) && !prompt.empty() && (keys.empty() || keys.size() == prompt.size())) << "sequence " << id;
   SequenceInfo& sequence = sequences_[id];
   sequence.id = id;
@@ -28,7 +29,8 @@ void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival,
   sequence.prompt_length = static_cast<int64_t>(prompt.size());
   sequence.tokens = std::move(prompt);
   sequence.keys = std::move(keys);
-  waiting_.insert({arrival, id});
+  sequence.priority = priority;
+  waiting_.insert(KeyOf(sequence));
 }
 
 void Scheduler::AddChild(SequenceId id, SequenceId parent, int64_t arrival) {
@@ -42,7 +44,8 @@ void Scheduler::AddChild(SequenceId id, SequenceId parent, int64_t arrival) {
   if (!source.keys.empty()) sequence.keys.assign(source.keys.begin(), source.keys.begin() + source.prompt_length);
   sequence.status = SequenceStatus::kWaitingForParent;
   sequence.parent = parent;
-  children_.insert({arrival, id});
+  sequence.priority = source.priority;
+  children_.insert(KeyOf(sequence));
 }
 
 std::span<const int32_t> Scheduler::Keys(SequenceId id) const {
@@ -56,7 +59,7 @@ int64_t Scheduler::ImageTokens(SequenceId id, int64_t start, int64_t& count, int
 
 std::vector<SequenceId> Scheduler::Children(SequenceId parent) const {
   std::vector<SequenceId> ids;
-  for (const auto& [arrival, id] : children_) {
+  for (const auto& [priority, arrival, id] : children_) {
     if (Get(id).parent == parent) ids.push_back(id);
   }
   return ids;
@@ -70,13 +73,13 @@ int64_t Scheduler::Coverable(const SequenceInfo& sequence) const {
 void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   SequenceInfo& sequence = Mutable(id);
   memory_.Free(id);
-  running_.erase({sequence.arrival, id});
+  running_.erase(KeyOf(sequence));
   sequence.status = SequenceStatus::kWaiting;
   sequence.computed = 0;
   sequence.drafts = 0;
   ++sequence.preemptions;
   ++preemptions_;
-  waiting_.insert({sequence.arrival, id});
+  waiting_.insert(KeyOf(sequence));
   plan.preempted.push_back(id);
   // A sequence scheduled earlier in this step gives its chunk back.
   auto chunk =
@@ -88,19 +91,19 @@ void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   }
 }
 
-void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
-  const std::vector<std::pair<int64_t, SequenceId>> order(running_.begin(),
-                                                          running_.end());  // preemption edits running_
-  for (const auto& [arrival, id] : order) {
+void Scheduler::ScheduleRunning(SequencePriority priority, bool decodes, StepPlan& plan, int64_t& budget) {
+  const std::vector<OrderKey> order(running_.begin(), running_.end());  // preemption edits running_
+  for (const OrderKey& key : order) {
     if (budget == 0) return;
-    if (running_.count({arrival, id}) == 0) continue;  // preempted earlier in this step
+    if (std::get<0>(key) != priority || running_.count(key) == 0) continue;  // or preempted earlier in this step
+    const SequenceId id = std::get<2>(key);
     const SequenceInfo& sequence = Get(id);
     const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - sequence.computed;
     if (decodes != (remaining == 1)) continue;
     int64_t count = std::min(remaining, budget);
     bool preempted_self = false;
-    while (Coverable(sequence) < 1) {                               // not even one token's block: make room
-      const SequenceId victim = std::prev(running_.end())->second;  // the newest running sequence
+    while (Coverable(sequence) < 1) {                                     // not even one token's block: make room
+      const SequenceId victim = std::get<2>(*std::prev(running_.end()));  // newest, batch ones first
       Preempt(victim, plan, budget);
       if (victim == id) {
         preempted_self = true;
@@ -125,10 +128,10 @@ void Scheduler::ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget) {
   }
 }
 
-void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
+void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget) {
   const int64_t block_tokens = memory_.options().block_tokens;
-  while (budget > 0 && !waiting_.empty()) {
-    const auto [arrival, id] = *waiting_.begin();
+  while (budget > 0 && !waiting_.empty() && std::get<0>(*waiting_.begin()) == priority) {
+    const SequenceId id = std::get<2>(*waiting_.begin());
     SequenceInfo& sequence = Mutable(id);
     if (memory_.slot_pool().num_free() == 0) return;
     const std::span<const int32_t> keys = Keys(id);
@@ -147,7 +150,7 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
     const bool admitted = memory_.Admit(id, keys, match, match.tokens + count);
     GLINT_CHECK(admitted) << "the fit said there was memory";
     waiting_.erase(waiting_.begin());
-    running_.insert({arrival, id});
+    running_.insert(KeyOf(sequence));
     sequence.status = SequenceStatus::kRunning;
     sequence.computed = match.tokens;
     if (!sequence.admitted_before) sequence.prefix_hit_tokens = match.tokens;
@@ -161,12 +164,27 @@ void Scheduler::Admit(StepPlan& plan, int64_t& budget) {
   }
 }
 
+void Scheduler::YieldSlotToOnline(StepPlan& plan, int64_t& budget) {
+  if (waiting_.empty() || running_.empty() || memory_.slot_pool().num_free() > 0) return;
+  if (std::get<0>(*waiting_.begin()) != SequencePriority::kOnline) return;
+  const OrderKey newest = *std::prev(running_.end());
+  if (std::get<0>(newest) != SequencePriority::kBatch) return;
+  Preempt(std::get<2>(newest), plan, budget);
+}
+
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
   int64_t budget = options_.max_batch_tokens;
-  ScheduleRunning(/*decodes=*/true, plan, budget);
-  ScheduleRunning(/*decodes=*/false, plan, budget);
-  if (plan.preempted.empty()) Admit(plan, budget);
+  YieldSlotToOnline(plan, budget);
+  const size_t yielded = plan.preempted.size();
+  // Online sequences take the budget first (their decodes, prefill chunks and admissions), batch ones get the
+  // rest. A step that had to preempt for memory admits nobody (memory is short); a slot yielded to an online
+  // request is taken by it in this same step.
+  for (const SequencePriority priority : {SequencePriority::kOnline, SequencePriority::kBatch}) {
+    ScheduleRunning(priority, /*decodes=*/true, plan, budget);
+    ScheduleRunning(priority, /*decodes=*/false, plan, budget);
+    if (plan.preempted.size() == yielded) Admit(priority, plan, budget);
+  }
   return plan;
 }
 
@@ -200,26 +218,26 @@ bool Scheduler::Fork(SequenceId child_id) {
   const SequenceInfo& parent = Get(child.parent);
   GLINT_CHECK(parent.status == SequenceStatus::kRunning && parent.computed == parent.prompt_length)
       << "the parent of " << child_id << " has not just computed its prompt";
-  children_.erase({child.arrival, child_id});
+  children_.erase(KeyOf(child));
   child.parent = -1;
   if (memory_.Fork(parent.id, child_id)) {
     child.status = SequenceStatus::kRunning;
     child.computed = parent.computed;
     child.admitted_before = true;
-    running_.insert({child.arrival, child_id});
+    running_.insert(KeyOf(child));
     return true;
   }
   child.status = SequenceStatus::kWaiting;
-  waiting_.insert({child.arrival, child_id});
+  waiting_.insert(KeyOf(child));
   return false;
 }
 
 void Scheduler::Finish(SequenceId id) {
   SequenceInfo& sequence = Mutable(id);
   if (memory_.IsLive(id)) memory_.Free(id);
-  running_.erase({sequence.arrival, id});
-  waiting_.erase({sequence.arrival, id});
-  children_.erase({sequence.arrival, id});
+  running_.erase(KeyOf(sequence));
+  waiting_.erase(KeyOf(sequence));
+  children_.erase(KeyOf(sequence));
   sequences_.erase(id);
 }
 
@@ -229,9 +247,10 @@ Status Scheduler::CheckIntegrity() const {
                          children_.size(), " children != ", sequences_.size(), " sequences");
   }
   const auto check = [&](const Order& order, SequenceStatus status) -> Status {
-    for (const auto& [arrival, id] : order) {
+    for (const auto& [priority, arrival, id] : order) {
       auto found = sequences_.find(id);
-      if (found == sequences_.end() || found->second.arrival != arrival || found->second.status != status) {
+      if (found == sequences_.end() || found->second.arrival != arrival || found->second.priority != priority ||
+          found->second.status != status) {
         return InternalError("scheduler: sequence ", id, " is listed in the wrong state");
       }
       const SequenceInfo& s = found->second;

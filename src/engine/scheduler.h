@@ -3,7 +3,8 @@
 // Every sequence has `tokens` (prompt, then generated tokens) and `computed`, the positions whose caches are in
 // memory; a step computes a chunk tokens[computed, computed + n) of some sequences. Prefill, chunked prefill,
 // decode, recompute after preemption and resumption after a prefix-cache hit are all this one arithmetic (the
-// vLLM v1 formulation). Each step, under a token budget:
+// vLLM v1 formulation). Each step, under a token budget, steps 1-3 for online sequences, then again for batch
+// sequences (SequencePriority):
 //   1. running sequences that decode (one token left), oldest first;
 //   2. running sequences still in prefill, oldest first, each one chunk (at most what the budget leaves);
 //   3. waiting sequences, oldest first, admitted while a slot and blocks for their first chunk are free (after a
@@ -11,8 +12,9 @@
 //      starved by small new ones. No admission in a step that had to preempt.
 // A chunk that passes checkpoint positions carries the checkpoints to write there (the model snapshots the
 // recurrent state as it passes them), and a prefill chunk shrinks to the blocks that are free. When a running sequence
-// cannot get even one token's block, the newest running sequence is preempted: its memory is freed and it waits again
-// (first in line by arrival) to recompute prompt + generated tokens later.
+// cannot get even one token's block, the newest running batch sequence (if none, the newest running one) is preempted:
+// its memory is freed and it waits again (first in line of its priority, by arrival) to recompute prompt + generated
+// tokens later.
 //
 // No model here: tests drive it with a CacheManager alone and check exact plans and block ids.
 #pragma once
@@ -22,6 +24,7 @@
 #include <map>
 #include <set>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -34,6 +37,11 @@ struct SchedulerOptions {
   int64_t max_batch_tokens = 512;  // tokens computed per step, all sequences together
   int64_t watermark_blocks = 0;    // blocks an admission leaves free for running sequences to grow into
 };
+
+// Online requests (HTTP clients waiting) go before batch requests (docs/batch.md "Priority"): a batch sequence
+// gets only the budget and memory online ones leave, is preempted first, and gives up its slot to an online
+// request that cannot be admitted otherwise.
+enum class SequencePriority { kOnline = 0, kBatch = 1 };
 
 enum class SequenceStatus {
   kWaiting,           // not in memory; will be admitted (again)
@@ -80,6 +88,7 @@ struct SequenceInfo {
   int64_t prefix_hit_tokens = 0;  // positions restored from the prefix cache at the first admission
   bool admitted_before = false;
   int64_t drafts = 0;  // drafted tokens waiting to be verified with the next decode
+  SequencePriority priority = SequencePriority::kOnline;
 };
 
 class Scheduler {
@@ -89,12 +98,14 @@ class Scheduler {
   // A new sequence that waits to run its prompt. `keys` (empty: the tokens themselves) are what the prefix cache
   // keys its positions by: the prompt with each image's placeholders replaced by values from the image's hash, so
   // blocks holding different images never match (EngineCore::ImageKeyTokens).
-  void Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys = {});
+  void Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys = {},
+           SequencePriority priority = SequencePriority::kOnline);
   // Sets the vision tower's share of the budget (none by default).
   void set_image_cost(ImageCost cost) { image_cost_ = std::move(cost); }
   // The prefix-cache keys of the sequence's positions (its tokens unless it has images).
   std::span<const int32_t> Keys(SequenceId id) const;
-  // A sequence that waits until `parent` (added before it, same prompt) has computed its prompt; then Fork.
+  // A sequence that waits until `parent` (added before it, same prompt) has computed its prompt; then Fork. It
+  // has its parent's priority.
   void AddChild(SequenceId id, SequenceId parent, int64_t arrival);
 
   StepPlan Schedule();
@@ -125,13 +136,21 @@ class Scheduler {
   Status CheckIntegrity() const;
 
  private:
-  using Order = std::set<std::pair<int64_t, SequenceId>>;  // (arrival, id)
+  // (priority, arrival, id): online before batch, then oldest first; the last running one is preempted first.
+  using OrderKey = std::tuple<SequencePriority, int64_t, SequenceId>;
+  using Order = std::set<OrderKey>;
+  static OrderKey KeyOf(const SequenceInfo& sequence) { return {sequence.priority, sequence.arrival, sequence.id}; }
   SequenceInfo& Mutable(SequenceId id);
   // Tokens a running sequence can cover from `computed` with its blocks plus the free ones.
   int64_t Coverable(const SequenceInfo& sequence) const;
   void Preempt(SequenceId id, StepPlan& plan, int64_t& budget);
-  void ScheduleRunning(bool decodes, StepPlan& plan, int64_t& budget);
-  void Admit(StepPlan& plan, int64_t& budget);
+  // The running sequences of one priority that decode (or are in prefill).
+  void ScheduleRunning(SequencePriority priority, bool decodes, StepPlan& plan, int64_t& budget);
+  // Waiting sequences of one priority, from the head of the line.
+  void Admit(SequencePriority priority, StepPlan& plan, int64_t& budget);
+  // An online sequence heads the waiting line but no slot is free: the newest running batch sequence is preempted
+  // so that it can be admitted in this step.
+  void YieldSlotToOnline(StepPlan& plan, int64_t& budget);
 
   CacheManager& memory_;
   SchedulerOptions options_;

@@ -79,6 +79,7 @@ struct GenerationRequest {
   // Structured output: every sample's tokens are constrained to this grammar (null: unconstrained).
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<GenerationSink> sink;
+  bool batch = false;  // a batch job's request: lower priority in the engine's scheduler (docs/batch.md)
 };
 
 // A snapshot for /metrics and admission. Cumulative counters only grow.

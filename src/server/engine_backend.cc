@@ -80,6 +80,7 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   converted.n = request.n;
   converted.logprobs = request.logprobs;
   converted.grammar = std::move(request.grammar);
+  converted.batch = request.batch;
   converted.sink = std::make_shared<SinkAdapter>(std::move(request.sink));
   return engine_.Submit(std::move(converted));
 }

@@ -24,6 +24,9 @@ struct HttpRequest {
   std::string body;
   std::string remote_address;
   int remote_port = 0;
+  // Set only on the requests a batch job runs through the handlers (batch_jobs.h), never from the network: they
+  // run at batch priority in the engine's scheduler.
+  bool batch_job = false;
 
   // The first header of that name (case-insensitive), or "".
   std::string_view Header(std::string_view name) const;
@@ -54,6 +57,9 @@ class HttpHandler {
  public:
   virtual ~HttpHandler() = default;
   virtual bool RunsOnEventLoop(const HttpRequest& request) const = 0;
+  // The largest body this request may have, decided from its head before the body is read (413 beyond); 0: the
+  // transport's max_body_bytes. A limit above max_body_bytes needs TransportOptions::max_any_body_bytes as high.
+  virtual size_t BodyLimit(const HttpRequest& head) const { return 0; }
   virtual void Handle(const HttpRequest& request, HttpResponse& response, ClientConnection& connection) = 0;
   // Every response the transport sends, the ones it makes itself (413, 431, 503 ...) included: for the log and
   // the metrics. `seconds`: arrival of the request's first byte → last byte written.

@@ -1,8 +1,11 @@
 #include "server/http_parse.h"
 
+#include <algorithm>
 #include <boost/asio/error.hpp>
 #include <boost/beast/http/error.hpp>
 #include <cctype>
+
+#include "server/header_text.h"
 
 namespace glint::server {
 
@@ -11,7 +14,7 @@ namespace asio = boost::asio;
 
 void ConfigureParser(RequestParser& parser, const TransportOptions& options) {
   parser.header_limit(static_cast<uint32_t>(std::min<size_t>(options.max_header_bytes, UINT32_MAX)));
-  parser.body_limit(static_cast<uint64_t>(options.max_body_bytes));
+  parser.body_limit(static_cast<uint64_t>(std::max(options.max_body_bytes, options.max_any_body_bytes)));
 }
 
 namespace {
@@ -27,23 +30,11 @@ std::string_view OriginForm(std::string_view target) {
 
 std::string_view View(boost::beast::string_view text) { return {text.data(), text.size()}; }
 
-std::string Lowercase(std::string_view text) {
-  std::string out(text);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string_view Trim(std::string_view text) {
-  while (!text.empty() && (text.front() == ' ' || text.front() == '\t')) text.remove_prefix(1);
-  while (!text.empty() && (text.back() == ' ' || text.back() == '\t')) text.remove_suffix(1);
-  return text;
-}
-
 ReadFailure BadFraming(std::string message) { return {400, std::move(message), "bad_request"}; }
 
 }  // namespace
 
-bool ExpectsContinue(std::string_view expect) { return Lowercase(Trim(expect)) == "100-continue"; }
+bool ExpectsContinue(std::string_view expect) { return AsciiLowercase(TrimSpaceTab(expect)) == "100-continue"; }
 
 std::optional<ReadFailure> CheckFraming(const RequestParser::value_type& message) {
   int hosts = 0, encodings = 0;
@@ -54,7 +45,7 @@ std::optional<ReadFailure> CheckFraming(const RequestParser::value_type& message
     if (field.name() == http::field::content_length) length = true;
     if (field.name() == http::field::transfer_encoding) {
       ++encodings;
-      encoding = Lowercase(Trim(View(field.value())));
+      encoding = AsciiLowercase(TrimSpaceTab(View(field.value())));
     }
     if (field.name() == http::field::expect && !ExpectsContinue(View(field.value()))) {
       return ReadFailure{417, "the only Expect this server meets is 100-continue", "expectation_failed"};

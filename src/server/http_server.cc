@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "server/anthropic_request.h"
 #include "server/anthropic_response.h"
+#include "server/batch_routes.h"
 #include "server/chat_prompt.h"
 #include "server/generation_session.h"
 #include "server/http_transport.h"
@@ -100,6 +101,12 @@ class HttpServer::Impl final : public HttpHandler {
         backend_(backend),
         registry_(backend.max_running_sequences() + options_.max_queued_sequences),
         responses_store_(options_.responses_store_max_responses, options_.responses_store_max_bytes),
+        batch_storage_(options_.batch_dir),
+        files_(batch_storage_, options_.batch_files),
+        batches_(batch_storage_, files_, BatchOptionsFor(options_, backend),
+                 [this](const std::string& url, std::string body, const std::function<bool()>& keep_going) {
+                   return ExecuteBatchRequest(url, std::move(body), keep_going);
+                 }),
         transport_(MakeTransportOptions(options_), *this, metrics_.transport()) {
     if (options_.model_names.empty()) options_.model_names = {"glint"};
     if (options_.policy.vocab_size == 0) options_.policy.vocab_size = tokenizer_.vocab_size();
@@ -107,10 +114,14 @@ class HttpServer::Impl final : public HttpHandler {
 
   Status Bind() { return transport_.Bind(); }
   int port() const { return transport_.port(); }
-  Status Run() { return transport_.Run(); }
+  Status Run() {
+    batches_.Start();
+    return transport_.Run();
+  }
 
   void Shutdown() {
     if (shutting_down_.exchange(true)) return;
+    batches_.Stop();  // its requests in flight are cancelled, not answered: a restart runs them again
     LogInfo("shutting down: no new requests; waiting up to ", options_.shutdown_grace_seconds,
             " s for in-flight requests");
     registry_.Drain();           // new generation requests get 503 from here on
@@ -137,8 +148,13 @@ class HttpServer::Impl final : public HttpHandler {
   // ---- HttpHandler ----
 
   bool RunsOnEventLoop(const HttpRequest& req) const override {
+    if (IsBatchApiPath(req.path)) return false;  // reads and writes files
     const RouteEntry* route = FindRoute(req.path);
     return route == nullptr || !route->blocking || req.method != route->method;
+  }
+
+  size_t BodyLimit(const HttpRequest& head) const override {
+    return IsFileUpload(head) ? UploadBodyLimit(options_) : 0;
   }
 
   void Handle(const HttpRequest& req, HttpResponse& res, ClientConnection& connection) override {
@@ -170,6 +186,16 @@ class HttpServer::Impl final : public HttpHandler {
  private:
   static constexpr std::chrono::seconds kFlushTime{5};
 
+  // An upload's body: the file and the multipart framing around it.
+  static size_t UploadBodyLimit(const ServerOptions& o) { return o.batch_files.max_file_bytes + (size_t{64} << 10); }
+
+  static BatchOptions BatchOptionsFor(const ServerOptions& o, const GenerationBackend& backend) {
+    BatchOptions batches = o.batches;
+    if (batches.concurrency <= 0) batches.concurrency = std::clamp<int64_t>(backend.max_running_sequences(), 1, 64);
+    batches.input.max_line_bytes = o.max_body_bytes;  // a line is one request: no larger than a request body
+    return batches;
+  }
+
   static TransportOptions MakeTransportOptions(const ServerOptions& o) {
     TransportOptions t;
     t.host = o.host;
@@ -177,6 +203,7 @@ class HttpServer::Impl final : public HttpHandler {
     t.max_connections = std::max(1, o.max_connections);
     t.max_header_bytes = o.max_header_bytes;
     t.max_body_bytes = o.max_body_bytes;
+    t.max_any_body_bytes = std::max(o.max_body_bytes, UploadBodyLimit(o));
     t.idle_timeout_seconds = o.keep_alive_seconds;
     t.header_timeout_seconds = o.header_timeout_seconds;
     t.body_timeout_seconds = o.read_timeout_seconds;
@@ -191,6 +218,7 @@ class HttpServer::Impl final : public HttpHandler {
   std::string MetricLabel(const HttpRequest& req) const {
     if (const RouteEntry* route = FindRoute(req.path)) return std::string(route->path);
     if (req.path.starts_with(kStoredResponsePrefix)) return std::string(kStoredResponseLabel);
+    if (IsBatchApiPath(req.path)) return BatchApiMetricLabel(req.path);
     if (req.method == "OPTIONS") return "OPTIONS";
     if (const WebAsset* asset = options_.webui ? FindWebAsset(req.path) : nullptr) return std::string(asset->path);
     return "other";
@@ -211,6 +239,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.path != "/health" && !options_.api_key.empty() && !Authorized(req, res)) return;
     const RouteEntry* route = FindRoute(req.path);
     if (route == nullptr && req.path.starts_with(kStoredResponsePrefix)) return StoredResponseById(req, res);
+    if (route == nullptr && IsBatchApiPath(req.path)) return HandleBatchApi(req, res, files_, batches_);
     if (route == nullptr) {
       return ReplyError(res,
                         ApiError{404, "invalid_request_error", StrCat("no such endpoint: ", req.method, " ", req.path),
@@ -428,9 +457,10 @@ class HttpServer::Impl final : public HttpHandler {
   }
 
   // Submits one prepared request under `formatter` and answers (streamed or whole).
-  void Run(HttpResponse& res, ClientConnection& connection, PreparedChat prepared,
-           std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival, const SamplingFields& fields,
-           std::string_view path) {
+  void Run(const HttpRequest& req, HttpResponse& res, ClientConnection& connection, PreparedChat prepared,
+           std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival, const SamplingFields& fields) {
+    const std::string_view path = req.path;
+    prepared.request.batch = req.batch_job;
     auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
     session->set_keep_alive_interval(options_.stream_keep_alive);
     std::vector<GenerationRequest> requests;
@@ -459,7 +489,7 @@ class HttpServer::Impl final : public HttpHandler {
     ResponseIdentity identity{RandomId("chatcmpl-"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
     auto formatter = MakeChatFormatter(std::move(identity), prepared.value().prompt, chat.fields.n,
                                        {chat.logprobs, chat.top_logprobs}, tokenizer_);
-    Run(res, connection, std::move(prepared).value(), std::move(formatter), arrival, chat.fields, req.path);
+    Run(req, res, connection, std::move(prepared).value(), std::move(formatter), arrival, chat.fields);
   }
 
   // POST /v1/messages: Anthropic's Messages API, translated into the chat request (anthropic_request.h) and
@@ -483,7 +513,7 @@ class HttpServer::Impl final : public HttpHandler {
     format.thinking = messages.thinking;
     ResponseIdentity identity{RandomId("msg_"), static_cast<int64_t>(std::time(nullptr)), options_.model_names[0]};
     auto formatter = MakeMessagesFormatter(std::move(identity), prepared.value().prompt, format);
-    Run(res, connection, std::move(prepared).value(), std::move(formatter), arrival, messages.chat.fields, req.path);
+    Run(req, res, connection, std::move(prepared).value(), std::move(formatter), arrival, messages.chat.fields);
   }
 
   // POST /v1/messages/count_tokens: the prompt a create would submit, counted the same way (images expanded), so
@@ -542,7 +572,7 @@ class HttpServer::Impl final : public HttpHandler {
                                   request.top_logprobs,   request.include_encrypted_reasoning};
     auto formatter = MakeResponsesFormatter(std::move(skeleton), prepared.value().prompt, std::move(output), tokenizer_,
                                             StoreResponse(request, previous));
-    Run(res, connection, std::move(prepared).value(), std::move(formatter), arrival, chat.value().fields, req.path);
+    Run(req, res, connection, std::move(prepared).value(), std::move(formatter), arrival, chat.value().fields);
   }
 
   // What keeps a finished response: its object, and the conversation a follow-up continues (the previous
@@ -663,6 +693,7 @@ class HttpServer::Impl final : public HttpHandler {
       if (completion.echo) format.echo_texts.push_back(input.is_tokens ? tokenizer_.Decode(input.tokens) : input.text);
       request.logprobs = completion.logprobs ? *completion.logprobs : -1;
       request.grammar = grammar;
+      request.batch = req.batch_job;
       if (options_.log_prompts) LogInfo("prompt: ", input.is_tokens ? tokenizer_.Decode(input.tokens) : input.text);
       requests.push_back(std::move(request));
     }
@@ -674,6 +705,44 @@ class HttpServer::Impl final : public HttpHandler {
     Respond(res, connection, session, completion.fields.stream, completion.fields.include_usage);
   }
 
+  // A client that is there while `keep_going` says so: a batch's request, cancelled (as a client that left) when
+  // its batch is cancelled or the server stops.
+  class BatchClient final : public ClientConnection {
+   public:
+    explicit BatchClient(const std::function<bool()>& keep_going) : keep_going_(keep_going) {}
+    bool Write(std::string_view) override { return keep_going_(); }
+    bool Alive() override { return keep_going_(); }
+
+   private:
+    const std::function<bool()>& keep_going_;
+  };
+
+ public:
+  BatchResponse ExecuteBatchRequest(const std::string& url, std::string body, const std::function<bool()>& keep_going) {
+    HttpRequest req;
+    req.method = "POST";
+    req.target = req.path = url;
+    req.body = std::move(body);
+    req.remote_address = "batch";
+    req.batch_job = true;
+    HttpResponse res;
+    BatchClient client(keep_going);
+    if (url == "/v1/chat/completions") {
+      Chat(req, res, client);
+    } else if (url == "/v1/completions") {
+      Completion(req, res, client);
+    } else if (url == "/v1/messages") {
+      Messages(req, res, client);
+    } else if (url == "/v1/responses") {
+      Responses(req, res, client);
+    } else {
+      return {404, Json::parse(ErrorBody(BadRequest(StrCat("no batch endpoint ", url), "url")))};
+    }
+    auto parsed = ParseJsonObject(res.body, 256);
+    return {res.status, parsed.ok() ? std::move(parsed).value() : Json(res.body)};
+  }
+
+ private:
   void Tokenize(const HttpRequest& req, HttpResponse& res) {
     auto fail = [&](const ApiError& error) { ReplyError(res, error); };
     auto parsed = ParseTokenizeRequest(req.body, options_.policy);
@@ -718,6 +787,9 @@ class HttpServer::Impl final : public HttpHandler {
   ServerMetrics metrics_;
   std::atomic<bool> shutting_down_{false};
   std::time_t start_time_ = std::time(nullptr);
+  BatchStorage batch_storage_;
+  FileStore files_;
+  BatchManager batches_;  // after what its requests use: its runner stops before those go
   // Last: destroyed first, so no handler thread outlives what it uses.
   HttpTransport transport_;
 };
@@ -732,5 +804,9 @@ int HttpServer::port() const { return impl_->port(); }
 Status HttpServer::Run() { return impl_->Run(); }
 void HttpServer::Shutdown() { impl_->Shutdown(); }
 const ServerMetrics& HttpServer::metrics() const { return impl_->metrics(); }
+BatchResponse HttpServer::ExecuteBatchRequest(const std::string& url, std::string body,
+                                              const std::function<bool()>& keep_going) {
+  return impl_->ExecuteBatchRequest(url, std::move(body), keep_going);
+}
 
 }  // namespace glint::server

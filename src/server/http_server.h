@@ -13,6 +13,8 @@
 
 #include "base/status.h"
 #include "server/backend.h"
+#include "server/batch_files.h"
+#include "server/batch_jobs.h"
 #include "server/image_input.h"
 #include "server/metrics.h"
 #include "server/openai_request.h"
@@ -21,6 +23,13 @@
 #include "tokenizer/tokenizer.h"
 
 namespace glint::server {
+
+// Batch options whose concurrency is left to the server (what its backend runs at once).
+inline BatchOptions NoBatchConcurrency() {
+  BatchOptions options;
+  options.concurrency = 0;
+  return options;
+}
 
 struct ServerOptions {
   std::string host = "127.0.0.1";                    // loopback unless told otherwise
@@ -52,6 +61,11 @@ struct ServerOptions {
   // newest up to this many and this many bytes of JSON (--responses-store-max, --responses-store-bytes).
   size_t responses_store_max_responses = 1024;
   size_t responses_store_max_bytes = size_t{64} << 20;
+  // Batch jobs (docs/batch.md): where their files live (--batch-dir; created on first use), the Files API's limits,
+  // and how batches run (concurrency 0: what the backend runs at once, at most 64).
+  std::string batch_dir;
+  FileLimits batch_files;
+  BatchOptions batches = NoBatchConcurrency();
   RequestPolicy policy;
   jinja::RenderLimits template_limits;
   ImageInputOptions images;  // image_url parts: limits, the processor config, --allowed-local-media-path
@@ -78,6 +92,11 @@ class HttpServer {
   void Shutdown();
 
   const ServerMetrics& metrics() const;
+
+  // Runs one request through the route of `url` as a batch job's request (batch priority, no HTTP): the status
+  // and JSON body a client would have got. `keep_going` false cancels it. `glint batch` runs its lines with this;
+  // the server's own batches too.
+  BatchResponse ExecuteBatchRequest(const std::string& url, std::string body, const std::function<bool()>& keep_going);
 
  private:
   class Impl;

@@ -275,6 +275,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (server_.shutting_down) return RefuseDuringShutdown();
     if (auto failure = CheckFraming(parser_->get()))
       return RespondError(failure->status, failure->message, failure->code);
+    if (!ApplyBodyLimit()) return;
     if (parser_->is_done()) return Dispatch();
     if (request_.version == 11 && ExpectsContinue(request_.Header("Expect"))) {
       Enqueue({std::string(kContinue), false, Piece::kData});
@@ -286,6 +287,23 @@ class Connection : public std::enable_shared_from_this<Connection> {
       if (error) return self->OnReadError(error);
       self->Dispatch();
     });
+  }
+
+  // The parser was set up with the largest limit any route allows; this request's own (from its path) is applied
+  // now, before its body is read: a Content-Length over it is refused at once, a chunked body when it passes it.
+  bool ApplyBodyLimit() {
+    const size_t handler_limit = server_.handler.BodyLimit(request_);
+    const size_t limit = handler_limit == 0 ? server_.options.max_body_bytes : handler_limit;
+    const auto length = parser_->content_length();
+    if (length && *length > limit) {
+      RespondError(413,
+                   StrCat("the request body is too large: at most ", limit, " bytes for ", request_.method, " ",
+                          EscapeForLog(request_.path.substr(0, 64))),
+                   "body_too_large");
+      return false;
+    }
+    parser_->body_limit(static_cast<uint64_t>(limit));
+    return true;
   }
 
   void OnReadError(BoostError error) {

@@ -31,6 +31,7 @@ struct TransportOptions {
   int max_connections = 4096;                    // open connections; one more is answered 503 and closed
   size_t max_header_bytes = size_t{32} << 10;    // request line and headers together (431 beyond)
   size_t max_body_bytes = size_t{16} << 20;      // after de-chunking (413 beyond)
+  size_t max_any_body_bytes = 0;                 // the largest HttpHandler::BodyLimit may allow (0: max_body_bytes)
   double idle_timeout_seconds = 5;               // keep-alive: between requests
   double header_timeout_seconds = 10;            // first byte of a request → end of its headers (408)
   double body_timeout_seconds = 30;              // end of the headers → end of the body (408)

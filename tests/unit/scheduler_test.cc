@@ -182,6 +182,77 @@ TEST(Scheduler, PreemptsTheNewestAndRecomputesItLater) {
   EXPECT_EQ(scheduler.Get(2).tokens, (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7, 102, 102}));
 }
 
+// Batch jobs (docs/batch.md "Priority"): an online request that arrives while batch requests run is scheduled
+// ahead of them, takes the budget first, and the batch sequences are the ones preempted.
+TEST(Scheduler, AnOnlineRequestGoesBeforeRunningBatchRequests) {
+  auto memory = Memory(64, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 12});
+  scheduler.Add(1, Tokens(0, 8), 0, {}, SequencePriority::kBatch);
+  scheduler.Add(2, Tokens(0, 20), 1, {}, SequencePriority::kBatch);
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 8, true}, {2, 0, 4, false}}));
+  Finish(scheduler, plan);
+  scheduler.Add(3, Tokens(50, 10), 2);  // online, arriving last
+  plan = scheduler.Schedule();
+  // The online prompt takes its whole chunk first; the batch decode and prefill share what it leaves.
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{3, 0, 10, true}, {1, 8, 1, true}, {2, 4, 1, false}}));
+  Finish(scheduler, plan);
+  plan = scheduler.Schedule();
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{3, 10, 1, true}, {1, 9, 1, true}, {2, 5, 10, false}}));
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, AWaitingOnlineRequestIsAdmittedBeforeWaitingBatchRequests) {
+  auto memory = Memory(64, 1);  // one slot: admission order is visible
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 4), 0, {}, SequencePriority::kBatch);
+  scheduler.Add(2, Tokens(0, 4), 1);  // online, newer
+  const StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{2}));
+  EXPECT_EQ(scheduler.Get(1).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, ABatchSequenceYieldsItsSlotToAnOnlineRequest) {
+  auto memory = Memory(64, 2);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 4), 0, {}, SequencePriority::kBatch);
+  scheduler.Add(2, Tokens(0, 4), 1, {}, SequencePriority::kBatch);
+  Finish(scheduler, scheduler.Schedule());  // both slots taken by the batch
+  scheduler.Add(3, Tokens(50, 6), 2);       // online
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{2})) << "the newest batch sequence gives up its slot";
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{3}));
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{3, 0, 6, true}, {1, 4, 1, true}}));
+  Finish(scheduler, plan);
+  // Online sequences never yield: with the slots held by one online and one batch sequence, a second online
+  // request takes the batch one's slot, and a third waits.
+  scheduler.Add(4, Tokens(60, 3), 3);
+  plan = scheduler.Schedule();
+  EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{1}));
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{4}));
+  Finish(scheduler, plan);
+  scheduler.Add(5, Tokens(70, 3), 4);
+  plan = scheduler.Schedule();
+  EXPECT_TRUE(plan.preempted.empty());
+  EXPECT_EQ(scheduler.Get(5).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, MemoryPressurePreemptsBatchSequencesBeforeOnlineOnes) {
+  auto memory = Memory(5, 3);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 8), 0, {}, SequencePriority::kBatch);  // older, but batch
+  scheduler.Add(2, Tokens(0, 8), 1);                                // online
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{2, 1}));
+  Finish(scheduler, plan);
+  plan = scheduler.Schedule();  // one free block for two growing sequences: the batch one goes
+  EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{1}));
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, 8, 1, true}}));
+  Finish(scheduler, plan);
+}
+
 TEST(Scheduler, APrefillChunkShrinksToTheFreeBlocks) {
   auto memory = Memory(4, 2);
   Scheduler scheduler(*memory, {.max_batch_tokens = 64});
