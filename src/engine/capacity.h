@@ -33,7 +33,7 @@ struct PrefixDiskOptions {
   uint64_t model_fingerprint = 0;  // identifies the weights (FingerprintModelDirectory); required with a directory
   bool start_empty = false;        // delete the files a previous run left (benchmarks)
   double io_timeout_seconds = 2;   // --prefix-cache-disk-timeout: longest wait for one read or write
-  std::function<void()> before_io;  // tests: runs on the disk tier's I/O thread before each operation
+  std::function<void()> before_io = {};  // tests: runs on the disk tier's I/O thread before each operation
 };
 
 struct EngineOptions {

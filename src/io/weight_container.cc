@@ -155,22 +155,27 @@ Result<std::unique_ptr<ContainerWriter>> ContainerWriter::Create(const std::stri
       break;
     }
   }
-  writer->checksums_.assign(writer->entries_.size(), ContainerChecksum({}));
-  writer->tensor_hash_ = std::make_unique<HashState>();
-  writer->extent_hash_ = std::make_unique<HashState>();
-  writer->path_ = path;
-  writer->tmp_path_ = path + ".tmp";
-  writer->file_ = std::fopen(writer->tmp_path_.c_str(), "wb");
-  if (writer->file_ == nullptr) return IoError("cannot create '", writer->tmp_path_, "': ", std::strerror(errno));
+  GLINT_RETURN_IF_ERROR(writer->Start(path, header_text));
+  return writer;
+}
+
+Status ContainerWriter::Start(const std::string& path, const std::string& header_text) {
+  checksums_.assign(entries_.size(), ContainerChecksum({}));
+  tensor_hash_ = std::make_unique<HashState>();
+  extent_hash_ = std::make_unique<HashState>();
+  path_ = path;
+  tmp_path_ = path + ".tmp";
+  file_ = std::fopen(tmp_path_.c_str(), "wb");
+  if (file_ == nullptr) return IoError("cannot create '", tmp_path_, "': ", std::strerror(errno));
   uint8_t prefix[16];
   std::memcpy(prefix, kContainerMagic, 8);
   PutLittleEndian64(prefix + 8, header_text.size());
-  if (std::fwrite(prefix, 1, 16, writer->file_) != 16 ||
-      std::fwrite(header_text.data(), 1, header_text.size(), writer->file_) != header_text.size()) {
-    return IoError("cannot write '", writer->tmp_path_, "': ", std::strerror(errno));
+  if (std::fwrite(prefix, 1, 16, file_) != 16 ||
+      std::fwrite(header_text.data(), 1, header_text.size(), file_) != header_text.size()) {
+    return IoError("cannot write '", tmp_path_, "': ", std::strerror(errno));
   }
-  writer->position_ = 16 + header_text.size();
-  return writer;
+  position_ = 16 + header_text.size();
+  return Status::Ok();
 }
 
 ContainerWriter::~ContainerWriter() {

@@ -97,6 +97,9 @@ class ContainerWriter {
 
  private:
   ContainerWriter() = default;
+  // Creates the temporary file and writes the magic, the header length and `header_text` (the layout, checksums
+  // as placeholders).
+  Status Start(const std::string& path, const std::string& header_text);
   Status PadTo(uint64_t offset);  // zeros up to file offset `offset`
   // Writes `bytes` at position_, feeding the checksum of the extent they fall in (split at extent boundaries).
   Status Emit(std::span<const uint8_t> bytes);

@@ -60,7 +60,7 @@ struct DiskTierOptions {
   uint64_t fingerprint = 0;  // the model and cache layout; files with another are foreign
   bool start_empty = false;  // delete this format's files found at start instead of indexing them (benchmarks)
   double io_timeout_seconds = 2;  // longest the caller waits for one read or write (--prefix-cache-disk-timeout)
-  std::function<void()> before_io;  // tests: runs on the I/O thread before each operation (a sleep: a slow disk)
+  std::function<void()> before_io = {};  // tests: runs on the I/O thread before each operation (a sleep: a slow disk)
 };
 
 enum class DiskItemKind : uint32_t { kBlock = 1, kCheckpoint = 2 };
