@@ -171,8 +171,8 @@ class DiskExpertCache final : public ExpertStore {
   void CancelUnwantedPrefetches();         // Begin: queued prefetch reads the pass did not ask for (lock held)
   // Reads an expert's extent into `into` and checks it against the extent's checksum (DataLoss if it differs).
   Status ReadExpert(const Expert& expert, std::span<uint8_t> into) const;
-  void ReaderLoop();                       // a pread thread
-  void UringLoop();  // the io_uring thread: submits every queued read (up to its depth), reaps completions
+  void ReaderLoop();  // a pread thread
+  void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
   // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.
   void Landed(int64_t s, const Status& status);
   static FastMlpWeights Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to);

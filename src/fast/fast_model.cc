@@ -272,9 +272,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   return model;
 }
 
-Status FastModel::WeightsDamage() const {
-  return expert_cache_ != nullptr ? expert_cache_->damage() : Status::Ok();
-}
+Status FastModel::WeightsDamage() const { return expert_cache_ != nullptr ? expert_cache_->damage() : Status::Ok(); }
 
 Status FastModel::SumMoeOverRanks(float* partial, int64_t rows) const {
   if (!plan_.distributed()) return Status::Ok();

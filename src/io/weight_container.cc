@@ -57,9 +57,9 @@ bool ParseChecksumHex(const Json& value, uint64_t& checksum) {
 // report (the phrase "does not match its checksum" is what tests and operators look for).
 Status ChecksumMismatch(const std::string& path, const std::string& what, uint64_t sum, uint64_t expected) {
   return DataLoss("'", path, "' ", what, " does not match its checksum (", ChecksumHex(sum), ", expected ",
-                 ChecksumHex(expected),
-                 "): the file changed after `glint convert` wrote it, or the disk returned wrong bytes; re-run "
-                 "`glint convert` and restart");
+                  ChecksumHex(expected),
+                  "): the file changed after `glint convert` wrote it, or the disk returned wrong bytes; re-run "
+                  "`glint convert` and restart");
 }
 
 template <typename... Parts>
@@ -317,8 +317,9 @@ Result<ContainerFile> ContainerFile::Open(const std::string& path) {
     version = header["container_version"].get<int64_t>();
   }
   if (version == 1 || version == 2) {
-    return fail("container_version ", version, version == 1 ? " predates per-expert extents and checksums" : " has no checksums",
-                " (version ", kContainerVersion, " has them); re-run `glint convert` to rewrite it");
+    return fail("container_version ", version,
+                version == 1 ? " predates per-expert extents and checksums" : " has no checksums", " (version ",
+                kContainerVersion, " has them); re-run `glint convert` to rewrite it");
   }
   if (version != kContainerVersion) return fail("unsupported container_version (expected ", kContainerVersion, ")");
   GLINT_RETURN_IF_ERROR(container.ReadExtents(header, data_begin).WithContext(StrCat("'", path, "'")));

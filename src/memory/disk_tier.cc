@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -166,9 +166,9 @@ struct ReadJob final : DiskIoThread::Job {
   uint64_t fingerprint = 0;
   DiskItemKind kind = DiskItemKind::kBlock;
   BlockHash hash = 0, parent = 0;
-  std::vector<int32_t> key;      // what the caller asks for
+  std::vector<int32_t> key;        // what the caller asks for
   std::vector<std::byte> payload;  // [the expected payload bytes]
-  std::string reason;            // empty: read and checked
+  std::string reason;              // empty: read and checked
   void Run() override {
     Fd fd(OpenForRead(dir_fd, ItemName(kind, hash)));
     FileHeader header{};
@@ -181,8 +181,8 @@ struct ReadJob final : DiskIoThread::Job {
       reason = "key read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
     }
     if (reason.empty() && stored != key) reason = "holds other tokens than the block asked for";
-    if (reason.empty() && !PreadAll(fd.get(), payload.data(), payload.size(),
-                                    static_cast<off_t>(sizeof(header) + stored.size() * 4))) {
+    if (reason.empty() &&
+        !PreadAll(fd.get(), payload.data(), payload.size(), static_cast<off_t>(sizeof(header) + stored.size() * 4))) {
       reason = "payload read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
     }
     if (reason.empty() && BodyChecksum(stored, payload) != header.body_checksum) {
@@ -252,8 +252,8 @@ DiskTier::~DiskTier() {
 }
 
 bool DiskTier::RunIo(const std::shared_ptr<DiskIoThread::Job>& job, const std::string& what) {
-  const auto timeout = std::chrono::duration_cast<std::chrono::nanoseconds>(
-      std::chrono::duration<double>(options_.io_timeout_seconds));
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options_.io_timeout_seconds));
   const DiskIoThread::Outcome outcome = io_->Run(job, timeout);
   if (outcome == DiskIoThread::Outcome::kDone) return true;
   if (outcome == DiskIoThread::Outcome::kTimedOut) {

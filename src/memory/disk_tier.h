@@ -56,9 +56,9 @@ inline constexpr uint32_t kDiskTierFormatVersion = 1;
 
 struct DiskTierOptions {
   std::string directory;
-  int64_t size_bytes = 0;    // budget of the files, headers included
-  uint64_t fingerprint = 0;  // the model and cache layout; files with another are foreign
-  bool start_empty = false;  // delete this format's files found at start instead of indexing them (benchmarks)
+  int64_t size_bytes = 0;         // budget of the files, headers included
+  uint64_t fingerprint = 0;       // the model and cache layout; files with another are foreign
+  bool start_empty = false;       // delete this format's files found at start instead of indexing them (benchmarks)
   double io_timeout_seconds = 2;  // longest the caller waits for one read or write (--prefix-cache-disk-timeout)
   std::function<void()> before_io = {};  // tests: runs on the I/O thread before each operation (a sleep: a slow disk)
 };
@@ -129,7 +129,7 @@ class DiskTier {
 
   DiskTierOptions options_;
   int lock_fd_ = -1;
-  int dir_fd_ = -1;  // the directory, opened once: every name is resolved inside it
+  int dir_fd_ = -1;                   // the directory, opened once: every name is resolved inside it
   std::unique_ptr<DiskIoThread> io_;  // null until Open has scanned the directory
   std::unordered_map<ItemKey, Entry, ItemKeyHash> index_;
   std::list<ItemKey> lru_;  // front = least recently used

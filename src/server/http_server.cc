@@ -274,9 +274,10 @@ class HttpServer::Impl final : public HttpHandler {
     };
     if (!health.damage.ok()) return unhealthy("damaged", health.damage.message());
     if (health.requests_queued > 0 && health.seconds_in_step > options_.health_stall_seconds) {
-      return unhealthy("stalled", StrCat("the engine has made no progress for ", static_cast<int64_t>(health.seconds_in_step),
-                                         " s (one step running; --health-stall-seconds ", options_.health_stall_seconds,
-                                         ") with ", health.requests_queued, " requests running or waiting"));
+      return unhealthy("stalled",
+                       StrCat("the engine has made no progress for ", static_cast<int64_t>(health.seconds_in_step),
+                              " s (one step running; --health-stall-seconds ", options_.health_stall_seconds, ") with ",
+                              health.requests_queued, " requests running or waiting"));
     }
     Reply(res, 200, {{"status", "ok"}});
   }

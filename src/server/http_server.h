@@ -51,7 +51,7 @@ struct ServerOptions {
   // /health answers 503 "stalled" when one engine step has run this long (a blocked read, a hung model) with
   // requests queued (--health-stall-seconds).
   double health_stall_seconds = 60;
-  bool log_requests = true;                        // one line per request; never the prompt text unless log_prompts
+  bool log_requests = true;  // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
   bool webui = true;  // the chat page at / (webui.h); --no-webui turns it off
   // A stream that has written nothing for this long gets its API's keep-alive event (Anthropic's ping), so that

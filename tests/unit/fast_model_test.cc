@@ -14,11 +14,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <random>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 

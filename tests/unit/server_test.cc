@@ -182,9 +182,9 @@ TEST(Server, HealthReportsDamagedWeightsAndAStalledEngine) {
 // a 400 that tells the client to change its request; the client's own faults stay 400.
 TEST(Server, ServerFaultRefusalsAre503ClientFaultsStay400) {
   TestServer server;
-  for (const Status& fault : {IoError("the file 'model.glint' changed under the running process"),
-                              DataLoss("'model.glint' tensor 'embed' does not match its checksum"),
-                              Unavailable("the engine is stopping")}) {
+  for (const Status& fault :
+       {IoError("the file 'model.glint' changed under the running process"),
+        DataLoss("'model.glint' tensor 'embed' does not match its checksum"), Unavailable("the engine is stopping")}) {
     server.backend().set_submit_error(fault);
     const HttpReply reply = Post(server.port(), "/v1/chat/completions", UserChat("hi"));
     EXPECT_EQ(reply.status, 503) << fault.ToString();
