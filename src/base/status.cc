@@ -18,8 +18,12 @@ std::string_view ErrorCodeName(ErrorCode code) {
       return "unimplemented";
     case ErrorCode::kResourceExhausted:
       return "resource exhausted";
+    case ErrorCode::kUnavailable:
+      return "unavailable";
     case ErrorCode::kIo:
       return "i/o error";
+    case ErrorCode::kDataLoss:
+      return "data loss";
     case ErrorCode::kInternal:
       return "internal error";
   }

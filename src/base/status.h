@@ -22,7 +22,9 @@ enum class ErrorCode {
   kFailedPrecondition,  // the call is valid but the state does not allow it
   kUnimplemented,       // a feature that is known but not (yet) supported; the message says what is missing
   kResourceExhausted,   // memory pools, queues
+  kUnavailable,         // the service cannot take work now, through no fault of the caller (stopping, damaged)
   kIo,                  // the operating system refused (open, mmap, read, write)
+  kDataLoss,            // bytes read back are not those written: a checksum mismatch, a file changed while in use
   kInternal,            // a bug
 };
 
@@ -83,8 +85,16 @@ Status ResourceExhausted(const Parts&... parts) {
   return Status(ErrorCode::kResourceExhausted, StrCat(parts...));
 }
 template <typename... Parts>
+Status Unavailable(const Parts&... parts) {
+  return Status(ErrorCode::kUnavailable, StrCat(parts...));
+}
+template <typename... Parts>
 Status IoError(const Parts&... parts) {
   return Status(ErrorCode::kIo, StrCat(parts...));
+}
+template <typename... Parts>
+Status DataLoss(const Parts&... parts) {
+  return Status(ErrorCode::kDataLoss, StrCat(parts...));
 }
 template <typename... Parts>
 Status InternalError(const Parts&... parts) {

@@ -438,6 +438,11 @@ GLINT_REGISTER_COMMAND(
           .add_option("--shutdown-timeout", flags->shutdown_timeout,
                       "seconds in-flight requests get after SIGTERM before they are cancelled")
           ->capture_default_str();
+      command
+          .add_option("--health-stall-seconds", flags->limits.health_stall_seconds,
+                      "/health answers 503 \"stalled\" when one engine step has run this long with requests queued")
+          ->check(CLI::PositiveNumber)
+          ->capture_default_str();
       command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
       command.add_flag("--no-webui", flags->no_webui, "do not serve the chat page at / (docs/webui.md)");
       AddResponsesStoreFlags(command, flags->limits);

@@ -47,6 +47,12 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
   command.add_option("--prefix-cache-disk-size", flags.prefix_cache_disk_size,
                      "size budget of --prefix-cache-disk (e.g. 64G); least recently used files are deleted past it");
   command
+      .add_option("--prefix-cache-disk-timeout", flags.prefix_cache_disk_timeout,
+                  "seconds the engine waits for one --prefix-cache-disk read or write (done on the tier's own "
+                  "thread); past it the item is a miss, and the tier is bypassed until that operation returns")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
       .add_option("--speculative", flags.speculative,
                   "speculative decoding: none, or mtp (the model's MTP layer drafts tokens, the model verifies "
                   "them in the same forward pass; outputs are unchanged)")
@@ -98,6 +104,7 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
     if (!bytes.ok()) return InvalidArgument("--prefix-cache-disk-size: ", bytes.status().message());
     options.prefix_disk.directory = flags.prefix_cache_disk;
     options.prefix_disk.size_bytes = *bytes;
+    options.prefix_disk.io_timeout_seconds = flags.prefix_cache_disk_timeout;
   }
   if (flags.speculative == "none") {
     options.speculative = SpeculativeMethod::kNone;

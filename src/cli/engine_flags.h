@@ -24,8 +24,9 @@ struct EngineFlags {
   double checkpoint_fraction = 0.2;
   std::string checkpoint_memory;  // --prefix-checkpoint-memory; empty: checkpoint_fraction
   std::string checkpoint_policy = "tail";
-  std::string prefix_cache_disk;       // --prefix-cache-disk DIR; empty: no disk tier
-  std::string prefix_cache_disk_size;  // --prefix-cache-disk-size SIZE (required with the directory)
+  std::string prefix_cache_disk;         // --prefix-cache-disk DIR; empty: no disk tier
+  std::string prefix_cache_disk_size;    // --prefix-cache-disk-size SIZE (required with the directory)
+  double prefix_cache_disk_timeout = 2;  // --prefix-cache-disk-timeout SECONDS: longest wait for one read or write
   std::string speculative = "none";
   int64_t speculative_tokens = 1;  // --speculative-tokens K
 };

@@ -132,7 +132,10 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
           ExpertWeightsName(model->weights().experts), " routed experts, ", load.weight_bytes / 1e9, " GB, ",
-          IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ", load.seconds, " s");
+          IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ", load.seconds, " s",
+          load.verified_bytes > 0
+              ? StrCat("; checksums of ", load.verified_bytes / 1e9, " GB checked in ", load.verify_seconds, " s")
+              : std::string());
   GLINT_RETURN_IF_ERROR(LogExpertCacheReport(*model, pool));
   return std::unique_ptr<Model>(std::move(model));
 }

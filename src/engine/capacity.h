@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,8 @@ struct PrefixDiskOptions {
   int64_t size_bytes = 0;          // --prefix-cache-disk-size
   uint64_t model_fingerprint = 0;  // identifies the weights (FingerprintModelDirectory); required with a directory
   bool start_empty = false;        // delete the files a previous run left (benchmarks)
+  double io_timeout_seconds = 2;   // --prefix-cache-disk-timeout: longest wait for one read or write
+  std::function<void()> before_io = {};  // tests: runs on the disk tier's I/O thread before each operation
 };
 
 struct EngineOptions {

@@ -1,5 +1,8 @@
 #include "engine/engine.h"
 
+#include <chrono>
+
+#include "base/file.h"
 #include "base/log.h"
 
 namespace glint {
@@ -23,12 +26,21 @@ Engine::~Engine() {
   if (thread_.joinable()) thread_.join();
 }
 
+namespace {
+
+int64_t SteadyNanoseconds() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
 Result<RequestId> Engine::Submit(Request request) {
   GLINT_RETURN_IF_ERROR(core_->Validate(request));
   const RequestId id = next_id_.fetch_add(1);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_) return FailedPrecondition("the engine is stopping");
+    if (stopping_) return Unavailable("the engine is stopping");
     submitted_.emplace_back(id, std::move(request));
   }
   wake_.notify_one();
@@ -60,6 +72,7 @@ void Engine::Loop() {
       cancelled.swap(cancelled_);
       stopping = stopping_;
     }
+    round_started_ns_.store(SteadyNanoseconds(), std::memory_order_relaxed);
     for (auto& [id, request] : submitted) {
       const Status status = core_->Add(id, std::move(request));
       // Validated at Submit; only a duplicate id could fail here, which next_id_ rules out.
@@ -79,9 +92,20 @@ void Engine::Loop() {
         core_->FailAll(StrCat("internal engine error: ", status.message()));
       }
     }
+    round_started_ns_.store(0, std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(mutex_);
     metrics_ = core_->Metrics();
   }
+}
+
+double Engine::SecondsInStep() const {
+  const int64_t started = round_started_ns_.load(std::memory_order_relaxed);
+  return started == 0 ? 0.0 : static_cast<double>(SteadyNanoseconds() - started) * 1e-9;
+}
+
+Status Engine::Damage() const {
+  if (MappingFaults() > 0) return MappingDamage();
+  return core_->model().WeightsDamage();
 }
 
 }  // namespace glint

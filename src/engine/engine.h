@@ -40,6 +40,13 @@ class Engine {
   void Cancel(RequestId id);
   // A snapshot taken after the latest step.
   EngineMetrics Metrics() const;
+  // Seconds the engine thread has spent in its current round (admissions and one step); 0 while it waits for work.
+  // A round that does not end (a read that blocks, a model that hangs) grows it without bound: /health reports
+  // that engine as stalled (docs/server.md "Health").
+  double SecondsInStep() const;
+  // Why this engine cannot serve for good, or Ok: a mapped weights file that shrank (base/file.h MappingDamage), or
+  // weights read at run time that failed their checksum (Model::WeightsDamage).
+  Status Damage() const;
   const CapacityReport& capacity() const { return core_->capacity(); }
 
  private:
@@ -54,6 +61,8 @@ class Engine {
   bool stopping_ = false;                                 // guarded by mutex_
   EngineMetrics metrics_;                                 // guarded by mutex_
   std::atomic<RequestId> next_id_{1};
+  // steady_clock nanoseconds at which the engine thread began its current round; 0 while it waits.
+  std::atomic<int64_t> round_started_ns_{0};
   std::thread thread_;
 };
 

@@ -96,6 +96,7 @@ class EngineCore {
   Status Step();
 
   EngineMetrics Metrics() const;
+  const Model& model() const { return model_; }
   const CapacityReport& capacity() const { return capacity_; }
   const EngineOptions& options() const { return options_; }
   const CacheLayout& layout() const { return *layout_; }

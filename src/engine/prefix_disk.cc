@@ -51,6 +51,8 @@ Status AttachPrefixDisk(const EngineOptions& options, const CacheLayout& layout,
   tier.size_bytes = disk.size_bytes;
   tier.fingerprint = PrefixDiskFingerprint(disk.model_fingerprint, layout);
   tier.start_empty = disk.start_empty;
+  tier.io_timeout_seconds = disk.io_timeout_seconds;
+  tier.before_io = disk.before_io;
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<DiskTier> opened, DiskTier::Open(tier));
   memory.AttachDiskTier(std::move(opened));
   return Status::Ok();

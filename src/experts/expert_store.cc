@@ -98,7 +98,7 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(
         return FailedPrecondition("'", container.path(), "' has no extent for routed expert '", name,
                                   "'; re-run `glint convert` to write one");
       }
-      Expert expert{extent->offset, extent->bytes, moe->experts[e]};
+      Expert expert{extent->offset, extent->bytes, moe->experts[e], *extent};
       for (const uint8_t* blob : BlobsOf(expert.mapped)) {
         const uint64_t offset = container.OffsetOf(blob);
         if (offset < extent->offset || offset >= extent->offset + extent->bytes) {
@@ -118,6 +118,7 @@ Result<std::unique_ptr<DiskExpertCache>> DiskExpertCache::Create(
     cache->layers_.push_back(std::move(layer));
   }
   if (cache->layers_.empty()) return InvalidArgument("--expert-memory: this model has no routed experts");
+  cache->container_path_ = container.path();
   cache->read_buffer_bytes_ = uring != nullptr ? uring->ring_bytes() : 0;
   const uint64_t minimum = static_cast<uint64_t>(experts_per_token) * cache->slot_bytes_ + cache->read_buffer_bytes_;
   if (options.budget_bytes < minimum) {
@@ -303,9 +304,9 @@ void DiskExpertCache::ReaderLoop() {
     lock.unlock();
     Stopwatch watch;
     const std::span<uint8_t> into(slot.data, expert.bytes);
-    Status status = reader_->Read(expert.offset, into);
+    Status status = ReadExpert(expert, into);
     const bool retried = !status.ok();
-    if (retried) status = reader_->Read(expert.offset, into);  // once: a transient error (EIO) may pass
+    if (retried) status = ReadExpert(expert, into);  // once: a transient error (EIO, a torn read) may pass
     const double seconds = watch.Seconds();
     lock.lock();
     stats_.read_seconds += seconds;
@@ -314,9 +315,21 @@ void DiskExpertCache::ReaderLoop() {
   }
 }
 
+Status DiskExpertCache::ReadExpert(const Expert& expert, std::span<uint8_t> into) const {
+  GLINT_RETURN_IF_ERROR(reader_->Read(expert.offset, into));
+  return VerifyContainerExtent(container_path_, expert.extent, into);
+}
+
 void DiskExpertCache::Landed(int64_t s, const Status& status) {
   Slot& slot = slots_[s];
   const Expert& expert = layers_[slot.layer].experts[slot.expert];
+  if (status.code() == ErrorCode::kDataLoss) {
+    ++stats_.corrupt_reads;
+    if (damage_.ok()) {
+      damage_ = status;
+      LogError("expert cache: ", status.message());
+    }
+  }
   if (status.ok()) {
     stats_.bytes_read += expert.bytes;
     slot.weights = Rebase(expert.mapped, layers_[slot.layer].map_base + expert.offset, slot.data);
@@ -365,6 +378,14 @@ void DiskExpertCache::UringLoop() {
     Stopwatch watch;
     done.clear();
     const Status waited = uring_->Wait(done);
+    // Checked off the lock: a loading slot's layer, expert and bytes change only when it lands.
+    for (UringExtentReader::Completion& completion : done) {
+      if (!completion.status.ok()) continue;
+      const Slot& slot = slots_[static_cast<int64_t>(completion.tag)];
+      const Expert& expert = layers_[slot.layer].experts[slot.expert];
+      completion.status =
+          VerifyContainerExtent(container_path_, expert.extent, std::span<const uint8_t>(slot.data, expert.bytes));
+    }
     const double seconds = watch.Seconds();
     lock.lock();
     stats_.read_seconds += seconds;
@@ -517,6 +538,11 @@ ExpertCacheStats DiskExpertCache::stats() const {
   return stats_;
 }
 
+Status DiskExpertCache::damage() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return damage_;
+}
+
 Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int64_t>> hot) {
   std::unique_lock<std::mutex> lock(mutex_);
   if (!wanted_.empty()) return InternalError("expert cache: KeepHot during a pass");
@@ -536,7 +562,7 @@ Result<int64_t> DiskExpertCache::KeepHot(std::span<const std::pair<int64_t, int6
     Evict(slot);
     const Expert& e = layers_[layer].experts[expert];
     GLINT_RETURN_IF_ERROR(
-        reader_->Read(e.offset, std::span<uint8_t>(slot.data, e.bytes))
+        ReadExpert(e, std::span<uint8_t>(slot.data, e.bytes))
             .WithContext(StrCat("--expert-profile: routed expert ", expert, " of ", layers_[layer].name)));
     slot.layer = layer, slot.expert = expert;
     slot.weights = Rebase(e.mapped, layers_[layer].map_base + e.offset, slot.data);

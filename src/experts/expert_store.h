@@ -61,6 +61,7 @@ struct ExpertCacheStats {
   uint64_t bytes_read = 0;
   double read_seconds = 0;    // summed over the reader threads
   int64_t failed_reads = 0;   // reads that failed twice (the expert failed)
+  int64_t corrupt_reads = 0;  // of those, reads whose bytes were not the container's (checksum, changed file)
   int64_t retried_reads = 0;  // reads that failed once and were tried again
   // --expert-prefetch: reads started by Prefetch; of those, experts a pass then asked for (used), evicted unasked
   // (their bytes wasted), cancelled before the read started, failed (no request failed by it).
@@ -115,6 +116,9 @@ class DiskExpertCache final : public ExpertStore {
   ExpertIo io() const { return uring_ != nullptr ? ExpertIo::kUring : ExpertIo::kPread; }
   ExpertPolicy policy() const { return ranker_->policy(); }
   ExpertCacheStats stats() const;
+  // The first read whose bytes were not the container's (an extent that failed its checksum, a file changed while
+  // in use): the container is damaged for good (/health says so); Ok while every read matched.
+  Status damage() const;
   // --expert-profile: reads `hot` ((cache layer, expert), hottest first; cache layers in the model's order, MTP
   // last) into slots kept for good (never evicted), at most half of the slots. Returns how many it kept. Call
   // before the first pass.
@@ -133,6 +137,7 @@ class DiskExpertCache final : public ExpertStore {
   struct Expert {                    // one routed expert as stored
     uint64_t offset = 0, bytes = 0;  // its extent
     FastMlpWeights mapped;           // views into the container mapping (layouts; pointers rebased per slot)
+    ContainerExtent extent;          // with its checksum, checked after every read
   };
   struct Layer {
     std::vector<Expert> experts;
@@ -164,14 +169,17 @@ class DiskExpertCache final : public ExpertStore {
   void UseSlot(Slot& slot, int64_t rows);  // the policy's bookkeeping of a use (lock held)
   void Evict(Slot& slot);                  // a ready slot is to hold another expert (lock held)
   void CancelUnwantedPrefetches();         // Begin: queued prefetch reads the pass did not ask for (lock held)
-  void ReaderLoop();                       // a pread thread
-  void UringLoop();  // the io_uring thread: submits every queued read (up to its depth), reaps completions
+  // Reads an expert's extent into `into` and checks it against the extent's checksum (DataLoss if it differs).
+  Status ReadExpert(const Expert& expert, std::span<uint8_t> into) const;
+  void ReaderLoop();  // a pread thread
+  void UringLoop();   // the io_uring thread: submits every queued read (up to its depth), reaps completions
   // A read of slot s ended (lock held): the slot is ready, or emptied with the error given to the pass.
   void Landed(int64_t s, const Status& status);
   static FastMlpWeights Rebase(const FastMlpWeights& mapped, const uint8_t* from, uint8_t* to);
 
   std::vector<Layer> layers_;
   std::map<const FastMoeWeights*, int64_t> layer_of_;
+  std::string container_path_;                // for errors
   std::unique_ptr<ExtentReader> reader_;      // preads (and the bandwidth probe)
   std::unique_ptr<UringExtentReader> uring_;  // null: the pread threads read
   uint64_t slot_bytes_ = 0, routed_bytes_ = 0, read_buffer_bytes_ = 0;
@@ -191,6 +199,7 @@ class DiskExpertCache final : public ExpertStore {
   std::vector<Wanted> wanted_;
   std::map<int64_t, Status> slot_errors_;  // read failures of the pass, by slot
   ExpertCacheStats stats_;
+  Status damage_;  // the first corrupt read
 };
 
 }  // namespace glint

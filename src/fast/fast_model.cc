@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 
 #include "base/file.h"
 #include "base/log.h"
@@ -41,6 +42,35 @@ void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
       for (size_t i = 0; i < blobs[b].size(); i += kPage) sums[worker] += bytes[i];
     }
   });
+}
+
+// The checksum pass at load (io/weight_container.h): every tensor of `source` that is a view of its container,
+// checked against the header's sums on the pool's threads, one tensor (or routed-expert extent) per task. Routed
+// experts are skipped when an expert cache reads them: it checks each extent as it reads it. Run before any tensor
+// is sliced or copied, while every view still covers the whole stored tensor. Returns the bytes hashed.
+Result<uint64_t> VerifyContainerTensors(const FastWeightSource& source, WorkerPool& pool, bool experts_checked_later) {
+  const ContainerFile* container = source.container();
+  if (container == nullptr) return uint64_t{0};
+  std::vector<const ContainerEntry*> todo;
+  std::set<int64_t> extents;
+  uint64_t bytes = 0;
+  for (const auto& [name, tensor] : source.tensors()) {
+    const ContainerEntry* entry = container->Find(name);
+    if (entry == nullptr) return InternalError("tensor '", name, "' is not in the container it was read from");
+    if (entry->extent >= 0 && (experts_checked_later || !extents.insert(entry->extent).second)) continue;
+    todo.push_back(entry);
+    if (entry->extent >= 0) {
+      bytes += container->extents()[entry->extent].bytes;
+    } else {
+      for (const auto& blob : entry->blobs) bytes += blob.size();
+    }
+  }
+  std::vector<Status> errors(todo.size());
+  pool.ParallelFor(static_cast<int64_t>(todo.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t t = begin; t < end; ++t) errors[t] = container->VerifyEntry(*todo[t]);
+  });
+  for (const Status& error : errors) GLINT_RETURN_IF_ERROR(error);
+  return bytes;
 }
 
 // The plan for a source whose column splits must land on `column_group` (its int8 / int4 K-group). With an expert
@@ -163,6 +193,12 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   // The vision tower's tensors ("vision.*" in a container) belong to the image encoder, which maps the container
   // itself, on rank 0 only (docs/distributed.md "Images"): not this model's weights, never read in by it.
   source.Drop([&](const std::string& name) { return IsOtherRanksExpert(name, local) || name.starts_with("vision."); });
+  Stopwatch verify_watch;
+  uint64_t verified_bytes = 0;
+  if (options.verify_checksums) {
+    GLINT_ASSIGN_OR_RETURN(verified_bytes, VerifyContainerTensors(source, pool, options.expert_memory > 0));
+  }
+  const double verify_seconds = verified_bytes > 0 ? verify_watch.Seconds() : 0.0;
   if (!sliced) GLINT_RETURN_IF_ERROR(SliceFastSource(source, FastTensorSlices(config, plan)));
   GLINT_RETURN_IF_ERROR(KeepLmHeadRows(source, plan.slices().vocab_rows));  // only rank 0's group holds any
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
@@ -173,6 +209,8 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);
+  model->load_report_.verify_seconds = verify_seconds;
+  model->load_report_.verified_bytes = verified_bytes;
   if (!options.expert_trace.empty()) {
     const ModelConfig& c = model->config_;
     const int64_t moe_layers = std::count(c.mlp_kinds.begin(), c.mlp_kinds.end(), MlpKind::kMoe) + (with_mtp ? 1 : 0);
@@ -233,6 +271,8 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   model->load_report_.seconds = watch.Seconds();
   return model;
 }
+
+Status FastModel::WeightsDamage() const { return expert_cache_ != nullptr ? expert_cache_->damage() : Status::Ok(); }
 
 Status FastModel::SumMoeOverRanks(float* partial, int64_t rows) const {
   if (!plan_.distributed()) return Status::Ok();

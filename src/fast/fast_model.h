@@ -40,6 +40,11 @@ struct FastModelOptions {
   // Read this model's pages of a container in at load, on the pool's threads (first touch: their NUMA node): the
   // rank's tensors only, not the vision tower's nor, with an expert cache, the routed experts'.
   bool populate = true;
+  // Check at load every tensor this model binds from a container against the container's checksums
+  // (io/weight_container.h): a file changed in place after `glint convert` is refused, not served as wrong text.
+  // With an expert cache the routed experts are checked as they are read instead. Off only in tools and tests (no
+  // flag: the pass costs about what reading the pages in costs, docs/server.md "Files under a running server").
+  bool verify_checksums = true;
   // Routed experts read from the container into a RAM cache of this many bytes (`--expert-memory`,
   // docs/expert-cache.md); 0: every expert resident, as mapped. Needs a `glint convert` container.
   uint64_t expert_memory = 0;
@@ -70,6 +75,8 @@ struct FastLoadReport {
   uint64_t resident_bytes = 0;            // tensors held in memory for good (all of them without an expert cache)
   uint64_t expert_cache_bytes = 0;        // the expert cache's slots (0 without one)
   uint64_t expert_read_buffer_bytes = 0;  // what its reads need beyond the slots (the io_uring ring; no staging)
+  double verify_seconds = 0;              // the checksum pass over the container's tensors (0 when skipped)
+  uint64_t verified_bytes = 0;            // bytes it hashed
 };
 
 // What the last Forward did, for benchmarks: the rows it ran and the weight bytes its products read, and per MoE
@@ -121,6 +128,7 @@ class FastModel final : public PathModel {
   const FastWeights& weights() const { return weights_; }
   // The routed-expert cache of --expert-memory, or null (every expert resident).
   const DiskExpertCache* expert_cache() const { return expert_cache_.get(); }
+  Status WeightsDamage() const override;
   Isa isa() const { return isa_; }
 
  private:

@@ -48,8 +48,9 @@ Status DirectFileReader::CheckUnchanged() const {
   if (::fstat(fd_, &open_file) != 0) return IoError("cannot stat '", path_, "': ", std::strerror(errno));
   const bool replaced = ::stat(path_.c_str(), &at_path) != 0 || at_path.st_ino != inode_;
   if (open_file.st_size != size_ || MtimeNs(open_file) != mtime_ns_ || replaced) {
-    return IoError("the container '", path_, "' changed while in use (", replaced ? "replaced or removed" : "rewritten",
-                   "; size ", size_, " → ", open_file.st_size, "): restart glint on the new container");
+    return DataLoss("the container '", path_, "' changed while in use (",
+                    replaced ? "replaced or removed" : "rewritten", "; size ", size_, " → ", open_file.st_size,
+                    "): restart glint on the new container");
   }
   return Status::Ok();
 }

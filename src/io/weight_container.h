@@ -3,15 +3,25 @@
 //
 //   bytes 0–7    magic "GLINTWC1"
 //   bytes 8–15   header length N (little-endian u64)
-//   N bytes      JSON header: {"container_version": 2, "metadata": {str: str},
-//                              "tensors": [{"name", "kind", "dims": [int…], "blobs": [[offset, bytes]…]}…],
-//                              "extents": [[name, offset, bytes]…]}
+//   N bytes      JSON header: {"container_version": 3, "metadata": {str: str},
+//                              "tensors": [{"name", "kind", "dims": [int…], "blobs": [[offset, bytes]…],
+//                                           "xxh3": hex}…],
+//                              "extents": [[name, offset, bytes, hex]…]}
 //   data         every blob at its absolute file offset, aligned to 64 bytes (4096 for blobs ≥ 1 MiB)
 //
 // An extent is a run of consecutive tensors (e.g. one routed expert's gate_up and down) laid out as one contiguous
 // range that starts and ends on a 4 KiB boundary, so it can be read with one O_DIRECT read into an aligned buffer
-// (docs/expert-cache.md). Inside an extent blobs are 64-byte aligned. Version 2 added extents; a version 1 file is
-// refused with a message to re-run `glint convert`.
+// (docs/expert-cache.md). Inside an extent blobs are 64-byte aligned.
+//
+// Checksums (version 3): every extent carries the XXH3-64 of its whole byte range (padding included: what one read
+// of it returns), and every tensor outside an extent carries "xxh3", the XXH3-64 of its blobs' bytes in order; both
+// as 16 lowercase hex digits. They catch a file changed in place after `glint convert` (same size and mtime, so
+// nothing else notices) and a disk that returns wrong bytes: the model checks the tensors it binds at load
+// (VerifyEntry) and the expert cache checks each extent it reads (VerifyContainerExtent). XXH3 because it hashes at
+// memory bandwidth (tens of GB/s per core, so the load pass costs about what reading the pages in costs) and is
+// already a dependency (Debian's libxxhash, the prefix-cache keys); it detects accidents and careless edits, not
+// an attacker, who could rewrite the header's sums too (docs/server.md "Files under a running server").
+// Version 2 (extents, no checksums) and version 1 files are refused with a message to re-run `glint convert`.
 //
 // The container is generic: `kind` and `dims` are the model layer's business (e.g. kind "int8" with dims
 // [rows, cols, group] and blobs [codes, scales]); the reader checks that every blob lies inside the file, is
@@ -49,10 +59,18 @@ struct ContainerExtent {
   std::string name;
   uint64_t offset = 0;
   uint64_t bytes = 0;
+  uint64_t checksum = 0;  // XXH3-64 of the range
 };
 
 inline constexpr uint64_t kExtentAlignment = 4096;  // O_DIRECT needs offsets, sizes and buffers on this boundary
-inline constexpr int kContainerVersion = 2;
+inline constexpr int kContainerVersion = 3;
+
+// The container's checksum of `bytes` (XXH3-64, seed 0).
+uint64_t ContainerChecksum(std::span<const uint8_t> bytes);
+
+// Checks `bytes`, the extent as read from the container at `path` (e.g. into the expert cache), against the
+// extent's checksum: a DataLoss error naming the file and the extent, or Ok.
+Status VerifyContainerExtent(const std::string& path, const ContainerExtent& extent, std::span<const uint8_t> bytes);
 
 struct ContainerEntry {
   std::string name;
@@ -60,6 +78,7 @@ struct ContainerEntry {
   std::vector<int64_t> dims;
   std::vector<std::span<const uint8_t>> blobs;  // views into the mapping
   int64_t extent = -1;                          // index into ContainerFile::extents(), or -1
+  uint64_t checksum = 0;                        // outside an extent: XXH3-64 of the blobs in order
 };
 
 // Writes a container in two phases: the whole layout up front (so the header can come first and the data can be
@@ -78,12 +97,26 @@ class ContainerWriter {
 
  private:
   ContainerWriter() = default;
+  // Creates the temporary file and writes the magic, the header length and `header_text` (the layout, checksums
+  // as placeholders).
+  Status Start(const std::string& path, const std::string& header_text);
   Status PadTo(uint64_t offset);  // zeros up to file offset `offset`
+  // Writes `bytes` at position_, feeding the checksum of the extent they fall in (split at extent boundaries).
+  Status Emit(std::span<const uint8_t> bytes);
+  // The header with the checksums filled in, over the placeholder written first (same length: fixed-width hex).
+  Status RewriteHeader();
+
   std::string path_, tmp_path_;
   std::FILE* file_ = nullptr;
   std::vector<ContainerEntrySpec> entries_;
   std::vector<std::vector<uint64_t>> offsets_;
-  std::vector<ContainerExtent> extents_;
+  std::vector<ContainerExtent> extents_;  // in file order; checksums filled as their bytes are written
+  std::vector<uint64_t> checksums_;       // [entries] for entries outside an extent
+  std::unique_ptr<nlohmann::json> header_;
+  uint64_t header_bytes_ = 0;
+  struct HashState;
+  std::unique_ptr<HashState> tensor_hash_, extent_hash_;
+  size_t next_extent_ = 0;  // the extent position_ is in or before
   size_t next_entry_ = 0, next_blob_ = 0;
   uint64_t position_ = 0, total_bytes_ = 0;
 };
@@ -101,6 +134,10 @@ class ContainerFile {
   const ContainerExtent* FindExtent(const std::string& name) const;
   uint64_t size() const { return file_->size(); }
   const std::string& path() const { return file_->path(); }
+  // Checks the mapped bytes of `entry` against the header's checksum: its extent's whole range when it lies in one,
+  // else its blobs. Reads every page of them (faulting them in). A DataLoss error names the file and the tensor or
+  // extent.
+  Status VerifyEntry(const ContainerEntry& entry) const;
   // Where a view returned by this container lies in the file.
   uint64_t OffsetOf(const uint8_t* pointer) const { return static_cast<uint64_t>(pointer - file_->bytes().data()); }
   // Whether `bytes` lie inside the mapped file (a view this container returned), and their pages dropped from the

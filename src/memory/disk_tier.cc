@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <bit>
 #include <cerrno>
+#include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -136,6 +137,89 @@ std::string CheckHeader(int fd, uint64_t fingerprint, DiskItemKind kind, BlockHa
   return "";
 }
 
+// Opens an item (or the directory's other files) by name inside the directory: no symlink followed, a regular file
+// only, never blocking. -1 with errno set (ELOOP: a symlink, EINVAL: not a regular file).
+int OpenForRead(int dir_fd, const std::string& name) {
+  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  struct stat info {};
+  if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) return -1;
+  if (!S_ISREG(info.st_mode)) {
+    errno = EINVAL;
+    return -1;
+  }
+  return fd.release();
+}
+
+// Creates `name` anew (removing whatever held the name: a leftover, a planted symlink or FIFO); -1 with errno.
+int CreateFresh(int dir_fd, const std::string& name) {
+  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = ::openat(dir_fd, name.c_str(), kFlags, 0644);
+  if (fd < 0 && errno == EEXIST && ::unlinkat(dir_fd, name.c_str(), 0) == 0) {
+    fd = ::openat(dir_fd, name.c_str(), kFlags, 0644);  // once: a name that keeps coming back is a failed write
+  }
+  return fd;
+}
+
+// Reads an item's file into the job's own buffers (the engine copies the payload out only if it finishes in time).
+struct ReadJob final : DiskIoThread::Job {
+  int dir_fd = -1;
+  uint64_t fingerprint = 0;
+  DiskItemKind kind = DiskItemKind::kBlock;
+  BlockHash hash = 0, parent = 0;
+  std::vector<int32_t> key;        // what the caller asks for
+  std::vector<std::byte> payload;  // [the expected payload bytes]
+  std::string reason;              // empty: read and checked
+  void Run() override {
+    Fd fd(OpenForRead(dir_fd, ItemName(kind, hash)));
+    FileHeader header{};
+    reason = fd.get() < 0 ? "open failed: " + ErrnoText() : CheckHeader(fd.get(), fingerprint, kind, hash, header);
+    std::vector<int32_t> stored(reason.empty() ? header.key_tokens : 0);
+    if (reason.empty() && (header.parent != parent || header.payload_bytes != payload.size())) {
+      reason = StrCat("holds another item (parent or size ", header.payload_bytes, " ≠ ", payload.size(), ")");
+    }
+    if (reason.empty() && !PreadAll(fd.get(), stored.data(), stored.size() * 4, sizeof(header))) {
+      reason = "key read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
+    }
+    if (reason.empty() && stored != key) reason = "holds other tokens than the block asked for";
+    if (reason.empty() &&
+        !PreadAll(fd.get(), payload.data(), payload.size(), static_cast<off_t>(sizeof(header) + stored.size() * 4))) {
+      reason = "payload read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
+    }
+    if (reason.empty() && BodyChecksum(stored, payload) != header.body_checksum) {
+      reason = "checksum mismatch (damaged)";
+    }
+  }
+};
+
+// Writes an item to a temporary name and renames it into place, unless the engine stopped waiting for it.
+struct WriteJob final : DiskIoThread::Job {
+  int dir_fd = -1;
+  std::string name;
+  FileHeader header{};
+  std::vector<int32_t> key;
+  std::vector<std::byte> payload;
+  std::string error;  // empty: written
+  void Run() override {
+    const std::string temp = kTempPrefix + name;
+    Fd fd(CreateFresh(dir_fd, temp));
+    bool ok = fd.get() >= 0 && PwriteAll(fd.get(), &header, sizeof(header), 0) &&
+              PwriteAll(fd.get(), key.data(), key.size() * 4, sizeof(header)) &&
+              PwriteAll(fd.get(), payload.data(), payload.size(), static_cast<off_t>(sizeof(header) + key.size() * 4));
+    error = ok ? "" : ErrnoText();
+    if (ok && ::close(fd.release()) != 0) ok = false, error = ErrnoText();
+    if (ok && abandoned()) ok = false, error = "timed out";  // not indexed: it must not appear under its name
+    // renameat replaces whatever holds the final name (a planted symlink included) without following it.
+    if (ok && ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) ok = false, error = ErrnoText();
+    if (!ok) ::unlinkat(dir_fd, temp.c_str(), 0);
+  }
+};
+
+struct UnlinkJob final : DiskIoThread::Job {
+  int dir_fd = -1;
+  std::string name;
+  void Run() override { ::unlinkat(dir_fd, name.c_str(), 0); }
+};
+
 }  // namespace
 
 Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options) {
@@ -155,32 +239,33 @@ Result<std::unique_ptr<DiskTier>> DiskTier::Open(const DiskTierOptions& options)
   GLINT_RETURN_IF_ERROR(tier->Lock());
   GLINT_RETURN_IF_ERROR(tier->ProbeWritable());
   tier->Scan();
+  tier->io_ = std::make_unique<DiskIoThread>(options.before_io);
   return tier;
 }
 
 DiskTier::~DiskTier() {
+  // A thread still blocked in a file operation keeps using the directory's descriptor: it stays open (the process
+  // is exiting) rather than closed and reused under it for another file.
+  const bool io_stopped = io_ == nullptr || io_->Stop(std::chrono::seconds(1));
   if (lock_fd_ >= 0) ::close(lock_fd_);  // releases the flock
-  if (dir_fd_ >= 0) ::close(dir_fd_);
+  if (dir_fd_ >= 0 && io_stopped) ::close(dir_fd_);
 }
 
-int DiskTier::OpenForRead(const std::string& name) const {
-  Fd fd(::openat(dir_fd_, name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  struct stat info {};
-  if (fd.get() < 0 || ::fstat(fd.get(), &info) != 0) return -1;
-  if (!S_ISREG(info.st_mode)) {
-    errno = EINVAL;
-    return -1;
+bool DiskTier::RunIo(const std::shared_ptr<DiskIoThread::Job>& job, const std::string& what) {
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(options_.io_timeout_seconds));
+  const DiskIoThread::Outcome outcome = io_->Run(job, timeout);
+  if (outcome == DiskIoThread::Outcome::kDone) return true;
+  if (outcome == DiskIoThread::Outcome::kTimedOut) {
+    ++stats_.io_timeouts;
+    LogWarning("prefix cache disk: ", what, " took more than ", options_.io_timeout_seconds,
+               " s (--prefix-cache-disk-timeout); the item is dropped, and the disk tier is bypassed until that "
+               "operation returns");
+  } else if (stats_.io_refused++ % 1000 == 0) {
+    LogWarning("prefix cache disk: bypassed (", stats_.io_refused, " reads and writes so far): an operation that ",
+               "timed out has not returned yet");
   }
-  return fd.release();
-}
-
-int DiskTier::CreateFresh(const std::string& name) const {
-  constexpr int kFlags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-  int fd = ::openat(dir_fd_, name.c_str(), kFlags, 0644);
-  if (fd < 0 && errno == EEXIST && ::unlinkat(dir_fd_, name.c_str(), 0) == 0) {
-    fd = ::openat(dir_fd_, name.c_str(), kFlags, 0644);  // once: a name that keeps coming back is a failed write
-  }
-  return fd;
+  return false;
 }
 
 Status DiskTier::Lock() {
@@ -199,7 +284,7 @@ Status DiskTier::Lock() {
 
 Status DiskTier::ProbeWritable() const {
   const std::string name = StrCat(kTempPrefix, "probe-", ::getpid(), kSuffix);
-  Fd fd(CreateFresh(name));
+  Fd fd(CreateFresh(dir_fd_, name));
   const std::vector<char> page(4096, 0);
   const bool ok = fd.get() >= 0 && PwriteAll(fd.get(), page.data(), page.size(), 0);
   const std::string error = ok ? "" : ErrnoText();
@@ -232,7 +317,7 @@ void DiskTier::Scan() {
       continue;
     }
     if (!ParseItemName(name, kind, hash)) continue;  // not ours: left alone
-    Fd fd(options_.start_empty ? -1 : OpenForRead(name));
+    Fd fd(options_.start_empty ? -1 : OpenForRead(dir_fd_, name));
     FileHeader header{};
     std::string reason = options_.start_empty ? "start_empty"
                          : fd.get() < 0       ? "open failed: " + ErrnoText()
@@ -273,7 +358,14 @@ void DiskTier::Index(const ItemKey& key, Entry entry) {
 void DiskTier::Remove(const ItemKey& key, bool count_eviction) {
   auto found = index_.find(key);
   if (found == index_.end()) return;
-  ::unlinkat(dir_fd_, ItemName(key.kind, key.hash).c_str(), 0);
+  auto unlink = std::make_shared<UnlinkJob>();
+  unlink->dir_fd = dir_fd_;
+  unlink->name = ItemName(key.kind, key.hash);
+  if (io_ != nullptr) {
+    RunIo(unlink, "deleting " + unlink->name);  // waited for: a later open of the name must not find it
+  } else {
+    unlink->Run();  // Open's scan, before the thread starts
+  }
   bytes_ -= found->second.file_bytes;
   lru_.erase(found->second.lru_position);
   index_.erase(found);
@@ -303,7 +395,8 @@ bool DiskTier::Write(DiskItemKind kind, BlockHash hash, BlockHash parent, std::s
     LogDebug("prefix cache disk: a ", file_bytes, "-byte item is larger than the whole budget; not written");
     return false;
   }
-  FileHeader header{};
+  auto job = std::make_shared<WriteJob>();
+  FileHeader& header = job->header;
   std::memcpy(header.magic, kMagic, sizeof(kMagic));
   header.version = kDiskTierFormatVersion;
   header.kind = static_cast<uint32_t>(kind);
@@ -314,22 +407,18 @@ bool DiskTier::Write(DiskItemKind kind, BlockHash hash, BlockHash parent, std::s
   header.payload_bytes = payload.size();
   header.body_checksum = BodyChecksum(key, payload);
   header.header_checksum = HeaderChecksum(header);
+  job->dir_fd = dir_fd_;
+  job->name = ItemName(kind, hash);
+  job->key.assign(key.begin(), key.end());
+  job->payload.assign(payload.begin(), payload.end());  // the job's own: it may outlive this call
   const std::string path = PathOf(kind, hash);
-  const std::string temp = kTempPrefix + ItemName(kind, hash);
-  Fd fd(CreateFresh(temp));
-  bool ok = fd.get() >= 0 && PwriteAll(fd.get(), &header, sizeof(header), 0) &&
-            PwriteAll(fd.get(), key.data(), key.size_bytes(), sizeof(header)) &&
-            PwriteAll(fd.get(), payload.data(), payload.size(), static_cast<off_t>(sizeof(header) + key.size_bytes()));
-  std::string error = ok ? "" : ErrnoText();
-  if (ok && ::close(fd.release()) != 0) ok = false, error = ErrnoText();
-  // renameat replaces whatever holds the final name (a planted symlink included) without following it.
-  if (ok && ::renameat(dir_fd_, temp.c_str(), dir_fd_, ItemName(kind, hash).c_str()) != 0) {
-    ok = false, error = ErrnoText();
+  if (!RunIo(job, "writing " + path)) {
+    ++stats_.write_failures;
+    return false;
   }
-  if (!ok) {
-    ::unlinkat(dir_fd_, temp.c_str(), 0);
+  if (!job->error.empty()) {
     if (stats_.write_failures++ % 1000 == 0) {  // a full disk fails every write: say it now and then
-      LogWarning("prefix cache disk: cannot write ", path, ": ", error, " (", stats_.write_failures,
+      LogWarning("prefix cache disk: cannot write ", path, ": ", job->error, " (", stats_.write_failures,
                  " failed writes so far); the item is dropped from the cache");
     }
     return false;
@@ -358,33 +447,25 @@ bool DiskTier::Read(DiskItemKind kind, BlockHash hash, BlockHash parent, std::sp
   auto found = index_.find(item);
   if (found == index_.end()) return false;
   const std::string path = PathOf(kind, hash);
-  Fd fd(OpenForRead(ItemName(kind, hash)));
-  FileHeader header{};
-  std::string reason =
-      fd.get() < 0 ? "open failed: " + ErrnoText() : CheckHeader(fd.get(), options_.fingerprint, kind, hash, header);
-  std::vector<int32_t> stored(reason.empty() ? header.key_tokens : 0);
-  if (reason.empty() && (header.parent != parent || header.payload_bytes != destination.size())) {
-    reason = StrCat("holds another item (parent or size ", header.payload_bytes, " ≠ ", destination.size(), ")");
+  auto job = std::make_shared<ReadJob>();
+  job->dir_fd = dir_fd_;
+  job->fingerprint = options_.fingerprint;
+  job->kind = kind, job->hash = hash, job->parent = parent;
+  job->key.assign(key.begin(), key.end());
+  job->payload.resize(destination.size());
+  if (!RunIo(job, "reading " + path)) {
+    ++stats_.read_failures;
+    Remove(item, /*count_eviction=*/false);
+    return false;
   }
-  if (reason.empty() && !PreadAll(fd.get(), stored.data(), stored.size() * 4, sizeof(header))) {
-    reason = "key read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
-  }
-  if (reason.empty() && !std::equal(key.begin(), key.end(), stored.begin(), stored.end())) {
-    reason = "holds other tokens than the block asked for";
-  }
-  if (reason.empty() && !PreadAll(fd.get(), destination.data(), destination.size(),
-                                  static_cast<off_t>(sizeof(header) + stored.size() * 4))) {
-    reason = "payload read failed: " + (errno == 0 ? std::string("truncated") : ErrnoText());
-  }
-  if (reason.empty() && BodyChecksum(stored, destination) != header.body_checksum) {
-    reason = "checksum mismatch (damaged)";
-  }
+  const std::string& reason = job->reason;
   if (!reason.empty()) {
     LogWarning("prefix cache disk: ", path, ": ", reason, "; treated as a miss and deleted");
     ++stats_.read_failures;
     Remove(item, /*count_eviction=*/false);
     return false;
   }
+  std::copy(job->payload.begin(), job->payload.end(), destination.begin());
   lru_.splice(lru_.end(), lru_, found->second.lru_position);
   ++(kind == DiskItemKind::kBlock ? stats_.block_reads : stats_.checkpoint_reads);
   stats_.read_bytes += static_cast<int64_t>(destination.size());

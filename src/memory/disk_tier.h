@@ -17,8 +17,15 @@
 // The directory belongs to one engine at a time (an flock on `.glint-prefix-cache.lock`). At start, files of
 // this format found there are indexed again (a restarted server keeps its disk cache) when their header matches
 // this model, and deleted when not; leftover temporary files are deleted. The size budget counts whole files;
-// past it, the least recently used files (by write or hit) are deleted. Reads and writes are synchronous pread /
-// pwrite on the engine thread.
+// past it, the least recently used files (by write or hit) are deleted.
+//
+// File I/O runs on the tier's own thread (disk_io.h), never on the engine thread: the engine waits for a read or
+// a write at most `io_timeout_seconds` (--prefix-cache-disk-timeout). Past it the item is a miss (a read) or not
+// stored (a write), the item leaves the index, and until the stuck operation returns every read and write is
+// refused at once (a miss) — so a file that blocks (a slow or hung disk, a network mount) costs one timeout, then
+// no more. Reads land in the job's own buffer and are copied out only when they finish in time; a write that
+// finishes after its timeout removes its temporary file instead of renaming it. Deletions go through the thread
+// too, under the same timeout.
 //
 // A hostile directory (issue 37): every file is opened relative to a descriptor of the directory, never through a
 // symlink (O_NOFOLLOW), reads with O_NONBLOCK and only of regular files (a FIFO planted under an item's name would
@@ -26,11 +33,12 @@
 // items and the start-up probe — are created with O_CREAT | O_EXCL | O_NOFOLLOW (a planted symlink is removed, not
 // written through).
 //
-// Knows sizes only, never the model. Single-threaded: the engine thread owns it.
+// Knows sizes only, never the model. One caller thread (the engine's) at a time; the I/O thread is its own.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <span>
@@ -40,6 +48,7 @@
 
 #include "base/status.h"
 #include "memory/block_pool.h"
+#include "memory/disk_io.h"
 
 namespace glint {
 
@@ -47,9 +56,11 @@ inline constexpr uint32_t kDiskTierFormatVersion = 1;
 
 struct DiskTierOptions {
   std::string directory;
-  int64_t size_bytes = 0;    // budget of the files, headers included
-  uint64_t fingerprint = 0;  // the model and cache layout; files with another are foreign
-  bool start_empty = false;  // delete this format's files found at start instead of indexing them (benchmarks)
+  int64_t size_bytes = 0;         // budget of the files, headers included
+  uint64_t fingerprint = 0;       // the model and cache layout; files with another are foreign
+  bool start_empty = false;       // delete this format's files found at start instead of indexing them (benchmarks)
+  double io_timeout_seconds = 2;  // longest the caller waits for one read or write (--prefix-cache-disk-timeout)
+  std::function<void()> before_io = {};  // tests: runs on the I/O thread before each operation (a sleep: a slow disk)
 };
 
 enum class DiskItemKind : uint32_t { kBlock = 1, kCheckpoint = 2 };
@@ -59,6 +70,8 @@ struct DiskTierStats {
   int64_t block_writes = 0, checkpoint_writes = 0, write_bytes = 0, write_failures = 0;
   int64_t block_reads = 0, checkpoint_reads = 0, read_bytes = 0, read_failures = 0;  // failures: misses
   int64_t evictions = 0;
+  int64_t io_timeouts = 0;  // reads and writes that outlived io_timeout_seconds
+  int64_t io_refused = 0;   // reads and writes refused while a timed-out one was still running
 };
 
 class DiskTier {
@@ -105,12 +118,10 @@ class DiskTier {
   };
   explicit DiskTier(const DiskTierOptions& options) : options_(options) {}
   Status Lock();
-  // Opens an item (or the directory's other files) by name inside the directory: no symlink followed, a regular
-  // file only, never blocking. -1 with errno set (ELOOP: a symlink, EINVAL: not a regular file).
-  int OpenForRead(const std::string& name) const;
-  // Creates `name` anew (removing whatever held the name: a leftover, a planted symlink or FIFO); -1 with errno.
-  int CreateFresh(const std::string& name) const;
   Status ProbeWritable() const;
+  // Runs a read or write job on the I/O thread within the timeout; false (counted, logged now and then) if it
+  // timed out or was refused.
+  bool RunIo(const std::shared_ptr<DiskIoThread::Job>& job, const std::string& what);
   void Scan();
   void Index(const ItemKey& key, Entry entry);  // as the most recently used
   void Remove(const ItemKey& key, bool count_eviction);
@@ -118,7 +129,8 @@ class DiskTier {
 
   DiskTierOptions options_;
   int lock_fd_ = -1;
-  int dir_fd_ = -1;  // the directory, opened once: every name is resolved inside it
+  int dir_fd_ = -1;                   // the directory, opened once: every name is resolved inside it
+  std::unique_ptr<DiskIoThread> io_;  // null until Open has scanned the directory
   std::unordered_map<ItemKey, Entry, ItemKeyHash> index_;
   std::list<ItemKey> lru_;  // front = least recently used
   int64_t bytes_ = 0;

@@ -193,6 +193,10 @@ class Model {
   virtual EngineMirror* engine_mirror() const { return nullptr; }
   // The workers the forward pass runs on, free between passes (the engine samples rows on them); null: none.
   virtual WorkerPool* worker_pool() const { return nullptr; }
+  // The first sign that weights read at run time are not those loaded (a routed expert whose extent failed its
+  // checksum, a container changed while in use): the model is damaged for good and /health says so. Ok while
+  // intact. A mapped file that shrank is reported apart (base/file.h MappingDamage).
+  virtual Status WeightsDamage() const { return Status::Ok(); }
   // Whether this model implements `options`: an error naming the option it does not (Forward and MtpForward
   // refuse them with it before touching any state).
   virtual Status CheckOptions(const ForwardOptions& options) const { return Status::Ok(); }

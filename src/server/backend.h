@@ -109,14 +109,25 @@ struct BackendMetrics {
   double vision_seconds = 0;
 };
 
+// What /health reports (docs/server.md "Health").
+struct BackendHealth {
+  Status damage;                // Ok, or why the backend can serve nothing for good (damaged weights)
+  double seconds_in_step = 0;   // how long the current step has run; 0 while idle (a stall grows it without bound)
+  int64_t requests_queued = 0;  // running or waiting
+};
+
 class GenerationBackend {
  public:
   virtual ~GenerationBackend() = default;
-  // Validates and queues; an error (bad sampling, prompt too long...) means nothing was queued.
+  // Validates and queues; an error means nothing was queued. Its code says whose fault: kIo, kDataLoss,
+  // kUnavailable and kInternal are the server's (damaged weights, stopping: 503), any other the request's (bad
+  // sampling, a prompt too long: 400).
   virtual Result<GenerationId> Submit(GenerationRequest request) = 0;
   // The request's samples finish as kCancelled and free their memory soon; unknown ids are ignored.
   virtual void Cancel(GenerationId id) = 0;
   virtual BackendMetrics Metrics() const = 0;
+  // Cheap (no waiting on the backend's thread): /health calls it. Default: healthy, idle.
+  virtual BackendHealth Health() const { return {}; }
   // Prompt + generated tokens of one sequence.
   virtual int64_t max_model_len() const = 0;
   // Sequences that can be in memory at once (requests beyond wait in the backend's queue).

@@ -85,6 +85,11 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   return engine_.Submit(std::move(converted));
 }
 
+BackendHealth EngineBackend::Health() const {
+  const EngineMetrics metrics = engine_.Metrics();
+  return {engine_.Damage(), engine_.SecondsInStep(), metrics.requests_running + metrics.requests_waiting};
+}
+
 BackendMetrics EngineBackend::Metrics() const {
   const EngineMetrics m = engine_.Metrics();
   BackendMetrics out;

@@ -15,6 +15,7 @@ class EngineBackend final : public GenerationBackend {
   Result<GenerationId> Submit(GenerationRequest request) override;
   void Cancel(GenerationId id) override { engine_.Cancel(id); }
   BackendMetrics Metrics() const override;
+  BackendHealth Health() const override;
   int64_t max_model_len() const override { return engine_.capacity().max_model_len; }
   int64_t max_running_sequences() const override { return engine_.capacity().num_slots; }
 

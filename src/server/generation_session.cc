@@ -3,6 +3,15 @@
 #include <algorithm>
 
 namespace glint::server {
+namespace {
+
+// Whether a backend's refusal is the server's fault (503) rather than the request's (400): backend.h Submit.
+bool ServerFault(ErrorCode code) {
+  return code == ErrorCode::kIo || code == ErrorCode::kDataLoss || code == ErrorCode::kUnavailable ||
+         code == ErrorCode::kInternal;
+}
+
+}  // namespace
 
 // ---- InFlightRegistry ----
 
@@ -128,6 +137,9 @@ std::optional<ApiError> GenerationSession::Submit(std::vector<GenerationRequest>
       CancelUnfinished();
       ids_.clear();
       finished_.clear();
+      if (ServerFault(id.status().code())) {  // damaged weights, a stopping engine: not the client's doing
+        return ApiError{503, "server_error", id.status().message(), "", "service_unavailable"};
+      }
       const bool too_long =
           id.status().message().find("context") != std::string::npos || id.status().code() == ErrorCode::kOutOfRange;
       return BadRequest(id.status().message(), too_long ? "messages" : "", too_long ? "context_length_exceeded" : "");

@@ -249,10 +249,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.method != route->method && !(route->method == "GET" && req.method == "HEAD")) {
       return MethodNotAllowed(req, res, std::string(route->method).c_str());
     }
-    if (req.path == "/health") {
-      if (shutting_down_) return ReplyError(res, ApiError{503, "server_error", "shutting down", "", ""});
-      return Reply(res, 200, {{"status", "ok"}});
-    }
+    if (req.path == "/health") return Health(res);
     if (req.path == "/v1/models") return Models(res);
     if (req.path == "/metrics") {
       return res.SetContent(metrics_.Render(backend_.Metrics(), options_.model_names[0]),
@@ -265,6 +262,24 @@ class HttpServer::Impl final : public HttpHandler {
     if (req.path == "/v1/messages/count_tokens") return CountMessageTokens(req, res);
     if (req.path == "/v1/responses") return Responses(req, res, connection);
     Detokenize(req, res);
+  }
+
+  // 200 {"status": "ok"}, or 503 with a status and the reason: shutting down, a damaged weights file (for good),
+  // or an engine whose current step has run past --health-stall-seconds with requests queued (docs/server.md).
+  void Health(HttpResponse& res) {
+    if (shutting_down_) return ReplyError(res, ApiError{503, "server_error", "shutting down", "", ""});
+    const BackendHealth health = backend_.Health();
+    auto unhealthy = [&](const char* status, const std::string& reason) {
+      Reply(res, 503, {{"status", status}, {"reason", reason}});
+    };
+    if (!health.damage.ok()) return unhealthy("damaged", health.damage.message());
+    if (health.requests_queued > 0 && health.seconds_in_step > options_.health_stall_seconds) {
+      return unhealthy("stalled",
+                       StrCat("the engine has made no progress for ", static_cast<int64_t>(health.seconds_in_step),
+                              " s (one step running; --health-stall-seconds ", options_.health_stall_seconds, ") with ",
+                              health.requests_queued, " requests running or waiting"));
+    }
+    Reply(res, 200, {{"status", "ok"}});
   }
 
   // `Authorization: Bearer KEY`, or Anthropic clients' `x-api-key: KEY`.

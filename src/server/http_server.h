@@ -48,7 +48,10 @@ struct ServerOptions {
   size_t stream_buffer_bytes = size_t{256} << 10;  // per stream: events not yet taken by the client
   size_t worker_threads = 1024;                    // requests handled (tokenizing, generating) at once; more wait
   double shutdown_grace_seconds = 30;              // SIGTERM: in-flight requests get this long, then they are cancelled
-  bool log_requests = true;                        // one line per request; never the prompt text unless log_prompts
+  // /health answers 503 "stalled" when one engine step has run this long (a blocked read, a hung model) with
+  // requests queued (--health-stall-seconds).
+  double health_stall_seconds = 60;
+  bool log_requests = true;  // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
   bool webui = true;  // the chat page at / (webui.h); --no-webui turns it off
   // A stream that has written nothing for this long gets its API's keep-alive event (Anthropic's ping), so that

@@ -54,6 +54,11 @@ Result<std::unique_ptr<ImageEncoder>> LoadContainerImageEncoder(const std::strin
   if (stored->second != "bf16" && stored->second != "int8") {
     return FailedPrecondition("'", path, "' holds no vision tower (", stored->second, ")");
   }
+  // The tower's tensors against the container's checksums (io/weight_container.h): a few hundred MB at most, read
+  // in by the first image anyway.
+  for (const ContainerEntry& entry : container->entries()) {
+    if (entry.name.starts_with("vision.")) GLINT_RETURN_IF_ERROR(container->VerifyEntry(entry));
+  }
   auto find = [container](const std::string& name) { return container->Find(name); };
   GLINT_ASSIGN_OR_RETURN(FastVisionTower tower, FastVisionTower::FromStored(config, {}, find, container));
   return std::unique_ptr<ImageEncoder>(std::make_unique<FastImageEncoder>(std::move(tower), pool));

@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,7 @@
 #include <functional>
 #include <future>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "cache_manager_test_util.h"
@@ -311,6 +313,56 @@ TEST(DiskTier, AFifoInPlaceOfAFileIsAMissNotAHang) {
   EXPECT_FALSE(read.get());
   EXPECT_FALSE(std::filesystem::exists(path));
   EXPECT_FALSE(tier->HasBlock(21, 20, kKey));
+}
+
+// Issue 37: the tier's file I/O runs on its own thread. A read that blocks (a hung disk or network mount; here a
+// hook that holds the I/O thread) costs the caller one timeout, then every read and write is refused at once until
+// it returns; then the tier works again. Before, the engine thread itself sat in the read for as long as it took.
+TEST(DiskTier, ABlockingReadCostsOneTimeoutThenTheTierIsBypassedUntilItReturns) {
+  const std::string dir = testing::MakeTempDir("disk-slow");
+  std::atomic<bool> hold{false};
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  DiskTierOptions options = Options(dir);
+  options.io_timeout_seconds = 0.2;
+  options.before_io = [&hold, released] {
+    if (hold.load()) released.wait();
+  };
+  ASSERT_OK_AND_ASSIGN(auto tier, DiskTier::Open(options));
+  struct Release {  // on every way out, before the tier (declared after it): its thread must not stay held
+    std::promise<void>& promise;
+    bool done = false;
+    void Now() {
+      if (!done) promise.set_value(), done = true;
+    }
+    ~Release() { Now(); }
+  } unblock{release};
+  const Bytes block = Payload(256, 4);
+  ASSERT_TRUE(tier->Write(DiskItemKind::kBlock, 31, 30, kKey, block));
+  hold = true;
+  Bytes out(block.size());
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_FALSE(tier->Read(DiskItemKind::kBlock, 31, 30, kKey, out));
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_GE(seconds, 0.2);
+  EXPECT_LT(seconds, 2.0);
+  EXPECT_EQ(tier->Stats().io_timeouts, 1);
+  EXPECT_FALSE(tier->HasBlock(31, 30, kKey));  // dropped from the index
+  started = std::chrono::steady_clock::now();  // while the read is stuck: refused at once, no second timeout
+  EXPECT_FALSE(tier->Write(DiskItemKind::kBlock, 32, 31, kKey, block));
+  seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_LT(seconds, 0.15);
+  EXPECT_GE(tier->Stats().io_refused, 1);
+  hold = false;
+  unblock.Now();
+  bool written = false;
+  for (int attempt = 0; attempt < 200 && !written; ++attempt) {
+    written = tier->Write(DiskItemKind::kBlock, 33, 32, kKey, block);
+    if (!written) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(written) << "the tier did not recover once the stuck read returned";
+  EXPECT_TRUE(tier->Read(DiskItemKind::kBlock, 33, 32, kKey, out));
+  EXPECT_EQ(out, block);
 }
 
 // Issue 37 item 5: a planted symlink under the temporary name of an item made the tier write the cache bytes through

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 #include "engine_checks.h"
 #include "fast/fast_model.h"
 #include "model/model.h"
+#include "model_checks.h"
 #include "test_util.h"
 #include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
@@ -414,6 +416,68 @@ TEST(EngineText, StopStringsEndTheOutputAndNeverLeak) {
   EXPECT_EQ(got, Tokens(greedy.begin(), greedy.begin() + got.size()));
   EXPECT_EQ(sink->TextOf(2), full + decoder.Flush());  // without stop strings: all of it
   ExpectPoolsAtStart(*core);
+}
+
+// A model whose Forward waits until released (a read that hangs), and whose weights damage is set by the test.
+class BlockingModel final : public testing::ForwardingModel {
+ public:
+  using ForwardingModel::ForwardingModel;
+  Status Forward(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs,
+                 const ForwardOptions& options = {}, Trace* trace = nullptr,
+                 const ForcedChoices* forced = nullptr) const override {
+    released_.wait();
+    return ForwardingModel::Forward(batch, outputs, options, trace, forced);
+  }
+  Status WeightsDamage() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return damage_;
+  }
+  void Release() {
+    if (!released_once_.exchange(true)) release_.set_value();
+  }
+  void SetDamage(Status damage) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    damage_ = std::move(damage);
+  }
+
+ private:
+  std::promise<void> release_;
+  std::shared_future<void> released_ = release_.get_future().share();
+  std::atomic<bool> released_once_{false};
+  mutable std::mutex mutex_;
+  Status damage_;
+};
+
+// Issue 37: what /health reads. While a step blocks with a request queued, SecondsInStep grows (the server reports
+// "stalled" past --health-stall-seconds); once the step returns the request completes and it is 0 again. Damage()
+// is the model's (and a damaged mapping's).
+TEST(EngineThreaded, SecondsInStepGrowsWhileAStepBlocksAndDamageIsTheModels) {
+  auto model = ReferenceModel::Load(testing::TestDataPath("golden/tiny-dense")).value();
+  BlockingModel blocking(*model);
+  std::unique_ptr<Engine> engine = Engine::Start(blocking, Sized(*model, 4, 64, 4)).value();
+  struct ReleaseFirst {  // destroyed before the engine: its thread must not stay blocked
+    BlockingModel& model;
+    ~ReleaseFirst() { model.Release(); }
+  } release_first{blocking};
+  EXPECT_EQ(engine->SecondsInStep(), 0.0);
+  auto queue = std::make_shared<OutputQueue>();
+  ASSERT_TRUE(engine->Submit(Greedy(testing::GoldenOutputs("tiny-dense").Tokens()[1], 2, queue)).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_GE(engine->SecondsInStep(), 0.25);
+  blocking.Release();
+  for (;;) {
+    std::optional<RequestOutput> out = queue->Pop(std::chrono::seconds(60));
+    ASSERT_TRUE(out.has_value()) << "the request did not finish once the step returned";
+    if (out->request_finished) break;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (engine->SecondsInStep() != 0.0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine->SecondsInStep(), 0.0);
+  EXPECT_OK(engine->Damage());
+  blocking.SetDamage(DataLoss("'model.glint' extent 'x' does not match its checksum"));
+  EXPECT_ERROR_CONTAINS(engine->Damage(), "does not match its checksum");
 }
 
 TEST(EngineThreaded, SubmitCancelAndMetricsFromOtherThreads) {

@@ -64,7 +64,13 @@ Status FaultyReader::Read(uint64_t offset, std::span<uint8_t> out) {
     return IoError("short read of the container: ", out.size() / 2 / 4096 * 4096, " of ", out.size(),
                    " bytes at offset ", offset, " (the file ends early)");
   }
-  return inner_->Read(offset, out);
+  GLINT_RETURN_IF_ERROR(inner_->Read(offset, out));
+  std::lock_guard<std::mutex> lock(plan_->mutex);
+  if (plan_->corrupt_offsets.count(offset) != 0) {
+    ++plan_->injected;
+    out[out.size() / 2] ^= 0x5a;  // "succeeds": only the extent's checksum can tell
+  }
+  return Status::Ok();
 }
 
 FastModelOptions FaultyCacheOptions(uint64_t budget, std::shared_ptr<FaultPlan> plan, int readers) {

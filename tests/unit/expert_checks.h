@@ -29,11 +29,12 @@ struct FaultPlan {
   std::mutex mutex;
   std::set<uint64_t> failing_offsets;  // every read at these offsets fails (EIO)
   std::set<uint64_t> failing_once;     // the next read at these offsets fails, later ones succeed
-  int64_t fail_read_number = -1;     // the read with this number (0, 1, …; counting every read) fails, and its retry
-  bool short_reads = false;          // every read fills only its first half and says so
-  int sleep_microseconds = 0;        // each read waits this long first (a slow drive)
-  std::atomic<int64_t> reads{0};     // reads so far
-  std::atomic<int64_t> injected{0};  // faults injected so far
+  int64_t fail_read_number = -1;  // the read with this number (0, 1, …; counting every read) fails, and its retry
+  bool short_reads = false;       // every read fills only its first half and says so
+  std::set<uint64_t> corrupt_offsets;  // reads at these offsets succeed with one byte changed (a disk's wrong bytes)
+  int sleep_microseconds = 0;          // each read waits this long first (a slow drive)
+  std::atomic<int64_t> reads{0};       // reads so far
+  std::atomic<int64_t> injected{0};    // faults injected so far
 };
 
 // Reads through a DirectFileReader (O_DIRECT), injecting the faults of its plan: errors worded as the real reader

@@ -227,6 +227,29 @@ TEST_F(ExpertFaults, ShortReadsFailTheCall) {
   ExpectRecovered(*model);
 }
 
+// Issue 37 item 3: an extent read back with other bytes than `glint convert` wrote (a file rewritten in place, size
+// and mtime kept; a disk returning wrong data) reads "successfully": only its checksum tells. The call fails naming
+// the extent, and the cache reports the container damaged for good (/health).
+TEST_F(ExpertFaults, BytesThatFailTheExtentChecksumFailTheCallAndMarkTheContainerDamaged) {
+  auto model = Load(shared_->budgets.all);
+  ASSERT_NE(model, nullptr);
+  ASSERT_OK(model->WeightsDamage());
+  plan_->corrupt_offsets = LayerOffsets(FirstMoeLayer());
+  const Prefill result = RunPrefill(*model, prompt_);
+  EXPECT_ERROR_CONTAINS(result.status, "does not match its checksum");
+  EXPECT_ERROR_CONTAINS(result.entry_error, "routed expert");
+  EXPECT_TRUE(result.broken);
+  EXPECT_GT(plan_->injected.load(), 0);
+  EXPECT_GT(model->expert_cache()->stats().corrupt_reads, 0);
+  EXPECT_ERROR_CONTAINS(model->WeightsDamage(), "re-run `glint convert`");
+  {
+    std::lock_guard<std::mutex> lock(plan_->mutex);
+    plan_->corrupt_offsets.clear();
+  }
+  ExpectRecovered(*model);  // the bytes are right again: served, but the damage stays reported
+  EXPECT_FALSE(model->WeightsDamage().ok());
+}
+
 TEST_F(ExpertFaults, SlowReadsGiveTheSameLogits) {
   plan_->sleep_microseconds = 2000;
   for (int readers : {1, 3}) {

@@ -56,8 +56,26 @@ class FakeBackend final : public server::GenerationBackend {
     wake_.notify_all();
   }
 
+  // What Health() reports, and an error every Submit returns (Ok: none), as the engine would with damaged weights.
+  void set_health(server::BackendHealth health) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    health_ = std::move(health);
+  }
+  void set_submit_error(Status error) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    submit_error_ = std::move(error);
+  }
+  server::BackendHealth Health() const override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return health_;
+  }
+
   Result<server::GenerationId> Submit(server::GenerationRequest request) override {
     if (request.prompt.empty()) return InvalidArgument("the prompt is empty");
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!submit_error_.ok()) return submit_error_;
+    }
     if (static_cast<int64_t>(request.prompt.size()) >= max_model_len_) {
       return OutOfRange("the prompt has ", request.prompt.size(), " tokens but the context limit is ", max_model_len_);
     }
@@ -269,6 +287,8 @@ class FakeBackend final : public server::GenerationBackend {
   std::set<server::GenerationId> pending_cancel_;  // not yet finished as cancelled
   std::vector<server::GenerationRequest> submitted_;
   server::GenerationId next_id_ = 1;
+  server::BackendHealth health_;
+  Status submit_error_;
   int64_t steps_ = 0;
   bool paused_ = false;
   bool stopping_ = false;

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -328,6 +329,35 @@ TEST_P(FastGolden, Int4ExpertContainerLoadsWithoutAFlag) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FastGolden, ::testing::Values("tiny-dense", "tiny-sparse"));
 
+// Issue 37 item 3: the middle third of a container overwritten with random bytes, its size kept (what `dd
+// conv=notrunc` does; the mtime can be put back too, so nothing but the bytes tells). Loading it served 200s with
+// empty text before the checksums; now the load pass refuses it naming the tensor, and the untouched file loads.
+TEST(FastContainer, AContainerRewrittenInPlaceFailsItsChecksumsAtLoad) {
+  WorkerPool pool(2);
+  const std::string dense = testing::TestDataPath("golden/tiny-dense");
+  const std::string out = testing::MakeTempDir("fast_container_rewritten");
+  ASSERT_OK_AND_ASSIGN(ModelConfig config, LoadModelConfig(dense));
+  ASSERT_OK_AND_ASSIGN(Checkpoint checkpoint, Checkpoint::Open(dense));
+  ASSERT_OK_AND_ASSIGN(auto plan, PlanFastWeights(checkpoint, config, {}));
+  const std::string path = JoinPath(out, kContainerFileName);
+  ASSERT_OK(WriteFastContainer(plan, pool, path, {}));
+  ASSERT_OK_AND_ASSIGN(std::string config_text, ReadFile(JoinPath(dense, "config.json")));
+  ASSERT_OK(WriteFileAtomic(JoinPath(out, "config.json"), config_text));
+  ASSERT_OK_AND_ASSIGN(auto intact, FastModel::Load(out, pool));
+  EXPECT_GT(intact->load_report().verified_bytes, 0u);
+  intact.reset();
+  ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFile(path));
+  std::mt19937_64 random(37);
+  for (size_t i = bytes.size() / 3; i < 2 * bytes.size() / 3; ++i) bytes[i] = static_cast<char>(random());
+  ASSERT_OK(WriteFileAtomic(path, bytes));
+  ASSERT_OK_AND_ASSIGN(ContainerFile container, ContainerFile::Open(path));  // the header is intact
+  EXPECT_ERROR_CONTAINS(FastModel::Load(out, pool), "does not match its checksum");
+  EXPECT_ERROR_CONTAINS(FastModel::Load(out, pool), "re-run `glint convert`");
+  FastModelOptions unchecked;
+  unchecked.verify_checksums = false;  // the check, not something else, is what refuses it
+  EXPECT_OK(FastModel::Load(out, pool, unchecked).status());
+}
+
 // Broken containers are refused with a message, never read out of bounds.
 TEST(FastContainer, TruncatedOrForeignContainersAreRefused) {
   WorkerPool pool(1);
@@ -342,13 +372,15 @@ TEST(FastContainer, TruncatedOrForeignContainersAreRefused) {
   // Truncated: the last blobs lie past the end.
   ASSERT_OK(WriteFileAtomic(path, std::string_view(bytes).substr(0, bytes.size() / 2)));
   EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "outside the data section");
-  // A version 1 container (before per-expert extents): refused with the way out.
-  std::string old = bytes;
-  const size_t version = old.find("\"container_version\":2");
-  ASSERT_NE(version, std::string::npos);
-  old[version + std::string("\"container_version\":").size()] = '1';
-  ASSERT_OK(WriteFileAtomic(path, old));
-  EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "re-run `glint convert`");
+  // Version 1 (before per-expert extents) and 2 (before checksums) containers: refused with the way out.
+  for (const char older : {'1', '2'}) {
+    std::string old = bytes;
+    const size_t version = old.find("\"container_version\":3");
+    ASSERT_NE(version, std::string::npos);
+    old[version + std::string("\"container_version\":").size()] = older;
+    ASSERT_OK(WriteFileAtomic(path, old));
+    EXPECT_ERROR_CONTAINS(ContainerFile::Open(path), "re-run `glint convert`");
+  }
   // A version of another JSON type (an array, as a fuzzer wrote): refused with a message, not thrown.
   const std::string header = R"({"container_version":[2],"tensors":[]})";
   std::string wrong_type = "GLINTWC1";

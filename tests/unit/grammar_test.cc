@@ -219,3 +219,38 @@ TEST(Grammar, BadGrammarsAreRefused) {
 
 }  // namespace
 }  // namespace glint::grammar
+
+namespace glint::grammar {
+namespace {
+
+// Issue 37 item 5: what the compile-time ambiguity probe catches and what it does not (docs/structured-output.md
+// "Ambiguity"). It explores the first CompiledGrammar::kAmbiguityProbeStates states breadth first: a blow-up
+// reachable within them is a compile error; one that only a longer output reaches compiles, and a sample that gets
+// there ends at that byte with the matcher's overflow (the engine's message names the 256-parse limit), never a
+// wrong parse and never unbounded work.
+TEST(Grammar, TheAmbiguityProbeCatchesBlowUpsNearTheStartAndTheMatcherStopsTheRest) {
+  ASSERT_OK_AND_ASSIGN(Grammar near, ParseGbnf(R"(root ::= "x" ("a"*){0,300})"));
+  EXPECT_ERROR_CONTAINS(CompiledGrammar::Compile(near), "too ambiguous to follow");
+  // The same blow-up behind a 300-byte literal: each byte of it is one more state, so the probe's 256 states end
+  // before the ambiguous part.
+  const std::string literal(300, 'x');
+  ASSERT_OK_AND_ASSIGN(Grammar far, ParseGbnf("root ::= \"" + literal + "\" (\"a\"*){0,300}"));
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<CompiledGrammar> compiled, CompiledGrammar::Compile(far));
+  State state = compiled->initial_state(), next;
+  const std::string output = literal + "aa";
+  size_t stopped = output.size();
+  bool overflow = false;
+  for (size_t i = 0; i < output.size(); ++i) {
+    if (!compiled->AdvanceByte(state, static_cast<uint8_t>(output[i]), next, &overflow)) {
+      stopped = i;
+      break;
+    }
+    state.swap(next);
+  }
+  EXPECT_TRUE(overflow) << "the matcher must refuse to track more than " << CompiledGrammar::kMaxStacks << " parses";
+  EXPECT_GE(stopped, CompiledGrammar::kAmbiguityProbeStates);  // past what the probe explored
+  EXPECT_LT(stopped, output.size());
+}
+
+}  // namespace
+}  // namespace glint::grammar

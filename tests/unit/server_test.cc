@@ -153,6 +153,47 @@ TEST(GenerationSession, AStreamIsCountedInTheMetricsBeforeItsDone) {
             std::string::npos);
 }
 
+// Issue 37: /health says what a request would meet. Damaged weights (a mapped container that shrank, an extent that
+// failed its checksum) are a 503 for good; an engine whose current step has run past --health-stall-seconds with
+// requests queued is a 503 "stalled" (before, /health said ok while every request hung). A long step with nothing
+// queued is not a stall.
+TEST(Server, HealthReportsDamagedWeightsAndAStalledEngine) {
+  ServerOptions options;
+  options.health_stall_seconds = 5;
+  TestServer server(options);
+  server.backend().set_health({DataLoss("'model.glint' extent 'x' does not match its checksum"), 0, 0});
+  HttpReply health = Exchange(server.port(), "GET", "/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.json()["status"], "damaged");
+  EXPECT_NE(health.json()["reason"].get<std::string>().find("does not match its checksum"), std::string::npos);
+  server.backend().set_health({Status::Ok(), 6.5, 3});
+  health = Exchange(server.port(), "GET", "/health");
+  EXPECT_EQ(health.status, 503);
+  EXPECT_EQ(health.json()["status"], "stalled");
+  EXPECT_NE(health.json()["reason"].get<std::string>().find("no progress for 6 s"), std::string::npos) << health.body;
+  EXPECT_NE(health.json()["reason"].get<std::string>().find("3 requests"), std::string::npos) << health.body;
+  server.backend().set_health({Status::Ok(), 6.5, 0});  // nothing queued: not a stall
+  EXPECT_EQ(Exchange(server.port(), "GET", "/health").status, 200);
+  server.backend().set_health({Status::Ok(), 4.0, 3});  // under the limit
+  EXPECT_EQ(Exchange(server.port(), "GET", "/health").status, 200);
+}
+
+// Issue 37: a refusal that is the server's fault (damaged weights, a stopping engine) is a 503 naming the cause, not
+// a 400 that tells the client to change its request; the client's own faults stay 400.
+TEST(Server, ServerFaultRefusalsAre503ClientFaultsStay400) {
+  TestServer server;
+  for (const Status& fault :
+       {IoError("the file 'model.glint' changed under the running process"),
+        DataLoss("'model.glint' tensor 'embed' does not match its checksum"), Unavailable("the engine is stopping")}) {
+    server.backend().set_submit_error(fault);
+    const HttpReply reply = Post(server.port(), "/v1/chat/completions", UserChat("hi"));
+    EXPECT_EQ(reply.status, 503) << fault.ToString();
+    EXPECT_NE(reply.body.find(fault.message()), std::string::npos) << reply.body;
+  }
+  server.backend().set_submit_error(InvalidArgument("max_tokens is 0; expected at least 1"));
+  EXPECT_EQ(Post(server.port(), "/v1/chat/completions", UserChat("hi")).status, 400);
+}
+
 TEST(Server, HealthModelsMetrics) {
   TestServer server;
   HttpReply health = Exchange(server.port(), "GET", "/health");
