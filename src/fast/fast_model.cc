@@ -47,8 +47,13 @@ void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
 // The checksum pass at load (io/weight_container.h): every tensor of `source` that is a view of its container,
 // checked against the header's sums on the pool's threads, one tensor (or routed-expert extent) per task. Routed
 // experts are skipped when an expert cache reads them: it checks each extent as it reads it. Run before any tensor
-// is sliced or copied, while every view still covers the whole stored tensor. Returns the bytes hashed.
-Result<uint64_t> VerifyContainerTensors(const FastWeightSource& source, WorkerPool& pool, bool experts_checked_later) {
+// is sliced or copied, while every view still covers the whole stored tensor. `release_pages`: under several ranks,
+// which keep only slices (tensor parallel) or drop tensors (lm_head outside rank 0's group), the hashed pages leave
+// the resident set again, or the rank would hold whole tensors (tests/mpi/cli_rss.sh); one process keeps them all,
+// resident, and releasing would only fault them in a second time (≈ 2 s more to load the bench model). Returns the
+// bytes hashed.
+Result<uint64_t> VerifyContainerTensors(const FastWeightSource& source, WorkerPool& pool, bool experts_checked_later,
+                                        bool release_pages) {
   const ContainerFile* container = source.container();
   if (container == nullptr) return uint64_t{0};
   std::vector<const ContainerEntry*> todo;
@@ -67,7 +72,7 @@ Result<uint64_t> VerifyContainerTensors(const FastWeightSource& source, WorkerPo
   }
   std::vector<Status> errors(todo.size());
   pool.ParallelFor(static_cast<int64_t>(todo.size()), 1, [&](int64_t begin, int64_t end, int) {
-    for (int64_t t = begin; t < end; ++t) errors[t] = container->VerifyEntry(*todo[t]);
+    for (int64_t t = begin; t < end; ++t) errors[t] = container->VerifyEntry(*todo[t], release_pages);
   });
   for (const Status& error : errors) GLINT_RETURN_IF_ERROR(error);
   return bytes;
@@ -196,7 +201,8 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   Stopwatch verify_watch;
   uint64_t verified_bytes = 0;
   if (options.verify_checksums) {
-    GLINT_ASSIGN_OR_RETURN(verified_bytes, VerifyContainerTensors(source, pool, options.expert_memory > 0));
+    GLINT_ASSIGN_OR_RETURN(verified_bytes,
+                           VerifyContainerTensors(source, pool, options.expert_memory > 0, plan.distributed()));
   }
   const double verify_seconds = verified_bytes > 0 ? verify_watch.Seconds() : 0.0;
   if (!sliced) GLINT_RETURN_IF_ERROR(SliceFastSource(source, FastTensorSlices(config, plan)));

@@ -428,16 +428,12 @@ Status VerifyContainerExtent(const std::string& path, const ContainerExtent& ext
       extent.checksum);
 }
 
-// The pages a checksum pass read leave this process's resident set again (MappedFile::Release): a rank at --tp > 1
-// keeps only its slices, copied out of the mapping, and must not also hold the whole tensors it hashed
-// (tests/mpi/cli_rss.sh); what stays a view of the mapping is faulted in again from the page cache when it is
-// touched (TouchPages, or its first use).
-Status ContainerFile::VerifyEntry(const ContainerEntry& entry) const {
+Status ContainerFile::VerifyEntry(const ContainerEntry& entry, bool release_pages) const {
   if (entry.extent >= 0) {
     const ContainerExtent& extent = extents_[entry.extent];
     const std::span<const uint8_t> bytes = file_->bytes().subspan(extent.offset, extent.bytes);
     GLINT_RETURN_IF_ERROR(VerifyContainerExtent(path(), extent, bytes));
-    return file_->Release(bytes);
+    return release_pages ? file_->Release(bytes) : Status::Ok();
   }
   XXH3_state_t* state = XXH3_createState();
   if (state == nullptr) return ResourceExhausted("no memory for a checksum state");
@@ -445,7 +441,9 @@ Status ContainerFile::VerifyEntry(const ContainerEntry& entry) const {
   for (const std::span<const uint8_t>& blob : entry.blobs) XXH3_64bits_update(state, blob.data(), blob.size());
   const uint64_t sum = XXH3_64bits_digest(state);
   XXH3_freeState(state);
-  for (const std::span<const uint8_t>& blob : entry.blobs) GLINT_RETURN_IF_ERROR(file_->Release(blob));
+  for (const std::span<const uint8_t>& blob : entry.blobs) {
+    if (release_pages) GLINT_RETURN_IF_ERROR(file_->Release(blob));
+  }
   if (sum == entry.checksum) return Status::Ok();
   return ChecksumMismatch(path(), StrCat("tensor '", entry.name, "'"), sum, entry.checksum);
 }

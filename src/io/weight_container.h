@@ -135,9 +135,10 @@ class ContainerFile {
   uint64_t size() const { return file_->size(); }
   const std::string& path() const { return file_->path(); }
   // Checks the mapped bytes of `entry` against the header's checksum: its extent's whole range when it lies in one,
-  // else its blobs. Reads every page of them, then drops them from this process's resident set again (a rank keeps
-  // only what it uses; a view is faulted in again on use). A DataLoss error names the file and the tensor or extent.
-  Status VerifyEntry(const ContainerEntry& entry) const;
+  // else its blobs. Reads every page of them; `release_pages` then drops them from this process's resident set again
+  // (MappedFile::Release), for a rank that keeps only parts of the tensors it hashed. A DataLoss error names the file
+  // and the tensor or extent.
+  Status VerifyEntry(const ContainerEntry& entry, bool release_pages = false) const;
   // Where a view returned by this container lies in the file.
   uint64_t OffsetOf(const uint8_t* pointer) const { return static_cast<uint64_t>(pointer - file_->bytes().data()); }
   // Whether `bytes` lie inside the mapped file (a view this container returned), and their pages dropped from the
