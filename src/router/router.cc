@@ -192,7 +192,8 @@ class Router::Handler final : public server::HttpHandler {
   UpstreamRequest BuildRequest(const HttpRequest& req, Backend& backend, Leases& leases);
   Headers ForwardedHeaders(const HttpRequest& req) const;
   void ListFromEveryBackend(const HttpRequest& req, HttpResponse& res, ClientConnection& client);
-  void NoBackend(const HttpRequest& req, HttpResponse& res, const std::vector<std::string>& failures);
+  void NoBackend(const HttpRequest& req, HttpResponse& res,
+                 const std::vector<std::pair<size_t, std::string>>& failures);
 
   BackendPool pool_;
   RouterCounters counters_;
@@ -341,7 +342,7 @@ std::optional<size_t> Router::Handler::FindOwner(const StatefulId& id, const Htt
 void Router::Handler::Proxy(const HttpRequest& req, HttpResponse& res, ClientConnection& client,
                             const Target& target) {
   std::vector<size_t> failed;
-  std::vector<std::string> failures;
+  std::vector<std::pair<size_t, std::string>> failures;
   for (int attempt = 0; attempt < 2; ++attempt) {  // one retry, on another backend, after a connection failure
     size_t index = 0;
     if (target.pinned) {
@@ -365,26 +366,26 @@ void Router::Handler::Proxy(const HttpRequest& req, HttpResponse& res, ClientCon
     const Attempt outcome = Forward(req, res, client, index, target);
     if (outcome.kind != Attempt::kBackendFailed) return;
     failed.push_back(index);
-    failures.push_back(StrCat(pool_.at(index).url.text, ": ", outcome.error));
+    failures.emplace_back(index, outcome.error);
   }
   NoBackend(req, res, failures);
 }
 
-void Router::Handler::NoBackend(const HttpRequest& req, HttpResponse& res, const std::vector<std::string>& failures) {
+// 503 naming every backend that could have answered and why it did not: the attempts' failures, and the reasons
+// the others were skipped.
+void Router::Handler::NoBackend(const HttpRequest& req, HttpResponse& res,
+                                const std::vector<std::pair<size_t, std::string>>& failures) {
   counters_.unavailable.fetch_add(1);
-  std::string message;
-  if (!failures.empty()) {
-    message = "the request failed on every backend tried (";
-    for (size_t i = 0; i < failures.size(); ++i) message += StrCat(i ? "; " : "", failures[i]);
-    message += ")";
-  } else {
-    message = "no healthy backend: ";
-    bool first = true;
-    for (size_t index : pool_.serving()) {
-      const Backend& backend = pool_.at(index);
-      message += StrCat(first ? "" : ", ", backend.url.text, " (", backend.reason(), ")");
-      first = false;
-    }
+  std::string message = "no backend could take the request: ";
+  bool first = true;
+  for (size_t index : pool_.serving()) {
+    const Backend& backend = pool_.at(index);
+    auto failed = std::find_if(failures.begin(), failures.end(), [&](const auto& f) { return f.first == index; });
+    const std::string why = failed != failures.end() ? StrCat("failed just now: ", failed->second)
+                            : backend.healthy.load() ? std::string("healthy, not tried")
+                                                     : StrCat("skipped: ", backend.reason());
+    message += StrCat(first ? "" : "; ", backend.url.text, " (", why, ")");
+    first = false;
   }
   ReplyError(res, req.path, 503, message, "no_backend");
 }
@@ -523,7 +524,7 @@ void Router::Handler::ListFromEveryBackend(const HttpRequest& req, HttpResponse&
   std::vector<Json> items;
   bool has_more = false;
   int answered = 0;
-  std::vector<std::string> failures;
+  std::vector<std::pair<size_t, std::string>> failures;
   for (size_t index : pool_.serving()) {
     Backend& backend = pool_.at(index);
     if (!backend.healthy.load()) continue;
@@ -534,7 +535,7 @@ void Router::Handler::ListFromEveryBackend(const HttpRequest& req, HttpResponse&
                                             : Result<std::string>(started);
     if (!body.ok()) {
       if (Failed(backend, body.status(), client, res).kind == Attempt::kClientLeft) return;
-      failures.push_back(StrCat(backend.url.text, ": ", body.status().message()));
+      failures.emplace_back(index, body.status().message());
       continue;
     }
     if (call.status() != 200) {  // the same request fails the same way everywhere (a bad limit, a wrong key)

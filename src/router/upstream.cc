@@ -37,8 +37,9 @@ class UpstreamCall::Impl {
 
   // Runs the loop until the operation in flight has finished. The connection is closed (which finishes it with an
   // error) when `keep_going` says the client left or `deadline` passes.
-  Status Wait(const bool& finished, const BoostError& error, Clock::time_point deadline, const KeepGoing& keep_going,
+  Status Wait(const bool& finished, const BoostError& error, double seconds, const KeepGoing& keep_going,
               std::string_view what) {
+    const Clock::time_point deadline = After(seconds);
     bool client_left = false;
     bool timed_out = false;
     while (!finished) {
@@ -53,14 +54,13 @@ class UpstreamCall::Impl {
         Close();
       }
     }
-    if (client_left) return FailedPrecondition("the client left while ", what, " ", url.text);
-    if (timed_out) return Unavailable(url.text, ": no progress ", what, " within the deadline");
-    if (error) return Unavailable(url.text, ": ", what, " failed: ", error.message());
+    if (client_left) return FailedPrecondition("the client left (", what, ")");
+    if (timed_out) return Unavailable(what, ": nothing happened within ", seconds, " s");
+    if (error) return Unavailable(what, " failed: ", error.message());
     return Status::Ok();
   }
 
   Status Connect(const KeepGoing& keep_going) {
-    const Clock::time_point deadline = After(timeouts.connect_seconds);
     bool finished = false;
     BoostError error;
     tcp::resolver::results_type endpoints;
@@ -71,13 +71,13 @@ class UpstreamCall::Impl {
                              endpoints = std::move(results);
                              finished = true;
                            });
-    GLINT_RETURN_IF_ERROR(Wait(finished, error, deadline, keep_going, "resolving"));
+    GLINT_RETURN_IF_ERROR(Wait(finished, error, timeouts.connect_seconds, keep_going, "resolving the host"));
     finished = false;
     stream.async_connect(endpoints, [&](BoostError e, const tcp::endpoint&) {
       error = e;
       finished = true;
     });
-    GLINT_RETURN_IF_ERROR(Wait(finished, error, deadline, keep_going, "connecting to"));
+    GLINT_RETURN_IF_ERROR(Wait(finished, error, timeouts.connect_seconds, keep_going, "connecting"));
     BoostError ignored;
     stream.socket().set_option(tcp::no_delay(true), ignored);
     return Status::Ok();
@@ -105,7 +105,7 @@ class UpstreamCall::Impl {
       error = e;
       finished = true;
     });
-    return Wait(finished, error, After(timeouts.idle_seconds), keep_going, "sending the request to");
+    return Wait(finished, error, timeouts.idle_seconds, keep_going, "sending the request");
   }
 
   Status ReadHead(const KeepGoing& keep_going) {
@@ -115,7 +115,7 @@ class UpstreamCall::Impl {
       error = e;
       finished = true;
     });
-    return Wait(finished, error, After(timeouts.idle_seconds), keep_going, "waiting for the response of");
+    return Wait(finished, error, timeouts.idle_seconds, keep_going, "waiting for the response");
   }
 
   Result<std::string> ReadSome(const KeepGoing& keep_going) {
@@ -130,7 +130,7 @@ class UpstreamCall::Impl {
         error = e == http::error::need_buffer ? BoostError() : e;  // a full piece is not an error
         finished = true;
       });
-      GLINT_RETURN_IF_ERROR(Wait(finished, error, After(timeouts.idle_seconds), keep_going, "reading the body of"));
+      GLINT_RETURN_IF_ERROR(Wait(finished, error, timeouts.idle_seconds, keep_going, "reading the response body"));
       out.append(piece.data(), piece.size() - body.size);
     }
     return out;
@@ -183,7 +183,7 @@ Result<std::string> UpstreamCall::ReadAll(size_t limit, const KeepGoing& keep_go
   while (!done()) {
     GLINT_ASSIGN_OR_RETURN(std::string piece, ReadSome(keep_going));
     body += piece;
-    if (body.size() > limit) return ResourceExhausted(impl_->url.text, ": response body over ", limit, " bytes");
+    if (body.size() > limit) return ResourceExhausted("the response body is over ", limit, " bytes");
   }
   return body;
 }

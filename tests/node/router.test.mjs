@@ -148,7 +148,8 @@ describe('two glint serve replicas behind the router', () => {
     }
     const streamed = await openai.responses.create({ model: MODEL, input: 'Streamed', max_output_tokens: 4, stream: true });
     let id;
-    for await (const event of streamed) if (event.type === 'response.completed') id = event.response.id;
+    for await (const event of streamed) if (event.type === 'response.created') id = event.response.id;
+    assert.ok(id, 'no response.created event');
     assert.equal((await openai.responses.retrieve(id)).id, id);
     await openai.responses.delete(created[0].id);
     const gone = await fetch(`${router.baseURL}/v1/responses/${created[0].id}`);
