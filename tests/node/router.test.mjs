@@ -22,8 +22,8 @@ const routers = new Set();
 process.on('exit', () => { for (const child of routers) child.kill('SIGKILL'); });
 
 // Starts `glint router` on a free port; resolves once it logs its address.
-async function startRouter(args, timeoutMs = 30_000) {
-  const child = spawn(binary, ['router', '--port', '0', '--health-interval', '0.2', ...args],
+async function startRouter(args, { healthInterval = 0.2, timeoutMs = 30_000 } = {}) {
+  const child = spawn(binary, ['router', '--port', '0', '--health-interval', String(healthInterval), ...args],
                       { stdio: ['ignore', 'ignore', 'pipe'] });
   routers.add(child);
   let log = '';
@@ -185,28 +185,47 @@ describe('two glint serve replicas behind the router', () => {
     assert.ok(batches.length >= 2);
   });
 
-  test('a replica killed mid-test is skipped; the request that met it is retried; all down is 503', async () => {
-    const victim = replicas[1];
-    assert.deepEqual(await victim.stop(), { code: 0, signal: null });
-    // Right away (before a health check notices), every request still succeeds: a refused connection is retried.
-    for (let i = 0; i < 4; ++i) {
-      const reply = await openai.chat.completions.create({
-        model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: `after the kill ${i}` }] });
-      assert.equal(reply.object, 'chat.completion');
+  test('a replica killed mid-test: the request that meets it is retried, then it is skipped', async () => {
+    // A router that checks health only every 30 s, so the first request after the kill meets the dead backend:
+    // ties in load go to the first listed, the victim.
+    const victim = replicas[0];
+    const slow = await startRouter(replicas.flatMap((r) => ['--replica', r.baseURL]), { healthInterval: 30 });
+    try {
+      const client = new OpenAI({ baseURL: `${slow.baseURL}/v1`, apiKey: 'unused', maxRetries: 0, timeout: 60_000 });
+      assert.deepEqual(await victim.stop(), { code: 0, signal: null });
+      for (let i = 0; i < 3; ++i) {
+        const reply = await client.chat.completions.create({
+          model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: `after the kill ${i}` }] });
+        assert.equal(reply.object, 'chat.completion');
+      }
+      const text = await routerMetrics(slow);
+      assert.equal(metric(text, 'glint_router_retries_total'), 1);
+      assert.equal(labelled(text, 'glint_router_backend_failures_total', victim.baseURL), 1);
+      assert.equal(labelled(text, 'glint_router_backend_healthy', victim.baseURL), 0);
+      assert.equal(labelled(text, 'glint_router_backend_requests_total', replicas[1].baseURL), 3);
+    } finally {
+      assert.deepEqual(await slow.stop(), { code: 0, signal: null }, slow.log());
     }
+    // The router that checks every 0.2 s sees it too.
     assert.ok(await eventually(async () => {
       const health = await (await fetch(`${router.baseURL}/health`)).json();
       return health.backends.find((b) => b.url === victim.baseURL).healthy === false;
     }, 10_000));
-    assert.equal(labelled(await routerMetrics(router), 'glint_router_backend_healthy', victim.baseURL), 0);
-    await replicas[0].stop();
+  });
+
+  test('every backend down: 503 naming each', async () => {
+    await replicas[1].stop();
     const reply = await fetch(`${router.baseURL}/v1/chat/completions`, {
       method: 'POST', headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'anyone?' }] }) });
     assert.equal(reply.status, 503);
     const message = (await reply.json()).error.message;
     for (const replica of replicas) assert.ok(message.includes(replica.baseURL), message);
-    assert.equal((await fetch(`${router.baseURL}/health`)).status, 503);
+    assert.ok(await eventually(async () => (await fetch(`${router.baseURL}/health`)).status === 503, 10_000));
+    const anthropicReply = await fetch(`${router.baseURL}/v1/messages`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    assert.equal(anthropicReply.status, 503);
+    assert.equal((await anthropicReply.json()).type, 'error');  // the Anthropic error shape on /v1/messages
   });
 });
 
