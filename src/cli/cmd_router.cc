@@ -45,9 +45,9 @@ void AddBackendFlags(CLI::App& command, RouterFlags& flags) {
   command
       .add_option("--local-prefill-below", flags.options.local_prefill_below,
                   "prompts shorter than this many tokens are prefilled by the decode server itself "
-                  "(0: every prompt goes to a prefill server)")
-      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
-      ->capture_default_str();
+                  "(0: every prompt goes to a prefill server; unset: each decode server's own "
+                  "--local-prefill-below)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   command
       .add_option("--health-interval", flags.options.health_interval_seconds,
                   "seconds between /health checks of every backend; a backend that fails one is skipped until "
@@ -64,13 +64,15 @@ void AddBackendFlags(CLI::App& command, RouterFlags& flags) {
                   "seconds a backend may send nothing (a non-streamed generation sends nothing until it ends)")
       ->check(CLI::Range(0.1, 86400.0))
       ->capture_default_str();
-  command.add_option("--max-remembered-ids", flags.options.id_capacity,
-                     "response, file and batch ids remembered with their backend (oldest forgotten first; a "
-                     "forgotten id is looked for on every backend)")
+  command
+      .add_option("--max-remembered-ids", flags.options.id_capacity,
+                  "response, file and batch ids remembered with their backend (oldest forgotten first; a "
+                  "forgotten id is looked for on every backend)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 30))
       ->capture_default_str();
-  command.add_option("--max-remembered-prefixes", flags.options.affinity_capacity,
-                     "conversation prefixes remembered with their backend (oldest forgotten first)")
+  command
+      .add_option("--max-remembered-prefixes", flags.options.affinity_capacity,
+                  "conversation prefixes remembered with their backend (oldest forgotten first)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 30))
       ->capture_default_str();
 }
@@ -90,17 +92,20 @@ void AddClientFlags(CLI::App& command, RouterFlags& flags) {
   command.add_option("--max-connections", transport.max_connections, "open client connections (503 beyond)")
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
-  command.add_option("--stream-buffer-bytes", transport.stream_buffer_bytes,
-                     "per stream: bytes the client has not taken yet; beyond, the router stops reading from the "
-                     "backend (up to --write-timeout, then the stream and its backend request are closed)")
+  command
+      .add_option("--stream-buffer-bytes", transport.stream_buffer_bytes,
+                  "per stream: bytes the client has not taken yet; beyond, the router stops reading from the "
+                  "backend (up to --write-timeout, then the stream and its backend request are closed)")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 30))
       ->capture_default_str();
-  command.add_option("--write-timeout", transport.write_timeout_seconds,
-                     "seconds a write to a client (or a full stream buffer) may make no progress")
+  command
+      .add_option("--write-timeout", transport.write_timeout_seconds,
+                  "seconds a write to a client (or a full stream buffer) may make no progress")
       ->check(CLI::Range(0.001, 86400.0))
       ->capture_default_str();
-  command.add_option("--shutdown-timeout", flags.options.shutdown_grace_seconds,
-                     "SIGTERM: seconds requests in progress get to finish before they are closed")
+  command
+      .add_option("--shutdown-timeout", flags.options.shutdown_grace_seconds,
+                  "SIGTERM: seconds requests in progress get to finish before they are closed")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   command.add_flag("--no-request-log", flags.no_request_log, "do not log each request");

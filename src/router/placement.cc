@@ -36,8 +36,7 @@ std::string Backend::reason() const {
   return reason_;
 }
 
-BackendPool::BackendPool(std::vector<std::unique_ptr<Backend>> backends, size_t affinity_capacity,
-                         size_t id_capacity)
+BackendPool::BackendPool(std::vector<std::unique_ptr<Backend>> backends, size_t affinity_capacity, size_t id_capacity)
     : backends_(std::move(backends)), prefixes_(affinity_capacity), ids_(id_capacity) {
   for (size_t i = 0; i < backends_.size(); ++i) {
     if (backends_[i]->role != BackendRole::kPrefill) serving_.push_back(i);
@@ -56,7 +55,9 @@ std::optional<Choice> BackendPool::ChooseServing(std::optional<uint64_t> prefix_
     if (previous && Eligible(*previous, excluded)) return Choice{*previous, true};
   }
   std::optional<size_t> best;
-  auto load = [&](size_t i) { return std::make_tuple(backends_[i]->outstanding.load(), backends_[i]->requests.load()); };
+  auto load = [&](size_t i) {
+    return std::make_tuple(backends_[i]->outstanding.load(), backends_[i]->requests.load());
+  };
   for (size_t index : serving_) {
     if (!Eligible(index, excluded)) continue;
     if (!best || load(index) < load(*best)) best = index;

@@ -28,11 +28,14 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kJson = "application/json";
 // The client headers a backend needs: the body's type, the API key, the Anthropic API version and betas, what the
 // client accepts. No other header of the client's is passed on, so no client can send X-Glint-Prefill itself.
-constexpr std::array<std::string_view, 6> kForwardedHeaders = {"Content-Type",      "Authorization", "x-api-key",
+constexpr std::array<std::string_view, 6> kForwardedHeaders = {"Content-Type",      "Authorization",  "x-api-key",
                                                                "anthropic-version", "anthropic-beta", "Accept"};
 // Backend response headers that describe one connection (RFC 9110 §7.6.1) or that the transport writes itself.
 constexpr std::array<std::string_view, 6> kDroppedResponseHeaders = {
     "connection", "keep-alive", "transfer-encoding", "content-length", "content-type", "date"};
+// Asking every backend (for an unknown id, or a list): answers that take a moment, not a generation, so a backend
+// that hangs holds the request up for seconds, not for --backend-timeout.
+constexpr UpstreamTimeouts kQuickTimeouts{.connect_seconds = 2, .idle_seconds = 10};
 // A streamed /v1/responses reply names its id in its first event; this much of its start is searched for it.
 constexpr size_t kResponseIdSearchBytes = 64 << 10;
 
@@ -50,7 +53,7 @@ bool IsStatefulPath(std::string_view path) {
 
 // An error the router makes itself, in the shape of the API the client called.
 void ReplyError(HttpResponse& res, std::string_view path, int status, std::string message, std::string code) {
-  const std::string type = status == 401 ? "authentication_error"
+  const std::string type = status == 401   ? "authentication_error"
                            : status >= 500 ? "server_error"
                                            : "invalid_request_error";
   const server::ApiError error{status, type, std::move(message), "", std::move(code)};
@@ -208,6 +211,7 @@ namespace {
 
 std::vector<std::unique_ptr<Backend>> MakeBackends(const std::vector<BackendSpec>& specs) {
   std::vector<std::unique_ptr<Backend>> backends;
+  backends.reserve(specs.size());
   for (const BackendSpec& spec : specs) backends.push_back(std::make_unique<Backend>(spec.url, spec.role));
   return backends;
 }
@@ -290,7 +294,8 @@ bool Router::Handler::Authorized(const HttpRequest& req, HttpResponse& res) cons
 void Router::Handler::Handle(const HttpRequest& req, HttpResponse& res, ClientConnection& client) {
   if (req.path == "/health") return Health(res);
   if (!options.api_key.empty() && !Authorized(req, res)) return;
-  if (req.path == "/metrics") return res.SetContent(RenderRouterMetrics(pool_, counters_, gauges), "text/plain; version=0.0.4");
+  if (req.path == "/metrics")
+    return res.SetContent(RenderRouterMetrics(pool_, counters_, gauges), "text/plain; version=0.0.4");
   const bool list = req.method == "GET" && (req.path == "/v1/files" || req.path == "/v1/batches");
   if (list && QueryValue(req.target, "after").empty()) return ListFromEveryBackend(req, res, client);
   const std::optional<Target> target = Resolve(req, res, client);
@@ -329,7 +334,7 @@ std::optional<size_t> Router::Handler::FindOwner(const StatefulId& id, const Htt
   for (size_t index : pool_.serving()) {
     Backend& backend = pool_.at(index);
     if (!backend.healthy.load()) continue;
-    UpstreamCall call(backend.url, options.upstream);
+    UpstreamCall call(backend.url, kQuickTimeouts);
     if (!call.Start({"GET", id.probe_path, ForwardedHeaders(req), ""}, [&] { return client.Alive(); }).ok()) continue;
     if (call.status() == 200) {
       pool_.RememberId(id.id, index);
@@ -339,8 +344,7 @@ std::optional<size_t> Router::Handler::FindOwner(const StatefulId& id, const Htt
   return std::nullopt;
 }
 
-void Router::Handler::Proxy(const HttpRequest& req, HttpResponse& res, ClientConnection& client,
-                            const Target& target) {
+void Router::Handler::Proxy(const HttpRequest& req, HttpResponse& res, ClientConnection& client, const Target& target) {
   std::vector<size_t> failed;
   std::vector<std::pair<size_t, std::string>> failures;
   for (int attempt = 0; attempt < 2; ++attempt) {  // one retry, on another backend, after a connection failure
@@ -360,7 +364,8 @@ void Router::Handler::Proxy(const HttpRequest& req, HttpResponse& res, ClientCon
       const std::optional<Choice> choice = pool_.ChooseServing(target.prefix, failed);
       if (!choice) break;
       index = choice->backend;
-      if (attempt == 0 && target.prefix) (choice->affinity_hit ? counters_.affinity_hits : counters_.affinity_misses).fetch_add(1);
+      if (attempt == 0 && target.prefix)
+        (choice->affinity_hit ? counters_.affinity_hits : counters_.affinity_misses).fetch_add(1);
     }
     if (attempt > 0) counters_.retries.fetch_add(1);
     const Attempt outcome = Forward(req, res, client, index, target);
@@ -413,12 +418,14 @@ UpstreamRequest Router::Handler::BuildRequest(const HttpRequest& req, Backend& b
     Backend& server = pool_.at(*prefill);
     leases.prefill = std::make_unique<Lease>(server);
     const bool ipv6 = server.url.host.find(':') != std::string::npos;
-    upstream.headers.emplace_back("X-Glint-Prefill", StrCat(ipv6 ? "[" : "", server.url.host, ipv6 ? "]" : "", ":",
-                                                            server.transfer_port.load()));
+    upstream.headers.emplace_back(
+        "X-Glint-Prefill", StrCat(ipv6 ? "[" : "", server.url.host, ipv6 ? "]" : "", ":", server.transfer_port.load()));
   } else {
     counters_.decode_without_prefill.fetch_add(1);
   }
-  upstream.headers.emplace_back("X-Glint-Local-Prefill-Below", std::to_string(options.local_prefill_below));
+  if (options.local_prefill_below) {
+    upstream.headers.emplace_back("X-Glint-Local-Prefill-Below", std::to_string(*options.local_prefill_below));
+  }
   return upstream;
 }
 
@@ -446,10 +453,10 @@ Attempt Router::Handler::Forward(const HttpRequest& req, HttpResponse& res, Clie
   auto alive = [&client] { return client.Alive(); };
   if (Status started = call->Start(upstream, alive); !started.ok()) return Failed(backend, started, client, res);
   res.status = call->status();
-  for (const auto& [name, value] : call->headers()) {
+  for (const auto& header : call->headers()) {
     const bool dropped = std::any_of(kDroppedResponseHeaders.begin(), kDroppedResponseHeaders.end(),
-                                     [&](std::string_view d) { return EqualsIgnoringCase(name, d); });
-    if (!dropped) res.SetHeader(name, value);
+                                     [&](std::string_view d) { return EqualsIgnoringCase(header.first, d); });
+    if (!dropped) res.SetHeader(header.first, header.second);
   }
   res.content_type = std::string(call->Header("Content-Type"));
   if (res.status >= 500) backend.failures.fetch_add(1);
@@ -473,8 +480,8 @@ void Router::Handler::RelayStream(const HttpRequest& req, HttpResponse& res, std
                                   std::shared_ptr<Leases> leases, size_t index, Clock::time_point start) {
   const bool find_response_id = req.path == "/v1/responses" && res.status / 100 == 2;
   const bool sse = res.content_type.starts_with("text/event-stream");
-  res.stream = [this, call, leases, index, start, find_response_id, sse, path = req.path](
-                   ClientConnection& connection, std::string& note) {
+  res.stream = [this, call = std::move(call), leases = std::move(leases), index, start, find_response_id, sse,
+                path = req.path](ClientConnection& connection, std::string& note) {
     Backend& backend = pool_.at(index);
     note = backend.url.text;
     std::string head;  // the stream's start, while its response id is not known
@@ -485,8 +492,8 @@ void Router::Handler::RelayStream(const HttpRequest& req, HttpResponse& res, std
         if (!connection.Alive()) break;
         backend.failures.fetch_add(1);
         note += StrCat(" (backend failed mid-stream: ", piece.status().message(), ")");
-        if (sse) connection.Write(StreamErrorEvent(path, StrCat("the backend failed mid-stream: ",
-                                                                piece.status().message())));
+        if (sse)
+          connection.Write(StreamErrorEvent(path, StrCat("the backend failed mid-stream: ", piece.status().message())));
         break;
       }
       if (!id_known) {
@@ -528,11 +535,11 @@ void Router::Handler::ListFromEveryBackend(const HttpRequest& req, HttpResponse&
   for (size_t index : pool_.serving()) {
     Backend& backend = pool_.at(index);
     if (!backend.healthy.load()) continue;
-    UpstreamCall call(backend.url, options.upstream);
+    UpstreamCall call(backend.url, kQuickTimeouts);
     auto alive = [&client] { return client.Alive(); };
     Status started = call.Start({"GET", req.target, ForwardedHeaders(req), ""}, alive);
-    Result<std::string> body = started.ok() ? call.ReadAll(options.max_buffered_response_bytes, alive)
-                                            : Result<std::string>(started);
+    Result<std::string> body =
+        started.ok() ? call.ReadAll(options.max_buffered_response_bytes, alive) : Result<std::string>(started);
     if (!body.ok()) {
       if (Failed(backend, body.status(), client, res).kind == Attempt::kClientLeft) return;
       failures.emplace_back(index, body.status().message());
@@ -600,8 +607,8 @@ Status Router::Run() { return transport_->Run(); }
 
 void Router::Shutdown() {
   transport_->BeginShutdown();
-  const auto deadline = Clock::now() + std::chrono::milliseconds(
-                                           static_cast<int64_t>(handler_->options.shutdown_grace_seconds * 1000));
+  const auto deadline =
+      Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(handler_->options.shutdown_grace_seconds * 1000));
   while (transport_->busy() > 0 && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   handler_->StopHealthChecks();
   transport_->Stop();

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -31,8 +32,9 @@ struct RouterOptions {
   server::TransportOptions transport;  // host, port and the client-side limits
   std::string api_key;                 // non-empty: every endpoint but /health needs it (forwarded as sent)
   // Prompts shorter than this many tokens are prefilled by the decode server itself (sent to decode servers as
-  // X-Glint-Local-Prefill-Below); 0 sends every prompt to a prefill server.
-  int64_t local_prefill_below = 0;
+  // X-Glint-Local-Prefill-Below); 0 sends every prompt to a prefill server. Unset: no header, so each decode server
+  // applies its own --local-prefill-below.
+  std::optional<int64_t> local_prefill_below;
   double health_interval_seconds = 1;
   UpstreamTimeouts upstream;
   size_t affinity_capacity = 65536;  // prefix keys remembered

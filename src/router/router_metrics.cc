@@ -5,8 +5,8 @@ namespace {
 
 // One metric family: its HELP and TYPE lines, then a sample per backend.
 template <typename Value>
-void Family(const BackendPool& pool, std::string_view name, std::string_view type, std::string_view help,
-            Value value, std::string& out) {
+void Family(const BackendPool& pool, std::string_view name, std::string_view type, std::string_view help, Value value,
+            std::string& out) {
   out += StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
   for (size_t i = 0; i < pool.size(); ++i) {
     const Backend& backend = pool.at(i);
@@ -24,18 +24,23 @@ void Single(std::string_view name, std::string_view type, std::string_view help,
 std::string RenderRouterMetrics(const BackendPool& pool, const RouterCounters& counters,
                                 const server::TransportGauges& gauges) {
   std::string out;
-  Family(pool, "glint_router_backend_requests_total", "counter",
-         "requests sent to the backend (a prefill server: requests it was named for)",
-         [](const Backend& b) { return b.requests.load(); }, out);
-  Family(pool, "glint_router_backend_failures_total", "counter",
-         "connection failures, timeouts, broken streams and 5xx answers of the backend",
-         [](const Backend& b) { return b.failures.load(); }, out);
-  Family(pool, "glint_router_backend_outstanding", "gauge", "requests in progress on the backend",
-         [](const Backend& b) { return b.outstanding.load(); }, out);
-  Family(pool, "glint_router_backend_healthy", "gauge", "1 when the backend's last /health check passed",
-         [](const Backend& b) { return b.healthy.load() ? 1 : 0; }, out);
-  out += "# HELP glint_router_backend_request_seconds request sent to the backend -> response complete\n"
-         "# TYPE glint_router_backend_request_seconds histogram\n";
+  Family(
+      pool, "glint_router_backend_requests_total", "counter",
+      "requests sent to the backend (a prefill server: requests it was named for)",
+      [](const Backend& b) { return b.requests.load(); }, out);
+  Family(
+      pool, "glint_router_backend_failures_total", "counter",
+      "connection failures, timeouts, broken streams and 5xx answers of the backend",
+      [](const Backend& b) { return b.failures.load(); }, out);
+  Family(
+      pool, "glint_router_backend_outstanding", "gauge", "requests in progress on the backend",
+      [](const Backend& b) { return b.outstanding.load(); }, out);
+  Family(
+      pool, "glint_router_backend_healthy", "gauge", "1 when the backend's last /health check passed",
+      [](const Backend& b) { return b.healthy.load() ? 1 : 0; }, out);
+  out +=
+      "# HELP glint_router_backend_request_seconds request sent to the backend -> response complete\n"
+      "# TYPE glint_router_backend_request_seconds histogram\n";
   for (size_t i = 0; i < pool.size(); ++i) {
     const Backend& backend = pool.at(i);
     if (backend.role == BackendRole::kPrefill) continue;  // the router does not see a prefill's own time

@@ -1,11 +1,12 @@
 #include "router/upstream.h"
 
+#include <strings.h>
+
 #include <array>
-#include <limits>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <strings.h>
+#include <limits>
 
 namespace glint::router {
 namespace {
@@ -65,12 +66,11 @@ class UpstreamCall::Impl {
     BoostError error;
     tcp::resolver::results_type endpoints;
     tcp::resolver resolver(io);
-    resolver.async_resolve(url.host, std::to_string(url.port),
-                           [&](BoostError e, tcp::resolver::results_type results) {
-                             error = e;
-                             endpoints = std::move(results);
-                             finished = true;
-                           });
+    resolver.async_resolve(url.host, std::to_string(url.port), [&](BoostError e, tcp::resolver::results_type results) {
+      error = e;
+      endpoints = std::move(results);
+      finished = true;
+    });
     GLINT_RETURN_IF_ERROR(Wait(finished, error, timeouts.connect_seconds, keep_going, "resolving the host"));
     finished = false;
     stream.async_connect(endpoints, [&](BoostError e, const tcp::endpoint&) {
@@ -93,8 +93,8 @@ class UpstreamCall::Impl {
     }
     message.target(request.target);
     message.version(11);
-    message.set(http::field::host, StrCat(url.host.find(':') == std::string::npos ? url.host : "[" + url.host + "]",
-                                          ":", url.port));
+    message.set(http::field::host,
+                StrCat(url.host.find(':') == std::string::npos ? url.host : "[" + url.host + "]", ":", url.port));
     for (const auto& [name, value] : request.headers) message.insert(name, value);
     message.body() = request.body;
     if (!request.body.empty() || request.method == "POST" || request.method == "PUT") message.prepare_payload();

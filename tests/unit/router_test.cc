@@ -1,12 +1,13 @@
 // glint router without sockets (docs/router.md): backend URLs and flag lists, the bounded maps, placement (prefix
 // affinity, least loaded, health, exclusion, prefill choice), the conversation-prefix key (what is hashed), and
 // the ids read from requests and responses. The proxy itself is tested end to end by tests/node/router.test.mjs.
+#include "router/router.h"
+
 #include <gtest/gtest.h>
 
 #include "router/backend_url.h"
 #include "router/placement.h"
 #include "router/request_keys.h"
-#include "router/router.h"
 
 namespace glint::router {
 namespace {
