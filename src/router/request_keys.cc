@@ -88,19 +88,14 @@ std::optional<uint64_t> CompletionsKey(const Json& body, uint64_t hash) {
   return std::nullopt;
 }
 
-bool PlausibleId(const Json& value) {
-  if (!value.is_string()) return false;
-  const std::string& id = value.get_ref<const std::string&>();
-  return !id.empty() && id.size() <= kMaxIdBytes && id.find_first_of("/?# ") == std::string::npos;
-}
+bool PlausibleId(const Json& value) { return value.is_string() && IsRoutableId(value.get_ref<const std::string&>()); }
 
 // "/v1/files/ID/content" → "ID" for prefix "/v1/files/" and suffix "/content"; "" when the path is not one.
 std::string IdAfter(std::string_view path, std::string_view prefix, std::string_view suffix) {
   if (!path.starts_with(prefix)) return "";
   std::string_view rest = path.substr(prefix.size());
   if (!suffix.empty() && rest.ends_with(suffix)) rest.remove_suffix(suffix.size());
-  if (rest.empty() || rest.size() > kMaxIdBytes || rest.find('/') != std::string_view::npos) return "";
-  return std::string(rest);
+  return IsRoutableId(rest) ? std::string(rest) : "";
 }
 
 void CollectIds(const Json& object, std::vector<std::string>& ids) {
@@ -112,6 +107,10 @@ void CollectIds(const Json& object, std::vector<std::string>& ids) {
 }
 
 }  // namespace
+
+bool IsRoutableId(std::string_view id) {
+  return !id.empty() && id.size() <= kMaxIdBytes && id.find_first_of("/?# ") == std::string_view::npos;
+}
 
 uint64_t Fnv1a(std::string_view bytes, uint64_t hash) {
   for (unsigned char byte : bytes) {

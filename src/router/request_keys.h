@@ -32,6 +32,9 @@ struct StatefulId {
 };
 std::optional<StatefulId> RequestStatefulId(std::string_view method, std::string_view path, std::string_view body);
 
+// An id the router may look up and put into a path: 1 to 256 bytes, none of them '/', '?', '#' or a space.
+bool IsRoutableId(std::string_view id);
+
 // The ids a JSON response of /v1/responses, /v1/files or /v1/batches makes known: its `id`, `output_file_id`,
 // `error_file_id`, `input_file_id`, and those of each element of a list's `data`. Empty for anything else.
 std::vector<std::string> ResponseIds(std::string_view body);

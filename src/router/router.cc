@@ -47,6 +47,11 @@ bool EqualsIgnoringCase(std::string_view a, std::string_view b) {
 
 bool IsMessagesPath(std::string_view path) { return path.starts_with("/v1/messages"); }
 
+// GET /v1/files and GET /v1/batches: merged from every backend, or (with ?after=ID) the page of ID's backend.
+bool IsListRequest(const HttpRequest& req) {
+  return req.method == "GET" && (req.path == "/v1/files" || req.path == "/v1/batches");
+}
+
 bool IsStatefulPath(std::string_view path) {
   return path.starts_with("/v1/responses") || path.starts_with("/v1/files") || path.starts_with("/v1/batches");
 }
@@ -296,8 +301,7 @@ void Router::Handler::Handle(const HttpRequest& req, HttpResponse& res, ClientCo
   if (!options.api_key.empty() && !Authorized(req, res)) return;
   if (req.path == "/metrics")
     return res.SetContent(RenderRouterMetrics(pool_, counters_, gauges), "text/plain; version=0.0.4");
-  const bool list = req.method == "GET" && (req.path == "/v1/files" || req.path == "/v1/batches");
-  if (list && QueryValue(req.target, "after").empty()) return ListFromEveryBackend(req, res, client);
+  if (IsListRequest(req) && QueryValue(req.target, "after").empty()) return ListFromEveryBackend(req, res, client);
   const std::optional<Target> target = Resolve(req, res, client);
   if (target) Proxy(req, res, client, *target);
 }
@@ -306,10 +310,8 @@ std::optional<Target> Router::Handler::Resolve(const HttpRequest& req, HttpRespo
   Target target;
   if (req.method == "POST") target.prefix = ConversationPrefixKey(req.path, req.body);
   std::optional<StatefulId> stateful = RequestStatefulId(req.method, req.path, req.body);
-  if (!stateful && req.method == "GET" && !QueryValue(req.target, "after").empty()) {  // a list's next page
-    const std::string after = QueryValue(req.target, "after");
-    stateful = StatefulId{after, StrCat(req.path, "/", after), false};
-  }
+  const std::string after = IsListRequest(req) ? QueryValue(req.target, "after") : "";
+  if (!stateful && IsRoutableId(after)) stateful = StatefulId{after, StrCat(req.path, "/", after), false};
   if (!stateful) return target;
   std::optional<size_t> owner = pool_.OwnerOf(stateful->id);
   if (!owner) owner = FindOwner(*stateful, req, client);

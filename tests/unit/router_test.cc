@@ -260,6 +260,13 @@ TEST(StatefulIdTest, FromPathsAndBodies) {
   EXPECT_FALSE(RequestStatefulId("GET", "/v1/responses/" + std::string(300, 'x'), ""));
 }
 
+TEST(StatefulIdTest, RoutableIds) {
+  EXPECT_TRUE(IsRoutableId("batch_abc-1"));
+  EXPECT_TRUE(IsRoutableId(std::string(256, 'x')));
+  for (std::string_view bad : {"", "a/b", "..?x", "a#b", "a b"}) EXPECT_FALSE(IsRoutableId(bad)) << bad;
+  EXPECT_FALSE(IsRoutableId(std::string(257, 'x')));
+}
+
 TEST(StatefulIdTest, IdsOfResponses) {
   EXPECT_EQ(ResponseIds(R"({"id":"batch_1","input_file_id":"file-1","output_file_id":"file-2","error_file_id":null})"),
             (std::vector<std::string>{"batch_1", "file-2", "file-1"}));
