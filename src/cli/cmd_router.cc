@@ -1,6 +1,8 @@
 // glint router: one address in front of several `glint serve` backends (docs/router.md). Parses the backend lists
 // and limits, binds (loopback unless told otherwise), checks every backend once, and serves until SIGTERM or
 // SIGINT, which drain the router and exit 0.
+#include <algorithm>
+
 #include "cli/command.h"
 #include "cli/stop_signals.h"
 #include "router/router.h"
@@ -17,7 +19,8 @@ struct RouterFlags {
 Status RunRouter(RouterFlags& flags) {
   GLINT_ASSIGN_OR_RETURN(flags.options.backends, router::BackendsFromFlags(flags.prefill, flags.decode, flags.replica));
   flags.options.log_requests = !flags.no_request_log;
-  flags.options.transport.max_any_body_bytes = flags.options.transport.max_body_bytes;
+  flags.options.transport.max_any_body_bytes =
+      std::max(flags.options.transport.max_body_bytes, flags.options.max_upload_bytes);
   server::RaiseOpenFileLimit(2 * flags.options.transport.max_connections);  // a client and a backend socket each
   BlockStopSignals();
   router::Router router(flags.options);
@@ -88,6 +91,9 @@ void AddClientFlags(CLI::App& command, RouterFlags& flags) {
                      "header is forwarded as sent, so backends started with the same key accept it");
   command.add_option("--max-body-bytes", transport.max_body_bytes, "largest request body")
       ->check(CLI::Range(size_t{1024}, size_t{1} << 32))
+      ->capture_default_str();
+  command.add_option("--max-upload-bytes", flags.options.max_upload_bytes, "largest POST /v1/files body")
+      ->check(CLI::Range(size_t{1024}, size_t{1} << 40))
       ->capture_default_str();
   command.add_option("--max-connections", transport.max_connections, "open client connections (503 beyond)")
       ->check(CLI::Range(1, 1 << 20))

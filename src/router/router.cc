@@ -169,6 +169,9 @@ class Router::Handler final : public server::HttpHandler {
   bool RunsOnEventLoop(const HttpRequest& request) const override {
     return request.path == "/health" || request.path == "/metrics";
   }
+  size_t BodyLimit(const HttpRequest& head) const override {
+    return head.method == "POST" && head.path == "/v1/files" ? options.max_upload_bytes : 0;
+  }
   void Handle(const HttpRequest& req, HttpResponse& res, ClientConnection& client) override;
   void Finished(const HttpRequest& req, const HttpResponse& res, double seconds) override;
   HttpResponse ErrorResponse(const HttpRequest& req, int status, std::string_view message,

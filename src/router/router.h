@@ -42,6 +42,9 @@ struct RouterOptions {
   // A response with a Content-Length up to this many bytes is read whole before it is sent (so a retry is still
   // possible and the ids it creates can be read); larger ones, and every SSE stream, are relayed as they arrive.
   size_t max_buffered_response_bytes = size_t{16} << 20;
+  // POST /v1/files bodies may be this large (glint serve's own default limit for one upload, OpenAI's batch input
+  // limit); every other body is held to transport.max_body_bytes.
+  size_t max_upload_bytes = size_t{200} << 20;
   double shutdown_grace_seconds = 30;
   bool log_requests = true;
 };

@@ -257,7 +257,7 @@ describe('fake backends', () => {
     streamClosed = new Promise((resolve) => { onClose = resolve; });
     const decode = await fakeBackend({ body: { status: 'ok', role: 'decode' } }, (req, res, body) => {
       seen.push({ headers: req.headers, url: req.url, body });
-      if (JSON.parse(body).stream) {  // one event now, more every 100 ms until the client leaves
+      if (req.url !== '/v1/files' && JSON.parse(body).stream) {  // one event now, more every 100 ms until the client leaves
         res.writeHead(200, { 'content-type': 'text/event-stream' });
         res.write('data: {"n":0}\n\n');
         let n = 0;
@@ -266,7 +266,8 @@ describe('fake backends', () => {
         return;
       }
       res.writeHead(200, { 'content-type': 'application/json', 'x-backend': 'decode' });
-      res.end(JSON.stringify({ object: 'chat.completion', choices: [] }));
+      res.end(JSON.stringify(req.url === '/v1/files' ? { id: 'file-big', object: 'file' }
+                                                     : { object: 'chat.completion', choices: [] }));
     });
     const prefill = await fakeBackend({ body: { status: 'ok', role: 'prefill', transfer_port: 7777 } });
     const wrongRole = await fakeBackend({ body: { status: 'ok', role: 'decode' } });
@@ -299,6 +300,17 @@ describe('fake backends', () => {
     assert.equal(request.headers.cookie, undefined);
     const unauthorized = await fetch(`${router.baseURL}/v1/models`);
     assert.equal(unauthorized.status, 401);
+  });
+
+  test('uploads may be larger than other bodies (--max-upload-bytes, --max-body-bytes)', async () => {
+    const big = 'x'.repeat(17 << 20);  // over the 16 MiB of --max-body-bytes, under the 200 MiB of uploads
+    const headers = { authorization: 'Bearer k', 'content-type': 'multipart/form-data; boundary=b' };
+    const upload = await fetch(`${router.baseURL}/v1/files`, { method: 'POST', headers, body: big });
+    assert.equal(upload.status, 200);
+    assert.equal(seen.at(-1).body.length, big.length);
+    const chat = await fetch(`${router.baseURL}/v1/chat/completions`, {
+      method: 'POST', headers: { ...headers, 'content-type': 'application/json' }, body: big });
+    assert.equal(chat.status, 413);
   });
 
   test('backends with the wrong role or a 503 /health are skipped, with the reason on /health', async () => {
