@@ -486,7 +486,7 @@ void Router::Handler::RelayStream(const HttpRequest& req, HttpResponse& res, std
   const bool find_response_id = req.path == "/v1/responses" && res.status / 100 == 2;
   const bool sse = res.content_type.starts_with("text/event-stream");
   res.stream = [this, call = std::move(call), leases = std::move(leases), index, start, find_response_id, sse,
-                path = req.path](ClientConnection& connection, std::string& note) {
+                path = req.path](ClientConnection& connection, std::string& note) mutable {
     Backend& backend = pool_.at(index);
     note = backend.url.text;
     std::string head;  // the stream's start, while its response id is not known
@@ -513,6 +513,7 @@ void Router::Handler::RelayStream(const HttpRequest& req, HttpResponse& res, std
     if (!connection.Alive()) note += " (client left; backend request closed)";
     call->Close();  // a backend still generating sees its client leave and cancels
     backend.latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
+    leases.reset();  // before the stream's last chunk goes out: a client that saw the end sees the count drop
   };
 }
 

@@ -185,6 +185,24 @@ describe('two glint serve replicas behind the router', () => {
     assert.ok(batches.length >= 2);
   });
 
+  test('concurrent streams all complete, spread over both replicas', async () => {
+    const before = await routerMetrics(router);
+    const streams = Array.from({ length: 8 }, async (_, i) => {
+      const stream = await openai.chat.completions.create({
+        model: MODEL, stream: true, max_tokens: 6, messages: [{ role: 'user', content: `Concurrent ${i}` }] });
+      let finish;
+      for await (const chunk of stream) finish = chunk.choices[0]?.finish_reason ?? finish;
+      return finish;
+    });
+    for (const finish of await Promise.all(streams)) assert.ok(['length', 'stop'].includes(finish));
+    const after = await routerMetrics(router);
+    for (const replica of replicas) {
+      assert.ok(labelled(after, 'glint_router_backend_requests_total', replica.baseURL) >
+                labelled(before, 'glint_router_backend_requests_total', replica.baseURL), replica.baseURL);
+      assert.equal(labelled(after, 'glint_router_backend_outstanding', replica.baseURL), 0);
+    }
+  });
+
   test('a replica killed mid-test: the request that meets it is retried, then it is skipped', async () => {
     // A router that checks health only every 30 s, so the first request after the kill meets the dead backend:
     // ties in load go to the first listed, the victim.
