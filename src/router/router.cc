@@ -182,6 +182,7 @@ class Router::Handler final : public server::HttpHandler {
   }
 
   void CheckAll();
+  UpstreamTimeouts HealthTimeouts() const;
   void StartHealthChecks();
   void StopHealthChecks();
 
@@ -208,7 +209,7 @@ class Router::Handler final : public server::HttpHandler {
 
   BackendPool pool_;
   RouterCounters counters_;
-  std::thread health_thread_;
+  std::vector<std::thread> health_threads_;  // one a backend
   std::mutex health_mutex_;
   std::condition_variable health_wake_;
   bool health_stop_ = false;
@@ -232,25 +233,38 @@ Router::Handler::Handler(RouterOptions options)
 
 // ---- health ----
 
-void Router::Handler::CheckAll() {
+UpstreamTimeouts Router::Handler::HealthTimeouts() const {
   UpstreamTimeouts timeouts;
   timeouts.connect_seconds = std::min(2.0, std::max(0.2, options.health_interval_seconds));
   timeouts.idle_seconds = std::min(5.0, std::max(0.5, 2 * options.health_interval_seconds));
-  for (size_t i = 0; i < pool_.size() && !stopping_.load(); ++i) {
-    CheckBackend(pool_.at(i), timeouts, [this] { return !stopping_.load(); });
-  }
+  return timeouts;
 }
 
+// Once, at the start, every backend at the same time (a backend that hangs delays the others by nothing).
+void Router::Handler::CheckAll() {
+  std::vector<std::thread> checks;
+  checks.reserve(pool_.size());
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    checks.emplace_back(
+        [this, i] { CheckBackend(pool_.at(i), HealthTimeouts(), [this] { return !stopping_.load(); }); });
+  }
+  for (std::thread& check : checks) check.join();
+}
+
+// One thread per backend, each checking its backend every health_interval_seconds: a backend whose check hangs
+// until its timeout does not hold up the checks of the others.
 void Router::Handler::StartHealthChecks() {
-  health_thread_ = std::thread([this] {
-    const auto interval = std::chrono::milliseconds(static_cast<int64_t>(options.health_interval_seconds * 1000));
-    std::unique_lock<std::mutex> lock(health_mutex_);
-    while (!health_wake_.wait_for(lock, interval, [this] { return health_stop_; })) {
-      lock.unlock();
-      CheckAll();
-      lock.lock();
-    }
-  });
+  for (size_t i = 0; i < pool_.size(); ++i) {
+    health_threads_.emplace_back([this, i] {
+      const auto interval = std::chrono::milliseconds(static_cast<int64_t>(options.health_interval_seconds * 1000));
+      std::unique_lock<std::mutex> lock(health_mutex_);
+      while (!health_wake_.wait_for(lock, interval, [this] { return health_stop_; })) {
+        lock.unlock();
+        CheckBackend(pool_.at(i), HealthTimeouts(), [this] { return !stopping_.load(); });
+        lock.lock();
+      }
+    });
+  }
 }
 
 void Router::Handler::StopHealthChecks() {
@@ -260,7 +274,8 @@ void Router::Handler::StopHealthChecks() {
     health_stop_ = true;
   }
   health_wake_.notify_all();
-  if (health_thread_.joinable()) health_thread_.join();
+  for (std::thread& thread : health_threads_) thread.join();
+  health_threads_.clear();
 }
 
 void Router::Handler::Health(HttpResponse& res) const {
