@@ -336,6 +336,8 @@ std::optional<Target> Router::Handler::Resolve(const HttpRequest& req, HttpRespo
   if (owner) {
     target.pinned = owner;
     target.pinned_id = stateful->id;
+    // A pinned request's conversation is where its id is; its own prefix (a follow-up's "And?") names no session.
+    target.prefix.reset();
     return target;
   }
   if (!stateful->in_path) return target;  // the backend chosen answers for the unknown reference in its API's words
