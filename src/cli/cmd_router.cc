@@ -99,6 +99,11 @@ void AddClientFlags(CLI::App& command, RouterFlags& flags) {
       ->check(CLI::Range(1, 1 << 20))
       ->capture_default_str();
   command
+      .add_option("--handler-threads", transport.worker_threads,
+                  "requests relayed at once (each holds a thread while its backend answers); more wait in order")
+      ->check(CLI::Range(size_t{1}, size_t{65536}))
+      ->capture_default_str();
+  command
       .add_option("--stream-buffer-bytes", transport.stream_buffer_bytes,
                   "per stream: bytes the client has not taken yet; beyond, the router stops reading from the "
                   "backend (up to --write-timeout, then the stream and its backend request are closed)")
