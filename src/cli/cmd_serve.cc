@@ -1,14 +1,10 @@
 // glint serve: the OpenAI-compatible HTTP server (docs/server.md) over the engine, on the embedded tiny model by
 // default. Loads the model, its tokenizer and chat template, starts the engine thread, binds (loopback unless told
 // otherwise) and serves until SIGTERM or SIGINT, which drain the server and exit 0.
-#include <pthread.h>
 
-#include <atomic>
-#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "base/file.h"
 #include "base/log.h"
@@ -16,6 +12,7 @@
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
 #include "cli/offline_batch.h"
+#include "cli/stop_signals.h"
 #include "engine/engine.h"
 #include "io/config.h"
 #include "media/preprocess.h"
@@ -57,38 +54,6 @@ std::string BaseName(std::string path) {
   const size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
-
-// SIGTERM and SIGINT are blocked in every thread (set before any thread starts) and taken by one waiting thread,
-// which drains the server; so no handler runs in the middle of the engine or a request.
-class SignalWatcher {
- public:
-  explicit SignalWatcher(server::HttpServer& server) : server_(server) {
-    thread_ = std::thread([this] {
-      sigset_t signals;
-      sigemptyset(&signals);
-      sigaddset(&signals, SIGTERM);
-      sigaddset(&signals, SIGINT);
-      const timespec tick{0, 100'000'000};
-      while (!done_.load()) {
-        const int signal = sigtimedwait(&signals, nullptr, &tick);
-        if (signal == SIGTERM || signal == SIGINT) {
-          LogInfo("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT");
-          server_.Shutdown();
-          return;
-        }
-      }
-    });
-  }
-  ~SignalWatcher() {
-    done_.store(true);
-    thread_.join();
-  }
-
- private:
-  server::HttpServer& server_;
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 // Image input (docs/server.md "Images"): the limits, the checkpoint's processor config, the local media root.
 Status ConfigureImages(const ServeFlags& flags, const std::string& dir, const ModelConfig& config,
@@ -160,17 +125,6 @@ Result<std::optional<ChatTemplate>> LoadChatTemplate(const std::string& override
   }
   if (chat_template) LogInfo("chat template: ", chat_template->origin());
   return chat_template;
-}
-
-// From here on SIGTERM/SIGINT drain the server (before, during loading, they end the process as usual). They are
-// blocked before the engine's and the server's threads start, so every thread inherits the mask.
-void BlockStopSignals() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);  // a client that vanishes mid-write is an error return, not a signal
 }
 
 Result<server::ServerOptions> ServerOptionsFromFlags(const ServeFlags& flags, const std::string& dir,
@@ -268,7 +222,7 @@ Status Serve(ServeFlags flags) {
   std::fflush(stderr);
   Status status;
   {
-    SignalWatcher watcher(server);
+    StopSignalWatcher watcher([&server] { server.Shutdown(); });
     status = server.Run();
   }
   LogInfo("stopped");
