@@ -43,4 +43,11 @@ double Median(std::vector<double> values) {
   return PercentileOfSorted(values, 50);
 }
 
+double NearestRankPercentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  return values[std::min(values.size() - 1,
+                         static_cast<size_t>(std::lround(q * static_cast<double>(values.size() - 1))))];
+}
+
 }  // namespace glint::bench

@@ -32,6 +32,11 @@ struct Summary {
 // medians the benchmark commands print.
 double Median(std::vector<double> values);
 
+// The value at rank round(q·(n − 1)) of `values` (q in [0, 1]), 0 for none: the nearest-rank percentiles the
+// in-process engine benchmarks (bench-engine, bench-grammar) print — no interpolation, so every figure is a
+// measured one.
+double NearestRankPercentile(std::vector<double> values, double q);
+
 // NaN values are ignored (they mark "undefined for this request", e.g. TPOT of a one-token reply).
 Summary Summarize(std::vector<double> values);
 

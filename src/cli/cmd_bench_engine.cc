@@ -16,6 +16,7 @@
 
 #include "base/log.h"
 #include "base/timer.h"
+#include "bench/random_tokens.h"
 #include "bench/stats.h"
 #include "cli/collective_report.h"
 #include "cli/command.h"
@@ -29,7 +30,9 @@
 namespace glint::cli {
 namespace {
 
-struct BenchFlags {
+using bench::NearestRankPercentile;
+
+struct EngineBenchFlags {
   ModelFlag model;
   ForwardPathFlags path;
   EngineFlags engine;
@@ -50,19 +53,6 @@ struct BenchFlags {
 };
 
 using bench::Median;
-
-double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(std::lround(q * (values.size() - 1))))];
-}
-
-std::vector<int32_t> RandomTokens(std::mt19937_64& rng, int64_t vocab, int64_t count) {
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> tokens(count);
-  for (int32_t& token : tokens) token = pick(rng);
-  return tokens;
-}
 
 Request Make(std::vector<int32_t> prompt, int64_t output_len, std::shared_ptr<RequestSink> sink) {
   Request request;
@@ -118,7 +108,7 @@ Result<PointStats> RunThroughput(const Model& model, const EngineOptions& option
 }
 
 // Conversations of `turns` turns run side by side; turn k's prompt is turn k−1's prompt + answer + a new message.
-Result<PointStats> RunMultiTurn(const Model& model, const EngineOptions& options, const BenchFlags& flags,
+Result<PointStats> RunMultiTurn(const Model& model, const EngineOptions& options, const EngineBenchFlags& flags,
                                 uint64_t seed) {
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Engine> engine, Engine::Start(model, options));
   const int64_t vocab = model.config().vocab_size;
@@ -135,7 +125,7 @@ Result<PointStats> RunMultiTurn(const Model& model, const EngineOptions& options
   Stopwatch wall;
   const auto submit = [&](size_t c) -> Status {
     Conversation& conversation = conversations[c];
-    const std::vector<int32_t> message = RandomTokens(rng, vocab, flags.user_tokens);
+    const std::vector<int32_t> message = bench::UniformTokenIds(rng, vocab, flags.user_tokens);
     conversation.context.insert(conversation.context.end(), conversation.answer.begin(), conversation.answer.end());
     conversation.context.insert(conversation.context.end(), message.begin(), message.end());
     conversation.answer.clear();
@@ -145,7 +135,7 @@ Result<PointStats> RunMultiTurn(const Model& model, const EngineOptions& options
     return Status::Ok();
   };
   for (size_t c = 0; c < conversations.size(); ++c) {
-    conversations[c].context = RandomTokens(rng, vocab, flags.system_tokens);
+    conversations[c].context = bench::UniformTokenIds(rng, vocab, flags.system_tokens);
     GLINT_RETURN_IF_ERROR(submit(c));
   }
   int64_t in_flight = flags.conversations;
@@ -181,7 +171,7 @@ struct MultiTurnMode {
 // The multi-turn workload under each cache configuration: prefix caching off, on with each --multi-turn-policies
 // policy, and, with --prefix-cache-disk, each policy again with the disk tier (its files deleted before each run).
 // Prints the hit rate, the prompt tokens recomputed, the disk's share, and TTFT.
-Status MultiTurnTable(const Model& model, const EngineOptions& options, const BenchFlags& flags) {
+Status MultiTurnTable(const Model& model, const EngineOptions& options, const EngineBenchFlags& flags) {
   std::vector<MultiTurnMode> modes = {{"off", false}};
   for (const std::string& name : flags.multi_turn_policies) {
     GLINT_ASSIGN_OR_RETURN(CheckpointPolicy policy, ParseCheckpointPolicy(name));
@@ -247,7 +237,7 @@ Status MultiTurnTable(const Model& model, const EngineOptions& options, const Be
 }
 
 // One row of the throughput table: `flags.repeats` closed-loop runs at `concurrency`, medians printed.
-Status BenchThroughputPoint(const Model& model, const EngineOptions& options, const BenchFlags& flags,
+Status BenchThroughputPoint(const Model& model, const EngineOptions& options, const EngineBenchFlags& flags,
                             int64_t concurrency) {
   if (concurrency < 1) return InvalidArgument("--concurrency values must be at least 1");
   const int64_t requests = flags.requests_factor * concurrency;
@@ -262,13 +252,13 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
     std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
     std::vector<std::vector<int32_t>> prompts;
     for (int64_t i = 0; i < requests; ++i) {
-      prompts.push_back(RandomTokens(rng, model.config().vocab_size, flags.input_len));
+      prompts.push_back(bench::UniformTokenIds(rng, model.config().vocab_size, flags.input_len));
     }
     GLINT_ASSIGN_OR_RETURN(PointStats s, RunThroughput(model, options, prompts, flags.output_len, concurrency));
     out_rate.push_back(s.generated / s.wall);
     total_rate.push_back((s.generated + s.prompt_tokens) / s.wall);
     ttft50.push_back(Median(s.ttft));
-    ttft99.push_back(Percentile(s.ttft, 0.99));
+    ttft99.push_back(NearestRankPercentile(s.ttft, 0.99));
     tpot50.push_back(Median(s.tpot));
     e2e50.push_back(Median(s.e2e));
     preemptions.push_back(static_cast<double>(s.metrics.preemptions));
@@ -305,7 +295,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
   return Status::Ok();
 }
 
-Status BenchThroughput(const Model& model, const EngineOptions& options, const BenchFlags& flags) {
+Status BenchThroughput(const Model& model, const EngineOptions& options, const EngineBenchFlags& flags) {
   std::printf("\nthroughput: input %lld, output %lld tokens (ignore_eos), closed loop, median of %lld runs\n",
               static_cast<long long>(flags.input_len), static_cast<long long>(flags.output_len),
               static_cast<long long>(flags.repeats));
@@ -318,7 +308,7 @@ Status BenchThroughput(const Model& model, const EngineOptions& options, const B
   return Status::Ok();
 }
 
-Status Bench(const BenchFlags& flags) {
+Status Bench(const EngineBenchFlags& flags) {
   if (flags.repeats < 1 || flags.input_len < 1 || flags.output_len < 1 || flags.requests_factor < 1) {
     return InvalidArgument("--repeats, --input-len, --output-len and --requests-factor must be at least 1");
   }
@@ -344,7 +334,7 @@ Status Bench(const BenchFlags& flags) {
 GLINT_REGISTER_COMMAND(
     "bench-engine", "Engine figures: tokens/s at fixed concurrency, and prefix caching on a multi-turn workload", 60,
     [](CLI::App& command) {
-      auto flags = std::make_shared<BenchFlags>();
+      auto flags = std::make_shared<EngineBenchFlags>();
       AddModelFlag(command, flags->model);
       AddForwardPathFlags(command, flags->path);
       AddEngineFlags(command, flags->engine);

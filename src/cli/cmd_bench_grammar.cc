@@ -13,6 +13,7 @@
 
 #include "base/file.h"
 #include "base/timer.h"
+#include "bench/stats.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
@@ -25,6 +26,8 @@
 
 namespace glint::cli {
 namespace {
+
+using bench::NearestRankPercentile;
 
 using grammar::CompiledGrammar;
 using grammar::TokenMask;
@@ -48,12 +51,6 @@ struct GrammarBenchFlags {
   int64_t requests_factor = 4;
   int64_t repeats = 3;
 };
-
-double Percentile(std::vector<double> values, double q) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[std::min(values.size() - 1, static_cast<size_t>(q * (values.size() - 1) + 0.5))];
-}
 
 // The next token of a walk: half the time one that closes or separates structure (so walks get past strings and
 // through the schema), otherwise any allowed token. Draws from raw mt19937 output (the same on every machine).
@@ -125,8 +122,7 @@ Status BenchMasks(const GrammarBenchFlags& flags) {
   }
   Stopwatch vocabulary_clock;
   grammar::SyntheticVocabulary synthetic = grammar::MakeSyntheticVocabulary(flags.vocab_size);
-  const TokenVocabulary vocabulary(std::move(synthetic.token_bytes), std::move(synthetic.special),
-                                   std::move(synthetic.end_ids));
+  const TokenVocabulary vocabulary(std::move(synthetic.token_bytes), std::move(synthetic.special), synthetic.end_ids);
   std::printf(
       "vocabulary: %lld tokens (synthetic byte-level BPE), trie of %lld nodes, longest %d bytes, built in "
       "%.0f ms\n",
@@ -152,15 +148,18 @@ Status BenchMasks(const GrammarBenchFlags& flags) {
     const double hit_rate = 100.0 * f.cache.hits / std::max<int64_t>(f.cache.hits + f.cache.misses, 1);
     std::printf("%-20s %10.2f %6lld %6zu %9.1f %9.1f %9.1f %9.1f %9.1f %9.1f %7.1f%% %8.0f\n",
                 entry.value("name", "?").c_str(), f.compile_ms, static_cast<long long>(f.rules), steps.size(),
-                Percentile(f.first_us, 0.5), Percentile(f.first_us, 0.9), Percentile(f.later_us, 0.5),
-                Percentile(f.later_us, 0.9), Percentile(steps, 0.5), Percentile(steps, 0.9), hit_rate,
-                Percentile(f.walk_us, 0.5));
+                NearestRankPercentile(f.first_us, 0.5), NearestRankPercentile(f.first_us, 0.9),
+                NearestRankPercentile(f.later_us, 0.5), NearestRankPercentile(f.later_us, 0.9),
+                NearestRankPercentile(steps, 0.5), NearestRankPercentile(steps, 0.9), hit_rate,
+                NearestRankPercentile(f.walk_us, 0.5));
     std::fflush(stdout);
   }
   std::printf("all schemas: %zu steps, mask median %.1f µs, p90 %.1f µs, cache hit rate %.1f%%\n", all.size(),
-              Percentile(all, 0.5), Percentile(all, 0.9), 100.0 * hits / std::max<int64_t>(hits + misses, 1));
+              NearestRankPercentile(all, 0.5), NearestRankPercentile(all, 0.9),
+              100.0 * hits / std::max<int64_t>(hits + misses, 1));
   std::printf("ApplyTokenMask of those masks to %lld logits: median %.1f µs, p90 %.1f µs\n",
-              static_cast<long long>(vocabulary.size()), Percentile(apply, 0.5), Percentile(apply, 0.9));
+              static_cast<long long>(vocabulary.size()), NearestRankPercentile(apply, 0.5),
+              NearestRankPercentile(apply, 0.9));
   return Status::Ok();
 }
 
@@ -210,7 +209,7 @@ Result<DecodeFigures> RunDecode(const Model& model, const Tokenizer& tokenizer, 
     if (next < prompts.size()) GLINT_RETURN_IF_ERROR(submit());
   }
   figures.out_rate = figures.generated / wall.Seconds();
-  figures.tpot_ms = 1000 * Percentile(tpot, 0.5);
+  figures.tpot_ms = 1000 * NearestRankPercentile(tpot, 0.5);
   figures.decode_rate = figures.tpot_ms > 0 ? flags.concurrency / (figures.tpot_ms / 1000) : 0;
   return figures;
 }
@@ -238,7 +237,7 @@ Status BenchConstrainedDecode(const GrammarBenchFlags& flags) {
       "\ndecode: %s, concurrency %lld, input %lld random tokens, up to %lld generated at temperature 1, "
       "%lld requests, median of %lld runs; constraint: schema '%s' (ends requests when complete)\n",
       loaded.description.c_str(), static_cast<long long>(flags.concurrency), static_cast<long long>(flags.input_len),
-      static_cast<long long>(flags.output_len), static_cast<long long>(flags.requests_factor * flags.concurrency),
+      static_cast<long long>(flags.output_len), static_cast<long long>(flags.requests_factor) * flags.concurrency,
       static_cast<long long>(flags.repeats), flags.decode_schema.c_str());
   std::printf("%-14s %10s %10s %14s %10s %8s\n", "", "out tok/s", "TPOT p50", "decode tok/s", "generated", "stopped");
   double rates[2][2] = {};  // [unconstrained, constrained][out, decode]
@@ -258,11 +257,11 @@ Status BenchConstrainedDecode(const GrammarBenchFlags& flags) {
       generated.push_back(static_cast<double>(f.generated));
       stopped.push_back(static_cast<double>(f.stopped));
     }
-    rates[constrained][0] = Percentile(out, 0.5);
-    rates[constrained][1] = Percentile(decode, 0.5);
+    rates[constrained][0] = NearestRankPercentile(out, 0.5);
+    rates[constrained][1] = NearestRankPercentile(decode, 0.5);
     std::printf("%-14s %10.1f %8.2fms %14.1f %10.0f %8.0f\n", constrained ? "constrained" : "unconstrained",
-                rates[constrained][0], Percentile(tpot, 0.5), rates[constrained][1], Percentile(generated, 0.5),
-                Percentile(stopped, 0.5));
+                rates[constrained][0], NearestRankPercentile(tpot, 0.5), rates[constrained][1],
+                NearestRankPercentile(generated, 0.5), NearestRankPercentile(stopped, 0.5));
     std::fflush(stdout);
   }
   std::printf("constrained / unconstrained: decode tok/s %.3f, out tok/s %.3f (grammar cache: %lld compiled)\n",

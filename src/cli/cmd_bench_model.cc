@@ -37,7 +37,7 @@
 namespace glint::cli {
 namespace {
 
-struct BenchFlags {
+struct ModelBenchFlags {
   std::string model;
   int threads = 0;
   std::string isa;
@@ -80,7 +80,7 @@ void ResetPeakRss() {
   clear << "5";
 }
 
-std::vector<int32_t> RandomTokens(int64_t count, int64_t vocab, uint64_t seed) {
+std::vector<int32_t> SeededRandomTokens(int64_t count, int64_t vocab, uint64_t seed) {
   std::vector<int32_t> tokens(count);
   uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
   for (int32_t& token : tokens) {
@@ -110,7 +110,7 @@ struct MachineFigures {
 
 // What every phase of the benchmark reads.
 struct BenchRun {
-  const BenchFlags& flags;
+  const ModelBenchFlags& flags;
   int threads = 0;
   MachineFigures machine;
   const Model* runner = nullptr;
@@ -123,7 +123,7 @@ struct BenchRun {
   }
 };
 
-Result<FastModelOptions> FastOptionsFromFlags(const BenchFlags& flags) {
+Result<FastModelOptions> FastOptionsFromFlags(const ModelBenchFlags& flags) {
   FastModelOptions options;
   if (!flags.isa.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.isa, ParseIsa(flags.isa));
@@ -137,7 +137,7 @@ Result<FastModelOptions> FastOptionsFromFlags(const BenchFlags& flags) {
   return options;
 }
 
-MachineFigures MeasureMachine(WorkerPool& pool, const BenchFlags& flags, Isa isa, int threads) {
+MachineFigures MeasureMachine(WorkerPool& pool, const ModelBenchFlags& flags, Isa isa, int threads) {
   std::printf("== machine: %s, %d threads, kernels %s%s; load average %s on %u CPUs\n", CpuName().c_str(), threads,
               std::string(IsaName(isa)).c_str(), CpuHasAvx512Bf16() ? " (CPU also has AVX512-BF16)" : "",
               LoadAverageText().c_str(), std::thread::hardware_concurrency());
@@ -167,7 +167,7 @@ MachineFigures MeasureMachine(WorkerPool& pool, const BenchFlags& flags, Isa isa
 
 // Loads twice: the second load of a container reads from the page cache. Under mpirun every rank loads its shard
 // and the ranks join (a load error on one rank becomes an error on all of them). `weight_bytes`: this rank's.
-Result<std::unique_ptr<Model>> LoadTwice(const BenchFlags& flags, WorkerPool& pool, FastModelOptions options,
+Result<std::unique_ptr<Model>> LoadTwice(const ModelBenchFlags& flags, WorkerPool& pool, FastModelOptions options,
                                          uint64_t& weight_bytes) {
   std::unique_ptr<FastModel> model;
   const Status loaded = [&]() -> Status {
@@ -245,7 +245,7 @@ Status BenchPrefill(const BenchRun& run) {
     const CollectiveStats prefill_start = World().stats_with_splits();
     for (int rep = 0; rep < run.flags.repetitions; ++rep) {
       SequenceState state = run.NewSequence();
-      const std::vector<int32_t> tokens = RandomTokens(prompt, c.vocab_size, 100 + rep);
+      const std::vector<int32_t> tokens = SeededRandomTokens(prompt, c.vocab_size, 100 + rep);
       std::vector<EntryOutput> outputs;
       const BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
       GLINT_ASSIGN_OR_RETURN(const TimedForward timed, TimeForward(run, {&entry, 1}, outputs));
@@ -292,13 +292,13 @@ void ReportExpertCache(const DiskExpertCache& cache, double wall, int64_t steps)
 // Decode steps of one batch size after a prefill of --context tokens each; returns the sequences' cache bytes.
 Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   const ModelConfig& c = run.runner->config();
-  const BenchFlags& flags = run.flags;
+  const ModelBenchFlags& flags = run.flags;
   std::vector<SequenceState> states;
   for (int64_t i = 0; i < batch_size; ++i) states.push_back(run.NewSequence());
   std::vector<std::vector<int32_t>> contexts(batch_size);
   std::vector<BatchEntry> entries;
   for (int64_t i = 0; i < batch_size; ++i) {
-    contexts[i] = RandomTokens(flags.context, c.vocab_size, 1000 + i);
+    contexts[i] = SeededRandomTokens(flags.context, c.vocab_size, 1000 + i);
     entries.push_back({contexts[i], &states[i], LogitsWanted::kLast, false});
   }
   std::vector<EntryOutput> outputs;
@@ -313,7 +313,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
     std::vector<std::vector<int32_t>> next(batch_size);
     entries.clear();
     for (int64_t i = 0; i < batch_size; ++i) {
-      next[i] = RandomTokens(1, c.vocab_size, 5000 + step * 100 + i);
+      next[i] = SeededRandomTokens(1, c.vocab_size, 5000 + step * 100 + i);
       entries.push_back({next[i], &states[i], LogitsWanted::kLast, false});
     }
     GLINT_ASSIGN_OR_RETURN(const TimedForward timed, TimeForward(run, entries, outputs));
@@ -346,7 +346,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   return CacheBytes(states);
 }
 
-Status RunBenchModel(const BenchFlags& flags) {
+Status RunBenchModel(const ModelBenchFlags& flags) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);  // each figure as soon as it is measured, also into a file or pipe
   const int threads = flags.threads > 0 ? flags.threads : static_cast<int>(std::thread::hardware_concurrency());
   WorkerPool pool(threads);
@@ -381,7 +381,7 @@ Status RunBenchModel(const BenchFlags& flags) {
 GLINT_REGISTER_COMMAND(
     "bench-model", "Benchmark the fast path end to end (prefill, decode, load, memory) against machine limits", 85,
     [](CLI::App& command) -> std::function<Status()> {
-      auto flags = std::make_shared<BenchFlags>();
+      auto flags = std::make_shared<ModelBenchFlags>();
       command.add_option("--model", flags->model, "model directory (a `glint convert` output, or a checkpoint)")
           ->required()
           ->check(CLI::ExistingDirectory);

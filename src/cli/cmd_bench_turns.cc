@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/timer.h"
+#include "bench/random_tokens.h"
 #include "bench/stats.h"
 #include "cli/command.h"
 #include "cli/engine_flags.h"
@@ -107,13 +108,6 @@ class CollectingSink : public RequestSink {
   std::vector<RequestOutput> outputs;
 };
 
-std::vector<int32_t> RandomTokens(std::mt19937_64& rng, int64_t vocab, int64_t count) {
-  std::uniform_int_distribution<int32_t> pick(0, static_cast<int32_t>(vocab - 1));
-  std::vector<int32_t> tokens(count);
-  for (int32_t& token : tokens) token = pick(rng);
-  return tokens;
-}
-
 // Runs one request to its end; returns its generated tokens and fills the turn's timings and counts.
 Result<std::vector<int32_t>> RunRequest(EngineCore& core, RequestId id, const std::vector<int32_t>& prompt,
                                         int64_t output_tokens, Turn& turn) {
@@ -166,7 +160,7 @@ Result<RowResult> RunRow(const Model& model, const EngineOptions& base, const Ro
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, options));
   const int64_t vocab = model.config().vocab_size;
   std::mt19937_64 rng(flags.seed);
-  const std::vector<int32_t> system = RandomTokens(rng, vocab, flags.system_tokens);
+  const std::vector<int32_t> system = bench::UniformTokenIds(rng, vocab, flags.system_tokens);
   std::vector<std::vector<int32_t>> contexts(flags.sessions, system);
   std::vector<int64_t> seen(flags.sessions, 0);  // tokens of the next prompt an earlier request computed
   RowResult result;
@@ -179,7 +173,7 @@ Result<RowResult> RunRow(const Model& model, const EngineOptions& base, const Ro
         result.stopped = true;
         break;
       }
-      const std::vector<int32_t> message = RandomTokens(rng, vocab, flags.user_tokens);
+      const std::vector<int32_t> message = bench::UniformTokenIds(rng, vocab, flags.user_tokens);
       std::vector<int32_t>& context = contexts[s];
       context.insert(context.end(), message.begin(), message.end());
       Turn turn{round, s, static_cast<int64_t>(context.size())};

@@ -33,7 +33,7 @@ Error StringField(const Json& object, const char* name, const std::string& param
 }
 
 // A list longer than the policy allows is refused before anything in it is read (hostile bodies stay cheap).
-Error CheckCount(const Json& list, const std::string& param, int64_t limit, const char* what) {
+Error CheckListSize(const Json& list, const std::string& param, int64_t limit, const char* what) {
   if (static_cast<int64_t>(list.size()) > limit) {
     return Invalid(param, StrCat("'", param, "' has ", list.size(), " ", what, "; at most ", limit, " are accepted"));
   }
@@ -41,7 +41,7 @@ Error CheckCount(const Json& list, const std::string& param, int64_t limit, cons
 }
 
 Error CheckBlockCount(const Json& blocks, const std::string& param, const RequestPolicy& policy) {
-  return CheckCount(blocks, param, policy.max_content_parts, "content blocks");
+  return CheckListSize(blocks, param, policy.max_content_parts, "content blocks");
 }
 
 // System text: a string or text blocks (cache_control ignored: glint caches every prefix).
@@ -72,7 +72,7 @@ Error AppendSystemText(const Json& system, const std::string& param, const Reque
 
 // An image block → an OpenAI image_url part (the image rules of the chat API then apply: data: URLs and allowed
 // local files; http(s) URLs are refused when loaded, with that reason).
-Error ImagePart(const Json& block, const std::string& param, Json& part) {
+Error ReadImageBlock(const Json& block, const std::string& param, Json& part) {
   const Json* source = Field(block, "source");
   if (source == nullptr || !source->is_object()) {
     return Invalid(param, StrCat("'", param, ".source' must be an object"));
@@ -121,7 +121,7 @@ Error ToolResultContent(const Json& block, const std::string& param, const Reque
       parts.push_back({{"type", "text"}, {"text", std::move(text)}});
     } else if (type == "image") {
       Json part;
-      API_RETURN_IF_ERROR(ImagePart((*content)[i], item_param, part));
+      API_RETURN_IF_ERROR(ReadImageBlock((*content)[i], item_param, part));
       parts.push_back(std::move(part));
     } else {
       return Invalid(item_param,
@@ -153,7 +153,7 @@ Error UserMessages(const Json& content, const std::string& param, const RequestP
       pending.push_back({{"type", "text"}, {"text", std::move(text)}});
     } else if (type == "image") {
       Json part;
-      API_RETURN_IF_ERROR(ImagePart(block, block_param, part));
+      API_RETURN_IF_ERROR(ReadImageBlock(block, block_param, part));
       pending.push_back(std::move(part));
     } else if (type == "tool_result") {
       std::string id;
@@ -226,7 +226,7 @@ Error Messages(const Json& body, const RequestPolicy& policy, Json& chat) {
   const Json* messages = Field(body, "messages");
   if (messages == nullptr) return Invalid("messages", "'messages' is required");
   if (!messages->is_array() || messages->empty()) return Invalid("messages", "'messages' must be a non-empty array");
-  API_RETURN_IF_ERROR(CheckCount(*messages, "messages", policy.max_messages, "messages"));
+  API_RETURN_IF_ERROR(CheckListSize(*messages, "messages", policy.max_messages, "messages"));
   Json out = Json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const std::string param = StrCat("messages[", i, "]");
@@ -259,7 +259,7 @@ Error Tools(const Json& body, const RequestPolicy& policy, Json& chat, std::vect
   const Json* tools = Field(body, "tools");
   if (tools == nullptr) return std::nullopt;
   if (!tools->is_array()) return Invalid("tools", "'tools' must be an array");
-  API_RETURN_IF_ERROR(CheckCount(*tools, "tools", policy.max_tools, "tools"));
+  API_RETURN_IF_ERROR(CheckListSize(*tools, "tools", policy.max_tools, "tools"));
   Json out = Json::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const std::string param = StrCat("tools[", i, "]");

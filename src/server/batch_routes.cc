@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "base/log.h"
+#include "server/json_reply.h"
 #include "server/multipart.h"
 
 namespace glint::server {
@@ -10,18 +11,11 @@ namespace {
 
 constexpr std::string_view kFiles = "/v1/files";
 constexpr std::string_view kBatches = "/v1/batches";
-constexpr const char* kJson = "application/json";
-
-void Reply(HttpResponse& res, int status, const Json& body) {
-  res.status = status;
-  res.SetContent(body.dump(-1, ' ', false, Json::error_handler_t::replace), kJson);
-}
-
 void Fail(HttpResponse& res, const ApiError& error) {
   res.status = error.status;
   if (error.status == 429) res.SetHeader("Retry-After", "1");
   res.log_note = error.message.substr(0, 200);
-  res.SetContent(ErrorBody(error), kJson);
+  res.SetContent(ErrorBody(error), kJsonContentType);
 }
 
 template <typename T, typename Send>
@@ -90,7 +84,7 @@ void Upload(const HttpRequest& req, HttpResponse& res, FileStore& files) {
   if (file == nullptr) return Fail(res, BadRequest("the upload has no 'file' part", "file"));
   std::string filename = file->filename.value_or("upload.jsonl").substr(0, 256);
   ReplyOr(res, files.Create(filename, purpose, file->data, /*upload=*/true),
-          [&](const StoredFile& stored) { Reply(res, 200, stored.ToJson()); });
+          [&](const StoredFile& stored) { ReplyJson(res, 200, stored.ToJson()); });
 }
 
 void FilesRoute(const HttpRequest& req, HttpResponse& res, FileStore& files) {
@@ -100,7 +94,7 @@ void FilesRoute(const HttpRequest& req, HttpResponse& res, FileStore& files) {
     if (req.method != "GET") return MethodNotAllowed(req, res, "GET, POST");
     Json data = Json::array();
     for (const StoredFile& file : files.List(QueryValue(req, "purpose"))) data.push_back(file.ToJson());
-    return Reply(res, 200, {{"object", "list"}, {"data", std::move(data)}, {"has_more", false}});
+    return ReplyJson(res, 200, {{"object", "list"}, {"data", std::move(data)}, {"has_more", false}});
   }
   if (!rest.starts_with("/")) return NoSuchEndpoint(req, res);
   std::string id(rest.substr(1));
@@ -115,17 +109,17 @@ void FilesRoute(const HttpRequest& req, HttpResponse& res, FileStore& files) {
     });
   }
   if (req.method == "GET") {
-    return ReplyOr(res, files.Get(id), [&](const StoredFile& file) { Reply(res, 200, file.ToJson()); });
+    return ReplyOr(res, files.Get(id), [&](const StoredFile& file) { ReplyJson(res, 200, file.ToJson()); });
   }
   if (req.method != "DELETE") return MethodNotAllowed(req, res, "GET, DELETE");
   ReplyOr(res, files.Delete(id), [&](const StoredFile& file) {
-    Reply(res, 200, {{"id", file.id}, {"object", "file"}, {"deleted", true}});
+    ReplyJson(res, 200, {{"id", file.id}, {"object", "file"}, {"deleted", true}});
   });
 }
 
 void BatchesRoute(const HttpRequest& req, HttpResponse& res, BatchManager& batches) {
   const std::string_view rest = std::string_view(req.path).substr(kBatches.size());
-  const auto send = [&](const Json& batch) { Reply(res, 200, batch); };
+  const auto send = [&](const Json& batch) { ReplyJson(res, 200, batch); };
   if (rest.empty()) {
     if (req.method == "POST") {
       auto body = ParseJsonObject(req.body);
@@ -135,7 +129,7 @@ void BatchesRoute(const HttpRequest& req, HttpResponse& res, BatchManager& batch
     if (req.method != "GET") return MethodNotAllowed(req, res, "GET, POST");
     auto limit = ListLimit(req);
     if (!limit.ok()) return Fail(res, limit.error());
-    return Reply(res, 200, batches.List(QueryValue(req, "after"), limit.value()));
+    return ReplyJson(res, 200, batches.List(QueryValue(req, "after"), limit.value()));
   }
   if (!rest.starts_with("/")) return NoSuchEndpoint(req, res);
   std::string id(rest.substr(1));

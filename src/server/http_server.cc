@@ -12,6 +12,7 @@
 #include "server/chat_prompt.h"
 #include "server/generation_session.h"
 #include "server/http_transport.h"
+#include "server/json_reply.h"
 #include "server/response_format.h"
 #include "server/responses_request.h"
 #include "server/responses_response.h"
@@ -24,13 +25,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr const char* kJson = "application/json";
-
-void Reply(HttpResponse& res, int status, const Json& body) {
-  res.status = status;
-  res.SetContent(body.dump(-1, ' ', false, Json::error_handler_t::replace), kJson);
-}
-
 // Anthropic's Messages API (anthropic_request.h): its errors have Anthropic's shape, whatever produced them.
 bool IsMessagesPath(std::string_view path) {
   return path.substr(0, std::string_view("/v1/messages").size()) == "/v1/messages";
@@ -40,7 +34,7 @@ bool IsMessagesPath(std::string_view path) {
 void ReplyError(HttpResponse& res, const ApiError& error, std::string_view path = "") {
   res.status = error.status;
   if (error.status == 429 || error.status == 503) res.SetHeader("Retry-After", "1");
-  res.SetContent(IsMessagesPath(path) ? AnthropicErrorBody(error) : ErrorBody(error), kJson);
+  res.SetContent(IsMessagesPath(path) ? AnthropicErrorBody(error) : ErrorBody(error), kJsonContentType);
 }
 
 void ServeWebAsset(const WebAsset& asset, HttpResponse& res) {
@@ -270,7 +264,7 @@ class HttpServer::Impl final : public HttpHandler {
     if (shutting_down_) return ReplyError(res, ApiError{503, "server_error", "shutting down", "", ""});
     const BackendHealth health = backend_.Health();
     auto unhealthy = [&](const char* status, const std::string& reason) {
-      Reply(res, 503, {{"status", status}, {"reason", reason}});
+      ReplyJson(res, 503, {{"status", status}, {"reason", reason}});
     };
     if (!health.damage.ok()) return unhealthy("damaged", health.damage.message());
     if (health.requests_queued > 0 && health.seconds_in_step > options_.health_stall_seconds) {
@@ -279,7 +273,7 @@ class HttpServer::Impl final : public HttpHandler {
                               " s (one step running; --health-stall-seconds ", options_.health_stall_seconds, ") with ",
                               health.requests_queued, " requests running or waiting"));
     }
-    Reply(res, 200, {{"status", "ok"}});
+    ReplyJson(res, 200, {{"status", "ok"}});
   }
 
   // `Authorization: Bearer KEY`, or Anthropic clients' `x-api-key: KEY`.
@@ -356,7 +350,7 @@ class HttpServer::Impl final : public HttpHandler {
                       {"root", options_.model_names[0]},
                       {"max_model_len", backend_.max_model_len()}});
     }
-    Reply(res, 200, {{"object", "list"}, {"data", std::move(data)}});
+    ReplyJson(res, 200, {{"object", "list"}, {"data", std::move(data)}});
   }
 
   GenerationRequest BaseRequest(const SamplingFields& fields) const {
@@ -407,7 +401,7 @@ class HttpServer::Impl final : public HttpHandler {
         StrCat("prompt_tokens=", session->prompt_tokens(), " completion_tokens=", session->completion_tokens(),
                session->client_gone() ? " client_gone" : "");
     if (!body.ok()) return ReplyError(res, body.error(), path);
-    Reply(res, 200, body.value());
+    ReplyJson(res, 200, body.value());
   }
 
   ChatPromptOptions PromptOptions() const {
@@ -545,7 +539,7 @@ class HttpServer::Impl final : public HttpHandler {
     std::vector<int32_t> tokens = std::move(prompt.value().tokens);
     auto images = PrepareImages(chat, tokens);
     if (!images.ok()) return fail(images.error());
-    Reply(res, 200, {{"input_tokens", tokens.size()}});
+    ReplyJson(res, 200, {{"input_tokens", tokens.size()}});
   }
 
   // POST /v1/responses (responses_request.h, responses_response.h): translated into a chat request; the finished
@@ -636,10 +630,10 @@ class HttpServer::Impl final : public HttpHandler {
     if (read) {
       auto stored = responses_store_.Get(id);
       if (stored == nullptr) return not_found();
-      return Reply(res, 200, stored->response);
+      return ReplyJson(res, 200, stored->response);
     }
     if (!responses_store_.Erase(id)) return not_found();
-    Reply(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
+    ReplyJson(res, 200, {{"id", id}, {"object", "response"}, {"deleted", true}});
   }
 
   // Structured output of a chat: response_format / structured_outputs / guided_*, or the tool calls' schemas
@@ -783,14 +777,14 @@ class HttpServer::Impl final : public HttpHandler {
       for (int32_t id : tokens) strings.push_back(SanitizeUtf8(tokenizer_.TokenText(id)));
       body["token_strs"] = std::move(strings);
     }
-    Reply(res, 200, body);
+    ReplyJson(res, 200, body);
   }
 
   void Detokenize(const HttpRequest& req, HttpResponse& res) {
     auto parsed = ParseDetokenizeRequest(req.body, options_.policy);
     if (!parsed.ok()) return ReplyError(res, parsed.error());
     if (auto error = CheckModel(parsed.value().model)) return ReplyError(res, *error);
-    Reply(res, 200, {{"prompt", SanitizeUtf8(tokenizer_.Decode(parsed.value().tokens))}});
+    ReplyJson(res, 200, {{"prompt", SanitizeUtf8(tokenizer_.Decode(parsed.value().tokens))}});
   }
 
   ServerOptions options_;

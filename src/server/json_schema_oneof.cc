@@ -21,7 +21,7 @@ struct Shape {
   std::map<std::string, std::vector<Json>> discriminators;
 };
 
-std::string TypeOf(const Json& value) {
+std::string SchemaTypeName(const Json& value) {
   if (value.is_null()) return "null";
   if (value.is_boolean()) return "boolean";
   if (value.is_string()) return "string";
@@ -64,7 +64,7 @@ Shape ShapeOf(const Json& branch, const Json& root, int depth) {
     return shape;
   }
   if ((shape.values = ValuesOf(*schema))) {
-    for (const Json& value : *shape.values) shape.types.insert(TypeOf(value));
+    for (const Json& value : *shape.values) shape.types.insert(SchemaTypeName(value));
     return shape;
   }
   if (schema->contains("type")) {

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "bench/lengths.h"
+#include "bench/random_tokens.h"
 #include "bench/stats.h"
 #include "test_util.h"
 
@@ -106,6 +107,26 @@ TEST(BenchMedian, MeanOfTheMiddleTwoZeroForNone) {
   EXPECT_EQ(Median({3.0, 1.0, 2.0}), 2.0);
   EXPECT_EQ(Median({4.0, 1.0, 3.0, 2.0}), 2.5);  // unsorted input, even count
   EXPECT_EQ(Median({}), 0.0);
+}
+
+TEST(BenchNearestRank, PicksAMeasuredValueAtTheRoundedRank) {
+  // Ranks round(q·(n − 1)) of {10, 20, 30, 40}: q = 0.5 → 1.5 → 2 (30, never the interpolated 25); 0.9 → 2.7 → 3.
+  EXPECT_EQ(NearestRankPercentile({40.0, 10.0, 30.0, 20.0}, 0.5), 30.0);
+  EXPECT_EQ(NearestRankPercentile({40.0, 10.0, 30.0, 20.0}, 0.9), 40.0);
+  EXPECT_EQ(NearestRankPercentile({40.0, 10.0, 30.0, 20.0}, 0.0), 10.0);
+  EXPECT_EQ(NearestRankPercentile({7.0}, 0.99), 7.0);
+  EXPECT_EQ(NearestRankPercentile({}, 0.5), 0.0);
+}
+
+TEST(BenchRandomTokens, UniformIdsInTheVocabularyRepeatWithTheSeed) {
+  std::mt19937_64 a(7), b(7);
+  const std::vector<int32_t> first = UniformTokenIds(a, 50, 2000);
+  EXPECT_EQ(first, UniformTokenIds(b, 50, 2000));
+  ASSERT_EQ(first.size(), 2000u);
+  const std::set<int32_t> seen(first.begin(), first.end());
+  EXPECT_EQ(seen.size(), 50u);  // 2000 draws over 50 ids: each missed with probability (49/50)^2000 ≈ 3e-18
+  EXPECT_EQ(*seen.begin(), 0);
+  EXPECT_EQ(*seen.rbegin(), 49);
 }
 
 }  // namespace
