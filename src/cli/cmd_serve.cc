@@ -242,8 +242,13 @@ Status Batch(ServeFlags flags, OfflineBatchFlags batch) {
   }
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(flags));
   GLINT_CHECK(prepared.has_value()) << "only rank 0 gets past StartServingStack";
-  const int64_t concurrency =
-      batch.concurrency > 0 ? batch.concurrency : std::max<int64_t>(1, stack->backend->max_running_sequences());
+  // Twice what the engine runs by default: the waiting half holds no memory, and a sequence that finishes is
+  // replaced at the next step from the engine's own queue, not after its thread has written the result and
+  // submitted the next line (a step of an idle slot per request otherwise).
+  const int64_t slots = std::max<int64_t>(1, stack->backend->max_running_sequences());
+  const int64_t concurrency = batch.concurrency > 0 ? batch.concurrency : 2 * slots;
+  LogInfo("glint batch: ", prepared->pending.size(), " requests to run, ", concurrency, " in flight (the engine runs ",
+          slots, " at once", batch.concurrency > 0 ? "; --concurrency" : ", the rest wait in its queue", ")");
   return RunOfflineBatch(*stack->server, *stack->backend, std::move(*prepared), concurrency);
 }
 

@@ -151,7 +151,8 @@ void AddOfflineBatchFlags(CLI::App& command, OfflineBatchFlags& flags) {
                    "refused)");
   command
       .add_option("--concurrency", flags.concurrency,
-                  "requests in flight at once (0: as many sequences as the engine runs at once)")
+                  "requests in flight at once (0: twice the sequences the engine runs at once, so a finished "
+                  "one is replaced from the engine's queue at the next step)")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}))
       ->capture_default_str();
   command.add_option("--report", flags.report,

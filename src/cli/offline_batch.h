@@ -20,7 +20,7 @@ struct OfflineBatchFlags {
   std::string input;
   std::string output;
   bool resume = false;
-  int64_t concurrency = 0;  // 0: as many sequences as the engine runs at once
+  int64_t concurrency = 0;  // 0: twice the sequences the engine runs at once
   std::string report;       // --report: a JSON summary of the run (tokens, seconds, prefix-cache hits); "" none
   size_t max_line_bytes = size_t{16} << 20;
 };
