@@ -169,8 +169,8 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
   json["api_key_set"] = !config.api_key.empty();
   json["label"] = config.label;
   json["request_timeout_s"] = config.request_timeout_s;
-  json["workload"] = config.requests_file.empty() ? nlohmann::json(WorkloadKindName(config.workload))
-                                                  : nlohmann::json("requests");
+  json["workload"] =
+      config.requests_file.empty() ? nlohmann::json(WorkloadKindName(config.workload)) : nlohmann::json("requests");
   json["requests_file"] = config.requests_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(config.requests_file);
   json["request_rate"] = config.request_rate > 0 ? nlohmann::json(config.request_rate) : nlohmann::json(nullptr);
   json["prompt_format"] = PromptFormatName(config.prompt_format);

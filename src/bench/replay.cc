@@ -11,12 +11,12 @@ constexpr size_t kMaxReplayFileBytes = size_t{1} << 32;
 Result<ReplayRequest> ParseLine(std::string_view text) {
   const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!line.is_object()) {
-    return InvalidArgument("not a JSON object (expected the batch format: {\"custom_id\", \"method\", \"url\", "
-                           "\"body\"})");
+    return InvalidArgument(
+        "not a JSON object (expected the batch format: {\"custom_id\", \"method\", \"url\", "
+        "\"body\"})");
   }
   const auto url = line.find("url");
-  if (url == line.end() || !url->is_string() ||
-      (*url != "/v1/completions" && *url != "/v1/chat/completions")) {
+  if (url == line.end() || !url->is_string() || (*url != "/v1/completions" && *url != "/v1/chat/completions")) {
     return InvalidArgument("\"url\" must be \"/v1/completions\" or \"/v1/chat/completions\"");
   }
   ReplayRequest request;
@@ -34,8 +34,9 @@ Result<ReplayRequest> ParseLine(std::string_view text) {
     }
   }
   if (request.max_tokens == 0) {
-    return InvalidArgument("the body needs a positive integer \"max_tokens\" (or \"max_completion_tokens\"): the "
-                           "reply's length is checked against it");
+    return InvalidArgument(
+        "the body needs a positive integer \"max_tokens\" (or \"max_completion_tokens\"): the "
+        "reply's length is checked against it");
   }
   const auto n = request.body.find("n");
   if (n != request.body.end() && *n != 1) {

@@ -16,8 +16,8 @@
 namespace glint::bench {
 
 struct ReplayRequest {
-  bool chat = false;      // /v1/chat/completions; else /v1/completions
-  nlohmann::json body;    // the line's body, as the file has it
+  bool chat = false;       // /v1/chat/completions; else /v1/completions
+  nlohmann::json body;     // the line's body, as the file has it
   int64_t max_tokens = 0;  // body.max_tokens or max_completion_tokens
 };
 

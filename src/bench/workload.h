@@ -32,8 +32,8 @@ struct SessionPlan;
 
 struct TurnPlan {
   const ReplayRequest* replay = nullptr;  // --requests: the file's request (then user_prompt is unused)
-  Prompt user_prompt;                   // the completion prompt (random) or this turn's user message (multiturn)
-  int64_t expected_prompt_tokens = -1;  // exact length of a completion prompt; -1 for chat (template-dependent)
+  Prompt user_prompt;                     // the completion prompt (random) or this turn's user message (multiturn)
+  int64_t expected_prompt_tokens = -1;    // exact length of a completion prompt; -1 for chat (template-dependent)
   int64_t max_tokens = 0;
   std::vector<SessionPlan> subagents_after;  // burst launched after this turn; replies go into the next turn
 };

@@ -135,10 +135,10 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
       "replay this JSONL file of requests (the batch input format of glint batch: custom_id, method, url, body) "
       "instead of generated prompts; each level sends every request once");
   // The flags that shape generated prompts mean nothing to a replayed file: refuse them rather than ignore them.
-  for (const char* generated : {"--workload", "--prompt-format", "--token-id-range", "--input-len", "--output-len",
-                                "--range-ratio", "--range-convention", "--prompts-per-level", "--seed", "--turns",
-                                "--turn-input-len", "--subagent-every", "--subagents", "--subagent-turns",
-                                "--subagent-input-len"}) {
+  for (const char* generated :
+       {"--workload", "--prompt-format", "--token-id-range", "--input-len", "--output-len", "--range-ratio",
+        "--range-convention", "--prompts-per-level", "--seed", "--turns", "--turn-input-len", "--subagent-every",
+        "--subagents", "--subagent-turns", "--subagent-input-len"}) {
     requests->excludes(command.get_option(generated));
   }
   command.add_option("--out", c.out_dir, "output directory for results and plots")->capture_default_str();

@@ -122,15 +122,15 @@ server::Json SummaryJson(const RunSummary& run, int64_t total, const std::string
           {"prefix_cache_query_tokens", run.prefix_query_tokens},
           {"prefix_cache_hit_tokens", run.prefix_hit_tokens},
           {"prefix_cache_hit_rate", run.prefix_query_tokens > 0 ? static_cast<double>(run.prefix_hit_tokens) /
-                                                                     static_cast<double>(run.prefix_query_tokens)
-                                                               : 0.0}};
+                                                                      static_cast<double>(run.prefix_query_tokens)
+                                                                : 0.0}};
 }
 
 Status ReportRun(const RunSummary& run, int64_t total, const std::string& output, const std::string& report_path) {
   const server::Json summary = SummaryJson(run, total, output);
   LogInfo("glint batch: ", total, " requests answered in ", output, " (", run.requests, " in this run, ",
-          Duration(run.seconds), "; ", run.prompt_tokens, " prompt + ", run.generated_tokens, " generated tokens: ",
-          std::llround(summary["total_tokens_per_second"].get<double>()), " total tokens/s, ",
+          Duration(run.seconds), "; ", run.prompt_tokens, " prompt + ", run.generated_tokens,
+          " generated tokens: ", std::llround(summary["total_tokens_per_second"].get<double>()), " total tokens/s, ",
           std::llround(summary["generated_tokens_per_second"].get<double>()), " generated tokens/s; prefix cache hit ",
           run.prefix_hit_tokens, " of ", run.prefix_query_tokens, " prompt tokens looked up)");
   if (report_path.empty()) return Status::Ok();

@@ -9,8 +9,8 @@
 #include <string>
 
 #include "base/status.h"
-#include "server/batch_dir.h"
 #include "server/backend.h"
+#include "server/batch_dir.h"
 #include "server/batch_input.h"
 #include "server/http_server.h"
 

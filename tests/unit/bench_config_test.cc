@@ -2,8 +2,8 @@
 #include <limits>
 
 #include "bench/config.h"
-#include "bench/replay.h"
 #include "bench/http.h"
+#include "bench/replay.h"
 #include "test_util.h"
 
 namespace glint::bench {
@@ -138,7 +138,12 @@ TEST(BenchReplay, TheBatchInputFormatIsParsedAndEveryBadLineIsNamed) {
   EXPECT_EQ(requests[0].body["temperature"], 0.5);
   EXPECT_TRUE(requests[1].chat);
   EXPECT_EQ(requests[1].max_tokens, 7);
-  const auto error = [](const std::string& line) { return ParseReplayRequests(R"({"url": "/v1/completions", "body": {"prompt": "x", "max_tokens": 1}})" "\n" + line).status(); };
+  const auto error = [](const std::string& line) {
+    return ParseReplayRequests(R"({"url": "/v1/completions", "body": {"prompt": "x", "max_tokens": 1}})"
+                               "\n" +
+                               line)
+        .status();
+  };
   EXPECT_ERROR_CONTAINS(error("not json"), "line 2: not a JSON object");
   EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/embeddings", "body": {}})"), "line 2: \"url\" must be");
   EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/completions", "body": "x"})"), "line 2: \"body\" must be a JSON object");
