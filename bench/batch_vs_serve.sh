@@ -31,8 +31,12 @@ requests=64 system_words=1024 user_words=32 output_tokens=64 levels=1,2,4,8,16
 online_rate=0.5 online_requests=16 online_concurrency=4 online_system_words=256 batch_copies=4
 work="" start_timeout=600
 engine=()
-usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d;s/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d;s/^# \{0,1\}//'; exit 0; }
+flags_with_values="--glint --model --requests --system-words --user-words --output-tokens --concurrency --online-rate
+  --online-requests --online-concurrency --batch-copies --work --start-timeout"
+bad_argument() { echo "batch_vs_serve.sh: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
+  if [[ $# -lt 2 && " $flags_with_values " == *" $1 "* ]]; then bad_argument "$1 needs a value"; fi
   case "$1" in
     --glint) glint="$2"; shift 2 ;;
     --model) model=(--model "$2"); shift 2 ;;
@@ -49,18 +53,23 @@ while [[ $# -gt 0 ]]; do
     --start-timeout) start_timeout="$2"; shift 2 ;;
     --help|-h) usage ;;
     --) shift; engine=("$@"); break ;;
-    *) echo "batch_vs_serve.sh: unknown argument '$1' (--help lists them)" >&2; exit 2 ;;
+    *) bad_argument "unknown argument '$1' (--help lists them)" ;;
   esac
 done
-for number in "$requests" "$system_words" "$user_words" "$output_tokens" "$online_requests" "$online_concurrency" \
-              "$batch_copies" "$start_timeout"; do
-  [[ "$number" =~ ^[1-9][0-9]*$ ]] || { echo "batch_vs_serve.sh: '$number' is not a positive integer" >&2; exit 2; }
+for flag in requests system_words user_words output_tokens online_requests online_concurrency batch_copies \
+            start_timeout; do
+  [[ "${!flag}" =~ ^[1-9][0-9]{0,6}$ ]] || bad_argument "--${flag//_/-} '${!flag}' must be a positive integer"
 done
-[[ "$levels" =~ ^[1-9][0-9]*(,[1-9][0-9]*)*$ ]] || { echo "batch_vs_serve.sh: --concurrency '$levels'" >&2; exit 2; }
-[[ -x "$glint" ]] || { echo "batch_vs_serve.sh: no glint binary at $glint (--glint PATH)" >&2; exit 2; }
+[[ "$levels" =~ ^[1-9][0-9]{0,3}(,[1-9][0-9]{0,3})*$ ]] ||
+  bad_argument "--concurrency '$levels' must be positive integers separated by commas, e.g. 1,2,4"
+if ! [[ "$online_rate" =~ ^([0-9]+\.?[0-9]*|\.[0-9]+)$ ]] ||
+  ! python3 -c "import sys; sys.exit(0 if float('$online_rate') > 0 else 1)"; then
+  bad_argument "--online-rate '$online_rate' must be a positive number of requests per second"
+fi
+[[ -x "$glint" ]] || bad_argument "no glint binary at $glint (--glint PATH)"
 glint="$(readlink -f "$glint")"
 for tool in curl python3; do
-  command -v "$tool" >/dev/null || { echo "batch_vs_serve.sh: needs $tool" >&2; exit 2; }
+  command -v "$tool" >/dev/null || bad_argument "needs $tool"
 done
 [[ -n "$work" ]] || work="$(mktemp -d /tmp/batch_vs_serve.XXXXXX)"
 mkdir -p "$work"
