@@ -211,6 +211,13 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
   json["price_per_chip_hour"] =
       config.price_per_chip_hour ? nlohmann::json(*config.price_per_chip_hour) : nlohmann::json(nullptr);
   json["out_dir"] = config.out_dir;
+  if (!config.requests_file.empty()) {
+    // The lengths, prompts and seed are the file's: the generated-prompt fields stay out rather than mislead.
+    for (const char* unused : {"prompt_format", "token_id_range", "input_len", "output_len", "range_ratio",
+                               "range_convention", "input_len_range", "output_len_range", "seed"}) {
+      json.erase(unused);
+    }
+  }
   return json;
 }
 

@@ -79,8 +79,8 @@ struct BenchConfig {
   std::vector<int> concurrency = {1, 2, 4, 8, 16, 32, 64};
   int64_t prompts_per_level = 0;  // sessions per level; 0: 10 × concurrency
   int64_t warmup_requests = -1;   // warm-up requests per level; -1: 2 × concurrency (0 with --requests)
-  // Requests started per second, evenly spaced, with at most `concurrency` in flight (a start waits for a free
-  // one); 0: each client sends its next request as soon as its previous one ends (closed loop).
+  // Requests (multiturn: sessions) started per second, evenly spaced, with at most `concurrency` in flight (a start
+  // waits for a free one); 0: each client sends its next request as soon as its previous one ends (closed loop).
   double request_rate = 0;
 
   // Cost.

@@ -127,8 +127,8 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
       ->capture_default_str();
   command
       .add_option("--request-rate", c.request_rate,
-                  "requests started per second, evenly spaced, at most --concurrency in flight (0: each client "
-                  "sends its next request when its previous one ends)")
+                  "requests (multiturn: sessions) started per second, evenly spaced, at most --concurrency in "
+                  "flight (0: each client sends its next request when its previous one ends)")
       ->capture_default_str();
   auto* requests = command.add_option(
       "--requests", c.requests_file,

@@ -575,7 +575,10 @@ TEST(BenchAgainstFakeServer, ARequestsFileIsReplayedWholeAtEveryLevel) {
       EXPECT_FALSE(body.contains("ignore_eos"));  // the file's body as it is: nothing added but the measured fields
     }
   }
-  EXPECT_EQ(ConfigToJson(run.config)["workload"], "requests");
+  const nlohmann::json recorded = ConfigToJson(run.config);
+  EXPECT_EQ(recorded["workload"], "requests");
+  EXPECT_EQ(recorded["requests_file"], config.requests_file);
+  EXPECT_FALSE(recorded.contains("input_len")) << "the lengths are the file's";
   EXPECT_NE(SummaryTable(run).find("requests of " + config.requests_file), std::string::npos);
 }
 
