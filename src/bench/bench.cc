@@ -48,7 +48,7 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
     }
   };
   BenchRun run;
-  const Status run_status = RunBenchmark(config, stop, hooks, run);
+  Status run_status = RunBenchmark(config, stop, hooks, run);
   if (run.levels.empty() && !run.interrupted) return run_status;  // nothing was measured (e.g. unreachable server)
 
   GLINT_RETURN_IF_ERROR(WriteRunFiles(run, config.out_dir));
