@@ -12,12 +12,7 @@ set -euo pipefail
 glint="$1"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 script=$root/bench/batch_vs_serve.sh
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+source "$root/tests/cli/lib/serve_util.sh"  # $work (removed at exit), fail
 
 if command -v shellcheck >/dev/null; then
   shellcheck "$script" || fail "shellcheck"
