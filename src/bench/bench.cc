@@ -48,7 +48,7 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
     }
   };
   BenchRun run;
-  const Status run_status = RunBenchmark(config, stop, hooks, run);
+  Status run_status = RunBenchmark(config, stop, hooks, run);
   if (run.levels.empty() && !run.interrupted) return run_status;  // nothing was measured (e.g. unreachable server)
 
   GLINT_RETURN_IF_ERROR(WriteRunFiles(run, config.out_dir));
@@ -62,9 +62,12 @@ Status RunBenchCommand(const BenchConfig& config, const std::atomic<bool>& stop,
     plot_status = series.status();
   } else if (HasParetoPoint(*series)) {
     const std::string png = JoinPath(config.out_dir, "pareto.png");
-    plot_status = PlotPareto({*series}, png,
-                             StrCat("glint bench: ", run.config.label, " (", WorkloadKindName(config.workload), " ",
-                                    config.input_len, "/", config.output_len, ", ", config.chips, " chip(s))"));
+    const std::string workload =
+        config.requests_file.empty()
+            ? StrCat(WorkloadKindName(config.workload), " ", config.input_len, "/", config.output_len)
+            : StrCat("requests of ", std::filesystem::path(config.requests_file).filename().string());
+    plot_status = PlotPareto(
+        {*series}, png, StrCat("glint bench: ", run.config.label, " (", workload, ", ", config.chips, " chip(s))"));
     if (plot_status.ok()) std::fprintf(table_out, "plot: %s\n", png.c_str());
   } else if (!run.interrupted) {
     plot_status = FailedPrecondition(

@@ -61,7 +61,9 @@ int64_t SessionsForLevel(const BenchConfig& config, int concurrency) {
 }
 
 int64_t WarmupsForLevel(const BenchConfig& config, int concurrency) {
-  return config.warmup_requests >= 0 ? config.warmup_requests : 2 * static_cast<int64_t>(concurrency);
+  if (config.warmup_requests >= 0) return config.warmup_requests;
+  // A replayed file's warm-up would send its own first requests, whose prefixes the measured run then finds cached.
+  return config.requests_file.empty() ? 2 * static_cast<int64_t>(concurrency) : 0;
 }
 
 namespace {
@@ -95,6 +97,14 @@ Status ValidateConfig(const BenchConfig& config) {
   }
   if (config.prompts_per_level < 0) {
     return InvalidArgument("--prompts-per-level ", config.prompts_per_level, " must be positive (0: 10 × concurrency)");
+  }
+  if (!(config.request_rate >= 0 && std::isfinite(config.request_rate))) {
+    return InvalidArgument("--request-rate ", config.request_rate, " must be a non-negative number (0: closed loop)");
+  }
+  if (!config.requests_file.empty() && (config.workload != WorkloadKind::kRandom ||
+                                        config.prompt_format != PromptFormat::kText || config.prompts_per_level > 0)) {
+    return InvalidArgument(
+        "--requests replays the file's requests: it takes no --workload, --prompt-format or --prompts-per-level");
   }
   if (config.chips < 1) return InvalidArgument("--chips ", config.chips, " must be at least 1");
   if (config.price_per_chip_hour && !(*config.price_per_chip_hour >= 0 && std::isfinite(*config.price_per_chip_hour))) {
@@ -159,7 +169,10 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
   json["api_key_set"] = !config.api_key.empty();
   json["label"] = config.label;
   json["request_timeout_s"] = config.request_timeout_s;
-  json["workload"] = WorkloadKindName(config.workload);
+  json["workload"] =
+      config.requests_file.empty() ? nlohmann::json(WorkloadKindName(config.workload)) : nlohmann::json("requests");
+  json["requests_file"] = config.requests_file.empty() ? nlohmann::json(nullptr) : nlohmann::json(config.requests_file);
+  json["request_rate"] = config.request_rate > 0 ? nlohmann::json(config.request_rate) : nlohmann::json(nullptr);
   json["prompt_format"] = PromptFormatName(config.prompt_format);
   json["token_id_range"] = config.token_id_range
                                ? nlohmann::json{config.token_id_range->begin, config.token_id_range->end}
@@ -175,7 +188,7 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
   if (auto output = ComputeLengthRange(config.output_len, RangeRatio(config), config.range_convention); output.ok()) {
     json["output_len_range"] = {output->min, output->max};
   }
-  json["ignore_eos"] = true;
+  json["ignore_eos"] = config.requests_file.empty() ? nlohmann::json(true) : nlohmann::json("as the file's bodies");
   json["seed"] = config.seed ? nlohmann::json(*config.seed) : nlohmann::json(nullptr);
   json["extra_body"] = config.extra_body;
   if (config.workload == WorkloadKind::kMultiTurn) {
@@ -187,14 +200,24 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
     json["subagent_input_len"] = config.subagent_input_len;
   }
   json["concurrency"] = config.concurrency;
-  json["prompts_per_level"] =
-      config.prompts_per_level > 0 ? nlohmann::json(config.prompts_per_level) : nlohmann::json("10 x concurrency");
-  json["warmup_requests"] =
-      config.warmup_requests >= 0 ? nlohmann::json(config.warmup_requests) : nlohmann::json("2 x concurrency");
+  const bool replay = !config.requests_file.empty();
+  json["prompts_per_level"] = config.prompts_per_level > 0 ? nlohmann::json(config.prompts_per_level)
+                              : replay                     ? nlohmann::json("every request of the file")
+                                                           : nlohmann::json("10 x concurrency");
+  json["warmup_requests"] = config.warmup_requests >= 0 ? nlohmann::json(config.warmup_requests)
+                            : replay                    ? nlohmann::json(0)
+                                                        : nlohmann::json("2 x concurrency");
   json["chips"] = config.chips;
   json["price_per_chip_hour"] =
       config.price_per_chip_hour ? nlohmann::json(*config.price_per_chip_hour) : nlohmann::json(nullptr);
   json["out_dir"] = config.out_dir;
+  if (!config.requests_file.empty()) {
+    // The lengths, prompts and seed are the file's: the generated-prompt fields stay out rather than mislead.
+    for (const char* unused : {"prompt_format", "token_id_range", "input_len", "output_len", "range_ratio",
+                               "range_convention", "input_len_range", "output_len_range", "seed"}) {
+      json.erase(unused);
+    }
+  }
   return json;
 }
 

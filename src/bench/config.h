@@ -63,6 +63,9 @@ struct BenchConfig {
   // server that keeps its prefix cache between runs will partly serve from cache.
   std::optional<uint64_t> seed;
   nlohmann::json extra_body = nlohmann::json::object();  // merged into every generation request
+  // --requests: replay this file's requests (replay.h) instead of generated prompts; every level sends all of
+  // them. Empty: the workload above.
+  std::string requests_file;
 
   // Multi-turn workload (see workload.h).
   int turns = 4;                      // turns per main session
@@ -75,7 +78,10 @@ struct BenchConfig {
   // Sweep.
   std::vector<int> concurrency = {1, 2, 4, 8, 16, 32, 64};
   int64_t prompts_per_level = 0;  // sessions per level; 0: 10 × concurrency
-  int64_t warmup_requests = -1;   // warm-up requests per level; -1: 2 × concurrency
+  int64_t warmup_requests = -1;   // warm-up requests per level; -1: 2 × concurrency (0 with --requests)
+  // Requests (multiturn: sessions) started per second, evenly spaced, with at most `concurrency` in flight (a start
+  // waits for a free one); 0: each client sends its next request as soon as its previous one ends (closed loop).
+  double request_rate = 0;
 
   // Cost.
   int chips = 1;  // accelerators behind the server (1 for a CPU machine: figures per machine)

@@ -274,10 +274,15 @@ std::string RequestsCsv(const BenchRun& run) {
 
 std::string SummaryTable(const BenchRun& run) {
   const BenchConfig& c = run.config;
-  std::string out = StrCat("glint bench: ", c.label, "\n  workload ", WorkloadKindName(c.workload), ", input ",
-                           c.input_len, " / output ", c.output_len, " tokens, range ratio ", RangeRatio(c), " (",
-                           RangeConventionName(c.range_convention), "), ", PromptFormatName(c.prompt_format),
-                           " prompts, ", c.chips, " chip(s), seed ", c.seed ? std::to_string(*c.seed) : "-", "\n");
+  const std::string workload =
+      c.requests_file.empty()
+          ? StrCat("workload ", WorkloadKindName(c.workload), ", input ", c.input_len, " / output ", c.output_len,
+                   " tokens, range ratio ", RangeRatio(c), " (", RangeConventionName(c.range_convention), "), ",
+                   PromptFormatName(c.prompt_format), " prompts, ", c.chips, " chip(s), seed ",
+                   c.seed ? std::to_string(*c.seed) : "-")
+          : StrCat("requests of ", c.requests_file, ", ", c.chips, " chip(s)");
+  std::string out = StrCat("glint bench: ", c.label, "\n  ", workload,
+                           c.request_rate > 0 ? StrCat(", ", c.request_rate, " requests/s") : std::string(), "\n");
   char line[512];
   std::snprintf(line, sizeof(line), "%6s %11s %5s %8s %10s %10s %10s %9s %9s %9s %9s %9s %9s %10s %10s %9s\n", "conc",
                 "done/sent", "err", "dur s", "out tok/s", "tot tok/s", "tot/chip", "TTFT p50", "TTFT p99", "TPOT p50",

@@ -60,9 +60,32 @@ struct Phase {
   std::atomic<int64_t> in_flight{0};
 };
 
+// The fields every generation request gets from the bench: the model, a stream with usage, and logprobs when
+// tokens are counted by them (see TokenCounting: chat takes a boolean, completions the number of alternatives; 1,
+// not 0, because llama-server reads "logprobs" as its n_probs and sends no probabilities at 0).
+void SetMeasuredFields(const BenchConfig& config, bool chat, json& body) {
+  body["model"] = config.model;
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  if (config.token_counting == TokenCounting::kLogprobs) {
+    if (chat) {
+      body["logprobs"] = true;
+    } else {
+      body["logprobs"] = 1;
+    }
+  }
+}
+
+// A --requests body: the file's, with --extra-body over it and the measured fields set.
+json ReplayBody(const BenchConfig& config, const ReplayRequest& request) {
+  json body = request.body;
+  for (const auto& [key, value] : config.extra_body.items()) body[key] = value;
+  SetMeasuredFields(config, request.chat, body);
+  return body;
+}
+
 json GenerationBody(const BenchConfig& config, const TurnPlan& turn, const json* messages) {
   json body = config.extra_body;
-  body["model"] = config.model;
   if (messages != nullptr) {
     body["messages"] = *messages;
   } else if (const auto* text = std::get_if<std::string>(&turn.user_prompt)) {
@@ -72,17 +95,7 @@ json GenerationBody(const BenchConfig& config, const TurnPlan& turn, const json*
   }
   body["max_tokens"] = turn.max_tokens;
   body["ignore_eos"] = true;  // replies of exactly max_tokens tokens (vLLM's and glint's extension)
-  body["stream"] = true;
-  body["stream_options"] = {{"include_usage", true}};
-  if (config.token_counting == TokenCounting::kLogprobs) {
-    // One logprob entry per sampled token (see TokenCounting): chat takes a boolean, completions the number of
-    // alternatives. 1, not 0: llama-server reads "logprobs" as its n_probs and sends no probabilities at 0.
-    if (messages != nullptr) {
-      body["logprobs"] = true;
-    } else {
-      body["logprobs"] = 1;
-    }
-  }
+  SetMeasuredFields(config, messages != nullptr, body);
   return body;
 }
 
@@ -93,7 +106,7 @@ class SessionRunner {
   // Runs the turns of `session` in order on `client`. Returns the last reply, or nothing when a turn failed (the
   // rest of the session is skipped: its context would be wrong) or Ctrl-C stopped it.
   std::optional<std::string> Run(const SessionPlan& session, StreamingClient& client) {
-    const bool chat = phase_.config.workload == WorkloadKind::kMultiTurn;
+    const bool multiturn = phase_.config.workload == WorkloadKind::kMultiTurn;
     json messages = json::array();
     std::string subagent_reports;  // replies of the last burst, passed into the next user message
     std::string reply;
@@ -104,7 +117,11 @@ class SessionRunner {
         return std::nullopt;
       }
       json body;
-      if (chat) {
+      bool chat = multiturn;
+      if (turn.replay != nullptr) {
+        chat = turn.replay->chat;
+        body = ReplayBody(phase_.config, *turn.replay);
+      } else if (chat) {
         const std::string& text = std::get<std::string>(turn.user_prompt);
         messages.push_back(
             {{"role", "user"}, {"content", subagent_reports.empty() ? text : StrCat(subagent_reports, "\n\n", text)}});
@@ -137,7 +154,7 @@ class SessionRunner {
         Skip(RemainingRequests(session, index) - 1);  // this turn's burst and the later turns
         return std::nullopt;
       }
-      if (chat) messages.push_back({{"role", "assistant"}, {"content", reply}});
+      if (multiturn) messages.push_back({{"role", "assistant"}, {"content", reply}});
       subagent_reports = turn.subagents_after.empty() ? std::string() : RunBurst(turn.subagents_after);
     }
     return reply;
@@ -191,8 +208,24 @@ struct PhaseResult {
   int64_t skipped = 0;
 };
 
+// --request-rate: session i may start at start + i / rate. Sleeps in short slices so Ctrl-C is not held up;
+// false when the stop flag was raised meanwhile.
+bool WaitForStartTime(Clock::time_point start, size_t index, double rate, const std::atomic<bool>& stop) {
+  if (rate <= 0) return true;
+  const Clock::time_point due =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(index / rate));
+  constexpr auto kSlice = std::chrono::milliseconds(20);
+  while (!stop.load()) {
+    const Clock::time_point now = Clock::now();
+    if (now >= due) return true;
+    std::this_thread::sleep_until(std::min(due, now + kSlice));
+  }
+  return false;
+}
+
+// `rate` > 0 paces the session starts (--request-rate); 0 runs them closed-loop.
 PhaseResult RunPhase(const BenchConfig& config, const HttpOptions& http, const std::atomic<bool>& stop,
-                     const RunHooks& hooks, const std::vector<SessionPlan>& sessions, int concurrency,
+                     const RunHooks& hooks, const std::vector<SessionPlan>& sessions, int concurrency, double rate,
                      int64_t total_requests, const std::string& phase_name, Clock::time_point epoch) {
   Phase phase(config, http, stop, epoch);
   std::atomic<size_t> next_session{0};
@@ -208,7 +241,7 @@ PhaseResult RunPhase(const BenchConfig& config, const HttpOptions& http, const s
       phase.registry.Add(&client);
       SessionRunner runner(phase);
       for (size_t i = next_session++; i < sessions.size(); i = next_session++) {
-        if (stop.load()) {
+        if (!WaitForStartTime(epoch, i, rate, stop) || stop.load()) {
           std::lock_guard<std::mutex> lock(phase.mutex);
           phase.skipped += CountRequests(sessions[i]);
           continue;
@@ -361,7 +394,7 @@ std::vector<RequestRecord> RunLevel(const BenchConfig& config, const HttpOptions
   level.sessions_planned = static_cast<int64_t>(plan.sessions.size());
   level.requests_planned = plan.requests;
   if (!plan.warmup.empty()) {
-    PhaseResult warmup = RunPhase(config, http, stop, hooks, plan.warmup, concurrency,
+    PhaseResult warmup = RunPhase(config, http, stop, hooks, plan.warmup, concurrency, /*rate=*/0,
                                   static_cast<int64_t>(plan.warmup.size()), "warm-up", Clock::now());
     level.warmup_requests = static_cast<int64_t>(warmup.records.size());
     for (const RequestRecord& record : warmup.records) level.warmup_failed += record.outcome != Outcome::kOk;
@@ -369,7 +402,8 @@ std::vector<RequestRecord> RunLevel(const BenchConfig& config, const HttpOptions
   PhaseResult measured;
   Result<SpecDecodeCounters> before = ScrapeSpecDecode(setup);
   if (!stop.load()) {
-    measured = RunPhase(config, http, stop, hooks, plan.sessions, concurrency, plan.requests, "measure", Clock::now());
+    measured = RunPhase(config, http, stop, hooks, plan.sessions, concurrency, config.request_rate, plan.requests,
+                        "measure", Clock::now());
   } else {
     for (const SessionPlan& session : plan.sessions) measured.skipped += CountRequests(session);
   }
@@ -394,6 +428,10 @@ std::string UtcTimestamp() {
 
 Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop, const RunHooks& hooks, BenchRun& run) {
   GLINT_RETURN_IF_ERROR(ValidateConfig(config_in));
+  std::vector<ReplayRequest> replay;  // --requests, read before the server is asked anything
+  if (!config_in.requests_file.empty()) {
+    GLINT_ASSIGN_OR_RETURN(replay, LoadReplayRequests(config_in.requests_file));
+  }
   run = BenchRun();
   run.config = config_in;
   BenchConfig& config = run.config;
@@ -407,7 +445,8 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
   HttpClient setup(http, std::min(config.request_timeout_s, 300.0));
   GLINT_ASSIGN_OR_RETURN(const ServedModel served, ResolveModel(setup, config));
   config.model = served.id;
-  if (served.max_model_len) GLINT_RETURN_IF_ERROR(CheckFitsContext(config, *served.max_model_len));
+  // A replayed file's prompt lengths are the server's to count: one that does not fit is its 400, per request.
+  if (served.max_model_len && replay.empty()) GLINT_RETURN_IF_ERROR(CheckFitsContext(config, *served.max_model_len));
   if (config.label.empty()) config.label = StrCat(config.model, " @ ", config.base_url);
   ServerTokenizer tokenizer(setup, config.model);
   PromptFactory prompts(tokenizer);
@@ -425,7 +464,8 @@ Status RunBenchmark(const BenchConfig& config_in, const std::atomic<bool>& stop,
     }
     LevelResult level;
     level.concurrency = concurrency;
-    auto plan = PlanLevelShowingProgress(config, concurrency, prompts, stop, hooks);
+    auto plan = replay.empty() ? PlanLevelShowingProgress(config, concurrency, prompts, stop, hooks)
+                               : Result<LevelPlan>(PlanReplayLevel(replay, WarmupsForLevel(config, concurrency)));
     if (!plan.ok() && stop.load()) {  // Ctrl-C while the prompts were built
       level.interrupted = true;
       run.levels.push_back(std::move(level));

@@ -1,5 +1,7 @@
 #include "bench/workload.h"
 
+#include <algorithm>
+
 namespace glint::bench {
 namespace {
 
@@ -115,6 +117,26 @@ Result<LevelPlan> PlanLevel(const BenchConfig& config, uint64_t seed, int concur
     plan.sessions.push_back(std::move(session));
     if (on_session) on_session(warmups + i + 1, warmups + sessions);
   }
+  return plan;
+}
+
+LevelPlan PlanReplayLevel(const std::vector<ReplayRequest>& requests, int64_t warmups) {
+  const auto session = [](int64_t id, const ReplayRequest& request) {
+    TurnPlan turn;
+    turn.replay = &request;
+    turn.max_tokens = request.max_tokens;
+    SessionPlan plan;
+    plan.id = id;
+    plan.turns.push_back(std::move(turn));
+    return plan;
+  };
+  LevelPlan plan;
+  const size_t warmup_count = static_cast<size_t>(std::clamp<int64_t>(warmups, 0, std::ssize(requests)));
+  for (size_t i = 0; i < warmup_count; ++i) plan.warmup.push_back(session(static_cast<int64_t>(i), requests[i]));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    plan.sessions.push_back(session(static_cast<int64_t>(warmup_count + i), requests[i]));
+  }
+  plan.requests = std::ssize(requests);
   return plan;
 }
 

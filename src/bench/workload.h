@@ -22,6 +22,7 @@
 #include "base/status.h"
 #include "bench/config.h"
 #include "bench/prompts.h"
+#include "bench/replay.h"
 
 namespace glint::bench {
 
@@ -30,8 +31,9 @@ using Prompt = std::variant<std::string, std::vector<int32_t>>;  // text, or tok
 struct SessionPlan;
 
 struct TurnPlan {
-  Prompt user_prompt;                   // the completion prompt (random) or this turn's user message (multiturn)
-  int64_t expected_prompt_tokens = -1;  // exact length of a completion prompt; -1 for chat (template-dependent)
+  const ReplayRequest* replay = nullptr;  // --requests: the file's request (then user_prompt is unused)
+  Prompt user_prompt;                     // the completion prompt (random) or this turn's user message (multiturn)
+  int64_t expected_prompt_tokens = -1;    // exact length of a completion prompt; -1 for chat (template-dependent)
   int64_t max_tokens = 0;
   std::vector<SessionPlan> subagents_after;  // burst launched after this turn; replies go into the next turn
 };
@@ -56,5 +58,10 @@ int64_t CountRequests(const SessionPlan& session);
 Result<LevelPlan> PlanLevel(const BenchConfig& config, uint64_t seed, int concurrency, PromptFactory& prompts,
                             const std::atomic<bool>& stop,
                             const std::function<void(int64_t, int64_t)>& on_session = nullptr);
+
+// A level of --requests: every request of the file once, in file order, each its own one-turn session; the
+// warm-up is the file's first `warmups` requests (they warm the prefix cache for the measured ones: 0 by default).
+// The plan points into `requests`, which must outlive it.
+LevelPlan PlanReplayLevel(const std::vector<ReplayRequest>& requests, int64_t warmups);
 
 }  // namespace glint::bench

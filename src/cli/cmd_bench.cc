@@ -125,6 +125,22 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
       ->capture_default_str();
   command.add_option("--subagent-input-len", c.subagent_input_len, "multiturn: tokens of a sub-agent's first context")
       ->capture_default_str();
+  command
+      .add_option("--request-rate", c.request_rate,
+                  "requests (multiturn: sessions) started per second, evenly spaced, at most --concurrency in "
+                  "flight (0: each client sends its next request when its previous one ends)")
+      ->capture_default_str();
+  auto* requests = command.add_option(
+      "--requests", c.requests_file,
+      "replay this JSONL file of requests (the batch input format of glint batch: custom_id, method, url, body) "
+      "instead of generated prompts; each level sends every request once");
+  // The flags that shape generated prompts mean nothing to a replayed file: refuse them rather than ignore them.
+  for (const char* generated :
+       {"--workload", "--prompt-format", "--token-id-range", "--input-len", "--output-len", "--range-ratio",
+        "--range-convention", "--prompts-per-level", "--seed", "--turns", "--turn-input-len", "--subagent-every",
+        "--subagents", "--subagent-turns", "--subagent-input-len"}) {
+    requests->excludes(command.get_option(generated));
+  }
   command.add_option("--out", c.out_dir, "output directory for results and plots")->capture_default_str();
   command.add_flag("--no-progress", flags->no_progress, "no live progress bar");
   command

@@ -9,6 +9,7 @@
 #include "base/file.h"
 #include "base/log.h"
 #include "cli/command.h"
+#include "cli/distributed.h"
 #include "cli/engine_flags.h"
 #include "cli/model_flags.h"
 #include "cli/offline_batch.h"
@@ -229,14 +230,26 @@ Status Serve(ServeFlags flags) {
   return status;
 }
 
-// glint batch: the same stack without a port; the input's lines run through the server's handlers.
+// glint batch: the same stack without a port; the input's lines run through the server's handlers. Under mpirun
+// only rank 0 reads the input and writes the output (the files may exist on its host alone); the other ranks load
+// their shards and follow rank 0's plans inside StartServingStack until it stops. A bad input fails rank 0 before
+// the ranks join, and main then aborts them all with its message.
 Status Batch(ServeFlags flags, OfflineBatchFlags batch) {
   batch.max_line_bytes = flags.max_body_bytes;  // a line is a request body
-  GLINT_ASSIGN_OR_RETURN(OfflineBatch prepared, PrepareOfflineBatch(batch));
+  std::optional<OfflineBatch> prepared;
+  if (!Distributed() || World().rank() == 0) {
+    GLINT_ASSIGN_OR_RETURN(prepared, PrepareOfflineBatch(batch));
+  }
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ServingStack> stack, StartServingStack(flags));
-  const int64_t concurrency =
-      batch.concurrency > 0 ? batch.concurrency : std::max<int64_t>(1, stack->backend->max_running_sequences());
-  return RunOfflineBatch(*stack->server, std::move(prepared), concurrency);
+  GLINT_CHECK(prepared.has_value()) << "only rank 0 gets past StartServingStack";
+  // Twice what the engine runs by default: the waiting half holds no memory, and a sequence that finishes is
+  // replaced at the next step from the engine's own queue, not after its thread has written the result and
+  // submitted the next line (a step of an idle slot per request otherwise).
+  const int64_t slots = std::max<int64_t>(1, stack->backend->max_running_sequences());
+  const int64_t concurrency = batch.concurrency > 0 ? batch.concurrency : 2 * slots;
+  LogInfo("glint batch: ", prepared->pending.size(), " requests to run, ", concurrency, " in flight (the engine runs ",
+          slots, " at once", batch.concurrency > 0 ? "; --concurrency" : ", the rest wait in its queue", ")");
+  return RunOfflineBatch(*stack->server, *stack->backend, std::move(*prepared), concurrency);
 }
 
 // The HTTP layer's per-connection limits (docs/server.md "Limits").

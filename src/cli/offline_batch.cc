@@ -78,13 +78,63 @@ std::string Duration(double seconds) {
   return StrCat(s, "s");
 }
 
-// Completion tokens of a result line (chat/completions usage, or the Responses and Messages APIs' output_tokens).
-int64_t GeneratedTokens(const server::Json& result) {
+// The usage of a result line: chat/completions' prompt_tokens and completion_tokens, or the Responses and Messages
+// APIs' input_tokens and output_tokens (0 for an error line).
+struct LineUsage {
+  int64_t prompt = 0;
+  int64_t generated = 0;
+};
+LineUsage UsageOf(const server::Json& result) {
   const auto response = result.find("response");
-  if (response == result.end() || !response->is_object()) return 0;
+  if (response == result.end() || !response->is_object()) return {};
   const server::Json& usage = (*response).value("body", server::Json::object()).value("usage", server::Json::object());
-  if (!usage.is_object()) return 0;
-  return usage.value("completion_tokens", usage.value("output_tokens", int64_t{0}));
+  if (!usage.is_object()) return {};
+  const auto count = [&usage](const char* name, const char* other) {
+    const auto found = usage.find(name);
+    if (found != usage.end() && found->is_number_integer()) return found->get<int64_t>();
+    const auto second = usage.find(other);
+    return second != usage.end() && second->is_number_integer() ? second->get<int64_t>() : int64_t{0};
+  };
+  return {count("prompt_tokens", "input_tokens"), count("completion_tokens", "output_tokens")};
+}
+
+// What this run did, for the last log line and --report: the tokens of the results it wrote, its wall time (from
+// the first request, so the model's loading is not in it) and the prefix cache's work meanwhile.
+struct RunSummary {
+  int64_t requests = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generated_tokens = 0;
+  double seconds = 0;
+  int64_t prefix_query_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+};
+
+server::Json SummaryJson(const RunSummary& run, int64_t total, const std::string& output) {
+  const double seconds = std::max(run.seconds, 1e-9);
+  return {{"output", output},
+          {"requests_total", total},
+          {"requests_this_run", run.requests},
+          {"seconds", run.seconds},
+          {"prompt_tokens", run.prompt_tokens},
+          {"generated_tokens", run.generated_tokens},
+          {"total_tokens_per_second", static_cast<double>(run.prompt_tokens + run.generated_tokens) / seconds},
+          {"generated_tokens_per_second", static_cast<double>(run.generated_tokens) / seconds},
+          {"prefix_cache_query_tokens", run.prefix_query_tokens},
+          {"prefix_cache_hit_tokens", run.prefix_hit_tokens},
+          {"prefix_cache_hit_rate", run.prefix_query_tokens > 0 ? static_cast<double>(run.prefix_hit_tokens) /
+                                                                      static_cast<double>(run.prefix_query_tokens)
+                                                                : 0.0}};
+}
+
+Status ReportRun(const RunSummary& run, int64_t total, const std::string& output, const std::string& report_path) {
+  const server::Json summary = SummaryJson(run, total, output);
+  LogInfo("glint batch: ", total, " requests answered in ", output, " (", run.requests, " in this run, ",
+          Duration(run.seconds), "; ", run.prompt_tokens, " prompt + ", run.generated_tokens,
+          " generated tokens: ", std::llround(summary["total_tokens_per_second"].get<double>()), " total tokens/s, ",
+          std::llround(summary["generated_tokens_per_second"].get<double>()), " generated tokens/s; prefix cache hit ",
+          run.prefix_hit_tokens, " of ", run.prefix_query_tokens, " prompt tokens looked up)");
+  if (report_path.empty()) return Status::Ok();
+  return WriteFileAtomic(report_path, summary.dump(2) + "\n").WithContext("--report");
 }
 
 }  // namespace
@@ -101,9 +151,13 @@ void AddOfflineBatchFlags(CLI::App& command, OfflineBatchFlags& flags) {
                    "refused)");
   command
       .add_option("--concurrency", flags.concurrency,
-                  "requests in flight at once (0: as many sequences as the engine runs at once)")
+                  "requests in flight at once (0: twice the sequences the engine runs at once, so a finished "
+                  "one is replaced from the engine's queue at the next step)")
       ->check(CLI::Range(int64_t{0}, int64_t{4096}))
       ->capture_default_str();
+  command.add_option("--report", flags.report,
+                     "write a JSON summary of the run to this file at the end: requests, prompt and generated tokens, "
+                     "seconds, tokens/s, prefix-cache tokens looked up and hit");
 }
 
 Result<OfflineBatch> PrepareOfflineBatch(const OfflineBatchFlags& flags) {
@@ -120,6 +174,7 @@ Result<OfflineBatch> PrepareOfflineBatch(const OfflineBatchFlags& flags) {
   if (fd.get() < 0) return FailedPrecondition("--output ", flags.output, ": ", std::strerror(errno));
   batch.output.emplace(std::move(fd), flags.output);
   batch.output_path = flags.output;
+  batch.report_path = flags.report;
   GLINT_ASSIGN_OR_RETURN(Answered answered, ReadAnswered(*batch.output));
   const bool empty = answered.custom_ids.empty() && answered.without_id == 0;
   if (!empty && !flags.resume) {
@@ -139,10 +194,12 @@ Result<OfflineBatch> PrepareOfflineBatch(const OfflineBatchFlags& flags) {
   return batch;
 }
 
-Status RunOfflineBatch(server::HttpServer& server, OfflineBatch batch, int64_t concurrency) {
+Status RunOfflineBatch(server::HttpServer& server, const server::GenerationBackend& backend, OfflineBatch batch,
+                       int64_t concurrency) {
   const int64_t already = batch.total - static_cast<int64_t>(batch.pending.size());
-  std::atomic<int64_t> done{0}, tokens{0};
+  std::atomic<int64_t> done{0}, tokens{0}, prompt_tokens{0};
   std::string failure;
+  const server::BackendMetrics cache_before = backend.Metrics();
   Stopwatch clock;
   std::atomic<bool> finished{false};
   // Progress on stderr once a second: requests done/total, generated tokens/s, ETA at the current rate.
@@ -174,7 +231,9 @@ Status RunOfflineBatch(server::HttpServer& server, OfflineBatch batch, int64_t c
           failure = saved.message();
           return false;
         }
-        tokens += GeneratedTokens(result);
+        const LineUsage usage = UsageOf(result);
+        tokens += usage.generated;
+        prompt_tokens += usage.prompt;
         ++done;
         return true;
       });
@@ -184,10 +243,14 @@ Status RunOfflineBatch(server::HttpServer& server, OfflineBatch batch, int64_t c
     return FailedPrecondition(failure, " (", already + done.load(), " of ", batch.total,
                               " results are saved; run again with --resume once there is room)");
   }
-  LogInfo("glint batch: ", batch.total, " requests answered in ", batch.output_path, " (", done.load(),
-          " in this run, ", Duration(clock.Seconds()), ", ",
-          static_cast<int64_t>(tokens.load() / std::max(clock.Seconds(), 1e-9)), " generated tokens/s)");
-  return Status::Ok();
+  const server::BackendMetrics cache_after = backend.Metrics();
+  RunSummary summary{done.load(),
+                     prompt_tokens.load(),
+                     tokens.load(),
+                     clock.Seconds(),
+                     cache_after.prefix_cache_query_tokens - cache_before.prefix_cache_query_tokens,
+                     cache_after.prefix_cache_hit_tokens - cache_before.prefix_cache_hit_tokens};
+  return ReportRun(summary, batch.total, batch.output_path, batch.report_path);
 }
 
 }  // namespace glint::cli

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "base/status.h"
+#include "server/backend.h"
 #include "server/batch_dir.h"
 #include "server/batch_input.h"
 #include "server/http_server.h"
@@ -19,7 +20,8 @@ struct OfflineBatchFlags {
   std::string input;
   std::string output;
   bool resume = false;
-  int64_t concurrency = 0;  // 0: as many sequences as the engine runs at once
+  int64_t concurrency = 0;  // 0: twice the sequences the engine runs at once
+  std::string report;       // --report: a JSON summary of the run (tokens, seconds, prefix-cache hits); "" none
   size_t max_line_bytes = size_t{16} << 20;
 };
 
@@ -34,9 +36,13 @@ struct OfflineBatch {
   int64_t total = 0;                       // lines in the input
   std::optional<server::AppendOnlyFile> output;
   std::string output_path;
+  std::string report_path;
 };
 
 Result<OfflineBatch> PrepareOfflineBatch(const OfflineBatchFlags& flags);
-Status RunOfflineBatch(server::HttpServer& server, OfflineBatch batch, int64_t concurrency);
+// Runs the pending lines, `concurrency` in flight; `backend` gives the engine's prefix-cache counters for the
+// summary (logged, and written to --report).
+Status RunOfflineBatch(server::HttpServer& server, const server::GenerationBackend& backend, OfflineBatch batch,
+                       int64_t concurrency);
 
 }  // namespace glint::cli

@@ -180,11 +180,18 @@ StepPlan Scheduler::Schedule() {
   // Online sequences take the budget first (their decodes, prefill chunks and admissions), batch ones get the
   // rest. A step that had to preempt for memory admits nobody (memory is short); a slot yielded to an online
   // request is taken by it in this same step.
-  for (const SequencePriority priority : {SequencePriority::kOnline, SequencePriority::kBatch}) {
-    ScheduleRunning(priority, /*decodes=*/true, plan, budget);
-    ScheduleRunning(priority, /*decodes=*/false, plan, budget);
-    if (plan.preempted.size() == yielded) Admit(priority, plan, budget);
-  }
+  ScheduleRunning(SequencePriority::kOnline, /*decodes=*/true, plan, budget);
+  const size_t online_decodes = plan.chunks.size();
+  ScheduleRunning(SequencePriority::kOnline, /*decodes=*/false, plan, budget);
+  if (plan.preempted.size() == yielded) Admit(SequencePriority::kOnline, plan, budget);
+  // A step that computes an online prompt is that request's time to first token: batch sequences only decode in
+  // it (a token each), rather than filling the budget the prompt left with their own prefill, which would make
+  // the step — and the online TTFT — as long as a full-budget step (docs/batch.md "Priority").
+  const bool online_prefill = plan.chunks.size() > online_decodes;
+  ScheduleRunning(SequencePriority::kBatch, /*decodes=*/true, plan, budget);
+  if (online_prefill) return plan;
+  ScheduleRunning(SequencePriority::kBatch, /*decodes=*/false, plan, budget);
+  if (plan.preempted.size() == yielded) Admit(SequencePriority::kBatch, plan, budget);
   return plan;
 }
 

@@ -183,5 +183,8 @@ grep -q "pass --resume" "$work/batch.log" || fail "no hint at --resume: $(cat "$
 timeout 120 "$glint" batch "${ENGINE[@]}" --input "$work/offline.jsonl" --output "$work/offline.out" --resume \
   >"$work/batch.log" 2>&1 || fail "glint batch --resume: $(tail -5 "$work/batch.log")"
 grep -q "requests, .* tokens/s, ETA" "$work/batch.log" || fail "no progress line: $(cat "$work/batch.log")"
+# By default twice the engine's sequences (--max-seqs 4) are in flight: a finished one is replaced from its queue.
+grep -q "requests to run, 8 in flight (the engine runs 4 at once, the rest wait in its queue)" "$work/batch.log" ||
+  fail "default concurrency: $(grep 'in flight' "$work/batch.log")"
 exactly_once "$work/offline.jsonl" "$work/offline.out"
 echo "PASS"

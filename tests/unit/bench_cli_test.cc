@@ -180,6 +180,9 @@ TEST(BenchCli, BadInvocationsAreClearErrors) {
       {{"--base-url", "http://127.0.0.1:1", "--concurrency", "1", "--out", JoinPath(dir, "never")},
        "cannot reach the server at http://127.0.0.1:1"},
       {{}, "--base-url is required"},
+      // The file is read before the server is asked anything (the server here is unreachable).
+      {{"--base-url", "http://127.0.0.1:1", "--requests", JoinPath(dir, "missing.jsonl")},
+       "--requests " + JoinPath(dir, "missing.jsonl")},
       {{"--compare", JoinPath(dir, "missing.json")}, "missing.json"},
   };
   for (const Case& c : cases) {

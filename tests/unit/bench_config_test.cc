@@ -1,6 +1,9 @@
 // Validation of glint bench's configuration and base URL, and what of it goes into result files.
+#include <limits>
+
 #include "bench/config.h"
 #include "bench/http.h"
+#include "bench/replay.h"
 #include "test_util.h"
 
 namespace glint::bench {
@@ -106,6 +109,53 @@ TEST(BenchConfig, InvalidCombinationsNameTheFlag) {
   c.token_counting = TokenCounting::kContent;
   EXPECT_OK(ValidateConfig(c));  // logprobs of the caller's own, counted by content
   EXPECT_ERROR_CONTAINS(ParseTokenCounting("chunks"), "expected 'content' or 'logprobs'");
+  c = Valid();
+  c.request_rate = -1;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--request-rate -1 must be a non-negative number");
+  c.request_rate = std::numeric_limits<double>::infinity();
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--request-rate");
+  c = Valid();
+  c.requests_file = "requests.jsonl";
+  EXPECT_OK(ValidateConfig(c));
+  c.prompts_per_level = 4;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--requests replays the file's requests");
+  c.prompts_per_level = 0;
+  c.workload = WorkloadKind::kMultiTurn;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--requests replays the file's requests");
+}
+
+TEST(BenchReplay, TheBatchInputFormatIsParsedAndEveryBadLineIsNamed) {
+  ASSERT_OK_AND_ASSIGN(
+      std::vector<ReplayRequest> requests,
+      ParseReplayRequests(
+          R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"prompt": "x", "max_tokens": 3, "temperature": 0.5}})"
+          "\n\n"
+          R"({"custom_id": "b", "url": "/v1/chat/completions", "body": {"messages": [], "max_completion_tokens": 7}})"
+          "\n"));
+  ASSERT_EQ(requests.size(), 2u);
+  EXPECT_FALSE(requests[0].chat);
+  EXPECT_EQ(requests[0].max_tokens, 3);
+  EXPECT_EQ(requests[0].body["temperature"], 0.5);
+  EXPECT_TRUE(requests[1].chat);
+  EXPECT_EQ(requests[1].max_tokens, 7);
+  const auto error = [](const std::string& line) {
+    return ParseReplayRequests(R"({"url": "/v1/completions", "body": {"prompt": "x", "max_tokens": 1}})"
+                               "\n" +
+                               line)
+        .status();
+  };
+  EXPECT_ERROR_CONTAINS(error("not json"), "line 2: not a JSON object");
+  EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/embeddings", "body": {}})"), "line 2: \"url\" must be");
+  EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/completions", "body": "x"})"), "line 2: \"body\" must be a JSON object");
+  EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/completions", "body": {"max_tokens": 1}})"), "no \"prompt\"");
+  EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/chat/completions", "body": {"prompt": "x", "max_tokens": 1}})"),
+                        "no \"messages\"");
+  EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/completions", "body": {"prompt": "x", "max_tokens": 0}})"),
+                        "positive integer \"max_tokens\"");
+  EXPECT_ERROR_CONTAINS(error(R"({"url": "/v1/completions", "body": {"prompt": "x", "max_tokens": 2, "n": 2}})"),
+                        "\"n\" must be 1");
+  EXPECT_ERROR_CONTAINS(ParseReplayRequests("\n \n"), "the file holds no request");
+  EXPECT_ERROR_CONTAINS(LoadReplayRequests("/nonexistent/requests.jsonl"), "--requests /nonexistent");
 }
 
 TEST(BenchConfig, TokenIdRangesAreHalfOpenAndBounded) {

@@ -536,6 +536,71 @@ TEST(BenchAgainstFakeServer, MultiTurnSessionsExtendTheirContextAndBurstSubagent
   EXPECT_EQ(series.y_key, "output_throughput_per_chip");
 }
 
+TEST(BenchAgainstFakeServer, ARequestsFileIsReplayedWholeAtEveryLevel) {
+  FakeServer server(Steady(0.0, 0.0));
+  BenchConfig config = FakeConfig(server);
+  config.prompts_per_level = 0;
+  config.warmup_requests = -1;  // the default: no warm-up with --requests
+  config.concurrency = {1, 2};
+  config.requests_file = JoinPath(glint::testing::MakeTempDir("bench_replay"), "requests.jsonl");
+  ASSERT_OK(WriteFileAtomic(
+      config.requests_file,
+      R"({"custom_id": "a", "method": "POST", "url": "/v1/completions", "body": {"prompt": "one two", "max_tokens": 3, "temperature": 0.5, "ignore_eos": true}})"
+      "\n"
+      R"({"custom_id": "b", "method": "POST", "url": "/v1/chat/completions", "body": {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2, "stream": false}})"
+      "\n"));
+  const BenchRun run = RunOk(config);
+  ASSERT_EQ(run.levels.size(), 2u);
+  for (const LevelResult& level : run.levels) {
+    EXPECT_EQ(level.requests_planned, 2);
+    EXPECT_EQ(level.completed, 2);
+    EXPECT_EQ(level.warmup_requests, 0);
+    EXPECT_EQ(level.output_tokens, 5);  // the fake replies with max_tokens tokens
+  }
+  const std::vector<std::string> paths = server.generation_paths();
+  const std::vector<nlohmann::json> bodies = server.generation_bodies();
+  ASSERT_EQ(bodies.size(), 4u);
+  for (size_t i = 0; i < bodies.size(); ++i) {
+    const nlohmann::json& body = bodies[i];
+    EXPECT_EQ(body["model"], "fake-model");
+    EXPECT_EQ(body["stream"], true);  // the bench's, over the file's false
+    EXPECT_EQ(body["stream_options"]["include_usage"], true);
+    if (paths[i] == "/v1/completions") {
+      EXPECT_EQ(body["prompt"], "one two");
+      EXPECT_EQ(body["temperature"], 0.5);
+      EXPECT_EQ(body["max_tokens"], 3);
+    } else {
+      EXPECT_EQ(paths[i], "/v1/chat/completions");
+      EXPECT_EQ(body["messages"][0]["content"], "hi");
+      EXPECT_FALSE(body.contains("ignore_eos"));  // the file's body as it is: nothing added but the measured fields
+    }
+  }
+  const nlohmann::json recorded = ConfigToJson(run.config);
+  EXPECT_EQ(recorded["workload"], "requests");
+  EXPECT_EQ(recorded["requests_file"], config.requests_file);
+  EXPECT_FALSE(recorded.contains("input_len")) << "the lengths are the file's";
+  EXPECT_NE(SummaryTable(run).find("requests of " + config.requests_file), std::string::npos);
+}
+
+TEST(BenchAgainstFakeServer, ARequestRateSpacesTheStartsEvenly) {
+  FakeServer server(Steady(0.0, 0.0));
+  BenchConfig config = FakeConfig(server);
+  config.prompts_per_level = 5;
+  config.concurrency = {4};
+  config.request_rate = 20;  // a start every 50 ms, though four could be in flight at once
+  const BenchRun run = RunOk(config);
+  const std::vector<RequestRecord>& records = run.level_requests[0];
+  ASSERT_EQ(records.size(), 5u);
+  std::vector<double> starts;
+  for (const RequestRecord& record : records) starts.push_back(record.start_s);
+  std::sort(starts.begin(), starts.end());
+  for (size_t i = 0; i < starts.size(); ++i) {
+    EXPECT_GE(starts[i], 0.050 * static_cast<double>(i) - 0.001) << i;
+    EXPECT_LE(starts[i], 0.050 * static_cast<double>(i) + kSlack) << i;
+  }
+  EXPECT_EQ(ConfigToJson(run.config)["request_rate"], 20.0);
+}
+
 TEST(BenchAgainstFakeServer, AFailedTurnSkipsTheRestOfItsSession) {
   FakeServer server([](int64_t number, const nlohmann::json&) {
     FakeReply reply;

@@ -194,11 +194,28 @@ TEST(Scheduler, AnOnlineRequestGoesBeforeRunningBatchRequests) {
   Finish(scheduler, plan);
   scheduler.Add(3, Tokens(50, 10), 2);  // online, arriving last
   plan = scheduler.Schedule();
-  // The online prompt takes its whole chunk first; the batch decode and prefill share what it leaves.
-  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{3, 0, 10, true}, {1, 8, 1, true}, {2, 4, 1, false}}));
+  // The online prompt takes its whole chunk first; the batch sequences only decode beside it: the batch prefill
+  // waits (it would fill the step, and the step is the online request's time to first token).
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{3, 0, 10, true}, {1, 8, 1, true}}));
   Finish(scheduler, plan);
+  // The online request decodes now: the batch prefill goes on with what the decodes leave.
   plan = scheduler.Schedule();
-  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{3, 10, 1, true}, {1, 9, 1, true}, {2, 5, 10, false}}));
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{3, 10, 1, true}, {1, 9, 1, true}, {2, 4, 10, false}}));
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, NoBatchRequestIsAdmittedInAStepThatComputesAnOnlinePrompt) {
+  auto memory = Memory(64, 4);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 4), 0, {}, SequencePriority::kBatch);
+  scheduler.Add(2, Tokens(50, 6), 1);  // online
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{2}));
+  EXPECT_EQ(scheduler.Get(1).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+  plan = scheduler.Schedule();  // the online request decodes: the batch one is admitted beside it
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1}));
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, 6, 1, true}, {1, 0, 4, true}}));
   Finish(scheduler, plan);
 }
 
@@ -243,11 +260,13 @@ TEST(Scheduler, MemoryPressurePreemptsBatchSequencesBeforeOnlineOnes) {
   auto memory = Memory(5, 3);
   Scheduler scheduler(*memory, {.max_batch_tokens = 64});
   scheduler.Add(1, Tokens(0, 8), 0, {}, SequencePriority::kBatch);  // older, but batch
+  Finish(scheduler, scheduler.Schedule());                          // 2 blocks
   scheduler.Add(2, Tokens(0, 8), 1);                                // online
   StepPlan plan = scheduler.Schedule();
-  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{2, 1}));
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{2}));
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, 0, 8, true}, {1, 8, 1, true}}));
   Finish(scheduler, plan);
-  plan = scheduler.Schedule();  // one free block for two growing sequences: the batch one goes
+  plan = scheduler.Schedule();  // no free block for two growing sequences: the batch one goes
   EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{1}));
   EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, 8, 1, true}}));
   Finish(scheduler, plan);
