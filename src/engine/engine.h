@@ -54,6 +54,8 @@ class Engine {
   // weights read at run time that failed their checksum (Model::WeightsDamage).
   Status Damage() const;
   const CapacityReport& capacity() const { return core_->capacity(); }
+  const CacheLayout& layout() const { return core_->layout(); }
+  int64_t vocab_size() const { return core_->model().config().vocab_size; }
 
  private:
   struct LeaseOrder {
