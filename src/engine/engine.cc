@@ -47,14 +47,14 @@ Result<RequestId> Engine::Submit(Request request) {
   return id;
 }
 
-Result<uint64_t> Engine::Lease(int64_t tokens, double seconds, double wait_seconds) {
+Result<uint64_t> Engine::Lease(std::vector<int32_t> prompt, double seconds, int64_t local_below, double wait_seconds) {
   const uint64_t id = next_lease_.fetch_add(1);
   auto answer = std::make_shared<std::promise<Status>>();
   std::future<Status> answered = answer->get_future();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return Unavailable("the engine is stopping");
-    leases_.push_back({id, tokens, seconds, answer});
+    leases_.push_back({id, std::move(prompt), seconds, local_below, answer});
   }
   wake_.notify_one();
   if (answered.wait_for(std::chrono::duration<double>(wait_seconds)) != std::future_status::ready) {
@@ -68,7 +68,7 @@ Result<uint64_t> Engine::Lease(int64_t tokens, double seconds, double wait_secon
 void Engine::ReleaseLease(uint64_t lease) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    leases_.push_back({lease, 0, 0, nullptr});
+    leases_.push_back({lease, {}, 0, 0, nullptr});
   }
   wake_.notify_one();
 }
@@ -78,7 +78,13 @@ void Engine::RunLeaseOrders(std::vector<LeaseOrder>& orders) {
     if (order.answer == nullptr) {
       core_->ReleaseLease(order.id);
     } else {
-      order.answer->set_value(core_->Lease(order.id, order.tokens, order.seconds));
+      const int64_t length = static_cast<int64_t>(order.prompt.size());
+      const int64_t cached = core_->CachedPrefix(order.prompt);
+      if (order.local_below > 0 && length - cached < order.local_below) {
+        order.answer->set_value(FailedPrecondition("the prefix cache holds ", cached, " of its ", length, " tokens"));
+        continue;
+      }
+      order.answer->set_value(core_->Lease(order.id, length, order.seconds));
     }
   }
   core_->ExpireLeases();

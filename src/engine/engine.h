@@ -36,10 +36,13 @@ class Engine {
 
   // Validates the request on the calling thread (errors come back here, nothing is queued) and queues it.
   Result<RequestId> Submit(Request request);
-  // Prefill/decode disaggregation (EngineCore::Lease, docs/disaggregation.md): reserves memory for the state of a
-  // `tokens`-position prompt for `seconds`, on the engine thread; waits for its answer at most `wait_seconds` (an
-  // engine in a long step). The id goes into Request::lease of the imported request.
-  Result<uint64_t> Lease(int64_t tokens, double seconds, double wait_seconds = 30);
+  // Prefill/decode disaggregation (EngineCore::Lease, docs/disaggregation.md): reserves memory for the state of
+  // `prompt` for `seconds`, on the engine thread; waits for its answer at most `wait_seconds` (an engine in a long
+  // step). The id goes into Request::lease of the imported request. With `local_below` > 0 it is refused
+  // (FailedPrecondition) when the prefix cache holds all but fewer than `local_below` tokens of the prompt: computing
+  // the rest here is cheaper than a transfer.
+  Result<uint64_t> Lease(std::vector<int32_t> prompt, double seconds, int64_t local_below = 0,
+                         double wait_seconds = 30);
   void ReleaseLease(uint64_t lease);
   // Cancels a request: its samples finish as cancelled and free their memory at the engine's next step boundary.
   // Unknown or finished ids are ignored.
@@ -60,8 +63,9 @@ class Engine {
  private:
   struct LeaseOrder {
     uint64_t id = 0;
-    int64_t tokens = 0;
+    std::vector<int32_t> prompt;
     double seconds = 0;
+    int64_t local_below = 0;
     std::shared_ptr<std::promise<Status>> answer;  // null: a release
   };
   explicit Engine(std::unique_ptr<EngineCore> core);

@@ -100,6 +100,8 @@ class EngineCore {
   // Frees the leases whose time is up (Step calls it too); how many.
   int64_t ExpireLeases();
   int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
+  // Positions of `prompt` a new sequence would restore from the prefix cache in memory now (no side effects).
+  int64_t CachedPrefix(std::span<const int32_t> prompt) const;
   // Seconds until the next lease expires (nullopt: none), for a thread that waits for work.
   std::optional<double> SecondsToNextExpiry() const;
 

@@ -59,6 +59,10 @@ Status EngineCore::Lease(uint64_t lease, int64_t tokens, double seconds) {
   return Status::Ok();
 }
 
+int64_t EngineCore::CachedPrefix(std::span<const int32_t> prompt) const {
+  return options_.prefix_caching ? memory_->FindPrefix(prompt).tokens : 0;
+}
+
 void EngineCore::ReleaseLease(uint64_t lease) {
   const auto found = leases_.find(lease);
   if (found == leases_.end()) return;

@@ -105,8 +105,9 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
   if (!request.images.empty()) return local("prompts with images are not transferred yet");
   const TransferTimeouts& t = decode_->timeouts;
   // The lease outlives every deadline of the transfer, so that it is the transfer that fails first.
-  Result<uint64_t> lease = engine_.Lease(length, t.connect_seconds + t.prefill_seconds + 6 * t.io_seconds);
-  if (!lease.ok()) return local(StrCat("no memory to lease now (", lease.status().message(), ")"));
+  Result<uint64_t> lease =
+      engine_.Lease(converted.prompt, t.connect_seconds + t.prefill_seconds + 6 * t.io_seconds, below);
+  if (!lease.ok()) return local(lease.status().message());
   const auto started = std::chrono::steady_clock::now();
   Result<SequenceSnapshot> state = FetchState(request.prefill_from, converted.prompt, decode_->layout, t);
   if (!state.ok()) {

@@ -2,7 +2,7 @@
 # Prefill/decode disaggregation (docs/disaggregation.md), black box on the embedded tiny model over loopback: a
 # prefill server, a decode server and a `both` server. /health reports the roles and the transfer port; a request
 # with X-Glint-Prefill gives the decode server the same greedy text as the `both` server (completions and chat), and
-# /metrics counts the transfer; a short prompt is prefilled locally; a stalled prefill server (SIGSTOP) and a dead one
+# /metrics counts the transfer; a short prompt, and one whose prefix the decode server holds, are prefilled locally; a stalled prefill server (SIGSTOP) and a dead one
 # (SIGKILL) fall back to a local prefill with the same text, counted as failures; with --pd-fallback fail the request
 # fails with 503; bad headers answer 400; nothing stays leased. Args: path-to-glint, tests/data dir.
 set -euo pipefail
@@ -44,10 +44,10 @@ start() {
 }
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 metric() { curl -s --max-time 10 "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
-# post BASE PATH BODY [HEADER]: prints the HTTP status; the body goes to $work/body.
+# post BASE PATH BODY [HEADER [CURL ARGS...]]: prints the HTTP status; the body goes to $work/body.
 post() {
   local extra=()
-  [[ $# -ge 4 ]] && extra=(-H "$4")
+  [[ $# -ge 4 ]] && extra=(-H "$4" "${@:5}")
   curl -s -o "$work/body" -w "%{http_code}" --max-time 60 "$1$2" -H 'Content-Type: application/json' \
     "${extra[@]+"${extra[@]}"}" -d "$3"
 }
@@ -88,6 +88,17 @@ bytes="$(metric "$decode" glint:pd_transfer_bytes_total)"
   fail "short prompt: $(cat "$work/body")"
 [[ "$(metric "$decode" glint:pd_local_prefills_total)" == 1 ]] || fail "the short prompt was not prefilled locally"
 
+# A prompt whose prefix this server already holds (its first 256 tokens, up to a checkpoint, from a local run):
+# with X-Glint-Local-Prefill-Below 100 the 44 left are computed here, no transfer.
+ids="$(python3 -c 'print(",".join(str(100 + i * 7 % 3000) for i in range(300)))')"
+cached="{\"prompt\": [$ids], \"max_tokens\": 4, \"temperature\": 0}"
+[[ "$(post "$decode" /v1/completions "$cached")" == 200 ]] || fail "long local prompt: $(cat "$work/body")"
+[[ "$(post "$decode" /v1/completions "$cached" "$from" -H "X-Glint-Local-Prefill-Below: 100")" == 200 ]] ||
+  fail "cached prompt: $(cat "$work/body")"
+[[ "$(metric "$decode" glint:pd_local_prefills_total)" == 2 ]] || fail "the cached prompt was transferred"
+[[ "$(metric "$decode" glint:pd_transfers_total)" == 2 ]] || fail "the cached prompt was transferred"
+grep -q "prefix cache holds 256 of its 300 tokens" "$work/decode.log" || fail "the reason was not logged"
+
 # Bad headers: 400 naming the header.
 [[ "$(post "$decode" /v1/completions "$long" "X-Glint-Prefill: nowhere")" == 400 ]] || fail "bad X-Glint-Prefill"
 grep -q "X-Glint-Prefill" "$work/body" || fail "the 400 does not name the header"
@@ -108,7 +119,7 @@ wait "$prefill_pid" 2>/dev/null || true
 [[ "$(post "$decode" /v1/completions "$long" "$from")" == 200 ]] || fail "dead: $(cat "$work/body")"
 [[ "$(json 'd["choices"][0]["text"]' <"$work/body")" == "$expected" ]] || fail "fallback text differs (dead)"
 [[ "$(metric "$decode" glint:pd_transfer_failures_total)" == 2 ]] || fail "the dead server was not counted"
-[[ "$(metric "$decode" glint:pd_local_prefills_total)" == 3 ]] || fail "local prefills not counted"
+[[ "$(metric "$decode" glint:pd_local_prefills_total)" == 4 ]] || fail "local prefills not counted"
 # Nothing leased or held once every request finished.
 [[ "$(metric "$decode" glint_state_slots_used)" == 0 ]] || fail "a slot is still held"
 [[ "$(metric "$decode" glint_kv_blocks_used)" == 0 ]] || fail "blocks are still held"
