@@ -20,8 +20,8 @@ const SequenceInfo& Scheduler::Get(SequenceId id) const {
   return found->second;
 }
 
-void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
-                    SequencePriority priority) {
+SequenceInfo& Scheduler::NewSequence(SequenceId id, std::vector<int32_t> prompt, int64_t arrival,
+                                     std::vector<int32_t> keys, SequencePriority priority) {
   GLINT_CHECK(!Contains(id) && !prompt.empty() && (keys.empty() || keys.size() == prompt.size())) << "sequence " << id;
   SequenceInfo& sequence = sequences_[id];
   sequence.id = id;
@@ -30,7 +30,12 @@ void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival,
   sequence.tokens = std::move(prompt);
   sequence.keys = std::move(keys);
   sequence.priority = priority;
-  waiting_.insert(KeyOf(sequence));
+  return sequence;
+}
+
+void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
+                    SequencePriority priority) {
+  waiting_.insert(KeyOf(NewSequence(id, std::move(prompt), arrival, std::move(keys), priority)));
 }
 
 void Scheduler::AddChild(SequenceId id, SequenceId parent, int64_t arrival) {
@@ -257,15 +262,9 @@ bool Scheduler::Lease(SequenceId id, int64_t tokens) {
 
 void Scheduler::Import(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
                        SequencePriority priority) {
-  GLINT_CHECK(leased_.count(id) != 0 && (keys.empty() || keys.size() == prompt.size())) << "sequence " << id;
+  GLINT_CHECK(leased_.count(id) != 0) << "sequence " << id << " is not leased";
   leased_.erase(id);
-  SequenceInfo& sequence = sequences_[id];
-  sequence.id = id;
-  sequence.arrival = arrival;
-  sequence.prompt_length = static_cast<int64_t>(prompt.size());
-  sequence.tokens = std::move(prompt);
-  sequence.keys = std::move(keys);
-  sequence.priority = priority;
+  SequenceInfo& sequence = NewSequence(id, std::move(prompt), arrival, std::move(keys), priority);
   sequence.status = SequenceStatus::kRunning;
   sequence.computed = sequence.prompt_length;
   sequence.admitted_before = true;

@@ -154,6 +154,9 @@ class Scheduler {
   using Order = std::set<OrderKey>;
   static OrderKey KeyOf(const SequenceInfo& sequence) { return {sequence.priority, sequence.arrival, sequence.id}; }
   SequenceInfo& Mutable(SequenceId id);
+  // A sequence's record (not in any queue yet).
+  SequenceInfo& NewSequence(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
+                            SequencePriority priority);
   // Tokens a running sequence can cover from `computed` with its blocks plus the free ones.
   int64_t Coverable(const SequenceInfo& sequence) const;
   void Preempt(SequenceId id, StepPlan& plan, int64_t& budget);

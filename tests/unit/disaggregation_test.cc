@@ -37,12 +37,7 @@ const Fixture& FixtureFor(const testing::PathCase& c) {
   std::unique_ptr<Fixture>& fixture = fixtures[{c.model, c.fast}];
   if (fixture == nullptr) {
     fixture = std::make_unique<Fixture>();
-    if (c.fast) {
-      fixture->pool = std::make_unique<WorkerPool>(2);
-      fixture->model = FastModel::Load(testing::ModelDir(c.model), *fixture->pool).value();
-    } else {
-      fixture->model = ReferenceModel::Load(testing::ModelDir(c.model)).value();
-    }
+    fixture->model = testing::LoadPathModel(c, fixture->pool);
     if (c.model == "glint-tiny") fixture->tokenizer = Tokenizer::Load(testing::ModelDir(c.model)).value();
   }
   return *fixture;
