@@ -207,9 +207,11 @@ Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& 
   if (flags.role == "decode") {
     server::DecodeRole decode{layout, flags.pd_timeouts, flags.local_prefill_below, flags.pd_fallback == "fail"};
     stack.backend = std::make_unique<server::EngineBackend>(*stack.engine, decode);
-    LogInfo("role decode: states come from the prefill server a request's X-Glint-Prefill header names; prompts "
-            "under ", flags.local_prefill_below, " tokens are prefilled here; a failed transfer ",
-            decode.fail_without_prefill ? "fails the request" : "is prefilled here");
+    LogInfo(
+        "role decode: states come from the prefill server a request's X-Glint-Prefill header names; prompts "
+        "under ",
+        flags.local_prefill_below, " tokens are prefilled here; a failed transfer ",
+        decode.fail_without_prefill ? "fails the request" : "is prefilled here");
     return Status::Ok();
   }
   stack.backend = std::make_unique<server::EngineBackend>(*stack.engine);

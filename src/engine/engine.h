@@ -79,10 +79,10 @@ class Engine {
   std::condition_variable wake_;
   std::vector<std::pair<RequestId, Request>> submitted_;  // guarded by mutex_
   std::vector<RequestId> cancelled_;                      // guarded by mutex_
-  std::vector<LeaseOrder> leases_;  // guarded by mutex_
+  std::vector<LeaseOrder> leases_;                        // guarded by mutex_
   std::atomic<uint64_t> next_lease_{1};
-  bool stopping_ = false;                                 // guarded by mutex_
-  EngineMetrics metrics_;                                 // guarded by mutex_
+  bool stopping_ = false;  // guarded by mutex_
+  EngineMetrics metrics_;  // guarded by mutex_
   std::atomic<RequestId> next_id_{1};
   // steady_clock nanoseconds at which the engine thread began its current round; 0 while it waits.
   std::atomic<int64_t> round_started_ns_{0};

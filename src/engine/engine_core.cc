@@ -685,7 +685,7 @@ std::vector<EngineCore::Emission> EngineCore::ForkChildren(SequenceId parent, st
   const SequenceInfo& info = scheduler_->Get(parent);
   std::vector<Emission> forked;
   for (SequenceId child : scheduler_->Children(parent)) {
-    if (!scheduler_->Fork(child)) continue;            // no memory now: it computes its prompt itself later
+    if (!scheduler_->Fork(child)) continue;               // no memory now: it computes its prompt itself later
     Bind(child, speculative() ? info.computed - 1 : -1);  // the MTP pair of the last prompt position is its own
     Sample& sample = samples_.at(child);
     sample.timings.first_scheduled = Now();

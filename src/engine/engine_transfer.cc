@@ -16,12 +16,14 @@ Status EngineCore::ValidateImport(const Request& request) const {
     return InvalidArgument("a request cannot both export its prompt's state and import it");
   }
   if (speculative()) {
-    return Unimplemented("prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's "
-                         "cache rows are not part of the transferred state)");
+    return Unimplemented(
+        "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's "
+        "cache rows are not part of the transferred state)");
   }
   if (mirror_ != nullptr) {
-    return Unimplemented("prefill/decode disaggregation under several ranks (--tp/--ep) is not supported yet (each "
-                         "rank holds part of the state)");
+    return Unimplemented(
+        "prefill/decode disaggregation under several ranks (--tp/--ep) is not supported yet (each "
+        "rank holds part of the state)");
   }
   const int64_t length = static_cast<int64_t>(request.prompt.size());
   if (request.export_state) {
@@ -52,8 +54,7 @@ Status EngineCore::Lease(uint64_t lease, int64_t tokens, double seconds) {
   if (!(seconds > 0)) return InvalidArgument("a lease of ", seconds, " seconds; expected more than 0");
   const SequenceId sequence = next_sequence_++;
   if (!scheduler_->Lease(sequence, tokens)) {
-    return ResourceExhausted("no slot or not enough free blocks now for the state of a ", tokens,
-                             "-token prompt");
+    return ResourceExhausted("no slot or not enough free blocks now for the state of a ", tokens, "-token prompt");
   }
   leases_[lease] = {sequence, tokens, Now() + seconds};
   return Status::Ok();

@@ -61,10 +61,10 @@ struct SequenceTimings {
 // disaggregation, docs/disaggregation.md): the bytes exactly as they sit in the first engine's memory, so both
 // engines must have the same cache layout (the transfer plane checks its fingerprint).
 struct SequenceSnapshot {
-  int64_t tokens = 0;              // positions computed: the prompt's length
-  std::vector<std::byte> slot;     // the slot (KDA conv and recurrent state, indexer filling pools): slot_bytes
-  std::vector<std::byte> blocks;   // the blocks covering positions < tokens, in order: ⌈tokens / block⌉ × block_bytes
-  std::vector<float> logits;       // [V] the raw logits of the last prompt position
+  int64_t tokens = 0;             // positions computed: the prompt's length
+  std::vector<std::byte> slot;    // the slot (KDA conv and recurrent state, indexer filling pools): slot_bytes
+  std::vector<std::byte> blocks;  // the blocks covering positions < tokens, in order: ⌈tokens / block⌉ × block_bytes
+  std::vector<float> logits;      // [V] the raw logits of the last prompt position
 };
 
 struct RequestOutput {

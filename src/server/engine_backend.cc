@@ -119,8 +119,8 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
     LogWarning("pd: ", state.status().message(), "; prefilling locally");
     return local("the transfer failed");
   }
-  pd_nanoseconds_ += std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started)
-                         .count();
+  pd_nanoseconds_ +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
   ++pd_transfers_;
   pd_bytes_ += static_cast<int64_t>(state->slot.size() + state->blocks.size() + state->logits.size() * sizeof(float));
   converted.imported = std::make_shared<const SequenceSnapshot>(std::move(state).value());

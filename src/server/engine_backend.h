@@ -15,7 +15,7 @@ namespace glint::server {
 struct DecodeRole {
   TransferLayout layout;  // this engine's
   TransferTimeouts timeouts;
-  int64_t local_prefill_below = 0;  // prompts shorter than this prefill here (a request's header can change it)
+  int64_t local_prefill_below = 0;    // prompts shorter than this prefill here (a request's header can change it)
   bool fail_without_prefill = false;  // --pd-fallback fail: a failed transfer fails the request (else: local prefill)
 };
 

@@ -303,8 +303,8 @@ class HttpServer::Impl final : public HttpHandler {
     }
     const std::string_view below = req.Header("X-Glint-Local-Prefill-Below");
     if (!below.empty() && (!ParseInt64(below, request.local_prefill_below) || request.local_prefill_below < 0)) {
-      return BadRequest(StrCat("the X-Glint-Local-Prefill-Below header is '", below.substr(0, 100),
-                               "'; expected a token count ≥ 0"));
+      return BadRequest(
+          StrCat("the X-Glint-Local-Prefill-Below header is '", below.substr(0, 100), "'; expected a token count ≥ 0"));
     }
     return std::nullopt;
   }

@@ -169,8 +169,9 @@ void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
            "Requests naming a prefill server that were prefilled here (short prompt, images, no memory to lease, or a "
            "failed transfer).",
            "", static_cast<double>(b.pd_local_prefills));
-  w.Single("glint:pd_transfer_failures_total", "counter", "Transfers that failed (the server died, stalled or refused).",
-           "", static_cast<double>(b.pd_transfer_failures));
+  w.Single("glint:pd_transfer_failures_total", "counter",
+           "Transfers that failed (the server died, stalled or refused).", "",
+           static_cast<double>(b.pd_transfer_failures));
 }
 
 // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens

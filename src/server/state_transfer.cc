@@ -36,14 +36,22 @@ T Get(std::span<const std::byte> bytes, size_t offset) {
 
 const char* FrameName(FrameType type) {
   switch (type) {
-    case FrameType::kHello: return "HELLO";
-    case FrameType::kPrompt: return "PROMPT";
-    case FrameType::kState: return "STATE";
-    case FrameType::kSlot: return "SLOT";
-    case FrameType::kBlocks: return "BLOCKS";
-    case FrameType::kLogits: return "LOGITS";
-    case FrameType::kEnd: return "END";
-    case FrameType::kError: return "ERROR";
+    case FrameType::kHello:
+      return "HELLO";
+    case FrameType::kPrompt:
+      return "PROMPT";
+    case FrameType::kState:
+      return "STATE";
+    case FrameType::kSlot:
+      return "SLOT";
+    case FrameType::kBlocks:
+      return "BLOCKS";
+    case FrameType::kLogits:
+      return "LOGITS";
+    case FrameType::kEnd:
+      return "END";
+    case FrameType::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -58,13 +66,15 @@ class Connection {
   Status Connect(const std::string& host, const std::string& port, double seconds) {
     tcp::resolver resolver(io_);
     boost::system::error_code result = asio::error::would_block;
-    resolver.async_resolve(host, port, [&](const boost::system::error_code& ec, tcp::resolver::results_type found) {
-      if (ec) {
-        result = ec;
-        return;
-      }
-      asio::async_connect(socket_, found, [&](const boost::system::error_code& e, const tcp::endpoint&) { result = e; });
-    });
+    resolver.async_resolve(
+        host, port, [&](const boost::system::error_code& ec, const tcp::resolver::results_type& found) {
+          if (ec) {
+            result = ec;
+            return;
+          }
+          asio::async_connect(socket_, found,
+                              [&](const boost::system::error_code& e, const tcp::endpoint&) { result = e; });
+        });
     return Run(seconds, result, "connect");
   }
   Status Write(FrameType type, std::span<const std::byte> body, double seconds) {
@@ -181,8 +191,12 @@ bool TransferLayout::SameBytes(const TransferLayout& o) const {
 
 TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
   const CapacityReport& c = engine.capacity();
-  return {PrefixDiskFingerprint(model_fingerprint, engine.layout()), c.slot_bytes, c.block_bytes, c.block_tokens,
-          engine.vocab_size(), c.max_model_len - 1};
+  return {PrefixDiskFingerprint(model_fingerprint, engine.layout()),
+          c.slot_bytes,
+          c.block_bytes,
+          c.block_tokens,
+          engine.vocab_size(),
+          c.max_model_len - 1};
 }
 
 std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body) {
@@ -250,7 +264,8 @@ Result<SequenceSnapshot> ReceiveState(Connection& c, std::span<const int32_t> pr
   s.logits.resize(logits);
   GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kSlot, s.slot, t.io_seconds));
   GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kBlocks, s.blocks, t.io_seconds));
-  GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kLogits, std::as_writable_bytes(std::span(s.logits)), t.io_seconds));
+  GLINT_RETURN_IF_ERROR(
+      ReceiveRegion(c, FrameType::kLogits, std::as_writable_bytes(std::span(s.logits)), t.io_seconds));
   GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kEnd, {}, t.io_seconds));
   return s;
 }
@@ -304,8 +319,8 @@ struct TransferServer::Impl {
 };
 
 Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host, int port, Engine& engine,
-                                                             const TransferLayout& layout,
-                                                             const TransferTimeouts& timeouts, int max_connections) {
+                                                              const TransferLayout& layout,
+                                                              const TransferTimeouts& timeouts, int max_connections) {
   std::unique_ptr<TransferServer> server(new TransferServer());
   server->impl_ = std::make_unique<Impl>();
   Impl& impl = *server->impl_;
@@ -380,8 +395,8 @@ Result<std::shared_ptr<const SequenceSnapshot>> TransferServer::Impl::Export(std
   request.export_state = true;
   request.sink = queue;
   GLINT_ASSIGN_OR_RETURN(RequestId id, engine->Submit(std::move(request)));
-  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(timeouts.prefill_seconds));
+  const auto limit =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(timeouts.prefill_seconds));
   std::optional<RequestOutput> out = queue->Pop(limit);
   if (!out) {
     engine->Cancel(id);

@@ -47,7 +47,14 @@ struct TransferLayout {
 TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint);
 
 enum class FrameType : uint32_t {
-  kHello = 1, kPrompt = 2, kState = 3, kSlot = 4, kBlocks = 5, kLogits = 6, kEnd = 7, kError = 8,
+  kHello = 1,
+  kPrompt = 2,
+  kState = 3,
+  kSlot = 4,
+  kBlocks = 5,
+  kLogits = 6,
+  kEnd = 7,
+  kError = 8,
 };
 
 inline constexpr size_t kFrameHeaderBytes = 32;

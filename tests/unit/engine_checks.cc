@@ -7,8 +7,8 @@
 
 #include "base/file.h"
 #include "base/worker_pool.h"
-#include "fast/fast_model.h"
 #include "engine/sampling.h"
+#include "fast/fast_model.h"
 #include "test_util.h"
 
 namespace glint::testing {

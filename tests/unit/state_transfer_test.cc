@@ -4,6 +4,8 @@
 // flipped in flight (through a relay) fails the region's checksum and a connection cut halfway fails the fetch —
 // nothing is returned from either; the prefill engine holds no slot afterwards in every case; frame headers that are
 // not the protocol's are refused.
+#include "server/state_transfer.h"
+
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,7 +19,6 @@
 #include "engine/engine.h"
 #include "engine_checks.h"
 #include "model/model.h"
-#include "server/state_transfer.h"
 #include "test_util.h"
 
 namespace glint::server {
@@ -145,9 +146,10 @@ TEST_F(StateTransfer, APeerThatNeverAnswersEndsAtTheDeadline) {
 TEST_F(StateTransfer, AFlippedByteOrACutConnectionReturnsNothing) {
   // What flows back: HELLO (32 + 56 bytes), STATE (32 + 32), SLOT's header (32), then the slot's bytes.
   constexpr int64_t kSlotStart = 88 + 64 + 32;
-  for (const auto& [flip, cut, message] : {std::tuple<int64_t, int64_t, const char*>{kSlotStart + 100, -1, "SLOT region"},
-                                           {-1, kSlotStart + 1000, "could not receive SLOT"},
-                                           {kSlotStart + layout_.slot_bytes + 40, -1, "BLOCKS region"}}) {
+  for (const auto& [flip, cut, message] :
+       {std::tuple<int64_t, int64_t, const char*>{kSlotStart + 100, -1, "SLOT region"},
+        {-1, kSlotStart + 1000, "could not receive SLOT"},
+        {kSlotStart + layout_.slot_bytes + 40, -1, "BLOCKS region"}}) {
     int port = 0;
     const int listener = Listen(port);
     std::thread relay(Relay, listener, server_->port(), flip, cut);
