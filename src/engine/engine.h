@@ -44,6 +44,8 @@ class Engine {
   Result<uint64_t> Lease(std::vector<int32_t> prompt, double seconds, int64_t local_below = 0,
                          double wait_seconds = 30);
   void ReleaseLease(uint64_t lease);
+  // The checks Submit makes, without queueing (thread-safe).
+  Status Validate(const Request& request) const { return core_->Validate(request); }
   // Cancels a request: its samples finish as cancelled and free their memory at the engine's next step boundary.
   // Unknown or finished ids are ignored.
   void Cancel(RequestId id);

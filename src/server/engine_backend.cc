@@ -103,6 +103,8 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
   };
   if (length < below) return local(StrCat("shorter than ", below, " tokens"));
   if (!request.images.empty()) return local("prompts with images are not transferred yet");
+  // A request the engine would refuse is refused before a prefill server works for it.
+  GLINT_RETURN_IF_ERROR(engine_.Validate(converted));
   const TransferTimeouts& t = decode_->timeouts;
   // The lease outlives every deadline of the transfer, so that it is the transfer that fails first.
   Result<uint64_t> lease =

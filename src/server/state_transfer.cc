@@ -1,7 +1,6 @@
 #include "server/state_transfer.h"
 
 #include <poll.h>
-#include <xxhash.h>
 
 #include <array>
 #include <boost/asio.hpp>
@@ -17,44 +16,6 @@ namespace {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-
-constexpr uint32_t kMagic = 0x44504c47;  // "GLPD" read little-endian
-constexpr size_t kHelloBytes = 56;
-constexpr size_t kStateBytes = 32;
-
-template <typename T>
-void Put(std::vector<std::byte>& out, T value) {
-  const auto* bytes = reinterpret_cast<const std::byte*>(&value);
-  out.insert(out.end(), bytes, bytes + sizeof(T));
-}
-template <typename T>
-T Get(std::span<const std::byte> bytes, size_t offset) {
-  T value;
-  std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  return value;
-}
-
-const char* FrameName(FrameType type) {
-  switch (type) {
-    case FrameType::kHello:
-      return "HELLO";
-    case FrameType::kPrompt:
-      return "PROMPT";
-    case FrameType::kState:
-      return "STATE";
-    case FrameType::kSlot:
-      return "SLOT";
-    case FrameType::kBlocks:
-      return "BLOCKS";
-    case FrameType::kLogits:
-      return "LOGITS";
-    case FrameType::kEnd:
-      return "END";
-    case FrameType::kError:
-      return "ERROR";
-  }
-  return "?";
-}
 
 // One TCP connection whose every operation has a deadline: an asynchronous operation run on the connection's own
 // io_context for at most that long; past it the socket is closed and the operation ends with an error.
@@ -129,30 +90,6 @@ class Connection {
   tcp::socket socket_;
 };
 
-std::vector<std::byte> EncodeHello(const TransferLayout& l) {
-  std::vector<std::byte> out;
-  Put<uint32_t>(out, kStateTransferVersion);
-  Put<uint32_t>(out, 0);
-  Put<uint64_t>(out, l.fingerprint);
-  for (int64_t v : {l.slot_bytes, l.block_bytes, l.block_tokens, l.vocab, l.max_tokens}) Put<int64_t>(out, v);
-  return out;
-}
-
-Result<TransferLayout> DecodeHello(std::span<const std::byte> body) {
-  if (Get<uint32_t>(body, 0) != kStateTransferVersion) {
-    return FailedPrecondition("transfer protocol version ", Get<uint32_t>(body, 0), ", this server speaks ",
-                              kStateTransferVersion);
-  }
-  TransferLayout l;
-  l.fingerprint = Get<uint64_t>(body, 8);
-  l.slot_bytes = Get<int64_t>(body, 16);
-  l.block_bytes = Get<int64_t>(body, 24);
-  l.block_tokens = Get<int64_t>(body, 32);
-  l.vocab = Get<int64_t>(body, 40);
-  l.max_tokens = Get<int64_t>(body, 48);
-  return l;
-}
-
 // The other side's HELLO, checked against ours: a mismatch names both.
 Result<TransferLayout> ReceiveHello(Connection& c, const TransferLayout& ours, double seconds) {
   GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
@@ -177,61 +114,6 @@ std::pair<std::string, std::string> SplitAddress(const std::string& address) {
   return {host, address.substr(colon + 1)};
 }
 
-}  // namespace
-
-std::string TransferLayout::Describe() const {
-  return StrCat("fingerprint ", std::hex, fingerprint, std::dec, " (slot ", slot_bytes, " B, block ", block_bytes,
-                " B of ", block_tokens, " tokens, vocabulary ", vocab, ")");
-}
-
-bool TransferLayout::SameBytes(const TransferLayout& o) const {
-  return fingerprint == o.fingerprint && slot_bytes == o.slot_bytes && block_bytes == o.block_bytes &&
-         block_tokens == o.block_tokens && vocab == o.vocab;
-}
-
-TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
-  const CapacityReport& c = engine.capacity();
-  return {PrefixDiskFingerprint(model_fingerprint, engine.layout()),
-          c.slot_bytes,
-          c.block_bytes,
-          c.block_tokens,
-          engine.vocab_size(),
-          c.max_model_len - 1};
-}
-
-std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body) {
-  std::array<std::byte, kFrameHeaderBytes> header{};
-  std::vector<std::byte> out;
-  Put<uint32_t>(out, kMagic);
-  Put<uint32_t>(out, static_cast<uint32_t>(type));
-  Put<uint64_t>(out, body.size());
-  Put<uint64_t>(out, XXH3_64bits(body.data(), body.size()));
-  Put<uint64_t>(out, XXH3_64bits(out.data(), out.size()));
-  std::memcpy(header.data(), out.data(), header.size());
-  return header;
-}
-
-Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderBytes> bytes) {
-  if (Get<uint32_t>(bytes, 0) != kMagic) return FailedPrecondition("the peer does not speak the transfer protocol");
-  if (Get<uint64_t>(bytes, 24) != XXH3_64bits(bytes.data(), 24)) {
-    return DataLoss("a frame header failed its checksum");
-  }
-  const uint32_t type = Get<uint32_t>(bytes, 4);
-  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kError)) {
-    return FailedPrecondition("unknown frame type ", type);
-  }
-  return FrameHeader{static_cast<FrameType>(type), Get<uint64_t>(bytes, 8), Get<uint64_t>(bytes, 16)};
-}
-
-Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body) {
-  if (body.size() != header.length || XXH3_64bits(body.data(), body.size()) != header.checksum) {
-    return DataLoss("the ", FrameName(header.type), " region (", body.size(), " bytes) failed its checksum");
-  }
-  return Status::Ok();
-}
-
-namespace {
-
 // Reads a region frame of exactly `out.size()` bytes (checked before the body is read).
 Status ReceiveRegion(Connection& c, FrameType type, std::span<std::byte> out, double seconds) {
   GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
@@ -249,19 +131,12 @@ Result<SequenceSnapshot> ReceiveState(Connection& c, std::span<const int32_t> pr
   }
   std::array<std::byte, kStateBytes> body{};
   GLINT_RETURN_IF_ERROR(c.ReadBody(header, body, t.io_seconds));
+  GLINT_ASSIGN_OR_RETURN(StateAnnouncement announced, DecodeState(body, static_cast<int64_t>(prompt.size()), layout));
   SequenceSnapshot s;
-  s.tokens = Get<int64_t>(body, 0);
-  const int64_t slot = Get<int64_t>(body, 8), blocks = Get<int64_t>(body, 16), logits = Get<int64_t>(body, 24);
-  const int64_t length = static_cast<int64_t>(prompt.size());
-  const int64_t expected_blocks = (length + layout.block_tokens - 1) / layout.block_tokens * layout.block_bytes;
-  if (s.tokens != length || slot != layout.slot_bytes || blocks != expected_blocks || logits != layout.vocab) {
-    return FailedPrecondition("the state announced (", s.tokens, " tokens, ", slot, " slot bytes, ", blocks,
-                              " block bytes, ", logits, " logits) is not that of this ", length, "-token prompt (",
-                              layout.slot_bytes, ", ", expected_blocks, ", ", layout.vocab, ")");
-  }
-  s.slot.resize(slot);
-  s.blocks.resize(blocks);
-  s.logits.resize(logits);
+  s.tokens = announced.tokens;
+  s.slot.resize(announced.slot_bytes);
+  s.blocks.resize(announced.block_bytes);
+  s.logits.resize(announced.logits);
   GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kSlot, s.slot, t.io_seconds));
   GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kBlocks, s.blocks, t.io_seconds));
   GLINT_RETURN_IF_ERROR(
@@ -271,6 +146,16 @@ Result<SequenceSnapshot> ReceiveState(Connection& c, std::span<const int32_t> pr
 }
 
 }  // namespace
+
+TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
+  const CapacityReport& c = engine.capacity();
+  return {PrefixDiskFingerprint(model_fingerprint, engine.layout()),
+          c.slot_bytes,
+          c.block_bytes,
+          c.block_tokens,
+          engine.vocab_size(),
+          c.max_model_len - 1};
+}
 
 Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
                                     const TransferLayout& layout, const TransferTimeouts& t) {
@@ -408,12 +293,9 @@ Result<std::shared_ptr<const SequenceSnapshot>> TransferServer::Impl::Export(std
 
 Status TransferServer::Impl::SendState(Connection& c, const SequenceSnapshot& s) {
   const double io = timeouts.io_seconds;
-  std::vector<std::byte> state;
-  for (int64_t v : {s.tokens, static_cast<int64_t>(s.slot.size()), static_cast<int64_t>(s.blocks.size()),
-                    static_cast<int64_t>(s.logits.size())}) {
-    Put<int64_t>(state, v);
-  }
-  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kState, state, io));
+  const StateAnnouncement state{s.tokens, static_cast<int64_t>(s.slot.size()), static_cast<int64_t>(s.blocks.size()),
+                                static_cast<int64_t>(s.logits.size())};
+  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kState, EncodeState(state), io));
   GLINT_RETURN_IF_ERROR(c.Write(FrameType::kSlot, s.slot, io));
   GLINT_RETURN_IF_ERROR(c.Write(FrameType::kBlocks, s.blocks, io));
   GLINT_RETURN_IF_ERROR(c.Write(FrameType::kLogits, std::as_bytes(std::span(s.logits)), io));

@@ -29,48 +29,12 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "server/transfer_wire.h"
 
 namespace glint::server {
 
-inline constexpr uint32_t kStateTransferVersion = 1;
-
-// What the bytes of a snapshot mean: both sides must agree on every field.
-struct TransferLayout {
-  uint64_t fingerprint = 0;  // PrefixDiskFingerprint: the model directory and every field of the cache layout
-  int64_t slot_bytes = 0, block_bytes = 0, block_tokens = 0, vocab = 0;
-  int64_t max_tokens = 0;  // the longest prompt the prefill side takes (its max_model_len − 1)
-  std::string Describe() const;
-  bool SameBytes(const TransferLayout& other) const;  // all but max_tokens
-};
-
 // The layout of `engine` with the model directory's fingerprint.
 TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint);
-
-enum class FrameType : uint32_t {
-  kHello = 1,
-  kPrompt = 2,
-  kState = 3,
-  kSlot = 4,
-  kBlocks = 5,
-  kLogits = 6,
-  kEnd = 7,
-  kError = 8,
-};
-
-inline constexpr size_t kFrameHeaderBytes = 32;
-inline constexpr int64_t kMaxErrorBytes = 4096;
-
-struct FrameHeader {
-  FrameType type = FrameType::kError;
-  uint64_t length = 0;
-  uint64_t checksum = 0;  // XXH3-64 of the body
-};
-
-// A frame's header bytes; and the checks a reader makes of received ones (magic, header checksum, a known type).
-std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body);
-Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderBytes> bytes);
-// DataLoss naming the region when `body` does not match the header's checksum.
-Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body);
 
 struct TransferTimeouts {
   double connect_seconds = 5;
