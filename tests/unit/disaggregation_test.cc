@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/file.h"
+#include "engine/engine.h"
 #include "engine/engine_core.h"
 #include "engine_checks.h"
 #include "fast/fast_model.h"
@@ -221,6 +222,34 @@ TEST_P(Disaggregation, ALeaseThatExpiresFreesItsMemory) {
   decode->ReleaseLease(2);
   decode->ReleaseLease(3);
   testing::ExpectPoolsAtStart(*decode);
+}
+
+TEST_P(Disaggregation, TheEngineThreadExpiresLeasesWhileIdle) {
+  // Engine::Lease answers from the engine thread, which wakes at the deadline with no request to run; a lease for
+  // a prompt it holds nearly all of is refused when the threshold says so.
+  auto engine = Engine::Start(model(), testing::SizedOptions(model(), 2, 40, 8)).value();
+  ASSERT_OK_AND_ASSIGN(const uint64_t lease, engine->Lease(prompts_[0], 0.5));
+  EXPECT_GT(lease, 0u);
+  // The metrics are published at the end of the round that granted it.
+  for (int i = 0; i < 40 && engine->Metrics().cache.slots_used != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine->Metrics().cache.slots_used, 1);
+  for (int i = 0; i < 200 && engine->Metrics().cache.slots_used != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine->Metrics().cache.slots_used, 0);
+  EXPECT_EQ(engine->Metrics().cache.blocks_used, 0);
+  // A prompt computed here before (blocks up to its checkpoint at 16 positions cached): with a threshold above what
+  // is left, no lease.
+  auto sink = std::make_shared<Collector>();
+  ASSERT_OK(engine->Submit(testing::Greedy(prompts_[1], 1, sink)).status());
+  for (int i = 0; i < 500 && (sink->outputs.empty() || !sink->outputs.back().request_finished); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_ERROR_CONTAINS(engine->Lease(prompts_[1], 60, /*local_below=*/40), "the prefix cache holds");
+  ASSERT_OK_AND_ASSIGN(const uint64_t granted, engine->Lease(prompts_[1], 60, /*local_below=*/8));
+  engine->ReleaseLease(granted);
 }
 
 TEST_P(Disaggregation, ASnapshotOfAnotherShapeIsRefused) {
