@@ -15,11 +15,13 @@
 #include "cli/offline_batch.h"
 #include "cli/stop_signals.h"
 #include "engine/engine.h"
+#include "engine/prefix_disk.h"
 #include "io/config.h"
 #include "media/preprocess.h"
 #include "server/engine_backend.h"
 #include "server/http_server.h"
 #include "server/http_transport.h"
+#include "server/state_transfer.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/image_tokens.h"
 #include "tokenizer/tokenizer.h"
@@ -48,6 +50,12 @@ struct ServeFlags {
   bool no_webui = false;
   std::string allowed_local_media_path;
   EngineFlags engine;
+  // Prefill/decode disaggregation (docs/disaggregation.md).
+  std::string role = "both";
+  int transfer_port = -1;  // −1: the HTTP port + 1
+  std::string pd_fallback = "local";
+  int64_t local_prefill_below = server::kDefaultLocalPrefillBelow;
+  server::TransferTimeouts pd_timeouts;
 };
 
 std::string BaseName(std::string path) {
@@ -173,9 +181,47 @@ struct ServingStack {
   std::unique_ptr<ImageEncoder> images;
   std::unique_ptr<Engine> engine;
   std::unique_ptr<server::EngineBackend> backend;
+  std::unique_ptr<server::TransferServer> transfer;  // --role prefill
   server::ServerOptions options;
   std::unique_ptr<server::HttpServer> server;
 };
+
+// --role: the backend (a decode server's fetches states), and a prefill server's transfer plane. The engine's
+// layout and the model directory's fingerprint are what both sides compare before any byte of state moves.
+Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& stack) {
+  if (flags.role == "both") {
+    stack.backend = std::make_unique<server::EngineBackend>(*stack.engine);
+    return Status::Ok();
+  }
+  const Model& model = *stack.loaded.model;
+  if (model.shard_plan().distributed()) {
+    return Unimplemented("--role ", flags.role, " under several ranks (--tp/--ep) is not supported yet: each rank ",
+                         "holds part of the state; run one rank per prefill or decode server");
+  }
+  if (flags.engine.speculative != "none") {
+    return Unimplemented("--role ", flags.role, " with --speculative ", flags.engine.speculative,
+                         " is not supported yet: the MTP layer's cache rows are not part of the transferred state");
+  }
+  GLINT_ASSIGN_OR_RETURN(uint64_t fingerprint, FingerprintModelDirectory(dir));
+  const server::TransferLayout layout = server::LayoutOf(*stack.engine, fingerprint);
+  if (flags.role == "decode") {
+    server::DecodeRole decode{layout, flags.pd_timeouts, flags.local_prefill_below, flags.pd_fallback == "fail"};
+    stack.backend = std::make_unique<server::EngineBackend>(*stack.engine, decode);
+    LogInfo(
+        "role decode: states come from the prefill server a request's X-Glint-Prefill header names; prompts "
+        "under ",
+        flags.local_prefill_below, " tokens are prefilled here; a failed transfer ",
+        decode.fail_without_prefill ? "fails the request" : "is prefilled here");
+    return Status::Ok();
+  }
+  stack.backend = std::make_unique<server::EngineBackend>(*stack.engine);
+  const int port = flags.transfer_port >= 0 ? flags.transfer_port : (flags.port == 0 ? 0 : flags.port + 1);
+  if (port > 65535) return InvalidArgument("--transfer-port must be in [0, 65535], got ", port);
+  GLINT_ASSIGN_OR_RETURN(stack.transfer,
+                         server::TransferServer::Start(flags.host, port, *stack.engine, layout, flags.pd_timeouts));
+  LogInfo("role prefill: transfer plane on ", flags.host, ":", stack.transfer->port(), " (", layout.Describe(), ")");
+  return Status::Ok();
+}
 
 Result<std::unique_ptr<ServingStack>> StartServingStack(ServeFlags& flags) {
   if (flags.port < 0 || flags.port > 65535) return InvalidArgument("--port must be in [0, 65535], got ", flags.port);
@@ -201,9 +247,11 @@ Result<std::unique_ptr<ServingStack>> StartServingStack(ServeFlags& flags) {
   if (stack->images != nullptr) flags.limits.images.max_tokens_per_image = engine_options.max_batch_tokens;
   GLINT_ASSIGN_OR_RETURN(stack->engine, Engine::Start(*model, engine_options, &*stack->tokenizer, stack->images.get()));
   LogInfo("engine capacity:\n", stack->engine->capacity().ToString());
-  stack->backend = std::make_unique<server::EngineBackend>(*stack->engine);
+  GLINT_RETURN_IF_ERROR(StartRole(flags, dir, *stack));
   GLINT_ASSIGN_OR_RETURN(stack->options, ServerOptionsFromFlags(flags, dir, generation, model->config(),
                                                                 *stack->tokenizer, stack->images.get(), no_images));
+  stack->options.role = flags.role;
+  if (stack->transfer != nullptr) stack->options.transfer_port = stack->transfer->port();
   stack->server = std::make_unique<server::HttpServer>(
       stack->options, *stack->tokenizer, stack->chat_template ? &*stack->chat_template : nullptr, *stack->backend);
   return stack;
@@ -358,6 +406,41 @@ void AddBatchFlags(CLI::App& command, server::ServerOptions& limits) {
       ->capture_default_str();
 }
 
+// Prefill/decode disaggregation (docs/disaggregation.md).
+void AddRoleFlags(CLI::App& command, ServeFlags& flags) {
+  command
+      .add_option("--role", flags.role,
+                  "both: prefill and decode here (default); prefill: also serve prompt states to decode servers on "
+                  "--transfer-port; decode: take a prompt's state from the prefill server a request's X-Glint-Prefill "
+                  "header names (docs/disaggregation.md)")
+      ->check(CLI::IsMember({"both", "prefill", "decode"}))
+      ->capture_default_str();
+  command.add_option("--transfer-port", flags.transfer_port,
+                     "--role prefill: the TCP port of the transfer plane, on --host (default: --port + 1; 0: any)");
+  command
+      .add_option("--pd-fallback", flags.pd_fallback,
+                  "--role decode: when the prefill server is dead, stalled or refuses: local (prefill here, counted "
+                  "in glint:pd_local_prefills_total) or fail (the request fails with 503)")
+      ->check(CLI::IsMember({"local", "fail"}))
+      ->capture_default_str();
+  command
+      .add_option("--local-prefill-below", flags.local_prefill_below,
+                  "--role decode: prompts shorter than this many tokens are prefilled here (the router's "
+                  "X-Glint-Local-Prefill-Below header overrides it per request)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40))
+      ->capture_default_str();
+  command
+      .add_option("--pd-timeout", flags.pd_timeouts.io_seconds,
+                  "seconds one frame of a state transfer may take before the peer counts as stalled")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  command
+      .add_option("--pd-prefill-timeout", flags.pd_timeouts.prefill_seconds,
+                  "seconds a prefill server may compute one prompt for a decode server")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+}
+
 // The flags `glint serve` and `glint batch` share: the model, its template and names, request handling, the engine.
 void AddStackFlags(CLI::App& command, ServeFlags& flags) {
   AddModelFlag(command, flags.model);
@@ -410,6 +493,7 @@ GLINT_REGISTER_COMMAND(
                       "/health answers 503 \"stalled\" when one engine step has run this long with requests queued")
           ->check(CLI::PositiveNumber)
           ->capture_default_str();
+      AddRoleFlags(command, *flags);
       command.add_flag("--no-request-log", flags->no_request_log, "do not log each request");
       command.add_flag("--no-webui", flags->no_webui, "do not serve the chat page at / (docs/webui.md)");
       AddResponsesStoreFlags(command, flags->limits);

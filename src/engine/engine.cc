@@ -47,6 +47,65 @@ Result<RequestId> Engine::Submit(Request request) {
   return id;
 }
 
+Result<uint64_t> Engine::Lease(std::vector<int32_t> prompt, double seconds, int64_t local_below, double wait_seconds) {
+  const uint64_t id = next_lease_.fetch_add(1);
+  auto answer = std::make_shared<std::promise<Status>>();
+  std::future<Status> answered = answer->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return Unavailable("the engine is stopping");
+    leases_.push_back({id, std::move(prompt), seconds, local_below, answer});
+  }
+  wake_.notify_one();
+  if (answered.wait_for(std::chrono::duration<double>(wait_seconds)) != std::future_status::ready) {
+    ReleaseLease(id);  // in case the engine takes the order later
+    return Unavailable("the engine did not take the lease within ", wait_seconds, " s (a long step)");
+  }
+  GLINT_RETURN_IF_ERROR(answered.get());
+  return id;
+}
+
+void Engine::ReleaseLease(uint64_t lease) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    leases_.push_back({lease, {}, 0, 0, nullptr});
+  }
+  wake_.notify_one();
+}
+
+void Engine::RunLeaseOrders(std::vector<LeaseOrder>& orders) {
+  for (LeaseOrder& order : orders) {
+    if (order.answer == nullptr) {
+      core_->ReleaseLease(order.id);
+    } else {
+      const int64_t length = static_cast<int64_t>(order.prompt.size());
+      const int64_t cached = core_->CachedPrefix(order.prompt);
+      if (order.local_below > 0 && length - cached < order.local_below) {
+        order.answer->set_value(FailedPrecondition("the prefix cache holds ", cached, " of its ", length, " tokens"));
+        continue;
+      }
+      order.answer->set_value(core_->Lease(order.id, length, order.seconds));
+    }
+  }
+  core_->ExpireLeases();
+}
+
+void Engine::AddSubmitted(std::vector<std::pair<RequestId, Request>>& submitted) {
+  for (auto& [id, request] : submitted) {
+    std::shared_ptr<RequestSink> sink = request.sink;
+    const Status status = core_->Add(id, std::move(request));
+    if (status.ok()) continue;
+    // Validated at Submit; what only the engine thread can check (the lease of an imported state) fails here.
+    LogError("engine: request ", id, " refused: ", status.message());
+    RequestOutput output;
+    output.request = id;
+    output.finish_reason = FinishReason::kError;
+    output.error = status.message();
+    output.request_finished = true;
+    sink->OnOutput(std::move(output));
+  }
+}
+
 void Engine::Cancel(RequestId id) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -64,20 +123,27 @@ void Engine::Loop() {
   for (;;) {
     std::vector<std::pair<RequestId, Request>> submitted;
     std::vector<RequestId> cancelled;
+    std::vector<LeaseOrder> leases;
     bool stopping;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !submitted_.empty() || !cancelled_.empty() || core_->HasWork(); });
+      const auto ready = [&] {
+        return stopping_ || !submitted_.empty() || !cancelled_.empty() || !leases_.empty() || core_->HasWork();
+      };
+      // Leases held while nothing runs expire on time: wake at the next deadline.
+      if (const std::optional<double> expiry = core_->SecondsToNextExpiry()) {
+        wake_.wait_for(lock, std::chrono::duration<double>(*expiry + 1e-3), ready);
+      } else {
+        wake_.wait(lock, ready);
+      }
       submitted.swap(submitted_);
       cancelled.swap(cancelled_);
+      leases.swap(leases_);
       stopping = stopping_;
     }
     round_started_ns_.store(SteadyNanoseconds(), std::memory_order_relaxed);
-    for (auto& [id, request] : submitted) {
-      const Status status = core_->Add(id, std::move(request));
-      // Validated at Submit; only a duplicate id could fail here, which next_id_ rules out.
-      if (!status.ok()) LogError("engine: request ", id, " refused after validation: ", status.message());
-    }
+    RunLeaseOrders(leases);
+    AddSubmitted(submitted);
     for (RequestId id : cancelled) core_->Cancel(id);
     if (stopping) {
       core_->FailAll("the engine stopped", FinishReason::kCancelled);

@@ -164,15 +164,31 @@ Status EngineCore::Validate(const Request& request) const {
         "without a tokenizer");
   }
   if (request.sink == nullptr) return InvalidArgument("the request has no output sink");
+  GLINT_RETURN_IF_ERROR(ValidateImport(request));
   return ValidateImages(request);
 }
 
 Status EngineCore::Add(RequestId id, Request request) {
   GLINT_RETURN_IF_ERROR(Validate(request));
   if (requests_.count(id) != 0) return InvalidArgument("request id ", id, " is already in use");
+  const int64_t length = static_cast<int64_t>(request.prompt.size());
+  const bool imported = request.imported != nullptr;
+  SequenceId leased = -1;
+  if (imported) {  // the leased memory takes the snapshot; sample 0 is that sequence
+    const auto lease = leases_.find(request.lease);
+    if (lease == leases_.end()) {
+      return FailedPrecondition("lease ", request.lease, " is unknown or expired: the transferred state came too late");
+    }
+    if (lease->second.tokens != length) {
+      return InvalidArgument("lease ", request.lease, " holds memory for ", lease->second.tokens,
+                             " positions, the prompt has ", length);
+    }
+    leased = lease->second.sequence;
+    leases_.erase(lease);
+    CopySnapshotIn(leased, *request.imported);
+  }
   const double now = Now();
   RequestRecord& record = requests_[id];
-  const int64_t length = static_cast<int64_t>(request.prompt.size());
   record.max_tokens = request.stop.max_tokens > 0 ? request.stop.max_tokens : capacity_.max_model_len - length;
   const uint64_t seed = request.seeded ? request.sampling.seed : std::random_device{}();
   const int64_t arrival = next_arrival_++;
@@ -184,7 +200,7 @@ Status EngineCore::Add(RequestId id, Request request) {
   }
   std::vector<int32_t> keys = ImageKeyTokens(request, record.images);
   for (int64_t index = 0; index < request.n; ++index) {
-    const SequenceId sequence = next_sequence_++;
+    const SequenceId sequence = index == 0 && imported ? leased : next_sequence_++;
     SamplingParams params = request.sampling;
     params.seed = SampleSeed(seed, index);
     Sample sample{id,
@@ -203,9 +219,11 @@ Status EngineCore::Add(RequestId id, Request request) {
     samples_.emplace(sequence, std::move(sample));
     record.samples.push_back(sequence);
     // Sample 0 computes the prompt; the others start as copies of it once it has (n > 1 computes it once).
-    if (index == 0) {
-      scheduler_->Add(sequence, request.prompt, arrival, keys,
-                      request.batch ? SequencePriority::kBatch : SequencePriority::kOnline);
+    const SequencePriority priority = request.batch ? SequencePriority::kBatch : SequencePriority::kOnline;
+    if (index == 0 && imported) {
+      scheduler_->Import(sequence, request.prompt, arrival, keys, priority);
+    } else if (index == 0) {
+      scheduler_->Add(sequence, request.prompt, arrival, keys, priority);
     } else {
       scheduler_->AddChild(sequence, record.samples.front(), arrival);
     }
@@ -214,6 +232,7 @@ Status EngineCore::Add(RequestId id, Request request) {
   counters_.prompt_tokens += length;
   request.prompt.clear();
   record.request = std::move(request);
+  if (imported) StartImported(leased);
   return Status::Ok();
 }
 
@@ -310,6 +329,15 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
   Sample& sample = samples_.at(id);
   const RequestRecord& record = requests_.at(sample.request);
   const Request& request = record.request;
+  if (token == kExportToken) {
+    RequestOutput output;
+    output.request = sample.request;
+    output.index = sample.index;
+    output.time = Now();
+    output.snapshot = TakeSnapshot(id, emission.logits);
+    FinishSample(id, FinishReason::kStop, std::move(output), outputs);
+    return;
+  }
   ++sample.generated;
   ++counters_.generated_tokens;
   const double now = Now();
@@ -381,6 +409,7 @@ void EngineCore::FailMtpSequences(const std::vector<std::pair<SequenceId, Status
 
 Status EngineCore::Step() {
   Stopwatch step_clock;
+  ExpireLeases();
   StepWork step;
   step.plan = scheduler_->Schedule();
   BindScheduled(step.plan);
@@ -537,7 +566,8 @@ void EngineCore::ChooseNextTokens(StepWork& step) {
   const std::vector<ScheduledChunk>& chunks = step.plan.chunks;
   std::vector<size_t> plain;
   for (size_t i = 0; i < chunks.size(); ++i) {
-    if (chunks[i].samples && chunks[i].draft == 0 && !samples_.at(chunks[i].id).matcher) plain.push_back(i);
+    const Sample& sample = samples_.at(chunks[i].id);
+    if (chunks[i].samples && chunks[i].draft == 0 && !sample.matcher && !Exports(sample)) plain.push_back(i);
   }
   std::vector<int32_t> chosen(chunks.size(), -1);
   WorkerPool* pool = model_.worker_pool();
@@ -556,6 +586,10 @@ void EngineCore::ChooseNextTokens(StepWork& step) {
 void EngineCore::ChooseChunkTokens(ScheduledChunk& chunk, std::span<const float> logits,
                                    std::vector<Emission>& emissions, int32_t chosen) {
   Sample& sample = samples_.at(chunk.id);
+  if (Exports(sample)) {  // a prefill for another engine: no token here, the state goes out (EmitToken)
+    emissions.push_back({chunk.id, kExportToken, logits});
+    return;
+  }
   if (chunk.draft == 0) {
     ClearDraft(chunk.id);  // a draft the scheduler had no room to verify is dropped
     const int32_t token = chosen >= 0 ? chosen : ChooseToken(sample, logits);
@@ -628,18 +662,8 @@ Status EngineCore::ForkWaitingSamples(StepWork& step) {
     const SequenceInfo& info = scheduler_->Get(chunk.id);
     if (info.computed != info.prompt_length) continue;
     const EntryOutput& result = step.results[i];
-    std::vector<Emission> forked;
-    for (SequenceId child : scheduler_->Children(chunk.id)) {
-      if (!scheduler_->Fork(child)) continue;     // no memory now: it computes its prompt itself later
-      Bind(child, mtp ? info.computed - 1 : -1);  // the MTP pair of the last prompt position is the child's own
-      Sample& sample = samples_.at(child);
-      sample.timings.first_scheduled = Now();
-      sample.timings.cached_prompt_tokens = info.prompt_length;
-      const int32_t token = ChooseToken(sample, result.logits);
-      Append(child, token);
-      forked.push_back({child, token, result.logits});
-      step.children_work.push_back({child, result.hidden, chunk.start});
-    }
+    const std::vector<Emission> forked =
+        ForkChildren(chunk.id, result.logits, result.hidden, chunk.start, step.children_work);
     step.emissions[i].insert(step.emissions[i].begin(), forked.begin(), forked.end());
   }
   if (mtp) {
@@ -651,13 +675,36 @@ Status EngineCore::ForkWaitingSamples(StepWork& step) {
       if (samples_.count(w.id) != 0) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, 0, 0));
     }
   }
-  for (const MtpWork& w : step.children_work) {
+  CommitChildren(step.children_work);
+  return Status::Ok();
+}
+
+std::vector<EngineCore::Emission> EngineCore::ForkChildren(SequenceId parent, std::span<const float> logits,
+                                                           std::span<const float> hidden, int64_t start,
+                                                           std::vector<MtpWork>& children_work) {
+  const SequenceInfo& info = scheduler_->Get(parent);
+  std::vector<Emission> forked;
+  for (SequenceId child : scheduler_->Children(parent)) {
+    if (!scheduler_->Fork(child)) continue;               // no memory now: it computes its prompt itself later
+    Bind(child, speculative() ? info.computed - 1 : -1);  // the MTP pair of the last prompt position is its own
+    Sample& sample = samples_.at(child);
+    sample.timings.first_scheduled = Now();
+    sample.timings.cached_prompt_tokens = info.prompt_length;
+    const int32_t token = ChooseToken(sample, logits);
+    Append(child, token);
+    forked.push_back({child, token, logits});
+    children_work.push_back({child, hidden, start});
+  }
+  return forked;
+}
+
+void EngineCore::CommitChildren(const std::vector<MtpWork>& children_work) {
+  for (const MtpWork& w : children_work) {
     if (samples_.count(w.id) == 0) continue;
     const SequenceInfo& child = scheduler_->Get(w.id);
     memory_->Commit(w.id, scheduler_->Keys(w.id),
                     child.computed);  // with the MTP rows written, its blocks may be cached
   }
-  return Status::Ok();
 }
 
 void EngineCore::EmitTokens(StepWork& step) {

@@ -90,6 +90,21 @@ class EngineCore {
   // Finishes every request with an error (the engine is stopping or broken).
   void FailAll(const std::string& message, FinishReason reason = FinishReason::kError);
 
+  // Prefill/decode disaggregation (docs/disaggregation.md). Reserves a slot and the blocks of a sequence of
+  // `tokens` positions whose state will arrive from another engine (Request::imported with this lease), for at
+  // most `seconds` on the engine clock: past that ExpireLeases frees it. `lease` is the caller's unique id.
+  // ResourceExhausted when the memory is not free now; InvalidArgument for a prompt that cannot be served.
+  Status Lease(uint64_t lease, int64_t tokens, double seconds);
+  // Frees a lease (unknown ids are ignored: it expired or was used).
+  void ReleaseLease(uint64_t lease);
+  // Frees the leases whose time is up (Step calls it too); how many.
+  int64_t ExpireLeases();
+  int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
+  // Positions of `prompt` a new sequence would restore from the prefix cache in memory now (no side effects).
+  int64_t CachedPrefix(std::span<const int32_t> prompt) const;
+  // Seconds until the next lease expires (nullopt: none), for a thread that waits for work.
+  std::optional<double> SecondsToNextExpiry() const;
+
   bool HasWork() const { return !requests_.empty(); }
   // One step. A model failure finishes the requests of the batch with kError and is not returned; an error here
   // means the engine itself is inconsistent.
@@ -183,6 +198,23 @@ class EngineCore {
     std::vector<std::vector<int32_t>> image_indices;      // [chunks][rows] token indices taking image rows
     std::vector<std::vector<float>> image_rows;           // [chunks][rows, D]
   };
+  // Disaggregation: the state after the prompt as a snapshot (export_state), and the imported request's start:
+  // its snapshot copied into the leased memory, its first token drawn (and its n − 1 siblings forked) and handed
+  // out at once.
+  std::shared_ptr<const SequenceSnapshot> TakeSnapshot(SequenceId id, std::span<const float> logits) const;
+  Status ValidateImport(const Request& request) const;
+  void StartImported(SequenceId id);
+  // The waiting samples of `parent` start as copies of it and draw their first token from `logits`; their MTP
+  // pairs (with `hidden` rows from `start`) go to `children_work`.
+  std::vector<Emission> ForkChildren(SequenceId parent, std::span<const float> logits, std::span<const float> hidden,
+                                     int64_t start, std::vector<MtpWork>& children_work);
+  // Commits the forked children's positions (their full blocks may join the prefix cache).
+  void CommitChildren(const std::vector<MtpWork>& children_work);
+  // The leased sequence's slot and blocks take the snapshot's bytes (sizes checked by ValidateImport).
+  void CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot);
+  bool Exports(const Sample& sample) const { return requests_.at(sample.request).request.export_state; }
+  // Emission::token of an export: the state goes out instead of a token.
+  static constexpr int32_t kExportToken = -1;
   // Images (engine_images.cc). The checks of a request's images against the prompt and the tower.
   Status ValidateImages(const Request& request) const;
   // The prefix-cache keys of a prompt with images (Scheduler::Add): each placeholder position gets a value from its
@@ -275,6 +307,12 @@ class EngineCore {
   EngineMirror* mirror_ = nullptr;  // the model's (multi-rank leader), told of the pools and of every copy
   int64_t mirror_pools_ = -1;
   EngineMetrics counters_;  // the cumulative fields
+  struct LeaseRecord {
+    SequenceId sequence = 0;
+    int64_t tokens = 0;
+    double deadline = 0;  // engine clock
+  };
+  std::map<uint64_t, LeaseRecord> leases_;
 };
 
 }  // namespace glint

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -56,6 +57,16 @@ struct SequenceTimings {
   int64_t preemptions = 0;
 };
 
+// The state of a sequence after its whole prompt, as one engine hands it to another (prefill/decode
+// disaggregation, docs/disaggregation.md): the bytes exactly as they sit in the first engine's memory, so both
+// engines must have the same cache layout (the transfer plane checks its fingerprint).
+struct SequenceSnapshot {
+  int64_t tokens = 0;             // positions computed: the prompt's length
+  std::vector<std::byte> slot;    // the slot (KDA conv and recurrent state, indexer filling pools): slot_bytes
+  std::vector<std::byte> blocks;  // the blocks covering positions < tokens, in order: ⌈tokens / block⌉ × block_bytes
+  std::vector<float> logits;      // [V] the raw logits of the last prompt position
+};
+
 struct RequestOutput {
   RequestId request = 0;
   int64_t index = 0;                   // which of the n samples
@@ -69,6 +80,7 @@ struct RequestOutput {
   std::string stop_string;                           // kStop by a stop string: which one
   std::optional<SequenceTimings> timings;            // on the sample's last output
   bool request_finished = false;                     // this was the last output of the whole request (all n samples)
+  std::shared_ptr<const SequenceSnapshot> snapshot;  // Request::export_state: on the (only) output
 };
 
 // An output sink. OnOutput runs on the engine thread, in order, once per step in which the sequence produced
@@ -101,6 +113,14 @@ struct Request {
   std::shared_ptr<RequestSink> sink;
   // A batch job's request (docs/batch.md): scheduled after online ones, preempted first (scheduler.h).
   bool batch = false;
+  // Prefill/decode disaggregation (docs/disaggregation.md). export_state: compute the prompt only; the one output
+  // carries the snapshot of the state after it (finish reason stop, no token) and the prompt stays in the prefix
+  // cache. imported: the state after the prompt, computed elsewhere, goes into the memory reserved by `lease`
+  // (EngineCore::Lease); the first token is sampled from its logits here, so penalties, grammar, seed and
+  // logprobs all behave as if the prompt had been computed here.
+  bool export_state = false;
+  std::shared_ptr<const SequenceSnapshot> imported;
+  uint64_t lease = 0;
 };
 
 // A sink that queues outputs for the thread that waits on them (an HTTP handler).

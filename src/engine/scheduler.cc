@@ -20,8 +20,8 @@ const SequenceInfo& Scheduler::Get(SequenceId id) const {
   return found->second;
 }
 
-void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
-                    SequencePriority priority) {
+SequenceInfo& Scheduler::NewSequence(SequenceId id, std::vector<int32_t> prompt, int64_t arrival,
+                                     std::vector<int32_t> keys, SequencePriority priority) {
   GLINT_CHECK(!Contains(id) && !prompt.empty() && (keys.empty() || keys.size() == prompt.size())) << "sequence " << id;
   SequenceInfo& sequence = sequences_[id];
   sequence.id = id;
@@ -30,7 +30,12 @@ void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival,
   sequence.tokens = std::move(prompt);
   sequence.keys = std::move(keys);
   sequence.priority = priority;
-  waiting_.insert(KeyOf(sequence));
+  return sequence;
+}
+
+void Scheduler::Add(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
+                    SequencePriority priority) {
+  waiting_.insert(KeyOf(NewSequence(id, std::move(prompt), arrival, std::move(keys), priority)));
 }
 
 void Scheduler::AddChild(SequenceId id, SequenceId parent, int64_t arrival) {
@@ -248,6 +253,29 @@ void Scheduler::Finish(SequenceId id) {
   sequences_.erase(id);
 }
 
+bool Scheduler::Lease(SequenceId id, int64_t tokens) {
+  GLINT_CHECK(!Contains(id) && leased_.count(id) == 0 && tokens > 0) << "sequence " << id;
+  if (!memory_.Admit(id, {}, PrefixMatch{}, tokens)) return false;
+  leased_.insert(id);
+  return true;
+}
+
+void Scheduler::Import(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
+                       SequencePriority priority) {
+  GLINT_CHECK(leased_.count(id) != 0) << "sequence " << id << " is not leased";
+  leased_.erase(id);
+  SequenceInfo& sequence = NewSequence(id, std::move(prompt), arrival, std::move(keys), priority);
+  sequence.status = SequenceStatus::kRunning;
+  sequence.computed = sequence.prompt_length;
+  sequence.admitted_before = true;
+  running_.insert(KeyOf(sequence));
+  memory_.Commit(id, Keys(id), sequence.computed);
+}
+
+void Scheduler::ReleaseLease(SequenceId id) {
+  if (leased_.erase(id) != 0) memory_.Free(id);
+}
+
 Status Scheduler::CheckIntegrity() const {
   if (running_.size() + waiting_.size() + children_.size() != sequences_.size()) {
     return InternalError("scheduler: ", running_.size(), " running + ", waiting_.size(), " waiting + ",
@@ -284,8 +312,12 @@ Status Scheduler::CheckIntegrity() const {
   GLINT_RETURN_IF_ERROR(check(running_, SequenceStatus::kRunning));
   GLINT_RETURN_IF_ERROR(check(waiting_, SequenceStatus::kWaiting));
   GLINT_RETURN_IF_ERROR(check(children_, SequenceStatus::kWaitingForParent));
-  if (memory_.num_live() != num_running()) {
-    return InternalError("scheduler: ", memory_.num_live(), " live sequences in memory, ", num_running(), " running");
+  for (SequenceId id : leased_) {
+    if (!memory_.IsLive(id) || Contains(id)) return InternalError("scheduler: leased sequence ", id, " is not held");
+  }
+  if (memory_.num_live() != num_running() + num_leased()) {
+    return InternalError("scheduler: ", memory_.num_live(), " live sequences in memory, ", num_running(),
+                         " running and ", num_leased(), " leased");
   }
   return memory_.CheckIntegrity();
 }

@@ -123,6 +123,19 @@ class Scheduler {
   // Frees the sequence's memory and forgets it.
   void Finish(SequenceId id);
 
+  // Disaggregated serving (docs/disaggregation.md): memory for a sequence whose state arrives from another engine.
+  // A slot and the blocks covering `tokens` positions, held outside every queue (nothing is scheduled for it)
+  // until Import or ReleaseLease. False, changing nothing, when the pools cannot provide them now.
+  bool Lease(SequenceId id, int64_t tokens);
+  // The leased sequence, whose memory now holds the state after `prompt`, becomes a running sequence with every
+  // prompt position computed (its full blocks join the prefix cache). The caller appends its first token before
+  // the next step or integrity check.
+  void Import(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
+              SequencePriority priority);
+  // Frees a lease that will not be imported.
+  void ReleaseLease(SequenceId id);
+  int64_t num_leased() const { return static_cast<int64_t>(leased_.size()); }
+
   bool Contains(SequenceId id) const { return sequences_.count(id) != 0; }
   const SequenceInfo& Get(SequenceId id) const;
   std::vector<SequenceId> Children(SequenceId parent) const;  // waiting for `parent`, in arrival order
@@ -141,6 +154,9 @@ class Scheduler {
   using Order = std::set<OrderKey>;
   static OrderKey KeyOf(const SequenceInfo& sequence) { return {sequence.priority, sequence.arrival, sequence.id}; }
   SequenceInfo& Mutable(SequenceId id);
+  // A sequence's record (not in any queue yet).
+  SequenceInfo& NewSequence(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
+                            SequencePriority priority);
   // Tokens a running sequence can cover from `computed` with its blocks plus the free ones.
   int64_t Coverable(const SequenceInfo& sequence) const;
   void Preempt(SequenceId id, StepPlan& plan, int64_t& budget);
@@ -160,6 +176,7 @@ class Scheduler {
 
   ImageCost image_cost_;
   Order running_, waiting_, children_;
+  std::set<SequenceId> leased_;  // live in memory, not scheduled: their state is being transferred
   int64_t preemptions_ = 0;
 };
 

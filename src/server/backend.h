@@ -80,6 +80,11 @@ struct GenerationRequest {
   std::shared_ptr<const grammar::CompiledGrammar> grammar;
   std::shared_ptr<GenerationSink> sink;
   bool batch = false;  // a batch job's request: lower priority in the engine's scheduler (docs/batch.md)
+  // Prefill/decode disaggregation (docs/disaggregation.md), from the router's headers on a decode server: the
+  // prefill server's transfer address "host:port" (empty: prefill here), and the prompt length below which this
+  // server prefills locally anyway (−1: its default).
+  std::string prefill_from;
+  int64_t local_prefill_below = -1;
 };
 
 // A snapshot for /metrics and admission. Cumulative counters only grow.
@@ -107,6 +112,11 @@ struct BackendMetrics {
   // Images of submitted requests and their tokens; those the tower ran for (a prefix-cache hit skips it).
   int64_t images = 0, image_tokens = 0, images_encoded = 0, image_tokens_encoded = 0;
   double vision_seconds = 0;
+  // Prefill/decode disaggregation (a decode server; 0 otherwise): states that arrived from a prefill server, their
+  // bytes and transfer time, prompts prefilled here instead (short, images, no lease, or a failed transfer), and
+  // failed transfers.
+  int64_t pd_transfers = 0, pd_transfer_bytes = 0, pd_local_prefills = 0, pd_transfer_failures = 0;
+  double pd_transfer_seconds = 0;
 };
 
 // What /health reports (docs/server.md "Health").

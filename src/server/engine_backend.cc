@@ -1,5 +1,9 @@
 #include "server/engine_backend.h"
 
+#include <chrono>
+
+#include "base/log.h"
+
 namespace glint::server {
 namespace {
 
@@ -82,7 +86,48 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   converted.grammar = std::move(request.grammar);
   converted.batch = request.batch;
   converted.sink = std::make_shared<SinkAdapter>(std::move(request.sink));
-  return engine_.Submit(std::move(converted));
+  if (decode_ && !request.prefill_from.empty()) GLINT_RETURN_IF_ERROR(ImportState(request, converted));
+  const uint64_t lease = converted.lease;
+  Result<GenerationId> id = engine_.Submit(std::move(converted));
+  if (!id.ok() && lease != 0) engine_.ReleaseLease(lease);
+  return id;
+}
+
+Status EngineBackend::ImportState(const GenerationRequest& request, Request& converted) {
+  const int64_t length = static_cast<int64_t>(converted.prompt.size());
+  const int64_t below = request.local_prefill_below >= 0 ? request.local_prefill_below : decode_->local_prefill_below;
+  const auto local = [&](const std::string& why) {
+    ++pd_local_;
+    LogInfo("pd: prefilling a ", length, "-token prompt here: ", why);
+    return Status::Ok();
+  };
+  if (length < below) return local(StrCat("shorter than ", below, " tokens"));
+  if (!request.images.empty()) return local("prompts with images are not transferred yet");
+  // A request the engine would refuse is refused before a prefill server works for it.
+  GLINT_RETURN_IF_ERROR(engine_.Validate(converted));
+  const TransferTimeouts& t = decode_->timeouts;
+  // The lease outlives every deadline of the transfer, so that it is the transfer that fails first.
+  Result<uint64_t> lease =
+      engine_.Lease(converted.prompt, t.connect_seconds + t.prefill_seconds + 6 * t.io_seconds, below);
+  if (!lease.ok()) return local(lease.status().message());
+  const auto started = std::chrono::steady_clock::now();
+  Result<SequenceSnapshot> state = FetchState(request.prefill_from, converted.prompt, decode_->layout, t);
+  if (!state.ok()) {
+    engine_.ReleaseLease(*lease);
+    ++pd_failures_;
+    if (decode_->fail_without_prefill) {
+      return Unavailable(state.status().message(), " (--pd-fallback fail: not prefilled here)");
+    }
+    LogWarning("pd: ", state.status().message(), "; prefilling locally");
+    return local("the transfer failed");
+  }
+  pd_nanoseconds_ +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
+  ++pd_transfers_;
+  pd_bytes_ += static_cast<int64_t>(state->slot.size() + state->blocks.size() + state->logits.size() * sizeof(float));
+  converted.imported = std::make_shared<const SequenceSnapshot>(std::move(state).value());
+  converted.lease = *lease;
+  return Status::Ok();
 }
 
 BackendHealth EngineBackend::Health() const {
@@ -133,6 +178,11 @@ BackendMetrics EngineBackend::Metrics() const {
   out.images_encoded = m.images_encoded;
   out.image_tokens_encoded = m.image_tokens_encoded;
   out.vision_seconds = m.vision_seconds;
+  out.pd_transfers = pd_transfers_.load();
+  out.pd_transfer_bytes = pd_bytes_.load();
+  out.pd_local_prefills = pd_local_.load();
+  out.pd_transfer_failures = pd_failures_.load();
+  out.pd_transfer_seconds = static_cast<double>(pd_nanoseconds_.load()) * 1e-9;
   return out;
 }
 

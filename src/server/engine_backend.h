@@ -2,15 +2,33 @@
 // field; the engine's own thread runs the model, its sinks hand outputs to the server's sessions.
 #pragma once
 
+#include <atomic>
+#include <optional>
+
 #include "engine/engine.h"
 #include "server/backend.h"
+#include "server/state_transfer.h"
 
 namespace glint::server {
 
+// The decode role of prefill/decode disaggregation (docs/disaggregation.md).
+struct DecodeRole {
+  TransferLayout layout;  // this engine's
+  TransferTimeouts timeouts;
+  int64_t local_prefill_below = 0;    // prompts shorter than this prefill here (a request's header can change it)
+  bool fail_without_prefill = false;  // --pd-fallback fail: a failed transfer fails the request (else: local prefill)
+};
+
+// A prompt below this many tokens is prefilled on the decode server by default (X-Glint-Local-Prefill-Below and the
+// router's --local-prefill-below change it): below it, moving the state costs more than computing it. A first
+// estimate, not yet measured on a quiet machine (docs/disaggregation.md "When it pays").
+inline constexpr int64_t kDefaultLocalPrefillBelow = 256;
+
 class EngineBackend final : public GenerationBackend {
  public:
-  // `engine` must outlive the backend.
-  explicit EngineBackend(Engine& engine) : engine_(engine) {}
+  // `engine` must outlive the backend. `decode`: this server decodes for prefill servers (null: it does not).
+  explicit EngineBackend(Engine& engine, std::optional<DecodeRole> decode = std::nullopt)
+      : engine_(engine), decode_(std::move(decode)) {}
 
   Result<GenerationId> Submit(GenerationRequest request) override;
   void Cancel(GenerationId id) override { engine_.Cancel(id); }
@@ -20,7 +38,13 @@ class EngineBackend final : public GenerationBackend {
   int64_t max_running_sequences() const override { return engine_.capacity().num_slots; }
 
  private:
+  // A request that names a prefill server: the state fetched into a lease, or the reason it is prefilled here
+  // (counted and logged); an error only with --pd-fallback fail.
+  Status ImportState(const GenerationRequest& request, Request& converted);
+
   Engine& engine_;
+  std::optional<DecodeRole> decode_;
+  std::atomic<int64_t> pd_transfers_{0}, pd_bytes_{0}, pd_local_{0}, pd_failures_{0}, pd_nanoseconds_{0};
 };
 
 }  // namespace glint::server

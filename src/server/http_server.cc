@@ -1,6 +1,7 @@
 #include "server/http_server.h"
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <ctime>
 #include <thread>
@@ -24,6 +25,12 @@ namespace glint::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// A whole decimal integer (a header's value).
+bool ParseInt64(std::string_view text, int64_t& value) {
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return error == std::errc() && end == text.data() + text.size();
+}
 
 // Anthropic's Messages API (anthropic_request.h): its errors have Anthropic's shape, whatever produced them.
 bool IsMessagesPath(std::string_view path) {
@@ -273,7 +280,33 @@ class HttpServer::Impl final : public HttpHandler {
                               " s (one step running; --health-stall-seconds ", options_.health_stall_seconds, ") with ",
                               health.requests_queued, " requests running or waiting"));
     }
-    ReplyJson(res, 200, {{"status", "ok"}});
+    Json body = {{"status", "ok"}, {"role", options_.role}};
+    if (options_.role == "prefill") body["transfer_port"] = options_.transfer_port;
+    ReplyJson(res, 200, body);
+  }
+
+  // The router's headers on a decode server (docs/disaggregation.md): which prefill server computes the prompt,
+  // and below which length this server computes it itself. Malformed values are the client's error (400).
+  std::optional<ApiError> ApplyPrefillHeaders(const HttpRequest& req, GenerationRequest& request) const {
+    if (options_.role != "decode") return std::nullopt;
+    const std::string_view from = req.Header("X-Glint-Prefill");
+    if (!from.empty()) {
+      const size_t colon = from.rfind(':');
+      int64_t port = 0;
+      const bool valid = colon != std::string_view::npos && colon > 0 && colon + 1 < from.size() &&
+                         ParseInt64(from.substr(colon + 1), port) && port > 0 && port < 65536;
+      if (!valid) {
+        return BadRequest(StrCat("the X-Glint-Prefill header is '", from.substr(0, 100),
+                                 "'; expected host:port (a prefill server's transfer address)"));
+      }
+      request.prefill_from = std::string(from);
+    }
+    const std::string_view below = req.Header("X-Glint-Local-Prefill-Below");
+    if (!below.empty() && (!ParseInt64(below, request.local_prefill_below) || request.local_prefill_below < 0)) {
+      return BadRequest(
+          StrCat("the X-Glint-Local-Prefill-Below header is '", below.substr(0, 100), "'; expected a token count ≥ 0"));
+    }
+    return std::nullopt;
   }
 
   // `Authorization: Bearer KEY`, or Anthropic clients' `x-api-key: KEY`.
@@ -470,6 +503,7 @@ class HttpServer::Impl final : public HttpHandler {
            std::unique_ptr<ResponseFormatter> formatter, Clock::time_point arrival, const SamplingFields& fields) {
     const std::string_view path = req.path;
     prepared.request.batch = req.batch_job;
+    if (auto error = ApplyPrefillHeaders(req, prepared.request)) return ReplyError(res, *error, path);
     auto session = std::make_shared<GenerationSession>(backend_, registry_, &metrics_, std::move(formatter), arrival);
     session->set_keep_alive_interval(options_.stream_keep_alive);
     std::vector<GenerationRequest> requests;
@@ -703,6 +737,7 @@ class HttpServer::Impl final : public HttpHandler {
       request.logprobs = completion.logprobs ? *completion.logprobs : -1;
       request.grammar = grammar;
       request.batch = req.batch_job;
+      if (auto error = ApplyPrefillHeaders(req, request)) return fail(*error);
       if (options_.log_prompts) LogInfo("prompt: ", input.is_tokens ? tokenizer_.Decode(input.tokens) : input.text);
       requests.push_back(std::move(request));
     }

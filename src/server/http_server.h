@@ -51,6 +51,11 @@ struct ServerOptions {
   // /health answers 503 "stalled" when one engine step has run this long (a blocked read, a hung model) with
   // requests queued (--health-stall-seconds).
   double health_stall_seconds = 60;
+  // Prefill/decode disaggregation (docs/disaggregation.md): /health reports the role ("both", "prefill", "decode")
+  // and a prefill server's transfer port; a decode server takes the router's X-Glint-Prefill and
+  // X-Glint-Local-Prefill-Below headers (other roles ignore them).
+  std::string role = "both";
+  int transfer_port = 0;
   bool log_requests = true;  // one line per request; never the prompt text unless log_prompts
   bool log_prompts = false;
   bool webui = true;  // the chat page at / (webui.h); --no-webui turns it off

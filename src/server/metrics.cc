@@ -156,6 +156,24 @@ void RenderImages(Writer& w, const BackendMetrics& backend) {
   w.Single("glint_vision_seconds_total", "counter", "Time in the vision tower.", "", backend.vision_seconds);
 }
 
+// Prefill/decode disaggregation on a decode server (docs/disaggregation.md); all 0 on other roles. Named as the
+// router's contract has them (glint:pd_*).
+void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
+  w.Single("glint:pd_transfers_total", "counter", "Prompt states that arrived from a prefill server.", "",
+           static_cast<double>(b.pd_transfers));
+  w.Single("glint:pd_transfer_bytes_total", "counter", "Bytes of those states (slot, blocks, logits).", "",
+           static_cast<double>(b.pd_transfer_bytes));
+  w.Single("glint:pd_transfer_seconds_total", "counter",
+           "Time from asking a prefill server to holding the state (its prefill included).", "", b.pd_transfer_seconds);
+  w.Single("glint:pd_local_prefills_total", "counter",
+           "Requests naming a prefill server that were prefilled here (short prompt, images, no memory to lease, or a "
+           "failed transfer).",
+           "", static_cast<double>(b.pd_local_prefills));
+  w.Single("glint:pd_transfer_failures_total", "counter",
+           "Transfers that failed (the server died, stalled or refused).", "",
+           static_cast<double>(b.pd_transfer_failures));
+}
+
 // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens
 // = tokens proposed, accepted = drafted tokens the model kept, per draft position. All 0 when speculation is off
 // (position 0 is still written, so that tools that read it find it).
@@ -281,6 +299,7 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   RenderServer(totals, out);
   RenderEngine(w, backend);
   RenderImages(w, backend);
+  RenderDisaggregation(w, backend);
   RenderSpecDecode(w, backend, "glint_", "");
   RenderGrammarCache(w);
   // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----

@@ -6,7 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "base/worker_pool.h"
 #include "engine/sampling.h"
+#include "fast/fast_model.h"
 #include "test_util.h"
 
 namespace glint::testing {
@@ -145,6 +147,12 @@ void ExpectPoolsAtStart(const EngineCore& core) {
   EXPECT_EQ(core.memory().block_pool().num_free(), stats.blocks_total);
   EXPECT_EQ(core.scheduler().num_running() + core.scheduler().num_waiting(), 0);
   EXPECT_OK(core.CheckIntegrity());
+}
+
+std::unique_ptr<Model> LoadPathModel(const PathCase& c, std::unique_ptr<WorkerPool>& pool) {
+  if (!c.fast) return ReferenceModel::Load(ModelDir(c.model)).value();
+  pool = std::make_unique<WorkerPool>(2);
+  return FastModel::Load(ModelDir(c.model), *pool).value();
 }
 
 std::string PathCaseName(const ::testing::TestParamInfo<PathCase>& info) {

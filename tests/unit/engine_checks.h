@@ -62,6 +62,8 @@ struct PathCase {
   std::string model;
   bool fast = false;
 };
+// Loads the case's model: the fast path on a pool of 2 workers made into `pool`, or the reference.
+std::unique_ptr<Model> LoadPathModel(const PathCase& c, std::unique_ptr<WorkerPool>& pool);
 // Its GoogleTest parameter name: "tiny_dense_reference", "glint_tiny_fast".
 std::string PathCaseName(const ::testing::TestParamInfo<PathCase>& info);
 

@@ -300,12 +300,7 @@ const Fixture& FixtureFor(const EngineCase& c) {
   std::unique_ptr<Fixture>& fixture = fixtures[{c.model, c.fast}];
   if (fixture == nullptr) {
     fixture = std::make_unique<Fixture>();
-    if (c.fast) {
-      fixture->pool = std::make_unique<WorkerPool>(2);
-      fixture->model = FastModel::Load(ModelDir(c.model), *fixture->pool).value();
-    } else {
-      fixture->model = ReferenceModel::Load(ModelDir(c.model)).value();
-    }
+    fixture->model = testing::LoadPathModel(c, fixture->pool);
     fixture->prompts = PromptsFor(c.model, fixture->model->config());
     for (const Tokens& prompt : fixture->prompts) {
       fixture->expected.push_back(GreedyOracle(*fixture->model, prompt, kGenerated));

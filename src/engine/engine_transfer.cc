@@ -1,0 +1,145 @@
+// Prefill/decode disaggregation in the engine (docs/disaggregation.md): a prefill engine exports the state of a
+// sequence after its prompt, a decode engine leases memory for it, copies it in and samples the first token from
+// the transferred logits. The bytes are the cache layout's own, so both engines must share it; the transfer plane
+// (server/state_transfer.h) checks that with a fingerprint and checksums before anything reaches Add.
+#include <algorithm>
+#include <cstring>
+
+#include "base/log.h"
+#include "engine/engine_core.h"
+
+namespace glint {
+
+Status EngineCore::ValidateImport(const Request& request) const {
+  if (!request.export_state && request.imported == nullptr) return Status::Ok();
+  if (request.export_state && request.imported != nullptr) {
+    return InvalidArgument("a request cannot both export its prompt's state and import it");
+  }
+  if (speculative()) {
+    return Unimplemented(
+        "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's "
+        "cache rows are not part of the transferred state)");
+  }
+  if (mirror_ != nullptr) {
+    return Unimplemented(
+        "prefill/decode disaggregation under several ranks (--tp/--ep) is not supported yet (each "
+        "rank holds part of the state)");
+  }
+  const int64_t length = static_cast<int64_t>(request.prompt.size());
+  if (request.export_state) {
+    if (request.n != 1) return InvalidArgument("an export of the prompt's state has n = 1; got n = ", request.n);
+    return Status::Ok();
+  }
+  const SequenceSnapshot& s = *request.imported;
+  const int64_t vocab = model_.config().vocab_size;
+  const int64_t blocks = (length + capacity_.block_tokens - 1) / capacity_.block_tokens;
+  if (s.tokens != length) {
+    return InvalidArgument("the transferred state covers ", s.tokens, " positions, the prompt has ", length);
+  }
+  if (static_cast<int64_t>(s.slot.size()) != capacity_.slot_bytes ||
+      static_cast<int64_t>(s.blocks.size()) != blocks * capacity_.block_bytes ||
+      static_cast<int64_t>(s.logits.size()) != vocab) {
+    return InvalidArgument("the transferred state has ", s.slot.size(), " slot bytes, ", s.blocks.size(),
+                           " block bytes and ", s.logits.size(), " logits; this engine expects ", capacity_.slot_bytes,
+                           ", ", blocks * capacity_.block_bytes, " and ", vocab);
+  }
+  return Status::Ok();
+}
+
+Status EngineCore::Lease(uint64_t lease, int64_t tokens, double seconds) {
+  if (leases_.count(lease) != 0) return InvalidArgument("lease ", lease, " is already in use");
+  if (tokens < 1 || tokens >= capacity_.max_model_len) {
+    return InvalidArgument("a lease for ", tokens, " positions; expected 1 .. ", capacity_.max_model_len - 1);
+  }
+  if (!(seconds > 0)) return InvalidArgument("a lease of ", seconds, " seconds; expected more than 0");
+  const SequenceId sequence = next_sequence_++;
+  if (!scheduler_->Lease(sequence, tokens)) {
+    return ResourceExhausted("no slot or not enough free blocks now for the state of a ", tokens, "-token prompt");
+  }
+  leases_[lease] = {sequence, tokens, Now() + seconds};
+  return Status::Ok();
+}
+
+int64_t EngineCore::CachedPrefix(std::span<const int32_t> prompt) const {
+  return options_.prefix_caching ? memory_->FindPrefix(prompt).tokens : 0;
+}
+
+void EngineCore::ReleaseLease(uint64_t lease) {
+  const auto found = leases_.find(lease);
+  if (found == leases_.end()) return;
+  scheduler_->ReleaseLease(found->second.sequence);
+  leases_.erase(found);
+}
+
+int64_t EngineCore::ExpireLeases() {
+  const double now = Now();
+  int64_t expired = 0;
+  for (auto it = leases_.begin(); it != leases_.end();) {
+    if (it->second.deadline > now) {
+      ++it;
+      continue;
+    }
+    LogWarning("engine: lease ", it->first, " for a ", it->second.tokens,
+               "-token prompt expired before its state arrived; its memory is freed");
+    scheduler_->ReleaseLease(it->second.sequence);
+    it = leases_.erase(it);
+    ++expired;
+  }
+  return expired;
+}
+
+std::optional<double> EngineCore::SecondsToNextExpiry() const {
+  if (leases_.empty()) return std::nullopt;
+  double next = leases_.begin()->second.deadline;
+  for (const auto& [id, lease] : leases_) next = std::min(next, lease.deadline);
+  return std::max(0.0, next - Now());
+}
+
+std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, std::span<const float> logits) const {
+  auto snapshot = std::make_shared<SequenceSnapshot>();
+  snapshot->tokens = scheduler_->Get(id).prompt_length;
+  const std::byte* slot = memory_->Slot(id);
+  snapshot->slot.assign(slot, slot + capacity_.slot_bytes);
+  const int64_t blocks = (snapshot->tokens + capacity_.block_tokens - 1) / capacity_.block_tokens;
+  const std::vector<int32_t>& table = memory_->BlockTable(id);
+  snapshot->blocks.resize(static_cast<size_t>(blocks * capacity_.block_bytes));
+  for (int64_t i = 0; i < blocks; ++i) {
+    std::memcpy(snapshot->blocks.data() + i * capacity_.block_bytes, memory_->block_arena().Item(table[i]),
+                capacity_.block_bytes);
+  }
+  snapshot->logits.assign(logits.begin(), logits.end());
+  return snapshot;
+}
+
+void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot) {
+  std::memcpy(memory_->Slot(id), snapshot.slot.data(), snapshot.slot.size());
+  const std::vector<int32_t>& table = memory_->BlockTable(id);
+  const int64_t blocks = static_cast<int64_t>(snapshot.blocks.size()) / capacity_.block_bytes;
+  for (int64_t i = 0; i < blocks; ++i) {
+    std::memcpy(memory_->block_arena().Item(table[i]), snapshot.blocks.data() + i * capacity_.block_bytes,
+                capacity_.block_bytes);
+  }
+}
+
+void EngineCore::StartImported(SequenceId id) {
+  // As a step whose chunk just ended the prompt: the first token from the prompt's last logits, the siblings
+  // forked from the same logits, then the tokens handed out. The next step feeds that token: the last prompt
+  // position is never computed twice.
+  Bind(id);
+  Sample& sample = samples_.at(id);
+  sample.timings.first_scheduled = Now();
+  const std::span<const float> logits(requests_.at(sample.request).request.imported->logits);
+  const int32_t token = ChooseToken(sample, logits);
+  Append(id, token);
+  std::vector<MtpWork> children_work;
+  std::vector<Emission> emissions = ForkChildren(id, logits, {}, 0, children_work);
+  CommitChildren(children_work);
+  emissions.push_back({id, token, logits});
+  std::vector<RequestOutput> outputs;
+  for (const Emission& emission : emissions) {
+    if (samples_.count(emission.id) != 0) EmitToken(emission, outputs);
+  }
+  Deliver(outputs);
+}
+
+}  // namespace glint

@@ -1,0 +1,338 @@
+#include "server/state_transfer.h"
+
+#include <poll.h>
+
+#include <array>
+#include <boost/asio.hpp>
+#include <chrono>
+#include <cstring>
+#include <list>
+
+#include "base/log.h"
+#include "engine/prefix_disk.h"
+
+namespace glint::server {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+// One TCP connection whose every operation has a deadline: an asynchronous operation run on the connection's own
+// io_context for at most that long; past it the socket is closed and the operation ends with an error.
+class Connection {
+ public:
+  Connection() : socket_(io_) {}
+  tcp::socket& socket() { return socket_; }
+
+  Status Connect(const std::string& host, const std::string& port, double seconds) {
+    tcp::resolver resolver(io_);
+    boost::system::error_code result = asio::error::would_block;
+    resolver.async_resolve(
+        host, port, [&](const boost::system::error_code& ec, const tcp::resolver::results_type& found) {
+          if (ec) {
+            result = ec;
+            return;
+          }
+          asio::async_connect(socket_, found,
+                              [&](const boost::system::error_code& e, const tcp::endpoint&) { result = e; });
+        });
+    return Run(seconds, result, "connect");
+  }
+  Status Write(FrameType type, std::span<const std::byte> body, double seconds) {
+    const std::array<std::byte, kFrameHeaderBytes> header = EncodeFrameHeader(type, body);
+    boost::system::error_code result = asio::error::would_block;
+    const std::array<asio::const_buffer, 2> buffers = {asio::buffer(header), asio::buffer(body.data(), body.size())};
+    asio::async_write(socket_, buffers, [&](const boost::system::error_code& ec, size_t) { result = ec; });
+    return Run(seconds, result, StrCat("send ", FrameName(type)));
+  }
+  Result<FrameHeader> ReadHeader(double seconds) {
+    std::array<std::byte, kFrameHeaderBytes> bytes{};
+    GLINT_RETURN_IF_ERROR(ReadBytes(bytes, seconds, "receive a frame header"));
+    return DecodeFrameHeader(bytes);
+  }
+  // The body of `header` into `out` (its exact size), checked against the header's checksum.
+  Status ReadBody(const FrameHeader& header, std::span<std::byte> out, double seconds) {
+    GLINT_RETURN_IF_ERROR(ReadBytes(out, seconds, StrCat("receive ", FrameName(header.type))));
+    return CheckFrameBody(header, out);
+  }
+  // An ERROR frame's message (bounded), or a description of the unexpected frame.
+  std::string Unexpected(const FrameHeader& header, FrameType wanted, double seconds) {
+    if (header.type != FrameType::kError || header.length > static_cast<uint64_t>(kMaxErrorBytes)) {
+      return StrCat("expected ", FrameName(wanted), ", got ", FrameName(header.type), " of ", header.length, " bytes");
+    }
+    std::string text(header.length, '\0');
+    const Status read = ReadBody(header, std::as_writable_bytes(std::span<char>(text)), seconds);
+    return read.ok() ? text : read.message();
+  }
+
+ private:
+  Status ReadBytes(std::span<std::byte> out, double seconds, const std::string& what) {
+    boost::system::error_code result = asio::error::would_block;
+    asio::async_read(socket_, asio::buffer(out.data(), out.size()),
+                     [&](const boost::system::error_code& ec, size_t) { result = ec; });
+    return Run(seconds, result, what);
+  }
+  Status Run(double seconds, boost::system::error_code& result, const std::string& what) {
+    io_.restart();
+    io_.run_for(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(seconds)));
+    if (result == asio::error::would_block) {
+      boost::system::error_code ignored;
+      socket_.close(ignored);
+      io_.restart();
+      io_.run();  // the cancelled handlers complete (they reference this frame)
+      return Unavailable("could not ", what, " within ", seconds, " s");
+    }
+    if (result) return Unavailable("could not ", what, ": ", result.message());
+    return Status::Ok();
+  }
+
+  asio::io_context io_;
+  tcp::socket socket_;
+};
+
+// The other side's HELLO, checked against ours: a mismatch names both.
+Result<TransferLayout> ReceiveHello(Connection& c, const TransferLayout& ours, double seconds) {
+  GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
+  if (header.type != FrameType::kHello || header.length != kHelloBytes) {
+    return FailedPrecondition(c.Unexpected(header, FrameType::kHello, seconds));
+  }
+  std::array<std::byte, kHelloBytes> body{};
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, body, seconds));
+  GLINT_ASSIGN_OR_RETURN(TransferLayout theirs, DecodeHello(body));
+  if (!theirs.SameBytes(ours)) {
+    return FailedPrecondition("the model or cache layout differs: this server has ", ours.Describe(),
+                              ", the other has ", theirs.Describe());
+  }
+  return theirs;
+}
+
+std::pair<std::string, std::string> SplitAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  if (colon == std::string::npos) return {address, ""};
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return {host, address.substr(colon + 1)};
+}
+
+// Reads a region frame of exactly `out.size()` bytes (checked before the body is read).
+Status ReceiveRegion(Connection& c, FrameType type, std::span<std::byte> out, double seconds) {
+  GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
+  if (header.type != type || header.length != out.size()) {
+    return FailedPrecondition(c.Unexpected(header, type, seconds), " (expected ", out.size(), " bytes)");
+  }
+  return c.ReadBody(header, out, seconds);
+}
+
+Result<SequenceSnapshot> ReceiveState(Connection& c, std::span<const int32_t> prompt, const TransferLayout& layout,
+                                      const TransferTimeouts& t) {
+  GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(t.prefill_seconds));
+  if (header.type != FrameType::kState || header.length != kStateBytes) {
+    return Unavailable(c.Unexpected(header, FrameType::kState, t.io_seconds));
+  }
+  std::array<std::byte, kStateBytes> body{};
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, body, t.io_seconds));
+  GLINT_ASSIGN_OR_RETURN(StateAnnouncement announced, DecodeState(body, static_cast<int64_t>(prompt.size()), layout));
+  SequenceSnapshot s;
+  s.tokens = announced.tokens;
+  s.slot.resize(announced.slot_bytes);
+  s.blocks.resize(announced.block_bytes);
+  s.logits.resize(announced.logits);
+  GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kSlot, s.slot, t.io_seconds));
+  GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kBlocks, s.blocks, t.io_seconds));
+  GLINT_RETURN_IF_ERROR(
+      ReceiveRegion(c, FrameType::kLogits, std::as_writable_bytes(std::span(s.logits)), t.io_seconds));
+  GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kEnd, {}, t.io_seconds));
+  return s;
+}
+
+}  // namespace
+
+TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
+  const CapacityReport& c = engine.capacity();
+  return {PrefixDiskFingerprint(model_fingerprint, engine.layout()),
+          c.slot_bytes,
+          c.block_bytes,
+          c.block_tokens,
+          engine.vocab_size(),
+          c.max_model_len - 1};
+}
+
+Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
+                                    const TransferLayout& layout, const TransferTimeouts& t) {
+  const auto [host, port] = SplitAddress(address);
+  if (host.empty() || port.empty()) return InvalidArgument("the prefill address '", address, "' is not host:port");
+  Connection c;
+  const auto fail = [&](const Status& status) {
+    return Status(status.code(), StrCat("prefill server ", address, ": ", status.message()));
+  };
+  Status step = c.Connect(host, port, t.connect_seconds);
+  if (step.ok()) step = c.Write(FrameType::kHello, EncodeHello(layout), t.io_seconds);
+  Result<TransferLayout> theirs = step.ok() ? ReceiveHello(c, layout, t.io_seconds) : Result<TransferLayout>(step);
+  if (!theirs.ok()) return fail(theirs.status());
+  if (static_cast<int64_t>(prompt.size()) > theirs->max_tokens) {
+    return fail(OutOfRange("takes prompts of at most ", theirs->max_tokens, " tokens; this one has ", prompt.size()));
+  }
+  step = c.Write(FrameType::kPrompt, std::as_bytes(prompt), t.io_seconds);
+  if (!step.ok()) return fail(step);
+  Result<SequenceSnapshot> state = ReceiveState(c, prompt, layout, t);
+  if (!state.ok()) return fail(state.status());
+  return state;
+}
+
+struct TransferServer::Impl {
+  Engine* engine = nullptr;
+  TransferLayout layout;
+  TransferTimeouts timeouts;
+  int max_connections = 8;
+  asio::io_context io;
+  tcp::acceptor acceptor{io};
+  std::atomic<bool> stopping{false};
+  std::atomic<int> active{0};
+  std::thread accept_thread;
+  std::mutex mutex;
+  struct Handler {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<Handler> handlers;  // guarded by mutex; joined when done (AcceptLoop) or at the end
+  std::atomic<int64_t>* transfers = nullptr;
+
+  void AcceptLoop();
+  void Serve(Connection& c);
+  Result<std::shared_ptr<const SequenceSnapshot>> Export(std::vector<int32_t> prompt);
+  Status SendState(Connection& c, const SequenceSnapshot& s);
+};
+
+Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host, int port, Engine& engine,
+                                                              const TransferLayout& layout,
+                                                              const TransferTimeouts& timeouts, int max_connections) {
+  std::unique_ptr<TransferServer> server(new TransferServer());
+  server->impl_ = std::make_unique<Impl>();
+  Impl& impl = *server->impl_;
+  impl.engine = &engine;
+  impl.layout = layout;
+  impl.timeouts = timeouts;
+  impl.max_connections = max_connections;
+  impl.transfers = &server->transfers_;
+  boost::system::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
+  if (ec) return InvalidArgument("the transfer plane's address '", host, "' is not an IP address");
+  const tcp::endpoint endpoint(address, static_cast<uint16_t>(port));
+  impl.acceptor.open(endpoint.protocol(), ec);
+  if (!ec) impl.acceptor.set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) impl.acceptor.bind(endpoint, ec);
+  if (!ec) impl.acceptor.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return Unavailable("cannot listen on ", host, ":", port, " for the transfer plane: ", ec.message());
+  server->port_ = impl.acceptor.local_endpoint().port();
+  impl.accept_thread = std::thread([&impl] { impl.AcceptLoop(); });
+  return server;
+}
+
+TransferServer::~TransferServer() {
+  if (impl_ == nullptr) return;
+  impl_->stopping = true;
+  if (impl_->accept_thread.joinable()) impl_->accept_thread.join();
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  for (Impl::Handler& handler : impl_->handlers) handler.thread.join();
+}
+
+void TransferServer::Impl::AcceptLoop() {
+  // Polls so that the destructor's flag is seen within 200 ms (closing an acceptor another thread blocks in is not
+  // safe with Asio).
+  while (!stopping) {
+    pollfd fd{acceptor.native_handle(), POLLIN, 0};
+    if (::poll(&fd, 1, 200) <= 0) continue;
+    auto connection = std::make_shared<Connection>();
+    boost::system::error_code ec;
+    acceptor.accept(connection->socket(), ec);
+    if (ec) continue;
+    if (active.load() >= max_connections) {
+      const std::string busy = StrCat("busy: ", max_connections, " transfers in flight");
+      (void)connection->Write(FrameType::kError, std::as_bytes(std::span(busy)), 1.0);
+      continue;
+    }
+    ++active;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = handlers.begin(); it != handlers.end();) {  // reap the finished ones
+      if (!it->done->load()) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = handlers.erase(it);
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    handlers.push_back({std::thread([this, connection, done] {
+                          Serve(*connection);
+                          --active;
+                          *done = true;
+                        }),
+                        done});
+  }
+}
+
+Result<std::shared_ptr<const SequenceSnapshot>> TransferServer::Impl::Export(std::vector<int32_t> prompt) {
+  auto queue = std::make_shared<OutputQueue>();
+  Request request;
+  request.prompt = std::move(prompt);
+  request.sampling.temperature = 0;
+  request.stop.max_tokens = 1;
+  request.export_state = true;
+  request.sink = queue;
+  GLINT_ASSIGN_OR_RETURN(RequestId id, engine->Submit(std::move(request)));
+  const auto limit =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(timeouts.prefill_seconds));
+  std::optional<RequestOutput> out = queue->Pop(limit);
+  if (!out) {
+    engine->Cancel(id);
+    return Unavailable("the prefill took longer than ", timeouts.prefill_seconds, " s");
+  }
+  if (out->snapshot == nullptr) return Unavailable("the prefill failed: ", out->error);
+  return out->snapshot;
+}
+
+Status TransferServer::Impl::SendState(Connection& c, const SequenceSnapshot& s) {
+  const double io = timeouts.io_seconds;
+  const StateAnnouncement state{s.tokens, static_cast<int64_t>(s.slot.size()), static_cast<int64_t>(s.blocks.size()),
+                                static_cast<int64_t>(s.logits.size())};
+  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kState, EncodeState(state), io));
+  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kSlot, s.slot, io));
+  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kBlocks, s.blocks, io));
+  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kLogits, std::as_bytes(std::span(s.logits)), io));
+  return c.Write(FrameType::kEnd, {}, io);
+}
+
+void TransferServer::Impl::Serve(Connection& c) {
+  const double io = timeouts.io_seconds;
+  const auto refuse = [&](const Status& why) {
+    LogWarning("transfer plane: ", why.message());
+    const std::string text = why.message().substr(0, kMaxErrorBytes);
+    (void)c.Write(FrameType::kError, std::as_bytes(std::span(text)), io);
+  };
+  Result<TransferLayout> theirs = ReceiveHello(c, layout, io);
+  if (!theirs.ok()) return refuse(theirs.status());
+  if (Status hello = c.Write(FrameType::kHello, EncodeHello(layout), io); !hello.ok()) return;
+  Result<FrameHeader> header = c.ReadHeader(io);
+  if (!header.ok()) return refuse(header.status());
+  const uint64_t tokens = header->length / sizeof(int32_t);
+  if (header->type != FrameType::kPrompt || header->length % sizeof(int32_t) != 0 || tokens == 0 ||
+      tokens > static_cast<uint64_t>(layout.max_tokens)) {
+    return refuse(FailedPrecondition("expected a PROMPT of 1 .. ", layout.max_tokens, " tokens, got ",
+                                     FrameName(header->type), " of ", header->length, " bytes"));
+  }
+  std::vector<int32_t> prompt(tokens);
+  if (Status read = c.ReadBody(*header, std::as_writable_bytes(std::span(prompt)), io); !read.ok()) {
+    return refuse(read);
+  }
+  // The prompt stays in this engine's prefix cache; its slot is already free when the bytes go out.
+  Result<std::shared_ptr<const SequenceSnapshot>> state = Export(std::move(prompt));
+  if (!state.ok()) return refuse(state.status());
+  const Status sent = SendState(c, **state);
+  if (sent.ok()) {
+    ++*transfers;
+  } else {
+    LogWarning("transfer plane: the decode server did not take the state: ", sent.message());
+  }
+}
+
+}  // namespace glint::server

@@ -1,0 +1,70 @@
+// The transfer plane of prefill/decode disaggregation (docs/disaggregation.md "Protocol"): a decode server asks a
+// prefill server, over its own TCP connection, for the state of a sequence after its prompt.
+//
+//   decode → prefill   HELLO    version, fingerprint, slot/block/logit sizes of the decode engine
+//   prefill → decode   HELLO    the same of the prefill engine (or ERROR naming both fingerprints, and close)
+//   decode → prefill   PROMPT   the prompt's token ids
+//   prefill → decode   STATE    tokens, slot bytes, block bytes, logit count (checked before any body is read)
+//                      SLOT, BLOCKS, LOGITS   the regions, each frame with its own XXH3-64
+//                      END
+//   or at any point    ERROR    a message (the prefill failed, the prompt was refused)
+//
+// Every frame: a 32-byte header (magic "GLPD", type, body length, XXH3-64 of the body, XXH3-64 of the header's
+// first 24 bytes), then the body. A header is checked (magic, checksum, type, and a length within what that type
+// may carry for this layout) before its body is read, so a hostile or confused peer cannot make the other side
+// allocate more than the layout's own sizes; a body that fails its checksum ends the transfer. Every read and
+// write has a deadline: a peer that stops answering ends the transfer with an error, never a hang. Regions are
+// sent whole once the prefill finished (per-layer streaming is not done yet).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/status.h"
+#include "engine/engine.h"
+#include "server/transfer_wire.h"
+
+namespace glint::server {
+
+// The layout of `engine` with the model directory's fingerprint.
+TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint);
+
+struct TransferTimeouts {
+  double connect_seconds = 5;
+  double io_seconds = 60;        // each frame's read or write (a stalled peer)
+  double prefill_seconds = 600;  // the prefill itself: from PROMPT to STATE
+};
+
+// Decode side: the state of `prompt` computed by the prefill server at `address` ("host:port"). Errors name the
+// server and what failed; nothing is returned unless every size, checksum and the fingerprint matched.
+Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
+                                    const TransferLayout& layout, const TransferTimeouts& timeouts);
+
+// Prefill side: listens on `host`:`port` and answers each connection with an export from `engine`.
+class TransferServer {
+ public:
+  static Result<std::unique_ptr<TransferServer>> Start(const std::string& host, int port, Engine& engine,
+                                                       const TransferLayout& layout, const TransferTimeouts& timeouts,
+                                                       int max_connections = 8);
+  ~TransferServer();  // stops accepting, waits for the transfers in flight (each bounded by its deadlines)
+  TransferServer(const TransferServer&) = delete;
+  TransferServer& operator=(const TransferServer&) = delete;
+  int port() const { return port_; }
+  int64_t transfers() const { return transfers_.load(); }  // states sent whole
+
+ private:
+  struct Impl;
+  TransferServer() = default;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+  std::atomic<int64_t> transfers_{0};
+};
+
+}  // namespace glint::server

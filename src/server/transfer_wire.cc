@@ -1,0 +1,139 @@
+#include "server/transfer_wire.h"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace glint::server {
+namespace {
+
+constexpr uint32_t kMagic = 0x44504c47;  // "GLPD" read little-endian
+
+template <typename T>
+void Put(std::vector<std::byte>& out, T value) {
+  const auto* bytes = reinterpret_cast<const std::byte*>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof(T));
+}
+template <typename T>
+T Get(std::span<const std::byte> bytes, size_t offset) {
+  T value;
+  std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  return value;
+}
+
+}  // namespace
+
+std::string TransferLayout::Describe() const {
+  return StrCat("fingerprint ", std::hex, fingerprint, std::dec, " (slot ", slot_bytes, " B, block ", block_bytes,
+                " B of ", block_tokens, " tokens, vocabulary ", vocab, ")");
+}
+
+bool TransferLayout::SameBytes(const TransferLayout& o) const {
+  return fingerprint == o.fingerprint && slot_bytes == o.slot_bytes && block_bytes == o.block_bytes &&
+         block_tokens == o.block_tokens && vocab == o.vocab;
+}
+
+const char* FrameName(FrameType type) {
+  switch (type) {
+    case FrameType::kHello:
+      return "HELLO";
+    case FrameType::kPrompt:
+      return "PROMPT";
+    case FrameType::kState:
+      return "STATE";
+    case FrameType::kSlot:
+      return "SLOT";
+    case FrameType::kBlocks:
+      return "BLOCKS";
+    case FrameType::kLogits:
+      return "LOGITS";
+    case FrameType::kEnd:
+      return "END";
+    case FrameType::kError:
+      return "ERROR";
+  }
+  return "?";
+}
+
+std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body) {
+  std::vector<std::byte> out;
+  Put<uint32_t>(out, kMagic);
+  Put<uint32_t>(out, static_cast<uint32_t>(type));
+  Put<uint64_t>(out, body.size());
+  Put<uint64_t>(out, XXH3_64bits(body.data(), body.size()));
+  Put<uint64_t>(out, XXH3_64bits(out.data(), out.size()));
+  std::array<std::byte, kFrameHeaderBytes> header{};
+  std::memcpy(header.data(), out.data(), header.size());
+  return header;
+}
+
+Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderBytes> bytes) {
+  if (Get<uint32_t>(bytes, 0) != kMagic) return FailedPrecondition("the peer does not speak the transfer protocol");
+  if (Get<uint64_t>(bytes, 24) != XXH3_64bits(bytes.data(), 24)) {
+    return DataLoss("a frame header failed its checksum");
+  }
+  const uint32_t type = Get<uint32_t>(bytes, 4);
+  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kError)) {
+    return FailedPrecondition("unknown frame type ", type);
+  }
+  return FrameHeader{static_cast<FrameType>(type), Get<uint64_t>(bytes, 8), Get<uint64_t>(bytes, 16)};
+}
+
+Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body) {
+  if (body.size() != header.length || XXH3_64bits(body.data(), body.size()) != header.checksum) {
+    return DataLoss("the ", FrameName(header.type), " region (", body.size(), " bytes) failed its checksum");
+  }
+  return Status::Ok();
+}
+
+std::vector<std::byte> EncodeHello(const TransferLayout& l) {
+  std::vector<std::byte> out;
+  Put<uint32_t>(out, kStateTransferVersion);
+  Put<uint32_t>(out, 0);
+  Put<uint64_t>(out, l.fingerprint);
+  for (int64_t v : {l.slot_bytes, l.block_bytes, l.block_tokens, l.vocab, l.max_tokens}) Put<int64_t>(out, v);
+  return out;
+}
+
+Result<TransferLayout> DecodeHello(std::span<const std::byte> body) {
+  if (body.size() != kHelloBytes)
+    return FailedPrecondition("a HELLO of ", body.size(), " bytes; expected ", kHelloBytes);
+  if (Get<uint32_t>(body, 0) != kStateTransferVersion) {
+    return FailedPrecondition("transfer protocol version ", Get<uint32_t>(body, 0), ", this server speaks ",
+                              kStateTransferVersion);
+  }
+  if (Get<uint32_t>(body, 4) != 0) return FailedPrecondition("a HELLO whose reserved field is not 0");
+  TransferLayout l;
+  l.fingerprint = Get<uint64_t>(body, 8);
+  l.slot_bytes = Get<int64_t>(body, 16);
+  l.block_bytes = Get<int64_t>(body, 24);
+  l.block_tokens = Get<int64_t>(body, 32);
+  l.vocab = Get<int64_t>(body, 40);
+  l.max_tokens = Get<int64_t>(body, 48);
+  return l;
+}
+
+std::vector<std::byte> EncodeState(const StateAnnouncement& s) {
+  std::vector<std::byte> out;
+  for (int64_t v : {s.tokens, s.slot_bytes, s.block_bytes, s.logits}) Put<int64_t>(out, v);
+  return out;
+}
+
+Result<StateAnnouncement> DecodeState(std::span<const std::byte> body, int64_t prompt_tokens,
+                                      const TransferLayout& layout) {
+  if (body.size() != kStateBytes)
+    return FailedPrecondition("a STATE of ", body.size(), " bytes; expected ", kStateBytes);
+  if (layout.block_tokens <= 0 || prompt_tokens <= 0) return InvalidArgument("no layout or prompt to check against");
+  const StateAnnouncement s{Get<int64_t>(body, 0), Get<int64_t>(body, 8), Get<int64_t>(body, 16),
+                            Get<int64_t>(body, 24)};
+  const int64_t blocks = (prompt_tokens + layout.block_tokens - 1) / layout.block_tokens * layout.block_bytes;
+  if (s.tokens != prompt_tokens || s.slot_bytes != layout.slot_bytes || s.block_bytes != blocks ||
+      s.logits != layout.vocab) {
+    return FailedPrecondition("the state announced (", s.tokens, " tokens, ", s.slot_bytes, " slot bytes, ",
+                              s.block_bytes, " block bytes, ", s.logits, " logits) is not that of this ", prompt_tokens,
+                              "-token prompt (", layout.slot_bytes, ", ", blocks, ", ", layout.vocab, ")");
+  }
+  return s;
+}
+
+}  // namespace glint::server

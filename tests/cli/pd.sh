@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Prefill/decode disaggregation (docs/disaggregation.md), black box on the embedded tiny model over loopback: a
+# prefill server, a decode server and a `both` server. /health reports the roles and the transfer port; a request
+# with X-Glint-Prefill gives the decode server the same greedy text as the `both` server (completions and chat), and
+# /metrics counts the transfer; a short prompt, and one whose prefix the decode server holds, are prefilled locally; a stalled prefill server (SIGSTOP) and a dead one
+# (SIGKILL) fall back to a local prefill with the same text, counted as failures; with --pd-fallback fail the request
+# fails with 503; bad headers answer 400; nothing stays leased. Args: path-to-glint, tests/data dir.
+set -euo pipefail
+glint="$1"
+work="$(mktemp -d)"
+export GLINT_CACHE_DIR="$work/cache"
+pids=()
+cleanup() {
+  for p in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  for log in "$work"/*.log; do
+    echo "== $log" >&2
+    tail -15 "$log" >&2
+  done
+  exit 1
+}
+
+ENGINE=(--memory 128M --max-seqs 4 --max-model-len 512 --served-model-name tiny)
+# start NAME ARGS...: `glint serve --port 0 ARGS` in the background; sets $last_pid and $last_base.
+start() {
+  local name="$1"
+  shift
+  "$glint" serve --port 0 "${ENGINE[@]}" "$@" >"$work/$name.log" 2>&1 &
+  last_pid=$!
+  pids+=("$last_pid")
+  for _ in $(seq 1 1200); do
+    grep -q "serving .* on http://" "$work/$name.log" && break
+    kill -0 "$last_pid" 2>/dev/null || fail "glint serve ($name) exited"
+    sleep 0.1
+  done
+  local port
+  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/$name.log" | head -1)"
+  [[ -n "$port" ]] || fail "no port in $name's log"
+  last_base="http://127.0.0.1:$port"
+}
+json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+metric() { curl -s --max-time 10 "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
+# post BASE PATH BODY [HEADER [CURL ARGS...]]: prints the HTTP status; the body goes to $work/body.
+post() {
+  local extra=()
+  [[ $# -ge 4 ]] && extra=(-H "$4" "${@:5}")
+  curl -s -o "$work/body" -w "%{http_code}" --max-time 60 "$1$2" -H 'Content-Type: application/json' \
+    "${extra[@]+"${extra[@]}"}" -d "$3"
+}
+
+start prefill --role prefill
+prefill_pid=$last_pid
+prefill=$last_base
+start decode --role decode --local-prefill-below 8 --pd-timeout 2
+decode=$last_base
+start both
+both=$last_base
+
+[[ "$(curl -s "$prefill/health" | json 'd["role"]')" == prefill ]] || fail "prefill /health role"
+transfer_port="$(curl -s "$prefill/health" | json 'd["transfer_port"]')"
+[[ "$transfer_port" =~ ^[0-9]+$ && "$transfer_port" -gt 0 ]] || fail "no transfer_port in the prefill /health"
+[[ "$(curl -s "$decode/health" | json 'd["role"]')" == decode ]] || fail "decode /health role"
+[[ "$(curl -s "$both/health" | json 'd["role"]')" == both ]] || fail "both /health role"
+from="X-Glint-Prefill: 127.0.0.1:$transfer_port"
+
+long='{"prompt": "Once upon a time there was a little girl who lived in a village near the forest. One day", "max_tokens": 24, "temperature": 0, "ignore_eos": true}'
+chat='{"messages": [{"role": "user", "content": "Tell me a story about a cat."}], "max_tokens": 24, "temperature": 0}'
+[[ "$(post "$both" /v1/completions "$long")" == 200 ]] || fail "both: $(cat "$work/body")"
+expected="$(json 'd["choices"][0]["text"]' <"$work/body")"
+[[ -n "$expected" ]] || fail "the both server generated no text"
+[[ "$(post "$both" /v1/chat/completions "$chat")" == 200 ]] || fail "both chat: $(cat "$work/body")"
+expected_chat="$(json 'd["choices"][0]["message"]["content"]' <"$work/body")"
+
+[[ "$(post "$decode" /v1/completions "$long" "$from")" == 200 ]] || fail "decode: $(cat "$work/body")"
+[[ "$(json 'd["choices"][0]["text"]' <"$work/body")" == "$expected" ]] || fail "disaggregated text differs"
+[[ "$(post "$decode" /v1/chat/completions "$chat" "$from")" == 200 ]] || fail "decode chat: $(cat "$work/body")"
+[[ "$(json 'd["choices"][0]["message"]["content"]' <"$work/body")" == "$expected_chat" ]] || fail "chat differs"
+[[ "$(metric "$decode" glint:pd_transfers_total)" == 2 ]] || fail "pd_transfers_total is not 2"
+bytes="$(metric "$decode" glint:pd_transfer_bytes_total)"
+[[ "${bytes%.*}" -gt 0 ]] || fail "no transfer bytes counted"
+
+# Short: prefilled here.
+[[ "$(post "$decode" /v1/completions '{"prompt": "Hi", "max_tokens": 4, "temperature": 0}' "$from")" == 200 ]] ||
+  fail "short prompt: $(cat "$work/body")"
+[[ "$(metric "$decode" glint:pd_local_prefills_total)" == 1 ]] || fail "the short prompt was not prefilled locally"
+
+# A prompt whose prefix this server already holds (its first 256 tokens, up to a checkpoint, from a local run):
+# with X-Glint-Local-Prefill-Below 100 the 44 left are computed here, no transfer.
+ids="$(python3 -c 'print(",".join(str(100 + i * 7 % 3000) for i in range(300)))')"
+cached="{\"prompt\": [$ids], \"max_tokens\": 4, \"temperature\": 0}"
+[[ "$(post "$decode" /v1/completions "$cached")" == 200 ]] || fail "long local prompt: $(cat "$work/body")"
+[[ "$(post "$decode" /v1/completions "$cached" "$from" -H "X-Glint-Local-Prefill-Below: 100")" == 200 ]] ||
+  fail "cached prompt: $(cat "$work/body")"
+[[ "$(metric "$decode" glint:pd_local_prefills_total)" == 2 ]] || fail "the cached prompt was transferred"
+[[ "$(metric "$decode" glint:pd_transfers_total)" == 2 ]] || fail "the cached prompt was transferred"
+grep -q "prefix cache holds 256 of its 300 tokens" "$work/decode.log" || fail "the reason was not logged"
+
+# Bad headers: 400 naming the header.
+[[ "$(post "$decode" /v1/completions "$long" "X-Glint-Prefill: nowhere")" == 400 ]] || fail "bad X-Glint-Prefill"
+grep -q "X-Glint-Prefill" "$work/body" || fail "the 400 does not name the header"
+[[ "$(post "$decode" /v1/completions "$long" "X-Glint-Local-Prefill-Below: many")" == 400 ]] ||
+  fail "bad X-Glint-Local-Prefill-Below"
+
+# A stalled prefill server: the transfer times out (--pd-timeout 2) and the prompt is prefilled here.
+kill -STOP "$prefill_pid"
+[[ "$(post "$decode" /v1/completions "$long" "$from")" == 200 ]] || fail "stalled: $(cat "$work/body")"
+[[ "$(json 'd["choices"][0]["text"]' <"$work/body")" == "$expected" ]] || fail "fallback text differs (stalled)"
+kill -CONT "$prefill_pid"
+[[ "$(metric "$decode" glint:pd_transfer_failures_total)" == 1 ]] || fail "the stall was not counted"
+grep -q "prefilling locally" "$work/decode.log" || fail "the fallback was not logged"
+
+# A dead one: the same, at once.
+kill -KILL "$prefill_pid"
+wait "$prefill_pid" 2>/dev/null || true
+[[ "$(post "$decode" /v1/completions "$long" "$from")" == 200 ]] || fail "dead: $(cat "$work/body")"
+[[ "$(json 'd["choices"][0]["text"]' <"$work/body")" == "$expected" ]] || fail "fallback text differs (dead)"
+[[ "$(metric "$decode" glint:pd_transfer_failures_total)" == 2 ]] || fail "the dead server was not counted"
+[[ "$(metric "$decode" glint:pd_local_prefills_total)" == 4 ]] || fail "local prefills not counted"
+# Nothing leased or held once every request finished.
+[[ "$(metric "$decode" glint_state_slots_used)" == 0 ]] || fail "a slot is still held"
+[[ "$(metric "$decode" glint_kv_blocks_used)" == 0 ]] || fail "blocks are still held"
+
+# --pd-fallback fail: 503 with the reason.
+start strict --role decode --pd-fallback fail --pd-timeout 2 --local-prefill-below 8
+[[ "$(post "$last_base" /v1/completions "$long" "$from")" == 503 ]] || fail "--pd-fallback fail did not fail"
+grep -q "prefill server" "$work/body" || fail "the 503 does not say why: $(cat "$work/body")"
+echo "PASS"

@@ -1,0 +1,59 @@
+// libFuzzer target: the parsers of the prefill/decode transfer plane (server/transfer_wire.h) over any bytes. An input
+// whose first byte is even is read as a stream of frames the way a decode or prefill server reads its peer: a
+// header, then a body of the length it claims (at most what is left); an odd one is a type byte and a body framed
+// here with a valid header (a fuzzer cannot guess XXH3 checksums, so the body parsers are reached this way). A header
+// that decodes must carry a known type; a body that passes its checksum is parsed as what its type says; a HELLO that
+// decodes re-encodes to the same bytes; a STATE that decodes holds the sizes of the layout. Crashes, sanitizer reports
+// or hangs are failures.
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "server/transfer_wire.h"
+
+using glint::server::FrameType;
+
+namespace {
+
+const glint::server::TransferLayout kLayout{0x600d, 32256, 1280, 8, 256, 511};
+
+void ParseBody(const glint::server::FrameHeader& header, std::span<const std::byte> body) {
+  if (header.type == FrameType::kHello) {
+    const auto hello = glint::server::DecodeHello(body);
+    if (hello.ok()) {
+      const std::vector<std::byte> again = glint::server::EncodeHello(*hello);
+      if (again.size() != body.size() || std::memcmp(again.data(), body.data(), body.size()) != 0) std::abort();
+    }
+  } else if (header.type == FrameType::kState) {
+    const auto state = glint::server::DecodeState(body, 29, kLayout);
+    if (state.ok() && (state->tokens != 29 || state->slot_bytes != kLayout.slot_bytes ||
+                       state->block_bytes != 4 * kLayout.block_bytes || state->logits != kLayout.vocab)) {
+      std::abort();
+    }
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(data), size);
+  if (size >= 2 && data[0] % 2 == 1) {
+    const auto type = static_cast<FrameType>(1 + data[1] % 8);
+    const std::span<const std::byte> body = rest.subspan(2);
+    const auto header = glint::server::DecodeFrameHeader(glint::server::EncodeFrameHeader(type, body));
+    if (!header.ok() || header->type != type || header->length != body.size()) std::abort();
+    if (!glint::server::CheckFrameBody(*header, body).ok()) std::abort();
+    ParseBody(*header, body);
+    return 0;
+  }
+  while (rest.size() >= glint::server::kFrameHeaderBytes) {
+    const auto header = glint::server::DecodeFrameHeader(rest.first<glint::server::kFrameHeaderBytes>());
+    rest = rest.subspan(glint::server::kFrameHeaderBytes);
+    if (!header.ok()) continue;
+    if (header->type < FrameType::kHello || header->type > FrameType::kError) std::abort();
+    const std::span<const std::byte> body = rest.first(std::min<uint64_t>(header->length, rest.size()));
+    rest = rest.subspan(body.size());
+    if (glint::server::CheckFrameBody(*header, body).ok()) ParseBody(*header, body);
+  }
+  return 0;
+}

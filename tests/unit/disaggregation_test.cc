@@ -1,0 +1,319 @@
+// Prefill/decode disaggregation in the engine (docs/disaggregation.md), two EngineCores in one process: one
+// exports the state after a prompt, the other leases memory, imports it and decodes. Greedy tokens and their top-5
+// log-probabilities are identical, bit for bit, to one engine doing both (golden tiny models on the reference, the
+// trained glint-tiny on the fast path); a decode from a zeroed KDA state is not (the state is really used); sampled
+// n > 1 requests with penalties, logprobs and stop strings, and structured output, give what one engine gives; a
+// lease that expires frees everything; a snapshot of the wrong size is refused; nothing is left held on either side.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/file.h"
+#include "engine/engine.h"
+#include "engine/engine_core.h"
+#include "engine_checks.h"
+#include "fast/fast_model.h"
+#include "server/json_schema_grammar.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace glint {
+namespace {
+
+using testing::Collector;
+using testing::MakeCore;
+using testing::RunToCompletion;
+using testing::Tokens;
+
+constexpr int64_t kGenerated = 8;
+
+struct Fixture {
+  std::unique_ptr<WorkerPool> pool;
+  std::unique_ptr<Model> model;
+  std::optional<Tokenizer> tokenizer;  // glint-tiny only
+};
+const Fixture& FixtureFor(const testing::PathCase& c) {
+  static std::map<std::pair<std::string, bool>, std::unique_ptr<Fixture>> fixtures;
+  std::unique_ptr<Fixture>& fixture = fixtures[{c.model, c.fast}];
+  if (fixture == nullptr) {
+    fixture = std::make_unique<Fixture>();
+    fixture->model = testing::LoadPathModel(c, fixture->pool);
+    if (c.model == "glint-tiny") fixture->tokenizer = Tokenizer::Load(testing::ModelDir(c.model)).value();
+  }
+  return *fixture;
+}
+
+// Everything one request handed out, per sample: tokens, top logprobs, text, finish reason.
+struct Outcome {
+  std::vector<Tokens> tokens;
+  std::vector<std::vector<std::vector<TokenLogprob>>> top;
+  std::vector<std::string> text, finish;
+  bool operator==(const Outcome& o) const {
+    if (tokens != o.tokens || text != o.text || finish != o.finish || top.size() != o.top.size()) return false;
+    for (size_t s = 0; s < top.size(); ++s) {
+      if (top[s].size() != o.top[s].size()) return false;
+      for (size_t i = 0; i < top[s].size(); ++i) {
+        for (size_t k = 0; k < top[s][i].size(); ++k) {
+          // Exact: the same state gives the same logits.
+          if (top[s][i][k].token != o.top[s][i][k].token || top[s][i][k].logprob != o.top[s][i][k].logprob) {
+            return false;
+          }
+        }
+      }
+    }
+    return true;
+  }
+};
+
+Outcome Collect(const Collector& sink, RequestId id, int64_t n) {
+  Outcome outcome;
+  outcome.tokens.resize(n);
+  outcome.top.resize(n);
+  outcome.text.resize(n);
+  outcome.finish.resize(n);
+  for (const RequestOutput& out : sink.outputs) {
+    if (out.request != id) continue;
+    outcome.tokens[out.index].insert(outcome.tokens[out.index].end(), out.tokens.begin(), out.tokens.end());
+    outcome.top[out.index].insert(outcome.top[out.index].end(), out.top_logprobs.begin(), out.top_logprobs.end());
+    outcome.text[out.index] += out.text;
+    if (out.finish_reason != FinishReason::kNone) {
+      outcome.finish[out.index] = std::string(FinishReasonName(out.finish_reason)) + out.error;
+    }
+  }
+  return outcome;
+}
+
+class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
+ protected:
+  void SetUp() override {
+    fixture_ = &FixtureFor(GetParam());
+    const int64_t vocab = model().config().vocab_size;
+    // A prompt ending inside a block (29 tokens) and one ending at a checkpoint position (48).
+    for (int64_t length : {29, 48}) {
+      Tokens prompt;
+      for (int64_t i = 0; i < length; ++i) prompt.push_back(static_cast<int32_t>((i * 131 + 7 * length + 3) % vocab));
+      prompts_.push_back(prompt);
+    }
+  }
+  const Model& model() const { return *fixture_->model; }
+  const Tokenizer* tokenizer() const { return fixture_->tokenizer ? &*fixture_->tokenizer : nullptr; }
+  // 2 slots, blocks of 8 for two requests, checkpoints every 16 tokens (prefix caching on).
+  std::unique_ptr<EngineCore> Core() const {
+    return MakeCore(model(), testing::SizedOptions(model(), 2, 40, 8), tokenizer());
+  }
+
+  Outcome Aggregated(EngineCore& core, Request request) {
+    auto sink = std::make_shared<Collector>();
+    request.sink = sink;
+    const int64_t n = request.n;
+    EXPECT_OK(core.Add(++next_id_, std::move(request)));
+    RunToCompletion(core);
+    return Collect(*sink, next_id_, n);
+  }
+  std::shared_ptr<const SequenceSnapshot> Export(EngineCore& prefill, const Tokens& prompt) {
+    auto sink = std::make_shared<Collector>();
+    Request request = testing::Greedy(prompt, 1, sink);
+    request.export_state = true;
+    EXPECT_OK(prefill.Add(++next_id_, std::move(request)));
+    RunToCompletion(prefill);
+    EXPECT_EQ(sink->outputs.size(), 1u);
+    if (sink->outputs.empty()) return nullptr;
+    const RequestOutput& out = sink->outputs.back();
+    EXPECT_EQ(out.finish_reason, FinishReason::kStop);
+    EXPECT_TRUE(out.tokens.empty());
+    EXPECT_TRUE(out.request_finished);
+    return out.snapshot;
+  }
+  // The request's prompt exported by `prefill`, imported by `decode` (with `edit` applied to the snapshot).
+  Outcome Disaggregated(EngineCore& prefill, EngineCore& decode, Request request,
+                        const std::function<void(SequenceSnapshot&)>& edit = {}) {
+    auto snapshot = std::make_shared<SequenceSnapshot>(*Export(prefill, request.prompt));
+    if (edit) edit(*snapshot);
+    const uint64_t lease = ++next_lease_;
+    EXPECT_OK(decode.Lease(lease, static_cast<int64_t>(request.prompt.size()), 60));
+    auto sink = std::make_shared<Collector>();
+    request.sink = sink;
+    request.imported = snapshot;
+    request.lease = lease;
+    const int64_t n = request.n;
+    EXPECT_OK(decode.Add(++next_id_, std::move(request)));
+    RunToCompletion(decode);
+    return Collect(*sink, next_id_, n);
+  }
+  Request GreedyWithLogprobs(const Tokens& prompt) const {
+    Request request = testing::Greedy(prompt, kGenerated, nullptr);
+    request.logprobs = 5;
+    return request;
+  }
+
+  const Fixture* fixture_ = nullptr;
+  std::vector<Tokens> prompts_;
+  RequestId next_id_ = 0;
+  uint64_t next_lease_ = 0;
+};
+
+TEST_P(Disaggregation, GreedyOutputIsTheAggregatedOneBitForBit) {
+  auto aggregated = Core(), prefill = Core(), decode = Core();
+  for (const Tokens& prompt : prompts_) {
+    const Outcome expected = Aggregated(*aggregated, GreedyWithLogprobs(prompt));
+    ASSERT_EQ(expected.tokens[0].size(), static_cast<size_t>(kGenerated));
+    EXPECT_EQ(Disaggregated(*prefill, *decode, GreedyWithLogprobs(prompt)), expected) << prompt.size();
+  }
+  // Nothing held on either side; the prefill engine kept the prompts in its prefix cache (a second export hits).
+  testing::ExpectPoolsAtStart(*prefill);
+  testing::ExpectPoolsAtStart(*decode);
+  EXPECT_EQ(decode->num_leases(), 0);
+  const int64_t hits = prefill->memory().Stats().prefix_hit_tokens;
+  ASSERT_NE(Export(*prefill, prompts_[1]), nullptr);
+  EXPECT_GT(prefill->memory().Stats().prefix_hit_tokens, hits);
+}
+
+TEST_P(Disaggregation, TheSnapshotIsTheAggregatedEnginesState) {
+  // Two engines computing the same prompt hold the same bytes: the KDA state, conv windows, filling pools and
+  // the blocks' latents and keys (the aggregated path computes exactly what the export hands over).
+  auto first = Core(), second = Core();
+  for (const Tokens& prompt : prompts_) {
+    const auto a = Export(*first, prompt), b = Export(*second, prompt);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    EXPECT_EQ(a->tokens, static_cast<int64_t>(prompt.size()));
+    EXPECT_TRUE(a->slot == b->slot);
+    EXPECT_TRUE(a->blocks == b->blocks);
+    EXPECT_TRUE(a->logits == b->logits);
+  }
+}
+
+TEST_P(Disaggregation, AZeroedRecurrentStateChangesTheOutput) {
+  // What the checklist warns of: a decode from a zeroed KDA state. It must not pass for the real one.
+  auto aggregated = Core(), prefill = Core(), decode = Core();
+  const Tokens& prompt = prompts_[1];
+  const Outcome expected = Aggregated(*aggregated, GreedyWithLogprobs(prompt));
+  const int64_t kda = decode->layout().checkpoint_bytes;
+  ASSERT_GT(kda, 0);
+  const Outcome zeroed = Disaggregated(*prefill, *decode, GreedyWithLogprobs(prompt), [&](SequenceSnapshot& s) {
+    std::fill(s.slot.begin(), s.slot.begin() + kda, std::byte{0});
+  });
+  EXPECT_FALSE(zeroed == expected);
+  testing::ExpectPoolsAtStart(*decode);
+}
+
+TEST_P(Disaggregation, ALeaseThatExpiresFreesItsMemory) {
+  auto decode = Core();
+  ASSERT_OK(decode->Lease(1, 29, 0.001));
+  EXPECT_EQ(decode->memory().Stats().slots_used, 1);
+  EXPECT_GT(decode->memory().Stats().blocks_used, 0);
+  EXPECT_OK(decode->CheckIntegrity());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(decode->ExpireLeases(), 1);
+  testing::ExpectPoolsAtStart(*decode);
+  // The state arriving after that is refused, not decoded.
+  auto prefill = Core();
+  auto sink = std::make_shared<Collector>();
+  Request request = testing::Greedy(prompts_[0], kGenerated, sink);
+  request.imported = Export(*prefill, prompts_[0]);
+  request.lease = 1;
+  EXPECT_ERROR_CONTAINS(decode->Add(99, std::move(request)), "unknown or expired");
+  testing::ExpectPoolsAtStart(*decode);
+  // A released lease frees at once; with every slot leased the next lease is refused.
+  ASSERT_OK(decode->Lease(2, 29, 60));
+  ASSERT_OK(decode->Lease(3, 29, 60));
+  EXPECT_ERROR_CONTAINS(decode->Lease(4, 29, 60), "no slot");
+  decode->ReleaseLease(2);
+  decode->ReleaseLease(3);
+  testing::ExpectPoolsAtStart(*decode);
+}
+
+TEST_P(Disaggregation, TheEngineThreadExpiresLeasesWhileIdle) {
+  // Engine::Lease answers from the engine thread, which wakes at the deadline with no request to run; a lease for
+  // a prompt it holds nearly all of is refused when the threshold says so.
+  auto engine = Engine::Start(model(), testing::SizedOptions(model(), 2, 40, 8)).value();
+  ASSERT_OK_AND_ASSIGN(const uint64_t lease, engine->Lease(prompts_[0], 0.5));
+  EXPECT_GT(lease, 0u);
+  // The metrics are published at the end of the round that granted it.
+  for (int i = 0; i < 40 && engine->Metrics().cache.slots_used != 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(engine->Metrics().cache.slots_used, 1);
+  for (int i = 0; i < 200 && engine->Metrics().cache.slots_used != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine->Metrics().cache.slots_used, 0);
+  EXPECT_EQ(engine->Metrics().cache.blocks_used, 0);
+  // A prompt computed here before (blocks up to its checkpoint at 16 positions cached): with a threshold above what
+  // is left, no lease.
+  auto sink = std::make_shared<Collector>();
+  ASSERT_OK(engine->Submit(testing::Greedy(prompts_[1], 1, sink)).status());
+  for (int i = 0; i < 500 && (sink->outputs.empty() || !sink->outputs.back().request_finished); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_ERROR_CONTAINS(engine->Lease(prompts_[1], 60, /*local_below=*/40), "the prefix cache holds");
+  ASSERT_OK_AND_ASSIGN(const uint64_t granted, engine->Lease(prompts_[1], 60, /*local_below=*/8));
+  engine->ReleaseLease(granted);
+}
+
+TEST_P(Disaggregation, ASnapshotOfAnotherShapeIsRefused) {
+  auto prefill = Core(), decode = Core();
+  const auto good = Export(*prefill, prompts_[0]);
+  ASSERT_NE(good, nullptr);
+  const auto refused = [&](const std::function<void(SequenceSnapshot&)>& edit, const std::string& message) {
+    auto snapshot = std::make_shared<SequenceSnapshot>(*good);
+    edit(*snapshot);
+    Request request = testing::Greedy(prompts_[0], kGenerated, std::make_shared<Collector>());
+    request.imported = snapshot;
+    EXPECT_ERROR_CONTAINS(decode->Validate(request), message);
+  };
+  refused([](SequenceSnapshot& s) { s.slot.pop_back(); }, "slot bytes");
+  refused([](SequenceSnapshot& s) { s.blocks.resize(s.blocks.size() * 2); }, "block bytes");
+  refused([](SequenceSnapshot& s) { s.logits.pop_back(); }, "logits");
+  refused([](SequenceSnapshot& s) { s.tokens += 1; }, "covers 30 positions");
+  Request both = testing::Greedy(prompts_[0], kGenerated, std::make_shared<Collector>());
+  both.imported = good;
+  both.export_state = true;
+  EXPECT_ERROR_CONTAINS(decode->Validate(both), "both export");
+  Request forked = testing::Greedy(prompts_[0], 1, std::make_shared<Collector>());
+  forked.export_state = true;
+  forked.n = 2;
+  EXPECT_ERROR_CONTAINS(decode->Validate(forked), "n = 1");
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, Disaggregation,
+                         ::testing::Values(testing::PathCase{"tiny-dense"}, testing::PathCase{"tiny-sparse"},
+                                           testing::PathCase{"glint-tiny", true}),
+                         testing::PathCaseName);
+
+// Everything the decode side owns, on the trained model with its tokenizer: n > 1 seeded samples with penalties
+// and logprobs, stop strings, and a grammar, through the import path: what one engine gives.
+class DisaggregationSampling : public Disaggregation {};
+
+TEST_P(DisaggregationSampling, SamplersStopsAndGrammarsStayOnTheDecodeSide) {
+  auto aggregated = Core(), prefill = Core(), decode = Core();
+  const Tokens prompt = tokenizer()->Encode("Once upon a time, in a land far away, there lived").value();
+  Request sampled = testing::Greedy(prompt, 24, nullptr);
+  sampled.n = 3;
+  sampled.sampling = {.temperature = 1.0f, .seed = 7, .presence_penalty = 0.5f, .repetition_penalty = 1.2f};
+  sampled.seeded = true;
+  sampled.logprobs = 2;
+  sampled.stop.stop_strings = {"the", "."};
+  const Outcome expected = Aggregated(*aggregated, sampled);
+  ASSERT_FALSE(expected.tokens[2].empty());
+  EXPECT_EQ(Disaggregated(*prefill, *decode, sampled), expected);
+
+  const auto suite = nlohmann::ordered_json::parse(ReadFile(testing::TestDataPath("structured/schemas.json")).value());
+  grammar::Grammar g;
+  server::JsonSchemaCompiler compiler(g);
+  g.set_root(compiler.AddSchema(suite["schemas"][0]["schema"]).value());
+  Request structured = testing::Greedy(tokenizer()->Encode("Give me a record: ").value(), 48, nullptr);
+  structured.stop.ignore_eos = false;
+  structured.grammar = grammar::CompiledGrammar::Compile(g).value();
+  const Outcome expected_structured = Aggregated(*aggregated, structured);
+  EXPECT_EQ(Disaggregated(*prefill, *decode, structured), expected_structured);
+  testing::ExpectPoolsAtStart(*prefill);
+  testing::ExpectPoolsAtStart(*decode);
+}
+
+INSTANTIATE_TEST_SUITE_P(Trained, DisaggregationSampling, ::testing::Values(testing::PathCase{"glint-tiny", true}),
+                         testing::PathCaseName);
+
+}  // namespace
+}  // namespace glint
