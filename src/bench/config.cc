@@ -78,6 +78,25 @@ const std::set<std::string>& ReservedBodyKeys() {
 
 }  // namespace
 
+// --long-input-len, --long-fraction and --arrivals poisson: values, and the random workload they apply to.
+Status ValidateMixAndArrivals(const BenchConfig& config) {
+  if (config.long_input_len < 0) {
+    return InvalidArgument("--long-input-len ", config.long_input_len, " must be positive (0: no long prompts)");
+  }
+  if (!(config.long_fraction > 0 && config.long_fraction <= 1)) {
+    return InvalidArgument("--long-fraction ", config.long_fraction, " must be in (0, 1]");
+  }
+  if (config.poisson_arrivals && !(config.request_rate > 0)) {
+    return InvalidArgument("--arrivals poisson needs --request-rate R > 0 (the mean arrivals per second)");
+  }
+  const bool generated_random = config.workload == WorkloadKind::kRandom && config.requests_file.empty();
+  if (!generated_random && (config.long_input_len > 0 || config.poisson_arrivals)) {
+    return InvalidArgument(config.long_input_len > 0 ? "--long-input-len" : "--arrivals poisson",
+                           " applies to the generated random workload only (not multiturn, not --requests)");
+  }
+  return Status::Ok();
+}
+
 Status ValidateConfig(const BenchConfig& config) {
   if (config.base_url.empty()) return InvalidArgument("--base-url is required (e.g. http://127.0.0.1:8000)");
   if (!(config.request_timeout_s > 0)) {
@@ -122,6 +141,7 @@ Status ValidateConfig(const BenchConfig& config) {
                              "\" with --count-tokens logprobs: glint bench sets it");
     }
   }
+  GLINT_RETURN_IF_ERROR(ValidateMixAndArrivals(config));
   if (config.token_id_range && config.prompt_format != PromptFormat::kTokenIds) {
     return InvalidArgument("--token-id-range needs --prompt-format token-ids (text prompts come from the word pool)");
   }
@@ -149,6 +169,10 @@ Status CheckFitsContext(const BenchConfig& config, int64_t max_model_len) {
   // multiturn: a first turn's message alone has that many tokens; the chat template only adds (special) tokens.
   int64_t longest_prompt = input.max;
   const char* prompt_flag = "--input-len";
+  if (config.workload == WorkloadKind::kRandom && config.long_input_len > longest_prompt) {
+    longest_prompt = config.long_input_len;
+    prompt_flag = "--long-input-len";
+  }
   if (config.workload == WorkloadKind::kMultiTurn && config.subagent_every > 0 && config.subagents > 0 &&
       config.turns > config.subagent_every && config.subagent_input_len > longest_prompt) {
     longest_prompt = config.subagent_input_len;  // a burst happens, and its fresh contexts are the longest
@@ -178,6 +202,9 @@ nlohmann::json ConfigToJson(const BenchConfig& config) {
                                ? nlohmann::json{config.token_id_range->begin, config.token_id_range->end}
                                : nlohmann::json(nullptr);
   json["token_counting"] = TokenCountingName(config.token_counting);
+  json["long_input_len"] = config.long_input_len;
+  json["long_fraction"] = config.long_fraction;
+  json["arrivals"] = config.poisson_arrivals ? "poisson" : "even";
   json["input_len"] = config.input_len;
   json["output_len"] = config.output_len;
   json["range_ratio"] = RangeRatio(config);

@@ -67,6 +67,11 @@ struct BenchConfig {
   // them. Empty: the workload above.
   std::string requests_file;
 
+  // Mixed lengths (random workload): --long-fraction of the requests have --long-input-len prompt tokens instead of
+  // a length from the input range — long prompts arriving among short ones that decode (disaggregation's case).
+  int64_t long_input_len = 0;  // 0: every prompt from the input range
+  double long_fraction = 0.25;
+
   // Multi-turn workload (see workload.h).
   int turns = 4;                      // turns per main session
   int64_t turn_input_len = 256;       // tokens of each later user message
@@ -82,6 +87,9 @@ struct BenchConfig {
   // Requests (multiturn: sessions) started per second, evenly spaced, with at most `concurrency` in flight (a start
   // waits for a free one); 0: each client sends its next request as soon as its previous one ends (closed loop).
   double request_rate = 0;
+  // --arrivals poisson (random workload, with --request-rate): the starts at Poisson arrivals of that rate
+  // (exponential gaps drawn from the seed) instead of evenly spaced.
+  bool poisson_arrivals = false;
 
   // Cost.
   int chips = 1;  // accelerators behind the server (1 for a CPU machine: figures per machine)

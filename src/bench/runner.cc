@@ -208,12 +208,14 @@ struct PhaseResult {
   int64_t skipped = 0;
 };
 
-// --request-rate: session i may start at start + i / rate. Sleeps in short slices so Ctrl-C is not held up;
-// false when the stop flag was raised meanwhile.
-bool WaitForStartTime(Clock::time_point start, size_t index, double rate, const std::atomic<bool>& stop) {
+// --request-rate: session i may start at start + its arrival (--arrivals poisson, planned) or start + i / rate.
+// Sleeps in short slices so Ctrl-C is not held up; false when the stop flag was raised meanwhile.
+bool WaitForStartTime(Clock::time_point start, const SessionPlan& session, size_t index, double rate,
+                      const std::atomic<bool>& stop) {
   if (rate <= 0) return true;
+  const double offset_s = session.arrival_s >= 0 ? session.arrival_s : static_cast<double>(index) / rate;
   const Clock::time_point due =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(index / rate));
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(offset_s));
   constexpr auto kSlice = std::chrono::milliseconds(20);
   while (!stop.load()) {
     const Clock::time_point now = Clock::now();
@@ -241,7 +243,7 @@ PhaseResult RunPhase(const BenchConfig& config, const HttpOptions& http, const s
       phase.registry.Add(&client);
       SessionRunner runner(phase);
       for (size_t i = next_session++; i < sessions.size(); i = next_session++) {
-        if (!WaitForStartTime(epoch, i, rate, stop) || stop.load()) {
+        if (!WaitForStartTime(epoch, sessions[i], i, rate, stop) || stop.load()) {
           std::lock_guard<std::mutex> lock(phase.mutex);
           phase.skipped += CountRequests(sessions[i]);
           continue;

@@ -1,9 +1,13 @@
 #include "bench/workload.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace glint::bench {
 namespace {
+
+constexpr uint64_t kArrivalStream = 0x41'52'52'49'56'41'4c'53;  // "ARRIVALS": a stream of its own per level
+constexpr int64_t kFractionSteps = 1'000'000;                   // resolution of --long-fraction
 
 struct Ranges {
   LengthRange input;
@@ -18,7 +22,11 @@ class Planner {
   Result<SessionPlan> RandomSession(Rng& rng) {
     GLINT_RETURN_IF_ERROR(CheckStop());
     TurnPlan turn;
-    const int64_t length = rng.Sample(ranges_.input);
+    // Drawn only when long prompts are asked for, so that runs without them keep their prompts for a seed.
+    const bool long_prompt =
+        config_.long_input_len > 0 && static_cast<double>(rng.UniformInt(0, kFractionSteps - 1)) <
+                                          config_.long_fraction * static_cast<double>(kFractionSteps);
+    const int64_t length = long_prompt ? config_.long_input_len : rng.Sample(ranges_.input);
     turn.max_tokens = rng.Sample(ranges_.output);
     turn.expected_prompt_tokens = length;
     if (config_.prompt_format == PromptFormat::kTokenIds) {
@@ -117,7 +125,23 @@ Result<LevelPlan> PlanLevel(const BenchConfig& config, uint64_t seed, int concur
     plan.sessions.push_back(std::move(session));
     if (on_session) on_session(warmups + i + 1, warmups + sessions);
   }
+  if (config.poisson_arrivals && config.request_rate > 0) {
+    Rng arrival_rng(MixSeed(seed ^ kArrivalStream, static_cast<uint64_t>(concurrency)));
+    AssignPoissonArrivals(config.request_rate, arrival_rng, plan.sessions);
+  }
   return plan;
+}
+
+void AssignPoissonArrivals(double rate, Rng& rng, std::vector<SessionPlan>& sessions) {
+  double t = 0;
+  for (size_t i = 0; i < sessions.size(); ++i) {
+    if (i > 0) {
+      // Uniform in (0, 1] from the top 53 bits, then an exponential gap of mean 1 / rate.
+      const double u = static_cast<double>((rng.Next() >> 11) + 1) * 0x1.0p-53;
+      t += -std::log(u) / rate;
+    }
+    sessions[i].arrival_s = t;
+  }
 }
 
 LevelPlan PlanReplayLevel(const std::vector<ReplayRequest>& requests, int64_t warmups) {

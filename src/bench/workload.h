@@ -21,6 +21,7 @@
 
 #include "base/status.h"
 #include "bench/config.h"
+#include "bench/lengths.h"
 #include "bench/prompts.h"
 #include "bench/replay.h"
 
@@ -40,6 +41,7 @@ struct TurnPlan {
 
 struct SessionPlan {
   int64_t id = 0;
+  double arrival_s = -1;  // --arrivals poisson: when to send it, from its phase's start (-1: i / --request-rate)
   bool subagent = false;
   std::vector<TurnPlan> turns;
 };
@@ -58,6 +60,9 @@ int64_t CountRequests(const SessionPlan& session);
 Result<LevelPlan> PlanLevel(const BenchConfig& config, uint64_t seed, int concurrency, PromptFactory& prompts,
                             const std::atomic<bool>& stop,
                             const std::function<void(int64_t, int64_t)>& on_session = nullptr);
+
+// Poisson arrivals of `rate` requests per second: the first session at 0, then exponential gaps drawn from `rng`.
+void AssignPoissonArrivals(double rate, Rng& rng, std::vector<SessionPlan>& sessions);
 
 // A level of --requests: every request of the file once, in file order, each its own one-turn session; the
 // warm-up is the file's first `warmups` requests (they warm the prefix cache for the measured ones: 0 by default).

@@ -26,6 +26,7 @@ struct BenchFlags {
   std::string token_id_range;
   std::string count_tokens = "content";
   std::string range_convention = "inferencex";
+  std::string arrivals = "even";
   double range_ratio = 0;
   uint64_t seed = 0;
   double price_per_chip_hour = 0;
@@ -58,6 +59,7 @@ Status RunBench(BenchFlags& flags, const CLI::Option* range_ratio, const CLI::Op
     }
   }
   config.progress = !flags.no_progress;
+  config.poisson_arrivals = flags.arrivals == "poisson";
   GLINT_RETURN_IF_ERROR(bench::ValidateConfig(config));
 
   // SA_RESETHAND: the first Ctrl-C stops the sweep cleanly; a second one kills the process as usual.
@@ -101,6 +103,13 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
                                          "vllm: [L(1-r), L(1+r)] (default 0 = fixed)");
   command.add_option("--range-convention", flags->range_convention, "inferencex or vllm: meaning of --range-ratio")
       ->capture_default_str();
+  // A mixed workload (docs/bench.md "Mixed lengths and arrivals"): long prompts among the range's.
+  command
+      .add_option("--long-input-len", c.long_input_len,
+                  "random: --long-fraction of the prompts have this many tokens instead (0: none; a mixed workload)")
+      ->capture_default_str();
+  command.add_option("--long-fraction", c.long_fraction, "random: share of the prompts that are long")
+      ->capture_default_str();
   command.add_option("--concurrency", c.concurrency, "levels of the sweep, e.g. 1,2,4,8")
       ->delimiter(',')
       ->capture_default_str();
@@ -129,6 +138,12 @@ CommandSetup SetupBench = [](CLI::App& command) -> std::function<Status()> {
       .add_option("--request-rate", c.request_rate,
                   "requests (multiturn: sessions) started per second, evenly spaced, at most --concurrency in "
                   "flight (0: each client sends its next request when its previous one ends)")
+      ->capture_default_str();
+  command
+      .add_option("--arrivals", flags->arrivals,
+                  "with --request-rate: even (request i at i / R) or poisson (exponential gaps of mean 1 / R, from "
+                  "the seed; random workload)")
+      ->check(CLI::IsMember({"even", "poisson"}))
       ->capture_default_str();
   auto* requests = command.add_option(
       "--requests", c.requests_file,

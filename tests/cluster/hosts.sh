@@ -16,7 +16,10 @@
 #   hosts.sh mpirun ARGS...    Open MPI's mpirun on host 0 over every host, one slot each (add -np N and the command)
 #   hosts.sh exec K CMD...     CMD on host K (its network, host name and files)
 #   hosts.sh link K up|down    bring host K's network interface up or down (a cable pulled)
-#   hosts.sh rate RATE         reshape every link
+#   hosts.sh rate RATE [K]     reshape every link (or host K's only)
+#   hosts.sh address K         host K's address on the bridge
+#   hosts.sh attach            give this machine the address .254 on the hosts' bridge (printed), so a process
+#                              outside the hosts (a router) reaches them; its traffic crosses their shaped links
 #   hosts.sh rank-pid R        the pid (as the machine sees it) of MPI rank R running in the hosts, if any
 #   hosts.sh pids              every process running in the hosts (pid and command), one a line
 #   hosts.sh check             exit 77 with the reason when this machine cannot make hosts (not root, no netns)
@@ -242,8 +245,23 @@ case "$command" in
     ;;
   rate)
     load_state
-    for ((k = 0; k < hosts; k++)); do shape "" "$(root_veth "$k")" "$1" && shape "$(ns_name "$k")" eth0 "$1"; done
-    sed -i "s/^rate=.*/rate=$1/" "$dir/state"
+    [[ -z "${2:-}" || ( "$2" =~ ^[0-9]+$ && "$2" -lt "$hosts" ) ]] || die "rate RATE [K]: no host '$2'"
+    for ((k = 0; k < hosts; k++)); do
+      [[ -z "${2:-}" || "$2" == "$k" ]] || continue
+      shape "" "$(root_veth "$k")" "$1" && shape "$(ns_name "$k")" eth0 "$1"
+    done
+    [[ -n "${2:-}" ]] || sed -i "s/^rate=.*/rate=$1/" "$dir/state"
+    ;;
+  address)
+    load_state
+    [[ "${1:-}" =~ ^[0-9]+$ && "$1" -lt "$hosts" ]] || die "address K: expected 0 to $((hosts - 1))"
+    echo "$subnet.$(($1 + 1))"
+    ;;
+  attach)
+    load_state
+    ip -4 -o addr show dev "$(bridge_name)" | grep -q " $subnet.254/" ||
+      ip addr add "$subnet.254/24" dev "$(bridge_name)"
+    echo "$subnet.254"
     ;;
   rank-pid) load_state && rank_pid "$@" ;;
   pids) load_state && pids ;;

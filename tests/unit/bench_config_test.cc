@@ -1,4 +1,5 @@
 // Validation of glint bench's configuration and base URL, and what of it goes into result files.
+#include <cmath>
 #include <limits>
 
 #include "bench/config.h"
@@ -156,6 +157,42 @@ TEST(BenchReplay, TheBatchInputFormatIsParsedAndEveryBadLineIsNamed) {
                         "\"n\" must be 1");
   EXPECT_ERROR_CONTAINS(ParseReplayRequests("\n \n"), "the file holds no request");
   EXPECT_ERROR_CONTAINS(LoadReplayRequests("/nonexistent/requests.jsonl"), "--requests /nonexistent");
+}
+
+TEST(BenchConfig, MixedLengthsAndArrivalsAreCheckedAndFitTheContext) {
+  BenchConfig c = Valid();
+  c.long_input_len = -1;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--long-input-len -1 must be positive");
+  for (double fraction : {0.0, -0.5, 1.5, std::nan("")}) {
+    c = Valid();
+    c.long_fraction = fraction;
+    EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--long-fraction");
+  }
+  c = Valid();
+  c.poisson_arrivals = true;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--arrivals poisson needs --request-rate R > 0");
+  c.workload = WorkloadKind::kMultiTurn;
+  c.request_rate = 2;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--arrivals poisson applies to the generated random workload only");
+  c.poisson_arrivals = false;
+  c.long_input_len = 100;
+  EXPECT_ERROR_CONTAINS(ValidateConfig(c), "--long-input-len applies to the generated random workload only");
+  c = Valid();
+  c.input_len = 128;
+  c.output_len = 64;
+  c.long_input_len = 2048;
+  c.long_fraction = 1;
+  c.request_rate = 0.5;
+  c.poisson_arrivals = true;
+  EXPECT_OK(ValidateConfig(c));
+  EXPECT_OK(CheckFitsContext(c, 2112));
+  EXPECT_ERROR_CONTAINS(CheckFitsContext(c, 2111), "2048 + 64 = 2112 tokens");
+  EXPECT_ERROR_CONTAINS(CheckFitsContext(c, 2111), "lower --long-input-len or --output-len");
+  const nlohmann::json json = ConfigToJson(c);
+  EXPECT_EQ(json["long_input_len"], 2048);
+  EXPECT_EQ(json["long_fraction"], 1.0);
+  EXPECT_EQ(json["request_rate"], 0.5);
+  EXPECT_EQ(json["arrivals"], "poisson");
 }
 
 TEST(BenchConfig, TokenIdRangesAreHalfOpenAndBounded) {

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "bench/http.h"
 #include "bench/report.h"
 #include "bench/runner.h"
+#include "bench/workload.h"
 #include "bench_fake_server.h"
 #include "test_util.h"
 
@@ -407,6 +409,54 @@ TEST(BenchAgainstFakeServer, TokenIdPromptsAndBothRangeConventions) {
     EXPECT_EQ(level.usage.prompt_mismatches, 0);
     EXPECT_EQ(level.usage.output_length_mismatches, 0);
   }
+}
+
+// --long-input-len and --long-fraction mix long prompts among the range's; --request-rate with --arrivals poisson
+// sends each request at its Poisson arrival (never before it), the concurrency capping those in flight.
+TEST(BenchAgainstFakeServer, MixedLengthsArriveAtTheirPoissonTimes) {
+  FakeServer server(Steady(0.005, 0.002));
+  BenchConfig config = FakeConfig(server);
+  config.prompt_format = PromptFormat::kTokenIds;
+  config.input_len = 12;
+  config.long_input_len = 40;
+  config.long_fraction = 0.5;
+  config.request_rate = 20;
+  config.poisson_arrivals = true;
+  config.prompts_per_level = 40;
+  config.concurrency = {8};
+  std::vector<double> arrivals;
+  {
+    std::vector<SessionPlan> sessions(40);
+    Rng rng(3);
+    AssignPoissonArrivals(config.request_rate, rng, sessions);
+    for (const SessionPlan& s : sessions) arrivals.push_back(s.arrival_s);
+  }
+  EXPECT_EQ(arrivals[0], 0.0);
+  EXPECT_TRUE(std::is_sorted(arrivals.begin(), arrivals.end()));
+  // 39 exponential gaps of mean 50 ms: the sum is within ±50 % of 1.95 s with a probability above 0.998.
+  EXPECT_GT(arrivals.back(), 0.975);
+  EXPECT_LT(arrivals.back(), 2.925);
+
+  const auto started = Clock::now();
+  const BenchRun run = RunOk(config);
+  const double elapsed = std::chrono::duration<double>(Clock::now() - started).count();
+  int long_prompts = 0;
+  for (const nlohmann::json& body : server.generation_bodies()) {
+    const size_t length = body["prompt"].size();
+    EXPECT_TRUE(length == 12 || length == 40) << length;
+    long_prompts += length == 40 ? 1 : 0;
+  }
+  EXPECT_GE(long_prompts, 8);  // Binomial(40, 0.5): outside [8, 32] with probability below 1e-4
+  EXPECT_LE(long_prompts, 32);
+  ASSERT_EQ(run.level_requests.size(), 1u);
+  const std::vector<RequestRecord>& records = run.level_requests[0];
+  ASSERT_EQ(records.size(), 40u);
+  // Paced: the last request is sent no earlier than ~1 s into the level (it would be at once unpaced), and spread.
+  double last_start = 0;
+  for (const RequestRecord& r : records) last_start = std::max(last_start, r.start_s);
+  EXPECT_GT(last_start, 0.9);
+  EXPECT_GT(elapsed, 0.9);
+  EXPECT_EQ(run.levels[0].completed, 40);
 }
 
 // A random-weight model's tokens decode to nothing: counted by content chunks every request is `no_content`;
