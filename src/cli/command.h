@@ -31,6 +31,6 @@ struct CommandRegistrar {
 };
 
 #define GLINT_REGISTER_COMMAND(name, description, order, setup) \
-  static ::glint::cli::CommandRegistrar GLINT_CONCAT(glint_command_, __LINE__)(name, description, order, setup)
+  static ::glint::cli::CommandRegistrar GLINT_CONCAT(glint_command_, __COUNTER__)(name, description, order, setup)
 
 }  // namespace glint::cli

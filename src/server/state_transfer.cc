@@ -19,9 +19,9 @@ using tcp = asio::ip::tcp;
 
 // One TCP connection whose every operation has a deadline: an asynchronous operation run on the connection's own
 // io_context for at most that long; past it the socket is closed and the operation ends with an error.
-class Connection {
+class TransferConnection {
  public:
-  Connection() : socket_(io_) {}
+  TransferConnection() : socket_(io_) {}
   tcp::socket& socket() { return socket_; }
 
   Status Connect(const std::string& host, const std::string& port, double seconds) {
@@ -91,7 +91,7 @@ class Connection {
 };
 
 // The other side's HELLO, checked against ours: a mismatch names both.
-Result<TransferLayout> ReceiveHello(Connection& c, const TransferLayout& ours, double seconds) {
+Result<TransferLayout> ReceiveHello(TransferConnection& c, const TransferLayout& ours, double seconds) {
   GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
   if (header.type != FrameType::kHello || header.length != kHelloBytes) {
     return FailedPrecondition(c.Unexpected(header, FrameType::kHello, seconds));
@@ -115,7 +115,7 @@ std::pair<std::string, std::string> SplitAddress(const std::string& address) {
 }
 
 // Reads a region frame of exactly `out.size()` bytes (checked before the body is read).
-Status ReceiveRegion(Connection& c, FrameType type, std::span<std::byte> out, double seconds) {
+Status ReceiveRegion(TransferConnection& c, FrameType type, std::span<std::byte> out, double seconds) {
   GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
   if (header.type != type || header.length != out.size()) {
     return FailedPrecondition(c.Unexpected(header, type, seconds), " (expected ", out.size(), " bytes)");
@@ -123,8 +123,8 @@ Status ReceiveRegion(Connection& c, FrameType type, std::span<std::byte> out, do
   return c.ReadBody(header, out, seconds);
 }
 
-Result<SequenceSnapshot> ReceiveState(Connection& c, std::span<const int32_t> prompt, const TransferLayout& layout,
-                                      const TransferTimeouts& t) {
+Result<SequenceSnapshot> ReceiveState(TransferConnection& c, std::span<const int32_t> prompt,
+                                      const TransferLayout& layout, const TransferTimeouts& t) {
   GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(t.prefill_seconds));
   if (header.type != FrameType::kState || header.length != kStateBytes) {
     return Unavailable(c.Unexpected(header, FrameType::kState, t.io_seconds));
@@ -161,7 +161,7 @@ Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const 
                                     const TransferLayout& layout, const TransferTimeouts& t) {
   const auto [host, port] = SplitAddress(address);
   if (host.empty() || port.empty()) return InvalidArgument("the prefill address '", address, "' is not host:port");
-  Connection c;
+  TransferConnection c;
   const auto fail = [&](const Status& status) {
     return Status(status.code(), StrCat("prefill server ", address, ": ", status.message()));
   };
@@ -198,9 +198,9 @@ struct TransferServer::Impl {
   std::atomic<int64_t>* transfers = nullptr;
 
   void AcceptLoop();
-  void Serve(Connection& c);
+  void Serve(TransferConnection& c);
   Result<std::shared_ptr<const SequenceSnapshot>> Export(std::vector<int32_t> prompt);
-  Status SendState(Connection& c, const SequenceSnapshot& s);
+  Status SendState(TransferConnection& c, const SequenceSnapshot& s);
 };
 
 Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host, int port, Engine& engine,
@@ -242,7 +242,7 @@ void TransferServer::Impl::AcceptLoop() {
   while (!stopping) {
     pollfd fd{acceptor.native_handle(), POLLIN, 0};
     if (::poll(&fd, 1, 200) <= 0) continue;
-    auto connection = std::make_shared<Connection>();
+    auto connection = std::make_shared<TransferConnection>();
     boost::system::error_code ec;
     acceptor.accept(connection->socket(), ec);
     if (ec) continue;
@@ -291,7 +291,7 @@ Result<std::shared_ptr<const SequenceSnapshot>> TransferServer::Impl::Export(std
   return out->snapshot;
 }
 
-Status TransferServer::Impl::SendState(Connection& c, const SequenceSnapshot& s) {
+Status TransferServer::Impl::SendState(TransferConnection& c, const SequenceSnapshot& s) {
   const double io = timeouts.io_seconds;
   const StateAnnouncement state{s.tokens, static_cast<int64_t>(s.slot.size()), static_cast<int64_t>(s.blocks.size()),
                                 static_cast<int64_t>(s.logits.size())};
@@ -302,7 +302,7 @@ Status TransferServer::Impl::SendState(Connection& c, const SequenceSnapshot& s)
   return c.Write(FrameType::kEnd, {}, io);
 }
 
-void TransferServer::Impl::Serve(Connection& c) {
+void TransferServer::Impl::Serve(TransferConnection& c) {
   const double io = timeouts.io_seconds;
   const auto refuse = [&](const Status& why) {
     LogWarning("transfer plane: ", why.message());
