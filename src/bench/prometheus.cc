@@ -57,7 +57,7 @@ Status ParseLabels(std::string_view text, size_t& pos, std::map<std::string, std
   }
 }
 
-Result<PrometheusSample> ParseLine(std::string_view line) {
+Result<PrometheusSample> ParseSampleLine(std::string_view line) {
   PrometheusSample sample;
   size_t pos = 0;
   while (pos < line.size() && IsNameChar(line[pos], pos == 0)) ++pos;
@@ -85,7 +85,7 @@ Result<std::vector<PrometheusSample>> ParsePrometheusText(std::string_view text)
     while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.remove_suffix(1);
     while (!line.empty() && line.front() == ' ') line.remove_prefix(1);
     if (line.empty() || line.front() == '#') continue;
-    auto sample = ParseLine(line);
+    auto sample = ParseSampleLine(line);
     if (!sample.ok()) return sample.status().WithContext(StrCat("/metrics line ", line_number));
     samples.push_back(std::move(sample).value());
   }

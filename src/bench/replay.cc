@@ -8,7 +8,7 @@ namespace {
 constexpr size_t kMaxReplayFileBytes = size_t{1} << 32;
 
 // One line's request, or what is wrong with it (the caller adds the line number).
-Result<ReplayRequest> ParseLine(std::string_view text) {
+Result<ReplayRequest> ParseReplayLine(std::string_view text) {
   const nlohmann::json line = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!line.is_object()) {
     return InvalidArgument(
@@ -59,7 +59,7 @@ Result<std::vector<ReplayRequest>> ParseReplayRequests(std::string_view text) {
     if (requests.size() == kMaxReplayRequests) {
       return InvalidArgument("--requests: more than ", kMaxReplayRequests, " requests (line ", number, ")");
     }
-    auto request = ParseLine(line);
+    auto request = ParseReplayLine(line);
     if (!request.ok()) return InvalidArgument("--requests: line ", number, ": ", request.status().message());
     requests.push_back(std::move(request).value());
   }

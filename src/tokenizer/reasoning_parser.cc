@@ -2,13 +2,13 @@
 
 #include <algorithm>
 
+#include "tokenizer/utf8.h"
+
 namespace glint {
 namespace {
 
 constexpr std::string_view kThinkOpen = "<think>";
 constexpr std::string_view kThinkClose = "</think>";
-
-bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
 
 }  // namespace
 
@@ -28,7 +28,7 @@ void ReasoningParser::Push(std::string_view text, std::string& reasoning, std::s
   pending_.append(text);
   if (state_ == State::kMaybeOpen) {
     const size_t first =
-        static_cast<size_t>(std::find_if_not(pending_.begin(), pending_.end(), IsBlank) - pending_.begin());
+        static_cast<size_t>(std::find_if_not(pending_.begin(), pending_.end(), IsAsciiBlank) - pending_.begin());
     const std::string_view rest = std::string_view(pending_).substr(first);
     if (rest.substr(0, kThinkOpen.size()) == kThinkOpen) {
       state_ = State::kReasoning;

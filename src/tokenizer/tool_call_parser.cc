@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tokenizer/reasoning_parser.h"
+#include "tokenizer/utf8.h"
 
 namespace glint {
 namespace {
@@ -18,11 +19,9 @@ constexpr std::string_view kValueClose = "</arg_value>";
 
 constexpr size_t kMaxNameBytes = 256;
 
-bool IsBlank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
-
 std::string_view Trim(std::string_view text) {
-  while (!text.empty() && IsBlank(text.front())) text.remove_prefix(1);
-  while (!text.empty() && IsBlank(text.back())) text.remove_suffix(1);
+  while (!text.empty() && IsAsciiBlank(text.front())) text.remove_prefix(1);
+  while (!text.empty() && IsAsciiBlank(text.back())) text.remove_suffix(1);
   return text;
 }
 
@@ -74,7 +73,7 @@ std::string JsonQuote(std::string_view text) { return "\"" + JsonEscape(text) + 
 
 bool ValidName(std::string_view name) {
   if (name.empty() || name.size() > kMaxNameBytes) return false;
-  return std::none_of(name.begin(), name.end(), [](char c) { return IsBlank(c) || c == '<' || c == '>'; });
+  return std::none_of(name.begin(), name.end(), [](char c) { return IsAsciiBlank(c) || c == '<' || c == '>'; });
 }
 
 struct TagHit {
@@ -194,7 +193,7 @@ void ToolCallParser::EmitContent(std::string& content, std::string_view text) {
   }
   // After a call, whitespace is held until something else follows (it may be just the gap before the next
   // call, or trailing); cutting at the last non-blank keeps the result independent of the chunking.
-  const auto last = std::find_if_not(text.rbegin(), text.rend(), IsBlank);
+  const auto last = std::find_if_not(text.rbegin(), text.rend(), IsAsciiBlank);
   if (last == text.rend()) {
     blank_run_.append(text);
     return;
@@ -217,11 +216,11 @@ void ToolCallParser::OpenValue(std::vector<ToolCallDelta>& calls, std::string_vi
 }
 
 void ToolCallParser::StreamRawValue(std::vector<ToolCallDelta>& calls) {
-  const auto last = std::find_if_not(value_.rbegin(), value_.rend(), IsBlank);
+  const auto last = std::find_if_not(value_.rbegin(), value_.rend(), IsAsciiBlank);
   if (last == value_.rend()) return;  // blanks only so far
   const size_t end = static_cast<size_t>(value_.rend() - last);
   if (!value_opened_) {
-    value_emitted_ = static_cast<size_t>(std::find_if_not(value_.begin(), value_.end(), IsBlank) - value_.begin());
+    value_emitted_ = static_cast<size_t>(std::find_if_not(value_.begin(), value_.end(), IsAsciiBlank) - value_.begin());
     OpenValue(calls, "");
     value_opened_ = true;
   }

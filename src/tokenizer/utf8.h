@@ -35,4 +35,8 @@ std::string SanitizeUtf8(std::string_view text);
 // Appends the UTF-8 encoding of `code_point` (≤ U+10FFFF, not a surrogate) to `out`.
 void AppendUtf8(char32_t code_point, std::string& out);
 
+// Space, tab, carriage return or line feed: the whitespace JSON allows between tokens, which the output parsers
+// (reasoning_parser, tool_call_parser) trim around the model's tagged sections.
+inline bool IsAsciiBlank(char c) { return c == ' ' || c == '\n' || c == '\t' || c == '\r'; }
+
 }  // namespace glint
