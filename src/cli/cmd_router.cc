@@ -78,6 +78,12 @@ void AddBackendFlags(CLI::App& command, RouterFlags& flags) {
                   "conversation prefixes remembered with their backend (oldest forgotten first)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 30))
       ->capture_default_str();
+  command
+      .add_option("--affinity-max-lead", flags.options.affinity_max_lead,
+                  "a conversation's backend is passed over for the least loaded one when it has this many more "
+                  "requests outstanding (0: the prefix's backend always, while healthy)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20))
+      ->capture_default_str();
 }
 
 void AddClientFlags(CLI::App& command, RouterFlags& flags) {

@@ -36,8 +36,12 @@ std::string Backend::reason() const {
   return reason_;
 }
 
-BackendPool::BackendPool(std::vector<std::unique_ptr<Backend>> backends, size_t affinity_capacity, size_t id_capacity)
-    : backends_(std::move(backends)), prefixes_(affinity_capacity), ids_(id_capacity) {
+BackendPool::BackendPool(std::vector<std::unique_ptr<Backend>> backends, size_t affinity_capacity, size_t id_capacity,
+                         int64_t affinity_max_lead)
+    : backends_(std::move(backends)),
+      affinity_max_lead_(affinity_max_lead),
+      prefixes_(affinity_capacity),
+      ids_(id_capacity) {
   for (size_t i = 0; i < backends_.size(); ++i) {
     if (backends_[i]->role != BackendRole::kPrefill) serving_.push_back(i);
   }
@@ -50,10 +54,6 @@ bool BackendPool::Eligible(size_t index, const std::vector<size_t>& excluded) co
 
 std::optional<Choice> BackendPool::ChooseServing(std::optional<uint64_t> prefix_key,
                                                  const std::vector<size_t>& excluded) {
-  if (prefix_key) {
-    const std::optional<size_t> previous = prefixes_.Find(*prefix_key);
-    if (previous && Eligible(*previous, excluded)) return Choice{*previous, true};
-  }
   std::optional<size_t> best;
   auto load = [&](size_t i) {
     return std::make_tuple(backends_[i]->outstanding.load(), backends_[i]->requests.load());
@@ -63,7 +63,13 @@ std::optional<Choice> BackendPool::ChooseServing(std::optional<uint64_t> prefix_
     if (!best || load(index) < load(*best)) best = index;
   }
   if (!best) return std::nullopt;
-  return Choice{*best, false};
+  const std::optional<size_t> previous = prefix_key ? prefixes_.Find(*prefix_key) : std::nullopt;
+  if (previous && Eligible(*previous, excluded)) {
+    const int64_t lead = backends_[*previous]->outstanding.load() - backends_[*best]->outstanding.load();
+    if (affinity_max_lead_ <= 0 || lead < affinity_max_lead_) return Choice{*previous, true, false};
+    return Choice{*best, false, true};
+  }
+  return Choice{*best, false, false};
 }
 
 std::optional<size_t> BackendPool::ChoosePrefill() const {

@@ -98,21 +98,27 @@ class LruMap {
 
 struct Choice {
   size_t backend = 0;
-  bool affinity_hit = false;  // chosen because its prefix key was remembered
+  bool affinity_hit = false;      // chosen because its prefix key was remembered
+  bool affinity_yielded = false;  // its prefix's backend was passed over for load (see BackendPool::ChooseServing)
 };
 
 class BackendPool {
  public:
   // `affinity_capacity` prefix keys and `id_capacity` ids are remembered (least recently used forgotten first).
-  BackendPool(std::vector<std::unique_ptr<Backend>> backends, size_t affinity_capacity, size_t id_capacity);
+  // `affinity_max_lead`: a remembered backend with this many more outstanding requests than the least loaded one
+  // is passed over (0: affinity wins whatever the load).
+  BackendPool(std::vector<std::unique_ptr<Backend>> backends, size_t affinity_capacity, size_t id_capacity,
+              int64_t affinity_max_lead = 0);
 
   size_t size() const { return backends_.size(); }
   Backend& at(size_t index) { return *backends_[index]; }
   const Backend& at(size_t index) const { return *backends_[index]; }
 
   // A backend that answers the API (a replica or a decode server), healthy and not in `excluded`: the one that
-  // served `prefix_key` before if it qualifies, otherwise the least loaded (fewest outstanding requests, then
-  // fewest requests so far, then the first listed). nullopt when none qualifies.
+  // served `prefix_key` before if it qualifies and is not `affinity_max_lead` or more outstanding requests ahead
+  // of the least loaded, otherwise the least loaded (fewest outstanding requests, then fewest requests so far,
+  // then the first listed). nullopt when none qualifies. A cache hit saves the prefix's prefill; a backend that
+  // far ahead makes the request wait for others' steps instead, and a busy session would pin a replica forever.
   std::optional<Choice> ChooseServing(std::optional<uint64_t> prefix_key, const std::vector<size_t>& excluded);
   // The healthy prefill server with a known transfer port and the fewest outstanding requests.
   std::optional<size_t> ChoosePrefill() const;
@@ -133,6 +139,7 @@ class BackendPool {
 
   std::vector<std::unique_ptr<Backend>> backends_;
   std::vector<size_t> serving_;
+  int64_t affinity_max_lead_ = 0;
   LruMap<uint64_t> prefixes_;
   LruMap<std::string> ids_;
 };

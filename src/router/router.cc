@@ -229,7 +229,8 @@ std::vector<std::unique_ptr<Backend>> MakeBackends(const std::vector<BackendSpec
 
 Router::Handler::Handler(RouterOptions options)
     : options(std::move(options)),
-      pool_(MakeBackends(this->options.backends), this->options.affinity_capacity, this->options.id_capacity) {}
+      pool_(MakeBackends(this->options.backends), this->options.affinity_capacity, this->options.id_capacity,
+            this->options.affinity_max_lead) {}
 
 // ---- health ----
 
@@ -386,8 +387,12 @@ void Router::Handler::Proxy(const HttpRequest& req, HttpResponse& res, ClientCon
       const std::optional<Choice> choice = pool_.ChooseServing(target.prefix, failed);
       if (!choice) break;
       index = choice->backend;
-      if (attempt == 0 && target.prefix)
-        (choice->affinity_hit ? counters_.affinity_hits : counters_.affinity_misses).fetch_add(1);
+      if (attempt == 0 && target.prefix) {
+        (choice->affinity_hit       ? counters_.affinity_hits
+         : choice->affinity_yielded ? counters_.affinity_yields
+                                    : counters_.affinity_misses)
+            .fetch_add(1);
+      }
     }
     if (attempt > 0) counters_.retries.fetch_add(1);
     const Attempt outcome = Forward(req, res, client, index, target);

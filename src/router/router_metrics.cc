@@ -54,6 +54,10 @@ std::string RenderRouterMetrics(const BackendPool& pool, const RouterCounters& c
   Single("glint_router_prefix_affinity_misses_total", "counter",
          "requests with a conversation prefix placed by load (prefix new, forgotten, or its backend down)",
          counters.affinity_misses.load(), out);
+  Single("glint_router_prefix_affinity_yields_total", "counter",
+         "requests with a remembered prefix placed by load: its backend had --affinity-max-lead more outstanding "
+         "requests than the least loaded",
+         counters.affinity_yields.load(), out);
   Single("glint_router_retries_total", "counter", "requests retried on another backend after a connection failure",
          counters.retries.load(), out);
   Single("glint_router_unavailable_total", "counter", "requests answered 503: no backend could take them",

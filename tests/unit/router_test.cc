@@ -95,7 +95,7 @@ TEST(LruMapTest, ForgetsTheLeastRecentlyUsed) {
 }
 
 // A pool of `replicas` replicas, then `decode` decode servers, then `prefill` prefill servers, all healthy.
-BackendPool MakePool(int replicas, int decode = 0, int prefill = 0, size_t capacity = 16) {
+BackendPool MakePool(int replicas, int decode = 0, int prefill = 0, size_t capacity = 16, int64_t max_lead = 0) {
   std::vector<std::unique_ptr<Backend>> backends;
   int port = 9000;
   auto add = [&](int count, BackendRole role) {
@@ -108,7 +108,7 @@ BackendPool MakePool(int replicas, int decode = 0, int prefill = 0, size_t capac
   add(replicas, BackendRole::kReplica);
   add(decode, BackendRole::kDecode);
   add(prefill, BackendRole::kPrefill);
-  return BackendPool(std::move(backends), capacity, capacity);
+  return BackendPool(std::move(backends), capacity, capacity, max_lead);
 }
 
 TEST(PlacementTest, LeastOutstandingThenFewestRequests) {
@@ -141,6 +141,31 @@ TEST(PlacementTest, PrefixAffinityWinsOverLoadWhileHealthy) {
   EXPECT_EQ(choice->backend, 0u);
   EXPECT_FALSE(choice->affinity_hit);
   EXPECT_EQ(pool.at(1).reason(), "connection refused");
+}
+
+TEST(PlacementTest, AffinityYieldsWhenItsBackendIsFarAheadInLoad) {
+  for (int64_t max_lead : {0, 1, 4}) {
+    SCOPED_TRACE(max_lead);
+    BackendPool pool = MakePool(3, 0, 0, 16, max_lead);
+    pool.RememberPrefix(42, 1);
+    pool.at(0).outstanding = 3;
+    pool.at(2).outstanding = 2;
+    for (int64_t outstanding = 0; outstanding <= 10; ++outstanding) {
+      pool.at(1).outstanding = outstanding;
+      // The least loaded of the others is backend 2 (2 outstanding); backend 1 itself when it has fewer.
+      const int64_t lead = outstanding - std::min<int64_t>(outstanding, 2);
+      const bool keeps = max_lead == 0 || lead < max_lead;
+      auto choice = pool.ChooseServing(42, {});
+      ASSERT_TRUE(choice.has_value());
+      EXPECT_EQ(choice->backend, keeps ? 1u : 2u) << outstanding;
+      EXPECT_EQ(choice->affinity_hit, keeps);
+      EXPECT_EQ(choice->affinity_yielded, !keeps);
+      // An excluded least-loaded backend moves the comparison to the next one (backend 0, 3 outstanding).
+      choice = pool.ChooseServing(42, {2});
+      const int64_t lead_over_0 = outstanding - std::min<int64_t>(outstanding, 3);
+      EXPECT_EQ(choice->backend, max_lead == 0 || lead_over_0 < max_lead ? 1u : 0u) << outstanding;
+    }
+  }
 }
 
 TEST(PlacementTest, NoneWhenEveryServingBackendIsDownOrExcluded) {
