@@ -41,7 +41,7 @@ struct RouterOptions {
   // A remembered prefix's backend with this many more outstanding requests than the least loaded one is passed
   // over (BackendPool::ChooseServing); 0: affinity wins whatever the load.
   int64_t affinity_max_lead = 8;
-  size_t id_capacity = 65536;        // response, file and batch ids remembered
+  size_t id_capacity = 65536;  // response, file and batch ids remembered
   // A response with a Content-Length up to this many bytes is read whole before it is sent (so a retry is still
   // possible and the ids it creates can be read); larger ones, and every SSE stream, are relayed as they arrive.
   size_t max_buffered_response_bytes = size_t{16} << 20;
