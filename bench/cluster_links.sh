@@ -90,13 +90,10 @@ step_times "$work/one.txt" | awk '{ printf "  %-12s %10.3f ms/step\n", $1, $2 }'
 for rate in $rates; do
   hosts down
   hosts up 2 "$rate" >/dev/null
-  # Each host's own path to the container, hard-linked where the file system allows: the same pages, so the two
-  # hosts do not hold two copies of a bench-size model in one machine's page cache (2 × 7.7 GB of 24 GB evicts
-  # it, and every run then measures the disk); the correctness tests (tests/cluster/correctness.sh) copy instead.
-  for k in 0 1; do
-    cp -rl "$model_source" "$GLINT_CLUSTER_DIR/hosts/h$k/model" 2>/dev/null ||
-      cp -r "$model_source" "$GLINT_CLUSTER_DIR/hosts/h$k/model"
-  done
+  # Each host's own path to the container, hard-linked: the same pages, so the two hosts do not hold two copies
+  # of a bench-size model in one machine's page cache (2 × 7.7 GB of 24 GB evicts it, and every run then measures
+  # the disk); the correctness tests (tests/cluster/correctness.sh) copy instead.
+  hosts model "$model_source" link
   model="$GLINT_CLUSTER_DIR/here/model"
   echo "== $rate: one all-reduce between 2 hosts"
   hosts mpirun "${mpi_flags[@]}" -np 2 "$collective_bench" "${COLLECTIVE[@]}" | tee "$work/collective.txt" | sed 's/^/  /'

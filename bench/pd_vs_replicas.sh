@@ -85,7 +85,7 @@ say() { echo "$*" | tee -a "$summary"; }
 
 hosts up 2 "$link_rate" >/dev/null
 hosts attach >/dev/null
-for k in 0 1; do cp -r "$model" "$GLINT_CLUSTER_DIR/hosts/h$k/model"; done
+hosts model "$model" link  # hard links: one copy of a large model in this machine's page cache
 link_bits="$(awk -v r="${link_rate,,}" 'BEGIN { m = r ~ /gbit$/ ? 1e9 : 1e6; sub(/[gm]bit$/, "", r); print r * m }')"
 say "pd_vs_replicas: link $link_rate, host cores ${cpu_of[*]}, model $model, long $long_len × $long_fraction," \
   "short ≤ $short_len, output ≤ $output_len (range ratio $range_ratio), rates $rates req/s, $requests requests each"

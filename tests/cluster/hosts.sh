@@ -18,6 +18,9 @@
 #   hosts.sh link K up|down    bring host K's network interface up or down (a cable pulled)
 #   hosts.sh rate RATE [K]     reshape every link (or host K's only)
 #   hosts.sh address K         host K's address on the bridge
+#   hosts.sh model DIR [link]  put DIR at every host's $GLINT_CLUSTER_DIR/here/model: a copy each (as on real
+#                              machines), or with `link` hard links where the file system allows — the same pages,
+#                              for benchmarks of a model too large for one machine's page cache to hold twice
 #   hosts.sh attach            give this machine the address .254 on the hosts' bridge (printed), so a process
 #                              outside the hosts (a router) reaches them; its traffic crosses their shaped links
 #   hosts.sh rank-pid R        the pid (as the machine sees it) of MPI rank R running in the hosts, if any
@@ -262,6 +265,16 @@ case "$command" in
     ip -4 -o addr show dev "$(bridge_name)" | grep -q " $subnet.254/" ||
       ip addr add "$subnet.254/24" dev "$(bridge_name)"
     echo "$subnet.254"
+    ;;
+  model)
+    load_state
+    [[ -d "${1:-}" && ( -z "${2:-}" || "${2:-}" == link ) ]] || die "model DIR [link]: no directory '${1:-}'"
+    for ((k = 0; k < hosts; k++)); do
+      rm -rf "$dir/hosts/h$k/model"
+      if [[ "${2:-}" == link ]] && cp -rl "$1" "$dir/hosts/h$k/model" 2>/dev/null; then continue; fi
+      rm -rf "$dir/hosts/h$k/model"
+      cp -r "$1" "$dir/hosts/h$k/model"
+    done
     ;;
   rank-pid) load_state && rank_pid "$@" ;;
   pids) load_state && pids ;;
