@@ -15,6 +15,12 @@ void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
       ->capture_default_str();
   command.add_option("--max-batch-tokens", flags.max_batch_tokens, "tokens computed per step (the scheduler budget)")
       ->capture_default_str();
+  command
+      .add_option("--batch-prefill-beside-online", flags.batch_prefill_beside_online,
+                  "batch-job prefill tokens per step while online requests run or wait (keeps their steps short; "
+                  "0: none until they are done)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30))
+      ->capture_default_str();
   command.add_option("--block-size", flags.block_size, "tokens per cache block (a multiple of index_kpool)")
       ->capture_default_str();
   command.add_option("--kda-state", flags.kda_state, "storage of the KDA recurrent state: fp32 or bf16")
@@ -70,6 +76,7 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
   options.max_seqs = flags.max_seqs;
   options.max_model_len = flags.max_model_len;
   options.max_batch_tokens = flags.max_batch_tokens;
+  options.batch_prefill_beside_online = flags.batch_prefill_beside_online;
   options.block_tokens = flags.block_size;
   if (flags.kda_state == "fp32") {
     options.kda_state = KdaStateStorage::kFloat32;

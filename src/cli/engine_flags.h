@@ -16,6 +16,7 @@ struct EngineFlags {
   int64_t max_seqs = 16;
   int64_t max_model_len = 0;
   int64_t max_batch_tokens = 512;
+  int64_t batch_prefill_beside_online = 64;
   int64_t block_size = 64;
   std::string kda_state = "fp32";
   std::string kv_cache_dtype = "fp32";

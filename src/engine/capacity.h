@@ -42,7 +42,9 @@ struct EngineOptions {
   int64_t max_model_len = 0;                // --max-model-len: prompt + generated; 0 = as much as the cache holds
                                             // (at most max_position_embeddings)
   int64_t max_batch_tokens = 512;           // tokens computed per step (the scheduler's budget)
-  int64_t block_tokens = 64;                // positions per cache block (a multiple of index_kpool)
+  // --batch-prefill-beside-online: batch prefill tokens per step beside online sequences (SchedulerOptions)
+  int64_t batch_prefill_beside_online = 64;
+  int64_t block_tokens = 64;  // positions per cache block (a multiple of index_kpool)
   KdaStateStorage kda_state = KdaStateStorage::kFloat32;
   KvCacheDtype kv_cache_dtype = KvCacheDtype::kFloat32;  // --kv-cache-dtype: MLA latents + pooled indexer keys
   bool prefix_caching = true;

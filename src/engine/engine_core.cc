@@ -78,6 +78,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   }
   SchedulerOptions scheduling;
   scheduling.max_batch_tokens = options.max_batch_tokens;
+  scheduling.batch_prefill_beside_online = options.batch_prefill_beside_online;
   scheduling.watermark_blocks = static_cast<int64_t>(options.admission_watermark * r.num_blocks);
   core->scheduler_ = std::make_unique<Scheduler>(*core->memory_, scheduling);
   EngineCore* raw = core.get();

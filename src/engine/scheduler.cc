@@ -177,6 +177,13 @@ void Scheduler::YieldSlotToOnline(StepPlan& plan, int64_t& budget) {
   Preempt(std::get<2>(newest), plan, budget);
 }
 
+bool Scheduler::OnlinePresent() const {
+  const auto online = [](const auto& set) {
+    return !set.empty() && std::get<0>(*set.begin()) == SequencePriority::kOnline;
+  };
+  return online(running_) || online(waiting_);
+}
+
 StepPlan Scheduler::Schedule() {
   StepPlan plan;
   int64_t budget = options_.max_batch_tokens;
@@ -195,6 +202,9 @@ StepPlan Scheduler::Schedule() {
   const bool online_prefill = plan.chunks.size() > online_decodes;
   ScheduleRunning(SequencePriority::kBatch, /*decodes=*/true, plan, budget);
   if (online_prefill) return plan;
+  // On a CPU a step's time grows with its tokens: a full budget of batch prefill would make every online decode
+  // step, and the step a newly arrived online request waits for, that long.
+  if (OnlinePresent()) budget = std::min(budget, options_.batch_prefill_beside_online);
   ScheduleRunning(SequencePriority::kBatch, /*decodes=*/false, plan, budget);
   if (plan.preempted.size() == yielded) Admit(SequencePriority::kBatch, plan, budget);
   return plan;

@@ -36,6 +36,10 @@ namespace glint {
 struct SchedulerOptions {
   int64_t max_batch_tokens = 512;  // tokens computed per step, all sequences together
   int64_t watermark_blocks = 0;    // blocks an admission leaves free for running sequences to grow into
+  // Batch prefill tokens (chunks and admissions) in a step while an online sequence runs or waits: what the step an
+  // online request waits for, and each online decode step, may carry beyond the online work (docs/batch.md
+  // "Priority"). 0: no batch prefill while online traffic is present.
+  int64_t batch_prefill_beside_online = 64;
 };
 
 // Online requests (HTTP clients waiting) go before batch requests (docs/batch.md "Priority"): a batch sequence
@@ -167,6 +171,7 @@ class Scheduler {
   // An online sequence heads the waiting line but no slot is free: the newest running batch sequence is preempted
   // so that it can be admitted in this step.
   void YieldSlotToOnline(StepPlan& plan, int64_t& budget);
+  bool OnlinePresent() const;  // an online sequence runs or waits
 
   CacheManager& memory_;
   SchedulerOptions options_;

@@ -219,6 +219,27 @@ TEST(Scheduler, NoBatchRequestIsAdmittedInAStepThatComputesAnOnlinePrompt) {
   Finish(scheduler, plan);
 }
 
+TEST(Scheduler, BatchPrefillBesideOnlineSequencesIsCapped) {
+  for (int64_t cap : {0, 5, 30}) {
+    SCOPED_TRACE(cap);
+    auto memory = Memory(64, 4);
+    Scheduler scheduler(*memory, {.max_batch_tokens = 64, .batch_prefill_beside_online = cap});
+    scheduler.Add(1, Tokens(0, 4), 0);                                  // online, decodes from step 2
+    scheduler.Add(2, Tokens(50, 40), 1, {}, SequencePriority::kBatch);  // a long batch prompt
+    Finish(scheduler, scheduler.Schedule());  // the online prompt alone (no batch prefill beside an online prompt)
+    StepPlan plan = scheduler.Schedule();     // the online sequence decodes: the batch prompt gets the cap
+    const int64_t first = cap;
+    std::vector<Chunk> expected = {{1, 4, 1, true}};
+    if (first > 0) expected.push_back({2, 0, first, false});
+    EXPECT_EQ(ChunksOf(plan), expected);
+    Finish(scheduler, plan);
+    scheduler.Finish(1);  // online traffic ends: the batch prompt takes the whole budget left
+    plan = scheduler.Schedule();
+    EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{2, first, 40 - first, true}})) << "no cap without online";
+    Finish(scheduler, plan);
+  }
+}
+
 TEST(Scheduler, AWaitingOnlineRequestIsAdmittedBeforeWaitingBatchRequests) {
   auto memory = Memory(64, 1);  // one slot: admission order is visible
   Scheduler scheduler(*memory, {.max_batch_tokens = 64});
