@@ -501,14 +501,27 @@ GLINT_REGISTER_COMMAND(
       return [flags] { return Serve(*flags); };
     });
 
+// Offline, no request waits on a token's latency, so glint batch runs as many sequences as memory allows by
+// default (a decode step reads the weights once for all of them; docs/batch.md "Throughput") where glint serve keeps
+// 16 for its time per token.
+constexpr int64_t kOfflineMaxSeqs = 64;
+
 std::function<Status()> SetUpBatch(CLI::App& command) {
   auto flags = std::make_shared<ServeFlags>();
   auto batch = std::make_shared<OfflineBatchFlags>();
   AddStackFlags(command, *flags);
   AddOfflineBatchFlags(command, *batch);
-  return [flags, batch] {
+  CLI::Option* max_seqs = command.get_option("--max-seqs");
+  max_seqs->description(StrCat("most sequences in memory at once (state slots); default ", kOfflineMaxSeqs,
+                               ", fewer when their states would take more than half of --memory"));
+  max_seqs->default_str("");
+  return [flags, batch, max_seqs] {
     flags->no_request_log = true;
     flags->no_webui = true;
+    if (max_seqs->count() == 0) {
+      flags->engine.max_seqs = kOfflineMaxSeqs;
+      flags->engine.max_seqs_up_to_memory = true;
+    }
     return Batch(*flags, *batch);
   };
 }

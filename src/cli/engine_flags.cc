@@ -74,6 +74,7 @@ Result<EngineOptions> ToEngineOptions(const EngineFlags& flags) {
   EngineOptions options;
   GLINT_ASSIGN_OR_RETURN(options.memory_bytes, ParseByteSize(flags.memory));
   options.max_seqs = flags.max_seqs;
+  options.max_seqs_up_to_memory = flags.max_seqs_up_to_memory;
   options.max_model_len = flags.max_model_len;
   options.max_batch_tokens = flags.max_batch_tokens;
   options.batch_prefill_beside_online = flags.batch_prefill_beside_online;

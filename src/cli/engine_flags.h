@@ -15,6 +15,7 @@ struct EngineFlags {
   std::string memory = "1G";
   int64_t max_seqs = 16;
   int64_t max_model_len = 0;
+  bool max_seqs_up_to_memory = false;  // EngineOptions::max_seqs_up_to_memory (glint batch's default)
   int64_t max_batch_tokens = 512;
   int64_t batch_prefill_beside_online = 64;
   int64_t block_size = 64;

@@ -121,7 +121,6 @@ CapacityReport DescribeLayout(const CacheLayout& layout, const EngineOptions& o,
 
 // One state slot per sequence, each with its speculative-decoding rollback copies. Returns the memory left.
 Result<int64_t> PlanSlots(const CacheLayout& layout, const EngineOptions& o, CapacityReport& r) {
-  r.num_slots = o.max_seqs;
   r.speculative = o.speculative != SpeculativeMethod::kNone;
   // A rollback snapshot is a copy of the slot's KDA part (aligned, at least one alignment unit), one per drafted
   // token: a verification of K drafts can be cut after any of them.
@@ -129,7 +128,10 @@ Result<int64_t> PlanSlots(const CacheLayout& layout, const EngineOptions& o, Cap
   r.rollback_copy_bytes = r.speculative ? AlignItemBytes(std::max<int64_t>(layout.checkpoint_bytes, 1)) : 0;
   r.rollback_bytes = r.rollback_copies * r.rollback_copy_bytes;
   const int64_t per_sequence = layout.slot_bytes + r.rollback_bytes;
-  if (o.max_seqs > o.memory_bytes / per_sequence) {
+  // Half, so that as many sequences' contexts (blocks) and the prefix cache's checkpoints fit beside their states.
+  r.num_slots = o.max_seqs_up_to_memory ? std::clamp<int64_t>(o.memory_bytes / 2 / per_sequence, 1, o.max_seqs)
+                                        : o.max_seqs;
+  if (r.num_slots > o.memory_bytes / per_sequence) {
     return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " holds at most ",
                              o.memory_bytes / per_sequence, " sequence states of ", FormatBinaryBytes(per_sequence),
                              " each", r.speculative ? " (with the speculative-decoding rollback copy)" : "",

@@ -39,6 +39,8 @@ struct PrefixDiskOptions {
 struct EngineOptions {
   int64_t memory_bytes = int64_t{1} << 30;  // --memory: the cache budget (blocks + slots + checkpoints), not weights
   int64_t max_seqs = 16;                    // --max-seqs: state slots = the most sequences in memory at once
+  // glint batch without --max-seqs: max_seqs is a ceiling, lowered to what half of memory_bytes holds (PlanSlots).
+  bool max_seqs_up_to_memory = false;
   int64_t max_model_len = 0;                // --max-model-len: prompt + generated; 0 = as much as the cache holds
                                             // (at most max_position_embeddings)
   int64_t max_batch_tokens = 512;           // tokens computed per step (the scheduler's budget)

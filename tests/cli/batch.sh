@@ -187,4 +187,23 @@ grep -q "requests, .* tokens/s, ETA" "$work/batch.log" || fail "no progress line
 grep -q "requests to run, 8 in flight (the engine runs 4 at once, the rest wait in its queue)" "$work/batch.log" ||
   fail "default concurrency: $(grep 'in flight' "$work/batch.log")"
 exactly_once "$work/offline.jsonl" "$work/offline.out"
+
+# Without --max-seqs, glint batch runs 64 sequences, or what half of --memory holds when that is fewer.
+make_input "$work/few.jsonl" 3 4
+for memory in 128M 8M; do
+  rm -f "$work/few.out"
+  timeout 120 "$glint" batch --memory "$memory" --max-model-len 512 --input "$work/few.jsonl" --output "$work/few.out" \
+    >"$work/few.log" 2>&1 || fail "glint batch --memory $memory: $(tail -5 "$work/few.log")"
+  python3 - "$work/few.log" "$memory" <<'EOF2' || fail "--memory $memory: $(grep -E 'slots|at once' "$work/few.log")"
+import re, sys
+log, memory = open(sys.argv[1]).read(), {"128M": 128 << 20, "8M": 8 << 20}[sys.argv[2]]
+runs = int(re.search(r"the engine runs (\d+) at once", log)[1])
+count, size, unit = re.search(r"slots +(\d+) × ([\d.]+) (KiB|MiB)", log).groups()
+slot = float(size) * (1024 if unit == "KiB" else 1 << 20)
+assert runs == int(count), (runs, count)
+expected = min(64, int(memory / 2 // slot))
+assert abs(runs - expected) <= 1 and 1 < runs <= 64, (runs, expected)  # the printed slot size is rounded
+assert (runs == 64) == (sys.argv[2] == "128M"), runs
+EOF2
+done
 echo "PASS"

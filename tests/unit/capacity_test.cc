@@ -119,6 +119,24 @@ TEST(Capacity, ParsesSizes) {
   EXPECT_ERROR_CONTAINS(ParseByteSize("0"), "out of range");
 }
 
+TEST(Capacity, MaxSeqsUpToMemoryTakesWhatHalfTheBudgetHolds) {
+  const ModelConfig c = TinyDense();
+  const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64}).value();
+  EngineOptions o;
+  o.max_seqs_up_to_memory = true;
+  o.prefix_caching = false;
+  for (int64_t states : {1, 5, 40}) {
+    o.memory_bytes = states * 2 * layout.slot_bytes + layout.slot_bytes;  // half holds `states` (and a half more)
+    o.max_seqs = 16;
+    EXPECT_EQ(PlanCapacity(c, layout, o, 0).value().num_slots, std::min<int64_t>(states, 16)) << states;
+  }
+  o.max_seqs = 1;  // never more than asked
+  EXPECT_EQ(PlanCapacity(c, layout, o, 0).value().num_slots, 1);
+  o.max_seqs_up_to_memory = false;  // --max-seqs given: exactly that, or a refusal
+  o.max_seqs = o.memory_bytes / layout.slot_bytes + 1;
+  EXPECT_ERROR_CONTAINS(PlanCapacity(c, layout, o, 0), "lower --max-seqs or raise --memory");
+}
+
 TEST(Capacity, BudgetsThatCannotWorkAreRefused) {
   const ModelConfig c = TinyDense();
   const CacheLayout layout = MakeCacheLayout(c, {.block_tokens = 64}).value();
