@@ -155,16 +155,25 @@ load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 log "work directory $work; load average $load_start; glint $glint ${model[*]} ${engine[*]}"
 make_requests "$work/requests.jsonl" "$requests" "$system_words" "$user_words" 1
 
+# run_batch NAME EXTRA_FLAGS...: glint batch over the requests into $work/NAME.{out,json,log}; checks every answer.
+run_batch() {
+  local name="$1"
+  shift
+  "$glint" batch "${model[@]}" --input "$work/requests.jsonl" --output "$work/$name.out" --report "$work/$name.json" \
+    "${engine[@]}" "$@" >"$work/$name.log" 2>&1 || die "glint batch failed: $(tail -5 "$work/$name.log")"
+  local lines failed
+  lines="$(wc -l <"$work/$name.out")"
+  [[ "$lines" == "$requests" ]] || die "glint batch answered $lines of $requests requests"
+  failed="$(python3 -c "import json,sys; print(sum(json.loads(l)['response'] is None or json.loads(l)['response']['status_code'] != 200 for l in open(sys.argv[1])))" "$work/$name.out")"
+  [[ "$failed" == 0 ]] || die "glint batch: $failed requests failed (see $work/$name.out)"
+}
+
 # ---- (a) glint batch ----
 log "(a) glint batch: $requests requests"
-"$glint" batch "${model[@]}" --input "$work/requests.jsonl" --output "$work/batch.out" --report "$work/batch.json" \
-  "${engine[@]}" >"$work/batch.log" 2>&1 || die "glint batch failed: $(tail -5 "$work/batch.log")"
-batch_lines="$(wc -l <"$work/batch.out")"
-[[ "$batch_lines" == "$requests" ]] || die "glint batch answered $batch_lines of $requests requests"
-batch_failed="$(python3 -c "import json,sys; print(sum(json.loads(l)['response'] is None or json.loads(l)['response']['status_code'] != 200 for l in open(sys.argv[1])))" "$work/batch.out")"
-[[ "$batch_failed" == 0 ]] || die "glint batch: $batch_failed requests failed (see $work/batch.out)"
+run_batch batch
 batch_tps="$(json "$work/batch.json" "d['total_tokens_per_second']")"
 batch_hit="$(json "$work/batch.json" "d['prefix_cache_hit_rate']")"
+batch_slots="$(sed -n 's/.*the engine runs \([0-9]*\) at once.*/\1/p' "$work/batch.log" | head -1)"
 
 # ---- (b) glint serve under glint bench, a fresh server per level ----
 serve_rows=()
@@ -190,6 +199,15 @@ for level in "${level_list[@]}"; do
   if python3 -c "import sys; sys.exit(0 if $tps > $best_tps else 1)"; then best_tps="$tps" best_level="$level"; fi
 done
 [[ -n "$best_level" ]] || die "no serve level ran"
+
+# ---- (a') glint batch at the server's sequence count, when (a) ran at its own default ----
+equal_tps="" equal_slots=""
+if [[ " ${engine[*]} " != *" --max-seqs "* && -n "$slots" && "$slots" != "$batch_slots" ]]; then
+  equal_slots="${slots%.*}"
+  log "(a') glint batch --max-seqs $equal_slots (the server's sequences; (a) ran $batch_slots)"
+  run_batch batch-equal --max-seqs "$equal_slots"
+  equal_tps="$(json "$work/batch-equal.json" "d['total_tokens_per_second']")"
+fi
 
 # ---- (c) online TTFT alone, then beside a large batch ----
 make_requests "$work/online.jsonl" "$online_requests" "$online_system_words" "$user_words" 2
@@ -234,15 +252,17 @@ ttft_batch="$(json "$work/online-batch/results.json" "d['levels'][0]['ttft_ms'][
 load_end="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 python3 - "$work/summary.json" "$batch_tps" "$batch_hit" "$best_level" "$best_tps" "$ttft_alone" "$ttft_batch" \
-  "$batch_ran_throughout" "$done_before" "$done_after" "$total" "$load_start" "$load_end" "${serve_rows[@]}" <<'EOF'
+  "$batch_ran_throughout" "$done_before" "$done_after" "$total" "$load_start" "$load_end" "${batch_slots:-0}" \
+  "${equal_slots:-0}" "${equal_tps:-0}" "${serve_rows[@]}" <<'EOF'
 import json, sys
 (path, batch_tps, batch_hit, best_level, best_tps, ttft_alone, ttft_batch, throughout, done_before, done_after,
- total, load_start, load_end, *rows) = sys.argv[1:]
+ total, load_start, load_end, batch_slots, equal_slots, equal_tps, *rows) = sys.argv[1:]
 serve = [dict(zip(("concurrency", "total_tokens_per_second", "prefix_cache_hit_rate"), map(float, row.split())))
          for row in rows]
 summary = {
     "load_average_start": load_start, "load_average_end": load_end,
-    "batch": {"total_tokens_per_second": float(batch_tps), "prefix_cache_hit_rate": float(batch_hit)},
+    "batch": {"total_tokens_per_second": float(batch_tps), "prefix_cache_hit_rate": float(batch_hit),
+              "sequences": int(batch_slots)},
     "serve": serve, "best_concurrency": int(best_level),
     "throughput_ratio": float(batch_tps) / float(best_tps), "throughput_target": ">= 1.1",
     "online_ttft_p50_ms": {"alone": float(ttft_alone), "beside_batch": float(ttft_batch)},
@@ -250,14 +270,23 @@ summary = {
     "batch_ran_throughout": throughout == "1",
     "batch_requests_done": {"before_online": int(done_before), "after_online": int(done_after), "total": int(total)},
 }
+if int(equal_slots) > 0:
+    summary["batch_at_serve_sequences"] = {"sequences": int(equal_slots),
+                                           "total_tokens_per_second": float(equal_tps),
+                                           "throughput_ratio": float(equal_tps) / float(best_tps)}
 json.dump(summary, open(path, "w"), indent=2)
 print(f"load average at start {load_start}, at end {load_end}")
 print(f"{'path':<28} {'total tok/s':>12} {'prefix hit':>10}")
-print(f"{'glint batch':<28} {float(batch_tps):>12.1f} {float(batch_hit):>10.1%}")
+print(f"{'glint batch, %d sequences' % int(batch_slots):<28} {float(batch_tps):>12.1f} {float(batch_hit):>10.1%}")
+if int(equal_slots) > 0:
+    print(f"{'glint batch, %d sequences' % int(equal_slots):<28} {float(equal_tps):>12.1f}")
 for row in serve:
     print(f"{'glint serve, concurrency %d' % row['concurrency']:<28} {row['total_tokens_per_second']:>12.1f} "
           f"{row['prefix_cache_hit_rate']:>10.1%}")
 print(f"best serve concurrency {best_level}; batch / best serve = {summary['throughput_ratio']:.3f} (target >= 1.1)")
+if int(equal_slots) > 0:
+    print(f"at the server's {equal_slots} sequences: batch / best serve = "
+          f"{summary['batch_at_serve_sequences']['throughput_ratio']:.3f}")
 print(f"online TTFT p50: {float(ttft_alone):.1f} ms alone, {float(ttft_batch):.1f} ms beside the batch; "
       f"ratio {summary['ttft_ratio']:.3f} (target <= 1.3)")
 if throughout != "1":

@@ -133,15 +133,40 @@ void Scheduler::ScheduleRunning(SequencePriority priority, bool decodes, StepPla
   }
 }
 
+bool Scheduler::PrefixInFlight(const SequenceInfo& waiting, std::span<const int32_t> keys, int64_t cached) const {
+  const int64_t interval = memory_.options().checkpoint_interval;
+  if (!memory_.prefix_caching() || interval <= 0) return false;
+  for (const OrderKey& key : running_) {
+    if (std::get<0>(key) > waiting.priority) break;  // running_ is ordered by priority: the rest are lower
+    const SequenceInfo& leader = Get(std::get<2>(key));
+    if (leader.computed >= leader.prompt_length)
+      continue;  // past its prompt: what it shares is cached or never will be
+    const std::span<const int32_t> theirs = Keys(leader.id).first(static_cast<size_t>(leader.prompt_length));
+    const auto mismatch = std::mismatch(keys.begin(), keys.end(), theirs.begin(), theirs.end()).first;
+    const int64_t shared = mismatch - keys.begin();
+    // The leader still computes the shared part, and finishing it will cache at least one checkpoint more than
+    // the cache holds now (a hit resumes at a checkpoint).
+    if (leader.computed < shared && shared - cached >= interval) return true;
+  }
+  return false;
+}
+
 void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget) {
   const int64_t block_tokens = memory_.options().block_tokens;
-  while (budget > 0 && !waiting_.empty() && std::get<0>(*waiting_.begin()) == priority) {
-    const SequenceId id = std::get<2>(*waiting_.begin());
+  for (auto next = waiting_.begin(); budget > 0 && next != waiting_.end() && std::get<0>(*next) == priority;) {
+    const SequenceId id = std::get<2>(*next);
     SequenceInfo& sequence = Mutable(id);
     if (memory_.slot_pool().num_free() == 0) return;
     const std::span<const int32_t> keys = Keys(id);
     memory_.LoadPrefixFromDisk(keys);  // a no-op without the disk tier
     const PrefixMatch match = memory_.FindPrefix(keys);
+    // A sequence whose prompt starts with what another one is computing now waits for it to be cached rather than
+    // computing it too (a step's time on a CPU grows with its tokens: two copies of a shared system prompt cost
+    // twice, and the second copy would not start sooner). Those behind it may go first.
+    if (PrefixInFlight(sequence, keys, match.tokens)) {
+      ++next;
+      continue;
+    }
     int64_t reclaimed = 0;  // matched blocks in the free queue are no longer free once taken
     for (int32_t block : match.blocks) reclaimed += memory_.block_pool().ref_count(block) == 0 ? 1 : 0;
     // The watermark keeps room for running sequences to grow; with none running it would only block the head.
@@ -154,7 +179,7 @@ void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget
     if (count < 1) return;  // head of the line does not fit: nobody behind it goes first
     const bool admitted = memory_.Admit(id, keys, match, match.tokens + count);
     GLINT_CHECK(admitted) << "the fit said there was memory";
-    waiting_.erase(waiting_.begin());
+    next = waiting_.erase(next);
     running_.insert(KeyOf(sequence));
     sequence.status = SequenceStatus::kRunning;
     sequence.computed = match.tokens;

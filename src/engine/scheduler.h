@@ -172,6 +172,9 @@ class Scheduler {
   // so that it can be admitted in this step.
   void YieldSlotToOnline(StepPlan& plan, int64_t& budget);
   bool OnlinePresent() const;  // an online sequence runs or waits
+  // A running sequence of at least `waiting`'s priority is computing a prompt that starts with at least one
+  // checkpoint interval of `keys` beyond the `cached` positions the prefix cache holds.
+  bool PrefixInFlight(const SequenceInfo& waiting, std::span<const int32_t> keys, int64_t cached) const;
 
   CacheManager& memory_;
   SchedulerOptions options_;

@@ -145,6 +145,58 @@ TEST(Scheduler, AdmissionReusesTheCachedPrefix) {
   Finish(scheduler, plan);
 }
 
+// Prompts of 20: a shared 18-token start (checkpoints at 8 and 16), then their own token.
+std::vector<int32_t> SharedStart(int32_t own) {
+  std::vector<int32_t> prompt = Tokens(0, 18);
+  prompt.push_back(own);
+  prompt.push_back(own);
+  return prompt;
+}
+
+TEST(Scheduler, APromptWhoseStartIsBeingComputedWaitsForTheCache) {
+  auto memory = Memory(64, 4, /*prefix=*/true, /*checkpoints=*/8);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 100});
+  scheduler.Add(1, SharedStart(70), 0);
+  scheduler.Add(2, SharedStart(71), 1);  // shares 18 tokens with 1, which nobody has computed yet
+  scheduler.Add(3, Tokens(50, 6), 2);    // shares nothing: goes first
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 3}));
+  EXPECT_EQ(scheduler.Get(2).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+  plan = scheduler.Schedule();  // 1's prompt is cached up to its checkpoint at 16: 2 computes only its own part
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{2}));
+  EXPECT_EQ(scheduler.Get(2).prefix_hit_tokens, 16);
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 20, 1, true}, {3, 6, 1, true}, {2, 16, 4, true}}));
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, APromptWaitsForAStartInFlightOnlyWhenItGainsACheckpoint) {
+  auto memory = Memory(64, 4, /*prefix=*/true, /*checkpoints=*/8);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 100});
+  scheduler.Add(1, SharedStart(70), 0);
+  std::vector<int32_t> short_share = Tokens(0, 7);  // under one checkpoint interval shared: nothing to wait for
+  short_share.push_back(99);
+  scheduler.Add(2, short_share, 1);
+  const StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 2}));
+  Finish(scheduler, plan);
+}
+
+TEST(Scheduler, AnOnlinePromptNeverWaitsForABatchPrefill) {
+  auto memory = Memory(64, 4, /*prefix=*/true, /*checkpoints=*/8);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 10});
+  scheduler.Add(1, SharedStart(70), 0, {}, SequencePriority::kBatch);
+  scheduler.Add(2, SharedStart(71), 1, {}, SequencePriority::kBatch);
+  StepPlan plan = scheduler.Schedule();  // 1 computes 10 of its 20; 2, a batch sequence too, waits for it
+  EXPECT_EQ(ChunksOf(plan), (std::vector<Chunk>{{1, 0, 10, false}}));
+  Finish(scheduler, plan);
+  scheduler.Add(3, SharedStart(72), 2);  // online, sharing the 18 tokens 1 is still computing
+  plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{3})) << "batch prefill is throttled beside online work";
+  EXPECT_EQ(scheduler.Get(2).status, SequenceStatus::kWaiting);
+  Finish(scheduler, plan);
+}
+
 TEST(Scheduler, AdmissionTakesWhatIsFreeInArrivalOrder) {
   auto memory = Memory(6, 4);
   Scheduler scheduler(*memory, {.max_batch_tokens = 64});
