@@ -139,8 +139,8 @@ bool Scheduler::PrefixInFlight(const SequenceInfo& waiting, std::span<const int3
   for (const OrderKey& key : running_) {
     if (std::get<0>(key) > waiting.priority) break;  // running_ is ordered by priority: the rest are lower
     const SequenceInfo& leader = Get(std::get<2>(key));
-    if (leader.computed >= leader.prompt_length)
-      continue;  // past its prompt: what it shares is cached or never will be
+    // Past its prompt: what it shares is cached already, or never will be.
+    if (leader.computed >= leader.prompt_length) continue;
     const std::span<const int32_t> theirs = Keys(leader.id).first(static_cast<size_t>(leader.prompt_length));
     const auto mismatch = std::mismatch(keys.begin(), keys.end(), theirs.begin(), theirs.end()).first;
     const int64_t shared = mismatch - keys.begin();
