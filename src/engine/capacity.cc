@@ -129,8 +129,8 @@ Result<int64_t> PlanSlots(const CacheLayout& layout, const EngineOptions& o, Cap
   r.rollback_bytes = r.rollback_copies * r.rollback_copy_bytes;
   const int64_t per_sequence = layout.slot_bytes + r.rollback_bytes;
   // Half, so that as many sequences' contexts (blocks) and the prefix cache's checkpoints fit beside their states.
-  r.num_slots = o.max_seqs_up_to_memory ? std::clamp<int64_t>(o.memory_bytes / 2 / per_sequence, 1, o.max_seqs)
-                                        : o.max_seqs;
+  r.num_slots =
+      o.max_seqs_up_to_memory ? std::clamp<int64_t>(o.memory_bytes / 2 / per_sequence, 1, o.max_seqs) : o.max_seqs;
   if (r.num_slots > o.memory_bytes / per_sequence) {
     return ResourceExhausted("--memory ", FormatBinaryBytes(o.memory_bytes), " holds at most ",
                              o.memory_bytes / per_sequence, " sequence states of ", FormatBinaryBytes(per_sequence),

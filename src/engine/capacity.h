@@ -41,9 +41,9 @@ struct EngineOptions {
   int64_t max_seqs = 16;                    // --max-seqs: state slots = the most sequences in memory at once
   // glint batch without --max-seqs: max_seqs is a ceiling, lowered to what half of memory_bytes holds (PlanSlots).
   bool max_seqs_up_to_memory = false;
-  int64_t max_model_len = 0;                // --max-model-len: prompt + generated; 0 = as much as the cache holds
-                                            // (at most max_position_embeddings)
-  int64_t max_batch_tokens = 512;           // tokens computed per step (the scheduler's budget)
+  int64_t max_model_len = 0;       // --max-model-len: prompt + generated; 0 = as much as the cache holds
+                                   // (at most max_position_embeddings)
+  int64_t max_batch_tokens = 512;  // tokens computed per step (the scheduler's budget)
   // --batch-prefill-beside-online: batch prefill tokens per step beside online sequences (SchedulerOptions)
   int64_t batch_prefill_beside_online = 64;
   int64_t block_tokens = 64;  // positions per cache block (a multiple of index_kpool)
