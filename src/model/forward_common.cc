@@ -139,6 +139,8 @@ Status PathModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!outputs[i].error.ok()) batch[i].state->broken = true;  // this entry alone failed (an expert read)
+    // --dp-attention: the rank holding this sequence advanced its caches; this rank's view follows.
+    if (batch[i].state->HeldElsewhere()) batch[i].state->tokens += static_cast<int64_t>(batch[i].tokens.size());
   }
   return FailedEntriesStatus(outputs);
 }
@@ -174,6 +176,9 @@ Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<c
                      std::span<const int32_t> next_tokens, const MtpReplacedEmbeddings& replaced) {
   const ModelConfig& c = model.config();
   if (!model.has_mtp()) return FailedPrecondition("the model has no MTP layer loaded");
+  if (model.shard_plan().dp_attention) {
+    return Unimplemented("--dp-attention does not run the MTP layer yet (--speculative mtp): leave one of them out");
+  }
   if (state.owner != &model) return InvalidArgument("the sequence state was not created by this model");
   if (state.mtp_dsa.blocks == nullptr) {
     return FailedPrecondition(
@@ -228,7 +233,15 @@ Status CheckEntry(const Model& model, const BatchEntry& entry) {
                              config.vocab_size);
     }
   }
-  GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, model.local_config()));  // the caches hold this rank's heads
+  if (entry.state->HeldElsewhere()) {  // --dp-attention: another rank holds its caches and checks them
+    const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
+    if (total > config.max_position_embeddings) {
+      return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
+                        config.max_position_embeddings, " (max_position_embeddings)");
+    }
+  } else {
+    GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, model.local_config()));  // the caches hold this rank's heads
+  }
   return CheckEmbeddingRows(entry.embedding_positions, entry.embedding_rows, static_cast<int64_t>(entry.tokens.size()),
                             config);
 }
@@ -335,7 +348,7 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
 
 void PrepareEntryMemory(const BatchEntry& entry) {
   SequenceState& state = *entry.state;
-  if (state.owned != nullptr) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
+  if (state.owned != nullptr && !state.HeldElsewhere()) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
 }
 
 KdaStateView KdaLayerStateIn(const CacheLayout& layout, int64_t layer, std::byte* slot_like) {
