@@ -11,10 +11,6 @@ Engine::Engine(std::unique_ptr<EngineCore> core) : core_(std::move(core)) { metr
 
 Result<std::unique_ptr<Engine>> Engine::Start(const Model& model, const EngineOptions& options,
                                               const Tokenizer* tokenizer, ImageEncoder* images) {
-  if (model.shard_plan().dp_attention) {
-    return Unimplemented("--dp-attention does not run the engine yet (serve, bench-engine, batch): its cache pools "
-                         "are not partitioned by rank; run, score and bench-model support it (docs/status.md)");
-  }
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<EngineCore> core, EngineCore::Create(model, options, tokenizer, images));
   std::unique_ptr<Engine> engine(new Engine(std::move(core)));
   engine->thread_ = std::thread([raw = engine.get()] { raw->Loop(); });

@@ -703,7 +703,7 @@ Status FastModel::RunDpPasses(std::span<const BatchEntry> batch, std::vector<Ent
                            "); only sequences made by NewSequence under --dp-attention have one (the engine's "
                            "pools are not partitioned by rank yet)");
     }
-    if (batch[e].want_hidden) return Unimplemented("--dp-attention does not return final hidden states (MTP) yet");
+    if (batch[e].want_hidden) return DpAttentionRefusesMtp();
     rows_of_rank[owner] += static_cast<int64_t>(batch[e].tokens.size());
     if (owner == plan_.rank) mine.push_back(e);
   }

@@ -172,13 +172,17 @@ Status PathModel::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<s
 
 // ---- checks ----
 
+Status DpAttentionRefusesMtp() {
+  return Unimplemented(
+      "--dp-attention does not run the MTP layer yet (--speculative mtp, final hidden states): leave one of them "
+      "out");
+}
+
 Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<const float> hidden,
                      std::span<const int32_t> next_tokens, const MtpReplacedEmbeddings& replaced) {
   const ModelConfig& c = model.config();
   if (!model.has_mtp()) return FailedPrecondition("the model has no MTP layer loaded");
-  if (model.shard_plan().dp_attention) {
-    return Unimplemented("--dp-attention does not run the MTP layer yet (--speculative mtp): leave one of them out");
-  }
+  if (model.shard_plan().dp_attention) return DpAttentionRefusesMtp();
   if (state.owner != &model) return InvalidArgument("the sequence state was not created by this model");
   if (state.mtp_dsa.blocks == nullptr) {
     return FailedPrecondition(
@@ -227,6 +231,7 @@ Status CheckEntry(const Model& model, const BatchEntry& entry) {
     return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
   }
   if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
+  if (entry.want_hidden && model.shard_plan().dp_attention) return DpAttentionRefusesMtp();
   for (size_t i = 0; i < entry.tokens.size(); ++i) {
     if (entry.tokens[i] < 0 || entry.tokens[i] >= config.vocab_size) {
       return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
