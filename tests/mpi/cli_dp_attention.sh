@@ -39,6 +39,29 @@ grep -Eq "^cache per rank \(--dp-attention\): rank 0 [0-9.e-]+ GB rank 1 [0-9.e-
   fail "no cache per rank: $(cat "$work/bench.txt")"
 grep -q "all-to-alls" "$work/bench.txt" || fail "no all-to-alls counted: $(cat "$work/bench.txt")"
 
+# ---- a rank stopped (SIGSTOP) mid-run, inside the all-to-alls: the heartbeat ends every rank, naming it ----
+GLINT_PEER_TIMEOUT=2 timeout 60 "$mpirun" "${MPIRUN_LOCAL[@]}" -x GLINT_PEER_TIMEOUT -np 2 "$glint" run \
+  --prompt "Once upon a time" --max-tokens 4000 --ignore-eos --temperature 0 --threads 1 --ep 2 --dp-attention >/dev/null 2>"$work/stall.log" &
+pid=$!
+rank1=""
+for _ in $(seq 1 100); do
+  rank1="$(rank_pid "$pid" 1)"
+  [[ -n "$rank1" ]] && grep -q "following rank 0's batch plans" "$work/stall.log" 2>/dev/null && break
+  sleep 0.1
+done
+[[ -n "$rank1" ]] || fail "rank 1 of the stalled run never started: $(cat "$work/stall.log")"
+sleep 2  # loaded, now generating: every step is two all-to-alls per MoE layer
+kill -STOP "$rank1"
+wait_job 20 "a run with rank 1 stopped did not end within 20 s"
+[[ "$job_exit" != 0 ]] || fail "a run with rank 1 stopped exited 0"
+grep -q "no heartbeat from rank 1" "$work/stall.log" || fail "the stall was not named: $(tail -5 "$work/stall.log")"
+for _ in $(seq 1 50); do kill -0 "$rank1" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$rank1" 2>/dev/null; then
+  state="$(ps -o stat= -p "$rank1" || true)"
+  kill -KILL "$rank1" 2>/dev/null || true
+  fail "rank 1 outlived the job by 5 s (state $state)"
+fi
+
 # ---- refusals, each with its reason ----
 expect_refusal() {
   local what="$1" message="$2"
