@@ -1,7 +1,7 @@
 // The communicator the model calls for its collectives (docs/distributed.md): rank, size, all-reduce of fp32 and
-// bf16 sums, all-gather, gather, all-to-all, broadcast of a byte buffer, barrier. Passed explicitly to whatever communicates; there is
-// no global instance. Two implementations: SingleProcessCommunicator (one rank, every collective a copy or a
-// no-op) and MpiCommunicator (mpi_communicator.h, OpenMPI; only when glint is built with MPI).
+// bf16 sums, all-gather, gather, all-to-all, broadcast of a byte buffer, barrier. Passed explicitly to whatever
+// communicates; there is no global instance. Two implementations: SingleProcessCommunicator (one rank, every collective
+// a copy or a no-op) and MpiCommunicator (mpi_communicator.h, OpenMPI; only when glint is built with MPI).
 //
 // Threading: only one thread communicates over a communicator (the engine thread; MpiCommunicator's heartbeat
 // thread uses a duplicate of its own, mpi_communicator.h).

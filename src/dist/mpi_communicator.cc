@@ -206,7 +206,8 @@ Status MpiCommunicator::DoAllToAll(std::span<const std::byte> send, std::span<co
   std::vector<int> send_sizes(size_), send_offsets(size_), receive_sizes(size_), receive_offsets(size_);
   uint64_t sent = 0, got = 0;
   for (int r = 0; r < size_; ++r) {
-    if (sent + send_counts[r] > static_cast<uint64_t>(INT_MAX) || got + received_counts[r] > static_cast<uint64_t>(INT_MAX)) {
+    if (sent + send_counts[r] > static_cast<uint64_t>(INT_MAX) ||
+        got + received_counts[r] > static_cast<uint64_t>(INT_MAX)) {
       return InvalidArgument("all-to-all of more than ", INT_MAX, " bytes in one call");
     }
     send_sizes[r] = static_cast<int>(send_counts[r]), send_offsets[r] = static_cast<int>(sent);

@@ -130,13 +130,15 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
                              "process (start it with mpirun -np N, docs/distributed.md)");
     }
     if (parallel.dp_attention) {
-      return InvalidArgument("--dp-attention spreads sequences over several ranks; this is one process (start it "
-                             "with mpirun -np N --ep N, docs/distributed.md)");
+      return InvalidArgument(
+          "--dp-attention spreads sequences over several ranks; this is one process (start it "
+          "with mpirun -np N --ep N, docs/distributed.md)");
     }
     return SingleRankPlan(config);
   }
-  GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp,
-                                                       parallel.ep, parallel.column_group, parallel.whole_experts));
+  GLINT_ASSIGN_OR_RETURN(ShardPlan plan,
+                         MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp, parallel.ep,
+                                       parallel.column_group, parallel.whole_experts));
   if (parallel.dp_attention && plan.tp > 1) {
     return InvalidArgument("--dp-attention runs whole attention on each sequence's rank: it needs --tp 1 (got --tp ",
                            plan.tp, "); use --ep ", plan.ranks, " --dp-attention");

@@ -733,7 +733,8 @@ Status FastModel::DpMoe(const FastPass& pass, int64_t l, const float* h, int64_t
   const FastMoeWeights& moe = weights_.layers[l].moe;
   const int64_t d = config_.hidden_size, k = config_.num_experts_per_tok;
   std::vector<RouterChoice> routed;  // this rank's rows, routed here (the router is replicated)
-  if (n > 0) routed = RouteMoe(ctx, moe, h, n, ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l));
+  if (n > 0)
+    routed = RouteMoe(ctx, moe, h, n, ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l));
   std::vector<int32_t> experts(n * k);
   std::vector<float> weights(n * k);
   std::vector<std::vector<int>> destinations(n);
@@ -750,7 +751,8 @@ Status FastModel::DpMoe(const FastPass& pass, int64_t l, const float* h, int64_t
   std::vector<uint64_t> received_counts;
   GLINT_RETURN_IF_ERROR(comm_->AllToAll(sent.bytes, sent.counts, received, received_counts)
                             .WithContext("sending MoE rows to the ranks holding their experts"));
-  GLINT_ASSIGN_OR_RETURN(const ReceivedRows in, UnpackDispatch(received, received_counts, k, d, config_.n_routed_experts));
+  GLINT_ASSIGN_OR_RETURN(const ReceivedRows in,
+                         UnpackDispatch(received, received_counts, k, d, config_.n_routed_experts));
   std::vector<RouterChoice> given(in.rows);  // as the owner routed them
   for (int64_t i = 0; i < in.rows; ++i) {
     given[i].experts.assign(in.experts.begin() + i * k, in.experts.begin() + (i + 1) * k);
@@ -759,14 +761,15 @@ Status FastModel::DpMoe(const FastPass& pass, int64_t l, const float* h, int64_t
   std::vector<float> partial(in.rows * d);  // this rank's experts' part of each received row (shared included)
   int64_t active = 0;
   if (in.rows > 0) {
-    GLINT_RETURN_IF_ERROR(FastMoeRouted(ctx, moe, in.hidden.data(), in.rows, given, partial.data(), &active,
-                                        plan_.local_experts()));
+    GLINT_RETURN_IF_ERROR(
+        FastMoeRouted(ctx, moe, in.hidden.data(), in.rows, given, partial.data(), &active, plan_.local_experts()));
   }
   last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
   std::vector<std::byte> returned;
   std::vector<uint64_t> returned_counts;
-  GLINT_RETURN_IF_ERROR(comm_->AllToAll(std::as_bytes(std::span<const float>(partial)), ReturnCounts(received_counts, k, d),
-                                        returned, returned_counts)
+  GLINT_RETURN_IF_ERROR(comm_
+                            ->AllToAll(std::as_bytes(std::span<const float>(partial)),
+                                       ReturnCounts(received_counts, k, d), returned, returned_counts)
                             .WithContext("returning MoE partial sums to the rows' ranks"));
   return CombineReturned(returned, returned_counts, sent, n, k, d, out);
 }

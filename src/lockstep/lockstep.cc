@@ -301,7 +301,8 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
   const bool dp_attention = inner_->shard_plan().dp_attention;
   for (const BatchEntry& entry : batch) {
     // --dp-attention: a sequence in pools a tool attached (score's), which every rank mirrors, runs on rank 0.
-    if (dp_attention && entry.state->owned == nullptr && entry.state->attention_rank < 0) entry.state->attention_rank = 0;
+    if (dp_attention && entry.state->owned == nullptr && entry.state->attention_rank < 0)
+      entry.state->attention_rank = 0;
     GLINT_RETURN_IF_ERROR(PutState(plan, *entry.state));
     plan.PutSpan(entry.tokens);
     plan.Put(entry.logits);

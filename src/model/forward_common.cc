@@ -353,7 +353,8 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
 
 void PrepareEntryMemory(const BatchEntry& entry) {
   SequenceState& state = *entry.state;
-  if (state.owned != nullptr && !state.HeldElsewhere()) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
+  if (state.owned != nullptr && !state.HeldElsewhere())
+    state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
 }
 
 KdaStateView KdaLayerStateIn(const CacheLayout& layout, int64_t layer, std::byte* slot_like) {

@@ -145,7 +145,8 @@ TEST_P(DpAttention, RefusesTensorParallelAndTheExpertCache) {
   options.parallel = {&testing::World(), testing::World().size(), 1};
   options.parallel.dp_attention = true;
   const Status status = FastModel::Load(Dir(), pool, options).status();
-  EXPECT_NE(status.message().find("--dp-attention runs whole attention on each sequence's rank: it needs --tp 1"), std::string::npos)
+  EXPECT_NE(status.message().find("--dp-attention runs whole attention on each sequence's rank: it needs --tp 1"),
+            std::string::npos)
       << status.ToString();
   options.parallel = {&testing::World(), 1, 0};
   options.parallel.dp_attention = true;

@@ -3,13 +3,14 @@
 // partial sums added in ascending rank order in double, as Communicator::AllReduceSum adds the replicated layout's.
 // The exchange itself runs through the single-process communicator here and through MPI in
 // tests/mpi/dist_mpi_test.cc and dp_attention_mpi_test.cc.
+#include "dist/row_exchange.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
 #include "dist/communicator.h"
-#include "dist/row_exchange.h"
 #include "dist/sharding.h"
 #include "test_util.h"
 
@@ -91,7 +92,8 @@ TEST(RowExchange, CombineAddsInRankOrderLikeTheReplicatedAllReduce) {
   std::vector<float> out(n * d, -1.0f);
   ASSERT_OK(CombineReturned(std::as_bytes(std::span(returned)), returned_counts, sent, n, k, d, out.data()));
   // Reference: every rank's partial for every row (zeros where not sent), summed by AllReduceSum's arithmetic.
-  const std::vector<float> full[3] = {{1.0f, -1.0f, 0, 0, 0, 0}, {tiny, 3.0f, 7.5f, -2.0f, 0, 0}, {tiny, 5.0f, 0, 0, 0, 0}};
+  const std::vector<float> full[3] = {
+      {1.0f, -1.0f, 0, 0, 0, 0}, {tiny, 3.0f, 7.5f, -2.0f, 0, 0}, {tiny, 5.0f, 0, 0, 0, 0}};
   for (int64_t i = 0; i < n * d; ++i) {
     const double sum = static_cast<double>(full[0][i]) + full[1][i] + full[2][i];
     EXPECT_EQ(out[i], static_cast<float>(sum)) << "element " << i;
