@@ -92,12 +92,35 @@ std::vector<int32_t> SeededRandomTokens(int64_t count, int64_t vocab, uint64_t s
 
 // Cache memory of the sequences: each one's slot (KDA states, pending indexer rows) and its blocks (latents and
 // pooled keys of the DSA layers).
-uint64_t CacheBytes(const std::vector<SequenceState>& states) {
-  uint64_t bytes = 0;
+// Under --dp-attention: per rank ([attention rank]), each held-elsewhere sequence counted as its rank holds it (its
+// slot and the blocks covering its positions, in the layout of rank 0's sequences, which every rank shares at --tp 1).
+std::vector<uint64_t> CacheBytesByRank(const std::vector<SequenceState>& states) {
+  std::vector<uint64_t> bytes(1, 0);
+  const CacheLayout* layout = nullptr;
+  for (const SequenceState& s : states) layout = s.HeldElsewhere() || layout != nullptr ? layout : s.layout.get();
   for (const SequenceState& s : states) {
-    bytes += s.layout->slot_bytes + s.memory.block_table->size() * s.layout->block_bytes;
+    const size_t rank = static_cast<size_t>(std::max(0, s.attention_rank));
+    if (bytes.size() <= rank) bytes.resize(rank + 1, 0);
+    if (!s.HeldElsewhere()) {
+      bytes[rank] += s.layout->slot_bytes + s.memory.block_table->size() * s.layout->block_bytes;
+    } else if (layout != nullptr) {
+      const int64_t blocks = (s.tokens + layout->block_tokens() - 1) / layout->block_tokens();
+      bytes[rank] += layout->slot_bytes + blocks * layout->block_bytes;
+    }
   }
   return bytes;
+}
+
+uint64_t CacheBytes(const std::vector<SequenceState>& states) {
+  const std::vector<uint64_t> by_rank = CacheBytesByRank(states);
+  if (by_rank.size() > 1) {
+    std::string line = "cache per rank (--dp-attention):";
+    for (size_t r = 0; r < by_rank.size(); ++r) line += StrCat(" rank ", r, " ", by_rank[r] / 1e9, " GB");
+    std::printf("%s\n", line.c_str());
+  }
+  uint64_t bytes = 0;
+  for (uint64_t rank_bytes : by_rank) bytes = std::max(bytes, rank_bytes);
+  return bytes;  // the most any rank holds
 }
 
 // The machine's limits, measured once before the model loads; the figures below are judged against them.

@@ -11,7 +11,7 @@ namespace {
 // A count per step: whole when every step had the same, else with one decimal (a mean).
 std::string PerStep(double count) { return FormatFixed(count, count == std::floor(count) ? 0 : 1); }
 
-std::string KindCounts(double broadcasts, double all_reduces, double all_gathers, double gathers) {
+std::string KindCounts(double broadcasts, double all_reduces, double all_gathers, double gathers, double all_to_alls) {
   std::string text;
   auto add = [&](double count, const char* one, const char* many) {
     if (count == 0) return;
@@ -21,6 +21,7 @@ std::string KindCounts(double broadcasts, double all_reduces, double all_gathers
   add(all_reduces, "all-reduce", "all-reduces");
   add(all_gathers, "all-gather", "all-gathers");
   add(gathers, "gather", "gathers");
+  add(all_to_alls, "all-to-all", "all-to-alls");
   return text.empty() ? "none" : text;
 }
 
@@ -37,11 +38,13 @@ std::string DescribeStepCollectives(const CollectiveStats& measured, int64_t ste
              KindCounts(per_step(measured.of(CollectiveKind::kBroadcast).calls),
                         per_step(measured.of(CollectiveKind::kAllReduce).calls),
                         per_step(measured.of(CollectiveKind::kAllGather).calls),
-                        per_step(measured.of(CollectiveKind::kGather).calls)),
+                        per_step(measured.of(CollectiveKind::kGather).calls),
+                        per_step(measured.of(CollectiveKind::kAllToAll).calls)),
              "), ", FormatBytes(measured.bytes_sent / n), " sent, ", FormatBytes(measured.bytes_received / n),
              " received, ", FormatSeconds(seconds),
              " in collectives = ", FormatPercent(step_seconds > 0 ? seconds / step_seconds : 0), " of the step");
   if (!planned) return text;
+  if (shard.dp_attention) return text + "; glint plan does not model --dp-attention's all-to-alls yet";
   const std::vector<plan::CollectiveLine> lines =
       plan::CollectivesPerStep(config, plan::ParallelLayout{shard.ranks, shard.tp}, *planned);
   const plan::CollectiveTotals totals = plan::SumCollectives(lines, plan::Network{});

@@ -149,9 +149,17 @@ void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
                   "under mpirun: expert-parallel degree, ranks the routed experts are split over; --tp × --ep "
                   "must equal the number of ranks. Default: the number of ranks (docs/distributed.md)")
       ->check(CLI::Range(1, 1 << 16));
+  command.add_flag("--dp-attention", flags.dp_attention,
+                   "under mpirun with --tp 1: each rank runs attention and holds the caches only for the sequences "
+                   "rank 0 assigns it; MoE rows are exchanged all-to-all (docs/distributed.md). run, score and "
+                   "bench-model; not the engine, MTP or --expert-memory yet");
 }
 
-ModelParallel ToModelParallel(const ParallelFlags& flags) { return {&World(), flags.tp, flags.ep}; }
+ModelParallel ToModelParallel(const ParallelFlags& flags) {
+  ModelParallel parallel{&World(), flags.tp, flags.ep};
+  parallel.dp_attention = flags.dp_attention;
+  return parallel;
+}
 
 bool FollowerFinished() { return g_follower_finished; }
 bool RanksAgreedOnError() { return g_ranks_agreed_on_error; }

@@ -24,6 +24,7 @@ bool Distributed();  // more than one rank
 struct ParallelFlags {
   int tp = 0;  // 0: not given
   int ep = 0;
+  bool dp_attention = false;
 };
 void AddParallelFlags(CLI::App& command, ParallelFlags& flags);
 ModelParallel ToModelParallel(const ParallelFlags& flags);

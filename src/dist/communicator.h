@@ -1,7 +1,7 @@
 // The communicator the model calls for its collectives (docs/distributed.md): rank, size, all-reduce of fp32 and
-// bf16 sums, all-gather, broadcast of a byte buffer, barrier. Passed explicitly to whatever communicates; there is
-// no global instance. Two implementations: SingleProcessCommunicator (one rank, every collective a copy or a
-// no-op) and MpiCommunicator (mpi_communicator.h, OpenMPI; only when glint is built with MPI).
+// bf16 sums, all-gather, gather, all-to-all, broadcast of a byte buffer, barrier. Passed explicitly to whatever
+// communicates; there is no global instance. Two implementations: SingleProcessCommunicator (one rank, every collective
+// a copy or a no-op) and MpiCommunicator (mpi_communicator.h, OpenMPI; only when glint is built with MPI).
 //
 // Threading: only one thread communicates over a communicator (the engine thread; MpiCommunicator's heartbeat
 // thread uses a duplicate of its own, mpi_communicator.h).
@@ -25,8 +25,8 @@
 namespace glint {
 
 // The kinds of collective a communicator runs (the all-gathers inside all-reduces count as all-reduces).
-enum class CollectiveKind : int { kAllReduce = 0, kAllGather, kBroadcast, kBarrier, kGather };
-inline constexpr int kCollectiveKinds = 5;
+enum class CollectiveKind : int { kAllReduce = 0, kAllGather, kBroadcast, kBarrier, kGather, kAllToAll };
+inline constexpr int kCollectiveKinds = 6;
 const char* CollectiveKindName(CollectiveKind kind);  // "all-reduce", …
 
 // What the collectives of one kind cost: calls, payload bytes (as CollectiveStats counts them) and wall time.
@@ -46,6 +46,7 @@ struct CollectiveStats {
   int64_t broadcasts = 0;
   int64_t barriers = 0;
   int64_t gathers = 0;          // to one root (the vocabulary-split lm_head's logits)
+  int64_t all_to_alls = 0;      // --dp-attention's MoE row exchanges and final-row gathers
   uint64_t bytes_sent = 0;      // payload bytes this rank contributed
   uint64_t bytes_received = 0;  // payload bytes this rank received from others
   double seconds = 0;           // wall time inside collectives
@@ -77,6 +78,12 @@ class Communicator {
   // passes the same counts. The root's own part is copied, not sent.
   Status Gather(std::span<const std::byte> send, std::span<const uint64_t> counts, std::span<std::byte> received,
                 int root);
+  // Personalised exchange (MPI_Alltoallv): this rank sends send_counts[r] bytes of `send` (in rank order, back to
+  // back) to rank r, and gets in `received` what every rank sent it, in rank order; received_counts[r] is what came
+  // from rank r. The counts are exchanged first (one MPI_Alltoall), so a receiver need not know them. Any rank may
+  // send 0 bytes to any other. The part a rank sends itself is copied. --dp-attention's MoE row exchange.
+  Status AllToAll(std::span<const std::byte> send, std::span<const uint64_t> send_counts,
+                  std::vector<std::byte>& received, std::vector<uint64_t>& received_counts);
   // The root's buffer to every rank; the other ranks' buffers are resized to the root's length.
   Status Broadcast(std::vector<std::byte>& buffer, int root);
   Status Barrier();
@@ -105,6 +112,12 @@ class Communicator {
   virtual Status DoGather(std::span<const std::byte> send, std::span<const uint64_t> counts,
                           std::span<std::byte> received, int root) {
     return Unimplemented("this communicator (", Describe(), ") cannot gather");
+  }
+  // Arguments checked by AllToAll (send_counts sum to send.size()); fills received and received_counts. The base
+  // refuses (a test double need not exchange).
+  virtual Status DoAllToAll(std::span<const std::byte> send, std::span<const uint64_t> send_counts,
+                            std::vector<std::byte>& received, std::vector<uint64_t>& received_counts) {
+    return Unimplemented("this communicator (", Describe(), ") cannot exchange rows (all-to-all)");
   }
   // For Split implementations: `split`'s collectives count in this communicator's stats_with_splits() too (and in
   // those of the communicators this one was split from).
@@ -142,6 +155,8 @@ class SingleProcessCommunicator final : public Communicator {
   Status DoBarrier() override { return Status::Ok(); }
   Status DoGather(std::span<const std::byte> send, std::span<const uint64_t> counts, std::span<std::byte> received,
                   int root) override;
+  Status DoAllToAll(std::span<const std::byte> send, std::span<const uint64_t> send_counts,
+                    std::vector<std::byte>& received, std::vector<uint64_t>& received_counts) override;
 };
 
 // fp32 → bf16 bits, round to nearest even (NaN kept quiet). Exposed for tests.

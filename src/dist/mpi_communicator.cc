@@ -194,6 +194,32 @@ Status MpiCommunicator::DoGather(std::span<const std::byte> send, std::span<cons
                "MPI_Gatherv");
 }
 
+Status MpiCommunicator::DoAllToAll(std::span<const std::byte> send, std::span<const uint64_t> send_counts,
+                                   std::vector<std::byte>& received, std::vector<uint64_t>& received_counts) {
+  // The counts first (what each rank will get from each), then the bytes. MPI_Alltoallv counts and displacements
+  // are ints: a call moves under 2 GiB per rank (the callers' passes are ≤ max_tokens_per_pass rows).
+  received_counts.assign(size_, 0);
+  static_assert(sizeof(unsigned long long) == sizeof(uint64_t));
+  GLINT_RETURN_IF_ERROR(Check(MPI_Alltoall(send_counts.data(), 1, MPI_UNSIGNED_LONG_LONG, received_counts.data(), 1,
+                                           MPI_UNSIGNED_LONG_LONG, handle_->comm),
+                              "MPI_Alltoall of the row counts"));
+  std::vector<int> send_sizes(size_), send_offsets(size_), receive_sizes(size_), receive_offsets(size_);
+  uint64_t sent = 0, got = 0;
+  for (int r = 0; r < size_; ++r) {
+    if (sent + send_counts[r] > static_cast<uint64_t>(INT_MAX) ||
+        got + received_counts[r] > static_cast<uint64_t>(INT_MAX)) {
+      return InvalidArgument("all-to-all of more than ", INT_MAX, " bytes in one call");
+    }
+    send_sizes[r] = static_cast<int>(send_counts[r]), send_offsets[r] = static_cast<int>(sent);
+    receive_sizes[r] = static_cast<int>(received_counts[r]), receive_offsets[r] = static_cast<int>(got);
+    sent += send_counts[r], got += received_counts[r];
+  }
+  received.resize(got);
+  return Check(MPI_Alltoallv(send.data(), send_sizes.data(), send_offsets.data(), MPI_BYTE, received.data(),
+                             receive_sizes.data(), receive_offsets.data(), MPI_BYTE, handle_->comm),
+               "MPI_Alltoallv");
+}
+
 Status MpiCommunicator::DoBarrier() { return Check(MPI_Barrier(handle_->comm), "MPI_Barrier"); }
 
 }  // namespace glint

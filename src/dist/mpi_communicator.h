@@ -39,6 +39,8 @@ class MpiCommunicator final : public Communicator {
   Status DoBarrier() override;
   Status DoGather(std::span<const std::byte> send, std::span<const uint64_t> counts, std::span<std::byte> received,
                   int root) override;
+  Status DoAllToAll(std::span<const std::byte> send, std::span<const uint64_t> send_counts,
+                    std::vector<std::byte>& received, std::vector<uint64_t>& received_counts) override;
 
  private:
   MpiCommunicator() = default;

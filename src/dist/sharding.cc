@@ -129,10 +129,22 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
                              " need that many ranks; this is one "
                              "process (start it with mpirun -np N, docs/distributed.md)");
     }
+    if (parallel.dp_attention) {
+      return InvalidArgument(
+          "--dp-attention spreads sequences over several ranks; this is one process (start it "
+          "with mpirun -np N --ep N, docs/distributed.md)");
+    }
     return SingleRankPlan(config);
   }
-  return MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp, parallel.ep,
-                       parallel.column_group, parallel.whole_experts);
+  GLINT_ASSIGN_OR_RETURN(ShardPlan plan,
+                         MakeShardPlan(config, parallel.comm->rank(), parallel.comm->size(), parallel.tp, parallel.ep,
+                                       parallel.column_group, parallel.whole_experts));
+  if (parallel.dp_attention && plan.tp > 1) {
+    return InvalidArgument("--dp-attention runs whole attention on each sequence's rank: it needs --tp 1 (got --tp ",
+                           plan.tp, "); use --ep ", plan.ranks, " --dp-attention");
+  }
+  plan.dp_attention = parallel.dp_attention;
+  return plan;
 }
 
 namespace {
@@ -152,6 +164,7 @@ std::string VocabRowsText(const IndexRange& rows, int64_t vocab) {
 // What every rank holds a whole copy of.
 std::string ReplicatedText(const ShardPlan& plan) {
   std::string text = "embeddings, mHC, norms, routers";
+  if (plan.dp_attention) return text + ", attention and dense MLP weights (each rank runs them for its own sequences)";
   if (plan.tp == 1) return text + ", attention, dense MLP";
   text += ", MLA kv_a, indexer";
   if (!plan.kda_split) text += ", KDA";
@@ -196,7 +209,12 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
     table.AddRow(std::move(row));
   }
   table.notes.push_back(StrCat("every MoE layer and the MTP layer split alike; ", config.n_routed_experts,
-                               " routed experts; the MoE output is one all-reduce (sum) per MoE layer over all ranks"));
+                               plan.dp_attention
+                                   ? " routed experts; --dp-attention: each rank runs attention for its own "
+                                     "sequences, and each MoE layer sends their rows to the ranks holding their "
+                                     "experts and back (two all-to-alls)"
+                                   : " routed experts; the MoE output is one all-reduce (sum) per MoE layer over all "
+                                     "ranks"));
   if (plan.tp > 1) {
     table.notes.push_back(StrCat("rank r is tp rank r % ", plan.tp, " of group r / ", plan.tp,
                                  "; a split KDA, MLA or dense MLP sublayer ends with one all-reduce over its group"));
@@ -227,6 +245,7 @@ std::string DescribeShard(const ShardPlan& plan, const ModelConfig& config) {
   if (plan.experts_by_columns) text += StrCat(" (columns ", RangeText(s.expert_columns), ")");
   if (plan.tp > 1 && !plan.experts_by_columns) text += " (whole experts, by id over every rank)";
   if (plan.holds_shared_expert() && config.n_shared_experts > 0) text += " and the shared expert";
+  if (plan.dp_attention) return text + "; attention data-parallel (--dp-attention): only its own sequences' caches";
   if (plan.tp == 1) return text + "; attention and dense parts replicated";
   return StrCat(text, "; KDA heads ", SliceText(s.kda_heads, config.kda_num_heads, plan.kda_split), ", MLA heads ",
                 SliceText(s.mla_heads, config.num_attention_heads, plan.mla_split), ", dense MLP columns ",

@@ -89,6 +89,9 @@ struct ShardPlan {
   // Column splits land on multiples of this many columns (1: any column, the reference; the fast path's int8 scale
   // group, so that a rank's slice of a column-split int8 matrix holds whole groups: see MakeShardPlan).
   int64_t column_group = 1;
+  // --dp-attention (docs/distributed.md "Attention data-parallel"): each rank runs attention, and holds the caches,
+  // only for the sequences assigned to it (SequenceState::attention_rank); MoE rows are exchanged all-to-all.
+  bool dp_attention = false;
 
   int tp_rank() const { return rank % tp; }
   int ep_rank() const { return rank / tp; }
@@ -116,6 +119,8 @@ struct ModelParallel {
   // Routed experts whole, by id over every rank, even at tp > 1 (ShardPlan::experts_by_columns false): the expert
   // cache of --expert-memory reads and holds whole experts, one container extent each (docs/distributed.md).
   bool whole_experts = false;
+  // --dp-attention (ShardPlan::dp_attention): needs several ranks and --tp 1.
+  bool dp_attention = false;
 };
 // The plan of this process: SingleRankPlan without a communicator (or with one of one rank), else MakeShardPlan
 // for comm's rank and size.

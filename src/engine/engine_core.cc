@@ -30,6 +30,11 @@ EngineCore::EngineCore(const Model& model, const EngineOptions& options, const T
 
 Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const EngineOptions& options,
                                                        const Tokenizer* tokenizer, ImageEncoder* images) {
+  if (model.shard_plan().dp_attention) {
+    return Unimplemented(
+        "--dp-attention does not run the engine yet (serve, bench-engine, batch): its cache pools "
+        "are not partitioned by rank; run, score and bench-model support it (docs/status.md)");
+  }
   std::unique_ptr<EngineCore> core(new EngineCore(model, options, tokenizer, images));
   const ModelConfig& c = model.config();
   if (options.speculative == SpeculativeMethod::kMtp && !model.has_mtp()) {

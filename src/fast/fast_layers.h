@@ -213,6 +213,14 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
                std::span<const RouterChoice* const> forced, float* out, std::vector<RouterChoice>* choices,
                int64_t* experts_active, const LocalExperts& local = {});
 
+// FastMoe's two halves, for --dp-attention (the rows' owner routes them; the expert holders compute the routed
+// rows they receive): the routing of rows h [n, D], and the products and combine of rows already routed.
+std::vector<RouterChoice> RouteMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+                                   std::span<const RouterChoice* const> forced);
+Status FastMoeRouted(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+                     const std::vector<RouterChoice>& routed, float* out, int64_t* experts_active,
+                     const LocalExperts& local);
+
 // Rows of expert work (Σ over active experts of their rows) processed together in one MoE wave: bounds the MoE
 // buffers of long prefills (each expert still belongs to exactly one wave, so its weights are read once per pass).
 inline constexpr int64_t kMoeWaveRows = 1024;

@@ -9,6 +9,7 @@
 #include "base/log.h"
 #include "base/timer.h"
 #include "dist/lm_head_split.h"
+#include "dist/row_exchange.h"
 #include "kernels/vector_ops.h"
 #include "model/forward_common.h"
 #include "model/mhc.h"
@@ -194,6 +195,9 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
     return Unimplemented("the fast path needs kv_lora_rank and v_head_dim to be multiples of 16 (got ",
                          config.kv_lora_rank, " and ", config.v_head_dim, ")");
   }
+  if (plan.dp_attention && (options.expert_memory > 0 || !options.expert_trace.empty())) {
+    return Unimplemented("--dp-attention does not run with --expert-memory or --expert-trace yet; leave them out");
+  }
   const LocalExperts local = plan.local_experts();
   // The vision tower's tensors ("vision.*" in a container) belong to the image encoder, which maps the container
   // itself, on rank 0 only (docs/distributed.md "Images"): not this model's weights, never read in by it.
@@ -349,6 +353,20 @@ Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<En
   last_step_.experts_active.assign(config_.num_hidden_layers, 0);
   context_->ResetStats();
   context_->profile.Start();
+  GLINT_RETURN_IF_ERROR(plan_.dp_attention ? RunDpPasses(batch, outputs, trace, forced)
+                                           : RunPasses(batch, outputs, trace, forced));
+  last_step_.weight_bytes_read = context_->weight_bytes_read;
+  last_step_.int8_macs = context_->int8_macs;
+  last_step_.int8_seconds = context_->int8_seconds;
+  last_step_.indexer_seconds = context_->indexer_seconds;
+  last_step_.indexer_key_bytes = context_->indexer_key_bytes;
+  context_->profile.Stop();
+  last_step_.part_seconds = context_->profile.seconds();
+  return Status::Ok();
+}
+
+Status FastModel::RunPasses(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs, Trace* trace,
+                            const ForcedChoices* forced) const {
   // Passes of at most max_tokens_per_pass rows; an entry longer than that continues in the next pass from the
   // state the previous pass left (a chunked prefill). State copies (prefix-cache checkpoints, the rollback
   // snapshot) go with the segment that holds their position; FastKda splits its recurrence there, so neither
@@ -379,13 +397,6 @@ Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<En
     }
   }
   if (!segments.empty()) GLINT_RETURN_IF_ERROR(RunPassScoped(FastPass{batch, segments, rows, trace, forced}, outputs));
-  last_step_.weight_bytes_read = context_->weight_bytes_read;
-  last_step_.int8_macs = context_->int8_macs;
-  last_step_.int8_seconds = context_->int8_seconds;
-  last_step_.indexer_seconds = context_->indexer_seconds;
-  last_step_.indexer_key_bytes = context_->indexer_key_bytes;
-  context_->profile.Stop();
-  last_step_.part_seconds = context_->profile.seconds();
   return Status::Ok();
 }
 
@@ -521,6 +532,7 @@ Status FastModel::Ffn(const FastPass& pass, int64_t l, const std::string& prefix
     FastMlp(ctx, layer.mlp, act.sublayer_in.data(), n, act.sublayer_out.data());
     return SumOverTensorGroup(plan_.mlp_split, act.sublayer_out.data(), n, "dense MLP");
   }
+  if (plan_.dp_attention) return DpMoe(pass, l, act.sublayer_in.data(), n, act.sublayer_out.data());
   const std::vector<const RouterChoice*> forced =
       ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l);
   std::vector<RouterChoice> choices;
@@ -566,6 +578,7 @@ Status FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<E
     vec::RmsNorm(out, weights_.final_norm, d, c.rms_norm_eps, out);
   });
   TraceRows(pass, "final.normed", normed, d);
+  if (plan_.dp_attention) return DpHead(pass, normed, outputs);
   std::vector<std::pair<int64_t, float*>> logit_rows;  // (pass row, destination: null on ranks other than 0)
   const bool receives = plan_.receives_logits();
   for (const Segment& s : pass.segments) {
@@ -620,6 +633,7 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
   // Every rank makes the tp group here, at the same pass: lm_head's gather needs it even when no trunk sublayer is
   // split, and only rank 0's group reaches lm_head.
   if (plan_.tensor_parallel()) GLINT_RETURN_IF_ERROR(TensorGroup().status());
+  if (plan_.dp_attention && n == 0) return RunEmptyDpPass(pass, outputs);
   Embed(pass, act);
   float* streams = act.streams.data();
   float* h = act.sublayer_in.data();
@@ -642,6 +656,176 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
   }
   GLINT_RETURN_IF_ERROR(Head(pass, act, outputs));
   for (const Segment& s : pass.segments) pass.batch[s.sequence].state->tokens += s.count;
+  return Status::Ok();
+}
+
+// ---- --dp-attention (docs/distributed.md "Attention data-parallel") ----
+
+namespace {
+
+// The passes of the batch entries `entries` (indices, ascending), at most `max_rows` rows each, filled in order as
+// RunPasses fills them (a pass ends only when full). Only for entries that cannot fail alone (no expert cache).
+std::vector<std::vector<Segment>> SplitIntoPasses(std::span<const BatchEntry> batch, std::span<const size_t> entries,
+                                                  int64_t max_rows) {
+  std::vector<std::vector<Segment>> passes(1);
+  int64_t rows = 0;
+  for (size_t e : entries) {
+    const int64_t tokens = static_cast<int64_t>(batch[e].tokens.size()), start = batch[e].state->tokens;
+    const std::vector<std::pair<int64_t, std::byte*>> copies = EntryStateCopies(batch[e]);
+    size_t next_copy = 0;
+    for (int64_t consumed = 0; consumed < tokens;) {
+      if (rows == max_rows) passes.emplace_back(), rows = 0;
+      const int64_t take = std::min(tokens - consumed, max_rows - rows);
+      Segment segment{static_cast<int>(e), rows, take, start + consumed, consumed, {}};
+      for (; next_copy < copies.size() && copies[next_copy].first <= consumed + take; ++next_copy) {
+        segment.state_copies.emplace_back(copies[next_copy].first - consumed, copies[next_copy].second);
+      }
+      passes.back().push_back(std::move(segment));
+      rows += take;
+      consumed += take;
+    }
+  }
+  if (rows == 0) passes.pop_back();
+  return passes;
+}
+
+}  // namespace
+
+Status FastModel::RunDpPasses(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs, Trace* trace,
+                              const ForcedChoices* forced) const {
+  if (trace != nullptr) return Unimplemented("--dp-attention does not trace a forward pass yet");
+  std::vector<int64_t> rows_of_rank(plan_.ranks, 0);
+  std::vector<size_t> mine;
+  for (size_t e = 0; e < batch.size(); ++e) {
+    const int owner = batch[e].state->attention_rank;
+    if (owner < 0 || owner >= plan_.ranks) {
+      return Unimplemented("--dp-attention: batch entry ", e, "'s sequence has no attention rank (", owner,
+                           "); only sequences made by NewSequence under --dp-attention have one (the engine's "
+                           "pools are not partitioned by rank yet)");
+    }
+    if (batch[e].want_hidden) return DpAttentionRefusesMtp();
+    rows_of_rank[owner] += static_cast<int64_t>(batch[e].tokens.size());
+    if (owner == plan_.rank) mine.push_back(e);
+  }
+  // Every rank knows every entry's owner and length: they agree on the number of passes without a message.
+  int64_t passes = 0;
+  for (int64_t rows : rows_of_rank) passes = std::max(passes, (rows + max_tokens_per_pass_ - 1) / max_tokens_per_pass_);
+  const std::vector<std::vector<Segment>> local = SplitIntoPasses(batch, mine, max_tokens_per_pass_);
+  for (int64_t p = 0; p < passes; ++p) {
+    const std::vector<Segment> none;
+    const std::vector<Segment>& segments = p < static_cast<int64_t>(local.size()) ? local[p] : none;
+    int64_t rows = 0;
+    for (const Segment& segment : segments) rows += segment.count;
+    GLINT_RETURN_IF_ERROR(RunPassScoped(FastPass{batch, segments, rows, trace, forced}, outputs));
+  }
+  return Status::Ok();
+}
+
+Status FastModel::RunEmptyDpPass(const FastPass& pass, std::vector<EntryOutput>& outputs) const {
+  for (int64_t l = 0; l < config_.num_hidden_layers; ++l) {
+    if (weights_.layers[l].mlp_kind == MlpKind::kMoe) GLINT_RETURN_IF_ERROR(DpMoe(pass, l, nullptr, 0, nullptr));
+  }
+  return DpHead(pass, nullptr, outputs);
+}
+
+Status FastModel::DpMoe(const FastPass& pass, int64_t l, const float* h, int64_t n, float* out) const {
+  FastContext& ctx = *context_;
+  const FastMoeWeights& moe = weights_.layers[l].moe;
+  const int64_t d = config_.hidden_size, k = config_.num_experts_per_tok;
+  std::vector<RouterChoice> routed;  // this rank's rows, routed here (the router is replicated)
+  if (n > 0)
+    routed = RouteMoe(ctx, moe, h, n, ForcedRows(pass, pass.forced != nullptr ? &pass.forced->router : nullptr, l));
+  std::vector<int32_t> experts(n * k);
+  std::vector<float> weights(n * k);
+  std::vector<std::vector<int>> destinations(n);
+  for (int64_t t = 0; t < n; ++t) {
+    if (static_cast<int64_t>(routed[t].experts.size()) != k || static_cast<int64_t>(routed[t].weights.size()) != k) {
+      return InternalError("--dp-attention: row ", t, " was routed to ", routed[t].experts.size(), " experts, not ", k);
+    }
+    std::copy(routed[t].experts.begin(), routed[t].experts.end(), experts.begin() + t * k);
+    std::copy(routed[t].weights.begin(), routed[t].weights.end(), weights.begin() + t * k);
+    destinations[t] = RowDestinations(routed[t].experts, plan_, config_.n_shared_experts > 0);
+  }
+  const DispatchedRows sent = PackDispatch(h, n, d, k, experts, weights, destinations, plan_.ranks);
+  std::vector<std::byte> received;
+  std::vector<uint64_t> received_counts;
+  GLINT_RETURN_IF_ERROR(comm_->AllToAll(sent.bytes, sent.counts, received, received_counts)
+                            .WithContext("sending MoE rows to the ranks holding their experts"));
+  GLINT_ASSIGN_OR_RETURN(const ReceivedRows in,
+                         UnpackDispatch(received, received_counts, k, d, config_.n_routed_experts));
+  std::vector<RouterChoice> given(in.rows);  // as the owner routed them
+  for (int64_t i = 0; i < in.rows; ++i) {
+    given[i].experts.assign(in.experts.begin() + i * k, in.experts.begin() + (i + 1) * k);
+    given[i].weights.assign(in.weights.begin() + i * k, in.weights.begin() + (i + 1) * k);
+  }
+  std::vector<float> partial(in.rows * d);  // this rank's experts' part of each received row (shared included)
+  int64_t active = 0;
+  if (in.rows > 0) {
+    GLINT_RETURN_IF_ERROR(
+        FastMoeRouted(ctx, moe, in.hidden.data(), in.rows, given, partial.data(), &active, plan_.local_experts()));
+  }
+  last_step_.experts_active[l] = std::max(last_step_.experts_active[l], active);
+  std::vector<std::byte> returned;
+  std::vector<uint64_t> returned_counts;
+  GLINT_RETURN_IF_ERROR(comm_
+                            ->AllToAll(std::as_bytes(std::span<const float>(partial)),
+                                       ReturnCounts(received_counts, k, d), returned, returned_counts)
+                            .WithContext("returning MoE partial sums to the rows' ranks"));
+  return CombineReturned(returned, returned_counts, sent, n, k, d, out);
+}
+
+namespace {
+
+// A final hidden row on its way to rank 0's lm_head: where its logits go, then its D values.
+struct HeadRecordKey {
+  int32_t entry = 0;
+  int32_t index = 0;  // token of the entry
+};
+
+}  // namespace
+
+Status FastModel::DpHead(const FastPass& pass, const float* normed, std::vector<EntryOutput>& outputs) const {
+  const int64_t d = config_.hidden_size, vocab = config_.vocab_size;
+  const size_t record = sizeof(HeadRecordKey) + d * sizeof(float);
+  std::vector<std::byte> send;
+  for (const Segment& s : pass.segments) {
+    const BatchEntry& entry = pass.batch[s.sequence];
+    const int64_t tokens = static_cast<int64_t>(entry.tokens.size());
+    for (int64_t i = 0; i < s.count; ++i) {
+      const int64_t index = s.first_index + i;
+      if (entry.logits != LogitsWanted::kAll && !(entry.logits == LogitsWanted::kLast && index == tokens - 1)) continue;
+      const HeadRecordKey key{s.sequence, static_cast<int32_t>(index)};
+      const size_t at = send.size();
+      send.resize(at + record);
+      std::memcpy(send.data() + at, &key, sizeof key);
+      std::memcpy(send.data() + at + sizeof key, normed + (s.row + i) * d, d * sizeof(float));
+    }
+  }
+  std::vector<uint64_t> counts(plan_.ranks, 0);
+  counts[0] = send.size();  // rank 0 alone samples and holds lm_head (--tp 1)
+  std::vector<std::byte> received;
+  std::vector<uint64_t> received_counts;
+  GLINT_RETURN_IF_ERROR(
+      comm_->AllToAll(send, counts, received, received_counts).WithContext("sending final hidden rows to rank 0"));
+  if (plan_.rank != 0 || received.empty()) return Status::Ok();
+  if (received.size() % record != 0) return InternalError("--dp-attention: final hidden rows of a partial size");
+  const int64_t rows = static_cast<int64_t>(received.size() / record);
+  float* inputs = context_->act.logit_inputs.Floats(rows * d);
+  std::vector<float*> destinations(rows);
+  for (int64_t r = 0; r < rows; ++r) {
+    HeadRecordKey key;
+    std::memcpy(&key, received.data() + r * record, sizeof key);
+    if (key.entry < 0 || static_cast<size_t>(key.entry) >= outputs.size() || key.index < 0 ||
+        key.index >= static_cast<int64_t>(pass.batch[key.entry].tokens.size())) {
+      return InternalError("--dp-attention: a final hidden row for entry ", key.entry, " token ", key.index);
+    }
+    const bool all = pass.batch[key.entry].logits == LogitsWanted::kAll;
+    destinations[r] = outputs[key.entry].logits.data() + (all ? key.index * vocab : 0);
+    std::memcpy(inputs + r * d, received.data() + r * record + sizeof key, d * sizeof(float));
+  }
+  float* logits = context_->act.logits.Floats(rows * vocab);
+  GLINT_RETURN_IF_ERROR(LmHead(inputs, rows, logits, logits));
+  for (int64_t r = 0; r < rows; ++r) std::memcpy(destinations[r], logits + r * vocab, vocab * sizeof(float));
   return Status::Ok();
 }
 

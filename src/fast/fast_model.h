@@ -158,6 +158,19 @@ class FastModel final : public PathModel {
   Status MtpFfn(const FastMtpPass& pass, std::vector<float>& z, std::vector<RouterChoice>* choices,
                 std::vector<Status>& row_errors) const;
   Status MtpHead(const FastMtpPass& pass, const std::vector<float>& z, bool want_logits, FastMtpResult& result) const;
+  // The passes of a Forward: every entry's rows in passes of at most max_tokens_per_pass rows (RunPasses); with
+  // --dp-attention only this rank's entries, in as many passes as the rank with the most rows needs (RunDpPasses:
+  // the ranks' MoE exchanges pair up, a rank with no rows left runs empty passes).
+  Status RunPasses(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs, Trace* trace,
+                   const ForcedChoices* forced) const;
+  Status RunDpPasses(std::span<const BatchEntry> batch, std::vector<EntryOutput>& outputs, Trace* trace,
+                     const ForcedChoices* forced) const;
+  // --dp-attention: one MoE layer over this rank's rows h [n, D] (out [n, D]) with the rows exchanged all-to-all with
+  // the ranks holding their experts (dist/row_exchange.h); and the head: the rows wanting logits sent to rank 0,
+  // which runs lm_head on every rank's rows. A pass with no rows of this rank runs only these exchanges.
+  Status DpMoe(const FastPass& pass, int64_t layer, const float* h, int64_t n, float* out) const;
+  Status DpHead(const FastPass& pass, const float* normed, std::vector<EntryOutput>& outputs) const;
+  Status RunEmptyDpPass(const FastPass& pass, std::vector<EntryOutput>& outputs) const;
   // RunPass, with rows whose expert could not be read failing their sequence alone (outputs[i].error).
   Status RunPassScoped(const FastPass& pass, std::vector<EntryOutput>& outputs) const;
   // One pass over rows of several sequences (the layer loop), and its steps.

@@ -277,14 +277,27 @@ void PrefetchNextLayer(FastContext& ctx, const FastMoeWeights& next, const float
 
 }  // namespace
 
+std::vector<RouterChoice> RouteMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+                                   std::span<const RouterChoice* const> forced) {
+  return Route(ctx, w, h, n, forced);
+}
+
 Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
                std::span<const RouterChoice* const> forced, float* out, std::vector<RouterChoice>* choices,
                int64_t* experts_active, const LocalExperts& local) {
   if (!forced.empty() && static_cast<int64_t>(forced.size()) != n) {
     return InvalidArgument("FastMoe: forced choices for ", forced.size(), " rows, the pass has ", n);
   }
-  const int64_t d = ctx.config.hidden_size;
   std::vector<RouterChoice> routed = Route(ctx, w, h, n, forced);
+  GLINT_RETURN_IF_ERROR(FastMoeRouted(ctx, w, h, n, routed, out, experts_active, local));
+  if (choices != nullptr) *choices = std::move(routed);
+  return Status::Ok();
+}
+
+Status FastMoeRouted(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_t n,
+                     const std::vector<RouterChoice>& routed, float* out, int64_t* experts_active,
+                     const LocalExperts& local) {
+  const int64_t d = ctx.config.hidden_size;
   std::vector<int32_t> expert_ids;
   std::vector<RouterChoice> unfailed;
   const ScopedPart routing(ctx.profile, PassPart::kMoeRouting);  // grouping, gathering and combining rows
@@ -319,7 +332,6 @@ Status FastMoe(FastContext& ctx, const FastMoeWeights& w, const float* h, int64_
   }
   end_pass();  // this pass's experts are all released: only now may a prefetch take their slots
   if (ctx.experts != nullptr && ctx.prefetch_next != nullptr) PrefetchNextLayer(ctx, *ctx.prefetch_next, h, n, local);
-  if (choices != nullptr) *choices = std::move(routed);
   return Status::Ok();
 }
 

@@ -91,6 +91,16 @@ MtpReplacedEmbeddings GetReplaced(WireReader& r, std::deque<std::vector<int32_t>
   return replaced;
 }
 
+// --dp-attention: this rank's view of a sequence whose caches rank `rank` holds: no cache memory, only its
+// position count (Forward advances it), and an empty OwnedSequenceMemory whose address names it in the plans.
+SequenceState HeldElsewhereSequence(const Model& model, int rank) {
+  SequenceState state;
+  state.owner = &model;
+  state.owned = std::make_unique<OwnedSequenceMemory>();
+  state.attention_rank = rank;
+  return state;
+}
+
 // A count read from a message, bounded by the bytes left (each element takes at least one byte).
 uint64_t GetCount(WireReader& r) { return r.Get<uint64_t>(); }
 
@@ -115,12 +125,24 @@ Status LockstepLeader::Stop() {
 }
 
 SequenceState LockstepLeader::NewSequence() const {
-  SequenceState state = inner_->NewSequence();
+  const ShardPlan plan = inner_->shard_plan();
+  int rank = -1;  // replicated attention
+  if (plan.dp_attention) {
+    // --dp-attention: the rank holding the fewest live sequences (each holds one KDA slot and its latents: the
+    // rank with the most free cache memory); ties to the lowest rank.
+    std::lock_guard<std::mutex> lock(released_->mutex);
+    released_->live.resize(plan.ranks, 0);
+    rank = static_cast<int>(std::min_element(released_->live.begin(), released_->live.end()) - released_->live.begin());
+    ++released_->live[rank];
+  }
+  SequenceState state = rank <= 0 ? inner_->NewSequence() : HeldElsewhereSequence(*inner_, rank);
+  state.attention_rank = rank;
   if (state.owned != nullptr) {
     const uint64_t key = reinterpret_cast<uintptr_t>(state.owned.get());
-    state.owned->on_free = [released = released_, key] {
+    state.owned->on_free = [released = released_, key, rank] {
       std::lock_guard<std::mutex> lock(released->mutex);
       released->keys.push_back(key);
+      if (rank >= 0) --released->live[rank];
     };
   }
   return state;
@@ -204,6 +226,7 @@ Status LockstepLeader::PutState(WireWriter& w, const SequenceState& state) const
   if (state.owned != nullptr) {
     w.Put(StateKind::kOwned);
     w.Put<uint64_t>(reinterpret_cast<uintptr_t>(state.owned.get()));
+    w.Put<int32_t>(state.attention_rank);
   } else {
     auto pools = std::find_if(pools_.begin(), pools_.end(), [&](const PoolsRecord& p) {
       return p.blocks == state.memory.blocks && p.layout == state.layout;
@@ -215,6 +238,7 @@ Status LockstepLeader::PutState(WireWriter& w, const SequenceState& state) const
     w.Put<int64_t>(pools->id);
     w.PutVector(*state.memory.block_table);
     GLINT_RETURN_IF_ERROR(PutPointer(w, state.memory.slot));
+    w.Put<int32_t>(state.attention_rank);
   }
   w.Put<int64_t>(state.tokens);
   w.Put<int64_t>(state.mtp_tokens);
@@ -274,7 +298,11 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
   PutOptions(plan, options);
   PutForced(plan, forced);
   plan.Put<uint64_t>(batch.size());
+  const bool dp_attention = inner_->shard_plan().dp_attention;
   for (const BatchEntry& entry : batch) {
+    // --dp-attention: a sequence in pools a tool attached (score's), which every rank mirrors, runs on rank 0.
+    if (dp_attention && entry.state->owned == nullptr && entry.state->attention_rank < 0)
+      entry.state->attention_rank = 0;
     GLINT_RETURN_IF_ERROR(PutState(plan, *entry.state));
     plan.PutSpan(entry.tokens);
     plan.Put(entry.logits);
@@ -507,11 +535,15 @@ Result<SequenceState*> Follower::GetState(WireReader& r, std::deque<SequenceStat
   SequenceState* state = nullptr;
   if (kind == StateKind::kOwned) {
     const uint64_t key = r.Get<uint64_t>();
+    const int32_t attention_rank = r.Get<int32_t>();
     const int64_t tokens = r.Get<int64_t>(), mtp_tokens = r.Get<int64_t>();
     GLINT_RETURN_IF_ERROR(r.status());
     auto found = owned_.find(key);
     if (tokens == 0 && mtp_tokens == 0) {  // a new sequence (rank 0's key may be an old one's, reused)
-      found = owned_.insert_or_assign(key, model_.NewSequence()).first;
+      const bool here = attention_rank < 0 || attention_rank == model_.shard_plan().rank;
+      SequenceState state = here ? model_.NewSequence() : HeldElsewhereSequence(model_, attention_rank);
+      state.attention_rank = attention_rank;
+      found = owned_.insert_or_assign(key, std::move(state)).first;
     }
     if (found == owned_.end() || found->second.tokens != tokens || found->second.mtp_tokens != mtp_tokens) {
       return FailedPrecondition("a sequence of rank 0 at ", tokens, " positions (", mtp_tokens,
@@ -530,10 +562,12 @@ Result<SequenceState*> Follower::GetState(WireReader& r, std::deque<SequenceStat
     if (block < 0 || block >= blocks.count()) return InvalidArgument("block ", block, " of ", blocks.count());
   }
   GLINT_ASSIGN_OR_RETURN(std::byte * slot, GetPointer(r, p.layout->slot_bytes));
+  const int32_t attention_rank = r.Get<int32_t>();
   const int64_t tokens = r.Get<int64_t>(), mtp_tokens = r.Get<int64_t>();
   GLINT_RETURN_IF_ERROR(r.status());
   bound.push_back(model_.BindSequence(p.layout, {&blocks, &block_tables_.back(), slot}, tokens, mtp_tokens));
   state = &bound.back();
+  state->attention_rank = attention_rank;
   return state;
 }
 
@@ -614,7 +648,8 @@ Status Follower::Forward(WireReader& r) {
     const int64_t checkpoint_bytes = entry.state->layout != nullptr ? entry.state->layout->checkpoint_bytes : 0;
     entry.tokens = tokens.emplace_back(r.GetVector<int32_t>());
     entry.logits = r.Get<LogitsWanted>();
-    if (!FollowerComputesLogits(model_)) entry.logits = LogitsWanted::kNone;  // rank 0 samples, not this rank
+    // Rank 0 samples, not this rank; under --dp-attention this rank sends rank 0 its rows that want logits.
+    if (!FollowerComputesLogits(model_) && !model_.shard_plan().dp_attention) entry.logits = LogitsWanted::kNone;
     entry.want_hidden = r.Get<uint8_t>() != 0;
     entry.embedding_positions = image_positions.emplace_back(r.GetVector<int32_t>());
     entry.embedding_rows = image_rows.emplace_back(r.GetVector<float>());

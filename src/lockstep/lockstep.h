@@ -91,6 +91,7 @@ class LockstepLeader final : public Model, public EngineMirror {
   struct Released {
     std::mutex mutex;
     std::vector<uint64_t> keys;
+    std::vector<int64_t> live;  // --dp-attention: [ranks] sequences alive whose caches each rank holds
   };
 
   // Writes where `pointer` lies in the attached pools (arena id, byte offset); an error when nowhere.

@@ -139,6 +139,8 @@ Status PathModel::Forward(std::span<const BatchEntry> batch, std::vector<EntryOu
   }
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!outputs[i].error.ok()) batch[i].state->broken = true;  // this entry alone failed (an expert read)
+    // --dp-attention: the rank holding this sequence advanced its caches; this rank's view follows.
+    if (batch[i].state->HeldElsewhere()) batch[i].state->tokens += static_cast<int64_t>(batch[i].tokens.size());
   }
   return FailedEntriesStatus(outputs);
 }
@@ -170,10 +172,17 @@ Status PathModel::MtpForwardBatch(std::span<const MtpEntry> batch, std::vector<s
 
 // ---- checks ----
 
+Status DpAttentionRefusesMtp() {
+  return Unimplemented(
+      "--dp-attention does not run the MTP layer yet (--speculative mtp, final hidden states): leave one of them "
+      "out");
+}
+
 Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<const float> hidden,
                      std::span<const int32_t> next_tokens, const MtpReplacedEmbeddings& replaced) {
   const ModelConfig& c = model.config();
   if (!model.has_mtp()) return FailedPrecondition("the model has no MTP layer loaded");
+  if (model.shard_plan().dp_attention) return DpAttentionRefusesMtp();
   if (state.owner != &model) return InvalidArgument("the sequence state was not created by this model");
   if (state.mtp_dsa.blocks == nullptr) {
     return FailedPrecondition(
@@ -222,13 +231,22 @@ Status CheckEntry(const Model& model, const BatchEntry& entry) {
     return InvalidArgument("the sequence state was not created by this model (call NewSequence on it)");
   }
   if (entry.tokens.empty()) return InvalidArgument("a batch entry has no tokens; expected at least one");
+  if (entry.want_hidden && model.shard_plan().dp_attention) return DpAttentionRefusesMtp();
   for (size_t i = 0; i < entry.tokens.size(); ++i) {
     if (entry.tokens[i] < 0 || entry.tokens[i] >= config.vocab_size) {
       return InvalidArgument("token id ", entry.tokens[i], " at index ", i, " is out of range; expected 0 ≤ id < ",
                              config.vocab_size);
     }
   }
-  GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, model.local_config()));  // the caches hold this rank's heads
+  if (entry.state->HeldElsewhere()) {  // --dp-attention: another rank holds its caches and checks them
+    const int64_t total = entry.state->tokens + static_cast<int64_t>(entry.tokens.size());
+    if (total > config.max_position_embeddings) {
+      return OutOfRange("the sequence would reach ", total, " tokens; the model's maximum is ",
+                        config.max_position_embeddings, " (max_position_embeddings)");
+    }
+  } else {
+    GLINT_RETURN_IF_ERROR(CheckEntryMemory(entry, model.local_config()));  // the caches hold this rank's heads
+  }
   return CheckEmbeddingRows(entry.embedding_positions, entry.embedding_rows, static_cast<int64_t>(entry.tokens.size()),
                             config);
 }
@@ -335,7 +353,8 @@ Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config) {
 
 void PrepareEntryMemory(const BatchEntry& entry) {
   SequenceState& state = *entry.state;
-  if (state.owned != nullptr) state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
+  if (state.owned != nullptr && !state.HeldElsewhere())
+    state.owned->Reserve(state.tokens + static_cast<int64_t>(entry.tokens.size()));
 }
 
 KdaStateView KdaLayerStateIn(const CacheLayout& layout, int64_t layer, std::byte* slot_like) {

@@ -24,6 +24,8 @@ Status CheckBatch(const Model& model, std::span<const BatchEntry> batch);
 // The memory part of those checks for one entry (a layout made for `config`, memory present, blocks reserved for
 // every position the call writes unless the state owns its memory, valid state checkpoints).
 Status CheckEntryMemory(const BatchEntry& entry, const ModelConfig& config);
+// The refusal of the MTP layer and of final hidden states under --dp-attention (not implemented yet).
+Status DpAttentionRefusesMtp();
 // The MTP layer's inputs (Model::MtpForward): the model has the layer, the state is `model`'s and has an MTP
 // cache, at least one pair, hidden [T, D], token ids in range, replaced rows as CheckEmbeddingRows.
 Status CheckMtpInput(const Model& model, const SequenceState& state, std::span<const float> hidden,

@@ -55,6 +55,9 @@ ReferenceModel::ReferenceModel(ModelConfig config, ModelWeights weights, ShardPl
 
 Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& dir, const LoadOptions& options,
                                                              const ModelParallel& parallel) {
+  if (parallel.dp_attention) {
+    return Unimplemented("--dp-attention runs on the fast path only, not --path reference");
+  }
   GLINT_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, parallel));
   GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));

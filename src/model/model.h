@@ -61,6 +61,11 @@ struct SequenceState {
   // layout's MTP segments) and slot; otherwise none.
   DsaCache mtp_dsa;
   int64_t mtp_tokens = 0;  // pairs consumed by the MTP layer (= mtp_dsa.tokens)
+  // --dp-attention (ShardPlan::dp_attention): the rank that runs this sequence's attention and holds its caches,
+  // chosen by rank 0; -1: every rank (replicated attention). A state of another rank's sequence has no cache memory
+  // (HeldElsewhere): the model only advances its `tokens`.
+  int attention_rank = -1;
+  bool HeldElsewhere() const { return attention_rank >= 0 && memory.slot == nullptr; }
 };
 
 enum class LogitsWanted { kNone, kLast, kAll };

@@ -70,6 +70,38 @@ TEST(MpiCommunicator, AllGatherPlacesEachRankAtItsOffset) {
   EXPECT_ERROR_CONTAINS(comm.AllGather(send, std::span<std::byte>(received).first(3)), "needs");
 }
 
+// Rank s sends rank r (s + 2r) mod 3 bytes of value 16 s + r (0 bytes to some): each rank gets every sender's bytes
+// in rank order, the counts say how many came from each, and the stats count what crossed between ranks.
+TEST(MpiCommunicator, AllToAllDeliversEachRanksPartInRankOrder) {
+  Communicator& comm = testing::World();
+  const int n = comm.size(), me = comm.rank();
+  const auto bytes_from_to = [](int s, int r) { return static_cast<uint64_t>((s + 2 * r) % 3); };
+  std::vector<std::byte> send;
+  std::vector<uint64_t> counts;
+  for (int r = 0; r < n; ++r) {
+    counts.push_back(bytes_from_to(me, r));
+    send.insert(send.end(), counts.back(), static_cast<std::byte>(16 * me + r));
+  }
+  const CollectiveStats before = comm.stats();
+  std::vector<std::byte> received;
+  std::vector<uint64_t> received_counts;
+  ASSERT_OK(comm.AllToAll(send, counts, received, received_counts));
+  std::vector<std::byte> expected;
+  uint64_t from_others = 0;
+  for (int s = 0; s < n; ++s) {
+    EXPECT_EQ(received_counts[s], bytes_from_to(s, me)) << "from rank " << s;
+    expected.insert(expected.end(), bytes_from_to(s, me), static_cast<std::byte>(16 * s + me));
+    if (s != me) from_others += bytes_from_to(s, me);
+  }
+  EXPECT_EQ(received, expected);
+  const CollectiveStats call = comm.stats().Since(before);
+  EXPECT_EQ(call.all_to_alls, 1);
+  EXPECT_EQ(call.bytes_sent, send.size() - counts[me]);
+  EXPECT_EQ(call.bytes_received, from_others);
+  counts[0] += 1;  // the counts must add up to what is sent: refused on every rank before any message
+  EXPECT_ERROR_CONTAINS(comm.AllToAll(send, counts, received, received_counts), "all-to-all");
+}
+
 TEST(MpiCommunicator, BroadcastResizesReceiversFromEveryRoot) {
   Communicator& comm = testing::World();
   for (int root = 0; root < comm.size(); ++root) {
