@@ -102,6 +102,10 @@ class EngineCore {
   int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
   // Positions of `prompt` a new sequence would restore from the prefix cache in memory now (no side effects).
   int64_t CachedPrefix(std::span<const int32_t> prompt) const;
+  // The prefix-cache keys of a validated request's prompt: its tokens, each image placeholder keyed by its image's
+  // hash (ImageKeyTokens). Thread-safe (reads only what Create fixed): the lease's prefix lookup uses them, so a
+  // prompt with images is looked up as the scheduler will store it.
+  std::vector<int32_t> PrefixKeys(const Request& request) const;
   // Seconds until the next lease expires (nullopt: none), for a thread that waits for work.
   std::optional<double> SecondsToNextExpiry() const;
 

@@ -102,16 +102,18 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
     return Status::Ok();
   };
   if (length < below) return local(StrCat("shorter than ", below, " tokens"));
-  if (!request.images.empty()) return local("prompts with images are not transferred yet");
   // A request the engine would refuse is refused before a prefill server works for it.
   GLINT_RETURN_IF_ERROR(engine_.Validate(converted));
   const TransferTimeouts& t = decode_->timeouts;
-  // The lease outlives every deadline of the transfer, so that it is the transfer that fails first.
-  Result<uint64_t> lease =
-      engine_.Lease(converted.prompt, t.connect_seconds + t.prefill_seconds + 6 * t.io_seconds, below);
+  // The lease outlives every deadline of the transfer, so that it is the transfer that fails first. It looks the
+  // prompt up by its prefix-cache keys, images keyed by their hash: a next turn about the same image is found here.
+  const double frames = 7 + 2 * static_cast<double>(converted.images.size());  // each bounded by io_seconds
+  Result<uint64_t> lease = engine_.Lease(engine_.PrefixKeys(converted),
+                                         t.connect_seconds + t.prefill_seconds + frames * t.io_seconds, below);
   if (!lease.ok()) return local(lease.status().message());
   const auto started = std::chrono::steady_clock::now();
-  Result<SequenceSnapshot> state = FetchState(request.prefill_from, converted.prompt, decode_->layout, t);
+  Result<SequenceSnapshot> state =
+      FetchState(request.prefill_from, converted.prompt, converted.images, decode_->layout, t);
   if (!state.ok()) {
     engine_.ReleaseLease(*lease);
     ++pd_failures_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <list>
+#include <optional>
 
 #include "base/log.h"
 #include "engine/prefix_disk.h"
@@ -145,6 +146,72 @@ Result<SequenceSnapshot> ReceiveState(TransferConnection& c, std::span<const int
   return s;
 }
 
+// The prompt's images after PROMPT: IMAGE and PATCHES each, then END. The patches travel rather than the encoded
+// bytes: the prefill server's tower then takes exactly what this server's would (no second decoder, whose version
+// could differ across hosts, and no image decoding on a plane without authentication).
+Status SendImages(TransferConnection& c, std::span<const RequestImage> images, double seconds) {
+  for (const RequestImage& image : images) {
+    const VisionInput& input = *image.input;
+    const ImageAnnouncement announced{image.start, image.key, input.grid_t, input.grid_h, input.grid_w};
+    GLINT_RETURN_IF_ERROR(c.Write(FrameType::kImage, EncodeImage(announced), seconds));
+    GLINT_RETURN_IF_ERROR(c.Write(FrameType::kPatches, std::as_bytes(std::span(input.patches)), seconds));
+  }
+  return c.Write(FrameType::kEnd, {}, seconds);
+}
+
+// What a decode server asks for: the prompt and its images.
+struct PromptRequest {
+  std::vector<int32_t> prompt;
+  std::vector<RequestImage> images;
+};
+
+// One image after PROMPT: its IMAGE checked against the prompt and the tower before its PATCHES are read, so their
+// size is bounded by the prompt's own placeholders. `first_free`: where the next image may start.
+Result<RequestImage> ReceiveImage(TransferConnection& c, const FrameHeader& header, const VisionConfig* vision,
+                                  int64_t prompt_tokens, int64_t first_free, double seconds) {
+  if (vision == nullptr) return FailedPrecondition("the prompt has images but this prefill server has no vision tower");
+  if (header.length != kImageBytes) return FailedPrecondition("an IMAGE of ", header.length, " bytes");
+  std::array<std::byte, kImageBytes> body{};
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, body, seconds));
+  const ImageShape shape{vision->spatial_merge_size, vision->PatchValues()};
+  GLINT_ASSIGN_OR_RETURN(ImageAnnouncement image, DecodeImage(body, shape, prompt_tokens, first_free));
+  auto input = std::make_shared<VisionInput>();
+  input->grid_t = image.grid_t;
+  input->grid_h = image.grid_h;
+  input->grid_w = image.grid_w;
+  input->patches.resize(static_cast<size_t>(image.Patches() * shape.patch_values));
+  GLINT_RETURN_IF_ERROR(
+      ReceiveRegion(c, FrameType::kPatches, std::as_writable_bytes(std::span(input->patches)), seconds));
+  return RequestImage{image.start, std::move(input), image.key};
+}
+
+// PROMPT (1 .. max_tokens tokens), then IMAGE + PATCHES per image up to END.
+Result<PromptRequest> ReceivePrompt(TransferConnection& c, const TransferLayout& layout, const VisionConfig* vision,
+                                    double seconds) {
+  GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
+  const uint64_t tokens = header.length / sizeof(int32_t);
+  if (header.type != FrameType::kPrompt || header.length % sizeof(int32_t) != 0 || tokens == 0 ||
+      tokens > static_cast<uint64_t>(layout.max_tokens)) {
+    return FailedPrecondition("expected a PROMPT of 1 .. ", layout.max_tokens, " tokens, got ", FrameName(header.type),
+                              " of ", header.length, " bytes");
+  }
+  PromptRequest request;
+  request.prompt.resize(tokens);
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, std::as_writable_bytes(std::span(request.prompt)), seconds));
+  const int64_t length = static_cast<int64_t>(tokens);
+  int64_t first_free = 0;
+  for (;;) {  // each image takes at least one prompt position past the last: at most `length` of them
+    GLINT_ASSIGN_OR_RETURN(header, c.ReadHeader(seconds));
+    if (header.type == FrameType::kEnd && header.length == 0) return request;
+    if (header.type != FrameType::kImage) {
+      return FailedPrecondition("expected IMAGE or END after PROMPT, got ", FrameName(header.type));
+    }
+    GLINT_ASSIGN_OR_RETURN(RequestImage image, ReceiveImage(c, header, vision, length, first_free, seconds));
+    first_free = image.start + VisionTokenCount(*vision, *image.input);
+    request.images.push_back(std::move(image));
+  }
+}
+
 }  // namespace
 
 TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
@@ -158,7 +225,8 @@ TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
 }
 
 Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
-                                    const TransferLayout& layout, const TransferTimeouts& t) {
+                                    std::span<const RequestImage> images, const TransferLayout& layout,
+                                    const TransferTimeouts& t) {
   const auto [host, port] = SplitAddress(address);
   if (host.empty() || port.empty()) return InvalidArgument("the prefill address '", address, "' is not host:port");
   TransferConnection c;
@@ -169,10 +237,14 @@ Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const 
   if (step.ok()) step = c.Write(FrameType::kHello, EncodeHello(layout), t.io_seconds);
   Result<TransferLayout> theirs = step.ok() ? ReceiveHello(c, layout, t.io_seconds) : Result<TransferLayout>(step);
   if (!theirs.ok()) return fail(theirs.status());
+  if (!images.empty() && !theirs->takes_images) {
+    return fail(FailedPrecondition("has no vision tower: a prompt with images cannot be prefilled there"));
+  }
   if (static_cast<int64_t>(prompt.size()) > theirs->max_tokens) {
     return fail(OutOfRange("takes prompts of at most ", theirs->max_tokens, " tokens; this one has ", prompt.size()));
   }
   step = c.Write(FrameType::kPrompt, std::as_bytes(prompt), t.io_seconds);
+  if (step.ok()) step = SendImages(c, images, t.io_seconds);
   if (!step.ok()) return fail(step);
   Result<SequenceSnapshot> state = ReceiveState(c, prompt, layout, t);
   if (!state.ok()) return fail(state.status());
@@ -183,6 +255,7 @@ struct TransferServer::Impl {
   Engine* engine = nullptr;
   TransferLayout layout;
   TransferTimeouts timeouts;
+  std::optional<VisionConfig> vision;  // the engine's tower, if it has one
   int max_connections = 8;
   asio::io_context io;
   tcp::acceptor acceptor{io};
@@ -199,19 +272,22 @@ struct TransferServer::Impl {
 
   void AcceptLoop();
   void Serve(TransferConnection& c);
-  Result<std::shared_ptr<const SequenceSnapshot>> Export(std::vector<int32_t> prompt);
+  Result<std::shared_ptr<const SequenceSnapshot>> Export(PromptRequest asked);
   Status SendState(TransferConnection& c, const SequenceSnapshot& s);
 };
 
 Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host, int port, Engine& engine,
                                                               const TransferLayout& layout,
-                                                              const TransferTimeouts& timeouts, int max_connections) {
+                                                              const TransferTimeouts& timeouts,
+                                                              const VisionConfig* vision, int max_connections) {
   std::unique_ptr<TransferServer> server(new TransferServer());
   server->impl_ = std::make_unique<Impl>();
   Impl& impl = *server->impl_;
   impl.engine = &engine;
   impl.layout = layout;
   impl.timeouts = timeouts;
+  if (vision != nullptr) impl.vision = *vision;
+  impl.layout.takes_images = vision != nullptr;  // said in HELLO: a decode server sends no image we cannot take
   impl.max_connections = max_connections;
   impl.transfers = &server->transfers_;
   boost::system::error_code ec;
@@ -271,10 +347,11 @@ void TransferServer::Impl::AcceptLoop() {
   }
 }
 
-Result<std::shared_ptr<const SequenceSnapshot>> TransferServer::Impl::Export(std::vector<int32_t> prompt) {
+Result<std::shared_ptr<const SequenceSnapshot>> TransferServer::Impl::Export(PromptRequest asked) {
   auto queue = std::make_shared<OutputQueue>();
   Request request;
-  request.prompt = std::move(prompt);
+  request.prompt = std::move(asked.prompt);
+  request.images = std::move(asked.images);
   request.sampling.temperature = 0;
   request.stop.max_tokens = 1;
   request.export_state = true;
@@ -312,20 +389,10 @@ void TransferServer::Impl::Serve(TransferConnection& c) {
   Result<TransferLayout> theirs = ReceiveHello(c, layout, io);
   if (!theirs.ok()) return refuse(theirs.status());
   if (Status hello = c.Write(FrameType::kHello, EncodeHello(layout), io); !hello.ok()) return;
-  Result<FrameHeader> header = c.ReadHeader(io);
-  if (!header.ok()) return refuse(header.status());
-  const uint64_t tokens = header->length / sizeof(int32_t);
-  if (header->type != FrameType::kPrompt || header->length % sizeof(int32_t) != 0 || tokens == 0 ||
-      tokens > static_cast<uint64_t>(layout.max_tokens)) {
-    return refuse(FailedPrecondition("expected a PROMPT of 1 .. ", layout.max_tokens, " tokens, got ",
-                                     FrameName(header->type), " of ", header->length, " bytes"));
-  }
-  std::vector<int32_t> prompt(tokens);
-  if (Status read = c.ReadBody(*header, std::as_writable_bytes(std::span(prompt)), io); !read.ok()) {
-    return refuse(read);
-  }
+  Result<PromptRequest> asked = ReceivePrompt(c, layout, vision ? &*vision : nullptr, io);
+  if (!asked.ok()) return refuse(asked.status());
   // The prompt stays in this engine's prefix cache; its slot is already free when the bytes go out.
-  Result<std::shared_ptr<const SequenceSnapshot>> state = Export(std::move(prompt));
+  Result<std::shared_ptr<const SequenceSnapshot>> state = Export(std::move(asked).value());
   if (!state.ok()) return refuse(state.status());
   const Status sent = SendState(c, **state);
   if (sent.ok()) {

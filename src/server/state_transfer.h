@@ -4,6 +4,8 @@
 //   decode → prefill   HELLO    version, fingerprint, slot/block/logit sizes of the decode engine
 //   prefill → decode   HELLO    the same of the prefill engine (or ERROR naming both fingerprints, and close)
 //   decode → prefill   PROMPT   the prompt's token ids
+//                      IMAGE, PATCHES   per image of the prompt: where it sits, its grid and key; its patches
+//                      END
 //   prefill → decode   STATE    tokens, slot bytes, block bytes, logit count (checked before any body is read)
 //                      SLOT, BLOCKS, LOGITS   the regions, each frame with its own XXH3-64
 //                      END
@@ -42,17 +44,20 @@ struct TransferTimeouts {
   double prefill_seconds = 600;  // the prefill itself: from PROMPT to STATE
 };
 
-// Decode side: the state of `prompt` computed by the prefill server at `address` ("host:port"). Errors name the
-// server and what failed; nothing is returned unless every size, checksum and the fingerprint matched.
+// Decode side: the state of `prompt` with its `images` (validated by the engine) computed by the prefill server at
+// `address` ("host:port"). Errors name the server and what failed; nothing is returned unless every size, checksum
+// and the fingerprint matched.
 Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
-                                    const TransferLayout& layout, const TransferTimeouts& timeouts);
+                                    std::span<const RequestImage> images, const TransferLayout& layout,
+                                    const TransferTimeouts& timeouts);
 
 // Prefill side: listens on `host`:`port` and answers each connection with an export from `engine`.
 class TransferServer {
  public:
+  // `vision`: the engine's vision tower config (null: it has none, and prompts with images are refused).
   static Result<std::unique_ptr<TransferServer>> Start(const std::string& host, int port, Engine& engine,
                                                        const TransferLayout& layout, const TransferTimeouts& timeouts,
-                                                       int max_connections = 8);
+                                                       const VisionConfig* vision = nullptr, int max_connections = 8);
   ~TransferServer();  // stops accepting, waits for the transfers in flight (each bounded by its deadlines)
   TransferServer(const TransferServer&) = delete;
   TransferServer& operator=(const TransferServer&) = delete;

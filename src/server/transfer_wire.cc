@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "vision/tower.h"
+
 namespace glint::server {
 namespace {
 
@@ -51,6 +53,10 @@ const char* FrameName(FrameType type) {
       return "END";
     case FrameType::kError:
       return "ERROR";
+    case FrameType::kImage:
+      return "IMAGE";
+    case FrameType::kPatches:
+      return "PATCHES";
   }
   return "?";
 }
@@ -73,7 +79,7 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
     return DataLoss("a frame header failed its checksum");
   }
   const uint32_t type = Get<uint32_t>(bytes, 4);
-  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kError)) {
+  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kPatches)) {
     return FailedPrecondition("unknown frame type ", type);
   }
   return FrameHeader{static_cast<FrameType>(type), Get<uint64_t>(bytes, 8), Get<uint64_t>(bytes, 16)};
@@ -89,7 +95,7 @@ Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body
 std::vector<std::byte> EncodeHello(const TransferLayout& l) {
   std::vector<std::byte> out;
   Put<uint32_t>(out, kStateTransferVersion);
-  Put<uint32_t>(out, 0);
+  Put<uint32_t>(out, l.takes_images ? 1 : 0);
   Put<uint64_t>(out, l.fingerprint);
   for (int64_t v : {l.slot_bytes, l.block_bytes, l.block_tokens, l.vocab, l.max_tokens}) Put<int64_t>(out, v);
   return out;
@@ -102,8 +108,10 @@ Result<TransferLayout> DecodeHello(std::span<const std::byte> body) {
     return FailedPrecondition("transfer protocol version ", Get<uint32_t>(body, 0), ", this server speaks ",
                               kStateTransferVersion);
   }
-  if (Get<uint32_t>(body, 4) != 0) return FailedPrecondition("a HELLO whose reserved field is not 0");
+  const uint32_t flags = Get<uint32_t>(body, 4);
+  if ((flags & ~1u) != 0) return FailedPrecondition("a HELLO with unknown flags ", flags);
   TransferLayout l;
+  l.takes_images = (flags & 1u) != 0;
   l.fingerprint = Get<uint64_t>(body, 8);
   l.slot_bytes = Get<int64_t>(body, 16);
   l.block_bytes = Get<int64_t>(body, 24);
@@ -134,6 +142,42 @@ Result<StateAnnouncement> DecodeState(std::span<const std::byte> body, int64_t p
                               "-token prompt (", layout.slot_bytes, ", ", blocks, ", ", layout.vocab, ")");
   }
   return s;
+}
+
+std::vector<std::byte> EncodeImage(const ImageAnnouncement& image) {
+  std::vector<std::byte> out;
+  Put<int64_t>(out, image.start);
+  Put<uint64_t>(out, image.key);
+  for (int32_t v : {image.grid_t, image.grid_h, image.grid_w, 0}) Put<int32_t>(out, v);
+  return out;
+}
+
+Result<ImageAnnouncement> DecodeImage(std::span<const std::byte> body, const ImageShape& shape, int64_t prompt_tokens,
+                                      int64_t first_free) {
+  if (body.size() != kImageBytes)
+    return FailedPrecondition("an IMAGE of ", body.size(), " bytes; expected ", kImageBytes);
+  if (shape.merge <= 0 || shape.patch_values <= 0) return InvalidArgument("no vision tower to check the image against");
+  ImageAnnouncement image{Get<int64_t>(body, 0), Get<uint64_t>(body, 8), Get<int32_t>(body, 16), Get<int32_t>(body, 20),
+                          Get<int32_t>(body, 24)};
+  if (Get<int32_t>(body, 28) != 0) return FailedPrecondition("an IMAGE whose reserved field is not 0");
+  const auto side = [](int32_t v) { return v > 0 && v <= kMaxVisionPatches; };  // the product below cannot overflow
+  if (!side(image.grid_t) || !side(image.grid_h) || !side(image.grid_w) || image.grid_h % shape.merge != 0 ||
+      image.grid_w % shape.merge != 0 || image.Patches() > kMaxVisionPatches) {
+    return FailedPrecondition("an image grid of ", image.grid_t, " × ", image.grid_h, " × ", image.grid_w,
+                              " patches; expected positive sides, height and width multiples of the merge ",
+                              shape.merge, ", at most ", kMaxVisionPatches, " patches");
+  }
+  const int64_t tokens = image.Patches() / (shape.merge * shape.merge);
+  if (image.start < first_free || image.start > prompt_tokens - tokens) {
+    return FailedPrecondition("an image of ", tokens, " tokens at prompt position ", image.start,
+                              "; expected its placeholders from position ", first_free, " inside the prompt of ",
+                              prompt_tokens, " tokens, images in order");
+  }
+  return image;
+}
+
+int64_t PatchBytes(const ImageAnnouncement& image, const ImageShape& shape) {
+  return image.Patches() * shape.patch_values * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace glint::server

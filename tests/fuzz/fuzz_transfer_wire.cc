@@ -3,7 +3,8 @@
 // header, then a body of the length it claims (at most what is left); an odd one is a type byte and a body framed
 // here with a valid header (a fuzzer cannot guess XXH3 checksums, so the body parsers are reached this way). A header
 // that decodes must carry a known type; a body that passes its checksum is parsed as what its type says; a HELLO that
-// decodes re-encodes to the same bytes; a STATE that decodes holds the sizes of the layout. Crashes, sanitizer reports
+// decodes re-encodes to the same bytes; a STATE that decodes holds the sizes of the layout; an IMAGE that decodes
+// lies inside the prompt, so its patches are bounded by it. Crashes, sanitizer reports
 // or hangs are failures.
 #include <cstdint>
 #include <cstdlib>
@@ -24,6 +25,15 @@ void ParseBody(const glint::server::FrameHeader& header, std::span<const std::by
       const std::vector<std::byte> again = glint::server::EncodeHello(*hello);
       if (again.size() != body.size() || std::memcmp(again.data(), body.data(), body.size()) != 0) std::abort();
     }
+  } else if (header.type == FrameType::kImage) {
+    // Placeholders must fit the 29-token prompt from position 3: the patches a reader would then allocate are
+    // bounded by the prompt (at most 29 · merge² rows).
+    const glint::server::ImageShape shape{2, 1176};
+    const auto image = glint::server::DecodeImage(body, shape, 29, 3);
+    if (image.ok() && (image->start < 3 || image->Patches() > 29 * 4 || image->start + image->Patches() / 4 > 29 ||
+                       glint::server::PatchBytes(*image, shape) > 29 * 4 * 1176 * 4)) {
+      std::abort();
+    }
   } else if (header.type == FrameType::kState) {
     const auto state = glint::server::DecodeState(body, 29, kLayout);
     if (state.ok() && (state->tokens != 29 || state->slot_bytes != kLayout.slot_bytes ||
@@ -38,7 +48,7 @@ void ParseBody(const glint::server::FrameHeader& header, std::span<const std::by
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(data), size);
   if (size >= 2 && data[0] % 2 == 1) {
-    const auto type = static_cast<FrameType>(1 + data[1] % 8);
+    const auto type = static_cast<FrameType>(1 + data[1] % 10);
     const std::span<const std::byte> body = rest.subspan(2);
     const auto header = glint::server::DecodeFrameHeader(glint::server::EncodeFrameHeader(type, body));
     if (!header.ok() || header->type != type || header->length != body.size()) std::abort();
@@ -50,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto header = glint::server::DecodeFrameHeader(rest.first<glint::server::kFrameHeaderBytes>());
     rest = rest.subspan(glint::server::kFrameHeaderBytes);
     if (!header.ok()) continue;
-    if (header->type < FrameType::kHello || header->type > FrameType::kError) std::abort();
+    if (header->type < FrameType::kHello || header->type > FrameType::kPatches) std::abort();
     const std::span<const std::byte> body = rest.first(std::min<uint64_t>(header->length, rest.size()));
     rest = rest.subspan(body.size());
     if (glint::server::CheckFrameBody(*header, body).ok()) ParseBody(*header, body);

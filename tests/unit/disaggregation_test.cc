@@ -17,6 +17,7 @@
 #include "server/json_schema_grammar.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "vision_test_util.h"
 
 namespace glint {
 namespace {
@@ -102,6 +103,12 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
   std::unique_ptr<EngineCore> Core() const {
     return MakeCore(model(), testing::SizedOptions(model(), 2, 40, 8), tokenizer());
   }
+  // The same with a vision tower.
+  std::unique_ptr<EngineCore> CoreWithImages(ImageEncoder& images) const {
+    auto core = EngineCore::Create(model(), testing::SizedOptions(model(), 2, 40, 8), tokenizer(), &images).value();
+    core->set_check_integrity(true);
+    return core;
+  }
 
   Outcome Aggregated(EngineCore& core, Request request) {
     auto sink = std::make_shared<Collector>();
@@ -111,9 +118,11 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
     RunToCompletion(core);
     return Collect(*sink, next_id_, n);
   }
-  std::shared_ptr<const SequenceSnapshot> Export(EngineCore& prefill, const Tokens& prompt) {
+  std::shared_ptr<const SequenceSnapshot> Export(EngineCore& prefill, const Tokens& prompt,
+                                                 const std::vector<RequestImage>& images = {}) {
     auto sink = std::make_shared<Collector>();
     Request request = testing::Greedy(prompt, 1, sink);
+    request.images = images;
     request.export_state = true;
     EXPECT_OK(prefill.Add(++next_id_, std::move(request)));
     RunToCompletion(prefill);
@@ -128,7 +137,7 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
   // The request's prompt exported by `prefill`, imported by `decode` (with `edit` applied to the snapshot).
   Outcome Disaggregated(EngineCore& prefill, EngineCore& decode, Request request,
                         const std::function<void(SequenceSnapshot&)>& edit = {}) {
-    auto snapshot = std::make_shared<SequenceSnapshot>(*Export(prefill, request.prompt));
+    auto snapshot = std::make_shared<SequenceSnapshot>(*Export(prefill, request.prompt, request.images));
     if (edit) edit(*snapshot);
     const uint64_t lease = ++next_lease_;
     EXPECT_OK(decode.Lease(lease, static_cast<int64_t>(request.prompt.size()), 60));
@@ -280,6 +289,56 @@ TEST_P(Disaggregation, ASnapshotOfAnotherShapeIsRefused) {
 INSTANTIATE_TEST_SUITE_P(Models, Disaggregation,
                          ::testing::Values(testing::PathCase{"tiny-dense"}, testing::PathCase{"tiny-sparse"},
                                            testing::PathCase{"glint-tiny", true}),
+                         testing::PathCaseName);
+
+// A prompt with an image (golden tiny-dense with the golden tiny tower): the prefill engine runs the tower and the
+// prompt, the decode engine imports the state. Greedy tokens and top-5 logprobs are the aggregated ones bit for bit;
+// the decode engine never runs the tower; its prefix cache keys the imported blocks by the image, so the next turn
+// about the same image restores the prompt (and computes what an aggregated engine computes), while the same text
+// with another image does not reach past the placeholders.
+class DisaggregationImages : public Disaggregation {};
+
+TEST_P(DisaggregationImages, TheTowerRunsOnThePrefillSideAndTheCacheKnowsTheImage) {
+  const VisionConfig vision = testing::TinyVisionConfig();
+  std::unique_ptr<ImageEncoder> tower = MakeReferenceImageEncoder(testing::TinyVisionWeights(vision), vision);
+  auto aggregated = CoreWithImages(*tower), prefill = CoreWithImages(*tower), decode = CoreWithImages(*tower);
+  constexpr int32_t kPlaceholder = 7;
+  const auto request = [&](const Tokens& before, const Tokens& after, uint64_t key, uint64_t seed) {
+    Tokens prompt = before;
+    const auto image = testing::Image(vision, 8, 8, seed);
+    prompt.insert(prompt.end(), VisionTokenCount(vision, *image), kPlaceholder);
+    prompt.insert(prompt.end(), after.begin(), after.end());
+    Request r = GreedyWithLogprobs(prompt);
+    r.images = {{static_cast<int64_t>(before.size()), image, key}};
+    return r;
+  };
+  const Tokens before = {1, 2, 3, 4, 5}, after = {9, 10, 11, 12, 13, 14, 15};
+  const Outcome expected = Aggregated(*aggregated, request(before, after, 41, 11));
+  ASSERT_EQ(expected.tokens[0].size(), static_cast<size_t>(kGenerated));
+  EXPECT_EQ(Disaggregated(*prefill, *decode, request(before, after, 41, 11)), expected);
+  EXPECT_EQ(prefill->Metrics().images_encoded, 1);
+  EXPECT_EQ(decode->Metrics().images_encoded, 0);
+  EXPECT_EQ(decode->Metrics().images, 1);
+
+  // The next turn: the first turn's prompt and answer, more text. The decode engine holds the imported blocks
+  // under the image's key: the lookup with the image reaches past its placeholders (the blocks of the first turn's
+  // prompt, 16 positions here); with another image it stops before them.
+  Tokens longer = after;
+  longer.insert(longer.end(), expected.tokens[0].begin(), expected.tokens[0].end());
+  longer.insert(longer.end(), {20, 21, 22});
+  const Request next = request(before, longer, 41, 11), other = request(before, longer, 42, 12);
+  const int64_t image_end = static_cast<int64_t>(before.size()) + 16;
+  EXPECT_GE(decode->CachedPrefix(decode->PrefixKeys(next)), image_end);
+  EXPECT_LT(decode->CachedPrefix(decode->PrefixKeys(other)), static_cast<int64_t>(before.size()));
+  const int64_t hits = decode->memory().Stats().prefix_hit_tokens;
+  EXPECT_EQ(Aggregated(*decode, request(before, longer, 41, 11)),
+            Aggregated(*aggregated, request(before, longer, 41, 11)));
+  EXPECT_GE(decode->memory().Stats().prefix_hit_tokens - hits, image_end);
+  testing::ExpectPoolsAtStart(*prefill);
+  testing::ExpectPoolsAtStart(*decode);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vision, DisaggregationImages, ::testing::Values(testing::PathCase{"tiny-dense"}),
                          testing::PathCaseName);
 
 // Everything the decode side owns, on the trained model with its tokenizer: n > 1 seeded samples with penalties

@@ -20,6 +20,7 @@
 #include "engine_checks.h"
 #include "model/model.h"
 #include "test_util.h"
+#include "vision_test_util.h"
 
 namespace glint::server {
 namespace {
@@ -96,35 +97,70 @@ class StateTransfer : public ::testing::Test {
   std::vector<int32_t> prompt_;
 };
 
-TEST_F(StateTransfer, TheFetchedStateIsTheExport) {
-  ASSERT_OK_AND_ASSIGN(SequenceSnapshot fetched, FetchState(Address(server_->port()), prompt_, layout_, timeouts_));
-  // The same prompt exported by an engine of its own.
-  auto own = EngineCore::Create(*model_, testing::SizedOptions(*model_, 2, 40, 8)).value();
+// The state of `prompt` (with `images`, run by `tower`) exported by an engine of its own.
+SequenceSnapshot OwnExport(const Model& model, const std::vector<int32_t>& prompt,
+                           const std::vector<RequestImage>& images = {}, ImageEncoder* tower = nullptr) {
+  auto own = EngineCore::Create(model, testing::SizedOptions(model, 2, 40, 8), nullptr, tower).value();
   auto sink = std::make_shared<testing::Collector>();
-  Request request = testing::Greedy(prompt_, 1, sink);
+  Request request = testing::Greedy(prompt, 1, sink);
+  request.images = images;
   request.export_state = true;
-  ASSERT_OK(own->Add(1, std::move(request)));
+  EXPECT_OK(own->Add(1, std::move(request)));
   testing::RunToCompletion(*own);
-  ASSERT_EQ(sink->outputs.size(), 1u);
-  const SequenceSnapshot& expected = *sink->outputs[0].snapshot;
+  EXPECT_EQ(sink->outputs.size(), 1u);
+  EXPECT_NE(sink->outputs.back().snapshot, nullptr);
+  return *sink->outputs.back().snapshot;
+}
+
+void ExpectSameState(const SequenceSnapshot& fetched, const SequenceSnapshot& expected) {
   EXPECT_EQ(fetched.tokens, expected.tokens);
   EXPECT_TRUE(fetched.slot == expected.slot);
   EXPECT_TRUE(fetched.blocks == expected.blocks);
   EXPECT_TRUE(fetched.logits == expected.logits);
+}
+
+TEST_F(StateTransfer, TheFetchedStateIsTheExport) {
+  ASSERT_OK_AND_ASSIGN(SequenceSnapshot fetched, FetchState(Address(server_->port()), prompt_, {}, layout_, timeouts_));
+  ExpectSameState(fetched, OwnExport(*model_, prompt_));
   EXPECT_EQ(server_->transfers(), 1);
   ExpectPrefillFree();
+}
+
+TEST_F(StateTransfer, AnImageTravelsAsPatchesAndTheTowerRunsOnThePrefillSide) {
+  const VisionConfig vision = testing::TinyVisionConfig();
+  std::unique_ptr<ImageEncoder> tower = MakeReferenceImageEncoder(testing::TinyVisionWeights(vision), vision);
+  auto engine = Engine::Start(*model_, testing::SizedOptions(*model_, 2, 40, 8), nullptr, tower.get()).value();
+  auto server = TransferServer::Start("127.0.0.1", 0, *engine, layout_, timeouts_, &vision).value();
+  std::vector<int32_t> prompt = {1, 2, 3};
+  const auto image = testing::Image(vision, 8, 8, 5);
+  prompt.insert(prompt.end(), VisionTokenCount(vision, *image), 7);
+  prompt.insert(prompt.end(), {9, 10, 11});
+  const std::vector<RequestImage> images = {{3, image, 77}};
+  ASSERT_OK_AND_ASSIGN(SequenceSnapshot fetched,
+                       FetchState(Address(server->port()), prompt, images, layout_, timeouts_));
+  ExpectSameState(fetched, OwnExport(*model_, prompt, images, tower.get()));
+  EXPECT_FALSE(fetched.logits == OwnExport(*model_, prompt).logits);  // the tower's rows were used
+  EXPECT_EQ(engine->Metrics().images_encoded, 1);
+  // A prefill server without a tower says so in its HELLO: refused before a patch is sent.
+  EXPECT_ERROR_CONTAINS(FetchState(Address(server_->port()), prompt, images, layout_, timeouts_), "no vision tower");
+  // Placeholders past the prompt (a hostile peer: a decode engine refuses that request itself): refused from IMAGE.
+  const std::vector<RequestImage> past = {{static_cast<int64_t>(prompt.size()) - 4, image, 77}};
+  EXPECT_ERROR_CONTAINS(FetchState(Address(server->port()), prompt, past, layout_, timeouts_), "inside the prompt");
+  EXPECT_EQ(server->transfers(), 1);
+  EXPECT_EQ(engine->Metrics().cache.slots_used, 0);
+  EXPECT_EQ(engine->Metrics().cache.blocks_used, 0);
 }
 
 TEST_F(StateTransfer, AnotherModelOrLayoutIsRefusedNamingBoth) {
   TransferLayout other = layout_;
   other.fingerprint ^= 0xff;
-  const auto fetched = FetchState(Address(server_->port()), prompt_, other, timeouts_);
+  const auto fetched = FetchState(Address(server_->port()), prompt_, {}, other, timeouts_);
   EXPECT_ERROR_CONTAINS(fetched, "the model or cache layout differs");
   EXPECT_ERROR_CONTAINS(fetched, other.Describe());
   EXPECT_ERROR_CONTAINS(fetched, layout_.Describe());
   other = layout_;
   other.slot_bytes += 64;
-  EXPECT_ERROR_CONTAINS(FetchState(Address(server_->port()), prompt_, other, timeouts_), "slot");
+  EXPECT_ERROR_CONTAINS(FetchState(Address(server_->port()), prompt_, {}, other, timeouts_), "slot");
   EXPECT_EQ(server_->transfers(), 0);
   ExpectPrefillFree();
 }
@@ -135,12 +171,12 @@ TEST_F(StateTransfer, APeerThatNeverAnswersEndsAtTheDeadline) {
   const auto started = std::chrono::steady_clock::now();
   TransferTimeouts quick = timeouts_;
   quick.io_seconds = 0.3;
-  EXPECT_ERROR_CONTAINS(FetchState(Address(port), prompt_, layout_, quick), "within 0.3 s");
+  EXPECT_ERROR_CONTAINS(FetchState(Address(port), prompt_, {}, layout_, quick), "within 0.3 s");
   EXPECT_LT(std::chrono::steady_clock::now() - started, std::chrono::seconds(3));
   ::close(silent);
   // Nobody listening: refused at once.
-  EXPECT_ERROR_CONTAINS(FetchState(Address(port), prompt_, layout_, quick), "could not connect");
-  EXPECT_ERROR_CONTAINS(FetchState("nowhere", prompt_, layout_, quick), "not host:port");
+  EXPECT_ERROR_CONTAINS(FetchState(Address(port), prompt_, {}, layout_, quick), "could not connect");
+  EXPECT_ERROR_CONTAINS(FetchState("nowhere", prompt_, {}, layout_, quick), "not host:port");
 }
 
 TEST_F(StateTransfer, AFlippedByteOrACutConnectionReturnsNothing) {
@@ -153,7 +189,7 @@ TEST_F(StateTransfer, AFlippedByteOrACutConnectionReturnsNothing) {
     int port = 0;
     const int listener = Listen(port);
     std::thread relay(Relay, listener, server_->port(), flip, cut);
-    EXPECT_ERROR_CONTAINS(FetchState(Address(port), prompt_, layout_, timeouts_), message);
+    EXPECT_ERROR_CONTAINS(FetchState(Address(port), prompt_, {}, layout_, timeouts_), message);
     relay.join();
     ::close(listener);
   }
@@ -176,6 +212,26 @@ TEST(StateTransferFrames, HeadersThatAreNotTheProtocolsAreRefused) {
   std::array<std::byte, kFrameHeaderBytes> http{};
   std::memcpy(http.data(), "GET / HTTP/1.1\r\n", 16);
   EXPECT_ERROR_CONTAINS(DecodeFrameHeader(http), "does not speak the transfer protocol");
+}
+
+TEST(StateTransferFrames, AnImageIsCheckedBeforeItsPatchesAreRead) {
+  const ImageShape shape{2, 1176};
+  const auto decode = [&](ImageAnnouncement image, int64_t prompt, int64_t first_free) {
+    return DecodeImage(EncodeImage(image), shape, prompt, first_free);
+  };
+  ASSERT_OK_AND_ASSIGN(ImageAnnouncement image, decode({3, 77, 1, 8, 8}, 30, 0));
+  EXPECT_EQ(image.key, 77u);
+  EXPECT_EQ(PatchBytes(image, shape), 64 * 1176 * 4);
+  EXPECT_ERROR_CONTAINS(decode({3, 77, 1, 8, 7}, 30, 0), "multiples of the merge");
+  EXPECT_ERROR_CONTAINS(decode({3, 77, 1, 0, 8}, 30, 0), "positive sides");
+  // Sides whose product overflows int64: refused on each side's bound first.
+  EXPECT_ERROR_CONTAINS(decode({3, 77, 2147483646, 2147483646, 2147483646}, 30, 0), "at most");
+  EXPECT_ERROR_CONTAINS(decode({15, 77, 1, 8, 8}, 30, 0), "inside the prompt");  // 16 tokens from 15 > 30
+  EXPECT_ERROR_CONTAINS(decode({3, 77, 1, 8, 8}, 30, 4), "images in order");
+  std::vector<std::byte> reserved = EncodeImage({3, 77, 1, 8, 8});
+  reserved[28] = std::byte{1};
+  EXPECT_ERROR_CONTAINS(DecodeImage(reserved, shape, 30, 0), "reserved");
+  EXPECT_ERROR_CONTAINS(DecodeImage(std::span(reserved).first(20), shape, 30, 0), "an IMAGE of 20 bytes");
 }
 
 }  // namespace
