@@ -7,16 +7,15 @@
 //                      IMAGE, PATCHES   per image of the prompt: where it sits, its grid and key; its patches
 //                      END
 //   prefill → decode   STATE    tokens, slot bytes, block bytes, logit count (checked before any body is read)
-//                      SLOT, BLOCKS, LOGITS   the regions, each frame with its own XXH3-64
-//                      END
+//                      LAYER × layers   each layer's state, sent as soon as the prompt's last chunk has passed it
+//                      LOGITS, END      (every frame with its own XXH3-64)
 //   or at any point    ERROR    a message (the prefill failed, the prompt was refused)
 //
 // Every frame: a 32-byte header (magic "GLPD", type, body length, XXH3-64 of the body, XXH3-64 of the header's
 // first 24 bytes), then the body. A header is checked (magic, checksum, type, and a length within what that type
 // may carry for this layout) before its body is read, so a hostile or confused peer cannot make the other side
 // allocate more than the layout's own sizes; a body that fails its checksum ends the transfer. Every read and
-// write has a deadline: a peer that stops answering ends the transfer with an error, never a hang. Regions are
-// sent whole once the prefill finished (per-layer streaming is not done yet).
+// write has a deadline: a peer that stops answering ends the transfer with an error, never a hang.
 #pragma once
 
 #include <atomic>
@@ -51,6 +50,11 @@ Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const 
                                     std::span<const RequestImage> images, const TransferLayout& layout,
                                     const TransferTimeouts& timeouts);
 
+struct TransferOverlap {
+  int64_t bytes = 0, bytes_before_end = 0;
+  double tail_seconds = 0;
+};
+
 // Prefill side: listens on `host`:`port` and answers each connection with an export from `engine`.
 class TransferServer {
  public:
@@ -63,6 +67,9 @@ class TransferServer {
   TransferServer& operator=(const TransferServer&) = delete;
   int port() const { return port_; }
   int64_t transfers() const { return transfers_.load(); }  // states sent whole
+  // The overlap of sending with computing, over those transfers: bytes sent, of which before the prefill ended, and
+  // the seconds from each prefill's end to its last byte sent (also logged per transfer).
+  TransferOverlap overlap() const;
 
  private:
   struct Impl;

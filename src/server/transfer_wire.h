@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/cache_layout.h"
 
 namespace glint::server {
 
-// 2: a prompt's images travel after PROMPT (IMAGE + PATCHES each, then END).
+// 2: a prompt's images travel after PROMPT (IMAGE + PATCHES each, then END); the state goes one LAYER frame per
+// layer, each sent as soon as the prompt's last chunk has passed that layer (SLOT and BLOCKS are gone).
 inline constexpr uint32_t kStateTransferVersion = 2;
 
 // What the bytes of a snapshot mean: both sides must agree on every field.
@@ -26,6 +28,9 @@ struct TransferLayout {
   int64_t slot_bytes = 0, block_bytes = 0, block_tokens = 0, vocab = 0;
   int64_t max_tokens = 0;     // the longest prompt the prefill side takes (its max_model_len − 1)
   bool takes_images = false;  // the prefill side has a vision tower (bit 0 of HELLO's flags)
+  // [layers] where each layer's state lies (LayerRegions of the cache layout the fingerprint covers): what a LAYER
+  // frame of that layer holds, in that order, slot ranges first and then each block's.
+  std::vector<std::vector<CacheRegion>> layers;
   std::string Describe() const;
   bool SameBytes(const TransferLayout& other) const;  // all but max_tokens and takes_images
 };
@@ -34,13 +39,13 @@ enum class FrameType : uint32_t {
   kHello = 1,
   kPrompt = 2,
   kState = 3,
-  kSlot = 4,
-  kBlocks = 5,
+  // 4 and 5 were SLOT and BLOCKS (version 1): refused as unknown.
   kLogits = 6,
   kEnd = 7,
   kError = 8,
   kImage = 9,     // decode → prefill: where one image of the prompt sits, its grid and its prefix-cache key
   kPatches = 10,  // decode → prefill: that image's preprocessed patches (fp32), as the tower takes them
+  kLayer = 11,    // prefill → decode: one layer's state (LayerFrameBytes), layers in order
 };
 const char* FrameName(FrameType type);
 
@@ -57,7 +62,9 @@ struct FrameHeader {
 };
 
 // A frame's header bytes; and the checks a reader makes of received ones (magic, header checksum, a known type).
-std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body);
+// The body may come in two pieces (`prefix` then `body`: a LAYER's index before the engine's bytes, uncopied).
+std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body,
+                                                           std::span<const std::byte> prefix = {});
 Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderBytes> bytes);
 // DataLoss naming the region when `body` does not match the header's checksum.
 Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body);
@@ -74,6 +81,15 @@ struct StateAnnouncement {
 std::vector<std::byte> EncodeState(const StateAnnouncement& state);
 Result<StateAnnouncement> DecodeState(std::span<const std::byte> body, int64_t prompt_tokens,
                                       const TransferLayout& layout);
+
+// LAYER: layer index (u32), 0 (u32), then the layer's bytes. Its length for a prompt whose positions lie in `blocks`
+// blocks (known before the body is read); its 8-byte prefix; and the body checked (length, index, reserved) and
+// copied into `slot` (slot_bytes) and `blocks` (blocks × block_bytes) at the layout's places.
+inline constexpr size_t kLayerPrefixBytes = 8;
+int64_t LayerFrameBytes(const TransferLayout& layout, int64_t layer, int64_t blocks);
+std::array<std::byte, kLayerPrefixBytes> EncodeLayerPrefix(int64_t layer);
+Status UnpackLayer(std::span<const std::byte> body, const TransferLayout& layout, int64_t layer,
+                   std::span<std::byte> slot, std::span<std::byte> blocks);
 
 // IMAGE: one image of the prompt, as the decode server's HTTP layer preprocessed it (docs/disaggregation.md
 // "Images"). Its patches follow in a PATCHES frame of exactly PatchBytes() bytes.

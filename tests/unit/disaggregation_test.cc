@@ -67,6 +67,57 @@ struct Outcome {
   }
 };
 
+// Layer `layer`'s state packed as EngineCore::PackLayer packs it (LayerRegions in order: slot ranges, then each
+// block's), from a slot and the blocks `block(b)` of a sequence of `blocks` blocks: the test's own reading of the
+// layout, the oracle of what a stream carries.
+std::vector<std::byte> PackRegions(const CacheLayout& layout, int64_t layer, const std::byte* slot,
+                                   const std::function<const std::byte*(int64_t)>& block, int64_t blocks) {
+  std::vector<std::byte> bytes;
+  for (const CacheRegion& r : LayerRegions(layout, layer)) {
+    if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (const CacheRegion& r : LayerRegions(layout, layer)) {
+      if (!r.in_slot) bytes.insert(bytes.end(), block(b) + r.offset, block(b) + r.offset + r.bytes);
+    }
+  }
+  return bytes;
+}
+
+// The same from a sequence's memory (Model::NewSequence).
+std::vector<std::byte> PackState(const SequenceState& s, int64_t layer, int64_t blocks) {
+  return PackRegions(
+      *s.layout, layer, s.memory.slot, [&](int64_t b) { return s.memory.blocks->Item((*s.memory.block_table)[b]); },
+      blocks);
+}
+
+// The same from a whole snapshot.
+std::vector<std::byte> PackSnapshotLayer(const CacheLayout& layout, int64_t layer, const SequenceSnapshot& s) {
+  const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
+  return PackRegions(
+      layout, layer, s.slot.data(), [&](int64_t b) { return s.blocks.data() + b * layout.block_bytes; }, blocks);
+}
+
+// And its inverse: streamed layers written into a snapshot's slot and blocks (sized for `tokens`).
+void UnpackSnapshotLayer(const CacheLayout& layout, int64_t layer, std::span<const std::byte> bytes,
+                         SequenceSnapshot& s) {
+  const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
+  size_t at = 0;
+  for (const CacheRegion& r : LayerRegions(layout, layer)) {
+    if (!r.in_slot) continue;
+    std::copy(bytes.begin() + at, bytes.begin() + at + r.bytes, s.slot.begin() + r.offset);
+    at += r.bytes;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (const CacheRegion& r : LayerRegions(layout, layer)) {
+      if (r.in_slot) continue;
+      std::copy(bytes.begin() + at, bytes.begin() + at + r.bytes, s.blocks.begin() + b * layout.block_bytes + r.offset);
+      at += r.bytes;
+    }
+  }
+  ASSERT_EQ(at, bytes.size());
+}
+
 Outcome Collect(const Collector& sink, RequestId id, int64_t n) {
   Outcome outcome;
   outcome.tokens.resize(n);
@@ -176,6 +227,90 @@ TEST_P(Disaggregation, GreedyOutputIsTheAggregatedOneBitForBit) {
   const int64_t hits = prefill->memory().Stats().prefix_hit_tokens;
   ASSERT_NE(Export(*prefill, prompts_[1]), nullptr);
   EXPECT_GT(prefill->memory().Stats().prefix_hit_tokens, hits);
+}
+
+TEST_P(Disaggregation, StreamedLayersAreTheWholeStateAndDecodeTheSame) {
+  // An export that streams hands out each layer's state from inside the forward pass; the bytes are those of the
+  // whole snapshot taken after the step, and a decode from the streamed state is the aggregated one bit for bit.
+  auto aggregated = Core(), whole_engine = Core(), streaming = Core(), decode = Core();
+  const int64_t layers = model().config().num_hidden_layers;
+  for (const Tokens& prompt : prompts_) {
+    const auto whole = Export(*whole_engine, prompt);
+    ASSERT_NE(whole, nullptr);
+    auto sink = std::make_shared<Collector>();
+    Request request = testing::Greedy(prompt, 1, sink);
+    request.export_state = true;
+    request.stream_layers = true;
+    ASSERT_OK(streaming->Add(++next_id_, std::move(request)));
+    testing::RunToCompletion(*streaming);
+    ASSERT_EQ(static_cast<int64_t>(sink->outputs.size()), layers + 1);
+    SequenceSnapshot streamed = *sink->outputs.back().snapshot;
+    EXPECT_TRUE(streamed.slot.empty() && streamed.blocks.empty());
+    EXPECT_TRUE(streamed.logits == whole->logits);
+    streamed.slot.assign(whole->slot.size(), std::byte{0});
+    streamed.blocks.assign(whole->blocks.size(), std::byte{0});
+    for (int64_t l = 0; l < layers; ++l) {
+      const RequestOutput& out = sink->outputs[l];
+      ASSERT_NE(out.layer, nullptr);
+      EXPECT_EQ(out.layer->layer, l);
+      EXPECT_EQ(out.finish_reason, FinishReason::kNone);
+      EXPECT_TRUE(out.layer->bytes == PackSnapshotLayer(streaming->layout(), l, *whole)) << "layer " << l;
+      UnpackSnapshotLayer(streaming->layout(), l, out.layer->bytes, streamed);
+    }
+    const Outcome expected = Aggregated(*aggregated, GreedyWithLogprobs(prompt));
+    EXPECT_EQ(Disaggregated(*whole_engine, *decode, GreedyWithLogprobs(prompt),
+                            [&](SequenceSnapshot& s) {
+                              s.slot = streamed.slot;
+                              s.blocks = streamed.blocks;
+                            }),
+              expected);
+  }
+  testing::ExpectPoolsAtStart(*streaming);
+  testing::ExpectPoolsAtStart(*decode);
+  Request alone = testing::Greedy(prompts_[0], 1, std::make_shared<Collector>());
+  alone.stream_layers = true;
+  EXPECT_ERROR_CONTAINS(streaming->Validate(alone), "needs export_state");
+}
+
+TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
+  // The model's hook: once per layer, in order; at layer l's call its state is already what the pass leaves, and
+  // layer l + 1's is still what it was before the pass.
+  SequenceState state = model().NewSequence();
+  const Tokens& prompt = prompts_[1];
+  const CacheLayout& layout = *state.layout;
+  const int64_t layers = model().config().num_hidden_layers;
+  const int64_t blocks = (static_cast<int64_t>(prompt.size()) + layout.block_tokens() - 1) / layout.block_tokens();
+  struct Seen {
+    SequenceState* state;
+    int64_t blocks;
+    std::vector<int64_t> order;
+    std::vector<std::vector<std::byte>> at_call, next_at_call;  // [layer] layer l's and l + 1's bytes at l's call
+  } seen{&state, blocks, {}, {}, {}};
+  BatchEntry entry{prompt, &state, LogitsWanted::kLast};
+  entry.layer_done = {
+      [](void* context, int64_t layer) {
+        auto& s = *static_cast<Seen*>(context);
+        const int64_t last = static_cast<int64_t>(s.state->layout->layers.size()) - 1;
+        s.order.push_back(layer);
+        s.at_call.push_back(PackState(*s.state, layer, s.blocks));
+        s.next_at_call.push_back(layer < last ? PackState(*s.state, layer + 1, s.blocks) : std::vector<std::byte>{});
+      },
+      &seen};
+  // Layer 1 before the pass: a fresh state (its blocks are grown by Forward, so compare the slot part only).
+  const std::vector<std::byte> layer1_slot_before = PackRegions(*state.layout, 1, state.memory.slot, {}, 0);
+  std::vector<EntryOutput> outputs;
+  ASSERT_OK(model().Forward({&entry, 1}, outputs));
+  ASSERT_EQ(static_cast<int64_t>(seen.order.size()), layers);
+  for (int64_t l = 0; l < layers; ++l) {
+    EXPECT_EQ(seen.order[l], l);
+    EXPECT_TRUE(seen.at_call[l] == PackState(state, l, blocks)) << "layer " << l << " changed after its LayerDone";
+  }
+  // At layer 0's call, layer 1 had not run: its slot part was as before the pass, and the pass changed it.
+  const std::vector<std::byte> layer1_slot_after = PackRegions(*state.layout, 1, state.memory.slot, {}, 0);
+  const std::vector<std::byte> layer1_slot_at_call(
+      seen.next_at_call[0].begin(), seen.next_at_call[0].begin() + static_cast<int64_t>(layer1_slot_before.size()));
+  EXPECT_TRUE(layer1_slot_at_call == layer1_slot_before);
+  EXPECT_FALSE(layer1_slot_after == layer1_slot_before);
 }
 
 TEST_P(Disaggregation, TheSnapshotIsTheAggregatedEnginesState) {

@@ -144,7 +144,9 @@ TEST_F(StateTransfer, AnImageTravelsAsPatchesAndTheTowerRunsOnThePrefillSide) {
   // A prefill server without a tower says so in its HELLO: refused before a patch is sent.
   EXPECT_ERROR_CONTAINS(FetchState(Address(server_->port()), prompt, images, layout_, timeouts_), "no vision tower");
   // Placeholders past the prompt (a hostile peer: a decode engine refuses that request itself): refused from IMAGE.
-  const std::vector<RequestImage> past = {{static_cast<int64_t>(prompt.size()) - 4, image, 77}};
+  // (A small image: its patches fit the socket's buffers, so the sender reads the ERROR rather than failing to send
+  // patches nobody reads.)
+  const std::vector<RequestImage> past = {{static_cast<int64_t>(prompt.size()), testing::Image(vision, 2, 2, 6), 77}};
   EXPECT_ERROR_CONTAINS(FetchState(Address(server->port()), prompt, past, layout_, timeouts_), "inside the prompt");
   EXPECT_EQ(server->transfers(), 1);
   EXPECT_EQ(engine->Metrics().cache.slots_used, 0);
@@ -180,12 +182,13 @@ TEST_F(StateTransfer, APeerThatNeverAnswersEndsAtTheDeadline) {
 }
 
 TEST_F(StateTransfer, AFlippedByteOrACutConnectionReturnsNothing) {
-  // What flows back: HELLO (32 + 56 bytes), STATE (32 + 32), SLOT's header (32), then the slot's bytes.
-  constexpr int64_t kSlotStart = 88 + 64 + 32;
+  // What flows back: HELLO (32 + 56 bytes), STATE (32 + 32), layer 0's LAYER header (32), its bytes, layer 1's...
+  constexpr int64_t kLayerStart = 88 + 64 + 32;
+  const int64_t second = kLayerStart + LayerFrameBytes(layout_, 0, 4) + 32;  // 29 tokens: 4 blocks of 8
   for (const auto& [flip, cut, message] :
-       {std::tuple<int64_t, int64_t, const char*>{kSlotStart + 100, -1, "SLOT region"},
-        {-1, kSlotStart + 1000, "could not receive SLOT"},
-        {kSlotStart + layout_.slot_bytes + 40, -1, "BLOCKS region"}}) {
+       {std::tuple<int64_t, int64_t, std::string>{kLayerStart + 100, -1, "layer 0: the LAYER region"},
+        {-1, kLayerStart + 1000, "layer 0: could not receive LAYER"},
+        {second + 40, -1, "layer 1: the LAYER region"}}) {
     int port = 0;
     const int listener = Listen(port);
     std::thread relay(Relay, listener, server_->port(), flip, cut);
@@ -198,9 +201,9 @@ TEST_F(StateTransfer, AFlippedByteOrACutConnectionReturnsNothing) {
 
 TEST(StateTransferFrames, HeadersThatAreNotTheProtocolsAreRefused) {
   const std::vector<std::byte> body(10, std::byte{7});
-  std::array<std::byte, kFrameHeaderBytes> header = EncodeFrameHeader(FrameType::kSlot, body);
+  std::array<std::byte, kFrameHeaderBytes> header = EncodeFrameHeader(FrameType::kLayer, body);
   ASSERT_OK_AND_ASSIGN(FrameHeader decoded, DecodeFrameHeader(header));
-  EXPECT_EQ(decoded.type, FrameType::kSlot);
+  EXPECT_EQ(decoded.type, FrameType::kLayer);
   EXPECT_EQ(decoded.length, 10u);
   EXPECT_OK(CheckFrameBody(decoded, body));
   std::vector<std::byte> damaged = body;
@@ -212,6 +215,11 @@ TEST(StateTransferFrames, HeadersThatAreNotTheProtocolsAreRefused) {
   std::array<std::byte, kFrameHeaderBytes> http{};
   std::memcpy(http.data(), "GET / HTTP/1.1\r\n", 16);
   EXPECT_ERROR_CONTAINS(DecodeFrameHeader(http), "does not speak the transfer protocol");
+  // Version 1's SLOT and BLOCKS are gone: unknown types.
+  EXPECT_ERROR_CONTAINS(DecodeFrameHeader(EncodeFrameHeader(static_cast<FrameType>(4), body)), "unknown frame type 4");
+  // A body in two pieces has the checksum of the joined bytes.
+  const std::vector<std::byte> head(body.begin(), body.begin() + 3), tail(body.begin() + 3, body.end());
+  EXPECT_EQ(EncodeFrameHeader(FrameType::kLayer, tail, head), header);
 }
 
 TEST(StateTransferFrames, AnImageIsCheckedBeforeItsPatchesAreRead) {
