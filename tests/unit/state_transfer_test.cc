@@ -14,11 +14,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 
 #include "engine/engine.h"
 #include "engine_checks.h"
 #include "model/model.h"
+#include "server/engine_backend.h"
 #include "test_util.h"
 #include "vision_test_util.h"
 
@@ -195,6 +198,79 @@ TEST_F(StateTransfer, AFlippedByteOrACutConnectionReturnsNothing) {
     EXPECT_ERROR_CONTAINS(FetchState(Address(port), prompt_, {}, layout_, timeouts_), message);
     relay.join();
     ::close(listener);
+  }
+  ExpectPrefillFree();
+}
+
+// A generation's tokens, for a wait on the calling thread.
+class TokenSink final : public GenerationSink {
+ public:
+  void OnOutput(GenerationOutput output) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tokens_.insert(tokens_.end(), output.tokens.begin(), output.tokens.end());
+    done_ = done_ || output.request_finished;
+    finished_.notify_all();
+  }
+  std::vector<int32_t> Wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_.wait_for(lock, std::chrono::seconds(30), [&] { return done_; });
+    return tokens_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable finished_;
+  std::vector<int32_t> tokens_;
+  bool done_ = false;
+};
+
+// The engine's slot and block gauges back at zero (published at the end of its round: waited for, at most 5 s).
+void ExpectEngineFree(const Engine& engine) {
+  for (int i = 0; i < 500 && (engine.Metrics().cache.slots_used != 0 || engine.Metrics().cache.blocks_used != 0); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(engine.Metrics().cache.slots_used, 0);
+  EXPECT_EQ(engine.Metrics().cache.blocks_used, 0);
+}
+
+TEST_F(StateTransfer, ACutMidStreamDecodesNothingAndFreesTheLease) {
+  // A decode server's whole path (EngineBackend: lease, fetch, import) with the connection cut inside layer 1's
+  // frame, layer 0 already checked: with --pd-fallback fail the request fails naming the layer; with local the
+  // prompt is prefilled here and gives the tokens a local run gives. The lease is freed either way.
+  auto decode = Engine::Start(*model_, testing::SizedOptions(*model_, 2, 40, 8)).value();
+  const int64_t cut = 88 + 64 + 32 + LayerFrameBytes(layout_, 0, 4) + 32 + 100;
+  const auto generate = [&](EngineBackend& backend, const std::string& from) -> Result<std::vector<int32_t>> {
+    auto sink = std::make_shared<TokenSink>();
+    GenerationRequest request;
+    request.prompt = prompt_;
+    request.sampling.temperature = 0;
+    request.max_tokens = 8;
+    request.sink = sink;
+    request.prefill_from = from;
+    GLINT_RETURN_IF_ERROR(backend.Submit(std::move(request)).status());
+    return sink->Wait();
+  };
+  EngineBackend plain(*decode);
+  ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> expected, generate(plain, ""));
+  ASSERT_EQ(expected.size(), 8u);
+  for (const bool fail : {true, false}) {
+    EngineBackend backend(*decode, DecodeRole{layout_, timeouts_, 0, fail});
+    int port = 0;
+    const int listener = Listen(port);
+    std::thread relay(Relay, listener, server_->port(), -1, cut);
+    const Result<std::vector<int32_t>> got = generate(backend, Address(port));
+    relay.join();
+    ::close(listener);
+    if (fail) {
+      EXPECT_ERROR_CONTAINS(got, "layer 1: could not receive LAYER");
+    } else {
+      ASSERT_OK(got.status());
+      EXPECT_EQ(*got, expected);
+      EXPECT_EQ(backend.Metrics().pd_local_prefills, 1);
+    }
+    EXPECT_EQ(backend.Metrics().pd_transfer_failures, 1);
+    EXPECT_EQ(backend.Metrics().pd_transfers, 0);
+    ExpectEngineFree(*decode);
   }
   ExpectPrefillFree();
 }
