@@ -107,7 +107,10 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
   const TransferTimeouts& t = decode_->timeouts;
   // The lease outlives every deadline of the transfer, so that it is the transfer that fails first. It looks the
   // prompt up by its prefix-cache keys, images keyed by their hash: a next turn about the same image is found here.
-  const double frames = 7 + 2 * static_cast<double>(converted.images.size());  // each bounded by io_seconds
+  // Each frame's read or write is bounded by io_seconds: HELLO both ways, PROMPT, IMAGE + PATCHES per image, END,
+  // then (after STATE, bounded by prefill_seconds) a LAYER per layer, LOGITS and END.
+  const double frames =
+      7 + 2 * static_cast<double>(converted.images.size()) + static_cast<double>(decode_->layout.layers.size());
   Result<uint64_t> lease = engine_.Lease(engine_.PrefixKeys(converted),
                                          t.connect_seconds + t.prefill_seconds + frames * t.io_seconds, below);
   if (!lease.ok()) return local(lease.status().message());
