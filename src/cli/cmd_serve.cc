@@ -220,6 +220,7 @@ Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& 
   GLINT_ASSIGN_OR_RETURN(stack.transfer,
                          server::TransferServer::Start(flags.host, port, *stack.engine, layout, flags.pd_timeouts,
                                                        stack.images ? &stack.images->config() : nullptr));
+  stack.backend->set_transfer_server(stack.transfer.get());
   LogInfo("role prefill: transfer plane on ", flags.host, ":", stack.transfer->port(), " (", layout.Describe(), ")");
   return Status::Ok();
 }

@@ -188,6 +188,13 @@ BackendMetrics EngineBackend::Metrics() const {
   out.pd_local_prefills = pd_local_.load();
   out.pd_transfer_failures = pd_failures_.load();
   out.pd_transfer_seconds = static_cast<double>(pd_nanoseconds_.load()) * 1e-9;
+  if (transfer_ != nullptr) {
+    const TransferOverlap sent = transfer_->overlap();
+    out.pd_states_sent = transfer_->transfers();
+    out.pd_sent_bytes = sent.bytes;
+    out.pd_sent_before_prefill_end_bytes = sent.bytes_before_end;
+    out.pd_send_tail_seconds = sent.tail_seconds;
+  }
   return out;
 }
 

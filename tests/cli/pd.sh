@@ -94,6 +94,14 @@ expected_image="$(json 'json.dumps(d["choices"][0]["logprobs"]) + d["choices"][0
 [[ "$(metric "$decode" glint:pd_transfers_total)" == 3 ]] || fail "the image chat was not transferred"
 [[ "$(metric "$decode" glint_images_encoded_total)" == 0 ]] || fail "the decode server ran its tower"
 [[ "$(metric "$prefill" glint_images_encoded_total)" == 1 ]] || fail "the prefill server did not run its tower"
+# The prefill server's side: 3 states sent, streamed layer by layer (how much before the prefill ended is a race on
+# a model this small: only bounded here).
+[[ "$(metric "$prefill" glint:pd_states_sent_total)" == 3 ]] || fail "the prefill server did not count 3 states"
+sent="$(metric "$prefill" glint:pd_sent_bytes_total)"
+early="$(metric "$prefill" glint:pd_sent_before_prefill_end_bytes_total)"
+[[ "${sent%.*}" -gt "${bytes%.*}" && "${early%.*}" -le "${sent%.*}" ]] ||
+  fail "prefill bytes sent $sent (before the end $early), decode bytes for the first two $bytes"
+grep -q "sent before its prefill ended" "$work/prefill.log" || fail "the overlap was not logged"
 
 # Short: prefilled here.
 [[ "$(post "$decode" /v1/completions '{"prompt": "Hi", "max_tokens": 4, "temperature": 0}' "$from")" == 200 ]] ||
