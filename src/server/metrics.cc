@@ -166,7 +166,8 @@ void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
   w.Single("glint:pd_transfer_seconds_total", "counter",
            "Time from asking a prefill server to holding the state (its prefill included).", "", b.pd_transfer_seconds);
   w.Single("glint:pd_local_prefills_total", "counter",
-           "Requests naming a prefill server that were prefilled here (short prompt, cached prefix, no memory to lease, or a "
+           "Requests naming a prefill server that were prefilled here (short prompt, cached prefix, no memory to "
+           "lease, or a "
            "failed transfer).",
            "", static_cast<double>(b.pd_local_prefills));
   w.Single("glint:pd_transfer_failures_total", "counter",
