@@ -218,7 +218,9 @@ Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& 
   const int port = flags.transfer_port >= 0 ? flags.transfer_port : (flags.port == 0 ? 0 : flags.port + 1);
   if (port > 65535) return InvalidArgument("--transfer-port must be in [0, 65535], got ", port);
   GLINT_ASSIGN_OR_RETURN(stack.transfer,
-                         server::TransferServer::Start(flags.host, port, *stack.engine, layout, flags.pd_timeouts));
+                         server::TransferServer::Start(flags.host, port, *stack.engine, layout, flags.pd_timeouts,
+                                                       stack.images ? &stack.images->config() : nullptr));
+  stack.backend->set_transfer_server(stack.transfer.get());
   LogInfo("role prefill: transfer plane on ", flags.host, ":", stack.transfer->port(), " (", layout.Describe(), ")");
   return Status::Ok();
 }

@@ -37,15 +37,17 @@ class Engine {
   // Validates the request on the calling thread (errors come back here, nothing is queued) and queues it.
   Result<RequestId> Submit(Request request);
   // Prefill/decode disaggregation (EngineCore::Lease, docs/disaggregation.md): reserves memory for the state of
-  // `prompt` for `seconds`, on the engine thread; waits for its answer at most `wait_seconds` (an engine in a long
-  // step). The id goes into Request::lease of the imported request. With `local_below` > 0 it is refused
-  // (FailedPrecondition) when the prefix cache holds all but fewer than `local_below` tokens of the prompt: computing
-  // the rest here is cheaper than a transfer.
+  // `prompt` (its PrefixKeys when it has images) for `seconds`, on the engine thread; waits for its answer at most
+  // `wait_seconds` (an engine in a long step). The id goes into Request::lease of the imported request. With
+  // `local_below` > 0 it is refused (FailedPrecondition) when the prefix cache holds all but fewer than `local_below`
+  // tokens of the prompt: computing the rest here is cheaper than a transfer.
   Result<uint64_t> Lease(std::vector<int32_t> prompt, double seconds, int64_t local_below = 0,
                          double wait_seconds = 30);
   void ReleaseLease(uint64_t lease);
   // The checks Submit makes, without queueing (thread-safe).
   Status Validate(const Request& request) const { return core_->Validate(request); }
+  // EngineCore::PrefixKeys (thread-safe): what Lease takes for a prompt with images.
+  std::vector<int32_t> PrefixKeys(const Request& request) const { return core_->PrefixKeys(request); }
   // Cancels a request: its samples finish as cancelled and free their memory at the engine's next step boundary.
   // Unknown or finished ids are ignored.
   void Cancel(RequestId id);

@@ -340,7 +340,14 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
     output.request = sample.request;
     output.index = sample.index;
     output.time = Now();
-    output.snapshot = TakeSnapshot(id, emission.logits);
+    const int64_t layers = model_.config().num_hidden_layers;
+    if (request.stream_layers && sample.layers_streamed != layers) {  // a model that does not call LayerDone
+      FinishSample(id, FinishReason::kError, std::move(output), outputs,
+                   StrCat("this model path streamed ", sample.layers_streamed, " of ", layers,
+                          " layers' state (it does not report layer completions): the state was not exported"));
+      return;
+    }
+    output.snapshot = TakeSnapshot(id, emission.logits, /*whole=*/!request.stream_layers);
     FinishSample(id, FinishReason::kStop, std::move(output), outputs);
     return;
   }
@@ -473,6 +480,7 @@ void EngineCore::BuildBatch(StepWork& step) {
   step.rollbacks.resize(chunks.size());
   step.emissions.resize(chunks.size());
   step.batch.reserve(chunks.size());
+  step.layer_streams.reserve(chunks.size());  // the hooks point into it: no reallocation
   for (size_t i = 0; i < chunks.size(); ++i) {
     const ScheduledChunk& chunk = chunks[i];
     // Spans into the scheduler's token lists (unchanged until sampling).
@@ -497,6 +505,11 @@ void EngineCore::BuildBatch(StepWork& step) {
       entry.rollback = step.rollbacks[i];
     }
     AttachImageRows(step, i, entry);
+    const Sample& sample = samples_.at(chunk.id);
+    if (chunk.samples && Exports(sample) && requests_.at(sample.request).request.stream_layers) {
+      step.layer_streams.push_back({this, chunk.id});  // the prompt's last chunk: its layers go out as they finish
+      entry.layer_done = {&EngineCore::OnLayerDone, &step.layer_streams.back()};
+    }
     step.batch.push_back(entry);
   }
 }

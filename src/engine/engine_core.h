@@ -102,6 +102,10 @@ class EngineCore {
   int64_t num_leases() const { return static_cast<int64_t>(leases_.size()); }
   // Positions of `prompt` a new sequence would restore from the prefix cache in memory now (no side effects).
   int64_t CachedPrefix(std::span<const int32_t> prompt) const;
+  // The prefix-cache keys of a validated request's prompt: its tokens, each image placeholder keyed by its image's
+  // hash (ImageKeyTokens). Thread-safe (reads only what Create fixed): the lease's prefix lookup uses them, so a
+  // prompt with images is looked up as the scheduler will store it.
+  std::vector<int32_t> PrefixKeys(const Request& request) const;
   // Seconds until the next lease expires (nullopt: none), for a thread that waits for work.
   std::optional<double> SecondsToNextExpiry() const;
 
@@ -140,6 +144,7 @@ class EngineCore {
     // preemption, recompute and prefix-cache hits leave it as it is), and whether the grammar allowed no token.
     std::optional<grammar::Matcher> matcher = {};
     bool grammar_dead_end = false;
+    int64_t layers_streamed = 0;  // Request::stream_layers: layers whose state went out (StreamLayer)
   };
   // A token to hand out at the end of the step, with the logits row it was chosen from (for logprobs).
   struct Emission {
@@ -183,6 +188,11 @@ class EngineCore {
     std::span<const float> hidden;
     int64_t first_position = 0;
   };
+  // An export that streams (Request::stream_layers) in its last prompt chunk: the context of its entry's LayerDone.
+  struct LayerStream {
+    EngineCore* core = nullptr;
+    SequenceId id = 0;
+  };
   // What one step builds and computes, passed from phase to phase of Step. The batch's entries point into
   // `checkpoints`, `verified` and `rollbacks`; `results` and `emissions` are indexed like `plan.chunks`.
   struct StepWork {
@@ -197,11 +207,18 @@ class EngineCore {
     std::vector<RequestOutput> outputs;                   // delivered at the end of the step
     std::vector<std::vector<int32_t>> image_indices;      // [chunks][rows] token indices taking image rows
     std::vector<std::vector<float>> image_rows;           // [chunks][rows, D]
+    std::vector<LayerStream> layer_streams;               // the contexts of the batch's LayerDone hooks
   };
   // Disaggregation: the state after the prompt as a snapshot (export_state), and the imported request's start:
   // its snapshot copied into the leased memory, its first token drawn (and its n − 1 siblings forked) and handed
   // out at once.
-  std::shared_ptr<const SequenceSnapshot> TakeSnapshot(SequenceId id, std::span<const float> logits) const;
+  // With `whole` false (a streamed export): the token count and the logits only.
+  std::shared_ptr<const SequenceSnapshot> TakeSnapshot(SequenceId id, std::span<const float> logits, bool whole) const;
+  // Streaming: the LayerDone hook of an export's last chunk, and what it does — layer l of the sequence packed
+  // (LayerState) and handed to the request's sink at once, from inside the forward pass.
+  static void OnLayerDone(void* stream, int64_t layer);
+  void StreamLayer(SequenceId id, int64_t layer);
+  std::vector<std::byte> PackLayer(SequenceId id, int64_t layer) const;
   Status ValidateImport(const Request& request) const;
   void StartImported(SequenceId id);
   // The waiting samples of `parent` start as copies of it and draw their first token from `logits`; their MTP

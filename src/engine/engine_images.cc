@@ -74,6 +74,15 @@ std::vector<int32_t> EngineCore::ImageKeyTokens(const Request& request, const st
   return keys;
 }
 
+std::vector<int32_t> EngineCore::PrefixKeys(const Request& request) const {
+  if (request.images.empty() || images_ == nullptr) return request.prompt;
+  std::vector<ImageRows> images;
+  for (const RequestImage& image : request.images) {
+    images.push_back({image.start, VisionTokenCount(images_->config(), *image.input), {}, false});
+  }
+  return ImageKeyTokens(request, images);
+}
+
 int64_t EngineCore::ImageBudget(SequenceId id, int64_t start, int64_t& count, int64_t budget) const {
   const std::vector<ImageRows>& images = requests_.at(samples_.at(id).request).images;
   int64_t extra = 0;

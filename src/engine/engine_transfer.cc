@@ -11,7 +11,7 @@
 namespace glint {
 
 Status EngineCore::ValidateImport(const Request& request) const {
-  if (!request.export_state && request.imported == nullptr) return Status::Ok();
+  if (!request.export_state && request.imported == nullptr && !request.stream_layers) return Status::Ok();
   if (request.export_state && request.imported != nullptr) {
     return InvalidArgument("a request cannot both export its prompt's state and import it");
   }
@@ -30,6 +30,7 @@ Status EngineCore::ValidateImport(const Request& request) const {
     if (request.n != 1) return InvalidArgument("an export of the prompt's state has n = 1; got n = ", request.n);
     return Status::Ok();
   }
+  if (request.stream_layers) return InvalidArgument("stream_layers needs export_state");
   const SequenceSnapshot& s = *request.imported;
   const int64_t vocab = model_.config().vocab_size;
   const int64_t blocks = (length + capacity_.block_tokens - 1) / capacity_.block_tokens;
@@ -95,9 +96,12 @@ std::optional<double> EngineCore::SecondsToNextExpiry() const {
   return std::max(0.0, next - Now());
 }
 
-std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, std::span<const float> logits) const {
+std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, std::span<const float> logits,
+                                                                 bool whole) const {
   auto snapshot = std::make_shared<SequenceSnapshot>();
   snapshot->tokens = scheduler_->Get(id).prompt_length;
+  snapshot->logits.assign(logits.begin(), logits.end());
+  if (!whole) return snapshot;
   const std::byte* slot = memory_->Slot(id);
   snapshot->slot.assign(slot, slot + capacity_.slot_bytes);
   const int64_t blocks = (snapshot->tokens + capacity_.block_tokens - 1) / capacity_.block_tokens;
@@ -107,8 +111,43 @@ std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, 
     std::memcpy(snapshot->blocks.data() + i * capacity_.block_bytes, memory_->block_arena().Item(table[i]),
                 capacity_.block_bytes);
   }
-  snapshot->logits.assign(logits.begin(), logits.end());
   return snapshot;
+}
+
+void EngineCore::OnLayerDone(void* stream, int64_t layer) {
+  const auto* s = static_cast<const LayerStream*>(stream);
+  s->core->StreamLayer(s->id, layer);
+}
+
+void EngineCore::StreamLayer(SequenceId id, int64_t layer) {
+  Sample& sample = samples_.at(id);
+  GLINT_CHECK(layer == sample.layers_streamed) << "layer " << layer << " done before layer " << sample.layers_streamed;
+  RequestOutput output;
+  output.request = sample.request;
+  output.index = sample.index;
+  output.time = Now();
+  output.layer = std::make_shared<const LayerState>(LayerState{layer, PackLayer(id, layer)});
+  ++sample.layers_streamed;
+  requests_.at(sample.request).request.sink->OnOutput(std::move(output));
+}
+
+std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const {
+  const int64_t blocks = (scheduler_->Get(id).prompt_length + capacity_.block_tokens - 1) / capacity_.block_tokens;
+  const std::vector<CacheRegion> regions = LayerRegions(*layout_, layer);
+  std::vector<std::byte> bytes;
+  bytes.reserve(static_cast<size_t>(LayerStateBytes(*layout_, layer, blocks)));
+  const std::byte* slot = memory_->Slot(id);
+  for (const CacheRegion& r : regions) {
+    if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
+  }
+  const std::vector<int32_t>& table = memory_->BlockTable(id);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const std::byte* block = memory_->block_arena().Item(table[b]);
+    for (const CacheRegion& r : regions) {
+      if (!r.in_slot) bytes.insert(bytes.end(), block + r.offset, block + r.offset + r.bytes);
+    }
+  }
+  return bytes;
 }
 
 void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot) {

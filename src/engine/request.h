@@ -67,6 +67,13 @@ struct SequenceSnapshot {
   std::vector<float> logits;      // [V] the raw logits of the last prompt position
 };
 
+// One layer's state of an export that streams (Request::stream_layers): LayerRegions(layout, layer) packed in order —
+// its slot ranges, then for each block covering the prompt, in order, its block ranges.
+struct LayerState {
+  int64_t layer = 0;
+  std::vector<std::byte> bytes;  // LayerStateBytes(layout, layer, ⌈tokens / block⌉)
+};
+
 struct RequestOutput {
   RequestId request = 0;
   int64_t index = 0;                   // which of the n samples
@@ -80,7 +87,10 @@ struct RequestOutput {
   std::string stop_string;                           // kStop by a stop string: which one
   std::optional<SequenceTimings> timings;            // on the sample's last output
   bool request_finished = false;                     // this was the last output of the whole request (all n samples)
-  std::shared_ptr<const SequenceSnapshot> snapshot;  // Request::export_state: on the (only) output
+  std::shared_ptr<const SequenceSnapshot> snapshot;  // Request::export_state: on the last output
+  // Request::stream_layers: an output of its own per layer, handed to the sink from inside the step's forward pass
+  // as soon as the prompt's last chunk has passed that layer (not finished; nothing else set but request and time).
+  std::shared_ptr<const LayerState> layer;
 };
 
 // An output sink. OnOutput runs on the engine thread, in order, once per step in which the sequence produced
@@ -119,6 +129,9 @@ struct Request {
   // (EngineCore::Lease); the first token is sampled from its logits here, so penalties, grammar, seed and
   // logprobs all behave as if the prompt had been computed here.
   bool export_state = false;
+  // With export_state: each layer's state goes to the sink as a LayerState output while the later layers compute,
+  // and the snapshot of the last output holds the token count and the logits only (slot and blocks empty).
+  bool stream_layers = false;
   std::shared_ptr<const SequenceSnapshot> imported;
   uint64_t lease = 0;
 };

@@ -645,6 +645,10 @@ Status FastModel::RunPass(const FastPass& pass, std::vector<EntryOutput>& output
 
     FastMhcRead(ctx, layer.hc_attn, layer.attn_norm, streams, n, h, site);  // attention site: KDA | DSA
     GLINT_RETURN_IF_ERROR(Attention(pass, l, prefix, act));
+    for (const Segment& s : pass.segments) {  // an entry's caches are final once its last segment passed the layer
+      const BatchEntry& entry = pass.batch[s.sequence];
+      if (s.first_index + s.count == static_cast<int64_t>(entry.tokens.size())) entry.layer_done(l);
+    }
     TraceSublayer(pass, prefix + "attn", act, d);
     FastMhcWrite(ctx, site, y, n, streams);
 

@@ -62,12 +62,15 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
   layout.checkpoint_bytes = layout.slot_bytes;
   const KvSegment latents = KvSegment::Make(options.kv_dtype, b, c.kv_lora_rank);
   const KvSegment pooled = KvSegment::Make(options.kv_dtype, b / c.index_kpool, e);
+  layout.dsa_latents_bytes = latents.Bytes();
+  layout.dsa_pooled_bytes = pooled.Bytes();
+  layout.dsa_pending_bytes = 2 * (c.index_kpool - 1) * e * 4;
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     CacheLayout::Layer& layer = layout.layers[l];
     if (layer.kind != AttentionKind::kDsa) continue;
     layer.latents = Place(layout.block_bytes, latents.Bytes());
     layer.pooled = Place(layout.block_bytes, pooled.Bytes());
-    layer.pending = Place(layout.slot_bytes, 2 * (c.index_kpool - 1) * e * 4);
+    layer.pending = Place(layout.slot_bytes, layout.dsa_pending_bytes);
   }
   if (options.mtp) {  // the MTP layer is one more DSA layer with its own cache (model-glm53.md §10)
     layout.mtp_latents = Place(layout.block_bytes, latents.Bytes());
@@ -78,6 +81,22 @@ Result<CacheLayout> MakeCacheLayout(const ModelConfig& c, const CacheOptions& op
   if (layout.block_bytes == 0) layout.block_bytes = kItemAlignment;
   if (layout.slot_bytes == 0) layout.slot_bytes = kItemAlignment;
   return layout;
+}
+
+std::vector<CacheRegion> LayerRegions(const CacheLayout& layout, int64_t layer) {
+  const CacheLayout::Layer& l = layout.layers.at(layer);
+  if (l.kind == AttentionKind::kKda) {
+    return {{true, l.conv, layout.kda_conv_bytes}, {true, l.recurrent, layout.kda_recurrent_bytes}};
+  }
+  return {{true, l.pending, layout.dsa_pending_bytes},
+          {false, l.latents, layout.dsa_latents_bytes},
+          {false, l.pooled, layout.dsa_pooled_bytes}};
+}
+
+int64_t LayerStateBytes(const CacheLayout& layout, int64_t layer, int64_t blocks) {
+  int64_t bytes = 0;
+  for (const CacheRegion& region : LayerRegions(layout, layer)) bytes += region.bytes * (region.in_slot ? 1 : blocks);
+  return bytes;
 }
 
 Status CacheLayout::CheckMatches(const ModelConfig& c) const {

@@ -57,6 +57,9 @@ struct CacheLayout {
 
   int64_t kda_conv_bytes = 0;       // one KDA layer's conv window
   int64_t kda_recurrent_bytes = 0;  // one KDA layer's S as stored
+  int64_t dsa_latents_bytes = 0;    // one DSA layer's latents in a block (with their scales)
+  int64_t dsa_pooled_bytes = 0;     // one DSA layer's pooled keys in a block (with their scales)
+  int64_t dsa_pending_bytes = 0;    // one DSA layer's filling-pool rows in the slot
 
   // The config sizes the layout was made for (checked before every use).
   int64_t kv_lora_rank = 0, index_head_dim = 0, index_kpool = 0;
@@ -68,6 +71,19 @@ struct CacheLayout {
   double BytesPerToken() const { return static_cast<double>(block_bytes) / options.block_tokens; }
   Status CheckMatches(const ModelConfig& config) const;
 };
+
+// Where layer l's state lies: byte ranges of the slot and of every block (prefill/decode disaggregation sends a
+// layer's state as soon as the prompt's last chunk has passed it, docs/disaggregation.md).
+struct CacheRegion {
+  bool in_slot = true;  // false: at `offset` inside each block
+  int64_t offset = 0, bytes = 0;
+};
+// KDA: the conv window and S in the slot; DSA: the filling-pool rows in the slot, then the latents and the pooled
+// keys in each block. The MTP layer's cache is no layer's.
+std::vector<CacheRegion> LayerRegions(const CacheLayout& layout, int64_t layer);
+// Bytes of layer l's state for a sequence whose positions lie in `blocks` blocks: its slot ranges + blocks × its
+// block ranges.
+int64_t LayerStateBytes(const CacheLayout& layout, int64_t layer, int64_t blocks);
 
 // The layout for `config`. Fails when block_tokens is not a positive multiple of index_kpool, or when the MTP
 // cache is asked for and the config has no MTP layer.

@@ -273,6 +273,7 @@ Status ReferenceModel::ForwardOne(const BatchEntry& entry, int sequence, EntryOu
 
     MhcSiteRead(layer.hc_attn, layer.input_layernorm, c, pass.tokens, act);  // attention site: KDA | DSA
     GLINT_RETURN_IF_ERROR(Attention(pass, l, prefix, act));
+    entry.layer_done(l);  // layer l's caches hold their final rows for this call
     TraceSublayer(pass, prefix + "attn", act);
     MhcSiteWrite(c, pass.tokens, act);
 

@@ -82,6 +82,19 @@ struct StateCheckpoint {
   std::byte* data = nullptr;  // layout.checkpoint_bytes; null: split only
 };
 
+// Told when a batch entry's caches for one layer are final for this Forward call: right after the layer's
+// attention sublayer has run over the entry's last rows (the FFN sublayer and the later layers write nothing of
+// it). Called on the thread that called Forward, once per layer, in layer order, while the later layers are still
+// to run; a plain function and a context, so that an entry without one costs one branch per layer. Prefill/decode
+// disaggregation sends each layer's state from here (docs/disaggregation.md "Streaming").
+struct LayerDone {
+  void (*call)(void* context, int64_t layer) = nullptr;
+  void* context = nullptr;
+  void operator()(int64_t layer) const {
+    if (call != nullptr) call(context, layer);
+  }
+};
+
 struct BatchEntry {
   std::span<const int32_t> tokens;  // [T] new tokens, T ≥ 1
   SequenceState* state = nullptr;
@@ -99,6 +112,7 @@ struct BatchEntry {
   // masked_scatter does; every other token keeps its embedding. Empty: none (text only).
   std::span<const int32_t> embedding_positions = {};
   std::span<const float> embedding_rows = {};
+  LayerDone layer_done = {};  // null: nobody is told
 };
 
 // The replacement row of token `index` of `entry` ([D] inside entry.embedding_rows), or null when it has none.

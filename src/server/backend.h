@@ -117,6 +117,10 @@ struct BackendMetrics {
   // failed transfers.
   int64_t pd_transfers = 0, pd_transfer_bytes = 0, pd_local_prefills = 0, pd_transfer_failures = 0;
   double pd_transfer_seconds = 0;
+  // A prefill server's side (TransferServer::overlap): states sent, their bytes, of which written before the prefill
+  // ended (layer streaming), and the seconds from each prefill's end to its last byte.
+  int64_t pd_states_sent = 0, pd_sent_bytes = 0, pd_sent_before_prefill_end_bytes = 0;
+  double pd_send_tail_seconds = 0;
 };
 
 // What /health reports (docs/server.md "Health").

@@ -102,16 +102,21 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
     return Status::Ok();
   };
   if (length < below) return local(StrCat("shorter than ", below, " tokens"));
-  if (!request.images.empty()) return local("prompts with images are not transferred yet");
   // A request the engine would refuse is refused before a prefill server works for it.
   GLINT_RETURN_IF_ERROR(engine_.Validate(converted));
   const TransferTimeouts& t = decode_->timeouts;
-  // The lease outlives every deadline of the transfer, so that it is the transfer that fails first.
-  Result<uint64_t> lease =
-      engine_.Lease(converted.prompt, t.connect_seconds + t.prefill_seconds + 6 * t.io_seconds, below);
+  // The lease outlives every deadline of the transfer, so that it is the transfer that fails first. It looks the
+  // prompt up by its prefix-cache keys, images keyed by their hash: a next turn about the same image is found here.
+  // Each frame's read or write is bounded by io_seconds: HELLO both ways, PROMPT, IMAGE + PATCHES per image, END,
+  // then (after STATE, bounded by prefill_seconds) a LAYER per layer, LOGITS and END.
+  const double frames =
+      7 + 2 * static_cast<double>(converted.images.size()) + static_cast<double>(decode_->layout.layers.size());
+  Result<uint64_t> lease = engine_.Lease(engine_.PrefixKeys(converted),
+                                         t.connect_seconds + t.prefill_seconds + frames * t.io_seconds, below);
   if (!lease.ok()) return local(lease.status().message());
   const auto started = std::chrono::steady_clock::now();
-  Result<SequenceSnapshot> state = FetchState(request.prefill_from, converted.prompt, decode_->layout, t);
+  Result<SequenceSnapshot> state =
+      FetchState(request.prefill_from, converted.prompt, converted.images, decode_->layout, t);
   if (!state.ok()) {
     engine_.ReleaseLease(*lease);
     ++pd_failures_;
@@ -183,6 +188,13 @@ BackendMetrics EngineBackend::Metrics() const {
   out.pd_local_prefills = pd_local_.load();
   out.pd_transfer_failures = pd_failures_.load();
   out.pd_transfer_seconds = static_cast<double>(pd_nanoseconds_.load()) * 1e-9;
+  if (transfer_ != nullptr) {
+    const TransferOverlap sent = transfer_->overlap();
+    out.pd_states_sent = transfer_->transfers();
+    out.pd_sent_bytes = sent.bytes;
+    out.pd_sent_before_prefill_end_bytes = sent.bytes_before_end;
+    out.pd_send_tail_seconds = sent.tail_seconds;
+  }
   return out;
 }
 

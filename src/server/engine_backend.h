@@ -36,6 +36,8 @@ class EngineBackend final : public GenerationBackend {
   BackendHealth Health() const override;
   int64_t max_model_len() const override { return engine_.capacity().max_model_len; }
   int64_t max_running_sequences() const override { return engine_.capacity().num_slots; }
+  // A prefill server: its transfer plane, whose counters Metrics reports (not owned; outlives the backend's use).
+  void set_transfer_server(const TransferServer* transfer) { transfer_ = transfer; }
 
  private:
   // A request that names a prefill server: the state fetched into a lease, or the reason it is prefilled here
@@ -44,6 +46,7 @@ class EngineBackend final : public GenerationBackend {
 
   Engine& engine_;
   std::optional<DecodeRole> decode_;
+  const TransferServer* transfer_ = nullptr;
   std::atomic<int64_t> pd_transfers_{0}, pd_bytes_{0}, pd_local_{0}, pd_failures_{0}, pd_nanoseconds_{0};
 };
 

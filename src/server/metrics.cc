@@ -156,8 +156,8 @@ void RenderImages(Writer& w, const BackendMetrics& backend) {
   w.Single("glint_vision_seconds_total", "counter", "Time in the vision tower.", "", backend.vision_seconds);
 }
 
-// Prefill/decode disaggregation on a decode server (docs/disaggregation.md); all 0 on other roles. Named as the
-// router's contract has them (glint:pd_*).
+// Prefill/decode disaggregation (docs/disaggregation.md): a decode server's counters, then a prefill server's; 0
+// where the role has none. Named as the router's contract has them (glint:pd_*).
 void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
   w.Single("glint:pd_transfers_total", "counter", "Prompt states that arrived from a prefill server.", "",
            static_cast<double>(b.pd_transfers));
@@ -166,12 +166,23 @@ void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
   w.Single("glint:pd_transfer_seconds_total", "counter",
            "Time from asking a prefill server to holding the state (its prefill included).", "", b.pd_transfer_seconds);
   w.Single("glint:pd_local_prefills_total", "counter",
-           "Requests naming a prefill server that were prefilled here (short prompt, images, no memory to lease, or a "
+           "Requests naming a prefill server that were prefilled here (short prompt, cached prefix, no memory to "
+           "lease, or a "
            "failed transfer).",
            "", static_cast<double>(b.pd_local_prefills));
   w.Single("glint:pd_transfer_failures_total", "counter",
            "Transfers that failed (the server died, stalled or refused).", "",
            static_cast<double>(b.pd_transfer_failures));
+  // The prefill server's side: what lets the overlap of sending with computing be seen.
+  w.Single("glint:pd_states_sent_total", "counter", "Prompt states this prefill server sent whole.", "",
+           static_cast<double>(b.pd_states_sent));
+  w.Single("glint:pd_sent_bytes_total", "counter", "Bytes of those states as framed on the wire.", "",
+           static_cast<double>(b.pd_sent_bytes));
+  w.Single("glint:pd_sent_before_prefill_end_bytes_total", "counter",
+           "Of those bytes, the ones written before their prefill ended (layers streamed while later ones computed).",
+           "", static_cast<double>(b.pd_sent_before_prefill_end_bytes));
+  w.Single("glint:pd_send_tail_seconds_total", "counter",
+           "Time from each prefill's end to the last byte of its state sent.", "", b.pd_send_tail_seconds);
 }
 
 // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <list>
+#include <optional>
 
 #include "base/log.h"
 #include "engine/prefix_disk.h"
@@ -38,10 +39,13 @@ class TransferConnection {
         });
     return Run(seconds, result, "connect");
   }
-  Status Write(FrameType type, std::span<const std::byte> body, double seconds) {
-    const std::array<std::byte, kFrameHeaderBytes> header = EncodeFrameHeader(type, body);
+  // A frame whose body is `prefix` then `body` (written without joining them).
+  Status Write(FrameType type, std::span<const std::byte> body, double seconds,
+               std::span<const std::byte> prefix = {}) {
+    const std::array<std::byte, kFrameHeaderBytes> header = EncodeFrameHeader(type, body, prefix);
     boost::system::error_code result = asio::error::would_block;
-    const std::array<asio::const_buffer, 2> buffers = {asio::buffer(header), asio::buffer(body.data(), body.size())};
+    const std::array<asio::const_buffer, 3> buffers = {asio::buffer(header), asio::buffer(prefix.data(), prefix.size()),
+                                                       asio::buffer(body.data(), body.size())};
     asio::async_write(socket_, buffers, [&](const boost::system::error_code& ec, size_t) { result = ec; });
     return Run(seconds, result, StrCat("send ", FrameName(type)));
   }
@@ -137,28 +141,109 @@ Result<SequenceSnapshot> ReceiveState(TransferConnection& c, std::span<const int
   s.slot.resize(announced.slot_bytes);
   s.blocks.resize(announced.block_bytes);
   s.logits.resize(announced.logits);
-  GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kSlot, s.slot, t.io_seconds));
-  GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kBlocks, s.blocks, t.io_seconds));
+  // One LAYER per layer, in order, each checked (size before its body, then its checksum) as it arrives; between
+  // two of them the prefill server computes one layer of the prompt's last chunk. Nothing reaches the engine
+  // before END.
+  const int64_t blocks = announced.block_bytes / layout.block_bytes;
+  std::vector<std::byte> layer;
+  for (int64_t l = 0; l < static_cast<int64_t>(layout.layers.size()); ++l) {
+    layer.resize(static_cast<size_t>(LayerFrameBytes(layout, l, blocks)));
+    GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kLayer, layer, t.io_seconds).WithContext(StrCat("layer ", l)));
+    GLINT_RETURN_IF_ERROR(UnpackLayer(layer, layout, l, s.slot, s.blocks));
+  }
   GLINT_RETURN_IF_ERROR(
       ReceiveRegion(c, FrameType::kLogits, std::as_writable_bytes(std::span(s.logits)), t.io_seconds));
   GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kEnd, {}, t.io_seconds));
   return s;
 }
 
+// The prompt's images after PROMPT: IMAGE and PATCHES each, then END. The patches travel rather than the encoded
+// bytes: the prefill server's tower then takes exactly what this server's would (no second decoder, whose version
+// could differ across hosts, and no image decoding on a plane without authentication).
+Status SendImages(TransferConnection& c, std::span<const RequestImage> images, double seconds) {
+  for (const RequestImage& image : images) {
+    const VisionInput& input = *image.input;
+    const ImageAnnouncement announced{image.start, image.key, input.grid_t, input.grid_h, input.grid_w};
+    GLINT_RETURN_IF_ERROR(c.Write(FrameType::kImage, EncodeImage(announced), seconds));
+    GLINT_RETURN_IF_ERROR(c.Write(FrameType::kPatches, std::as_bytes(std::span(input.patches)), seconds));
+  }
+  return c.Write(FrameType::kEnd, {}, seconds);
+}
+
+// What a decode server asks for: the prompt and its images.
+struct PromptRequest {
+  std::vector<int32_t> prompt;
+  std::vector<RequestImage> images;
+};
+
+// One image after PROMPT: its IMAGE checked against the prompt and the tower before its PATCHES are read, so their
+// size is bounded by the prompt's own placeholders. `first_free`: where the next image may start.
+Result<RequestImage> ReceiveImage(TransferConnection& c, const FrameHeader& header, const VisionConfig* vision,
+                                  int64_t prompt_tokens, int64_t first_free, double seconds) {
+  if (vision == nullptr) return FailedPrecondition("the prompt has images but this prefill server has no vision tower");
+  if (header.length != kImageBytes) return FailedPrecondition("an IMAGE of ", header.length, " bytes");
+  std::array<std::byte, kImageBytes> body{};
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, body, seconds));
+  const ImageShape shape{vision->spatial_merge_size, vision->PatchValues()};
+  GLINT_ASSIGN_OR_RETURN(ImageAnnouncement image, DecodeImage(body, shape, prompt_tokens, first_free));
+  auto input = std::make_shared<VisionInput>();
+  input->grid_t = image.grid_t;
+  input->grid_h = image.grid_h;
+  input->grid_w = image.grid_w;
+  input->patches.resize(static_cast<size_t>(image.Patches() * shape.patch_values));
+  GLINT_RETURN_IF_ERROR(
+      ReceiveRegion(c, FrameType::kPatches, std::as_writable_bytes(std::span(input->patches)), seconds));
+  return RequestImage{image.start, std::move(input), image.key};
+}
+
+// PROMPT (1 .. max_tokens tokens), then IMAGE + PATCHES per image up to END.
+Result<PromptRequest> ReceivePrompt(TransferConnection& c, const TransferLayout& layout, const VisionConfig* vision,
+                                    double seconds) {
+  GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
+  const uint64_t tokens = header.length / sizeof(int32_t);
+  if (header.type != FrameType::kPrompt || header.length % sizeof(int32_t) != 0 || tokens == 0 ||
+      tokens > static_cast<uint64_t>(layout.max_tokens)) {
+    return FailedPrecondition("expected a PROMPT of 1 .. ", layout.max_tokens, " tokens, got ", FrameName(header.type),
+                              " of ", header.length, " bytes");
+  }
+  PromptRequest request;
+  request.prompt.resize(tokens);
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, std::as_writable_bytes(std::span(request.prompt)), seconds));
+  const int64_t length = static_cast<int64_t>(tokens);
+  int64_t first_free = 0;
+  for (;;) {  // each image takes at least one prompt position past the last: at most `length` of them
+    GLINT_ASSIGN_OR_RETURN(header, c.ReadHeader(seconds));
+    if (header.type == FrameType::kEnd && header.length == 0) return request;
+    if (header.type != FrameType::kImage) {
+      return FailedPrecondition("expected IMAGE or END after PROMPT, got ", FrameName(header.type));
+    }
+    GLINT_ASSIGN_OR_RETURN(RequestImage image, ReceiveImage(c, header, vision, length, first_free, seconds));
+    first_free = image.start + VisionTokenCount(*vision, *image.input);
+    request.images.push_back(std::move(image));
+  }
+}
+
 }  // namespace
 
 TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
   const CapacityReport& c = engine.capacity();
-  return {PrefixDiskFingerprint(model_fingerprint, engine.layout()),
-          c.slot_bytes,
-          c.block_bytes,
-          c.block_tokens,
-          engine.vocab_size(),
-          c.max_model_len - 1};
+  TransferLayout layout{PrefixDiskFingerprint(model_fingerprint, engine.layout()),
+                        c.slot_bytes,
+                        c.block_bytes,
+                        c.block_tokens,
+                        engine.vocab_size(),
+                        c.max_model_len - 1,
+                        false,
+                        {}};
+  for (int64_t l = 0; l < static_cast<int64_t>(engine.layout().layers.size()); ++l) {
+    layout.layers.push_back(LayerRegions(engine.layout(), l));
+  }
+  return layout;
 }
 
 Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
-                                    const TransferLayout& layout, const TransferTimeouts& t) {
+                                    std::span<const RequestImage> images, const TransferLayout& layout,
+                                    const TransferTimeouts& t) {
   const auto [host, port] = SplitAddress(address);
   if (host.empty() || port.empty()) return InvalidArgument("the prefill address '", address, "' is not host:port");
   TransferConnection c;
@@ -169,10 +254,14 @@ Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const 
   if (step.ok()) step = c.Write(FrameType::kHello, EncodeHello(layout), t.io_seconds);
   Result<TransferLayout> theirs = step.ok() ? ReceiveHello(c, layout, t.io_seconds) : Result<TransferLayout>(step);
   if (!theirs.ok()) return fail(theirs.status());
+  if (!images.empty() && !theirs->takes_images) {
+    return fail(FailedPrecondition("has no vision tower: a prompt with images cannot be prefilled there"));
+  }
   if (static_cast<int64_t>(prompt.size()) > theirs->max_tokens) {
     return fail(OutOfRange("takes prompts of at most ", theirs->max_tokens, " tokens; this one has ", prompt.size()));
   }
   step = c.Write(FrameType::kPrompt, std::as_bytes(prompt), t.io_seconds);
+  if (step.ok()) step = SendImages(c, images, t.io_seconds);
   if (!step.ok()) return fail(step);
   Result<SequenceSnapshot> state = ReceiveState(c, prompt, layout, t);
   if (!state.ok()) return fail(state.status());
@@ -183,6 +272,7 @@ struct TransferServer::Impl {
   Engine* engine = nullptr;
   TransferLayout layout;
   TransferTimeouts timeouts;
+  std::optional<VisionConfig> vision;  // the engine's tower, if it has one
   int max_connections = 8;
   asio::io_context io;
   tcp::acceptor acceptor{io};
@@ -196,22 +286,27 @@ struct TransferServer::Impl {
   };
   std::list<Handler> handlers;  // guarded by mutex; joined when done (AcceptLoop) or at the end
   std::atomic<int64_t>* transfers = nullptr;
+  std::atomic<int64_t> bytes_sent{0}, bytes_sent_before_end{0}, tail_nanoseconds{0};
 
   void AcceptLoop();
   void Serve(TransferConnection& c);
-  Result<std::shared_ptr<const SequenceSnapshot>> Export(std::vector<int32_t> prompt);
-  Status SendState(TransferConnection& c, const SequenceSnapshot& s);
+  // Runs the prompt's prefill as an export that streams, and sends STATE, each LAYER as the engine hands it out,
+  // LOGITS and END. An error with `peer_failed` set: a write failed (the decode server); else the prefill failed.
+  Status StreamState(TransferConnection& c, PromptRequest asked, bool& peer_failed);
 };
 
 Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host, int port, Engine& engine,
                                                               const TransferLayout& layout,
-                                                              const TransferTimeouts& timeouts, int max_connections) {
+                                                              const TransferTimeouts& timeouts,
+                                                              const VisionConfig* vision, int max_connections) {
   std::unique_ptr<TransferServer> server(new TransferServer());
   server->impl_ = std::make_unique<Impl>();
   Impl& impl = *server->impl_;
   impl.engine = &engine;
   impl.layout = layout;
   impl.timeouts = timeouts;
+  if (vision != nullptr) impl.vision = *vision;
+  impl.layout.takes_images = vision != nullptr;  // said in HELLO: a decode server sends no image we cannot take
   impl.max_connections = max_connections;
   impl.transfers = &server->transfers_;
   boost::system::error_code ec;
@@ -226,6 +321,11 @@ Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string&
   server->port_ = impl.acceptor.local_endpoint().port();
   impl.accept_thread = std::thread([&impl] { impl.AcceptLoop(); });
   return server;
+}
+
+TransferOverlap TransferServer::overlap() const {
+  return {impl_->bytes_sent.load(), impl_->bytes_sent_before_end.load(),
+          static_cast<double>(impl_->tail_nanoseconds.load()) * 1e-9};
 }
 
 TransferServer::~TransferServer() {
@@ -271,35 +371,98 @@ void TransferServer::Impl::AcceptLoop() {
   }
 }
 
-Result<std::shared_ptr<const SequenceSnapshot>> TransferServer::Impl::Export(std::vector<int32_t> prompt) {
-  auto queue = std::make_shared<OutputQueue>();
+namespace {
+
+int64_t SteadyNanoseconds() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The export's sink: notes when the prefill ended (its last output, on the engine thread) before queueing, so that
+// the overlap of sending with computing can be told (what was sent before, how long the rest took after).
+class StampingSink final : public RequestSink {
+ public:
+  void OnOutput(RequestOutput output) override {
+    if (output.finish_reason != FinishReason::kNone) ended_ns_ = SteadyNanoseconds();
+    queue_.OnOutput(std::move(output));
+  }
+  std::optional<RequestOutput> Pop(std::chrono::milliseconds timeout) { return queue_.Pop(timeout); }
+  int64_t ended_ns() const { return ended_ns_.load(); }  // 0 while the prefill runs
+
+ private:
+  OutputQueue queue_;
+  std::atomic<int64_t> ended_ns_{0};
+};
+
+}  // namespace
+
+Status TransferServer::Impl::StreamState(TransferConnection& c, PromptRequest asked, bool& peer_failed) {
+  const double io = timeouts.io_seconds;
+  const int64_t tokens = static_cast<int64_t>(asked.prompt.size());
+  const int64_t layers = static_cast<int64_t>(layout.layers.size());
+  const int64_t blocks = (tokens + layout.block_tokens - 1) / layout.block_tokens;
+  auto sink = std::make_shared<StampingSink>();
   Request request;
-  request.prompt = std::move(prompt);
+  request.prompt = std::move(asked.prompt);
+  request.images = std::move(asked.images);
   request.sampling.temperature = 0;
   request.stop.max_tokens = 1;
   request.export_state = true;
-  request.sink = queue;
+  request.stream_layers = true;
+  request.sink = sink;
   GLINT_ASSIGN_OR_RETURN(RequestId id, engine->Submit(std::move(request)));
-  const auto limit =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::duration<double>(timeouts.prefill_seconds));
-  std::optional<RequestOutput> out = queue->Pop(limit);
-  if (!out) {
-    engine->Cancel(id);
-    return Unavailable("the prefill took longer than ", timeouts.prefill_seconds, " s");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeouts.prefill_seconds);
+  int64_t sent = 0, sent_before_end = 0, layers_sent = 0;
+  // A write that fails is the decode server's doing: the prefill is cancelled, nothing more is sent.
+  const auto write = [&](FrameType type, std::span<const std::byte> body, std::span<const std::byte> prefix = {}) {
+    Status status = c.Write(type, body, io, prefix);
+    if (!status.ok()) {
+      peer_failed = true;
+      engine->Cancel(id);
+      return status;
+    }
+    sent += static_cast<int64_t>(kFrameHeaderBytes + prefix.size() + body.size());
+    if (sink->ended_ns() == 0) sent_before_end = sent;
+    return status;
+  };
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    std::optional<RequestOutput> out = sink->Pop(std::max(left, std::chrono::milliseconds(0)));
+    if (!out) {
+      engine->Cancel(id);
+      return Unavailable("the prefill took longer than ", timeouts.prefill_seconds, " s");
+    }
+    if (out->layer != nullptr) {  // sent while the later layers compute
+      const LayerState& state = *out->layer;
+      if (state.layer != layers_sent || static_cast<int64_t>(state.bytes.size() + kLayerPrefixBytes) !=
+                                            LayerFrameBytes(layout, state.layer, blocks)) {
+        engine->Cancel(id);
+        return InternalError("the engine streamed layer ", state.layer, " (", state.bytes.size(),
+                             " bytes) where layer ", layers_sent, " was due");
+      }
+      if (layers_sent == 0) {
+        const StateAnnouncement announced{tokens, layout.slot_bytes, blocks * layout.block_bytes, layout.vocab};
+        GLINT_RETURN_IF_ERROR(write(FrameType::kState, EncodeState(announced)));
+      }
+      GLINT_RETURN_IF_ERROR(write(FrameType::kLayer, state.bytes, EncodeLayerPrefix(state.layer)));
+      ++layers_sent;
+      continue;
+    }
+    if (out->finish_reason == FinishReason::kNone) continue;
+    if (out->snapshot == nullptr) return Unavailable("the prefill failed: ", out->error);
+    if (layers_sent != layers) return InternalError("the engine streamed ", layers_sent, " of ", layers, " layers");
+    GLINT_RETURN_IF_ERROR(write(FrameType::kLogits, std::as_bytes(std::span(out->snapshot->logits))));
+    GLINT_RETURN_IF_ERROR(write(FrameType::kEnd, {}));
+    const double tail = static_cast<double>(SteadyNanoseconds() - sink->ended_ns()) * 1e-9;
+    ++*transfers;
+    bytes_sent += sent;
+    bytes_sent_before_end += sent_before_end;
+    tail_nanoseconds += static_cast<int64_t>(tail * 1e9);
+    LogInfo("transfer plane: the state of a ", tokens, "-token prompt, ", sent, " bytes in ", layers,
+            " layer frames: ", sent_before_end, " sent before its prefill ended, the last byte ", tail, " s after it");
+    return Status::Ok();
   }
-  if (out->snapshot == nullptr) return Unavailable("the prefill failed: ", out->error);
-  return out->snapshot;
-}
-
-Status TransferServer::Impl::SendState(TransferConnection& c, const SequenceSnapshot& s) {
-  const double io = timeouts.io_seconds;
-  const StateAnnouncement state{s.tokens, static_cast<int64_t>(s.slot.size()), static_cast<int64_t>(s.blocks.size()),
-                                static_cast<int64_t>(s.logits.size())};
-  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kState, EncodeState(state), io));
-  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kSlot, s.slot, io));
-  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kBlocks, s.blocks, io));
-  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kLogits, std::as_bytes(std::span(s.logits)), io));
-  return c.Write(FrameType::kEnd, {}, io);
 }
 
 void TransferServer::Impl::Serve(TransferConnection& c) {
@@ -312,26 +475,16 @@ void TransferServer::Impl::Serve(TransferConnection& c) {
   Result<TransferLayout> theirs = ReceiveHello(c, layout, io);
   if (!theirs.ok()) return refuse(theirs.status());
   if (Status hello = c.Write(FrameType::kHello, EncodeHello(layout), io); !hello.ok()) return;
-  Result<FrameHeader> header = c.ReadHeader(io);
-  if (!header.ok()) return refuse(header.status());
-  const uint64_t tokens = header->length / sizeof(int32_t);
-  if (header->type != FrameType::kPrompt || header->length % sizeof(int32_t) != 0 || tokens == 0 ||
-      tokens > static_cast<uint64_t>(layout.max_tokens)) {
-    return refuse(FailedPrecondition("expected a PROMPT of 1 .. ", layout.max_tokens, " tokens, got ",
-                                     FrameName(header->type), " of ", header->length, " bytes"));
-  }
-  std::vector<int32_t> prompt(tokens);
-  if (Status read = c.ReadBody(*header, std::as_writable_bytes(std::span(prompt)), io); !read.ok()) {
-    return refuse(read);
-  }
-  // The prompt stays in this engine's prefix cache; its slot is already free when the bytes go out.
-  Result<std::shared_ptr<const SequenceSnapshot>> state = Export(std::move(prompt));
-  if (!state.ok()) return refuse(state.status());
-  const Status sent = SendState(c, **state);
-  if (sent.ok()) {
-    ++*transfers;
+  Result<PromptRequest> asked = ReceivePrompt(c, layout, vision ? &*vision : nullptr, io);
+  if (!asked.ok()) return refuse(asked.status());
+  // The prompt stays in this engine's prefix cache; its slot is free once its last layer went out.
+  bool peer_failed = false;
+  const Status streamed = StreamState(c, std::move(asked).value(), peer_failed);
+  if (streamed.ok()) return;
+  if (peer_failed) {
+    LogWarning("transfer plane: the decode server did not take the state: ", streamed.message());
   } else {
-    LogWarning("transfer plane: the decode server did not take the state: ", sent.message());
+    refuse(streamed);
   }
 }
 

@@ -4,17 +4,18 @@
 //   decode → prefill   HELLO    version, fingerprint, slot/block/logit sizes of the decode engine
 //   prefill → decode   HELLO    the same of the prefill engine (or ERROR naming both fingerprints, and close)
 //   decode → prefill   PROMPT   the prompt's token ids
-//   prefill → decode   STATE    tokens, slot bytes, block bytes, logit count (checked before any body is read)
-//                      SLOT, BLOCKS, LOGITS   the regions, each frame with its own XXH3-64
+//                      IMAGE, PATCHES   per image of the prompt: where it sits, its grid and key; its patches
 //                      END
+//   prefill → decode   STATE    tokens, slot bytes, block bytes, logit count (checked before any body is read)
+//                      LAYER × layers   each layer's state, sent as soon as the prompt's last chunk has passed it
+//                      LOGITS, END      (every frame with its own XXH3-64)
 //   or at any point    ERROR    a message (the prefill failed, the prompt was refused)
 //
 // Every frame: a 32-byte header (magic "GLPD", type, body length, XXH3-64 of the body, XXH3-64 of the header's
 // first 24 bytes), then the body. A header is checked (magic, checksum, type, and a length within what that type
 // may carry for this layout) before its body is read, so a hostile or confused peer cannot make the other side
 // allocate more than the layout's own sizes; a body that fails its checksum ends the transfer. Every read and
-// write has a deadline: a peer that stops answering ends the transfer with an error, never a hang. Regions are
-// sent whole once the prefill finished (per-layer streaming is not done yet).
+// write has a deadline: a peer that stops answering ends the transfer with an error, never a hang.
 #pragma once
 
 #include <atomic>
@@ -42,22 +43,33 @@ struct TransferTimeouts {
   double prefill_seconds = 600;  // the prefill itself: from PROMPT to STATE
 };
 
-// Decode side: the state of `prompt` computed by the prefill server at `address` ("host:port"). Errors name the
-// server and what failed; nothing is returned unless every size, checksum and the fingerprint matched.
+// Decode side: the state of `prompt` with its `images` (validated by the engine) computed by the prefill server at
+// `address` ("host:port"). Errors name the server and what failed; nothing is returned unless every size, checksum
+// and the fingerprint matched.
 Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
-                                    const TransferLayout& layout, const TransferTimeouts& timeouts);
+                                    std::span<const RequestImage> images, const TransferLayout& layout,
+                                    const TransferTimeouts& timeouts);
+
+struct TransferOverlap {
+  int64_t bytes = 0, bytes_before_end = 0;
+  double tail_seconds = 0;
+};
 
 // Prefill side: listens on `host`:`port` and answers each connection with an export from `engine`.
 class TransferServer {
  public:
+  // `vision`: the engine's vision tower config (null: it has none, and prompts with images are refused).
   static Result<std::unique_ptr<TransferServer>> Start(const std::string& host, int port, Engine& engine,
                                                        const TransferLayout& layout, const TransferTimeouts& timeouts,
-                                                       int max_connections = 8);
+                                                       const VisionConfig* vision = nullptr, int max_connections = 8);
   ~TransferServer();  // stops accepting, waits for the transfers in flight (each bounded by its deadlines)
   TransferServer(const TransferServer&) = delete;
   TransferServer& operator=(const TransferServer&) = delete;
   int port() const { return port_; }
   int64_t transfers() const { return transfers_.load(); }  // states sent whole
+  // The overlap of sending with computing, over those transfers: bytes sent, of which before the prefill ended, and
+  // the seconds from each prefill's end to its last byte sent (also logged per transfer).
+  TransferOverlap overlap() const;
 
  private:
   struct Impl;

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "vision/tower.h"
+
 namespace glint::server {
 namespace {
 
@@ -41,26 +43,34 @@ const char* FrameName(FrameType type) {
       return "PROMPT";
     case FrameType::kState:
       return "STATE";
-    case FrameType::kSlot:
-      return "SLOT";
-    case FrameType::kBlocks:
-      return "BLOCKS";
     case FrameType::kLogits:
       return "LOGITS";
     case FrameType::kEnd:
       return "END";
     case FrameType::kError:
       return "ERROR";
+    case FrameType::kImage:
+      return "IMAGE";
+    case FrameType::kPatches:
+      return "PATCHES";
+    case FrameType::kLayer:
+      return "LAYER";
   }
   return "?";
 }
 
-std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body) {
+std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body,
+                                                           std::span<const std::byte> prefix) {
   std::vector<std::byte> out;
   Put<uint32_t>(out, kMagic);
   Put<uint32_t>(out, static_cast<uint32_t>(type));
-  Put<uint64_t>(out, body.size());
-  Put<uint64_t>(out, XXH3_64bits(body.data(), body.size()));
+  Put<uint64_t>(out, prefix.size() + body.size());
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  XXH3_64bits_update(state, prefix.data(), prefix.size());
+  XXH3_64bits_update(state, body.data(), body.size());
+  Put<uint64_t>(out, XXH3_64bits_digest(state));
+  XXH3_freeState(state);
   Put<uint64_t>(out, XXH3_64bits(out.data(), out.size()));
   std::array<std::byte, kFrameHeaderBytes> header{};
   std::memcpy(header.data(), out.data(), header.size());
@@ -73,7 +83,8 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
     return DataLoss("a frame header failed its checksum");
   }
   const uint32_t type = Get<uint32_t>(bytes, 4);
-  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kError)) {
+  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kLayer) || type == 4 ||
+      type == 5) {  // 4, 5: version 1's SLOT and BLOCKS
     return FailedPrecondition("unknown frame type ", type);
   }
   return FrameHeader{static_cast<FrameType>(type), Get<uint64_t>(bytes, 8), Get<uint64_t>(bytes, 16)};
@@ -89,7 +100,7 @@ Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body
 std::vector<std::byte> EncodeHello(const TransferLayout& l) {
   std::vector<std::byte> out;
   Put<uint32_t>(out, kStateTransferVersion);
-  Put<uint32_t>(out, 0);
+  Put<uint32_t>(out, l.takes_images ? 1 : 0);
   Put<uint64_t>(out, l.fingerprint);
   for (int64_t v : {l.slot_bytes, l.block_bytes, l.block_tokens, l.vocab, l.max_tokens}) Put<int64_t>(out, v);
   return out;
@@ -102,8 +113,10 @@ Result<TransferLayout> DecodeHello(std::span<const std::byte> body) {
     return FailedPrecondition("transfer protocol version ", Get<uint32_t>(body, 0), ", this server speaks ",
                               kStateTransferVersion);
   }
-  if (Get<uint32_t>(body, 4) != 0) return FailedPrecondition("a HELLO whose reserved field is not 0");
+  const uint32_t flags = Get<uint32_t>(body, 4);
+  if ((flags & ~1u) != 0) return FailedPrecondition("a HELLO with unknown flags ", flags);
   TransferLayout l;
+  l.takes_images = (flags & 1u) != 0;
   l.fingerprint = Get<uint64_t>(body, 8);
   l.slot_bytes = Get<int64_t>(body, 16);
   l.block_bytes = Get<int64_t>(body, 24);
@@ -134,6 +147,90 @@ Result<StateAnnouncement> DecodeState(std::span<const std::byte> body, int64_t p
                               "-token prompt (", layout.slot_bytes, ", ", blocks, ", ", layout.vocab, ")");
   }
   return s;
+}
+
+int64_t LayerFrameBytes(const TransferLayout& layout, int64_t layer, int64_t blocks) {
+  int64_t bytes = kLayerPrefixBytes;
+  for (const CacheRegion& r : layout.layers.at(layer)) bytes += r.bytes * (r.in_slot ? 1 : blocks);
+  return bytes;
+}
+
+std::array<std::byte, kLayerPrefixBytes> EncodeLayerPrefix(int64_t layer) {
+  std::array<std::byte, kLayerPrefixBytes> prefix{};
+  const auto index = static_cast<uint32_t>(layer);
+  std::memcpy(prefix.data(), &index, sizeof(index));  // then 0 (reserved)
+  return prefix;
+}
+
+Status UnpackLayer(std::span<const std::byte> body, const TransferLayout& layout, int64_t layer,
+                   std::span<std::byte> slot, std::span<std::byte> blocks) {
+  if (layer < 0 || layer >= static_cast<int64_t>(layout.layers.size()) || layout.block_bytes <= 0 ||
+      static_cast<int64_t>(slot.size()) != layout.slot_bytes || blocks.size() % layout.block_bytes != 0) {
+    return InvalidArgument("no layer ", layer, " or no room for it in this layout");
+  }
+  const int64_t count = static_cast<int64_t>(blocks.size()) / layout.block_bytes;
+  if (static_cast<int64_t>(body.size()) != LayerFrameBytes(layout, layer, count)) {
+    return FailedPrecondition("a LAYER of ", body.size(), " bytes; layer ", layer, " of this prompt has ",
+                              LayerFrameBytes(layout, layer, count));
+  }
+  if (Get<uint32_t>(body, 0) != static_cast<uint32_t>(layer) || Get<uint32_t>(body, 4) != 0) {
+    return FailedPrecondition("a LAYER frame of layer ", Get<uint32_t>(body, 0), " where layer ", layer,
+                              " was expected (or its reserved field is not 0)");
+  }
+  size_t at = kLayerPrefixBytes;
+  const auto copy = [&](std::span<std::byte> region, const CacheRegion& r) {
+    if (r.offset < 0 || r.offset + r.bytes > static_cast<int64_t>(region.size())) return false;
+    std::memcpy(region.data() + r.offset, body.data() + at, r.bytes);
+    at += r.bytes;
+    return true;
+  };
+  const std::vector<CacheRegion>& regions = layout.layers[layer];
+  bool fits = true;
+  for (const CacheRegion& r : regions) {
+    if (r.in_slot) fits = fits && copy(slot, r);
+  }
+  for (int64_t b = 0; b < count && fits; ++b) {
+    for (const CacheRegion& r : regions) {
+      if (!r.in_slot) fits = fits && copy(blocks.subspan(b * layout.block_bytes, layout.block_bytes), r);
+    }
+  }
+  return fits ? Status::Ok() : InvalidArgument("layer ", layer, "'s regions do not fit this layout's slot or block");
+}
+
+std::vector<std::byte> EncodeImage(const ImageAnnouncement& image) {
+  std::vector<std::byte> out;
+  Put<int64_t>(out, image.start);
+  Put<uint64_t>(out, image.key);
+  for (int32_t v : {image.grid_t, image.grid_h, image.grid_w, 0}) Put<int32_t>(out, v);
+  return out;
+}
+
+Result<ImageAnnouncement> DecodeImage(std::span<const std::byte> body, const ImageShape& shape, int64_t prompt_tokens,
+                                      int64_t first_free) {
+  if (body.size() != kImageBytes)
+    return FailedPrecondition("an IMAGE of ", body.size(), " bytes; expected ", kImageBytes);
+  if (shape.merge <= 0 || shape.patch_values <= 0) return InvalidArgument("no vision tower to check the image against");
+  ImageAnnouncement image{Get<int64_t>(body, 0), Get<uint64_t>(body, 8), Get<int32_t>(body, 16), Get<int32_t>(body, 20),
+                          Get<int32_t>(body, 24)};
+  if (Get<int32_t>(body, 28) != 0) return FailedPrecondition("an IMAGE whose reserved field is not 0");
+  const auto side = [](int32_t v) { return v > 0 && v <= kMaxVisionPatches; };  // the product below cannot overflow
+  if (!side(image.grid_t) || !side(image.grid_h) || !side(image.grid_w) || image.grid_h % shape.merge != 0 ||
+      image.grid_w % shape.merge != 0 || image.Patches() > kMaxVisionPatches) {
+    return FailedPrecondition("an image grid of ", image.grid_t, " × ", image.grid_h, " × ", image.grid_w,
+                              " patches; expected positive sides, height and width multiples of the merge ",
+                              shape.merge, ", at most ", kMaxVisionPatches, " patches");
+  }
+  const int64_t tokens = image.Patches() / (shape.merge * shape.merge);
+  if (image.start < first_free || image.start > prompt_tokens - tokens) {
+    return FailedPrecondition("an image of ", tokens, " tokens at prompt position ", image.start,
+                              "; expected its placeholders from position ", first_free, " inside the prompt of ",
+                              prompt_tokens, " tokens, images in order");
+  }
+  return image;
+}
+
+int64_t PatchBytes(const ImageAnnouncement& image, const ImageShape& shape) {
+  return image.Patches() * shape.patch_values * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace glint::server

@@ -14,35 +14,45 @@
 #include <vector>
 
 #include "base/status.h"
+#include "model/cache_layout.h"
 
 namespace glint::server {
 
-inline constexpr uint32_t kStateTransferVersion = 1;
+// 2: a prompt's images travel after PROMPT (IMAGE + PATCHES each, then END); the state goes one LAYER frame per
+// layer, each sent as soon as the prompt's last chunk has passed that layer (SLOT and BLOCKS are gone).
+inline constexpr uint32_t kStateTransferVersion = 2;
 
 // What the bytes of a snapshot mean: both sides must agree on every field.
 struct TransferLayout {
   uint64_t fingerprint = 0;  // PrefixDiskFingerprint: the model directory and every field of the cache layout
   int64_t slot_bytes = 0, block_bytes = 0, block_tokens = 0, vocab = 0;
-  int64_t max_tokens = 0;  // the longest prompt the prefill side takes (its max_model_len − 1)
+  int64_t max_tokens = 0;     // the longest prompt the prefill side takes (its max_model_len − 1)
+  bool takes_images = false;  // the prefill side has a vision tower (bit 0 of HELLO's flags)
+  // [layers] where each layer's state lies (LayerRegions of the cache layout the fingerprint covers): what a LAYER
+  // frame of that layer holds, in that order, slot ranges first and then each block's.
+  std::vector<std::vector<CacheRegion>> layers;
   std::string Describe() const;
-  bool SameBytes(const TransferLayout& other) const;  // all but max_tokens
+  bool SameBytes(const TransferLayout& other) const;  // all but max_tokens and takes_images
 };
 
 enum class FrameType : uint32_t {
   kHello = 1,
   kPrompt = 2,
   kState = 3,
-  kSlot = 4,
-  kBlocks = 5,
+  // 4 and 5 were SLOT and BLOCKS (version 1): refused as unknown.
   kLogits = 6,
   kEnd = 7,
   kError = 8,
+  kImage = 9,     // decode → prefill: where one image of the prompt sits, its grid and its prefix-cache key
+  kPatches = 10,  // decode → prefill: that image's preprocessed patches (fp32), as the tower takes them
+  kLayer = 11,    // prefill → decode: one layer's state (LayerFrameBytes), layers in order
 };
 const char* FrameName(FrameType type);
 
 inline constexpr size_t kFrameHeaderBytes = 32;
 inline constexpr size_t kHelloBytes = 56;
 inline constexpr size_t kStateBytes = 32;
+inline constexpr size_t kImageBytes = 32;
 inline constexpr int64_t kMaxErrorBytes = 4096;
 
 struct FrameHeader {
@@ -52,12 +62,14 @@ struct FrameHeader {
 };
 
 // A frame's header bytes; and the checks a reader makes of received ones (magic, header checksum, a known type).
-std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body);
+// The body may come in two pieces (`prefix` then `body`: a LAYER's index before the engine's bytes, uncopied).
+std::array<std::byte, kFrameHeaderBytes> EncodeFrameHeader(FrameType type, std::span<const std::byte> body,
+                                                           std::span<const std::byte> prefix = {});
 Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderBytes> bytes);
 // DataLoss naming the region when `body` does not match the header's checksum.
 Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body);
 
-// HELLO: version, fingerprint and sizes. Decoding refuses another size or version.
+// HELLO: version, flags, fingerprint and sizes. Decoding refuses another size or version, or an unknown flag.
 std::vector<std::byte> EncodeHello(const TransferLayout& layout);
 Result<TransferLayout> DecodeHello(std::span<const std::byte> body);
 
@@ -69,5 +81,36 @@ struct StateAnnouncement {
 std::vector<std::byte> EncodeState(const StateAnnouncement& state);
 Result<StateAnnouncement> DecodeState(std::span<const std::byte> body, int64_t prompt_tokens,
                                       const TransferLayout& layout);
+
+// LAYER: layer index (u32), 0 (u32), then the layer's bytes. Its length for a prompt whose positions lie in `blocks`
+// blocks (known before the body is read); its 8-byte prefix; and the body checked (length, index, reserved) and
+// copied into `slot` (slot_bytes) and `blocks` (blocks × block_bytes) at the layout's places.
+inline constexpr size_t kLayerPrefixBytes = 8;
+int64_t LayerFrameBytes(const TransferLayout& layout, int64_t layer, int64_t blocks);
+std::array<std::byte, kLayerPrefixBytes> EncodeLayerPrefix(int64_t layer);
+Status UnpackLayer(std::span<const std::byte> body, const TransferLayout& layout, int64_t layer,
+                   std::span<std::byte> slot, std::span<std::byte> blocks);
+
+// IMAGE: one image of the prompt, as the decode server's HTTP layer preprocessed it (docs/disaggregation.md
+// "Images"). Its patches follow in a PATCHES frame of exactly PatchBytes() bytes.
+struct ImageAnnouncement {
+  int64_t start = 0;  // its first placeholder position in the prompt
+  uint64_t key = 0;   // prefix-cache key: XXH3-64 of the image's encoded bytes
+  int32_t grid_t = 0, grid_h = 0, grid_w = 0;
+  int64_t Patches() const { return int64_t{grid_t} * grid_h * grid_w; }
+};
+// What the prefill server's vision tower takes: spatial_merge_size and values per patch row (C · T · P · P).
+struct ImageShape {
+  int64_t merge = 0, patch_values = 0;
+};
+std::vector<std::byte> EncodeImage(const ImageAnnouncement& image);
+// Checks the grid against `shape` (positive, divisible by the merge, at most kMaxVisionPatches) and the image's
+// placeholders against the prompt: they start at or after `first_free` (images in order, not overlapping) and end
+// inside the prompt of `prompt_tokens`. So the patches that follow are bounded by the prompt itself: at most
+// prompt_tokens · merge² rows, the same order as the state that comes back for it.
+Result<ImageAnnouncement> DecodeImage(std::span<const std::byte> body, const ImageShape& shape, int64_t prompt_tokens,
+                                      int64_t first_free);
+// The PATCHES body of `image` under `shape`: Patches() · patch_values fp32 values.
+int64_t PatchBytes(const ImageAnnouncement& image, const ImageShape& shape);
 
 }  // namespace glint::server

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prefill/decode disaggregation (docs/disaggregation.md), black box on the embedded tiny model over loopback: a
 # prefill server, a decode server and a `both` server. /health reports the roles and the transfer port; a request
-# with X-Glint-Prefill gives the decode server the same greedy text as the `both` server (completions and chat), and
-# /metrics counts the transfer; a short prompt, and one whose prefix the decode server holds, are prefilled locally; a stalled prefill server (SIGSTOP) and a dead one
+# with X-Glint-Prefill gives the decode server the same greedy text as the `both` server (completions, chat, and a chat
+# with an image whose tower runs on the prefill server, logprobs compared too), and /metrics counts the transfer; a short prompt, and one whose prefix the decode server holds, are prefilled locally; a stalled prefill server (SIGSTOP) and a dead one
 # (SIGKILL) fall back to a local prefill with the same text, counted as failures; with --pd-fallback fail the request
 # fails with 503; bad headers answer 400; nothing stays leased. Args: path-to-glint, tests/data dir.
 set -euo pipefail
@@ -83,6 +83,26 @@ expected_chat="$(json 'd["choices"][0]["message"]["content"]' <"$work/body")"
 bytes="$(metric "$decode" glint:pd_transfer_bytes_total)"
 [[ "${bytes%.*}" -gt 0 ]] || fail "no transfer bytes counted"
 
+# An image chat: its patches travel to the prefill server, whose tower runs; the decode server's never does.
+b64="$(base64 -w0 "$2/vision_input/wide/input.png")"
+image="{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,$b64\"}}, {\"type\": \"text\", \"text\": \"What is this?\"}]}], \"max_tokens\": 16, \"temperature\": 0, \"logprobs\": true, \"top_logprobs\": 3}"
+[[ "$(post "$both" /v1/chat/completions "$image")" == 200 ]] || fail "both image chat: $(cat "$work/body")"
+expected_image="$(json 'json.dumps(d["choices"][0]["logprobs"]) + d["choices"][0]["message"]["content"]' <"$work/body")"
+[[ "$(post "$decode" /v1/chat/completions "$image" "$from")" == 200 ]] || fail "decode image chat: $(cat "$work/body")"
+[[ "$(json 'json.dumps(d["choices"][0]["logprobs"]) + d["choices"][0]["message"]["content"]' <"$work/body")" == \
+  "$expected_image" ]] || fail "the image chat's text or logprobs differ through the transfer"
+[[ "$(metric "$decode" glint:pd_transfers_total)" == 3 ]] || fail "the image chat was not transferred"
+[[ "$(metric "$decode" glint_images_encoded_total)" == 0 ]] || fail "the decode server ran its tower"
+[[ "$(metric "$prefill" glint_images_encoded_total)" == 1 ]] || fail "the prefill server did not run its tower"
+# The prefill server's side: 3 states sent, streamed layer by layer (how much before the prefill ended is a race on
+# a model this small: only bounded here).
+[[ "$(metric "$prefill" glint:pd_states_sent_total)" == 3 ]] || fail "the prefill server did not count 3 states"
+sent="$(metric "$prefill" glint:pd_sent_bytes_total)"
+early="$(metric "$prefill" glint:pd_sent_before_prefill_end_bytes_total)"
+[[ "${sent%.*}" -gt "${bytes%.*}" && "${early%.*}" -le "${sent%.*}" ]] ||
+  fail "prefill bytes sent $sent (before the end $early), decode bytes for the first two $bytes"
+grep -q "sent before its prefill ended" "$work/prefill.log" || fail "the overlap was not logged"
+
 # Short: prefilled here.
 [[ "$(post "$decode" /v1/completions '{"prompt": "Hi", "max_tokens": 4, "temperature": 0}' "$from")" == 200 ]] ||
   fail "short prompt: $(cat "$work/body")"
@@ -96,7 +116,7 @@ cached="{\"prompt\": [$ids], \"max_tokens\": 4, \"temperature\": 0}"
 [[ "$(post "$decode" /v1/completions "$cached" "$from" -H "X-Glint-Local-Prefill-Below: 100")" == 200 ]] ||
   fail "cached prompt: $(cat "$work/body")"
 [[ "$(metric "$decode" glint:pd_local_prefills_total)" == 2 ]] || fail "the cached prompt was transferred"
-[[ "$(metric "$decode" glint:pd_transfers_total)" == 2 ]] || fail "the cached prompt was transferred"
+[[ "$(metric "$decode" glint:pd_transfers_total)" == 3 ]] || fail "the cached prompt was transferred"
 grep -q "prefix cache holds 256 of its 300 tokens" "$work/decode.log" || fail "the reason was not logged"
 
 # Bad headers: 400 naming the header.

@@ -5,7 +5,7 @@
 # on the machine in front of them, and a `--role both` server on the machine as the reference. Through the router:
 # a greedy completion, a json_schema chat and an image chat answer what the both server answers; the decode server
 # counted the transfers, with exactly the bytes the layout gives (slot + the prompt's blocks + the fp32 logits);
-# the image request was prefilled on the decode server (images are not transferred: documented). Then host 0's link
+# the image request was transferred too (its patches to host 0, whose tower ran; host 1's did not). Then host 0's link
 # is pulled while a state is on the wire (the link slowed so that the transfer takes seconds): the decode server
 # gives up after --pd-timeout, prefills locally and answers the same text, within a bound; with the router's
 # health check seeing host 0 gone, the next request carries no X-Glint-Prefill and is prefilled locally too. No
@@ -121,15 +121,15 @@ same structured /v1/chat/completions "$structured"
 expect_metric glint:pd_transfers_total 2 "the json_schema chat"
 echo "ok: json_schema chat equal: $(cat "$work/structured.pd")"
 
-# An image: prefilled on the decode server (not transferred: docs/disaggregation.md "Limits"), same answer.
+# An image: its patches go to the prefill server, whose tower runs (docs/disaggregation.md "Images"), same answer.
 png="$(dirname "${BASH_SOURCE[0]}")/../data/vision_input/wide/input.png"
 b64="$(base64 -w0 "$png")"
 image="{\"model\": \"tiny\", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,$b64\"}}, {\"type\": \"text\", \"text\": \"What is this?\"}]}], \"max_tokens\": 16, \"temperature\": 0}"
 same image /v1/chat/completions "$image"
-expect_metric glint:pd_transfers_total 2 "the image chat"
-expect_metric glint:pd_local_prefills_total 1 "the image chat"
-grep -q "prompts with images are not transferred yet" "$work/decode.log" || fail "the image's local prefill not logged"
-echo "ok: image chat equal, prefilled on the decode server"
+expect_metric glint:pd_transfers_total 3 "the image chat"
+expect_metric glint:pd_local_prefills_total 0 "the image chat"
+expect_metric glint_images_encoded_total 0 "the image chat (the decode server's tower)"
+echo "ok: image chat equal, transferred with its image"
 
 # Host 0's link pulled while a state is on the wire. Host 0's link is slowed to 1 Mbit/s, so that a state takes
 # ≈ 2 s (the first 64 KiB pass at once: the bucket's burst), under the decode server's --pd-timeout of 5 s per
@@ -139,7 +139,7 @@ echo "ok: image chat equal, prefilled on the decode server"
 hosts rate 1mbit 0
 slow='{"model": "tiny", "prompt": "A ship sailed out of the harbour at dawn, its sails full of a cold northern wind, and the sailors sang as they worked. By noon", "max_tokens": 24, "temperature": 0, "ignore_eos": true}'
 same slow /v1/completions "$slow"
-expect_metric glint:pd_transfers_total 3 "the transfer over a 1 Mbit/s link"
+expect_metric glint:pd_transfers_total 4 "the transfer over a 1 Mbit/s link"
 ((pd_ms > 1500)) || fail "the transfer over a 1 Mbit/s link took only $pd_ms ms: the cut below would miss it"
 echo "ok: a transfer over a 1 Mbit/s link: same text after $pd_ms ms"
 long='{"model": "tiny", "prompt": "The old lighthouse keeper climbed the stairs every evening, counting each step as the sea below grew dark and the wind rose over the rocks. That night", "max_tokens": 24, "temperature": 0, "ignore_eos": true}'
@@ -154,8 +154,8 @@ elapsed=$((($(date +%s%N) - start) / 1000000))
 cmp -s "$work/long.both" "$work/long.pd" || fail "after the cut: $(cat "$work/long.pd"), expected $(cat "$work/long.both")"
 ((elapsed < 15000)) || fail "the request whose transfer was cut took $elapsed ms"
 expect_metric glint:pd_transfer_failures_total 1 "the cut transfer"
-expect_metric glint:pd_local_prefills_total 2 "the cut transfer"
-expect_metric glint:pd_transfers_total 3 "the cut transfer"
+expect_metric glint:pd_local_prefills_total 1 "the cut transfer"
+expect_metric glint:pd_transfers_total 4 "the cut transfer"
 grep -q "prefilling locally" "$work/decode.log" || fail "the fallback was not logged"
 echo "ok: transfer cut by a pulled link: same text after $elapsed ms, prefilled on the decode server"
 

@@ -3,11 +3,13 @@
 // header, then a body of the length it claims (at most what is left); an odd one is a type byte and a body framed
 // here with a valid header (a fuzzer cannot guess XXH3 checksums, so the body parsers are reached this way). A header
 // that decodes must carry a known type; a body that passes its checksum is parsed as what its type says; a HELLO that
-// decodes re-encodes to the same bytes; a STATE that decodes holds the sizes of the layout. Crashes, sanitizer reports
-// or hangs are failures.
+// decodes re-encodes to the same bytes; a STATE that decodes holds the sizes of the layout; an IMAGE that decodes
+// lies inside the prompt, so its patches are bounded by it; a LAYER unpacks only at its layer's exact size. Crashes,
+// sanitizer reports or hangs are failures.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "server/transfer_wire.h"
 
@@ -15,7 +17,13 @@ using glint::server::FrameType;
 
 namespace {
 
-const glint::server::TransferLayout kLayout{0x600d, 32256, 1280, 8, 256, 511};
+// Two layers: a KDA one (conv window and S in the slot) and a DSA one (filling pool in the slot, latents and pooled
+// keys in each block).
+const glint::server::TransferLayout kLayout{
+    0x600d, 32256,
+    1280,   8,
+    256,    511,
+    false,  {{{true, 0, 1024}, {true, 1024, 4096}}, {{true, 5120, 512}, {false, 0, 1024}, {false, 1024, 256}}}};
 
 void ParseBody(const glint::server::FrameHeader& header, std::span<const std::byte> body) {
   if (header.type == FrameType::kHello) {
@@ -23,6 +31,22 @@ void ParseBody(const glint::server::FrameHeader& header, std::span<const std::by
     if (hello.ok()) {
       const std::vector<std::byte> again = glint::server::EncodeHello(*hello);
       if (again.size() != body.size() || std::memcmp(again.data(), body.data(), body.size()) != 0) std::abort();
+    }
+  } else if (header.type == FrameType::kImage) {
+    // Placeholders must fit the 29-token prompt from position 3: the patches a reader would then allocate are
+    // bounded by the prompt (at most 29 · merge² rows).
+    const glint::server::ImageShape shape{2, 1176};
+    const auto image = glint::server::DecodeImage(body, shape, 29, 3);
+    if (image.ok() && (image->start < 3 || image->Patches() > 29 * 4 || image->start + image->Patches() / 4 > 29 ||
+                       glint::server::PatchBytes(*image, shape) > 29 * 4 * 1176 * 4)) {
+      std::abort();
+    }
+  } else if (header.type == FrameType::kLayer) {
+    // Layer 1 of a 29-token prompt (4 blocks): only a body of exactly its size, index and regions unpacks.
+    std::vector<std::byte> slot(kLayout.slot_bytes), blocks(4 * kLayout.block_bytes);
+    if (glint::server::UnpackLayer(body, kLayout, 1, slot, blocks).ok() &&
+        static_cast<int64_t>(body.size()) != glint::server::LayerFrameBytes(kLayout, 1, 4)) {
+      std::abort();
     }
   } else if (header.type == FrameType::kState) {
     const auto state = glint::server::DecodeState(body, 29, kLayout);
@@ -38,7 +62,10 @@ void ParseBody(const glint::server::FrameHeader& header, std::span<const std::by
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(data), size);
   if (size >= 2 && data[0] % 2 == 1) {
-    const auto type = static_cast<FrameType>(1 + data[1] % 8);
+    constexpr FrameType kTypes[] = {FrameType::kHello,  FrameType::kPrompt,  FrameType::kState,
+                                    FrameType::kLogits, FrameType::kEnd,     FrameType::kError,
+                                    FrameType::kImage,  FrameType::kPatches, FrameType::kLayer};
+    const FrameType type = kTypes[data[1] % std::size(kTypes)];
     const std::span<const std::byte> body = rest.subspan(2);
     const auto header = glint::server::DecodeFrameHeader(glint::server::EncodeFrameHeader(type, body));
     if (!header.ok() || header->type != type || header->length != body.size()) std::abort();
@@ -50,7 +77,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto header = glint::server::DecodeFrameHeader(rest.first<glint::server::kFrameHeaderBytes>());
     rest = rest.subspan(glint::server::kFrameHeaderBytes);
     if (!header.ok()) continue;
-    if (header->type < FrameType::kHello || header->type > FrameType::kError) std::abort();
+    if (header->type < FrameType::kHello || header->type > FrameType::kLayer ||
+        static_cast<uint32_t>(header->type) == 4 || static_cast<uint32_t>(header->type) == 5) {
+      std::abort();  // version 1's SLOT and BLOCKS are refused
+    }
     const std::span<const std::byte> body = rest.first(std::min<uint64_t>(header->length, rest.size()));
     rest = rest.subspan(body.size());
     if (glint::server::CheckFrameBody(*header, body).ok()) ParseBody(*header, body);

@@ -17,6 +17,7 @@
 #include "server/json_schema_grammar.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
+#include "vision_test_util.h"
 
 namespace glint {
 namespace {
@@ -66,6 +67,57 @@ struct Outcome {
   }
 };
 
+// Layer `layer`'s state packed as EngineCore::PackLayer packs it (LayerRegions in order: slot ranges, then each
+// block's), from a slot and the blocks `block(b)` of a sequence of `blocks` blocks: the test's own reading of the
+// layout, the oracle of what a stream carries.
+std::vector<std::byte> PackRegions(const CacheLayout& layout, int64_t layer, const std::byte* slot,
+                                   const std::function<const std::byte*(int64_t)>& block, int64_t blocks) {
+  std::vector<std::byte> bytes;
+  for (const CacheRegion& r : LayerRegions(layout, layer)) {
+    if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (const CacheRegion& r : LayerRegions(layout, layer)) {
+      if (!r.in_slot) bytes.insert(bytes.end(), block(b) + r.offset, block(b) + r.offset + r.bytes);
+    }
+  }
+  return bytes;
+}
+
+// The same from a sequence's memory (Model::NewSequence).
+std::vector<std::byte> PackState(const SequenceState& s, int64_t layer, int64_t blocks) {
+  return PackRegions(
+      *s.layout, layer, s.memory.slot, [&](int64_t b) { return s.memory.blocks->Item((*s.memory.block_table)[b]); },
+      blocks);
+}
+
+// The same from a whole snapshot.
+std::vector<std::byte> PackSnapshotLayer(const CacheLayout& layout, int64_t layer, const SequenceSnapshot& s) {
+  const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
+  return PackRegions(
+      layout, layer, s.slot.data(), [&](int64_t b) { return s.blocks.data() + b * layout.block_bytes; }, blocks);
+}
+
+// And its inverse: streamed layers written into a snapshot's slot and blocks (sized for `tokens`).
+void UnpackSnapshotLayer(const CacheLayout& layout, int64_t layer, std::span<const std::byte> bytes,
+                         SequenceSnapshot& s) {
+  const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
+  size_t at = 0;
+  for (const CacheRegion& r : LayerRegions(layout, layer)) {
+    if (!r.in_slot) continue;
+    std::copy(bytes.begin() + at, bytes.begin() + at + r.bytes, s.slot.begin() + r.offset);
+    at += r.bytes;
+  }
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (const CacheRegion& r : LayerRegions(layout, layer)) {
+      if (r.in_slot) continue;
+      std::copy(bytes.begin() + at, bytes.begin() + at + r.bytes, s.blocks.begin() + b * layout.block_bytes + r.offset);
+      at += r.bytes;
+    }
+  }
+  ASSERT_EQ(at, bytes.size());
+}
+
 Outcome Collect(const Collector& sink, RequestId id, int64_t n) {
   Outcome outcome;
   outcome.tokens.resize(n);
@@ -102,6 +154,12 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
   std::unique_ptr<EngineCore> Core() const {
     return MakeCore(model(), testing::SizedOptions(model(), 2, 40, 8), tokenizer());
   }
+  // The same with a vision tower.
+  std::unique_ptr<EngineCore> CoreWithImages(ImageEncoder& images) const {
+    auto core = EngineCore::Create(model(), testing::SizedOptions(model(), 2, 40, 8), tokenizer(), &images).value();
+    core->set_check_integrity(true);
+    return core;
+  }
 
   Outcome Aggregated(EngineCore& core, Request request) {
     auto sink = std::make_shared<Collector>();
@@ -111,9 +169,11 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
     RunToCompletion(core);
     return Collect(*sink, next_id_, n);
   }
-  std::shared_ptr<const SequenceSnapshot> Export(EngineCore& prefill, const Tokens& prompt) {
+  std::shared_ptr<const SequenceSnapshot> Export(EngineCore& prefill, const Tokens& prompt,
+                                                 const std::vector<RequestImage>& images = {}) {
     auto sink = std::make_shared<Collector>();
     Request request = testing::Greedy(prompt, 1, sink);
+    request.images = images;
     request.export_state = true;
     EXPECT_OK(prefill.Add(++next_id_, std::move(request)));
     RunToCompletion(prefill);
@@ -128,7 +188,7 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
   // The request's prompt exported by `prefill`, imported by `decode` (with `edit` applied to the snapshot).
   Outcome Disaggregated(EngineCore& prefill, EngineCore& decode, Request request,
                         const std::function<void(SequenceSnapshot&)>& edit = {}) {
-    auto snapshot = std::make_shared<SequenceSnapshot>(*Export(prefill, request.prompt));
+    auto snapshot = std::make_shared<SequenceSnapshot>(*Export(prefill, request.prompt, request.images));
     if (edit) edit(*snapshot);
     const uint64_t lease = ++next_lease_;
     EXPECT_OK(decode.Lease(lease, static_cast<int64_t>(request.prompt.size()), 60));
@@ -167,6 +227,90 @@ TEST_P(Disaggregation, GreedyOutputIsTheAggregatedOneBitForBit) {
   const int64_t hits = prefill->memory().Stats().prefix_hit_tokens;
   ASSERT_NE(Export(*prefill, prompts_[1]), nullptr);
   EXPECT_GT(prefill->memory().Stats().prefix_hit_tokens, hits);
+}
+
+TEST_P(Disaggregation, StreamedLayersAreTheWholeStateAndDecodeTheSame) {
+  // An export that streams hands out each layer's state from inside the forward pass; the bytes are those of the
+  // whole snapshot taken after the step, and a decode from the streamed state is the aggregated one bit for bit.
+  auto aggregated = Core(), whole_engine = Core(), streaming = Core(), decode = Core();
+  const int64_t layers = model().config().num_hidden_layers;
+  for (const Tokens& prompt : prompts_) {
+    const auto whole = Export(*whole_engine, prompt);
+    ASSERT_NE(whole, nullptr);
+    auto sink = std::make_shared<Collector>();
+    Request request = testing::Greedy(prompt, 1, sink);
+    request.export_state = true;
+    request.stream_layers = true;
+    ASSERT_OK(streaming->Add(++next_id_, std::move(request)));
+    testing::RunToCompletion(*streaming);
+    ASSERT_EQ(static_cast<int64_t>(sink->outputs.size()), layers + 1);
+    SequenceSnapshot streamed = *sink->outputs.back().snapshot;
+    EXPECT_TRUE(streamed.slot.empty() && streamed.blocks.empty());
+    EXPECT_TRUE(streamed.logits == whole->logits);
+    streamed.slot.assign(whole->slot.size(), std::byte{0});
+    streamed.blocks.assign(whole->blocks.size(), std::byte{0});
+    for (int64_t l = 0; l < layers; ++l) {
+      const RequestOutput& out = sink->outputs[l];
+      ASSERT_NE(out.layer, nullptr);
+      EXPECT_EQ(out.layer->layer, l);
+      EXPECT_EQ(out.finish_reason, FinishReason::kNone);
+      EXPECT_TRUE(out.layer->bytes == PackSnapshotLayer(streaming->layout(), l, *whole)) << "layer " << l;
+      UnpackSnapshotLayer(streaming->layout(), l, out.layer->bytes, streamed);
+    }
+    const Outcome expected = Aggregated(*aggregated, GreedyWithLogprobs(prompt));
+    EXPECT_EQ(Disaggregated(*whole_engine, *decode, GreedyWithLogprobs(prompt),
+                            [&](SequenceSnapshot& s) {
+                              s.slot = streamed.slot;
+                              s.blocks = streamed.blocks;
+                            }),
+              expected);
+  }
+  testing::ExpectPoolsAtStart(*streaming);
+  testing::ExpectPoolsAtStart(*decode);
+  Request alone = testing::Greedy(prompts_[0], 1, std::make_shared<Collector>());
+  alone.stream_layers = true;
+  EXPECT_ERROR_CONTAINS(streaming->Validate(alone), "needs export_state");
+}
+
+TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
+  // The model's hook: once per layer, in order; at layer l's call its state is already what the pass leaves, and
+  // layer l + 1's is still what it was before the pass.
+  SequenceState state = model().NewSequence();
+  const Tokens& prompt = prompts_[1];
+  const CacheLayout& layout = *state.layout;
+  const int64_t layers = model().config().num_hidden_layers;
+  const int64_t blocks = (static_cast<int64_t>(prompt.size()) + layout.block_tokens() - 1) / layout.block_tokens();
+  struct Seen {
+    SequenceState* state;
+    int64_t blocks;
+    std::vector<int64_t> order;
+    std::vector<std::vector<std::byte>> at_call, next_at_call;  // [layer] layer l's and l + 1's bytes at l's call
+  } seen{&state, blocks, {}, {}, {}};
+  BatchEntry entry{prompt, &state, LogitsWanted::kLast};
+  entry.layer_done = {
+      [](void* context, int64_t layer) {
+        auto& s = *static_cast<Seen*>(context);
+        const int64_t last = static_cast<int64_t>(s.state->layout->layers.size()) - 1;
+        s.order.push_back(layer);
+        s.at_call.push_back(PackState(*s.state, layer, s.blocks));
+        s.next_at_call.push_back(layer < last ? PackState(*s.state, layer + 1, s.blocks) : std::vector<std::byte>{});
+      },
+      &seen};
+  // Layer 1 before the pass: a fresh state (its blocks are grown by Forward, so compare the slot part only).
+  const std::vector<std::byte> layer1_slot_before = PackRegions(*state.layout, 1, state.memory.slot, {}, 0);
+  std::vector<EntryOutput> outputs;
+  ASSERT_OK(model().Forward({&entry, 1}, outputs));
+  ASSERT_EQ(static_cast<int64_t>(seen.order.size()), layers);
+  for (int64_t l = 0; l < layers; ++l) {
+    EXPECT_EQ(seen.order[l], l);
+    EXPECT_TRUE(seen.at_call[l] == PackState(state, l, blocks)) << "layer " << l << " changed after its LayerDone";
+  }
+  // At layer 0's call, layer 1 had not run: its slot part was as before the pass, and the pass changed it.
+  const std::vector<std::byte> layer1_slot_after = PackRegions(*state.layout, 1, state.memory.slot, {}, 0);
+  const std::vector<std::byte> layer1_slot_at_call(
+      seen.next_at_call[0].begin(), seen.next_at_call[0].begin() + static_cast<int64_t>(layer1_slot_before.size()));
+  EXPECT_TRUE(layer1_slot_at_call == layer1_slot_before);
+  EXPECT_FALSE(layer1_slot_after == layer1_slot_before);
 }
 
 TEST_P(Disaggregation, TheSnapshotIsTheAggregatedEnginesState) {
@@ -280,6 +424,56 @@ TEST_P(Disaggregation, ASnapshotOfAnotherShapeIsRefused) {
 INSTANTIATE_TEST_SUITE_P(Models, Disaggregation,
                          ::testing::Values(testing::PathCase{"tiny-dense"}, testing::PathCase{"tiny-sparse"},
                                            testing::PathCase{"glint-tiny", true}),
+                         testing::PathCaseName);
+
+// A prompt with an image (golden tiny-dense with the golden tiny tower): the prefill engine runs the tower and the
+// prompt, the decode engine imports the state. Greedy tokens and top-5 logprobs are the aggregated ones bit for bit;
+// the decode engine never runs the tower; its prefix cache keys the imported blocks by the image, so the next turn
+// about the same image restores the prompt (and computes what an aggregated engine computes), while the same text
+// with another image does not reach past the placeholders.
+class DisaggregationImages : public Disaggregation {};
+
+TEST_P(DisaggregationImages, TheTowerRunsOnThePrefillSideAndTheCacheKnowsTheImage) {
+  const VisionConfig vision = testing::TinyVisionConfig();
+  std::unique_ptr<ImageEncoder> tower = MakeReferenceImageEncoder(testing::TinyVisionWeights(vision), vision);
+  auto aggregated = CoreWithImages(*tower), prefill = CoreWithImages(*tower), decode = CoreWithImages(*tower);
+  constexpr int32_t kPlaceholder = 7;
+  const auto request = [&](const Tokens& before, const Tokens& after, uint64_t key, uint64_t seed) {
+    Tokens prompt = before;
+    const auto image = testing::Image(vision, 8, 8, seed);
+    prompt.insert(prompt.end(), VisionTokenCount(vision, *image), kPlaceholder);
+    prompt.insert(prompt.end(), after.begin(), after.end());
+    Request r = GreedyWithLogprobs(prompt);
+    r.images = {{static_cast<int64_t>(before.size()), image, key}};
+    return r;
+  };
+  const Tokens before = {1, 2, 3, 4, 5}, after = {9, 10, 11, 12, 13, 14, 15};
+  const Outcome expected = Aggregated(*aggregated, request(before, after, 41, 11));
+  ASSERT_EQ(expected.tokens[0].size(), static_cast<size_t>(kGenerated));
+  EXPECT_EQ(Disaggregated(*prefill, *decode, request(before, after, 41, 11)), expected);
+  EXPECT_EQ(prefill->Metrics().images_encoded, 1);
+  EXPECT_EQ(decode->Metrics().images_encoded, 0);
+  EXPECT_EQ(decode->Metrics().images, 1);
+
+  // The next turn: the first turn's prompt and answer, more text. The decode engine holds the imported blocks
+  // under the image's key: the lookup with the image reaches past its placeholders (the blocks of the first turn's
+  // prompt, 16 positions here); with another image it stops before them.
+  Tokens longer = after;
+  longer.insert(longer.end(), expected.tokens[0].begin(), expected.tokens[0].end());
+  longer.insert(longer.end(), {20, 21, 22});
+  const Request next = request(before, longer, 41, 11), other = request(before, longer, 42, 12);
+  const int64_t image_end = static_cast<int64_t>(before.size()) + 16;
+  EXPECT_GE(decode->CachedPrefix(decode->PrefixKeys(next)), image_end);
+  EXPECT_LT(decode->CachedPrefix(decode->PrefixKeys(other)), static_cast<int64_t>(before.size()));
+  const int64_t hits = decode->memory().Stats().prefix_hit_tokens;
+  EXPECT_EQ(Aggregated(*decode, request(before, longer, 41, 11)),
+            Aggregated(*aggregated, request(before, longer, 41, 11)));
+  EXPECT_GE(decode->memory().Stats().prefix_hit_tokens - hits, image_end);
+  testing::ExpectPoolsAtStart(*prefill);
+  testing::ExpectPoolsAtStart(*decode);
+}
+
+INSTANTIATE_TEST_SUITE_P(Vision, DisaggregationImages, ::testing::Values(testing::PathCase{"tiny-dense"}),
                          testing::PathCaseName);
 
 // Everything the decode side owns, on the trained model with its tokenizer: n > 1 seeded samples with penalties

@@ -21,41 +21,19 @@
 #include "modelgen/random_weights.h"
 #include "test_util.h"
 #include "vision/image_encoder.h"
+#include "vision_test_util.h"
 
 namespace glint {
 namespace {
 
 using testing::Collector;
+using testing::Image;
+using testing::TinyVisionConfig;
+using testing::TinyVisionWeights;
 using testing::Tokens;
 
 constexpr int32_t kPlaceholder = 7;  // any id: the engine takes the positions from RequestImage::start
 constexpr int64_t kGenerated = 6;
-
-VisionConfig TinyVisionConfig() {
-  Result<std::string> json =
-      ReadFile(JoinPath(testing::TestDataPath("golden/tiny-vision"), "vision_config.json"), 1 << 20);
-  EXPECT_TRUE(json.ok());
-  return *ParseVisionConfig(*json, "vision_config.json");
-}
-
-VisionWeights TinyVisionWeights(const VisionConfig& config) {
-  Result<Checkpoint> checkpoint =
-      Checkpoint::Open(JoinPath(testing::TestDataPath("golden/tiny-vision"), "model.safetensors"));
-  EXPECT_TRUE(checkpoint.ok());
-  return *LoadVisionWeights(*checkpoint, config);
-}
-
-// A grid_h × grid_w image (grid_t 1) of deterministic CLIP-range values: grid_h · grid_w / 4 image tokens.
-std::shared_ptr<const VisionInput> Image(const VisionConfig& c, int grid_h, int grid_w, uint64_t seed) {
-  auto input = std::make_shared<VisionInput>();
-  input->grid_t = 1;
-  input->grid_h = grid_h;
-  input->grid_w = grid_w;
-  input->patches.resize(input->NumPatches() * c.PatchValues());
-  for (size_t i = 0; i < input->patches.size(); ++i)
-    input->patches[i] = 1.04f * UnitBellFromBits(SplitMix64At(seed, i));
-  return input;
-}
 
 // A prompt of text pieces with images between them: text[0], image 0, text[1], image 1, ... (ids are text).
 struct ImagePrompt {
