@@ -5,6 +5,9 @@ set -euo pipefail
 
 SCRIPT_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 REPO_DIR=$(cd "$SCRIPT_DIR/../.." && pwd)
+PEER_NAME=llama_cpp.sh
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$SCRIPT_DIR/lib.sh"
 
 usage() {
   cat <<EOF
@@ -39,26 +42,9 @@ options:
 EOF
 }
 
-die() {
-  echo "llama_cpp.sh: error: $*" >&2
-  exit 2
-}
-
-say() {
-  echo "== peer: $*" >&2
-}
-
 # ---- arguments ----
 LLAMA_SRC="" OUT=/tmp/glint-peer THREADS="" GLINT="" GLINT_MODEL="" GLINT_INT8="" GLINT_INT4=""
 SERVE_INT4=0 QUICK=0 BUILD_JOBS="" SKIP_ENGINES=0 SKIP_SERVERS=0 LLAMA_COMMIT=""
-
-need_value() {  # flag, value count left
-  [[ $2 -ge 2 ]] || die "$1 needs a value"
-}
-
-positive_int() {  # flag, value
-  [[ $2 =~ ^[1-9][0-9]{0,5}$ ]] || die "$1 '$2': expected a positive integer"
-}
 
 parse_args() {
   while [[ $# -gt 0 ]]; do
@@ -98,46 +84,14 @@ check_tree() {
   grep -q '"kimi-linear"' "$LLAMA_SRC/gguf-py/gguf/constants.py" ||
     die "this llama.cpp has no Kimi-Linear architecture (gguf-py knows no \"kimi-linear\"); use a newer tree"
   if [[ -z $LLAMA_COMMIT ]]; then
-    LLAMA_COMMIT=$(git -C "$LLAMA_SRC" rev-parse --short=7 HEAD 2>/dev/null || echo "unknown (not a git work tree)")
+    LLAMA_COMMIT=$(tree_commit "$LLAMA_SRC")
   fi
-}
-
-# Debian's python3 first: python3-numpy (scripts/setup.sh) installs there; PYTHON=... overrides.
-find_python() {
-  local candidate
-  for candidate in "${PYTHON:-}" /usr/bin/python3 python3; do
-    [[ -n $candidate ]] || continue
-    if PYTHONPATH="$LLAMA_SRC/gguf-py" "$candidate" -c 'import numpy, gguf; gguf.MODEL_ARCH.KIMI_LINEAR' 2>/dev/null; then
-      PY=$candidate
-      return
-    fi
-  done
-  die "no python3 that imports numpy and the tree's gguf-py (apt-get install python3-numpy; scripts/setup.sh)"
-}
-
-find_glint() {
-  if [[ -z $GLINT ]]; then
-    for GLINT in "$REPO_DIR/build/release/src/cli/glint" "$REPO_DIR/build/ci/src/cli/glint"; do
-      [[ -x $GLINT ]] && break
-    done
-  fi
-  [[ -x $GLINT ]] || die "no glint binary (build it: cmake --preset release && cmake --build --preset release \
---target glint; or pass --glint BIN)"
 }
 
 # ---- llama.cpp ----
-LLAMA_CMAKE_FLAGS=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
+PEER_CMAKE_FLAGS=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
   -DLLAMA_BUILD_UI=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_APP=OFF)
-LLAMA_TARGETS=(llama-bench llama-quantize llama-server)
-
-cmake_build() {  # build dir, log, extra configure flags...
-  local dir=$1 log=$2
-  shift 2
-  if [[ ! -f $dir/CMakeCache.txt ]]; then
-    cmake -S "$LLAMA_SRC" -B "$dir" "${LLAMA_CMAKE_FLAGS[@]}" "$@" >"$log" 2>&1 || return 1
-  fi
-  cmake --build "$dir" --config Release -j "$BUILD_JOBS" --target "${LLAMA_TARGETS[@]}" >>"$log" 2>&1
-}
+PEER_TARGETS=(llama-bench llama-quantize llama-server)
 
 # Native build first (AMX on where the CPU has it); if that fails on llama.cpp's AMX code (gcc 12 has had trouble
 # with it), build again without the AMX instructions and say so in the report.
@@ -149,7 +103,7 @@ build_llama() {
     build_llama_without_amx "$(cat "$noamx.why")"
     return
   fi
-  say "building ${LLAMA_TARGETS[*]} of llama.cpp $LLAMA_COMMIT in $native (log $native.log; up to date: seconds)"
+  say "building ${PEER_TARGETS[*]} of llama.cpp $LLAMA_COMMIT in $native (log $native.log; up to date: seconds)"
   if cmake_build "$native" "$native.log"; then
     LLAMA_BIN=$native/bin
     return
@@ -190,22 +144,26 @@ make_ggufs() {
   rm -f "$f16"  # 15 GB, needed only to quantize
 }
 
-# A short llama-bench on each GGUF before the long runs: the file loads and runs in this llama.cpp. An illegal
-# instruction in the native build (gcc 12 has dropped the stores of llama.cpp's AMX tile configuration before)
-# falls back to the build without AMX, as a failed build does.
+# A short llama-bench on each GGUF before the long runs: the file loads and runs in this llama.cpp. Any failure of
+# the native build here falls back to the build without AMX, as a failed build does: gcc 12 has dropped the stores
+# of llama.cpp's AMX tile configuration (SIGILL), and d32676d's AMX build aborts on AMX CPUs when llama-bench
+# creates its context (GGML_ASSERT(*cur_backend_id != -1) in ggml_backend_sched_split_graph, exit 134). The report
+# says which failure it was; a failure of the build without AMX stops the script.
 smoke_test_llama() {
-  local type rc
+  local type rc log
   for type in Q8_0 Q4_0; do
-    rc=0
-    "$LLAMA_BIN/llama-bench" -m "$OUT/kimi-linear-bench-$type.gguf" -t "$THREADS" -p 16 -n 1 -r 1 \
-      >"$OUT/smoke-$type.log" 2>&1 || rc=$?
-    if [[ $rc -eq 132 && $LLAMA_BIN != "$OUT/llama.cpp-build-noamx/bin" ]]; then
-      say "llama-bench died of an illegal instruction (see $OUT/smoke-$type.log); building without AMX"
-      build_llama_without_amx "llama-bench died of SIGILL with the native build ($OUT/smoke-$type.log)"
+    rc=0 log=$OUT/smoke-$type.log
+    "$LLAMA_BIN/llama-bench" -m "$OUT/kimi-linear-bench-$type.gguf" -t "$THREADS" -p 16 -n 1 -r 1 >"$log" 2>&1 ||
+      rc=$?
+    if [[ $rc -ne 0 && $LLAMA_BIN != "$OUT/llama.cpp-build-noamx/bin" ]]; then
+      local why
+      why="llama-bench $type exited $rc$(exit_signal "$rc") with the native build ($(first_error_line "$log"); $log)"
+      say "$why; building without AMX"
+      build_llama_without_amx "$why"
       smoke_test_llama
       return
     fi
-    [[ $rc -eq 0 ]] || die "llama-bench cannot run $OUT/kimi-linear-bench-$type.gguf (exit $rc); see $OUT/smoke-$type.log"
+    [[ $rc -eq 0 ]] || die "llama-bench cannot run $OUT/kimi-linear-bench-$type.gguf (exit $rc); see $log"
   done
   grep -q 'AMX' "$OUT"/smoke-*.log && LLAMA_AMX="$LLAMA_AMX; llama-bench reports AMX buffers"
   return 0
@@ -215,18 +173,8 @@ glint_models() {
   GLINT_INT8=${GLINT_INT8:-$OUT/glint-bench-int8}
   GLINT_INT4=${GLINT_INT4:-$OUT/glint-bench-int4}
   GLINT_MODEL=${GLINT_MODEL:-$OUT/glint-bench-model}
-  local dir experts
-  for experts in int8 int4; do
-    dir=$GLINT_INT8
-    [[ $experts == int4 ]] && dir=$GLINT_INT4
-    [[ -f $dir/model.glint ]] && continue
-    if [[ ! -f $GLINT_MODEL/model.safetensors ]]; then
-      say "no bench checkpoint at $GLINT_MODEL: glint make-tiny --preset bench (≈ 20 min)"
-      "$GLINT" make-tiny --preset bench --out "$GLINT_MODEL" >&2
-    fi
-    say "glint convert --experts $experts → $dir"
-    "$GLINT" convert --model "$GLINT_MODEL" --out "$dir" --experts "$experts" >&2
-  done
+  ensure_glint_container "$GLINT_INT8" int8
+  ensure_glint_container "$GLINT_INT4" int4
 }
 
 # ---- the engines: prefill and one-sequence decode ----
@@ -243,9 +191,7 @@ engines() {
       container=$GLINT_INT8
       [[ $glint_w == int4 ]] && container=$GLINT_INT4
       say "glint bench-model, $glint_w experts, $t thread(s)"
-      "$GLINT" bench-model --model "$container" --threads "$t" --prompts "$prompts" --batches 1 --context 64 \
-        --steps "$steps" --repetitions "$reps" >"$OUT/engines/glint-$glint_w-t$t.log" 2>&1 ||
-        die "glint bench-model failed; see $OUT/engines/glint-$glint_w-t$t.log"
+      glint_bench_model "$container" "$t" "$prompts" "$steps" "$reps" "$OUT/engines/glint-$glint_w-t$t.log"
       say "llama-bench $llama_w, $t thread(s)"
       "$LLAMA_BIN/llama-bench" -m "$OUT/kimi-linear-bench-$llama_w.gguf" -t "$t" -p "$prompts" -n 0 -r "$reps" \
         -o json >"$OUT/engines/llama-$llama_w-prefill-t$t.json" 2>"$OUT/engines/llama-$llama_w-prefill-t$t.log" ||
@@ -258,44 +204,6 @@ engines() {
 }
 
 # ---- the servers ----
-SERVER_PID=""
-stop_server() {
-  if [[ -n $SERVER_PID ]]; then
-    kill "$SERVER_PID" 2>/dev/null || true
-    wait "$SERVER_PID" 2>/dev/null || true
-    SERVER_PID=""
-  fi
-}
-trap stop_server EXIT
-
-free_port() {
-  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_healthy() {  # port, log; up to 15 minutes (a cold 8 GB load from a slow disk)
-  local i
-  for ((i = 0; i < 900; i++)); do
-    kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited while starting; see $2"
-    curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
-    sleep 1
-  done
-  die "the server did not answer /health within 15 minutes; see $2"
-}
-
-# One glint bench run per concurrency level, so that each level gets 4 × its concurrency requests.
-bench_server() {  # name, port
-  local c input=256 output=64 levels=(1 4 16) factor=4
-  [[ $QUICK == 1 ]] && output=16 levels=(1 4) factor=1
-  for c in "${levels[@]}"; do
-    say "glint bench against $1, concurrency $c"
-    "$GLINT" bench --base-url "http://127.0.0.1:$2" --prompt-format token-ids --token-id-range 3:154820 \
-      --count-tokens logprobs --input-len "$input" --output-len "$output" --concurrency "$c" \
-      --prompts-per-level $((factor * c)) --warmup-requests "$c" --request-timeout 600 --seed 16 --no-progress \
-      --label "$1" --out "$OUT/servers/$1-c$c" >"$OUT/servers/$1-c$c.log" 2>&1 ||
-      die "glint bench failed; see $OUT/servers/$1-c$c.log"
-  done
-}
-
 servers() {
   mkdir -p "$OUT/servers"
   rm -rf "${OUT:?}"/servers/*
@@ -305,12 +213,8 @@ servers() {
     glint_w=${pair%%:*} llama_w=${pair##*:}
     container=$GLINT_INT8
     [[ $glint_w == int4 ]] && container=$GLINT_INT4
-    port=$(free_port) log=$OUT/servers/glint-serve-$glint_w.log
-    say "glint serve $container on port $port"
-    "$GLINT" serve --model "$container" --port "$port" --threads "$THREADS" --max-seqs 16 --memory 2G \
-      --no-request-log >"$log" 2>&1 &
-    SERVER_PID=$!
-    wait_healthy "$port" "$log"
+    port=$(free_port)
+    start_glint_server "$container" "$port" "$OUT/servers/glint-serve-$glint_w.log"
     bench_server "glint-$glint_w" "$port"
     stop_server
     port=$(free_port) log=$OUT/servers/llama-server-$llama_w.log
@@ -330,10 +234,8 @@ report() {
   {
     echo "# glint against llama.cpp ($when)"
     echo
-    echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs," \
-      "$THREADS threads as \"all\"; load average at the start $LOAD_START, at the end $(cut -d' ' -f1 /proc/loadavg)"
-    echo "- glint $(git -C "$REPO_DIR" rev-parse --short=7 HEAD 2>/dev/null || echo unknown) ($GLINT);" \
-      "int8 $GLINT_INT8, int4 experts $GLINT_INT4"
+    report_machine
+    echo "- glint containers: int8 $GLINT_INT8, int4 experts $GLINT_INT4"
     echo "- llama.cpp $LLAMA_COMMIT ($LLAMA_SRC); AMX $LLAMA_AMX; models $OUT/kimi-linear-bench-{Q8_0,Q4_0}.gguf"
     echo "- speed-up: glint ÷ llama.cpp for tokens/s, llama.cpp ÷ glint for times (> 1: glint is faster)"
     if [[ $SKIP_ENGINES == 0 ]]; then
@@ -354,9 +256,9 @@ report() {
 main() {
   parse_args "$@"
   check_tree
-  command -v cmake >/dev/null || die "cmake is missing (scripts/setup.sh)"
-  command -v curl >/dev/null || die "curl is missing (scripts/setup.sh)"
-  find_python
+  PEER_SRC=$LLAMA_SRC
+  check_tools
+  find_python "$LLAMA_SRC/gguf-py" gguf.MODEL_ARCH.KIMI_LINEAR
   find_glint
   mkdir -p "$OUT"
   OUT=$(cd "$OUT" && pwd)

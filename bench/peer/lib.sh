@@ -1,0 +1,152 @@
+# shellcheck shell=bash
+# Shared by the peer scripts (bench/peer/llama_cpp.sh, bench/peer/ik_llama.sh): messages, argument checks, the
+# peer's CMake build, glint's side of the comparison (containers, bench-model, glint serve) and the server
+# workload. Sourced, never run; the sourcing script sets PEER_NAME (its file name, for messages) first, and the
+# globals each function names (OUT, GLINT, QUICK, THREADS, PY, ...) before calling it.
+
+die() {
+  echo "$PEER_NAME: error: $*" >&2
+  exit 2
+}
+
+say() {
+  echo "== peer: $*" >&2
+}
+
+need_value() {  # flag, value count left
+  [[ $2 -ge 2 ]] || die "$1 needs a value"
+}
+
+positive_int() {  # flag, value
+  [[ $2 =~ ^[1-9][0-9]{0,5}$ ]] || die "$1 '$2': expected a positive integer"
+}
+
+tree_commit() {  # source tree: its short commit, for the report
+  git -C "$1" rev-parse --short=8 HEAD 2>/dev/null || echo "unknown (not a git work tree)"
+}
+
+# Debian's python3 first: python3-numpy (scripts/setup.sh) installs there; PYTHON=... overrides. The tree's
+# gguf-py must import and pass the peer's own check (a Python expression after `import numpy, gguf`).
+find_python() {  # gguf-py directory, check
+  local candidate
+  for candidate in "${PYTHON:-}" /usr/bin/python3 python3; do
+    [[ -n $candidate ]] || continue
+    if PYTHONPATH="$1" "$candidate" -c "import numpy, gguf; $2" 2>/dev/null; then
+      PY=$candidate
+      return
+    fi
+  done
+  die "no python3 that imports numpy and the tree's gguf-py (apt-get install python3-numpy; scripts/setup.sh)"
+}
+
+find_glint() {
+  if [[ -z $GLINT ]]; then
+    for GLINT in "$REPO_DIR/build/release/src/cli/glint" "$REPO_DIR/build/ci/src/cli/glint"; do
+      [[ -x $GLINT ]] && break
+    done
+  fi
+  [[ -x $GLINT ]] || die "no glint binary (build it: cmake --preset release && cmake --build --preset release \
+--target glint; or pass --glint BIN)"
+}
+
+check_tools() {
+  command -v cmake >/dev/null || die "cmake is missing (scripts/setup.sh)"
+  command -v curl >/dev/null || die "curl is missing (scripts/setup.sh)"
+}
+
+# ---- the peer's build ----
+# Configures once (a build directory with a CMakeCache.txt is reused) and builds PEER_TARGETS of PEER_SRC with
+# PEER_CMAKE_FLAGS plus the extra configure flags; the log says why when it fails.
+cmake_build() {  # build dir, log, extra configure flags...
+  local dir=$1 log=$2
+  shift 2
+  if [[ ! -f $dir/CMakeCache.txt ]]; then
+    cmake -S "$PEER_SRC" -B "$dir" "${PEER_CMAKE_FLAGS[@]}" "$@" >"$log" 2>&1 || return 1
+  fi
+  cmake --build "$dir" --config Release -j "$BUILD_JOBS" --target "${PEER_TARGETS[@]}" >>"$log" 2>&1
+}
+
+# ---- glint's side ----
+# A container converted from the bench checkpoint unless it is there; the checkpoint is made first if missing.
+ensure_glint_container() {  # container dir, experts (int8|int4)
+  [[ -f $1/model.glint ]] && return 0
+  if [[ ! -f $GLINT_MODEL/model.safetensors ]]; then
+    say "no bench checkpoint at $GLINT_MODEL: glint make-tiny --preset bench (≈ 20 min)"
+    "$GLINT" make-tiny --preset bench --out "$GLINT_MODEL" >&2
+  fi
+  say "glint convert --experts $2 → $1"
+  "$GLINT" convert --model "$GLINT_MODEL" --out "$1" --experts "$2" >&2
+}
+
+glint_bench_model() {  # container, threads, prompt lengths, decode steps, repetitions, log
+  "$GLINT" bench-model --model "$1" --threads "$2" --prompts "$3" --batches 1 --context 64 --steps "$4" \
+    --repetitions "$5" >"$6" 2>&1 || die "glint bench-model failed; see $6"
+}
+
+# ---- the servers ----
+SERVER_PID=""
+stop_server() {
+  if [[ -n $SERVER_PID ]]; then
+    kill "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=""
+  fi
+}
+trap stop_server EXIT
+
+free_port() {
+  "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_healthy() {  # port, log; up to 15 minutes (a cold 8 GB load from a slow disk)
+  local i
+  for ((i = 0; i < 900; i++)); do
+    kill -0 "$SERVER_PID" 2>/dev/null || die "the server exited while starting; see $2"
+    curl -sf "http://127.0.0.1:$1/health" >/dev/null 2>&1 && return 0
+    sleep 1
+  done
+  die "the server did not answer /health within 15 minutes; see $2"
+}
+
+start_glint_server() {  # container, port, log
+  say "glint serve $1 on port $2"
+  "$GLINT" serve --model "$1" --port "$2" --threads "$THREADS" --max-seqs 16 --memory 2G --no-request-log \
+    >"$3" 2>&1 &
+  SERVER_PID=$!
+  wait_healthy "$2" "$3"
+}
+
+# One glint bench run per concurrency level, so that each level gets 4 × its concurrency requests.
+bench_server() {  # name, port
+  local c input=256 output=64 levels=(1 4 16) factor=4
+  [[ $QUICK == 1 ]] && output=16 levels=(1 4) factor=1
+  for c in "${levels[@]}"; do
+    say "glint bench against $1, concurrency $c"
+    "$GLINT" bench --base-url "http://127.0.0.1:$2" --prompt-format token-ids --token-id-range 3:154820 \
+      --count-tokens logprobs --input-len "$input" --output-len "$output" --concurrency "$c" \
+      --prompts-per-level $((factor * c)) --warmup-requests "$c" --request-timeout 600 --seed 16 --no-progress \
+      --label "$1" --out "$OUT/servers/$1-c$c" >"$OUT/servers/$1-c$c.log" 2>&1 ||
+      die "glint bench failed; see $OUT/servers/$1-c$c.log"
+  done
+}
+
+# The report's first lines: the machine and glint's build.
+report_machine() {
+  echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs," \
+    "$THREADS threads as \"all\"; load average at the start $LOAD_START, at the end $(cut -d' ' -f1 /proc/loadavg)"
+  echo "- glint $(git -C "$REPO_DIR" rev-parse --short=7 HEAD 2>/dev/null || echo unknown) ($GLINT)"
+}
+
+# " (SIGILL)" for an exit status of 128 + a signal number, nothing otherwise.
+exit_signal() {  # exit status
+  [[ $1 -gt 128 ]] && echo " (SIG$(kill -l $(($1 - 128)) 2>/dev/null || echo "$(($1 - 128))"))"
+  return 0
+}
+
+# The first line of a log that says what went wrong (an assertion, an error), else its last line.
+first_error_line() {  # log
+  local line
+  line=$(grep -m1 -E 'GGML_ASSERT|error|Error|abort|Illegal' "$1" 2>/dev/null || true)
+  [[ -n $line ]] || line=$(tail -n1 "$1" 2>/dev/null || true)
+  echo "${line:0:200}"
+}
