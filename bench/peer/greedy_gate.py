@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""The correctness gate of a peer comparison: N identical greedy prompts at once must give one distinct answer.
+
+A server that batches sequences wrongly (ik_llama.cpp has returned wrong text with several sequences on recurrent
+models) would otherwise be timed on wrong work. The gate sends one greedy completion alone, then N copies of it at
+once, to an OpenAI-compatible /v1/completions; the N + 1 answers must be the same text. The prompt is token ids
+(both glint serve and llama-server take them), from a fixed seed in the range the benchmark draws from.
+
+  greedy_gate.py --base-url http://127.0.0.1:PORT --sequences 16 [--max-tokens 16] [--prompt-len 64]
+
+Prints one line saying what it found; exit 0 when every answer agrees, 1 when they differ, 2 on a request error.
+Standard library only, so it runs wherever the peer scripts do.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import random
+import sys
+import urllib.error
+import urllib.request
+
+
+def model_name(base_url, timeout):
+    """The first model /v1/models lists (glint serve wants the name it serves; llama-server takes any)."""
+    with urllib.request.urlopen(f"{base_url}/v1/models", timeout=timeout) as response:
+        models = json.load(response).get("data") or []
+    return models[0]["id"] if models else "model"
+
+
+def complete(base_url, model, prompt, max_tokens, timeout):
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
+                       "stream": False}).encode()
+    request = urllib.request.Request(f"{base_url}/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.load(response)["choices"][0]["text"]
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--sequences", type=int, default=16, help="identical requests sent at once (default 16)")
+    parser.add_argument("--max-tokens", type=int, default=16, help="greedy tokens per answer (default 16)")
+    parser.add_argument("--prompt-len", type=int, default=64, help="prompt length in token ids (default 64)")
+    parser.add_argument("--token-id-range", default="3:154820", help="LOW:HIGH of the prompt's ids")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per request (default 600)")
+    args = parser.parse_args(argv)
+    if not 1 <= args.sequences <= 256 or not 1 <= args.max_tokens <= 4096 or not 1 <= args.prompt_len <= 65536:
+        parser.error("--sequences 1..256, --max-tokens 1..4096, --prompt-len 1..65536")
+    low, high = (int(x) for x in args.token_id_range.split(":"))
+    rng = random.Random(36)
+    prompt = [rng.randrange(low, high) for _ in range(args.prompt_len)]
+    base_url = args.base_url.rstrip("/")
+    try:
+        model = model_name(base_url, args.timeout)
+        alone = complete(base_url, model, prompt, args.max_tokens, args.timeout)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=args.sequences) as pool:
+            at_once = list(pool.map(lambda _: complete(base_url, model, prompt, args.max_tokens, args.timeout),
+                                    range(args.sequences)))
+    except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as error:
+        print(f"greedy gate: request failed: {error}")
+        return 2
+    distinct = sorted(set([alone] + at_once))
+    if len(distinct) == 1:
+        print(f"greedy gate passed: 1 alone + {args.sequences} at once, {args.max_tokens} greedy tokens each, "
+              f"one distinct answer {alone[:60]!r}")
+        return 0
+    wrong = sum(1 for text in at_once if text != alone)
+    print(f"greedy gate FAILED: {wrong} of {args.sequences} answers sent at once differ from the one sent alone "
+          f"({len(distinct)} distinct answers; alone {alone[:60]!r}, e.g. {next(t for t in at_once if t != alone)[:60]!r})")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

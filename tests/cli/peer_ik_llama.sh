@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# bench/peer/ik_llama.sh without building ik_llama.cpp (which takes most of an hour on two cores):
+#  (a) shellcheck is clean (skipped, with the reason, when shellcheck is absent);
+#  (b) argument handling: every bad invocation exits 2 with a message naming what was wrong, before anything runs;
+#  (c) the tables: peer_tables.py --peer ik on fixture logs of glint bench-model, ik's llama-bench (its tgN@ppM
+#      decode test) and glint bench gives the expected speed-ups over ik's better configuration;
+#  (d) the correctness gate against a stub server: one answer passes, answers that differ under load fail it;
+#  (e) the GGUF writer at the tiny widths: the file it writes passes its own check, and the bench check rejects it.
+#      Needs numpy and ik's gguf-py: IK_SOURCE_DIR=TREE, or a python3 that imports gguf; skipped with the reason
+#      otherwise.
+# Args (those of every tests/cli script): path-to-glint, tests/data dir; neither is needed here. Bounded: no
+# build, no model, a few seconds.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+script=$root/bench/peer/ik_llama.sh
+work=$(mktemp -d)
+stub_pid=""
+cleanup() {
+  [[ -z $stub_pid ]] || kill "$stub_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+python=/usr/bin/python3
+[[ -x $python ]] || python=python3
+
+# ---- (a) ----
+if command -v shellcheck >/dev/null; then
+  shellcheck -x "$script" "$root/bench/peer/lib.sh" "${BASH_SOURCE[0]}" || fail "shellcheck found problems"
+else
+  echo "skipped (a): shellcheck is not installed"
+fi
+
+# ---- (b) ----
+expect_error() {  # expected message fragment, arguments...
+  local want=$1 rc=0
+  shift
+  bash "$script" "$@" >"$work/out" 2>"$work/err" || rc=$?
+  [[ $rc -eq 2 ]] || fail "ik_llama.sh $*: exit $rc, expected 2 ($(cat "$work/err"))"
+  grep -qF -- "$want" "$work/err" || fail "ik_llama.sh $*: message '$(cat "$work/err")' lacks '$want'"
+}
+bash "$script" --help | grep -q 'usage: bench/peer/ik_llama.sh IK_SOURCE_DIR' || fail "--help prints no usage"
+expect_error "IK_SOURCE_DIR is required"
+expect_error "'$work/none' is not a directory" "$work/none"
+expect_error "unknown option '--serve-int4'" "$work" --serve-int4
+expect_error "--threads '0': expected a positive integer" "$work" --threads 0
+expect_error "--out needs a value" "$work" --out
+expect_error "--build-jobs 'x': expected a positive integer" "$work" --build-jobs x
+expect_error "one ik_llama.cpp source directory expected" "$work" "$work"
+expect_error "leave nothing to run" "$work" --skip-engines --skip-servers
+expect_error "is not an ik_llama.cpp source tree" "$work"
+fake=$work/ik  # the files check_tree looks at, and nothing else
+mkdir -p "$fake/examples/llama-bench" "$fake/src" "$fake/gguf-py/gguf"
+touch "$fake/CMakeLists.txt" "$fake/examples/llama-bench/llama-bench.cpp" "$fake/gguf-py/gguf/constants.py"
+echo '{ LLM_ARCH_BAILINGMOE2, "bailingmoe2" },' >"$fake/src/llama-arch.cpp"
+expect_error "this ik_llama.cpp has no bailingmoe3 architecture" "$fake"
+echo '{ LLM_ARCH_BAILINGMOE3, "bailingmoe3" },' >>"$fake/src/llama-arch.cpp"
+expect_error "no python3 that imports numpy and the tree's gguf-py" "$fake" --out "$work/run"
+[[ ! -e $work/run ]] || fail "ik_llama.sh created --out before its checks passed"
+
+# ---- (c) ----
+out=$work/peer
+mkdir -p "$out/engines" "$out/servers/glint-int8-c4" "$out/servers/ik-Q8_0-c4"
+cat >"$out/engines/glint-int8-t2.log" <<EOF
+== load 2: container (mmap, no conversion), int8 experts, 7.727 GB in 0.50 s = 15.45 GB/s
+== prefill 512 tokens: 3.20 s = 160.0 tokens/s; int8 products 661 GOPS = 50% of the VNNI peak
+== prefill 4096 tokens: 32.00 s = 128.0 tokens/s; int8 products 661 GOPS = 50% of the VNNI peak
+== decode 1 sequence (context 64): 100.0 ms/step = 10.00 tokens/s; 2.084 GB of weights per step
+EOF
+ik_json() {  # prefill 512 tok/s, prefill 4096 tok/s, decode tok/s, variant
+  echo "[{\"n_prompt\": 512, \"n_gen\": 0, \"test\": \"pp512\", \"avg_ts\": $1, \"model_size\": 8100000000},
+         {\"n_prompt\": 4096, \"n_gen\": 0, \"test\": \"pp4096\", \"avg_ts\": $2, \"model_size\": 8100000000}]" \
+    >"$out/engines/ik-$4-prefill-t2.json"
+  echo "[{\"n_prompt\": 64, \"n_gen\": 16, \"test\": \"tg16@pp64\", \"avg_ts\": $3, \"model_size\": 8100000000}]" \
+    >"$out/engines/ik-$4-decode-t2.json"
+}
+ik_json 40.0 30.0 5.0 rtr
+ik_json 80.0 20.0 4.0 rtr-muge
+"$python" "$root/bench/peer/peer_tables.py" engines "$out" --peer ik >"$work/engines.md" ||
+  fail "peer_tables.py engines --peer ik failed"
+for row in '| prefill 512 tokens, tok/s | 2 | 160.0 | 40.0 | 80.0 | **2.00×** |' \
+  '| prefill 4,096 tokens, tok/s | 2 | 128.0 | 30.0 | 20.0 | **4.27×** |' \
+  '| decode, 1 sequence, tok/s | 2 | 10.0 | 5.0 | 4.0 | **2.00×** |' '| weights, GB | | 7.727 | 8.100 | 8.100 | |'; do
+  grep -qF "$row" "$work/engines.md" || fail "engine table lacks '$row': $(cat "$work/engines.md")"
+done
+level() {  # ttft ms, tpot ms, total tok/s
+  echo "{\"levels\": [{\"concurrency\": 4, \"failed\": 0, \"ttft_ms\": {\"median\": $1}, \"tpot_ms\": {\"median\": $2},
+         \"total_throughput\": $3}]}"
+}
+level 1000 100 80 >"$out/servers/glint-int8-c4/results.json"
+level 2000 150 40 >"$out/servers/ik-Q8_0-c4/results.json"
+"$python" "$root/bench/peer/peer_tables.py" servers "$out" --peer ik >"$work/servers.md" ||
+  fail "peer_tables.py servers --peer ik failed"
+grep -qF '| int8 / Q8_0 | 4 | 1,000 / 2,000 | **2.00×** | 100.0 / 150.0 | **1.50×** | 80.0 / 40.0 | **2.00×** | 0/0 |' \
+  "$work/servers.md" || fail "server table: $(cat "$work/servers.md")"
+
+# ---- (d) ----
+# A stub /v1/completions: STUB_MODE=same answers one text; STUB_MODE=drift answers differently from the third
+# request on (as a server that mixes up sequences would).
+cat >"$work/stub.py" <<'EOF'
+import http.server, json, os, sys, threading
+count, lock = [0], threading.Lock()
+class Stub(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+    def reply(self, body):
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+    def do_GET(self):
+        self.reply({"data": [{"id": "stub"}]})
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        assert request["temperature"] == 0 and isinstance(request["prompt"], list), request
+        with lock:
+            count[0] += 1
+            n = count[0]
+        text = " t5 t6 t7" if os.environ["STUB_MODE"] == "same" or n < 3 else f" t{n}"
+        self.reply({"choices": [{"text": text}]})
+server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+EOF
+gate_against() {  # stub mode; prints the gate's exit status
+  local port rc=0
+  STUB_MODE=$1 "$python" "$work/stub.py" >"$work/port" &
+  stub_pid=$!
+  for _ in $(seq 50); do [[ -s $work/port ]] && break; sleep 0.1; done
+  port=$(cat "$work/port")
+  timeout 30 "$python" "$root/bench/peer/greedy_gate.py" --base-url "http://127.0.0.1:$port" --sequences 4 \
+    --timeout 10 >"$work/gate" 2>&1 || rc=$?
+  kill "$stub_pid"
+  wait "$stub_pid" 2>/dev/null || true
+  stub_pid=""
+  : >"$work/port"
+  echo "$rc"
+}
+[[ $(gate_against same) == 0 ]] || fail "the gate rejects one answer: $(cat "$work/gate")"
+grep -qF "greedy gate passed: 1 alone + 4 at once" "$work/gate" || fail "gate message: $(cat "$work/gate")"
+[[ $(gate_against drift) == 1 ]] || fail "the gate passes differing answers: $(cat "$work/gate")"
+grep -qF "greedy gate FAILED: 3 of 4 answers sent at once differ" "$work/gate" || fail "gate message: $(cat "$work/gate")"
+
+# ---- (e) ----
+gguf_path=$root/bench/peer
+[[ -z ${IK_SOURCE_DIR:-} ]] || gguf_path=$IK_SOURCE_DIR/gguf-py:$gguf_path
+if ! PYTHONPATH=$gguf_path "$python" -c 'import numpy, gguf, gguf.quants' 2>/dev/null; then
+  echo "skipped (e): no gguf-py (set IK_SOURCE_DIR to an ik_llama.cpp tree) or no numpy"
+  echo "PASS (a-d)"
+  exit 0
+fi
+writer=$root/bench/peer/bailingmoe3_gguf.py
+PYTHONPATH=$gguf_path "$python" "$writer" write --preset tiny --out "$work/tiny.gguf" >/dev/null ||
+  fail "the writer failed at the tiny widths"
+PYTHONPATH=$gguf_path "$python" "$writer" check --preset tiny "$work/tiny.gguf" >/dev/null ||
+  fail "the writer's own check rejects its tiny GGUF"
+rc=0
+PYTHONPATH=$gguf_path "$python" "$writer" check --preset bench "$work/tiny.gguf" >/dev/null 2>"$work/err" || rc=$?
+[[ $rc -eq 1 ]] || fail "check at the bench widths of a tiny GGUF: exit $rc, expected 1"
+grep -qF 'key bailingmoe3.embedding_length: 64, expected 4096' "$work/err" || fail "check message: $(cat "$work/err")"
+grep -qF 'tensor token_embd.weight: ne [64, 512], expected [4096, 154880]' "$work/err" ||
+  fail "check message: $(cat "$work/err")"
+echo "PASS"
