@@ -21,7 +21,6 @@ Usage:
   bailingmoe3_gguf.py check model.gguf [--preset bench|tiny]   # keys and tensors as the loader expects; exit 1 if not
 """
 
-import argparse
 import dataclasses
 import sys
 
@@ -35,7 +34,8 @@ try:
 except ImportError:
     sys.exit("bailingmoe3_gguf.py: gguf-py is not importable: set PYTHONPATH=IK_SOURCE_DIR/gguf-py")
 
-from kimi_linear_gguf import add_vocab, field_value  # the same vocabulary and reader helper as the llama.cpp GGUF
+# the same vocabulary, pool reading, command line and checks as the llama.cpp GGUF
+from kimi_linear_gguf import command_line, key_problems, random_values, take_cyclic, write_file
 
 ARCH = "bailingmoe3"
 Q8_0 = gguf.GGMLQuantizationType.Q8_0
@@ -218,20 +218,10 @@ class BlockPool:
         self.blocks = gguf.quants.quantize(self.values.reshape(blocks, self.BLOCK_VALUES), Q8_0)
 
     def take_blocks(self, count):
-        return self._cycle(self.blocks, count)
+        return take_cyclic(self.blocks, count, self.rng)
 
     def take_values(self, count):
-        return self._cycle(self.values, count)
-
-    def _cycle(self, pool, count):
-        start = int(self.rng.integers(len(pool)))
-        parts, left = [], count
-        while left > 0:
-            part = pool[start:start + left]
-            parts.append(part)
-            left -= len(part)
-            start = 0
-        return np.concatenate(parts)
+        return take_cyclic(self.values, count, self.rng)
 
 
 def byte_shape(ne, ggml_type):
@@ -255,10 +245,8 @@ def tensor_data(fill, ne, ggml_type, pool, rng):
         return np.ones(shape, np.float32)
     if fill == "zero":
         return np.zeros(shape, np.float32)
-    if fill == "decay":  # A = -exp(A_log), A_log uniform in [0, ln 16]: per-head decay rates as trained models have
-        return (-np.exp(rng.uniform(0.0, np.log(16.0), count))).astype(np.float32).reshape(shape)
-    if fill == "router":  # fully random, so the top-8 choice is uniform over the experts
-        return (rng.standard_normal(count, dtype=np.float32) * 0.02).reshape(shape)
+    if fill in ("decay", "router"):
+        return random_values(fill, count, rng).reshape(shape)
     return pool.take_values(count).reshape(shape)
 
 
@@ -266,42 +254,21 @@ def write(path, w, seed):
     rng = np.random.default_rng(seed)
     tensors = model_tensors(w)
     pool = BlockPool(rng)
-    writer = gguf.GGUFWriter(path, ARCH)
-    add_hparams(writer, w)
-    add_vocab(writer, w)
-    for name, ne, ggml_type, _ in tensors:
+
+    def info(ne, ggml_type):
         shape = byte_shape(ne, ggml_type)
         dtype = np.dtype(np.uint8 if ggml_type == Q8_0 else np.float32)
-        writer.add_tensor_info(name, shape, dtype, int(np.prod(shape)) * dtype.itemsize, raw_dtype=ggml_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    total = 0
-    for name, ne, ggml_type, fill in tensors:  # one tensor in memory at a time (the largest: 0.57 GB of experts)
-        data = tensor_data(fill, ne, ggml_type, pool, rng)
-        writer.write_tensor_data(data)
-        total += data.nbytes
-    writer.close()
-    params = sum(int(np.prod(ne)) for _, ne, _, _ in tensors)
-    print(f"wrote {path}: {len(tensors)} tensors, {params / 1e9:.3f} G parameters, {total / 1e9:.2f} GB")
+        return shape, dtype, int(np.prod(shape)) * dtype.itemsize, ggml_type
+
+    # one tensor in memory at a time (the largest: 0.57 GB of experts)
+    write_file(path, ARCH, w, tensors, add_hparams, info,
+               lambda fill, ne, ggml_type: tensor_data(fill, ne, ggml_type, pool, rng))
 
 
 def check(path, w):
     """Every problem found, as text: keys, the vocabulary's length, the tensor set, each tensor's ne and type."""
     reader = gguf.GGUFReader(path)
-    problems = []
-    want_keys = {gguf.Keys.General.ARCHITECTURE: ARCH, **hparams(w)}
-    for key, want in want_keys.items():
-        field = reader.fields.get(key)
-        got = None if field is None else field_value(field)
-        if isinstance(want, float) and isinstance(got, float):
-            got = round(got, 6)  # stored as float32
-        if got != want:
-            problems.append(f"key {key}: {got!r}, expected {want!r}")
-    tokens = reader.fields.get(gguf.Keys.Tokenizer.LIST)
-    if tokens is None or len(tokens.data) != w.vocab:
-        problems.append(f"{gguf.Keys.Tokenizer.LIST}: {None if tokens is None else len(tokens.data)} tokens, "
-                        f"expected {w.vocab}")
+    problems = key_problems(reader, {gguf.Keys.General.ARCHITECTURE: ARCH, **hparams(w)}, w.vocab)
     found = {t.name: ([int(n) for n in t.shape], t.tensor_type) for t in reader.tensors}
     for name, ne, ggml_type, _ in model_tensors(w):
         got = found.pop(name, None)
@@ -317,26 +284,7 @@ def check(path, w):
 
 
 def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    write_cmd = sub.add_parser("write", help="write the random-weight Q8_0 GGUF")
-    write_cmd.add_argument("--out", required=True, help="GGUF file to write")
-    write_cmd.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    check_cmd = sub.add_parser("check", help="check a GGUF's keys, tensor shapes and types against the widths")
-    check_cmd.add_argument("path", help="GGUF file")
-    for cmd in (write_cmd, check_cmd):
-        cmd.add_argument("--preset", choices=sorted(PRESETS), default="bench", help="widths (default: bench)")
-    args = parser.parse_args(argv)
-    widths = PRESETS[args.preset]
-    if args.command == "write":
-        write(args.out, widths, args.seed)
-        return 0
-    problems = check(args.path, widths)
-    for problem in problems:
-        print(f"{args.path}: {problem}", file=sys.stderr)
-    if not problems:
-        print(f"{args.path}: bailingmoe3 at the {args.preset} widths, every key and tensor as expected")
-    return 1 if problems else 0
+    return command_line(argv, __doc__, PRESETS, write, check, ARCH)
 
 
 if __name__ == "__main__":

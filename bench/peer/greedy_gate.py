@@ -3,8 +3,12 @@
 
 A server that batches sequences wrongly (ik_llama.cpp has returned wrong text with several sequences on recurrent
 models) would otherwise be timed on wrong work. The gate sends one greedy completion alone, then N copies of it at
-once, to an OpenAI-compatible /v1/completions; the N + 1 answers must be the same text. The prompt is token ids
-(both glint serve and llama-server take them), from a fixed seed in the range the benchmark draws from.
+once, to an OpenAI-compatible /v1/completions, with logprobs: every answer must have the text, the tokens (and
+their ids, where the server gives them) and, within LOGPROB_TOLERANCE, the logprobs of the one sent alone. The
+logprobs matter because a random-weight model's tokens may all decode to empty text (glint's bench model does); a
+sequence that read another's state picks other tokens, whose logprobs differ by far more than the rounding of a
+batched product. The prompt is token ids (both glint serve and llama-server take them), from a fixed seed in the
+range the benchmark draws from.
 
   greedy_gate.py --base-url http://127.0.0.1:PORT --sequences 16 [--max-tokens 16] [--prompt-len 64]
 
@@ -28,13 +32,36 @@ def model_name(base_url, timeout):
     return models[0]["id"] if models else "model"
 
 
+LOGPROB_TOLERANCE = 0.05  # batched and single-row products round differently; a different token moves far more
+
+
 def complete(base_url, model, prompt, max_tokens, timeout):
+    """(text, [(token, id or None, logprob)]) of one greedy completion."""
     body = json.dumps({"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0,
-                       "stream": False}).encode()
+                       "logprobs": 1, "stream": False}).encode()
     request = urllib.request.Request(f"{base_url}/v1/completions", data=body,
                                      headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.load(response)["choices"][0]["text"]
+        choice = json.load(response)["choices"][0]
+    return choice["text"], sampled_tokens(choice.get("logprobs") or {})
+
+
+def sampled_tokens(logprobs):
+    """The legacy completions form (tokens, token_logprobs: glint) or the chat form (content[]: llama-server)."""
+    if "content" in logprobs:
+        return [(t["token"], t.get("id"), t["logprob"]) for t in logprobs["content"]]
+    return [(token, None, logprob) for token, logprob in zip(logprobs["tokens"], logprobs["token_logprobs"])]
+
+
+def same_answer(a, b):
+    (text_a, tokens_a), (text_b, tokens_b) = a, b
+    return (text_a == text_b and len(tokens_a) == len(tokens_b) and
+            all(ta[:2] == tb[:2] and abs(ta[2] - tb[2]) <= LOGPROB_TOLERANCE for ta, tb in zip(tokens_a, tokens_b)))
+
+
+def describe(answer):
+    text, tokens = answer
+    return f"text {text[:40]!r}, logprobs {[round(t[2], 3) for t in tokens[:4]]}"
 
 
 def main(argv):
@@ -48,7 +75,12 @@ def main(argv):
     args = parser.parse_args(argv)
     if not 1 <= args.sequences <= 256 or not 1 <= args.max_tokens <= 4096 or not 1 <= args.prompt_len <= 65536:
         parser.error("--sequences 1..256, --max-tokens 1..4096, --prompt-len 1..65536")
-    low, high = (int(x) for x in args.token_id_range.split(":"))
+    try:
+        low, high = (int(x) for x in args.token_id_range.split(":"))
+    except ValueError:
+        parser.error(f"--token-id-range '{args.token_id_range}': expected LOW:HIGH")
+    if not 0 <= low < high:
+        parser.error(f"--token-id-range '{args.token_id_range}': expected 0 <= LOW < HIGH")
     rng = random.Random(36)
     prompt = [rng.randrange(low, high) for _ in range(args.prompt_len)]
     base_url = args.base_url.rstrip("/")
@@ -58,17 +90,19 @@ def main(argv):
         with concurrent.futures.ThreadPoolExecutor(max_workers=args.sequences) as pool:
             at_once = list(pool.map(lambda _: complete(base_url, model, prompt, args.max_tokens, args.timeout),
                                     range(args.sequences)))
-    except (urllib.error.URLError, OSError, KeyError, IndexError, ValueError) as error:
-        print(f"greedy gate: request failed: {error}")
+        differing = [answer for answer in at_once if not same_answer(answer, alone)]
+    except (urllib.error.URLError, OSError, KeyError, IndexError, TypeError, ValueError) as error:
+        print(f"greedy gate: request failed or its answer has no text and logprobs: {error!r}")
         return 2
-    distinct = sorted(set([alone] + at_once))
-    if len(distinct) == 1:
+    if not alone[1]:
+        print("greedy gate: the server returned no logprobs, so answers cannot be compared")
+        return 2
+    if not differing:
         print(f"greedy gate passed: 1 alone + {args.sequences} at once, {args.max_tokens} greedy tokens each, "
-              f"one distinct answer {alone[:60]!r}")
+              f"one answer ({describe(alone)})")
         return 0
-    wrong = sum(1 for text in at_once if text != alone)
-    print(f"greedy gate FAILED: {wrong} of {args.sequences} answers sent at once differ from the one sent alone "
-          f"({len(distinct)} distinct answers; alone {alone[:60]!r}, e.g. {next(t for t in at_once if t != alone)[:60]!r})")
+    print(f"greedy gate FAILED: {len(differing)} of {args.sequences} answers sent at once differ from the one sent "
+          f"alone (alone: {describe(alone)}; e.g. {describe(differing[0])})")
     return 1
 
 

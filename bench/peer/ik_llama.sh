@@ -45,30 +45,17 @@ EOF
 IK_SRC="" OUT=/tmp/glint-peer-ik THREADS="" GLINT="" GLINT_MODEL="" GLINT_INT8="" QUICK=0 BUILD_JOBS=""
 SKIP_ENGINES=0 SKIP_SERVERS=0 IK_COMMIT=""
 
+peer_option() {  # the remaining arguments; the options only this script takes
+  PEER_OPTION_ARGS=2
+  case "$1" in
+    --ik-commit) need_value "$1" $#; IK_COMMIT=$2 ;;
+    *) PEER_OPTION_ARGS=0 ;;
+  esac
+}
+
 parse_args() {
-  while [[ $# -gt 0 ]]; do
-    case "$1" in
-      -h | --help) usage; exit 0 ;;
-      --out) need_value "$1" $#; OUT=$2; shift 2 ;;
-      --threads) need_value "$1" $#; positive_int "$1" "$2"; THREADS=$2; shift 2 ;;
-      --glint) need_value "$1" $#; GLINT=$2; shift 2 ;;
-      --glint-model) need_value "$1" $#; GLINT_MODEL=$2; shift 2 ;;
-      --glint-int8) need_value "$1" $#; GLINT_INT8=$2; shift 2 ;;
-      --build-jobs) need_value "$1" $#; positive_int "$1" "$2"; BUILD_JOBS=$2; shift 2 ;;
-      --ik-commit) need_value "$1" $#; IK_COMMIT=$2; shift 2 ;;
-      --quick) QUICK=1; shift ;;
-      --skip-engines) SKIP_ENGINES=1; shift ;;
-      --skip-servers) SKIP_SERVERS=1; shift ;;
-      -*) die "unknown option '$1' (see --help)" ;;
-      *)
-        [[ -z $IK_SRC ]] || die "one ik_llama.cpp source directory expected, got '$IK_SRC' and '$1'"
-        IK_SRC=$1; shift ;;
-    esac
-  done
-  [[ -n $IK_SRC ]] || { usage >&2; die "IK_SOURCE_DIR is required"; }
-  [[ $SKIP_ENGINES == 1 && $SKIP_SERVERS == 1 ]] && die "--skip-engines and --skip-servers leave nothing to run"
-  THREADS=${THREADS:-$(nproc)}
-  BUILD_JOBS=${BUILD_JOBS:-$(nproc)}
+  parse_peer_args IK_SOURCE_DIR ik_llama.cpp "$@"
+  IK_SRC=$PEER_SRC
 }
 
 # The tree must be ik_llama.cpp with bailingmoe3 (its loader, not its gguf-py, knows the architecture).

@@ -208,14 +208,19 @@ class ValuePool:
         self.values = (rng.standard_normal(size, dtype=np.float32) * 0.02).astype(np.float16)
 
     def take(self, count, dtype):
-        start = int(self.rng.integers(len(self.values)))
-        parts, left = [], count
-        while left > 0:
-            part = self.values[start:start + left]
-            parts.append(part)
-            left -= len(part)
-            start = 0
-        return np.concatenate(parts).astype(dtype, copy=False)
+        return take_cyclic(self.values, count, self.rng).astype(dtype, copy=False)
+
+
+def take_cyclic(pool, count, rng):
+    """count items of pool read cyclically from a random offset (bailingmoe3_gguf.py reads its blocks this way)."""
+    start = int(rng.integers(len(pool)))
+    parts, left = [], count
+    while left > 0:
+        part = pool[start:start + left]
+        parts.append(part)
+        left -= len(part)
+        start = 0
+    return np.concatenate(parts)
 
 
 def tensor_values(fill, ne, ggml_type, pool, rng):
@@ -226,30 +231,50 @@ def tensor_values(fill, ne, ggml_type, pool, rng):
         return np.ones(shape, dtype)
     if fill == "zero":
         return np.zeros(shape, dtype)
-    if fill == "decay":  # A = -exp(A_log), A_log uniform in [0, ln 16]: per-head decay rates as trained models have
-        return (-np.exp(rng.uniform(0.0, np.log(16.0), count))).astype(dtype).reshape(shape)
-    if fill == "router":  # fully random, so the top-8 choice is uniform over the experts
-        return (rng.standard_normal(count, dtype=np.float32) * 0.02).astype(dtype).reshape(shape)
+    if fill in ("decay", "router"):
+        return random_values(fill, count, rng).astype(dtype).reshape(shape)
     return pool.take(count, dtype).reshape(shape)
+
+
+def random_values(fill, count, rng):
+    """fp32 values of the tensors not drawn from the pool."""
+    if fill == "decay":  # A = -exp(A_log), A_log uniform in [0, ln 16]: per-head decay rates as trained models have
+        return (-np.exp(rng.uniform(0.0, np.log(16.0), count))).astype(np.float32)
+    assert fill == "router", fill  # fully random, so the top-8 choice is uniform over the experts
+    return rng.standard_normal(count, dtype=np.float32) * 0.02
 
 
 def write(path, w, seed):
     rng = np.random.default_rng(seed)
     tensors = model_tensors(w)
     pool = ValuePool(rng, max(int(np.prod(ne)) for _, ne, _, _ in tensors))
-    writer = gguf.GGUFWriter(path, gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.KIMI_LINEAR])
-    add_hparams(writer, w)
+    arch = gguf.MODEL_ARCH_NAMES[gguf.MODEL_ARCH.KIMI_LINEAR]
+
+    def info(ne, ggml_type):
+        dtype = np.dtype(np.float16 if ggml_type == F16 else np.float32)
+        return tuple(reversed(ne)), dtype, int(np.prod(ne)) * dtype.itemsize, None
+
+    # one tensor in memory at a time (the largest: 1.07 GB of experts)
+    write_file(path, arch, w, tensors, add_hparams, info,
+               lambda fill, ne, ggml_type: tensor_values(fill, ne, ggml_type, pool, rng))
+
+
+def write_file(path, arch, w, tensors, add_hparams_fn, info, data):
+    """The GGUF of a writer (this one, bailingmoe3_gguf.py): its hyperparameters, the shared vocabulary, then
+    (name, ne, type, fill) tensors, each described by info(ne, type) -> (numpy shape, dtype, bytes, raw type or
+    None) and made by data(fill, ne, type) when its turn comes, so that one tensor is in memory at a time."""
+    writer = gguf.GGUFWriter(path, arch)
+    add_hparams_fn(writer, w)
     add_vocab(writer, w)
     for name, ne, ggml_type, _ in tensors:
-        dtype = np.float16 if ggml_type == F16 else np.float32
-        count = int(np.prod(ne))
-        writer.add_tensor_info(name, tuple(reversed(ne)), np.dtype(dtype), count * np.dtype(dtype).itemsize)
+        shape, dtype, nbytes, raw_dtype = info(ne, ggml_type)
+        writer.add_tensor_info(name, shape, dtype, nbytes, raw_dtype=raw_dtype)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_ti_data_to_file()
     total = 0
-    for name, ne, ggml_type, fill in tensors:  # one tensor in memory at a time (the largest: 1.07 GB of experts)
-        values = tensor_values(fill, ne, ggml_type, pool, rng)
+    for _, ne, ggml_type, fill in tensors:
+        values = data(fill, ne, ggml_type)
         writer.write_tensor_data(values)
         total += values.nbytes
     writer.close()
@@ -266,6 +291,24 @@ def field_value(field):
     if field.types[-1] == gguf.GGUFValueType.STRING:
         return [bytes(v).decode() for v in values]
     return [v.tolist()[0] for v in values]
+
+
+def key_problems(reader, want_keys, vocab):
+    """Each metadata key whose value is not the expected one (float32 values compared to 6 places), and the
+    vocabulary's length."""
+    problems = []
+    for key, want in want_keys.items():
+        field = reader.fields.get(key)
+        got = None if field is None else field_value(field)
+        if isinstance(want, float) and isinstance(got, float):
+            got = round(got, 6)
+        if got != want:
+            problems.append(f"key {key}: {got!r}, expected {want!r}")
+    tokens = reader.fields.get(gguf.Keys.Tokenizer.LIST)
+    if tokens is None or len(tokens.data) != vocab:
+        problems.append(f"{gguf.Keys.Tokenizer.LIST}: {None if tokens is None else len(tokens.data)} tokens, "
+                        f"expected {vocab}")
+    return problems
 
 
 def expected_keys(w):
@@ -295,16 +338,7 @@ def expected_keys(w):
 def check(path, w):
     """Every problem found, as text: keys, the tensor set, each tensor's ne, the vocabulary's length."""
     reader = gguf.GGUFReader(path)
-    problems = []
-    for key, want in expected_keys(w).items():
-        field = reader.fields.get(key)
-        got = None if field is None else field_value(field)
-        if got != want:
-            problems.append(f"key {key}: {got!r}, expected {want!r}")
-    tokens = reader.fields.get(gguf.Keys.Tokenizer.LIST)
-    if tokens is None or len(tokens.data) != w.vocab:
-        problems.append(f"{gguf.Keys.Tokenizer.LIST}: {None if tokens is None else len(tokens.data)} tokens, "
-                        f"expected {w.vocab}")
+    problems = key_problems(reader, expected_keys(w), w.vocab)
     allowed = {gguf.TENSOR_NAMES[kind] for kind in gguf.MODEL_TENSORS[gguf.MODEL_ARCH.KIMI_LINEAR]}
     found = {t.name: [int(n) for n in t.shape] for t in reader.tensors}
     for name, ne, _, _ in model_tensors(w):
@@ -324,27 +358,33 @@ def check(path, w):
     return problems
 
 
-def main(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def command_line(argv, doc, presets, write_file, check_file, what):
+    """The `write` and `check` commands of a GGUF writer (this one, bailingmoe3_gguf.py); what names the file's
+    architecture in the check's success line."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    write_cmd = sub.add_parser("write", help="write the random-weight F16 GGUF")
+    write_cmd = sub.add_parser("write", help="write the random-weight GGUF")
     write_cmd.add_argument("--out", required=True, help="GGUF file to write")
     write_cmd.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
-    check_cmd = sub.add_parser("check", help="check a GGUF's keys and tensor shapes against the widths")
-    check_cmd.add_argument("path", help="GGUF file (F16 or quantized)")
+    check_cmd = sub.add_parser("check", help="check a GGUF's keys and tensors against the widths")
+    check_cmd.add_argument("path", help="GGUF file")
     for cmd in (write_cmd, check_cmd):
-        cmd.add_argument("--preset", choices=sorted(PRESETS), default="bench", help="widths (default: bench)")
+        cmd.add_argument("--preset", choices=sorted(presets), default="bench", help="widths (default: bench)")
     args = parser.parse_args(argv)
-    widths = PRESETS[args.preset]
+    widths = presets[args.preset]
     if args.command == "write":
-        write(args.out, widths, args.seed)
+        write_file(args.out, widths, args.seed)
         return 0
-    problems = check(args.path, widths)
+    problems = check_file(args.path, widths)
     for problem in problems:
         print(f"{args.path}: {problem}", file=sys.stderr)
     if not problems:
-        print(f"{args.path}: Kimi-Linear at the {args.preset} widths, every key and tensor as expected")
+        print(f"{args.path}: {what} at the {args.preset} widths, every key and tensor as expected")
     return 1 if problems else 0
+
+
+def main(argv):
+    return command_line(argv, __doc__, PRESETS, write, check, "Kimi-Linear")
 
 
 if __name__ == "__main__":

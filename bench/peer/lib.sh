@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the globals set here are read by the sourcing script
 # Shared by the peer scripts (bench/peer/llama_cpp.sh, bench/peer/ik_llama.sh): messages, argument checks, the
 # peer's CMake build, glint's side of the comparison (containers, bench-model, glint serve) and the server
 # workload. Sourced, never run; the sourcing script sets PEER_NAME (its file name, for messages) first, and the
@@ -19,6 +20,49 @@ need_value() {  # flag, value count left
 
 positive_int() {  # flag, value
   [[ $2 =~ ^[1-9][0-9]{0,5}$ ]] || die "$1 '$2': expected a positive integer"
+}
+
+# The options both scripts take. Sets PEER_OPTION_ARGS to the number of arguments the option at $1 used (0: not
+# one of these), for the caller to shift.
+common_option() {  # the remaining arguments
+  PEER_OPTION_ARGS=2
+  case "$1" in
+    -h | --help) usage; exit 0 ;;
+    --out) need_value "$1" $#; OUT=$2 ;;
+    --threads) need_value "$1" $#; positive_int "$1" "$2"; THREADS=$2 ;;
+    --glint) need_value "$1" $#; GLINT=$2 ;;
+    --glint-model) need_value "$1" $#; GLINT_MODEL=$2 ;;
+    --glint-int8) need_value "$1" $#; GLINT_INT8=$2 ;;
+    --build-jobs) need_value "$1" $#; positive_int "$1" "$2"; BUILD_JOBS=$2 ;;
+    --quick) QUICK=1; PEER_OPTION_ARGS=1 ;;
+    --skip-engines) SKIP_ENGINES=1; PEER_OPTION_ARGS=1 ;;
+    --skip-servers) SKIP_SERVERS=1; PEER_OPTION_ARGS=1 ;;
+    *) PEER_OPTION_ARGS=0 ;;
+  esac
+}
+
+# The arguments: the options above, the script's own through its peer_option (which sets PEER_OPTION_ARGS as
+# common_option does), and one source directory, left in PEER_SRC.
+parse_peer_args() {  # the source directory's name in the usage line, the peer's name, the arguments...
+  local usage_name=$1 peer=$2
+  shift 2
+  PEER_SRC=""
+  while [[ $# -gt 0 ]]; do
+    common_option "$@"
+    [[ $PEER_OPTION_ARGS -gt 0 ]] || peer_option "$@"
+    if [[ $PEER_OPTION_ARGS -gt 0 ]]; then
+      shift "$PEER_OPTION_ARGS"
+      continue
+    fi
+    [[ $1 != -* ]] || die "unknown option '$1' (see --help)"
+    [[ -z $PEER_SRC ]] || die "one $peer source directory expected, got '$PEER_SRC' and '$1'"
+    PEER_SRC=$1
+    shift
+  done
+  [[ -n $PEER_SRC ]] || { usage >&2; die "$usage_name is required"; }
+  [[ $SKIP_ENGINES == 1 && $SKIP_SERVERS == 1 ]] && die "--skip-engines and --skip-servers leave nothing to run"
+  THREADS=${THREADS:-$(nproc)}
+  BUILD_JOBS=${BUILD_JOBS:-$(nproc)}
 }
 
 tree_commit() {  # source tree: its short commit, for the report

@@ -46,32 +46,19 @@ EOF
 LLAMA_SRC="" OUT=/tmp/glint-peer THREADS="" GLINT="" GLINT_MODEL="" GLINT_INT8="" GLINT_INT4=""
 SERVE_INT4=0 QUICK=0 BUILD_JOBS="" SKIP_ENGINES=0 SKIP_SERVERS=0 LLAMA_COMMIT=""
 
+peer_option() {  # the remaining arguments; the options only this script takes
+  PEER_OPTION_ARGS=2
+  case "$1" in
+    --glint-int4) need_value "$1" $#; GLINT_INT4=$2 ;;
+    --llama-commit) need_value "$1" $#; LLAMA_COMMIT=$2 ;;
+    --serve-int4) SERVE_INT4=1; PEER_OPTION_ARGS=1 ;;
+    *) PEER_OPTION_ARGS=0 ;;
+  esac
+}
+
 parse_args() {
-  while [[ $# -gt 0 ]]; do
-    case "$1" in
-      -h | --help) usage; exit 0 ;;
-      --out) need_value "$1" $#; OUT=$2; shift 2 ;;
-      --threads) need_value "$1" $#; positive_int "$1" "$2"; THREADS=$2; shift 2 ;;
-      --glint) need_value "$1" $#; GLINT=$2; shift 2 ;;
-      --glint-model) need_value "$1" $#; GLINT_MODEL=$2; shift 2 ;;
-      --glint-int8) need_value "$1" $#; GLINT_INT8=$2; shift 2 ;;
-      --glint-int4) need_value "$1" $#; GLINT_INT4=$2; shift 2 ;;
-      --build-jobs) need_value "$1" $#; positive_int "$1" "$2"; BUILD_JOBS=$2; shift 2 ;;
-      --llama-commit) need_value "$1" $#; LLAMA_COMMIT=$2; shift 2 ;;
-      --serve-int4) SERVE_INT4=1; shift ;;
-      --quick) QUICK=1; shift ;;
-      --skip-engines) SKIP_ENGINES=1; shift ;;
-      --skip-servers) SKIP_SERVERS=1; shift ;;
-      -*) die "unknown option '$1' (see --help)" ;;
-      *)
-        [[ -z $LLAMA_SRC ]] || die "one llama.cpp source directory expected, got '$LLAMA_SRC' and '$1'"
-        LLAMA_SRC=$1; shift ;;
-    esac
-  done
-  [[ -n $LLAMA_SRC ]] || { usage >&2; die "LLAMA_CPP_SOURCE_DIR is required"; }
-  [[ $SKIP_ENGINES == 1 && $SKIP_SERVERS == 1 ]] && die "--skip-engines and --skip-servers leave nothing to run"
-  THREADS=${THREADS:-$(nproc)}
-  BUILD_JOBS=${BUILD_JOBS:-$(nproc)}
+  parse_peer_args LLAMA_CPP_SOURCE_DIR llama.cpp "$@"
+  LLAMA_SRC=$PEER_SRC
 }
 
 # The tree must be llama.cpp with Kimi-Linear; its commit names the figures.

@@ -13,35 +13,18 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 script=$root/bench/peer/ik_llama.sh
-work=$(mktemp -d)
+# shellcheck source-path=SCRIPTDIR source=lib/peer_util.sh
+source "$root/tests/cli/lib/peer_util.sh"
 stub_pid=""
-cleanup() {
+stop_stub() {
   [[ -z $stub_pid ]] || kill "$stub_pid" 2>/dev/null || true
-  rm -rf "$work"
 }
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
-python=/usr/bin/python3
-[[ -x $python ]] || python=python3
+cleanup_commands+=(stop_stub)
 
 # ---- (a) ----
-if command -v shellcheck >/dev/null; then
-  shellcheck -x "$script" "$root/bench/peer/lib.sh" "${BASH_SOURCE[0]}" || fail "shellcheck found problems"
-else
-  echo "skipped (a): shellcheck is not installed"
-fi
+check_shell_scripts "${BASH_SOURCE[0]}" "$root/tests/cli/lib/peer_util.sh"
 
 # ---- (b) ----
-expect_error() {  # expected message fragment, arguments...
-  local want=$1 rc=0
-  shift
-  bash "$script" "$@" >"$work/out" 2>"$work/err" || rc=$?
-  [[ $rc -eq 2 ]] || fail "ik_llama.sh $*: exit $rc, expected 2 ($(cat "$work/err"))"
-  grep -qF -- "$want" "$work/err" || fail "ik_llama.sh $*: message '$(cat "$work/err")' lacks '$want'"
-}
 bash "$script" --help | grep -q 'usage: bench/peer/ik_llama.sh IK_SOURCE_DIR' || fail "--help prints no usage"
 expect_error "IK_SOURCE_DIR is required"
 expect_error "'$work/none' is not a directory" "$work/none"
@@ -98,11 +81,13 @@ grep -qF '| int8 / Q8_0 | 4 | 1,000 / 2,000 | **2.00×** | 100.0 / 150.0 | **1.5
   "$work/servers.md" || fail "server table: $(cat "$work/servers.md")"
 
 # ---- (d) ----
-# A stub /v1/completions: STUB_MODE=same answers one text; STUB_MODE=drift answers differently from the third
-# request on (as a server that mixes up sequences would).
+# A stub /v1/completions. STUB_MODE: legacy / content answer one text in the legacy logprobs form (glint's) or the
+# chat form with token ids (llama-server's); drift-text / drift-logprob answer differently from the third request
+# on, in the text or only in a logprob (as a server that mixes up sequences would; glint's random bench model
+# decodes its tokens to empty text, so there only the logprobs tell).
 cat >"$work/stub.py" <<'EOF'
-import http.server, json, os, sys, threading
-count, lock = [0], threading.Lock()
+import http.server, json, os, threading
+count, lock, mode = [0], threading.Lock(), os.environ["STUB_MODE"]
 class Stub(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
@@ -117,12 +102,19 @@ class Stub(http.server.BaseHTTPRequestHandler):
         self.reply({"data": [{"id": "stub"}]})
     def do_POST(self):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        assert request["temperature"] == 0 and isinstance(request["prompt"], list), request
+        assert request["temperature"] == 0 and request["logprobs"] == 1 and isinstance(request["prompt"], list)
         with lock:
             count[0] += 1
             n = count[0]
-        text = " t5 t6 t7" if os.environ["STUB_MODE"] == "same" or n < 3 else f" t{n}"
-        self.reply({"choices": [{"text": text}]})
+        drift = n >= 3 and mode.startswith("drift")
+        text = f" t{n}" if drift and mode == "drift-text" else " t5 t6"
+        logprobs = [-1.5, -2.0 - (0.5 if drift and mode == "drift-logprob" else 0.01 * (n % 2))]
+        if mode == "content":
+            choice_logprobs = {"content": [{"id": 5 + i, "token": f" t{5 + i}", "logprob": lp}
+                                           for i, lp in enumerate(logprobs)]}
+        else:
+            choice_logprobs = {"tokens": ["", ""], "token_logprobs": logprobs}
+        self.reply({"choices": [{"text": text, "logprobs": choice_logprobs}]})
 server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Stub)
 print(server.server_address[1], flush=True)
 server.serve_forever()
@@ -141,10 +133,15 @@ gate_against() {  # stub mode; prints the gate's exit status
   : >"$work/port"
   echo "$rc"
 }
-[[ $(gate_against same) == 0 ]] || fail "the gate rejects one answer: $(cat "$work/gate")"
-grep -qF "greedy gate passed: 1 alone + 4 at once" "$work/gate" || fail "gate message: $(cat "$work/gate")"
-[[ $(gate_against drift) == 1 ]] || fail "the gate passes differing answers: $(cat "$work/gate")"
-grep -qF "greedy gate FAILED: 3 of 4 answers sent at once differ" "$work/gate" || fail "gate message: $(cat "$work/gate")"
+for mode in legacy content; do  # logprobs 0.01 apart pass: within the tolerance of batched rounding
+  [[ $(gate_against $mode) == 0 ]] || fail "the gate rejects one answer ($mode): $(cat "$work/gate")"
+  grep -qF "greedy gate passed: 1 alone + 4 at once" "$work/gate" || fail "gate message: $(cat "$work/gate")"
+done
+for mode in drift-text drift-logprob; do
+  [[ $(gate_against $mode) == 1 ]] || fail "the gate passes differing answers ($mode): $(cat "$work/gate")"
+  grep -qF "greedy gate FAILED: 3 of 4 answers sent at once differ" "$work/gate" ||
+    fail "gate message ($mode): $(cat "$work/gate")"
+done
 
 # ---- (e) ----
 gguf_path=$root/bench/peer
@@ -154,15 +151,5 @@ if ! PYTHONPATH=$gguf_path "$python" -c 'import numpy, gguf, gguf.quants' 2>/dev
   echo "PASS (a-d)"
   exit 0
 fi
-writer=$root/bench/peer/bailingmoe3_gguf.py
-PYTHONPATH=$gguf_path "$python" "$writer" write --preset tiny --out "$work/tiny.gguf" >/dev/null ||
-  fail "the writer failed at the tiny widths"
-PYTHONPATH=$gguf_path "$python" "$writer" check --preset tiny "$work/tiny.gguf" >/dev/null ||
-  fail "the writer's own check rejects its tiny GGUF"
-rc=0
-PYTHONPATH=$gguf_path "$python" "$writer" check --preset bench "$work/tiny.gguf" >/dev/null 2>"$work/err" || rc=$?
-[[ $rc -eq 1 ]] || fail "check at the bench widths of a tiny GGUF: exit $rc, expected 1"
-grep -qF 'key bailingmoe3.embedding_length: 64, expected 4096' "$work/err" || fail "check message: $(cat "$work/err")"
-grep -qF 'tensor token_embd.weight: ne [64, 512], expected [4096, 154880]' "$work/err" ||
-  fail "check message: $(cat "$work/err")"
+check_gguf_writer "$root/bench/peer/bailingmoe3_gguf.py" "$gguf_path" bailingmoe3
 echo "PASS"

@@ -12,28 +12,13 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 script=$root/bench/peer/llama_cpp.sh
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  exit 1
-}
+# shellcheck source-path=SCRIPTDIR source=lib/peer_util.sh
+source "$root/tests/cli/lib/peer_util.sh"
 
 # ---- (a) ----
-if command -v shellcheck >/dev/null; then
-  shellcheck -x "$script" "$root/bench/peer/lib.sh" "${BASH_SOURCE[0]}" || fail "shellcheck found problems"
-else
-  echo "skipped (a): shellcheck is not installed"
-fi
+check_shell_scripts "${BASH_SOURCE[0]}" "$root/tests/cli/lib/peer_util.sh"
 
 # ---- (b) ----
-expect_error() {  # expected message fragment, arguments...
-  local want=$1 rc=0
-  shift
-  bash "$script" "$@" >"$work/out" 2>"$work/err" || rc=$?
-  [[ $rc -eq 2 ]] || fail "llama_cpp.sh $*: exit $rc, expected 2 ($(cat "$work/err"))"
-  grep -qF -- "$want" "$work/err" || fail "llama_cpp.sh $*: message '$(cat "$work/err")' lacks '$want'"
-}
 bash "$script" --help | grep -q 'usage: bench/peer/llama_cpp.sh LLAMA_CPP_SOURCE_DIR' || fail "--help prints no usage"
 expect_error "LLAMA_CPP_SOURCE_DIR is required"
 expect_error "'$work/none' is not a directory" "$work/none"
@@ -54,8 +39,6 @@ expect_error "no python3 that imports numpy and the tree's gguf-py" "$fake" --ou
 [[ ! -e $work/run ]] || fail "llama_cpp.sh created --out before its checks passed"
 
 # ---- (c) ----
-python=/usr/bin/python3
-[[ -x $python ]] || python=python3
 out=$work/peer
 mkdir -p "$out/engines" "$out/servers/glint-int8-c4" "$out/servers/llama-Q8_0-c4"
 for weights in int8 int4; do
@@ -96,15 +79,5 @@ if ! PYTHONPATH=$gguf_path "$python" -c 'import numpy, gguf' 2>/dev/null; then
   echo "PASS (a-c)"
   exit 0
 fi
-writer=$root/bench/peer/kimi_linear_gguf.py
-PYTHONPATH=$gguf_path "$python" "$writer" write --preset tiny --out "$work/tiny.gguf" >/dev/null ||
-  fail "the writer failed at the tiny widths"
-PYTHONPATH=$gguf_path "$python" "$writer" check --preset tiny "$work/tiny.gguf" >/dev/null ||
-  fail "the writer's own check rejects its tiny GGUF"
-rc=0
-PYTHONPATH=$gguf_path "$python" "$writer" check --preset bench "$work/tiny.gguf" >/dev/null 2>"$work/err" || rc=$?
-[[ $rc -eq 1 ]] || fail "check at the bench widths of a tiny GGUF: exit $rc, expected 1"
-grep -qF 'key kimi-linear.embedding_length: 64, expected 4096' "$work/err" || fail "check message: $(cat "$work/err")"
-grep -qF 'tensor token_embd.weight: ne [64, 512], expected [4096, 154880]' "$work/err" ||
-  fail "check message: $(cat "$work/err")"
+check_gguf_writer "$root/bench/peer/kimi_linear_gguf.py" "$gguf_path" kimi-linear
 echo "PASS"
