@@ -224,23 +224,14 @@ main() {
   parse_args "$@"
   check_tree
   PEER_SRC=$IK_SRC
-  check_tools
-  find_python "$IK_SRC/gguf-py" "import gguf.quants; gguf.GGMLQuantizationType.Q8_0"
-  find_glint
-  mkdir -p "$OUT"
-  OUT=$(cd "$OUT" && pwd)
-  LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
-  local started=$SECONDS
+  start_run "$IK_SRC/gguf-py" "import gguf.quants; gguf.GGMLQuantizationType.Q8_0"
   build_ik
   make_gguf
   smoke_test_ik
   GLINT_INT8=${GLINT_INT8:-$OUT/glint-bench-int8}
   GLINT_MODEL=${GLINT_MODEL:-$OUT/glint-bench-model}
   ensure_glint_container "$GLINT_INT8" int8
-  [[ $SKIP_ENGINES == 1 ]] || engines
-  [[ $SKIP_SERVERS == 1 ]] || servers
-  report "$([[ $QUICK == 1 ]] && echo "--quick settings, not for publishing" || echo "full settings")"
-  say "done in $(((SECONDS - started) / 60)) min; tables in $OUT/peer.md"
+  run_and_report
 }
 
 # Sourced (by a test or a partial run), it only defines its functions.

@@ -93,9 +93,24 @@ find_glint() {
 --target glint; or pass --glint BIN)"
 }
 
-check_tools() {
+# After the checks, before anything is made: the tools, glint, the work directory, the load at the start.
+start_run() {  # the tree's gguf-py directory, the check find_python runs
   command -v cmake >/dev/null || die "cmake is missing (scripts/setup.sh)"
   command -v curl >/dev/null || die "curl is missing (scripts/setup.sh)"
+  find_python "$1" "$2"
+  find_glint
+  mkdir -p "$OUT"
+  OUT=$(cd "$OUT" && pwd)
+  LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
+  RUN_STARTED=$SECONDS
+}
+
+# The comparisons the options ask for, then the script's report.
+run_and_report() {
+  [[ $SKIP_ENGINES == 1 ]] || engines
+  [[ $SKIP_SERVERS == 1 ]] || servers
+  report "$([[ $QUICK == 1 ]] && echo "--quick settings, not for publishing" || echo "full settings")"
+  say "done in $(((SECONDS - RUN_STARTED) / 60)) min; tables in $OUT/peer.md"
 }
 
 # ---- the peer's build ----

@@ -244,21 +244,12 @@ main() {
   parse_args "$@"
   check_tree
   PEER_SRC=$LLAMA_SRC
-  check_tools
-  find_python "$LLAMA_SRC/gguf-py" gguf.MODEL_ARCH.KIMI_LINEAR
-  find_glint
-  mkdir -p "$OUT"
-  OUT=$(cd "$OUT" && pwd)
-  LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
-  local started=$SECONDS
+  start_run "$LLAMA_SRC/gguf-py" gguf.MODEL_ARCH.KIMI_LINEAR
   build_llama
   make_ggufs
   smoke_test_llama
   glint_models
-  [[ $SKIP_ENGINES == 1 ]] || engines
-  [[ $SKIP_SERVERS == 1 ]] || servers
-  report "$([[ $QUICK == 1 ]] && echo "--quick settings, not for publishing" || echo "full settings")"
-  say "done in $(((SECONDS - started) / 60)) min; tables in $OUT/peer.md"
+  run_and_report
 }
 
 # Sourced (by a test or a partial run), it only defines its functions.
