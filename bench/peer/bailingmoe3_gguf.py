@@ -63,7 +63,7 @@ class Widths:
     q_lora: int = 1536
     kv_lora: int = 512
     mla_qk_nope: int = 256  # query dims absorbed into the latent, as glint's qk_head_dim (NoPE)
-    rope_dims: int = 64  # ik's MLA graph needs a rotated part (qk_rope_head_dim); glint's key is the latent alone
+    rope_dims: int = 0  # NoPE like glint: the key is the latent alone (ik's MLA graph runs with no rotated part)
     swiglu_limit: float = 10.0  # glint's swiglu_limit, as ik's swiglu_clamp_exp / _shexp
     rms_eps: float = 1e-5
     routed_scale: float = 2.5
@@ -73,7 +73,7 @@ class Widths:
 PRESETS = {
     "bench": Widths(),
     "tiny": Widths(vocab=512, hidden=64, dense_ff=96, experts=8, experts_used=2, expert_ff=32, heads=2,
-                   kda_head_dim=32, q_lora=32, kv_lora=32, mla_qk_nope=32, rope_dims=32, context=4096),
+                   kda_head_dim=32, q_lora=32, kv_lora=32, mla_qk_nope=32, context=4096),
 }
 
 
