@@ -74,12 +74,15 @@ check_tree() {
 PEER_CMAKE_FLAGS=(-DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_CURL=OFF)
 PEER_TARGETS=(llama-bench llama-server)
 
+# The build's duration is kept beside it ($dir.took), for the reports of later runs that find it up to date.
 build_ik() {
   local dir=$OUT/ik_llama.cpp-build started=$SECONDS
   say "building ${PEER_TARGETS[*]} of ik_llama.cpp $IK_COMMIT in $dir (log $dir.log; up to date: seconds)"
+  [[ -x $dir/bin/llama-server && -x $dir/bin/llama-bench ]] || rm -f "$dir.took"
   cmake_build "$dir" "$dir.log" || die "the ik_llama.cpp build failed; see $dir.log"
+  [[ -f $dir.took ]] || echo "$(((SECONDS - started) / 60)) min with $BUILD_JOBS jobs ($(date -u +%F))" >"$dir.took"
   IK_BIN=$dir/bin
-  IK_BUILD_TIME="$(((SECONDS - started) / 60)) min in this run"
+  IK_BUILD_TIME=$(cat "$dir.took")
   check_vnni "$dir"
 }
 
