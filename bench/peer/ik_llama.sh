@@ -177,9 +177,12 @@ servers() {
   port=$(free_port) log=$OUT/servers/ik-server-Q8_0.log
   say "ik llama-server Q8_0 on port $port"
   # 16 slots of 512 tokens: every request (256 + 64) fits its slot. -no-gr: graph reuse off, as the issue runs it.
+  # Started in OUT/servers: it writes llama.log into its working directory.
+  pushd "$OUT/servers" >/dev/null
   "$IK_BIN/llama-server" -m "$GGUF" --host 127.0.0.1 --port "$port" -t "$THREADS" -np 16 -c 8192 -rtr -no-gr \
     --webui none >"$log" 2>&1 &
   SERVER_PID=$!
+  popd >/dev/null
   wait_healthy "$port" "$log"
   gate ik-Q8_0 "$port"
   bench_server ik-Q8_0 "$port"
