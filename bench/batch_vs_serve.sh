@@ -144,7 +144,9 @@ json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)"
 bench() {
   local name="$1"
   shift
-  "$glint" bench --base-url "$base" --no-progress --out "$work/$name" "$@" >"$work/$name.txt" 2>&1 ||
+  # Tokens counted by their logprobs: a random-weight model (the bench model) samples tokens that decode to no text.
+  "$glint" bench --base-url "$base" --no-progress --count-tokens logprobs --out "$work/$name" "$@" \
+    >"$work/$name.txt" 2>&1 ||
     die "glint bench ($name) failed: $(tail -5 "$work/$name.txt")"
   local failed
   failed="$(json "$work/$name/results.json" "sum(l['failed'] for l in d['levels'])")"
