@@ -153,6 +153,10 @@ bool Scheduler::PrefixInFlight(const SequenceInfo& waiting, std::span<const int3
 
 void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget) {
   const int64_t block_tokens = memory_.options().block_tokens;
+  // Each waiting sequence looked at costs a prefix lookup (and a disk-tier read): passing over deferred ones is
+  // bounded, so a long queue behind one shared prompt (a batch file) costs a few lookups a step, not the queue.
+  constexpr int kMaxDeferredPerStep = 8;
+  int deferred = 0;
   for (auto next = waiting_.begin(); budget > 0 && next != waiting_.end() && std::get<0>(*next) == priority;) {
     const SequenceId id = std::get<2>(*next);
     SequenceInfo& sequence = Mutable(id);
@@ -164,6 +168,7 @@ void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget
     // computing it too (a step's time on a CPU grows with its tokens: two copies of a shared system prompt cost
     // twice, and the second copy would not start sooner). Those behind it may go first.
     if (PrefixInFlight(sequence, keys, match.tokens)) {
+      if (++deferred == kMaxDeferredPerStep) return;
       ++next;
       continue;
     }

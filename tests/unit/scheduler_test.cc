@@ -170,6 +170,19 @@ TEST(Scheduler, APromptWhoseStartIsBeingComputedWaitsForTheCache) {
   Finish(scheduler, plan);
 }
 
+TEST(Scheduler, PassingOverDeferredPromptsIsBoundedPerStep) {
+  auto memory = Memory(256, 16, /*prefix=*/true, /*checkpoints=*/8);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 200});
+  for (int32_t i = 0; i < 10; ++i) scheduler.Add(i + 1, SharedStart(70 + i), i);  // 1 computes, 9 would wait
+  scheduler.Add(20, Tokens(50, 6), 10);  // unrelated, behind 9 deferred ones: past the bound of 8
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1}));
+  Finish(scheduler, plan);
+  plan = scheduler.Schedule();  // 1's start is cached: everyone is admitted
+  EXPECT_EQ(plan.admitted.size(), 10u);
+  Finish(scheduler, plan);
+}
+
 TEST(Scheduler, APromptWaitsForAStartInFlightOnlyWhenItGainsACheckpoint) {
   auto memory = Memory(64, 4, /*prefix=*/true, /*checkpoints=*/8);
   Scheduler scheduler(*memory, {.max_batch_tokens = 100});
