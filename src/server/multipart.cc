@@ -157,8 +157,9 @@ Result<std::vector<MultipartPart>> ParseMultipart(std::string_view body, std::st
       return InvalidArgument("multipart part ", parts.size() + 1, " ('", part.name.substr(0, 64),
                              "') is not closed by a boundary: the body ends early");
     }
-    // An empty part's CRLF before the delimiter is the one that ended its headers.
-    part.data = data_end < data_start ? std::string_view() : body.substr(data_start, data_end - data_start);
+    // An empty part's CRLF before the delimiter is the one that ended its headers. Its data is still a view into the
+    // body (an empty one at the delimiter), never a null view: callers compare positions against the body.
+    part.data = data_end < data_start ? body.substr(data_end, 0) : body.substr(data_start, data_end - data_start);
     parts.push_back(std::move(part));
     cursor = data_end + delimiter.size();
   }

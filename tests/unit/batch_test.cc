@@ -60,6 +60,18 @@ TEST(Multipart, PartsAreViewsIntoTheBody) {
   EXPECT_EQ(parts[2].data, "");
 }
 
+// The blank line that ends a part's headers may share its CRLF with the next delimiter: the part is empty, and its
+// data is still a view into the body (found by fuzz.multipart: it was a null view).
+TEST(Multipart, AnEmptyPartWhoseHeadersMeetTheDelimiterIsAViewIntoTheBody) {
+  const std::string body = "--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\n--XyZ--\r\n";
+  ASSERT_OK_AND_ASSIGN(std::vector<MultipartPart> parts, ParseMultipart(body, "XyZ"));
+  ASSERT_EQ(parts.size(), 1u);
+  EXPECT_EQ(parts[0].data, "");
+  ASSERT_NE(parts[0].data.data(), nullptr);
+  EXPECT_GE(parts[0].data.data(), body.data());
+  EXPECT_LE(parts[0].data.data(), body.data() + body.size());
+}
+
 TEST(Multipart, MalformedBodiesAreErrors) {
   EXPECT_FALSE(ParseMultipart("no boundary here", "XyZ").ok());
   EXPECT_FALSE(ParseMultipart(Part("name=\"a\"", "x"), "XyZ").ok()) << "no closing boundary";
