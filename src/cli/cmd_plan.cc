@@ -46,6 +46,7 @@ struct PlanFlags {
   int tp = 1;
   double link_bandwidth_gbps = 1.25;  // 10 GbE
   double link_latency_us = 30;        // TCP over Ethernet through Open MPI's tcp transport
+  int64_t lm_head_split_rows = 4;     // as the run's --lm-head-split-rows (cli/distributed.h)
 };
 
 // The tables of glint's collectives per step when --ranks > 1 (the other flags alone are refused: they describe
@@ -56,7 +57,7 @@ Result<std::vector<Table>> CollectiveTablesFromFlags(const PlanFlags& flags, con
     if (network_flags) return InvalidArgument("--tp, --link-bandwidth and --link-latency describe --ranks N > 1");
     return std::vector<Table>{};
   }
-  const plan::ParallelLayout layout{flags.ranks, flags.tp};
+  const plan::ParallelLayout layout{flags.ranks, flags.tp, flags.lm_head_split_rows};
   GLINT_RETURN_IF_ERROR(plan::ValidateLayout(layout));
   if (!(flags.link_bandwidth_gbps > 0)) return InvalidArgument("--link-bandwidth must be positive (GB/s)");
   if (!(flags.link_latency_us >= 0)) return InvalidArgument("--link-latency must be ≥ 0 (µs)");
@@ -233,6 +234,12 @@ void AddRanksFlags(CLI::App& command, PlanFlags& flags) {
   command
       .add_option("--link-latency", flags.link_latency_us, "with --ranks: latency of one message between ranks in µs")
       ->capture_default_str();
+  command
+      .add_option("--lm-head-split-rows", flags.lm_head_split_rows,
+                  "with --ranks and --tp 1: as the run's flag (passes of at most this many logit rows split "
+                  "lm_head over all ranks and gather the logits to rank 0; 0: never)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
 }
 
 CommandSetup PlanSetup() {

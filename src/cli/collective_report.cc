@@ -46,7 +46,7 @@ std::string DescribeStepCollectives(const CollectiveStats& measured, int64_t ste
   if (!planned) return text;
   if (shard.dp_attention) return text + "; glint plan does not model --dp-attention's all-to-alls yet";
   const std::vector<plan::CollectiveLine> lines =
-      plan::CollectivesPerStep(config, plan::ParallelLayout{shard.ranks, shard.tp}, *planned);
+      plan::CollectivesPerStep(config, plan::ParallelLayout{shard.ranks, shard.tp, shard.head_split() ? shard.head_split_rows : 0}, *planned);
   const plan::CollectiveTotals totals = plan::SumCollectives(lines, plan::Network{});
   const bool same = static_cast<double>(totals.calls) == per_step(measured.calls);
   return StrCat(text, "; glint plan: ", totals.calls, " (", same ? "equal" : "DIFFERENT", "), ",

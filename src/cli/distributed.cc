@@ -153,11 +153,20 @@ void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
                    "under mpirun with --tp 1: each rank runs attention and holds the caches only for the sequences "
                    "rank 0 assigns it; MoE rows are exchanged all-to-all (docs/distributed.md). run, score and "
                    "bench-model; not the engine, MTP or --expert-memory yet");
+  command
+      .add_option("--lm-head-split-rows", flags.lm_head_split_rows,
+                  "under mpirun with --tp 1 (no --dp-attention): a pass with at most this many rows that want logits "
+                  "(decode: one per sequence) computes lm_head split by vocabulary over all ranks, and rank 0 gathers "
+                  "the logits; more rows: rank 0 computes it whole. Pays while rows × vocab × 4 bytes cross the link "
+                  "faster than a rank reads (N − 1)/N of lm_head (docs/distributed.md \"lm_head\"). 0: never")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
 }
 
 ModelParallel ToModelParallel(const ParallelFlags& flags) {
   ModelParallel parallel{&World(), flags.tp, flags.ep};
   parallel.dp_attention = flags.dp_attention;
+  parallel.head_split_rows = flags.lm_head_split_rows;
   return parallel;
 }
 

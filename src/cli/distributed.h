@@ -25,6 +25,7 @@ struct ParallelFlags {
   int tp = 0;  // 0: not given
   int ep = 0;
   bool dp_attention = false;
+  int64_t lm_head_split_rows = 4;  // ShardPlan::head_split_rows
 };
 void AddParallelFlags(CLI::App& command, ParallelFlags& flags);
 ModelParallel ToModelParallel(const ParallelFlags& flags);

@@ -24,4 +24,11 @@ namespace glint {
 Status GatherLogitRows(const ShardPlan& plan, int64_t vocab, Communicator* group, std::span<const float> local,
                        int64_t rows, float* logits);
 
+// The same over any group whose member m computes the logit columns `columns_of_member[m]` (contiguous ranges of
+// the vocabulary, together all of it): the group's rank 0 receives and assembles `logits` [rows, V]; the others
+// only send. Used by GatherLogitRows (rank 0's tp group) and by --lm-head-split-rows (all ranks at --tp 1,
+// ShardPlan::head_rows_of_rank).
+Status GatherLogitColumns(std::span<const IndexRange> columns_of_member, int64_t vocab, Communicator* group,
+                          std::span<const float> local, int64_t rows, float* logits);
+
 }  // namespace glint

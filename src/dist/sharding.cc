@@ -43,12 +43,18 @@ TensorSlices WholeSlices(const ModelConfig& c) {
           {0, c.moe_intermediate_size}, {0, c.SharedIntermediate()}, {0, c.vocab_size}};
 }
 
+// Rank r of `ranks`'s lm_head rows when the vocabulary is split over all of them: blocks of 16 rows, the first
+// ranks one more block.
+IndexRange VocabBlocksOf(int64_t vocab, int ranks, int r) {
+  const IndexRange blocks = SplitExperts((vocab + kLmHeadRowBlock - 1) / kLmHeadRowBlock, ranks)[r];
+  return {blocks.begin * kLmHeadRowBlock, std::min(vocab, blocks.end * kLmHeadRowBlock)};
+}
+
 // Rank r's lm_head rows: blocks of 16 rows over group 0's tp ranks when split; else rank 0 holds all.
 IndexRange VocabRowsOf(int64_t vocab, bool split, int tp, int r) {
   if (r >= tp) return {0, 0};  // not in rank 0's group: only rank 0 samples
   if (!split) return r == 0 ? IndexRange{0, vocab} : IndexRange{0, 0};
-  const IndexRange blocks = SplitExperts((vocab + kLmHeadRowBlock - 1) / kLmHeadRowBlock, tp)[r];
-  return {blocks.begin * kLmHeadRowBlock, std::min(vocab, blocks.end * kLmHeadRowBlock)};
+  return VocabBlocksOf(vocab, tp, r);
 }
 
 std::string RangeText(const ExpertRange& range) {
@@ -144,6 +150,12 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
                            plan.tp, "); use --ep ", plan.ranks, " --dp-attention");
   }
   plan.dp_attention = parallel.dp_attention;
+  // The vocabulary split over every rank needs every final row on every rank: --tp 1 with attention replicated.
+  if (parallel.head_split_rows > 0 && plan.tp == 1 && !plan.dp_attention &&
+      (config.vocab_size + kLmHeadRowBlock - 1) / kLmHeadRowBlock >= plan.ranks) {
+    plan.head_split_rows = parallel.head_split_rows;
+    for (int r = 0; r < plan.ranks; ++r) plan.head_rows_of_rank.push_back(VocabBlocksOf(config.vocab_size, plan.ranks, r));
+  }
   return plan;
 }
 
@@ -229,7 +241,13 @@ Table ShardPlanTable(const ShardPlan& plan, const ModelConfig& config, const std
                                                          " ranks of rank 0's group, which gathers the logit rows "
                                                          "sampling needs")
                                                 : "on rank 0 only (it samples)",
-                               "; the other ranks hold none and skip it"));
+                               plan.head_split() ? "" : "; the other ranks hold none and skip it"));
+  if (plan.head_split()) {
+    table.notes.push_back(StrCat("lm_head for passes of at most ", plan.head_split_rows,
+                                 " logit rows (--lm-head-split-rows): split by vocabulary over all ", plan.ranks,
+                                 " ranks, rank 0 gathers the columns; each other rank holds its 1/", plan.ranks,
+                                 " of the rows"));
+  }
   table.notes.push_back("replicated on every rank: " + ReplicatedText(plan));
   return table;
 }

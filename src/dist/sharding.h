@@ -92,6 +92,14 @@ struct ShardPlan {
   // --dp-attention (docs/distributed.md "Attention data-parallel"): each rank runs attention, and holds the caches,
   // only for the sequences assigned to it (SequenceState::attention_rank); MoE rows are exchanged all-to-all.
   bool dp_attention = false;
+  // --lm-head-split-rows (docs/distributed.md "lm_head"): at --tp 1 over several ranks without --dp-attention
+  // (attention replicated: every rank holds every final row) a pass with at most this many rows that want logits
+  // computes lm_head split by vocabulary over all ranks — rank r its rows head_rows_of_rank[r], in 16-row blocks —
+  // and rank 0 gathers the columns; a pass with more computes it whole on rank 0, which keeps all of lm_head.
+  // 0, or empty head_rows_of_rank: never split. Pays while the gather's rows × V × 4 bytes over the link cost less
+  // than reading (N − 1)/N of lm_head.
+  int64_t head_split_rows = 0;
+  std::vector<IndexRange> head_rows_of_rank;  // [ranks] when the split is on
 
   int tp_rank() const { return rank % tp; }
   int ep_rank() const { return rank / tp; }
@@ -107,6 +115,10 @@ struct ShardPlan {
   // Whether this rank computes logits at all (some lm_head rows), and whether it receives the whole rows.
   bool computes_logits() const { return slices_of_rank.empty() || slices().vocab_rows.count() > 0; }
   bool receives_logits() const { return rank == 0; }
+  bool head_split() const { return !head_rows_of_rank.empty(); }
+  // Whether a pass with `logit_rows` rows wanting logits splits lm_head over every rank (all ranks agree: they see
+  // the same batch).
+  bool splits_head(int64_t logit_rows) const { return head_split() && logit_rows <= head_split_rows; }
 };
 
 // What a model needs to run as one rank of several: the communicator of the ranks and the --tp / --ep flags; the
@@ -121,6 +133,8 @@ struct ModelParallel {
   bool whole_experts = false;
   // --dp-attention (ShardPlan::dp_attention): needs several ranks and --tp 1.
   bool dp_attention = false;
+  // --lm-head-split-rows (ShardPlan::head_split_rows): used at --tp 1 without --dp-attention; 0: off.
+  int64_t head_split_rows = 0;
 };
 // The plan of this process: SingleRankPlan without a communicator (or with one of one rank), else MakeShardPlan
 // for comm's rank and size.

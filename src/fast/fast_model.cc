@@ -105,6 +105,11 @@ FastModel::FastModel(ModelConfig config, FastWeightSource source, FastWeights we
       max_tokens_per_pass_(std::max<int64_t>(1, options.max_tokens_per_pass)) {
   load_report_.weight_bytes = source_.TotalBytes();
   load_report_.resident_bytes = load_report_.weight_bytes;
+  if (plan_.head_split()) {  // this rank's share of a split lm_head: rank 0's a view of its whole copy
+    head_share_ = weights_.lm_head;
+    const IndexRange mine = plan_.head_rows_of_rank[plan_.rank];
+    if (plan_.rank == 0) head_share_.int8 = Int8RowRange(weights_.lm_head.int8, mine.begin, mine.end);
+  }
 }
 
 Status FastModel::AttachExpertCache(const FastModelOptions& options) {
@@ -210,12 +215,16 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   }
   const double verify_seconds = verified_bytes > 0 ? verify_watch.Seconds() : 0.0;
   if (!sliced) GLINT_RETURN_IF_ERROR(SliceFastSource(source, FastTensorSlices(config, plan)));
-  GLINT_RETURN_IF_ERROR(KeepLmHeadRows(source, plan.slices().vocab_rows));  // only rank 0's group holds any
+  // Only rank 0's group holds lm_head rows, except under --lm-head-split-rows, where every other rank holds its
+  // share of the vocabulary beside rank 0's whole copy (rank 0 also computes passes with more logit rows).
+  const IndexRange head_rows =
+      plan.head_split() && plan.rank != 0 ? plan.head_rows_of_rank[plan.rank] : plan.slices().vocab_rows;
+  GLINT_RETURN_IF_ERROR(KeepLmHeadRows(source, head_rows));
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
   const ModelConfig local_config = LocalConfig(config, plan);
   GLINT_ASSIGN_OR_RETURN(FastWeights weights,
                          BindFastWeights(source, local_config, with_mtp, local, plan.slices().shared_columns.count(),
-                                         plan.slices().vocab_rows.count()));
+                                         head_rows.count()));
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);
@@ -262,7 +271,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
     const int64_t int4_group = convert.experts == ExpertWeights::kInt4 ? convert.int4_group : 0;
     GLINT_ASSIGN_OR_RETURN(plan, FastShardPlan(config, options, ConvertColumnGroup(convert.group, int4_group)));
     convert.local = plan.local_experts();
-    convert.lm_head = plan.computes_logits();
+    convert.lm_head = plan.computes_logits() || plan.head_split();  // KeepLmHeadRows narrows it
     convert.slices = FastTensorSlices(config, plan);  // convert only this rank's slices
     GLINT_ASSIGN_OR_RETURN(auto tensors, PlanFastWeights(checkpoint, config, convert));
     GLINT_RETURN_IF_ERROR(MaterializeFastWeights(tensors, pool, source, options.progress));
@@ -597,8 +606,8 @@ Status FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<E
       }
     }
   }
-  if (logit_rows.empty() || !plan_.computes_logits()) return Status::Ok();
   const int64_t count = static_cast<int64_t>(logit_rows.size());
+  if (count == 0 || !(plan_.computes_logits() || plan_.splits_head(count))) return Status::Ok();
   float* gathered = act.logit_inputs.Floats(count * d);
   for (int64_t r = 0; r < count; ++r)
     std::memcpy(gathered + r * d, normed + logit_rows[r].first * d, d * sizeof(float));
@@ -611,6 +620,13 @@ Status FastModel::Head(const FastPass& pass, FastActivations& act, std::vector<E
 }
 
 Status FastModel::LmHead(const float* normed, int64_t rows, float* out, float* logits) const {
+  if (rows > 0 && plan_.splits_head(rows)) {  // every rank its share of the vocabulary, rank 0 gathers
+    const int64_t width = head_share_.rows();
+    context_->Linear(head_share_, normed, config_.hidden_size, rows, out, width);
+    lm_head_rows_ += rows;
+    std::vector<float> local(out, out + rows * width);
+    return GatherLogitColumns(plan_.head_rows_of_rank, config_.vocab_size, comm_, local, rows, logits);
+  }
   if (rows == 0 || !plan_.computes_logits()) return Status::Ok();             // not rank 0's group: only rank 0 samples
   const int64_t width = weights_.lm_head.rows(), vocab = config_.vocab_size;  // width: this rank's vocabulary rows
   context_->Linear(weights_.lm_head, normed, config_.hidden_size, rows, out, width);

@@ -191,6 +191,7 @@ class FastModel final : public PathModel {
   mutable std::unique_ptr<Communicator> tp_comm_;  // the rank's tensor-parallel group (made at first use)
   FastWeightSource source_;
   FastWeights weights_;
+  PackedLinear head_share_;  // --lm-head-split-rows: this rank's lm_head rows (ShardPlan::head_rows_of_rank)
   WorkerPool& pool_;
   Isa isa_;
   int64_t max_tokens_per_pass_;

@@ -129,13 +129,14 @@ Status FastModel::MtpHead(const FastMtpPass& pass, const std::vector<float>& z, 
     vec::RmsNorm(&z[t * d], weights_.mtp->head_norm, d, c.rms_norm_eps, &result.normed[t * d]);
   }
   result.logits.assign(pass.batch.size(), {});
-  if (!want_logits || !plan_.computes_logits()) return Status::Ok();
+  if (!want_logits || !(plan_.computes_logits() || plan_.head_split())) return Status::Ok();
   std::vector<float> gathered;  // [logit rows, D]
   for (const Segment& s : pass.segments) {
     const auto [first, count] = LogitRows(pass.batch[s.sequence], s);
     gathered.insert(gathered.end(), result.normed.begin() + first * d, result.normed.begin() + (first + count) * d);
   }
   const int64_t rows = static_cast<int64_t>(gathered.size()) / d;
+  if (!plan_.computes_logits() && !plan_.splits_head(rows)) return Status::Ok();
   const bool receives = plan_.receives_logits();
   std::vector<float> out(rows * (receives ? c.vocab_size : weights_.lm_head.rows()));  // [rows, V or this rank's]
   GLINT_RETURN_IF_ERROR(LmHead(gathered.data(), rows, out.data(), out.data()));

@@ -63,8 +63,11 @@ void PutForced(WireWriter& w, const ForcedChoices* forced) {
 // Whether a follower runs lm_head: only the ranks of rank 0's tp group hold lm_head rows (split by vocabulary at
 // --tp > 1; at --tp 1 rank 0 holds it whole), and only rank 0 samples, so every other follower skips it (the
 // released model: ≈ 0.6 GB of reads per decode step saved per rank). A follower of rank 0's group computes its
-// vocabulary rows for rank 0's gather (lm_head_split.h).
-bool FollowerComputesLogits(const Model& model) { return model.shard_plan().computes_logits(); }
+// vocabulary rows for rank 0's gather (lm_head_split.h). With --lm-head-split-rows every follower keeps the rows
+// that want logits: it computes its share of the vocabulary for passes of few of them, as rank 0 decides alike.
+bool FollowerComputesLogits(const Model& model) {
+  return model.shard_plan().computes_logits() || model.shard_plan().head_split();
+}
 
 // Whether a failed call failed only some entries — an expert read (--expert-memory), which SumMoeOverRanks makes
 // every rank see alike, and which the engine handles per request — rather than leaving the ranks in different

@@ -60,6 +60,9 @@ Result<std::unique_ptr<ReferenceModel>> ReferenceModel::Load(const std::string& 
   }
   GLINT_ASSIGN_OR_RETURN(ModelConfig config, LoadModelConfig(dir));
   GLINT_ASSIGN_OR_RETURN(ShardPlan plan, MakeShardPlan(config, parallel));
+  // The reference keeps lm_head whole on rank 0 at --tp 1 (--lm-head-split-rows is the fast path's).
+  plan.head_split_rows = 0;
+  plan.head_rows_of_rank.clear();
   GLINT_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::Open(dir));
   LoadOptions sharded = options;
   sharded.experts = plan.local_experts();

@@ -32,6 +32,23 @@ uint64_t MtpPlanBytes(const StepShape& s, int64_t hidden_size) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The rows wanting logits in each of a step's passes: when every row wants them, each pass's own rows (full passes,
+// then the rest: exact); in one pass, all of them (exact); else spread evenly over the last min(passes, logit rows)
+// passes (a prefill's last row lies in its last pass: exact for one sequence).
+std::vector<int64_t> LogitRowsPerPass(const StepShape& s, int64_t passes) {
+  std::vector<int64_t> per_pass(passes, 0);
+  if (passes == 0 || s.logit_rows == 0) return per_pass;
+  if (s.logit_rows == s.rows) {
+    for (int64_t p = 0; p < passes; ++p) per_pass[p] = std::min(s.pass_rows, s.rows - p * s.pass_rows);
+    return per_pass;
+  }
+  const int64_t holding = std::min(passes, s.logit_rows);
+  for (int64_t i = 0; i < holding; ++i) {
+    per_pass[passes - holding + i] = s.logit_rows / holding + (i < s.logit_rows % holding ? 1 : 0);
+  }
+  return per_pass;
+}
+
 int CeilLog2(int n) {
   int steps = 0;
   while ((1 << steps) < n) ++steps;
@@ -89,6 +106,11 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
   const int64_t blocks = CeilDiv(c.vocab_size, kLmHeadRowBlock);
   const int64_t own = std::min<int64_t>(c.vocab_size, (blocks / tp + (blocks % tp > 0 ? 1 : 0)) * kLmHeadRowBlock);
   const uint64_t vocab_part = static_cast<uint64_t>(blocks >= tp ? c.vocab_size - own : 0) * kFloat;
+  // --tp 1 with the vocabulary split over all n ranks for small passes: rank 0 receives V − its share per row.
+  const bool head_split = tp == 1 && layout.head_split_rows > 0 && blocks >= n;
+  const int64_t head_own = std::min<int64_t>(c.vocab_size, (blocks / n + (blocks % n > 0 ? 1 : 0)) * kLmHeadRowBlock);
+  const uint64_t head_part = static_cast<uint64_t>(c.vocab_size - head_own) * kFloat;
+  const auto splits = [&](int64_t logit_rows) { return head_split && logit_rows <= layout.head_split_rows; };
   auto add = [&](std::string what, CollectiveOp op, int group, int64_t calls, uint64_t payload, bool estimated) {
     if (calls > 0) lines.push_back({std::move(what), op, group, calls, payload, estimated});
   };
@@ -104,6 +126,14 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
     add("lm_head gather to rank 0 (its TP group)", CollectiveOp::kGather, tp, std::min(passes, s.logit_rows),
         s.logit_rows * vocab_part, false);
   }
+  if (head_split) {  // each pass decides alone
+    int64_t calls = 0, rows = 0;
+    for (const int64_t pass_logit_rows : LogitRowsPerPass(s, passes)) {
+      if (pass_logit_rows > 0 && splits(pass_logit_rows)) ++calls, rows += pass_logit_rows;
+    }
+    add("lm_head gather to rank 0 (all ranks, --lm-head-split-rows)", CollectiveOp::kGather, n, calls,
+        rows * head_part, false);
+  }
   if (c.HasMtp() && s.mtp_entries > 0) {
     // FastModel::MtpForwardBatch runs every entry's pairs in one pass: one collective per sublayer per call; the
     // first call over the step's pairs, then one call of one pair per entry per chained draft.
@@ -118,6 +148,12 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
       add("MTP lm_head gather to rank 0 (its TP group)", CollectiveOp::kGather, tp,
           (s.mtp_logit_rows > 0 ? 1 : 0) + s.mtp_chain, logit_rows * vocab_part, false);
     }
+    // Each MTP call decides alone: the first over the step's draft rows, each chained one over one row per entry.
+    const int64_t first_split = s.mtp_logit_rows > 0 && splits(s.mtp_logit_rows) ? 1 : 0;
+    const int64_t chained_split = splits(s.mtp_entries) ? s.mtp_chain : 0;
+    add("MTP lm_head gather to rank 0 (all ranks, --lm-head-split-rows)", CollectiveOp::kGather, n,
+        first_split + chained_split,
+        (first_split * s.mtp_logit_rows + chained_split * s.mtp_entries) * head_part, false);
   }
   return lines;
 }

@@ -14,6 +14,9 @@
 //     holding a row that needs logits (taken as min(passes, logit rows): exact for decode and single-pass steps),
 //     of those rows' columns (16-row blocks split like the rest of the plan; rank 0 receives V − its own columns);
 //     one per MTP call with a row that wants draft logits.
+//   --tp 1 with --lm-head-split-rows R: the same gather over all ranks for a pass (or MTP call) of ≤ R logit rows
+//     (exact for decode, single-pass steps, steps whose every row wants logits and MTP calls; other multi-pass
+//     steps taken with their logit rows spread over their last passes).
 // An all-reduce is an all-gather of every rank's partial vector and a rank-order sum (dist/communicator.h): each
 // rank sends its R · D · 4 bytes and receives them from every other rank of the group.
 #pragma once
@@ -31,6 +34,9 @@ namespace glint::plan {
 struct ParallelLayout {
   int ranks = 1;
   int tp = 1;  // tensor-parallel degree; ranks / tp expert-parallel groups
+  // --lm-head-split-rows at --tp 1 (ShardPlan::head_split_rows): a pass with at most this many logit rows computes
+  // lm_head split by vocabulary over all ranks and gathers the columns to rank 0; 0: never.
+  int64_t head_split_rows = 0;
 };
 // ranks ≥ 1, tp ≥ 1, tp divides ranks (the run's own rule: --tp × --ep = ranks).
 Status ValidateLayout(const ParallelLayout& layout);

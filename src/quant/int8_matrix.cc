@@ -78,4 +78,12 @@ void DequantizeInt8(const Int8MatrixView& matrix, float* out) {
   }
 }
 
+Int8MatrixView Int8RowRange(const Int8MatrixView& matrix, int64_t begin, int64_t end) {
+  const Int8Layout& whole = matrix.layout;
+  const int64_t first_block = begin / kInt8RowBlock;
+  return {{end - begin, whole.cols, whole.group},
+          matrix.codes + first_block * whole.block_code_bytes(),
+          matrix.scales + first_block * whole.groups() * kInt8RowBlock};
+}
+
 }  // namespace glint

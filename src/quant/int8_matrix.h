@@ -98,4 +98,8 @@ Result<Int8Matrix> QuantizeInt8(const float* w, int64_t rows, int64_t cols, int6
 // W[r, c] = code · scale for the logical rows and columns: out [rows, cols].
 void DequantizeInt8(const Int8MatrixView& matrix, float* out);
 
+// Rows [begin, end) of `matrix`, a view of the same memory (row blocks lie one after another, codes and scales
+// alike): begin a multiple of kInt8RowBlock, end one too or the matrix's last row.
+Int8MatrixView Int8RowRange(const Int8MatrixView& matrix, int64_t begin, int64_t end);
+
 }  // namespace glint

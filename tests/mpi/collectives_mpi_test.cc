@@ -86,6 +86,42 @@ void ExpectPlanned(const CollectiveStats& measured, const std::vector<plan::Coll
   EXPECT_EQ(measured.of(CollectiveKind::kBroadcast).bytes_sent, plan_bytes) << what;
 }
 
+// Every kind's calls, the all-reduce bytes and the gathered bytes rank 0 counted per step equal the plan's lines.
+void ExpectEveryKindPlanned(const CollectiveStats& measured, std::vector<plan::CollectiveLine> lines, bool mtp_only,
+                            const char* what) {
+  if (mtp_only) {  // drop the Forward's lines (a StepShape always has its Forward)
+    std::erase_if(lines, [](const plan::CollectiveLine& l) { return l.what.find("MTP") == std::string::npos; });
+  }
+  int64_t calls[4] = {0, 0, 0, 0};
+  uint64_t reduced = 0, gathered = 0;
+  for (const plan::CollectiveLine& line : lines) {
+    calls[static_cast<int>(line.op)] += line.calls;
+    if (line.op == plan::CollectiveOp::kAllReduce) reduced += line.payload;
+    if (line.op == plan::CollectiveOp::kGather) gathered += line.BytesReceived(true);
+  }
+  EXPECT_EQ(measured.of(CollectiveKind::kBroadcast).calls, calls[static_cast<int>(plan::CollectiveOp::kBroadcast)])
+      << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).calls, calls[static_cast<int>(plan::CollectiveOp::kAllReduce)])
+      << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kGather).calls, calls[static_cast<int>(plan::CollectiveOp::kGather)]) << what;
+  EXPECT_GT(measured.of(CollectiveKind::kGather).calls, 0) << what << ": lm_head is split by vocabulary";
+  EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).bytes_sent, reduced) << what;
+  EXPECT_EQ(measured.of(CollectiveKind::kGather).bytes_received, gathered) << what;
+  EXPECT_EQ(measured.calls, calls[0] + calls[1] + calls[2] + calls[3]) << what;
+}
+
+// RunSteps' three steps (prefill 100 + 30 tokens in passes of 64, a decode of 1 + 2 rows, an MTP call of 3 rows).
+void ExpectStepsPlanned(const StepOutputs& many, const ModelConfig& config, const plan::ParallelLayout& layout) {
+  ASSERT_EQ(many.collectives.size(), 3u);
+  ExpectEveryKindPlanned(many.collectives[0],
+                         plan::CollectivesPerStep(config, layout, {2, 130, 130, kPassRows, 0, 0, 0}), false, "prefill");
+  ExpectEveryKindPlanned(many.collectives[1], plan::CollectivesPerStep(config, layout, {2, 3, 3, kPassRows, 0, 0, 0}),
+                         false, "decode");
+  plan::StepShape mtp{0, 0, 0, kPassRows, 0, 2, 3};  // one MTP call over both entries, 3 rows drafting
+  mtp.mtp_logit_rows = 3;
+  ExpectEveryKindPlanned(many.collectives[2], plan::CollectivesPerStep(config, layout, mtp), true, "MTP batch");
+}
+
 TEST(Collectives, MeasuredPerStepEqualsThePlanAndFollowersSkipLmHead) {
   Communicator& comm = testing::World();
   const std::string dir = testing::TestDataPath("golden/tiny-dense");
@@ -135,6 +171,43 @@ TEST(Collectives, MeasuredPerStepEqualsThePlanAndFollowersSkipLmHead) {
   }
 }
 
+// --lm-head-split-rows 4 at --tp 1 (tiny-dense): passes of at most 4 rows wanting logits (the prefill's last pass of
+// 2 rows, the decode's 3, the MTP call's 3) compute lm_head split by vocabulary over every rank, rank 0 gathering the
+// columns; the full passes of 64 compute it whole on rank 0. Rank 0's logits are bit for bit those without the split
+// (each logit is one vocabulary row's dot product, computed whole on one rank by the same kernel), the followers
+// compute their share of the rows, and the counts per step equal the plan's with the same threshold.
+TEST(Collectives, LmHeadSplitOverEveryRankKeepsTheLogitsAndMatchesThePlan) {
+  Communicator& comm = testing::World();
+  const std::string dir = testing::TestDataPath("golden/tiny-dense");
+  WorkerPool pool(1);
+  constexpr int64_t kSplitRows = 4;
+  std::vector<StepOutputs> runs;
+  for (const int64_t split_rows : {int64_t{0}, kSplitRows}) {
+    FastModelOptions options;
+    options.max_tokens_per_pass = kPassRows;
+    options.parallel = {&comm, 1, 0};
+    options.parallel.head_split_rows = split_rows;
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> shard, FastModel::Load(dir, pool, options));
+    ASSERT_EQ(shard->shard_plan().head_split(), split_rows > 0);
+    const FastModel* shard_view = shard.get();
+    if (comm.rank() != 0) {
+      ASSERT_OK(RunLockstepFollower(*shard, comm));
+      // The prefill's last pass (2 rows), the decode (3), the MTP call (3).
+      EXPECT_EQ(shard_view->lm_head_rows(), split_rows > 0 ? 2 + 3 + 3 : 0);
+      continue;
+    }
+    LockstepLeader leader(std::move(shard), comm);
+    runs.push_back(RunSteps(leader, comm));
+    ASSERT_OK(leader.Stop());
+  }
+  if (comm.rank() != 0) return;
+  ASSERT_EQ(runs.size(), 2u);
+  ASSERT_EQ(runs[0].logits.size(), runs[1].logits.size());
+  for (size_t i = 0; i < runs[0].logits.size(); ++i) EXPECT_EQ(runs[0].logits[i], runs[1].logits[i]) << i;
+  ASSERT_OK_AND_ASSIGN(const ModelConfig config, LoadModelConfig(dir));
+  ExpectStepsPlanned(runs[1], config, plan::ParallelLayout{comm.size(), 1, kSplitRows});
+}
+
 // The fast path at --tp 2 (--tp 3 on 3 ranks; --ep 2 on 4), tiny-dense (tiny-sparse at --tp 3) converted with
 // 16-column groups so that KDA, MLA, the dense MLP and lm_head are all split: rank 0's world communicator with its tp
 // group's collectives (stats_with_splits, what bench-model and bench-engine print) counts per step what glint plan
@@ -163,36 +236,8 @@ TEST(Collectives, FastPathTensorParallelCountsEqualThePlan) {
   ASSERT_OK(leader.Stop());
 
   const plan::ParallelLayout layout{comm.size(), tp};
-  auto expect_planned = [&](const CollectiveStats& measured, std::vector<plan::CollectiveLine> lines, bool mtp_only,
-                            const char* what) {
-    if (mtp_only) {  // drop the Forward's lines (a StepShape always has its Forward)
-      std::erase_if(lines, [](const plan::CollectiveLine& l) { return l.what.find("MTP") == std::string::npos; });
-    }
-    int64_t calls[4] = {0, 0, 0, 0};
-    uint64_t reduced = 0, gathered = 0;
-    for (const plan::CollectiveLine& line : lines) {
-      calls[static_cast<int>(line.op)] += line.calls;
-      if (line.op == plan::CollectiveOp::kAllReduce) reduced += line.payload;
-      if (line.op == plan::CollectiveOp::kGather) gathered += line.BytesReceived(true);
-    }
-    EXPECT_EQ(measured.of(CollectiveKind::kBroadcast).calls, calls[static_cast<int>(plan::CollectiveOp::kBroadcast)])
-        << what;
-    EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).calls, calls[static_cast<int>(plan::CollectiveOp::kAllReduce)])
-        << what;
-    EXPECT_EQ(measured.of(CollectiveKind::kGather).calls, calls[static_cast<int>(plan::CollectiveOp::kGather)]) << what;
-    EXPECT_GT(measured.of(CollectiveKind::kGather).calls, 0) << what << ": lm_head is split by vocabulary";
-    EXPECT_EQ(measured.of(CollectiveKind::kAllReduce).bytes_sent, reduced) << what;
-    EXPECT_EQ(measured.of(CollectiveKind::kGather).bytes_received, gathered) << what;
-    EXPECT_EQ(measured.calls, calls[0] + calls[1] + calls[2] + calls[3]) << what;
-  };
   ASSERT_EQ(many.collectives.size(), 3u);
-  expect_planned(many.collectives[0], plan::CollectivesPerStep(config, layout, {2, 130, 130, kPassRows, 0, 0, 0}),
-                 false, "prefill");
-  expect_planned(many.collectives[1], plan::CollectivesPerStep(config, layout, {2, 3, 3, kPassRows, 0, 0, 0}), false,
-                 "decode");
-  plan::StepShape mtp{0, 0, 0, kPassRows, 0, 2, 3};  // one MTP call over both entries, 3 rows drafting
-  mtp.mtp_logit_rows = 3;
-  expect_planned(many.collectives[2], plan::CollectivesPerStep(config, layout, mtp), true, "MTP batch");
+  ExpectStepsPlanned(many, config, layout);
 }
 
 // --tp = every rank on the reference path: the lm_head gather rank 0 counts per step (a single-sequence prefill,

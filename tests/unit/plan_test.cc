@@ -690,5 +690,43 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   EXPECT_ERROR_CONTAINS(ValidateLayout({0, 1}), "--ranks");
 }
 
+// --lm-head-split-rows at --tp 1: a gather over all ranks for each pass of at most that many logit rows, of the
+// other ranks' columns (154,880 rows = 9,680 blocks over 4 ranks: 2,420 blocks = 38,720 rows each).
+TEST(PlanCollectives, LmHeadSplitOverEveryRankGathersSmallPasses) {
+  const ModelConfig c = ReleaseConfig();
+  const uint64_t others = (c.vocab_size - 38720) * 4;
+  auto gathers = [&](const ParallelLayout& layout, const StepShape& step) {
+    std::vector<CollectiveLine> found;
+    for (const CollectiveLine& line : CollectivesPerStep(c, layout, step)) {
+      if (line.op == CollectiveOp::kGather) found.push_back(line);
+    }
+    return found;
+  };
+  const ParallelLayout split{4, 1, 4};
+  auto lines = gathers(split, {4, 4, 4, 512, 0, 0, 0});  // decode of 4 sequences: split
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].group, 4);
+  EXPECT_EQ(lines[0].calls, 1);
+  EXPECT_EQ(lines[0].payload, 4 * others);
+  EXPECT_TRUE(gathers(split, {5, 5, 5, 512, 0, 0, 0}).empty());       // 5 rows: rank 0 computes it whole
+  EXPECT_TRUE(gathers({4, 1, 0}, {4, 4, 4, 512, 0, 0, 0}).empty());  // off
+  lines = gathers(split, {1, 1100, 1, 512, 0, 0, 0});  // a prefill's last row, in its last of 3 passes
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].calls, 1);
+  EXPECT_EQ(lines[0].payload, others);
+  lines = gathers(split, {1, 1026, 1026, 512, 0, 0, 0});  // every row wants logits: passes of 512, 512, 2
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].calls, 1);
+  EXPECT_EQ(lines[0].payload, 2 * others);
+  StepShape mtp{3, 3, 3, 512, 0, 3, 6};  // the MTP call's 6 draft rows: whole; its 2 chained calls of 3: split
+  mtp.mtp_logit_rows = 6;
+  mtp.mtp_chain = 2;
+  lines = gathers(split, mtp);
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[1].what, "MTP lm_head gather to rank 0 (all ranks, --lm-head-split-rows)");
+  EXPECT_EQ(lines[1].calls, 2);
+  EXPECT_EQ(lines[1].payload, 2 * 3 * others);
+}
+
 }  // namespace
 }  // namespace glint::plan
