@@ -4,7 +4,7 @@
 # (2) bench-model's decode step at 1 and 16 sequences and prefill of 512 tokens for the EP (--tp 1) and TP (--tp 2)
 # layouts, 1 thread per host, and (3) what `glint plan` predicts for the same layout with --link-latency and
 # --link-bandwidth set to (1): the plan's time in collectives against the measured one, and the step it implies
-# (the measured step's compute + the plan's collectives). A run of 1 process × 2 threads is the baseline. Root only
+# (the same layout's step over shared memory on this host + the plan's collectives on the link). A run of 1 process × 2 threads is the baseline. Root only
 # (namespaces); never run it on a busy machine — the figures would be the other work's.
 #
 #   bench/cluster_links.sh GLINT COLLECTIVE_BENCH MODEL_DIR [RATES="1gbit 10gbit 25gbit"] [--quick]
@@ -86,6 +86,15 @@ echo "== baseline: 1 process, 2 threads"
 "$glint" bench-model --model "$model_source" --threads 2 "${BENCH[@]}" >"$work/one.txt" 2>&1 ||
   { tail "$work/one.txt"; exit 1; }
 step_times "$work/one.txt" | awk '{ printf "  %-12s %10.3f ms/step\n", $1, $2 }'
+# The same layouts as 2 ranks × 1 thread on this host over shared memory: their steps are the compute, the ranks'
+# waits for each other (expert imbalance, the shared expert on the last rank) and a near-free exchange — what the
+# plan's time on the link is added to.
+for tp in 1 2; do
+  mpirun --allow-run-as-root --bind-to none -np 2 "${mpi_flags[@]}" "$glint" bench-model --model "$model_source" \
+    --threads 1 --tp "$tp" "${BENCH[@]}" >"$work/shm$tp.txt" 2>&1 || { tail "$work/shm$tp.txt"; exit 1; }
+  echo "== shared memory, --tp $tp, 2 ranks × 1 thread on one host"
+  step_times "$work/shm$tp.txt" | awk '{ printf "  %-12s %10.3f ms/step %10.3f ms collectives\n", $1, $2, $3 }'
+done
 
 for rate in $rates; do
   hosts down
@@ -107,13 +116,14 @@ for rate in $rates; do
     "$glint" plan --model "$model_source" --ranks 2 --tp "$tp" --concurrency 16 --link-latency "$latency" \
       --link-bandwidth "$bandwidth" >"$work/plan.txt" 2>&1 || { tail "$work/plan.txt"; exit 1; }
     echo "== $rate, --tp $tp ($([[ $tp == 1 ]] && echo EP: attention replicated || echo TP: attention split)), 2 hosts × 1 thread; plan at --link-latency $latency --link-bandwidth $bandwidth"
-    printf "  %-12s %12s %16s %16s %16s %10s %14s\n" step "ms/step" "ms collectives" "plan collectives" \
-      "plan step ms" "plan/meas" "vs 1 proc × 2"
+    printf "  %-12s %10s %14s %12s %16s %14s %10s %14s\n" step "ms/step" "ms collectives" "shm ms/step" \
+      "plan collectives" "plan step ms" "plan/meas" "vs 1 proc × 2"
     join <(step_times "$work/bench.txt" | sort) <(plan_collectives "$work/plan.txt" 16 | sort) |
-      join - <(step_times "$work/one.txt" | sort) |
-      awk '{ predicted = $2 - $3 + $4
-             printf "  %-12s %12.3f %16.3f %16.3f %16.3f %10.2f %13.2fx\n", $1, $2, $3, $4, predicted, predicted / $2, $5 / $2 }'
+      join - <(step_times "$work/shm$tp.txt" | sort) | join - <(step_times "$work/one.txt" | sort) |
+      awk '{ predicted = $5 + $4
+             printf "  %-12s %10.3f %14.3f %12.3f %16.3f %14.3f %10.2f %13.2fx\n", $1, $2, $3, $5, $4, predicted,
+                    predicted / $2, $7 / $2 }'
   done
 done
-echo "plan step = measured step − measured time in collectives + the plan's time in collectives;"
+echo "plan step = the same layout's step over shared memory on one host (shm) + the plan's time in collectives on the link;"
 echo "vs 1 proc × 2 = the one-process step time ÷ this layout's (above 1: faster than one process with both threads)"

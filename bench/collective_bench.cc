@@ -1,11 +1,15 @@
 // What one of glint's collectives costs over the link between the ranks (docs/distributed.md "What a link
 // costs"): the median time of Communicator::AllReduceSum — the MoE and tensor-parallel all-reduce, an all-gather
 // then a rank-order sum — for payloads from 16 bytes to 16 MiB per rank, and the two figures `glint plan` takes:
-// the fixed cost of a call (the median at the smallest payload, --link-latency) and the achieved bandwidth
-// (bytes each rank receives over the time above that fixed cost, at the largest payload, --link-bandwidth).
+// the fixed cost of a call (--link-latency) and the achieved bandwidth (--link-bandwidth) of the model
+// t = latency + bytes received / bandwidth, fitted over every payload by least squares on the relative error
+// (each size weighs alike, whether it takes 15 µs or 30 ms: the steps glint runs send from a few KB to a few MB),
+// with the fit's worst relative error over the sizes.
 // Run it under mpirun with one rank per host; rank 0 prints. Fails only on bad arguments or an MPI error.
 //
 //   mpirun -np 2 … glint_collective_bench [SECONDS_PER_SIZE=0.3] [LARGEST_BYTES=16777216]
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -44,6 +48,36 @@ Result<Timing> TimeAllReduce(Communicator& comm, size_t floats, double budget) {
   return Timing{floats * sizeof(float), bench::Median(seconds), static_cast<int>(seconds.size())};
 }
 
+struct Fit {
+  double latency = 0, bandwidth = 0, worst_relative_error = 0;
+};
+
+// t_i ≈ latency + received_i / bandwidth, minimising Σ ((fit_i − t_i) / t_i)²: weighted least squares in (latency,
+// 1 / bandwidth) with weights 1 / t_i², solved from its 2 × 2 normal equations. A fit with a negative latency or a
+// non-positive slope (a link too fast to see, or noise) falls back to the smallest size's time and the largest
+// size's bandwidth above it.
+Fit FitLatencyBandwidth(const std::vector<Timing>& timings, int others) {
+  double sw = 0, swb = 0, swbb = 0, swt = 0, swbt = 0;
+  for (const Timing& t : timings) {
+    const double w = 1.0 / (t.seconds * t.seconds), b = static_cast<double>(t.bytes) * others;
+    sw += w, swb += w * b, swbb += w * b * b, swt += w * t.seconds, swbt += w * b * t.seconds;
+  }
+  const double det = sw * swbb - swb * swb;
+  double latency = det != 0 ? (swt * swbb - swb * swbt) / det : -1;
+  double per_byte = det != 0 ? (sw * swbt - swb * swt) / det : -1;
+  if (!(latency >= 0 && per_byte > 0)) {
+    const Timing& big = timings.back();
+    latency = timings.front().seconds;
+    per_byte = std::max(1e-15, (big.seconds - latency) / (static_cast<double>(big.bytes) * others));
+  }
+  Fit fit{latency, 1.0 / per_byte, 0};
+  for (const Timing& t : timings) {
+    const double predicted = latency + static_cast<double>(t.bytes) * others * per_byte;
+    fit.worst_relative_error = std::max(fit.worst_relative_error, std::abs(predicted - t.seconds) / t.seconds);
+  }
+  return fit;
+}
+
 Status Run(Communicator& comm, double budget, size_t largest) {
   if (comm.size() < 2) return FailedPrecondition("run it under mpirun with at least 2 ranks (one per host)");
   std::vector<Timing> timings;
@@ -63,11 +97,10 @@ Status Run(Communicator& comm, double budget, size_t largest) {
     std::printf("%14zu %14.0f %12.1f %8d %16s\n", t.bytes, received, t.seconds * 1e6, t.calls,
                 above > 0 ? std::to_string(received / above / 1e9).c_str() : "-");
   }
-  const Timing& big = timings.back();
-  const double bandwidth = static_cast<double>(big.bytes) * others / (big.seconds - fixed);
-  std::printf("fit: fixed cost %.1f µs per call, bandwidth %.3f GB/s per rank received\n", fixed * 1e6,
-              bandwidth / 1e9);
-  std::printf("glint plan: --link-latency %.1f --link-bandwidth %.3f\n", fixed * 1e6, bandwidth / 1e9);
+  const Fit fit = FitLatencyBandwidth(timings, others);
+  std::printf("fit: fixed cost %.1f µs per call, bandwidth %.3f GB/s per rank received (worst size off by %.0f%%)\n",
+              fit.latency * 1e6, fit.bandwidth / 1e9, fit.worst_relative_error * 100);
+  std::printf("glint plan: --link-latency %.1f --link-bandwidth %.3f\n", fit.latency * 1e6, fit.bandwidth / 1e9);
   return Status::Ok();
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/cluster_links.sh keeps working (a smoke test, not a measurement: the figures of a shared machine mean
 # nothing): its quick mode on the tiny model over 2 emulated hosts at 10 Gbit/s prints the collective fit and, for
-# the EP and TP layouts, a row per step with the measured step, the plan's collectives and the implied step.
+# the EP and TP layouts, the same layouts over shared memory, and a row per step with the measured step, the plan's
+# collectives and the implied step.
 # Args: path-to-glint, path-to-glint_collective_bench. Exits 77 when this machine cannot make hosts or the
 # benchmark was not built (GLINT_BUILD_BENCHMARKS).
 set -euo pipefail
@@ -17,6 +18,7 @@ timeout 240 bash "$here/../../../bench/cluster_links.sh" "$glint" "$collective_b
 grep -Eq "^glint plan: --link-latency [0-9.]+ --link-bandwidth [0-9.]+$" <(sed 's/^  //' "$work/links.txt") ||
   fail "no collective fit: $(cat "$work/links.txt")"
 for tp in 1 2; do
+  grep -q "^== shared memory, --tp $tp, 2 ranks" "$work/links.txt" || fail "no shared-memory run at --tp $tp: $(cat "$work/links.txt")"
   rows="$(sed -n "/^== 10gbit, --tp $tp /,/^==/p" "$work/links.txt" | grep -Ec '^  (decode-1|decode-16|prefill-512) +[0-9.]+ ')"
   [[ "$rows" == 3 ]] || fail "--tp $tp: $rows of 3 step rows: $(cat "$work/links.txt")"
 done
