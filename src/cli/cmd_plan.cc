@@ -47,17 +47,22 @@ struct PlanFlags {
   double link_bandwidth_gbps = 1.25;  // 10 GbE
   double link_latency_us = 30;        // TCP over Ethernet through Open MPI's tcp transport
   int64_t lm_head_split_rows = 4;     // as the run's --lm-head-split-rows (cli/distributed.h)
+  bool dp_attention = false;
 };
 
 // The tables of glint's collectives per step when --ranks > 1 (the other flags alone are refused: they describe
 // those ranks).
 Result<std::vector<Table>> CollectiveTablesFromFlags(const PlanFlags& flags, const ModelConfig& config) {
-  const bool network_flags = flags.tp != 1 || flags.link_bandwidth_gbps != 1.25 || flags.link_latency_us != 30;
+  const bool network_flags =
+      flags.tp != 1 || flags.link_bandwidth_gbps != 1.25 || flags.link_latency_us != 30 || flags.dp_attention;
   if (flags.ranks == 1) {
-    if (network_flags) return InvalidArgument("--tp, --link-bandwidth and --link-latency describe --ranks N > 1");
+    if (network_flags) {
+      return InvalidArgument("--tp, --dp-attention, --link-bandwidth and --link-latency describe --ranks N > 1");
+    }
     return std::vector<Table>{};
   }
-  const plan::ParallelLayout layout{flags.ranks, flags.tp, flags.lm_head_split_rows};
+  const plan::ParallelLayout layout{flags.ranks, flags.tp, flags.dp_attention ? 0 : flags.lm_head_split_rows,
+                                    flags.dp_attention};
   GLINT_RETURN_IF_ERROR(plan::ValidateLayout(layout));
   if (!(flags.link_bandwidth_gbps > 0)) return InvalidArgument("--link-bandwidth must be positive (GB/s)");
   if (!(flags.link_latency_us >= 0)) return InvalidArgument("--link-latency must be ≥ 0 (µs)");
@@ -240,6 +245,9 @@ void AddRanksFlags(CLI::App& command, PlanFlags& flags) {
                   "lm_head over all ranks and gather the logits to rank 0; 0: never)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  command.add_flag("--dp-attention", flags.dp_attention,
+                   "with --ranks and --tp 1: attention data-parallel, as the run's flag (the MoE rows travel in two "
+                   "all-to-alls per MoE layer; bytes expected under uniform routing)");
 }
 
 CommandSetup PlanSetup() {

@@ -64,6 +64,7 @@ Status ValidateLayout(const ParallelLayout& layout) {
     return InvalidArgument("--tp ", layout.tp, " must be ≥ 1 and divide --ranks ", layout.ranks,
                            " (--tp × --ep = ranks)");
   }
+  if (layout.dp_attention && layout.tp != 1) return InvalidArgument("--dp-attention needs --tp 1");
   return Status::Ok();
 }
 
@@ -77,25 +78,75 @@ const char* CollectiveOpName(CollectiveOp op) {
       return "all-gather";
     case CollectiveOp::kGather:
       return "gather";
+    case CollectiveOp::kAllToAll:
+      return "all-to-all";
   }
   return "collective";
 }
 
 uint64_t CollectiveLine::BytesSent(bool root) const {
+  if (op == CollectiveOp::kAllToAll) return payload;
   if (op == CollectiveOp::kBroadcast) return root ? payload : 0;
   if (op == CollectiveOp::kGather) return root || group < 2 ? 0 : payload / static_cast<uint64_t>(group - 1);
   return payload;
 }
 
 uint64_t CollectiveLine::BytesReceived(bool root) const {
+  if (op == CollectiveOp::kAllToAll) return received;
   if (op == CollectiveOp::kBroadcast) return root ? 0 : payload;
   if (op == CollectiveOp::kGather) return root ? payload : 0;
   return payload * static_cast<uint64_t>(group - 1);
 }
 
+namespace {
+
+// The probability that a row routed to k of E experts uniformly has one among the `held` experts of a rank:
+// 1 − C(E − held, k) / C(E, k).
+double HoldsOneOf(int64_t experts, int64_t held, int64_t k) {
+  double none = 1;
+  for (int64_t i = 0; i < k; ++i) none *= std::max<double>(0, static_cast<double>(experts - held - i)) / (experts - i);
+  return 1 - none;
+}
+
+// --dp-attention's collectives (see CollectiveSeconds in the header): the plan broadcast, then per pass 2
+// all-to-alls per MoE layer and one for the head.
+std::vector<CollectiveLine> DpAttentionCollectives(const ModelConfig& c, int n, const StepShape& s,
+                                                   uint64_t plan_bytes) {
+  std::vector<CollectiveLine> lines;
+  lines.push_back({"plan broadcast (Forward)", CollectiveOp::kBroadcast, n, 1, plan_bytes, true});
+  if (s.rows <= 0) return lines;
+  const int64_t entries = std::max<int64_t>(1, s.entries), own_entries = CeilDiv(entries, n);
+  const int64_t own_rows = CeilDiv(s.rows * own_entries, entries), other_rows = s.rows - own_rows;
+  const int64_t own_logits = CeilDiv(s.logit_rows * own_entries, entries), other_logits = s.logit_rows - own_logits;
+  const int64_t passes = CeilDiv(own_rows, std::max<int64_t>(1, s.pass_rows));
+  // Expected destinations of a row among the other ranks (experts split by id as SplitExperts does, the shared
+  // expert on the last rank), and the chance that another rank's row comes to rank 0.
+  const int64_t e = c.n_routed_experts, k = c.num_experts_per_tok;
+  double to_others = 0, to_rank0 = 0;
+  for (int r = 0; r < n; ++r) {
+    const int64_t held = e / n + (r < e % n ? 1 : 0);
+    const double p = (c.n_shared_experts > 0 && r == n - 1) ? 1.0 : HoldsOneOf(e, held, k);
+    (r == 0 ? to_rank0 : to_others) += p;
+  }
+  const double record = static_cast<double>(k * 8 + c.hidden_size * kFloat), partial = c.hidden_size * kFloat;
+  const double sent = own_rows * to_others, arrived = other_rows * to_rank0;  // records, per MoE layer
+  const int64_t moe = c.NumLayersOf(MlpKind::kMoe);
+  auto bytes = [&](double records, double each) { return static_cast<uint64_t>(std::llround(moe * records * each)); };
+  lines.push_back({"MoE rows to their experts' ranks (all-to-all)", CollectiveOp::kAllToAll, n, passes * moe,
+                   bytes(sent, record), true, bytes(arrived, record)});
+  lines.push_back({"MoE partial sums back (all-to-all)", CollectiveOp::kAllToAll, n, passes * moe,
+                   bytes(arrived, partial), true, bytes(sent, partial)});
+  lines.push_back({"rows wanting logits to rank 0 (all-to-all)", CollectiveOp::kAllToAll, n, passes, 0, false,
+                   static_cast<uint64_t>(other_logits) * (8 + c.hidden_size * kFloat)});
+  return lines;
+}
+
+}  // namespace
+
 std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const ParallelLayout& layout, const StepShape& s) {
   std::vector<CollectiveLine> lines;
   if (layout.ranks <= 1) return lines;
+  if (layout.dp_attention) return DpAttentionCollectives(c, layout.ranks, s, ForwardPlanBytes(s));
   const int n = layout.ranks, tp = layout.tp;
   const int64_t passes = s.rows > 0 ? CeilDiv(s.rows, std::max<int64_t>(1, s.pass_rows)) : 0;
   const int64_t trunk = c.num_hidden_layers, moe = c.NumLayersOf(MlpKind::kMoe), dense = c.NumLayersOf(MlpKind::kDense);
@@ -161,6 +212,12 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
 CollectiveTime CollectiveSeconds(const CollectiveLine& line, const Network& network) {
   const double depth = CeilLog2(line.group);
   CollectiveTime time;
+  if (line.op == CollectiveOp::kAllToAll) {
+    time.latency = static_cast<double>(line.calls) * 2 * (line.group - 1) * network.latency;
+    const double bytes = static_cast<double>(std::max(line.payload, line.received));
+    time.bandwidth = network.bandwidth > 0 ? bytes / network.bandwidth : 0;
+    return time;
+  }
   time.latency = static_cast<double>(line.calls) * depth * network.latency;
   // A gather's root receives every part over its own link: its bytes, not a tree's.
   const double bytes = line.op == CollectiveOp::kBroadcast ? depth * static_cast<double>(line.payload)
@@ -231,6 +288,7 @@ std::vector<Table> CollectiveTables(const ModelConfig& config, const ParallelLay
               {},
               {}};
   for (const NamedShape& s : PlanShapes(concurrency, pass_rows)) {
+    if (layout.dp_attention && s.shape.mtp_entries > 0) continue;  // the MTP layer is refused under --dp-attention
     const std::vector<CollectiveLine> lines = CollectivesPerStep(config, layout, s.shape);
     const CollectiveTotals t = SumCollectives(lines, network);
     int64_t all_reduces = 0;
@@ -253,6 +311,13 @@ std::vector<Table> CollectiveTables(const ModelConfig& config, const ParallelLay
       "network alone sets; add the compute time of a step (bench-model's ms/step) for the expected rate",
       "plan broadcast bytes are from the wire format's field sizes (≈ 60 B + 4 B per new token per sequence); pool "
       "copies between steps are not counted"};
+  if (layout.dp_attention) {
+    steps.notes.push_back(
+        "--dp-attention: per pass two all-to-alls per MoE layer (rows to their experts' ranks, partial sums back) and "
+        "one to rank 0 for the rows wanting logits, no all-reduce; rank 0 holds ⌈sequences / N⌉ sequences; bytes "
+        "expected under uniform routing; an all-to-all costs 2 (N − 1) latencies and the larger of its sent and "
+        "received bytes over the bandwidth");
+  }
   Table detail{"collective_lines",
                "Collectives of one decode step of " + std::to_string(concurrency) + " sequences, line by line",
                {{"collective", "collective", false},

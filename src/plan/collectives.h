@@ -37,6 +37,8 @@ struct ParallelLayout {
   // --lm-head-split-rows at --tp 1 (ShardPlan::head_split_rows): a pass with at most this many logit rows computes
   // lm_head split by vocabulary over all ranks and gathers the columns to rank 0; 0: never.
   int64_t head_split_rows = 0;
+  // --dp-attention (--tp 1): each rank runs attention for its own sequences; the MoE rows travel all-to-all.
+  bool dp_attention = false;
 };
 // ranks ≥ 1, tp ≥ 1, tp divides ranks (the run's own rule: --tp × --ep = ranks).
 Status ValidateLayout(const ParallelLayout& layout);
@@ -58,20 +60,23 @@ struct StepShape {
   int64_t mtp_chain = 0;
 };
 
-enum class CollectiveOp { kBroadcast, kAllReduce, kAllGather, kGather };
+enum class CollectiveOp { kBroadcast, kAllReduce, kAllGather, kGather, kAllToAll };
 const char* CollectiveOpName(CollectiveOp op);
 
 // One line of the model: `calls` collectives of one op and purpose in a step, over `group` ranks. `payload`: the
 // bytes of all of them that a rank contributes (all-reduce, all-gather: it receives (group − 1) × that from the
-// others), the broadcast's messages (the root sends them, every other rank receives them) or, for a gather, what
-// the root (rank 0) receives from the others in all — as CollectiveStats counts them.
+// others), the broadcast's messages (the root sends them, every other rank receives them), for a gather what
+// the root (rank 0) receives from the others in all, for an all-to-all what rank 0 sends the others (and
+// `received`: what it receives from them) — as CollectiveStats counts them.
 struct CollectiveLine {
   std::string what;  // "plan broadcast", "MoE all-reduce", …
   CollectiveOp op = CollectiveOp::kAllReduce;
   int group = 1;
   int64_t calls = 0;
   uint64_t payload = 0;
-  bool bytes_estimated = false;  // the plan broadcast: from the wire format's field sizes, not exact
+  bool bytes_estimated = false;  // the plan broadcast: from the wire format's field sizes; an all-to-all: expected
+                                 // under uniform routing — not exact
+  uint64_t received = 0;         // all-to-all only
 
   uint64_t BytesSent(bool root) const;  // by one rank (root: rank 0, the broadcasts' and gathers' root; a gather's
                                         // other ranks: the mean of their parts)
@@ -90,7 +95,15 @@ struct Network {
 // Wall time of one line's calls, a latency and a bandwidth term: ⌈log₂ G⌉ · α per call (recursive doubling for the
 // all-gathers inside all-reduces, a binomial tree for the broadcast), plus for an all-gather the (G − 1) parts a
 // rank must receive over β, for a broadcast its message ⌈log₂ G⌉ times over β (the tree's depth, store and
-// forward). A lower bound for the algorithms Open MPI picks at these sizes; nothing overlaps compute.
+// forward); an all-to-all is two exchanges (the byte counts, then the data), each G − 1 pairwise steps: 2 (G − 1) α
+// a call, and the larger of what rank 0 sends and receives over β (the link is full duplex). A lower bound for the
+// algorithms Open MPI picks at these sizes; nothing overlaps compute.
+//
+// --dp-attention (`ParallelLayout::dp_attention`): per pass two all-to-alls per MoE layer (the rows to the ranks
+// holding their experts and the shared expert, then the partial sums back) and one for the head (the rows wanting
+// logits to rank 0). Rank 0 holds its share of the sequences (⌈entries / N⌉ of them, the assignment's ties going to
+// the lowest rank) and runs the most passes; a row goes to each other rank with the probability that one of its k
+// experts lies there under uniform routing (1 − C(E − E_r, k) / C(E, k)), and always to the shared expert's holder.
 struct CollectiveTime {
   double latency = 0;
   double bandwidth = 0;

@@ -90,15 +90,18 @@ pick_subnet() {
   die "no free /24 in 10.251.0.0/16"
 }
 
-# tc token bucket on one interface: burst of 1 ms at the rate (at least 64 KiB), queue of at most 20 ms.
+# tc token bucket on one interface: a burst of $GLINT_CLUSTER_BURST_US µs at the rate (default 1000, at least
+# 16 KiB), queue of at most 20 ms. What passes within the burst leaves at veth speed, not at the rate: a 1 ms burst
+# lets a 10 Gbit/s link move 1.25 MB messages for free, which a real NIC never does (benchmarks of small messages
+# want a short burst; the kernel's high-resolution qdisc timer keeps the rate with one).
 shape() {
   local netns="$1" dev="$2" rate="$3" bits burst
   ip ${netns:+-n "$netns"} link set "$dev" up
   tc ${netns:+-n "$netns"} qdisc del dev "$dev" root 2>/dev/null || true
   [[ "$rate" == none ]] && return
   bits="$(rate_bits "$rate")"
-  burst=$((bits / 8 / 1000))
-  ((burst >= 65536)) || burst=65536
+  burst=$((bits / 8 * ${GLINT_CLUSTER_BURST_US:-1000} / 1000000))
+  ((burst >= 16384)) || burst=16384
   tc ${netns:+-n "$netns"} qdisc add dev "$dev" root tbf rate "$rate" burst "$burst" latency 20ms
 }
 

@@ -38,6 +38,9 @@ ranks 2 bench-model --model "$(dirname "$data")/../models/glint-tiny" --prompts 
 grep -Eq "^cache per rank \(--dp-attention\): rank 0 [0-9.e-]+ GB rank 1 [0-9.e-]+ GB" "$work/bench.txt" ||
   fail "no cache per rank: $(cat "$work/bench.txt")"
 grep -q "all-to-alls" "$work/bench.txt" || fail "no all-to-alls counted: $(cat "$work/bench.txt")"
+# glint plan models the exchange: the same calls per step as counted (its bytes are expectations)
+grep -Eq "all-to-alls\),.*glint plan: [0-9]+ \(equal\), ≈" "$work/bench.txt" ||
+  fail "glint plan's --dp-attention collectives differ from the counted ones: $(grep collectives "$work/bench.txt")"
 
 # ---- a rank stopped (SIGSTOP) mid-run, inside the all-to-alls: the heartbeat ends every rank, naming it ----
 GLINT_PEER_TIMEOUT=2 timeout 60 "$mpirun" "${MPIRUN_LOCAL[@]}" -x GLINT_PEER_TIMEOUT -np 2 "$glint" run \

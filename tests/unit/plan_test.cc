@@ -690,6 +690,43 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   EXPECT_ERROR_CONTAINS(ValidateLayout({0, 1}), "--ranks");
 }
 
+// --dp-attention on the released config (288 routed experts top-8, one shared): per pass two
+// all-to-alls per MoE layer and one for the head; rank 0's rows go to the shared expert's holder always and to each
+// other rank with the chance one of their 8 experts is there.
+TEST(PlanCollectives, DpAttentionExchangesRowsAllToAll) {
+  const ModelConfig c = ReleaseConfig();
+  const int64_t moe = c.NumLayersOf(MlpKind::kMoe), k = c.num_experts_per_tok, d = c.hidden_size;
+  const double record = 8.0 * k + 4.0 * d;
+  ParallelLayout dp{2, 1, 0, true};
+  // One sequence: rank 0 holds it and sends every row to rank 1 (the shared expert's holder); nothing comes to it
+  // but the partial sums; no row travels to the head.
+  auto lines = CollectivesPerStep(c, dp, {1, 1, 1, 512, 0, 0, 0});
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1].op, CollectiveOp::kAllToAll);
+  EXPECT_EQ(lines[1].calls, moe);
+  EXPECT_EQ(lines[1].payload, static_cast<uint64_t>(std::llround(moe * record)));
+  EXPECT_EQ(lines[1].received, 0u);
+  EXPECT_EQ(lines[2].payload, 0u);
+  EXPECT_EQ(lines[2].received, static_cast<uint64_t>(moe * 4 * d));
+  EXPECT_EQ(lines[3].calls, 1);
+  EXPECT_EQ(lines[3].received, 0u);
+  // 16 sequences: 8 on rank 0. Rank 1's 8 rows come to rank 0 when one of their 8 experts is among rank 0's half
+  // of E: 1 − C(E/2, 8) / C(E, 8); its 8 rows wanting logits reach rank 0's head.
+  const double e = static_cast<double>(c.n_routed_experts);
+  ASSERT_EQ(c.n_routed_experts % 2, 0);
+  double none = 1;
+  for (int i = 0; i < k; ++i) none *= (e / 2 - i) / (e - i);
+  lines = CollectivesPerStep(c, dp, {16, 16, 16, 512, 0, 0, 0});
+  EXPECT_EQ(lines[1].payload, static_cast<uint64_t>(std::llround(moe * 8 * record)));
+  EXPECT_EQ(lines[1].received, static_cast<uint64_t>(std::llround(moe * 8 * (1 - none) * record)));
+  EXPECT_EQ(lines[3].received, static_cast<uint64_t>(8 * (8 + 4 * d)));
+  // Time: 2 (N − 1) latencies per all-to-all, the larger direction over the bandwidth.
+  const CollectiveTime t = CollectiveSeconds(lines[1], Network{10e-6, 1e9});
+  EXPECT_DOUBLE_EQ(t.latency, moe * 2 * 10e-6);
+  EXPECT_DOUBLE_EQ(t.bandwidth, static_cast<double>(lines[1].payload) / 1e9);
+  EXPECT_ERROR_CONTAINS(ValidateLayout({4, 2, 0, true}), "--dp-attention needs --tp 1");
+}
+
 // --lm-head-split-rows at --tp 1: a gather over all ranks for each pass of at most that many logit rows, of the
 // other ranks' columns (154,880 rows = 9,680 blocks over 4 ranks: 2,420 blocks = 38,720 rows each).
 TEST(PlanCollectives, LmHeadSplitOverEveryRankGathersSmallPasses) {
