@@ -330,7 +330,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   Stopwatch decode_clock;
   const CollectiveStats decode_start = World().stats_with_splits();
   std::vector<double> seconds, bandwidth_ratio, cpu_share;
-  double bytes_per_step = 0, experts_per_layer = 0;
+  double bytes_per_step = 0, experts_per_layer = 0, int8_ops_per_step = 0;
   int moe_layers = 0;
   for (int64_t step = 0; step < flags.steps; ++step) {
     std::vector<std::vector<int32_t>> next(batch_size);
@@ -345,6 +345,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
     const FastStepStats& stats = run.fast->last_step();
     bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / run.machine.bandwidth);
     bytes_per_step = static_cast<double>(stats.weight_bytes_read);
+    int8_ops_per_step = 2.0 * static_cast<double>(stats.int8_macs);
     experts_per_layer = 0, moe_layers = 0;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       if (c.mlp_kinds[l] == MlpKind::kMoe) experts_per_layer += stats.experts_active[l], ++moe_layers;
@@ -360,6 +361,15 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       100 * Median(bandwidth_ratio), 1e3 * 1.25 * bytes_per_step / bandwidth,
       s <= 1.25 * bytes_per_step / bandwidth ? "within" : "over", 100 * Median(cpu_share),
       static_cast<long long>(flags.steps));
+  // Each weight byte serves every sequence: at B sequences the int8 products do 2·B ops per byte, and past
+  // peak / (2 · triad) sequences (≈ 13 on a 2-core AVX-512 machine, far more with AMX) the step is bound by the
+  // kernel's peak, not by memory. The roofline is the larger of the two times.
+  const double memory_bound = bytes_per_step / bandwidth, compute_bound = int8_ops_per_step / (run.machine.int8_peak * 1e9);
+  const double roofline = std::max(memory_bound, compute_bound);
+  std::printf("   roofline: int8 products %.1f GOPS a step = %.1f ms at the %s peak, weights %.1f ms at triad: bound "
+              "%.1f ms (%s); the step at %.0f%% of it\n",
+              int8_ops_per_step / 1e9, 1e3 * compute_bound, run.machine.peak_name, 1e3 * memory_bound, 1e3 * roofline,
+              compute_bound > memory_bound ? "compute" : "memory", 100 * roofline / s);
   ReportCollectives(
       run, World().stats_with_splits().Since(decode_start), flags.steps, s,
       {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
