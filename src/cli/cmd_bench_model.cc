@@ -364,12 +364,14 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   // Each weight byte serves every sequence: at B sequences the int8 products do 2·B ops per byte, and past
   // peak / (2 · triad) sequences (≈ 13 on a 2-core AVX-512 machine, far more with AMX) the step is bound by the
   // kernel's peak, not by memory. The roofline is the larger of the two times.
-  const double memory_bound = bytes_per_step / bandwidth, compute_bound = int8_ops_per_step / (run.machine.int8_peak * 1e9);
+  const double memory_bound = bytes_per_step / bandwidth,
+               compute_bound = int8_ops_per_step / (run.machine.int8_peak * 1e9);
   const double roofline = std::max(memory_bound, compute_bound);
-  std::printf("   roofline: int8 products %.1f GOPS a step = %.1f ms at the %s peak, weights %.1f ms at triad: bound "
-              "%.1f ms (%s); the step at %.0f%% of it\n",
-              int8_ops_per_step / 1e9, 1e3 * compute_bound, run.machine.peak_name, 1e3 * memory_bound, 1e3 * roofline,
-              compute_bound > memory_bound ? "compute" : "memory", 100 * roofline / s);
+  std::printf(
+      "   roofline: int8 products %.1f GOPS a step = %.1f ms at the %s peak, weights %.1f ms at triad: bound "
+      "%.1f ms (%s); the step at %.0f%% of it\n",
+      int8_ops_per_step / 1e9, 1e3 * compute_bound, run.machine.peak_name, 1e3 * memory_bound, 1e3 * roofline,
+      compute_bound > memory_bound ? "compute" : "memory", 100 * roofline / s);
   ReportCollectives(
       run, World().stats_with_splits().Since(decode_start), flags.steps, s,
       {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});

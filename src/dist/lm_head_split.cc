@@ -36,7 +36,8 @@ Status GatherLogitColumns(std::span<const IndexRange> columns_of_member, int64_t
   std::vector<std::byte> received;
   for (int64_t first = 0; first < rows; first += chunk) {
     const int64_t n = std::min(chunk, rows - first);
-    for (int m = 0; m < members; ++m) counts[m] = static_cast<uint64_t>(n * columns_of_member[m].count()) * sizeof(float);
+    for (int m = 0; m < members; ++m)
+      counts[m] = static_cast<uint64_t>(n * columns_of_member[m].count()) * sizeof(float);
     received.resize(root ? static_cast<size_t>(n * vocab) * sizeof(float) : 0);
     GLINT_RETURN_IF_ERROR(group->Gather(std::as_bytes(local.subspan(first * width, n * width)), counts, received, 0)
                               .WithContext("gathering the logit rows of the vocabulary-split lm_head"));

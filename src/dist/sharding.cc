@@ -154,7 +154,8 @@ Result<ShardPlan> MakeShardPlan(const ModelConfig& config, const ModelParallel& 
   if (parallel.head_split_rows > 0 && plan.tp == 1 && !plan.dp_attention &&
       (config.vocab_size + kLmHeadRowBlock - 1) / kLmHeadRowBlock >= plan.ranks) {
     plan.head_split_rows = parallel.head_split_rows;
-    for (int r = 0; r < plan.ranks; ++r) plan.head_rows_of_rank.push_back(VocabBlocksOf(config.vocab_size, plan.ranks, r));
+    for (int r = 0; r < plan.ranks; ++r)
+      plan.head_rows_of_rank.push_back(VocabBlocksOf(config.vocab_size, plan.ranks, r));
   }
   return plan;
 }

@@ -222,9 +222,8 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   GLINT_RETURN_IF_ERROR(KeepLmHeadRows(source, head_rows));
   const bool with_mtp = config.HasMtp() && source.Find("mtp.eh_proj") != nullptr;
   const ModelConfig local_config = LocalConfig(config, plan);
-  GLINT_ASSIGN_OR_RETURN(FastWeights weights,
-                         BindFastWeights(source, local_config, with_mtp, local, plan.slices().shared_columns.count(),
-                                         head_rows.count()));
+  GLINT_ASSIGN_OR_RETURN(FastWeights weights, BindFastWeights(source, local_config, with_mtp, local,
+                                                              plan.slices().shared_columns.count(), head_rows.count()));
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);
@@ -272,7 +271,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
     GLINT_ASSIGN_OR_RETURN(plan, FastShardPlan(config, options, ConvertColumnGroup(convert.group, int4_group)));
     convert.local = plan.local_experts();
     convert.lm_head = plan.computes_logits() || plan.head_split();  // KeepLmHeadRows narrows it
-    convert.slices = FastTensorSlices(config, plan);  // convert only this rank's slices
+    convert.slices = FastTensorSlices(config, plan);                // convert only this rank's slices
     GLINT_ASSIGN_OR_RETURN(auto tensors, PlanFastWeights(checkpoint, config, convert));
     GLINT_RETURN_IF_ERROR(MaterializeFastWeights(tensors, pool, source, options.progress));
   }

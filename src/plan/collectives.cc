@@ -182,8 +182,8 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
     for (const int64_t pass_logit_rows : LogitRowsPerPass(s, passes)) {
       if (pass_logit_rows > 0 && splits(pass_logit_rows)) ++calls, rows += pass_logit_rows;
     }
-    add("lm_head gather to rank 0 (all ranks, --lm-head-split-rows)", CollectiveOp::kGather, n, calls,
-        rows * head_part, false);
+    add("lm_head gather to rank 0 (all ranks, --lm-head-split-rows)", CollectiveOp::kGather, n, calls, rows * head_part,
+        false);
   }
   if (c.HasMtp() && s.mtp_entries > 0) {
     // FastModel::MtpForwardBatch runs every entry's pairs in one pass: one collective per sublayer per call; the
@@ -203,8 +203,8 @@ std::vector<CollectiveLine> CollectivesPerStep(const ModelConfig& c, const Paral
     const int64_t first_split = s.mtp_logit_rows > 0 && splits(s.mtp_logit_rows) ? 1 : 0;
     const int64_t chained_split = splits(s.mtp_entries) ? s.mtp_chain : 0;
     add("MTP lm_head gather to rank 0 (all ranks, --lm-head-split-rows)", CollectiveOp::kGather, n,
-        first_split + chained_split,
-        (first_split * s.mtp_logit_rows + chained_split * s.mtp_entries) * head_part, false);
+        first_split + chained_split, (first_split * s.mtp_logit_rows + chained_split * s.mtp_entries) * head_part,
+        false);
   }
   return lines;
 }

@@ -745,9 +745,9 @@ TEST(PlanCollectives, LmHeadSplitOverEveryRankGathersSmallPasses) {
   EXPECT_EQ(lines[0].group, 4);
   EXPECT_EQ(lines[0].calls, 1);
   EXPECT_EQ(lines[0].payload, 4 * others);
-  EXPECT_TRUE(gathers(split, {5, 5, 5, 512, 0, 0, 0}).empty());       // 5 rows: rank 0 computes it whole
+  EXPECT_TRUE(gathers(split, {5, 5, 5, 512, 0, 0, 0}).empty());      // 5 rows: rank 0 computes it whole
   EXPECT_TRUE(gathers({4, 1, 0}, {4, 4, 4, 512, 0, 0, 0}).empty());  // off
-  lines = gathers(split, {1, 1100, 1, 512, 0, 0, 0});  // a prefill's last row, in its last of 3 passes
+  lines = gathers(split, {1, 1100, 1, 512, 0, 0, 0});                // a prefill's last row, in its last of 3 passes
   ASSERT_EQ(lines.size(), 1u);
   EXPECT_EQ(lines[0].calls, 1);
   EXPECT_EQ(lines[0].payload, others);
