@@ -15,6 +15,7 @@ BUILD_PACKAGES=(
   libopenmpi-dev openmpi-bin                            # dist/: several ranks over MPI (docs/distributed.md)
   liburing-dev                                          # io_uring reads of routed experts (docs/expert-cache.md)
   libpng-dev libjpeg62-turbo-dev libwebp-dev libgif-dev # image input: decoders (src/media, docs/vision-input.md)
+  libssl-dev                                            # libcrypto: HMAC-SHA256 of the transfer plane's handshake (docs/disaggregation.md)
 )
 # What the tests, lint and benchmarks add (scripts/test.sh).
 TEST_PACKAGES=(

@@ -53,6 +53,7 @@ struct ServeFlags {
   // Prefill/decode disaggregation (docs/disaggregation.md).
   std::string role = "both";
   int transfer_port = -1;  // −1: the HTTP port + 1
+  std::string transfer_secret_file;  // "": the transfer plane does not authenticate
   std::string pd_fallback = "local";
   int64_t local_prefill_below = server::kDefaultLocalPrefillBelow;
   server::TransferTimeouts pd_timeouts;
@@ -190,6 +191,10 @@ struct ServingStack {
 // layout and the model directory's fingerprint are what both sides compare before any byte of state moves.
 Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& stack) {
   if (flags.role == "both") {
+    if (!flags.transfer_secret_file.empty()) {
+      return InvalidArgument("--transfer-secret-file is for --role prefill and --role decode (a both server has no ",
+                             "transfer plane)");
+    }
     stack.backend = std::make_unique<server::EngineBackend>(*stack.engine);
     return Status::Ok();
   }
@@ -204,8 +209,20 @@ Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& 
   }
   GLINT_ASSIGN_OR_RETURN(uint64_t fingerprint, FingerprintModelDirectory(dir));
   const server::TransferLayout layout = server::LayoutOf(*stack.engine, fingerprint);
+  std::shared_ptr<const server::TransferSecret> secret;
+  if (!flags.transfer_secret_file.empty()) {
+    GLINT_ASSIGN_OR_RETURN(server::TransferSecret loaded, server::TransferSecret::Load(flags.transfer_secret_file));
+    secret = std::make_shared<const server::TransferSecret>(std::move(loaded));
+    LogInfo("transfer plane: peers must prove the secret of ", flags.transfer_secret_file,
+            " (authenticated, not encrypted)");
+  } else {
+    LogWarning("transfer plane: no --transfer-secret-file, so no authentication: whoever reaches it can ",
+               flags.role == "prefill" ? "have prompts prefilled and read their states"
+                                       : "send this server states to decode from");
+  }
   if (flags.role == "decode") {
-    server::DecodeRole decode{layout, flags.pd_timeouts, flags.local_prefill_below, flags.pd_fallback == "fail"};
+    server::DecodeRole decode{layout, flags.pd_timeouts, flags.local_prefill_below, flags.pd_fallback == "fail",
+                              secret};
     stack.backend = std::make_unique<server::EngineBackend>(*stack.engine, decode);
     LogInfo(
         "role decode: states come from the prefill server a request's X-Glint-Prefill header names; prompts "
@@ -219,7 +236,7 @@ Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& 
   if (port > 65535) return InvalidArgument("--transfer-port must be in [0, 65535], got ", port);
   GLINT_ASSIGN_OR_RETURN(stack.transfer,
                          server::TransferServer::Start(flags.host, port, *stack.engine, layout, flags.pd_timeouts,
-                                                       stack.images ? &stack.images->config() : nullptr));
+                                                       stack.images ? &stack.images->config() : nullptr, secret));
   stack.backend->set_transfer_server(stack.transfer.get());
   LogInfo("role prefill: transfer plane on ", flags.host, ":", stack.transfer->port(), " (", layout.Describe(), ")");
   return Status::Ok();
@@ -419,6 +436,10 @@ void AddRoleFlags(CLI::App& command, ServeFlags& flags) {
       ->capture_default_str();
   command.add_option("--transfer-port", flags.transfer_port,
                      "--role prefill: the TCP port of the transfer plane, on --host (default: --port + 1; 0: any)");
+  command.add_option("--transfer-secret-file", flags.transfer_secret_file,
+                     "--role prefill|decode: a file (mode 600, 16 to 4096 bytes) holding a secret shared by the "
+                     "prefill and decode servers; each proves it to the other on every transfer (HMAC-SHA256), and "
+                     "a peer without it is refused. Authenticates, does not encrypt (docs/disaggregation.md)");
   command
       .add_option("--pd-fallback", flags.pd_fallback,
                   "--role decode: when the prefill server is dead, stalled or refuses: local (prefill here, counted "

@@ -87,6 +87,14 @@ struct GenerationRequest {
   int64_t local_prefill_below = -1;
 };
 
+// A histogram's figures at one moment (server/metrics.h Histogram::Figures renders them).
+struct HistogramFigures {
+  std::vector<double> upper_bounds;
+  std::vector<int64_t> counts;  // [upper_bounds + 1], per bucket (not cumulative); the last is +Inf
+  double sum = 0;
+  int64_t count = 0;
+};
+
 // A snapshot for /metrics and admission. Cumulative counters only grow.
 struct BackendMetrics {
   int64_t requests_running = 0;
@@ -121,6 +129,11 @@ struct BackendMetrics {
   // ended (layer streaming), and the seconds from each prefill's end to its last byte.
   int64_t pd_states_sent = 0, pd_sent_bytes = 0, pd_sent_before_prefill_end_bytes = 0;
   double pd_send_tail_seconds = 0;
+  // Where each transfer's time went (server/transfer_phases.h), (phase, seconds) per phase then the total: the decode
+  // server's phases of each state it imported, the prefill server's of each state it sent.
+  std::vector<std::pair<std::string, HistogramFigures>> pd_decode_phases, pd_prefill_phases;
+  // Transfer handshakes refused because the peer could not prove the shared secret (or one side has none).
+  int64_t pd_authentication_failures = 0;
 };
 
 // What /health reports (docs/server.md "Health").

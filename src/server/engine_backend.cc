@@ -30,12 +30,22 @@ std::vector<TokenLogprob> ToLogprobs(const std::vector<glint::TokenLogprob>& fro
   return to;
 }
 
+// An imported state's phases, completed when its first token goes out.
+struct ImportTiming {
+  PhaseLaps laps;
+  std::shared_ptr<PhaseHistograms> histograms;
+  std::string what;  // "a 2048-token prompt's state (972288 bytes) from host:port", for the log line
+};
+
 // Runs on the engine thread: converts and forwards (the session's sink only queues).
 class SinkAdapter final : public RequestSink {
  public:
   explicit SinkAdapter(std::shared_ptr<GenerationSink> sink) : sink_(std::move(sink)) {}
+  // Set before the request is submitted (the engine thread sees it after).
+  void set_timing(std::unique_ptr<ImportTiming> timing) { timing_ = std::move(timing); }
 
   void OnOutput(RequestOutput output) override {
+    if (timing_ != nullptr && !output.tokens.empty()) FirstToken();
     GenerationOutput converted;
     converted.index = output.index;
     converted.tokens = std::move(output.tokens);
@@ -55,7 +65,15 @@ class SinkAdapter final : public RequestSink {
   }
 
  private:
+  void FirstToken() {
+    timing_->laps.Lap(DecodePhase::kImport);
+    timing_->histograms->Observe(timing_->laps);
+    LogDebug("pd: ", timing_->what, ": ", timing_->laps.Describe(kDecodePhaseNames));
+    timing_.reset();
+  }
+
   std::shared_ptr<GenerationSink> sink_;
+  std::unique_ptr<ImportTiming> timing_;
 };
 
 }  // namespace
@@ -85,15 +103,29 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
   converted.logprobs = request.logprobs;
   converted.grammar = std::move(request.grammar);
   converted.batch = request.batch;
-  converted.sink = std::make_shared<SinkAdapter>(std::move(request.sink));
-  if (decode_ && !request.prefill_from.empty()) GLINT_RETURN_IF_ERROR(ImportState(request, converted));
+  auto adapter = std::make_shared<SinkAdapter>(std::move(request.sink));
+  converted.sink = adapter;
+  if (decode_ && !request.prefill_from.empty()) {
+    std::optional<PhaseLaps> laps;
+    GLINT_RETURN_IF_ERROR(ImportState(request, converted, laps));
+    if (laps) {
+      const SequenceSnapshot& state = *converted.imported;
+      const size_t bytes = state.slot.size() + state.blocks.size() + state.logits.size() * sizeof(float);
+      adapter->set_timing(std::make_unique<ImportTiming>(
+          ImportTiming{*laps, decode_phases_,
+                       StrCat("a ", state.tokens, "-token prompt's state (", bytes, " bytes) from ",
+                              request.prefill_from)}));
+    }
+  }
   const uint64_t lease = converted.lease;
   Result<GenerationId> id = engine_.Submit(std::move(converted));
   if (!id.ok() && lease != 0) engine_.ReleaseLease(lease);
   return id;
 }
 
-Status EngineBackend::ImportState(const GenerationRequest& request, Request& converted) {
+Status EngineBackend::ImportState(const GenerationRequest& request, Request& converted,
+                                  std::optional<PhaseLaps>& laps) {
+  TransferTrace trace;
   const int64_t length = static_cast<int64_t>(converted.prompt.size());
   const int64_t below = request.local_prefill_below >= 0 ? request.local_prefill_below : decode_->local_prefill_below;
   const auto local = [&](const std::string& why) {
@@ -114,12 +146,14 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
   Result<uint64_t> lease = engine_.Lease(engine_.PrefixKeys(converted),
                                          t.connect_seconds + t.prefill_seconds + frames * t.io_seconds, below);
   if (!lease.ok()) return local(lease.status().message());
+  trace.laps.Lap(DecodePhase::kLease);
   const auto started = std::chrono::steady_clock::now();
-  Result<SequenceSnapshot> state =
-      FetchState(request.prefill_from, converted.prompt, converted.images, decode_->layout, t);
+  Result<SequenceSnapshot> state = FetchState(request.prefill_from, converted.prompt, converted.images,
+                                              decode_->layout, t, decode_->secret.get(), &trace);
   if (!state.ok()) {
     engine_.ReleaseLease(*lease);
     ++pd_failures_;
+    if (trace.authentication_failed) ++pd_authentication_failures_;
     if (decode_->fail_without_prefill) {
       return Unavailable(state.status().message(), " (--pd-fallback fail: not prefilled here)");
     }
@@ -132,6 +166,7 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
   pd_bytes_ += static_cast<int64_t>(state->slot.size() + state->blocks.size() + state->logits.size() * sizeof(float));
   converted.imported = std::make_shared<const SequenceSnapshot>(std::move(state).value());
   converted.lease = *lease;
+  laps = trace.laps;
   return Status::Ok();
 }
 
@@ -188,7 +223,11 @@ BackendMetrics EngineBackend::Metrics() const {
   out.pd_local_prefills = pd_local_.load();
   out.pd_transfer_failures = pd_failures_.load();
   out.pd_transfer_seconds = static_cast<double>(pd_nanoseconds_.load()) * 1e-9;
+  out.pd_authentication_failures = pd_authentication_failures_.load();
+  if (decode_) out.pd_decode_phases = decode_phases_->Figures();
   if (transfer_ != nullptr) {
+    out.pd_prefill_phases = transfer_->phases();
+    out.pd_authentication_failures += transfer_->authentication_failures();
     const TransferOverlap sent = transfer_->overlap();
     out.pd_states_sent = transfer_->transfers();
     out.pd_sent_bytes = sent.bytes;

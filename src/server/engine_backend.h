@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "server/backend.h"
 #include "server/state_transfer.h"
+#include "server/transfer_phases.h"
 
 namespace glint::server {
 
@@ -17,6 +18,7 @@ struct DecodeRole {
   TransferTimeouts timeouts;
   int64_t local_prefill_below = 0;    // prompts shorter than this prefill here (a request's header can change it)
   bool fail_without_prefill = false;  // --pd-fallback fail: a failed transfer fails the request (else: local prefill)
+  std::shared_ptr<const TransferSecret> secret;  // --transfer-secret-file: prefill servers must prove it (null: none)
 };
 
 // A prompt below this many tokens is prefilled on the decode server by default (X-Glint-Local-Prefill-Below and the
@@ -41,13 +43,17 @@ class EngineBackend final : public GenerationBackend {
 
  private:
   // A request that names a prefill server: the state fetched into a lease, or the reason it is prefilled here
-  // (counted and logged); an error only with --pd-fallback fail.
-  Status ImportState(const GenerationRequest& request, Request& converted);
+  // (counted and logged); an error only with --pd-fallback fail. `laps`: set when the state was fetched, its phases
+  // up to the state held (the import phase ends with the first token out).
+  Status ImportState(const GenerationRequest& request, Request& converted, std::optional<PhaseLaps>& laps);
 
   Engine& engine_;
   std::optional<DecodeRole> decode_;
   const TransferServer* transfer_ = nullptr;
   std::atomic<int64_t> pd_transfers_{0}, pd_bytes_{0}, pd_local_{0}, pd_failures_{0}, pd_nanoseconds_{0};
+  std::atomic<int64_t> pd_authentication_failures_{0};
+  // The phases of each imported state, observed as its first token goes out (on the engine thread: shared).
+  std::shared_ptr<PhaseHistograms> decode_phases_ = std::make_shared<PhaseHistograms>(kDecodePhaseNames);
 };
 
 }  // namespace glint::server

@@ -158,7 +158,7 @@ void RenderImages(Writer& w, const BackendMetrics& backend) {
 
 // Prefill/decode disaggregation (docs/disaggregation.md): a decode server's counters, then a prefill server's; 0
 // where the role has none. Named as the router's contract has them (glint:pd_*).
-void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
+void RenderDisaggregation(Writer& w, const BackendMetrics& b, std::string& out) {
   w.Single("glint:pd_transfers_total", "counter", "Prompt states that arrived from a prefill server.", "",
            static_cast<double>(b.pd_transfers));
   w.Single("glint:pd_transfer_bytes_total", "counter", "Bytes of those states (slot, blocks, logits).", "",
@@ -173,6 +173,10 @@ void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
   w.Single("glint:pd_transfer_failures_total", "counter",
            "Transfers that failed (the server died, stalled or refused).", "",
            static_cast<double>(b.pd_transfer_failures));
+  w.Single("glint:pd_authentication_failures_total", "counter",
+           "Transfer handshakes refused: the peer did not prove the shared secret (--transfer-secret-file), or only one "
+           "side has one.",
+           "", static_cast<double>(b.pd_authentication_failures));
   // The prefill server's side: what lets the overlap of sending with computing be seen.
   w.Single("glint:pd_states_sent_total", "counter", "Prompt states this prefill server sent whole.", "",
            static_cast<double>(b.pd_states_sent));
@@ -183,6 +187,18 @@ void RenderDisaggregation(Writer& w, const BackendMetrics& b) {
            "", static_cast<double>(b.pd_sent_before_prefill_end_bytes));
   w.Single("glint:pd_send_tail_seconds_total", "counter",
            "Time from each prefill's end to the last byte of its state sent.", "", b.pd_send_tail_seconds);
+  // Where the time goes (server/transfer_phases.h): the phases of one transfer sum to its total.
+  const auto phases = [&](const std::string& name, const char* help,
+                          const std::vector<std::pair<std::string, HistogramFigures>>& figures) {
+    if (figures.empty()) return;  // not this server's role
+    w.Header(name, "histogram", help);
+    for (const auto& [phase, histogram] : figures) RenderHistogram(histogram, name, "phase=\"" + phase + "\"", out);
+  };
+  phases("glint:pd_transfer_phase_seconds",
+         "A decode server's transfers by phase (lease, connect, handshake, send, prefill, stream, import) and total.",
+         b.pd_decode_phases);
+  phases("glint:pd_prefill_phase_seconds",
+         "A prefill server's states sent, by phase (handshake, queue, compute, tail) and total.", b.pd_prefill_phases);
 }
 
 // Speculative decoding (--speculative mtp; vLLM's series and meaning): drafts = verification steps, draft tokens
@@ -232,18 +248,27 @@ void Histogram::Observe(double value) {
   ++count_;
 }
 
-void Histogram::Render(const std::string& name, const std::string& labels, std::string& out) const {
+HistogramFigures Histogram::Figures() const {
   std::lock_guard<std::mutex> lock(mutex_);
+  return {upper_bounds_, counts_, sum_, count_};
+}
+
+void Histogram::Render(const std::string& name, const std::string& labels, std::string& out) const {
+  RenderHistogram(Figures(), name, labels, out);
+}
+
+void RenderHistogram(const HistogramFigures& figures, const std::string& name, const std::string& labels,
+                     std::string& out) {
   Writer writer(out);
   int64_t cumulative = 0;
-  for (size_t i = 0; i <= upper_bounds_.size(); ++i) {
-    cumulative += counts_[i];
-    const double bound = i < upper_bounds_.size() ? upper_bounds_[i] : INFINITY;
+  for (size_t i = 0; i < figures.counts.size(); ++i) {
+    cumulative += figures.counts[i];
+    const double bound = i < figures.upper_bounds.size() ? figures.upper_bounds[i] : INFINITY;
     writer.Sample(name + "_bucket", JoinLabels(labels, "le=\"" + Number(bound) + "\""),
                   static_cast<double>(cumulative));
   }
-  writer.Sample(name + "_sum", labels, sum_);
-  writer.Sample(name + "_count", labels, static_cast<double>(count_));
+  writer.Sample(name + "_sum", labels, figures.sum);
+  writer.Sample(name + "_count", labels, static_cast<double>(figures.count));
 }
 
 ServerMetrics::ServerMetrics()
@@ -310,7 +335,7 @@ std::string ServerMetrics::Render(const BackendMetrics& backend, const std::stri
   RenderServer(totals, out);
   RenderEngine(w, backend);
   RenderImages(w, backend);
-  RenderDisaggregation(w, backend);
+  RenderDisaggregation(w, backend, out);
   RenderSpecDecode(w, backend, "glint_", "");
   RenderGrammarCache(w);
   // ---- vllm: (the same series, for dashboards and `vllm bench serve`) ----

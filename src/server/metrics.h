@@ -25,6 +25,7 @@ class Histogram {
  public:
   explicit Histogram(std::vector<double> upper_bounds);
   void Observe(double value);
+  HistogramFigures Figures() const;
   // Appends `name_bucket{le=...}`, `name_sum`, `name_count` lines; `labels` is "" or `key="value"`.
   void Render(const std::string& name, const std::string& labels, std::string& out) const;
 
@@ -35,6 +36,10 @@ class Histogram {
   double sum_ = 0;
   int64_t count_ = 0;
 };
+
+// Histogram::Render of figures taken before.
+void RenderHistogram(const HistogramFigures& figures, const std::string& name, const std::string& labels,
+                     std::string& out);
 
 // What one finished generation request contributes.
 struct RequestFigures {

@@ -103,20 +103,76 @@ class TransferConnection {
   tcp::socket socket_;
 };
 
-// The other side's HELLO, checked against ours: a mismatch names both.
-Result<TransferLayout> ReceiveHello(TransferConnection& c, const TransferLayout& ours, double seconds) {
+// A HELLO as received: its fields, and its bytes (what the proofs cover).
+struct ReceivedHello {
+  Hello hello;
+  std::array<std::byte, kHelloBytes> bytes{};
+};
+
+Result<ReceivedHello> ReceiveHello(TransferConnection& c, double seconds) {
   GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
   if (header.type != FrameType::kHello || header.length != kHelloBytes) {
     return FailedPrecondition(c.Unexpected(header, FrameType::kHello, seconds));
   }
-  std::array<std::byte, kHelloBytes> body{};
-  GLINT_RETURN_IF_ERROR(c.ReadBody(header, body, seconds));
-  GLINT_ASSIGN_OR_RETURN(TransferLayout theirs, DecodeHello(body));
-  if (!theirs.SameBytes(ours)) {
-    return FailedPrecondition("the model or cache layout differs: this server has ", ours.Describe(),
-                              ", the other has ", theirs.Describe());
+  ReceivedHello received;
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, received.bytes, seconds));
+  GLINT_ASSIGN_OR_RETURN(received.hello, DecodeHello(received.bytes));
+  return received;
+}
+
+// Ours against theirs, checked once the peer is authenticated (if it must be): a mismatch names both.
+Status SameLayout(const TransferLayout& ours, const TransferLayout& theirs) {
+  if (theirs.SameBytes(ours)) return Status::Ok();
+  return FailedPrecondition("the model or cache layout differs: this server has ", ours.Describe(), ", the other has ",
+                            theirs.Describe());
+}
+
+// The peer's AUTH (an ERROR in its place: it refused ours), checked against `side`'s proof over the two HELLOs.
+Status ReceiveProof(TransferConnection& c, const TransferSecret& secret, TransferSide side,
+                    std::span<const std::byte> decode_hello, std::span<const std::byte> prefill_hello, double seconds) {
+  GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(seconds));
+  if (header.type != FrameType::kAuth || header.length != kTransferProofBytes) {
+    return FailedPrecondition(c.Unexpected(header, FrameType::kAuth, seconds));
   }
-  return theirs;
+  TransferProof proof{};
+  GLINT_RETURN_IF_ERROR(c.ReadBody(header, proof, seconds));
+  if (!secret.Verify(side, decode_hello, prefill_hello, proof)) {
+    return FailedPrecondition("authentication failed: the ", side == TransferSide::kPrefill ? "prefill" : "decode",
+                              " server's proof does not match this server's --transfer-secret-file (the two servers "
+                              "hold different secrets)");
+  }
+  return Status::Ok();
+}
+
+// The decode side's handshake: HELLO both ways; with a secret, the prefill server's proof checked and ours sent; the
+// layouts compared last. `authentication_failed`: set when the peer could not prove the secret or has none.
+Result<TransferLayout> DecodeHandshake(TransferConnection& c, const TransferLayout& layout, const TransferSecret* secret,
+                                       double seconds, bool& authentication_failed) {
+  GLINT_ASSIGN_OR_RETURN(TransferNonce nonce, FreshNonce());
+  const std::vector<std::byte> ours = EncodeHello({layout, secret != nullptr, nonce});
+  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kHello, ours, seconds));
+  GLINT_ASSIGN_OR_RETURN(ReceivedHello theirs, ReceiveHello(c, seconds));
+  if (secret != nullptr && !theirs.hello.authenticates) {
+    authentication_failed = true;
+    return FailedPrecondition("has no --transfer-secret-file: this decode server takes states only from a prefill ",
+                              "server that proves the shared secret");
+  }
+  if (secret == nullptr && theirs.hello.authenticates) {  // a prefill server with a secret answers ERROR instead
+    authentication_failed = true;
+    return FailedPrecondition("authenticates with a shared secret; this decode server has no --transfer-secret-file");
+  }
+  if (secret != nullptr) {
+    const Status proven = ReceiveProof(c, *secret, TransferSide::kPrefill, ours, theirs.bytes, seconds);
+    if (!proven.ok()) {
+      authentication_failed = true;
+      const std::string refusal = "the decode server refused this prefill server's proof (different secrets?)";
+      (void)c.Write(FrameType::kError, std::as_bytes(std::span(refusal)), seconds);
+      return proven;
+    }
+    GLINT_RETURN_IF_ERROR(c.Write(FrameType::kAuth, secret->Prove(TransferSide::kDecode, ours, theirs.bytes), seconds));
+  }
+  GLINT_RETURN_IF_ERROR(SameLayout(layout, theirs.hello.layout));
+  return theirs.hello.layout;
 }
 
 std::pair<std::string, std::string> SplitAddress(const std::string& address) {
@@ -137,8 +193,9 @@ Status ReceiveRegion(TransferConnection& c, FrameType type, std::span<std::byte>
 }
 
 Result<SequenceSnapshot> ReceiveState(TransferConnection& c, std::span<const int32_t> prompt,
-                                      const TransferLayout& layout, const TransferTimeouts& t) {
+                                      const TransferLayout& layout, const TransferTimeouts& t, PhaseLaps& laps) {
   GLINT_ASSIGN_OR_RETURN(FrameHeader header, c.ReadHeader(t.prefill_seconds));
+  laps.Lap(DecodePhase::kPrefill);
   if (header.type != FrameType::kState || header.length != kStateBytes) {
     return Unavailable(c.Unexpected(header, FrameType::kState, t.io_seconds));
   }
@@ -163,7 +220,16 @@ Result<SequenceSnapshot> ReceiveState(TransferConnection& c, std::span<const int
   GLINT_RETURN_IF_ERROR(
       ReceiveRegion(c, FrameType::kLogits, std::as_writable_bytes(std::span(s.logits)), t.io_seconds));
   GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kEnd, {}, t.io_seconds));
+  laps.Lap(DecodePhase::kStream);
   return s;
+}
+
+// A write that failed because the peer refused what it read and closed (with bytes of ours unread, so that our next
+// write met its reset): the ERROR it sent first is still in our receive queue, and says why.
+Status WithPeerError(TransferConnection& c, const Status& failed, double seconds) {
+  Result<FrameHeader> header = c.ReadHeader(std::min(seconds, 1.0));
+  if (!header.ok() || header->type != FrameType::kError) return failed;
+  return FailedPrecondition(c.Unexpected(*header, FrameType::kError, seconds));
 }
 
 // The prompt's images after PROMPT: IMAGE and PATCHES each, then END. The patches travel rather than the encoded
@@ -252,7 +318,10 @@ TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
 
 Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
                                     std::span<const RequestImage> images, const TransferLayout& layout,
-                                    const TransferTimeouts& t) {
+                                    const TransferTimeouts& t, const TransferSecret* secret, TransferTrace* trace) {
+  TransferTrace own;
+  TransferTrace& traced = trace != nullptr ? *trace : own;
+  PhaseLaps& lap = traced.laps;
   const auto [host, port] = SplitAddress(address);
   if (host.empty() || port.empty()) return InvalidArgument("the prefill address '", address, "' is not host:port");
   TransferConnection c;
@@ -260,8 +329,10 @@ Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const 
     return Status(status.code(), StrCat("prefill server ", address, ": ", status.message()));
   };
   Status step = c.Connect(host, port, t.connect_seconds);
-  if (step.ok()) step = c.Write(FrameType::kHello, EncodeHello(layout), t.io_seconds);
-  Result<TransferLayout> theirs = step.ok() ? ReceiveHello(c, layout, t.io_seconds) : Result<TransferLayout>(step);
+  lap.Lap(DecodePhase::kConnect);
+  Result<TransferLayout> theirs =
+      step.ok() ? DecodeHandshake(c, layout, secret, t.io_seconds, traced.authentication_failed)
+                : Result<TransferLayout>(step);
   if (!theirs.ok()) return fail(theirs.status());
   if (!images.empty() && !theirs->takes_images) {
     return fail(FailedPrecondition("has no vision tower: a prompt with images cannot be prefilled there"));
@@ -269,10 +340,12 @@ Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const 
   if (static_cast<int64_t>(prompt.size()) > theirs->max_tokens) {
     return fail(OutOfRange("takes prompts of at most ", theirs->max_tokens, " tokens; this one has ", prompt.size()));
   }
+  lap.Lap(DecodePhase::kHandshake);
   step = c.Write(FrameType::kPrompt, std::as_bytes(prompt), t.io_seconds);
   if (step.ok()) step = SendImages(c, images, t.io_seconds);
-  if (!step.ok()) return fail(step);
-  Result<SequenceSnapshot> state = ReceiveState(c, prompt, layout, t);
+  if (!step.ok()) return fail(WithPeerError(c, step, t.io_seconds));
+  lap.Lap(DecodePhase::kSend);
+  Result<SequenceSnapshot> state = ReceiveState(c, prompt, layout, t, lap);
   if (!state.ok()) return fail(state.status());
   return state;
 }
@@ -296,18 +369,28 @@ struct TransferServer::Impl {
   std::list<Handler> handlers;  // guarded by mutex; joined when done (AcceptLoop) or at the end
   std::atomic<int64_t>* transfers = nullptr;
   std::atomic<int64_t> bytes_sent{0}, bytes_sent_before_end{0}, tail_nanoseconds{0};
+  PhaseHistograms phases{kPrefillPhaseNames};  // of each state sent whole
+  std::shared_ptr<const TransferSecret> secret;  // null: the plane does not authenticate
+  std::atomic<int64_t> authentication_failures{0};
 
   void AcceptLoop();
   void Serve(TransferConnection& c);
+  // HELLO both ways; with a secret, our proof sent and the decode server's checked; the layouts compared last.
+  // `authentication_failed`: set when the peer could not prove the secret, or has none where we have one (or the
+  // reverse).
+  Status Handshake(TransferConnection& c, bool& authentication_failed);
   // Runs the prompt's prefill as an export that streams, and sends STATE, each LAYER as the engine hands it out,
-  // LOGITS and END. An error with `peer_failed` set: a write failed (the decode server); else the prefill failed.
-  Status StreamState(TransferConnection& c, PromptRequest asked, bool& peer_failed);
+  // LOGITS and END; laps the queue, compute and tail phases. An error with `peer_failed` set: a write failed (the
+  // decode server); else the prefill failed.
+  Status StreamState(TransferConnection& c, PromptRequest asked, bool& peer_failed, PhaseLaps& laps);
 };
 
 Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host, int port, Engine& engine,
                                                               const TransferLayout& layout,
                                                               const TransferTimeouts& timeouts,
-                                                              const VisionConfig* vision, int max_connections) {
+                                                              const VisionConfig* vision,
+                                                              std::shared_ptr<const TransferSecret> secret,
+                                                              int max_connections) {
   std::unique_ptr<TransferServer> server(new TransferServer());
   server->impl_ = std::make_unique<Impl>();
   Impl& impl = *server->impl_;
@@ -317,6 +400,7 @@ Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string&
   if (vision != nullptr) impl.vision = *vision;
   impl.layout.takes_images = vision != nullptr;  // said in HELLO: a decode server sends no image we cannot take
   impl.max_connections = max_connections;
+  impl.secret = std::move(secret);
   impl.transfers = &server->transfers_;
   boost::system::error_code ec;
   const asio::ip::address address = asio::ip::make_address(host == "localhost" ? "127.0.0.1" : host, ec);
@@ -336,6 +420,12 @@ TransferOverlap TransferServer::overlap() const {
   return {impl_->bytes_sent.load(), impl_->bytes_sent_before_end.load(),
           static_cast<double>(impl_->tail_nanoseconds.load()) * 1e-9};
 }
+
+std::vector<std::pair<std::string, HistogramFigures>> TransferServer::phases() const {
+  return impl_->phases.Figures();
+}
+
+int64_t TransferServer::authentication_failures() const { return impl_->authentication_failures.load(); }
 
 TransferServer::~TransferServer() {
   if (impl_ == nullptr) return;
@@ -404,9 +494,24 @@ class StampingSink final : public RequestSink {
   std::atomic<int64_t> ended_ns_{0};
 };
 
+// The prefill's laps: submitted → ended (stamped on the engine thread) is the queue and the compute, split by the
+// engine's own clock (its first step to its end); then the tail, up to now (the last byte written).
+void LapPrefill(PhaseLaps& laps, int64_t ended_ns, const std::optional<SequenceTimings>& timings) {
+  laps.LapAt(static_cast<size_t>(PrefillPhase::kQueue),
+             PhaseLaps::Clock::time_point(std::chrono::duration_cast<PhaseLaps::Clock::duration>(
+                 std::chrono::nanoseconds(ended_ns))));
+  if (timings && timings->first_scheduled > 0) {
+    const double compute = timings->finished - timings->first_scheduled;
+    laps.Split(static_cast<size_t>(PrefillPhase::kQueue), static_cast<size_t>(PrefillPhase::kCompute),
+               static_cast<int64_t>(compute * 1e9));
+  }
+  laps.Lap(PrefillPhase::kTail);
+}
+
 }  // namespace
 
-Status TransferServer::Impl::StreamState(TransferConnection& c, PromptRequest asked, bool& peer_failed) {
+Status TransferServer::Impl::StreamState(TransferConnection& c, PromptRequest asked, bool& peer_failed,
+                                         PhaseLaps& laps) {
   const double io = timeouts.io_seconds;
   const int64_t tokens = static_cast<int64_t>(asked.prompt.size());
   const int64_t layers = static_cast<int64_t>(layout.layers.size());
@@ -421,6 +526,7 @@ Status TransferServer::Impl::StreamState(TransferConnection& c, PromptRequest as
   request.stream_layers = true;
   request.sink = sink;
   GLINT_ASSIGN_OR_RETURN(RequestId id, engine->Submit(std::move(request)));
+  laps.Lap(PrefillPhase::kHandshake);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeouts.prefill_seconds);
   int64_t sent = 0, sent_before_end = 0, layers_sent = 0;
   // A write that fails is the decode server's doing: the prefill is cancelled, nothing more is sent.
@@ -465,31 +571,61 @@ Status TransferServer::Impl::StreamState(TransferConnection& c, PromptRequest as
     GLINT_RETURN_IF_ERROR(write(FrameType::kLogits, std::as_bytes(std::span(out->snapshot->logits))));
     GLINT_RETURN_IF_ERROR(write(FrameType::kEnd, {}));
     const double tail = static_cast<double>(SteadyNanoseconds() - sink->ended_ns()) * 1e-9;
+    LapPrefill(laps, sink->ended_ns(), out->timings);
     ++*transfers;
     bytes_sent += sent;
     bytes_sent_before_end += sent_before_end;
     tail_nanoseconds += static_cast<int64_t>(tail * 1e9);
+    phases.Observe(laps);
     LogInfo("transfer plane: the state of a ", tokens, "-token prompt, ", sent, " bytes in ", layers,
-            " layer frames: ", sent_before_end, " sent before its prefill ended, the last byte ", tail, " s after it");
+            " layer frames: ", sent_before_end, " sent before its prefill ended, the last byte ", tail, " s after it (",
+            laps.Describe(kPrefillPhaseNames), ")");
     return Status::Ok();
   }
 }
 
+Status TransferServer::Impl::Handshake(TransferConnection& c, bool& authentication_failed) {
+  const double io = timeouts.io_seconds;
+  GLINT_ASSIGN_OR_RETURN(ReceivedHello theirs, ReceiveHello(c, io));
+  if (secret != nullptr && !theirs.hello.authenticates) {
+    authentication_failed = true;
+    return FailedPrecondition("this prefill server requires the shared secret (--transfer-secret-file); the decode ",
+                              "server has none");
+  }
+  if (secret == nullptr && theirs.hello.authenticates) {
+    authentication_failed = true;
+    return FailedPrecondition("this prefill server has no --transfer-secret-file; the decode server requires one");
+  }
+  GLINT_ASSIGN_OR_RETURN(TransferNonce nonce, FreshNonce());
+  const std::vector<std::byte> ours = EncodeHello({layout, secret != nullptr, nonce});
+  GLINT_RETURN_IF_ERROR(c.Write(FrameType::kHello, ours, io));
+  if (secret != nullptr) {
+    GLINT_RETURN_IF_ERROR(c.Write(FrameType::kAuth, secret->Prove(TransferSide::kPrefill, theirs.bytes, ours), io));
+    const Status proven = ReceiveProof(c, *secret, TransferSide::kDecode, theirs.bytes, ours, io);
+    authentication_failed = !proven.ok();
+    GLINT_RETURN_IF_ERROR(proven);
+  }
+  return SameLayout(layout, theirs.hello.layout);
+}
+
 void TransferServer::Impl::Serve(TransferConnection& c) {
+  PhaseLaps laps(kPrefillPhaseNames.size());
   const double io = timeouts.io_seconds;
   const auto refuse = [&](const Status& why) {
     LogWarning("transfer plane: ", why.message());
     const std::string text = why.message().substr(0, kMaxErrorBytes);
     (void)c.Write(FrameType::kError, std::as_bytes(std::span(text)), io);
   };
-  Result<TransferLayout> theirs = ReceiveHello(c, layout, io);
-  if (!theirs.ok()) return refuse(theirs.status());
-  if (Status hello = c.Write(FrameType::kHello, EncodeHello(layout), io); !hello.ok()) return;
+  bool authentication_failed = false;
+  if (Status shaken = Handshake(c, authentication_failed); !shaken.ok()) {
+    if (authentication_failed) ++authentication_failures;
+    return refuse(shaken);
+  }
   Result<PromptRequest> asked = ReceivePrompt(c, layout, vision ? &*vision : nullptr, io);
   if (!asked.ok()) return refuse(asked.status());
   // The prompt stays in this engine's prefix cache; its slot is free once its last layer went out.
   bool peer_failed = false;
-  const Status streamed = StreamState(c, std::move(asked).value(), peer_failed);
+  const Status streamed = StreamState(c, std::move(asked).value(), peer_failed, laps);
   if (streamed.ok()) return;
   if (peer_failed) {
     LogWarning("transfer plane: the decode server did not take the state: ", streamed.message());

@@ -1,8 +1,10 @@
 // The transfer plane of prefill/decode disaggregation (docs/disaggregation.md "Protocol"): a decode server asks a
 // prefill server, over its own TCP connection, for the state of a sequence after its prompt.
 //
-//   decode → prefill   HELLO    version, fingerprint, slot/block/logit sizes of the decode engine
-//   prefill → decode   HELLO    the same of the prefill engine (or ERROR naming both fingerprints, and close)
+//   decode → prefill   HELLO    version, fingerprint, slot/block/logit sizes of the decode engine, a fresh nonce
+//   prefill → decode   HELLO    the same of the prefill engine (or ERROR, and close)
+//   (with a shared secret: prefill → decode AUTH, decode → prefill AUTH: server/transfer_auth.h)
+//                      either side refuses a layout that is not its own with ERROR naming both fingerprints
 //   decode → prefill   PROMPT   the prompt's token ids
 //                      IMAGE, PATCHES   per image of the prompt: where it sits, its grid and key; its patches
 //                      END
@@ -30,6 +32,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "server/transfer_phases.h"
 #include "server/transfer_wire.h"
 
 namespace glint::server {
@@ -45,10 +48,18 @@ struct TransferTimeouts {
 
 // Decode side: the state of `prompt` with its `images` (validated by the engine) computed by the prefill server at
 // `address` ("host:port"). Errors name the server and what failed; nothing is returned unless every size, checksum
-// and the fingerprint matched.
+// and the fingerprint matched. `secret` (optional): the prefill server must prove it (and is given our proof);
+// without one, a prefill server that authenticates is refused too.
+// What a fetch tells besides its result (optional): the phases connect, handshake, send, prefill and stream lapped
+// on `laps` (DecodePhase), and whether the peer failed authentication (or the two sides disagree on having a secret).
+struct TransferTrace {
+  PhaseLaps laps{kDecodePhaseNames.size()};
+  bool authentication_failed = false;
+};
 Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const int32_t> prompt,
                                     std::span<const RequestImage> images, const TransferLayout& layout,
-                                    const TransferTimeouts& timeouts);
+                                    const TransferTimeouts& timeouts, const TransferSecret* secret = nullptr,
+                                    TransferTrace* trace = nullptr);
 
 struct TransferOverlap {
   int64_t bytes = 0, bytes_before_end = 0;
@@ -59,9 +70,13 @@ struct TransferOverlap {
 class TransferServer {
  public:
   // `vision`: the engine's vision tower config (null: it has none, and prompts with images are refused).
+  // `secret`: every decode server must prove it (null: the plane does not authenticate, and refuses a decode server
+  // that asks it to).
   static Result<std::unique_ptr<TransferServer>> Start(const std::string& host, int port, Engine& engine,
                                                        const TransferLayout& layout, const TransferTimeouts& timeouts,
-                                                       const VisionConfig* vision = nullptr, int max_connections = 8);
+                                                       const VisionConfig* vision = nullptr,
+                                                       std::shared_ptr<const TransferSecret> secret = nullptr,
+                                                       int max_connections = 8);
   ~TransferServer();  // stops accepting, waits for the transfers in flight (each bounded by its deadlines)
   TransferServer(const TransferServer&) = delete;
   TransferServer& operator=(const TransferServer&) = delete;
@@ -70,6 +85,10 @@ class TransferServer {
   // The overlap of sending with computing, over those transfers: bytes sent, of which before the prefill ended, and
   // the seconds from each prefill's end to its last byte sent (also logged per transfer).
   TransferOverlap overlap() const;
+  // Handshakes refused because the decode server could not prove the secret (or the two disagree on having one).
+  int64_t authentication_failures() const;
+  // Where the time of those transfers went (server/transfer_phases.h PrefillPhase), per phase and the total.
+  std::vector<std::pair<std::string, HistogramFigures>> phases() const;
 
  private:
   struct Impl;

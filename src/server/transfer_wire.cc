@@ -55,6 +55,8 @@ const char* FrameName(FrameType type) {
       return "PATCHES";
     case FrameType::kLayer:
       return "LAYER";
+    case FrameType::kAuth:
+      return "AUTH";
   }
   return "?";
 }
@@ -83,7 +85,7 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
     return DataLoss("a frame header failed its checksum");
   }
   const uint32_t type = Get<uint32_t>(bytes, 4);
-  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kLayer) || type == 4 ||
+  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kAuth) || type == 4 ||
       type == 5) {  // 4, 5: version 1's SLOT and BLOCKS
     return FailedPrecondition("unknown frame type ", type);
   }
@@ -97,16 +99,18 @@ Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body
   return Status::Ok();
 }
 
-std::vector<std::byte> EncodeHello(const TransferLayout& l) {
+std::vector<std::byte> EncodeHello(const Hello& hello) {
+  const TransferLayout& l = hello.layout;
   std::vector<std::byte> out;
   Put<uint32_t>(out, kStateTransferVersion);
-  Put<uint32_t>(out, l.takes_images ? 1 : 0);
+  Put<uint32_t>(out, (l.takes_images ? 1u : 0u) | (hello.authenticates ? 2u : 0u));
   Put<uint64_t>(out, l.fingerprint);
   for (int64_t v : {l.slot_bytes, l.block_bytes, l.block_tokens, l.vocab, l.max_tokens}) Put<int64_t>(out, v);
+  out.insert(out.end(), hello.nonce.begin(), hello.nonce.end());
   return out;
 }
 
-Result<TransferLayout> DecodeHello(std::span<const std::byte> body) {
+Result<Hello> DecodeHello(std::span<const std::byte> body) {
   if (body.size() != kHelloBytes)
     return FailedPrecondition("a HELLO of ", body.size(), " bytes; expected ", kHelloBytes);
   if (Get<uint32_t>(body, 0) != kStateTransferVersion) {
@@ -114,8 +118,11 @@ Result<TransferLayout> DecodeHello(std::span<const std::byte> body) {
                               kStateTransferVersion);
   }
   const uint32_t flags = Get<uint32_t>(body, 4);
-  if ((flags & ~1u) != 0) return FailedPrecondition("a HELLO with unknown flags ", flags);
-  TransferLayout l;
+  if ((flags & ~3u) != 0) return FailedPrecondition("a HELLO with unknown flags ", flags);
+  Hello hello;
+  hello.authenticates = (flags & 2u) != 0;
+  std::memcpy(hello.nonce.data(), body.data() + 56, hello.nonce.size());
+  TransferLayout& l = hello.layout;
   l.takes_images = (flags & 1u) != 0;
   l.fingerprint = Get<uint64_t>(body, 8);
   l.slot_bytes = Get<int64_t>(body, 16);
@@ -123,7 +130,7 @@ Result<TransferLayout> DecodeHello(std::span<const std::byte> body) {
   l.block_tokens = Get<int64_t>(body, 32);
   l.vocab = Get<int64_t>(body, 40);
   l.max_tokens = Get<int64_t>(body, 48);
-  return l;
+  return hello;
 }
 
 std::vector<std::byte> EncodeState(const StateAnnouncement& s) {

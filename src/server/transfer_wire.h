@@ -15,12 +15,15 @@
 
 #include "base/status.h"
 #include "model/cache_layout.h"
+#include "server/transfer_auth.h"
 
 namespace glint::server {
 
 // 2: a prompt's images travel after PROMPT (IMAGE + PATCHES each, then END); the state goes one LAYER frame per
 // layer, each sent as soon as the prompt's last chunk has passed that layer (SLOT and BLOCKS are gone).
-inline constexpr uint32_t kStateTransferVersion = 2;
+// 3: HELLO carries a fresh nonce and an "authenticates" flag; with a shared secret both sides send an AUTH proof
+// after the HELLOs (server/transfer_auth.h).
+inline constexpr uint32_t kStateTransferVersion = 3;
 
 // What the bytes of a snapshot mean: both sides must agree on every field.
 struct TransferLayout {
@@ -46,11 +49,12 @@ enum class FrameType : uint32_t {
   kImage = 9,     // decode → prefill: where one image of the prompt sits, its grid and its prefix-cache key
   kPatches = 10,  // decode → prefill: that image's preprocessed patches (fp32), as the tower takes them
   kLayer = 11,    // prefill → decode: one layer's state (LayerFrameBytes), layers in order
+  kAuth = 12,     // both, after the HELLOs when they authenticate: HMAC-SHA256 proof of the shared secret
 };
 const char* FrameName(FrameType type);
 
 inline constexpr size_t kFrameHeaderBytes = 32;
-inline constexpr size_t kHelloBytes = 56;
+inline constexpr size_t kHelloBytes = 88;
 inline constexpr size_t kStateBytes = 32;
 inline constexpr size_t kImageBytes = 32;
 inline constexpr int64_t kMaxErrorBytes = 4096;
@@ -69,9 +73,15 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
 // DataLoss naming the region when `body` does not match the header's checksum.
 Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body);
 
-// HELLO: version, flags, fingerprint and sizes. Decoding refuses another size or version, or an unknown flag.
-std::vector<std::byte> EncodeHello(const TransferLayout& layout);
-Result<TransferLayout> DecodeHello(std::span<const std::byte> body);
+// HELLO: version, flags (bit 0: takes images, bit 1: authenticates), fingerprint, sizes, then the sender's fresh
+// nonce. Decoding refuses another size or version, or an unknown flag.
+struct Hello {
+  TransferLayout layout;
+  bool authenticates = false;  // the sender holds a --transfer-secret-file: AUTH frames follow the HELLOs
+  TransferNonce nonce{};
+};
+std::vector<std::byte> EncodeHello(const Hello& hello);
+Result<Hello> DecodeHello(std::span<const std::byte> body);
 
 // STATE: what the regions that follow hold. Decoding checks it against what this prompt and layout must give, so
 // no region is read (or allocated) at a size the layout does not fix.

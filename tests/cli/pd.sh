@@ -4,7 +4,9 @@
 # with X-Glint-Prefill gives the decode server the same greedy text as the `both` server (completions, chat, and a chat
 # with an image whose tower runs on the prefill server, logprobs compared too), and /metrics counts the transfer; a short prompt, and one whose prefix the decode server holds, are prefilled locally; a stalled prefill server (SIGSTOP) and a dead one
 # (SIGKILL) fall back to a local prefill with the same text, counted as failures; with --pd-fallback fail the request
-# fails with 503; bad headers answer 400; nothing stays leased. Args: path-to-glint, tests/data dir.
+# fails with 503; bad headers answer 400; nothing stays leased; each transfer's phases are on both servers' /metrics,
+# summing to the total; with --transfer-secret-file a pair holding the secret transfers and a decode server without
+# it is refused, counted, and a secret file others may read stops the server. Args: path-to-glint, tests/data dir.
 set -euo pipefail
 glint="$1"
 work="$(mktemp -d)"
@@ -102,6 +104,23 @@ early="$(metric "$prefill" glint:pd_sent_before_prefill_end_bytes_total)"
 [[ "${sent%.*}" -gt "${bytes%.*}" && "${early%.*}" -le "${sent%.*}" ]] ||
   fail "prefill bytes sent $sent (before the end $early), decode bytes for the first two $bytes"
 grep -q "sent before its prefill ended" "$work/prefill.log" || fail "the overlap was not logged"
+# Where the time goes: each transfer's phases recorded on both sides, each observed once a transfer, summing to the
+# total (docs/disaggregation.md "Where the time goes").
+phases_add_up() { # BASE FAMILY COUNT
+  curl -s --max-time 10 "$1/metrics" | python3 -c '
+import re, sys
+family, count = sys.argv[1], int(sys.argv[2])
+sums, counts = {}, {}
+for line in sys.stdin:
+    m = re.fullmatch(re.escape(family) + r"_(sum|count)\{phase=\"(\w+)\"\} (\S+)", line.strip())
+    if m:
+        (sums if m[1] == "sum" else counts)[m[2]] = float(m[3])
+total = sums.pop("total", 0)
+ok = len(sums) >= 4 and set(counts.values()) == {count} and 0 < sum(sums.values()) <= total * (1 + 1e-9)
+sys.exit(0 if ok else 1)' "$2" "$3"
+}
+phases_add_up "$decode" glint:pd_transfer_phase_seconds 3 || fail "the decode server's transfer phases"
+phases_add_up "$prefill" glint:pd_prefill_phase_seconds 3 || fail "the prefill server's transfer phases"
 
 # Short: prefilled here.
 [[ "$(post "$decode" /v1/completions '{"prompt": "Hi", "max_tokens": 4, "temperature": 0}' "$from")" == 200 ]] ||
@@ -143,6 +162,28 @@ wait "$prefill_pid" 2>/dev/null || true
 # Nothing leased or held once every request finished.
 [[ "$(metric "$decode" glint_state_slots_used)" == 0 ]] || fail "a slot is still held"
 [[ "$(metric "$decode" glint_kv_blocks_used)" == 0 ]] || fail "blocks are still held"
+
+# A shared secret (--transfer-secret-file): a pair that holds it transfers; a decode server without it is refused
+# (and prefills here), counted on the prefill server; the secret is in no log; a file others may read is refused.
+(umask 077 && head -c 32 /dev/urandom | base64 >"$work/secret")
+start secure_prefill --role prefill --transfer-secret-file "$work/secret"
+secure_prefill=$last_base
+secure_from="X-Glint-Prefill: 127.0.0.1:$(curl -s "$secure_prefill/health" | json 'd["transfer_port"]')"
+start secure_decode --role decode --local-prefill-below 8 --transfer-secret-file "$work/secret"
+[[ "$(post "$last_base" /v1/completions "$long" "$secure_from")" == 200 ]] || fail "authenticated: $(cat "$work/body")"
+[[ "$(json 'd["choices"][0]["text"]' <"$work/body")" == "$expected" ]] || fail "the authenticated text differs"
+[[ "$(metric "$last_base" glint:pd_transfers_total)" == 1 ]] || fail "the authenticated transfer was not counted"
+# (A prompt the decode server has not seen: one whose prefix it holds would be prefilled here without asking.)
+fresh='{"prompt": "The quick brown fox jumps over the lazy dog while the farmer watches from the old red barn", "max_tokens": 4, "temperature": 0}'
+[[ "$(post "$decode" /v1/completions "$fresh" "$secure_from")" == 200 ]] || fail "unauthenticated: $(cat "$work/body")"
+[[ "$(metric "$secure_prefill" glint:pd_authentication_failures_total)" == 1 ]] || fail "the refusal was not counted"
+[[ "$(metric "$secure_prefill" glint:pd_states_sent_total)" == 1 ]] || fail "a state went to an unauthenticated peer"
+grep -q "requires the shared secret" "$work/decode.log" || fail "the decode server did not log the refusal"
+! grep -qF "$(cat "$work/secret")" "$work"/*.log || fail "the secret is in a log"
+chmod 644 "$work/secret"
+! timeout 60 "$glint" serve --port 0 "${ENGINE[@]}" --role prefill --transfer-secret-file "$work/secret" \
+  >"$work/readable.log" 2>&1 || fail "a secret file others may read was taken"
+grep -q "chmod 600" "$work/readable.log" || fail "the refusal of a readable secret file does not say why"
 
 # --pd-fallback fail: 503 with the reason.
 start strict --role decode --pd-fallback fail --pd-timeout 2 --local-prefill-below 8

@@ -4,13 +4,15 @@
 // here with a valid header (a fuzzer cannot guess XXH3 checksums, so the body parsers are reached this way). A header
 // that decodes must carry a known type; a body that passes its checksum is parsed as what its type says; a HELLO that
 // decodes re-encodes to the same bytes; a STATE that decodes holds the sizes of the layout; an IMAGE that decodes
-// lies inside the prompt, so its patches are bounded by it; a LAYER unpacks only at its layer's exact size. Crashes,
+// lies inside the prompt, so its patches are bounded by it; a LAYER unpacks only at its layer's exact size; an AUTH
+// body is checked as a proof of a fixed secret over two fixed HELLOs, and passes only if it is that proof. Crashes,
 // sanitizer reports or hangs are failures.
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
 
+#include "server/transfer_auth.h"
 #include "server/transfer_wire.h"
 
 using glint::server::FrameType;
@@ -25,8 +27,24 @@ const glint::server::TransferLayout kLayout{
     256,    511,
     false,  {{{true, 0, 1024}, {true, 1024, 4096}}, {{true, 5120, 512}, {false, 0, 1024}, {false, 1024, 256}}}};
 
+// An AUTH body against the proof a decode server would expect from a prefill server holding this secret.
+void CheckProof(std::span<const std::byte> body) {
+  static const auto secret =
+      glint::server::TransferSecret::FromBytes(std::as_bytes(std::span("fuzzing secret, 32 bytes long..", 32)));
+  static const std::vector<std::byte> decode_hello = glint::server::EncodeHello({kLayout, true, {}});
+  static const std::vector<std::byte> prefill_hello = glint::server::EncodeHello({kLayout, true, {std::byte{1}}});
+  const auto side = glint::server::TransferSide::kPrefill;
+  if (!secret.ok()) std::abort();
+  if (secret->Verify(side, decode_hello, prefill_hello, body)) {
+    const glint::server::TransferProof expected = secret->Prove(side, decode_hello, prefill_hello);
+    if (body.size() != expected.size() || std::memcmp(body.data(), expected.data(), body.size()) != 0) std::abort();
+  }
+}
+
 void ParseBody(const glint::server::FrameHeader& header, std::span<const std::byte> body) {
-  if (header.type == FrameType::kHello) {
+  if (header.type == FrameType::kAuth) {
+    CheckProof(body);
+  } else if (header.type == FrameType::kHello) {
     const auto hello = glint::server::DecodeHello(body);
     if (hello.ok()) {
       const std::vector<std::byte> again = glint::server::EncodeHello(*hello);
@@ -64,7 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size >= 2 && data[0] % 2 == 1) {
     constexpr FrameType kTypes[] = {FrameType::kHello,  FrameType::kPrompt,  FrameType::kState,
                                     FrameType::kLogits, FrameType::kEnd,     FrameType::kError,
-                                    FrameType::kImage,  FrameType::kPatches, FrameType::kLayer};
+                                    FrameType::kImage,  FrameType::kPatches, FrameType::kLayer,
+                                    FrameType::kAuth};
     const FrameType type = kTypes[data[1] % std::size(kTypes)];
     const std::span<const std::byte> body = rest.subspan(2);
     const auto header = glint::server::DecodeFrameHeader(glint::server::EncodeFrameHeader(type, body));
@@ -77,7 +96,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto header = glint::server::DecodeFrameHeader(rest.first<glint::server::kFrameHeaderBytes>());
     rest = rest.subspan(glint::server::kFrameHeaderBytes);
     if (!header.ok()) continue;
-    if (header->type < FrameType::kHello || header->type > FrameType::kLayer ||
+    if (header->type < FrameType::kHello || header->type > FrameType::kAuth ||
         static_cast<uint32_t>(header->type) == 4 || static_cast<uint32_t>(header->type) == 5) {
       std::abort();  // version 1's SLOT and BLOCKS are refused
     }

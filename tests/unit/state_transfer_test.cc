@@ -3,7 +3,9 @@
 // mismatch is refused with a message naming both; a peer that never answers ends the fetch at its deadline; a byte
 // flipped in flight (through a relay) fails the region's checksum and a connection cut halfway fails the fetch —
 // nothing is returned from either; the prefill engine holds no slot afterwards in every case; frame headers that are
-// not the protocol's are refused.
+// not the protocol's are refused; each transfer's phases are recorded on both sides and sum to its total; with a
+// shared secret, peers that hold it transfer and any other (another secret, none, a hostile guesser) is refused on
+// both sides, counted; the secret file is taken only when its owner alone may read it.
 #include "server/state_transfer.h"
 
 #include <arpa/inet.h>
@@ -11,10 +13,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -147,8 +151,8 @@ TEST_F(StateTransfer, AnImageTravelsAsPatchesAndTheTowerRunsOnThePrefillSide) {
   // A prefill server without a tower says so in its HELLO: refused before a patch is sent.
   EXPECT_ERROR_CONTAINS(FetchState(Address(server_->port()), prompt, images, layout_, timeouts_), "no vision tower");
   // Placeholders past the prompt (a hostile peer: a decode engine refuses that request itself): refused from IMAGE.
-  // (A small image: its patches fit the socket's buffers, so the sender reads the ERROR rather than failing to send
-  // patches nobody reads.)
+  // (The refusal closes the connection with the patches unread: a write after that fails, and the sender then reads
+  // the ERROR that came first.)
   const std::vector<RequestImage> past = {{static_cast<int64_t>(prompt.size()), testing::Image(vision, 2, 2, 6), 77}};
   EXPECT_ERROR_CONTAINS(FetchState(Address(server->port()), prompt, past, layout_, timeouts_), "inside the prompt");
   EXPECT_EQ(server->transfers(), 1);
@@ -185,8 +189,8 @@ TEST_F(StateTransfer, APeerThatNeverAnswersEndsAtTheDeadline) {
 }
 
 TEST_F(StateTransfer, AFlippedByteOrACutConnectionReturnsNothing) {
-  // What flows back: HELLO (32 + 56 bytes), STATE (32 + 32), layer 0's LAYER header (32), its bytes, layer 1's...
-  constexpr int64_t kLayerStart = 88 + 64 + 32;
+  // What flows back: HELLO (32 + 88 bytes), STATE (32 + 32), layer 0's LAYER header (32), its bytes, layer 1's...
+  constexpr int64_t kLayerStart = 120 + 64 + 32;
   const int64_t second = kLayerStart + LayerFrameBytes(layout_, 0, 4) + 32;  // 29 tokens: 4 blocks of 8
   for (const auto& [flip, cut, message] :
        {std::tuple<int64_t, int64_t, std::string>{kLayerStart + 100, -1, "layer 0: the LAYER region"},
@@ -224,6 +228,20 @@ class TokenSink final : public GenerationSink {
   bool done_ = false;
 };
 
+// A greedy generation of 8 tokens of `prompt` through `backend`, its state from the prefill server at `from` ("": none).
+Result<std::vector<int32_t>> Generate(EngineBackend& backend, const std::vector<int32_t>& prompt,
+                                      const std::string& from) {
+  auto sink = std::make_shared<TokenSink>();
+  GenerationRequest request;
+  request.prompt = prompt;
+  request.sampling.temperature = 0;
+  request.max_tokens = 8;
+  request.sink = sink;
+  request.prefill_from = from;
+  GLINT_RETURN_IF_ERROR(backend.Submit(std::move(request)).status());
+  return sink->Wait();
+}
+
 // The engine's slot and block gauges back at zero (published at the end of its round: waited for, at most 5 s).
 void ExpectEngineFree(const Engine& engine) {
   for (int i = 0; i < 500 && (engine.Metrics().cache.slots_used != 0 || engine.Metrics().cache.blocks_used != 0); ++i) {
@@ -238,27 +256,16 @@ TEST_F(StateTransfer, ACutMidStreamDecodesNothingAndFreesTheLease) {
   // frame, layer 0 already checked: with --pd-fallback fail the request fails naming the layer; with local the
   // prompt is prefilled here and gives the tokens a local run gives. The lease is freed either way.
   auto decode = Engine::Start(*model_, testing::SizedOptions(*model_, 2, 40, 8)).value();
-  const int64_t cut = 88 + 64 + 32 + LayerFrameBytes(layout_, 0, 4) + 32 + 100;
-  const auto generate = [&](EngineBackend& backend, const std::string& from) -> Result<std::vector<int32_t>> {
-    auto sink = std::make_shared<TokenSink>();
-    GenerationRequest request;
-    request.prompt = prompt_;
-    request.sampling.temperature = 0;
-    request.max_tokens = 8;
-    request.sink = sink;
-    request.prefill_from = from;
-    GLINT_RETURN_IF_ERROR(backend.Submit(std::move(request)).status());
-    return sink->Wait();
-  };
+  const int64_t cut = 120 + 64 + 32 + LayerFrameBytes(layout_, 0, 4) + 32 + 100;
   EngineBackend plain(*decode);
-  ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> expected, generate(plain, ""));
+  ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> expected, Generate(plain, prompt_, ""));
   ASSERT_EQ(expected.size(), 8u);
   for (const bool fail : {true, false}) {
-    EngineBackend backend(*decode, DecodeRole{layout_, timeouts_, 0, fail});
+    EngineBackend backend(*decode, DecodeRole{layout_, timeouts_, 0, fail, nullptr});
     int port = 0;
     const int listener = Listen(port);
     std::thread relay(Relay, listener, server_->port(), -1, cut);
-    const Result<std::vector<int32_t>> got = generate(backend, Address(port));
+    const Result<std::vector<int32_t>> got = Generate(backend, prompt_, Address(port));
     relay.join();
     ::close(listener);
     if (fail) {
@@ -273,6 +280,177 @@ TEST_F(StateTransfer, ACutMidStreamDecodesNothingAndFreesTheLease) {
     ExpectEngineFree(*decode);
   }
   ExpectPrefillFree();
+}
+
+// Each phase was observed `count` times, and the phases' sums add up to the total's (each transfer's phases are laps
+// of one clock, so they sum to its total exactly; the sums here are of doubles).
+void ExpectPhasesAddUp(const std::vector<std::pair<std::string, HistogramFigures>>& phases,
+                       std::span<const char* const> names, int64_t count) {
+  ASSERT_EQ(phases.size(), names.size() + 1);
+  double sum = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(phases[i].first, names[i]);
+    EXPECT_EQ(phases[i].second.count, count) << names[i];
+    EXPECT_GE(phases[i].second.sum, 0) << names[i];
+    sum += phases[i].second.sum;
+  }
+  EXPECT_EQ(phases.back().first, "total");
+  EXPECT_EQ(phases.back().second.count, count);
+  EXPECT_EQ(phases.back().second.sum > 0, count > 0);
+  EXPECT_LE(sum, phases.back().second.sum * (1 + 1e-9));
+  EXPECT_GE(sum, phases.back().second.sum * (1 - 1e-9));
+}
+
+TEST_F(StateTransfer, EachTransfersPhasesAreRecordedOnBothSidesAndAddUpToItsTotal) {
+  auto decode = Engine::Start(*model_, testing::SizedOptions(*model_, 2, 40, 8)).value();
+  EngineBackend backend(*decode, DecodeRole{layout_, timeouts_, 0, true, nullptr});
+  ExpectPhasesAddUp(backend.Metrics().pd_decode_phases, kDecodePhaseNames, 0);
+  for (int i = 0; i < 2; ++i) ASSERT_OK(Generate(backend, prompt_, Address(server_->port())).status());
+  EXPECT_EQ(backend.Metrics().pd_transfers, 2);
+  // Observed as each first token went out, before the request finished.
+  ExpectPhasesAddUp(backend.Metrics().pd_decode_phases, kDecodePhaseNames, 2);
+  // The prefill server observes its phases once END is written: the decode side may have finished before.
+  for (int i = 0; i < 500 && server_->phases().back().second.count < 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ExpectPhasesAddUp(server_->phases(), kPrefillPhaseNames, 2);
+  // A local prefill (no transfer) observes nothing; nor does a role without transfers.
+  ASSERT_OK(Generate(backend, prompt_, "").status());
+  EXPECT_EQ(backend.Metrics().pd_decode_phases.back().second.count, 2);
+  EXPECT_TRUE(EngineBackend(*decode).Metrics().pd_decode_phases.empty());
+  ExpectEngineFree(*decode);
+}
+
+TransferSecret Secret(std::string_view text) { return TransferSecret::FromBytes(std::as_bytes(std::span(text))).value(); }
+
+// Waits (at most 5 s) until the prefill server counted `count` authentication failures: it counts after it answered.
+void ExpectAuthenticationFailures(const TransferServer& server, int64_t count) {
+  for (int i = 0; i < 500 && server.authentication_failures() < count; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(server.authentication_failures(), count);
+}
+
+TEST_F(StateTransfer, PeersWithTheSameSecretTransferAndAnyOtherIsRefusedOnBothSides) {
+  auto secret = std::make_shared<const TransferSecret>(Secret("the shared secret of this test"));
+  const TransferSecret other = Secret("another secret, just as long");
+  auto server = TransferServer::Start("127.0.0.1", 0, *prefill_, layout_, timeouts_, nullptr, secret).value();
+  const std::string address = Address(server->port());
+  ASSERT_OK_AND_ASSIGN(SequenceSnapshot fetched, FetchState(address, prompt_, {}, layout_, timeouts_, secret.get()));
+  ExpectSameState(fetched, OwnExport(*model_, prompt_));
+  // Another secret: the decode side refuses the prefill server's proof, and tells it, which counts it too.
+  TransferTrace trace;
+  EXPECT_ERROR_CONTAINS(FetchState(address, prompt_, {}, layout_, timeouts_, &other, &trace),
+                        "authentication failed: the prefill server's proof does not match");
+  EXPECT_TRUE(trace.authentication_failed);
+  ExpectAuthenticationFailures(*server, 1);
+  // No secret: the prefill server refuses from the HELLO.
+  EXPECT_ERROR_CONTAINS(FetchState(address, prompt_, {}, layout_, timeouts_), "requires the shared secret");
+  ExpectAuthenticationFailures(*server, 2);
+  // A secret, and a prefill server without one: refused too (this decode server takes states from provers only).
+  EXPECT_ERROR_CONTAINS(FetchState(Address(server_->port()), prompt_, {}, layout_, timeouts_, secret.get()),
+                        "has no --transfer-secret-file");
+  ExpectAuthenticationFailures(*server_, 1);
+  // Through a decode server's whole path: counted, and with --pd-fallback fail the request fails saying why.
+  auto decode = Engine::Start(*model_, testing::SizedOptions(*model_, 2, 40, 8)).value();
+  EngineBackend backend(*decode, DecodeRole{layout_, timeouts_, 0, true,
+                                            std::make_shared<const TransferSecret>(Secret("yet another secret here"))});
+  EXPECT_ERROR_CONTAINS(Generate(backend, prompt_, address), "authentication failed");
+  EXPECT_EQ(backend.Metrics().pd_authentication_failures, 1);
+  ExpectAuthenticationFailures(*server, 3);
+  EXPECT_EQ(server->transfers(), 1);
+  ExpectEngineFree(*decode);
+  ExpectPrefillFree();
+}
+
+// Writes one frame on a raw socket.
+void WriteFrame(int fd, FrameType type, std::span<const std::byte> body) {
+  const std::array<std::byte, kFrameHeaderBytes> header = EncodeFrameHeader(type, body);
+  ASSERT_EQ(::write(fd, header.data(), header.size()), static_cast<ssize_t>(header.size()));
+  ASSERT_EQ(::write(fd, body.data(), body.size()), static_cast<ssize_t>(body.size()));
+}
+
+// Reads one frame from a raw socket (at most 64 KiB of body); its type and body.
+std::pair<FrameType, std::string> ReadFrame(int fd) {
+  const auto read_exactly = [fd](void* out, size_t size) {
+    size_t done = 0;
+    while (done < size) {
+      const ssize_t n = ::read(fd, static_cast<char*>(out) + done, size - done);
+      if (n <= 0) return false;
+      done += static_cast<size_t>(n);
+    }
+    return true;
+  };
+  std::array<std::byte, kFrameHeaderBytes> bytes{};
+  if (!read_exactly(bytes.data(), bytes.size())) return {FrameType::kError, "(closed)"};
+  const Result<FrameHeader> header = DecodeFrameHeader(bytes);
+  if (!header.ok() || header->length > (64u << 10)) return {FrameType::kError, "(bad header)"};
+  std::string body(header->length, '\0');
+  if (!read_exactly(body.data(), body.size())) return {FrameType::kError, "(closed)"};
+  return {header->type, body};
+}
+
+TEST_F(StateTransfer, AHostilePeerWithoutTheSecretGetsNothingComputed) {
+  // A client that says it authenticates, takes the prefill server's proof and answers with bytes of its own.
+  auto secret = std::make_shared<const TransferSecret>(Secret("the shared secret of this test"));
+  auto server = TransferServer::Start("127.0.0.1", 0, *prefill_, layout_, timeouts_, nullptr, secret).value();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(server->port()));
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
+  WriteFrame(fd, FrameType::kHello, EncodeHello({layout_, true, {}}));
+  EXPECT_EQ(ReadFrame(fd).first, FrameType::kHello);
+  EXPECT_EQ(ReadFrame(fd).first, FrameType::kAuth);
+  const std::array<std::byte, kTransferProofBytes> guess{};
+  WriteFrame(fd, FrameType::kAuth, guess);
+  const auto [type, message] = ReadFrame(fd);
+  EXPECT_EQ(type, FrameType::kError);
+  EXPECT_NE(message.find("the decode server's proof does not match"), std::string::npos) << message;
+  ::close(fd);
+  ExpectAuthenticationFailures(*server, 1);
+  EXPECT_EQ(prefill_->Metrics().computed_tokens, 0);  // no prompt was computed
+}
+
+TEST(TransferSecretFile, OnlyAFileItsOwnerAloneMayReadIsTaken) {
+  const std::string dir = testing::MakeTempDir("transfer_secret");
+  const std::string path = dir + "/secret";
+  {
+    std::ofstream file(path);
+    file << "a secret of enough bytes\n";
+  }
+  ::chmod(path.c_str(), 0644);
+  EXPECT_ERROR_CONTAINS(TransferSecret::Load(path), "chmod 600");
+  ::chmod(path.c_str(), 0600);
+  ASSERT_OK_AND_ASSIGN(TransferSecret loaded, TransferSecret::Load(path));
+  // The final newline is not part of the secret: the same proofs as the bytes without it.
+  const std::vector<std::byte> hello(88, std::byte{5});
+  const TransferProof proof = loaded.Prove(TransferSide::kDecode, hello, hello);
+  EXPECT_TRUE(Secret("a secret of enough bytes").Verify(TransferSide::kDecode, hello, hello, proof));
+  // Not reflectable: a decode server's proof is not a prefill server's.
+  EXPECT_FALSE(loaded.Verify(TransferSide::kPrefill, hello, hello, proof));
+  {
+    std::ofstream file(path);
+    file << "short\n";
+  }
+  EXPECT_ERROR_CONTAINS(TransferSecret::Load(path), "a transfer secret of 5 bytes");
+  EXPECT_ERROR_CONTAINS(TransferSecret::Load(dir), "not a regular file");
+  EXPECT_ERROR_CONTAINS(TransferSecret::Load(dir + "/none"), "cannot open");
+}
+
+TEST(TransferPhases, LapsSumToTheTotalExactly) {
+  PhaseLaps laps(3);
+  const PhaseLaps::Clock::time_point start = PhaseLaps::Clock::now();
+  laps.LapAt(0, start + std::chrono::microseconds(300));
+  laps.LapAt(2, start + std::chrono::microseconds(1000));
+  laps.LapAt(1, start + std::chrono::microseconds(900));  // stamped before the previous lap: empty
+  laps.Split(2, 1, 200'000);
+  laps.Split(0, 1, 1'000'000'000);  // at most what the phase holds
+  EXPECT_EQ(laps.nanoseconds(0), 0);
+  EXPECT_EQ(laps.nanoseconds(0) + laps.nanoseconds(1) + laps.nanoseconds(2), laps.total_nanoseconds());
+  EXPECT_EQ(laps.nanoseconds(2), laps.total_nanoseconds() - laps.nanoseconds(1));
+  EXPECT_NE(laps.Describe(std::array<const char*, 3>{"a", "b", "c"}).find("total"), std::string::npos);
 }
 
 TEST(StateTransferFrames, HeadersThatAreNotTheProtocolsAreRefused) {
