@@ -8,6 +8,8 @@ namespace {
 
 // Request latencies through the router: from a cached token count to a long generation.
 const std::vector<double> kLatencyBuckets = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+// A connection: from a loopback connect (≈ 0.1 ms) to a connect timeout.
+const std::vector<double> kConnectBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1, 5};
 
 }  // namespace
 
@@ -23,7 +25,12 @@ std::string_view HealthRoleName(BackendRole role) {
   return "both";
 }
 
-Backend::Backend(BackendUrl url, BackendRole role) : url(std::move(url)), role(role), latency(kLatencyBuckets) {}
+Backend::Backend(BackendUrl url, BackendRole role)
+    : url(std::move(url)),
+      role(role),
+      latency(kLatencyBuckets),
+      connect_latency(kConnectBuckets),
+      head_latency(kLatencyBuckets) {}
 
 void Backend::SetHealth(bool is_healthy, std::string why) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -1,7 +1,8 @@
 // Where the router sends a request (docs/router.md "Placement"): the backends with their live state, the
 // prefix-affinity map (a session's next turn goes where its previous turn went) and the id map (a file, batch or
 // response id goes to the backend that created it). No I/O here: the proxy (router.cc) reports what happened and
-// asks for choices, so every rule is testable without a socket (tests/unit/router_test.cc).
+// asks for choices, so every rule is testable without a socket (tests/unit/router_test.cc); each backend's pool of
+// idle connections is only held here, for the proxy's calls.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "router/backend_url.h"
+#include "router/upstream.h"
 #include "server/metrics.h"
 
 namespace glint::router {
@@ -35,6 +37,10 @@ struct Backend {
   std::atomic<int64_t> requests{0};  // requests sent (for a prefill server: requests it was named for)
   std::atomic<int64_t> failures{0};  // connection failures, timeouts and 5xx answers
   server::Histogram latency;         // seconds, request sent → response complete (serving backends)
+  // Seconds to connect, and from the request's start (connect included) to the response head: for a decode
+  // server's streamed answer, its transfer of the prompt's state (docs/disaggregation.md "Where the time goes").
+  server::Histogram connect_latency, head_latency;
+  UpstreamPool connections;  // idle keep-alive connections, for the proxy's calls (not the health checks)
 
   void SetHealth(bool is_healthy, std::string why);
   std::string reason() const;  // why it is unhealthy ("" when healthy)

@@ -357,7 +357,7 @@ std::optional<size_t> Router::Handler::FindOwner(const StatefulId& id, const Htt
   for (size_t index : pool_.serving()) {
     Backend& backend = pool_.at(index);
     if (!backend.healthy.load()) continue;
-    UpstreamCall call(backend.url, kQuickTimeouts);
+    UpstreamCall call(backend.url, kQuickTimeouts, &backend.connections);
     if (!call.Start({"GET", id.probe_path, ForwardedHeaders(req), ""}, [&] { return client.Alive(); }).ok()) continue;
     if (call.status() == 200) {
       pool_.RememberId(id.id, index);
@@ -475,10 +475,24 @@ Attempt Router::Handler::Forward(const HttpRequest& req, HttpResponse& res, Clie
   auto leases = std::make_shared<Leases>();
   leases->serving = std::make_unique<Lease>(backend);
   const UpstreamRequest upstream = BuildRequest(req, backend, *leases);
-  auto call = std::make_shared<UpstreamCall>(backend.url, options.upstream);
+  auto call = std::make_shared<UpstreamCall>(backend.url, options.upstream, &backend.connections);
   const Clock::time_point start = Clock::now();
   auto alive = [&client] { return client.Alive(); };
-  if (Status started = call->Start(upstream, alive); !started.ok()) return Failed(backend, started, client, res);
+  if (Status started = call->Start(upstream, alive); !started.ok()) {
+    if (call->reused() && client.Alive()) {
+      // A pooled connection died under a request that is not sent twice (IsIdempotentMethod): the backend may have
+      // taken it, so it is neither sent again nor held against the backend's health.
+      backend.failures.fetch_add(1);
+      ReplyError(res, req.path, 502,
+                 StrCat("the connection to ", backend.url.text, " closed before it answered (", started.message(),
+                        "); a ", req.method, " is not sent twice"),
+                 "backend_connection_closed");
+      return {};
+    }
+    return Failed(backend, started, client, res);
+  }
+  if (!call->reused()) backend.connect_latency.Observe(call->connect_seconds());
+  backend.head_latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
   res.status = call->status();
   for (const auto& header : call->headers()) {
     const bool dropped = std::any_of(kDroppedResponseHeaders.begin(), kDroppedResponseHeaders.end(),
@@ -533,7 +547,7 @@ void Router::Handler::RelayStream(const HttpRequest& req, HttpResponse& res, std
       if (!connection.Write(*piece)) break;
     }
     if (!connection.Alive()) note += " (client left; backend request closed)";
-    call->Close();  // a backend still generating sees its client leave and cancels
+    call->Finish();  // whole: back to the pool; else closed (a backend still generating sees its client leave)
     backend.latency.Observe(std::chrono::duration<double>(Clock::now() - start).count());
     leases.reset();  // before the stream's last chunk goes out: a client that saw the end sees the count drop
   };
@@ -563,7 +577,7 @@ void Router::Handler::ListFromEveryBackend(const HttpRequest& req, HttpResponse&
   for (size_t index : pool_.serving()) {
     Backend& backend = pool_.at(index);
     if (!backend.healthy.load()) continue;
-    UpstreamCall call(backend.url, kQuickTimeouts);
+    UpstreamCall call(backend.url, kQuickTimeouts, &backend.connections);
     auto alive = [&client] { return client.Alive(); };
     Status started = call.Start({"GET", req.target, ForwardedHeaders(req), ""}, alive);
     Result<std::string> body =

@@ -15,6 +15,19 @@ void Family(const BackendPool& pool, std::string_view name, std::string_view typ
   }
 }
 
+// A histogram family with a histogram per serving backend (the router does not see a prefill server's own time).
+void BackendHistogram(const BackendPool& pool, std::string_view name, std::string_view help,
+                      server::Histogram Backend::*histogram, std::string& out) {
+  out += StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " histogram\n");
+  for (size_t i = 0; i < pool.size(); ++i) {
+    const Backend& backend = pool.at(i);
+    if (backend.role == BackendRole::kPrefill) continue;
+    (backend.*histogram)
+        .Render(std::string(name),
+                StrCat("backend=\"", backend.url.text, "\",role=\"", HealthRoleName(backend.role), "\""), out);
+  }
+}
+
 void Single(std::string_view name, std::string_view type, std::string_view help, int64_t value, std::string& out) {
   out += StrCat("# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ", value, "\n");
 }
@@ -38,16 +51,21 @@ std::string RenderRouterMetrics(const BackendPool& pool, const RouterCounters& c
   Family(
       pool, "glint_router_backend_healthy", "gauge", "1 when the backend's last /health check passed",
       [](const Backend& b) { return b.healthy.load() ? 1 : 0; }, out);
-  out +=
-      "# HELP glint_router_backend_request_seconds request sent to the backend -> response complete\n"
-      "# TYPE glint_router_backend_request_seconds histogram\n";
-  for (size_t i = 0; i < pool.size(); ++i) {
-    const Backend& backend = pool.at(i);
-    if (backend.role == BackendRole::kPrefill) continue;  // the router does not see a prefill's own time
-    backend.latency.Render("glint_router_backend_request_seconds",
-                           StrCat("backend=\"", backend.url.text, "\",role=\"", HealthRoleName(backend.role), "\""),
-                           out);
-  }
+  Family(
+      pool, "glint_router_backend_connections_opened_total", "counter",
+      "connections opened to the backend for requests (health checks aside)",
+      [](const Backend& b) { return b.connections.opened(); }, out);
+  Family(
+      pool, "glint_router_backend_connections_reused_total", "counter",
+      "requests sent on an idle keep-alive connection to the backend instead of a new one",
+      [](const Backend& b) { return b.connections.reused(); }, out);
+  BackendHistogram(pool, "glint_router_backend_request_seconds", "request sent to the backend -> response complete",
+                   &Backend::latency, out);
+  BackendHistogram(pool, "glint_router_backend_connect_seconds", "connecting to the backend (new connections only)",
+                   &Backend::connect_latency, out);
+  BackendHistogram(pool, "glint_router_backend_response_head_seconds",
+                   "request started (connect included) -> response head (a decode server: its state transfer)",
+                   &Backend::head_latency, out);
   Single("glint_router_prefix_affinity_hits_total", "counter",
          "requests sent to the backend that served their conversation prefix before", counters.affinity_hits.load(),
          out);

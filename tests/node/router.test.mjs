@@ -4,7 +4,8 @@
 // affinity on /metrics, a replica killed mid-test skipped (and the request in flight retried), all backends down
 // → 503 naming them. Then fake backends (tiny Node HTTP servers) for what two real servers cannot show: the
 // X-Glint-Prefill contract with --prefill/--decode, an SSE stream relayed as it arrives, a client that leaves
-// closing the backend request, and backends skipped for a wrong role or a 503 /health. Every wait is bounded.
+// closing the backend request, backends skipped for a wrong role or a 503 /health, and connections kept alive and
+// reused (a dead one sent again only for an idempotent request). Every wait is bounded.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -357,6 +358,57 @@ describe('fake backends', () => {
     const sent = await Promise.race([streamClosed, new Promise((r) => setTimeout(() => r('timeout'), 5_000))]);
     assert.notEqual(sent, 'timeout', 'the backend request stayed open after the client left');
     assert.ok(sent < 20, `the backend kept streaming ${sent} events`);
+  });
+});
+
+describe('connections to a backend are kept alive and reused', () => {
+  const sockets = new Set();  // the sockets that carried requests other than /health
+  let dropNext = false;  // the next request that arrives on a socket already used is dropped without an answer
+  let fake;
+  let router;
+
+  before(async () => {
+    fake = await fakeBackend({ body: { status: 'ok' } }, (req, res) => {
+      if (dropNext && sockets.has(req.socket)) {
+        dropNext = false;
+        return req.socket.destroy();
+      }
+      sockets.add(req.socket);
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [] }));
+    });
+    router = await startRouter(['--replica', fake.url]);
+  });
+
+  after(async () => {
+    if (router) assert.deepEqual(await router.stop(), { code: 0, signal: null }, router.log());
+    fake?.close();
+  });
+
+  const get = () => fetch(`${router.baseURL}/v1/models`, { signal: AbortSignal.timeout(10_000) });
+  const post = () => fetch(`${router.baseURL}/v1/chat/completions`, {
+    method: 'POST', signal: AbortSignal.timeout(10_000), headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }),
+  });
+
+  test('requests one after another share one connection, counted on /metrics', async () => {
+    for (let i = 0; i < 3; i++) assert.equal((await get()).status, 200);
+    assert.equal(sockets.size, 1);
+    const text = await routerMetrics(router);
+    assert.equal(labelled(text, 'glint_router_backend_connections_opened_total', fake.url), 1);
+    assert.equal(labelled(text, 'glint_router_backend_connections_reused_total', fake.url), 2);
+  });
+
+  test('a reused connection that dies: a GET is sent again on a fresh one, a POST is not sent twice', async () => {
+    dropNext = true;
+    assert.equal((await get()).status, 200);
+    assert.equal(sockets.size, 2);  // the retry's fresh connection
+    dropNext = true;
+    const reply = await post();
+    assert.equal(reply.status, 502);
+    assert.match((await reply.json()).error.message, /closed before it answered .*a POST is not sent twice/);
+    // Not held against the backend: the next request is served at once.
+    assert.equal((await post()).status, 200);
   });
 });
 
