@@ -52,7 +52,7 @@ struct ServeFlags {
   EngineFlags engine;
   // Prefill/decode disaggregation (docs/disaggregation.md).
   std::string role = "both";
-  int transfer_port = -1;  // −1: the HTTP port + 1
+  int transfer_port = -1;            // −1: the HTTP port + 1
   std::string transfer_secret_file;  // "": the transfer plane does not authenticate
   std::string pd_fallback = "local";
   int64_t local_prefill_below = server::kDefaultLocalPrefillBelow;

@@ -50,7 +50,8 @@ UpstreamPool::UpstreamPool(size_t max_idle, double max_idle_seconds)
 UpstreamPool::~UpstreamPool() = default;
 
 std::unique_ptr<UpstreamConnection> UpstreamPool::Take() {
-  const Clock::time_point oldest = Clock::now() - std::chrono::milliseconds(static_cast<int64_t>(max_idle_seconds_ * 1000));
+  const Clock::time_point oldest =
+      Clock::now() - std::chrono::milliseconds(static_cast<int64_t>(max_idle_seconds_ * 1000));
   std::lock_guard<std::mutex> lock(mutex_);
   while (!idle_.empty()) {  // newest first: the least likely to have been closed
     std::unique_ptr<UpstreamConnection> connection = std::move(idle_.back());

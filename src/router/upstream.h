@@ -92,7 +92,7 @@ class UpstreamCall {
 
   int status() const { return status_; }
   double connect_seconds() const { return connect_seconds_; }  // Start's connect (resolving the host included)
-  bool reused() const { return reused_; }  // the response came on a pooled connection
+  bool reused() const { return reused_; }                      // the response came on a pooled connection
   const Headers& headers() const { return headers_; }
   std::string_view Header(std::string_view name) const;  // case-insensitive; "" when absent
   std::optional<uint64_t> content_length() const { return content_length_; }

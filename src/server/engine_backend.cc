@@ -111,10 +111,9 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
     if (laps) {
       const SequenceSnapshot& state = *converted.imported;
       const size_t bytes = state.slot.size() + state.blocks.size() + state.logits.size() * sizeof(float);
-      adapter->set_timing(std::make_unique<ImportTiming>(
-          ImportTiming{*laps, decode_phases_,
-                       StrCat("a ", state.tokens, "-token prompt's state (", bytes, " bytes) from ",
-                              request.prefill_from)}));
+      adapter->set_timing(std::make_unique<ImportTiming>(ImportTiming{
+          *laps, decode_phases_,
+          StrCat("a ", state.tokens, "-token prompt's state (", bytes, " bytes) from ", request.prefill_from)}));
     }
   }
   const uint64_t lease = converted.lease;
@@ -148,8 +147,8 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
   if (!lease.ok()) return local(lease.status().message());
   trace.laps.Lap(DecodePhase::kLease);
   const auto started = std::chrono::steady_clock::now();
-  Result<SequenceSnapshot> state = FetchState(request.prefill_from, converted.prompt, converted.images,
-                                              decode_->layout, t, decode_->secret.get(), &trace);
+  Result<SequenceSnapshot> state = FetchState(request.prefill_from, converted.prompt, converted.images, decode_->layout,
+                                              t, decode_->secret.get(), &trace);
   if (!state.ok()) {
     engine_.ReleaseLease(*lease);
     ++pd_failures_;

@@ -173,10 +173,11 @@ void RenderDisaggregation(Writer& w, const BackendMetrics& b, std::string& out) 
   w.Single("glint:pd_transfer_failures_total", "counter",
            "Transfers that failed (the server died, stalled or refused).", "",
            static_cast<double>(b.pd_transfer_failures));
-  w.Single("glint:pd_authentication_failures_total", "counter",
-           "Transfer handshakes refused: the peer did not prove the shared secret (--transfer-secret-file), or only one "
-           "side has one.",
-           "", static_cast<double>(b.pd_authentication_failures));
+  w.Single(
+      "glint:pd_authentication_failures_total", "counter",
+      "Transfer handshakes refused: the peer did not prove the shared secret (--transfer-secret-file), or only one "
+      "side has one.",
+      "", static_cast<double>(b.pd_authentication_failures));
   // The prefill server's side: what lets the overlap of sending with computing be seen.
   w.Single("glint:pd_states_sent_total", "counter", "Prompt states this prefill server sent whole.", "",
            static_cast<double>(b.pd_states_sent));

@@ -146,8 +146,8 @@ Status ReceiveProof(TransferConnection& c, const TransferSecret& secret, Transfe
 
 // The decode side's handshake: HELLO both ways; with a secret, the prefill server's proof checked and ours sent; the
 // layouts compared last. `authentication_failed`: set when the peer could not prove the secret or has none.
-Result<TransferLayout> DecodeHandshake(TransferConnection& c, const TransferLayout& layout, const TransferSecret* secret,
-                                       double seconds, bool& authentication_failed) {
+Result<TransferLayout> DecodeHandshake(TransferConnection& c, const TransferLayout& layout,
+                                       const TransferSecret* secret, double seconds, bool& authentication_failed) {
   GLINT_ASSIGN_OR_RETURN(TransferNonce nonce, FreshNonce());
   const std::vector<std::byte> ours = EncodeHello({layout, secret != nullptr, nonce});
   GLINT_RETURN_IF_ERROR(c.Write(FrameType::kHello, ours, seconds));
@@ -330,9 +330,9 @@ Result<SequenceSnapshot> FetchState(const std::string& address, std::span<const 
   };
   Status step = c.Connect(host, port, t.connect_seconds);
   lap.Lap(DecodePhase::kConnect);
-  Result<TransferLayout> theirs =
-      step.ok() ? DecodeHandshake(c, layout, secret, t.io_seconds, traced.authentication_failed)
-                : Result<TransferLayout>(step);
+  Result<TransferLayout> theirs = step.ok()
+                                      ? DecodeHandshake(c, layout, secret, t.io_seconds, traced.authentication_failed)
+                                      : Result<TransferLayout>(step);
   if (!theirs.ok()) return fail(theirs.status());
   if (!images.empty() && !theirs->takes_images) {
     return fail(FailedPrecondition("has no vision tower: a prompt with images cannot be prefilled there"));
@@ -369,7 +369,7 @@ struct TransferServer::Impl {
   std::list<Handler> handlers;  // guarded by mutex; joined when done (AcceptLoop) or at the end
   std::atomic<int64_t>* transfers = nullptr;
   std::atomic<int64_t> bytes_sent{0}, bytes_sent_before_end{0}, tail_nanoseconds{0};
-  PhaseHistograms phases{kPrefillPhaseNames};  // of each state sent whole
+  PhaseHistograms phases{kPrefillPhaseNames};    // of each state sent whole
   std::shared_ptr<const TransferSecret> secret;  // null: the plane does not authenticate
   std::atomic<int64_t> authentication_failures{0};
 
@@ -385,12 +385,9 @@ struct TransferServer::Impl {
   Status StreamState(TransferConnection& c, PromptRequest asked, bool& peer_failed, PhaseLaps& laps);
 };
 
-Result<std::unique_ptr<TransferServer>> TransferServer::Start(const std::string& host, int port, Engine& engine,
-                                                              const TransferLayout& layout,
-                                                              const TransferTimeouts& timeouts,
-                                                              const VisionConfig* vision,
-                                                              std::shared_ptr<const TransferSecret> secret,
-                                                              int max_connections) {
+Result<std::unique_ptr<TransferServer>> TransferServer::Start(
+    const std::string& host, int port, Engine& engine, const TransferLayout& layout, const TransferTimeouts& timeouts,
+    const VisionConfig* vision, std::shared_ptr<const TransferSecret> secret, int max_connections) {
   std::unique_ptr<TransferServer> server(new TransferServer());
   server->impl_ = std::make_unique<Impl>();
   Impl& impl = *server->impl_;
@@ -421,9 +418,7 @@ TransferOverlap TransferServer::overlap() const {
           static_cast<double>(impl_->tail_nanoseconds.load()) * 1e-9};
 }
 
-std::vector<std::pair<std::string, HistogramFigures>> TransferServer::phases() const {
-  return impl_->phases.Figures();
-}
+std::vector<std::pair<std::string, HistogramFigures>> TransferServer::phases() const { return impl_->phases.Figures(); }
 
 int64_t TransferServer::authentication_failures() const { return impl_->authentication_failures.load(); }
 
@@ -498,8 +493,8 @@ class StampingSink final : public RequestSink {
 // engine's own clock (its first step to its end); then the tail, up to now (the last byte written).
 void LapPrefill(PhaseLaps& laps, int64_t ended_ns, const std::optional<SequenceTimings>& timings) {
   laps.LapAt(static_cast<size_t>(PrefillPhase::kQueue),
-             PhaseLaps::Clock::time_point(std::chrono::duration_cast<PhaseLaps::Clock::duration>(
-                 std::chrono::nanoseconds(ended_ns))));
+             PhaseLaps::Clock::time_point(
+                 std::chrono::duration_cast<PhaseLaps::Clock::duration>(std::chrono::nanoseconds(ended_ns))));
   if (timings && timings->first_scheduled > 0) {
     const double compute = timings->finished - timings->first_scheduled;
     laps.Split(static_cast<size_t>(PrefillPhase::kQueue), static_cast<size_t>(PrefillPhase::kCompute),

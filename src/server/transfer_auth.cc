@@ -49,8 +49,8 @@ Result<TransferSecret> TransferSecret::Load(const std::string& path) {
                                 " (group or others may use it): whoever reads it can have prompts prefilled and read "
                                 "their states; make it readable by its owner only (chmod 600)");
   } else if (info.st_size > static_cast<off_t>(kMaxBytes) + 64) {
-    status = InvalidArgument("the transfer secret file ", path, " holds ", info.st_size, " bytes; at most ",
-                             kMaxBytes, " are taken");
+    status = InvalidArgument("the transfer secret file ", path, " holds ", info.st_size, " bytes; at most ", kMaxBytes,
+                             " are taken");
   } else {
     bytes.resize(static_cast<size_t>(info.st_size));
     const ssize_t read = ::read(fd, bytes.data(), bytes.size());

@@ -7,9 +7,9 @@ namespace glint::server {
 namespace {
 
 // From 0.1 ms (a loopback round trip, an engine round trip while idle) to minutes (a long prompt's prefill).
-const std::vector<double> kPhaseBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                           0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0,  10.0,
-                                           30.0,   60.0,    120.0,  300.0, 600.0};
+const std::vector<double> kPhaseBuckets = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01,
+                                           0.025,  0.05,    0.1,    0.25,  0.5,    1.0,   2.5,
+                                           5.0,    10.0,    30.0,   60.0,  120.0,  300.0, 600.0};
 
 std::string Milliseconds(int64_t nanoseconds) {
   char text[32];

@@ -33,7 +33,7 @@ namespace glint::server {
 
 enum class DecodePhase : size_t { kLease, kConnect, kHandshake, kSend, kPrefill, kStream, kImport };
 inline constexpr std::array<const char*, 7> kDecodePhaseNames = {"lease",   "connect", "handshake", "send",
-                                                                  "prefill", "stream",  "import"};
+                                                                 "prefill", "stream",  "import"};
 enum class PrefillPhase : size_t { kHandshake, kQueue, kCompute, kTail };
 inline constexpr std::array<const char*, 4> kPrefillPhaseNames = {"handshake", "queue", "compute", "tail"};
 

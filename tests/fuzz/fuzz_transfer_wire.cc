@@ -80,10 +80,9 @@ void ParseBody(const glint::server::FrameHeader& header, std::span<const std::by
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::span<const std::byte> rest(reinterpret_cast<const std::byte*>(data), size);
   if (size >= 2 && data[0] % 2 == 1) {
-    constexpr FrameType kTypes[] = {FrameType::kHello,  FrameType::kPrompt,  FrameType::kState,
-                                    FrameType::kLogits, FrameType::kEnd,     FrameType::kError,
-                                    FrameType::kImage,  FrameType::kPatches, FrameType::kLayer,
-                                    FrameType::kAuth};
+    constexpr FrameType kTypes[] = {FrameType::kHello, FrameType::kPrompt, FrameType::kState, FrameType::kLogits,
+                                    FrameType::kEnd,   FrameType::kError,  FrameType::kImage, FrameType::kPatches,
+                                    FrameType::kLayer, FrameType::kAuth};
     const FrameType type = kTypes[data[1] % std::size(kTypes)];
     const std::span<const std::byte> body = rest.subspan(2);
     const auto header = glint::server::DecodeFrameHeader(glint::server::EncodeFrameHeader(type, body));

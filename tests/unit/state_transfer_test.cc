@@ -228,7 +228,8 @@ class TokenSink final : public GenerationSink {
   bool done_ = false;
 };
 
-// A greedy generation of 8 tokens of `prompt` through `backend`, its state from the prefill server at `from` ("": none).
+// A greedy generation of 8 tokens of `prompt` through `backend`, its state from the prefill server at `from` ("":
+// none).
 Result<std::vector<int32_t>> Generate(EngineBackend& backend, const std::vector<int32_t>& prompt,
                                       const std::string& from) {
   auto sink = std::make_shared<TokenSink>();
@@ -321,7 +322,9 @@ TEST_F(StateTransfer, EachTransfersPhasesAreRecordedOnBothSidesAndAddUpToItsTota
   ExpectEngineFree(*decode);
 }
 
-TransferSecret Secret(std::string_view text) { return TransferSecret::FromBytes(std::as_bytes(std::span(text))).value(); }
+TransferSecret Secret(std::string_view text) {
+  return TransferSecret::FromBytes(std::as_bytes(std::span(text))).value();
+}
 
 // Waits (at most 5 s) until the prefill server counted `count` authentication failures: it counts after it answered.
 void ExpectAuthenticationFailures(const TransferServer& server, int64_t count) {
