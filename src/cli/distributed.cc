@@ -151,8 +151,10 @@ void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
       ->check(CLI::Range(1, 1 << 16));
   command.add_flag("--dp-attention", flags.dp_attention,
                    "under mpirun with --tp 1: each rank runs attention and holds the caches only for the sequences "
-                   "rank 0 assigns it; MoE rows are exchanged all-to-all (docs/distributed.md). run, score and "
-                   "bench-model; not the engine, MTP or --expert-memory yet");
+                   "rank 0 assigns it; MoE rows are exchanged all-to-all (docs/distributed.md). run, score, "
+                   "bench-model and the engine (serve, bench-engine, batch: --memory is then each rank's cache budget, "
+                   "and a sequence goes to the rank with the most free cache); not MTP (--speculative), images or "
+                   "--expert-memory yet");
   command
       .add_option("--lm-head-split-rows", flags.lm_head_split_rows,
                   "under mpirun with --tp 1 (no --dp-attention): a pass with at most this many rows that want logits "

@@ -5,9 +5,14 @@
 namespace glint::cli {
 
 void AddEngineFlags(CLI::App& command, EngineFlags& flags) {
-  command.add_option("--memory", flags.memory, "cache memory budget: blocks + state slots + checkpoints (e.g. 8G)")
+  command
+      .add_option("--memory", flags.memory,
+                  "cache memory budget: blocks + state slots + checkpoints (e.g. 8G); under --dp-attention each "
+                  "rank's")
       ->capture_default_str();
-  command.add_option("--max-seqs", flags.max_seqs, "most sequences in memory at once (state slots)")
+  command
+      .add_option("--max-seqs", flags.max_seqs,
+                  "most sequences in memory at once (state slots; under --dp-attention on each rank)")
       ->capture_default_str();
   command
       .add_option("--max-model-len", flags.max_model_len,

@@ -251,11 +251,24 @@ std::string CapacityReport::ToString() const {
         << " (blocks and checkpoints evicted from memory; not part of the cache budget)\n";
   }
   if (weight_bytes > 0) out << "weights " << FormatBinaryBytes(weight_bytes) << " (not part of the cache budget)\n";
-  if (!shard.empty()) {
+  if (!shard.empty() && attention_ranks > 0) {
+    out << "shard " << shard << "; each of the " << attention_ranks
+        << " ranks holds cache pools of the sizes above for its own sequences (--memory is per rank): "
+        << FormatBinaryBytes(memory_bytes - unused_bytes) << " of cache per rank, "
+        << FormatBinaryBytes((memory_bytes - unused_bytes) * attention_ranks) << " in all\n";
+  } else if (!shard.empty()) {
     out << "shard " << shard << "; every rank holds these cache pools (attention is replicated at --tp 1)\n";
   }
-  out << "max model length " << max_model_len << " tokens; concurrent sequences:";
-  for (const auto& [length, sequences] : concurrency) out << "  " << sequences << " at " << length;
+  const auto sequences_at = [&](int64_t times) {
+    for (const auto& [length, sequences] : concurrency) out << "  " << sequences * times << " at " << length;
+  };
+  out << "max model length " << max_model_len << " tokens; concurrent sequences"
+      << (attention_ranks > 0 ? " per rank:" : ":");
+  sequences_at(1);
+  if (attention_ranks > 0) {
+    out << "; on all " << attention_ranks << " ranks:";
+    sequences_at(attention_ranks);
+  }
   out << "\n";
   return out.str();
 }

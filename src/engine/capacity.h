@@ -83,6 +83,10 @@ struct CapacityReport {
   bool speculative = false;
   int64_t weight_bytes = 0;  // 0 when the model does not say; this rank's under mpirun
   std::string shard;         // several ranks: how the weights are split (DescribeShard); empty for one
+  // --dp-attention (docs/distributed.md "Attention data-parallel"): the number of ranks, each holding pools of the
+  // sizes above for the sequences assigned to it alone (--memory is each rank's budget); 0: one set of pools,
+  // replicated on every rank.
+  int64_t attention_ranks = 0;
   int64_t max_model_len = 0;
   std::string disk_directory;  // the prefix cache's disk tier; empty: none
   int64_t disk_bytes = 0;

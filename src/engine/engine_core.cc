@@ -30,10 +30,14 @@ EngineCore::EngineCore(const Model& model, const EngineOptions& options, const T
 
 Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const EngineOptions& options,
                                                        const Tokenizer* tokenizer, ImageEncoder* images) {
-  if (model.shard_plan().dp_attention) {
+  const ShardPlan shard = model.shard_plan();
+  if (shard.dp_attention && options.speculative != SpeculativeMethod::kNone) {
     return Unimplemented(
-        "--dp-attention does not run the engine yet (serve, bench-engine, batch): its cache pools "
-        "are not partitioned by rank; run, score and bench-model support it (docs/status.md)");
+        "--dp-attention does not run the MTP layer yet, so not --speculative mtp either "
+        "(docs/status.md)");
+  }
+  if (shard.dp_attention && model.engine_mirror() == nullptr) {
+    return FailedPrecondition("--dp-attention needs the ranks' lockstep leader (several ranks under mpirun)");
   }
   std::unique_ptr<EngineCore> core(new EngineCore(model, options, tokenizer, images));
   const ModelConfig& c = model.config();
@@ -50,72 +54,96 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model.CacheLayoutFor(cache_options));
   core->layout_ = std::make_shared<const CacheLayout>(std::move(layout));
   GLINT_ASSIGN_OR_RETURN(core->capacity_, PlanCapacity(c, *core->layout_, options, model.weight_bytes()));
-  if (const ShardPlan plan = model.shard_plan(); plan.distributed()) core->capacity_.shard = DescribeShard(plan, c);
-  const CapacityReport& r = core->capacity_;
+  if (shard.distributed()) core->capacity_.shard = DescribeShard(shard, c);
+  if (shard.dp_attention) core->capacity_.attention_ranks = shard.ranks;
+  GLINT_RETURN_IF_ERROR(core->CreatePools());
+  SchedulerOptions scheduling;
+  scheduling.max_batch_tokens = options.max_batch_tokens;
+  scheduling.batch_prefill_beside_online = options.batch_prefill_beside_online;
+  scheduling.watermark_blocks = static_cast<int64_t>(options.admission_watermark * core->capacity_.num_blocks);
+  std::vector<CacheManager*> partitions;
+  for (const auto& memory : core->memories_) partitions.push_back(memory.get());
+  core->scheduler_ = std::make_unique<Scheduler>(std::move(partitions), scheduling);
+  EngineCore* raw = core.get();
+  core->scheduler_->set_image_cost([raw](SequenceId id, int64_t start, int64_t& count, int64_t budget) {
+    return raw->ImageBudget(id, start, count, budget);
+  });
+  GLINT_RETURN_IF_ERROR(core->SetEndIds());
+  return core;
+}
+
+Status EngineCore::CreatePools() {
+  const CapacityReport& r = capacity_;
   CacheManagerOptions memory;
   memory.block_tokens = r.block_tokens;
   memory.block_bytes = r.block_bytes;
   memory.num_blocks = r.num_blocks;
   memory.slot_bytes = r.slot_bytes;
   memory.num_slots = r.num_slots;
-  memory.checkpoint_bytes = core->layout_->checkpoint_bytes;
+  memory.checkpoint_bytes = layout_->checkpoint_bytes;
   memory.num_checkpoints = r.num_checkpoints;
-  memory.prefix_caching = options.prefix_caching;
-  memory.checkpoint_interval = options.checkpoint_interval;
+  memory.prefix_caching = options_.prefix_caching;
+  memory.checkpoint_interval = options_.checkpoint_interval;
   // The MTP layer's row at a position holds (h_p, x_{p+1}): a block's contents depend on the token after it.
-  memory.key_next_token = cache_options.mtp;
-  memory.checkpoint_policy = options.checkpoint_policy;
+  memory.key_next_token = speculative();
+  memory.checkpoint_policy = options_.checkpoint_policy;
   // Split the KDA recurrence at every checkpoint position, cached or not, so that a hit is exact (model.h
-  // StateCheckpoint). Not under several ranks: the lockstep plan carries only checkpoints with a destination.
-  memory.split_at_every_checkpoint = model.engine_mirror() == nullptr;
-  GLINT_ASSIGN_OR_RETURN(core->memory_, CacheManager::Create(memory));
-  GLINT_RETURN_IF_ERROR(AttachPrefixDisk(options, *core->layout_, model.engine_mirror() != nullptr, *core->memory_));
+  // StateCheckpoint) and the arithmetic never depends on what the cache holds — under several ranks too (the plan
+  // carries split-only positions), where --dp-attention's per-rank prefix caches hold different checkpoints.
+  mirror_ = model_.engine_mirror();
+  memory.split_at_every_checkpoint = true;
+  // --dp-attention: one partition per rank, each backed by its rank alone (this process is rank 0); otherwise one,
+  // which every rank mirrors.
+  const bool dp_attention = model_.shard_plan().dp_attention;
+  const int partitions = dp_attention ? model_.shard_plan().ranks : 1;
+  for (int rank = 0; rank < partitions; ++rank) {
+    memory.backed = rank == 0;
+    GLINT_ASSIGN_OR_RETURN(memories_.emplace_back(), CacheManager::Create(memory));
+  }
+  GLINT_RETURN_IF_ERROR(AttachPrefixDisk(options_, *layout_, mirror_ != nullptr, *memories_[0]));
   if (r.speculative) {
-    GLINT_ASSIGN_OR_RETURN(core->rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
-    core->counters_.spec_accepted_per_position.assign(r.rollback_copies, 0);
-    core->counters_.spec_drafted_per_position.assign(r.rollback_copies, 0);
+    GLINT_ASSIGN_OR_RETURN(rollback_, ItemArena::Fixed(r.num_slots, r.rollback_bytes));
+    counters_.spec_accepted_per_position.assign(r.rollback_copies, 0);
+    counters_.spec_drafted_per_position.assign(r.rollback_copies, 0);
   }
-  if ((core->mirror_ = model.engine_mirror()) != nullptr) {
-    core->memory_->set_mirror(core->mirror_);
-    const ItemArena* arenas[] = {&core->memory_->block_arena(), &core->memory_->slot_arena(),
-                                 &core->memory_->checkpoint_arena(), &core->rollback_};
-    core->mirror_pools_ = core->mirror_->AttachPools(core->layout_, arenas);
+  if (mirror_ == nullptr) return Status::Ok();
+  for (int rank = 0; rank < partitions; ++rank) {
+    CacheManager& pools = *memories_[rank];
+    pools.set_mirror(mirror_);
+    const ItemArena* arenas[] = {&pools.block_arena(), &pools.slot_arena(), &pools.checkpoint_arena(), &rollback_};
+    mirror_pools_.push_back(mirror_->AttachPools(layout_, arenas, dp_attention ? rank : -1));
   }
-  SchedulerOptions scheduling;
-  scheduling.max_batch_tokens = options.max_batch_tokens;
-  scheduling.batch_prefill_beside_online = options.batch_prefill_beside_online;
-  scheduling.watermark_blocks = static_cast<int64_t>(options.admission_watermark * r.num_blocks);
-  core->scheduler_ = std::make_unique<Scheduler>(*core->memory_, scheduling);
-  EngineCore* raw = core.get();
-  core->scheduler_->set_image_cost([raw](SequenceId id, int64_t start, int64_t& count, int64_t budget) {
-    return raw->ImageBudget(id, start, count, budget);
-  });
-  if (options.end_token_ids) {
-    core->end_ids_ = *options.end_token_ids;
+  return Status::Ok();
+}
+
+Status EngineCore::SetEndIds() {
+  const ModelConfig& c = model_.config();
+  if (options_.end_token_ids) {
+    end_ids_ = *options_.end_token_ids;
   } else {
-    for (int64_t id : c.eos_token_ids) core->end_ids_.push_back(static_cast<int32_t>(id));
+    for (int64_t id : c.eos_token_ids) end_ids_.push_back(static_cast<int32_t>(id));
   }
-  for (int32_t id : core->end_ids_) {
+  for (int32_t id : end_ids_) {
     if (id < 0 || id >= c.vocab_size) {
       return InvalidArgument("end token id ", id, " is outside the vocabulary (0 ≤ id < ", c.vocab_size, ")");
     }
   }
-  if (tokenizer != nullptr) {
+  if (tokenizer_ != nullptr) {
     // Masks cover the model's logits [V]; ids past the tokenizer's vocabulary have no bytes and are never allowed.
     std::vector<std::string> bytes(static_cast<size_t>(c.vocab_size));
     std::vector<bool> special(bytes.size(), false);
-    for (int64_t id = 0; id < c.vocab_size && id < tokenizer->vocab_size(); ++id) {
-      bytes[id] = std::string(tokenizer->TokenText(static_cast<int32_t>(id)));
-      special[id] = tokenizer->IsSpecial(static_cast<int32_t>(id));
+    for (int64_t id = 0; id < c.vocab_size && id < tokenizer_->vocab_size(); ++id) {
+      bytes[id] = std::string(tokenizer_->TokenText(static_cast<int32_t>(id)));
+      special[id] = tokenizer_->IsSpecial(static_cast<int32_t>(id));
     }
-    core->vocabulary_ =
-        std::make_unique<grammar::TokenVocabulary>(std::move(bytes), std::move(special), core->end_ids_);
+    vocabulary_ = std::make_unique<grammar::TokenVocabulary>(std::move(bytes), std::move(special), end_ids_);
   }
-  return core;
+  return Status::Ok();
 }
 
 EngineCore::~EngineCore() {
-  if (mirror_ != nullptr && mirror_pools_ >= 0) mirror_->DetachPools(mirror_pools_);
+  if (mirror_ == nullptr) return;
+  for (int64_t pools : mirror_pools_) mirror_->DetachPools(pools);
 }
 
 Status EngineCore::Validate(const Request& request) const {
@@ -244,13 +272,17 @@ Status EngineCore::Add(RequestId id, Request request) {
 
 void EngineCore::Bind(SequenceId id, int64_t mtp_tokens) {
   Sample& sample = samples_.at(id);
-  const SequenceMemory memory{&memory_->block_arena(), &memory_->BlockTable(id), memory_->Slot(id)};
+  const CacheManager& pools = MemoryOf(id);
+  // --dp-attention: partition r is rank r's; this process (rank 0) only names the memory of the others.
+  const int partition = scheduler_->Get(id).partition;
+  const SequenceMemory memory{&pools.block_arena(), &pools.BlockTable(id), pools.Slot(id), !pools.options().backed};
   sample.state =
       std::make_unique<SequenceState>(model_.BindSequence(layout_, memory, scheduler_->Get(id).computed, mtp_tokens));
+  if (model_.shard_plan().dp_attention) sample.state->attention_rank = partition;
 }
 
 std::byte* EngineCore::RollbackData(SequenceId id, int64_t k) const {
-  return rollback_.Item(memory_->SlotOf(id)) + k * capacity_.rollback_copy_bytes;
+  return rollback_.Item(MemoryOf(id).SlotOf(id)) + k * capacity_.rollback_copy_bytes;
 }
 
 void EngineCore::Deliver(std::vector<RequestOutput>& outputs) {
@@ -311,11 +343,12 @@ void EngineCore::FinishSample(SequenceId id, FinishReason reason, RequestOutput 
 
 Status EngineCore::TakeEndCheckpoints(SequenceId id, int64_t start, int64_t drafts) {
   const SequenceState& state = *samples_.at(id).state;
-  for (const CheckpointTarget& target : memory_->TakeCheckpoints(id, scheduler_->Keys(id), state.tokens)) {
+  CacheManager& memory = MemoryOf(id);
+  for (const CheckpointTarget& target : memory.TakeCheckpoints(id, scheduler_->Keys(id), state.tokens)) {
     if (target.data == nullptr) continue;  // a split only; the step has ended there anyway
     const std::byte* source = nullptr;
     if (target.position == state.tokens) {
-      source = memory_->Slot(id);  // the KDA state at the sequence's length is the slot's
+      source = memory.Slot(id);  // the KDA state at the sequence's length is the slot's
     } else if (target.position > start && target.position <= start + drafts) {
       // A verified draft went past it: the snapshot after that row holds the state there.
       source = RollbackData(id, target.position - start - 1);
@@ -721,8 +754,8 @@ void EngineCore::CommitChildren(const std::vector<MtpWork>& children_work) {
   for (const MtpWork& w : children_work) {
     if (samples_.count(w.id) == 0) continue;
     const SequenceInfo& child = scheduler_->Get(w.id);
-    memory_->Commit(w.id, scheduler_->Keys(w.id),
-                    child.computed);  // with the MTP rows written, its blocks may be cached
+    MemoryOf(w.id).Commit(w.id, scheduler_->Keys(w.id),
+                          child.computed);  // with the MTP rows written, its blocks may be cached
   }
 }
 
@@ -774,7 +807,13 @@ EngineMetrics EngineCore::Metrics() const {
     ++(running ? m.requests_running : m.requests_waiting);
   }
   m.preemptions = scheduler_->num_preemptions();
-  m.cache = memory_->Stats();
+  m.cache = memories_[0]->Stats();
+  for (size_t p = 1; p < memories_.size(); ++p) AddCacheStats(m.cache, memories_[p]->Stats());
+  if (model_.shard_plan().dp_attention) {
+    for (const auto& memory : memories_) m.cache_by_rank.push_back(memory->Stats());
+  } else {
+    m.cache_by_rank.assign(static_cast<size_t>(std::max(1, model_.shard_plan().ranks)), m.cache);
+  }
   return m;
 }
 
@@ -790,6 +829,10 @@ Status EngineCore::CheckIntegrity() const {
     if (running && sample.state->tokens != info.computed) {
       return InternalError("engine: sample ", id, " model state has ", sample.state->tokens, " positions, ",
                            info.computed, " computed");
+    }
+    if (running && model_.shard_plan().dp_attention && sample.state->attention_rank != info.partition) {
+      return InternalError("engine: sample ", id, " runs attention on rank ", sample.state->attention_rank,
+                           " but its memory is in rank ", info.partition, "'s partition");
     }
     if (running && speculative() && sample.state->mtp_tokens != info.computed) {
       return InternalError("engine: sample ", id, " MTP layer has ", sample.state->mtp_tokens, " pairs, ",

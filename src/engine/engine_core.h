@@ -49,7 +49,10 @@ struct EngineMetrics {
   double model_seconds = 0;    // of which in the model (Forward, and MtpForwardBatch with speculation)
   double mtp_seconds = 0;      // of which in the MTP layer
   double deliver_seconds = 0;  // of which in the sinks (OutputQueue: waking the waiting thread)
-  CacheStats cache;            // pool usage, prefix hits, evictions, checkpoints
+  CacheStats cache;            // pool usage, prefix hits, evictions, checkpoints (every partition together)
+  // [ranks] the same, of the pools each rank holds: under --dp-attention its own partition (docs/distributed.md
+  // "Attention data-parallel"), otherwise `cache` (every rank holds a copy of the pools); one entry for one process.
+  std::vector<CacheStats> cache_by_rank;
   // Speculative decoding (--speculative mtp): verification steps (1 .. K drafted tokens each), drafted tokens
   // verified, drafted tokens accepted, and accepted tokens by draft position ([K], --speculative-tokens K; empty
   // when speculation is off). A draft counts at position k only when the k − 1 before it were accepted, so the
@@ -119,7 +122,9 @@ class EngineCore {
   const CapacityReport& capacity() const { return capacity_; }
   const EngineOptions& options() const { return options_; }
   const CacheLayout& layout() const { return *layout_; }
-  const CacheManager& memory() const { return *memory_; }
+  // The cache pools: one partition, or one per rank under --dp-attention (rank r's sequences in partition r).
+  const CacheManager& memory(int partition = 0) const { return *memories_.at(partition); }
+  int num_partitions() const { return static_cast<int>(memories_.size()); }
   const Scheduler& scheduler() const { return *scheduler_; }
   // Checks the scheduler, the memory and the model states after every step (tests).
   void set_check_integrity(bool on) { check_integrity_ = on; }
@@ -167,6 +172,12 @@ class EngineCore {
   };
 
   EngineCore(const Model& model, const EngineOptions& options, const Tokenizer* tokenizer, ImageEncoder* images);
+  // Create's parts: the cache partitions (attached to the mirror of a multi-rank leader), and the end ids and the
+  // structured-output vocabulary.
+  Status CreatePools();
+  Status SetEndIds();
+  // The partition holding the live sequence's memory.
+  CacheManager& MemoryOf(SequenceId id) const { return *memories_[scheduler_->Get(id).partition]; }
   double Now() const { return clock_.Seconds(); }
   bool speculative() const { return options_.speculative != SpeculativeMethod::kNone; }
   // Binds the sequence to its memory; the MTP layer holds `mtp_tokens` pairs (−1: as many as computed positions).
@@ -312,7 +323,9 @@ class EngineCore {
   grammar::TokenMask mask_;                               // scratch: the allowed tokens of one sample
   std::shared_ptr<const CacheLayout> layout_;
   CapacityReport capacity_;
-  std::unique_ptr<CacheManager> memory_;
+  // [partitions]: one (mirrored by every rank), or one per rank under --dp-attention, of which this process (rank
+  // 0) holds only the first's memory and books the others' (CacheManagerOptions::backed).
+  std::vector<std::unique_ptr<CacheManager>> memories_;
   ItemArena rollback_;  // speculative decoding: one KDA-state snapshot per slot (capacity_.rollback_bytes each)
   std::unique_ptr<Scheduler> scheduler_;
   std::map<RequestId, RequestRecord> requests_;
@@ -321,9 +334,9 @@ class EngineCore {
   int64_t next_arrival_ = 0;
   Stopwatch clock_;
   bool check_integrity_ = false;
-  EngineMirror* mirror_ = nullptr;  // the model's (multi-rank leader), told of the pools and of every copy
-  int64_t mirror_pools_ = -1;
-  EngineMetrics counters_;  // the cumulative fields
+  EngineMirror* mirror_ = nullptr;     // the model's (multi-rank leader), told of the pools and of every copy
+  std::vector<int64_t> mirror_pools_;  // [partitions] their ids at the mirror
+  EngineMetrics counters_;             // the cumulative fields
   struct LeaseRecord {
     SequenceId sequence = 0;
     int64_t tokens = 0;

@@ -194,8 +194,9 @@ Status EngineCore::ChainDrafts(std::vector<SequenceId> ids, std::vector<std::vec
     const int64_t end = sample.state->mtp_tokens, want = DraftsWanted(ids[i]);
     // The chain's pairs go to MTP positions end .. end + want − 2: blocks for them (the verification writes those
     // positions next step anyway), or fewer drafts when the pool has none free.
-    const int64_t covered = static_cast<int64_t>(memory_->BlockTable(ids[i]).size()) * block_tokens;
-    const int64_t reachable = memory_->Reserve(ids[i], end + want - 1) ? want : std::min(want, covered - end + 1);
+    CacheManager& memory = MemoryOf(ids[i]);
+    const int64_t covered = static_cast<int64_t>(memory.BlockTable(ids[i]).size()) * block_tokens;
+    const int64_t reachable = memory.Reserve(ids[i], end + want - 1) ? want : std::min(want, covered - end + 1);
     if (reachable < 2) continue;
     chains.push_back(
         {ids[i], reachable, end, sample.history, sample.matcher, sample.grammar_dead_end, std::move(hidden[i])});

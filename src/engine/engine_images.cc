@@ -30,6 +30,9 @@ int32_t PlaceholderKey(uint64_t key, int64_t j) {
 
 Status EngineCore::ValidateImages(const Request& request) const {
   if (request.images.empty()) return Status::Ok();
+  if (model_.shard_plan().dp_attention) {
+    return Unimplemented("requests with images are not served under --dp-attention yet (docs/status.md)");
+  }
   if (images_ == nullptr) {
     return FailedPrecondition(
         "the request has images but this engine has no vision tower (the model has no "

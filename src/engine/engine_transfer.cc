@@ -62,7 +62,10 @@ Status EngineCore::Lease(uint64_t lease, int64_t tokens, double seconds) {
 }
 
 int64_t EngineCore::CachedPrefix(std::span<const int32_t> prompt) const {
-  return options_.prefix_caching ? memory_->FindPrefix(prompt).tokens : 0;
+  if (!options_.prefix_caching) return 0;
+  int64_t longest = 0;  // --dp-attention: a new sequence may go to any rank's partition
+  for (const auto& memory : memories_) longest = std::max(longest, memory->FindPrefix(prompt).tokens);
+  return longest;
 }
 
 void EngineCore::ReleaseLease(uint64_t lease) {
@@ -102,13 +105,14 @@ std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, 
   snapshot->tokens = scheduler_->Get(id).prompt_length;
   snapshot->logits.assign(logits.begin(), logits.end());
   if (!whole) return snapshot;
-  const std::byte* slot = memory_->Slot(id);
+  // Disaggregation is refused under several ranks (ValidateImport): one partition holds every sequence.
+  const std::byte* slot = memories_[0]->Slot(id);
   snapshot->slot.assign(slot, slot + capacity_.slot_bytes);
   const int64_t blocks = (snapshot->tokens + capacity_.block_tokens - 1) / capacity_.block_tokens;
-  const std::vector<int32_t>& table = memory_->BlockTable(id);
+  const std::vector<int32_t>& table = memories_[0]->BlockTable(id);
   snapshot->blocks.resize(static_cast<size_t>(blocks * capacity_.block_bytes));
   for (int64_t i = 0; i < blocks; ++i) {
-    std::memcpy(snapshot->blocks.data() + i * capacity_.block_bytes, memory_->block_arena().Item(table[i]),
+    std::memcpy(snapshot->blocks.data() + i * capacity_.block_bytes, memories_[0]->block_arena().Item(table[i]),
                 capacity_.block_bytes);
   }
   return snapshot;
@@ -136,13 +140,13 @@ std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const
   const std::vector<CacheRegion> regions = LayerRegions(*layout_, layer);
   std::vector<std::byte> bytes;
   bytes.reserve(static_cast<size_t>(LayerStateBytes(*layout_, layer, blocks)));
-  const std::byte* slot = memory_->Slot(id);
+  const std::byte* slot = memories_[0]->Slot(id);
   for (const CacheRegion& r : regions) {
     if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
   }
-  const std::vector<int32_t>& table = memory_->BlockTable(id);
+  const std::vector<int32_t>& table = memories_[0]->BlockTable(id);
   for (int64_t b = 0; b < blocks; ++b) {
-    const std::byte* block = memory_->block_arena().Item(table[b]);
+    const std::byte* block = memories_[0]->block_arena().Item(table[b]);
     for (const CacheRegion& r : regions) {
       if (!r.in_slot) bytes.insert(bytes.end(), block + r.offset, block + r.offset + r.bytes);
     }
@@ -151,11 +155,11 @@ std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const
 }
 
 void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot) {
-  std::memcpy(memory_->Slot(id), snapshot.slot.data(), snapshot.slot.size());
-  const std::vector<int32_t>& table = memory_->BlockTable(id);
+  std::memcpy(memories_[0]->Slot(id), snapshot.slot.data(), snapshot.slot.size());
+  const std::vector<int32_t>& table = memories_[0]->BlockTable(id);
   const int64_t blocks = static_cast<int64_t>(snapshot.blocks.size()) / capacity_.block_bytes;
   for (int64_t i = 0; i < blocks; ++i) {
-    std::memcpy(memory_->block_arena().Item(table[i]), snapshot.blocks.data() + i * capacity_.block_bytes,
+    std::memcpy(memories_[0]->block_arena().Item(table[i]), snapshot.blocks.data() + i * capacity_.block_bytes,
                 capacity_.block_bytes);
   }
 }

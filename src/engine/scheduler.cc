@@ -4,8 +4,18 @@
 
 namespace glint {
 
-Scheduler::Scheduler(CacheManager& memory, const SchedulerOptions& options) : memory_(memory), options_(options) {
+Scheduler::Scheduler(CacheManager& memory, const SchedulerOptions& options)
+    : Scheduler(std::vector<CacheManager*>{&memory}, options) {}
+
+Scheduler::Scheduler(std::vector<CacheManager*> partitions, const SchedulerOptions& options)
+    : partitions_(std::move(partitions)), memory_(*partitions_.at(0)), options_(options) {
   GLINT_CHECK(options.max_batch_tokens > 0 && options.watermark_blocks >= 0);
+  for (const CacheManager* p : partitions_) {
+    GLINT_CHECK(p->options().block_tokens == memory_.options().block_tokens &&
+                p->prefix_caching() == memory_.prefix_caching() &&
+                p->options().checkpoint_interval == memory_.options().checkpoint_interval)
+        << "cache partitions of different shapes";
+  }
 }
 
 SequenceInfo& Scheduler::Mutable(SequenceId id) {
@@ -71,13 +81,26 @@ std::vector<SequenceId> Scheduler::Children(SequenceId parent) const {
 }
 
 int64_t Scheduler::Coverable(const SequenceInfo& sequence) const {
-  const int64_t blocks = static_cast<int64_t>(memory_.BlockTable(sequence.id).size()) + memory_.block_pool().num_free();
-  return std::max<int64_t>(blocks * memory_.options().block_tokens - sequence.computed, 0);
+  const CacheManager& memory = MemoryOf(sequence);
+  const int64_t blocks = static_cast<int64_t>(memory.BlockTable(sequence.id).size()) + memory.block_pool().num_free();
+  return std::max<int64_t>(blocks * memory.options().block_tokens - sequence.computed, 0);
+}
+
+bool Scheduler::AnyFreeSlot() const {
+  return std::any_of(partitions_.begin(), partitions_.end(),
+                     [](const CacheManager* p) { return p->slot_pool().num_free() > 0; });
+}
+
+SequenceId Scheduler::NewestRunningIn(int partition) const {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (Get(std::get<2>(*it)).partition == partition) return std::get<2>(*it);
+  }
+  return -1;
 }
 
 void Scheduler::Preempt(SequenceId id, StepPlan& plan, int64_t& budget) {
   SequenceInfo& sequence = Mutable(id);
-  memory_.Free(id);
+  MemoryOf(sequence).Free(id);
   running_.erase(KeyOf(sequence));
   sequence.status = SequenceStatus::kWaiting;
   sequence.computed = 0;
@@ -107,8 +130,9 @@ void Scheduler::ScheduleRunning(SequencePriority priority, bool decodes, StepPla
     if (decodes != (remaining == 1)) continue;
     int64_t count = std::min(remaining, budget);
     bool preempted_self = false;
-    while (Coverable(sequence) < 1) {                                     // not even one token's block: make room
-      const SequenceId victim = std::get<2>(*std::prev(running_.end()));  // newest, batch ones first
+    while (Coverable(sequence) < 1) {  // not even one token's block: make room
+      // The newest of its partition (batch ones first): only memory freed there makes room for it.
+      const SequenceId victim = NewestRunningIn(sequence.partition);
       Preempt(victim, plan, budget);
       if (victim == id) {
         preempted_self = true;
@@ -123,11 +147,12 @@ void Scheduler::ScheduleRunning(SequencePriority priority, bool decodes, StepPla
     // after those before it); they never preempt anyone.
     const int64_t draft =
         decodes ? std::max<int64_t>(0, std::min({sequence.drafts, budget - count, Coverable(sequence) - count})) : 0;
-    const bool reserved = memory_.Reserve(id, sequence.computed + count + draft);
+    CacheManager& memory = MemoryOf(sequence);
+    const bool reserved = memory.Reserve(id, sequence.computed + count + draft);
     GLINT_CHECK(reserved) << "Coverable said there were blocks";
     plan.chunks.push_back({id, sequence.computed, count,
                            sequence.computed + count == static_cast<int64_t>(sequence.tokens.size()),
-                           memory_.TakeCheckpoints(id, Keys(id), sequence.computed + count), draft, 0, image_tokens});
+                           memory.TakeCheckpoints(id, Keys(id), sequence.computed + count), draft, 0, image_tokens});
     plan.tokens += count + draft;
     budget -= count + draft + image_tokens;
   }
@@ -151,8 +176,41 @@ bool Scheduler::PrefixInFlight(const SequenceInfo& waiting, std::span<const int3
   return false;
 }
 
+int64_t Scheduler::AdmissionFit(int partition, const PrefixMatch& match) const {
+  const CacheManager& memory = *partitions_[partition];
+  int64_t reclaimed = 0;  // matched blocks in the free queue are no longer free once taken
+  for (int32_t block : match.blocks) reclaimed += memory.block_pool().ref_count(block) == 0 ? 1 : 0;
+  // The watermark keeps room for the partition's running sequences to grow; with none running there it would only
+  // block the head.
+  const int64_t watermark = NewestRunningIn(partition) < 0 ? 0 : options_.watermark_blocks;
+  const int64_t available = memory.block_pool().num_free() - reclaimed - watermark;
+  return (static_cast<int64_t>(match.blocks.size()) + available) * memory.options().block_tokens - match.tokens;
+}
+
+int Scheduler::ChoosePartition(std::span<const int32_t> keys, int64_t budget, PrefixMatch& match) const {
+  const int64_t length = static_cast<int64_t>(keys.size());
+  std::vector<PrefixMatch> matches(partitions_.size());
+  int hit = -1, roomiest = -1, longest = -1;
+  int64_t roomiest_free = -1;
+  for (int p = 0; p < num_partitions(); ++p) {
+    const CacheManager& memory = *partitions_[p];
+    if (memory.slot_pool().num_free() == 0) continue;
+    matches[p] = memory.FindPrefix(keys);
+    if (longest < 0 || matches[p].tokens > matches[longest].tokens) longest = p;
+    if (std::min({length - matches[p].tokens, budget, AdmissionFit(p, matches[p])}) < 1) continue;  // no room
+    if (matches[p].tokens > 0 && (hit < 0 || matches[p].tokens > matches[hit].tokens)) hit = p;
+    const int64_t free = memory.slot_pool().num_free() * memory.options().slot_bytes +
+                         memory.block_pool().num_free() * memory.options().block_bytes;
+    if (free > roomiest_free) roomiest = p, roomiest_free = free;  // strictly more: ties to the lowest
+  }
+  const int chosen = hit >= 0 ? hit : roomiest;
+  // No room anywhere: the longest match still says whether the prompt is being computed already (PrefixInFlight).
+  const int shown = chosen >= 0 ? chosen : longest;
+  if (shown >= 0) match = std::move(matches[shown]);
+  return chosen;
+}
+
 void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget) {
-  const int64_t block_tokens = memory_.options().block_tokens;
   // Each waiting sequence looked at costs a prefix lookup (and a disk-tier read): passing over deferred ones is
   // bounded, so a long queue behind one shared prompt (a batch file) costs a few lookups a step, not the queue.
   constexpr int kMaxDeferredPerStep = 8;
@@ -160,10 +218,11 @@ void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget
   for (auto next = waiting_.begin(); budget > 0 && next != waiting_.end() && std::get<0>(*next) == priority;) {
     const SequenceId id = std::get<2>(*next);
     SequenceInfo& sequence = Mutable(id);
-    if (memory_.slot_pool().num_free() == 0) return;
+    if (!AnyFreeSlot()) return;
     const std::span<const int32_t> keys = Keys(id);
-    memory_.LoadPrefixFromDisk(keys);  // a no-op without the disk tier
-    const PrefixMatch match = memory_.FindPrefix(keys);
+    for (CacheManager* p : partitions_) p->LoadPrefixFromDisk(keys);  // a no-op without the disk tier
+    PrefixMatch match;
+    const int partition = ChoosePartition(keys, budget, match);
     // A sequence whose prompt starts with what another one is computing now waits for it to be cached rather than
     // computing it too (a step's time on a CPU grows with its tokens: two copies of a shared system prompt cost
     // twice, and the second copy would not start sooner). Those behind it may go first.
@@ -172,18 +231,15 @@ void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget
       ++next;
       continue;
     }
-    int64_t reclaimed = 0;  // matched blocks in the free queue are no longer free once taken
-    for (int32_t block : match.blocks) reclaimed += memory_.block_pool().ref_count(block) == 0 ? 1 : 0;
-    // The watermark keeps room for running sequences to grow; with none running it would only block the head.
-    const int64_t watermark = running_.empty() ? 0 : options_.watermark_blocks;
-    const int64_t available = memory_.block_pool().num_free() - reclaimed - watermark;
-    const int64_t fit = (static_cast<int64_t>(match.blocks.size()) + available) * block_tokens - match.tokens;
+    if (partition < 0) return;  // head of the line does not fit: nobody behind it goes first
     const int64_t remaining = static_cast<int64_t>(sequence.tokens.size()) - match.tokens;
-    int64_t count = std::min({remaining, budget, fit});
-    const int64_t image_tokens = count < 1 ? 0 : ImageTokens(id, match.tokens, count, budget);
-    if (count < 1) return;  // head of the line does not fit: nobody behind it goes first
-    const bool admitted = memory_.Admit(id, keys, match, match.tokens + count);
+    int64_t count = std::min({remaining, budget, AdmissionFit(partition, match)});
+    const int64_t image_tokens = ImageTokens(id, match.tokens, count, budget);
+    if (count < 1) return;
+    CacheManager& memory = *partitions_[partition];
+    const bool admitted = memory.Admit(id, keys, match, match.tokens + count);
     GLINT_CHECK(admitted) << "the fit said there was memory";
+    sequence.partition = partition;
     next = waiting_.erase(next);
     running_.insert(KeyOf(sequence));
     sequence.status = SequenceStatus::kRunning;
@@ -193,14 +249,14 @@ void Scheduler::Admit(SequencePriority priority, StepPlan& plan, int64_t& budget
     plan.admitted.push_back(id);
     plan.chunks.push_back({id, match.tokens, count,
                            match.tokens + count == static_cast<int64_t>(sequence.tokens.size()),
-                           memory_.TakeCheckpoints(id, keys, match.tokens + count), 0, 0, image_tokens});
+                           memory.TakeCheckpoints(id, keys, match.tokens + count), 0, 0, image_tokens});
     plan.tokens += count;
     budget -= count + image_tokens;
   }
 }
 
 void Scheduler::YieldSlotToOnline(StepPlan& plan, int64_t& budget) {
-  if (waiting_.empty() || running_.empty() || memory_.slot_pool().num_free() > 0) return;
+  if (waiting_.empty() || running_.empty() || AnyFreeSlot()) return;
   if (std::get<0>(*waiting_.begin()) != SequencePriority::kOnline) return;
   const OrderKey newest = *std::prev(running_.end());
   if (std::get<0>(newest) != SequencePriority::kBatch) return;
@@ -247,7 +303,7 @@ void Scheduler::Complete(const StepPlan& plan) {
                 chunk.accepted >= 0 && chunk.accepted <= chunk.draft)
         << "sequence " << chunk.id << " changed between Schedule and Complete";
     sequence.computed += chunk.count + chunk.accepted;
-    memory_.Commit(chunk.id, Keys(chunk.id), sequence.computed);
+    MemoryOf(sequence).Commit(chunk.id, Keys(chunk.id), sequence.computed);
   }
 }
 
@@ -272,7 +328,8 @@ bool Scheduler::Fork(SequenceId child_id) {
       << "the parent of " << child_id << " has not just computed its prompt";
   children_.erase(KeyOf(child));
   child.parent = -1;
-  if (memory_.Fork(parent.id, child_id)) {
+  child.partition = parent.partition;  // it shares the parent's blocks: in the parent's partition or not at all
+  if (MemoryOf(parent).Fork(parent.id, child_id)) {
     child.status = SequenceStatus::kRunning;
     child.computed = parent.computed;
     child.admitted_before = true;
@@ -280,13 +337,14 @@ bool Scheduler::Fork(SequenceId child_id) {
     return true;
   }
   child.status = SequenceStatus::kWaiting;
+  child.partition = 0;  // chosen at its admission
   waiting_.insert(KeyOf(child));
   return false;
 }
 
 void Scheduler::Finish(SequenceId id) {
   SequenceInfo& sequence = Mutable(id);
-  if (memory_.IsLive(id)) memory_.Free(id);
+  if (MemoryOf(sequence).IsLive(id)) MemoryOf(sequence).Free(id);
   running_.erase(KeyOf(sequence));
   waiting_.erase(KeyOf(sequence));
   children_.erase(KeyOf(sequence));
@@ -329,13 +387,17 @@ Status Scheduler::CheckIntegrity() const {
         return InternalError("scheduler: sequence ", id, " is listed in the wrong state");
       }
       const SequenceInfo& s = found->second;
-      const bool live = memory_.IsLive(id);
+      if (s.partition < 0 || s.partition >= num_partitions()) {
+        return InternalError("scheduler: sequence ", id, " is in partition ", s.partition);
+      }
+      const CacheManager& memory = MemoryOf(s);
+      const bool live = memory.IsLive(id);
       if (live != (status == SequenceStatus::kRunning)) {
         return InternalError("scheduler: sequence ", id, " live=", live, " in state ", static_cast<int>(status));
       }
-      if (live && (memory_.Committed(id) != s.computed || s.computed >= static_cast<int64_t>(s.tokens.size()))) {
+      if (live && (memory.Committed(id) != s.computed || s.computed >= static_cast<int64_t>(s.tokens.size()))) {
         return InternalError("scheduler: sequence ", id, " computed ", s.computed, " of ", s.tokens.size(),
-                             " tokens, memory committed ", memory_.Committed(id));
+                             " tokens, memory committed ", memory.Committed(id));
       }
       if (!live && (s.computed != 0 || s.drafts > 0)) {
         return InternalError("scheduler: waiting sequence ", id, " has computed tokens or a draft");
@@ -355,11 +417,14 @@ Status Scheduler::CheckIntegrity() const {
   for (SequenceId id : leased_) {
     if (!memory_.IsLive(id) || Contains(id)) return InternalError("scheduler: leased sequence ", id, " is not held");
   }
-  if (memory_.num_live() != num_running() + num_leased()) {
-    return InternalError("scheduler: ", memory_.num_live(), " live sequences in memory, ", num_running(),
-                         " running and ", num_leased(), " leased");
+  int64_t live = 0;  // a sequence live in its partition is live in no other: the total counts each once
+  for (const CacheManager* p : partitions_) live += p->num_live();
+  if (live != num_running() + num_leased()) {
+    return InternalError("scheduler: ", live, " live sequences in memory, ", num_running(), " running and ",
+                         num_leased(), " leased");
   }
-  return memory_.CheckIntegrity();
+  for (const CacheManager* p : partitions_) GLINT_RETURN_IF_ERROR(p->CheckIntegrity());
+  return Status::Ok();
 }
 
 }  // namespace glint

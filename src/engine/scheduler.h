@@ -16,6 +16,12 @@
 // its memory is freed and it waits again (first in line of its priority, by arrival) to recompute prompt + generated
 // tokens later.
 //
+// With several cache partitions (--dp-attention: one per rank, docs/distributed.md "Attention data-parallel") each
+// sequence lives in one partition from admission to preemption or its end, and every memory question is asked of
+// that partition: admission picks the partition (a prefix hit's partition if it has room, else the one with the
+// most free memory, ties to the lowest), a chunk fits only if its partition has the blocks, and preemption frees
+// the newest running sequence of the partition that is short. n > 1 samples fork in their parent's partition.
+//
 // No model here: tests drive it with a CacheManager alone and check exact plans and block ids.
 #pragma once
 
@@ -93,11 +99,15 @@ struct SequenceInfo {
   bool admitted_before = false;
   int64_t drafts = 0;  // drafted tokens waiting to be verified with the next decode
   SequencePriority priority = SequencePriority::kOnline;
+  int partition = 0;  // the cache partition holding its memory while running (the only one without several)
 };
 
 class Scheduler {
  public:
   Scheduler(CacheManager& memory, const SchedulerOptions& options);
+  // Several partitions (not owned, each outliving this; same block size, checkpoint interval and prefix caching):
+  // a sequence's memory is in one of them.
+  Scheduler(std::vector<CacheManager*> partitions, const SchedulerOptions& options);
 
   // A new sequence that waits to run its prompt. `keys` (empty: the tokens themselves) are what the prefix cache
   // keys its positions by: the prompt with each image's placeholders replaced by values from the image's hash, so
@@ -146,6 +156,12 @@ class Scheduler {
   int64_t num_running() const { return static_cast<int64_t>(running_.size()); }
   int64_t num_waiting() const { return static_cast<int64_t>(waiting_.size() + children_.size()); }
   int64_t num_preemptions() const { return preemptions_; }
+  int num_partitions() const { return static_cast<int>(partitions_.size()); }
+  // The partition a new sequence would be admitted to now, for a prompt keyed `keys` (no side effects): the
+  // partition with the longest prefix-cache hit if it has a free slot and blocks for at least the first token after
+  // the hit, else the partition with the most free cache bytes (free slots and blocks) that has room for the first
+  // chunk, ties to the lowest; `match` gets the prefix it would reuse there. −1: none has room.
+  int ChoosePartition(std::span<const int32_t> keys, int64_t budget, PrefixMatch& match) const;
   const SchedulerOptions& options() const { return options_; }
 
   // Every sequence is in exactly one state; running ones are live with `computed` committed; waiting ones hold no
@@ -176,7 +192,15 @@ class Scheduler {
   // checkpoint interval of `keys` beyond the `cached` positions the prefix cache holds.
   bool PrefixInFlight(const SequenceInfo& waiting, std::span<const int32_t> keys, int64_t cached) const;
 
-  CacheManager& memory_;
+  CacheManager& MemoryOf(const SequenceInfo& sequence) const { return *partitions_[sequence.partition]; }
+  // Tokens of a new sequence that `partition` can take now after reusing `match` (its blocks, less the watermark).
+  int64_t AdmissionFit(int partition, const PrefixMatch& match) const;
+  bool AnyFreeSlot() const;
+  // The newest running sequence of the partition (batch ones first: the order of running_); −1 when none.
+  SequenceId NewestRunningIn(int partition) const;
+
+  std::vector<CacheManager*> partitions_;  // [partitions]
+  CacheManager& memory_;                   // partitions_[0]: leases, and the options shared by all
   SchedulerOptions options_;
   std::map<SequenceId, SequenceInfo> sequences_;
   // The chunk's tower budget (ImageCost), `count` shrunk to fit; 0 without images.

@@ -719,8 +719,8 @@ Status FastModel::RunDpPasses(std::span<const BatchEntry> batch, std::vector<Ent
     const int owner = batch[e].state->attention_rank;
     if (owner < 0 || owner >= plan_.ranks) {
       return Unimplemented("--dp-attention: batch entry ", e, "'s sequence has no attention rank (", owner,
-                           "); only sequences made by NewSequence under --dp-attention have one (the engine's "
-                           "pools are not partitioned by rank yet)");
+                           "); only sequences made by NewSequence or bound by the engine under --dp-attention "
+                           "have one");
     }
     if (batch[e].want_hidden) return DpAttentionRefusesMtp();
     rows_of_rank[owner] += static_cast<int64_t>(batch[e].tokens.size());

@@ -26,6 +26,8 @@ enum class PlanOp : uint8_t {
   kMtpForwardBatch,
 };
 enum class StateKind : uint8_t { kOwned = 0, kBound = 1 };
+// The arena id of a null pointer in a plan: a checkpoint position that only splits the KDA recurrence.
+constexpr int64_t kNoArena = -1;
 enum class HiddenKind : uint8_t { kInLastForward = 0, kInline = 1 };
 
 uint64_t HashFloats(std::span<const float> values) { return XXH3_64bits(values.data(), values.size_bytes()); }
@@ -151,12 +153,13 @@ SequenceState LockstepLeader::NewSequence() const {
   return state;
 }
 
-int64_t LockstepLeader::AttachPools(std::shared_ptr<const CacheLayout> layout,
-                                    std::span<const ItemArena* const> arenas) {
+int64_t LockstepLeader::AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas,
+                                    int backing_rank) {
   const int64_t id = next_id_++;
   std::unique_lock<std::mutex> lock(pending_mutex_);
   pending_.Put(PlanOp::kAttach);
   pending_.Put<int64_t>(id);
+  pending_.Put<int32_t>(backing_rank);
   pending_.Put<int64_t>(layout->options.block_tokens);
   pending_.Put<uint8_t>(static_cast<uint8_t>(layout->options.kda_state));
   pending_.Put<uint8_t>(layout->options.mtp);
@@ -317,6 +320,11 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
     plan.Put<uint64_t>(entry.checkpoints.size());
     for (const StateCheckpoint& checkpoint : entry.checkpoints) {
       plan.Put<int64_t>(checkpoint.position);
+      if (checkpoint.data == nullptr) {  // a split only (CacheManagerOptions::split_at_every_checkpoint)
+        plan.Put<int64_t>(kNoArena);
+        plan.Put<int64_t>(0);
+        continue;
+      }
       GLINT_RETURN_IF_ERROR(PutPointer(plan, checkpoint.data));
     }
     // One byte counts the rollback snapshots (one per drafted token: --speculative-tokens ≤ 4).
@@ -437,6 +445,7 @@ class Follower {
   struct Pools {
     std::shared_ptr<const CacheLayout> layout;
     std::vector<int64_t> arenas;  // blocks, slots, checkpoints, rollback snapshots
+    int backing_rank = -1;        // −1: every rank's copy; r: only rank r holds the memory (--dp-attention)
   };
 
   Status Attach(WireReader& r);
@@ -446,7 +455,10 @@ class Follower {
     for (int64_t arena : found->second.arenas) arenas_.erase(arena);
     pools_.erase(found);
   }
-  Result<std::byte*> GetPointer(WireReader& r, int64_t bytes);
+  // A pointer into an attached arena; `arena_out` (optional) gets the arena, whose memory this rank may not hold.
+  // `may_be_null`: a checkpoint target, whose null (kNoArena) means a split only.
+  Result<std::byte*> GetPointer(WireReader& r, int64_t bytes, const ItemArena** arena_out = nullptr,
+                                bool may_be_null = false);
   Status Copy(WireReader& r);
   Status Zero(WireReader& r);
   // The sequence a plan names: an owned one (kept here between plans) or a view into the pools (made in `bound`).
@@ -470,6 +482,13 @@ class Follower {
 
 Status Follower::Attach(WireReader& r) {
   const int64_t id = r.Get<int64_t>();
+  const int32_t backing_rank = r.Get<int32_t>();
+  const int ranks = model_.shard_plan().ranks;
+  if (backing_rank < -1 || backing_rank >= ranks) {
+    return InvalidArgument("pools held by rank ", backing_rank, " of ", ranks);
+  }
+  // --dp-attention: the pools of another rank's sequences are only names here (no memory behind them).
+  const bool backed = backing_rank < 0 || backing_rank == model_.shard_plan().rank;
   CacheOptions options;
   options.block_tokens = r.Get<int64_t>();
   options.kda_state = static_cast<KdaStateStorage>(r.Get<uint8_t>());
@@ -485,6 +504,7 @@ Status Follower::Attach(WireReader& r) {
   }
   Pools& pools = pools_[id];
   pools.layout = std::make_shared<const CacheLayout>(std::move(layout));
+  pools.backing_rank = backing_rank;
   const uint64_t count = GetCount(r);
   for (uint64_t i = 0; i < count && r.ok(); ++i) {
     const int64_t arena = r.Get<int64_t>(), items = r.Get<int64_t>(), item_bytes = r.Get<int64_t>();
@@ -494,21 +514,24 @@ Status Follower::Attach(WireReader& r) {
       arenas_[arena] = ItemArena();
       continue;
     }
-    GLINT_ASSIGN_OR_RETURN(arenas_[arena], ItemArena::Fixed(items, item_bytes));
+    GLINT_ASSIGN_OR_RETURN(arenas_[arena],
+                           backed ? ItemArena::Fixed(items, item_bytes) : ItemArena::Reserved(items, item_bytes));
   }
   if (pools.arenas.empty()) return InvalidArgument("pools without a block arena");
   return r.status();
 }
 
-Result<std::byte*> Follower::GetPointer(WireReader& r, int64_t bytes) {
+Result<std::byte*> Follower::GetPointer(WireReader& r, int64_t bytes, const ItemArena** arena_out, bool may_be_null) {
   const int64_t arena = r.Get<int64_t>(), offset = r.Get<int64_t>();
   GLINT_RETURN_IF_ERROR(r.status());
+  if (may_be_null && arena == kNoArena && offset == 0) return nullptr;
   auto found = arenas_.find(arena);
   if (found == arenas_.end() || found->second.count() == 0) return InvalidArgument("unknown pool arena ", arena);
   const int64_t size = found->second.count() * found->second.item_bytes();
   if (offset < 0 || bytes < 0 || offset > size - bytes) {
     return InvalidArgument(bytes, " bytes at ", offset, " are outside a pool arena of ", size, " bytes");
   }
+  if (arena_out != nullptr) *arena_out = &found->second;
   return found->second.Item(0) + offset;
 }
 
@@ -516,21 +539,27 @@ Status Follower::Copy(WireReader& r) {
   WireReader peek = r;  // the size comes after both pointers
   peek.Get<int64_t>(), peek.Get<int64_t>(), peek.Get<int64_t>(), peek.Get<int64_t>();
   const int64_t bytes = peek.Get<int64_t>();
-  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes));
-  GLINT_ASSIGN_OR_RETURN(std::byte * source, GetPointer(r, bytes));
+  const ItemArena *to = nullptr, *from = nullptr;
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes, &to));
+  GLINT_ASSIGN_OR_RETURN(std::byte * source, GetPointer(r, bytes, &from));
   r.Get<int64_t>();
-  std::memmove(destination, source, bytes);
-  return r.status();
+  GLINT_RETURN_IF_ERROR(r.status());
+  // --dp-attention: a copy in another rank's pools is that rank's to make (the engine copies within one rank's).
+  if (to->backed() != from->backed()) return InvalidArgument("a pool copy between one rank's memory and another's");
+  if (to->backed()) std::memmove(destination, source, bytes);
+  return Status::Ok();
 }
 
 Status Follower::Zero(WireReader& r) {
   WireReader peek = r;
   peek.Get<int64_t>(), peek.Get<int64_t>();
   const int64_t bytes = peek.Get<int64_t>();
-  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes));
+  const ItemArena* arena = nullptr;
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes, &arena));
   r.Get<int64_t>();
-  std::memset(destination, 0, bytes);
-  return r.status();
+  GLINT_RETURN_IF_ERROR(r.status());
+  if (arena->backed()) std::memset(destination, 0, bytes);  // else another rank's pools: its clear
+  return Status::Ok();
 }
 
 Result<SequenceState*> Follower::GetState(WireReader& r, std::deque<SequenceState>& bound) {
@@ -568,7 +597,12 @@ Result<SequenceState*> Follower::GetState(WireReader& r, std::deque<SequenceStat
   const int32_t attention_rank = r.Get<int32_t>();
   const int64_t tokens = r.Get<int64_t>(), mtp_tokens = r.Get<int64_t>();
   GLINT_RETURN_IF_ERROR(r.status());
-  bound.push_back(model_.BindSequence(p.layout, {&blocks, &block_tables_.back(), slot}, tokens, mtp_tokens));
+  if (p.backing_rank >= 0 && attention_rank != p.backing_rank) {
+    return FailedPrecondition("a sequence in rank ", p.backing_rank, "'s pools has attention rank ", attention_rank);
+  }
+  // A sequence in another rank's pools (--dp-attention) is only named here: the model advances its positions.
+  const bool elsewhere = !blocks.backed();
+  bound.push_back(model_.BindSequence(p.layout, {&blocks, &block_tables_.back(), slot, elsewhere}, tokens, mtp_tokens));
   state = &bound.back();
   state->attention_rank = attention_rank;
   return state;
@@ -661,7 +695,7 @@ Status Follower::Forward(WireReader& r) {
     for (uint64_t c = 0; c < targets && r.ok(); ++c) {
       StateCheckpoint& target = list.emplace_back();
       target.position = r.Get<int64_t>();
-      GLINT_ASSIGN_OR_RETURN(target.data, GetPointer(r, checkpoint_bytes));
+      GLINT_ASSIGN_OR_RETURN(target.data, GetPointer(r, checkpoint_bytes, nullptr, /*may_be_null=*/true));
     }
     entry.checkpoints = list;
     const uint8_t rollbacks = r.Get<uint8_t>();
@@ -672,6 +706,12 @@ Status Follower::Forward(WireReader& r) {
       GLINT_ASSIGN_OR_RETURN(snapshot.data, GetPointer(r, checkpoint_bytes));
     }
     entry.rollback = snapshots;
+    if (entry.state->HeldElsewhere()) {  // its checkpoints are in another rank's pools, which that rank writes
+      list.clear();
+      snapshots.clear();
+      entry.checkpoints = {};
+      entry.rollback = {};
+    }
     batch.push_back(entry);
   }
   GLINT_RETURN_IF_ERROR(r.status());

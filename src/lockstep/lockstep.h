@@ -8,6 +8,9 @@
 // last plan (MemoryMirror) and by pools attached or detached. Each follower rebuilds the same batch over its own
 // copy of the pools and makes the same call, so the collectives inside the model pair up, and every rank's caches
 // hold the same bytes: attention is replicated at --tp 1 and the MoE all-reduce gives every rank the same sum.
+// Under --dp-attention the engine attaches one set of pools per rank instead (AttachPools' backing_rank): only that
+// rank allocates it and makes the copies and clears in it, the others reserve address space that only names its
+// bytes, and a sequence in it is run by that rank alone (docs/distributed.md "Attention data-parallel").
 // The MTP layer's hidden input is named by where it lies in the last Forward's outputs, with a hash of its bytes
 // that the follower checks against its own: ranks that diverged stop with a message instead of drifting.
 //
@@ -66,7 +69,8 @@ class LockstepLeader final : public Model, public EngineMirror {
 
   // Broadcasts the pools at once (the followers allocate theirs): call it, as the engine does when it is created,
   // from the thread that runs the model or while none does.
-  int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas) override;
+  int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas,
+                      int backing_rank = -1) override;
   void DetachPools(int64_t id) override;
   void OnCopy(std::byte* destination, const std::byte* source, int64_t bytes) override;
   void OnZero(std::byte* destination, int64_t bytes) override;

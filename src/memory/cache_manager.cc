@@ -57,10 +57,11 @@ Result<std::unique_ptr<CacheManager>> CacheManager::Create(const CacheManagerOpt
     }
   }
   std::unique_ptr<CacheManager> manager(new CacheManager(o));
-  GLINT_ASSIGN_OR_RETURN(manager->block_arena_, ItemArena::Fixed(o.num_blocks, o.block_bytes));
-  GLINT_ASSIGN_OR_RETURN(manager->slot_arena_, ItemArena::Fixed(o.num_slots, o.slot_bytes));
+  const auto arena = o.backed ? &ItemArena::Fixed : &ItemArena::Reserved;
+  GLINT_ASSIGN_OR_RETURN(manager->block_arena_, arena(o.num_blocks, o.block_bytes));
+  GLINT_ASSIGN_OR_RETURN(manager->slot_arena_, arena(o.num_slots, o.slot_bytes));
   if (o.num_checkpoints > 0) {
-    GLINT_ASSIGN_OR_RETURN(manager->checkpoint_arena_, ItemArena::Fixed(o.num_checkpoints, o.checkpoint_bytes));
+    GLINT_ASSIGN_OR_RETURN(manager->checkpoint_arena_, arena(o.num_checkpoints, o.checkpoint_bytes));
   }
   return manager;
 }
@@ -148,13 +149,11 @@ bool CacheManager::Admit(SequenceId id, std::span<const int32_t> tokens, const P
   sequence->blocks.insert(sequence->blocks.end(), fresh->begin(), fresh->end());
 
   std::byte* slot = slot_arena_.Item(sequence->slot);
-  std::memset(slot, 0, options_.slot_bytes);
-  if (mirror_ != nullptr) mirror_->OnZero(slot, options_.slot_bytes);
+  ZeroBytes(slot, options_.slot_bytes);
   if (match.tokens > 0 && NeedsCheckpoints()) {
     const std::optional<int32_t> checkpoint = checkpoints_.Find(match.hashes.back());
     GLINT_CHECK(checkpoint.has_value() && *checkpoint == match.checkpoint) << "the match's checkpoint is gone";
-    std::memcpy(slot, checkpoint_arena_.Item(*checkpoint), options_.checkpoint_bytes);
-    if (mirror_ != nullptr) mirror_->OnCopy(slot, checkpoint_arena_.Item(*checkpoint), options_.checkpoint_bytes);
+    CopyBytes(slot, checkpoint_arena_.Item(*checkpoint), options_.checkpoint_bytes);
   }
   if (options_.prefix_caching) {
     ++prefix_queries_;
@@ -283,14 +282,10 @@ bool CacheManager::Fork(SequenceId parent_id, SequenceId child_id) {
   }
   if (partial) {
     const int32_t copy = blocks_.Allocate(1)->front();
-    std::byte* destination = block_arena_.Item(copy);
-    std::memcpy(destination, block_arena_.Item(parent.blocks[full]), options_.block_bytes);
-    if (mirror_ != nullptr) mirror_->OnCopy(destination, block_arena_.Item(parent.blocks[full]), options_.block_bytes);
+    CopyBytes(block_arena_.Item(copy), block_arena_.Item(parent.blocks[full]), options_.block_bytes);
     child->blocks.push_back(copy);
   }
-  std::byte* child_slot = slot_arena_.Item(child->slot);
-  std::memcpy(child_slot, slot_arena_.Item(parent.slot), options_.slot_bytes);
-  if (mirror_ != nullptr) mirror_->OnCopy(child_slot, slot_arena_.Item(parent.slot), options_.slot_bytes);
+  CopyBytes(slot_arena_.Item(child->slot), slot_arena_.Item(parent.slot), options_.slot_bytes);
   sequences_.emplace(child_id, std::move(child));
   return true;
 }
@@ -309,6 +304,27 @@ void CacheManager::Free(SequenceId id) {
   sequences_.erase(found);
 }
 
+void AddCacheStats(CacheStats& total, const CacheStats& part) {
+  for (auto field : {&CacheStats::blocks_total, &CacheStats::blocks_used, &CacheStats::blocks_cached,
+                     &CacheStats::slots_total, &CacheStats::slots_used, &CacheStats::checkpoints_total,
+                     &CacheStats::checkpoints_used, &CacheStats::checkpoints_demoted, &CacheStats::prefix_queries,
+                     &CacheStats::prefix_hits, &CacheStats::prefix_query_tokens, &CacheStats::prefix_hit_tokens,
+                     &CacheStats::block_evictions, &CacheStats::checkpoint_evictions, &CacheStats::checkpoints_taken,
+                     &CacheStats::checkpoints_missed, &CacheStats::disk_hit_tokens}) {
+    total.*field += part.*field;
+  }
+}
+
+void CacheManager::CopyBytes(std::byte* destination, const std::byte* source, int64_t bytes) {
+  if (options_.backed) std::memcpy(destination, source, static_cast<size_t>(bytes));
+  if (mirror_ != nullptr) mirror_->OnCopy(destination, source, bytes);
+}
+
+void CacheManager::ZeroBytes(std::byte* destination, int64_t bytes) {
+  if (options_.backed) std::memset(destination, 0, static_cast<size_t>(bytes));
+  if (mirror_ != nullptr) mirror_->OnZero(destination, bytes);
+}
+
 CacheStats CacheManager::Stats() const {
   CacheStats s;
   s.blocks_total = blocks_.num_blocks();
@@ -319,6 +335,8 @@ CacheStats CacheManager::Stats() const {
   s.checkpoints_total = checkpoints_.num_checkpoints();
   s.checkpoints_used = checkpoints_.num_used();
   s.checkpoint_bytes = options_.checkpoint_bytes;
+  s.block_bytes = options_.block_bytes;
+  s.slot_bytes = options_.slot_bytes;
   s.checkpoints_demoted = checkpoints_.num_demoted();
   s.prefix_queries = prefix_queries_;
   s.prefix_hits = prefix_hits_;

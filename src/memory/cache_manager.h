@@ -60,6 +60,11 @@ struct CacheManagerOptions {
   // its arithmetic never depends on what the cache holds.
   bool split_at_every_checkpoint = false;
   int64_t dense_checkpoints = kDefaultDenseCheckpoints;  // the tail policy's full-density checkpoints
+  // false (--dp-attention, docs/distributed.md "Attention data-parallel"): another rank holds these pools' memory.
+  // This manager only books them (ids, reference counts, the prefix cache) over address space with no memory
+  // behind it (ItemArena::Reserved): its copies and clears are only told to the mirror, which has the owning rank
+  // make them. No disk tier then.
+  bool backed = true;
 };
 
 // What a new sequence can reuse: `tokens` positions covered by `blocks`, with the state at that position in
@@ -83,18 +88,28 @@ struct CacheStats {
   int64_t blocks_total = 0, blocks_used = 0, blocks_cached = 0;  // used: held by a sequence; cached: findable
   int64_t slots_total = 0, slots_used = 0;
   int64_t checkpoints_total = 0, checkpoints_used = 0;
-  int64_t checkpoint_bytes = 0;     // one checkpoint
-  int64_t checkpoints_demoted = 0;  // held but dropped by the spacing policy (evicted first)
-  int64_t prefix_queries = 0;       // admissions that looked up the prefix cache
-  int64_t prefix_hits = 0;          // ... that reused at least one block
-  int64_t prefix_query_tokens = 0;  // tokens of the sequences looked up
-  int64_t prefix_hit_tokens = 0;    // tokens not recomputed thanks to a hit
+  int64_t checkpoint_bytes = 0;             // one checkpoint
+  int64_t block_bytes = 0, slot_bytes = 0;  // one block, one slot
+  int64_t checkpoints_demoted = 0;          // held but dropped by the spacing policy (evicted first)
+  int64_t prefix_queries = 0;               // admissions that looked up the prefix cache
+  int64_t prefix_hits = 0;                  // ... that reused at least one block
+  int64_t prefix_query_tokens = 0;          // tokens of the sequences looked up
+  int64_t prefix_hit_tokens = 0;            // tokens not recomputed thanks to a hit
   int64_t block_evictions = 0, checkpoint_evictions = 0, checkpoints_taken = 0;
   int64_t checkpoints_missed = 0;  // checkpoint positions passed with no checkpoint (all pinned, or a bug)
   bool disk_tier = false;          // a disk tier is attached (the disk_ counters are meaningful)
   DiskTierStats disk;
   int64_t disk_hit_tokens = 0;  // prefix positions made reachable by reading blocks or checkpoints back
 };
+
+// Adds the pool sizes, usage and counters of another partition's `part` to `total` (--dp-attention: one partition
+// per rank); the item sizes are the same in every partition, and only the first has a disk tier.
+void AddCacheStats(CacheStats& total, const CacheStats& part);
+
+// Bytes held by live sequences: their slots and the blocks they hold.
+inline int64_t LiveCacheBytes(const CacheStats& s) {
+  return s.slots_used * s.slot_bytes + s.blocks_used * s.block_bytes;
+}
 
 class CacheManager {
  public:
@@ -110,7 +125,10 @@ class CacheManager {
 
   // Attaches the disk tier (memory/disk_tier.h): from now on cached blocks and checkpoints evicted from memory are
   // written there, and LoadPrefixFromDisk reads them back. Its fingerprint must cover this cache's layout.
-  void AttachDiskTier(std::unique_ptr<DiskTier> disk) { disk_ = std::move(disk); }
+  void AttachDiskTier(std::unique_ptr<DiskTier> disk) {
+    GLINT_CHECK(options_.backed) << "a disk tier needs the pools' memory in this process";
+    disk_ = std::move(disk);
+  }
   const DiskTier* disk_tier() const { return disk_.get(); }
   DiskTier* mutable_disk_tier() { return disk_.get(); }
   // Before FindPrefix: when the longest reusable prefix of `tokens` over memory and disk together needs items
@@ -199,6 +217,10 @@ class CacheManager {
   // checkpoint is on disk.
   std::vector<ChainLink> DiskChain(std::span<const int32_t> tokens, bool& checkpoint_on_disk) const;
   bool LoadCheckpoint(BlockHash hash);
+  // Every byte the manager copies or clears in its pools goes through these: done here when this process holds the
+  // memory (options_.backed), and told to the mirror either way.
+  void CopyBytes(std::byte* destination, const std::byte* source, int64_t bytes);
+  void ZeroBytes(std::byte* destination, int64_t bytes);
 
   CacheManagerOptions options_;
   BlockPool blocks_;

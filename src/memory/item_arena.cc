@@ -1,11 +1,19 @@
 #include "memory/item_arena.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
 namespace glint {
 
-void ItemArena::AlignedFree::operator()(std::byte* p) const { std::free(p); }
+void ItemArena::AlignedFree::operator()(std::byte* p) const {
+  if (reserved_bytes > 0) {
+    munmap(p, static_cast<size_t>(reserved_bytes));
+  } else {
+    std::free(p);
+  }
+}
 
 ItemArena::Allocation ItemArena::Allocate(int64_t bytes) {
   void* memory = std::aligned_alloc(kItemAlignment, static_cast<size_t>(bytes));
@@ -13,7 +21,20 @@ ItemArena::Allocation ItemArena::Allocate(int64_t bytes) {
   return Allocation(static_cast<std::byte*>(memory));
 }
 
-Result<ItemArena> ItemArena::Fixed(int64_t count, int64_t item_bytes) {
+ItemArena::Allocation ItemArena::Reserve(int64_t bytes) {
+  // PROT_NONE + MAP_NORESERVE: no memory, no swap reservation, no overcommit charge; page-aligned, hence aligned
+  // to kItemAlignment.
+  void* range =
+      mmap(nullptr, static_cast<size_t>(bytes), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (range == MAP_FAILED) return Allocation(nullptr, AlignedFree{});
+  return Allocation(static_cast<std::byte*>(range), AlignedFree{bytes});
+}
+
+Result<ItemArena> ItemArena::Fixed(int64_t count, int64_t item_bytes) { return Make(count, item_bytes, true); }
+
+Result<ItemArena> ItemArena::Reserved(int64_t count, int64_t item_bytes) { return Make(count, item_bytes, false); }
+
+Result<ItemArena> ItemArena::Make(int64_t count, int64_t item_bytes, bool backed) {
   if (item_bytes <= 0 || item_bytes % kItemAlignment != 0) {
     return InvalidArgument("arena item size ", item_bytes, " bytes is not a positive multiple of ", kItemAlignment);
   }
@@ -22,11 +43,13 @@ Result<ItemArena> ItemArena::Fixed(int64_t count, int64_t item_bytes) {
   }
   ItemArena arena;
   arena.item_bytes_ = item_bytes;
+  arena.backed_ = backed;
   if (count == 0) return arena;
   if (count > INT64_MAX / item_bytes) return InvalidArgument("arena of ", count, " × ", item_bytes, " bytes overflows");
-  Allocation allocation = Allocate(count * item_bytes);
+  Allocation allocation = backed ? Allocate(count * item_bytes) : Reserve(count * item_bytes);
   if (allocation == nullptr) {
-    return ResourceExhausted("could not allocate ", count, " × ", item_bytes, " bytes (", count * item_bytes,
+    return ResourceExhausted("could not ", backed ? "allocate " : "reserve address space for ", count, " × ",
+                             item_bytes, " bytes (", count * item_bytes,
                              " bytes) for a cache pool; lower the memory budget");
   }
   arena.items_.reserve(count);

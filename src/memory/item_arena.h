@@ -30,6 +30,10 @@ class ItemArena {
   static Result<ItemArena> Fixed(int64_t count, int64_t item_bytes);
   // An empty arena that Append grows.
   static Result<ItemArena> Growable(int64_t item_bytes);
+  // `count` items of `item_bytes` whose addresses are only names: address space reserved with no memory behind it
+  // and no access allowed (--dp-attention, docs/distributed.md "Attention data-parallel": the pools of the
+  // sequences another rank holds, which this process books and names in batch plans but never reads or writes).
+  static Result<ItemArena> Reserved(int64_t count, int64_t item_bytes);
 
   ItemArena(ItemArena&&) = default;
   ItemArena& operator=(ItemArena&&) = default;
@@ -46,16 +50,23 @@ class ItemArena {
   int64_t count() const { return static_cast<int64_t>(items_.size()); }
   int64_t item_bytes() const { return item_bytes_; }
   bool growable() const { return growable_; }
+  // False for a Reserved arena: its items have no memory (touching one faults).
+  bool backed() const { return backed_; }
 
  private:
   struct AlignedFree {
+    int64_t reserved_bytes = 0;  // > 0: an address range from Reserve (unmapped), else aligned_alloc's memory
     void operator()(std::byte* p) const;
   };
   using Allocation = std::unique_ptr<std::byte, AlignedFree>;
   static Allocation Allocate(int64_t bytes);
+  static Allocation Reserve(int64_t bytes);
+  // Checks `count` × `item_bytes`, reserves or allocates them and lays out the items.
+  static Result<ItemArena> Make(int64_t count, int64_t item_bytes, bool backed);
 
   int64_t item_bytes_ = 0;
   bool growable_ = false;
+  bool backed_ = true;
   std::vector<Allocation> allocations_;  // one for a fixed arena, one per item for a growable one
   std::vector<std::byte*> items_;        // [count] start of each item
 };

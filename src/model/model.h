@@ -43,6 +43,9 @@ struct SequenceMemory {
   const ItemArena* blocks = nullptr;                  // items of layout.block_bytes
   const std::vector<int32_t>* block_table = nullptr;  // position p in block (*block_table)[p / block_tokens]
   std::byte* slot = nullptr;                          // layout.slot_bytes
+  // --dp-attention: `blocks` and `slot` are the names of another rank's memory (address space with nothing behind
+  // it, ItemArena::Reserved): this rank books and names them in batch plans but never touches them.
+  bool elsewhere = false;
 };
 
 // Every per-sequence cache of the trunk (and of the MTP layer): the unit the model sees. Move-only.
@@ -63,9 +66,9 @@ struct SequenceState {
   int64_t mtp_tokens = 0;  // pairs consumed by the MTP layer (= mtp_dsa.tokens)
   // --dp-attention (ShardPlan::dp_attention): the rank that runs this sequence's attention and holds its caches,
   // chosen by rank 0; -1: every rank (replicated attention). A state of another rank's sequence has no cache memory
-  // (HeldElsewhere): the model only advances its `tokens`.
+  // (HeldElsewhere: no slot, or one that names another rank's memory): the model only advances its `tokens`.
   int attention_rank = -1;
-  bool HeldElsewhere() const { return attention_rank >= 0 && memory.slot == nullptr; }
+  bool HeldElsewhere() const { return attention_rank >= 0 && (memory.slot == nullptr || memory.elsewhere); }
 };
 
 enum class LogitsWanted { kNone, kLast, kAll };
@@ -169,8 +172,11 @@ struct ForwardOptions {
 // forward pass (MemoryMirror).
 class EngineMirror : public MemoryMirror {
  public:
-  // `arenas`: blocks, slots, checkpoints, rollback snapshots (empty arenas allowed). Returns the id to detach.
-  virtual int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas) = 0;
+  // `arenas`: blocks, slots, checkpoints, rollback snapshots (empty arenas allowed). `backing_rank` −1: every rank
+  // keeps a copy; r ≥ 0 (--dp-attention): only rank r holds their memory (the caller's arenas are then only names
+  // unless r is its own rank), and the other ranks make none of the copies in them. Returns the id to detach.
+  virtual int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas,
+                              int backing_rank = -1) = 0;
   virtual void DetachPools(int64_t id) = 0;
 };
 

@@ -102,6 +102,10 @@ struct BackendMetrics {
   int64_t preemptions = 0;
   int64_t kv_blocks_total = 0, kv_blocks_used = 0, kv_blocks_cached = 0;
   int64_t state_slots_total = 0, state_slots_used = 0;
+  // [ranks] the cache memory each rank holds: bytes of the slots and blocks held by live sequences, and of its
+  // pools (docs/distributed.md "Attention data-parallel"). Under --dp-attention each rank's own partition; otherwise
+  // every rank holds the same pools. One entry for one process.
+  std::vector<int64_t> cache_bytes_by_rank, cache_capacity_bytes_by_rank;
   int64_t prefix_cache_queries = 0, prefix_cache_hits = 0;             // admissions
   int64_t prefix_cache_query_tokens = 0, prefix_cache_hit_tokens = 0;  // tokens
   // Prefix-cache checkpoints (KDA state copies): pool size and held ones in bytes, demoted by the spacing policy.

@@ -185,6 +185,12 @@ BackendMetrics EngineBackend::Metrics() const {
   out.kv_blocks_cached = m.cache.blocks_cached;
   out.state_slots_total = m.cache.slots_total;
   out.state_slots_used = m.cache.slots_used;
+  for (const CacheStats& rank : m.cache_by_rank) {
+    out.cache_bytes_by_rank.push_back(LiveCacheBytes(rank));
+    out.cache_capacity_bytes_by_rank.push_back(rank.slots_total * rank.slot_bytes +
+                                               rank.blocks_total * rank.block_bytes +
+                                               rank.checkpoints_total * rank.checkpoint_bytes);
+  }
   out.prefix_cache_queries = m.cache.prefix_queries;
   out.prefix_cache_hits = m.cache.prefix_hits;
   out.prefix_cache_query_tokens = m.cache.prefix_query_tokens;

@@ -132,6 +132,19 @@ void RenderEngine(Writer& w, const BackendMetrics& backend) {
            static_cast<double>(backend.state_slots_total));
   w.Single("glint_state_slots_used", "gauge", "Recurrent-state slots held by running sequences.", "",
            static_cast<double>(backend.state_slots_used));
+  const auto by_rank = [&](const char* name, const char* help, const std::vector<int64_t>& values) {
+    if (values.empty()) return;  // a backend that does not say (a test's)
+    w.Header(name, "gauge", help);
+    for (size_t r = 0; r < values.size(); ++r) {
+      w.Sample(name, "rank=\"" + std::to_string(r) + "\"", static_cast<double>(values[r]));
+    }
+  };
+  by_rank("glint_cache_bytes",
+          "Cache memory each rank holds for live sequences (their state slots and blocks); under --dp-attention "
+          "each rank holds only its own sequences'.",
+          backend.cache_bytes_by_rank);
+  by_rank("glint_cache_capacity_bytes", "Cache pools each rank allocated (blocks, slots, checkpoints).",
+          backend.cache_capacity_bytes_by_rank);
   w.Single("glint_prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", "",
            static_cast<double>(backend.prefix_cache_query_tokens));
   w.Single("glint_prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", "",

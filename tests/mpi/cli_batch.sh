@@ -10,16 +10,7 @@ mpirun="$3"
 source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"  # $work, fail, ranks
 ENGINE=(--memory 64M --max-seqs 4 --max-model-len 512 --threads 1)
 
-python3 - "$work/in.jsonl" <<'EOF'
-import json, sys
-with open(sys.argv[1], "w") as out:
-    for i in range(8):
-        body = {"messages": [{"role": "system", "content": "You answer in one short line. " * 8},
-                             {"role": "user", "content": f"Question number {i}?"}],
-                "max_tokens": 8, "temperature": 0, "ignore_eos": True}
-        out.write(json.dumps({"custom_id": f"r{i}", "method": "POST", "url": "/v1/chat/completions",
-                              "body": body}) + "\n")
-EOF
+write_batch_input "$work/in.jsonl" 8
 # answers OUT: "custom_id<TAB>content" sorted, failing unless every custom_id of the input is there exactly once
 answers() {
   python3 - "$work/in.jsonl" "$1" <<'EOF'

@@ -2,7 +2,8 @@
 # --dp-attention end to end (docs/distributed.md "Attention data-parallel"): greedy `run` of the trained tiny model
 # on 2 and 3 ranks identical to one process; `score` logits of both golden fixtures bit-identical to the replicated
 # layout (--ep 2 without it); bench-model decoding several sequences spread over the ranks, with the cache bytes
-# of each rank and the all-to-alls reported; and every unsupported combination refused with a message.
+# of each rank and the all-to-alls reported; and every unsupported combination refused with a message (the engine
+# under the flag: cli_dp_engine.sh).
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
 glint="$1"
@@ -75,7 +76,6 @@ expect_refusal() {
 expect_refusal "one process" "this is one process" "$glint" "${RUN[@]}" --dp-attention
 expect_refusal "--tp 2" "it needs --tp 1" ranks 2 "${RUN[@]}" --tp 2 --dp-attention
 expect_refusal "--path reference" "fast path only" ranks 2 "${RUN[@]}" --path reference --dp-attention
-expect_refusal "--speculative mtp (run through the engine)" "does not run the engine yet" ranks 2 "${RUN[@]}" --dp-attention --speculative mtp
-expect_refusal "the engine" "does not run the engine yet" ranks 2 bench-engine --threads 1 --dp-attention --concurrency 1
+expect_refusal "--speculative mtp (run through the engine)" "does not run the MTP layer yet" ranks 2 "${RUN[@]}" --dp-attention --speculative mtp
 
 echo "PASS"

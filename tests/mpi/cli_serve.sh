@@ -14,26 +14,15 @@ ENGINE=(--memory 64M --max-seqs 8 --max-model-len 1024 --threads 1 --checkpoint-
 post() {  # post PATH JSON: the body to stdout
   curl -s --max-time 60 -H "Content-Type: application/json" -d "$2" "$base$1"
 }
-long_prompt="$(python3 -c "print(' '.join(['the story of a man who went to the sea'] * 20))")"
 requests() {  # the answers of the running server, one per line, into $1
   {
     post /v1/chat/completions '{"messages": [{"role": "user", "content": "Tell me a story"}], "max_tokens": 16,
       "temperature": 0}' | python3 -c "import json,sys; print(json.load(sys.stdin)['choices'][0]['message']['content'])"
     post /v1/chat/completions '{"messages": [{"role": "user", "content": "Once upon"}], "max_tokens": 12,
-      "temperature": 0, "stream": true}' | python3 -c "
-import json, sys
-text = ''
-for line in sys.stdin:
-    if line.startswith('data: {'):
-        for c in json.loads(line[6:])['choices']:
-            text += c['delta'].get('content') or ''
-print(repr(text))"
+      "temperature": 0, "stream": true}' | chat_stream_text
     post /v1/completions '{"prompt": "The king", "max_tokens": 10, "temperature": 0, "n": 2}' |
       python3 -c "import json,sys; print([c['text'] for c in json.load(sys.stdin)['choices']])"
-    for _ in 1 2; do
-      post /v1/completions "{\"prompt\": \"$long_prompt\", \"max_tokens\": 8, \"temperature\": 0}" |
-        python3 -c "import json,sys; print(repr(json.load(sys.stdin)['choices'][0]['text']))"
-    done
+    long_prompt_answers
   } >"$1"
 }
 

@@ -141,10 +141,12 @@ std::vector<Tokens> RunGreedyPrompts(EngineCore& core, const std::vector<Tokens>
 }
 
 void ExpectPoolsAtStart(const EngineCore& core) {
-  const CacheStats stats = core.memory().Stats();
-  EXPECT_EQ(stats.blocks_used, 0);
-  EXPECT_EQ(stats.slots_used, 0);
-  EXPECT_EQ(core.memory().block_pool().num_free(), stats.blocks_total);
+  for (int partition = 0; partition < core.num_partitions(); ++partition) {  // --dp-attention: one per rank
+    const CacheStats stats = core.memory(partition).Stats();
+    EXPECT_EQ(stats.blocks_used, 0) << "partition " << partition;
+    EXPECT_EQ(stats.slots_used, 0) << "partition " << partition;
+    EXPECT_EQ(core.memory(partition).block_pool().num_free(), stats.blocks_total) << "partition " << partition;
+  }
   EXPECT_EQ(core.scheduler().num_running() + core.scheduler().num_waiting(), 0);
   EXPECT_OK(core.CheckIntegrity());
 }

@@ -1,10 +1,14 @@
 // The scheduler without a model (as vLLM's scheduler tests): exact chunks, budget arithmetic, block ids,
-// preemption order, prefix hits and forks, with the integrity check after every step.
+// preemption order, prefix hits and forks, with the integrity check after every step; and several cache partitions
+// (--dp-attention: one per rank): the partition chosen, preemption and forks within a partition.
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <numeric>
+#include <random>
+#include <tuple>
 #include <vector>
 
 #include "memory/cache_manager.h"
@@ -21,8 +25,8 @@ std::vector<int32_t> Tokens(int32_t first, int64_t count) {
   return tokens;
 }
 
-// Blocks of 4 tokens; checkpoints every 8 when prefix caching is on.
-std::unique_ptr<CacheManager> Memory(int64_t blocks, int64_t slots, bool prefix = false, int64_t checkpoints = 4) {
+// Blocks of 4 tokens (64 bytes), slots of 128 bytes; checkpoints every 8 tokens when prefix caching is on.
+CacheManagerOptions MemoryOptions(int64_t blocks, int64_t slots, bool prefix = false, int64_t checkpoints = 4) {
   CacheManagerOptions o;
   o.block_tokens = 4;
   o.block_bytes = 64;
@@ -33,7 +37,10 @@ std::unique_ptr<CacheManager> Memory(int64_t blocks, int64_t slots, bool prefix 
   o.num_checkpoints = prefix ? checkpoints : 0;
   o.prefix_caching = prefix;
   o.checkpoint_interval = 8;
-  return CacheManager::Create(o).value();
+  return o;
+}
+std::unique_ptr<CacheManager> Memory(int64_t blocks, int64_t slots, bool prefix = false, int64_t checkpoints = 4) {
+  return CacheManager::Create(MemoryOptions(blocks, slots, prefix, checkpoints)).value();
 }
 
 struct Chunk {
@@ -533,6 +540,218 @@ TEST(Scheduler, ADraftNeverPreemptsAndPreemptionDropsIt) {
   EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{2}));
   EXPECT_EQ(scheduler.Get(2).drafts, 0);
   Finish(scheduler, plan);
+}
+
+// ---- several cache partitions (--dp-attention: one per rank, docs/distributed.md "Attention data-parallel"): which
+// partition a new sequence goes to (the most free memory, ties to the lowest; a prefix hit's partition when it has
+// room), against a simple reference over random states; preemption in the partition that is short; forks in the
+// parent's partition; and a partition whose memory another rank holds. ----
+
+struct Partitions {
+  std::vector<std::unique_ptr<CacheManager>> owned;
+  std::vector<CacheManager*> pointers() const {
+    std::vector<CacheManager*> all;
+    for (const auto& p : owned) all.push_back(p.get());
+    return all;
+  }
+  CacheManager& operator[](size_t p) const { return *owned[p]; }
+};
+
+Partitions Make(const std::vector<CacheManagerOptions>& options) {
+  Partitions partitions;
+  for (const CacheManagerOptions& o : options) partitions.owned.push_back(CacheManager::Create(o).value());
+  return partitions;
+}
+
+// Puts `tokens` into the partition's prefix cache (blocks and checkpoints), as a sequence that ran and ended.
+void Cache(CacheManager& memory, std::span<const int32_t> tokens) {
+  constexpr SequenceId kVisitor = 1'000'000;
+  const int64_t n = static_cast<int64_t>(tokens.size());
+  ASSERT_TRUE(memory.Admit(kVisitor, tokens, PrefixMatch{}, n));
+  memory.TakeCheckpoints(kVisitor, tokens, n);
+  memory.Commit(kVisitor, tokens, n);
+  memory.Free(kVisitor);
+}
+
+TEST(PartitionScheduler, NewSequencesGoWhereTheMostMemoryIsFreeTiesToTheLowest) {
+  const Partitions p = Make({MemoryOptions(16, 4), MemoryOptions(16, 4)});
+  Scheduler scheduler(p.pointers(), {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 8), 0);  // tie: partition 0, its blocks 0 1
+  scheduler.Add(2, Tokens(0, 8), 1);  // partition 1 has more free: its blocks 0 1
+  scheduler.Add(3, Tokens(0, 4), 2);  // tie again: partition 0, block 2
+  const StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 2, 3}));
+  EXPECT_EQ(scheduler.Get(1).partition, 0);
+  EXPECT_EQ(scheduler.Get(2).partition, 1);
+  EXPECT_EQ(scheduler.Get(3).partition, 0);
+  EXPECT_EQ(p[0].BlockTable(1), (Ids{0, 1}));
+  EXPECT_EQ(p[1].BlockTable(2), (Ids{0, 1}));
+  EXPECT_EQ(p[0].BlockTable(3), (Ids{2}));
+  EXPECT_FALSE(p[1].IsLive(1));
+  Finish(scheduler, plan);
+  for (SequenceId id : {1, 2, 3}) scheduler.Finish(id);
+  ASSERT_OK(scheduler.CheckIntegrity());
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(p[i].Stats().slots_used + p[i].Stats().blocks_used, 0);
+}
+
+TEST(PartitionScheduler, APrefixHitGoesToItsPartitionWhenThatHasRoomElseItMisses) {
+  // Partition 1 is larger (more free memory), partition 0 holds the cached prefix and one slot.
+  const Partitions p = Make({MemoryOptions(16, 1, true, 8), MemoryOptions(32, 2, true, 8)});
+  Scheduler scheduler(p.pointers(), {.max_batch_tokens = 64});
+  Cache(p[0], Tokens(0, 20));
+  std::vector<int32_t> shared = Tokens(0, 18);
+  shared.push_back(77);
+  scheduler.Add(1, shared, 0);
+  scheduler.Add(2, Tokens(500, 10), 1);  // no hit anywhere: the most free memory
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 2}));
+  EXPECT_EQ(scheduler.Get(1).partition, 0);
+  EXPECT_EQ(scheduler.Get(1).prefix_hit_tokens, 16);  // the last checkpoint at or before 18
+  EXPECT_EQ(scheduler.Get(2).partition, 1);
+  Finish(scheduler, plan);
+  // Partition 0's only slot is taken: the next prompt with the cached prefix goes to partition 1 and misses.
+  scheduler.Add(3, shared, 2);
+  plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{3}));
+  EXPECT_EQ(scheduler.Get(3).partition, 1);
+  EXPECT_EQ(scheduler.Get(3).prefix_hit_tokens, 0);
+  Finish(scheduler, plan);
+}
+
+TEST(PartitionScheduler, PreemptionFreesTheNewestSequenceOfThePartitionThatIsShort) {
+  const Partitions p = Make({MemoryOptions(2, 2), MemoryOptions(2, 2)});
+  Scheduler scheduler(p.pointers(), {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 8), 0);  // partition 0 (tie), both its blocks
+  scheduler.Add(2, Tokens(0, 4), 1);  // partition 1
+  scheduler.Add(3, Tokens(0, 3), 2);  // partition 0 has no block left: partition 1
+  StepPlan plan = scheduler.Schedule();
+  EXPECT_EQ(plan.admitted, (std::vector<SequenceId>{1, 2, 3}));
+  EXPECT_EQ(scheduler.Get(3).partition, 1);
+  Finish(scheduler, plan);
+  // 1 needs a block that partition 0 lacks: the newest there is 1 itself (3, newer, is in partition 1 and freeing
+  // it would not help). 2 then needs one in partition 1: 3 goes.
+  plan = scheduler.Schedule();
+  EXPECT_EQ(plan.preempted, (std::vector<SequenceId>{1, 3}));
+  ASSERT_EQ(plan.chunks.size(), 1u);
+  EXPECT_EQ(plan.chunks[0].id, 2);
+  EXPECT_EQ(p[1].BlockTable(2), (Ids{0, 1}));
+  Finish(scheduler, plan);
+  EXPECT_EQ(p[0].Stats().slots_used, 0);
+  EXPECT_EQ(p[1].Stats().slots_used, 1);
+}
+
+TEST(PartitionScheduler, ChildrenForkInTheirParentsPartition) {
+  const Partitions p = Make({MemoryOptions(16, 3), MemoryOptions(16, 3)});
+  Scheduler scheduler(p.pointers(), {.max_batch_tokens = 64});
+  scheduler.Add(5, Tokens(0, 4), 0);  // partition 0
+  scheduler.Add(1, Tokens(0, 6), 1);  // partition 1
+  scheduler.AddChild(2, 1, 1);
+  const StepPlan plan = scheduler.Schedule();
+  scheduler.Complete(plan);
+  EXPECT_EQ(scheduler.Get(1).partition, 1);
+  EXPECT_TRUE(scheduler.Fork(2));
+  EXPECT_EQ(scheduler.Get(2).partition, 1);
+  EXPECT_EQ(p[1].BlockTable(2), (Ids{0, 2}));  // shares the full block, copies the partial one
+  EXPECT_EQ(p[1].block_pool().ref_count(0), 2);
+  for (SequenceId id : {5, 1, 2}) scheduler.AppendToken(id, 9);
+  ASSERT_OK(scheduler.CheckIntegrity());
+}
+
+// The rule, written out plainly: among partitions with a free slot and at least one spare block (past the blocks
+// a hit would take back from the free queue and, when some sequence runs there, the watermark), the longest prefix
+// hit (ties: lowest), else the most free bytes (ties: lowest).
+int ReferencePartition(const Partitions& p, const Scheduler& scheduler, const std::vector<SequenceId>& ids,
+                       std::span<const int32_t> keys, int64_t watermark) {
+  int best = -1;
+  std::tuple<int64_t, int64_t, int> best_key;
+  for (int i = 0; i < static_cast<int>(p.owned.size()); ++i) {
+    const CacheManager& memory = p[i];
+    if (memory.slot_pool().num_free() == 0) continue;
+    const PrefixMatch match = memory.FindPrefix(keys);
+    int64_t spare = memory.block_pool().num_free();
+    for (int32_t block : match.blocks) spare -= memory.block_pool().ref_count(block) == 0 ? 1 : 0;
+    const bool running_here = std::any_of(ids.begin(), ids.end(), [&](SequenceId id) {
+      return scheduler.Contains(id) && scheduler.Get(id).status == SequenceStatus::kRunning &&
+             scheduler.Get(id).partition == i;
+    });
+    if (running_here) spare -= watermark;
+    if (spare < 1) continue;
+    const int64_t free = memory.slot_pool().num_free() * 128 + memory.block_pool().num_free() * 64;
+    const std::tuple<int64_t, int64_t, int> key{match.tokens, match.tokens > 0 ? 0 : free, -i};
+    if (best < 0 || key > best_key) best = i, best_key = key;
+  }
+  return best;
+}
+
+TEST(PartitionScheduler, ThePartitionChosenMatchesASimpleReference) {
+  std::mt19937 random(20261205);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<CacheManagerOptions> options;
+    const int partitions = 2 + trial % 3;
+    for (int i = 0; i < partitions; ++i) {
+      options.push_back(MemoryOptions(std::uniform_int_distribution<int64_t>(6, 24)(random),
+                                      std::uniform_int_distribution<int64_t>(1, 3)(random), true, 8));
+    }
+    const Partitions p = Make(options);
+    constexpr int64_t kWatermark = 1;
+    Scheduler scheduler(p.pointers(), {.max_batch_tokens = 24, .watermark_blocks = kWatermark});
+    // Prompts from 3 shared starts of 16 tokens and their own tails, so that hits happen in some partitions.
+    const auto prompt = [&] {
+      std::vector<int32_t> tokens = Tokens(1000 * std::uniform_int_distribution<int>(0, 2)(random), 16);
+      const int tail = std::uniform_int_distribution<int>(1, 12)(random);
+      for (int t = 0; t < tail; ++t) tokens.push_back(std::uniform_int_distribution<int32_t>(0, 50)(random));
+      return tokens;
+    };
+    std::vector<SequenceId> ids;
+    for (int step = 0; step < 30; ++step) {
+      for (int probe = 0; probe < 4; ++probe) {
+        const std::vector<int32_t> keys = prompt();
+        PrefixMatch match;
+        ASSERT_EQ(scheduler.ChoosePartition(keys, 24, match), ReferencePartition(p, scheduler, ids, keys, kWatermark))
+            << "trial " << trial << " step " << step;
+      }
+      if (std::bernoulli_distribution(0.6)(random)) {
+        ids.push_back(static_cast<SequenceId>(ids.size()));
+        scheduler.Add(ids.back(), prompt(), ids.back());
+      }
+      Finish(scheduler, scheduler.Schedule());
+      for (SequenceId id : ids) {  // some end (their blocks stay cached in their partition)
+        if (scheduler.Contains(id) && std::bernoulli_distribution(0.15)(random)) scheduler.Finish(id);
+      }
+      ASSERT_OK(scheduler.CheckIntegrity());
+    }
+  }
+}
+
+// Records what a partition tells its mirror.
+class RecordingMirror final : public MemoryMirror {
+ public:
+  void OnCopy(std::byte* destination, const std::byte* source, int64_t bytes) override {
+    copies.push_back({destination, source, bytes});
+  }
+  void OnZero(std::byte* destination, int64_t bytes) override { zeros.push_back({destination, nullptr, bytes}); }
+  std::vector<std::tuple<std::byte*, const std::byte*, int64_t>> copies, zeros;
+};
+
+TEST(PartitionScheduler, APartitionAnotherRankHoldsIsBookedAndOnlyToldToTheMirror) {
+  CacheManagerOptions o = MemoryOptions(8, 2, true);
+  o.backed = false;  // address space only: touching it would fault
+  auto memory = CacheManager::Create(o).value();
+  EXPECT_FALSE(memory->block_arena().backed());
+  EXPECT_FALSE(memory->slot_arena().backed());
+  RecordingMirror mirror;
+  memory->set_mirror(&mirror);
+  Scheduler scheduler(*memory, {.max_batch_tokens = 64});
+  scheduler.Add(1, Tokens(0, 6), 0);
+  scheduler.AddChild(2, 1, 0);
+  const StepPlan plan = scheduler.Schedule();
+  ASSERT_EQ(mirror.zeros.size(), 1u);  // the new slot's clear, for its owner to make
+  EXPECT_EQ(std::get<0>(mirror.zeros[0]), memory->Slot(1));
+  scheduler.Complete(plan);
+  ASSERT_TRUE(scheduler.Fork(2));
+  ASSERT_EQ(mirror.copies.size(), 2u);  // the partial block and the slot
+  EXPECT_EQ(std::get<0>(mirror.copies[1]), memory->Slot(2));
+  EXPECT_EQ(std::get<1>(mirror.copies[1]), memory->Slot(1));
 }
 
 }  // namespace
