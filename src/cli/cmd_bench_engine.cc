@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/log.h"
+#include "base/table.h"
 #include "base/timer.h"
 #include "bench/random_tokens.h"
 #include "bench/stats.h"
@@ -69,7 +70,22 @@ struct PointStats {
   int64_t prompt_tokens = 0, generated = 0;
   std::vector<double> ttft, tpot, e2e;  // seconds, one per request
   EngineMetrics metrics;
+  // [ranks] the most cache bytes each rank held for live sequences (slots and blocks), sampled as requests finished:
+  // under --dp-attention each rank's own sequences only (docs/distributed.md "Attention data-parallel").
+  std::vector<int64_t> peak_cache_bytes;
 };
+
+void NotePeakCache(const EngineMetrics& metrics, std::vector<int64_t>& peak) {
+  peak.resize(metrics.cache_by_rank.size(), 0);
+  for (size_t r = 0; r < peak.size(); ++r) peak[r] = std::max(peak[r], LiveCacheBytes(metrics.cache_by_rank[r]));
+}
+
+std::string DescribeCachePerRank(const std::vector<int64_t>& peak) {
+  std::string line = "cache per rank (most held while requests ran, last run):";
+  for (size_t r = 0; r < peak.size(); ++r)
+    line += StrCat(" rank ", r, " ", FormatBinaryBytes(static_cast<double>(peak[r])));
+  return line;
+}
 
 // Closed loop: keeps `concurrency` requests in flight until every prompt was served.
 Result<PointStats> RunThroughput(const Model& model, const EngineOptions& options,
@@ -99,6 +115,7 @@ Result<PointStats> RunThroughput(const Model& model, const EngineOptions& option
     stats.ttft.push_back(t.first_token - t.arrival);
     stats.e2e.push_back(t.finished - t.arrival);
     if (t.generated_tokens > 1) stats.tpot.push_back((t.finished - t.first_token) / (t.generated_tokens - 1));
+    NotePeakCache(engine->Metrics(), stats.peak_cache_bytes);  // the others are still in flight
     --in_flight;
     if (next < prompts.size()) GLINT_RETURN_IF_ERROR(submit());
   }
@@ -248,6 +265,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
   const CollectiveStats collectives_start = World().stats_with_splits();  // under mpirun: rank 0's collectives
   int64_t engine_steps = 0;
   double engine_step_seconds = 0;
+  std::vector<int64_t> peak_cache;
   for (int64_t r = 0; r < flags.repeats; ++r) {
     std::mt19937_64 rng(flags.seed + 1000 * r + concurrency);
     std::vector<std::vector<int32_t>> prompts;
@@ -274,6 +292,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
     mtp_share.push_back(100 * s.metrics.mtp_seconds / s.metrics.step_seconds);
     engine_steps += s.metrics.steps;
     engine_step_seconds += s.metrics.step_seconds;
+    peak_cache = s.peak_cache_bytes;
     load.push_back(LoadAverage());
   }
   const std::string accept = acceptance.empty() ? "-" : StrCat(static_cast<int>(std::lround(Median(acceptance))), "%");
@@ -282,6 +301,7 @@ Status BenchThroughputPoint(const Model& model, const EngineOptions& options, co
               Median(total_rate), Median(ttft50), Median(ttft99), 1000 * Median(tpot50), Median(e2e50),
               Median(preemptions), Median(overhead), Median(handoff), accept.c_str(), Median(mtp_share), Median(load));
   if (!speculation.empty()) std::printf("%11s speculative decoding, last run: %s\n", "", speculation.c_str());
+  if (Distributed()) std::printf("%11s %s\n", "", DescribeCachePerRank(peak_cache).c_str());
   if (Distributed()) {  // the engine's steps mix prefill and decode: no plan to compare with
     // Over the whole point: the engine's start-up (its pools broadcast while the followers allocate theirs) and
     // the waits for the slowest rank count too, so the share can pass 100% on a loaded machine.
