@@ -19,12 +19,13 @@ post() {  # post PATH JSON: the body to stdout
 # The answers of the running server into $1: six greedy completions sent at once (more than one rank's share), a
 # streamed chat, then the long prompt twice (the second time a prefix-cache hit).
 requests() {
-  local i
+  local i clients=()
   for i in 1 2 3 4 5 6; do
     post /v1/completions "{\"prompt\": \"Story number $i: once upon a time\", \"max_tokens\": 12, \"temperature\": 0}" \
       >"$work/c$i.json" &
+    clients+=($!)
   done
-  wait
+  wait "${clients[@]}"  # not the server, also a child of this shell
   {
     for i in 1 2 3 4 5 6; do
       python3 -c "import json,sys; print(repr(json.load(open(sys.argv[1]))['choices'][0]['text']))" "$work/c$i.json"
@@ -56,8 +57,14 @@ for rank in 0 1; do
 done
 [[ -z "$(metric 'glint_cache_bytes{rank="2"}')" ]] || fail "a third rank in /metrics"
 
+# SIGTERM to rank 0 stops every rank with status 0 (mpirun itself would exit 1 after forwarding a signal).
+rank0="$(rank_pid "$pid" 0)"
+[[ -n "$rank0" ]] || fail "rank 0's process not found under $pid"
+kill -TERM "$rank0"
+wait_job 30 "mpirun still running 30 s after SIGTERM to rank 0"
+[[ $job_exit -eq 0 ]] || fail "mpirun exited $job_exit after SIGTERM to rank 0"
+
 # ---- a rank stopped mid-stream: the heartbeat ends every rank, the client's stream ends in an error ----
-stop_server
 export GLINT_PEER_TIMEOUT=2
 launcher=(timeout 120 "$mpirun" "${MPIRUN_LOCAL[@]}" -x GLINT_PEER_TIMEOUT -np 2)
 start_server "${ENGINE[@]}" --ep 2 --dp-attention
