@@ -7,9 +7,9 @@
 # machine — the figures would be the other work's.
 #
 #   bench/dp_vs_replicated.sh --glint GLINT --model DIR [--ranks 2] [--concurrency 16,64] [--input-len 64]
-#                             [--output-len 64] [--out DIR] [-- SERVE FLAGS, e.g. --memory 2G]
+#                             [--output-len 64] [--prompts 96 (a level)] [--out DIR] [-- SERVE FLAGS, e.g. --memory 2G]
 set -euo pipefail
-glint="" model="" ranks=2 concurrency="16,64" input_len=64 output_len=64 out=""
+glint="" model="" ranks=2 concurrency="16,64" input_len=64 output_len=64 prompts=96 out=""
 serve_flags=()
 while (($#)); do
   case "$1" in
@@ -19,6 +19,7 @@ while (($#)); do
     --concurrency) concurrency="$2"; shift 2 ;;
     --input-len) input_len="$2"; shift 2 ;;
     --output-len) output_len="$2"; shift 2 ;;
+    --prompts) prompts="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
     --) shift; serve_flags=("$@"); break ;;
     -h | --help) sed -n '2,10p' "$0"; exit 0 ;;
@@ -59,19 +60,31 @@ stop() {
   server_pid=""
 }
 
+IFS=, read -ra levels <<<"$concurrency"
 echo "== $(date -u +%H:%M:%S) load average $(cut -d' ' -f1-3 /proc/loadavg); $ranks ranks × 1 thread; model $model"
 for layout in replicated dp; do
   flags=()
   [[ "$layout" == dp ]] && flags=(--dp-attention)
   serve "$layout" "${flags[@]}"
+  # The cache each rank holds while the load runs (glint_cache_bytes{rank}, live sequences' slots and blocks): the
+  # largest of a sample a second.
+  (while kill -0 "$server_pid" 2>/dev/null; do
+     curl -sf --max-time 5 "$base/metrics" | grep '^glint_cache_bytes{' || true
+     sleep 1
+   done >"$work/$layout.cache-samples") &
+  sampler=$!
   "$glint" bench --base-url "$base" --no-progress --count-tokens logprobs --workload random --input-len "$input_len" \
-    --output-len "$output_len" --concurrency "${concurrency//,/ }" --warmup-requests 4 --seed 7 \
+    --output-len "$output_len" --concurrency "${levels[@]}" --prompts-per-level "$prompts" --warmup-requests 4 --seed 7 \
     --extra-body '{"temperature":0}' --out "$work/$layout" >"$work/$layout.txt" 2>&1 ||
     die "$layout: glint bench failed: $(tail -5 "$work/$layout.txt")"
   curl -sf --max-time 30 "$base/metrics" >"$work/$layout.metrics" || true
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
   stop
-  echo "== $layout: cache as the server logged it"
-  grep -iE "cache|sequences fit|memory" "$work/$layout.log" | grep -v "prefix cache hit" | head -8 | sed 's/^/  /'
+  echo "== $layout: cache as the server logged it at start, and the most each rank held under load"
+  grep -iE "of cache per rank|per rank|sequences" "$work/$layout.log" | grep -v "prefix cache hit" | sed 's/^/  /' || true
+  awk '{ match($0, /rank="[0-9]+"/); r = substr($0, RSTART, RLENGTH); if ($2 > max[r]) max[r] = $2 }
+       END { for (r in max) printf "  most held: %s %.3f GB\n", r, max[r] / 1e9 }' "$work/$layout.cache-samples" | sort
 done
 python3 - "$work" "$concurrency" <<'PY'
 import json, sys
