@@ -104,8 +104,15 @@ failures="$(jq -r '
 # --ranks: glint's own collectives per step (plan/collectives.h; the counts are checked against a real run in
 # tests/mpi/collectives_mpi_test).
 ranks_json="$("$glint" plan --scheme C --ranks 2 --concurrency 16 --format json)"
-[[ "$(jq '.tables.collectives.rows[0].calls' <<<"$ranks_json")" == 43 ]] ||
-  fail "plan --ranks 2: decode of one sequence should be 1 broadcast + 42 MoE all-reduces (one per trunk MoE layer): $(jq -c '.tables.collectives.rows[0]' <<<"$ranks_json")"
+[[ "$(jq '.tables.collectives.rows[0].calls' <<<"$ranks_json")" == 44 ]] ||
+  fail "plan --ranks 2: decode of one sequence should be 1 broadcast + 42 MoE all-reduces (one per trunk MoE layer) + 1 gather of the logits (--lm-head-split-rows 4): $(jq -c '.tables.collectives.rows[0]' <<<"$ranks_json")"
+calls="$("$glint" plan --scheme C --ranks 2 --lm-head-split-rows 0 --format json | jq '.tables.collectives.rows[0].calls')"
+[[ "$calls" == 43 ]] || fail "plan --ranks 2 --lm-head-split-rows 0: $calls calls, expected 43 (no gather)"
+dp_row="$("$glint" plan --scheme C --ranks 2 --dp-attention --format json | jq -c '.tables.collectives.rows[0]')"
+[[ "$(jq '.calls' <<<"$dp_row")" == 86 && "$(jq '.all_reduces' <<<"$dp_row")" == 0 ]] ||
+  fail "plan --ranks 2 --dp-attention: decode of one sequence should be 1 broadcast + 2 all-to-alls per MoE layer + 1 for the head, no all-reduce: $dp_row"
+"$glint" plan --ranks 4 --tp 2 --dp-attention >"$tmp/dptp.txt" 2>&1 && fail "--dp-attention --tp 2 was accepted"
+grep -q "dp-attention needs --tp 1" "$tmp/dptp.txt" || fail "--dp-attention --tp 2 message: $(cat "$tmp/dptp.txt")"
 tp_calls="$("$glint" plan --scheme C --ranks 4 --tp 2 --format json | jq '.tables.collectives.rows[0].calls')"
 (( tp_calls > 43 )) || fail "plan --ranks 4 --tp 2 should add the TP group's collectives: $tp_calls"
 "$glint" plan --ranks 4 --tp 3 >"$tmp/tp3.txt" 2>&1 && fail "--tp 3 of 4 ranks was accepted"
