@@ -25,6 +25,8 @@
 # at most 4 in flight, against a batch of 4 copies of REQUESTS. Results: a table on stdout and summary.json in the
 # work directory (kept: --work, else a fresh one under /tmp, printed).
 set -euo pipefail
+# shellcheck source=bench/lib/serve.sh disable=SC1091
+source "$(dirname "$(readlink -f "$0")")/lib/serve.sh"
 
 glint="$(dirname "$(readlink -f "$0")")/../build/release/src/cli/glint"
 model=()
@@ -119,15 +121,9 @@ start_server() {
   "$glint" serve "${model[@]}" --port 0 --batch-dir "$work/$name.batches" --no-request-log "${engine[@]}" \
     >"$work/$name.log" 2>&1 &
   server_pid=$!
-  local tenths=$((start_timeout * 10))
-  for _ in $(seq 1 "$tenths"); do
-    grep -q "serving .* on http://" "$work/$name.log" && break
-    kill -0 "$server_pid" 2>/dev/null || die "glint serve exited: $(tail -5 "$work/$name.log")"
-    sleep 0.1
-  done
   local port
-  port="$(sed -n 's|.*serving .* on http://[^:]*:\([0-9]*\).*|\1|p' "$work/$name.log" | head -1)"
-  [[ -n "$port" ]] || die "glint serve did not start within ${start_timeout}s: $(tail -5 "$work/$name.log")"
+  port="$(serve_port "$work/$name.log" "$server_pid" "$start_timeout")" ||
+    die "glint serve did not start within ${start_timeout}s: $(tail -5 "$work/$name.log")"
   base="http://127.0.0.1:$port"
 }
 stop_server() {

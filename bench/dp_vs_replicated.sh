@@ -9,6 +9,8 @@
 #   bench/dp_vs_replicated.sh --glint GLINT --model DIR [--ranks 2] [--concurrency 16,64] [--input-len 64]
 #                             [--output-len 64] [--prompts 96 (a level)] [--out DIR] [-- SERVE FLAGS, e.g. --memory 2G]
 set -euo pipefail
+# shellcheck source=bench/lib/serve.sh disable=SC1091
+source "$(dirname "$(readlink -f "$0")")/lib/serve.sh"
 glint="" model="" ranks=2 concurrency="16,64" input_len=64 output_len=64 prompts=96 out=""
 serve_flags=()
 while (($#)); do
@@ -42,14 +44,9 @@ serve() {
   mpirun "${root[@]}" --bind-to core -np "$ranks" "$glint" serve --model "$model" --port 0 --threads 1 --ep "$ranks" \
     --no-request-log "$@" "${serve_flags[@]}" >"$work/$name.log" 2>&1 &
   server_pid=$!
-  for _ in $(seq 1 3000); do
-    grep -q "serving .* on http://" "$work/$name.log" && break
-    kill -0 "$server_pid" 2>/dev/null || die "$name: glint serve exited: $(tail -5 "$work/$name.log")"
-    sleep 0.1
-  done
   local port
-  port="$(sed -n 's|.*serving .* on http://[^:]*:\([0-9]*\).*|\1|p' "$work/$name.log" | head -1)"
-  [[ -n "$port" ]] || die "$name: glint serve did not start: $(tail -5 "$work/$name.log")"
+  port="$(serve_port "$work/$name.log" "$server_pid" 300)" ||
+    die "$name: glint serve did not start within 300 s: $(tail -5 "$work/$name.log")"
   base="http://127.0.0.1:$port"
 }
 stop() {
