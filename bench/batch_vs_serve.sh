@@ -127,10 +127,7 @@ start_server() {
   base="http://127.0.0.1:$port"
 }
 stop_server() {
-  kill -TERM "$server_pid"
-  for _ in $(seq 1 600); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$server_pid" 2>/dev/null && die "glint serve did not stop within 60 s of SIGTERM"
-  wait "$server_pid" || true
+  serve_stop "$server_pid" || die "glint serve did not stop within 60 s of SIGTERM"
   server_pid=""
 }
 metric() { curl -sf --max-time 30 "$base/metrics" | awk -v n="$1" '$1 == n { print $2 }' | head -1; }

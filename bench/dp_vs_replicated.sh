@@ -50,10 +50,7 @@ serve() {
   base="http://127.0.0.1:$port"
 }
 stop() {
-  kill -TERM "$server_pid"
-  for _ in $(seq 1 600); do kill -0 "$server_pid" 2>/dev/null || break; sleep 0.1; done
-  kill -0 "$server_pid" 2>/dev/null && die "glint serve did not stop within 60 s of SIGTERM"
-  wait "$server_pid" || true
+  serve_stop "$server_pid" || die "glint serve did not stop within 60 s of SIGTERM"
   server_pid=""
 }
 

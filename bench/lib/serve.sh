@@ -15,3 +15,12 @@ serve_port() {
   [[ -n "$port" ]] || return 1
   echo "$port"
 }
+
+# serve_stop PID: SIGTERM, then waits up to 60 s for the server to exit (it drains); returns 1 if it did not.
+serve_stop() {
+  local pid="$1"
+  kill -TERM "$pid"
+  for _ in $(seq 1 600); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$pid" 2>/dev/null && return 1
+  wait "$pid" || true
+}
