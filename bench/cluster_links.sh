@@ -7,7 +7,7 @@
 # (the same layout's step over shared memory on this host + the plan's collectives on the link). A run of 1 process × 2 threads is the baseline. Root only
 # (namespaces); never run it on a busy machine — the figures would be the other work's.
 #
-#   bench/cluster_links.sh GLINT COLLECTIVE_BENCH MODEL_DIR [RATES="1gbit 10gbit 25gbit"] [--quick]
+#   [REPEAT=2] bench/cluster_links.sh GLINT COLLECTIVE_BENCH MODEL_DIR [RATES="1gbit 10gbit 25gbit"] [--quick]
 #
 # MODEL_DIR: a glint convert container (e.g. of `glint make-tiny --preset bench`). --quick: tiny sizes, one rate
 # (the smoke test tests/cluster/links.sh runs it so that the script keeps working).
@@ -30,8 +30,10 @@ trap 'bash "$hosts_script" down; rm -rf "$work"' EXIT
 hosts() { bash "$hosts_script" "$@"; }
 read -ra mpi_flags <<<"${MPI_FLAGS:-}"
 
+repeat="${REPEAT:-2}"  # alternated pairs (shared memory, across hosts) per layout and rate
 # shellcheck disable=SC2054  # 1,16 is one value
 if [[ "$quick" == --quick ]]; then
+  repeat=1
   BENCH=(--prompts 512 --batches 1,16 --context 8 --steps 2 --repetitions 1 --probe-mib 8)
   COLLECTIVE=(0.05 65536)
 else
@@ -63,6 +65,19 @@ for name, (step, collectives) in steps.items():
 PY
 }
 
+# step_medians FILE...: "STEP MS_PER_STEP MS_IN_COLLECTIVES", each the median over the reports (step_times).
+step_medians() {
+  local file
+  for file in "$@"; do step_times "$file"; done | python3 -c '
+import statistics, sys
+rows = {}
+for line in sys.stdin:
+    name, step, collectives = line.split()
+    rows.setdefault(name, []).append((float(step), float(collectives)))
+for name, values in rows.items():
+    print(name, "%.4f" % statistics.median(v[0] for v in values), "%.4f" % statistics.median(v[1] for v in values))'
+}
+
 # plan_collectives FILE CONCURRENCY: "STEP MS_IN_COLLECTIVES" from glint plan's collectives table.
 plan_collectives() {
   python3 - "$1" "$2" <<'PY'
@@ -86,16 +101,6 @@ echo "== baseline: 1 process, 2 threads"
 "$glint" bench-model --model "$model_source" --threads 2 "${BENCH[@]}" >"$work/one.txt" 2>&1 ||
   { tail "$work/one.txt"; exit 1; }
 step_times "$work/one.txt" | awk '{ printf "  %-12s %10.3f ms/step\n", $1, $2 }'
-# The same layouts as 2 ranks × 1 thread on this host over shared memory: their steps are the compute, the ranks'
-# waits for each other (expert imbalance, the shared expert on the last rank) and a near-free exchange — what the
-# plan's time on the link is added to.
-for tp in 1 2; do
-  mpirun --allow-run-as-root --bind-to none -np 2 "${mpi_flags[@]}" "$glint" bench-model --model "$model_source" \
-    --threads 1 --tp "$tp" "${BENCH[@]}" >"$work/shm$tp.txt" 2>&1 || { tail "$work/shm$tp.txt"; exit 1; }
-  echo "== shared memory, --tp $tp, 2 ranks × 1 thread on one host"
-  step_times "$work/shm$tp.txt" | awk '{ printf "  %-12s %10.3f ms/step %10.3f ms collectives\n", $1, $2, $3 }'
-done
-
 for rate in $rates; do
   hosts down
   hosts up 2 "$rate" >/dev/null
@@ -111,19 +116,31 @@ for rate in $rates; do
   [[ -n "$bandwidth" ]] || { echo "no fit from glint_collective_bench"; exit 1; }
   bandwidth="$(awk -v b="$bandwidth" 'BEGIN { print (b > 0.001 ? b : 0.001) }')"
   for tp in 1 2; do
-    hosts mpirun "${mpi_flags[@]}" -np 2 "$glint" bench-model --model "$model" --threads 1 --tp "$tp" "${BENCH[@]}" \
-      >"$work/bench.txt" 2>&1 || { tail "$work/bench.txt"; exit 1; }
+    # The same layout as 2 ranks × 1 thread on this host over shared memory, and across the 2 hosts, alternately
+    # $repeat times (this VM's speed drifts between minutes by up to 1.7×; a pair run back to back sees the same
+    # machine), medians compared. Over shared memory a step is the compute, the ranks' waits for each other
+    # (expert imbalance, the shared expert on the last rank) and a near-free exchange — what the plan's time on
+    # the link is added to.
+    rm -f "$work"/shm-*.txt "$work"/link-*.txt
+    for rep in $(seq 1 "$repeat"); do
+      mpirun --allow-run-as-root --bind-to none -np 2 "${mpi_flags[@]}" "$glint" bench-model --model "$model_source" \
+        --threads 1 --tp "$tp" "${BENCH[@]}" >"$work/shm-$rep.txt" 2>&1 || { tail "$work/shm-$rep.txt"; exit 1; }
+      hosts mpirun "${mpi_flags[@]}" -np 2 "$glint" bench-model --model "$model" --threads 1 --tp "$tp" "${BENCH[@]}" \
+        >"$work/link-$rep.txt" 2>&1 || { tail "$work/link-$rep.txt"; exit 1; }
+    done
+    step_medians "$work"/shm-*.txt >"$work/shm.med"
+    step_medians "$work"/link-*.txt >"$work/link.med"
     "$glint" plan --model "$model_source" --ranks 2 --tp "$tp" --concurrency 16 --link-latency "$latency" \
       --link-bandwidth "$bandwidth" >"$work/plan.txt" 2>&1 || { tail "$work/plan.txt"; exit 1; }
-    echo "== $rate, --tp $tp ($([[ $tp == 1 ]] && echo EP: attention replicated || echo TP: attention split)), 2 hosts × 1 thread; plan at --link-latency $latency --link-bandwidth $bandwidth"
+    echo "== $rate, --tp $tp ($([[ $tp == 1 ]] && echo EP: attention replicated || echo TP: attention split)), 2 hosts × 1 thread; plan at --link-latency $latency --link-bandwidth $bandwidth; medians of $repeat alternated pairs"
     printf "  %-12s %10s %14s %12s %16s %14s %10s %14s\n" step "ms/step" "ms collectives" "shm ms/step" \
       "plan collectives" "plan step ms" "plan/meas" "vs 1 proc × 2"
-    join <(step_times "$work/bench.txt" | sort) <(plan_collectives "$work/plan.txt" 16 | sort) |
-      join - <(step_times "$work/shm$tp.txt" | sort) | join - <(step_times "$work/one.txt" | sort) |
+    join <(sort "$work/link.med") <(plan_collectives "$work/plan.txt" 16 | sort) |
+      join - <(sort "$work/shm.med") | join - <(step_times "$work/one.txt" | sort) |
       awk '{ predicted = $5 + $4
              printf "  %-12s %10.3f %14.3f %12.3f %16.3f %14.3f %10.2f %13.2fx\n", $1, $2, $3, $5, $4, predicted,
                     predicted / $2, $7 / $2 }'
   done
 done
-echo "plan step = the same layout's step over shared memory on one host (shm) + the plan's time in collectives on the link;"
+echo "plan step = the same layout's step over shared memory on one host (shm, run alternately with the link's) + the plan's time in collectives on the link;"
 echo "vs 1 proc × 2 = the one-process step time ÷ this layout's (above 1: faster than one process with both threads)"

@@ -18,7 +18,7 @@ timeout 240 bash "$here/../../../bench/cluster_links.sh" "$glint" "$collective_b
 grep -Eq "^glint plan: --link-latency [0-9.]+ --link-bandwidth [0-9.]+$" <(sed 's/^  //' "$work/links.txt") ||
   fail "no collective fit: $(cat "$work/links.txt")"
 for tp in 1 2; do
-  grep -q "^== shared memory, --tp $tp, 2 ranks" "$work/links.txt" || fail "no shared-memory run at --tp $tp: $(cat "$work/links.txt")"
+  grep -q "^== 10gbit, --tp $tp .*medians of 1 alternated pairs" "$work/links.txt" || fail "no alternated shared-memory runs at --tp $tp: $(cat "$work/links.txt")"
   rows="$(sed -n "/^== 10gbit, --tp $tp /,/^==/p" "$work/links.txt" | grep -Ec '^  (decode-1|decode-16|prefill-512) +[0-9.]+ ')"
   [[ "$rows" == 3 ]] || fail "--tp $tp: $rows of 3 step rows: $(cat "$work/links.txt")"
 done
