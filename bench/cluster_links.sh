@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # What a link costs (docs/distributed.md "What a link costs"): over 2 emulated hosts (tests/cluster/hosts.sh) with
 # links shaped to each rate, (1) the fixed cost and bandwidth of one glint all-reduce (glint_collective_bench),
-# (2) bench-model's decode step at 1 and 16 sequences and prefill of 512 tokens for the EP (--tp 1) and TP (--tp 2)
-# layouts, 1 thread per host, and (3) what `glint plan` predicts for the same layout with --link-latency and
-# --link-bandwidth set to (1): the plan's time in collectives against the measured one, and the step it implies
-# (the same layout's step over shared memory on this host + the plan's collectives on the link). A run of 1 process × 2 threads is the baseline. Root only
-# (namespaces); never run it on a busy machine — the figures would be the other work's.
+# (2) bench-model's decode step at 1 and 16 sequences and prefill of 512 tokens for each layout of $LAYOUTS, 1 thread
+# per host, and (3) what `glint plan` predicts for the same layout with --link-latency and --link-bandwidth set to
+# (1): the plan's time in collectives against the measured one, and the step it implies (the same layout's step over
+# shared memory on this host + the plan's collectives on the link). A run of 1 process × 2 threads is the baseline.
+# Root only (namespaces); never run it on a busy machine — the figures would be the other work's.
 #
-#   [REPEAT=2] bench/cluster_links.sh GLINT COLLECTIVE_BENCH MODEL_DIR [RATES="1gbit 10gbit 25gbit"] [--quick]
+#   [REPEAT=2] [LAYOUTS="ep tp"] bench/cluster_links.sh GLINT COLLECTIVE_BENCH MODEL_DIR [RATES="1gbit 10gbit 25gbit"]
+#       [--quick]
+#
+# Layouts: ep (--tp 1: attention replicated, experts by id), tp (--tp 2: attention, dense MLP and every expert split
+# over the 2 ranks), tp-ep (--tp 2 --experts-by-id: attention split, experts whole by id — vLLM's "expert parallel").
 #
 # MODEL_DIR: a glint convert container (e.g. of `glint make-tiny --preset bench`). --quick: tiny sizes, one rate
 # (the smoke test tests/cluster/links.sh runs it so that the script keeps working).
@@ -30,7 +34,24 @@ trap 'bash "$hosts_script" down; rm -rf "$work"' EXIT
 hosts() { bash "$hosts_script" "$@"; }
 read -ra mpi_flags <<<"${MPI_FLAGS:-}"
 
-repeat="${REPEAT:-2}"  # alternated pairs (shared memory, across hosts) per layout and rate
+repeat="${REPEAT:-2}"  # alternated triplets (one process, shared memory, across hosts) per layout and rate
+read -ra layouts <<<"${LAYOUTS:-ep tp}"
+layout_flags() {
+  case "$1" in
+    ep) echo "--tp 1" ;;
+    tp) echo "--tp 2" ;;
+    tp-ep) echo "--tp 2 --experts-by-id" ;;
+    *) echo "unknown layout '$1' in LAYOUTS (expected ep, tp or tp-ep)" >&2; return 1 ;;
+  esac
+}
+layout_text() {
+  case "$1" in
+    ep) echo "EP (--tp 1): attention replicated, experts by id" ;;
+    tp) echo "TP (--tp 2): attention, dense MLP and expert columns split" ;;
+    tp-ep) echo "TP attention + experts by id (--tp 2 --experts-by-id)" ;;
+  esac
+}
+for layout in "${layouts[@]}"; do layout_flags "$layout" >/dev/null; done
 # shellcheck disable=SC2054  # 1,16 is one value
 if [[ "$quick" == --quick ]]; then
   repeat=1
@@ -97,9 +118,12 @@ for line in open(sys.argv[1]):
 PY
 }
 
+# The baseline, 1 process × 2 threads: run once up front (a check that it runs), then once in every triplet.
+one_process() {
+  "$glint" bench-model --model "$model_source" --threads 2 "${BENCH[@]}" >"$1" 2>&1 || { tail "$1"; exit 1; }
+}
 echo "== baseline: 1 process, 2 threads"
-"$glint" bench-model --model "$model_source" --threads 2 "${BENCH[@]}" >"$work/one.txt" 2>&1 ||
-  { tail "$work/one.txt"; exit 1; }
+one_process "$work/one.txt"
 step_times "$work/one.txt" | awk '{ printf "  %-12s %10.3f ms/step\n", $1, $2 }'
 for rate in $rates; do
   hosts down
@@ -115,32 +139,36 @@ for rate in $rates; do
     "$work/collective.txt")
   [[ -n "$bandwidth" ]] || { echo "no fit from glint_collective_bench"; exit 1; }
   bandwidth="$(awk -v b="$bandwidth" 'BEGIN { print (b > 0.001 ? b : 0.001) }')"
-  for tp in 1 2; do
-    # The same layout as 2 ranks × 1 thread on this host over shared memory, and across the 2 hosts, alternately
-    # $repeat times (this VM's speed drifts between minutes by up to 1.7×; a pair run back to back sees the same
-    # machine), medians compared. Over shared memory a step is the compute, the ranks' waits for each other
-    # (expert imbalance, the shared expert on the last rank) and a near-free exchange — what the plan's time on
-    # the link is added to.
-    rm -f "$work"/shm-*.txt "$work"/link-*.txt
+  for layout in "${layouts[@]}"; do
+    read -ra flags < <(layout_flags "$layout")
+    # One process × 2 threads, the same layout as 2 ranks × 1 thread on this host over shared memory, and across
+    # the 2 hosts, alternately $repeat times (this VM's speed drifts between minutes by up to 1.7×; a triplet run
+    # back to back sees the same machine), medians compared. Over shared memory a step is the compute, the ranks'
+    # waits for each other (expert imbalance, the shared expert on the last rank) and a near-free exchange — what
+    # the plan's time on the link is added to.
+    rm -f "$work"/one-*.txt "$work"/shm-*.txt "$work"/link-*.txt
     for rep in $(seq 1 "$repeat"); do
+      one_process "$work/one-$rep.txt"
       mpirun --allow-run-as-root --bind-to none -np 2 "${mpi_flags[@]}" "$glint" bench-model --model "$model_source" \
-        --threads 1 --tp "$tp" "${BENCH[@]}" >"$work/shm-$rep.txt" 2>&1 || { tail "$work/shm-$rep.txt"; exit 1; }
-      hosts mpirun "${mpi_flags[@]}" -np 2 "$glint" bench-model --model "$model" --threads 1 --tp "$tp" "${BENCH[@]}" \
-        >"$work/link-$rep.txt" 2>&1 || { tail "$work/link-$rep.txt"; exit 1; }
+        --threads 1 "${flags[@]}" "${BENCH[@]}" >"$work/shm-$rep.txt" 2>&1 || { tail "$work/shm-$rep.txt"; exit 1; }
+      hosts mpirun "${mpi_flags[@]}" -np 2 "$glint" bench-model --model "$model" --threads 1 "${flags[@]}" \
+        "${BENCH[@]}" >"$work/link-$rep.txt" 2>&1 || { tail "$work/link-$rep.txt"; exit 1; }
     done
+    step_medians "$work"/one-*.txt >"$work/one.med"
     step_medians "$work"/shm-*.txt >"$work/shm.med"
     step_medians "$work"/link-*.txt >"$work/link.med"
-    "$glint" plan --model "$model_source" --ranks 2 --tp "$tp" --concurrency 16 --link-latency "$latency" \
+    # The plan's collectives depend on --tp only (--experts-by-id moves the same bytes).
+    "$glint" plan --model "$model_source" --ranks 2 "${flags[@]:0:2}" --concurrency 16 --link-latency "$latency" \
       --link-bandwidth "$bandwidth" >"$work/plan.txt" 2>&1 || { tail "$work/plan.txt"; exit 1; }
-    echo "== $rate, --tp $tp ($([[ $tp == 1 ]] && echo EP: attention replicated || echo TP: attention split)), 2 hosts × 1 thread; plan at --link-latency $latency --link-bandwidth $bandwidth; medians of $repeat alternated pairs"
+    echo "== $rate, $(layout_text "$layout"), 2 hosts × 1 thread; plan at --link-latency $latency --link-bandwidth $bandwidth; medians of $repeat alternated triplets"
     printf "  %-12s %10s %14s %12s %16s %14s %10s %14s\n" step "ms/step" "ms collectives" "shm ms/step" \
       "plan collectives" "plan step ms" "plan/meas" "vs 1 proc × 2"
     join <(sort "$work/link.med") <(plan_collectives "$work/plan.txt" 16 | sort) |
-      join - <(sort "$work/shm.med") | join - <(step_times "$work/one.txt" | sort) |
+      join - <(sort "$work/shm.med") | join - <(sort "$work/one.med") |
       awk '{ predicted = $5 + $4
              printf "  %-12s %10.3f %14.3f %12.3f %16.3f %14.3f %10.2f %13.2fx\n", $1, $2, $3, $5, $4, predicted,
                     predicted / $2, $7 / $2 }'
   done
 done
 echo "plan step = the same layout's step over shared memory on one host (shm, run alternately with the link's) + the plan's time in collectives on the link;"
-echo "vs 1 proc × 2 = the one-process step time ÷ this layout's (above 1: faster than one process with both threads)"
+echo "vs 1 proc × 2 = the one-process step time (median of the same triplets) ÷ this layout's across hosts (above 1: faster than one process with both threads)"

@@ -156,7 +156,7 @@ Result<FastModelOptions> FastOptionsFromFlags(const ModelBenchFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
   }
   GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(flags.expert_cache, options));
-  options.parallel = ToModelParallel(flags.parallel);
+  GLINT_ASSIGN_OR_RETURN(options.parallel, ToModelParallel(flags.parallel));
   return options;
 }
 

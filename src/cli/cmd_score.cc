@@ -205,7 +205,7 @@ Status RunScore(const ScoreFlags& flags) {
   if (!flags.fast && flags.expert_cache.given()) {
     return InvalidArgument("--expert-memory and --expert-trace apply to the fast path; add --fast");
   }
-  const ModelParallel parallel = ToModelParallel(flags.parallel);
+  GLINT_ASSIGN_OR_RETURN(const ModelParallel parallel, ToModelParallel(flags.parallel));
   Result<std::unique_ptr<Model>> loaded = [&]() -> Result<std::unique_ptr<Model>> {
     if (flags.fast) return LoadFastModel(flags.model, pool, flags.experts, flags.expert_cache, parallel);
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference, LoadReferenceModel(flags.model, parallel));

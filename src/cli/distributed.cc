@@ -149,6 +149,11 @@ void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
                   "under mpirun: expert-parallel degree, ranks the routed experts are split over; --tp × --ep "
                   "must equal the number of ranks. Default: the number of ranks (docs/distributed.md)")
       ->check(CLI::Range(1, 1 << 16));
+  command.add_flag("--experts-by-id", flags.experts_by_id,
+                   "under mpirun with --tp > 1: split the routed experts whole, by id over every rank, while attention "
+                   "and the dense MLP stay split by heads and columns over the tp ranks (what vLLM and SGLang call "
+                   "expert parallel with tensor-parallel attention; one rank holds the shared expert). Default: every "
+                   "expert split by columns over the tp ranks (docs/distributed.md \"Layouts\")");
   command.add_flag("--dp-attention", flags.dp_attention,
                    "under mpirun with --tp 1: each rank runs attention and holds the caches only for the sequences "
                    "rank 0 assigns it; MoE rows are exchanged all-to-all (docs/distributed.md). run, score, "
@@ -165,9 +170,14 @@ void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
 }
 
-ModelParallel ToModelParallel(const ParallelFlags& flags) {
+Result<ModelParallel> ToModelParallel(const ParallelFlags& flags) {
+  if (flags.experts_by_id && flags.tp <= 1) {
+    return InvalidArgument("--experts-by-id splits the routed experts whole over the ranks of a --tp > 1 layout; at "
+                           "--tp 1 (the default) they already are: add --tp N or drop the flag");
+  }
   ModelParallel parallel{&World(), flags.tp, flags.ep};
   parallel.dp_attention = flags.dp_attention;
+  parallel.whole_experts = flags.experts_by_id;
   parallel.head_split_rows = flags.lm_head_split_rows;
   return parallel;
 }

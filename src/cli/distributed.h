@@ -25,10 +25,12 @@ struct ParallelFlags {
   int tp = 0;  // 0: not given
   int ep = 0;
   bool dp_attention = false;
+  bool experts_by_id = false;      // ModelParallel::whole_experts at --tp > 1
   int64_t lm_head_split_rows = 4;  // ShardPlan::head_split_rows
 };
 void AddParallelFlags(CLI::App& command, ParallelFlags& flags);
-ModelParallel ToModelParallel(const ParallelFlags& flags);
+// The flags as the model's ModelParallel; refuses --experts-by-id without --tp > 1 (where it would change nothing).
+Result<ModelParallel> ToModelParallel(const ParallelFlags& flags);
 
 // Every rank calls this once with what its load gave (its shard of the model in `model_dir`, or an error). One
 // rank: returns the model as it is. Several: the ranks compare their status and fingerprints in one all-gather;

@@ -200,7 +200,7 @@ void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
 
 Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path) {
   GLINT_ASSIGN_OR_RETURN(const std::string dir, ResolveModelDir(flag));
-  const ModelParallel parallel = ToModelParallel(path.parallel);
+  GLINT_ASSIGN_OR_RETURN(const ModelParallel parallel, ToModelParallel(path.parallel));
   LoadedModel loaded;
   Result<std::unique_ptr<Model>> model = [&]() -> Result<std::unique_ptr<Model>> {
     if (path.path == "reference") {

@@ -2,7 +2,8 @@
 # `glint run` under mpirun against one process (docs/distributed.md "Tolerance"): greedy output identical for 1, 2
 # and 3 ranks on the trained tiny model (fast path, with and without --speculative mtp, and with 2 drafts per step
 # on 2 ranks) and on the golden
-# tiny-sparse fixture (fp32 reference, 16 experts: 3 ranks split them 6/5/5); the shard plan logged.
+# tiny-sparse fixture (fp32 reference, 16 experts: 3 ranks split them 6/5/5); --tp 2 with and without
+# --experts-by-id; the shard plan logged.
 # Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
 glint="$1"
@@ -70,5 +71,20 @@ cmp -s "$work/run1.txt" "$work/fasttpspec2.txt" || fail "fast run --tp 2 --specu
 ranks 2 "${RUN[@]}" --model "$work/tiny-c" --tp 2 >"$work/fasttpc.txt" 2>"$work/fasttpc.log" ||
   fail "fast run --tp 2 from a container: $(tail -5 "$work/fasttpc.log")"
 cmp -s "$work/run1.txt" "$work/fasttpc.txt" || fail "fast run --tp 2 from a container differs: $(cat "$work/fasttpc.txt")"
+
+# --experts-by-id: attention split by heads over --tp 2, the routed experts whole by id over the ranks (the fast path
+# on the trained tiny model, the fp32 reference on the golden fixture's 16 experts over 4 ranks): greedy output
+# identical to one process; refused at --tp 1, where it would change nothing.
+ranks 2 "${RUN[@]}" --tp 2 --experts-by-id >"$work/fastbyid.txt" 2>"$work/fastbyid.log" ||
+  fail "fast run --tp 2 --experts-by-id: $(tail -5 "$work/fastbyid.log")"
+cmp -s "$work/run1.txt" "$work/fastbyid.txt" || fail "fast run --experts-by-id differs: $(cat "$work/fastbyid.txt")"
+grep -q "whole experts, by id over every rank" "$work/fastbyid.log" || fail "no by-id shard line: $(cat "$work/fastbyid.log")"
+ranks 4 "${GOLDEN[@]}" --tp 2 --experts-by-id >"$work/goldenbyid.txt" 2>"$work/goldenbyid.log" ||
+  fail "golden --tp 2 --experts-by-id: $(tail "$work/goldenbyid.log")"
+cmp -s "$work/golden1.txt" "$work/goldenbyid.txt" || fail "golden run --tp 2 --experts-by-id -np 4 differs"
+grep -q "rank 0 holds routed experts 0–3 of 16" "$work/goldenbyid.log" || fail "by-id split: $(cat "$work/goldenbyid.log")"
+if ranks 2 "${RUN[@]}" --experts-by-id >/dev/null 2>"$work/byidtp1.log"; then fail "--experts-by-id at --tp 1 accepted"; fi
+grep -q "experts-by-id splits the routed experts whole over the ranks of a --tp > 1 layout" "$work/byidtp1.log" ||
+  fail "--experts-by-id at --tp 1: $(cat "$work/byidtp1.log")"
 
 echo "PASS"
