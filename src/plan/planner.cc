@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "base/file.h"
 #include "io/safetensors.h"
@@ -403,6 +404,67 @@ Table HostProjectionTable(const PlanInputs& in, const std::vector<SchemeFootprin
   return table;
 }
 
+// Prefill/decode disaggregation (docs/disaggregation.md): what one request's state costs on the link between a
+// prefill and a decode server — the fixed part (KDA state, conv windows, the indexer's filling pool) plus the MLA
+// latents and pooled keys of every prompt token, the same state the transfer plane moves — beside the prefill it
+// replaces, on the host's projection (scheme C, int8) when --hardware host gives one.
+Table DisaggregationTable(const PlanInputs& in, const std::vector<SchemeFootprint>& footprints,
+                          const StateModel& state) {
+  static constexpr int kLinksGbit[] = {1, 10, 25, 100};
+  Table table;
+  table.id = "disaggregation";
+  table.title = "Prefill/decode disaggregation: one request's state on the link between the servers";
+  table.columns = {{"prompt", "prompt tokens"}, {"state", "state"}};
+  for (int gbit : kLinksGbit) table.columns.push_back({StrCat("link_", gbit), StrCat(gbit, " Gb/s")});
+  std::optional<RooflineInputs> host;
+  const Chip* chip = in.catalogue.FindChip("host-socket");
+  const auto int8 = std::find_if(footprints.begin(), footprints.end(),
+                                 [](const SchemeFootprint& f) { return f.scheme == Scheme::kC; });
+  if (in.host && in.host_figures && chip != nullptr && int8 != footprints.end()) {
+    host = RooflineInputs{&in.config, &*int8, &state, &in.assumptions, chip, in.host->sockets};
+    table.columns.push_back({"prefill", "host prefill"});
+    table.columns.push_back({"ratio_10", "10 Gb/s ÷ prefill"});
+    table.columns.push_back({"ratio_25", "25 Gb/s ÷ prefill"});
+  }
+  std::vector<int64_t> prompts = {1024, 8192};
+  if (in.context > 0 && in.context != 1024 && in.context != 8192) prompts.push_back(in.context);
+  std::sort(prompts.begin(), prompts.end());
+  const auto link_seconds = [](double bytes, double gbit) { return bytes * 8 / (gbit * 1e9); };
+  for (const int64_t prompt : prompts) {
+    const double bytes = state.PerSequence(prompt);
+    std::vector<Cell> row = {IntegerCell(prompt), BytesCell(bytes)};
+    for (int gbit : kLinksGbit) row.push_back(SecondsCell(link_seconds(bytes, gbit)));
+    if (host) {
+      const double rate = EstimatePrefill(*host, prompt).tokens_per_s;
+      const double prefill = rate > 0 ? static_cast<double>(prompt) / rate : 0;
+      row.push_back(prefill > 0 ? SecondsCell(prefill) : Cell("n/a"));
+      for (int gbit : {10, 25}) {
+        row.push_back(prefill > 0 ? PercentCell(link_seconds(bytes, gbit) / prefill) : Cell("n/a"));
+      }
+    }
+    table.AddRow(std::move(row));
+  }
+  table.notes.push_back(StrCat("state = ", FormatBytes(state.Fixed()), " a request whatever its length (KDA state ",
+                               FormatBytes(state.kda_state), ", conv windows ", FormatBytes(state.conv_state),
+                               ", the indexer's filling pool ", FormatBytes(state.index_tail), ") + ",
+                               FormatBytes(state.PerToken()),
+                               " a prompt token (MLA latents and pooled keys of every cached DSA layer), at the "
+                               "state table's storage; link times at the line rate (TCP carries ≈ 90–95 % of it)"));
+  if (host) {
+    const double rate = EstimatePrefill(*host, 512).tokens_per_s;
+    for (int gbit : {10, 25}) {
+      table.notes.push_back(StrCat("local prefill pays below ≈ ",
+                                   FormatInteger(static_cast<int64_t>(link_seconds(state.Fixed(), gbit) * rate)),
+                                   " tokens at ", gbit, " Gb/s: the fixed state's link time × the host's 512-token "
+                                   "prefill rate (the router's and decode server's --local-prefill-below)"));
+    }
+  } else {
+    table.notes.push_back("--hardware host adds the host's prefill time beside the link's, and the local-prefill "
+                          "threshold");
+  }
+  return table;
+}
+
 Table IndexerTable(const PlanInputs& in, const SchemeFootprint& footprint) {
   const ModelConfig& c = in.config;
   Table table;
@@ -552,6 +614,7 @@ Report BuildPlanReport(const PlanInputs& in) {
     report.tables.push_back(HostMeasurementTable(*in.host, *in.host_figures));
     report.tables.push_back(HostProjectionTable(in, footprints, state));
   }
+  report.tables.push_back(DisaggregationTable(in, footprints, state));
   if (!in.expert_ram_gb.empty() && !in.disk_gbps.empty()) {
     report.tables.push_back(
         ExpertCacheTable(in, in.expert_ram_gb, in.disk_gbps, in.expert_memory_gbps, in.expert_hit_rate));

@@ -512,6 +512,48 @@ TEST(Plan, HostFiguresScaleThisMachinesCores) {
   EXPECT_ERROR_CONTAINS(DeriveHostFigures(bad), "host measurements are incomplete");
 }
 
+// Prefill/decode disaggregation: a request's state (the state table's fixed part + its per-token part × the prompt)
+// over each link at the line rate, beside the host's projected prefill of the same prompt (scheme C).
+TEST(Plan, DisaggregationTableIsTheStateOnTheLink) {
+  PlanRequest request;
+  request.hardware = {"host"};
+  request.host = MadeUpHost(32, 1);
+  request.context = 32768;
+  const PlanInputs inputs = Resolve(ReleaseConfig(), request);
+  const Report report = BuildPlanReport(inputs);
+  const Table& table = FindTable(report, "disaggregation");
+  ASSERT_EQ(table.rows.size(), 3u);  // 1,024, 8,192 and the context
+  const StateModel state = BuildStateModel(inputs.config, inputs.assumptions);
+  // The release widths: 34 KDA layers × 64 heads × 128 × 128 fp32 ≈ 143 MB whatever the prompt.
+  EXPECT_DOUBLE_EQ(state.kda_state, 34.0 * 64 * 128 * 128 * 4);
+  const SchemeFootprint f = Footprint(Scheme::kC, inputs.weights, inputs.config, inputs.assumptions);
+  const RooflineInputs host{&inputs.config, &f, &state, &inputs.assumptions, inputs.catalogue.FindChip("host-socket"),
+                            1};
+  for (int64_t prompt : {1024, 8192, 32768}) {
+    const std::string key = FormatInteger(prompt);
+    const double bytes = state.Fixed() + state.PerToken() * static_cast<double>(prompt);
+    EXPECT_DOUBLE_EQ(Value(table, {key}, "state"), bytes);
+    EXPECT_NEAR(Value(table, {key}, "link_1"), bytes * 8 / 1e9, 1e-9 * bytes);
+    EXPECT_NEAR(Value(table, {key}, "link_25"), bytes * 8 / 25e9, 1e-9 * bytes);
+    const double prefill = static_cast<double>(prompt) / EstimatePrefill(host, prompt).tokens_per_s;
+    EXPECT_NEAR(Value(table, {key}, "prefill"), prefill, 1e-6 * prefill);
+    EXPECT_NEAR(Value(table, {key}, "ratio_10"), bytes * 8 / 10e9 / prefill, 1e-6);
+  }
+  // The local-prefill threshold: the fixed state's link time × the host's 512-token prefill rate.
+  const int64_t crossing =
+      static_cast<int64_t>(state.Fixed() * 8 / 10e9 * EstimatePrefill(host, 512).tokens_per_s);
+  bool found = false;
+  for (const std::string& note : table.notes) {
+    found = found || note.find(StrCat("below ≈ ", FormatInteger(crossing), " tokens at 10 Gb/s")) != std::string::npos;
+  }
+  EXPECT_TRUE(found) << "no local-prefill note for " << crossing << " tokens";
+
+  // Without a host, the link times alone.
+  const Report plain = BuildPlanReport(Resolve(ReleaseConfig()));
+  const Table& links = FindTable(plain, "disaggregation");
+  EXPECT_EQ(links.columns.size(), 6u);  // prompt, state, 4 links
+}
+
 TEST(Plan, HostProjectionIsTheRooflineOnTheHostsFigures) {
   PlanRequest request;
   request.hardware = {"host"};
