@@ -105,9 +105,10 @@ Status Run(Communicator& comm, double budget, size_t largest) {
   }
   size_t fitted = 0;
   const Fit fit = FitLatencyBandwidth(timings, others, &fitted);
-  std::printf("fit: fixed cost %.1f µs per call (the smallest size), bandwidth %.3f GB/s per rank received (fitted "
-              "over the %zu largest sizes, those from 10x the fixed cost; worst of them off by %.0f%%)\n",
-              fit.latency * 1e6, fit.bandwidth / 1e9, fitted, fit.worst_relative_error * 100);
+  std::printf(
+      "fit: fixed cost %.1f µs per call (the smallest size), bandwidth %.3f GB/s per rank received (fitted "
+      "over the %zu largest sizes, those from 10x the fixed cost; worst of them off by %.0f%%)\n",
+      fit.latency * 1e6, fit.bandwidth / 1e9, fitted, fit.worst_relative_error * 100);
   std::printf("glint plan: --link-latency %.1f --link-bandwidth %.3f\n", fit.latency * 1e6, fit.bandwidth / 1e9);
   return Status::Ok();
 }

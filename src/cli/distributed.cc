@@ -172,8 +172,9 @@ void AddParallelFlags(CLI::App& command, ParallelFlags& flags) {
 
 Result<ModelParallel> ToModelParallel(const ParallelFlags& flags) {
   if (flags.experts_by_id && flags.tp <= 1) {
-    return InvalidArgument("--experts-by-id splits the routed experts whole over the ranks of a --tp > 1 layout; at "
-                           "--tp 1 (the default) they already are: add --tp N or drop the flag");
+    return InvalidArgument(
+        "--experts-by-id splits the routed experts whole over the ranks of a --tp > 1 layout; at "
+        "--tp 1 (the default) they already are: add --tp N or drop the flag");
   }
   ModelParallel parallel{&World(), flags.tp, flags.ep};
   parallel.dp_attention = flags.dp_attention;

@@ -455,12 +455,14 @@ Table DisaggregationTable(const PlanInputs& in, const std::vector<SchemeFootprin
     for (int gbit : {10, 25}) {
       table.notes.push_back(StrCat("local prefill pays below ≈ ",
                                    FormatInteger(static_cast<int64_t>(link_seconds(state.Fixed(), gbit) * rate)),
-                                   " tokens at ", gbit, " Gb/s: the fixed state's link time × the host's 512-token "
+                                   " tokens at ", gbit,
+                                   " Gb/s: the fixed state's link time × the host's 512-token "
                                    "prefill rate (the router's and decode server's --local-prefill-below)"));
     }
   } else {
-    table.notes.push_back("--hardware host adds the host's prefill time beside the link's, and the local-prefill "
-                          "threshold");
+    table.notes.push_back(
+        "--hardware host adds the host's prefill time beside the link's, and the local-prefill "
+        "threshold");
   }
   return table;
 }

@@ -527,8 +527,8 @@ TEST(Plan, DisaggregationTableIsTheStateOnTheLink) {
   // The release widths: 34 KDA layers × 64 heads × 128 × 128 fp32 ≈ 143 MB whatever the prompt.
   EXPECT_DOUBLE_EQ(state.kda_state, 34.0 * 64 * 128 * 128 * 4);
   const SchemeFootprint f = Footprint(Scheme::kC, inputs.weights, inputs.config, inputs.assumptions);
-  const RooflineInputs host{&inputs.config, &f, &state, &inputs.assumptions, inputs.catalogue.FindChip("host-socket"),
-                            1};
+  const RooflineInputs host{
+      &inputs.config, &f, &state, &inputs.assumptions, inputs.catalogue.FindChip("host-socket"), 1};
   for (int64_t prompt : {1024, 8192, 32768}) {
     const std::string key = FormatInteger(prompt);
     const double bytes = state.Fixed() + state.PerToken() * static_cast<double>(prompt);
@@ -540,8 +540,7 @@ TEST(Plan, DisaggregationTableIsTheStateOnTheLink) {
     EXPECT_NEAR(Value(table, {key}, "ratio_10"), bytes * 8 / 10e9 / prefill, 1e-6);
   }
   // The local-prefill threshold: the fixed state's link time × the host's 512-token prefill rate.
-  const int64_t crossing =
-      static_cast<int64_t>(state.Fixed() * 8 / 10e9 * EstimatePrefill(host, 512).tokens_per_s);
+  const int64_t crossing = static_cast<int64_t>(state.Fixed() * 8 / 10e9 * EstimatePrefill(host, 512).tokens_per_s);
   bool found = false;
   for (const std::string& note : table.notes) {
     found = found || note.find(StrCat("below ≈ ", FormatInteger(crossing), " tokens at 10 Gb/s")) != std::string::npos;
