@@ -75,6 +75,10 @@ int64_t PoolSafeDrafts(int64_t end, int64_t kpool);
 // that drafted there; "off" without speculation. For run and bench-engine.
 std::string DescribeSpeculation(const EngineMetrics& metrics);
 
+// Prefill/decode disaggregation under several ranks (docs/disaggregation.md "Several ranks"): Ok when rank 0's pools
+// hold every sequence's whole state (replicated attention, the KDA heads not split), else what is not supported.
+Status CheckStateOnRankZero(const ShardPlan& plan);
+
 class EngineCore {
  public:
   // Lays out the caches, plans the capacity and allocates every pool. `tokenizer` (optional, not owned) is needed

@@ -10,6 +10,28 @@
 
 namespace glint {
 
+Status CheckStateOnRankZero(const ShardPlan& plan) {
+  // Rank 0 exports and imports through its own pools; the followers get an import's bytes in the next plan
+  // (EngineMirror::OnWrite). That takes every sequence's whole state on rank 0, which holds it unless the KDA heads
+  // are split (--tp > 1 with more KDA heads than --tp: each rank's cache layout holds its heads only; the MLA latents
+  // and indexer keys are whole on every rank) or each sequence lives on one rank (--dp-attention).
+  if (plan.dp_attention) {
+    return Unimplemented(
+        "prefill/decode disaggregation with --dp-attention is not supported (a sequence's state lives only on the "
+        "rank its attention runs on, not on rank 0, which sends and receives states): run the prefill or decode "
+        "server without --dp-attention");
+  }
+  if (plan.kda_split) {
+    return Unimplemented("prefill/decode disaggregation at --tp ", plan.tp,
+                         " is not supported yet (the KDA state and conv windows are split by head over the ",
+                         plan.tp,
+                         " ranks of a tensor-parallel group; gathering them to rank 0 for an export and scattering "
+                         "an import to the ranks is not implemented): run it at --tp 1 (--ep ",
+                         plan.ranks, ")");
+  }
+  return Status::Ok();
+}
+
 Status EngineCore::ValidateImport(const Request& request) const {
   if (!request.export_state && request.imported == nullptr && !request.stream_layers) return Status::Ok();
   if (request.export_state && request.imported != nullptr) {
@@ -20,11 +42,7 @@ Status EngineCore::ValidateImport(const Request& request) const {
         "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's "
         "cache rows are not part of the transferred state)");
   }
-  if (mirror_ != nullptr) {
-    return Unimplemented(
-        "prefill/decode disaggregation under several ranks (--tp/--ep) is not supported yet (each "
-        "rank holds part of the state)");
-  }
+  GLINT_RETURN_IF_ERROR(CheckStateOnRankZero(model_.shard_plan()));
   const int64_t length = static_cast<int64_t>(request.prompt.size());
   if (request.export_state) {
     if (request.n != 1) return InvalidArgument("an export of the prompt's state has n = 1; got n = ", request.n);
@@ -105,7 +123,7 @@ std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, 
   snapshot->tokens = scheduler_->Get(id).prompt_length;
   snapshot->logits.assign(logits.begin(), logits.end());
   if (!whole) return snapshot;
-  // Disaggregation is refused under several ranks (ValidateImport): one partition holds every sequence.
+  // Disaggregation is refused with --dp-attention (CheckStateOnRankZero): one partition holds every sequence.
   const std::byte* slot = memories_[0]->Slot(id);
   snapshot->slot.assign(slot, slot + capacity_.slot_bytes);
   const int64_t blocks = (snapshot->tokens + capacity_.block_tokens - 1) / capacity_.block_tokens;
@@ -155,12 +173,17 @@ std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const
 }
 
 void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot) {
-  std::memcpy(memories_[0]->Slot(id), snapshot.slot.data(), snapshot.slot.size());
+  // Under several ranks the followers write the same bytes before the sequence's next step (EngineMirror).
+  const auto write = [&](std::byte* destination, std::span<const std::byte> bytes) {
+    std::memcpy(destination, bytes.data(), bytes.size());
+    if (mirror_ != nullptr) mirror_->OnWrite(destination, bytes);
+  };
+  write(memories_[0]->Slot(id), snapshot.slot);
   const std::vector<int32_t>& table = memories_[0]->BlockTable(id);
   const int64_t blocks = static_cast<int64_t>(snapshot.blocks.size()) / capacity_.block_bytes;
+  const std::span<const std::byte> all(snapshot.blocks);
   for (int64_t i = 0; i < blocks; ++i) {
-    std::memcpy(memories_[0]->block_arena().Item(table[i]), snapshot.blocks.data() + i * capacity_.block_bytes,
-                capacity_.block_bytes);
+    write(memories_[0]->block_arena().Item(table[i]), all.subspan(i * capacity_.block_bytes, capacity_.block_bytes));
   }
 }
 

@@ -24,6 +24,7 @@ enum class PlanOp : uint8_t {
   kForward,
   kMtpForward,
   kMtpForwardBatch,
+  kWrite,  // bytes from outside the pools written into them (an imported sequence state)
 };
 enum class StateKind : uint8_t { kOwned = 0, kBound = 1 };
 // The arena id of a null pointer in a plan: a checkpoint position that only splits the KDA recurrence.
@@ -213,6 +214,22 @@ void LockstepLeader::OnZero(std::byte* destination, int64_t bytes) {
   pending_.Put(PlanOp::kZero);
   AbortOnFailure(PutPointer(pending_, destination), "a pool clear");
   pending_.Put<int64_t>(bytes);
+}
+
+void LockstepLeader::OnWrite(std::byte* destination, std::span<const std::byte> bytes) {
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.Put(PlanOp::kWrite);
+    AbortOnFailure(PutPointer(pending_, destination), "a pool write");
+    pending_.PutSpan(bytes);
+    flush = pending_.bytes().size() >= write_flush_bytes_;
+  }
+  // Without a plan for a while (an idle engine importing many states) the pending bytes would only grow.
+  if (flush) {
+    WireWriter nothing;
+    AbortOnFailure(Send(nothing), "to send an imported state");
+  }
 }
 
 Status LockstepLeader::PutPointer(WireWriter& w, const std::byte* pointer) const {
@@ -422,6 +439,9 @@ class Follower {
         case PlanOp::kZero:
           GLINT_RETURN_IF_ERROR(Zero(r));
           break;
+        case PlanOp::kWrite:
+          GLINT_RETURN_IF_ERROR(Write(r));
+          break;
         case PlanOp::kRelease:
           owned_.erase(r.Get<uint64_t>());
           break;
@@ -461,6 +481,7 @@ class Follower {
                                 bool may_be_null = false);
   Status Copy(WireReader& r);
   Status Zero(WireReader& r);
+  Status Write(WireReader& r);
   // The sequence a plan names: an owned one (kept here between plans) or a view into the pools (made in `bound`).
   Result<SequenceState*> GetState(WireReader& r, std::deque<SequenceState>& bound);
   // The MTP layer's hidden input: rows of the last Forward's outputs (hash checked), or values in the message.
@@ -559,6 +580,20 @@ Status Follower::Zero(WireReader& r) {
   r.Get<int64_t>();
   GLINT_RETURN_IF_ERROR(r.status());
   if (arena->backed()) std::memset(destination, 0, bytes);  // else another rank's pools: its clear
+  return Status::Ok();
+}
+
+Status Follower::Write(WireReader& r) {
+  WireReader peek = r;  // the length comes after the pointer
+  peek.Get<int64_t>(), peek.Get<int64_t>();
+  const auto bytes = static_cast<int64_t>(peek.Get<uint64_t>());
+  const ItemArena* arena = nullptr;
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes, &arena));
+  const std::span<const std::byte> source = r.GetBytes();
+  GLINT_RETURN_IF_ERROR(r.status());
+  // --dp-attention is refused with disaggregation (engine_transfer.cc): every write is into pools every rank holds.
+  if (!arena->backed()) return InvalidArgument("an imported state written into another rank's pools");
+  if (!source.empty()) std::memcpy(destination, source.data(), source.size());
   return Status::Ok();
 }
 

@@ -178,6 +178,10 @@ class EngineMirror : public MemoryMirror {
   virtual int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas,
                               int backing_rank = -1) = 0;
   virtual void DetachPools(int64_t id) = 0;
+  // `bytes` from outside the pools were written at `destination` (inside them): a sequence's state imported from
+  // another server (docs/disaggregation.md "Several ranks"). The other ranks get the bytes themselves, in the plan
+  // that precedes the sequence's next step.
+  virtual void OnWrite(std::byte* destination, std::span<const std::byte> bytes) = 0;
 };
 
 // What the engine knows of a model: the forward pass over a ragged batch and the per-sequence state. The fp32
