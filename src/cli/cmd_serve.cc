@@ -198,8 +198,7 @@ Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& 
     stack.backend = std::make_unique<server::EngineBackend>(*stack.engine);
     return Status::Ok();
   }
-  // Under mpirun: rank 0 holds every sequence's whole state at --tp 1 (the followers mirror its pools), so it
-  // exports and imports for all (docs/disaggregation.md "Several ranks").
+  // Under mpirun rank 0 exports and imports for every rank (docs/disaggregation.md "Several ranks").
   const Status whole_state = CheckStateOnRankZero(stack.loaded.model->shard_plan());
   if (!whole_state.ok()) {
     return Status(whole_state.code(), StrCat("--role ", flags.role, ": ", whole_state.message()));
@@ -434,8 +433,8 @@ void AddRoleFlags(CLI::App& command, ServeFlags& flags) {
       .add_option("--role", flags.role,
                   "both: prefill and decode here (default); prefill: also serve prompt states to decode servers on "
                   "--transfer-port; decode: take a prompt's state from the prefill server a request's X-Glint-Prefill "
-                  "header names. Under mpirun at --tp 1 (not with --dp-attention, --tp > 1 splitting the KDA heads, "
-                  "or --speculative mtp); any rank count on either side (docs/disaggregation.md)")
+                  "header names. Under mpirun too (not with --dp-attention), any ranks and --tp on either side; not "
+                  "with --speculative mtp (docs/disaggregation.md)")
       ->check(CLI::IsMember({"both", "prefill", "decode"}))
       ->capture_default_str();
   command.add_option("--transfer-port", flags.transfer_port,

@@ -11,23 +11,16 @@
 namespace glint {
 
 Status CheckStateOnRankZero(const ShardPlan& plan) {
-  // Rank 0 exports and imports through its own pools; the followers get an import's bytes in the next plan
-  // (EngineMirror::OnWrite). That takes every sequence's whole state on rank 0, which holds it unless the KDA heads
-  // are split (--tp > 1 with more KDA heads than --tp: each rank's cache layout holds its heads only; the MLA latents
-  // and indexer keys are whole on every rank) or each sequence lives on one rank (--dp-attention).
+  // Rank 0 exports and imports through its own pools, and the followers get an import's bytes in the next plan
+  // (EngineMirror::OnWrite). That takes every sequence's state on rank 0: whole when attention is replicated, its own
+  // KDA heads at --tp > 1 (the rest gathered from its tp group layer by layer for an export, and each rank writing
+  // its heads of an import: EngineMirror::GatherKdaLayer, OnWriteSlot). Under --dp-attention a sequence lives on one
+  // rank only.
   if (plan.dp_attention) {
     return Unimplemented(
         "prefill/decode disaggregation with --dp-attention is not supported (a sequence's state lives only on the "
         "rank its attention runs on, not on rank 0, which sends and receives states): run the prefill or decode "
         "server without --dp-attention");
-  }
-  if (plan.kda_split) {
-    return Unimplemented("prefill/decode disaggregation at --tp ", plan.tp,
-                         " is not supported yet (the KDA state and conv windows are split by head over the ",
-                         plan.tp,
-                         " ranks of a tensor-parallel group; gathering them to rank 0 for an export and scattering "
-                         "an import to the ranks is not implemented): run it at --tp 1 (--ep ",
-                         plan.ranks, ")");
   }
   return Status::Ok();
 }
@@ -46,6 +39,10 @@ Status EngineCore::ValidateImport(const Request& request) const {
   const int64_t length = static_cast<int64_t>(request.prompt.size());
   if (request.export_state) {
     if (request.n != 1) return InvalidArgument("an export of the prompt's state has n = 1; got n = ", request.n);
+    if (transfer_layout_ != layout_ && !request.stream_layers) {
+      return InvalidArgument("an export with the KDA heads split over ranks (--tp > 1) streams its layers (the heads "
+                             "are gathered layer by layer inside the forward pass)");
+    }
     return Status::Ok();
   }
   if (request.stream_layers) return InvalidArgument("stream_layers needs export_state");
@@ -55,12 +52,13 @@ Status EngineCore::ValidateImport(const Request& request) const {
   if (s.tokens != length) {
     return InvalidArgument("the transferred state covers ", s.tokens, " positions, the prompt has ", length);
   }
-  if (static_cast<int64_t>(s.slot.size()) != capacity_.slot_bytes ||
-      static_cast<int64_t>(s.blocks.size()) != blocks * capacity_.block_bytes ||
+  // The whole model's layout (transfer_layout), whatever this engine's ranks hold of it.
+  const int64_t slot_bytes = transfer_layout_->slot_bytes, block_bytes = transfer_layout_->block_bytes;
+  if (static_cast<int64_t>(s.slot.size()) != slot_bytes || static_cast<int64_t>(s.blocks.size()) != blocks * block_bytes ||
       static_cast<int64_t>(s.logits.size()) != vocab) {
     return InvalidArgument("the transferred state has ", s.slot.size(), " slot bytes, ", s.blocks.size(),
-                           " block bytes and ", s.logits.size(), " logits; this engine expects ", capacity_.slot_bytes,
-                           ", ", blocks * capacity_.block_bytes, " and ", vocab);
+                           " block bytes and ", s.logits.size(), " logits; this engine expects ", slot_bytes, ", ",
+                           blocks * block_bytes, " and ", vocab);
   }
   return Status::Ok();
 }
@@ -159,6 +157,10 @@ std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const
   std::vector<std::byte> bytes;
   bytes.reserve(static_cast<size_t>(LayerStateBytes(*layout_, layer, blocks)));
   const std::byte* slot = memories_[0]->Slot(id);
+  if (transfer_layout_ != layout_ && layout_->layers[layer].kind == AttentionKind::kKda) {
+    // --tp > 1: this rank holds some of the heads; the other ranks send theirs now (the plan told them).
+    return mirror_->GatherKdaLayer(slot, *layout_, *transfer_layout_, layer);
+  }
   for (const CacheRegion& r : regions) {
     if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
   }
@@ -178,7 +180,13 @@ void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot)
     std::memcpy(destination, bytes.data(), bytes.size());
     if (mirror_ != nullptr) mirror_->OnWrite(destination, bytes);
   };
-  write(memories_[0]->Slot(id), snapshot.slot);
+  std::byte* slot = memories_[0]->Slot(id);
+  if (transfer_layout_ == layout_) {
+    write(slot, snapshot.slot);
+  } else {  // --tp > 1: every rank writes the KDA heads it holds
+    CopyWholeSlotToPart(*transfer_layout_, snapshot.slot, *layout_, model_.shard_plan().slices().kda_heads.begin, slot);
+    mirror_->OnWriteSlot(slot, *layout_, snapshot.slot, *transfer_layout_);
+  }
   const std::vector<int32_t>& table = memories_[0]->BlockTable(id);
   const int64_t blocks = static_cast<int64_t>(snapshot.blocks.size()) / capacity_.block_bytes;
   const std::span<const std::byte> all(snapshot.blocks);

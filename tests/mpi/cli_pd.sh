@@ -4,9 +4,11 @@
 # prefill and a 1-rank decode server, and a 1-process `both` server. Every pairing — 2→2, 1→2 and 2→1 — gives the
 # `both` server's greedy text for a completion, a chat, a token-id prompt longer than the step's token budget (so the
 # prefill runs in several chunks before the last one streams its layers) and a completion with n = 2 (the second
-# sample forks from the imported state on every rank); the decode servers count the transfers, the prefill servers
-# the states sent, and no slot or block stays held on either side. --tp 2 (the KDA heads split) and --dp-attention
-# are refused at start with the reason. Args: path-to-glint, tests/data dir, mpirun.
+# sample forks from the imported state on every rank); so do a 2-rank prefill and decode server at --tp 2 (the KDA
+# heads split: an export gathers them, an import writes each rank's) with each other, with the 1-rank servers and
+# with the 2-rank --tp 1 decode server. The decode servers count the transfers, the prefill servers the states sent,
+# and no slot or block stays held on any server. --dp-attention is refused at start with the reason.
+# Args: path-to-glint, tests/data dir, mpirun.
 set -euo pipefail
 glint="$1"
 mpirun="$3"
@@ -75,6 +77,8 @@ request_set() { # SUBJECT FIRST_ID: the set's requests, one a line (path, a spac
 }
 request_set "little girl" 100 >"$work/A.requests"
 request_set "old fisherman" 200 >"$work/B.requests"
+request_set "young baker" 300 >"$work/C.requests"
+request_set "tired soldier" 400 >"$work/D.requests"
 # answers SET BASE [HEADER]: each request's texts, one line each.
 answers() {
   local path body extra=()
@@ -92,9 +96,10 @@ no_memory_held() {
 }
 
 start both 1
-answers A "$last_base" >"$work/A.expected"
-answers B "$last_base" >"$work/B.expected"
-[[ "$(wc -l <"$work/A.expected")" == 4 && "$(wc -l <"$work/B.expected")" == 4 ]] || fail "the both server's answers"
+for set in A B C D; do
+  answers $set "$last_base" >"$work/$set.expected"
+  [[ "$(wc -l <"$work/$set.expected")" == 4 ]] || fail "the both server's answers to $set"
+done
 
 start prefill2 2 --role prefill
 prefill2=$last_base
@@ -104,8 +109,16 @@ start prefill1 1 --role prefill
 prefill1=$last_base
 start decode1 1 --role decode --local-prefill-below 4 --pd-timeout 30
 decode1=$last_base
-grep -q "shard expert parallel over 2 ranks" "$work/decode2.log" || fail "the decode server is not on 2 ranks"
-grep -q "shard expert parallel over 2 ranks" "$work/prefill2.log" || fail "the prefill server is not on 2 ranks"
+start prefill_tp2 2 --role prefill --tp 2
+prefill_tp2=$last_base
+start decode_tp2 2 --role decode --tp 2 --local-prefill-below 4 --pd-timeout 30
+decode_tp2=$last_base
+for server in decode2 prefill2; do
+  grep -q "shard expert parallel over 2 ranks" "$work/$server.log" || fail "$server is not on 2 ranks at --tp 1"
+done
+for server in decode_tp2 prefill_tp2; do
+  grep -q "shard .*tensor parallel" "$work/$server.log" || fail "$server is not at --tp 2"
+done
 
 # check NAME SET DECODE PREFILL TRANSFERS: the pairing's answers to SET are the both server's, and DECODE has
 # counted TRANSFERS states in all, none prefilled itself.
@@ -115,21 +128,23 @@ check() {
   [[ "$(metric "$3" glint:pd_transfers_total)" == "$5" ]] || fail "$1: pd_transfers_total is not $5"
   [[ "$(metric "$3" glint:pd_local_prefills_total)" == 0 ]] || fail "$1: a prompt was prefilled on the decode server"
 }
-check 2to2 A "$decode2" "$prefill2" 4
-check 1to2 B "$decode2" "$prefill1" 8
-check 2to1 A "$decode1" "$prefill2" 4
-[[ "$(metric "$prefill2" glint:pd_states_sent_total)" == 8 ]] || fail "the 2-rank prefill server did not send 8 states"
-[[ "$(metric "$prefill1" glint:pd_states_sent_total)" == 4 ]] || fail "the 1-rank prefill server did not send 4 states"
-for server in decode2 decode1 prefill2 prefill1; do no_memory_held "${!server}" "$server"; done
+# --tp 1 (every rank holds the whole state): 2 ranks to 2, 1 to 2, 2 to 1.
+check tp1_2to2 A "$decode2" "$prefill2" 4
+check tp1_1to2 B "$decode2" "$prefill1" 8
+check tp1_2to1 A "$decode1" "$prefill2" 4
+# --tp 2 (each rank holds 2 of the 4 KDA heads: gathered for an export, each rank's written from an import): to
+# itself, from and to one rank, and to 2 ranks at --tp 1.
+check tp2_2to2 C "$decode_tp2" "$prefill_tp2" 4
+check tp2_1to2 D "$decode_tp2" "$prefill1" 8
+check tp2_2to1 B "$decode1" "$prefill_tp2" 8
+check tp2_to_tp1 C "$decode2" "$prefill_tp2" 12
+[[ "$(metric "$prefill2" glint:pd_states_sent_total)" == 8 ]] || fail "prefill2 did not send 8 states"
+[[ "$(metric "$prefill1" glint:pd_states_sent_total)" == 8 ]] || fail "prefill1 did not send 8 states"
+[[ "$(metric "$prefill_tp2" glint:pd_states_sent_total)" == 12 ]] || fail "prefill_tp2 did not send 12 states"
+for server in decode2 decode1 decode_tp2 prefill2 prefill1 prefill_tp2; do no_memory_held "${!server}" "$server"; done
 
-# What is not supported is refused at start, naming it: the KDA heads split over --tp 2, --dp-attention.
-refused() { # NAME MESSAGE ARGS...: the server under mpirun -np 2 stops at start with MESSAGE
-  local name="$1" message="$2"
-  shift 2
-  ! timeout 120 "$mpirun" "${MPIRUN_LOCAL[@]}" -np 2 "$glint" serve --port 0 "${ENGINE[@]}" "$@" \
-    >"$work/$name.log" 2>&1 || fail "$name was accepted"
-  grep -q "$message" "$work/$name.log" || fail "$name: the refusal does not say why"
-}
-refused tp2 "at --tp 2 is not supported yet (the KDA state and conv windows are split by head" --role decode --tp 2
-refused dp_attention "with --dp-attention is not supported" --role prefill --ep 2 --dp-attention
+# --dp-attention is refused at start, naming why: a sequence's state lives on one rank only.
+! timeout 120 "$mpirun" "${MPIRUN_LOCAL[@]}" -np 2 "$glint" serve --port 0 "${ENGINE[@]}" --role prefill --ep 2 \
+  --dp-attention >"$work/dp_attention.log" 2>&1 || fail "--role prefill --dp-attention was accepted"
+grep -q "with --dp-attention is not supported" "$work/dp_attention.log" || fail "the --dp-attention refusal: why?"
 echo "PASS"
