@@ -152,15 +152,16 @@ void EngineCore::StreamLayer(SequenceId id, int64_t layer) {
 }
 
 std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const {
+  const std::byte* slot = memories_[0]->Slot(id);
+  if (transfer_layout_ != layout_ && layout_->layers[layer].kind == AttentionKind::kKda) {
+    // --tp > 1: this rank holds some of the heads; the other ranks send theirs now (the plan told them). A DSA
+    // layer's state is whole here, at the same sizes as in the whole layout.
+    return mirror_->GatherKdaLayer(slot, *layout_, *transfer_layout_, layer);
+  }
   const int64_t blocks = (scheduler_->Get(id).prompt_length + capacity_.block_tokens - 1) / capacity_.block_tokens;
   const std::vector<CacheRegion> regions = LayerRegions(*layout_, layer);
   std::vector<std::byte> bytes;
   bytes.reserve(static_cast<size_t>(LayerStateBytes(*layout_, layer, blocks)));
-  const std::byte* slot = memories_[0]->Slot(id);
-  if (transfer_layout_ != layout_ && layout_->layers[layer].kind == AttentionKind::kKda) {
-    // --tp > 1: this rank holds some of the heads; the other ranks send theirs now (the plan told them).
-    return mirror_->GatherKdaLayer(slot, *layout_, *transfer_layout_, layer);
-  }
   for (const CacheRegion& r : regions) {
     if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
   }
