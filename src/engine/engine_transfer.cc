@@ -192,7 +192,8 @@ void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot)
   const int64_t blocks = static_cast<int64_t>(snapshot.blocks.size()) / capacity_.block_bytes;
   const std::span<const std::byte> all(snapshot.blocks);
   for (int64_t i = 0; i < blocks; ++i) {
-    write(memories_[0]->block_arena().Item(table[i]), all.subspan(i * capacity_.block_bytes, capacity_.block_bytes));
+    write(memories_[0]->block_arena().Item(table[i]),
+          all.subspan(static_cast<size_t>(i * capacity_.block_bytes), static_cast<size_t>(capacity_.block_bytes)));
   }
 }
 
