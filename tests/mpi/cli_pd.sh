@@ -12,59 +12,21 @@
 set -euo pipefail
 glint="$1"
 mpirun="$3"
-work="$(mktemp -d)"
-export GLINT_CACHE_DIR="$work/cache"
-pids=()
-cleanup() {
-  # SIGTERM first: `timeout` hands it to mpirun, which hands it to the ranks; rank 0 stops and releases the others.
-  local p alive
-  for p in "${pids[@]+"${pids[@]}"}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for _ in $(seq 1 100); do
-    alive=0
-    for p in "${pids[@]+"${pids[@]}"}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-    [[ $alive -eq 0 ]] && break
-    sleep 0.1
-  done
-  for p in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$work"/*.log; do
-    echo "== $log" >&2
-    tail -15 "$log" >&2
-  done
-  exit 1
-}
-source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh" # MPIRUN_LOCAL
-
-# A step computes at most 32 tokens: the 100-token prompt below is prefilled in 4 chunks.
+# A step computes at most 32 tokens: the 100-token prompts below are prefilled in 4 chunks.
 ENGINE=(--memory 64M --max-seqs 4 --max-model-len 512 --max-batch-tokens 32 --threads 1 --served-model-name tiny)
-# start NAME RANKS ARGS...: `glint serve --port 0 ARGS` in the background (under mpirun when RANKS > 1); sets
-# $last_base. Every server stops at the end of the test (cleanup).
-start() {
-  local name="$1" ranks="$2" launcher=()
+source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/pd_util.sh" # $work, fail, start, json, metric
+source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"        # MPIRUN_LOCAL
+# serve NAME RANKS ARGS...: start under mpirun -np RANKS when RANKS > 1.
+serve() {
+  local name="$1" ranks="$2"
   shift 2
+  launcher=()
   [[ "$ranks" -gt 1 ]] && launcher=(timeout 240 "$mpirun" "${MPIRUN_LOCAL[@]}" -np "$ranks")
-  "${launcher[@]+"${launcher[@]}"}" "$glint" serve --port 0 "${ENGINE[@]}" "$@" >"$work/$name.log" 2>&1 &
-  local pid=$!
-  pids+=("$pid")
-  for _ in $(seq 1 1200); do
-    grep -q "serving .* on http://" "$work/$name.log" && break
-    kill -0 "$pid" 2>/dev/null || fail "glint serve ($name) exited"
-    sleep 0.1
-  done
-  local port
-  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/$name.log" | head -1)"
-  [[ -n "$port" ]] || fail "no port in $name's log"
-  last_base="http://127.0.0.1:$port"
+  start "$name" "$@"
 }
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-metric() { curl -s --max-time 10 "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
 transfer_header() { echo "X-Glint-Prefill: 127.0.0.1:$(curl -s "$1/health" | json 'd["transfer_port"]')"; }
 
-# Two sets of requests, A and B: a decode server asked for a prompt whose prefix it holds prefills it itself, so
+# Four sets of requests, A to D: a decode server asked for a prompt whose prefix it holds prefills it itself, so
 # each pairing gets a set its decode server has not seen. Each set: a completion, a chat, a 100-token prompt of ids
 # (4 chunks of 32) and n = 2.
 request_set() { # SUBJECT FIRST_ID: the set's requests, one a line (path, a space, the body)
@@ -95,23 +57,23 @@ no_memory_held() {
   [[ "$(metric "$1" glint_kv_blocks_used)" == 0 ]] || fail "$2: blocks are still held"
 }
 
-start both 1
+serve both 1
 for set in A B C D; do
   answers $set "$last_base" >"$work/$set.expected"
   [[ "$(wc -l <"$work/$set.expected")" == 4 ]] || fail "the both server's answers to $set"
 done
 
-start prefill2 2 --role prefill
+serve prefill2 2 --role prefill
 prefill2=$last_base
-start decode2 2 --role decode --local-prefill-below 4 --pd-timeout 30
+serve decode2 2 --role decode --local-prefill-below 4 --pd-timeout 30
 decode2=$last_base
-start prefill1 1 --role prefill
+serve prefill1 1 --role prefill
 prefill1=$last_base
-start decode1 1 --role decode --local-prefill-below 4 --pd-timeout 30
+serve decode1 1 --role decode --local-prefill-below 4 --pd-timeout 30
 decode1=$last_base
-start prefill_tp2 2 --role prefill --tp 2
+serve prefill_tp2 2 --role prefill --tp 2
 prefill_tp2=$last_base
-start decode_tp2 2 --role decode --tp 2 --local-prefill-below 4 --pd-timeout 30
+serve decode_tp2 2 --role decode --tp 2 --local-prefill-below 4 --pd-timeout 30
 decode_tp2=$last_base
 for server in decode2 prefill2; do
   grep -q "shard expert parallel over 2 ranks" "$work/$server.log" || fail "$server is not on 2 ranks at --tp 1"

@@ -96,6 +96,18 @@ Tokens SomeTokens(int64_t count, int64_t salt, int64_t vocab) {
   return tokens;
 }
 
+// The follower runs every recorded plan; each of its calls gives the leader's logits bit for bit.
+void ExpectReplayedBitForBit(const RecordingModel& follower_model, FakeCommunicator& rank1,
+                             const std::deque<std::vector<std::byte>>& messages,
+                             const std::vector<std::vector<float>>& leader_calls) {
+  ASSERT_OK(RunLockstepFollower(follower_model, rank1));
+  EXPECT_TRUE(messages.empty());
+  ASSERT_EQ(follower_model.calls.size(), leader_calls.size());
+  for (size_t i = 0; i < leader_calls.size(); ++i) {
+    ASSERT_EQ(follower_model.calls[i], leader_calls[i]) << "call " << i << " of " << leader_calls.size();
+  }
+}
+
 TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
   WorkerPool pool(1);
   const std::string dir = testing::TestDataPath("../../models/glint-tiny");
@@ -164,12 +176,7 @@ TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
     EXPECT_GT(lockstep.plans(), 10);
     leader_calls = std::move(leader.calls);
   }
-  ASSERT_OK(RunLockstepFollower(follower_model, rank1));
-  EXPECT_TRUE(messages.empty());
-  ASSERT_EQ(follower_model.calls.size(), leader_calls.size());
-  for (size_t i = 0; i < leader_calls.size(); ++i) {
-    ASSERT_EQ(follower_model.calls[i], leader_calls[i]) << "call " << i << " of " << leader_calls.size();
-  }
+  ExpectReplayedBitForBit(follower_model, rank1, messages, leader_calls);
 }
 
 // Prefill/decode disaggregation under several ranks (docs/disaggregation.md "Several ranks"): a decode engine over
@@ -239,12 +246,7 @@ void ImportsReachTheFollower(const testing::PathCase& c, size_t flush_bytes) {
     ASSERT_OK(lockstep.Stop());
     leader_calls = std::move(leader.calls);
   }
-  ASSERT_OK(RunLockstepFollower(follower_model, rank1));
-  EXPECT_TRUE(messages.empty());
-  ASSERT_EQ(follower_model.calls.size(), leader_calls.size());
-  for (size_t i = 0; i < leader_calls.size(); ++i) {
-    ASSERT_EQ(follower_model.calls[i], leader_calls[i]) << "call " << i << " of " << leader_calls.size();
-  }
+  ExpectReplayedBitForBit(follower_model, rank1, messages, leader_calls);
 }
 
 TEST(Lockstep, ImportedStatesReachTheFollowerWithTheNextPlan) {
