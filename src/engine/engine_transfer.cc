@@ -32,8 +32,8 @@ Status EngineCore::ValidateImport(const Request& request) const {
   }
   if (speculative()) {
     return Unimplemented(
-        "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's "
-        "cache rows are not part of the transferred state)");
+        "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's cache rows are "
+        "not part of the transferred state, nor the hidden state of the prompt's last position its next row needs)");
   }
   GLINT_RETURN_IF_ERROR(CheckStateOnRankZero(model_.shard_plan()));
   const int64_t length = static_cast<int64_t>(request.prompt.size());
