@@ -40,8 +40,9 @@ Status EngineCore::ValidateImport(const Request& request) const {
   if (request.export_state) {
     if (request.n != 1) return InvalidArgument("an export of the prompt's state has n = 1; got n = ", request.n);
     if (transfer_layout_ != layout_ && !request.stream_layers) {
-      return InvalidArgument("an export with the KDA heads split over ranks (--tp > 1) streams its layers (the heads "
-                             "are gathered layer by layer inside the forward pass)");
+      return InvalidArgument(
+          "an export with the KDA heads split over ranks (--tp > 1) streams its layers (the heads "
+          "are gathered layer by layer inside the forward pass)");
     }
     return Status::Ok();
   }
@@ -54,8 +55,8 @@ Status EngineCore::ValidateImport(const Request& request) const {
   }
   // The whole model's layout (transfer_layout), whatever this engine's ranks hold of it.
   const int64_t slot_bytes = transfer_layout_->slot_bytes, block_bytes = transfer_layout_->block_bytes;
-  if (static_cast<int64_t>(s.slot.size()) != slot_bytes || static_cast<int64_t>(s.blocks.size()) != blocks * block_bytes ||
-      static_cast<int64_t>(s.logits.size()) != vocab) {
+  if (static_cast<int64_t>(s.slot.size()) != slot_bytes ||
+      static_cast<int64_t>(s.blocks.size()) != blocks * block_bytes || static_cast<int64_t>(s.logits.size()) != vocab) {
     return InvalidArgument("the transferred state has ", s.slot.size(), " slot bytes, ", s.blocks.size(),
                            " block bytes and ", s.logits.size(), " logits; this engine expects ", slot_bytes, ", ",
                            blocks * block_bytes, " and ", vocab);

@@ -706,8 +706,9 @@ void Follower::SendKdaLayer(void* context, int64_t layer) {
       in_rank0_group ? PackOwnHeads(state.memory.slot, *state.layout, layer) : std::vector<std::byte>{};
   const Status status = comm.Gather(own, KdaHeadCounts(plan, *state.layout), {}, 0);
   if (!status.ok()) {
-    AbortAllRanks(comm, StrCat("rank ", comm.rank(), " could not send its KDA heads of layer ", layer,
-                               " for an export: ", status.message()),
+    AbortAllRanks(comm,
+                  StrCat("rank ", comm.rank(), " could not send its KDA heads of layer ", layer,
+                         " for an export: ", status.message()),
                   1);
   }
 }

@@ -190,8 +190,8 @@ class EngineMirror : public MemoryMirror {
   // KDA layer `layer`'s slot state (LayerRegions(whole, layer), packed) of the sequence at `slot` (laid out by
   // `part`), its heads gathered from the ranks that hold them (--tp > 1): called inside a forward pass from an
   // entry's BatchEntry::layer_done, which the plan tells the other ranks of, so that they send their heads then.
-  virtual std::vector<std::byte> GatherKdaLayer(const std::byte* slot, const CacheLayout& part, const CacheLayout& whole,
-                                                int64_t layer) = 0;
+  virtual std::vector<std::byte> GatherKdaLayer(const std::byte* slot, const CacheLayout& part,
+                                                const CacheLayout& whole, int64_t layer) = 0;
 };
 
 // What the engine knows of a model: the forward pass over a ragged batch and the per-sequence state. The fp32

@@ -313,7 +313,8 @@ TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
                         c.max_model_len - 1,
                         false,
                         {}};
-  for (int64_t l = 0; l < static_cast<int64_t>(whole.layers.size()); ++l) layout.layers.push_back(LayerRegions(whole, l));
+  for (int64_t l = 0; l < static_cast<int64_t>(whole.layers.size()); ++l)
+    layout.layers.push_back(LayerRegions(whole, l));
   return layout;
 }
 

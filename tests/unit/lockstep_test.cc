@@ -254,9 +254,7 @@ TEST(Lockstep, ImportedStatesReachTheFollowerWithTheNextPlan) {
   ImportsReachTheFollower({"tiny-sparse", false}, LockstepLeader::kWriteFlushBytes);
 }
 
-TEST(Lockstep, ImportedStatesReachTheFollowerWhenFlushedAtOnce) {
-  ImportsReachTheFollower({"glint-tiny", true}, 1);
-}
+TEST(Lockstep, ImportedStatesReachTheFollowerWhenFlushedAtOnce) { ImportsReachTheFollower({"glint-tiny", true}, 1); }
 
 TEST(Lockstep, TruncatedMessagesAreErrors) {
   WireWriter writer;
