@@ -62,6 +62,7 @@ class Engine {
   Status Damage() const;
   const CapacityReport& capacity() const { return core_->capacity(); }
   const CacheLayout& layout() const { return core_->layout(); }
+  const CacheLayout& transfer_layout() const { return core_->transfer_layout(); }
   int64_t vocab_size() const { return core_->model().config().vocab_size; }
 
  private:

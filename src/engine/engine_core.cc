@@ -53,6 +53,15 @@ Result<std::unique_ptr<EngineCore>> EngineCore::Create(const Model& model, const
   cache_options.mtp = options.speculative == SpeculativeMethod::kMtp;
   GLINT_ASSIGN_OR_RETURN(CacheLayout layout, model.CacheLayoutFor(cache_options));
   core->layout_ = std::make_shared<const CacheLayout>(std::move(layout));
+  core->transfer_layout_ = core->layout_;
+  if (shard.kda_split) {  // this rank's slot holds its KDA heads; a transfer carries the whole model's
+    GLINT_ASSIGN_OR_RETURN(CacheLayout whole, MakeCacheLayout(c, cache_options));
+    if (whole.block_bytes != core->layout_->block_bytes) {  // the MLA latents and indexer keys are whole on every rank
+      return InternalError("a rank's blocks (", core->layout_->block_bytes, " bytes) differ from the whole model's (",
+                           whole.block_bytes, ")");
+    }
+    core->transfer_layout_ = std::make_shared<const CacheLayout>(std::move(whole));
+  }
   GLINT_ASSIGN_OR_RETURN(core->capacity_, PlanCapacity(c, *core->layout_, options, model.weight_bytes()));
   if (shard.distributed()) core->capacity_.shard = DescribeShard(shard, c);
   if (shard.dp_attention) core->capacity_.attention_ranks = shard.ranks;

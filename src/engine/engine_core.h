@@ -75,6 +75,10 @@ int64_t PoolSafeDrafts(int64_t end, int64_t kpool);
 // that drafted there; "off" without speculation. For run and bench-engine.
 std::string DescribeSpeculation(const EngineMetrics& metrics);
 
+// Prefill/decode disaggregation under several ranks (docs/disaggregation.md "Several ranks"): Ok when rank 0's pools
+// hold every sequence's whole state (replicated attention, the KDA heads not split), else what is not supported.
+Status CheckStateOnRankZero(const ShardPlan& plan);
+
 class EngineCore {
  public:
   // Lays out the caches, plans the capacity and allocates every pool. `tokenizer` (optional, not owned) is needed
@@ -122,6 +126,9 @@ class EngineCore {
   const CapacityReport& capacity() const { return capacity_; }
   const EngineOptions& options() const { return options_; }
   const CacheLayout& layout() const { return *layout_; }
+  // The layout of the states it exports and imports (docs/disaggregation.md): the whole model's, which is layout()
+  // unless tensor parallelism splits the KDA heads (then a rank's slot holds its own heads only).
+  const CacheLayout& transfer_layout() const { return *transfer_layout_; }
   // The cache pools: one partition, or one per rank under --dp-attention (rank r's sequences in partition r).
   const CacheManager& memory(int partition = 0) const { return *memories_.at(partition); }
   int num_partitions() const { return static_cast<int>(memories_.size()); }
@@ -322,6 +329,7 @@ class EngineCore {
   std::unique_ptr<grammar::TokenVocabulary> vocabulary_;  // structured output: the tokenizer's byte strings [V]
   grammar::TokenMask mask_;                               // scratch: the allowed tokens of one sample
   std::shared_ptr<const CacheLayout> layout_;
+  std::shared_ptr<const CacheLayout> transfer_layout_;  // layout_, or the whole model's at --tp > 1 (KDA heads split)
   CapacityReport capacity_;
   // [partitions]: one (mirrored by every rank), or one per rank under --dp-attention, of which this process (rank
   // 0) holds only the first's memory and books the others' (CacheManagerOptions::backed).

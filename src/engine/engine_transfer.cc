@@ -10,6 +10,21 @@
 
 namespace glint {
 
+Status CheckStateOnRankZero(const ShardPlan& plan) {
+  // Rank 0 exports and imports through its own pools, and the followers get an import's bytes in the next plan
+  // (EngineMirror::OnWrite). That takes every sequence's state on rank 0: whole when attention is replicated, its own
+  // KDA heads at --tp > 1 (the rest gathered from its tp group layer by layer for an export, and each rank writing
+  // its heads of an import: EngineMirror::GatherKdaLayer, OnWriteSlot). Under --dp-attention a sequence lives on one
+  // rank only.
+  if (plan.dp_attention) {
+    return Unimplemented(
+        "prefill/decode disaggregation with --dp-attention is not supported (a sequence's state lives only on the "
+        "rank its attention runs on, not on rank 0, which sends and receives states): run the prefill or decode "
+        "server without --dp-attention");
+  }
+  return Status::Ok();
+}
+
 Status EngineCore::ValidateImport(const Request& request) const {
   if (!request.export_state && request.imported == nullptr && !request.stream_layers) return Status::Ok();
   if (request.export_state && request.imported != nullptr) {
@@ -17,17 +32,18 @@ Status EngineCore::ValidateImport(const Request& request) const {
   }
   if (speculative()) {
     return Unimplemented(
-        "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's "
-        "cache rows are not part of the transferred state)");
+        "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's cache rows are "
+        "not part of the transferred state, nor the hidden state of the prompt's last position its next row needs)");
   }
-  if (mirror_ != nullptr) {
-    return Unimplemented(
-        "prefill/decode disaggregation under several ranks (--tp/--ep) is not supported yet (each "
-        "rank holds part of the state)");
-  }
+  GLINT_RETURN_IF_ERROR(CheckStateOnRankZero(model_.shard_plan()));
   const int64_t length = static_cast<int64_t>(request.prompt.size());
   if (request.export_state) {
     if (request.n != 1) return InvalidArgument("an export of the prompt's state has n = 1; got n = ", request.n);
+    if (transfer_layout_ != layout_ && !request.stream_layers) {
+      return InvalidArgument(
+          "an export with the KDA heads split over ranks (--tp > 1) streams its layers (the heads "
+          "are gathered layer by layer inside the forward pass)");
+    }
     return Status::Ok();
   }
   if (request.stream_layers) return InvalidArgument("stream_layers needs export_state");
@@ -37,12 +53,13 @@ Status EngineCore::ValidateImport(const Request& request) const {
   if (s.tokens != length) {
     return InvalidArgument("the transferred state covers ", s.tokens, " positions, the prompt has ", length);
   }
-  if (static_cast<int64_t>(s.slot.size()) != capacity_.slot_bytes ||
-      static_cast<int64_t>(s.blocks.size()) != blocks * capacity_.block_bytes ||
-      static_cast<int64_t>(s.logits.size()) != vocab) {
+  // The whole model's layout (transfer_layout), whatever this engine's ranks hold of it.
+  const int64_t slot_bytes = transfer_layout_->slot_bytes, block_bytes = transfer_layout_->block_bytes;
+  if (static_cast<int64_t>(s.slot.size()) != slot_bytes ||
+      static_cast<int64_t>(s.blocks.size()) != blocks * block_bytes || static_cast<int64_t>(s.logits.size()) != vocab) {
     return InvalidArgument("the transferred state has ", s.slot.size(), " slot bytes, ", s.blocks.size(),
-                           " block bytes and ", s.logits.size(), " logits; this engine expects ", capacity_.slot_bytes,
-                           ", ", blocks * capacity_.block_bytes, " and ", vocab);
+                           " block bytes and ", s.logits.size(), " logits; this engine expects ", slot_bytes, ", ",
+                           blocks * block_bytes, " and ", vocab);
   }
   return Status::Ok();
 }
@@ -105,7 +122,7 @@ std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, 
   snapshot->tokens = scheduler_->Get(id).prompt_length;
   snapshot->logits.assign(logits.begin(), logits.end());
   if (!whole) return snapshot;
-  // Disaggregation is refused under several ranks (ValidateImport): one partition holds every sequence.
+  // Disaggregation is refused with --dp-attention (CheckStateOnRankZero): one partition holds every sequence.
   const std::byte* slot = memories_[0]->Slot(id);
   snapshot->slot.assign(slot, slot + capacity_.slot_bytes);
   const int64_t blocks = (snapshot->tokens + capacity_.block_tokens - 1) / capacity_.block_tokens;
@@ -136,11 +153,16 @@ void EngineCore::StreamLayer(SequenceId id, int64_t layer) {
 }
 
 std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const {
+  const std::byte* slot = memories_[0]->Slot(id);
+  if (transfer_layout_ != layout_ && layout_->layers[layer].kind == AttentionKind::kKda) {
+    // --tp > 1: this rank holds some of the heads; the other ranks send theirs now (the plan told them). A DSA
+    // layer's state is whole here, at the same sizes as in the whole layout.
+    return mirror_->GatherKdaLayer(slot, *layout_, *transfer_layout_, layer);
+  }
   const int64_t blocks = (scheduler_->Get(id).prompt_length + capacity_.block_tokens - 1) / capacity_.block_tokens;
   const std::vector<CacheRegion> regions = LayerRegions(*layout_, layer);
   std::vector<std::byte> bytes;
   bytes.reserve(static_cast<size_t>(LayerStateBytes(*layout_, layer, blocks)));
-  const std::byte* slot = memories_[0]->Slot(id);
   for (const CacheRegion& r : regions) {
     if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
   }
@@ -155,12 +177,24 @@ std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const
 }
 
 void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot) {
-  std::memcpy(memories_[0]->Slot(id), snapshot.slot.data(), snapshot.slot.size());
+  // Under several ranks the followers write the same bytes before the sequence's next step (EngineMirror).
+  const auto write = [&](std::byte* destination, std::span<const std::byte> bytes) {
+    std::memcpy(destination, bytes.data(), bytes.size());
+    if (mirror_ != nullptr) mirror_->OnWrite(destination, bytes);
+  };
+  std::byte* slot = memories_[0]->Slot(id);
+  if (transfer_layout_ == layout_) {
+    write(slot, snapshot.slot);
+  } else {  // --tp > 1: every rank writes the KDA heads it holds
+    CopyWholeSlotToPart(*transfer_layout_, snapshot.slot, *layout_, model_.shard_plan().slices().kda_heads.begin, slot);
+    mirror_->OnWriteSlot(slot, *layout_, snapshot.slot, *transfer_layout_);
+  }
   const std::vector<int32_t>& table = memories_[0]->BlockTable(id);
   const int64_t blocks = static_cast<int64_t>(snapshot.blocks.size()) / capacity_.block_bytes;
+  const std::span<const std::byte> all(snapshot.blocks);
   for (int64_t i = 0; i < blocks; ++i) {
-    std::memcpy(memories_[0]->block_arena().Item(table[i]), snapshot.blocks.data() + i * capacity_.block_bytes,
-                capacity_.block_bytes);
+    write(memories_[0]->block_arena().Item(table[i]),
+          all.subspan(static_cast<size_t>(i * capacity_.block_bytes), static_cast<size_t>(capacity_.block_bytes)));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <deque>
 #include <map>
 
+#include "base/log.h"
 #include "dist/launch.h"
 #include "model/forward_common.h"
 
@@ -24,6 +25,8 @@ enum class PlanOp : uint8_t {
   kForward,
   kMtpForward,
   kMtpForwardBatch,
+  kWrite,      // bytes from outside the pools written into them (an imported sequence state)
+  kWriteSlot,  // the same for a whole slot, of which each rank writes its KDA heads (--tp > 1)
 };
 enum class StateKind : uint8_t { kOwned = 0, kBound = 1 };
 // The arena id of a null pointer in a plan: a checkpoint position that only splits the KDA recurrence.
@@ -108,6 +111,24 @@ SequenceState HeldElsewhereSequence(const Model& model, int rank) {
 
 // A count read from a message, bounded by the bytes left (each element takes at least one byte).
 uint64_t GetCount(WireReader& r) { return r.Get<uint64_t>(); }
+
+// --tp > 1, an export's KDA layer (GatherKdaLayer): the bytes each rank sends rank 0 — its heads' part if it is in
+// rank 0's tp group (the ranks of the other groups hold the same heads as those of the same tp rank), else none.
+std::vector<uint64_t> KdaHeadCounts(const ShardPlan& plan, const CacheLayout& layout) {
+  std::vector<uint64_t> counts(plan.ranks, 0);
+  for (int r = 0; r < plan.tp; ++r) {
+    counts[r] = static_cast<uint64_t>(plan.slices_of_rank[r].kda_heads.count() * KdaHeadBytes(layout));
+  }
+  return counts;
+}
+// This rank's heads of KDA layer `layer`, from its slot: its runs in order (q, k, v conv channels, then S).
+std::vector<std::byte> PackOwnHeads(const std::byte* slot, const CacheLayout& layout, int64_t layer) {
+  std::vector<std::byte> bytes;
+  for (const SlotRun& run : KdaHeadRuns(layout, layer, 0, layout.kda_heads)) {
+    bytes.insert(bytes.end(), slot + run.offset, slot + run.offset + run.bytes);
+  }
+  return bytes;
+}
 
 }  // namespace
 
@@ -215,6 +236,59 @@ void LockstepLeader::OnZero(std::byte* destination, int64_t bytes) {
   pending_.Put<int64_t>(bytes);
 }
 
+void LockstepLeader::OnWrite(std::byte* destination, std::span<const std::byte> bytes) {
+  QueueWrite(false, destination, bytes);
+}
+
+// Each follower knows its own layout and the whole model's (Attach): the whole slot is all it needs.
+void LockstepLeader::OnWriteSlot(std::byte* slot, const CacheLayout& /*part*/, std::span<const std::byte> whole_slot,
+                                 const CacheLayout& /*whole*/) {
+  QueueWrite(true, slot, whole_slot);
+}
+
+void LockstepLeader::QueueWrite(bool whole_slot, std::byte* destination, std::span<const std::byte> bytes) {
+  bool flush = false;
+  {
+    std::lock_guard<std::mutex> lock(pending_mutex_);
+    pending_.Put(whole_slot ? PlanOp::kWriteSlot : PlanOp::kWrite);
+    AbortOnFailure(PutPointer(pending_, destination), "a pool write");
+    pending_.PutSpan(bytes);
+    flush = pending_.bytes().size() >= write_flush_bytes_;
+  }
+  // Without a plan for a while (an idle engine importing many states) the pending bytes would only grow.
+  if (flush) {
+    WireWriter nothing;
+    AbortOnFailure(Send(nothing), "to send an imported state");
+  }
+}
+
+std::vector<std::byte> LockstepLeader::GatherKdaLayer(const std::byte* slot, const CacheLayout& part,
+                                                      const CacheLayout& whole, int64_t layer) {
+  const ShardPlan plan = inner_->shard_plan();
+  const std::vector<uint64_t> counts = KdaHeadCounts(plan, part);
+  uint64_t total = 0;
+  for (uint64_t count : counts) total += count;
+  std::vector<std::byte> received(total);
+  const std::vector<std::byte> own = PackOwnHeads(slot, part, layer);
+  AbortOnFailure(comm_.Gather(own, counts, received, 0), "to gather a layer's KDA heads for an export");
+  // Into the whole layer's slot regions, packed as LayerRegions(whole, layer) packs them: conv window, then S.
+  const CacheLayout::Layer& regions = whole.layers[layer];
+  std::vector<std::byte> bytes(static_cast<size_t>(whole.kda_conv_bytes + whole.kda_recurrent_bytes));
+  const auto packed_at = [&](int64_t offset) {
+    return offset >= regions.recurrent ? whole.kda_conv_bytes + (offset - regions.recurrent) : offset - regions.conv;
+  };
+  size_t at = 0;
+  for (int r = 0; r < plan.tp; ++r) {  // group 0's ranks, in rank order: heads in order
+    const IndexRange heads = plan.slices_of_rank[r].kda_heads;
+    for (const SlotRun& run : KdaHeadRuns(whole, layer, heads.begin, heads.count())) {
+      std::memcpy(bytes.data() + packed_at(run.offset), received.data() + at, run.bytes);
+      at += run.bytes;
+    }
+  }
+  GLINT_CHECK(at == received.size()) << "gathered " << received.size() << " bytes of KDA heads, placed " << at;
+  return bytes;
+}
+
 Status LockstepLeader::PutPointer(WireWriter& w, const std::byte* pointer) const {
   for (auto it = arenas_.rbegin(); it != arenas_.rend(); ++it) {
     if (pointer >= it->base && pointer < it->base + it->bytes) {
@@ -313,6 +387,8 @@ Status LockstepLeader::Forward(std::span<const BatchEntry> batch, std::vector<En
     plan.PutSpan(entry.tokens);
     plan.Put(entry.logits);
     plan.Put<uint8_t>(entry.want_hidden);
+    // An export that streams its layers: at --tp > 1 the followers send their KDA heads of each layer then.
+    plan.Put<uint8_t>(entry.layer_done.call != nullptr);
     // Image rows (rank 0 ran the vision tower): image tokens × D × 4 bytes, only in the plans of the chunks they
     // replace embeddings in.
     plan.PutSpan(entry.embedding_positions);
@@ -399,7 +475,7 @@ namespace {
 
 class Follower {
  public:
-  explicit Follower(const Model& model) : model_(model) {}
+  Follower(const Model& model, Communicator& comm) : model_(model), comm_(comm) {}
 
   // Runs one message; sets `stop` when it ends with kStop.
   Status Run(std::span<const std::byte> message, bool& stop) {
@@ -421,6 +497,12 @@ class Follower {
           break;
         case PlanOp::kZero:
           GLINT_RETURN_IF_ERROR(Zero(r));
+          break;
+        case PlanOp::kWrite:
+          GLINT_RETURN_IF_ERROR(Write(r));
+          break;
+        case PlanOp::kWriteSlot:
+          GLINT_RETURN_IF_ERROR(WriteSlot(r));
           break;
         case PlanOp::kRelease:
           owned_.erase(r.Get<uint64_t>());
@@ -446,7 +528,16 @@ class Follower {
     std::shared_ptr<const CacheLayout> layout;
     std::vector<int64_t> arenas;  // blocks, slots, checkpoints, rollback snapshots
     int backing_rank = -1;        // −1: every rank's copy; r: only rank r holds the memory (--dp-attention)
+    // --tp > 1 with the KDA heads split: the whole model's layout, that of the slots rank 0 writes (OnWriteSlot).
+    std::shared_ptr<const CacheLayout> whole_layout;
   };
+  // An entry of a Forward that streams its layers (an export): at --tp > 1 this rank sends rank 0 its KDA heads of
+  // each layer as the pass finishes it (LockstepLeader::GatherKdaLayer).
+  struct Streaming {
+    Follower* follower = nullptr;
+    const SequenceState* state = nullptr;
+  };
+  static void SendKdaLayer(void* context, int64_t layer);
 
   Status Attach(WireReader& r);
   void Detach(int64_t id) {
@@ -461,6 +552,8 @@ class Follower {
                                 bool may_be_null = false);
   Status Copy(WireReader& r);
   Status Zero(WireReader& r);
+  Status Write(WireReader& r);
+  Status WriteSlot(WireReader& r);
   // The sequence a plan names: an owned one (kept here between plans) or a view into the pools (made in `bound`).
   Result<SequenceState*> GetState(WireReader& r, std::deque<SequenceState>& bound);
   // The MTP layer's hidden input: rows of the last Forward's outputs (hash checked), or values in the message.
@@ -472,6 +565,7 @@ class Follower {
   Status MtpForwardBatch(WireReader& r);
 
   const Model& model_;
+  Communicator& comm_;
   std::map<int64_t, Pools> pools_;
   std::map<int64_t, ItemArena> arenas_;
   std::map<uint64_t, SequenceState> owned_;        // by rank 0's key
@@ -505,6 +599,10 @@ Status Follower::Attach(WireReader& r) {
   Pools& pools = pools_[id];
   pools.layout = std::make_shared<const CacheLayout>(std::move(layout));
   pools.backing_rank = backing_rank;
+  if (model_.shard_plan().kda_split) {
+    GLINT_ASSIGN_OR_RETURN(CacheLayout whole, MakeCacheLayout(model_.config(), options));
+    pools.whole_layout = std::make_shared<const CacheLayout>(std::move(whole));
+  }
   const uint64_t count = GetCount(r);
   for (uint64_t i = 0; i < count && r.ok(); ++i) {
     const int64_t arena = r.Get<int64_t>(), items = r.Get<int64_t>(), item_bytes = r.Get<int64_t>();
@@ -560,6 +658,59 @@ Status Follower::Zero(WireReader& r) {
   GLINT_RETURN_IF_ERROR(r.status());
   if (arena->backed()) std::memset(destination, 0, bytes);  // else another rank's pools: its clear
   return Status::Ok();
+}
+
+Status Follower::Write(WireReader& r) {
+  WireReader peek = r;  // the length comes after the pointer
+  peek.Get<int64_t>(), peek.Get<int64_t>();
+  const auto bytes = static_cast<int64_t>(peek.Get<uint64_t>());
+  const ItemArena* arena = nullptr;
+  GLINT_ASSIGN_OR_RETURN(std::byte * destination, GetPointer(r, bytes, &arena));
+  const std::span<const std::byte> source = r.GetBytes();
+  GLINT_RETURN_IF_ERROR(r.status());
+  // --dp-attention is refused with disaggregation (engine_transfer.cc): every write is into pools every rank holds.
+  if (!arena->backed()) return InvalidArgument("an imported state written into another rank's pools");
+  if (!source.empty()) std::memcpy(destination, source.data(), source.size());
+  return Status::Ok();
+}
+
+Status Follower::WriteSlot(WireReader& r) {
+  const ItemArena* arena = nullptr;
+  GLINT_ASSIGN_OR_RETURN(std::byte * slot, GetPointer(r, 0, &arena));
+  const std::span<const std::byte> whole_slot = r.GetBytes();
+  GLINT_RETURN_IF_ERROR(r.status());
+  const auto pools = std::find_if(pools_.begin(), pools_.end(), [&](const auto& entry) {
+    return entry.second.arenas.size() > 1 && &arenas_.at(entry.second.arenas[1]) == arena;
+  });
+  if (pools == pools_.end() || pools->second.whole_layout == nullptr) {
+    return InvalidArgument("a whole slot written outside the slots of pools whose KDA heads are split");
+  }
+  const Pools& p = pools->second;
+  const int64_t offset = slot - arena->Item(0);
+  if (offset % arena->item_bytes() != 0 || static_cast<int64_t>(whole_slot.size()) != p.whole_layout->slot_bytes) {
+    return InvalidArgument("a whole slot of ", whole_slot.size(), " bytes at byte ", offset, " of the slots; expected ",
+                           p.whole_layout->slot_bytes, " bytes at a slot's start");
+  }
+  CopyWholeSlotToPart(*p.whole_layout, whole_slot, *p.layout, model_.shard_plan().slices().kda_heads.begin, slot);
+  return Status::Ok();
+}
+
+void Follower::SendKdaLayer(void* context, int64_t layer) {
+  const auto& streaming = *static_cast<const Streaming*>(context);
+  const SequenceState& state = *streaming.state;
+  if (state.layout->layers[layer].kind != AttentionKind::kKda) return;  // whole on rank 0: nothing to gather
+  Communicator& comm = streaming.follower->comm_;
+  const ShardPlan plan = streaming.follower->model_.shard_plan();
+  const bool in_rank0_group = plan.rank < plan.tp;  // the other groups hold the same heads again
+  const std::vector<std::byte> own =
+      in_rank0_group ? PackOwnHeads(state.memory.slot, *state.layout, layer) : std::vector<std::byte>{};
+  const Status status = comm.Gather(own, KdaHeadCounts(plan, *state.layout), {}, 0);
+  if (!status.ok()) {
+    AbortAllRanks(comm,
+                  StrCat("rank ", comm.rank(), " could not send its KDA heads of layer ", layer,
+                         " for an export: ", status.message()),
+                  1);
+  }
 }
 
 Result<SequenceState*> Follower::GetState(WireReader& r, std::deque<SequenceState>& bound) {
@@ -677,6 +828,7 @@ Status Follower::Forward(WireReader& r) {
   std::deque<std::vector<StateCheckpoint>> checkpoints;
   std::deque<std::vector<int32_t>> image_positions;
   std::deque<std::vector<float>> image_rows;
+  std::deque<Streaming> streaming;
   std::vector<BatchEntry> batch;
   block_tables_.clear();
   for (uint64_t i = 0; i < entries && r.ok(); ++i) {
@@ -688,6 +840,9 @@ Status Follower::Forward(WireReader& r) {
     // Rank 0 samples, not this rank; under --dp-attention this rank sends rank 0 its rows that want logits.
     if (!FollowerComputesLogits(model_) && !model_.shard_plan().dp_attention) entry.logits = LogitsWanted::kNone;
     entry.want_hidden = r.Get<uint8_t>() != 0;
+    if (r.Get<uint8_t>() != 0 && model_.shard_plan().kda_split) {
+      entry.layer_done = {&Follower::SendKdaLayer, &streaming.emplace_back(Streaming{this, entry.state})};
+    }
     entry.embedding_positions = image_positions.emplace_back(r.GetVector<int32_t>());
     entry.embedding_rows = image_rows.emplace_back(r.GetVector<float>());
     const uint64_t targets = GetCount(r);
@@ -769,7 +924,7 @@ Status Follower::MtpForwardBatch(WireReader& r) {
 }  // namespace
 
 Status RunLockstepFollower(const Model& model, Communicator& comm) {
-  Follower follower(model);
+  Follower follower(model, comm);
   for (;;) {
     std::vector<std::byte> message;
     Status status = comm.Broadcast(message, 0);

@@ -74,6 +74,20 @@ class LockstepLeader final : public Model, public EngineMirror {
   void DetachPools(int64_t id) override;
   void OnCopy(std::byte* destination, const std::byte* source, int64_t bytes) override;
   void OnZero(std::byte* destination, int64_t bytes) override;
+  // The bytes go into the pending operations (a copy of them: the caller's buffer may go), so the followers write
+  // them before the next plan; past kWriteFlushBytes pending they are broadcast at once, which bounds a message
+  // (MPI's broadcast takes at most 2 GiB) and the memory held. Call from the thread that runs the model.
+  void OnWrite(std::byte* destination, std::span<const std::byte> bytes) override;
+  // The same with the whole slot (--tp > 1): each follower writes the KDA heads it holds.
+  void OnWriteSlot(std::byte* slot, const CacheLayout& part, std::span<const std::byte> whole_slot,
+                   const CacheLayout& whole) override;
+  // Rank 0's heads and those its tp group's ranks send (Gather: the plan of this Forward marked the entry), in head
+  // order. A failure ends every rank: they are inside a forward pass.
+  std::vector<std::byte> GatherKdaLayer(const std::byte* slot, const CacheLayout& part, const CacheLayout& whole,
+                                        int64_t layer) override;
+  static constexpr size_t kWriteFlushBytes = size_t{64} << 20;
+  // Another threshold (tests: 1 broadcasts every write at once).
+  void set_write_flush_bytes(size_t bytes) { write_flush_bytes_ = bytes; }
 
   // Bytes of plans broadcast so far, and how many (benchmarks: the control traffic of a step).
   uint64_t plan_bytes() const { return plan_bytes_; }
@@ -102,6 +116,9 @@ class LockstepLeader final : public Model, public EngineMirror {
   Status PutPointer(WireWriter& writer, const std::byte* pointer) const;
   Status PutState(WireWriter& writer, const SequenceState& state) const;
   void PutHidden(WireWriter& writer, std::span<const float> hidden) const;
+  // A write op into the pending operations (`whole_slot`: OnWriteSlot's, else OnWrite's); past write_flush_bytes_
+  // they are sent at once.
+  void QueueWrite(bool whole_slot, std::byte* destination, std::span<const std::byte> bytes);
   // The pending pool operations, then `plan`, to every rank.
   Status Send(WireWriter& plan) const;
   // After the broadcast: a failure here leaves the followers in a different place than rank 0.
@@ -115,6 +132,7 @@ class LockstepLeader final : public Model, public EngineMirror {
   int64_t next_id_ = 0;
   mutable std::mutex pending_mutex_;  // OnCopy etc. run on the engine thread, Stop on the main thread
   mutable WireWriter pending_;        // pool operations not yet sent
+  size_t write_flush_bytes_ = kWriteFlushBytes;
   std::shared_ptr<Released> released_ = std::make_shared<Released>();
   mutable std::vector<std::span<const float>> last_hidden_;  // [entries] of the last Forward
   mutable uint64_t plan_bytes_ = 0;

@@ -65,6 +65,16 @@ class WireReader {
     at_ += count * sizeof(T);
     return values;
   }
+  // A count then that many bytes, as PutSpan<std::byte> wrote them: a view into the message, not a copy.
+  std::span<const std::byte> GetBytes() {
+    const uint64_t count = Get<uint64_t>();
+    if (!ok_ || count > bytes_.size() - at_) {
+      Fail("a span of " + std::to_string(count) + " bytes");
+      return {};
+    }
+    at_ += count;
+    return bytes_.subspan(at_ - count, count);
+  }
   bool done() const { return at_ == bytes_.size(); }
   bool ok() const { return ok_; }
   // Ok, or what could not be read and where.

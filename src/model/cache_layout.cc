@@ -1,5 +1,7 @@
 #include "model/cache_layout.h"
 
+#include <cstring>
+
 #include "memory/item_arena.h"
 
 namespace glint {
@@ -91,6 +93,40 @@ std::vector<CacheRegion> LayerRegions(const CacheLayout& layout, int64_t layer) 
   return {{true, l.pending, layout.dsa_pending_bytes},
           {false, l.latents, layout.dsa_latents_bytes},
           {false, l.pooled, layout.dsa_pooled_bytes}};
+}
+
+std::vector<SlotRun> KdaHeadRuns(const CacheLayout& layout, int64_t layer, int64_t first, int64_t count) {
+  const CacheLayout::Layer& l = layout.layers.at(layer);
+  if (l.kind != AttentionKind::kKda) return {};
+  const int64_t channel = (layout.kda_conv_kernel - 1) * 4;  // one channel's window, fp32
+  const int64_t head_channels = layout.kda_head_dim * channel;
+  const int64_t head_state = layout.kda_recurrent_bytes / layout.kda_heads;
+  std::vector<SlotRun> runs;
+  for (int64_t stream = 0; stream < 3; ++stream) {  // q, k, v
+    runs.push_back({l.conv + (stream * layout.kda_heads + first) * head_channels, count * head_channels});
+  }
+  runs.push_back({l.recurrent + first * head_state, count * head_state});
+  return runs;
+}
+
+int64_t KdaHeadBytes(const CacheLayout& layout) {
+  return 3 * layout.kda_head_dim * (layout.kda_conv_kernel - 1) * 4 + layout.kda_recurrent_bytes / layout.kda_heads;
+}
+
+void CopyWholeSlotToPart(const CacheLayout& whole, std::span<const std::byte> whole_slot, const CacheLayout& part,
+                         int64_t first, std::byte* part_slot) {
+  for (int64_t l = 0; l < static_cast<int64_t>(whole.layers.size()); ++l) {
+    if (whole.layers[l].kind == AttentionKind::kDsa) {
+      std::memcpy(part_slot + part.layers[l].pending, whole_slot.data() + whole.layers[l].pending,
+                  whole.dsa_pending_bytes);
+      continue;
+    }
+    const std::vector<SlotRun> from = KdaHeadRuns(whole, l, first, part.kda_heads);
+    const std::vector<SlotRun> to = KdaHeadRuns(part, l, 0, part.kda_heads);
+    for (size_t i = 0; i < from.size(); ++i) {
+      std::memcpy(part_slot + to[i].offset, whole_slot.data() + from[i].offset, from[i].bytes);
+    }
+  }
 }
 
 int64_t LayerStateBytes(const CacheLayout& layout, int64_t layer, int64_t blocks) {

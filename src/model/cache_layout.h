@@ -19,7 +19,9 @@
 // Every segment starts on a 64-byte boundary (kItemAlignment).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "base/status.h"
@@ -84,6 +86,24 @@ std::vector<CacheRegion> LayerRegions(const CacheLayout& layout, int64_t layer);
 // Bytes of layer l's state for a sequence whose positions lie in `blocks` blocks: its slot ranges + blocks × its
 // block ranges.
 int64_t LayerStateBytes(const CacheLayout& layout, int64_t layer, int64_t blocks);
+
+// Tensor parallelism (docs/distributed.md) splits the KDA heads over the ranks of a group: a rank's slot, laid out
+// for its LocalConfig, holds heads [first, first + count) of each KDA layer — their conv channels of q, k and v and
+// their S — beside the DSA layers' filling-pool rows, which every rank holds whole. A run of bytes of one layer in a
+// slot of `layout`: heads [first, first + count) of that layout's own heads (`layout.kda_heads` of them, numbered
+// from 0: the whole model's, or a rank's own with first = 0), in the order q, k, v conv channels ([3, width, K − 1],
+// channel = head · d + i), then S ([H, d, d]). Empty for a DSA layer.
+struct SlotRun {
+  int64_t offset = 0, bytes = 0;
+};
+std::vector<SlotRun> KdaHeadRuns(const CacheLayout& layout, int64_t layer, int64_t first, int64_t count);
+// Bytes of one KDA head in one layer's slot state (its conv channels and its S).
+int64_t KdaHeadBytes(const CacheLayout& layout);
+// Copies `whole_slot`, a slot of the whole model's layout `whole`, into `part_slot`, a slot of `part` that holds KDA
+// heads [first, first + part.kda_heads): those heads' runs of every KDA layer, and every DSA layer's filling-pool rows
+// whole. (Not the MTP layer's rows: a transferred state has none.)
+void CopyWholeSlotToPart(const CacheLayout& whole, std::span<const std::byte> whole_slot, const CacheLayout& part,
+                         int64_t first, std::byte* part_slot);
 
 // The layout for `config`. Fails when block_tokens is not a positive multiple of index_kpool, or when the MTP
 // cache is asked for and the config has no MTP layer.

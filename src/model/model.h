@@ -178,6 +178,20 @@ class EngineMirror : public MemoryMirror {
   virtual int64_t AttachPools(std::shared_ptr<const CacheLayout> layout, std::span<const ItemArena* const> arenas,
                               int backing_rank = -1) = 0;
   virtual void DetachPools(int64_t id) = 0;
+  // `bytes` from outside the pools were written at `destination` (inside them): a sequence's state imported from
+  // another server (docs/disaggregation.md "Several ranks"). The other ranks get the bytes themselves, in the plan
+  // that precedes the sequence's next step.
+  virtual void OnWrite(std::byte* destination, std::span<const std::byte> bytes) = 0;
+  // The same for a slot whose KDA heads are split over a tensor-parallel group (--tp > 1): `whole_slot` is laid out
+  // for the whole model (`whole`), `slot` for this rank's heads (`part`, its LocalConfig); each rank writes the
+  // part of it that it holds (CopyWholeSlotToPart).
+  virtual void OnWriteSlot(std::byte* slot, const CacheLayout& part, std::span<const std::byte> whole_slot,
+                           const CacheLayout& whole) = 0;
+  // KDA layer `layer`'s slot state (LayerRegions(whole, layer), packed) of the sequence at `slot` (laid out by
+  // `part`), its heads gathered from the ranks that hold them (--tp > 1): called inside a forward pass from an
+  // entry's BatchEntry::layer_done, which the plan tells the other ranks of, so that they send their heads then.
+  virtual std::vector<std::byte> GatherKdaLayer(const std::byte* slot, const CacheLayout& part,
+                                                const CacheLayout& whole, int64_t layer) = 0;
 };
 
 // What the engine knows of a model: the forward pass over a ragged batch and the per-sequence state. The fp32

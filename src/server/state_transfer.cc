@@ -301,18 +301,20 @@ Result<PromptRequest> ReceivePrompt(TransferConnection& c, const TransferLayout&
 }  // namespace
 
 TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
+  // The whole model's cache layout, whatever the ranks of this server hold of it (--tp > 1: their KDA heads): the
+  // bytes on the wire, and so the fingerprint, are those of one rank (docs/disaggregation.md "Several ranks").
+  const CacheLayout& whole = engine.transfer_layout();
   const CapacityReport& c = engine.capacity();
-  TransferLayout layout{PrefixDiskFingerprint(model_fingerprint, engine.layout()),
-                        c.slot_bytes,
-                        c.block_bytes,
+  TransferLayout layout{PrefixDiskFingerprint(model_fingerprint, whole),
+                        whole.slot_bytes,
+                        whole.block_bytes,
                         c.block_tokens,
                         engine.vocab_size(),
                         c.max_model_len - 1,
                         false,
                         {}};
-  for (int64_t l = 0; l < static_cast<int64_t>(engine.layout().layers.size()); ++l) {
-    layout.layers.push_back(LayerRegions(engine.layout(), l));
-  }
+  for (int64_t l = 0; l < static_cast<int64_t>(whole.layers.size()); ++l)
+    layout.layers.push_back(LayerRegions(whole, l));
   return layout;
 }
 

@@ -9,43 +9,8 @@
 # it is refused, counted, and a secret file others may read stops the server. Args: path-to-glint, tests/data dir.
 set -euo pipefail
 glint="$1"
-work="$(mktemp -d)"
-export GLINT_CACHE_DIR="$work/cache"
-pids=()
-cleanup() {
-  for p in "${pids[@]+"${pids[@]}"}"; do kill -KILL "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-fail() {
-  echo "FAIL: $*" >&2
-  for log in "$work"/*.log; do
-    echo "== $log" >&2
-    tail -15 "$log" >&2
-  done
-  exit 1
-}
-
 ENGINE=(--memory 128M --max-seqs 4 --max-model-len 512 --served-model-name tiny)
-# start NAME ARGS...: `glint serve --port 0 ARGS` in the background; sets $last_pid and $last_base.
-start() {
-  local name="$1"
-  shift
-  "$glint" serve --port 0 "${ENGINE[@]}" "$@" >"$work/$name.log" 2>&1 &
-  last_pid=$!
-  pids+=("$last_pid")
-  for _ in $(seq 1 1200); do
-    grep -q "serving .* on http://" "$work/$name.log" && break
-    kill -0 "$last_pid" 2>/dev/null || fail "glint serve ($name) exited"
-    sleep 0.1
-  done
-  local port
-  port="$(sed -n 's|.*serving .* on http://127\.0\.0\.1:\([0-9]*\).*|\1|p' "$work/$name.log" | head -1)"
-  [[ -n "$port" ]] || fail "no port in $name's log"
-  last_base="http://127.0.0.1:$port"
-}
-json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
-metric() { curl -s --max-time 10 "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pd_util.sh" # $work, fail, start, json, metric
 # post BASE PATH BODY [HEADER [CURL ARGS...]]: prints the HTTP status; the body goes to $work/body.
 post() {
   local extra=()

@@ -313,6 +313,56 @@ TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
   EXPECT_FALSE(layer1_slot_after == layer1_slot_before);
 }
 
+TEST_P(Disaggregation, ARanksSlotHoldsItsHeadsOfTheWholeSlot) {
+  // --tp > 1 (docs/disaggregation.md "Several ranks"): each rank's slot takes its KDA heads of a whole slot and every
+  // DSA layer's filling pool (CopyWholeSlotToPart); the ranks' runs, put back where KdaHeadRuns says they lie in the
+  // whole layout, give every byte of the whole slot's layer regions back — each head exactly once, in head order —
+  // with uneven splits too (tiny-sparse's 3 heads over 2 ranks).
+  const ModelConfig& config = model().config();
+  ASSERT_OK_AND_ASSIGN(const CacheLayout whole, MakeCacheLayout(config));
+  std::vector<std::byte> whole_slot(whole.slot_bytes);
+  for (size_t i = 0; i < whole_slot.size(); ++i) whole_slot[i] = static_cast<std::byte>(i * 131 % 251 + 1);
+  for (int tp = 2; tp <= config.kda_num_heads; ++tp) {
+    std::vector<std::byte> rebuilt(whole.slot_bytes);
+    for (int rank = 0; rank < tp; ++rank) {
+      ASSERT_OK_AND_ASSIGN(const ShardPlan plan, MakeShardPlan(config, rank, tp, tp, 1));
+      ASSERT_TRUE(plan.kda_split);
+      const IndexRange heads = plan.slices().kda_heads;
+      ASSERT_OK_AND_ASSIGN(const CacheLayout part, MakeCacheLayout(LocalConfig(config, plan)));
+      ASSERT_EQ(part.kda_heads, heads.count());
+      std::vector<std::byte> part_slot(part.slot_bytes);
+      CopyWholeSlotToPart(whole, whole_slot, part, heads.begin, part_slot.data());
+      for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+        if (whole.layers[l].kind == AttentionKind::kDsa) {
+          EXPECT_TRUE(std::equal(whole_slot.begin() + whole.layers[l].pending,
+                                 whole_slot.begin() + whole.layers[l].pending + whole.dsa_pending_bytes,
+                                 part_slot.begin() + part.layers[l].pending))
+              << "layer " << l;
+          continue;
+        }
+        const std::vector<SlotRun> to = KdaHeadRuns(whole, l, heads.begin, heads.count());
+        const std::vector<SlotRun> from = KdaHeadRuns(part, l, 0, heads.count());
+        ASSERT_EQ(to.size(), 4u);
+        for (size_t i = 0; i < to.size(); ++i) {
+          ASSERT_EQ(to[i].bytes, from[i].bytes);
+          for (int64_t b = 0; b < to[i].bytes; ++b) {
+            ASSERT_EQ(rebuilt[to[i].offset + b], std::byte{0}) << "a byte of layer " << l << " held by two ranks";
+            rebuilt[to[i].offset + b] = part_slot[from[i].offset + b];
+          }
+        }
+      }
+    }
+    for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      for (const CacheRegion& region : LayerRegions(whole, l)) {
+        if (!region.in_slot || whole.layers[l].kind != AttentionKind::kKda) continue;
+        EXPECT_TRUE(std::equal(whole_slot.begin() + region.offset, whole_slot.begin() + region.offset + region.bytes,
+                               rebuilt.begin() + region.offset))
+            << "--tp " << tp << ": layer " << l << "'s KDA state at byte " << region.offset;
+      }
+    }
+  }
+}
+
 TEST_P(Disaggregation, TheSnapshotIsTheAggregatedEnginesState) {
   // Two engines computing the same prompt hold the same bytes: the KDA state, conv windows, filling pools and
   // the blocks' latents and keys (the aggregated path computes exactly what the export hands over).

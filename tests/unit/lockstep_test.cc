@@ -96,6 +96,18 @@ Tokens SomeTokens(int64_t count, int64_t salt, int64_t vocab) {
   return tokens;
 }
 
+// The follower runs every recorded plan; each of its calls gives the leader's logits bit for bit.
+void ExpectReplayedBitForBit(const RecordingModel& follower_model, FakeCommunicator& rank1,
+                             const std::deque<std::vector<std::byte>>& messages,
+                             const std::vector<std::vector<float>>& leader_calls) {
+  ASSERT_OK(RunLockstepFollower(follower_model, rank1));
+  EXPECT_TRUE(messages.empty());
+  ASSERT_EQ(follower_model.calls.size(), leader_calls.size());
+  for (size_t i = 0; i < leader_calls.size(); ++i) {
+    ASSERT_EQ(follower_model.calls[i], leader_calls[i]) << "call " << i << " of " << leader_calls.size();
+  }
+}
+
 TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
   WorkerPool pool(1);
   const std::string dir = testing::TestDataPath("../../models/glint-tiny");
@@ -164,13 +176,85 @@ TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
     EXPECT_GT(lockstep.plans(), 10);
     leader_calls = std::move(leader.calls);
   }
-  ASSERT_OK(RunLockstepFollower(follower_model, rank1));
-  EXPECT_TRUE(messages.empty());
-  ASSERT_EQ(follower_model.calls.size(), leader_calls.size());
-  for (size_t i = 0; i < leader_calls.size(); ++i) {
-    ASSERT_EQ(follower_model.calls[i], leader_calls[i]) << "call " << i << " of " << leader_calls.size();
-  }
+  ExpectReplayedBitForBit(follower_model, rank1, messages, leader_calls);
 }
+
+// Prefill/decode disaggregation under several ranks (docs/disaggregation.md "Several ranks"): a decode engine over
+// the leader imports states exported by a single-rank engine, and its follower gets the imported bytes in the plans
+// (EngineMirror::OnWrite) — every follower call gives the leader's logits bit for bit (a follower decoding from the
+// lease's cleared slot would not), and the decode is the single-rank engine's own, n = 2 included. An export from
+// an engine over the leader streams every layer (the hook runs on rank 0 alone) and ends with the single-rank
+// export's logits. Golden tiny-sparse on the reference path, glint-tiny on the fast path.
+// `flush_bytes` 1: every write is broadcast at once, not with the next plan.
+void ImportsReachTheFollower(const testing::PathCase& c, size_t flush_bytes) {
+  std::unique_ptr<WorkerPool> pools[3];
+  const std::unique_ptr<Model> alone = testing::LoadPathModel(c, pools[0]);
+  const std::unique_ptr<Model> follower_inner = testing::LoadPathModel(c, pools[1]);
+  RecordingModel follower_model(*follower_inner);
+  follower_model.computes_logits_as_at_tp2 = true;
+  std::deque<std::vector<std::byte>> messages;
+  FakeCommunicator rank0(0, &messages), rank1(1, &messages);
+  std::vector<std::vector<float>> leader_calls;
+  {
+    LockstepLeader lockstep(testing::LoadPathModel(c, pools[2]), rank0);
+    lockstep.set_write_flush_bytes(flush_bytes);
+    RecordingModel leader(lockstep);
+    const int64_t vocab = leader.config().vocab_size;
+    auto single = testing::MakeCore(*alone, testing::SizedOptions(*alone, 2, 40, 8));
+    auto prefill = testing::MakeCore(leader, testing::SizedOptions(leader, 2, 40, 8));
+    auto decode = testing::MakeCore(leader, testing::SizedOptions(leader, 2, 40, 8));
+    uint64_t lease = 0;
+    RequestId id = 0;
+    for (const int64_t length : {29, 48}) {  // ending inside a block, and at a checkpoint position
+      const Tokens prompt = SomeTokens(length, length, vocab);
+      const auto exported = [&](EngineCore& core, bool stream) {
+        auto sink = std::make_shared<testing::Collector>();
+        Request request = testing::Greedy(prompt, 1, sink);
+        request.export_state = true;
+        request.stream_layers = stream;
+        EXPECT_OK(core.Add(++id, std::move(request)));
+        testing::RunToCompletion(core);
+        return sink;
+      };
+      const auto snapshot = exported(*single, false)->outputs.back().snapshot;
+      ASSERT_NE(snapshot, nullptr);
+      const auto streamed = exported(*prefill, true);
+      const int64_t layers = leader.config().num_hidden_layers;
+      ASSERT_EQ(static_cast<int64_t>(streamed->outputs.size()), layers + 1);
+      EXPECT_TRUE(streamed->outputs.back().snapshot->logits == snapshot->logits);
+      const auto expected = std::make_shared<testing::Collector>();
+      Request aggregated = testing::Greedy(prompt, 8, expected);
+      aggregated.n = 2;
+      ASSERT_OK(single->Add(++id, std::move(aggregated)));
+      testing::RunToCompletion(*single);
+      ASSERT_OK(decode->Lease(++lease, length, 60));
+      const auto got = std::make_shared<testing::Collector>();
+      Request request = testing::Greedy(prompt, 8, got);
+      request.n = 2;  // the second sample forks from the imported state: a slot copy the follower mirrors too
+      request.imported = snapshot;
+      request.lease = lease;
+      ASSERT_OK(decode->Add(++id, std::move(request)));
+      testing::RunToCompletion(*decode);
+      for (int64_t sample = 0; sample < 2; ++sample) {
+        EXPECT_EQ(got->TokensOf(id, sample), expected->TokensOf(id - 1, sample)) << length << " sample " << sample;
+      }
+    }
+    testing::ExpectPoolsAtStart(*decode);
+    testing::ExpectPoolsAtStart(*prefill);
+    decode.reset();
+    prefill.reset();
+    ASSERT_OK(lockstep.Stop());
+    leader_calls = std::move(leader.calls);
+  }
+  ExpectReplayedBitForBit(follower_model, rank1, messages, leader_calls);
+}
+
+TEST(Lockstep, ImportedStatesReachTheFollowerWithTheNextPlan) {
+  ImportsReachTheFollower({"glint-tiny", true}, LockstepLeader::kWriteFlushBytes);
+  ImportsReachTheFollower({"tiny-sparse", false}, LockstepLeader::kWriteFlushBytes);
+}
+
+TEST(Lockstep, ImportedStatesReachTheFollowerWhenFlushedAtOnce) { ImportsReachTheFollower({"glint-tiny", true}, 1); }
 
 TEST(Lockstep, TruncatedMessagesAreErrors) {
   WireWriter writer;
