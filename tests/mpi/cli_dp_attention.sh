@@ -45,7 +45,7 @@ grep -Eq "all-to-alls\),.*glint plan: [0-9]+ \(equal\), ≈" "$work/bench.txt" |
 
 # ---- a rank stopped (SIGSTOP) mid-run, inside the all-to-alls: the heartbeat ends every rank, naming it ----
 GLINT_PEER_TIMEOUT=2 timeout 60 "$mpirun" "${MPIRUN_LOCAL[@]}" -x GLINT_PEER_TIMEOUT -np 2 "$glint" run \
-  --prompt "Once upon a time" --max-tokens 4000 --ignore-eos --temperature 0 --threads 1 --ep 2 --dp-attention >/dev/null 2>"$work/stall.log" &
+  --prompt "Once upon a time" --max-tokens 100000 --ignore-eos --temperature 0 --threads 1 --ep 2 --dp-attention >/dev/null 2>"$work/stall.log" &
 pid=$!
 rank1=""
 for _ in $(seq 1 100); do
@@ -54,7 +54,9 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 [[ -n "$rank1" ]] || fail "rank 1 of the stalled run never started: $(cat "$work/stall.log")"
-sleep 2  # loaded, now generating: every step is two all-to-alls per MoE layer
+# loaded, now generating (4,000 tokens took 1.2 s on a quiet Zen 5: the run must outlast the sleep): every step is
+# two all-to-alls per MoE layer
+sleep 2
 kill -STOP "$rank1"
 wait_job 20 "a run with rank 1 stopped did not end within 20 s"
 [[ "$job_exit" != 0 ]] || fail "a run with rank 1 stopped exited 0"
