@@ -14,11 +14,12 @@ constexpr int64_t kLmHeadRowBlock = 16;  // lm_head is split by 16-row blocks (d
 // its state (an owned sequence: kind, key, attention rank, positions, MTP pairs — 29 bytes; a bound one adds its pools
 // id, its block table and its slot: 24 + 4 per block), its tokens (8 + 4 each), logits wanted (a 4-byte enum),
 // want-hidden, whether it streams its layers (an export: --role prefill), the image rows' positions and values
-// (8 + 4 each, 8 + 4 per float: none counted here), the checkpoint count and the rollback count (31), and per rollback snapshot its position and pointer (24 — one per drafted token of
-// a verification: none counted here). An MTP batch: 21 bytes, and per entry its state, its hidden input named in the
-// last Forward's outputs (33) or, in a chained draft's call, inline (9 + 4 · D), its next tokens (8 + 4 each), logits
-// wanted (4) and its image rows' positions and values (8 + 4 each, 8 + 4 per float: none counted here). Not counted:
-// pool copies and releases between the steps (≈ 40 and 9 bytes each).
+// (8 + 4 each, 8 + 4 per float: none counted here), the checkpoint count and the rollback count (31), and per rollback
+// snapshot its position and pointer (24 — one per drafted token of a verification: none counted here). An MTP batch: 21
+// bytes, and per entry its state, its hidden input named in the last Forward's outputs (33) or, in a chained draft's
+// call, inline (9 + 4 · D), its next tokens (8 + 4 each), logits wanted (4) and its image rows' positions and values (8
+// + 4 each, 8 + 4 per float: none counted here). Not counted: pool copies and releases between the steps (≈ 40 and 9
+// bytes each).
 uint64_t ForwardPlanBytes(const StepShape& s) {
   const uint64_t state = 29 + (s.blocks_per_entry > 0 ? 24 + 4 * s.blocks_per_entry : 0);
   return 21 + s.entries * (state + 8 + 31) + 4 * s.rows;
