@@ -98,8 +98,7 @@ std::vector<CacheRegion> LayerRegions(const CacheLayout& layout, int64_t layer) 
 std::vector<SlotRun> KdaHeadRuns(const CacheLayout& layout, int64_t layer, int64_t first, int64_t count) {
   const CacheLayout::Layer& l = layout.layers.at(layer);
   if (l.kind != AttentionKind::kKda) return {};
-  const int64_t channel = (layout.kda_conv_kernel - 1) * 4;  // one channel's window, fp32
-  const int64_t head_channels = layout.kda_head_dim * channel;
+  const int64_t head_channels = layout.kda_conv_bytes / (3 * layout.kda_heads);  // one head's d channels of a stream
   const int64_t head_state = layout.kda_recurrent_bytes / layout.kda_heads;
   std::vector<SlotRun> runs;
   for (int64_t stream = 0; stream < 3; ++stream) {  // q, k, v
@@ -110,7 +109,7 @@ std::vector<SlotRun> KdaHeadRuns(const CacheLayout& layout, int64_t layer, int64
 }
 
 int64_t KdaHeadBytes(const CacheLayout& layout) {
-  return 3 * layout.kda_head_dim * (layout.kda_conv_kernel - 1) * 4 + layout.kda_recurrent_bytes / layout.kda_heads;
+  return (layout.kda_conv_bytes + layout.kda_recurrent_bytes) / layout.kda_heads;
 }
 
 void CopyWholeSlotToPart(const CacheLayout& whole, std::span<const std::byte> whole_slot, const CacheLayout& part,
