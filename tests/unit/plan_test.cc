@@ -683,7 +683,7 @@ TEST(PlanCollectives, CountsAndBytesByLayout) {
   auto lines = CollectivesPerStep(c, {4, 1}, decode);
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[0].op, CollectiveOp::kBroadcast);
-  EXPECT_EQ(lines[0].payload, 21u + 16 * (29 + 8 + 30) + 4 * 16);
+  EXPECT_EQ(lines[0].payload, 21u + 16 * (29 + 8 + 31) + 4 * 16);
   EXPECT_EQ(lines[1].calls, moe);
   EXPECT_EQ(lines[1].payload, moe * 16 * row);
   EXPECT_EQ(lines[1].BytesReceived(true), 3 * moe * 16 * row);
