@@ -43,55 +43,16 @@ while [[ $# -gt 0 ]]; do
   esac
   shift 2
 done
-IFS=, read -ra cpu_of <<<"$cpus"
-[[ ${#cpu_of[@]} -eq 2 && "${cpu_of[0]}" =~ ^[0-9]+$ && "${cpu_of[1]}" =~ ^[0-9]+$ ]] ||
-  { echo "pd_transfer_overhead.sh: --cpus takes two core numbers, one per host (got '$cpus')" >&2; exit 2; }
 [[ "$requests" =~ ^[1-9][0-9]*$ && "$prompt_len" =~ ^[1-9][0-9]*$ ]] ||
   { echo "pd_transfer_overhead.sh: --requests and --prompt-len take positive integers" >&2; exit 2; }
-[[ -x "$glint" && -d "$model" ]] || { echo "pd_transfer_overhead.sh: no glint at '$glint' or no model at '$model'" >&2; exit 2; }
-glint="$(readlink -f "$glint")"
-hosts_script="$here/../tests/cluster/hosts.sh"
-bash "$hosts_script" check
-
-work="$(mktemp -d)"
-export GLINT_CLUSTER_DIR="$work/cluster"
-mkdir -p "$out"
-out="$(readlink -f "$out")"
-cleanup() {
-  bash "$hosts_script" down
-  rm -rf "$work"
-}
-trap cleanup EXIT
-hosts() { bash "$hosts_script" "$@"; }
-die() {
-  echo "pd_transfer_overhead.sh: $*" >&2
-  for log in "$work"/*.log; do [[ -f "$log" ]] && { echo "== $log" >&2; tail -5 "$log" >&2; }; done
-  exit 1
-}
+# shellcheck source=bench/lib/pd_hosts.sh disable=SC1091
+source "$here/lib/pd_hosts.sh"  # checks the flags; $work, hosts, die, serve
 
 hosts up 2 "$link_rate" >/dev/null
 hosts model "$model" link
 link_bits="$(awk -v r="${link_rate,,}" 'BEGIN { m = r ~ /gbit$/ ? 1e9 : 1e6; sub(/[gm]bit$/, "", r); print r * m }')"
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-# serve K NAME LEVEL ARGS...: `glint --log-level LEVEL serve ARGS` on host K (pinned to its core unless --no-pin) at
-# its address:8080; waits until it serves.
-serve() {
-  local k="$1" name="$2" level="$3"
-  shift 3
-  local pinned=()
-  [[ "$pin" == 1 ]] && pinned=(taskset -c "${cpu_of[$k]}")
-  hosts exec "$k" "${pinned[@]}" "$glint" --log-level "$level" serve --host "$(hosts address "$k")" --port 8080 \
-    --model "$GLINT_CLUSTER_DIR/here/model" --threads "$threads" --memory "$memory" --max-model-len "$max_model_len" \
-    --served-model-name model --no-request-log "$@" >"$work/$name.log" 2>&1 &
-  local pid=$!
-  for _ in $(seq 1 3000); do
-    grep -qs "serving .* on http://" "$work/$name.log" && return
-    kill -0 "$pid" 2>/dev/null || die "$name on host $k exited"
-    sleep 0.1
-  done
-  die "$name on host $k did not start in 300 s"
-}
 serve 0 prefill info --role prefill
 serve 1 decode debug --role decode
 

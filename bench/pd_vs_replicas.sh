@@ -54,31 +54,11 @@ while [[ $# -gt 0 ]]; do
   esac
   shift 2
 done
-IFS=, read -ra cpu_of <<<"$cpus"
-[[ ${#cpu_of[@]} -eq 2 && "${cpu_of[0]}" =~ ^[0-9]+$ && "${cpu_of[1]}" =~ ^[0-9]+$ ]] ||
-  { echo "pd_vs_replicas.sh: --cpus takes two core numbers, one per host (got '$cpus')" >&2; exit 2; }
-[[ -x "$glint" && -d "$model" ]] || { echo "pd_vs_replicas.sh: no glint at '$glint' or no model at '$model'" >&2; exit 2; }
-glint="$(readlink -f "$glint")"
-hosts_script="$here/../tests/cluster/hosts.sh"
-bash "$hosts_script" check
-
-work="$(mktemp -d)"
-export GLINT_CLUSTER_DIR="$work/cluster" GLINT_CACHE_DIR="$work/cache"
-mkdir -p "$out"
-out="$(readlink -f "$out")"
+pin=1
 router_pid=""
-cleanup() {
-  [[ -z "$router_pid" ]] || kill -TERM "$router_pid" 2>/dev/null || true
-  bash "$hosts_script" down
-  rm -rf "$work"
-}
-trap cleanup EXIT
-hosts() { bash "$hosts_script" "$@"; }
-die() {
-  echo "pd_vs_replicas.sh: $*" >&2
-  for log in "$work"/*.log; do [[ -f "$log" ]] && { echo "== $log" >&2; tail -5 "$log" >&2; }; done
-  exit 1
-}
+pd_hosts_before_down() { [[ -z "$router_pid" ]] || kill -TERM "$router_pid" 2>/dev/null || true; }
+# shellcheck source=bench/lib/pd_hosts.sh disable=SC1091
+source "$here/lib/pd_hosts.sh"  # checks the flags; $work, hosts, die, serve
 summary="$out/summary.txt"
 say() { echo "$*" | tee -a "$summary"; }
 : >"$summary"
@@ -90,20 +70,6 @@ link_bits="$(awk -v r="${link_rate,,}" 'BEGIN { m = r ~ /gbit$/ ? 1e9 : 1e6; sub
 say "pd_vs_replicas: link $link_rate, host cores ${cpu_of[*]}, model $model, long $long_len × $long_fraction," \
   "short ≤ $short_len, output ≤ $output_len (range ratio $range_ratio), rates $rates req/s, $requests requests each"
 say "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-
-# serve K NAME ARGS...: `glint serve` on host K, pinned to its core, at its address:8080; waits until it serves.
-serve() {
-  local k="$1" name="$2"
-  shift 2
-  hosts exec "$k" taskset -c "${cpu_of[$k]}" "$glint" serve --host "$(hosts address "$k")" --port 8080 \
-    --model "$GLINT_CLUSTER_DIR/here/model" --threads "$threads" --memory "$memory" --max-model-len "$max_model_len" \
-    --served-model-name model --no-request-log "$@" >"$work/$name.log" 2>&1 &
-  for _ in $(seq 1 3000); do
-    grep -qs "serving .* on http://" "$work/$name.log" && return
-    sleep 0.1
-  done
-  die "$name on host $k did not start"
-}
 
 # route ARGS...: `glint router ARGS` on the machine; sets $router once every backend is healthy.
 route() {
@@ -158,15 +124,15 @@ measure() {
   done
 }
 
-serve 0 prefill --role prefill
-serve 1 decode --role decode
+serve 0 prefill info --role prefill
+serve 1 decode info --role decode
 route --prefill "http://$(hosts address 0):8080" --decode "http://$(hosts address 1):8080" \
   ${local_prefill_below:+--local-prefill-below "$local_prefill_below"}
 measure pd
 stop_all
 
-serve 0 replica0
-serve 1 replica1
+serve 0 replica0 info
+serve 1 replica1 info
 route --replica "http://$(hosts address 0):8080" --replica "http://$(hosts address 1):8080"
 measure aggregated
 stop_all
