@@ -203,12 +203,6 @@ Status StartRole(const ServeFlags& flags, const std::string& dir, ServingStack& 
   if (!whole_state.ok()) {
     return Status(whole_state.code(), StrCat("--role ", flags.role, ": ", whole_state.message()));
   }
-  if (flags.engine.speculative != "none") {
-    return Unimplemented("--role ", flags.role, " with --speculative ", flags.engine.speculative,
-                         " is not supported yet: the MTP layer's cache rows (its latents and indexer keys per block, "
-                         "its pending rows) are not part of the transferred state, and its row of the prompt's last "
-                         "position needs that position's hidden state, which does not travel");
-  }
   GLINT_ASSIGN_OR_RETURN(uint64_t fingerprint, FingerprintModelDirectory(dir));
   const server::TransferLayout layout = server::LayoutOf(*stack.engine, fingerprint);
   std::shared_ptr<const server::TransferSecret> secret;
@@ -433,8 +427,8 @@ void AddRoleFlags(CLI::App& command, ServeFlags& flags) {
       .add_option("--role", flags.role,
                   "both: prefill and decode here (default); prefill: also serve prompt states to decode servers on "
                   "--transfer-port; decode: take a prompt's state from the prefill server a request's X-Glint-Prefill "
-                  "header names. Under mpirun too (not with --dp-attention), any ranks and --tp on either side; not "
-                  "with --speculative mtp (docs/disaggregation.md)")
+                  "header names. Under mpirun too (not with --dp-attention), any ranks and --tp on either side. With "
+                  "--speculative mtp, start both the prefill and the decode servers with it (docs/disaggregation.md)")
       ->check(CLI::IsMember({"both", "prefill", "decode"}))
       ->capture_default_str();
   command.add_option("--transfer-port", flags.transfer_port,

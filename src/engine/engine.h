@@ -64,6 +64,7 @@ class Engine {
   const CacheLayout& layout() const { return core_->layout(); }
   const CacheLayout& transfer_layout() const { return core_->transfer_layout(); }
   int64_t vocab_size() const { return core_->model().config().vocab_size; }
+  int64_t hidden_size() const { return core_->model().config().hidden_size; }
 
  private:
   struct LeaseOrder {

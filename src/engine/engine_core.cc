@@ -275,7 +275,7 @@ Status EngineCore::Add(RequestId id, Request request) {
   counters_.prompt_tokens += length;
   request.prompt.clear();
   record.request = std::move(request);
-  if (imported) StartImported(leased);
+  if (imported) return StartImported(leased);
   return Status::Ok();
 }
 
@@ -389,7 +389,7 @@ void EngineCore::EmitToken(const Emission& emission, std::vector<RequestOutput>&
                           " layers' state (it does not report layer completions): the state was not exported"));
       return;
     }
-    output.snapshot = TakeSnapshot(id, emission.logits, /*whole=*/!request.stream_layers);
+    output.snapshot = TakeSnapshot(id, emission.logits, emission.hidden, /*whole=*/!request.stream_layers);
     FinishSample(id, FinishReason::kStop, std::move(output), outputs);
     return;
   }
@@ -638,19 +638,26 @@ void EngineCore::ChooseNextTokens(StepWork& step) {
       chosen[i] = ChooseToken(samples_.at(chunks[i].id), step.results[i].logits);
     });
   }
+  const int64_t d = model_.config().hidden_size;
   for (size_t i = 0; i < chunks.size(); ++i) {
     ScheduledChunk& chunk = step.plan.chunks[i];
-    if (chunk.samples) ChooseChunkTokens(chunk, step.results[i].logits, step.emissions[i], chosen[i]);
+    if (!chunk.samples) continue;
+    const EntryOutput& result = step.results[i];
+    if (Exports(samples_.at(chunk.id))) {
+      // A prefill for another engine: no token here, the state goes out (EmitToken) — with speculation, with the
+      // last position's hidden row, the h of the MTP pair that engine runs once it has drawn the token.
+      const std::span<const float> hidden(result.hidden);
+      step.emissions[i].push_back(
+          {chunk.id, kExportToken, result.logits, hidden.empty() ? hidden : hidden.last(static_cast<size_t>(d))});
+      continue;
+    }
+    ChooseChunkTokens(chunk, result.logits, step.emissions[i], chosen[i]);
   }
 }
 
 void EngineCore::ChooseChunkTokens(ScheduledChunk& chunk, std::span<const float> logits,
                                    std::vector<Emission>& emissions, int32_t chosen) {
   Sample& sample = samples_.at(chunk.id);
-  if (Exports(sample)) {  // a prefill for another engine: no token here, the state goes out (EmitToken)
-    emissions.push_back({chunk.id, kExportToken, logits});
-    return;
-  }
   if (chunk.draft == 0) {
     ClearDraft(chunk.id);  // a draft the scheduler had no room to verify is dropped
     const int32_t token = chosen >= 0 ? chosen : ChooseToken(sample, logits);
@@ -727,16 +734,19 @@ Status EngineCore::ForkWaitingSamples(StepWork& step) {
         ForkChildren(chunk.id, result.logits, result.hidden, chunk.start, step.children_work);
     step.emissions[i].insert(step.emissions[i].begin(), forked.begin(), forked.end());
   }
-  if (mtp) {
-    // The parents' identical pairs just succeeded, but an expert read may still fail (the request then ends).
-    std::vector<std::pair<SequenceId, Status>> failed;
-    GLINT_RETURN_IF_ERROR(RunMtp(step.children_work, failed));
-    FailMtpSequences(failed, step.children_work.size(), step.outputs);
-    for (const MtpWork& w : step.children_work) {
-      if (samples_.count(w.id) != 0) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, 0, 0));
-    }
-  }
+  if (mtp) GLINT_RETURN_IF_ERROR(RunChildrenMtp(step.children_work, step.outputs));
   CommitChildren(step.children_work);
+  return Status::Ok();
+}
+
+Status EngineCore::RunChildrenMtp(const std::vector<MtpWork>& children_work, std::vector<RequestOutput>& outputs) {
+  // The parents' identical pairs just succeeded, but an expert read may still fail (the request then ends).
+  std::vector<std::pair<SequenceId, Status>> failed;
+  GLINT_RETURN_IF_ERROR(RunMtp(children_work, failed));
+  FailMtpSequences(failed, children_work.size(), outputs);
+  for (const MtpWork& w : children_work) {
+    if (samples_.count(w.id) != 0) GLINT_RETURN_IF_ERROR(TakeEndCheckpoints(w.id, 0, 0));
+  }
   return Status::Ok();
 }
 

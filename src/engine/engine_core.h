@@ -158,11 +158,13 @@ class EngineCore {
     bool grammar_dead_end = false;
     int64_t layers_streamed = 0;  // Request::stream_layers: layers whose state went out (StreamLayer)
   };
-  // A token to hand out at the end of the step, with the logits row it was chosen from (for logprobs).
+  // A token to hand out at the end of the step, with the logits row it was chosen from (for logprobs). An export's
+  // (kExportToken) also carries the last prompt position's hidden row when the MTP layer runs (for the snapshot).
   struct Emission {
     SequenceId id = 0;
     int32_t token = 0;
     std::span<const float> logits;
+    std::span<const float> hidden = {};
   };
   // An image of a request: its rows [tokens, D] once the tower ran (kept while the request lives, so recompute
   // after preemption and the n samples share them).
@@ -230,19 +232,29 @@ class EngineCore {
   // Disaggregation: the state after the prompt as a snapshot (export_state), and the imported request's start:
   // its snapshot copied into the leased memory, its first token drawn (and its n − 1 siblings forked) and handed
   // out at once.
-  // With `whole` false (a streamed export): the token count and the logits only.
-  std::shared_ptr<const SequenceSnapshot> TakeSnapshot(SequenceId id, std::span<const float> logits, bool whole) const;
+  // With `whole` false (a streamed export): the token count, the logits and the MTP layer's part only. `hidden`: the
+  // last prompt position's row (speculation; empty without).
+  std::shared_ptr<const SequenceSnapshot> TakeSnapshot(SequenceId id, std::span<const float> logits,
+                                                       std::span<const float> hidden, bool whole) const;
   // Streaming: the LayerDone hook of an export's last chunk, and what it does — layer l of the sequence packed
   // (LayerState) and handed to the request's sink at once, from inside the forward pass.
   static void OnLayerDone(void* stream, int64_t layer);
   void StreamLayer(SequenceId id, int64_t layer);
   std::vector<std::byte> PackLayer(SequenceId id, int64_t layer) const;
+  // `regions` of the sequence's slot and of each block covering its prompt, packed in order (LayerState's order).
+  std::vector<std::byte> PackRegions(SequenceId id, std::span<const CacheRegion> regions) const;
   Status ValidateImport(const Request& request) const;
-  void StartImported(SequenceId id);
+  // With speculation, the imported sequence's first token then runs the MTP pair of the last prompt position (whose
+  // hidden row came with the state), as the last prefill chunk's MTP batch does on one engine: it drafts at once.
+  // An error is the engine's own inconsistency.
+  Status StartImported(SequenceId id);
   // The waiting samples of `parent` start as copies of it and draw their first token from `logits`; their MTP
   // pairs (with `hidden` rows from `start`) go to `children_work`.
   std::vector<Emission> ForkChildren(SequenceId parent, std::span<const float> logits, std::span<const float> hidden,
                                      int64_t start, std::vector<MtpWork>& children_work);
+  // With speculation, the forked children's own MTP pairs (a child whose pass fails ends its request), then the
+  // checkpoints whose key their first token made known. An error is the engine's.
+  Status RunChildrenMtp(const std::vector<MtpWork>& children_work, std::vector<RequestOutput>& outputs);
   // Commits the forked children's positions (their full blocks may join the prefix cache).
   void CommitChildren(const std::vector<MtpWork>& children_work);
   // The leased sequence's slot and blocks take the snapshot's bytes (sizes checked by ValidateImport).

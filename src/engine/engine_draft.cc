@@ -114,9 +114,13 @@ Status EngineCore::RunMtp(std::span<const MtpWork> work, std::vector<std::pair<S
   std::vector<std::vector<float>> image_rows(work.size());       // [work][rows, D]
   for (size_t i = 0; i < work.size(); ++i) {
     const MtpWork& w = work[i];
-    SequenceState& state = *samples_.at(w.id).state;
+    const Sample& sample = samples_.at(w.id);
+    SequenceState& state = *sample.state;
     const SequenceInfo& info = scheduler_->Get(w.id);
-    const int64_t first = state.mtp_tokens, end = state.tokens;  // pairs first .. end − 1 are new
+    // Pairs first .. end − 1 are new. An export's last pair (h_{T−1}, x_T) waits for x_T, which the engine that
+    // imports the state draws: that engine runs it (docs/disaggregation.md "Speculative decoding").
+    const bool exported_end = Exports(sample) && state.tokens == info.prompt_length;
+    const int64_t first = state.mtp_tokens, end = state.tokens - (exported_end ? 1 : 0);
     if (first == end) continue;
     const int64_t rows = static_cast<int64_t>(w.hidden.size()) / d;
     if (first < w.first_position || end > w.first_position + rows || end >= static_cast<int64_t>(info.tokens.size())) {

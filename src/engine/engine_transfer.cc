@@ -3,6 +3,7 @@
 // the transferred logits. The bytes are the cache layout's own, so both engines must share it; the transfer plane
 // (server/state_transfer.h) checks that with a fingerprint and checksums before anything reaches Add.
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "base/log.h"
@@ -30,11 +31,6 @@ Status EngineCore::ValidateImport(const Request& request) const {
   if (request.export_state && request.imported != nullptr) {
     return InvalidArgument("a request cannot both export its prompt's state and import it");
   }
-  if (speculative()) {
-    return Unimplemented(
-        "prefill/decode disaggregation with --speculative mtp is not supported yet (the MTP layer's cache rows are "
-        "not part of the transferred state, nor the hidden state of the prompt's last position its next row needs)");
-  }
   GLINT_RETURN_IF_ERROR(CheckStateOnRankZero(model_.shard_plan()));
   const int64_t length = static_cast<int64_t>(request.prompt.size());
   if (request.export_state) {
@@ -60,6 +56,15 @@ Status EngineCore::ValidateImport(const Request& request) const {
     return InvalidArgument("the transferred state has ", s.slot.size(), " slot bytes, ", s.blocks.size(),
                            " block bytes and ", s.logits.size(), " logits; this engine expects ", slot_bytes, ", ",
                            blocks * block_bytes, " and ", vocab);
+  }
+  // With the MTP layer (the layout's sizes include its cache, so both engines run it) the last position's hidden
+  // row must come too: without it this engine could not draft before its second token.
+  const int64_t hidden = speculative() ? model_.config().hidden_size : 0;
+  if (static_cast<int64_t>(s.hidden.size()) != hidden || !s.mtp.empty()) {
+    return InvalidArgument("the transferred state has a hidden row of ", s.hidden.size(), " values and ",
+                           s.mtp.size(), " packed MTP bytes; this engine ",
+                           speculative() ? "runs --speculative mtp and expects " : "runs no MTP layer and expects ",
+                           hidden, " and 0 (the MTP rows are in its slot and blocks)");
   }
   return Status::Ok();
 }
@@ -117,10 +122,17 @@ std::optional<double> EngineCore::SecondsToNextExpiry() const {
 }
 
 std::shared_ptr<const SequenceSnapshot> EngineCore::TakeSnapshot(SequenceId id, std::span<const float> logits,
-                                                                 bool whole) const {
+                                                                 std::span<const float> hidden, bool whole) const {
   auto snapshot = std::make_shared<SequenceSnapshot>();
   snapshot->tokens = scheduler_->Get(id).prompt_length;
   snapshot->logits.assign(logits.begin(), logits.end());
+  if (speculative()) {
+    GLINT_CHECK(static_cast<int64_t>(hidden.size()) == model_.config().hidden_size)
+        << "an export with the MTP layer got " << hidden.size() << " hidden values";
+    snapshot->hidden.assign(hidden.begin(), hidden.end());
+    // The MTP layer's cache is whole on rank 0 at any --tp, as a DSA layer's; written by this step's MTP pass.
+    if (!whole) snapshot->mtp = PackRegions(id, MtpRegions(*layout_));
+  }
   if (!whole) return snapshot;
   // Disaggregation is refused with --dp-attention (CheckStateOnRankZero): one partition holds every sequence.
   const std::byte* slot = memories_[0]->Slot(id);
@@ -159,10 +171,14 @@ std::vector<std::byte> EngineCore::PackLayer(SequenceId id, int64_t layer) const
     // layer's state is whole here, at the same sizes as in the whole layout.
     return mirror_->GatherKdaLayer(slot, *layout_, *transfer_layout_, layer);
   }
+  return PackRegions(id, LayerRegions(*layout_, layer));
+}
+
+std::vector<std::byte> EngineCore::PackRegions(SequenceId id, std::span<const CacheRegion> regions) const {
+  const std::byte* slot = memories_[0]->Slot(id);
   const int64_t blocks = (scheduler_->Get(id).prompt_length + capacity_.block_tokens - 1) / capacity_.block_tokens;
-  const std::vector<CacheRegion> regions = LayerRegions(*layout_, layer);
   std::vector<std::byte> bytes;
-  bytes.reserve(static_cast<size_t>(LayerStateBytes(*layout_, layer, blocks)));
+  bytes.reserve(static_cast<size_t>(RegionStateBytes(regions, blocks)));
   for (const CacheRegion& r : regions) {
     if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
   }
@@ -198,25 +214,42 @@ void EngineCore::CopySnapshotIn(SequenceId id, const SequenceSnapshot& snapshot)
   }
 }
 
-void EngineCore::StartImported(SequenceId id) {
-  // As a step whose chunk just ended the prompt: the first token from the prompt's last logits, the siblings
-  // forked from the same logits, then the tokens handed out. The next step feeds that token: the last prompt
-  // position is never computed twice.
-  Bind(id);
+Status EngineCore::StartImported(SequenceId id) {
+  // As a step whose chunk just ended the prompt: the first token from the prompt's last logits, with speculation
+  // the MTP pair of the last prompt position (the snapshot's hidden row and that token), the positions committed,
+  // the siblings forked from the same logits (each with its own MTP pair), then the tokens handed out. The next
+  // step feeds that token: the last prompt position is never computed twice.
+  const int64_t length = scheduler_->Get(id).prompt_length;
+  Bind(id, speculative() ? length - 1 : -1);  // the transferred MTP cache holds the pairs before the last one
   Sample& sample = samples_.at(id);
   sample.timings.first_scheduled = Now();
-  const std::span<const float> logits(requests_.at(sample.request).request.imported->logits);
+  const SequenceSnapshot& snapshot = *requests_.at(sample.request).request.imported;
+  const std::span<const float> logits(snapshot.logits), hidden(snapshot.hidden);
   const int32_t token = ChooseToken(sample, logits);
   Append(id, token);
+  std::vector<RequestOutput> outputs;
+  if (speculative()) {  // drafts the next token, as the last chunk's MTP batch does on one engine
+    std::vector<std::pair<SequenceId, Status>> failed;
+    const std::array<MtpWork, 1> work{MtpWork{id, hidden, length - 1}};
+    GLINT_RETURN_IF_ERROR(RunMtp(work, failed));
+    FailMtpSequences(failed, 1, outputs);
+    if (!failed.empty()) {  // its request ended with the error
+      Deliver(outputs);
+      return Status::Ok();
+    }
+  }
+  // With speculation a block's key holds the token after it, so its rows are final only now.
+  MemoryOf(id).Commit(id, scheduler_->Keys(id), length);
   std::vector<MtpWork> children_work;
-  std::vector<Emission> emissions = ForkChildren(id, logits, {}, 0, children_work);
+  std::vector<Emission> emissions = ForkChildren(id, logits, hidden, length - 1, children_work);
+  if (speculative()) GLINT_RETURN_IF_ERROR(RunChildrenMtp(children_work, outputs));
   CommitChildren(children_work);
   emissions.push_back({id, token, logits});
-  std::vector<RequestOutput> outputs;
   for (const Emission& emission : emissions) {
     if (samples_.count(emission.id) != 0) EmitToken(emission, outputs);
   }
   Deliver(outputs);
+  return Status::Ok();
 }
 
 }  // namespace glint

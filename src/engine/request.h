@@ -65,6 +65,17 @@ struct SequenceSnapshot {
   std::vector<std::byte> slot;    // the slot (KDA conv and recurrent state, indexer filling pools): slot_bytes
   std::vector<std::byte> blocks;  // the blocks covering positions < tokens, in order: ⌈tokens / block⌉ × block_bytes
   std::vector<float> logits;      // [V] the raw logits of the last prompt position
+  // With the MTP layer (--speculative mtp; both empty without it). Its cache holds the pairs (h_p, x_{p+1}) of
+  // p = 0 .. tokens − 2 (in the slot and blocks above; a streamed export packs it here instead, as MtpRegions lays
+  // it out): the last pair needs the first token, which the importing engine draws, so it travels as `hidden`, the
+  // trunk's final normed hidden state at the last prompt position [D], and that engine runs the pair.
+  std::vector<float> hidden;
+  std::vector<std::byte> mtp;
+  // The bytes that carry state (the slot, the blocks, the MTP rows, the logits and the hidden row).
+  int64_t Bytes() const {
+    return static_cast<int64_t>(slot.size() + blocks.size() + mtp.size() +
+                                (logits.size() + hidden.size()) * sizeof(float));
+  }
 };
 
 // One layer's state of an export that streams (Request::stream_layers): LayerRegions(layout, layer) packed in order —
@@ -130,7 +141,8 @@ struct Request {
   // logprobs all behave as if the prompt had been computed here.
   bool export_state = false;
   // With export_state: each layer's state goes to the sink as a LayerState output while the later layers compute,
-  // and the snapshot of the last output holds the token count and the logits only (slot and blocks empty).
+  // and the snapshot of the last output holds the token count, the logits and the MTP layer's part only (slot and
+  // blocks empty).
   bool stream_layers = false;
   std::shared_ptr<const SequenceSnapshot> imported;
   uint64_t lease = 0;

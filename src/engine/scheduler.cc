@@ -303,7 +303,13 @@ void Scheduler::Complete(const StepPlan& plan) {
                 chunk.accepted >= 0 && chunk.accepted <= chunk.draft)
         << "sequence " << chunk.id << " changed between Schedule and Complete";
     sequence.computed += chunk.count + chunk.accepted;
-    MemoryOf(sequence).Commit(chunk.id, Keys(chunk.id), sequence.computed);
+    CacheManager& memory = MemoryOf(sequence);
+    // With key_next_token a position's key holds the token after it. An export ends at its prompt with no token
+    // drawn (the engine that imports the state draws it): its last position is committed there, not here.
+    const int64_t known = static_cast<int64_t>(Keys(chunk.id).size()) - memory.KeyExtra();
+    GLINT_CHECK(known >= sequence.computed || static_cast<int64_t>(sequence.tokens.size()) == sequence.prompt_length)
+        << "sequence " << chunk.id << " computed " << sequence.computed << " positions with no token after them";
+    memory.Commit(chunk.id, Keys(chunk.id), std::min(sequence.computed, known));
   }
 }
 
@@ -367,7 +373,6 @@ void Scheduler::Import(SequenceId id, std::vector<int32_t> prompt, int64_t arriv
   sequence.computed = sequence.prompt_length;
   sequence.admitted_before = true;
   running_.insert(KeyOf(sequence));
-  memory_.Commit(id, Keys(id), sequence.computed);
 }
 
 void Scheduler::ReleaseLease(SequenceId id) {

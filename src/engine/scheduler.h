@@ -142,8 +142,9 @@ class Scheduler {
   // until Import or ReleaseLease. False, changing nothing, when the pools cannot provide them now.
   bool Lease(SequenceId id, int64_t tokens);
   // The leased sequence, whose memory now holds the state after `prompt`, becomes a running sequence with every
-  // prompt position computed (its full blocks join the prefix cache). The caller appends its first token before
-  // the next step or integrity check.
+  // prompt position computed. The caller appends its first token and then commits the positions in its memory
+  // (its full blocks join the prefix cache; with key_next_token a block's key needs the token after it) before the
+  // next step, fork or integrity check.
   void Import(SequenceId id, std::vector<int32_t> prompt, int64_t arrival, std::vector<int32_t> keys,
               SequencePriority priority);
   // Frees a lease that will not be imported.

@@ -163,6 +163,8 @@ class CacheManager {
   // Releases the sequence's blocks (last block first, so its tail is evicted before its head) and its slot.
   void Free(SequenceId id);
 
+  // Tokens past a position that its key holds: 1 with key_next_token, else 0.
+  int64_t KeyExtra() const { return options_.key_next_token ? 1 : 0; }
   bool IsLive(SequenceId id) const { return sequences_.count(id) != 0; }
   int64_t num_live() const { return static_cast<int64_t>(sequences_.size()); }
   // Block ids of the sequence, position p in blocks[p / block_tokens]. The reference stays valid while it lives.
@@ -201,7 +203,6 @@ class CacheManager {
   bool NeedsCheckpoints() const { return options_.checkpoint_bytes > 0; }
   // The key of block i of `tokens` (which must hold it): its tokens, and the next one with key_next_token.
   std::span<const int32_t> BlockKey(std::span<const int32_t> tokens, int64_t i) const;
-  int64_t KeyExtra() const { return options_.key_next_token ? 1 : 0; }
   // The tail policy: demotes the sequence's checkpoints that its advance from `previous` to `computed` positions
   // takes out of the kept set (memory/checkpoint_policy.h).
   void ThinCheckpoints(const Sequence& sequence, int64_t previous, int64_t computed);

@@ -95,6 +95,13 @@ std::vector<CacheRegion> LayerRegions(const CacheLayout& layout, int64_t layer) 
           {false, l.pooled, layout.dsa_pooled_bytes}};
 }
 
+std::vector<CacheRegion> MtpRegions(const CacheLayout& layout) {
+  if (!layout.has_mtp()) return {};
+  return {{true, layout.mtp_pending, layout.dsa_pending_bytes},
+          {false, layout.mtp_latents, layout.dsa_latents_bytes},
+          {false, layout.mtp_pooled, layout.dsa_pooled_bytes}};
+}
+
 std::vector<SlotRun> KdaHeadRuns(const CacheLayout& layout, int64_t layer, int64_t first, int64_t count) {
   const CacheLayout::Layer& l = layout.layers.at(layer);
   if (l.kind != AttentionKind::kKda) return {};
@@ -126,12 +133,13 @@ void CopyWholeSlotToPart(const CacheLayout& whole, std::span<const std::byte> wh
       std::memcpy(part_slot + to[i].offset, whole_slot.data() + from[i].offset, from[i].bytes);
     }
   }
+  if (whole.has_mtp() && part.has_mtp()) {
+    std::memcpy(part_slot + part.mtp_pending, whole_slot.data() + whole.mtp_pending, whole.dsa_pending_bytes);
+  }
 }
 
 int64_t LayerStateBytes(const CacheLayout& layout, int64_t layer, int64_t blocks) {
-  int64_t bytes = 0;
-  for (const CacheRegion& region : LayerRegions(layout, layer)) bytes += region.bytes * (region.in_slot ? 1 : blocks);
-  return bytes;
+  return RegionStateBytes(LayerRegions(layout, layer), blocks);
 }
 
 Status CacheLayout::CheckMatches(const ModelConfig& c) const {

@@ -81,10 +81,19 @@ struct CacheRegion {
   int64_t offset = 0, bytes = 0;
 };
 // KDA: the conv window and S in the slot; DSA: the filling-pool rows in the slot, then the latents and the pooled
-// keys in each block. The MTP layer's cache is no layer's.
+// keys in each block. The MTP layer's cache is no layer's (MtpRegions).
 std::vector<CacheRegion> LayerRegions(const CacheLayout& layout, int64_t layer);
-// Bytes of layer l's state for a sequence whose positions lie in `blocks` blocks: its slot ranges + blocks × its
-// block ranges.
+// The MTP layer's cache, laid out as a DSA layer's: its filling-pool rows in the slot, then its latents and pooled
+// keys in each block. Empty for a layout without it (CacheOptions::mtp false).
+std::vector<CacheRegion> MtpRegions(const CacheLayout& layout);
+// Bytes of `regions` for a sequence whose positions lie in `blocks` blocks: the slot ranges + blocks × the block
+// ranges. (Inline: the transfer plane's frame parsers use it without the rest of the layout code.)
+inline int64_t RegionStateBytes(std::span<const CacheRegion> regions, int64_t blocks) {
+  int64_t bytes = 0;
+  for (const CacheRegion& region : regions) bytes += region.bytes * (region.in_slot ? 1 : blocks);
+  return bytes;
+}
+// RegionStateBytes of layer l's regions.
 int64_t LayerStateBytes(const CacheLayout& layout, int64_t layer, int64_t blocks);
 
 // Tensor parallelism (docs/distributed.md) splits the KDA heads over the ranks of a group: a rank's slot, laid out
@@ -101,7 +110,7 @@ std::vector<SlotRun> KdaHeadRuns(const CacheLayout& layout, int64_t layer, int64
 int64_t KdaHeadBytes(const CacheLayout& layout);
 // Copies `whole_slot`, a slot of the whole model's layout `whole`, into `part_slot`, a slot of `part` that holds KDA
 // heads [first, first + part.kda_heads): those heads' runs of every KDA layer, and every DSA layer's filling-pool rows
-// whole. (Not the MTP layer's rows: a transferred state has none.)
+// whole, and the MTP layer's too when both layouts have it (every rank holds them whole, as a DSA layer's).
 void CopyWholeSlotToPart(const CacheLayout& whole, std::span<const std::byte> whole_slot, const CacheLayout& part,
                          int64_t first, std::byte* part_slot);
 

@@ -110,7 +110,7 @@ Result<GenerationId> EngineBackend::Submit(GenerationRequest request) {
     GLINT_RETURN_IF_ERROR(ImportState(request, converted, laps));
     if (laps) {
       const SequenceSnapshot& state = *converted.imported;
-      const size_t bytes = state.slot.size() + state.blocks.size() + state.logits.size() * sizeof(float);
+      const int64_t bytes = state.Bytes();
       adapter->set_timing(std::make_unique<ImportTiming>(ImportTiming{
           *laps, decode_phases_,
           StrCat("a ", state.tokens, "-token prompt's state (", bytes, " bytes) from ", request.prefill_from)}));
@@ -162,7 +162,7 @@ Status EngineBackend::ImportState(const GenerationRequest& request, Request& con
   pd_nanoseconds_ +=
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count();
   ++pd_transfers_;
-  pd_bytes_ += static_cast<int64_t>(state->slot.size() + state->blocks.size() + state->logits.size() * sizeof(float));
+  pd_bytes_ += state->Bytes();
   converted.imported = std::make_shared<const SequenceSnapshot>(std::move(state).value());
   converted.lease = *lease;
   laps = trace.laps;

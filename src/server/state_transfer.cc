@@ -123,6 +123,13 @@ Result<ReceivedHello> ReceiveHello(TransferConnection& c, double seconds) {
 // Ours against theirs, checked once the peer is authenticated (if it must be): a mismatch names both.
 Status SameLayout(const TransferLayout& ours, const TransferLayout& theirs) {
   if (theirs.SameBytes(ours)) return Status::Ok();
+  if (theirs.mtp != ours.mtp) {  // the MTP layer's cache is in the layout of one side only
+    return FailedPrecondition("this server ", ours.mtp ? "runs" : "does not run", " --speculative mtp and the other ",
+                              theirs.mtp ? "does" : "does not",
+                              ": start both servers with --speculative mtp, or neither (the MTP layer's cache is part "
+                              "of the transferred state; this server has ",
+                              ours.Describe(), ", the other has ", theirs.Describe(), ")");
+  }
   return FailedPrecondition("the model or cache layout differs: this server has ", ours.Describe(), ", the other has ",
                             theirs.Describe());
 }
@@ -216,6 +223,14 @@ Result<SequenceSnapshot> ReceiveState(TransferConnection& c, std::span<const int
     layer.resize(static_cast<size_t>(LayerFrameBytes(layout, l, blocks)));
     GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kLayer, layer, t.io_seconds).WithContext(StrCat("layer ", l)));
     GLINT_RETURN_IF_ERROR(UnpackLayer(layer, layout, l, s.slot, s.blocks));
+  }
+  if (layout.mtp) {  // the MTP layer's rows, then the hidden row of its last pair (this server runs that pair)
+    layer.resize(static_cast<size_t>(MtpFrameBytes(layout, blocks)));
+    GLINT_RETURN_IF_ERROR(ReceiveRegion(c, FrameType::kMtp, layer, t.io_seconds));
+    GLINT_RETURN_IF_ERROR(UnpackMtp(layer, layout, s.slot, s.blocks));
+    s.hidden.resize(static_cast<size_t>(layout.hidden_size));
+    GLINT_RETURN_IF_ERROR(
+        ReceiveRegion(c, FrameType::kHidden, std::as_writable_bytes(std::span(s.hidden)), t.io_seconds));
   }
   GLINT_RETURN_IF_ERROR(
       ReceiveRegion(c, FrameType::kLogits, std::as_writable_bytes(std::span(s.logits)), t.io_seconds));
@@ -315,6 +330,9 @@ TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
                         {}};
   for (int64_t l = 0; l < static_cast<int64_t>(whole.layers.size()); ++l)
     layout.layers.push_back(LayerRegions(whole, l));
+  layout.mtp = whole.has_mtp();
+  layout.mtp_regions = MtpRegions(whole);
+  layout.hidden_size = engine.hidden_size();
   return layout;
 }
 
@@ -565,7 +583,18 @@ Status TransferServer::Impl::StreamState(TransferConnection& c, PromptRequest as
     if (out->finish_reason == FinishReason::kNone) continue;
     if (out->snapshot == nullptr) return Unavailable("the prefill failed: ", out->error);
     if (layers_sent != layers) return InternalError("the engine streamed ", layers_sent, " of ", layers, " layers");
-    GLINT_RETURN_IF_ERROR(write(FrameType::kLogits, std::as_bytes(std::span(out->snapshot->logits))));
+    const SequenceSnapshot& snapshot = *out->snapshot;
+    if (static_cast<int64_t>(snapshot.mtp.size()) != MtpFrameBytes(layout, blocks) ||
+        static_cast<int64_t>(snapshot.hidden.size() * sizeof(float)) != HiddenFrameBytes(layout)) {
+      return InternalError("the engine exported ", snapshot.mtp.size(), " bytes of the MTP layer's rows and ",
+                           snapshot.hidden.size(), " hidden values; this layout has ", MtpFrameBytes(layout, blocks),
+                           " bytes and ", HiddenFrameBytes(layout) / 4, " values");
+    }
+    if (layout.mtp) {
+      GLINT_RETURN_IF_ERROR(write(FrameType::kMtp, snapshot.mtp));
+      GLINT_RETURN_IF_ERROR(write(FrameType::kHidden, std::as_bytes(std::span(snapshot.hidden))));
+    }
+    GLINT_RETURN_IF_ERROR(write(FrameType::kLogits, std::as_bytes(std::span(snapshot.logits))));
     GLINT_RETURN_IF_ERROR(write(FrameType::kEnd, {}));
     const double tail = static_cast<double>(SteadyNanoseconds() - sink->ended_ns()) * 1e-9;
     LapPrefill(laps, sink->ended_ns(), out->timings);

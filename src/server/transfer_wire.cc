@@ -27,12 +27,12 @@ T Get(std::span<const std::byte> bytes, size_t offset) {
 
 std::string TransferLayout::Describe() const {
   return StrCat("fingerprint ", std::hex, fingerprint, std::dec, " (slot ", slot_bytes, " B, block ", block_bytes,
-                " B of ", block_tokens, " tokens, vocabulary ", vocab, ")");
+                " B of ", block_tokens, " tokens, vocabulary ", vocab, mtp ? ", the MTP layer's cache" : "", ")");
 }
 
 bool TransferLayout::SameBytes(const TransferLayout& o) const {
   return fingerprint == o.fingerprint && slot_bytes == o.slot_bytes && block_bytes == o.block_bytes &&
-         block_tokens == o.block_tokens && vocab == o.vocab;
+         block_tokens == o.block_tokens && vocab == o.vocab && mtp == o.mtp;
 }
 
 const char* FrameName(FrameType type) {
@@ -57,6 +57,10 @@ const char* FrameName(FrameType type) {
       return "LAYER";
     case FrameType::kAuth:
       return "AUTH";
+    case FrameType::kMtp:
+      return "MTP";
+    case FrameType::kHidden:
+      return "HIDDEN";
   }
   return "?";
 }
@@ -85,7 +89,7 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
     return DataLoss("a frame header failed its checksum");
   }
   const uint32_t type = Get<uint32_t>(bytes, 4);
-  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kAuth) || type == 4 ||
+  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kHidden) || type == 4 ||
       type == 5) {  // 4, 5: version 1's SLOT and BLOCKS
     return FailedPrecondition("unknown frame type ", type);
   }
@@ -103,7 +107,7 @@ std::vector<std::byte> EncodeHello(const Hello& hello) {
   const TransferLayout& l = hello.layout;
   std::vector<std::byte> out;
   Put<uint32_t>(out, kStateTransferVersion);
-  Put<uint32_t>(out, (l.takes_images ? 1u : 0u) | (hello.authenticates ? 2u : 0u));
+  Put<uint32_t>(out, (l.takes_images ? 1u : 0u) | (hello.authenticates ? 2u : 0u) | (l.mtp ? 4u : 0u));
   Put<uint64_t>(out, l.fingerprint);
   for (int64_t v : {l.slot_bytes, l.block_bytes, l.block_tokens, l.vocab, l.max_tokens}) Put<int64_t>(out, v);
   out.insert(out.end(), hello.nonce.begin(), hello.nonce.end());
@@ -118,12 +122,13 @@ Result<Hello> DecodeHello(std::span<const std::byte> body) {
                               kStateTransferVersion);
   }
   const uint32_t flags = Get<uint32_t>(body, 4);
-  if ((flags & ~3u) != 0) return FailedPrecondition("a HELLO with unknown flags ", flags);
+  if ((flags & ~7u) != 0) return FailedPrecondition("a HELLO with unknown flags ", flags);
   Hello hello;
   hello.authenticates = (flags & 2u) != 0;
   std::memcpy(hello.nonce.data(), body.data() + 56, hello.nonce.size());
   TransferLayout& l = hello.layout;
   l.takes_images = (flags & 1u) != 0;
+  l.mtp = (flags & 4u) != 0;
   l.fingerprint = Get<uint64_t>(body, 8);
   l.slot_bytes = Get<int64_t>(body, 16);
   l.block_bytes = Get<int64_t>(body, 24);
@@ -157,10 +162,41 @@ Result<StateAnnouncement> DecodeState(std::span<const std::byte> body, int64_t p
 }
 
 int64_t LayerFrameBytes(const TransferLayout& layout, int64_t layer, int64_t blocks) {
-  int64_t bytes = kLayerPrefixBytes;
-  for (const CacheRegion& r : layout.layers.at(layer)) bytes += r.bytes * (r.in_slot ? 1 : blocks);
-  return bytes;
+  return static_cast<int64_t>(kLayerPrefixBytes) + RegionStateBytes(layout.layers.at(layer), blocks);
 }
+
+namespace {
+
+// Copies `body` (its size checked by the caller: RegionStateBytes of `regions`) into the slot ranges of `regions`,
+// then each block's; false when a range lies outside the slot or a block.
+bool CopyRegions(std::span<const std::byte> body, std::span<const CacheRegion> regions, int64_t block_bytes,
+                 std::span<std::byte> slot, std::span<std::byte> blocks) {
+  size_t at = 0;
+  const auto copy = [&](std::span<std::byte> region, const CacheRegion& r) {
+    if (r.offset < 0 || r.bytes < 0 || r.offset + r.bytes > static_cast<int64_t>(region.size())) return false;
+    std::memcpy(region.data() + r.offset, body.data() + at, r.bytes);
+    at += r.bytes;
+    return true;
+  };
+  bool fits = true;
+  for (const CacheRegion& r : regions) {
+    if (r.in_slot) fits = fits && copy(slot, r);
+  }
+  const int64_t count = static_cast<int64_t>(blocks.size()) / block_bytes;
+  for (int64_t b = 0; b < count && fits; ++b) {
+    for (const CacheRegion& r : regions) {
+      if (!r.in_slot) fits = fits && copy(blocks.subspan(b * block_bytes, block_bytes), r);
+    }
+  }
+  return fits;
+}
+
+bool RoomFor(const TransferLayout& layout, std::span<std::byte> slot, std::span<std::byte> blocks) {
+  return layout.block_bytes > 0 && static_cast<int64_t>(slot.size()) == layout.slot_bytes &&
+         blocks.size() % layout.block_bytes == 0;
+}
+
+}  // namespace
 
 std::array<std::byte, kLayerPrefixBytes> EncodeLayerPrefix(int64_t layer) {
   std::array<std::byte, kLayerPrefixBytes> prefix{};
@@ -171,8 +207,7 @@ std::array<std::byte, kLayerPrefixBytes> EncodeLayerPrefix(int64_t layer) {
 
 Status UnpackLayer(std::span<const std::byte> body, const TransferLayout& layout, int64_t layer,
                    std::span<std::byte> slot, std::span<std::byte> blocks) {
-  if (layer < 0 || layer >= static_cast<int64_t>(layout.layers.size()) || layout.block_bytes <= 0 ||
-      static_cast<int64_t>(slot.size()) != layout.slot_bytes || blocks.size() % layout.block_bytes != 0) {
+  if (layer < 0 || layer >= static_cast<int64_t>(layout.layers.size()) || !RoomFor(layout, slot, blocks)) {
     return InvalidArgument("no layer ", layer, " or no room for it in this layout");
   }
   const int64_t count = static_cast<int64_t>(blocks.size()) / layout.block_bytes;
@@ -184,24 +219,32 @@ Status UnpackLayer(std::span<const std::byte> body, const TransferLayout& layout
     return FailedPrecondition("a LAYER frame of layer ", Get<uint32_t>(body, 0), " where layer ", layer,
                               " was expected (or its reserved field is not 0)");
   }
-  size_t at = kLayerPrefixBytes;
-  const auto copy = [&](std::span<std::byte> region, const CacheRegion& r) {
-    if (r.offset < 0 || r.offset + r.bytes > static_cast<int64_t>(region.size())) return false;
-    std::memcpy(region.data() + r.offset, body.data() + at, r.bytes);
-    at += r.bytes;
-    return true;
-  };
-  const std::vector<CacheRegion>& regions = layout.layers[layer];
-  bool fits = true;
-  for (const CacheRegion& r : regions) {
-    if (r.in_slot) fits = fits && copy(slot, r);
-  }
-  for (int64_t b = 0; b < count && fits; ++b) {
-    for (const CacheRegion& r : regions) {
-      if (!r.in_slot) fits = fits && copy(blocks.subspan(b * layout.block_bytes, layout.block_bytes), r);
-    }
-  }
+  const bool fits = CopyRegions(body.subspan(kLayerPrefixBytes), layout.layers[layer], layout.block_bytes, slot, blocks);
   return fits ? Status::Ok() : InvalidArgument("layer ", layer, "'s regions do not fit this layout's slot or block");
+}
+
+int64_t MtpFrameBytes(const TransferLayout& layout, int64_t blocks) {
+  return layout.mtp ? RegionStateBytes(layout.mtp_regions, blocks) : 0;
+}
+
+Status UnpackMtp(std::span<const std::byte> body, const TransferLayout& layout, std::span<std::byte> slot,
+                 std::span<std::byte> blocks) {
+  if (!layout.mtp || layout.mtp_regions.empty() || !RoomFor(layout, slot, blocks)) {
+    return InvalidArgument("no MTP layer or no room for its rows in this layout");
+  }
+  const int64_t count = static_cast<int64_t>(blocks.size()) / layout.block_bytes;
+  if (static_cast<int64_t>(body.size()) != MtpFrameBytes(layout, count)) {
+    return FailedPrecondition("an MTP frame of ", body.size(), " bytes; the MTP layer's rows of this prompt have ",
+                              MtpFrameBytes(layout, count));
+  }
+  if (!CopyRegions(body, layout.mtp_regions, layout.block_bytes, slot, blocks)) {
+    return InvalidArgument("the MTP layer's regions do not fit this layout's slot or block");
+  }
+  return Status::Ok();
+}
+
+int64_t HiddenFrameBytes(const TransferLayout& layout) {
+  return layout.mtp ? layout.hidden_size * static_cast<int64_t>(sizeof(float)) : 0;
 }
 
 std::vector<std::byte> EncodeImage(const ImageAnnouncement& image) {

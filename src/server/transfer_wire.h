@@ -23,7 +23,9 @@ namespace glint::server {
 // layer, each sent as soon as the prompt's last chunk has passed that layer (SLOT and BLOCKS are gone).
 // 3: HELLO carries a fresh nonce and an "authenticates" flag; with a shared secret both sides send an AUTH proof
 // after the HELLOs (server/transfer_auth.h).
-inline constexpr uint32_t kStateTransferVersion = 3;
+// 4: HELLO's flag bit 2 says the layout has the MTP layer's cache (--speculative mtp); with it, MTP (that cache's
+// rows) and HIDDEN (the last prompt position's hidden state) follow the last LAYER.
+inline constexpr uint32_t kStateTransferVersion = 4;
 
 // What the bytes of a snapshot mean: both sides must agree on every field.
 struct TransferLayout {
@@ -34,6 +36,11 @@ struct TransferLayout {
   // [layers] where each layer's state lies (LayerRegions of the cache layout the fingerprint covers): what a LAYER
   // frame of that layer holds, in that order, slot ranges first and then each block's.
   std::vector<std::vector<CacheRegion>> layers;
+  bool mtp = false;  // the layout has the MTP layer's cache: --speculative mtp (bit 2 of HELLO's flags)
+  // Our own side only (not in HELLO: the fingerprint covers them). With `mtp`: what the MTP frame holds (MtpRegions,
+  // in the same order as a LAYER's), and the HIDDEN frame's fp32 values (the model's hidden size).
+  std::vector<CacheRegion> mtp_regions;
+  int64_t hidden_size = 0;
   std::string Describe() const;
   bool SameBytes(const TransferLayout& other) const;  // all but max_tokens and takes_images
 };
@@ -50,6 +57,8 @@ enum class FrameType : uint32_t {
   kPatches = 10,  // decode → prefill: that image's preprocessed patches (fp32), as the tower takes them
   kLayer = 11,    // prefill → decode: one layer's state (LayerFrameBytes), layers in order
   kAuth = 12,     // both, after the HELLOs when they authenticate: HMAC-SHA256 proof of the shared secret
+  kMtp = 13,      // prefill → decode, with the MTP layer: its cache rows (MtpFrameBytes), after the last LAYER
+  kHidden = 14,   // prefill → decode, with the MTP layer: the last prompt position's hidden state (fp32), after MTP
 };
 const char* FrameName(FrameType type);
 
@@ -73,8 +82,8 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
 // DataLoss naming the region when `body` does not match the header's checksum.
 Status CheckFrameBody(const FrameHeader& header, std::span<const std::byte> body);
 
-// HELLO: version, flags (bit 0: takes images, bit 1: authenticates), fingerprint, sizes, then the sender's fresh
-// nonce. Decoding refuses another size or version, or an unknown flag.
+// HELLO: version, flags (bit 0: takes images, bit 1: authenticates, bit 2: the MTP layer's cache), fingerprint,
+// sizes, then the sender's fresh nonce. Decoding refuses another size or version, or an unknown flag.
 struct Hello {
   TransferLayout layout;
   bool authenticates = false;  // the sender holds a --transfer-secret-file: AUTH frames follow the HELLOs
@@ -100,6 +109,16 @@ int64_t LayerFrameBytes(const TransferLayout& layout, int64_t layer, int64_t blo
 std::array<std::byte, kLayerPrefixBytes> EncodeLayerPrefix(int64_t layer);
 Status UnpackLayer(std::span<const std::byte> body, const TransferLayout& layout, int64_t layer,
                    std::span<std::byte> slot, std::span<std::byte> blocks);
+
+// MTP: the MTP layer's cache rows of the prompt's pairs (h_p, x_{p+1}), p < tokens − 1 — its slot ranges, then each
+// block's, as a LAYER's without the prefix. Its length for a prompt in `blocks` blocks (0 without the MTP layer),
+// and the body checked and copied into `slot` and `blocks` at the layout's places.
+int64_t MtpFrameBytes(const TransferLayout& layout, int64_t blocks);
+Status UnpackMtp(std::span<const std::byte> body, const TransferLayout& layout, std::span<std::byte> slot,
+                 std::span<std::byte> blocks);
+// HIDDEN: hidden_size fp32 values, the trunk's final normed hidden state at the last prompt position (0 bytes
+// without the MTP layer).
+int64_t HiddenFrameBytes(const TransferLayout& layout);
 
 // IMAGE: one image of the prompt, as the decode server's HTTP layer preprocessed it (docs/disaggregation.md
 // "Images"). Its patches follow in a PATCHES frame of exactly PatchBytes() bytes.

@@ -2,8 +2,10 @@
 // exports the state after a prompt, the other leases memory, imports it and decodes. Greedy tokens and their top-5
 // log-probabilities are identical, bit for bit, to one engine doing both (golden tiny models on the reference, the
 // trained glint-tiny on the fast path); a decode from a zeroed KDA state is not (the state is really used); sampled
-// n > 1 requests with penalties, logprobs and stop strings, and structured output, give what one engine gives; a
-// lease that expires frees everything; a snapshot of the wrong size is refused; nothing is left held on either side.
+// n > 1 requests with penalties, logprobs and stop strings, and structured output, give what one engine gives; with
+// the MTP layer on both engines the decode engine drafts from its first step as one engine does (the same tokens and
+// speculation counters); a lease that expires frees everything; a snapshot of the wrong size is refused; nothing is
+// left held on either side.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -67,17 +69,17 @@ struct Outcome {
   }
 };
 
-// Layer `layer`'s state packed as EngineCore::PackLayer packs it (LayerRegions in order: slot ranges, then each
-// block's), from a slot and the blocks `block(b)` of a sequence of `blocks` blocks: the test's own reading of the
-// layout, the oracle of what a stream carries.
-std::vector<std::byte> PackRegions(const CacheLayout& layout, int64_t layer, const std::byte* slot,
+// A layer's state (LayerRegions) or the MTP layer's (MtpRegions) packed as EngineCore::PackRegions packs it (slot
+// ranges, then each block's), from a slot and the blocks `block(b)` of a sequence of `blocks` blocks: the test's own
+// reading of the layout, the oracle of what a stream carries.
+std::vector<std::byte> PackRegions(const std::vector<CacheRegion>& regions, const std::byte* slot,
                                    const std::function<const std::byte*(int64_t)>& block, int64_t blocks) {
   std::vector<std::byte> bytes;
-  for (const CacheRegion& r : LayerRegions(layout, layer)) {
+  for (const CacheRegion& r : regions) {
     if (r.in_slot) bytes.insert(bytes.end(), slot + r.offset, slot + r.offset + r.bytes);
   }
   for (int64_t b = 0; b < blocks; ++b) {
-    for (const CacheRegion& r : LayerRegions(layout, layer)) {
+    for (const CacheRegion& r : regions) {
       if (!r.in_slot) bytes.insert(bytes.end(), block(b) + r.offset, block(b) + r.offset + r.bytes);
     }
   }
@@ -87,35 +89,51 @@ std::vector<std::byte> PackRegions(const CacheLayout& layout, int64_t layer, con
 // The same from a sequence's memory (Model::NewSequence).
 std::vector<std::byte> PackState(const SequenceState& s, int64_t layer, int64_t blocks) {
   return PackRegions(
-      *s.layout, layer, s.memory.slot, [&](int64_t b) { return s.memory.blocks->Item((*s.memory.block_table)[b]); },
-      blocks);
+      LayerRegions(*s.layout, layer), s.memory.slot,
+      [&](int64_t b) { return s.memory.blocks->Item((*s.memory.block_table)[b]); }, blocks);
 }
 
 // The same from a whole snapshot.
-std::vector<std::byte> PackSnapshotLayer(const CacheLayout& layout, int64_t layer, const SequenceSnapshot& s) {
+std::vector<std::byte> PackSnapshot(const CacheLayout& layout, const std::vector<CacheRegion>& regions,
+                                    const SequenceSnapshot& s) {
   const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
   return PackRegions(
-      layout, layer, s.slot.data(), [&](int64_t b) { return s.blocks.data() + b * layout.block_bytes; }, blocks);
+      regions, s.slot.data(), [&](int64_t b) { return s.blocks.data() + b * layout.block_bytes; }, blocks);
 }
 
-// And its inverse: streamed layers written into a snapshot's slot and blocks (sized for `tokens`).
-void UnpackSnapshotLayer(const CacheLayout& layout, int64_t layer, std::span<const std::byte> bytes,
-                         SequenceSnapshot& s) {
+// And its inverse: streamed regions written into a snapshot's slot and blocks (sized for `tokens`).
+void UnpackSnapshot(const CacheLayout& layout, const std::vector<CacheRegion>& regions,
+                    std::span<const std::byte> bytes, SequenceSnapshot& s) {
   const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
   size_t at = 0;
-  for (const CacheRegion& r : LayerRegions(layout, layer)) {
+  for (const CacheRegion& r : regions) {
     if (!r.in_slot) continue;
     std::copy(bytes.begin() + at, bytes.begin() + at + r.bytes, s.slot.begin() + r.offset);
     at += r.bytes;
   }
   for (int64_t b = 0; b < blocks; ++b) {
-    for (const CacheRegion& r : LayerRegions(layout, layer)) {
+    for (const CacheRegion& r : regions) {
       if (r.in_slot) continue;
       std::copy(bytes.begin() + at, bytes.begin() + at + r.bytes, s.blocks.begin() + b * layout.block_bytes + r.offset);
       at += r.bytes;
     }
   }
   ASSERT_EQ(at, bytes.size());
+}
+
+// An engine's speculation counters: verifications, drafts verified, drafts accepted, and both by position.
+struct Speculation {
+  int64_t drafts = 0, draft_tokens = 0, accepted = 0;
+  std::vector<int64_t> accepted_by_position, drafted_by_position;
+  bool operator==(const Speculation&) const = default;
+};
+Speculation SpeculationOf(const EngineCore& core) {
+  const EngineMetrics m = core.Metrics();
+  return {m.spec_drafts, m.spec_draft_tokens, m.spec_accepted_tokens, m.spec_accepted_per_position,
+          m.spec_drafted_per_position};
+}
+std::ostream& operator<<(std::ostream& out, const Speculation& s) {
+  return out << s.accepted << " of " << s.draft_tokens << " drafts accepted in " << s.drafts << " verifications";
 }
 
 Outcome Collect(const Collector& sink, RequestId id, int64_t n) {
@@ -154,6 +172,13 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
   std::unique_ptr<EngineCore> Core() const {
     return MakeCore(model(), testing::SizedOptions(model(), 2, 40, 8), tokenizer());
   }
+  // The same running the MTP layer (--speculative mtp, `k` drafts a step), in steps of 16 tokens: the prompts take
+  // 2 and 3 chunks.
+  std::unique_ptr<EngineCore> SpecCore(int64_t k) const {
+    EngineOptions options = testing::SizedOptions(model(), 2, 40, 8, /*speculative=*/true, k);
+    options.max_batch_tokens = 16;
+    return MakeCore(model(), options, tokenizer());
+  }
   // The same with a vision tower.
   std::unique_ptr<EngineCore> CoreWithImages(ImageEncoder& images) const {
     auto core = EngineCore::Create(model(), testing::SizedOptions(model(), 2, 40, 8), tokenizer(), &images).value();
@@ -185,16 +210,46 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
     EXPECT_TRUE(out.request_finished);
     return out.snapshot;
   }
+  // An export that streams: its layers (and the MTP layer's rows and hidden row of the last output) assembled into
+  // a whole snapshot, as the transfer plane's decode side assembles them.
+  SequenceSnapshot StreamedExport(EngineCore& prefill, const Tokens& prompt) {
+    auto sink = std::make_shared<Collector>();
+    Request request = testing::Greedy(prompt, 1, sink);
+    request.export_state = true;
+    request.stream_layers = true;
+    EXPECT_OK(prefill.Add(++next_id_, std::move(request)));
+    RunToCompletion(prefill);
+    const CacheLayout& layout = prefill.layout();
+    const int64_t layers = model().config().num_hidden_layers;
+    SequenceSnapshot s;
+    EXPECT_EQ(static_cast<int64_t>(sink->outputs.size()), layers + 1);
+    if (static_cast<int64_t>(sink->outputs.size()) != layers + 1) return s;
+    s = *sink->outputs.back().snapshot;
+    EXPECT_TRUE(s.slot.empty() && s.blocks.empty());
+    const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
+    s.slot.assign(static_cast<size_t>(layout.slot_bytes), std::byte{0});
+    s.blocks.assign(static_cast<size_t>(blocks * layout.block_bytes), std::byte{0});
+    for (int64_t l = 0; l < layers; ++l) UnpackSnapshot(layout, LayerRegions(layout, l), sink->outputs[l].layer->bytes, s);
+    const std::vector<CacheRegion> mtp = MtpRegions(layout);
+    EXPECT_EQ(static_cast<int64_t>(s.mtp.size()), RegionStateBytes(mtp, blocks));
+    UnpackSnapshot(layout, mtp, s.mtp, s);
+    s.mtp.clear();
+    return s;
+  }
   // The request's prompt exported by `prefill`, imported by `decode` (with `edit` applied to the snapshot).
   Outcome Disaggregated(EngineCore& prefill, EngineCore& decode, Request request,
                         const std::function<void(SequenceSnapshot&)>& edit = {}) {
-    auto snapshot = std::make_shared<SequenceSnapshot>(*Export(prefill, request.prompt, request.images));
-    if (edit) edit(*snapshot);
+    SequenceSnapshot snapshot = *Export(prefill, request.prompt, request.images);
+    if (edit) edit(snapshot);
+    return Imported(decode, std::move(request), std::move(snapshot));
+  }
+  // The request decoded by `decode` from `snapshot`, the state after its prompt.
+  Outcome Imported(EngineCore& decode, Request request, SequenceSnapshot snapshot) {
     const uint64_t lease = ++next_lease_;
     EXPECT_OK(decode.Lease(lease, static_cast<int64_t>(request.prompt.size()), 60));
     auto sink = std::make_shared<Collector>();
     request.sink = sink;
-    request.imported = snapshot;
+    request.imported = std::make_shared<const SequenceSnapshot>(std::move(snapshot));
     request.lease = lease;
     const int64_t n = request.n;
     EXPECT_OK(decode.Add(++next_id_, std::move(request)));
@@ -254,8 +309,9 @@ TEST_P(Disaggregation, StreamedLayersAreTheWholeStateAndDecodeTheSame) {
       ASSERT_NE(out.layer, nullptr);
       EXPECT_EQ(out.layer->layer, l);
       EXPECT_EQ(out.finish_reason, FinishReason::kNone);
-      EXPECT_TRUE(out.layer->bytes == PackSnapshotLayer(streaming->layout(), l, *whole)) << "layer " << l;
-      UnpackSnapshotLayer(streaming->layout(), l, out.layer->bytes, streamed);
+      const std::vector<CacheRegion> regions = LayerRegions(streaming->layout(), l);
+      EXPECT_TRUE(out.layer->bytes == PackSnapshot(streaming->layout(), regions, *whole)) << "layer " << l;
+      UnpackSnapshot(streaming->layout(), regions, out.layer->bytes, streamed);
     }
     const Outcome expected = Aggregated(*aggregated, GreedyWithLogprobs(prompt));
     EXPECT_EQ(Disaggregated(*whole_engine, *decode, GreedyWithLogprobs(prompt),
@@ -270,6 +326,60 @@ TEST_P(Disaggregation, StreamedLayersAreTheWholeStateAndDecodeTheSame) {
   Request alone = testing::Greedy(prompts_[0], 1, std::make_shared<Collector>());
   alone.stream_layers = true;
   EXPECT_ERROR_CONTAINS(streaming->Validate(alone), "needs export_state");
+}
+
+TEST_P(Disaggregation, WithTheMtpLayerTheDecodeEngineDraftsFromItsFirstStep) {
+  // Both engines run the MTP layer. The prefill engine runs it over the prompt's pairs but the last (whose token it
+  // does not draw); the decode engine gets those rows in the slot and blocks with the last position's hidden row,
+  // draws the first token and runs the last pair, so it drafts before its first decode as one engine does after its
+  // last prefill chunk. Tokens, logprobs and speculation counters are one engine's, with 1 and 2 drafts a step, from
+  // a whole snapshot and from a streamed one (the MTP rows packed beside the layers, the same bytes).
+  for (const int64_t k : {1, 2}) {
+    auto aggregated = SpecCore(k), prefill = SpecCore(k), streaming = SpecCore(k);
+    auto decode = SpecCore(k), from_stream = SpecCore(k), cold = SpecCore(k);
+    for (const Tokens& prompt : prompts_) {
+      const Outcome expected = Aggregated(*aggregated, GreedyWithLogprobs(prompt));
+      ASSERT_EQ(expected.tokens[0].size(), static_cast<size_t>(kGenerated));
+      const SequenceSnapshot whole = *Export(*prefill, prompt);
+      EXPECT_EQ(static_cast<int64_t>(whole.hidden.size()), model().config().hidden_size);
+      EXPECT_EQ(Imported(*decode, GreedyWithLogprobs(prompt), whole), expected) << prompt.size() << ", K " << k;
+      const SequenceSnapshot streamed = StreamedExport(*streaming, prompt);
+      EXPECT_TRUE(streamed.slot == whole.slot && streamed.blocks == whole.blocks && streamed.hidden == whole.hidden);
+      EXPECT_EQ(Imported(*from_stream, GreedyWithLogprobs(prompt), streamed), expected);
+      // The oracle's own check: a decode engine whose MTP cache holds none of the prompt's rows drafts otherwise.
+      SequenceSnapshot zeroed = whole;
+      const CacheLayout& layout = cold->layout();
+      const std::vector<CacheRegion> mtp = MtpRegions(layout);
+      UnpackSnapshot(layout, mtp, std::vector<std::byte>(static_cast<size_t>(RegionStateBytes(
+                                                             mtp, static_cast<int64_t>(whole.blocks.size()) /
+                                                                      layout.block_bytes))),
+                     zeroed);
+      EXPECT_EQ(Imported(*cold, GreedyWithLogprobs(prompt), zeroed).tokens, expected.tokens);  // greedy is exact
+    }
+    const Speculation one_engine = SpeculationOf(*aggregated);
+    EXPECT_GT(one_engine.drafts, 0);
+    EXPECT_EQ(SpeculationOf(*decode), one_engine) << "K " << k;
+    EXPECT_EQ(SpeculationOf(*from_stream), one_engine) << "K " << k;
+    if (GetParam().model == "glint-tiny") {  // the trained MTP layer: drafts accepted, and not from a cold cache
+      EXPECT_GT(one_engine.accepted, 0);
+      EXPECT_NE(SpeculationOf(*cold), one_engine) << "K " << k;
+    }
+    for (const auto* core : {prefill.get(), streaming.get(), decode.get(), from_stream.get(), cold.get()}) {
+      testing::ExpectPoolsAtStart(*core);
+    }
+  }
+  // A snapshot without the hidden row is refused by an engine that runs the MTP layer; one with it by an engine
+  // that does not (whose slot is smaller too).
+  auto spec = SpecCore(1), plain = Core();
+  SequenceSnapshot without = *Export(*spec, prompts_[0]);
+  without.hidden.clear();
+  Request request = testing::Greedy(prompts_[0], kGenerated, std::make_shared<Collector>());
+  request.imported = std::make_shared<const SequenceSnapshot>(without);
+  EXPECT_ERROR_CONTAINS(spec->Validate(request), "hidden row of 0 values");
+  SequenceSnapshot with = *Export(*plain, prompts_[0]);
+  with.hidden.assign(static_cast<size_t>(model().config().hidden_size), 0.0f);
+  request.imported = std::make_shared<const SequenceSnapshot>(with);
+  EXPECT_ERROR_CONTAINS(plain->Validate(request), "runs no MTP layer");
 }
 
 TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
@@ -297,7 +407,7 @@ TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
       },
       &seen};
   // Layer 1 before the pass: a fresh state (its blocks are grown by Forward, so compare the slot part only).
-  const std::vector<std::byte> layer1_slot_before = PackRegions(*state.layout, 1, state.memory.slot, {}, 0);
+  const std::vector<std::byte> layer1_slot_before = PackRegions(LayerRegions(*state.layout, 1), state.memory.slot, {}, 0);
   std::vector<EntryOutput> outputs;
   ASSERT_OK(model().Forward({&entry, 1}, outputs));
   ASSERT_EQ(static_cast<int64_t>(seen.order.size()), layers);
@@ -306,7 +416,7 @@ TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
     EXPECT_TRUE(seen.at_call[l] == PackState(state, l, blocks)) << "layer " << l << " changed after its LayerDone";
   }
   // At layer 0's call, layer 1 had not run: its slot part was as before the pass, and the pass changed it.
-  const std::vector<std::byte> layer1_slot_after = PackRegions(*state.layout, 1, state.memory.slot, {}, 0);
+  const std::vector<std::byte> layer1_slot_after = PackRegions(LayerRegions(*state.layout, 1), state.memory.slot, {}, 0);
   const std::vector<std::byte> layer1_slot_at_call(
       seen.next_at_call[0].begin(), seen.next_at_call[0].begin() + static_cast<int64_t>(layer1_slot_before.size()));
   EXPECT_TRUE(layer1_slot_at_call == layer1_slot_before);
@@ -552,6 +662,26 @@ TEST_P(DisaggregationSampling, SamplersStopsAndGrammarsStayOnTheDecodeSide) {
   structured.grammar = grammar::CompiledGrammar::Compile(g).value();
   const Outcome expected_structured = Aggregated(*aggregated, structured);
   EXPECT_EQ(Disaggregated(*prefill, *decode, structured), expected_structured);
+  testing::ExpectPoolsAtStart(*prefill);
+  testing::ExpectPoolsAtStart(*decode);
+}
+
+TEST_P(DisaggregationSampling, WithTheMtpLayerForkedSamplesDraftAsOnOneEngine) {
+  // n = 2 seeded samples with penalties and 2 drafts a step: the second sample forks from the imported one and runs
+  // its own MTP pair of the last prompt position (the transferred hidden row, its own first token).
+  auto aggregated = SpecCore(2), prefill = SpecCore(2), decode = SpecCore(2);
+  const Tokens prompt = tokenizer()->Encode("Once upon a time, in a land far away, there lived").value();
+  Request sampled = testing::Greedy(prompt, 24, nullptr);
+  sampled.n = 2;
+  sampled.sampling = {.temperature = 0.8f, .top_p = 0.95f, .seed = 11, .presence_penalty = 0.5f};
+  sampled.seeded = true;
+  sampled.logprobs = 2;
+  const Outcome expected = Aggregated(*aggregated, sampled);
+  ASSERT_EQ(expected.tokens[1].size(), 24u);
+  EXPECT_NE(expected.tokens[0], expected.tokens[1]);
+  EXPECT_EQ(Disaggregated(*prefill, *decode, sampled), expected);
+  EXPECT_GT(SpeculationOf(*aggregated).accepted, 0);
+  EXPECT_EQ(SpeculationOf(*decode), SpeculationOf(*aggregated));
   testing::ExpectPoolsAtStart(*prefill);
   testing::ExpectPoolsAtStart(*decode);
 }

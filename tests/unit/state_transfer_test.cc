@@ -5,7 +5,9 @@
 // nothing is returned from either; the prefill engine holds no slot afterwards in every case; frame headers that are
 // not the protocol's are refused; each transfer's phases are recorded on both sides and sum to its total; with a
 // shared secret, peers that hold it transfer and any other (another secret, none, a hostile guesser) is refused on
-// both sides, counted; the secret file is taken only when its owner alone may read it.
+// both sides, counted; the secret file is taken only when its owner alone may read it; with the MTP layer on both
+// sides its rows and the last position's hidden row travel and the decode server drafts as a local run does, and a
+// pair with it on one side only is refused naming the flag; the MTP and HIDDEN frames are sized by the layout.
 #include "server/state_transfer.h"
 
 #include <arpa/inet.h>
@@ -104,10 +106,13 @@ class StateTransfer : public ::testing::Test {
   std::vector<int32_t> prompt_;
 };
 
-// The state of `prompt` (with `images`, run by `tower`) exported by an engine of its own.
+// The state of `prompt` (with `images`, run by `tower`) exported by an engine of its own (with `speculative`, one
+// that runs the MTP layer).
 SequenceSnapshot OwnExport(const Model& model, const std::vector<int32_t>& prompt,
-                           const std::vector<RequestImage>& images = {}, ImageEncoder* tower = nullptr) {
-  auto own = EngineCore::Create(model, testing::SizedOptions(model, 2, 40, 8), nullptr, tower).value();
+                           const std::vector<RequestImage>& images = {}, ImageEncoder* tower = nullptr,
+                           bool speculative = false) {
+  auto own =
+      EngineCore::Create(model, testing::SizedOptions(model, 2, 40, 8, speculative), nullptr, tower).value();
   auto sink = std::make_shared<testing::Collector>();
   Request request = testing::Greedy(prompt, 1, sink);
   request.images = images;
@@ -124,6 +129,7 @@ void ExpectSameState(const SequenceSnapshot& fetched, const SequenceSnapshot& ex
   EXPECT_TRUE(fetched.slot == expected.slot);
   EXPECT_TRUE(fetched.blocks == expected.blocks);
   EXPECT_TRUE(fetched.logits == expected.logits);
+  EXPECT_TRUE(fetched.hidden == expected.hidden);
 }
 
 TEST_F(StateTransfer, TheFetchedStateIsTheExport) {
@@ -281,6 +287,51 @@ TEST_F(StateTransfer, ACutMidStreamDecodesNothingAndFreesTheLease) {
     ExpectEngineFree(*decode);
   }
   ExpectPrefillFree();
+}
+
+// The engine's metrics once `finished` requests have finished (published at the end of its round: waited for).
+EngineMetrics MetricsAfter(const Engine& engine, int64_t finished) {
+  for (int i = 0; i < 500 && engine.Metrics().requests_finished < finished; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return engine.Metrics();
+}
+
+TEST_F(StateTransfer, WithTheMtpLayerItsRowsAndTheLastHiddenRowTravel) {
+  // Both servers with --speculative mtp: the fetched state is an own export's byte for byte (the MTP layer's rows in
+  // the slot and blocks, the last prompt position's hidden row), and the decode server's whole path gives the tokens
+  // of a local run and verifies the same drafts (the first one right after the imported prompt).
+  const EngineOptions spec = testing::SizedOptions(*model_, 2, 40, 8, /*speculative=*/true);
+  auto prefill = Engine::Start(*model_, spec).value();
+  const TransferLayout layout = LayoutOf(*prefill, 0x600d);
+  ASSERT_TRUE(layout.mtp);
+  EXPECT_FALSE(layout_.mtp);
+  auto server = TransferServer::Start("127.0.0.1", 0, *prefill, layout, timeouts_).value();
+  ASSERT_OK_AND_ASSIGN(SequenceSnapshot fetched, FetchState(Address(server->port()), prompt_, {}, layout, timeouts_));
+  EXPECT_EQ(static_cast<int64_t>(fetched.hidden.size()), model_->config().hidden_size);
+  ExpectSameState(fetched, OwnExport(*model_, prompt_, {}, nullptr, /*speculative=*/true));
+
+  auto local = Engine::Start(*model_, spec).value(), decode = Engine::Start(*model_, spec).value();
+  EngineBackend plain(*local);
+  ASSERT_OK_AND_ASSIGN(const std::vector<int32_t> expected, Generate(plain, prompt_, ""));
+  EngineBackend backend(*decode, DecodeRole{layout, timeouts_, 0, /*fail_without_prefill=*/true, nullptr});
+  EXPECT_EQ(Generate(backend, prompt_, Address(server->port())).value(), expected);
+  EXPECT_EQ(backend.Metrics().pd_transfers, 1);
+  const EngineMetrics ours = MetricsAfter(*decode, 1), theirs = MetricsAfter(*local, 1);
+  EXPECT_GT(ours.spec_drafts, 0);
+  EXPECT_EQ(ours.spec_drafts, theirs.spec_drafts);
+  EXPECT_EQ(ours.spec_draft_tokens, theirs.spec_draft_tokens);
+  EXPECT_EQ(ours.spec_accepted_tokens, theirs.spec_accepted_tokens);
+  EXPECT_EQ(ours.prompt_tokens_computed, 0);
+  ExpectEngineFree(*decode);
+
+  // The MTP layer on one side only: refused on both sides, naming the flag to set.
+  EXPECT_ERROR_CONTAINS(FetchState(Address(server_->port()), prompt_, {}, layout, timeouts_),
+                        "start both servers with --speculative mtp");
+  EXPECT_ERROR_CONTAINS(FetchState(Address(server->port()), prompt_, {}, layout_, timeouts_),
+                        "start both servers with --speculative mtp");
+  EXPECT_EQ(server->transfers(), 2);  // the fetch and the decode server's
+  EXPECT_EQ(server_->transfers(), 0);
 }
 
 // Each phase was observed `count` times, and the phases' sums add up to the total's (each transfer's phases are laps
@@ -477,6 +528,48 @@ TEST(StateTransferFrames, HeadersThatAreNotTheProtocolsAreRefused) {
   // A body in two pieces has the checksum of the joined bytes.
   const std::vector<std::byte> head(body.begin(), body.begin() + 3), tail(body.begin() + 3, body.end());
   EXPECT_EQ(EncodeFrameHeader(FrameType::kLayer, tail, head), header);
+}
+
+TEST(StateTransferFrames, MtpAndHiddenFramesAreSizedByTheLayout) {
+  // A layout of one DSA layer and the MTP layer (its filling pool at the slot's end, its latents and pooled keys
+  // after the layer's in each block), 4 blocks.
+  TransferLayout layout{7, 1024, 512, 8, 100, 63, false, {{{true, 0, 256}, {false, 0, 128}, {false, 128, 64}}}};
+  EXPECT_EQ(MtpFrameBytes(layout, 4), 0);
+  EXPECT_EQ(HiddenFrameBytes(layout), 0);
+  layout.mtp = true;
+  layout.mtp_regions = {{true, 256, 256}, {false, 192, 128}, {false, 320, 64}};
+  layout.hidden_size = 16;
+  EXPECT_EQ(MtpFrameBytes(layout, 4), 256 + 4 * (128 + 64));
+  EXPECT_EQ(HiddenFrameBytes(layout), 64);
+  std::vector<std::byte> slot(1024), blocks(4 * 512), body(static_cast<size_t>(MtpFrameBytes(layout, 4)));
+  for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<std::byte>(i % 251 + 1);
+  ASSERT_OK(UnpackMtp(body, layout, slot, blocks));
+  EXPECT_EQ(slot[256], body[0]);                    // the filling pool first
+  EXPECT_EQ(blocks[512 + 192], body[256 + 192]);    // block 1's latents after block 0's regions
+  EXPECT_EQ(blocks[3 * 512 + 320 + 63], body.back());
+  EXPECT_EQ(slot[0], std::byte{0});                 // the layer's own ranges untouched
+  EXPECT_ERROR_CONTAINS(UnpackMtp(std::span(body).first(body.size() - 1), layout, slot, blocks),
+                        "the MTP layer's rows of this prompt have");
+  std::vector<std::byte> longer = body;
+  longer.push_back(std::byte{0});
+  EXPECT_ERROR_CONTAINS(UnpackMtp(longer, layout, slot, blocks), "an MTP frame of");
+  EXPECT_ERROR_CONTAINS(UnpackMtp(body, layout, std::span(slot).first(512), blocks), "no room");
+  TransferLayout plain = layout;
+  plain.mtp = false;
+  EXPECT_ERROR_CONTAINS(UnpackMtp(body, plain, slot, blocks), "no MTP layer");
+  // HELLO: bit 2 says the sender lays out the MTP layer's cache; version 3 (before the MTP frames) is refused.
+  ASSERT_OK_AND_ASSIGN(Hello hello, DecodeHello(EncodeHello({layout, false, {}})));
+  EXPECT_TRUE(hello.layout.mtp);
+  ASSERT_OK_AND_ASSIGN(hello, DecodeHello(EncodeHello({plain, false, {}})));
+  EXPECT_FALSE(hello.layout.mtp);
+  std::vector<std::byte> version3 = EncodeHello({plain, false, {}});
+  version3[0] = std::byte{3};
+  EXPECT_ERROR_CONTAINS(DecodeHello(version3), "transfer protocol version 3, this server speaks 4");
+  EXPECT_EQ(std::string(FrameName(FrameType::kMtp)), "MTP");
+  ASSERT_OK_AND_ASSIGN(FrameHeader header, DecodeFrameHeader(EncodeFrameHeader(FrameType::kHidden, body)));
+  EXPECT_EQ(header.type, FrameType::kHidden);
+  EXPECT_ERROR_CONTAINS(DecodeFrameHeader(EncodeFrameHeader(static_cast<FrameType>(15), body)),
+                        "unknown frame type 15");
 }
 
 TEST(StateTransferFrames, AnImageIsCheckedBeforeItsPatchesAreRead) {
