@@ -61,8 +61,8 @@ Status EngineCore::ValidateImport(const Request& request) const {
   // row must come too: without it this engine could not draft before its second token.
   const int64_t hidden = speculative() ? model_.config().hidden_size : 0;
   if (static_cast<int64_t>(s.hidden.size()) != hidden || !s.mtp.empty()) {
-    return InvalidArgument("the transferred state has a hidden row of ", s.hidden.size(), " values and ",
-                           s.mtp.size(), " packed MTP bytes; this engine ",
+    return InvalidArgument("the transferred state has a hidden row of ", s.hidden.size(), " values and ", s.mtp.size(),
+                           " packed MTP bytes; this engine ",
                            speculative() ? "runs --speculative mtp and expects " : "runs no MTP layer and expects ",
                            hidden, " and 0 (the MTP rows are in its slot and blocks)");
   }

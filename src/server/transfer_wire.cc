@@ -89,8 +89,8 @@ Result<FrameHeader> DecodeFrameHeader(std::span<const std::byte, kFrameHeaderByt
     return DataLoss("a frame header failed its checksum");
   }
   const uint32_t type = Get<uint32_t>(bytes, 4);
-  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kHidden) || type == 4 ||
-      type == 5) {  // 4, 5: version 1's SLOT and BLOCKS
+  if (type < static_cast<uint32_t>(FrameType::kHello) || type > static_cast<uint32_t>(FrameType::kHidden) ||
+      type == 4 || type == 5) {  // 4, 5: version 1's SLOT and BLOCKS
     return FailedPrecondition("unknown frame type ", type);
   }
   return FrameHeader{static_cast<FrameType>(type), Get<uint64_t>(bytes, 8), Get<uint64_t>(bytes, 16)};
@@ -219,7 +219,8 @@ Status UnpackLayer(std::span<const std::byte> body, const TransferLayout& layout
     return FailedPrecondition("a LAYER frame of layer ", Get<uint32_t>(body, 0), " where layer ", layer,
                               " was expected (or its reserved field is not 0)");
   }
-  const bool fits = CopyRegions(body.subspan(kLayerPrefixBytes), layout.layers[layer], layout.block_bytes, slot, blocks);
+  const bool fits =
+      CopyRegions(body.subspan(kLayerPrefixBytes), layout.layers[layer], layout.block_bytes, slot, blocks);
   return fits ? Status::Ok() : InvalidArgument("layer ", layer, "'s regions do not fit this layout's slot or block");
 }
 

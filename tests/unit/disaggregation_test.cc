@@ -229,7 +229,8 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
     const int64_t blocks = (s.tokens + layout.block_tokens() - 1) / layout.block_tokens();
     s.slot.assign(static_cast<size_t>(layout.slot_bytes), std::byte{0});
     s.blocks.assign(static_cast<size_t>(blocks * layout.block_bytes), std::byte{0});
-    for (int64_t l = 0; l < layers; ++l) UnpackSnapshot(layout, LayerRegions(layout, l), sink->outputs[l].layer->bytes, s);
+    for (int64_t l = 0; l < layers; ++l)
+      UnpackSnapshot(layout, LayerRegions(layout, l), sink->outputs[l].layer->bytes, s);
     const std::vector<CacheRegion> mtp = MtpRegions(layout);
     EXPECT_EQ(static_cast<int64_t>(s.mtp.size()), RegionStateBytes(mtp, blocks));
     UnpackSnapshot(layout, mtp, s.mtp, s);
@@ -350,9 +351,9 @@ TEST_P(Disaggregation, WithTheMtpLayerTheDecodeEngineDraftsFromItsFirstStep) {
       SequenceSnapshot zeroed = whole;
       const CacheLayout& layout = cold->layout();
       const std::vector<CacheRegion> mtp = MtpRegions(layout);
-      UnpackSnapshot(layout, mtp, std::vector<std::byte>(static_cast<size_t>(RegionStateBytes(
-                                                             mtp, static_cast<int64_t>(whole.blocks.size()) /
-                                                                      layout.block_bytes))),
+      UnpackSnapshot(layout, mtp,
+                     std::vector<std::byte>(static_cast<size_t>(
+                         RegionStateBytes(mtp, static_cast<int64_t>(whole.blocks.size()) / layout.block_bytes))),
                      zeroed);
       EXPECT_EQ(Imported(*cold, GreedyWithLogprobs(prompt), zeroed).tokens, expected.tokens);  // greedy is exact
     }
@@ -407,7 +408,8 @@ TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
       },
       &seen};
   // Layer 1 before the pass: a fresh state (its blocks are grown by Forward, so compare the slot part only).
-  const std::vector<std::byte> layer1_slot_before = PackRegions(LayerRegions(*state.layout, 1), state.memory.slot, {}, 0);
+  const std::vector<std::byte> layer1_slot_before =
+      PackRegions(LayerRegions(*state.layout, 1), state.memory.slot, {}, 0);
   std::vector<EntryOutput> outputs;
   ASSERT_OK(model().Forward({&entry, 1}, outputs));
   ASSERT_EQ(static_cast<int64_t>(seen.order.size()), layers);
@@ -416,7 +418,8 @@ TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
     EXPECT_TRUE(seen.at_call[l] == PackState(state, l, blocks)) << "layer " << l << " changed after its LayerDone";
   }
   // At layer 0's call, layer 1 had not run: its slot part was as before the pass, and the pass changed it.
-  const std::vector<std::byte> layer1_slot_after = PackRegions(LayerRegions(*state.layout, 1), state.memory.slot, {}, 0);
+  const std::vector<std::byte> layer1_slot_after =
+      PackRegions(LayerRegions(*state.layout, 1), state.memory.slot, {}, 0);
   const std::vector<std::byte> layer1_slot_at_call(
       seen.next_at_call[0].begin(), seen.next_at_call[0].begin() + static_cast<int64_t>(layer1_slot_before.size()));
   EXPECT_TRUE(layer1_slot_at_call == layer1_slot_before);

@@ -111,8 +111,7 @@ class StateTransfer : public ::testing::Test {
 SequenceSnapshot OwnExport(const Model& model, const std::vector<int32_t>& prompt,
                            const std::vector<RequestImage>& images = {}, ImageEncoder* tower = nullptr,
                            bool speculative = false) {
-  auto own =
-      EngineCore::Create(model, testing::SizedOptions(model, 2, 40, 8, speculative), nullptr, tower).value();
+  auto own = EngineCore::Create(model, testing::SizedOptions(model, 2, 40, 8, speculative), nullptr, tower).value();
   auto sink = std::make_shared<testing::Collector>();
   Request request = testing::Greedy(prompt, 1, sink);
   request.images = images;
@@ -544,10 +543,10 @@ TEST(StateTransferFrames, MtpAndHiddenFramesAreSizedByTheLayout) {
   std::vector<std::byte> slot(1024), blocks(4 * 512), body(static_cast<size_t>(MtpFrameBytes(layout, 4)));
   for (size_t i = 0; i < body.size(); ++i) body[i] = static_cast<std::byte>(i % 251 + 1);
   ASSERT_OK(UnpackMtp(body, layout, slot, blocks));
-  EXPECT_EQ(slot[256], body[0]);                    // the filling pool first
-  EXPECT_EQ(blocks[512 + 192], body[256 + 192]);    // block 1's latents after block 0's regions
+  EXPECT_EQ(slot[256], body[0]);                  // the filling pool first
+  EXPECT_EQ(blocks[512 + 192], body[256 + 192]);  // block 1's latents after block 0's regions
   EXPECT_EQ(blocks[3 * 512 + 320 + 63], body.back());
-  EXPECT_EQ(slot[0], std::byte{0});                 // the layer's own ranges untouched
+  EXPECT_EQ(slot[0], std::byte{0});  // the layer's own ranges untouched
   EXPECT_ERROR_CONTAINS(UnpackMtp(std::span(body).first(body.size() - 1), layout, slot, blocks),
                         "the MTP layer's rows of this prompt have");
   std::vector<std::byte> longer = body;
