@@ -20,11 +20,6 @@ post() {
   curl -s -o "$work/body" -w "%{http_code}" --max-time 60 "$1$2" -H 'Content-Type: application/json' \
     "${extra[@]+"${extra[@]}"}" -d "$3"
 }
-# The speculation counters of BASE: verifications, drafted tokens, accepted tokens.
-speculation() {
-  echo "$(metric "$1" glint_spec_decode_num_drafts_total) $(metric "$1" glint_spec_decode_num_draft_tokens_total)" \
-    "$(metric "$1" glint_spec_decode_num_accepted_tokens_total)"
-}
 
 start prefill --role prefill "${SPEC[@]}"
 prefill=$last_base

@@ -14,36 +14,9 @@ ENGINE=(--memory 64M --max-seqs 4 --max-model-len 512 --max-batch-tokens 32 --th
   --speculative mtp)
 source "$(dirname "${BASH_SOURCE[0]}")/../cli/lib/pd_util.sh" # $work, fail, start, json, metric
 source "$(dirname "${BASH_SOURCE[0]}")/lib/mpi_util.sh"        # MPIRUN_LOCAL
-serve() { # NAME RANKS ARGS...: under mpirun -np RANKS when RANKS > 1
-  local name="$1" ranks="$2"
-  shift 2
-  launcher=()
-  [[ "$ranks" -gt 1 ]] && launcher=(timeout 240 "$mpirun" "${MPIRUN_LOCAL[@]}" -np "$ranks")
-  start "$name" "$@"
-}
-transfer_header() { echo "X-Glint-Prefill: 127.0.0.1:$(curl -s "$1/health" | json 'd["transfer_port"]')"; }
-speculation() { # BASE: verifications, drafted tokens, accepted tokens
-  echo "$(metric "$1" glint_spec_decode_num_drafts_total) $(metric "$1" glint_spec_decode_num_draft_tokens_total)" \
-    "$(metric "$1" glint_spec_decode_num_accepted_tokens_total)"
-}
-request_set() { # SUBJECT FIRST_ID: a completion, a chat, 100 token ids, n = 2 (path, a space, the body)
-  local ids
-  ids="$(python3 -c "print(','.join(str($2 + i * 7 % 3000) for i in range(100)))")"
-  echo "/v1/completions {\"prompt\": \"Once upon a time there was a $1 who lived in a village near the forest. One day\", \"max_tokens\": 16, \"temperature\": 0, \"ignore_eos\": true}"
-  echo "/v1/chat/completions {\"messages\": [{\"role\": \"user\", \"content\": \"Tell me a story about a $1.\"}], \"max_tokens\": 16, \"temperature\": 0}"
-  echo "/v1/completions {\"prompt\": [$ids], \"max_tokens\": 16, \"temperature\": 0, \"ignore_eos\": true}"
-  echo "/v1/completions {\"prompt\": \"The $1 of the mountain said to his people that\", \"max_tokens\": 12, \"temperature\": 0, \"n\": 2, \"ignore_eos\": true}"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/pd_sets.sh"         # serve, transfer_header, request_set, answers
 request_set "little girl" 100 >"$work/A.requests"
 request_set "old fisherman" 200 >"$work/B.requests"
-answers() { # SET BASE [HEADER]: each request's texts, one line each
-  local path body extra=()
-  [[ $# -ge 3 ]] && extra=(-H "$3")
-  while read -r path body; do
-    curl -s --max-time 60 "$2$path" -H 'Content-Type: application/json' "${extra[@]+"${extra[@]}"}" -d "$body" |
-      json '[c.get("text") or c["message"]["content"] for c in d["choices"]]' || fail "$2$path did not answer"
-  done <"$work/$1.requests"
-}
 settled() { # BASE: its counters once published (at the end of its round)
   local before
   before="$(speculation "$1")"

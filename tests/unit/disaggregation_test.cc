@@ -194,14 +194,21 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
     RunToCompletion(core);
     return Collect(*sink, next_id_, n);
   }
-  std::shared_ptr<const SequenceSnapshot> Export(EngineCore& prefill, const Tokens& prompt,
-                                                 const std::vector<RequestImage>& images = {}) {
+  // An export of the prompt (its layers streamed or not) run to completion: what it handed out.
+  std::shared_ptr<Collector> RunExport(EngineCore& prefill, const Tokens& prompt,
+                                       const std::vector<RequestImage>& images, bool stream) {
     auto sink = std::make_shared<Collector>();
     Request request = testing::Greedy(prompt, 1, sink);
     request.images = images;
     request.export_state = true;
+    request.stream_layers = stream;
     EXPECT_OK(prefill.Add(++next_id_, std::move(request)));
     RunToCompletion(prefill);
+    return sink;
+  }
+  std::shared_ptr<const SequenceSnapshot> Export(EngineCore& prefill, const Tokens& prompt,
+                                                 const std::vector<RequestImage>& images = {}) {
+    const std::shared_ptr<Collector> sink = RunExport(prefill, prompt, images, /*stream=*/false);
     EXPECT_EQ(sink->outputs.size(), 1u);
     if (sink->outputs.empty()) return nullptr;
     const RequestOutput& out = sink->outputs.back();
@@ -213,12 +220,7 @@ class Disaggregation : public ::testing::TestWithParam<testing::PathCase> {
   // An export that streams: its layers (and the MTP layer's rows and hidden row of the last output) assembled into
   // a whole snapshot, as the transfer plane's decode side assembles them.
   SequenceSnapshot StreamedExport(EngineCore& prefill, const Tokens& prompt) {
-    auto sink = std::make_shared<Collector>();
-    Request request = testing::Greedy(prompt, 1, sink);
-    request.export_state = true;
-    request.stream_layers = true;
-    EXPECT_OK(prefill.Add(++next_id_, std::move(request)));
-    RunToCompletion(prefill);
+    const std::shared_ptr<Collector> sink = RunExport(prefill, prompt, {}, /*stream=*/true);
     const CacheLayout& layout = prefill.layout();
     const int64_t layers = model().config().num_hidden_layers;
     SequenceSnapshot s;
@@ -293,12 +295,7 @@ TEST_P(Disaggregation, StreamedLayersAreTheWholeStateAndDecodeTheSame) {
   for (const Tokens& prompt : prompts_) {
     const auto whole = Export(*whole_engine, prompt);
     ASSERT_NE(whole, nullptr);
-    auto sink = std::make_shared<Collector>();
-    Request request = testing::Greedy(prompt, 1, sink);
-    request.export_state = true;
-    request.stream_layers = true;
-    ASSERT_OK(streaming->Add(++next_id_, std::move(request)));
-    testing::RunToCompletion(*streaming);
+    const std::shared_ptr<Collector> sink = RunExport(*streaming, prompt, {}, /*stream=*/true);
     ASSERT_EQ(static_cast<int64_t>(sink->outputs.size()), layers + 1);
     SequenceSnapshot streamed = *sink->outputs.back().snapshot;
     EXPECT_TRUE(streamed.slot.empty() && streamed.blocks.empty());

@@ -8,6 +8,7 @@
 #                       launcher's, if any) and $last_base (http://127.0.0.1:PORT)
 #   json EXPR           EXPR of the JSON on stdin (as d), printed
 #   metric BASE NAME    the value of the Prometheus sample NAME of BASE's /metrics
+#   speculation BASE    BASE's speculative-decoding counters: verifications, drafted tokens, accepted tokens
 # Every server still running at exit is stopped: SIGTERM (which a launcher passes on: mpirun to its ranks, rank 0
 # then ends the others), then SIGKILL after 10 s.
 # shellcheck shell=bash
@@ -58,3 +59,7 @@ start() {
 
 json() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 metric() { curl -s --max-time 10 "$1/metrics" | awk -v n="$2" '$1 == n { print $2 }'; }
+speculation() {
+  echo "$(metric "$1" glint_spec_decode_num_drafts_total) $(metric "$1" glint_spec_decode_num_draft_tokens_total)" \
+    "$(metric "$1" glint_spec_decode_num_accepted_tokens_total)"
+}
