@@ -320,16 +320,16 @@ TransferLayout LayoutOf(const Engine& engine, uint64_t model_fingerprint) {
   // bytes on the wire, and so the fingerprint, are those of one rank (docs/disaggregation.md "Several ranks").
   const CacheLayout& whole = engine.transfer_layout();
   const CapacityReport& c = engine.capacity();
-  TransferLayout layout{PrefixDiskFingerprint(model_fingerprint, whole),
-                        whole.slot_bytes,
-                        whole.block_bytes,
-                        c.block_tokens,
-                        engine.vocab_size(),
-                        c.max_model_len - 1,
-                        false,
-                        {}};
-  for (int64_t l = 0; l < static_cast<int64_t>(whole.layers.size()); ++l)
+  TransferLayout layout;
+  layout.fingerprint = PrefixDiskFingerprint(model_fingerprint, whole);
+  layout.slot_bytes = whole.slot_bytes;
+  layout.block_bytes = whole.block_bytes;
+  layout.block_tokens = c.block_tokens;
+  layout.vocab = engine.vocab_size();
+  layout.max_tokens = c.max_model_len - 1;
+  for (int64_t l = 0; l < static_cast<int64_t>(whole.layers.size()); ++l) {
     layout.layers.push_back(LayerRegions(whole, l));
+  }
   layout.mtp = whole.has_mtp();
   layout.mtp_regions = MtpRegions(whole);
   layout.hidden_size = engine.hidden_size();

@@ -334,7 +334,7 @@ TEST_P(Disaggregation, WithTheMtpLayerTheDecodeEngineDraftsFromItsFirstStep) {
   // a whole snapshot and from a streamed one (the MTP rows packed beside the layers, the same bytes).
   for (const int64_t k : {1, 2}) {
     auto aggregated = SpecCore(k), prefill = SpecCore(k), streaming = SpecCore(k);
-    auto decode = SpecCore(k), from_stream = SpecCore(k), cold = SpecCore(k);
+    auto decode = SpecCore(k), from_stream = SpecCore(k);
     for (const Tokens& prompt : prompts_) {
       const Outcome expected = Aggregated(*aggregated, GreedyWithLogprobs(prompt));
       ASSERT_EQ(expected.tokens[0].size(), static_cast<size_t>(kGenerated));
@@ -344,25 +344,15 @@ TEST_P(Disaggregation, WithTheMtpLayerTheDecodeEngineDraftsFromItsFirstStep) {
       const SequenceSnapshot streamed = StreamedExport(*streaming, prompt);
       EXPECT_TRUE(streamed.slot == whole.slot && streamed.blocks == whole.blocks && streamed.hidden == whole.hidden);
       EXPECT_EQ(Imported(*from_stream, GreedyWithLogprobs(prompt), streamed), expected);
-      // The oracle's own check: a decode engine whose MTP cache holds none of the prompt's rows drafts otherwise.
-      SequenceSnapshot zeroed = whole;
-      const CacheLayout& layout = cold->layout();
-      const std::vector<CacheRegion> mtp = MtpRegions(layout);
-      UnpackSnapshot(layout, mtp,
-                     std::vector<std::byte>(static_cast<size_t>(
-                         RegionStateBytes(mtp, static_cast<int64_t>(whole.blocks.size()) / layout.block_bytes))),
-                     zeroed);
-      EXPECT_EQ(Imported(*cold, GreedyWithLogprobs(prompt), zeroed).tokens, expected.tokens);  // greedy is exact
     }
     const Speculation one_engine = SpeculationOf(*aggregated);
     EXPECT_GT(one_engine.drafts, 0);
     EXPECT_EQ(SpeculationOf(*decode), one_engine) << "K " << k;
     EXPECT_EQ(SpeculationOf(*from_stream), one_engine) << "K " << k;
-    if (GetParam().model == "glint-tiny") {  // the trained MTP layer: drafts accepted, and not from a cold cache
+    if (GetParam().model == "glint-tiny") {  // the trained MTP layer
       EXPECT_GT(one_engine.accepted, 0);
-      EXPECT_NE(SpeculationOf(*cold), one_engine) << "K " << k;
     }
-    for (const auto* core : {prefill.get(), streaming.get(), decode.get(), from_stream.get(), cold.get()}) {
+    for (const auto* core : {prefill.get(), streaming.get(), decode.get(), from_stream.get()}) {
       testing::ExpectPoolsAtStart(*core);
     }
   }
@@ -682,8 +672,18 @@ TEST_P(DisaggregationSampling, WithTheMtpLayerForkedSamplesDraftAsOnOneEngine) {
   EXPECT_EQ(Disaggregated(*prefill, *decode, sampled), expected);
   EXPECT_GT(SpeculationOf(*aggregated).accepted, 0);
   EXPECT_EQ(SpeculationOf(*decode), SpeculationOf(*aggregated));
-  testing::ExpectPoolsAtStart(*prefill);
-  testing::ExpectPoolsAtStart(*decode);
+  // The oracle's own check: sampled tokens depend on the draft distributions (the acceptance test and the residual
+  // draw), so a decode engine whose MTP cache holds none of the prompt's rows gives other tokens. (Greedy tokens do
+  // not depend on the drafts, and on these prompts the trained layer's greedy drafts barely do on its cache.)
+  auto cold = SpecCore(2);
+  EXPECT_FALSE(Disaggregated(*prefill, *cold, sampled, [&](SequenceSnapshot& s) {
+                 const CacheLayout& layout = cold->layout();
+                 const std::vector<CacheRegion> mtp = MtpRegions(layout);
+                 const int64_t blocks = static_cast<int64_t>(s.blocks.size()) / layout.block_bytes;
+                 UnpackSnapshot(layout, mtp, std::vector<std::byte>(static_cast<size_t>(RegionStateBytes(mtp, blocks))),
+                                s);
+               }) == expected);
+  for (const auto* core : {prefill.get(), decode.get(), cold.get()}) testing::ExpectPoolsAtStart(*core);
 }
 
 INSTANTIATE_TEST_SUITE_P(Trained, DisaggregationSampling, ::testing::Values(testing::PathCase{"glint-tiny", true}),

@@ -532,7 +532,14 @@ TEST(StateTransferFrames, HeadersThatAreNotTheProtocolsAreRefused) {
 TEST(StateTransferFrames, MtpAndHiddenFramesAreSizedByTheLayout) {
   // A layout of one DSA layer and the MTP layer (its filling pool at the slot's end, its latents and pooled keys
   // after the layer's in each block), 4 blocks.
-  TransferLayout layout{7, 1024, 512, 8, 100, 63, false, {{{true, 0, 256}, {false, 0, 128}, {false, 128, 64}}}};
+  TransferLayout layout;
+  layout.fingerprint = 7;
+  layout.slot_bytes = 1024;
+  layout.block_bytes = 512;
+  layout.block_tokens = 8;
+  layout.vocab = 100;
+  layout.max_tokens = 63;
+  layout.layers = {{{true, 0, 256}, {false, 0, 128}, {false, 128, 64}}};
   EXPECT_EQ(MtpFrameBytes(layout, 4), 0);
   EXPECT_EQ(HiddenFrameBytes(layout), 0);
   layout.mtp = true;
