@@ -2,12 +2,13 @@
 # Prefill/decode disaggregation with speculative decoding (docs/disaggregation.md "Speculative decoding"), black box
 # on the embedded tiny model (its trained MTP layer) over loopback: a prefill and a decode server both started with
 # --speculative mtp --speculative-tokens 2, and an aggregated `both` server with the same flags. The decode server
-# gives the aggregated server's greedy text and logprobs (a completion, a chat, a 100-token prompt in 4 chunks of the
-# 32-token budget, n = 2), transfers every prompt and computes none itself, and its speculation counters equal the
-# aggregated server's — drafts verified and accepted, so its MTP cache held the prompt's rows (one holding none drafts
-# otherwise) and it drafted right after the first token as the aggregated server does after its prefill. A pair with
-# the MTP layer on one side only is refused on both sides naming the flag (the decode server then prefills locally,
-# counted). Nothing stays held. Args: path-to-glint, tests/data dir.
+# gives the aggregated server's text and logprobs (a completion, a chat, a 100-token prompt in 4 chunks of the
+# 32-token budget, n = 2 greedy, and n = 2 seeded sampling — whose tokens depend on the drafts, so a decode server
+# whose MTP cache lacked the prompt's rows would differ), transfers every prompt and computes none itself, and its
+# speculation counters equal the aggregated server's (drafts verified and accepted: it drafted right after the first
+# token as the aggregated server does after its prefill). A pair with the MTP layer on one side only is refused on
+# both sides naming the flag (the decode server then prefills locally, counted). Nothing stays held.
+# Args: path-to-glint, tests/data dir.
 set -euo pipefail
 glint="$1"
 SPEC=(--speculative mtp --speculative-tokens 2)
@@ -35,9 +36,12 @@ chat='{"messages": [{"role": "user", "content": "Tell me a story about a cat."}]
 ids="$(python3 -c 'print(",".join(str(100 + i * 7 % 3000) for i in range(100)))')"
 chunked="{\"prompt\": [$ids], \"max_tokens\": 16, \"temperature\": 0, \"ignore_eos\": true}"
 forked='{"prompt": "The little dog ran across the garden and", "max_tokens": 16, "temperature": 0, "ignore_eos": true, "n": 2}'
+# Seeded sampling: its tokens depend on the draft distributions (the acceptance test, the residual draw), so this one
+# tells an MTP cache without the prompt's rows (greedy tokens never depend on the drafts).
+sampled='{"prompt": "The old king looked at the sea and", "max_tokens": 32, "temperature": 1.0, "seed": 7, "ignore_eos": true, "n": 2}'
 answer='json.dumps([[c.get("text", c.get("message", {}).get("content")), c.get("logprobs")] for c in d["choices"]])'
 n=0
-for case in completion chat chunked forked; do
+for case in completion chat chunked forked sampled; do
   body="${!case}"
   path=/v1/completions
   [[ "$case" == chat ]] && path=/v1/chat/completions
@@ -49,7 +53,7 @@ for case in completion chat chunked forked; do
   [[ "$(metric "$decode" glint:pd_transfers_total)" == "$n" ]] || fail "$case was not transferred"
 done
 [[ "$(metric "$decode" glint:pd_local_prefills_total)" == 0 ]] || fail "the decode server prefilled a prompt itself"
-[[ "$(metric "$prefill" glint:pd_states_sent_total)" == 4 ]] || fail "the prefill server did not send 4 states"
+[[ "$(metric "$prefill" glint:pd_states_sent_total)" == 5 ]] || fail "the prefill server did not send 5 states"
 
 # The same drafts: verifications, drafted and accepted tokens equal the aggregated server's, some accepted (each
 # server publishes its counters at the end of its round: waited for).
