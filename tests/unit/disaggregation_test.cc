@@ -413,13 +413,10 @@ TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
   EXPECT_FALSE(layer1_slot_after == layer1_slot_before);
 }
 
-TEST_P(Disaggregation, ARanksSlotHoldsItsHeadsOfTheWholeSlot) {
-  // --tp > 1 (docs/disaggregation.md "Several ranks"): each rank's slot takes its KDA heads of a whole slot and every
-  // DSA layer's filling pool (CopyWholeSlotToPart); the ranks' runs, put back where KdaHeadRuns says they lie in the
-  // whole layout, give every byte of the whole slot's layer regions back — each head exactly once, in head order —
-  // with uneven splits too (tiny-sparse's 3 heads over 2 ranks).
-  const ModelConfig& config = model().config();
-  ASSERT_OK_AND_ASSIGN(const CacheLayout whole, MakeCacheLayout(config));
+// ARanksSlotHoldsItsHeadsOfTheWholeSlot for layouts with or without the MTP layer's cache.
+void ARanksSlotHoldsItsHeads(const ModelConfig& config, bool mtp) {
+  SCOPED_TRACE(mtp ? "with the MTP layer" : "without the MTP layer");
+  ASSERT_OK_AND_ASSIGN(const CacheLayout whole, MakeCacheLayout(config, {.mtp = mtp}));
   std::vector<std::byte> whole_slot(whole.slot_bytes);
   for (size_t i = 0; i < whole_slot.size(); ++i) whole_slot[i] = static_cast<std::byte>(i * 131 % 251 + 1);
   for (int tp = 2; tp <= config.kda_num_heads; ++tp) {
@@ -428,10 +425,15 @@ TEST_P(Disaggregation, ARanksSlotHoldsItsHeadsOfTheWholeSlot) {
       ASSERT_OK_AND_ASSIGN(const ShardPlan plan, MakeShardPlan(config, rank, tp, tp, 1));
       ASSERT_TRUE(plan.kda_split);
       const IndexRange heads = plan.slices().kda_heads;
-      ASSERT_OK_AND_ASSIGN(const CacheLayout part, MakeCacheLayout(LocalConfig(config, plan)));
+      ASSERT_OK_AND_ASSIGN(const CacheLayout part, MakeCacheLayout(LocalConfig(config, plan), {.mtp = mtp}));
       ASSERT_EQ(part.kda_heads, heads.count());
       std::vector<std::byte> part_slot(part.slot_bytes);
       CopyWholeSlotToPart(whole, whole_slot, part, heads.begin, part_slot.data());
+      if (mtp) {
+        EXPECT_TRUE(std::equal(whole_slot.begin() + whole.mtp_pending,
+                               whole_slot.begin() + whole.mtp_pending + whole.dsa_pending_bytes,
+                               part_slot.begin() + part.mtp_pending));
+      }
       for (int64_t l = 0; l < config.num_hidden_layers; ++l) {
         if (whole.layers[l].kind == AttentionKind::kDsa) {
           EXPECT_TRUE(std::equal(whole_slot.begin() + whole.layers[l].pending,
@@ -460,6 +462,18 @@ TEST_P(Disaggregation, ARanksSlotHoldsItsHeadsOfTheWholeSlot) {
             << "--tp " << tp << ": layer " << l << "'s KDA state at byte " << region.offset;
       }
     }
+  }
+}
+
+TEST_P(Disaggregation, ARanksSlotHoldsItsHeadsOfTheWholeSlot) {
+  // --tp > 1 (docs/disaggregation.md "Several ranks"): each rank's slot takes its KDA heads of a whole slot and every
+  // DSA layer's filling pool (CopyWholeSlotToPart); the ranks' runs, put back where KdaHeadRuns says they lie in the
+  // whole layout, give every byte of the whole slot's layer regions back — each head exactly once, in head order —
+  // with uneven splits too (tiny-sparse's 3 heads over 2 ranks). With the MTP layer's cache its filling pool is
+  // whole on every rank too.
+  const ModelConfig& config = model().config();
+  for (const bool mtp : {false, true}) {
+    ARanksSlotHoldsItsHeads(config, mtp);
   }
 }
 
