@@ -185,8 +185,9 @@ TEST(Lockstep, FollowerReplaysEveryCallBitForBit) {
 // lease's cleared slot would not), and the decode is the single-rank engine's own, n = 2 included. An export from
 // an engine over the leader streams every layer (the hook runs on rank 0 alone) and ends with the single-rank
 // export's logits. Golden tiny-sparse on the reference path, glint-tiny on the fast path.
-// `flush_bytes` 1: every write is broadcast at once, not with the next plan.
-void ImportsReachTheFollower(const testing::PathCase& c, size_t flush_bytes) {
+// `flush_bytes` 1: every write is broadcast at once, not with the next plan. `speculative`: every engine runs the MTP
+// layer (the decode engine's first MTP pair takes the transferred hidden row, which the plan carries inline).
+void ImportsReachTheFollower(const testing::PathCase& c, size_t flush_bytes, bool speculative = false) {
   std::unique_ptr<WorkerPool> pools[3];
   const std::unique_ptr<Model> alone = testing::LoadPathModel(c, pools[0]);
   const std::unique_ptr<Model> follower_inner = testing::LoadPathModel(c, pools[1]);
@@ -200,9 +201,9 @@ void ImportsReachTheFollower(const testing::PathCase& c, size_t flush_bytes) {
     lockstep.set_write_flush_bytes(flush_bytes);
     RecordingModel leader(lockstep);
     const int64_t vocab = leader.config().vocab_size;
-    auto single = testing::MakeCore(*alone, testing::SizedOptions(*alone, 2, 40, 8));
-    auto prefill = testing::MakeCore(leader, testing::SizedOptions(leader, 2, 40, 8));
-    auto decode = testing::MakeCore(leader, testing::SizedOptions(leader, 2, 40, 8));
+    auto single = testing::MakeCore(*alone, testing::SizedOptions(*alone, 2, 40, 8, speculative));
+    auto prefill = testing::MakeCore(leader, testing::SizedOptions(leader, 2, 40, 8, speculative));
+    auto decode = testing::MakeCore(leader, testing::SizedOptions(leader, 2, 40, 8, speculative));
     uint64_t lease = 0;
     RequestId id = 0;
     for (const int64_t length : {29, 48}) {  // ending inside a block, and at a checkpoint position
@@ -239,6 +240,11 @@ void ImportsReachTheFollower(const testing::PathCase& c, size_t flush_bytes) {
         EXPECT_EQ(got->TokensOf(id, sample), expected->TokensOf(id - 1, sample)) << length << " sample " << sample;
       }
     }
+    if (speculative) {  // the same drafts as the single-rank engine's decodes (its exports draft nothing)
+      EXPECT_GT(decode->Metrics().spec_drafts, 0);
+      EXPECT_EQ(decode->Metrics().spec_draft_tokens, single->Metrics().spec_draft_tokens);
+      EXPECT_EQ(decode->Metrics().spec_accepted_tokens, single->Metrics().spec_accepted_tokens);
+    }
     testing::ExpectPoolsAtStart(*decode);
     testing::ExpectPoolsAtStart(*prefill);
     decode.reset();
@@ -255,6 +261,10 @@ TEST(Lockstep, ImportedStatesReachTheFollowerWithTheNextPlan) {
 }
 
 TEST(Lockstep, ImportedStatesReachTheFollowerWhenFlushedAtOnce) { ImportsReachTheFollower({"glint-tiny", true}, 1); }
+
+TEST(Lockstep, ImportedStatesWithTheMtpLayerReachTheFollower) {
+  ImportsReachTheFollower({"glint-tiny", true}, LockstepLeader::kWriteFlushBytes, /*speculative=*/true);
+}
 
 TEST(Lockstep, TruncatedMessagesAreErrors) {
   WireWriter writer;
