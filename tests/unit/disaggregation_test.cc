@@ -370,6 +370,32 @@ TEST_P(Disaggregation, WithTheMtpLayerTheDecodeEngineDraftsFromItsFirstStep) {
   EXPECT_ERROR_CONTAINS(plain->Validate(request), "runs no MTP layer");
 }
 
+TEST_P(Disaggregation, AnImportedSequencePreemptedWithTheMtpLayerRecomputesItsPrompt) {
+  // 12 blocks of 8 tokens: a local request (40 + 40 positions) and an imported one (29 + 24) cannot both stay. The
+  // imported one, admitted last, is preempted; it recomputes its prompt and what it generated here, the MTP rows
+  // with them (the transferred ones are gone with its blocks), and gives one engine's tokens.
+  EngineOptions options = testing::SizedOptions(model(), 2, 12, 0, /*speculative=*/true);
+  auto aggregated = MakeCore(model(), options, tokenizer()), prefill = MakeCore(model(), options, tokenizer());
+  auto decode = MakeCore(model(), options, tokenizer());
+  const int64_t vocab = model().config().vocab_size;
+  Tokens local_prompt;
+  for (int64_t i = 0; i < 40; ++i) local_prompt.push_back(static_cast<int32_t>((i * 37 + 11) % vocab));
+  const Request imported_request = testing::Greedy(prompts_[0], 24, nullptr);
+  const Outcome expected = Aggregated(*aggregated, imported_request);
+  const Outcome expected_local = Aggregated(*aggregated, testing::Greedy(local_prompt, 40, nullptr));
+  auto local_sink = std::make_shared<Collector>();
+  ASSERT_OK(decode->Add(++next_id_, testing::Greedy(local_prompt, 40, local_sink)));
+  const RequestId local = next_id_;
+  ASSERT_OK(decode->Step());  // the local prompt computed: it holds its blocks before the import
+  EXPECT_EQ(Disaggregated(*prefill, *decode, imported_request), expected);
+  EXPECT_EQ(Collect(*local_sink, local, 1), expected_local);
+  EXPECT_GT(decode->Metrics().preemptions, 0);
+  ASSERT_TRUE(local_sink->outputs.back().timings.has_value());
+  EXPECT_EQ(local_sink->outputs.back().timings->preemptions, 0);  // so the imported sequence was the one preempted
+  EXPECT_GT(decode->Metrics().prompt_tokens_computed, static_cast<int64_t>(local_prompt.size()));  // its recompute
+  testing::ExpectPoolsAtStart(*decode);
+}
+
 TEST_P(Disaggregation, LayerDoneComesWhenTheLayerIsFinalAndBeforeTheNextRuns) {
   // The model's hook: once per layer, in order; at layer l's call its state is already what the pass leaves, and
   // layer l + 1's is still what it was before the pass.
