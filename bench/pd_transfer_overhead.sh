@@ -17,13 +17,15 @@
 # load average at start and end. Root only (namespaces). Never run it on a busy machine.
 #
 #   bench/pd_transfer_overhead.sh [--glint PATH] [--model DIR] [--link-rate 10gbit] [--prompt-len 2048]
-#       [--requests 12] [--cpus 0,1] [--no-pin] [--threads 1] [--memory 2G] [--max-model-len 4096] [--out DIR]
+#       [--requests 12] [--cpus 0,1] [--no-pin] [--threads 1] [--memory 2G] [--max-model-len 4096]
+#       [--speculative mtp] [--out DIR]
+# --speculative mtp starts both servers with it (the MTP layer's rows and the last hidden row then travel too).
 set -euo pipefail
 here="$(dirname "$(readlink -f "$0")")"
 glint="$here/../build/release/src/cli/glint"
 [[ -x "$glint" ]] || glint="$here/../build/ci/src/cli/glint"
 model="$here/../models/glint-tiny"
-link_rate=10gbit prompt_len=2048 requests=12 cpus=0,1 pin=1 threads=1 memory=2G max_model_len=4096
+link_rate=10gbit prompt_len=2048 requests=12 cpus=0,1 pin=1 threads=1 memory=2G max_model_len=4096 speculative=none
 out=pd-transfer-overhead
 while [[ $# -gt 0 ]]; do
   if [[ "$1" == --no-pin ]]; then pin=0; shift; continue; fi
@@ -38,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --threads) threads="$2" ;;
     --memory) memory="$2" ;;
     --max-model-len) max_model_len="$2" ;;
+    --speculative) speculative="$2" ;;
     --out) out="$2" ;;
     *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac
@@ -53,8 +56,8 @@ hosts model "$model" link
 link_bits="$(awk -v r="${link_rate,,}" 'BEGIN { m = r ~ /gbit$/ ? 1e9 : 1e6; sub(/[gm]bit$/, "", r); print r * m }')"
 load_start="$(cut -d' ' -f1-3 /proc/loadavg)"
 
-serve 0 prefill info --role prefill
-serve 1 decode debug --role decode
+serve 0 prefill info --role prefill --speculative "$speculative"
+serve 1 decode debug --role decode --speculative "$speculative"
 
 # ask SEED: one completion of a prompt of $prompt_len random ids (seeded: distinct prompts, no prefix-cache hit),
 # sent to the decode server from its own host; prints the client's seconds to the answer.
