@@ -463,6 +463,14 @@ void EngineCore::FailMtpSequences(const std::vector<std::pair<SequenceId, Status
 }
 
 Status EngineCore::Step() {
+  Status status = RunStep();
+  // The step's outputs (StepWork::results) are freed with it: under several ranks rank 0 must not match a later MTP
+  // call's hidden input against their addresses (EngineMirror::ForgetForwardOutputs), which new buffers may reuse.
+  if (mirror_ != nullptr) mirror_->ForgetForwardOutputs();
+  return status;
+}
+
+Status EngineCore::RunStep() {
   Stopwatch step_clock;
   ExpireLeases();
   StepWork step;

@@ -213,6 +213,8 @@ class EngineCore {
     EngineCore* core = nullptr;
     SequenceId id = 0;
   };
+  // Step's work, its StepWork freed on return.
+  Status RunStep();
   // What one step builds and computes, passed from phase to phase of Step. The batch's entries point into
   // `checkpoints`, `verified` and `rollbacks`; `results` and `emissions` are indexed like `plan.chunks`.
   struct StepWork {

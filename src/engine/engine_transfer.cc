@@ -229,7 +229,6 @@ Status EngineCore::StartImported(SequenceId id) {
   Append(id, token);
   std::vector<RequestOutput> outputs;
   if (speculative()) {  // drafts the next token, as the last chunk's MTP batch does on one engine
-    if (mirror_ != nullptr) mirror_->ForgetForwardOutputs();  // the hidden row is the snapshot's, no step's output
     std::vector<std::pair<SequenceId, Status>> failed;
     const std::array<MtpWork, 1> work{MtpWork{id, hidden, length - 1}};
     GLINT_RETURN_IF_ERROR(RunMtp(work, failed));

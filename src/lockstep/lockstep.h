@@ -85,7 +85,8 @@ class LockstepLeader final : public Model, public EngineMirror {
   // order. A failure ends every rank: they are inside a forward pass.
   std::vector<std::byte> GatherKdaLayer(const std::byte* slot, const CacheLayout& part, const CacheLayout& whole,
                                         int64_t layer) override;
-  // An MTP call's hidden input then travels inline (PutHidden would otherwise compare it with freed rows).
+  // Until the next Forward, an MTP call's hidden input travels inline (PutHidden would otherwise compare it with
+  // freed rows).
   void ForgetForwardOutputs() override { last_hidden_.clear(); }
   static constexpr size_t kWriteFlushBytes = size_t{64} << 20;
   // Another threshold (tests: 1 broadcasts every write at once).

@@ -192,9 +192,9 @@ class EngineMirror : public MemoryMirror {
   // entry's BatchEntry::layer_done, which the plan tells the other ranks of, so that they send their heads then.
   virtual std::vector<std::byte> GatherKdaLayer(const std::byte* slot, const CacheLayout& part,
                                                 const CacheLayout& whole, int64_t layer) = 0;
-  // The last Forward's outputs are gone (their memory may hold other values now): the next MTP call's hidden input
-  // is none of them. Called before an MTP call outside a step (an imported state's last pair, whose hidden row
-  // arrived with the state).
+  // The last Forward's outputs are gone (their memory may hold other values now): no later MTP call's hidden input
+  // is one of them. The engine calls it at the end of every step, so that an MTP call outside a step (an imported
+  // state's last pair, whose hidden row arrived with the state) sends its rows inline.
   virtual void ForgetForwardOutputs() = 0;
 };
 
