@@ -19,7 +19,8 @@ inline constexpr int64_t kSubBlock = 16;     // see Chunk: the largest in-block 
 void DecodeStep(float* state, const float* q, const float* k, const float* v, const float* g, float beta, int64_t dk,
                 int64_t dv, float* o);
 
-// n ≤ 64 tokens in WY form (the §5.2 equations, docs/model-kda.md (6a)–(6e)), state carried in and out.
+// n ≤ 64 tokens in WY form (the §5.2 equations, docs/model-kda.md (6a)–(6e)), state carried in and out, as
+// register-tiled matrix products (the Gram matrices, U, W, W S0, Qγ S0, Aqk ν, Kᵀν) around a forward substitution.
 // Exponentials exp(G_i − G_j) of the in-chunk cumulative decay are never formed from G itself (|G| reaches 320 and
 // exp(±320) overflows fp32): within a 16-token sub-block they factor as exp(L_i)·exp(−L_j) with |L| ≤ 80, and across
 // sub-blocks as exp(L_i)·exp(M + R_j) with both exponents ≤ 0 (L: in-block prefix sum, R: in-block suffix sum,

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/reference.h"
@@ -75,11 +76,12 @@ double g_worst = 0;  // printed at the end: the measured figure behind kBound
 
 TEST(KdaOps, ChunkAndDecodeMatchTheRecurrentRule) {
   ForEachTarget([] {
-    for (int64_t dk : {32, 128}) {
+    // Head sizes: the model's 128, a small one, and widths that end inside a vector and a 16 × 16 transpose tile
+    // with dk ≠ dv (the chunk's products mask their last vector; the transposes finish partial tiles one by one).
+    for (const auto& [dk, dv] : {std::pair<int64_t, int64_t>{32, 32}, {128, 128}, {24, 40}}) {
       for (int64_t n : {1, 5, 16, 17, 33, 64}) {
         for (float decay : {0.05f, 1.0f, 5.0f}) {
-          SCOPED_TRACE(::testing::Message() << "dk " << dk << " n " << n << " decay " << decay);
-          const int64_t dv = dk;
+          SCOPED_TRACE(::testing::Message() << "dk " << dk << " dv " << dv << " n " << n << " decay " << decay);
           const Inputs in = MakeInputs(n, dk, dv, static_cast<uint32_t>(n * 31 + dk), decay);
           std::vector<double> state(in.state.begin(), in.state.end()), o(n * dv);
           ref::KdaRecurrent(state.data(), in.q.data(), in.k.data(), in.v.data(), in.g.data(), dk, dv, in.beta.data(), 1,
