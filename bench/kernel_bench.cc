@@ -210,7 +210,11 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
     for (int threads : {1, all}) b->Args({rows, cols, 512, threads, static_cast<int>(Isa::kAvx512), 128});
   }
   for (int64_t group : {32, 64, 256}) b->Args({4096, 4096, 512, all, static_cast<int>(Isa::kAvx512), group});
-  b->Args({4096, 4096, 64, all, static_cast<int>(Isa::kAvx512), 128});  // one expert's share of a prefill
+  // One expert's share of a 512-token prefill (8 of 64 experts a token): gate+up, then down.
+  for (int threads : {1, all}) {
+    b->Args({4096, 4096, 64, threads, static_cast<int>(Isa::kAvx512), 128});
+    b->Args({4096, 2048, 64, threads, static_cast<int>(Isa::kAvx512), 128});
+  }
   b->Args({4096, 4096, 512, all, static_cast<int>(Isa::kAvx2), 128});
   // AMX against AVX-512 on the same shapes, and at the 4,096-token prompt.
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 2048}, {24576, 4096}, {4096, 8192}}) {

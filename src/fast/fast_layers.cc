@@ -49,7 +49,7 @@ void FastContext::Linear(const PackedLinear& w, const float* x, int64_t x_stride
   QuantizedActivations q;
   {
     const ScopedPart part(profile, PassPart::kActivationQuant);
-    q = QuantizeActivations(i8, w.ActivationGrouping(), x, x_stride, tokens, activations_);
+    q = QuantizeActivationsParallel(pool, i8, w.ActivationGrouping(), x, x_stride, tokens, activations_);
   }
   {
     const ScopedPart part(profile, PassPart::kInt8Products);

@@ -26,21 +26,18 @@ const Int8Kernels& GetInt8Kernels(Isa isa) {
   return internal::Int8KernelsScalar();
 }
 
+QuantizedActivations ActivationsIn(const Int8Layout& layout, int64_t tokens, ActivationScratch& scratch) {
+  return {tokens,          layout.cols,      layout.padded_cols(),     layout.group,
+          scratch.codes(), scratch.scales(), scratch.bias_correction()};
+}
+
 QuantizedActivations QuantizeActivations(const Int8Kernels& kernels, const Int8Layout& layout, const float* x,
                                          int64_t x_stride, int64_t tokens, ActivationScratch& scratch) {
   const int64_t padded = layout.padded_cols(), groups = layout.groups();
   scratch.Reserve(tokens, padded, groups);
   kernels.quantize(x, x_stride, tokens, layout.cols, layout.group, padded, scratch.codes(), scratch.scales(),
                    scratch.bias_correction());
-  QuantizedActivations q;
-  q.tokens = tokens;
-  q.cols = layout.cols;
-  q.padded_cols = padded;
-  q.group = layout.group;
-  q.codes = scratch.codes();
-  q.scales = scratch.scales();
-  q.bias_correction = scratch.bias_correction();
-  return q;
+  return ActivationsIn(layout, tokens, scratch);
 }
 
 }  // namespace glint

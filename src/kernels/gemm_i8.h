@@ -70,6 +70,9 @@ const Int8Kernels& GetInt8Kernels(Isa isa);
 // stream from memory either way (docs/fast-path.md, "AMX": how R was measured).
 inline constexpr int64_t kAmxMinTokens = 8;  // the level must be supported (IsaSupported)
 
+// The view of `tokens` rows quantized into `scratch` (reserved for them) for `layout`'s K-grouping.
+QuantizedActivations ActivationsIn(const Int8Layout& layout, int64_t tokens, ActivationScratch& scratch);
+
 // Quantizes with `kernels` into `scratch` for the K-grouping of `layout` and returns the view.
 QuantizedActivations QuantizeActivations(const Int8Kernels& kernels, const Int8Layout& layout, const float* x,
                                          int64_t x_stride, int64_t tokens, ActivationScratch& scratch);

@@ -2,7 +2,8 @@
 //
 // The output rows are split into ranges of row blocks, one task each; every task streams its own weights, so a
 // decode step (one or a few tokens) reads each weight byte once, spread over the threads, and a prefill tile
-// reuses each weight block from cache across all tokens. Activations are quantized once, before the split.
+// reuses each weight block from cache across all tokens. Activations are quantized once, before the split (by token
+// ranges over the pool when there are many).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,14 @@ void LinearI4(WorkerPool& pool, const Int8Kernels& quantizer, const Int4Kernels&
 // y = W x for bf16 weights and fp32 activations x [tokens, w.cols] (row stride x_stride).
 void LinearBf16(WorkerPool& pool, const Bf16Kernels& kernels, const Bf16MatrixView& w, const float* x, int64_t x_stride,
                 int64_t tokens, float* y, int64_t y_stride);
+
+// QuantizeActivations (gemm_i8.h) split by tokens over the pool: a prefill's 512 rows would otherwise be quantized
+// by one thread while the others wait for the product. Fewer than 2 · kMinQuantizeTokens rows stay on the calling
+// thread (a hand-off costs more than quantizing them). The codes are the same whichever thread writes a row.
+inline constexpr int64_t kMinQuantizeTokens = 16;
+QuantizedActivations QuantizeActivationsParallel(WorkerPool& pool, const Int8Kernels& kernels, const Int8Layout& layout,
+                                                 const float* x, int64_t x_stride, int64_t tokens,
+                                                 ActivationScratch& scratch);
 
 // Row blocks per task for a matrix of `row_blocks` blocks on `threads` threads: about 8 tasks per thread for
 // balance, never fewer than 4 blocks (one full 4-block tile), and at least kMinTaskMacs multiply-adds per task

@@ -12,7 +12,9 @@
 #include <random>
 #include <vector>
 
+#include "base/worker_pool.h"
 #include "kernel_test_util.h"
+#include "kernels/linear.h"
 #include "quant/int8_matrix.h"
 #include "test_util.h"
 
@@ -183,6 +185,28 @@ TEST_P(Int8Kernel, ErrorAgainstFp32IsTheFormatsRoundingError) {
               expected);
   EXPECT_LT(e_y, 1.25 * expected);
   EXPECT_GT(e_y, 0.5 * expected);  // the product really is quantized
+}
+
+// Quantizing over a pool by token ranges writes exactly what one call writes: every row's codes, scales and
+// corrections, for counts below the split threshold, at it and past it with a ragged last range.
+TEST_P(Int8Kernel, ParallelQuantizationEqualsOneCall) {
+  const int64_t cols = 300, group = 128, x_stride = cols + 7;
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(Random(16 * cols, 31).data(), 16, cols, group));
+  WorkerPool pool(3);
+  for (int64_t tokens : {int64_t{1}, 2 * kMinQuantizeTokens - 1, 2 * kMinQuantizeTokens, int64_t{101}}) {
+    SCOPED_TRACE(::testing::Message() << IsaName(GetParam()) << " tokens " << tokens);
+    const std::vector<float> x = Random(tokens * x_stride, 32, 3.0f);
+    const QuantizedRows expected = QuantizeRows(fast(), w.layout(), x, tokens, x_stride);
+    ActivationScratch scratch;
+    const QuantizedActivations q =
+        QuantizeActivationsParallel(pool, fast(), w.layout(), x.data(), x_stride, tokens, scratch);
+    const int64_t padded = w.layout().padded_cols(), groups = w.layout().groups();
+    ASSERT_EQ(q.tokens, tokens);
+    ASSERT_EQ(q.padded_cols, padded);
+    EXPECT_EQ(std::vector<int8_t>(q.codes, q.codes + tokens * padded), expected.codes);
+    EXPECT_EQ(std::vector<float>(q.scales, q.scales + tokens * groups), expected.scales);
+    EXPECT_EQ(std::vector<int32_t>(q.bias_correction, q.bias_correction + tokens * groups), expected.corrections);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, Int8Kernel, ::testing::ValuesIn(FastIsas()),
