@@ -57,16 +57,18 @@ HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float*
   s[3][0] = sum(a30), s[3][1] = sum(a31), s[3][2] = sum(a32), s[3][3] = sum(a33);
 }
 
-// out[a] (4 heads) += Σ_i p[a][i] · rows[i][r : r + 4·lanes] for one slice of 4 vectors of the rank, the sum
-// continuing from out[a]'s values in position order.
+// out[a] (4 heads) = Σ_i p[a][i] · rows[i][r : r + 4·lanes] for one slice of 4 vectors of the rank, in position
+// order; with `resume` the sums continue from out[a]'s values (a later block of positions).
 HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows, int64_t count, int64_t r, int64_t rank,
-                           float* const* out) {
+                           bool resume, float* const* out) {
   const int64_t lanes = hn::Lanes(d);
   const auto m0 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r, 0, lanes)));
   const auto m1 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - lanes, 0, lanes)));
   const auto m2 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - 2 * lanes, 0, lanes)));
   const auto m3 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - 3 * lanes, 0, lanes)));
-  const auto load = [&](int64_t a, int64_t v, auto mask) { return hn::MaskedLoad(mask, d, out[a] + r + v * lanes); };
+  const auto load = [&](int64_t a, int64_t v, auto mask) {
+    return resume ? hn::MaskedLoad(mask, d, out[a] + r + v * lanes) : hn::Zero(d);
+  };
   auto a00 = load(0, 0, m0), a01 = load(0, 1, m1), a02 = load(0, 2, m2), a03 = load(0, 3, m3);
   auto a10 = load(1, 0, m0), a11 = load(1, 1, m1), a12 = load(1, 2, m2), a13 = load(1, 3, m3);
   auto a20 = load(2, 0, m0), a21 = load(2, 1, m1), a22 = load(2, 2, m2), a23 = load(2, 3, m3);
@@ -157,12 +159,11 @@ void Softmax(D d, int64_t heads, int64_t count, float* scores) {
 }
 
 // out = P C, one position block at a time: 4 heads × 4 vectors of rank per pass over the block's positions (the
-// block's rows stay in cache across heads). The accumulators continue from out (zero before the first block), so
-// every output is the same chain of fused multiply-adds in position order as without blocks.
+// block's rows stay in cache across heads). The accumulators continue from out after the first block, so every
+// output is the same chain of fused multiply-adds in position order as without blocks.
 void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* const* row, int64_t count,
             float* out) {
   const int64_t lanes = hn::Lanes(d), block = BlockRows(rank);
-  std::fill(out, out + heads * rank, 0.0f);
   for (int64_t begin = 0; begin < count; begin += block) {
     const int64_t size = std::min(block, count - begin);
     for (int64_t r = 0; r < rank; r += kTile * lanes) {
@@ -175,7 +176,7 @@ void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* 
           p[a] = scores + head * count + begin;
           o[a] = out + head * rank;
         }
-        OutputTile(d, p, row + begin, size, r, rank, o);
+        OutputTile(d, p, row + begin, size, r, rank, begin > 0, o);
       }
     }
   }
