@@ -26,27 +26,36 @@ constexpr int64_t kTile = 4;
 // compile-time trip count and the 16 accumulators stay in registers (GCC keeps arrays indexed by runtime bounds in
 // memory). The sums go straight to their destinations: copied through a local array, GCC merged the copy into 8-byte
 // loads of values just stored 4 bytes at a time, which the store buffer cannot forward (17 % of the score phase).
+// kWholeVectors: rank is a multiple of the vector length, so the loads need no mask.
+template <bool kWholeVectors>
 HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float* const* rows, float scale,
                           float* const* s) {
   const int64_t lanes = hn::Lanes(d);
+  const auto load = [d](auto mask, const float* from) {
+    if constexpr (kWholeVectors) {
+      return hn::LoadU(d, from);
+    } else {
+      return hn::MaskedLoad(mask, d, from);
+    }
+  };
   auto a00 = hn::Zero(d), a01 = hn::Zero(d), a02 = hn::Zero(d), a03 = hn::Zero(d);
   auto a10 = hn::Zero(d), a11 = hn::Zero(d), a12 = hn::Zero(d), a13 = hn::Zero(d);
   auto a20 = hn::Zero(d), a21 = hn::Zero(d), a22 = hn::Zero(d), a23 = hn::Zero(d);
   auto a30 = hn::Zero(d), a31 = hn::Zero(d), a32 = hn::Zero(d), a33 = hn::Zero(d);
   for (int64_t r = 0; r < rank; r += lanes) {
     const auto mask = hn::FirstN(d, static_cast<size_t>(rank - r));
-    const auto c0 = hn::MaskedLoad(mask, d, rows[0] + r), c1 = hn::MaskedLoad(mask, d, rows[1] + r);
-    const auto c2 = hn::MaskedLoad(mask, d, rows[2] + r), c3 = hn::MaskedLoad(mask, d, rows[3] + r);
-    auto qv = hn::MaskedLoad(mask, d, q[0] + r);
+    const auto c0 = load(mask, rows[0] + r), c1 = load(mask, rows[1] + r);
+    const auto c2 = load(mask, rows[2] + r), c3 = load(mask, rows[3] + r);
+    auto qv = load(mask, q[0] + r);
     a00 = hn::MulAdd(qv, c0, a00), a01 = hn::MulAdd(qv, c1, a01), a02 = hn::MulAdd(qv, c2, a02),
     a03 = hn::MulAdd(qv, c3, a03);
-    qv = hn::MaskedLoad(mask, d, q[1] + r);
+    qv = load(mask, q[1] + r);
     a10 = hn::MulAdd(qv, c0, a10), a11 = hn::MulAdd(qv, c1, a11), a12 = hn::MulAdd(qv, c2, a12),
     a13 = hn::MulAdd(qv, c3, a13);
-    qv = hn::MaskedLoad(mask, d, q[2] + r);
+    qv = load(mask, q[2] + r);
     a20 = hn::MulAdd(qv, c0, a20), a21 = hn::MulAdd(qv, c1, a21), a22 = hn::MulAdd(qv, c2, a22),
     a23 = hn::MulAdd(qv, c3, a23);
-    qv = hn::MaskedLoad(mask, d, q[3] + r);
+    qv = load(mask, q[3] + r);
     a30 = hn::MulAdd(qv, c0, a30), a31 = hn::MulAdd(qv, c1, a31), a32 = hn::MulAdd(qv, c2, a32),
     a33 = hn::MulAdd(qv, c3, a33);
   }
@@ -100,33 +109,27 @@ HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows,
   store(out[3], a30, a31, a32, a33);
 }
 
-// Rows of a position block: the block's latent rows take at most kBlockBytes (a multiple of kTile rows, at least one
-// tile), so they stay in L2 (1 MB per core on Zen 5, 2 MB on Sapphire Rapids) with the queries and scores beside
-// them while every head tile passes over them; unblocked, 2,051 rows of rank 512 (4.2 MB) streamed from L3 once per
-// head tile.
-constexpr int64_t kBlockBytes = 256 * 1024;
-int64_t BlockRows(int64_t rank) {
-  const int64_t rows = kBlockBytes / (rank * static_cast<int64_t>(sizeof(float)));
-  return std::max(kTile, rows / kTile * kTile);
-}
-
 // scores[h, i] = scale · q_h · row[i] for every head, one position block at a time.
 void Scores(D d, const float* q_latent, int64_t heads, int64_t rank, const float* const* row, int64_t count,
             float scale, float* scores) {
-  const int64_t block = BlockRows(rank);
+  const int64_t block = AttendBlockRows(rank);
   float spare[kTile * kTile];  // a partial tile's results: the repeated heads' are dropped, the positions' copied
   for (int64_t begin = 0; begin < count; begin += block) {
     const int64_t end = std::min(count, begin + block);
     for (int64_t h = 0; h < heads; h += kTile) {
       const float* q[kTile];
       for (int64_t a = 0; a < kTile; ++a) q[a] = q_latent + std::min(h + a, heads - 1) * rank;
-      for (int64_t i = begin; i < end; i += kTile) {  // a block is whole tiles, so only the last tile can be partial
+      for (int64_t i = begin; i < end; i += kTile) {  // blocks are whole tiles: only the last tile can be partial
         const int64_t size = std::min(kTile, count - i);
         float* s[kTile];
         for (int64_t a = 0; a < kTile; ++a) {
           s[a] = h + a < heads && size == kTile ? scores + (h + a) * count + i : spare + a * kTile;
         }
-        ScoreTile(d, q, rank, row + i, scale, s);
+        if (rank % hn::Lanes(d) == 0) {
+          ScoreTile<true>(d, q, rank, row + i, scale, s);
+        } else {
+          ScoreTile<false>(d, q, rank, row + i, scale, s);
+        }
         if (size == kTile) continue;
         for (int64_t a = 0; a < std::min(kTile, heads - h); ++a) {
           for (int64_t j = 0; j < size; ++j) scores[(h + a) * count + i + j] = spare[a * kTile + j];
@@ -163,7 +166,7 @@ void Softmax(D d, int64_t heads, int64_t count, float* scores) {
 // output is the same chain of fused multiply-adds in position order as without blocks.
 void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* const* row, int64_t count,
             float* out) {
-  const int64_t lanes = hn::Lanes(d), block = BlockRows(rank);
+  const int64_t lanes = hn::Lanes(d), block = AttendBlockRows(rank);
   for (int64_t begin = 0; begin < count; begin += block) {
     const int64_t size = std::min(block, count - begin);
     for (int64_t r = 0; r < rank; r += kTile * lanes) {
@@ -202,6 +205,15 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace glint::mla {
 HWY_EXPORT(Attend);
+
+// The block's latent rows take at most 256 KB, so they stay in L2 (1 MB per core on Zen 5, 2 MB on Sapphire Rapids)
+// beside the queries and scores while every head tile passes over them; unblocked, 2,051 rows of rank 512 (4.2 MB)
+// streamed from L3 once per tile of 4 heads. Measured flat from 128 to 512 KB, slower at 64 KB.
+int64_t AttendBlockRows(int64_t rank) {
+  constexpr int64_t kBlockBytes = 256 * 1024;
+  const int64_t rows = kBlockBytes / (std::max<int64_t>(rank, 1) * static_cast<int64_t>(sizeof(float)));
+  return std::max<int64_t>(4, rows / 4 * 4);  // whole tiles of 4 positions, at least one
+}
 
 int64_t AttendScratchFloats(int64_t heads, int64_t count) {
   return (heads * count + 1) / 2 * 2 + 2 * (count + 4);  // scores, then count + 4 row pointers (2 floats each)

@@ -1,6 +1,8 @@
 // Absorbed MLA attention (kernels/mla_ops.h) on every compiled Highway target against ref::LatentAttention: head
-// and position counts across the 4×4 tiles, ranks across vector widths, scattered positions through a paged row
-// table. Bound: relative RMS error ≤ 1e-5 (fp32 dots of length rank and a softmax; measured below 1e-6).
+// and position counts across the 4×4 tiles and the position blocks (AttendBlockRows: one short of a block, one
+// block, one over, two and a partial tile), ranks across vector widths (whole vectors or not: unmasked or masked
+// loads), scattered positions through a paged row table. Bound: relative RMS error ≤ 1e-5 (fp32 dots of length rank
+// and a softmax; measured below 1e-6).
 #include "kernels/mla_ops.h"
 
 #include <gtest/gtest.h>
@@ -20,8 +22,10 @@ TEST(MlaOps, AttendMatchesReference) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
     for (int64_t heads : {1, 4, 6}) {
-      for (int64_t rank : {32, 48, 100}) {
-        for (int64_t count : {1, 3, 4, 9, 70}) {
+      for (int64_t rank : {32, 48, 100, 512, 520}) {
+        const int64_t block = mla::AttendBlockRows(rank);
+        for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, int64_t{70}, block - 1, block, block + 1,
+                              2 * block + 3}) {
           SCOPED_TRACE(::testing::Message() << "heads " << heads << " rank " << rank << " count " << count);
           std::mt19937 rng(static_cast<uint32_t>(heads * 1000 + rank * 10 + count));
           std::normal_distribution<float> normal;
