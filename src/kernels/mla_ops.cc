@@ -92,9 +92,8 @@ HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float*
   }
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
   // Head a's 4 sums are 128-bit block a of the transposed tree's result (TileSums512).
-  const __m512 sums = _mm512_mul_ps(TileSums512(a00.raw, a01.raw, a02.raw, a03.raw, a10.raw, a11.raw, a12.raw,
-                                                a13.raw, a20.raw, a21.raw, a22.raw, a23.raw, a30.raw, a31.raw, a32.raw,
-                                                a33.raw),
+  const __m512 sums = _mm512_mul_ps(TileSums512(a00.raw, a01.raw, a02.raw, a03.raw, a10.raw, a11.raw, a12.raw, a13.raw,
+                                                a20.raw, a21.raw, a22.raw, a23.raw, a30.raw, a31.raw, a32.raw, a33.raw),
                                     _mm512_set1_ps(scale));
   _mm_storeu_ps(s[0], _mm512_castps512_ps128(sums)), _mm_storeu_ps(s[1], _mm512_extractf32x4_ps(sums, 1));
   _mm_storeu_ps(s[2], _mm512_extractf32x4_ps(sums, 2)), _mm_storeu_ps(s[3], _mm512_extractf32x4_ps(sums, 3));
@@ -205,8 +204,7 @@ void Softmax(D d, int64_t heads, int64_t count, float* scores) {
 // out = P C, one position block at a time: 4 heads × 4 vectors of rank per pass over the block's positions (the
 // block's rows stay in cache across heads). The accumulators continue from out after the first block, so every
 // output is the same chain of fused multiply-adds in position order as without blocks.
-void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* const* row, int64_t count,
-            float* out) {
+void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* const* row, int64_t count, float* out) {
   const int64_t lanes = hn::Lanes(d), block = AttendBlockRows(rank);
   for (int64_t begin = 0; begin < count; begin += block) {
     const int64_t size = std::min(block, count - begin);
