@@ -20,6 +20,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 
 constexpr int64_t kTile = 4;
+constexpr int64_t kOutputHeads = 8, kOutputVectors = 2;  // the output tile: 8 heads × 2 vectors of the rank
 
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
 // The 16 lane sums of a score tile's accumulators a{head}{position}, as one vector: block h (4 lanes) holds head h's
@@ -106,47 +107,46 @@ HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float*
 #endif
 }
 
-// out[a] (4 heads) = Σ_i p[a][i] · rows[i][r : r + 4·lanes] for one slice of 4 vectors of the rank, in position
-// order; with `resume` the sums continue from out[a]'s values (a later block of positions).
+// out[a] (8 heads) = Σ_i p[a][i] · rows[i][r : r + 2·lanes] for one slice of 2 vectors of the rank, in position
+// order; with `resume` the sums continue from out[a]'s values (a later block of positions). 8 heads × 2 vectors
+// rather than 4 × 4: each row vector loaded (from L2) serves 8 heads, and the 8 broadcasts come from L1.
 HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows, int64_t count, int64_t r, int64_t rank,
                            bool resume, float* const* out) {
   const int64_t lanes = hn::Lanes(d);
   const auto m0 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r, 0, lanes)));
   const auto m1 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - lanes, 0, lanes)));
-  const auto m2 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - 2 * lanes, 0, lanes)));
-  const auto m3 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - 3 * lanes, 0, lanes)));
   const auto load = [&](int64_t a, int64_t v, auto mask) {
     return resume ? hn::MaskedLoad(mask, d, out[a] + r + v * lanes) : hn::Zero(d);
   };
-  auto a00 = load(0, 0, m0), a01 = load(0, 1, m1), a02 = load(0, 2, m2), a03 = load(0, 3, m3);
-  auto a10 = load(1, 0, m0), a11 = load(1, 1, m1), a12 = load(1, 2, m2), a13 = load(1, 3, m3);
-  auto a20 = load(2, 0, m0), a21 = load(2, 1, m1), a22 = load(2, 2, m2), a23 = load(2, 3, m3);
-  auto a30 = load(3, 0, m0), a31 = load(3, 1, m1), a32 = load(3, 2, m2), a33 = load(3, 3, m3);
+  auto a00 = load(0, 0, m0), a01 = load(0, 1, m1), a10 = load(1, 0, m0), a11 = load(1, 1, m1);
+  auto a20 = load(2, 0, m0), a21 = load(2, 1, m1), a30 = load(3, 0, m0), a31 = load(3, 1, m1);
+  auto a40 = load(4, 0, m0), a41 = load(4, 1, m1), a50 = load(5, 0, m0), a51 = load(5, 1, m1);
+  auto a60 = load(6, 0, m0), a61 = load(6, 1, m1), a70 = load(7, 0, m0), a71 = load(7, 1, m1);
   for (int64_t i = 0; i < count; ++i) {
     const float* row = rows[i] + r;
     const auto c0 = hn::MaskedLoad(m0, d, row), c1 = hn::MaskedLoad(m1, d, row + lanes);
-    const auto c2 = hn::MaskedLoad(m2, d, row + 2 * lanes), c3 = hn::MaskedLoad(m3, d, row + 3 * lanes);
     auto pv = hn::Set(d, p[0][i]);
-    a00 = hn::MulAdd(pv, c0, a00), a01 = hn::MulAdd(pv, c1, a01), a02 = hn::MulAdd(pv, c2, a02),
-    a03 = hn::MulAdd(pv, c3, a03);
+    a00 = hn::MulAdd(pv, c0, a00), a01 = hn::MulAdd(pv, c1, a01);
     pv = hn::Set(d, p[1][i]);
-    a10 = hn::MulAdd(pv, c0, a10), a11 = hn::MulAdd(pv, c1, a11), a12 = hn::MulAdd(pv, c2, a12),
-    a13 = hn::MulAdd(pv, c3, a13);
+    a10 = hn::MulAdd(pv, c0, a10), a11 = hn::MulAdd(pv, c1, a11);
     pv = hn::Set(d, p[2][i]);
-    a20 = hn::MulAdd(pv, c0, a20), a21 = hn::MulAdd(pv, c1, a21), a22 = hn::MulAdd(pv, c2, a22),
-    a23 = hn::MulAdd(pv, c3, a23);
+    a20 = hn::MulAdd(pv, c0, a20), a21 = hn::MulAdd(pv, c1, a21);
     pv = hn::Set(d, p[3][i]);
-    a30 = hn::MulAdd(pv, c0, a30), a31 = hn::MulAdd(pv, c1, a31), a32 = hn::MulAdd(pv, c2, a32),
-    a33 = hn::MulAdd(pv, c3, a33);
+    a30 = hn::MulAdd(pv, c0, a30), a31 = hn::MulAdd(pv, c1, a31);
+    pv = hn::Set(d, p[4][i]);
+    a40 = hn::MulAdd(pv, c0, a40), a41 = hn::MulAdd(pv, c1, a41);
+    pv = hn::Set(d, p[5][i]);
+    a50 = hn::MulAdd(pv, c0, a50), a51 = hn::MulAdd(pv, c1, a51);
+    pv = hn::Set(d, p[6][i]);
+    a60 = hn::MulAdd(pv, c0, a60), a61 = hn::MulAdd(pv, c1, a61);
+    pv = hn::Set(d, p[7][i]);
+    a70 = hn::MulAdd(pv, c0, a70), a71 = hn::MulAdd(pv, c1, a71);
   }
-  const auto store = [&](float* o, auto v0, auto v1, auto v2, auto v3) {
+  const auto store = [&](float* o, auto v0, auto v1) {
     hn::BlendedStore(v0, m0, d, o + r), hn::BlendedStore(v1, m1, d, o + r + lanes);
-    hn::BlendedStore(v2, m2, d, o + r + 2 * lanes), hn::BlendedStore(v3, m3, d, o + r + 3 * lanes);
   };
-  store(out[0], a00, a01, a02, a03);
-  store(out[1], a10, a11, a12, a13);
-  store(out[2], a20, a21, a22, a23);
-  store(out[3], a30, a31, a32, a33);
+  store(out[0], a00, a01), store(out[1], a10, a11), store(out[2], a20, a21), store(out[3], a30, a31);
+  store(out[4], a40, a41), store(out[5], a50, a51), store(out[6], a60, a61), store(out[7], a70, a71);
 }
 
 // scores[h, i] = scale · q_h · row[i] for every head, one position block at a time.
@@ -208,11 +208,11 @@ void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* 
   const int64_t lanes = hn::Lanes(d), block = AttendBlockRows(rank);
   for (int64_t begin = 0; begin < count; begin += block) {
     const int64_t size = std::min(block, count - begin);
-    for (int64_t r = 0; r < rank; r += kTile * lanes) {
-      for (int64_t h = 0; h < heads; h += kTile) {
-        const float* p[kTile];
-        float* o[kTile];
-        for (int64_t a = 0; a < kTile; ++a) {
+    for (int64_t r = 0; r < rank; r += kOutputVectors * lanes) {
+      for (int64_t h = 0; h < heads; h += kOutputHeads) {
+        const float* p[kOutputHeads];
+        float* o[kOutputHeads];
+        for (int64_t a = 0; a < kOutputHeads; ++a) {
           // A partial tile repeats head h: it computes head h's values again and writes them to the same place.
           const int64_t head = h + a < heads ? h + a : h;
           p[a] = scores + head * count + begin;
