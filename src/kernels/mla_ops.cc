@@ -184,7 +184,12 @@ void Softmax(D d, int64_t heads, int64_t count, float* scores) {
   const int64_t lanes = hn::Lanes(d);
   for (int64_t h = 0; h < heads; ++h) {
     float* s = scores + h * count;
-    const float max_score = *std::max_element(s, s + count);
+    auto max_lanes = hn::Set(d, s[0]);  // lanes past count keep a score, so they never raise the maximum
+    for (int64_t i = 0; i < count; i += lanes) {
+      const auto mask = hn::FirstN(d, static_cast<size_t>(count - i));
+      max_lanes = hn::Max(max_lanes, hn::IfThenElse(mask, hn::MaskedLoad(mask, d, s + i), max_lanes));
+    }
+    const float max_score = hn::GetLane(hn::MaxOfLanes(d, max_lanes));
     auto sum = hn::Zero(d);
     for (int64_t i = 0; i < count; i += lanes) {
       const auto mask = hn::FirstN(d, static_cast<size_t>(count - i));
