@@ -1,8 +1,9 @@
 // Absorbed MLA attention (kernels/mla_ops.h) on every compiled Highway target against ref::LatentAttention: head
-// and position counts across the 4×4 tiles and the position blocks (AttendBlockRows: one short of a block, one
-// block, one over, two and a partial tile), ranks across vector widths (whole vectors or not: unmasked or masked
-// loads), scattered positions through a paged row table. Bound: relative RMS error ≤ 1e-5 (fp32 dots of length rank
-// and a softmax; measured below 1e-6).
+// and position counts across the score and output tiles (4 × 4, 8 heads), the score phase's groups of 16 KB of rows
+// (8 rows at rank 512, 40 at rank 100: counts 9 and 70 cross them) and the output's blocks (AttendBlockRows: one
+// short of a block, one block, one over, two and a partial tile), ranks across vector widths (whole vectors or not:
+// unmasked or masked loads), scattered positions through a paged row table. Bound: relative RMS error ≤ 1e-5 (fp32 dots
+// of length rank and a softmax; measured below 1e-6).
 #include "kernels/mla_ops.h"
 
 #include <gtest/gtest.h>
