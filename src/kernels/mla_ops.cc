@@ -125,22 +125,12 @@ HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows,
   for (int64_t i = 0; i < count; ++i) {
     const float* row = rows[i] + r;
     const auto c0 = hn::MaskedLoad(m0, d, row), c1 = hn::MaskedLoad(m1, d, row + lanes);
-    auto pv = hn::Set(d, p[0][i]);
-    a00 = hn::MulAdd(pv, c0, a00), a01 = hn::MulAdd(pv, c1, a01);
-    pv = hn::Set(d, p[1][i]);
-    a10 = hn::MulAdd(pv, c0, a10), a11 = hn::MulAdd(pv, c1, a11);
-    pv = hn::Set(d, p[2][i]);
-    a20 = hn::MulAdd(pv, c0, a20), a21 = hn::MulAdd(pv, c1, a21);
-    pv = hn::Set(d, p[3][i]);
-    a30 = hn::MulAdd(pv, c0, a30), a31 = hn::MulAdd(pv, c1, a31);
-    pv = hn::Set(d, p[4][i]);
-    a40 = hn::MulAdd(pv, c0, a40), a41 = hn::MulAdd(pv, c1, a41);
-    pv = hn::Set(d, p[5][i]);
-    a50 = hn::MulAdd(pv, c0, a50), a51 = hn::MulAdd(pv, c1, a51);
-    pv = hn::Set(d, p[6][i]);
-    a60 = hn::MulAdd(pv, c0, a60), a61 = hn::MulAdd(pv, c1, a61);
-    pv = hn::Set(d, p[7][i]);
-    a70 = hn::MulAdd(pv, c0, a70), a71 = hn::MulAdd(pv, c1, a71);
+    const auto head = [&](int64_t a, hn::Vec<D>& v0, hn::Vec<D>& v1) {  // inlined: the accumulators stay in registers
+      const auto pv = hn::Set(d, p[a][i]);
+      v0 = hn::MulAdd(pv, c0, v0), v1 = hn::MulAdd(pv, c1, v1);
+    };
+    head(0, a00, a01), head(1, a10, a11), head(2, a20, a21), head(3, a30, a31);
+    head(4, a40, a41), head(5, a50, a51), head(6, a60, a61), head(7, a70, a71);
   }
   const auto store = [&](float* o, auto v0, auto v1) {
     hn::BlendedStore(v0, m0, d, o + r), hn::BlendedStore(v1, m1, d, o + r + lanes);
