@@ -147,8 +147,8 @@ HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows,
 void Scores(D d, const float* q_latent, int64_t heads, int64_t rank, const float* const* row, int64_t count,
             float scale, float* scores) {
   constexpr int64_t kGroupBytes = 16 * 1024;
-  const int64_t group =
-      std::max(kTile, kGroupBytes / (rank * static_cast<int64_t>(sizeof(float))) / kTile * kTile);  // whole tiles
+  const int64_t group_rows = kGroupBytes / (std::max<int64_t>(rank, 1) * static_cast<int64_t>(sizeof(float)));
+  const int64_t group = std::max(kTile, group_rows / kTile * kTile);  // whole tiles, at least one
   float spare[kTile * kTile];  // a partial tile's results: the repeated heads' are dropped, the positions' copied
   for (int64_t begin = 0; begin < count; begin += group) {
     const int64_t end = std::min(count, begin + group);
