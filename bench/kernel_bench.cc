@@ -454,9 +454,10 @@ void BM_KdaChunk(benchmark::State& state) {
 }
 BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
 
-// Absorbed MLA attention for one query: 64 heads × rank 512 over `count` latent positions.
-void BM_Attend(benchmark::State& state) {
-  const int64_t heads = 64, rank = 512, count = state.range(0);
+// Absorbed MLA attention for one query: `heads` × rank 512 over `count` latent positions (all 64 heads in one call,
+// and the 8 heads of one attention task of fast_dsa.cc).
+void BM_Attend(benchmark::State& state, int64_t heads) {
+  const int64_t rank = 512, count = state.range(0);
   std::vector<float> latents(count * rank), q(heads * rank, 0.01f), out(heads * rank),
       scratch(mla::AttendScratchFloats(heads, count));
   for (size_t i = 0; i < latents.size(); ++i) latents[i] = static_cast<float>(i % 13) * 0.01f;
@@ -471,7 +472,20 @@ void BM_Attend(benchmark::State& state) {
   state.counters["GFLOPS"] =
       benchmark::Counter(4.0 * heads * rank * count * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_Attend)->Name("MlaAttend/heads:64/rank:512")->ArgName("positions")->Arg(256)->Arg(2051)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attend, heads64, 64)
+    ->Name("MlaAttend/heads:64/rank:512")
+    ->ArgName("positions")
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(2051)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attend, heads8, 8)
+    ->Name("MlaAttend/heads:8/rank:512")
+    ->ArgName("positions")
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(2051)
+    ->UseRealTime();
 
 // Adds bw and peak ratios to every run's counters before printing.
 class RatioReporter : public benchmark::ConsoleReporter {

@@ -8,7 +8,7 @@
 namespace glint {
 namespace {
 
-constexpr int64_t kHeadsPerTask = 8;   // as fast_dsa.cc: one token × 8 heads per attention call
+constexpr int64_t kHeadsPerTask = 8;   // decode, as fast_dsa.cc: one token × 8 heads per attention call
 constexpr int64_t kDecodeChunk = 256;  // rows decoded per task when one query's rows are split over workers
 
 // 0, 1, …, count − 1: the positions of decoded rows in their dense page.
@@ -58,7 +58,8 @@ void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
     }
     return;
   }
-  // Prefill: a query per task, decoded once on its worker and attended head group by head group.
+  // Prefill: a query per task, decoded once on its worker and attended by all its heads in one call (a call reads
+  // the rows once per pass for its heads alone; each head's output is the same bits whatever the split).
   ctx.pool.Run(static_cast<int64_t>(rows.size()), [&](int64_t r, int worker) {
     thread_local std::vector<float> decoded;  // [count, rank]
     const CompactRow& row = rows[r];
@@ -66,7 +67,8 @@ void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
     const int64_t count = static_cast<int64_t>(positions.size());
     decoded.resize(count * rank);
     for (int64_t j = 0; j < count; ++j) row.cache->LoadLatent(positions[j], decoded.data() + j * rank);
-    for (int64_t g = 0; g < groups; ++g) group_of(row.t, g, worker, decoded.data(), count);
+    AttendGroup(ctx, worker, decoded.data(), count, q_latent + row.t * heads * rank, heads, scale,
+                o_latent + row.t * heads * rank);
   });
 }
 

@@ -21,8 +21,9 @@
 namespace glint {
 namespace {
 
-constexpr float kKeyNormEps = 1e-6f;  // indexer k_norm LayerNorm eps (pitfall 9)
-constexpr int64_t kHeadsPerTask = 8;  // attention tasks: one token × 8 heads
+constexpr float kKeyNormEps = 1e-6f;                // indexer k_norm LayerNorm eps (pitfall 9)
+constexpr int64_t kHeadsPerTask = 8;                // attention tasks in decode: one token × 8 heads
+constexpr int64_t kTokensPerWorkerForAllHeads = 4;  // from this many tokens per worker, a task takes all the heads
 
 // Appends one token's indexer key and pooling logits at `position` (cache.tokens ≤ position): a filling pool keeps
 // them as pending rows; the token that completes a pool pools its kpool rows into the pool's key (model card §7.5).
@@ -270,14 +271,20 @@ void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::spa
                    std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent, float scale,
                    float* o_latent) {
   const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
-  const int64_t head_groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
+  // A call reads its latent rows from L3 once per pass for its heads alone, so a task takes all of a token's heads
+  // when there are tokens enough to keep the workers busy (mla::Attend at 2,051 positions, 1 thread: ≈ 122 GFLOPS
+  // with 8 heads, ≈ 149 with 64; docs/fast-path.md); a decode pass's few tokens are split 8 heads a task. Each
+  // head's output is the same bits whatever the split (mla_ops_test).
+  const int64_t tokens_for_all_heads = kTokensPerWorkerForAllHeads * ctx.pool.size();
+  const int64_t heads_per_task = static_cast<int64_t>(rows.size()) >= tokens_for_all_heads ? heads : kHeadsPerTask;
+  const int64_t head_groups = (heads + heads_per_task - 1) / heads_per_task;
   std::vector<std::vector<const float*>> latent_pages(segments.size());  // [segments][blocks]
   for (size_t si = 0; si < segments.size(); ++si) latent_pages[si] = LatentPages(caches[si], caches[si].tokens);
   ctx.pool.Run(static_cast<int64_t>(rows.size()) * head_groups, [&](int64_t task, int worker) {
     const int64_t r = task / head_groups, group = task % head_groups;
     const size_t si = rows[r].segment;
     const int64_t t = segments[si].row + rows[r].i;
-    const int64_t h0 = group * kHeadsPerTask, nh = std::min(kHeadsPerTask, heads - h0);
+    const int64_t h0 = group * heads_per_task, nh = std::min(heads_per_task, heads - h0);
     const mla::LatentRows latents{latent_pages[si].data(), caches[si].block_tokens, rank};
     const std::vector<int64_t>& positions = selections.positions[t];
     const int64_t count = static_cast<int64_t>(positions.size());
