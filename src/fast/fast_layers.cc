@@ -99,22 +99,28 @@ void FastMhcRead(FastContext& ctx, const FastMhcWeights& w, const float* norm, c
   const ModelConfig& c = ctx.config;
   const int64_t hc = c.hc_mult, d = c.hidden_size, flat = hc * d, mix_rows = (2 + hc) * hc;
   ctx.weight_bytes_read += mix_rows * flat * sizeof(float);  // fn, read for every token but cached after the first
-  ctx.pool.Run(n, [&](int64_t t, int) {
-    const float* x = streams + t * flat;
-    // r = (mean(xf²) + rms_norm_eps)^-1/2 (pitfall 5); mix = (fn · xf) · r.
-    const double inverse_rms = 1.0 / std::sqrt(static_cast<double>(vec::SumSquares(x, flat)) / flat + c.rms_norm_eps);
-    float dots[80];
-    double mix[80];
-    vec::DotRows(w.fn, mix_rows, flat, x, flat, dots);
-    for (int64_t i = 0; i < mix_rows; ++i) mix[i] = dots[i] * inverse_rms;
-    const MhcCoefficients coefficients_t = MhcCoefficientsFromMix(mix, w.base, w.scale, c);
-    MhcTokenCoefficients& out = coefficients[t];
-    std::copy(coefficients_t.pre.begin(), coefficients_t.pre.end(), out.pre);
-    std::copy(coefficients_t.post.begin(), coefficients_t.post.end(), out.post);
-    std::copy(coefficients_t.comb.begin(), coefficients_t.comb.end(), out.comb);
-    // Read and RMSNorm fused per token: the collapsed row is normalised while it is still in L1.
-    vec::MhcRead(x, out.pre, hc, d, h + t * d);
-    vec::RmsNorm(h + t * d, norm, d, c.rms_norm_eps, h + t * d);
+  // fn (mix_rows × flat fp32, 1.5 MB at the model's widths) does not stay in L2: tasks of kMhcTokens rows read it
+  // once for all of them (DotRowsTokens, the same sums bit for bit as a row at a time).
+  constexpr int64_t kMhcTokens = 4, kMaxMixRows = 80;
+  ctx.pool.Run((n + kMhcTokens - 1) / kMhcTokens, [&](int64_t task, int) {
+    const int64_t t0 = task * kMhcTokens, count = std::min(kMhcTokens, n - t0);
+    float dots[kMhcTokens][kMaxMixRows];
+    vec::DotRowsTokens(w.fn, mix_rows, flat, streams + t0 * flat, flat, count, flat, &dots[0][0], kMaxMixRows);
+    for (int64_t t = t0; t < t0 + count; ++t) {
+      const float* x = streams + t * flat;
+      // r = (mean(xf²) + rms_norm_eps)^-1/2 (pitfall 5); mix = (fn · xf) · r.
+      const double inverse_rms = 1.0 / std::sqrt(static_cast<double>(vec::SumSquares(x, flat)) / flat + c.rms_norm_eps);
+      double mix[kMaxMixRows];
+      for (int64_t i = 0; i < mix_rows; ++i) mix[i] = dots[t - t0][i] * inverse_rms;
+      const MhcCoefficients coefficients_t = MhcCoefficientsFromMix(mix, w.base, w.scale, c);
+      MhcTokenCoefficients& out = coefficients[t];
+      std::copy(coefficients_t.pre.begin(), coefficients_t.pre.end(), out.pre);
+      std::copy(coefficients_t.post.begin(), coefficients_t.post.end(), out.post);
+      std::copy(coefficients_t.comb.begin(), coefficients_t.comb.end(), out.comb);
+      // Read and RMSNorm fused per token: the collapsed row is normalised while it is still in L1.
+      vec::MhcRead(x, out.pre, hc, d, h + t * d);
+      vec::RmsNorm(h + t * d, norm, d, c.rms_norm_eps, h + t * d);
+    }
   });
 }
 

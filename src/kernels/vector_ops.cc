@@ -60,6 +60,57 @@ void DotRows(const float* rows, int64_t count, int64_t stride, const float* x, i
   for (; r < count; ++r) out[r] = Dot(rows + r * stride, x, n);
 }
 
+// One tile of DotRowsTokens: 4 rows × 4 tokens (a partial tile repeats its last token and stores only the real ones).
+HWY_INLINE void DotTile(D d, const float* rows, int64_t stride, const float* const* x, int64_t n, float (&sums)[4][4]) {
+  const int64_t lanes = hn::Lanes(d);
+  using V = hn::Vec<D>;
+  V acc[4][4];
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) acc[r][t] = hn::Zero(d);
+  }
+  for (int64_t i = 0; i < n; i += lanes) {
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
+    V xv[4];
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) xv[t] = hn::MaskedLoad(mask, d, x[t] + i);
+#pragma GCC unroll 4
+    for (int r = 0; r < 4; ++r) {
+      const V row = hn::MaskedLoad(mask, d, rows + r * stride + i);
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) acc[r][t] = hn::MulAdd(row, xv[t], acc[r][t]);  // as DotRows: row · x + s
+    }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < 4; ++r) {
+#pragma GCC unroll 4
+    for (int t = 0; t < 4; ++t) sums[r][t] = hn::GetLane(hn::SumOfLanes(d, acc[r][t]));
+  }
+}
+
+void DotRowsTokens(const float* rows, int64_t count, int64_t stride, const float* x, int64_t x_stride, int64_t tokens,
+                   int64_t n, float* out, int64_t out_stride) {
+  const D d;
+  for (int64_t t0 = 0; t0 < tokens; t0 += 4) {
+    const float* xs[4];
+    for (int64_t t = 0; t < 4; ++t) xs[t] = x + std::min(t0 + t, tokens - 1) * x_stride;
+    int64_t r = 0;
+    for (; r + 4 <= count; r += 4) {
+      float sums[4][4];
+      DotTile(d, rows + r * stride, stride, xs, n, sums);
+      for (int64_t t = 0; t < std::min<int64_t>(4, tokens - t0); ++t) {
+        for (int64_t k = 0; k < 4; ++k) out[(t0 + t) * out_stride + r + k] = sums[k][t];
+      }
+    }
+    for (; r < count; ++r) {  // as DotRows' remainder
+      for (int64_t t = 0; t < std::min<int64_t>(4, tokens - t0); ++t) {
+        out[(t0 + t) * out_stride + r] = Dot(rows + r * stride, xs[t], n);
+      }
+    }
+  }
+}
+
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
   const D d;
   const int64_t lanes = hn::Lanes(d);
@@ -196,6 +247,7 @@ namespace glint::vec {
 HWY_EXPORT(Dot);
 HWY_EXPORT(SumSquares);
 HWY_EXPORT(DotRows);
+HWY_EXPORT(DotRowsTokens);
 HWY_EXPORT(RmsNorm);
 HWY_EXPORT(SwiGlu);
 HWY_EXPORT(Sigmoid);
@@ -210,6 +262,10 @@ float Dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPAT
 float SumSquares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n); }
 void DotRows(const float* rows, int64_t count, int64_t stride, const float* x, int64_t n, float* out) {
   HWY_DYNAMIC_DISPATCH(DotRows)(rows, count, stride, x, n, out);
+}
+void DotRowsTokens(const float* rows, int64_t count, int64_t stride, const float* x, int64_t x_stride, int64_t tokens,
+                   int64_t n, float* out, int64_t out_stride) {
+  HWY_DYNAMIC_DISPATCH(DotRowsTokens)(rows, count, stride, x, x_stride, tokens, n, out, out_stride);
 }
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y) {
   HWY_DYNAMIC_DISPATCH(RmsNorm)(x, weight, n, eps, y);

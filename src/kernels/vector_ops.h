@@ -12,6 +12,11 @@ float Dot(const float* a, const float* b, int64_t n);
 float SumSquares(const float* x, int64_t n);
 // out[r] = Σ_i rows[r · stride + i] · x[i] for r < count (one x against several rows: x stays in registers/L1).
 void DotRows(const float* rows, int64_t count, int64_t stride, const float* x, int64_t n, float* out);
+// out[t · out_stride + r] = DotRows(rows, count, stride, x + t · x_stride, n)[r] for t < tokens, bit for bit (each
+// sum runs in the same order): tiles of 4 rows × 4 tokens share each load, so rows that do not fit in cache (mHC's
+// 24 × 16,384 mixing weights, 1.5 MB) are read once per 4 tokens instead of once per token.
+void DotRowsTokens(const float* rows, int64_t count, int64_t stride, const float* x, int64_t x_stride, int64_t tokens,
+                   int64_t n, float* out, int64_t out_stride);
 // y = x · (mean(x²) + eps)^-1/2 · weight; weight may be null; x and y may alias.
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* y);
 // out = silu(min(gate, limit)) · clamp(up, −limit, limit): the clamped SwiGLU of model-glm53.md §8.1.

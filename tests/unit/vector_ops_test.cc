@@ -51,6 +51,29 @@ TEST(VectorOps, DotAndDotRows) {
   });
 }
 
+// DotRowsTokens is DotRows token by token, bit for bit: row counts with and without a remainder past the 4-row
+// tiles, token counts around the 4-token tiles, strides wider than n.
+TEST(VectorOps, DotRowsTokensEqualsDotRowsPerToken) {
+  ForEachTarget([] {
+    for (int64_t n : {int64_t{1}, int64_t{17}, int64_t{100}, int64_t{1000}}) {
+      for (int64_t count : {4, 6, 24}) {
+        for (int64_t tokens : {1, 3, 4, 5, 9}) {
+          SCOPED_TRACE(::testing::Message() << "n " << n << " rows " << count << " tokens " << tokens);
+          const int64_t stride = n + 5, x_stride = n + 3, out_stride = count + 2;
+          const auto rows = Random(count * stride, n + count), x = Random(tokens * x_stride, n + tokens);
+          std::vector<float> out(tokens * out_stride, -1.0f), expected(count);
+          vec::DotRowsTokens(rows.data(), count, stride, x.data(), x_stride, tokens, n, out.data(), out_stride);
+          for (int64_t t = 0; t < tokens; ++t) {
+            vec::DotRows(rows.data(), count, stride, x.data() + t * x_stride, n, expected.data());
+            for (int64_t r = 0; r < count; ++r) ASSERT_EQ(out[t * out_stride + r], expected[r]) << t << " " << r;
+            for (int64_t r = count; r < out_stride; ++r) ASSERT_EQ(out[t * out_stride + r], -1.0f) << "wrote past";
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(VectorOps, RmsNormMatchesReference) {
   ForEachTarget([] {
     for (int64_t n : kLengths) {
