@@ -163,7 +163,11 @@ void NormsAndGates(FastContext& ctx, const FastKdaWeights& w, const KdaProjectio
       vec::Scale(1.0f / std::sqrt(vec::SumSquares(k, d) + kL2NormEps), k, d, k);
     }
     float* g = p.g + t * width;
-    for (int64_t ch = 0; ch < width; ++ch) g[ch] = decay_rate[ch / d] * (g[ch] + w.dt_bias[ch]);
+    for (int64_t hd = 0; hd < heads; ++hd) {  // head by head: no integer division per channel, and it vectorises
+      float* g_head = g + hd * d;
+      const float* bias = w.dt_bias + hd * d;
+      for (int64_t ch = 0; ch < d; ++ch) g_head[ch] = decay_rate[hd] * (g_head[ch] + bias[ch]);
+    }
     vec::Sigmoid(g, width, g);
     vec::Scale(c.kda_gate_lower_bound, g, width, g);
     float* b = p.gates + t * p.gates_stride + 2 * d;
