@@ -92,6 +92,10 @@ HWY_INLINE void DotTile(D d, const float* rows, int64_t stride, const float* con
 void DotRowsTokens(const float* rows, int64_t count, int64_t stride, const float* x, int64_t x_stride, int64_t tokens,
                    int64_t n, float* out, int64_t out_stride) {
   const D d;
+  if (tokens == 1) {  // decode: a 4-token tile would be 3/4 repeats
+    DotRows(rows, count, stride, x, n, out);
+    return;
+  }
   for (int64_t t0 = 0; t0 < tokens; t0 += 4) {
     const float* xs[4];
     for (int64_t t = 0; t < 4; ++t) xs[t] = x + std::min(t0 + t, tokens - 1) * x_stride;
