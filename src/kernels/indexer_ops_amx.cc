@@ -25,6 +25,7 @@
 #include "kernels/amx_tiles.h"
 #include "kernels/indexer_ops.h"
 #include "kernels/isa.h"
+#include "kernels/transpose_avx512.h"
 
 namespace glint::indexer {
 namespace {
@@ -49,30 +50,6 @@ GLINT_TARGET_AMX void ConfigureTiles(int64_t last_chunk_dims) {
     config.Set(kBLast + 1, static_cast<int>(last_chunk_dims / 4), 64);
   }
   internal::LoadTileConfig(config);
-}
-
-// rows[i] = row i of a 16 × 16 int32 matrix; on return rows[j] = its column j.
-GLINT_TARGET_AMX inline void Transpose16x16(__m512i* rows) {
-  __m512i t[16], u[16];
-  for (int i = 0; i < 16; i += 2) {  // per 128-bit lane: pairs of rows interleaved
-    t[i] = _mm512_unpacklo_epi32(rows[i], rows[i + 1]);
-    t[i + 1] = _mm512_unpackhi_epi32(rows[i], rows[i + 1]);
-  }
-  for (int g = 0; g < 16; g += 4) {  // u[g + q], lane L: column 4L + q of rows g..g+3
-    u[g] = _mm512_unpacklo_epi64(t[g], t[g + 2]);
-    u[g + 1] = _mm512_unpackhi_epi64(t[g], t[g + 2]);
-    u[g + 2] = _mm512_unpacklo_epi64(t[g + 1], t[g + 3]);
-    u[g + 3] = _mm512_unpackhi_epi64(t[g + 1], t[g + 3]);
-  }
-  for (int q = 0; q < 4; ++q) {  // the 4 × 4 transpose of 128-bit lanes across the 4 row groups
-    const __m512i x0 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0x44), x1 = _mm512_shuffle_i32x4(u[q], u[4 + q], 0xEE);
-    const __m512i x2 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0x44);
-    const __m512i x3 = _mm512_shuffle_i32x4(u[8 + q], u[12 + q], 0xEE);
-    rows[q] = _mm512_shuffle_i32x4(x0, x2, 0x88);
-    rows[4 + q] = _mm512_shuffle_i32x4(x0, x2, 0xDD);
-    rows[8 + q] = _mm512_shuffle_i32x4(x1, x3, 0x88);
-    rows[12 + q] = _mm512_shuffle_i32x4(x1, x3, 0xDD);
-  }
 }
 
 struct Walk {
@@ -118,7 +95,7 @@ GLINT_TARGET_AMX void GroupProducts(const Walk& w, const int8_t* keys, int64_t g
 GLINT_TARGET_AMX __m512 AddGroupTerms(const Walk& w, const int32_t* c, int64_t g, __m512 key_scales, __m512 total) {
   __m512i columns[16];
   for (int i = 0; i < 16; ++i) columns[i] = _mm512_loadu_si512(c + 16 * i);
-  Transpose16x16(columns);  // columns[n] = head 16g + n's dot products of the 16 pools
+  internal::Transpose16x16(columns);  // columns[n] = head 16g + n's dot products of the 16 pools
   const int64_t heads_here = std::min(kTileHeads, w.heads - g * kTileHeads);
   for (int64_t n = 0; n < heads_here; ++n) {
     const int64_t h = g * kTileHeads + n;

@@ -26,9 +26,12 @@
 
 #include "kernels/indexer_ops.h"
 #include "kernels/isa.h"
+#include "kernels/transpose_avx512.h"
 
 namespace glint::indexer {
 namespace {
+
+using internal::Transpose16x16;
 
 #define GLINT_TARGET_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define GLINT_INLINE_VNNI GLINT_TARGET_VNNI inline __attribute__((always_inline))
@@ -37,32 +40,6 @@ constexpr int64_t kKeysPerTile = 16;    // one key per accumulator (and, after t
 constexpr int64_t kHeadsPerBlock = 16;  // one head per 32-bit lane of a query operand
 
 int64_t HeadBlocks(int64_t heads) { return (heads + kHeadsPerBlock - 1) / kHeadsPerBlock; }
-
-// r[j][l] → r[l][j] for 16 vectors of 16 int32: unpack 32-bit, unpack 64-bit, then a 4 × 4 transpose of the
-// 128-bit chunks in two rounds of shuffle_i32x4 (64 shuffles).
-GLINT_INLINE_VNNI void Transpose16x16(__m512i (&r)[16]) {
-  __m512i t[16], u[16];
-  for (int p = 0; p < 16; p += 2) {
-    t[p] = _mm512_unpacklo_epi32(r[p], r[p + 1]);      // chunk k: r_p[4k], r_p+1[4k], r_p[4k+1], r_p+1[4k+1]
-    t[p + 1] = _mm512_unpackhi_epi32(r[p], r[p + 1]);  // the same for 4k+2, 4k+3
-  }
-  for (int g = 0; g < 4; ++g) {  // u[4g + i], chunk k: rows 4g..4g+3 at column 4k + i
-    u[4 * g + 0] = _mm512_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 1] = _mm512_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
-    u[4 * g + 2] = _mm512_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
-    u[4 * g + 3] = _mm512_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
-  }
-  for (int i = 0; i < 4; ++i) {  // column 4k + i gathers chunk k of u[i], u[4 + i], u[8 + i], u[12 + i]
-    const __m512i x0 = _mm512_shuffle_i32x4(u[i], u[4 + i], 0x44);  // A0 A1 B0 B1
-    const __m512i x1 = _mm512_shuffle_i32x4(u[i], u[4 + i], 0xee);  // A2 A3 B2 B3
-    const __m512i y0 = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0x44);
-    const __m512i y1 = _mm512_shuffle_i32x4(u[8 + i], u[12 + i], 0xee);
-    r[i] = _mm512_shuffle_i32x4(x0, y0, 0x88);       // A0 B0 C0 D0
-    r[4 + i] = _mm512_shuffle_i32x4(x0, y0, 0xdd);   // A1 B1 C1 D1
-    r[8 + i] = _mm512_shuffle_i32x4(x1, y1, 0x88);   // A2 B2 C2 D2
-    r[12 + i] = _mm512_shuffle_i32x4(x1, y1, 0xdd);  // A3 B3 C3 D3
-  }
-}
 
 // 128 · Σ_c key_j[c] for the 16 keys at `keys` (row stride dim), key j in lane j.
 GLINT_INLINE_VNNI __m512i KeyBias(const int8_t* keys, int64_t dim) {

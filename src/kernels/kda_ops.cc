@@ -12,6 +12,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "kernels/transpose_avx512.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::kda {
@@ -44,14 +45,13 @@ HWY_INLINE float Dot(D d, const float* a, const float* b, int64_t n) {
   return hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1)));
 }
 
-// out = x ⊙ exp(e) (or exp(−e) when negate), n values.
-HWY_INLINE void MulExp(D d, const float* x, const float* e, bool negate, int64_t n, float* out) {
+// out = x ⊙ exp(e), n values.
+HWY_INLINE void MulExp(D d, const float* x, const float* e, int64_t n, float* out) {
   const int64_t lanes = hn::Lanes(d);
   for (int64_t i = 0; i < n; i += lanes) {
     const auto mask = hn::FirstN(d, static_cast<size_t>(n - i));
-    auto exponent = hn::MaskedLoad(mask, d, e + i);
-    if (negate) exponent = hn::Neg(exponent);
-    hn::BlendedStore(hn::Mul(hn::MaskedLoad(mask, d, x + i), hn::Exp(d, exponent)), mask, d, out + i);
+    hn::BlendedStore(hn::Mul(hn::MaskedLoad(mask, d, x + i), hn::Exp(d, hn::MaskedLoad(mask, d, e + i))), mask, d,
+                     out + i);
   }
 }
 
@@ -61,8 +61,8 @@ void DecodeStep(float* state, const float* q, const float* k, const float* v, co
   const int64_t lanes = hn::Lanes(d);
   constexpr int64_t kMaxKey = 256;
   float alpha[kMaxKey], decayed_k[kMaxKey], decayed_q[kMaxKey];  // dk ≤ 256, checked by the caller's config
-  MulExp(d, k, g, false, dk, decayed_k);
-  MulExp(d, q, g, false, dk, decayed_q);
+  MulExp(d, k, g, dk, decayed_k);
+  MulExp(d, q, g, dk, decayed_q);
   for (int64_t i = 0; i < dk; i += lanes) {
     const auto mask = hn::FirstN(d, static_cast<size_t>(dk - i));
     hn::BlendedStore(hn::Exp(d, hn::MaskedLoad(mask, d, g + i)), mask, d, alpha + i);
@@ -299,34 +299,13 @@ void DecaySums(D d, const ChunkArgs& args, int64_t blocks, const ChunkScratch& s
 }
 
 #if HWY_TARGET <= HWY_AVX3
-// dst[c, i] = src[i, c] for one 16 × 16 block, in registers: pairs of rows interleaved by 32 then 64 bits, then
-// 128-bit lanes exchanged twice (64 shuffles for 256 values, where a scalar transpose stores them one by one).
+// dst[c, i] = src[i, c] for one 16 × 16 block, in registers (64 shuffles for 256 values, where a scalar transpose
+// stores them one by one).
 HWY_INLINE void Transpose16(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
-  __m512 r[16], t[16];
-#pragma GCC unroll 16
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_loadu_ps(src + i * src_stride);
-#pragma GCC unroll 8
-  for (int i = 0; i < 16; i += 2)
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]), t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-#pragma GCC unroll 4
-  for (int i = 0; i < 16; i += 4) {
-    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44), r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
-    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44), r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-  }
-#pragma GCC unroll 2
-  for (int h = 0; h < 16; h += 8) {
-#pragma GCC unroll 4
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xDD);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88), r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xDD);
-  }
-#pragma GCC unroll 16
-  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(dst + c * dst_stride, r[c]);
+  __m512i r[16];
+  for (int i = 0; i < 16; ++i) r[i] = _mm512_castps_si512(_mm512_loadu_ps(src + i * src_stride));
+  internal::Transpose16x16(r);
+  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(dst + c * dst_stride, _mm512_castsi512_ps(r[c]));
 }
 #endif
 
