@@ -4,10 +4,11 @@
 //             all threads)
 //   load      time and GB/s to load the weights (a `glint convert` container maps with no conversion)
 //   prefill   tokens/s for each prompt length; GOPS of the int8 products and their ratio to the peak of the kernel
-//             level (AMX at --isa amx, VNNI otherwise); the share of the time in each part of the fast path
-//             (fast/pass_profile.h), so that each optimisation is chosen from a measured share
+//             level (AMX at --isa amx, VNNI otherwise), the dense products' and the experts' apart; the share of
+//             the time in each part of the fast path (fast/pass_profile.h), so that each optimisation is chosen
+//             from a measured share
 //   decode    tokens/s at each batch size; weight bytes streamed per step and their ratio to the triad bandwidth;
-//             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth
+//             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth; the step's profile
 //   memory    peak RSS against 1.1 × weight bytes + caches
 // It prints figures and never fails on a time.
 #include <sys/resource.h>
@@ -51,7 +52,7 @@ struct ModelBenchFlags {
   int64_t pass_tokens = 512;
   int64_t probe_mib = 256;
   std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype: the MLA latents and pooled indexer keys
-  bool profile = true;                  // --profile / --no-profile: prefill time by part
+  bool profile = true;                  // --profile / --no-profile: prefill and decode time by part
   ParallelFlags parallel;               // --tp / --ep under mpirun
 };
 
@@ -240,9 +241,9 @@ void ReportCollectives(const BenchRun& run, const CollectiveStats& since, int64_
                   .c_str());
 }
 
-// Where a prefill's wall time went, by part (fast/pass_profile.h): each part's median share over the repetitions,
-// largest first, the parts adding to 100 % of the profiled forward calls.
-void PrintPrefillProfile(const std::vector<PassProfile::Seconds>& runs) {
+// Where a prefill's (or decode step's) wall time went, by part (fast/pass_profile.h): each part's median share
+// over the repetitions (steps), largest first, the parts adding to 100 % of the profiled forward calls.
+void PrintProfile(const char* what, const std::vector<PassProfile::Seconds>& runs) {
   std::vector<std::pair<double, PassPart>> shares;
   for (int p = 0; p < kPassParts; ++p) {
     std::vector<double> share;
@@ -254,7 +255,7 @@ void PrintPrefillProfile(const std::vector<PassProfile::Seconds>& runs) {
     shares.emplace_back(Median(share), static_cast<PassPart>(p));
   }
   std::sort(shares.rbegin(), shares.rend());
-  std::printf("   prefill profile (share of the forward's wall time):");
+  std::printf("   %s profile (share of the forward's wall time):", what);
   for (const auto& [share, part] : shares) std::printf(" %s %.1f%%;", PassPartName(part), 100 * share);
   std::printf("\n");
 }
@@ -263,7 +264,7 @@ Status BenchPrefill(const BenchRun& run) {
   const ModelConfig& c = run.runner->config();
   run.fast->SetProfiling(run.flags.profile);
   for (int64_t prompt : run.flags.prompts) {
-    std::vector<double> seconds, gops, int8_share, cpu_share;
+    std::vector<double> seconds, gops, dense_gops, expert_gops, expert_share, int8_share, cpu_share;
     std::vector<PassProfile::Seconds> parts;
     const CollectiveStats prefill_start = World().stats_with_splits();
     for (int rep = 0; rep < run.flags.repetitions; ++rep) {
@@ -275,8 +276,12 @@ Status BenchPrefill(const BenchRun& run) {
       seconds.push_back(timed.seconds);
       cpu_share.push_back(timed.cpu_share);
       const FastStepStats& stats = run.fast->last_step();
-      gops.push_back(2.0 * stats.int8_macs / stats.int8_seconds / 1e9);
-      int8_share.push_back(stats.int8_seconds / seconds.back());
+      const ProductTime products = stats.products();
+      gops.push_back(products.Gops());
+      dense_gops.push_back(stats.dense_products.Gops());
+      expert_gops.push_back(stats.expert_products.Gops());
+      expert_share.push_back(products.macs ? static_cast<double>(stats.expert_products.macs) / products.macs : 0.0);
+      int8_share.push_back(products.seconds / seconds.back());
       parts.push_back(stats.part_seconds);
     }
     const double s = Median(seconds), g = Median(gops);
@@ -285,7 +290,15 @@ Status BenchPrefill(const BenchRun& run) {
         "(%.0f%% of the time); cpu share %.0f%%  [median of %d]\n",
         static_cast<long long>(prompt), s, prompt / s, g, 100 * g / run.machine.int8_peak, run.machine.peak_name,
         100 * Median(int8_share), 100 * Median(cpu_share), run.flags.repetitions);
-    if (run.flags.profile) PrintPrefillProfile(parts);
+    // Dense products run over the whole pass; each expert over its few routed rows (≈ tokens × top-k / experts),
+    // whose weights stream from memory with fewer reuses: the two efficiencies apart say which one to work on.
+    const double peak = run.machine.int8_peak;
+    std::printf(
+        "   int8 products: dense %.0f GOPS = %.0f%% of peak; experts %.0f GOPS = %.0f%% (%.0f%% of the "
+        "multiply-adds)\n",
+        Median(dense_gops), 100 * Median(dense_gops) / peak, Median(expert_gops), 100 * Median(expert_gops) / peak,
+        100 * Median(expert_share));
+    if (run.flags.profile) PrintProfile("prefill", parts);
     ReportCollectives(run, World().stats_with_splits().Since(prefill_start), run.flags.repetitions, s,
                       {1, prompt, 1, run.flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
   }
@@ -330,6 +343,8 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   Stopwatch decode_clock;
   const CollectiveStats decode_start = World().stats_with_splits();
   std::vector<double> seconds, bandwidth_ratio, cpu_share;
+  std::vector<PassProfile::Seconds> parts;
+  run.fast->SetProfiling(flags.profile);
   double bytes_per_step = 0, experts_per_layer = 0, int8_ops_per_step = 0;
   int moe_layers = 0;
   for (int64_t step = 0; step < flags.steps; ++step) {
@@ -344,8 +359,9 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
     cpu_share.push_back(timed.cpu_share);
     const FastStepStats& stats = run.fast->last_step();
     bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / run.machine.bandwidth);
+    parts.push_back(stats.part_seconds);
     bytes_per_step = static_cast<double>(stats.weight_bytes_read);
-    int8_ops_per_step = 2.0 * static_cast<double>(stats.int8_macs);
+    int8_ops_per_step = 2.0 * static_cast<double>(stats.products().macs);
     experts_per_layer = 0, moe_layers = 0;
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       if (c.mlp_kinds[l] == MlpKind::kMoe) experts_per_layer += stats.experts_active[l], ++moe_layers;
@@ -372,6 +388,8 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       "%.1f ms (%s); the step at %.0f%% of it\n",
       int8_ops_per_step / 1e9, 1e3 * compute_bound, run.machine.peak_name, 1e3 * memory_bound, 1e3 * roofline,
       compute_bound > memory_bound ? "compute" : "memory", 100 * roofline / s);
+  run.fast->SetProfiling(false);
+  if (flags.profile) PrintProfile("decode", parts);
   ReportCollectives(
       run, World().stats_with_splits().Since(decode_start), flags.steps, s,
       {batch_size, batch_size, batch_size, flags.pass_tokens, 0, 0, 0, run.fast->expert_cache() != nullptr});
@@ -441,8 +459,8 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--repetitions", flags->repetitions, "prefill runs per prompt length")->capture_default_str();
       command
           .add_flag("--profile,!--no-profile", flags->profile,
-                    "print where each prefill's time goes, by part of the fast path (two clock reads per part "
-                    "entered: no cost measurable beside run-to-run noise)")
+                    "print where each prefill's and each decode batch's time goes, by part of the fast path (two "
+                    "clock reads per part entered: no cost measurable beside run-to-run noise)")
           ->capture_default_str();
       command.add_option("--pass-tokens", flags->pass_tokens, "rows per layer pass (FastModelOptions)")
           ->capture_default_str();

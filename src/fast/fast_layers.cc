@@ -44,23 +44,21 @@ void FastContext::Linear(const PackedLinear& w, const float* x, int64_t x_stride
     LinearBf16(pool, bf16, w.bf16, x, x_stride, tokens, y, y_stride);
     return;
   }
-  // The int8 and int4 products: activations quantized per the weights' grouping, then the integer gemm.
-  Stopwatch watch;
+  // The int8 and int4 products: activations quantized per the weights' grouping, then the integer gemm (timed
+  // alone: the quantization is its own part).
   QuantizedActivations q;
   {
     const ScopedPart part(profile, PassPart::kActivationQuant);
     q = QuantizeActivationsParallel(pool, i8, w.ActivationGrouping(), x, x_stride, tokens, activations_);
   }
-  {
-    const ScopedPart part(profile, PassPart::kInt8Products);
-    if (w.format == PackedLinear::Format::kInt8) {
-      LinearI8Quantized(pool, i8, w.int8, q, y, y_stride);
-    } else {
-      LinearI4Quantized(pool, i4, w.int4, q, y, y_stride);
-    }
+  const ScopedPart part(profile, PassPart::kInt8Products);
+  Stopwatch watch;
+  if (w.format == PackedLinear::Format::kInt8) {
+    LinearI8Quantized(pool, i8, w.int8, q, y, y_stride);
+  } else {
+    LinearI4Quantized(pool, i4, w.int4, q, y, y_stride);
   }
-  int8_seconds += watch.Seconds();
-  int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
+  dense_products.Add(w.rows() * w.cols() * tokens, watch.Seconds());
 }
 
 void FastContext::IntegerGemm(const PackedLinear& w, const QuantizedActivations& x, int64_t block_begin,
@@ -87,8 +85,7 @@ void FastContext::LinearPerHead(const PackedLinear& w, int64_t heads, const floa
         QuantizeActivations(i8, head_input, x + h * x_head_offset, x_stride, tokens, worker_activations_[worker]);
     i8.gemm(w.int8, q, h * blocks_per_head, (h + 1) * blocks_per_head, y, y_stride);
   });
-  int8_seconds += watch.Seconds();
-  int8_macs += static_cast<uint64_t>(w.rows() * w.cols() * tokens);
+  dense_products.Add(w.rows() * w.cols() * tokens, watch.Seconds());
 }
 
 // ---- mHC ----

@@ -151,15 +151,15 @@ class FastContext {
   // routes it to no expert in later layers (its sequence fails; other rows are exact). Empty: a failed read fails
   // the FastMoe call.
   std::vector<Status> row_errors;
-  uint64_t int8_macs = 0;
-  double int8_seconds = 0;
+  ProductTime dense_products;   // FastContext::Linear and LinearPerHead (quantization not included)
+  ProductTime expert_products;  // the MoE's expert phases (fast_moe.cc)
   // The DSA indexer's selection (scoring + top-k) wall time and the pooled-key bytes it read (bench-context).
   double indexer_seconds = 0;
   uint64_t indexer_key_bytes = 0;
   // Where the wall time goes, by part (bench-model's prefill profile); off unless the caller enables it.
   PassProfile profile;
   void ResetStats() {
-    weight_bytes_read = 0, int8_macs = 0, int8_seconds = 0, indexer_seconds = 0, indexer_key_bytes = 0;
+    weight_bytes_read = 0, dense_products = {}, expert_products = {}, indexer_seconds = 0, indexer_key_bytes = 0;
     profile.Reset();
   }
 

@@ -364,8 +364,8 @@ Status FastModel::ForwardBatch(std::span<const BatchEntry> batch, std::vector<En
   GLINT_RETURN_IF_ERROR(plan_.dp_attention ? RunDpPasses(batch, outputs, trace, forced)
                                            : RunPasses(batch, outputs, trace, forced));
   last_step_.weight_bytes_read = context_->weight_bytes_read;
-  last_step_.int8_macs = context_->int8_macs;
-  last_step_.int8_seconds = context_->int8_seconds;
+  last_step_.dense_products = context_->dense_products;
+  last_step_.expert_products = context_->expert_products;
   last_step_.indexer_seconds = context_->indexer_seconds;
   last_step_.indexer_key_bytes = context_->indexer_key_bytes;
   context_->profile.Stop();

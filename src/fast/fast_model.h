@@ -84,8 +84,9 @@ struct FastLoadReport {
 struct FastStepStats {
   int64_t rows = 0;
   uint64_t weight_bytes_read = 0;
-  uint64_t int8_macs = 0;               // multiply-adds of the int8 products
-  double int8_seconds = 0;              // wall time inside the int8 products
+  ProductTime dense_products;   // the integer (int8/int4) products outside the MoE experts
+  ProductTime expert_products;  // the experts' (routed and shared)
+  ProductTime products() const { return dense_products + expert_products; }
   double indexer_seconds = 0;           // wall time of the DSA indexers' selections (all DSA layers)
   uint64_t indexer_key_bytes = 0;       // pooled-key bytes they read
   std::vector<int64_t> experts_active;  // [num_hidden_layers], 0 for dense layers

@@ -125,23 +125,24 @@ void RunPhase(FastContext& ctx, const std::vector<MoeJob>& jobs, std::span<const
     int64_t begin, end;
   };
   std::vector<Task> tasks;
+  int64_t macs = 0;
   for (size_t j : group) {
     const PackedLinear& m = matrix_of(jobs[j]);
     const int64_t rows = static_cast<int64_t>(jobs[j].rows.size());
     ctx.weight_bytes_read += m.bytes();
-    ctx.int8_macs += static_cast<uint64_t>(m.rows() * m.cols() * rows);
+    macs += m.rows() * m.cols() * rows;
     const int64_t blocks = (m.rows() + kInt8RowBlock - 1) / kInt8RowBlock;
     const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size(), kInt8RowBlock * m.cols() * rows);
     for (int64_t b = 0; b < blocks; b += grain) tasks.push_back({j, b, std::min(blocks, b + grain)});
   }
-  Stopwatch watch;
   const ScopedPart part(ctx.profile, PassPart::kInt8Products);
+  Stopwatch watch;
   ctx.pool.Run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int) {
     const Task& task = tasks[i];
     const MoeJob& job = jobs[task.job];
     ctx.IntegerGemm(matrix_of(job), input_of(job), task.begin, task.end, outputs + job.offset * stride, stride);
   });
-  ctx.int8_seconds += watch.Seconds();
+  ctx.expert_products.Add(macs, watch.Seconds());
 }
 
 // Scratch of one wave: [rows, 2·width] gate/up, [rows, width] activations, [rows, D] expert outputs.

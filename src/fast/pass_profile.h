@@ -80,6 +80,20 @@ class PassProfile {
   Seconds seconds_{};
 };
 
+// Multiply-adds and wall time of a kind of integer product (bench-model: the dense products and the routed and
+// shared experts' are timed apart, because their token counts — the whole pass against a few rows per expert —
+// give them different efficiencies).
+struct ProductTime {
+  uint64_t macs = 0;
+  double seconds = 0;
+  void Add(int64_t multiply_adds, double wall_seconds) {
+    macs += static_cast<uint64_t>(multiply_adds);
+    seconds += wall_seconds;
+  }
+  ProductTime operator+(const ProductTime& other) const { return {macs + other.macs, seconds + other.seconds}; }
+  double Gops() const { return seconds > 0 ? 2.0 * static_cast<double>(macs) / seconds / 1e9 : 0.0; }
+};
+
 // The enclosing scope's time is charged to `part` (exclusive of the parts entered inside it).
 class ScopedPart {
  public:

@@ -36,6 +36,11 @@ constexpr std::array<std::string_view, 6> kDroppedResponseHeaders = {
 // Asking every backend (for an unknown id, or a list): answers that take a moment, not a generation, so a backend
 // that hangs holds the request up for seconds, not for --backend-timeout.
 constexpr UpstreamTimeouts kQuickTimeouts{.connect_seconds = 2, .idle_seconds = 10};
+// /health checks: the same patience whatever --health-interval (how often to ask, not how fast a busy backend must
+// answer). Each backend's checks run one after another on its own thread, so a slow answer delays only that
+// backend's next check, and a refused connection (a dead server) still fails at once. Timeouts that shrank with
+// the interval (0.5 s at 0.2 s) took healthy backends out whenever the machine was loaded.
+constexpr UpstreamTimeouts kHealthTimeouts{.connect_seconds = 2, .idle_seconds = 5};
 // A streamed /v1/responses reply names its id in its first event; this much of its start is searched for it.
 constexpr size_t kResponseIdSearchBytes = 64 << 10;
 
@@ -182,7 +187,6 @@ class Router::Handler final : public server::HttpHandler {
   }
 
   void CheckAll();
-  UpstreamTimeouts HealthTimeouts() const;
   void StartHealthChecks();
   void StopHealthChecks();
 
@@ -234,20 +238,13 @@ Router::Handler::Handler(RouterOptions options)
 
 // ---- health ----
 
-UpstreamTimeouts Router::Handler::HealthTimeouts() const {
-  UpstreamTimeouts timeouts;
-  timeouts.connect_seconds = std::min(2.0, std::max(0.2, options.health_interval_seconds));
-  timeouts.idle_seconds = std::min(5.0, std::max(0.5, 2 * options.health_interval_seconds));
-  return timeouts;
-}
-
 // Once, at the start, every backend at the same time (a backend that hangs delays the others by nothing).
 void Router::Handler::CheckAll() {
   std::vector<std::thread> checks;
   checks.reserve(pool_.size());
   for (size_t i = 0; i < pool_.size(); ++i) {
     checks.emplace_back(
-        [this, i] { CheckBackend(pool_.at(i), HealthTimeouts(), [this] { return !stopping_.load(); }); });
+        [this, i] { CheckBackend(pool_.at(i), kHealthTimeouts, [this] { return !stopping_.load(); }); });
   }
   for (std::thread& check : checks) check.join();
 }
@@ -261,7 +258,7 @@ void Router::Handler::StartHealthChecks() {
       std::unique_lock<std::mutex> lock(health_mutex_);
       while (!health_wake_.wait_for(lock, interval, [this] { return health_stop_; })) {
         lock.unlock();
-        CheckBackend(pool_.at(i), HealthTimeouts(), [this] { return !stopping_.load(); });
+        CheckBackend(pool_.at(i), kHealthTimeouts, [this] { return !stopping_.load(); });
         lock.lock();
       }
     });

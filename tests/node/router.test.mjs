@@ -335,8 +335,8 @@ describe('fake backends', () => {
   test('backends with the wrong role or a 503 /health are skipped, with the reason on /health', async () => {
     const health = await (await fetch(`${router.baseURL}/health`)).json();
     const byUrl = Object.fromEntries(health.backends.map((b) => [b.url, b]));
-    assert.equal(byUrl[fakes.decode.url].healthy, true);
-    assert.equal(byUrl[fakes.prefill.url].healthy, true);
+    assert.equal(byUrl[fakes.decode.url].healthy, true, JSON.stringify(health));
+    assert.equal(byUrl[fakes.prefill.url].healthy, true, JSON.stringify(health));
     assert.equal(byUrl[fakes.wrongRole.url].healthy, false);
     assert.match(byUrl[fakes.wrongRole.url].reason, /reports role 'decode' but it was listed as a 'both' server/);
     assert.equal(byUrl[fakes.stalled.url].healthy, false);

@@ -92,5 +92,34 @@ TEST(PassProfile, ProfiledForwardIsTheSameForwardAndAccountsForItsTime) {
   EXPECT_EQ(logits[0], logits[1]);
 }
 
+// bench-model's products split: every row routed to an expert (top-k routed plus the shared expert, each
+// gate+up and down: 3·D·width multiply-adds) counts as an expert product, the rest of the integer products
+// (projections, the dense MLP, lm_head) as dense ones, each with its own wall time.
+TEST(PassProfile, ProductsAreSplitIntoDenseAndExpertWork) {
+  const std::string dir = testing::TestDataPath("../../models/glint-tiny");
+  WorkerPool pool(2);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool));
+  const ModelConfig& c = model->config();
+  const int64_t n = 64;
+  std::vector<int32_t> tokens(n);
+  for (int64_t i = 0; i < n; ++i) tokens[i] = static_cast<int32_t>((i * 53 + 7) % 1000);
+  SequenceState state = model->NewSequence();
+  std::vector<EntryOutput> outputs;
+  BatchEntry entry{tokens, &state, LogitsWanted::kLast, false};
+  ASSERT_OK(model->Forward({&entry, 1}, outputs));
+  int64_t moe_layers = 0;
+  for (MlpKind kind : c.mlp_kinds) moe_layers += kind == MlpKind::kMoe;
+  ASSERT_GT(moe_layers, 0);
+  const uint64_t expert_macs = static_cast<uint64_t>(
+      moe_layers * n * 3 * c.hidden_size * (c.num_experts_per_tok * c.moe_intermediate_size + c.SharedIntermediate()));
+  const FastStepStats& stats = model->last_step();
+  EXPECT_EQ(stats.expert_products.macs, expert_macs);
+  EXPECT_GT(stats.dense_products.macs, 0u);
+  EXPECT_GT(stats.expert_products.seconds, 0.0);
+  EXPECT_GT(stats.dense_products.seconds, 0.0);
+  EXPECT_EQ(stats.products().macs, stats.dense_products.macs + stats.expert_products.macs);
+  EXPECT_GT(stats.products().Gops(), 0.0);
+}
+
 }  // namespace
 }  // namespace glint
