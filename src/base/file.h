@@ -47,6 +47,13 @@ class MappedFile {
   // was never written: nothing is lost). For bytes read once and copied elsewhere, so that they are not counted
   // twice in the RSS. A range outside the mapping is an error.
   Status Release(std::span<const uint8_t> range) const;
+  // This process's resident bytes of the mapping and how many of them are mapped as 2 MB pages (from
+  // /proc/self/smaps; zeros where it cannot be read). Reads the kernel's page tables: call it once, after loading.
+  struct Residency {
+    uint64_t resident_bytes = 0;
+    uint64_t huge_page_bytes = 0;
+  };
+  Residency Resident() const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -201,10 +201,10 @@ Result<std::unique_ptr<Model>> LoadTwice(const ModelBenchFlags& flags, WorkerPoo
       options.progress = [&bar](const ConvertProgress& p) { bar.Update(p.done_bytes, p.total_bytes, p.tensor); };
       GLINT_ASSIGN_OR_RETURN(model, FastModel::Load(flags.model, pool, options));
       const FastLoadReport& load = model->load_report();
-      std::printf("== load %d: %s, %s experts, %.3f GB in %.2f s = %.2f GB/s\n", run + 1,
+      std::printf("== load %d: %s, %s experts, %.3f GB in %.2f s = %.2f GB/s%s\n", run + 1,
                   load.from_container ? "container (mmap, no conversion)" : "checkpoint (converted in memory)",
                   std::string(ExpertWeightsName(model->weights().experts)).c_str(), load.weight_bytes / 1e9,
-                  load.seconds, load.weight_bytes / 1e9 / load.seconds);
+                  load.seconds, load.weight_bytes / 1e9 / load.seconds, DescribeHugePages(load).c_str());
       if (!load.from_container) break;  // converting twice teaches nothing new
       if (run == 0) ResetPeakRss();     // only one copy of the weights is ever mapped at a time
     }
@@ -344,6 +344,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   const CollectiveStats decode_start = World().stats_with_splits();
   std::vector<double> seconds, bandwidth_ratio, cpu_share;
   std::vector<PassProfile::Seconds> parts;
+  std::vector<double> dense_seconds, dense_gops, expert_seconds, expert_gops;
   run.fast->SetProfiling(flags.profile);
   double bytes_per_step = 0, experts_per_layer = 0, int8_ops_per_step = 0;
   int moe_layers = 0;
@@ -360,6 +361,8 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
     const FastStepStats& stats = run.fast->last_step();
     bandwidth_ratio.push_back(stats.weight_bytes_read / seconds.back() / run.machine.bandwidth);
     parts.push_back(stats.part_seconds);
+    dense_seconds.push_back(stats.dense_products.seconds), dense_gops.push_back(stats.dense_products.Gops());
+    expert_seconds.push_back(stats.expert_products.seconds), expert_gops.push_back(stats.expert_products.Gops());
     bytes_per_step = static_cast<double>(stats.weight_bytes_read);
     int8_ops_per_step = 2.0 * static_cast<double>(stats.products().macs);
     experts_per_layer = 0, moe_layers = 0;
@@ -388,6 +391,8 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       "%.1f ms (%s); the step at %.0f%% of it\n",
       int8_ops_per_step / 1e9, 1e3 * compute_bound, run.machine.peak_name, 1e3 * memory_bound, 1e3 * roofline,
       compute_bound > memory_bound ? "compute" : "memory", 100 * roofline / s);
+  std::printf("   int8 products a step: dense %.1f ms (%.0f GOPS), experts %.1f ms (%.0f GOPS)\n",
+              1e3 * Median(dense_seconds), Median(dense_gops), 1e3 * Median(expert_seconds), Median(expert_gops));
   run.fast->SetProfiling(false);
   if (flags.profile) PrintProfile("decode", parts);
   ReportCollectives(

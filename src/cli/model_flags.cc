@@ -1,6 +1,7 @@
 #include "cli/model_flags.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <thread>
 
@@ -135,7 +136,8 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
           IsaName(model->isa()), " kernels, ", pool.size(), " threads) in ", load.seconds, " s",
           load.verified_bytes > 0
               ? StrCat("; checksums of ", load.verified_bytes / 1e9, " GB checked in ", load.verify_seconds, " s")
-              : std::string());
+              : std::string(),
+          DescribeHugePages(load));
   GLINT_RETURN_IF_ERROR(LogExpertCacheReport(*model, pool));
   return std::unique_ptr<Model>(std::move(model));
 }
@@ -229,6 +231,25 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
     loaded.description += StrCat(", ", World().size(), " ranks (--tp ", plan.tp, " --ep ", plan.ep, ")");
   }
   return loaded;
+}
+
+}  // namespace glint::cli
+
+namespace glint::cli {
+
+std::string DescribeHugePages(const FastLoadReport& load) {
+  if (!load.from_container || load.container_resident_bytes == 0) return "";
+  const double share = static_cast<double>(load.container_huge_page_bytes) / load.container_resident_bytes;
+  char text[96];
+  std::snprintf(text, sizeof text, "; %.2f of %.2f GB resident on 2 MB pages (%.0f%%)",
+                load.container_huge_page_bytes / 1e9, load.container_resident_bytes / 1e9, 100 * share);
+  if (share >= 0.5) return text;
+  // The file's pages were cached before this mapping asked for 2 MB pages (e.g. written moments ago by an older
+  // glint convert, or read by another program) and stay 4 KB until they leave the page cache.
+  return StrCat(text,
+                " — the page cache holds the file in 4 KB pages; once it leaves the cache (after a reboot, "
+                "or `echo 1 > /proc/sys/vm/drop_caches`) the next load reads it as 2 MB pages where the kernel "
+                "and filesystem support them (docs/performance.md \"Weights on 2 MB pages\")");
 }
 
 }  // namespace glint::cli

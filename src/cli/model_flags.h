@@ -53,6 +53,10 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
 // probe and the expected disk bytes and tokens/s per token at a hit rate of 0. Nothing without a cache.
 Status LogExpertCacheReport(const Model& model, WorkerPool& pool);
 
+// How much of a loaded container sits on 2 MB pages, for the load line: "; 7.7 of 7.7 GB resident on 2 MB pages"
+// (with a hint when under half are: pages cached earlier as 4 KB pages stay so); "" for a checkpoint.
+std::string DescribeHugePages(const FastLoadReport& load);
+
 // Which forward pass a serving command runs: the int8/bf16 fast path (docs/fast-path.md; the default) or the fp32
 // reference (the oracle: exact to the golden outputs, slow, fp32 weights in memory).
 struct ForwardPathFlags {

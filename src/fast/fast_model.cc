@@ -287,6 +287,11 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
   if (options.expert_memory > 0) GLINT_RETURN_IF_ERROR(model->AttachExpertCache(options));
   model->load_report_.from_container = from_container;
   model->load_report_.seconds = watch.Seconds();
+  if (const ContainerFile* container = model->source_.container(); container != nullptr) {
+    const MappedFile::Residency residency = container->Resident();
+    model->load_report_.container_resident_bytes = residency.resident_bytes;
+    model->load_report_.container_huge_page_bytes = residency.huge_page_bytes;
+  }
   return model;
 }
 

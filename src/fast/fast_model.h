@@ -77,6 +77,10 @@ struct FastLoadReport {
   uint64_t expert_read_buffer_bytes = 0;  // what its reads need beyond the slots (the io_uring ring; no staging)
   double verify_seconds = 0;              // the checksum pass over the container's tensors (0 when skipped)
   uint64_t verified_bytes = 0;            // bytes it hashed
+  // A container's bytes resident in this process after the load, and those mapped as 2 MB pages (the products
+  // stream weights faster from them: docs/performance.md "Weights on 2 MB pages").
+  uint64_t container_resident_bytes = 0;
+  uint64_t container_huge_page_bytes = 0;
 };
 
 // What the last Forward did, for benchmarks: the rows it ran and the weight bytes its products read, and per MoE

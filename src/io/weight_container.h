@@ -148,6 +148,8 @@ class ContainerFile {
     return bytes.data() >= all.data() && bytes.data() + bytes.size() <= all.data() + all.size();
   }
   Status Release(std::span<const uint8_t> bytes) const { return file_->Release(bytes); }
+  // This process's resident bytes of the file and those on 2 MB pages (MappedFile::Resident).
+  MappedFile::Residency Resident() const { return file_->Resident(); }
 
  private:
   Status ReadExtents(const nlohmann::json& header, uint64_t data_begin);

@@ -3,6 +3,7 @@
 // (docs/distributed.md "The fast path").
 #include "base/file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -64,6 +65,35 @@ TEST(MappedFile, ReleaseDropsPagesFromTheResidentSetAndKeepsTheBytes) {
   EXPECT_ERROR_CONTAINS(mapped.Release(std::span<const uint8_t>(bytes.data() + 1, bytes.size())),
                         "they lie outside it");
   EXPECT_OK(mapped.Release({}));
+}
+
+// MappedFile::Resident reads the mapping's own entries of /proc/self/smaps: nothing resident before a read, the
+// whole file after one, and — where the kernel and the filesystem give page-cache folios of 2 MB to a mapping
+// advised MADV_HUGEPAGE (MappedFile::Open) and the file was not cached before — most of it on 2 MB pages.
+TEST(MappedFile, ResidencyCountsTheMappingsPagesAndThoseOnHugePages) {
+  constexpr size_t kBytes = 16 << 20;
+  const std::string dir = testing::MakeTempDir("mapped_huge");
+  const std::string path = JoinPath(dir, "blob");
+  ASSERT_OK(WriteFileAtomic(path, std::string(kBytes, 'h')));  // synced: its pages are clean
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);  // out of the page cache: read in afresh below
+    ::close(fd);
+  }
+  ASSERT_OK_AND_ASSIGN(MappedFile mapped, MappedFile::Open(path));
+  EXPECT_EQ(mapped.Resident().resident_bytes, 0u);
+  EXPECT_EQ(SumEveryPage(mapped.bytes()), uint64_t{'h'} * (kBytes / 4096));
+  const MappedFile::Residency residency = mapped.Resident();
+  EXPECT_GE(residency.resident_bytes, kBytes * 3 / 4);
+  EXPECT_LE(residency.resident_bytes, kBytes);
+  EXPECT_LE(residency.huge_page_bytes, residency.resident_bytes);
+  EXPECT_EQ(MappedFile().Resident().resident_bytes, 0u);
+  if (residency.huge_page_bytes == 0) {
+    GTEST_SKIP() << "the kernel or the filesystem of " << dir
+                 << " maps files in 4 KB pages only (no 2 MB page-cache folios): nothing more to check here";
+  }
+  EXPECT_GE(residency.huge_page_bytes, kBytes / 2);
 }
 
 }  // namespace
