@@ -29,7 +29,8 @@ Status WriteFileAtomic(const std::string& path, std::string_view contents);
 class MappedFile {
  public:
   // Maps without reading the pages in: they fault in when first read (a caller that wants them resident up front
-  // touches them itself, on the threads whose NUMA node should hold them).
+  // touches them itself, on the threads whose NUMA node should hold them). Advised MADV_HUGEPAGE: pages not yet
+  // cached are read in as 2 MB folios where the kernel and filesystem can (see Resident).
   static Result<MappedFile> Open(const std::string& path);
 
   MappedFile() = default;
