@@ -326,6 +326,50 @@ void ReportExpertCache(const DiskExpertCache& cache, double wall, int64_t steps)
 }
 
 // Decode steps of one batch size after a prefill of --context tokens each; returns the sequences' cache bytes.
+// The decode step's bound by part. The dense products and the experts' run one after the other (a barrier between
+// phases), so neither hides behind the other: each is bounded alone by the larger of its weights ÷ triad and its
+// multiply-adds ÷ the int8 peak, and the step by their sum plus the other weights (bf16 products, mHC) at triad —
+// tighter than the whole step's roofline above, which lets the dense products' arithmetic overlap the experts'
+// streaming. At B sequences the dense products do 2·B ops per weight byte, so on a machine whose peak ÷ triad is
+// under 2·B they are compute-bound while the experts (a few rows each) stay memory-bound. Then the issue-36 target
+// (weights ÷ step ≥ 0.8 × triad batched, 0.9 × for one sequence) leaves what the figures say for everything that is
+// not a product.
+void PrintDecodeBoundByPart(const BenchRun& run, const ProductTime& dense, const ProductTime& experts,
+                            double bytes_per_step, double step_seconds, double other_seconds) {
+  const double bandwidth = run.machine.bandwidth, peak = run.machine.int8_peak * 1e9;
+  struct Bound {
+    double memory, compute;
+    double seconds() const { return std::max(memory, compute); }
+    const char* kind() const { return compute > memory ? "compute" : "memory"; }
+  };
+  const Bound dense_bound{static_cast<double>(dense.weight_bytes) / bandwidth,
+                          2.0 * static_cast<double>(dense.macs) / peak};
+  const Bound expert_bound{static_cast<double>(experts.weight_bytes) / bandwidth,
+                           2.0 * static_cast<double>(experts.macs) / peak};
+  const double other_weights =
+      std::max(0.0, bytes_per_step - static_cast<double>(dense.weight_bytes + experts.weight_bytes)) / bandwidth;
+  const double bound = dense_bound.seconds() + expert_bound.seconds() + other_weights;
+  std::printf(
+      "   bound by part: dense products %.1f ms (%s; weights %.1f ms at triad, %.1f ms at the peak), experts %.1f ms "
+      "(%s; %.1f / %.1f ms), other weights %.1f ms: %.1f ms; the step at %.0f%% of it\n",
+      1e3 * dense_bound.seconds(), dense_bound.kind(), 1e3 * dense_bound.memory, 1e3 * dense_bound.compute,
+      1e3 * expert_bound.seconds(), expert_bound.kind(), 1e3 * expert_bound.memory, 1e3 * expert_bound.compute,
+      1e3 * other_weights, 1e3 * bound, step_seconds > 0 ? 100 * bound / step_seconds : 0.0);
+  const bool batched = run.fast->last_step().rows > 1;
+  const double target_ratio = batched ? 0.8 : 0.9, target = bytes_per_step / (target_ratio * bandwidth);
+  if (target < bound) {
+    std::printf(
+        "   %.1f × triad (issue 36's %s target) is a step of %.1f ms, under the products' bound alone: out of "
+        "reach on this machine\n",
+        target_ratio, batched ? "batched" : "one-sequence", 1e3 * target);
+  } else {
+    std::printf(
+        "   %.1f × triad (issue 36's %s target) is a step of %.1f ms: with every product at its bound it leaves "
+        "%.1f ms for the rest of the step, which takes %.1f ms now\n",
+        target_ratio, batched ? "batched" : "one-sequence", 1e3 * target, 1e3 * (target - bound), 1e3 * other_seconds);
+  }
+}
+
 Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   const ModelConfig& c = run.runner->config();
   const ModelBenchFlags& flags = run.flags;
@@ -347,6 +391,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   std::vector<double> dense_seconds, dense_gops, expert_seconds, expert_gops;
   run.fast->SetProfiling(flags.profile);
   double bytes_per_step = 0, experts_per_layer = 0, int8_ops_per_step = 0;
+  ProductTime last_dense, last_experts;  // the last step's (bytes and multiply-adds are the same every step)
   int moe_layers = 0;
   for (int64_t step = 0; step < flags.steps; ++step) {
     std::vector<std::vector<int32_t>> next(batch_size);
@@ -363,6 +408,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
     parts.push_back(stats.part_seconds);
     dense_seconds.push_back(stats.dense_products.seconds), dense_gops.push_back(stats.dense_products.Gops());
     expert_seconds.push_back(stats.expert_products.seconds), expert_gops.push_back(stats.expert_products.Gops());
+    last_dense = stats.dense_products, last_experts = stats.expert_products;
     bytes_per_step = static_cast<double>(stats.weight_bytes_read);
     int8_ops_per_step = 2.0 * static_cast<double>(stats.products().macs);
     experts_per_layer = 0, moe_layers = 0;
@@ -393,6 +439,8 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       compute_bound > memory_bound ? "compute" : "memory", 100 * roofline / s);
   std::printf("   int8 products a step: dense %.1f ms (%.0f GOPS), experts %.1f ms (%.0f GOPS)\n",
               1e3 * Median(dense_seconds), Median(dense_gops), 1e3 * Median(expert_seconds), Median(expert_gops));
+  PrintDecodeBoundByPart(run, last_dense, last_experts, bytes_per_step, s,
+                         s - Median(dense_seconds) - Median(expert_seconds));
   run.fast->SetProfiling(false);
   if (flags.profile) PrintProfile("decode", parts);
   ReportCollectives(

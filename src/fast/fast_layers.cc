@@ -58,7 +58,7 @@ void FastContext::Linear(const PackedLinear& w, const float* x, int64_t x_stride
   } else {
     LinearI4Quantized(pool, i4, w.int4, q, y, y_stride);
   }
-  dense_products.Add(w.rows() * w.cols() * tokens, watch.Seconds());
+  dense_products.Add(w.rows() * w.cols() * tokens, w.bytes(), watch.Seconds());
 }
 
 void FastContext::IntegerGemm(const PackedLinear& w, const QuantizedActivations& x, int64_t block_begin,
@@ -85,7 +85,7 @@ void FastContext::LinearPerHead(const PackedLinear& w, int64_t heads, const floa
         QuantizeActivations(i8, head_input, x + h * x_head_offset, x_stride, tokens, worker_activations_[worker]);
     i8.gemm(w.int8, q, h * blocks_per_head, (h + 1) * blocks_per_head, y, y_stride);
   });
-  dense_products.Add(w.rows() * w.cols() * tokens, watch.Seconds());
+  dense_products.Add(w.rows() * w.cols() * tokens, w.bytes(), watch.Seconds());
 }
 
 // ---- mHC ----

@@ -126,10 +126,12 @@ void RunPhase(FastContext& ctx, const std::vector<MoeJob>& jobs, std::span<const
   };
   std::vector<Task> tasks;
   int64_t macs = 0;
+  uint64_t bytes = 0;
   for (size_t j : group) {
     const PackedLinear& m = matrix_of(jobs[j]);
     const int64_t rows = static_cast<int64_t>(jobs[j].rows.size());
     ctx.weight_bytes_read += m.bytes();
+    bytes += m.bytes();
     macs += m.rows() * m.cols() * rows;
     const int64_t blocks = (m.rows() + kInt8RowBlock - 1) / kInt8RowBlock;
     const int64_t grain = RowBlocksPerTask(blocks, ctx.pool.size(), kInt8RowBlock * m.cols() * rows);
@@ -142,7 +144,7 @@ void RunPhase(FastContext& ctx, const std::vector<MoeJob>& jobs, std::span<const
     const MoeJob& job = jobs[task.job];
     ctx.IntegerGemm(matrix_of(job), input_of(job), task.begin, task.end, outputs + job.offset * stride, stride);
   });
-  ctx.expert_products.Add(macs, watch.Seconds());
+  ctx.expert_products.Add(macs, bytes, watch.Seconds());
 }
 
 // Scratch of one wave: [rows, 2·width] gate/up, [rows, width] activations, [rows, D] expert outputs.

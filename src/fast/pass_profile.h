@@ -80,17 +80,21 @@ class PassProfile {
   Seconds seconds_{};
 };
 
-// Multiply-adds and wall time of a kind of integer product (bench-model: the dense products and the routed and
-// shared experts' are timed apart, because their token counts — the whole pass against a few rows per expert —
-// give them different efficiencies).
+// Multiply-adds, weight bytes and wall time of a kind of integer product (bench-model: the dense products and the
+// routed and shared experts' are timed apart, because their token counts — the whole pass against a few rows per
+// expert — give them different efficiencies and different bounds: compute or memory).
 struct ProductTime {
   uint64_t macs = 0;
+  uint64_t weight_bytes = 0;  // codes and scales read (each product's matrix once)
   double seconds = 0;
-  void Add(int64_t multiply_adds, double wall_seconds) {
+  void Add(int64_t multiply_adds, uint64_t bytes, double wall_seconds) {
     macs += static_cast<uint64_t>(multiply_adds);
+    weight_bytes += bytes;
     seconds += wall_seconds;
   }
-  ProductTime operator+(const ProductTime& other) const { return {macs + other.macs, seconds + other.seconds}; }
+  ProductTime operator+(const ProductTime& other) const {
+    return {macs + other.macs, weight_bytes + other.weight_bytes, seconds + other.seconds};
+  }
   double Gops() const { return seconds > 0 ? 2.0 * static_cast<double>(macs) / seconds / 1e9 : 0.0; }
 };
 

@@ -118,6 +118,11 @@ TEST(PassProfile, ProductsAreSplitIntoDenseAndExpertWork) {
   EXPECT_GT(stats.expert_products.seconds, 0.0);
   EXPECT_GT(stats.dense_products.seconds, 0.0);
   EXPECT_EQ(stats.products().macs, stats.dense_products.macs + stats.expert_products.macs);
+  // Weight bytes (bench-model's bound by part): both kinds read some, and together no more than the whole pass.
+  EXPECT_GT(stats.expert_products.weight_bytes, 0u);
+  EXPECT_GT(stats.dense_products.weight_bytes, 0u);
+  EXPECT_LE(stats.products().weight_bytes, stats.weight_bytes_read);
+  EXPECT_EQ(stats.products().weight_bytes, stats.dense_products.weight_bytes + stats.expert_products.weight_bytes);
   EXPECT_GT(stats.products().Gops(), 0.0);
 }
 
