@@ -51,12 +51,16 @@ awk '$1 ~ /^[0-9]+$/ { gsub("%", "", $7); if ($7 + 0 < 80) bad = 1 } END { exit 
   || fail "fast path agrees too little with fp32: $(cat "$work/score")"
 
 # bench-model prints every section and never fails on a time.
-"$glint" bench-model --model "$work/fast" --prompts 16 --batches 1,2 --context 4 --steps 1 --repetitions 1 \
+"$glint" bench-model --model "$work/fast" --prompts 16 --batches 1,2 --context 4 --steps 1 --repetitions 2 \
   --probe-mib 4 >"$work/bench" 2>&1 || { cat "$work/bench"; fail "bench-model failed"; }
-for section in "== machine" "== load 2: container" "resident on 2 MB pages" "== prefill 16 tokens" "int8 products: dense" "prefill profile" \
+for section in "== machine" "== load 2: container" "resident on 2 MB pages" "== prefill 16 tokens" \
+  "[median of 1 after the first run]" "   first run " "int8 products: dense" "prefill profile" \
   "== decode 2 sequences" "int8 products a step: dense" "bound by part: dense products" \
   "triad (issue 36's one-sequence target)" "triad (issue 36's batched target)" "decode profile" "== memory"; do
   grep -qF "$section" "$work/bench" || fail "bench-model output lacks '$section': $(cat "$work/bench")"
 done
 expect_error "unknown instruction set" "$glint" bench-model --model "$work/fast" --isa neon --probe-mib 4
+expect_error "--repetitions: Value 0 not in range 1 to 1000" "$glint" bench-model --model "$work/fast" --repetitions 0 \
+  --probe-mib 4
+expect_error "--steps: Value 0 not in range" "$glint" bench-model --model "$work/fast" --steps 0 --probe-mib 4
 echo "fast path CLI: ok"
