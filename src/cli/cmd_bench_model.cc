@@ -3,12 +3,14 @@
 //   machine   triad and read bandwidth, int8 VNNI peak and (where the CPU has it) AMX int8 peak (one thread and
 //             all threads)
 //   load      time and GB/s to load the weights (a `glint convert` container maps with no conversion)
-//   prefill   tokens/s for each prompt length; GOPS of the int8 products and their ratio to the peak of the kernel
-//             level (AMX at --isa amx, VNNI otherwise), the dense products' and the experts' apart; the share of
-//             the time in each part of the fast path (fast/pass_profile.h), so that each optimisation is chosen
-//             from a measured share
+//   prefill   tokens/s for each prompt length (the first, cold run apart when there are more); GOPS of the int8
+//             products and their ratio to the peak of the kernel level (AMX at --isa amx, VNNI otherwise), the
+//             dense products' and the experts' apart; the share of the time in each part of the fast path
+//             (fast/pass_profile.h), so that each optimisation is chosen from a measured share
 //   decode    tokens/s at each batch size; weight bytes streamed per step and their ratio to the triad bandwidth;
-//             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth; the step's profile
+//             the 16-sequence bound 1.25 × (dense + union of active experts) / bandwidth; the roofline, and the
+//             bound by part (dense products, experts, other weights) with what issue 36's target leaves for the
+//             rest of the step; the step's profile
 //   memory    peak RSS against 1.1 × weight bytes + caches
 // It prints figures and never fails on a time.
 #include <sys/resource.h>
@@ -342,7 +344,6 @@ void ReportExpertCache(const DiskExpertCache& cache, double wall, int64_t steps)
   }
 }
 
-// Decode steps of one batch size after a prefill of --context tokens each; returns the sequences' cache bytes.
 // The decode step's bound by part. The dense products and the experts' run one after the other (a barrier between
 // phases), so neither hides behind the other: each is bounded alone by the larger of its weights ÷ triad and its
 // multiply-adds ÷ the int8 peak, and the step by their sum plus the other weights (bf16 products, mHC) at triad —
@@ -351,8 +352,9 @@ void ReportExpertCache(const DiskExpertCache& cache, double wall, int64_t steps)
 // under 2·B they are compute-bound while the experts (a few rows each) stay memory-bound. Then the issue-36 target
 // (weights ÷ step ≥ 0.8 × triad batched, 0.9 × for one sequence) leaves what the figures say for everything that is
 // not a product.
-void PrintDecodeBoundByPart(const BenchRun& run, const ProductTime& dense, const ProductTime& experts,
-                            double bytes_per_step, double step_seconds, double other_seconds) {
+void PrintDecodeBoundByPart(const BenchRun& run, int64_t batch_size, const ProductTime& dense,
+                            const ProductTime& experts, double bytes_per_step, double step_seconds,
+                            double other_seconds) {
   const double bandwidth = run.machine.bandwidth, peak = run.machine.int8_peak * 1e9;
   struct Bound {
     double memory, compute;
@@ -372,7 +374,7 @@ void PrintDecodeBoundByPart(const BenchRun& run, const ProductTime& dense, const
       1e3 * dense_bound.seconds(), dense_bound.kind(), 1e3 * dense_bound.memory, 1e3 * dense_bound.compute,
       1e3 * expert_bound.seconds(), expert_bound.kind(), 1e3 * expert_bound.memory, 1e3 * expert_bound.compute,
       1e3 * other_weights, 1e3 * bound, step_seconds > 0 ? 100 * bound / step_seconds : 0.0);
-  const bool batched = run.fast->last_step().rows > 1;
+  const bool batched = batch_size > 1;
   const double target_ratio = batched ? 0.8 : 0.9, target = bytes_per_step / (target_ratio * bandwidth);
   if (target < bound) {
     std::printf(
@@ -387,6 +389,7 @@ void PrintDecodeBoundByPart(const BenchRun& run, const ProductTime& dense, const
   }
 }
 
+// Decode steps of one batch size after a prefill of --context tokens each; returns the sequences' cache bytes.
 Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
   const ModelConfig& c = run.runner->config();
   const ModelBenchFlags& flags = run.flags;
@@ -456,7 +459,7 @@ Result<uint64_t> BenchDecodeBatch(const BenchRun& run, int64_t batch_size) {
       compute_bound > memory_bound ? "compute" : "memory", 100 * roofline / s);
   std::printf("   int8 products a step: dense %.1f ms (%.0f GOPS), experts %.1f ms (%.0f GOPS)\n",
               1e3 * Median(dense_seconds), Median(dense_gops), 1e3 * Median(expert_seconds), Median(expert_gops));
-  PrintDecodeBoundByPart(run, last_dense, last_experts, bytes_per_step, s,
+  PrintDecodeBoundByPart(run, batch_size, last_dense, last_experts, bytes_per_step, s,
                          s - Median(dense_seconds) - Median(expert_seconds));
   run.fast->SetProfiling(false);
   if (flags.profile) PrintProfile("decode", parts);
