@@ -22,11 +22,17 @@ FastContext::FastContext(WorkerPool& pool, Isa isa, const ModelConfig& config)
       worker_activations_(pool.size()),
       worker_floats_(pool.size()) {}
 
-float* FastContext::WorkerFloats(int worker, int64_t count) {
-  std::vector<float>& buffer = worker_floats_[worker];
-  if (static_cast<int64_t>(buffer.size()) < count) buffer.resize(count);
-  return buffer.data();
+void PassBuffer::Grow(int64_t count) {
+  // At least double, as std::vector does: an MoE wave's rows differ from layer to layer, and growing to each new
+  // maximum exactly re-allocated, zeroed and copied tens of MB several times a pass (2 % of a 512-token prefill).
+  count = std::max(count, 2 * count_);
+  AlignedBuffer grown(static_cast<size_t>(count) * sizeof(float));
+  if (count_ > 0) std::memcpy(grown.data(), values_.data(), static_cast<size_t>(count_) * sizeof(float));
+  values_ = std::move(grown);
+  count_ = count;
 }
+
+float* FastContext::WorkerFloats(int worker, int64_t count) { return worker_floats_[worker].Floats(count); }
 
 ActivationScratch& FastContext::ExpertActivations(int64_t index) {
   while (static_cast<int64_t>(expert_activations_.size()) <= index) {

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/status.h"
 #include "base/worker_pool.h"
 #include "dist/sharding.h"
@@ -52,17 +53,22 @@ struct MhcTokenCoefficients {
 };
 
 // One activation buffer of the fast pass: grown to the largest size asked for and kept between calls (no allocation
-// in the steady state). What it holds lasts from the step that fills it until that step runs again.
+// in the steady state). What it holds lasts from the step that fills it until that step runs again. An AlignedBuffer,
+// so one of 2 MiB or more sits on transparent huge pages: a 512-row pass's buffers total ≈ 0.6 GB at the release
+// widths, which on 4 KiB pages cost the first pass ≈ 140,000 page faults and every pass TLB misses (docs/performance.md
+// "Activations on 2 MB pages").
 class PassBuffer {
  public:
   float* Floats(int64_t count) {
-    if (static_cast<int64_t>(values_.size()) < count) values_.resize(count);
-    return values_.data();
+    if (count > count_) Grow(count);
+    return data();
   }
-  float* data() { return values_.data(); }
+  float* data() { return values_.As<float>(); }
 
  private:
-  std::vector<float> values_;
+  void Grow(int64_t count);  // to at least `count` and twice the old size, keeping the values held
+  AlignedBuffer values_;
+  int64_t count_ = 0;
 };
 
 // The named activations of the fast pass (FastContext::act), one member per buffer. Shapes: n rows of the pass,
@@ -166,7 +172,7 @@ class FastContext {
  private:
   ActivationScratch activations_;
   std::vector<ActivationScratch> worker_activations_;
-  std::vector<std::vector<float>> worker_floats_;
+  std::vector<PassBuffer> worker_floats_;
   std::vector<std::unique_ptr<ActivationScratch>> expert_activations_;
 };
 

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "base/file.h"
 #include "base/worker_pool.h"
 #include "io/token_file.h"
@@ -328,6 +329,27 @@ TEST_P(FastGolden, Int4ExpertContainerLoadsWithoutAFlag) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, FastGolden, ::testing::Values("tiny-dense", "tiny-sparse"));
+
+// A pass buffer grows to the largest size asked for, keeps what it held when it grows (a step may ask again for a
+// buffer it filled), and sits on 2 MiB boundaries once it reaches 2 MiB (AlignedBuffer: huge-page advice).
+TEST(PassBuffer, GrowsByDoublingKeepingItsValues) {
+  PassBuffer buffer;
+  float* small = buffer.Floats(100);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(small) % AlignedBuffer::kCacheLine, 0u);
+  for (int i = 0; i < 100; ++i) small[i] = static_cast<float>(i) + 0.5f;
+  EXPECT_EQ(buffer.Floats(50), small);  // smaller: the same storage
+  const int64_t large = 1 << 20;        // 4 MiB of floats
+  float* grown = buffer.Floats(large);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(grown) % AlignedBuffer::kHugePage, 0u);
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(grown[i], static_cast<float>(i) + 0.5f) << i;
+  for (int64_t i = 100; i < large; i += 4099) ASSERT_EQ(grown[i], 0.0f) << i;  // new storage comes zeroed
+  EXPECT_EQ(buffer.Floats(100), grown);
+  EXPECT_EQ(buffer.data(), grown);
+  // Growth at least doubles, so a buffer asked for slowly rising sizes (an MoE wave's rows) re-allocates rarely.
+  float* doubled = buffer.Floats(large + 1);
+  EXPECT_NE(doubled, grown);
+  EXPECT_EQ(buffer.Floats(2 * large), doubled);
+}
 
 // Issue 37 item 3: the middle third of a container overwritten with random bytes, its size kept (what `dd
 // conv=notrunc` does; the mtime can be put back too, so nothing but the bytes tells). Loading it served 200s with
