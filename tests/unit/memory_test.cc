@@ -36,6 +36,16 @@ TEST(ItemArena, FixedIsAlignedZeroedAndChecked) {
   EXPECT_ERROR_CONTAINS(ItemArena::Fixed(-1, 64), "outside");
 }
 
+// A pool of 2 MiB or more starts on a 2 MiB boundary (huge-page advice: KDA states and latents streamed every step),
+// zeroed to its end like a small one.
+TEST(ItemArena, LargePoolsStartOnHugePageBoundaries) {
+  const int64_t item_bytes = 64 * 1024;
+  ASSERT_OK_AND_ASSIGN(ItemArena arena, ItemArena::Fixed(40, item_bytes));  // 2.5 MiB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena.Item(0)) % (2 << 20), 0u);
+  EXPECT_EQ(arena.Item(39) - arena.Item(0), 39 * item_bytes);
+  for (int64_t b = 0; b < item_bytes; b += 61) ASSERT_EQ(arena.Item(39)[b], std::byte{0}) << b;
+}
+
 TEST(ItemArena, GrowableItemsDoNotMove) {
   ASSERT_OK_AND_ASSIGN(ItemArena arena, ItemArena::Growable(64));
   EXPECT_EQ(arena.Append(), 0);
