@@ -355,25 +355,17 @@ void ReportExpertCache(const DiskExpertCache& cache, double wall, int64_t steps)
 void PrintDecodeBoundByPart(const BenchRun& run, int64_t batch_size, const ProductTime& dense,
                             const ProductTime& experts, double bytes_per_step, double step_seconds,
                             double other_seconds) {
-  const double bandwidth = run.machine.bandwidth, peak = run.machine.int8_peak * 1e9;
-  struct Bound {
-    double memory, compute;
-    double seconds() const { return std::max(memory, compute); }
-    const char* kind() const { return compute > memory ? "compute" : "memory"; }
-  };
-  const Bound dense_bound{static_cast<double>(dense.weight_bytes) / bandwidth,
-                          2.0 * static_cast<double>(dense.macs) / peak};
-  const Bound expert_bound{static_cast<double>(experts.weight_bytes) / bandwidth,
-                           2.0 * static_cast<double>(experts.macs) / peak};
-  const double other_weights =
-      std::max(0.0, bytes_per_step - static_cast<double>(dense.weight_bytes + experts.weight_bytes)) / bandwidth;
-  const double bound = dense_bound.seconds() + expert_bound.seconds() + other_weights;
+  const double bandwidth = run.machine.bandwidth;
+  const DecodeStepBound parts = BoundDecodeStep(dense, experts, bytes_per_step, bandwidth, run.machine.int8_peak * 1e9);
+  const auto kind = [](const ProductBound& b) { return b.compute_bound() ? "compute" : "memory"; };
+  const double bound = parts.seconds();
   std::printf(
       "   bound by part: dense products %.1f ms (%s; weights %.1f ms at triad, %.1f ms at the peak), experts %.1f ms "
       "(%s; %.1f / %.1f ms), other weights %.1f ms: %.1f ms; the step at %.0f%% of it\n",
-      1e3 * dense_bound.seconds(), dense_bound.kind(), 1e3 * dense_bound.memory, 1e3 * dense_bound.compute,
-      1e3 * expert_bound.seconds(), expert_bound.kind(), 1e3 * expert_bound.memory, 1e3 * expert_bound.compute,
-      1e3 * other_weights, 1e3 * bound, step_seconds > 0 ? 100 * bound / step_seconds : 0.0);
+      1e3 * parts.dense.seconds(), kind(parts.dense), 1e3 * parts.dense.memory_seconds,
+      1e3 * parts.dense.compute_seconds, 1e3 * parts.experts.seconds(), kind(parts.experts),
+      1e3 * parts.experts.memory_seconds, 1e3 * parts.experts.compute_seconds, 1e3 * parts.other_weights_seconds,
+      1e3 * bound, step_seconds > 0 ? 100 * bound / step_seconds : 0.0);
   const bool batched = batch_size > 1;
   const double target_ratio = batched ? 0.8 : 0.9, target = bytes_per_step / (target_ratio * bandwidth);
   if (target < bound) {

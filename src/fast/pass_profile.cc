@@ -1,5 +1,7 @@
-// Names of the prefill profile's parts (pass_profile.h).
+// Names of the prefill profile's parts, and the decode step's bound by part (pass_profile.h).
 #include "fast/pass_profile.h"
+
+#include <algorithm>
 
 namespace glint {
 
@@ -31,6 +33,16 @@ const char* PassPartName(PassPart part) {
       break;
   }
   return "?";
+}
+
+DecodeStepBound BoundDecodeStep(const ProductTime& dense, const ProductTime& experts, double bytes_per_step,
+                                double bandwidth, double peak) {
+  const auto bound = [&](const ProductTime& products) {
+    return ProductBound{static_cast<double>(products.weight_bytes) / bandwidth,
+                        2.0 * static_cast<double>(products.macs) / peak};
+  };
+  const double product_bytes = static_cast<double>(dense.weight_bytes + experts.weight_bytes);
+  return {bound(dense), bound(experts), std::max(0.0, bytes_per_step - product_bytes) / bandwidth};
 }
 
 }  // namespace glint

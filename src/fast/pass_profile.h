@@ -98,6 +98,28 @@ struct ProductTime {
   double Gops() const { return seconds > 0 ? 2.0 * static_cast<double>(macs) / seconds / 1e9 : 0.0; }
 };
 
+// A product kind's bound alone: its weight bytes at the machine's bandwidth, or its multiply-adds at the integer
+// peak, whichever is longer.
+struct ProductBound {
+  double memory_seconds = 0;   // weight_bytes ÷ bandwidth
+  double compute_seconds = 0;  // 2 · macs ÷ peak
+  double seconds() const { return memory_seconds > compute_seconds ? memory_seconds : compute_seconds; }
+  bool compute_bound() const { return compute_seconds > memory_seconds; }
+};
+
+// A decode step's bound by part (bench-model, issue 36): the dense products and the experts' each bounded alone,
+// plus the step's other weight bytes (bf16 router, gates, norms) at the bandwidth. The parts run one after the other
+// in a step, so their bounds add — unlike the whole step's roofline, where the dense products' arithmetic could
+// hide behind the experts' streaming.
+struct DecodeStepBound {
+  ProductBound dense, experts;
+  double other_weights_seconds = 0;  // (bytes_per_step − both kinds' weight bytes) ÷ bandwidth, at least 0
+  double seconds() const { return dense.seconds() + experts.seconds() + other_weights_seconds; }
+};
+// bandwidth in bytes/s, peak in integer ops/s (2 per multiply-add), bytes_per_step every weight byte a step reads.
+DecodeStepBound BoundDecodeStep(const ProductTime& dense, const ProductTime& experts, double bytes_per_step,
+                                double bandwidth, double peak);
+
 // The enclosing scope's time is charged to `part` (exclusive of the parts entered inside it).
 class ScopedPart {
  public:

@@ -60,6 +60,25 @@ TEST(PassProfile, OffRecordsNothing) {
   EXPECT_EQ(Total(profile.seconds()), 0.0);
 }
 
+// The decode step's bound by part on figures chosen so every term is known: 50 GB/s and 1,000 G ops/s.
+TEST(DecodeStepBound, EachKindIsBoundAloneAndTheBoundsAdd) {
+  const double bandwidth = 50e9, peak = 1e12;
+  ProductTime dense, experts;
+  dense.Add(20'000'000'000, 1'000'000'000, 0.1);   // 1 GB: 20 ms of streaming; 40 G ops: 40 ms at the peak
+  experts.Add(1'000'000'000, 2'500'000'000, 0.2);  // 2.5 GB: 50 ms; 2 G ops: 2 ms
+  const DecodeStepBound bound = BoundDecodeStep(dense, experts, 3.6e9, bandwidth, peak);
+  EXPECT_DOUBLE_EQ(bound.dense.memory_seconds, 0.020);
+  EXPECT_DOUBLE_EQ(bound.dense.compute_seconds, 0.040);
+  EXPECT_TRUE(bound.dense.compute_bound());
+  EXPECT_DOUBLE_EQ(bound.dense.seconds(), 0.040);
+  EXPECT_DOUBLE_EQ(bound.experts.seconds(), 0.050);
+  EXPECT_FALSE(bound.experts.compute_bound());
+  EXPECT_NEAR(bound.other_weights_seconds, 0.002, 1e-15);  // the other 0.1 GB of the step
+  EXPECT_NEAR(bound.seconds(), 0.092, 1e-15);  // 40 + 50 + 2 ms: not max(40 + 2, 20 + 50 + 2) as a whole roofline
+  // A step whose byte count is below the products' (an expert cache counting fewer bytes) leaves no other weights.
+  EXPECT_EQ(BoundDecodeStep(dense, experts, 3e9, bandwidth, peak).other_weights_seconds, 0.0);
+}
+
 // On the trained default model: a profiled prefill gives the same logits bit for bit, its parts add up to at most
 // the forward's wall time, and the products and attention each got some of it.
 TEST(PassProfile, ProfiledForwardIsTheSameForwardAndAccountsForItsTime) {
