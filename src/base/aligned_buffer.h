@@ -12,6 +12,11 @@
 
 namespace glint {
 
+// `bytes` zero-initialised bytes, 64-byte aligned; from 2 MiB up 2 MiB-aligned and advised as transparent huge pages
+// (the rounding to a whole alignment is allocated too). Null when the allocation fails; free with std::free. The
+// allocation behind AlignedBuffer and the cache pools (memory/item_arena.h).
+void* AllocateZeroed(size_t bytes);
+
 class AlignedBuffer {
  public:
   static constexpr size_t kCacheLine = 64;

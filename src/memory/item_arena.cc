@@ -3,7 +3,6 @@
 #include <sys/mman.h>
 
 #include <cstdlib>
-#include <cstring>
 
 #include "base/aligned_buffer.h"
 
@@ -18,18 +17,10 @@ void ItemArena::AlignedFree::operator()(std::byte* p) const {
 }
 
 ItemArena::Allocation ItemArena::Allocate(int64_t bytes) {
-  // A pool of 2 MiB or more goes on 2 MiB boundaries, advised as transparent huge pages: a decode step of 16
-  // sequences reads and writes every KDA state of their slots (≈ 12 MB a slot at three KDA layers of the bench
-  // widths), and on 4 KiB pages that is a TLB miss, and a stop for the hardware prefetcher, every 4 KiB.
-  const size_t size = static_cast<size_t>(bytes);
-  const bool huge = size >= AlignedBuffer::kHugePage;
-  const size_t alignment = huge ? AlignedBuffer::kHugePage : kItemAlignment;
-  const size_t rounded = (size + alignment - 1) / alignment * alignment;  // aligned_alloc needs a multiple
-  void* memory = std::aligned_alloc(alignment, rounded);
-  if (memory == nullptr) return Allocation(nullptr);
-  if (huge) madvise(memory, rounded, MADV_HUGEPAGE);  // advice: fails harmlessly without THP
-  std::memset(memory, 0, rounded);
-  return Allocation(static_cast<std::byte*>(memory));
+  // From 2 MiB up on 2 MiB pages (AllocateZeroed): a decode step of 16 sequences reads and writes every KDA state of
+  // their slots (≈ 12 MB a slot at three KDA layers of the bench widths), and on 4 KiB pages that is a TLB miss, and a
+  // stop for the hardware prefetcher, every 4 KiB.
+  return Allocation(static_cast<std::byte*>(AllocateZeroed(static_cast<size_t>(bytes))));
 }
 
 ItemArena::Allocation ItemArena::Reserve(int64_t bytes) {

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "base/aligned_buffer.h"
 #include "memory/block_pool.h"
 #include "memory/cache_manager.h"
 #include "memory/checkpoint_pool.h"
@@ -41,7 +42,7 @@ TEST(ItemArena, FixedIsAlignedZeroedAndChecked) {
 TEST(ItemArena, LargePoolsStartOnHugePageBoundaries) {
   const int64_t item_bytes = 64 * 1024;
   ASSERT_OK_AND_ASSIGN(ItemArena arena, ItemArena::Fixed(40, item_bytes));  // 2.5 MiB
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena.Item(0)) % (2 << 20), 0u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arena.Item(0)) % AlignedBuffer::kHugePage, 0u);
   EXPECT_EQ(arena.Item(39) - arena.Item(0), 39 * item_bytes);
   for (int64_t b = 0; b < item_bytes; b += 61) ASSERT_EQ(arena.Item(39)[b], std::byte{0}) << b;
 }
