@@ -143,6 +143,8 @@ class FastContext {
   // The pass's activations, named.
   FastActivations act;
   ActivationScratch& ExpertActivations(int64_t index);
+  // The MoE input's rows quantized once for all the experts that take them (fast_moe.cc).
+  ActivationScratch& MoeInputActivations() { return moe_input_activations_; }
 
   // Statistics since the last ResetStats (benchmarks): bytes of weights the products read, and the integer (int8
   // and int4) products' multiply-adds and wall time (the prefill target is judged on those products alone).
@@ -174,6 +176,7 @@ class FastContext {
   std::vector<ActivationScratch> worker_activations_;
   std::vector<PassBuffer> worker_floats_;
   std::vector<std::unique_ptr<ActivationScratch>> expert_activations_;
+  ActivationScratch moe_input_activations_;
 };
 
 // mHC read at one site for n tokens: coefficients from the streams, then h = RMSNorm(Σ pre · X; norm).

@@ -4,6 +4,7 @@
 // the combine runs after all of a wave's products in a fixed order (ascending expert id, shared expert last), so the
 // order in which experts are computed (resident first, then as they land from disk) never changes the output.
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "base/timer.h"
@@ -97,9 +98,21 @@ std::vector<MoeJob> GroupByExpert(const FastMoeWeights& w, const std::vector<Rou
   return jobs;
 }
 
-// Quantizes each job's input rows straight from h [n, D] (once per job, whatever the number of row tasks later).
-void QuantizeInputs(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t end, const float* h,
-                    int64_t total_rows) {
+// The MoE input h [n, D] quantized once per row for the jobs' gate/up grouping: every row feeds its top-k experts
+// and the shared one, and quantizing it per job did the same row k + 1 times (≈ half of a prefill's activation
+// quantization). The quantizer works row by row, so a job's gathered codes are the bits a per-job quantization
+// gives. Empty (tokens 0) when no job takes rows.
+QuantizedActivations QuantizeMoeInput(FastContext& ctx, const std::vector<MoeJob>& jobs, const float* h, int64_t n) {
+  if (jobs.empty()) return {};
+  const ScopedPart part(ctx.profile, PassPart::kActivationQuant);
+  return QuantizeActivationsParallel(ctx.pool, ctx.i8, jobs.front().layout->gate_up.ActivationGrouping(), h,
+                                     ctx.config.hidden_size, n, ctx.MoeInputActivations());
+}
+
+// Each job's input rows, gathered from the once-quantized rows (`quantized`, for the grouping `grouping`); a job
+// whose weights want another grouping quantizes its rows itself, straight from h [n, D].
+void GatherInputs(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t end, const float* h,
+                  const QuantizedActivations& quantized, const Int8Layout& grouping, int64_t total_rows) {
   const int64_t d = ctx.config.hidden_size;
   ctx.pool.RunIfWorthIt(static_cast<int64_t>(end - begin), total_rows * d, kMinParallelElements, [&](int64_t i, int) {
     MoeJob& job = jobs[begin + i];
@@ -107,9 +120,18 @@ void QuantizeInputs(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, s
     const int64_t rows = static_cast<int64_t>(job.rows.size()), padded = layout.padded_cols(), groups = layout.groups();
     ActivationScratch& scratch = ctx.ExpertActivations(2 * (begin + i));
     scratch.Reserve(rows, padded, groups);
-    for (int64_t r = 0; r < rows; ++r) {  // rows of h are scattered: quantize them one by one into place
-      ctx.i8.quantize(h + job.rows[r] * d, d, 1, layout.cols, layout.group, padded, scratch.codes() + r * padded,
-                      scratch.scales() + r * groups, scratch.bias_correction() + r * groups);
+    const bool gather = layout == grouping && quantized.tokens > 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t row = job.rows[r];
+      if (gather) {
+        std::memcpy(scratch.codes() + r * padded, quantized.codes + row * padded, static_cast<size_t>(padded));
+        std::memcpy(scratch.scales() + r * groups, quantized.scales + row * groups, groups * sizeof(float));
+        std::memcpy(scratch.bias_correction() + r * groups, quantized.bias_correction + row * groups,
+                    groups * sizeof(int32_t));
+      } else {
+        ctx.i8.quantize(h + row * d, d, 1, layout.cols, layout.group, padded, scratch.codes() + r * padded,
+                        scratch.scales() + r * groups, scratch.bias_correction() + r * groups);
+      }
     }
     job.input = {rows, layout.cols, padded, layout.group, scratch.codes(), scratch.scales(), scratch.bias_correction()};
   });
@@ -320,14 +342,16 @@ Status FastMoeRouted(FastContext& ctx, const FastMoeWeights& w, const float* h, 
   for (const MoeJob& job : jobs) max_width = std::max(max_width, job.layout->down.cols());
   std::fill(out, out + n * d, 0.0f);
   ctx.ExpertActivations(2 * static_cast<int64_t>(jobs.size()) + 1);  // grown here, not inside parallel tasks
+  const QuantizedActivations quantized_input = QuantizeMoeInput(ctx, jobs, h, n);
+  const Int8Layout input_grouping = jobs.empty() ? Int8Layout{} : jobs.front().layout->gate_up.ActivationGrouping();
   for (size_t wave_begin = 0; wave_begin < jobs.size();) {
     const auto [wave_end, total_rows] = NextWave(jobs, wave_begin);
     const WaveBuffers buffers{ctx.act.moe.gate_up.Floats(total_rows * 2 * max_width),
                               ctx.act.moe.act.Floats(total_rows * max_width),
                               ctx.act.moe.expert_out.Floats(total_rows * d), max_width};
     {
-      const ScopedPart part(ctx.profile, PassPart::kActivationQuant);  // gathered from h as they are quantized
-      QuantizeInputs(ctx, jobs, wave_begin, wave_end, h, total_rows);
+      const ScopedPart part(ctx.profile, PassPart::kActivationQuant);  // the wave's rows gathered per job
+      GatherInputs(ctx, jobs, wave_begin, wave_end, h, quantized_input, input_grouping, total_rows);
     }
     GLINT_RETURN_IF_ERROR(RunWave(ctx, jobs, wave_begin, wave_end, routed_jobs, buffers));
     CombineWave(ctx, jobs, wave_begin, wave_end, total_rows, n, buffers.expert_out, out);

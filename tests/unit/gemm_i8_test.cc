@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -206,6 +207,28 @@ TEST_P(Int8Kernel, ParallelQuantizationEqualsOneCall) {
     EXPECT_EQ(std::vector<int8_t>(q.codes, q.codes + tokens * padded), expected.codes);
     EXPECT_EQ(std::vector<float>(q.scales, q.scales + tokens * groups), expected.scales);
     EXPECT_EQ(std::vector<int32_t>(q.bias_correction, q.bias_correction + tokens * groups), expected.corrections);
+  }
+}
+
+// Each row's codes, scales and corrections depend on that row alone, whatever the other rows hold (a non-finite row,
+// a zero row, large values): the MoE quantizes its input's rows once and gathers them per expert (fast_moe.cc), which
+// gives the bits of quantizing each expert's rows by themselves only because of this.
+TEST_P(Int8Kernel, EachRowQuantizesAsItWouldAlone) {
+  const int64_t cols = 300, group = 128, tokens = 37, x_stride = cols + 5;
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(Random(16 * cols, 41).data(), 16, cols, group));
+  std::vector<float> x = Random(tokens * x_stride, 42, 3.0f);
+  x[5 * x_stride + 17] = std::nanf("");
+  for (int64_t c = 0; c < cols; ++c) x[9 * x_stride + c] = 0.0f, x[20 * x_stride + c] *= 1e30f;
+  const int64_t padded = w.layout().padded_cols(), groups = w.layout().groups();
+  ActivationScratch all_scratch, row_scratch;
+  const QuantizedActivations all = QuantizeActivations(fast(), w.layout(), x.data(), x_stride, tokens, all_scratch);
+  for (int64_t t = 0; t < tokens; ++t) {
+    SCOPED_TRACE(::testing::Message() << IsaName(GetParam()) << " row " << t);
+    const QuantizedActivations one =
+        QuantizeActivations(fast(), w.layout(), x.data() + t * x_stride, x_stride, 1, row_scratch);
+    EXPECT_EQ(0, std::memcmp(one.codes, all.codes + t * padded, static_cast<size_t>(padded)));
+    EXPECT_EQ(0, std::memcmp(one.scales, all.scales + t * groups, groups * sizeof(float)));  // NaN scales too
+    EXPECT_EQ(0, std::memcmp(one.bias_correction, all.bias_correction + t * groups, groups * sizeof(int32_t)));
   }
 }
 
