@@ -18,46 +18,15 @@ namespace {
 
 constexpr float kL2NormEps = 1e-6f;  // HF l2norm eps, inside the sqrt (pitfall 2)
 
-// Causal depthwise conv (kernel K, tap K−1 on the current token) + SiLU over one stream of one segment, in place.
-// x: rows [count] of stride `stride`, width channels; taps [width, K]; window [width, K−1] holds the K−1 inputs
-// before the segment (oldest first) and is left holding the last K−1 inputs. scratch: (K − 1 + count + K) · width.
-// copies: (rows r, window [width, K−1]) to fill with the window as it is after the segment's first r rows.
-void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* window, float* x, int64_t stride,
-                   int64_t count, float* scratch, std::span<const std::pair<int64_t, float*>> copies) {
-  const int64_t history = kernel - 1;
-  float* raw = scratch;                                     // [K−1 + count, width] history, then the segment's inputs
-  float* taps_by_offset = raw + (history + count) * width;  // [K, width] taps transposed: the loops run over channels
-  for (int64_t c = 0; c < width; ++c) {
-    for (int64_t i = 0; i < kernel; ++i) taps_by_offset[i * width + c] = taps[c * kernel + i];
-    for (int64_t i = 0; i < history; ++i) raw[i * width + c] = window[c * history + i];
-  }
-  for (int64_t t = 0; t < count; ++t) std::memcpy(raw + (history + t) * width, x + t * stride, width * sizeof(float));
-  // After r rows the window holds raw rows r .. r + K − 2 (the last K − 1 inputs).
-  for (const auto& [rows, copy] : copies) {
-    for (int64_t c = 0; c < width; ++c) {
-      for (int64_t i = 0; i < history; ++i) copy[c * history + i] = raw[(rows + i) * width + c];
-    }
-  }
-  for (int64_t c = 0; c < width; ++c) {
-    for (int64_t i = 0; i < history; ++i) window[c * history + i] = raw[(count + i) * width + c];
-  }
-  for (int64_t t = 0; t < count; ++t) {
-    float* y = x + t * stride;
-    std::fill(y, y + width, 0.0f);
-    for (int64_t i = 0; i < kernel; ++i) {
-      const float* tap = taps_by_offset + i * width;
-      const float* in = raw + (t + i) * width;
-      for (int64_t c = 0; c < width; ++c) y[c] += tap[c] * in[c];
-    }
-    vec::Silu(y, width, y);
-  }
-}
-
 // Before anything is written: the kernels' limits, one state per segment and one view per state copy.
 // Returns n, the rows of the pass.
 Result<int64_t> CheckSegments(const ModelConfig& c, std::span<const Segment> segments,
                               std::span<const KdaSegmentState> states) {
   if (c.kda_head_dim > 256) return Unimplemented("the fast KDA kernels support head_dim ≤ 256, got ", c.kda_head_dim);
+  if (c.kda_conv_kernel < 2 || c.kda_conv_kernel > vec::kMaxConvKernel) {
+    return Unimplemented("the fast KDA short conv supports 2 to ", vec::kMaxConvKernel, " taps, got ",
+                         c.kda_conv_kernel);
+  }
   if (states.size() != segments.size()) {
     return InvalidArgument("FastKda: ", states.size(), " states for ", segments.size(), " segments");
   }
@@ -102,10 +71,10 @@ KdaProjections Project(FastContext& ctx, const FastKdaWeights& w, const float* h
 }
 
 // (1) short conv + SiLU per segment, stream and block of channels (sequential in time, independent across channels);
-// the conv windows at each state copy go to its destination. A block of at most 256 channels keeps its rows of inputs
-// in L2 ((K − 1 + count) × 256 × 4 B = 0.5 MB at 512 rows) and gives the pool 3 × 32 tasks per segment at the
-// model's width instead of 3; narrower streams still split in four (16 channels at least), so the small test models
-// run the block offsets too.
+// the conv windows at each state copy go to its destination (vec::ShortConvSilu: whole vectors of channels, the
+// window in registers' reach between rows). Blocks of at most 256 channels, a multiple of 16 (whole AVX-512
+// vectors), give the pool 3 × 32 tasks per segment at the model's width instead of 3; narrower streams still split
+// in four (16 channels at least), so the small test models run the block offsets too.
 int64_t ConvBlockChannels(int64_t width) { return std::clamp<int64_t>((width / 4 + 15) / 16 * 16, 16, 256); }
 
 void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections& p, std::span<const Segment> segments,
@@ -126,7 +95,7 @@ void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections
     }
   }
   ctx.pool.RunIfWorthIt(
-      static_cast<int64_t>(tasks.size()), 3 * n * width * kernel, kMinParallelElements, [&](int64_t i, int worker) {
+      static_cast<int64_t>(tasks.size()), 3 * n * width * kernel, kMinParallelElements, [&](int64_t i, int) {
         const ConvTask& task = tasks[i];
         const Segment& s = segments[task.segment];
         const KdaSegmentState& state = states[task.segment];
@@ -137,12 +106,10 @@ void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections
           if (s.state_copies[k].second == nullptr) continue;  // a split only: the conv is per row, nothing to copy
           window_copies.emplace_back(s.state_copies[k].first, state.copies[k].conv_window + window_offset);
         }
-        const int64_t channels = task.end - task.begin;
-        float* scratch = ctx.WorkerFloats(worker, (history + s.count + kernel) * channels);
-        ShortConvSilu(w.conv[task.stream] + task.begin * kernel, channels, kernel,
-                      state.state.conv_window + window_offset,
-                      p.qkv + s.row * p.qkv_stride + task.stream * width + task.begin, p.qkv_stride, s.count, scratch,
-                      window_copies);
+        vec::ShortConvSilu(w.conv[task.stream] + task.begin * kernel, task.end - task.begin, kernel,
+                           state.state.conv_window + window_offset,
+                           p.qkv + s.row * p.qkv_stride + task.stream * width + task.begin, p.qkv_stride, s.count,
+                           window_copies);
       });
 }
 

@@ -7,6 +7,8 @@
 #endif
 #include "kernels/vector_ops.h"
 
+#include <algorithm>
+
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
@@ -242,6 +244,69 @@ void MhcWrite(const float* post, const float* comb, const float* y, int64_t hc, 
   }
 }
 
+// vec::ShortConvSilu, one block of `lanes` channels at a time: the block's taps and window are transposed into
+// [K][lanes] buffers (four and three vectors by interleaved loads when K = 4 and the block is whole), then every row
+// is one chain of K vector fused multiply-adds, the SiLU, and a shift of the window buffer. The window's rows stay
+// in L1 between rows; each row of x is read and written once.
+void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* window, float* x, int64_t stride,
+                   int64_t count, const std::pair<int64_t, float*>* copies, size_t copy_count) {
+  const D d;
+  const int64_t lanes = hn::Lanes(d), history = kernel - 1;
+  constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
+  HWY_ALIGN float tap_rows[kMaxConvKernel * kMaxLanes];           // [K][lanes]
+  HWY_ALIGN float window_rows[(kMaxConvKernel - 1) * kMaxLanes];  // [K − 1][lanes], oldest first
+  const auto write_window = [&](float* to, int64_t c0, int64_t n) {
+    for (int64_t c = 0; c < n; ++c) {
+      for (int64_t i = 0; i < history; ++i) to[(c0 + c) * history + i] = window_rows[i * lanes + c];
+    }
+  };
+  for (int64_t c0 = 0; c0 < width; c0 += lanes) {
+    const int64_t n = std::min(lanes, width - c0);
+    const auto mask = hn::FirstN(d, static_cast<size_t>(n));
+    if (kernel == 4 && n == lanes) {
+      hn::Vec<D> t0, t1, t2, t3, w0, w1, w2;
+      hn::LoadInterleaved4(d, taps + c0 * 4, t0, t1, t2, t3);
+      hn::LoadInterleaved3(d, window + c0 * 3, w0, w1, w2);
+      hn::Store(t0, d, tap_rows), hn::Store(t1, d, tap_rows + lanes), hn::Store(t2, d, tap_rows + 2 * lanes);
+      hn::Store(t3, d, tap_rows + 3 * lanes);
+      hn::Store(w0, d, window_rows), hn::Store(w1, d, window_rows + lanes), hn::Store(w2, d, window_rows + 2 * lanes);
+    } else {
+      std::fill(tap_rows, tap_rows + kernel * lanes, 0.0f);
+      std::fill(window_rows, window_rows + history * lanes, 0.0f);
+      for (int64_t c = 0; c < n; ++c) {
+        for (int64_t i = 0; i < kernel; ++i) tap_rows[i * lanes + c] = taps[(c0 + c) * kernel + i];
+        for (int64_t i = 0; i < history; ++i) window_rows[i * lanes + c] = window[(c0 + c) * history + i];
+      }
+    }
+    for (size_t k = 0; k < copy_count; ++k) {
+      if (copies[k].first == 0) write_window(copies[k].second, c0, n);
+    }
+    for (int64_t t = 0; t < count; ++t) {
+      float* row = x + t * stride + c0;
+      const auto input = hn::MaskedLoad(mask, d, row);
+      auto y = hn::Mul(hn::Load(d, tap_rows), hn::Load(d, window_rows));
+      for (int64_t i = 1; i < history; ++i) {
+        y = hn::MulAdd(hn::Load(d, tap_rows + i * lanes), hn::Load(d, window_rows + i * lanes), y);
+      }
+      y = hn::MulAdd(hn::Load(d, tap_rows + history * lanes), input, y);
+      hn::BlendedStore(hn::Mul(y, SigmoidV(d, y)), mask, d, row);
+      for (int64_t i = 0; i + 1 < history; ++i) {
+        hn::Store(hn::Load(d, window_rows + (i + 1) * lanes), d, window_rows + i * lanes);
+      }
+      hn::Store(input, d, window_rows + (history - 1) * lanes);
+      for (size_t k = 0; k < copy_count; ++k) {
+        if (copies[k].first == t + 1) write_window(copies[k].second, c0, n);
+      }
+    }
+    if (kernel == 4 && n == lanes) {
+      hn::StoreInterleaved3(hn::Load(d, window_rows), hn::Load(d, window_rows + lanes),
+                            hn::Load(d, window_rows + 2 * lanes), d, window + c0 * 3);
+    } else {
+      write_window(window, c0, n);
+    }
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace glint::vec
 HWY_AFTER_NAMESPACE();
@@ -261,6 +326,7 @@ HWY_EXPORT(Axpy);
 HWY_EXPORT(Scale);
 HWY_EXPORT(MhcRead);
 HWY_EXPORT(MhcWrite);
+HWY_EXPORT(ShortConvSilu);
 
 float Dot(const float* a, const float* b, int64_t n) { return HWY_DYNAMIC_DISPATCH(Dot)(a, b, n); }
 float SumSquares(const float* x, int64_t n) { return HWY_DYNAMIC_DISPATCH(SumSquares)(x, n); }
@@ -289,6 +355,10 @@ void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, floa
 }
 void MhcWrite(const float* post, const float* comb, const float* y, int64_t hc, int64_t n, float* streams) {
   HWY_DYNAMIC_DISPATCH(MhcWrite)(post, comb, y, hc, n, streams);
+}
+void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* window, float* x, int64_t stride,
+                   int64_t count, std::span<const std::pair<int64_t, float*>> copies) {
+  HWY_DYNAMIC_DISPATCH(ShortConvSilu)(taps, width, kernel, window, x, stride, count, copies.data(), copies.size());
 }
 }  // namespace glint::vec
 #endif  // HWY_ONCE

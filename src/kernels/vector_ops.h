@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <utility>
 
 namespace glint::vec {
 
@@ -36,5 +38,16 @@ void Scale(float a, const float* x, int64_t n, float* y);
 void MhcRead(const float* streams, const float* pre, int64_t hc, int64_t n, float* h);
 // mHC write (§4.3), in place: streams[k] ← post[k] · y + Σ_j comb[j · hc + k] · streams[j]. hc ≤ 8.
 void MhcWrite(const float* post, const float* comb, const float* y, int64_t hc, int64_t n, float* streams);
+
+// KDA's short convolution (model-glm53.md §5.1), in place over `count` rows of `width` channels: causal, depthwise,
+// `kernel` taps, then SiLU. With u the K − 1 inputs of `window` [width, K − 1] (oldest first) followed by the rows
+// x_t = x + t · stride:  x_t[c] ← silu(y),  y = Σ_{i<K} taps[c · K + i] · u_{t+i}[c]  (tap K − 1 on the current
+// row), summed as fused multiply-adds in tap order from taps[c · K]'s product — the same chain for every row and
+// channel whatever `count` and `width`, so a sequence gives the same bits fed in one call or several. `window`
+// ends holding the last K − 1 inputs, and each (r, to) of `copies` (0 ≤ r ≤ count) gets in `to` [width, K − 1] the
+// window as it is after the first r rows. 2 ≤ kernel ≤ kMaxConvKernel.
+inline constexpr int64_t kMaxConvKernel = 8;
+void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* window, float* x, int64_t stride,
+                   int64_t count, std::span<const std::pair<int64_t, float*>> copies);
 
 }  // namespace glint::vec

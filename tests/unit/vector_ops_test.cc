@@ -171,5 +171,81 @@ TEST(VectorOps, AxpyScaleAndMhc) {
   });
 }
 
+// KDA's short conv against the double loop of the reference model (model/kda.cc): widths across whole and partial
+// vectors, kernels 2–5 (4, the model's, takes the interleaved loads), one row and many, window copies after 0, some
+// and all rows. Bound: the K-term chain rounds at most 2K times (fused multiply-adds, or a multiply and an add on
+// targets without FMA), each within 2^-24 of the sum's magnitudes Σ|tap · u|; SiLU's slope is at most 1.1, and the
+// vector SiLU itself is within 4e-7 · (1 + |silu|) (VectorOps.ActivationsAgainstDouble).
+TEST(VectorOps, ShortConvSiluAgainstDouble) {
+  ForEachTarget([] {
+    for (int64_t kernel : {2, 3, 4, 5}) {
+      for (int64_t width : {1, 7, 16, 17, 40, 64}) {
+        for (int64_t count : {1, 2, 9}) {
+          SCOPED_TRACE(::testing::Message() << "kernel " << kernel << " width " << width << " count " << count);
+          const int64_t history = kernel - 1, stride = width + 3;
+          const std::vector<float> taps = Random(width * kernel, 7 * kernel + width);
+          const std::vector<float> window0 = Random(width * history, 11 + width, 2.0f);
+          const std::vector<float> x0 = Random(count * stride, 13 + count, 2.0f);
+          std::vector<float> x = x0, window = window0;
+          std::vector<float> copy_first(width * history), copy_mid(width * history), copy_last(width * history);
+          const std::pair<int64_t, float*> copies[] = {
+              {0, copy_first.data()}, {count / 2, copy_mid.data()}, {count, copy_last.data()}};
+          vec::ShortConvSilu(taps.data(), width, kernel, window.data(), x.data(), stride, count, copies);
+          for (int64_t c = 0; c < width; ++c) {
+            std::vector<double> u;  // the channel's series: window, then the rows' inputs
+            for (int64_t i = 0; i < history; ++i) u.push_back(window0[c * history + i]);
+            for (int64_t t = 0; t < count; ++t) u.push_back(x0[t * stride + c]);
+            for (int64_t t = 0; t < count; ++t) {
+              double y = 0, magnitude = 0;
+              for (int64_t i = 0; i < kernel; ++i) {
+                y += taps[c * kernel + i] * u[t + i];
+                magnitude += std::fabs(taps[c * kernel + i] * u[t + i]);
+              }
+              const double expected = y / (1.0 + std::exp(-y));
+              ASSERT_NEAR(x[t * stride + c], expected,
+                          1.1 * 2 * kernel * 6e-8 * magnitude + 4e-7 * (1 + std::fabs(expected)))
+                  << "channel " << c << " row " << t;
+            }
+            for (int64_t i = 0; i < history; ++i) {
+              ASSERT_EQ(window[c * history + i], u[count + i]);
+              ASSERT_EQ(copy_first[c * history + i], u[i]);
+              ASSERT_EQ(copy_mid[c * history + i], u[count / 2 + i]);
+              ASSERT_EQ(copy_last[c * history + i], u[count + i]);
+            }
+            for (int64_t pad = width; pad < stride && count > 0; ++pad) ASSERT_EQ(x[pad], x0[pad]);  // untouched
+          }
+        }
+      }
+    }
+  });
+}
+
+// The same bits however the rows and channels are split: rows fed in two calls carrying the window, and each channel
+// alone (the element-by-element path) against 48 channels at once (whole vectors, interleaved loads for K = 4).
+TEST(VectorOps, ShortConvSiluIsTheSameBitsHoweverSplit) {
+  ForEachTarget([] {
+    for (int64_t kernel : {3, 4}) {
+      const int64_t width = 48, history = kernel - 1, count = 11, first = 4;
+      const std::vector<float> taps = Random(width * kernel, 3 + kernel);
+      const std::vector<float> window0 = Random(width * history, 5, 2.0f), x0 = Random(count * width, 6, 2.0f);
+      std::vector<float> whole = x0, whole_window = window0;
+      vec::ShortConvSilu(taps.data(), width, kernel, whole_window.data(), whole.data(), width, count, {});
+      std::vector<float> split = x0, split_window = window0;
+      vec::ShortConvSilu(taps.data(), width, kernel, split_window.data(), split.data(), width, first, {});
+      vec::ShortConvSilu(taps.data(), width, kernel, split_window.data(), split.data() + first * width, width,
+                         count - first, {});
+      EXPECT_EQ(split, whole) << "kernel " << kernel;
+      EXPECT_EQ(split_window, whole_window);
+      std::vector<float> alone = x0, alone_window = window0;
+      for (int64_t c = 0; c < width; ++c) {
+        vec::ShortConvSilu(taps.data() + c * kernel, 1, kernel, alone_window.data() + c * history, alone.data() + c,
+                           width, count, {});
+      }
+      EXPECT_EQ(alone, whole) << "kernel " << kernel;
+      EXPECT_EQ(alone_window, whole_window);
+    }
+  });
+}
+
 }  // namespace
 }  // namespace glint
