@@ -40,10 +40,6 @@ struct TileArgs {
   const int32_t* x_correction;  // token t0's [groups]
   int64_t groups;
   int64_t group;
-  // Weights to fetch into L2 during this tile, for a later one (null: none): group g fetches
-  // [prefetch + g · prefetch_bytes, + prefetch_bytes). See ForEachTile.
-  const uint8_t* prefetch = nullptr;
-  int64_t prefetch_bytes = 0;
 };
 
 GLINT_INLINE_AVX512 __m512i Broadcast4(const int8_t* p) {
@@ -62,10 +58,6 @@ GLINT_INLINE_AVX512 __m512i Broadcast4(const int8_t* p) {
 template <typename Codes, int RB, int NT, bool kSums>
 GLINT_TARGET_AVX512 __attribute__((noinline)) void Group(const TileArgs& a, int64_t g, float* y, int64_t y_stride,
                                                          int last_block_rows, int32_t* sums) {
-  if (a.prefetch != nullptr) {
-    const uint8_t* slice = a.prefetch + g * a.prefetch_bytes;
-    for (int64_t offset = 0; offset < a.prefetch_bytes; offset += 64) _mm_prefetch(slice + offset, _MM_HINT_T1);
-  }
   // Locals for what the epilogue reads: its stores to y may alias `a`, and GCC would reload each field after every
   // store.
   const float* x_scales = a.x_scales + g;
@@ -164,50 +156,52 @@ GLINT_TARGET_AVX512 void WithShape(int rb, int nt, F&& f) {
 
 inline constexpr int kMaxTileTokens = 6;
 
-// Most tokens whose tiles prefetch the next row blocks' weights (see ForEachTile).
-inline constexpr int64_t kMaxPrefetchTokens = 32;
+// From this many tokens a row group's first token tile is a one-token tile (see ForEachTile).
+inline constexpr int64_t kLeadTileMinTokens = 5;
+
+// The token count of the tile that starts at token t of `tokens`: with kLeadTileMinTokens or more tokens the first
+// tile takes one token, and the others split the rest as evenly as tiles of at most kMaxTileTokens allow (16 tokens:
+// 1, 5, 5, 5; fewer than kLeadTileMinTokens: one tile).
+inline int TileTokens(int64_t tokens, int64_t t) {
+  if (t == 0 && tokens >= kLeadTileMinTokens) return 1;
+  const int64_t rest = tokens - t, tiles = (rest + kMaxTileTokens - 1) / kMaxTileTokens;
+  return static_cast<int>((rest + tiles - 1) / tiles);
+}
 
 // Walks the (row block, token) tiles of [block_begin, block_end) × all tokens: row blocks outer (their weights stay
-// in cache while the token tiles pass), 4 row blocks at a time when possible. View: Int8MatrixView or
-// Int4MatrixView (BlockCodes, BlockScales, layout.block_code_bytes()).
+// in L2 while the token tiles pass), 4 row blocks at a time when possible. View: Int8MatrixView or Int4MatrixView
+// (BlockCodes, BlockScales, layout.block_code_bytes()).
 //
-// With 7-32 tokens (batched decode, MTP verification) each weight byte feeds only a few token tiles, and left to the
-// hardware the weights would stream from DRAM during the first token tile only (4 × 64 B per 24 products: more than
-// a core's share of the bandwidth) and sit in L2 for the others. So every tile of a row group also prefetches an
-// equal slice of the next row group's weights into L2 (its groups a slice each): the stream stays even across all
-// the tiles, and the next group's first tile finds its weights in L2 (two groups of 4 × 16 rows × K bytes, 512 KiB
-// at K = 4,096, fit the L2). Prefill-sized token counts reuse each weight enough times not to need it.
+// The first token tile of a row group reads its weights from DRAM, the others from L2. A tile of several tokens
+// streams those weights at well under the memory's speed — streaming and arithmetic add rather than overlap in a
+// tile (docs/performance.md, "Batched decode: the bound by part") — so with kLeadTileMinTokens tokens or more the
+// first tile takes a single token: it streams the row group at about the speed of a one-token product, and the other
+// tokens' tiles then run at the in-cache rate. Interleaved A/B (2 threads, Zen 5, weights from DRAM): 24,576 × 4,096
+// at 16 tokens 36 → 40 % and 42 → 48 % of the VNNI peak, lm_head's 154,880 × 4,096 37 → 44 %, 6–8 tokens +20 %,
+// 64–512 tokens +1–4 %; at 3–4 tokens the second pass over the weights costs more than it saves (−8 to −13 %),
+// hence the threshold. It replaced a prefetch of the next row group into L2 spread over the tiles (7–32 tokens),
+// which the one-token tile beat at every count it covered.
 template <typename View, typename Visit>
 GLINT_TARGET_AVX512 void ForEachTile(const View& w, const QuantizedActivations& x, int64_t block_begin,
                                      int64_t block_end, Visit&& visit) {
   const int64_t groups = x.groups();
-  const int64_t token_tiles = (x.tokens + kMaxTileTokens - 1) / kMaxTileTokens;
-  const bool prefetch = token_tiles > 1 && x.tokens <= kMaxPrefetchTokens;
   for (int64_t b = block_begin; b < block_end;) {
     const int64_t remaining = block_end - b;
     const int rb = remaining >= 4 ? 4 : remaining >= 2 ? 2 : 1;
-    const int64_t next_remaining = remaining - rb;
-    const int64_t next_rb = next_remaining >= 4 ? 4 : next_remaining;
-    // The next row group's codes are contiguous (blocks follow each other), cut into token_tiles × groups slices.
-    const int64_t slice_bytes =
-        prefetch ? (next_rb * w.layout.block_code_bytes() + token_tiles * groups - 1) / (token_tiles * groups) : 0;
-    for (int64_t t = 0; t < x.tokens; t += kMaxTileTokens) {
-      const int nt = static_cast<int>(std::min<int64_t>(kMaxTileTokens, x.tokens - t));
-      TileArgs a{w.BlockCodes(b),
-                 w.layout.block_code_bytes(),
-                 w.BlockScales(b),
-                 groups * 16,
-                 x.codes + t * x.padded_cols,
-                 x.padded_cols,
-                 x.scales + t * groups,
-                 x.bias_correction + t * groups,
-                 groups,
-                 x.group};
-      if (slice_bytes > 0) {
-        a.prefetch = w.BlockCodes(b + rb) + (t / kMaxTileTokens) * groups * slice_bytes;
-        a.prefetch_bytes = slice_bytes;
-      }
+    for (int64_t t = 0; t < x.tokens;) {
+      const int nt = TileTokens(x.tokens, t);
+      const TileArgs a{w.BlockCodes(b),
+                       w.layout.block_code_bytes(),
+                       w.BlockScales(b),
+                       groups * 16,
+                       x.codes + t * x.padded_cols,
+                       x.padded_cols,
+                       x.scales + t * groups,
+                       x.bias_correction + t * groups,
+                       groups,
+                       x.group};
       visit(a, b, rb, t, nt);
+      t += nt;
     }
     b += rb;
   }

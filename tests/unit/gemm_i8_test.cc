@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 
 #include "base/worker_pool.h"
 #include "kernel_test_util.h"
+#include "kernels/gemm_tile_avx512.h"
 #include "kernels/linear.h"
 #include "quant/int8_matrix.h"
 #include "test_util.h"
@@ -82,7 +84,7 @@ TEST_P(Int8Kernel, SweepMatchesScalar) {
   for (int64_t group : {16, 32, 64, 128}) {
     for (int64_t rows : {1, 15, 16, 17, 48, 64, 67, 100}) {
       for (int64_t cols : {int64_t{16}, group, group + 16, 3 * group - 5, int64_t{260}}) {
-        for (int64_t tokens : {1, 2, 5, 6, 7, 13}) {
+        for (int64_t tokens : {1, 2, 4, 5, 6, 7, 13, 16}) {
           Check(rows, cols, group, tokens, seed++);
           if (HasFatalFailure()) return;
         }
@@ -230,6 +232,35 @@ TEST_P(Int8Kernel, EachRowQuantizesAsItWouldAlone) {
     EXPECT_EQ(0, std::memcmp(one.scales, all.scales + t * groups, groups * sizeof(float)));  // NaN scales too
     EXPECT_EQ(0, std::memcmp(one.bias_correction, all.bias_correction + t * groups, groups * sizeof(int32_t)));
   }
+}
+
+// The AVX-512 walker's token tiles (gemm_tile_avx512.h): they cover the tokens once in order, each of 1 to 6 tokens;
+// from kLeadTileMinTokens tokens the first is a single token (it streams the row group from memory) and the others
+// are as even as possible; below it, one tile of up to 6 and then the rest.
+TEST(Int8TileWalk, OneTokenLeadThenEvenTiles) {
+  using internal::avx512_tiles::kLeadTileMinTokens;
+  using internal::avx512_tiles::kMaxTileTokens;
+  using internal::avx512_tiles::TileTokens;
+  for (int64_t tokens = 1; tokens <= 40; ++tokens) {
+    SCOPED_TRACE(::testing::Message() << "tokens " << tokens);
+    std::vector<int> tiles;
+    for (int64_t t = 0; t < tokens; t += tiles.back()) tiles.push_back(TileTokens(tokens, t));
+    int64_t covered = 0;
+    for (int n : tiles) {
+      EXPECT_GE(n, 1);
+      EXPECT_LE(n, kMaxTileTokens);
+      covered += n;
+    }
+    EXPECT_EQ(covered, tokens);
+    EXPECT_EQ(tiles.front() == 1 && tokens > 1, tokens >= kLeadTileMinTokens);
+    const size_t first_even = tokens >= kLeadTileMinTokens ? 1 : 0;
+    if (tiles.size() > first_even) {
+      const auto [low, high] = std::minmax_element(tiles.begin() + first_even, tiles.end());
+      EXPECT_LE(*high - *low, 1);
+    }
+  }
+  EXPECT_EQ(TileTokens(16, 0), 1);  // batched decode: 1, 5, 5, 5
+  EXPECT_EQ(TileTokens(16, 1), 5);
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, Int8Kernel, ::testing::ValuesIn(FastIsas()),
