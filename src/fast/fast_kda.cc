@@ -23,9 +23,9 @@ constexpr float kL2NormEps = 1e-6f;  // HF l2norm eps, inside the sqrt (pitfall 
 Result<int64_t> CheckSegments(const ModelConfig& c, std::span<const Segment> segments,
                               std::span<const KdaSegmentState> states) {
   if (c.kda_head_dim > 256) return Unimplemented("the fast KDA kernels support head_dim ≤ 256, got ", c.kda_head_dim);
-  if (c.kda_conv_kernel < 2 || c.kda_conv_kernel > vec::kMaxConvKernel) {
-    return Unimplemented("the fast KDA short conv supports 2 to ", vec::kMaxConvKernel, " taps, got ",
-                         c.kda_conv_kernel);
+  if (c.kda_conv_kernel < 1 || c.kda_conv_kernel > vec::kMaxConvKernel) {
+    return InvalidArgument("the KDA short conv needs 1 to ", vec::kMaxConvKernel, " taps, the config has ",
+                           c.kda_conv_kernel);
   }
   if (states.size() != segments.size()) {
     return InvalidArgument("FastKda: ", states.size(), " states for ", segments.size(), " segments");

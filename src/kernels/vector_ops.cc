@@ -253,8 +253,8 @@ void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* wind
   const D d;
   const int64_t lanes = hn::Lanes(d), history = kernel - 1;
   constexpr int64_t kMaxLanes = HWY_MAX_BYTES / sizeof(float);
-  HWY_ALIGN float tap_rows[kMaxConvKernel * kMaxLanes];           // [K][lanes]
-  HWY_ALIGN float window_rows[(kMaxConvKernel - 1) * kMaxLanes];  // [K − 1][lanes], oldest first
+  HWY_ALIGN float tap_rows[kMaxConvKernel * kMaxLanes];     // [K][lanes]
+  HWY_ALIGN float window_rows[kMaxConvKernel * kMaxLanes];  // [K − 1][lanes], oldest first
   const auto write_window = [&](float* to, int64_t c0, int64_t n) {
     for (int64_t c = 0; c < n; ++c) {
       for (int64_t i = 0; i < history; ++i) to[(c0 + c) * history + i] = window_rows[i * lanes + c];
@@ -284,12 +284,13 @@ void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* wind
     for (int64_t t = 0; t < count; ++t) {
       float* row = x + t * stride + c0;
       const auto input = hn::MaskedLoad(mask, d, row);
-      auto y = hn::Mul(hn::Load(d, tap_rows), hn::Load(d, window_rows));
+      auto y = hn::Mul(hn::Load(d, tap_rows), history > 0 ? hn::Load(d, window_rows) : input);
       for (int64_t i = 1; i < history; ++i) {
         y = hn::MulAdd(hn::Load(d, tap_rows + i * lanes), hn::Load(d, window_rows + i * lanes), y);
       }
-      y = hn::MulAdd(hn::Load(d, tap_rows + history * lanes), input, y);
+      if (history > 0) y = hn::MulAdd(hn::Load(d, tap_rows + history * lanes), input, y);
       hn::BlendedStore(hn::Mul(y, SigmoidV(d, y)), mask, d, row);
+      if (history == 0) continue;  // one tap: no window to carry (nor copies to write)
       for (int64_t i = 0; i + 1 < history; ++i) {
         hn::Store(hn::Load(d, window_rows + (i + 1) * lanes), d, window_rows + i * lanes);
       }

@@ -45,8 +45,9 @@ void MhcWrite(const float* post, const float* comb, const float* y, int64_t hc, 
 // row), summed as fused multiply-adds in tap order from taps[c · K]'s product — the same chain for every row and
 // channel whatever `count` and `width`, so a sequence gives the same bits fed in one call or several. `window`
 // ends holding the last K − 1 inputs, and each (r, to) of `copies` (0 ≤ r ≤ count) gets in `to` [width, K − 1] the
-// window as it is after the first r rows. 2 ≤ kernel ≤ kMaxConvKernel.
-inline constexpr int64_t kMaxConvKernel = 8;
+// window as it is after the first r rows. 1 ≤ kernel ≤ kMaxConvKernel (the bound io/config.cc puts on
+// short_conv_kernel_size).
+inline constexpr int64_t kMaxConvKernel = 64;
 void ShortConvSilu(const float* taps, int64_t width, int64_t kernel, float* window, float* x, int64_t stride,
                    int64_t count, std::span<const std::pair<int64_t, float*>> copies);
 
