@@ -109,10 +109,11 @@ QuantizedActivations QuantizeMoeInput(FastContext& ctx, const std::vector<MoeJob
                                      ctx.config.hidden_size, n, ctx.MoeInputActivations());
 }
 
-// Each job's input rows, gathered from the once-quantized rows (`quantized`, for the grouping `grouping`); a job
-// whose weights want another grouping quantizes its rows itself, straight from h [n, D].
+// Each job's input rows, gathered from the once-quantized rows `quantized`; a job whose weights group K otherwise
+// (int4 routed experts beside the int8 shared one) quantizes its rows itself, straight from h [n, D]. Only K and the
+// group shape the codes: the weights' row counts may differ.
 void GatherInputs(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, size_t end, const float* h,
-                  const QuantizedActivations& quantized, const Int8Layout& grouping, int64_t total_rows) {
+                  const QuantizedActivations& quantized, int64_t total_rows) {
   const int64_t d = ctx.config.hidden_size;
   ctx.pool.RunIfWorthIt(static_cast<int64_t>(end - begin), total_rows * d, kMinParallelElements, [&](int64_t i, int) {
     MoeJob& job = jobs[begin + i];
@@ -120,7 +121,7 @@ void GatherInputs(FastContext& ctx, std::vector<MoeJob>& jobs, size_t begin, siz
     const int64_t rows = static_cast<int64_t>(job.rows.size()), padded = layout.padded_cols(), groups = layout.groups();
     ActivationScratch& scratch = ctx.ExpertActivations(2 * (begin + i));
     scratch.Reserve(rows, padded, groups);
-    const bool gather = layout == grouping && quantized.tokens > 0;
+    const bool gather = quantized.tokens > 0 && quantized.cols == layout.cols && quantized.group == layout.group;
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t row = job.rows[r];
       if (gather) {
@@ -343,7 +344,6 @@ Status FastMoeRouted(FastContext& ctx, const FastMoeWeights& w, const float* h, 
   std::fill(out, out + n * d, 0.0f);
   ctx.ExpertActivations(2 * static_cast<int64_t>(jobs.size()) + 1);  // grown here, not inside parallel tasks
   const QuantizedActivations quantized_input = QuantizeMoeInput(ctx, jobs, h, n);
-  const Int8Layout input_grouping = jobs.empty() ? Int8Layout{} : jobs.front().layout->gate_up.ActivationGrouping();
   for (size_t wave_begin = 0; wave_begin < jobs.size();) {
     const auto [wave_end, total_rows] = NextWave(jobs, wave_begin);
     const WaveBuffers buffers{ctx.act.moe.gate_up.Floats(total_rows * 2 * max_width),
@@ -351,7 +351,7 @@ Status FastMoeRouted(FastContext& ctx, const FastMoeWeights& w, const float* h, 
                               ctx.act.moe.expert_out.Floats(total_rows * d), max_width};
     {
       const ScopedPart part(ctx.profile, PassPart::kActivationQuant);  // the wave's rows gathered per job
-      GatherInputs(ctx, jobs, wave_begin, wave_end, h, quantized_input, input_grouping, total_rows);
+      GatherInputs(ctx, jobs, wave_begin, wave_end, h, quantized_input, total_rows);
     }
     GLINT_RETURN_IF_ERROR(RunWave(ctx, jobs, wave_begin, wave_end, routed_jobs, buffers));
     CombineWave(ctx, jobs, wave_begin, wave_end, total_rows, n, buffers.expert_out, out);
