@@ -172,15 +172,16 @@ TEST(VectorOps, AxpyScaleAndMhc) {
 }
 
 // KDA's short conv against the double loop of the reference model (model/kda.cc): widths across whole and partial
-// vectors, kernels 1–5 and 9 (4, the model's, takes the interleaved loads), one row and many, window copies after 0,
+// vectors (up to 300 channels: many blocks), kernels 1–5, 9 and 64 (4, the model's, takes the interleaved loads; 64
+// is the most the config allows), one row and many (past the rows the loop requests ahead), window copies after 0,
 // some and all rows. Bound: the K-term chain rounds at most 2K times (fused multiply-adds, or a multiply and an add on
 // targets without FMA), each within 2^-24 of the sum's magnitudes Σ|tap · u|; SiLU's slope is at most 1.1, and the
 // vector SiLU itself is within 4e-7 · (1 + |silu|) (VectorOps.ActivationsAgainstDouble).
 TEST(VectorOps, ShortConvSiluAgainstDouble) {
   ForEachTarget([] {
-    for (int64_t kernel : {1, 2, 3, 4, 5, 9}) {
-      for (int64_t width : {1, 7, 16, 17, 40, 64}) {
-        for (int64_t count : {1, 2, 9}) {
+    for (int64_t kernel : {1, 2, 3, 4, 5, 9, 64}) {
+      for (int64_t width : {1, 7, 16, 17, 40, 64, 300}) {
+        for (int64_t count : {1, 2, 9, 20}) {
           SCOPED_TRACE(::testing::Message() << "kernel " << kernel << " width " << width << " count " << count);
           const int64_t history = kernel - 1, stride = width + 3;
           const std::vector<float> taps = Random(width * kernel, 7 * kernel + width);
@@ -221,11 +222,11 @@ TEST(VectorOps, ShortConvSiluAgainstDouble) {
 }
 
 // The same bits however the rows and channels are split: rows fed in two calls carrying the window, and each channel
-// alone (the element-by-element path) against 48 channels at once (whole vectors, interleaved loads for K = 4).
+// alone (the element-by-element path) against 300 channels at once (whole vectors, interleaved loads for K = 4).
 TEST(VectorOps, ShortConvSiluIsTheSameBitsHoweverSplit) {
   ForEachTarget([] {
     for (int64_t kernel : {3, 4}) {
-      const int64_t width = 48, history = kernel - 1, count = 11, first = 4;
+      const int64_t width = 300, history = kernel - 1, count = 11, first = 4;
       const std::vector<float> taps = Random(width * kernel, 3 + kernel);
       const std::vector<float> window0 = Random(width * history, 5, 2.0f), x0 = Random(count * width, 6, 2.0f);
       std::vector<float> whole = x0, whole_window = window0;
