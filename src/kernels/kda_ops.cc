@@ -372,7 +372,8 @@ void DecayedRows(D d, const ChunkArgs& args, const ChunkScratch& s) {
     PrefetchRow(args.q, stride, i, n, dk), PrefetchRow(args.k, stride, i, n, dk);
   }
   for (int64_t i = 0; i < n; ++i) {
-    PrefetchRow(args.q, stride, i + kPrefetchRowsAhead, n, dk), PrefetchRow(args.k, stride, i + kPrefetchRowsAhead, n, dk);
+    PrefetchRow(args.q, stride, i + kPrefetchRowsAhead, n, dk),
+        PrefetchRow(args.k, stride, i + kPrefetchRowsAhead, n, dk);
     PrefetchRow(args.v, args.v_stride, i, n, args.dv);  // for Nu, after the Gram products
     const int64_t b = i / kSubBlock;
     const float* q = args.q + i * stride;
