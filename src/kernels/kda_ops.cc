@@ -280,9 +280,6 @@ struct ChunkScratch {
   float* w;           // [n, dk] W
 };
 
-// In-block prefix and suffix sums and block totals of g, a row at a time (vectors across the key channels), then
-// the exponentials every product needs: exp(L), exp(R), and per block exp of the whole blocks before, after and
-// between. Each is ≤ 1 but exp(−L) (≤ e^80, kSubBlock · the gate's lower bound −5).
 // Requests row `row` of [rows] strided rows of `floats` values into the cache (nothing past the last row). The
 // chunk's q, k, v and g rows are a projection row apart (96 KB at the model's widths): each row is a new page and
 // its lines miss, and the kernels' loops over them stalled on those loads (perf: 73 % of DecayedRows' samples on its
@@ -294,6 +291,9 @@ HWY_INLINE void PrefetchRow(const float* base, int64_t stride, int64_t row, int6
   for (int64_t byte = 0; byte < floats * static_cast<int64_t>(sizeof(float)); byte += 64) __builtin_prefetch(p + byte);
 }
 
+// In-block prefix and suffix sums and block totals of g, a row at a time (vectors across the key channels), then
+// the exponentials every product needs: exp(L), exp(R), and per block exp of the whole blocks before, after and
+// between. Each is ≤ 1 but exp(−L) (≤ e^80, kSubBlock · the gate's lower bound −5).
 void DecaySums(D d, const ChunkArgs& args, int64_t blocks, const ChunkScratch& s) {
   const int64_t n = args.n, dk = args.dk, lanes = hn::Lanes(d);
   for (int64_t i = 0; i < n; ++i) PrefetchRow(args.g, args.g_stride, i, n, dk);  // the first pass reads them all
@@ -369,11 +369,12 @@ void DecayedRows(D d, const ChunkArgs& args, const ChunkScratch& s) {
   const int64_t n = args.n, dk = args.dk, stride = args.qk_stride, lanes = hn::Lanes(d);
   float* k_check = s.w;  // [n, dk] W's rows are free until Nu
   for (int64_t i = 0; i < kPrefetchRowsAhead; ++i) {
-    PrefetchRow(args.q, stride, i, n, dk), PrefetchRow(args.k, stride, i, n, dk);
+    PrefetchRow(args.q, stride, i, n, dk);
+    PrefetchRow(args.k, stride, i, n, dk);
   }
   for (int64_t i = 0; i < n; ++i) {
-    PrefetchRow(args.q, stride, i + kPrefetchRowsAhead, n, dk),
-        PrefetchRow(args.k, stride, i + kPrefetchRowsAhead, n, dk);
+    PrefetchRow(args.q, stride, i + kPrefetchRowsAhead, n, dk);
+    PrefetchRow(args.k, stride, i + kPrefetchRowsAhead, n, dk);
     PrefetchRow(args.v, args.v_stride, i, n, args.dv);  // for Nu, after the Gram products
     const int64_t b = i / kSubBlock;
     const float* q = args.q + i * stride;

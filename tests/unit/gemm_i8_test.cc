@@ -235,10 +235,10 @@ TEST_P(Int8Kernel, EachRowQuantizesAsItWouldAlone) {
   }
 }
 
-// A token's outputs are the same bits whether it is multiplied alone (a one-token tile writing y directly) or with
-// others (multi-token tiles, which accumulate in a staging tile on AVX-512 and copy it out): the walk may choose any
-// tiling, and batched decode relies on a sequence's logits not depending on its neighbours. Rows 67 and 100 end in a
-// partial row block (the staging copy's mask); y_stride leaves a gap that must stay untouched.
+// A token's outputs are the same bits whether it is multiplied alone (one-token tiles) or with others (the lead tile
+// and the multi-token tiles of ForEachTile): the walk may choose any tiling, and batched decode relies on a
+// sequence's logits not depending on its neighbours. Rows 67 and 100 end in a partial row block (the epilogue's
+// masked stores); y_stride leaves a gap that must stay untouched.
 TEST_P(Int8Kernel, ATokensOutputsDoNotDependOnItsTile) {
   for (const int64_t rows : {67, 100, 256}) {
     const int64_t cols = 384, group = 128, tokens = 16, y_stride = rows + 5;
