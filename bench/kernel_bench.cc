@@ -457,32 +457,52 @@ void BM_KdaChunk(benchmark::State& state) {
 BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
 
 // Absorbed MLA attention for one query: `heads` × rank 512 over `count` latent positions (all 64 heads in one call,
-// and the 8 heads of one attention task of fast_dsa.cc).
-void BM_Attend(benchmark::State& state, int64_t heads) {
+// and the 8 heads of one attention task of fast_dsa.cc), fp32 (mla::Attend) and with bf16 dot products
+// (mla::AttendBf16, where the CPU has AVX512-BF16; skipped with a message elsewhere).
+void BM_Attend(benchmark::State& state, int64_t heads, bool bf16) {
+  if (bf16 && !mla::AttendBf16Supported()) {
+    state.SkipWithError("this CPU has no AVX512-BF16");
+    return;
+  }
   const int64_t rank = 512, count = state.range(0);
   std::vector<float> latents(count * rank), q(heads * rank, 0.01f), out(heads * rank),
-      scratch(mla::AttendScratchFloats(heads, count));
+      scratch(bf16 ? mla::AttendBf16ScratchFloats(heads, count, rank) : mla::AttendScratchFloats(heads, count));
   for (size_t i = 0; i < latents.size(); ++i) latents[i] = static_cast<float>(i % 13) * 0.01f;
   const float* page = latents.data();
   const mla::LatentRows rows{&page, count, rank};
   std::vector<int64_t> positions(count);
   for (int64_t i = 0; i < count; ++i) positions[i] = i;
+  const auto attend = bf16 ? mla::AttendBf16 : mla::Attend;
   for (auto _ : state) {
-    mla::Attend(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
+    attend(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPS"] =
       benchmark::Counter(4.0 * heads * rank * count * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(BM_Attend, heads64, 64)
+BENCHMARK_CAPTURE(BM_Attend, heads64, 64, false)
     ->Name("MlaAttend/heads:64/rank:512")
     ->ArgName("positions")
     ->Arg(256)
     ->Arg(1024)
     ->Arg(2051)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Attend, heads8, 8)
+BENCHMARK_CAPTURE(BM_Attend, heads8, 8, false)
     ->Name("MlaAttend/heads:8/rank:512")
+    ->ArgName("positions")
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(2051)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attend, bf16_heads64, 64, true)
+    ->Name("MlaAttendBf16/heads:64/rank:512")
+    ->ArgName("positions")
+    ->Arg(256)
+    ->Arg(1024)
+    ->Arg(2051)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Attend, bf16_heads8, 8, true)
+    ->Name("MlaAttendBf16/heads:8/rank:512")
     ->ArgName("positions")
     ->Arg(256)
     ->Arg(1024)

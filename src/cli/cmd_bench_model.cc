@@ -45,6 +45,7 @@ struct ModelBenchFlags {
   int threads = 0;
   std::string isa;
   std::string experts;            // --experts int8|int4 (empty: as stored)
+  std::string mla_attention;      // --mla-attention fp32|bf16 (empty: fp32)
   ExpertCacheFlags expert_cache;  // --expert-memory SIZE (empty: every expert resident), --expert-io, --expert-trace
   std::vector<int64_t> prompts = {512, 4096};
   std::vector<int64_t> batches = {1, 4, 16};
@@ -157,6 +158,9 @@ Result<FastModelOptions> FastOptionsFromFlags(const ModelBenchFlags& flags) {
   options.max_tokens_per_pass = flags.pass_tokens;
   if (!flags.experts.empty()) {
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(flags.experts));
+  }
+  if (!flags.mla_attention.empty()) {
+    GLINT_ASSIGN_OR_RETURN(options.mla_attention, mla::ParseAttentionPrecision(flags.mla_attention));
   }
   GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(flags.expert_cache, options));
   GLINT_ASSIGN_OR_RETURN(options.parallel, ToModelParallel(flags.parallel));
@@ -481,7 +485,8 @@ Status RunBenchModel(const ModelBenchFlags& flags) {
                          " runs on one rank only (its "
                          "standalone sequences are not mirrored under mpirun yet); use bench-engine there");
   }
-  std::printf("== kv cache %s (MLA latents and indexer keys)\n", flags.kv_cache_dtype.c_str());
+  std::printf("== kv cache %s (MLA latents and indexer keys); MLA attention %s\n", flags.kv_cache_dtype.c_str(),
+              std::string(mla::AttentionPrecisionName(run.fast->mla_attention())).c_str());
   GLINT_RETURN_IF_ERROR(BenchPrefill(run));
   uint64_t peak_cache_bytes = 0;
   for (int64_t batch_size : flags.batches) {
@@ -509,6 +514,7 @@ GLINT_REGISTER_COMMAND(
                              " (default: the best this CPU has; amx runs the int8 products of at least " +
                              std::to_string(kAmxMinTokens) + " tokens on AMX tiles and everything else as avx512)");
       AddExpertsFlag(command, flags->experts);
+      AddMlaAttentionFlag(command, flags->mla_attention);
       AddExpertMemoryFlag(command, flags->expert_cache);
       AddParallelFlags(command, flags->parallel);
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();

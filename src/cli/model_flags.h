@@ -27,6 +27,9 @@ Result<std::unique_ptr<ReferenceModel>> LoadReferenceModel(const ModelFlag& flag
 // --experts int8|int4 (routed experts' weight format, docs/fast-path.md "int4 experts") into `experts`; empty when
 // not given (a container loads as stored, a checkpoint converts to int8).
 void AddExpertsFlag(CLI::App& command, std::string& experts);
+// --mla-attention fp32|bf16 (the DSA layers' attention kernel, docs/fast-path.md "MLA attention in bf16") into
+// `precision`; empty when not given (fp32).
+void AddMlaAttentionFlag(CLI::App& command, std::string& precision);
 // The routed-expert cache's flags (docs/expert-cache.md): --expert-memory SIZE (routed experts read from the
 // container into a RAM cache of SIZE), --expert-io pread|uring, --expert-policy, --expert-trace FILE.
 struct ExpertCacheFlags {
@@ -46,9 +49,11 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
 // Loads the fast int8/bf16 model (a `glint convert` container, or a checkpoint converted in memory) on `pool`.
 // `experts`: the --experts value (empty: as stored / int8); `expert_memory`: the --expert-memory value (empty:
 // every expert resident); with it, the expert cache's capacity report is logged.
+// `mla_attention`: the --mla-attention value (empty: fp32).
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "",
                                              const ExpertCacheFlags& expert_cache = {},
-                                             const ModelParallel& parallel = {});
+                                             const ModelParallel& parallel = {},
+                                             const std::string& mla_attention = "");
 // The capacity report of a model with an expert cache (start-up): resident bytes, cache slots, a short O_DIRECT read
 // probe and the expected disk bytes and tokens/s per token at a hit rate of 0. Nothing without a cache.
 Status LogExpertCacheReport(const Model& model, WorkerPool& pool);
@@ -64,6 +69,7 @@ struct ForwardPathFlags {
   int threads = 0;                // fast path worker threads; 0: all cores
   std::string experts;            // fast path: --experts int8|int4, empty when not given (AddExpertsFlag)
   ExpertCacheFlags expert_cache;  // fast path: --expert-memory SIZE, --expert-io, --expert-trace
+  std::string mla_attention;      // fast path: --mla-attention fp32|bf16, empty when not given (AddMlaAttentionFlag)
   ParallelFlags parallel;         // --tp / --ep (under mpirun)
 };
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags);

@@ -27,8 +27,8 @@ void AttendGroup(FastContext& ctx, int worker, const float* decoded, int64_t cou
   const int64_t rank = ctx.config.kv_lora_rank;
   const float* page = decoded;
   const mla::LatentRows latents{&page, std::max<int64_t>(count, 1), rank};
-  float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(nh, count));
-  mla::Attend(q, nh, rank, latents, Identity(count), count, scale, out, scratch);
+  float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(ctx.attention, nh, count, rank));
+  mla::AttendWith(ctx.attention, q, nh, rank, latents, Identity(count), count, scale, out, scratch);
 }
 
 }  // namespace

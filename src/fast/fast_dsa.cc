@@ -288,9 +288,9 @@ void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::spa
     const mla::LatentRows latents{latent_pages[si].data(), caches[si].block_tokens, rank};
     const std::vector<int64_t>& positions = selections.positions[t];
     const int64_t count = static_cast<int64_t>(positions.size());
-    float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(nh, count));
-    mla::Attend(q_latent + (t * heads + h0) * rank, nh, rank, latents, positions.data(), count, scale,
-                o_latent + (t * heads + h0) * rank, scratch);
+    float* scratch = ctx.WorkerFloats(worker, mla::AttendScratchFloats(ctx.attention, nh, count, rank));
+    mla::AttendWith(ctx.attention, q_latent + (t * heads + h0) * rank, nh, rank, latents, positions.data(), count,
+                    scale, o_latent + (t * heads + h0) * rank, scratch);
   });
 }
 

@@ -22,6 +22,7 @@
 #include "kernels/gemm_bf16.h"
 #include "kernels/gemm_i4.h"
 #include "kernels/gemm_i8.h"
+#include "kernels/mla_ops.h"
 #include "model/dsa.h"
 #include "model/ffn.h"
 #include "model/kda.h"
@@ -123,6 +124,8 @@ class FastContext {
   const Bf16Kernels& bf16;
   const ModelConfig& config;
   const Isa isa;  // the highest kernel level allowed (--isa): the indexer's kernels follow it too
+  // The MLA attention kernel (FastModelOptions::mla_attention).
+  mla::AttentionPrecision attention = mla::AttentionPrecision::kFp32;
 
   // y [tokens, w.rows] = W x for x [tokens, w.cols] (row stride x_stride): int8 and int4 weights quantize x per
   // token and group first; bf16 weights use x as it is.

@@ -195,6 +195,9 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   if (!IsaSupported(options.isa)) {
     return InvalidArgument("this CPU does not support the '", IsaName(options.isa), "' kernels");
   }
+  if (options.mla_attention == mla::AttentionPrecision::kBf16 && !mla::AttendBf16Supported()) {
+    return InvalidArgument("bf16 MLA attention needs AVX512-BF16 (vdpbf16ps), which this CPU does not report");
+  }
   if (config.hc_mult > 8) return Unimplemented("the fast path supports hc_mult ≤ 8, got ", config.hc_mult);
   if (config.kv_lora_rank % kInt8RowBlock != 0 || config.v_head_dim % kInt8RowBlock != 0) {
     return Unimplemented("the fast path needs kv_lora_rank and v_head_dim to be multiples of 16 (got ",
@@ -227,6 +230,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);
+  model->context_->attention = options.mla_attention;
   model->load_report_.verify_seconds = verify_seconds;
   model->load_report_.verified_bytes = verified_bytes;
   if (!options.expert_trace.empty()) {

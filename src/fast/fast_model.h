@@ -33,6 +33,9 @@ struct FastMtpResult;  // what it gives
 struct FastModelOptions {
   Isa isa = BestIsa();                // kernel level for the int8 and bf16 products
   int64_t max_tokens_per_pass = 512;  // rows per layer pass; bounds activation memory
+  // `--mla-attention`: the DSA layers' attention over the selected latents in fp32 (the default) or with bf16 dot
+  // products (mla::AttendBf16: q̃, latents and probabilities rounded to bf16; needs AVX512-BF16).
+  mla::AttentionPrecision mla_attention = mla::AttentionPrecision::kFp32;
   FastConvertOptions convert;         // when loading a checkpoint (not a container)
   // Routed experts' format (`--experts`): a checkpoint is converted to it (overriding convert.experts), a container
   // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
@@ -135,6 +138,7 @@ class FastModel final : public PathModel {
   const DiskExpertCache* expert_cache() const { return expert_cache_.get(); }
   Status WeightsDamage() const override;
   Isa isa() const { return isa_; }
+  mla::AttentionPrecision mla_attention() const { return context_->attention; }
 
  private:
   FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,

@@ -12,6 +12,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "kernels/mla_tile_sums_avx512.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::mla {
@@ -21,37 +22,6 @@ using D = hn::ScalableTag<float>;
 
 constexpr int64_t kTile = 4;
 constexpr int64_t kOutputHeads = 8, kOutputVectors = 2;  // the output tile: 8 heads × 2 vectors of the rank
-
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// The 16 lane sums of a score tile's accumulators a{head}{position}, as one vector: block h (4 lanes) holds head h's
-// sums of positions 0–3. SumOfLanes of a 512-bit vector is GCC's _mm512_reduce_add_ps, which adds lane k + 8 to lane
-// k, then k + 4, k + 2 and k + 1 of the result; this tree adds the same pairs for 16 vectors at once (15 additions,
-// 30 shuffles instead of 16 × 8 instructions), so every sum is bit-identical. perf put 22 % of the score phase after
-// its loop (64 heads, 256 positions, rank 512) with 16 SumOfLanes.
-HWY_INLINE __m512 TileSums512(__m512 a00, __m512 a01, __m512 a02, __m512 a03, __m512 a10, __m512 a11, __m512 a12,
-                              __m512 a13, __m512 a20, __m512 a21, __m512 a22, __m512 a23, __m512 a30, __m512 a31,
-                              __m512 a32, __m512 a33) {
-  // [x, y] → [x lanes k + k+8, y lanes k + k+8] (8 lanes each)
-  const auto halves = [](__m512 x, __m512 y) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x44), _mm512_shuffle_f32x4(x, y, 0xEE));
-  };
-  // two halves results → 4 blocks: each 8-lane sum folded to 4 lanes (k + k+4)
-  const auto quarters = [](__m512 x, __m512 y) {
-    return _mm512_add_ps(_mm512_shuffle_f32x4(x, y, 0x88), _mm512_shuffle_f32x4(x, y, 0xDD));
-  };
-  // in every block: [x0 + x2, x1 + x3, y0 + y2, y1 + y3], then [x0 + x1, x2 + x3, y0 + y1, y2 + y3]
-  const auto pairs = [](__m512 x, __m512 y) {
-    return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x44), _mm512_shuffle_ps(x, y, 0xEE));
-  };
-  const auto singles = [](__m512 x, __m512 y) {
-    return _mm512_add_ps(_mm512_shuffle_ps(x, y, 0x88), _mm512_shuffle_ps(x, y, 0xDD));
-  };
-  // Position j of the 4 heads, one head per block.
-  const __m512 p0 = quarters(halves(a00, a10), halves(a20, a30)), p1 = quarters(halves(a01, a11), halves(a21, a31));
-  const __m512 p2 = quarters(halves(a02, a12), halves(a22, a32)), p3 = quarters(halves(a03, a13), halves(a23, a33));
-  return singles(pairs(p0, p1), pairs(p2, p3));
-}
-#endif
 
 // s[a][j] = scale · q[a] · rows[j] for a tile of 4 heads × 4 positions; q[a] and rows[j] always point at valid data
 // (callers repeat a valid head or row to fill a partial tile and ignore those results), so every loop has a
@@ -92,7 +62,7 @@ HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float*
     a33 = hn::MulAdd(qv, c3, a33);
   }
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // Head a's 4 sums are 128-bit block a of the transposed tree's result (TileSums512).
+  // Head a's 4 sums are 128-bit block a of the transposed tree's result (TileSums512, mla_tile_sums_avx512.h).
   const __m512 sums = _mm512_mul_ps(TileSums512(a00.raw, a01.raw, a02.raw, a03.raw, a10.raw, a11.raw, a12.raw, a13.raw,
                                                 a20.raw, a21.raw, a22.raw, a23.raw, a30.raw, a31.raw, a32.raw, a33.raw),
                                     _mm512_set1_ps(scale));
@@ -225,6 +195,8 @@ void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* 
   }
 }
 
+void SoftmaxRows(int64_t heads, int64_t count, float* scores) { Softmax(D(), heads, count, scores); }
+
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
             int64_t count, float scale, float* out, float* scratch) {
   const D d;
@@ -245,6 +217,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace glint::mla {
 HWY_EXPORT(Attend);
+HWY_EXPORT(SoftmaxRows);
 
 // The block's latent rows take at most 256 KB, so they stay in L2 (1 MB per core on Zen 5, 2 MB on Sapphire Rapids)
 // beside the probabilities while every head tile passes over them; 2,051 rows of rank 512 are 4.2 MB. Measured flat
@@ -255,9 +228,39 @@ int64_t AttendBlockRows(int64_t rank) {
   return std::max<int64_t>(4, rows / 4 * 4);  // whole tiles of 4 positions, at least one
 }
 
+Result<AttentionPrecision> ParseAttentionPrecision(std::string_view name) {
+  if (name == "fp32") return AttentionPrecision::kFp32;
+  if (name != "bf16") return InvalidArgument("MLA attention precision must be fp32 or bf16, got '", name, "'");
+  if (!AttendBf16Supported()) {
+    return InvalidArgument("bf16 MLA attention needs AVX512-BF16 (vdpbf16ps), which this CPU does not report; use fp32");
+  }
+  return AttentionPrecision::kBf16;
+}
+
+std::string_view AttentionPrecisionName(AttentionPrecision precision) {
+  return precision == AttentionPrecision::kBf16 ? "bf16" : "fp32";
+}
+
+void AttendWith(AttentionPrecision precision, const float* q_latent, int64_t heads, int64_t rank,
+                const LatentRows& rows, const int64_t* positions, int64_t count, float scale, float* out,
+                float* scratch) {
+  if (precision == AttentionPrecision::kBf16) {
+    AttendBf16(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
+  } else {
+    Attend(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
+  }
+}
+
+int64_t AttendScratchFloats(AttentionPrecision precision, int64_t heads, int64_t count, int64_t rank) {
+  return precision == AttentionPrecision::kBf16 ? AttendBf16ScratchFloats(heads, count, rank)
+                                                : AttendScratchFloats(heads, count);
+}
+
 int64_t AttendScratchFloats(int64_t heads, int64_t count) {
   return (heads * count + 1) / 2 * 2 + 2 * (count + 4);  // scores, then count + 4 row pointers (2 floats each)
 }
+
+void SoftmaxRows(int64_t heads, int64_t count, float* scores) { HWY_DYNAMIC_DISPATCH(SoftmaxRows)(heads, count, scores); }
 
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
             int64_t count, float scale, float* out, float* scratch) {

@@ -13,6 +13,9 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
+
+#include "base/status.h"
 
 namespace glint::mla {
 
@@ -30,6 +33,32 @@ struct LatentRows {
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
             int64_t count, float scale, float* out, float* scratch);
 int64_t AttendScratchFloats(int64_t heads, int64_t count);
+
+// The same attention with bf16 dot products (`--mla-attention bf16`, docs/fast-path.md "MLA attention in bf16";
+// AVX512-BF16's vdpbf16ps: two products per fp32 lane, twice vfmadd's work per instruction): q̃ and the selected
+// latents rounded to bf16 (nearest even), the scores summed in fp32, the softmax in fp32 (as Attend), the
+// probabilities rounded to bf16, the output summed in fp32. Specification: ref::LatentAttentionBf16. Only where
+// AttendBf16Supported(); scratch: AttendBf16ScratchFloats(heads, count, rank) floats (any alignment).
+// Denormal inputs and products are flushed to zero by the instructions (not by the reference): ≤ 2⁻¹²⁶ each.
+bool AttendBf16Supported();
+void AttendBf16(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
+                int64_t count, float scale, float* out, float* scratch);
+int64_t AttendBf16ScratchFloats(int64_t heads, int64_t count, int64_t rank);
+
+// Which of the two kernels the fast path attends with (`--mla-attention`): fp32 (Attend, the default) or bf16
+// (AttendBf16). ParseAttentionPrecision refuses bf16 where the CPU lacks AVX512-BF16, naming what is missing.
+enum class AttentionPrecision { kFp32, kBf16 };
+Result<AttentionPrecision> ParseAttentionPrecision(std::string_view name);  // "fp32" or "bf16"
+std::string_view AttentionPrecisionName(AttentionPrecision precision);
+// Attend or AttendBf16, with the scratch each needs.
+void AttendWith(AttentionPrecision precision, const float* q_latent, int64_t heads, int64_t rank,
+                const LatentRows& rows, const int64_t* positions, int64_t count, float scale, float* out,
+                float* scratch);
+int64_t AttendScratchFloats(AttentionPrecision precision, int64_t heads, int64_t count, int64_t rank);
+
+// Attend's softmax of every head's scores [heads, count] in place (fp32, the maximum subtracted), shared with
+// AttendBf16.
+void SoftmaxRows(int64_t heads, int64_t count, float* scores);
 
 // Positions per block of the output phase: every head passes over one block of latent rows (sized to stay in L2)
 // before the next. A multiple of 4 positions. Exposed so tests can cross the block edges.

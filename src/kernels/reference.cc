@@ -1,7 +1,10 @@
 #include "kernels/reference.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
+
+#include "quant/formats.h"
 
 namespace glint::ref {
 
@@ -90,6 +93,32 @@ void LatentAttention(const float* q_latent, int64_t heads, int64_t rank, const f
     std::fill(o, o + rank, 0.0);
     for (int64_t i = 0; i < count; ++i) {
       for (int64_t r = 0; r < rank; ++r) o[r] += p[i] / sum * rows[i][r];
+    }
+  }
+}
+
+void LatentAttentionBf16(const float* q_latent, int64_t heads, int64_t rank, const float* const* rows, int64_t count,
+                         double scale, double* out, double* probabilities) {
+  std::vector<float> q(heads * rank), c(count * rank);
+  for (int64_t k = 0; k < heads * rank; ++k) q[k] = RoundToBf16(q_latent[k]);
+  for (int64_t i = 0; i < count; ++i) {
+    for (int64_t r = 0; r < rank; ++r) c[i * rank + r] = RoundToBf16(rows[i][r]);
+  }
+  std::vector<double> p(count);
+  for (int64_t h = 0; h < heads; ++h) {
+    double max_score = -INFINITY;
+    for (int64_t i = 0; i < count; ++i) {
+      p[i] = scale * Dot(q.data() + h * rank, c.data() + i * rank, rank);
+      max_score = std::max(max_score, p[i]);
+    }
+    double sum = 0;
+    for (int64_t i = 0; i < count; ++i) sum += (p[i] = std::exp(p[i] - max_score));
+    double* o = out + h * rank;
+    std::fill(o, o + rank, 0.0);
+    for (int64_t i = 0; i < count; ++i) {
+      if (probabilities != nullptr) probabilities[h * count + i] = p[i] / sum;
+      const double rounded = RoundToBf16(static_cast<float>(p[i] / sum));
+      for (int64_t r = 0; r < rank; ++r) o[r] += rounded * c[i * rank + r];
     }
   }
 }

@@ -42,6 +42,13 @@ void KdaRecurrent(double* state, const float* q, const float* k, const float* v,
 void LatentAttention(const float* q_latent, int64_t heads, int64_t rank, const float* const* rows, int64_t count,
                      double scale, double* out);
 
+// LatentAttention as mla::AttendBf16 rounds it: q̃ and the rows rounded to bf16 (nearest even), the scores and
+// softmax in double over those values, each probability rounded to bf16 (through fp32), the output in double.
+// probabilities [heads, count]: the unrounded softmax, for tests that bound where a rounding may fall the other way;
+// may be null.
+void LatentAttentionBf16(const float* q_latent, int64_t heads, int64_t rank, const float* const* rows, int64_t count,
+                         double scale, double* out, double* probabilities);
+
 // KPool indexer scores (model-glm53.md §7.3), in double: scores[m] = Σ_h w_h · relu(scale · query_h · pooled_m).
 // query [heads, dim], head_weights [heads], pooled [pools, dim].
 void IndexerScores(const float* query, const float* head_weights, const float* pooled, int64_t pools, int64_t heads,

@@ -26,6 +26,7 @@
 #include "base/file.h"
 #include "base/worker_pool.h"
 #include "io/token_file.h"
+#include "kernels/mla_ops.h"
 #include "model/forward_common.h"
 #include "model_checks.h"
 #include "test_util.h"
@@ -519,6 +520,48 @@ TEST(FastTrainedModel, AgreesWithTheFp32PathWithoutForcing) {
               100 * agreement.top1(), static_cast<long long>(agreement.rows), agreement.mean_kl());
   EXPECT_GE(agreement.top1(), 0.98);
   EXPECT_LE(agreement.mean_kl(), 5e-3);
+}
+
+// The cost of bf16 MLA attention (--mla-attention bf16, mla::AttendBf16) on the trained model: gate (c) as above
+// with the bf16 kernel — the fast path against the fp32 reference without forcing, the same targets (top-1 ≥ 98%,
+// mean KL ≤ 5e-3) — and the fast path with bf16 against fp32 attention, which isolates the kernel's rounding
+// (q̃, latents and probabilities to bf16, relative 2^-8 each): it must cost well under W8A8 (bounds 98% and 3e-4, as
+// for bf16 KDA state). Measured: docs/quality.md "bf16 MLA attention".
+TEST(FastTrainedModel, Bf16MlaAttentionCostsLessThanW8A8) {
+  if (!mla::AttendBf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps)";
+  const std::string dir = testing::TestDataPath("../../models/glint-tiny");
+  WorkerPool pool(2);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ReferenceModel> reference, ReferenceModel::Load(dir));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> fp32, FastModel::Load(dir, pool));
+  FastModelOptions bf16_options;
+  bf16_options.mla_attention = mla::AttentionPrecision::kBf16;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> bf16, FastModel::Load(dir, pool, bf16_options));
+  ASSERT_EQ(bf16->mla_attention(), mla::AttentionPrecision::kBf16);
+  ASSERT_OK_AND_ASSIGN(
+      const std::vector<std::vector<int32_t>> sequences,
+      ReadTokenSequences(testing::TestDataPath("glint-tiny/crosscheck_tokens.json"), reference->config().vocab_size));
+  Agreement against_reference, against_fp32;
+  for (const auto& tokens : sequences) {
+    std::vector<std::vector<float>> logits;  // reference, fast fp32, fast bf16
+    for (const Model* model : {static_cast<const Model*>(reference.get()), static_cast<const Model*>(fp32.get()),
+                               static_cast<const Model*>(bf16.get())}) {
+      SequenceState state = model->NewSequence();
+      std::vector<EntryOutput> outputs;
+      BatchEntry entry{tokens, &state, LogitsWanted::kAll, false};
+      ASSERT_OK(model->Forward({&entry, 1}, outputs));
+      logits.push_back(outputs[0].logits);
+    }
+    Accumulate(logits[0], logits[2], reference->config().vocab_size, against_reference);
+    Accumulate(logits[1], logits[2], reference->config().vocab_size, against_fp32);
+  }
+  std::printf("glint-tiny, bf16 MLA attention vs the fp32 reference: top-1 agreement %.2f%% over %lld positions, "
+              "mean KL %.3g nats; vs fp32 attention: %.2f%%, %.3g nats\n",
+              100 * against_reference.top1(), static_cast<long long>(against_reference.rows),
+              against_reference.mean_kl(), 100 * against_fp32.top1(), against_fp32.mean_kl());
+  EXPECT_GE(against_reference.top1(), 0.98);
+  EXPECT_LE(against_reference.mean_kl(), 5e-3);
+  EXPECT_GE(against_fp32.top1(), 0.98);
+  EXPECT_LE(against_fp32.mean_kl(), 3e-4);
 }
 
 // The cost of bf16 KDA state storage (--kda-state bf16) on the trained model: the cross-check sequences decoded one

@@ -9,12 +9,14 @@
 #include <gtest/gtest.h>
 #include <hwy/targets.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/reference.h"
+#include "quant/formats.h"
 
 namespace glint {
 namespace {
@@ -96,6 +98,122 @@ TEST(MlaOps, AttendGivesTheSameBitsWhateverTheHeadsPerCall) {
     EXPECT_EQ(0, std::memcmp(whole.data(), by6and2.data(), whole.size() * sizeof(float)));
   }
   hwy::SetSupportedTargetsForTest(0);
+}
+
+// mla::AttendBf16 against ref::LatentAttentionBf16, which rounds q̃, the rows and the probabilities to bf16 as the
+// kernel does and computes the rest in double. What may differ, bounded per output element (h, r):
+//  * the scores: fp32 sums of rank products, each product of two bf16 exact in fp32, so
+//    |δ_i| ≤ scale · γ_n · Σ_k |q̂_k ĉ_ik| + u·|s_i| (u = 2⁻²⁴, n = rank + 8 additions at most in any lane's chain);
+//  * the fp32 softmax: with Δ = max_i |δ_i|, each probability moves by a factor within e^{±2Δ}, plus the fp32 exp,
+//    sum and division: relative ρ = e^{2Δ} − 1 + (count + 16) · u;
+//  * the bf16 rounding of each probability: the same value unless bf16's rounding changes inside
+//    [p_i (1 − ρ), p_i (1 + ρ)], and then by at most that interval's rounded width w_i;
+//  * the output's fp32 sums: γ_m · Σ_i p̂_i |ĉ_ir| with m = count + 2, plus count · 2⁻¹²⁶ · max |ĉ| for the
+//    products vdpbf16ps flushes to zero.
+// So |out − ref| ≤ Σ_i w_i |ĉ_ir| + γ_m Σ_i p̂_i |ĉ_ir| + count · 2⁻¹²⁶ · max |ĉ|. A wrong row, head, pair or
+// permutation of the rank moves outputs by O(Σ p |c|), hundreds of times that bound where no rounding flips.
+TEST(MlaOps, AttendBf16MatchesItsReference) {
+  if (!mla::AttendBf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps)";
+  constexpr double u = 0x1p-24;
+  const auto gamma = [&](double n) { return n * u / (1 - n * u); };
+  for (int64_t heads : {1, 4, 6, 9}) {
+    for (int64_t rank : {16, 32, 48, 100, 512, 520}) {
+      for (int64_t count : {1, 2, 3, 4, 5, 9, 70, 239, 240, 241, 255, 256, 257, 515}) {
+        SCOPED_TRACE(::testing::Message() << "heads " << heads << " rank " << rank << " count " << count);
+        std::mt19937 rng(static_cast<uint32_t>(heads * 100000 + rank * 1000 + count));
+        std::normal_distribution<float> normal;
+        // A cache of 300 positions in pages of 16 rows (stride rank + 3), queried at scattered positions.
+        const int64_t tokens = 300, per_page = 16, stride = rank + 3;
+        std::vector<std::vector<float>> pages((tokens + per_page - 1) / per_page, std::vector<float>(per_page * stride));
+        for (auto& page : pages) {
+          for (float& v : page) v = normal(rng);
+        }
+        std::vector<const float*> page_table;
+        for (auto& page : pages) page_table.push_back(page.data());
+        const mla::LatentRows rows{page_table.data(), per_page, stride};
+        std::vector<int64_t> positions;
+        for (int64_t i = 0; i < count; ++i) positions.push_back((i * 37 + 11) % tokens);
+        std::vector<float> q(heads * rank);
+        for (float& v : q) v = normal(rng);
+        std::vector<const float*> row_pointers;
+        for (int64_t p : positions) row_pointers.push_back(rows.Row(p));
+        const double scale = 1.0 / std::sqrt(static_cast<double>(rank));
+
+        std::vector<double> expected(heads * rank), probabilities(heads * count);
+        ref::LatentAttentionBf16(q.data(), heads, rank, row_pointers.data(), count, scale, expected.data(),
+                                 probabilities.data());
+        std::vector<float> actual(heads * rank, NAN), scratch(mla::AttendBf16ScratchFloats(heads, count, rank) + 1);
+        // scratch + 1: any alignment
+        mla::AttendBf16(q.data(), heads, rank, rows, positions.data(), count, static_cast<float>(scale), actual.data(),
+                        scratch.data() + 1);
+
+        double worst = 0, largest_bound = 0, largest_sum = 0;
+        for (int64_t h = 0; h < heads; ++h) {
+          double delta = 0, max_c = 0;
+          for (int64_t i = 0; i < count; ++i) {
+            double products = 0, score = 0;
+            for (int64_t k = 0; k < rank; ++k) {
+              const double term = static_cast<double>(RoundToBf16(q[h * rank + k])) * RoundToBf16(row_pointers[i][k]);
+              products += std::abs(term), score += term;
+              max_c = std::max(max_c, std::abs(static_cast<double>(RoundToBf16(row_pointers[i][k]))));
+            }
+            delta = std::max(delta, scale * gamma(rank + 8) * products + u * std::abs(scale * score));
+          }
+          const double rho = std::expm1(2 * delta) + (count + 16) * u;
+          std::vector<double> width(count);
+          for (int64_t i = 0; i < count; ++i) {
+            const double p = probabilities[h * count + i];
+            const double low = RoundToBf16(static_cast<float>(p * (1 - rho)));
+            const double high = RoundToBf16(static_cast<float>(p * (1 + rho)));
+            width[i] = high - low;  // 0 where both roundings agree
+          }
+          for (int64_t r = 0; r < rank; ++r) {
+            double flips = 0, sum = 0;
+            for (int64_t i = 0; i < count; ++i) {
+              const double c = std::abs(static_cast<double>(RoundToBf16(row_pointers[i][r])));
+              flips += width[i] * c;
+              sum += probabilities[h * count + i] * (1 + rho) * (1 + 0x1p-8) * c;
+            }
+            const double bound = flips + gamma(count + 2) * sum + count * 0x1p-126 * max_c;
+            const double error = std::abs(actual[h * rank + r] - expected[h * rank + r]);
+            ASSERT_LE(error, bound) << "head " << h << " rank element " << r << ": " << actual[h * rank + r]
+                                    << " against " << expected[h * rank + r];
+            worst = std::max(worst, error), largest_bound = std::max(largest_bound, bound);
+            largest_sum = std::max(largest_sum, sum);
+          }
+        }
+        // The bound is small against the outputs' scale, so the test can fail.
+        EXPECT_LT(largest_bound, 0.05 * largest_sum);
+      }
+    }
+  }
+}
+
+// As Attend: each head's output is its own computation, so any split of a token's heads over calls gives the same
+// bits.
+TEST(MlaOps, AttendBf16GivesTheSameBitsWhateverTheHeadsPerCall) {
+  if (!mla::AttendBf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps)";
+  const int64_t heads = 64, rank = 512, count = 301;  // a block of 256 rows and a partial one, an odd count
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal;
+  std::vector<float> latents(count * rank), q(heads * rank);
+  for (float& v : latents) v = normal(rng);
+  for (float& v : q) v = normal(rng);
+  const float* page = latents.data();
+  const mla::LatentRows rows{&page, count, rank};
+  std::vector<int64_t> positions(count);
+  for (int64_t i = 0; i < count; ++i) positions[i] = (i * 17) % count;
+  const auto attend = [&](int64_t h0, int64_t nh, float* out) {
+    std::vector<float> scratch(mla::AttendBf16ScratchFloats(nh, count, rank));
+    mla::AttendBf16(q.data() + h0 * rank, nh, rank, rows, positions.data(), count, 0.05f, out + h0 * rank,
+                    scratch.data());
+  };
+  std::vector<float> whole(heads * rank), by8(heads * rank), by6and2(heads * rank);
+  attend(0, heads, whole.data());
+  for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 8, by8.data());
+  for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 6, by6and2.data()), attend(h0 + 6, 2, by6and2.data());
+  EXPECT_EQ(0, std::memcmp(whole.data(), by8.data(), whole.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(whole.data(), by6and2.data(), whole.size() * sizeof(float)));
 }
 
 }  // namespace
