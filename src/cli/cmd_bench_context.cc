@@ -33,6 +33,7 @@ struct BenchContextFlags {
   int threads = 0;
   std::vector<std::string> contexts = {"2K", "8K", "32K", "128K", "512K", "1M"};
   std::string kv_cache_dtype = "fp32";
+  std::string mla_attention;  // --mla-attention (empty: fp32)
   std::string max_cache = "16G";
   int64_t steps = 5;
   int64_t probe_mib = 256;
@@ -253,7 +254,7 @@ Status RunBenchContext(const BenchContextFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(const int64_t context, ParseContext(text));
     contexts.push_back(context);
   }
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadFastModel(flags.model, pool));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadFastModel(flags.model, pool, "", {}, {}, flags.mla_attention));
   const auto* model = dynamic_cast<const FastModel*>(&Unwrapped(*loaded));
   if (model == nullptr) return FailedPrecondition("bench-context needs the fast path on one rank (no mpirun)");
   const ModelConfig& c = model->config();
@@ -287,6 +288,7 @@ GLINT_REGISTER_COMMAND("bench-context",
                          auto flags = std::make_shared<BenchContextFlags>();
                          AddModelFlag(command, flags->model);
                          command.add_option("--threads", flags->threads, "worker threads (default: all cores)");
+                         AddMlaAttentionFlag(command, flags->mla_attention);
                          command.add_option("--contexts", flags->contexts, "context lengths (K = 1024, M = 1024²)")
                              ->delimiter(',')
                              ->capture_default_str();

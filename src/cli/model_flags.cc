@@ -60,7 +60,7 @@ void AddMlaAttentionFlag(CLI::App& command, std::string& precision) {
   command
       .add_option("--mla-attention", precision,
                   "fast path: the DSA layers' attention over the selected latents in fp32, or bf16 — q, latents and "
-                  "probabilities rounded to bf16, sums in fp32, ≈ 1.8× faster with AVX512-BF16, which it needs "
+                  "probabilities rounded to bf16, sums in fp32: the attention ≈ 1.8× faster; needs AVX512-BF16 "
                   "(docs/fast-path.md \"MLA attention in bf16\"; default: fp32)")
       ->check(CLI::IsMember({"fp32", "bf16"}));
 }

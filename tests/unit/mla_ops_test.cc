@@ -216,5 +216,24 @@ TEST(MlaOps, AttendBf16GivesTheSameBitsWhateverTheHeadsPerCall) {
   EXPECT_EQ(0, std::memcmp(whole.data(), by6and2.data(), whole.size() * sizeof(float)));
 }
 
+// --mla-attention's values: fp32 always; bf16 exactly where the kernel can run, refused elsewhere naming what is
+// missing; anything else refused naming the value.
+TEST(MlaOps, AttentionPrecisionParsesWhatThisCpuCanRun) {
+  ASSERT_TRUE(mla::ParseAttentionPrecision("fp32").ok());
+  EXPECT_EQ(mla::ParseAttentionPrecision("fp32").value(), mla::AttentionPrecision::kFp32);
+  const auto bf16 = mla::ParseAttentionPrecision("bf16");
+  EXPECT_EQ(bf16.ok(), mla::AttendBf16Supported());
+  if (bf16.ok()) {
+    EXPECT_EQ(bf16.value(), mla::AttentionPrecision::kBf16);
+  } else {
+    EXPECT_NE(bf16.status().message().find("AVX512-BF16"), std::string::npos) << bf16.status().ToString();
+  }
+  const auto bad = mla::ParseAttentionPrecision("fp16");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("'fp16'"), std::string::npos) << bad.status().ToString();
+  EXPECT_EQ(mla::AttentionPrecisionName(mla::AttentionPrecision::kBf16), "bf16");
+  EXPECT_EQ(mla::AttentionPrecisionName(mla::AttentionPrecision::kFp32), "fp32");
+}
+
 }  // namespace
 }  // namespace glint
