@@ -254,7 +254,8 @@ Status RunBenchContext(const BenchContextFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(const int64_t context, ParseContext(text));
     contexts.push_back(context);
   }
-  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded, LoadFastModel(flags.model, pool, "", {}, {}, flags.mla_attention));
+  GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> loaded,
+                         LoadFastModel(flags.model, pool, "", {}, {}, flags.mla_attention));
   const auto* model = dynamic_cast<const FastModel*>(&Unwrapped(*loaded));
   if (model == nullptr) return FailedPrecondition("bench-context needs the fast path on one rank (no mpirun)");
   const ModelConfig& c = model->config();

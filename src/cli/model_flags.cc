@@ -146,8 +146,8 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
           ExpertWeightsName(model->weights().experts), " routed experts, ", load.weight_bytes / 1e9, " GB, ",
-          IsaName(model->isa()), " kernels, ", mla::AttentionPrecisionName(model->mla_attention()),
-          " MLA attention, ", pool.size(), " threads) in ", load.seconds, " s",
+          IsaName(model->isa()), " kernels, ", mla::AttentionPrecisionName(model->mla_attention()), " MLA attention, ",
+          pool.size(), " threads) in ", load.seconds, " s",
           load.verified_bytes > 0
               ? StrCat("; checksums of ", load.verified_bytes / 1e9, " GB checked in ", load.verify_seconds, " s")
               : std::string(),
@@ -234,9 +234,9 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
     }
     const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
     loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
-    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> fast_model,
-                           LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_cache, parallel,
-                                         path.mla_attention));
+    GLINT_ASSIGN_OR_RETURN(
+        std::unique_ptr<Model> fast_model,
+        LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_cache, parallel, path.mla_attention));
     const auto& fast = static_cast<const FastModel&>(*fast_model);
     loaded.description =
         StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",

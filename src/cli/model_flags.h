@@ -52,8 +52,7 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
 // `mla_attention`: the --mla-attention value (empty: fp32).
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "",
                                              const ExpertCacheFlags& expert_cache = {},
-                                             const ModelParallel& parallel = {},
-                                             const std::string& mla_attention = "");
+                                             const ModelParallel& parallel = {}, const std::string& mla_attention = "");
 // The capacity report of a model with an expert cache (start-up): resident bytes, cache slots, a short O_DIRECT read
 // probe and the expected disk bytes and tokens/s per token at a hit rate of 0. Nothing without a cache.
 Status LogExpertCacheReport(const Model& model, WorkerPool& pool);

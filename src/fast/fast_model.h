@@ -36,7 +36,7 @@ struct FastModelOptions {
   // `--mla-attention`: the DSA layers' attention over the selected latents in fp32 (the default) or with bf16 dot
   // products (mla::AttendBf16: q̃, latents and probabilities rounded to bf16; needs AVX512-BF16).
   mla::AttentionPrecision mla_attention = mla::AttentionPrecision::kFp32;
-  FastConvertOptions convert;         // when loading a checkpoint (not a container)
+  FastConvertOptions convert;  // when loading a checkpoint (not a container)
   // Routed experts' format (`--experts`): a checkpoint is converted to it (overriding convert.experts), a container
   // must hold it (else an error: the format is chosen at `glint convert`). Unset: a container as stored.
   std::optional<ExpertWeights> experts;

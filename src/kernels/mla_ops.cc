@@ -232,7 +232,8 @@ Result<AttentionPrecision> ParseAttentionPrecision(std::string_view name) {
   if (name == "fp32") return AttentionPrecision::kFp32;
   if (name != "bf16") return InvalidArgument("MLA attention precision must be fp32 or bf16, got '", name, "'");
   if (!AttendBf16Supported()) {
-    return InvalidArgument("bf16 MLA attention needs AVX512-BF16 (vdpbf16ps), which this CPU does not report; use fp32");
+    return InvalidArgument(
+        "bf16 MLA attention needs AVX512-BF16 (vdpbf16ps), which this CPU does not report; use fp32");
   }
   return AttentionPrecision::kBf16;
 }
@@ -260,7 +261,9 @@ int64_t AttendScratchFloats(int64_t heads, int64_t count) {
   return (heads * count + 1) / 2 * 2 + 2 * (count + 4);  // scores, then count + 4 row pointers (2 floats each)
 }
 
-void SoftmaxRows(int64_t heads, int64_t count, float* scores) { HWY_DYNAMIC_DISPATCH(SoftmaxRows)(heads, count, scores); }
+void SoftmaxRows(int64_t heads, int64_t count, float* scores) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxRows)(heads, count, scores);
+}
 
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
             int64_t count, float scale, float* out, float* scratch) {

@@ -23,9 +23,9 @@
 namespace glint::mla {
 namespace {
 
-constexpr int64_t kRankStep = 32;   // bf16 values per 512-bit operand: the rank is padded to a multiple
-constexpr int64_t kTile = 4;        // score tile: 4 heads × 4 positions
-constexpr int64_t kOutHeads = 8;    // output tile: 8 heads × 32 rank values (two accumulators each)
+constexpr int64_t kRankStep = 32;         // bf16 values per 512-bit operand: the rank is padded to a multiple
+constexpr int64_t kTile = 4;              // score tile: 4 heads × 4 positions
+constexpr int64_t kOutHeads = 8;          // output tile: 8 heads × 32 rank values (two accumulators each)
 constexpr int64_t kL2Bytes = 256 * 1024;  // a block of bf16 latent rows that stays in L2 (as AttendBlockRows)
 constexpr int64_t kL1Bytes = 16 * 1024;   // a group of rows that stays in L1 across the score tiles
 
@@ -65,10 +65,10 @@ GLINT_INLINE_BF16 void ScoreTile(const uint16_t* const* q, const uint16_t* const
       for (int j = 0; j < kTile; ++j) acc[a][j] = _mm512_dpbf16_ps(acc[a][j], qv, c[j]);
     }
   }
-  const __m512 sums = _mm512_mul_ps(TileSums512(acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1],
-                                                acc[1][2], acc[1][3], acc[2][0], acc[2][1], acc[2][2], acc[2][3],
-                                                acc[3][0], acc[3][1], acc[3][2], acc[3][3]),
-                                    _mm512_set1_ps(scale));
+  const __m512 sums =
+      _mm512_mul_ps(TileSums512(acc[0][0], acc[0][1], acc[0][2], acc[0][3], acc[1][0], acc[1][1], acc[1][2], acc[1][3],
+                                acc[2][0], acc[2][1], acc[2][2], acc[2][3], acc[3][0], acc[3][1], acc[3][2], acc[3][3]),
+                    _mm512_set1_ps(scale));
   _mm_storeu_ps(s[0], _mm512_castps512_ps128(sums));
   _mm_storeu_ps(s[1], _mm512_extractf32x4_ps(sums, 1));
   _mm_storeu_ps(s[2], _mm512_extractf32x4_ps(sums, 2));
@@ -144,11 +144,11 @@ bool AttendBf16Supported() { return __builtin_cpu_supports("avx512bf16") && __bu
 
 int64_t AttendBf16ScratchFloats(int64_t heads, int64_t count, int64_t rank) {
   const int64_t rank32 = PaddedRank(rank), even = EvenCount(count);
-  return Floats64(heads * count * 4)                 // scores, fp32
-         + Floats64(heads * even * 2)                // probabilities, bf16
-         + Floats64(heads * rank32 * 2)              // q̃, bf16
-         + Floats64((even + kTile) * rank32 * 2)     // latent rows, bf16 (zero rows after count)
-         + Floats64(heads * rank32 * 4) + 16;        // output sums, fp32 (permuted); 16: aligning the start
+  return Floats64(heads * count * 4)              // scores, fp32
+         + Floats64(heads * even * 2)             // probabilities, bf16
+         + Floats64(heads * rank32 * 2)           // q̃, bf16
+         + Floats64((even + kTile) * rank32 * 2)  // latent rows, bf16 (zero rows after count)
+         + Floats64(heads * rank32 * 4) + 16;     // output sums, fp32 (permuted); 16: aligning the start
 }
 
 GLINT_TARGET_BF16 void AttendBf16(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows,

@@ -554,10 +554,11 @@ TEST(FastTrainedModel, Bf16MlaAttentionCostsLessThanW8A8) {
     Accumulate(logits[0], logits[2], reference->config().vocab_size, against_reference);
     Accumulate(logits[1], logits[2], reference->config().vocab_size, against_fp32);
   }
-  std::printf("glint-tiny, bf16 MLA attention vs the fp32 reference: top-1 agreement %.2f%% over %lld positions, "
-              "mean KL %.3g nats; vs fp32 attention: %.2f%%, %.3g nats\n",
-              100 * against_reference.top1(), static_cast<long long>(against_reference.rows),
-              against_reference.mean_kl(), 100 * against_fp32.top1(), against_fp32.mean_kl());
+  std::printf(
+      "glint-tiny, bf16 MLA attention vs the fp32 reference: top-1 agreement %.2f%% over %lld positions, "
+      "mean KL %.3g nats; vs fp32 attention: %.2f%%, %.3g nats\n",
+      100 * against_reference.top1(), static_cast<long long>(against_reference.rows), against_reference.mean_kl(),
+      100 * against_fp32.top1(), against_fp32.mean_kl());
   EXPECT_GE(against_reference.top1(), 0.98);
   EXPECT_LE(against_reference.mean_kl(), 5e-3);
   EXPECT_GE(against_fp32.top1(), 0.98);

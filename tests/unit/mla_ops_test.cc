@@ -124,7 +124,8 @@ TEST(MlaOps, AttendBf16MatchesItsReference) {
         std::normal_distribution<float> normal;
         // A cache of 300 positions in pages of 16 rows (stride rank + 3), queried at scattered positions.
         const int64_t tokens = 300, per_page = 16, stride = rank + 3;
-        std::vector<std::vector<float>> pages((tokens + per_page - 1) / per_page, std::vector<float>(per_page * stride));
+        std::vector<std::vector<float>> pages((tokens + per_page - 1) / per_page,
+                                              std::vector<float>(per_page * stride));
         for (auto& page : pages) {
           for (float& v : page) v = normal(rng);
         }
