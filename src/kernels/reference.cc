@@ -78,21 +78,31 @@ void KdaRecurrent(double* state, const float* q, const float* k, const float* v,
   }
 }
 
+namespace {
+
+// p[i] = softmax_i(scale · q · rows[i]) over the count rows, in double.
+void AttentionWeights(const float* q, const float* const* rows, int64_t count, int64_t rank, double scale, double* p) {
+  double max_score = -INFINITY;
+  for (int64_t i = 0; i < count; ++i) {
+    p[i] = scale * Dot(q, rows[i], rank);
+    max_score = std::max(max_score, p[i]);
+  }
+  double sum = 0;
+  for (int64_t i = 0; i < count; ++i) sum += (p[i] = std::exp(p[i] - max_score));
+  for (int64_t i = 0; i < count; ++i) p[i] /= sum;
+}
+
+}  // namespace
+
 void LatentAttention(const float* q_latent, int64_t heads, int64_t rank, const float* const* rows, int64_t count,
                      double scale, double* out) {
   std::vector<double> p(count);
   for (int64_t h = 0; h < heads; ++h) {
-    double max_score = -INFINITY;
-    for (int64_t i = 0; i < count; ++i) {
-      p[i] = scale * Dot(q_latent + h * rank, rows[i], rank);
-      max_score = std::max(max_score, p[i]);
-    }
-    double sum = 0;
-    for (int64_t i = 0; i < count; ++i) sum += (p[i] = std::exp(p[i] - max_score));
+    AttentionWeights(q_latent + h * rank, rows, count, rank, scale, p.data());
     double* o = out + h * rank;
     std::fill(o, o + rank, 0.0);
     for (int64_t i = 0; i < count; ++i) {
-      for (int64_t r = 0; r < rank; ++r) o[r] += p[i] / sum * rows[i][r];
+      for (int64_t r = 0; r < rank; ++r) o[r] += p[i] * rows[i][r];
     }
   }
 }
@@ -100,25 +110,21 @@ void LatentAttention(const float* q_latent, int64_t heads, int64_t rank, const f
 void LatentAttentionBf16(const float* q_latent, int64_t heads, int64_t rank, const float* const* rows, int64_t count,
                          double scale, double* out, double* probabilities) {
   std::vector<float> q(heads * rank), c(count * rank);
+  std::vector<const float*> c_rows(count);
   for (int64_t k = 0; k < heads * rank; ++k) q[k] = RoundToBf16(q_latent[k]);
   for (int64_t i = 0; i < count; ++i) {
     for (int64_t r = 0; r < rank; ++r) c[i * rank + r] = RoundToBf16(rows[i][r]);
+    c_rows[i] = c.data() + i * rank;
   }
   std::vector<double> p(count);
   for (int64_t h = 0; h < heads; ++h) {
-    double max_score = -INFINITY;
-    for (int64_t i = 0; i < count; ++i) {
-      p[i] = scale * Dot(q.data() + h * rank, c.data() + i * rank, rank);
-      max_score = std::max(max_score, p[i]);
-    }
-    double sum = 0;
-    for (int64_t i = 0; i < count; ++i) sum += (p[i] = std::exp(p[i] - max_score));
+    AttentionWeights(q.data() + h * rank, c_rows.data(), count, rank, scale, p.data());
     double* o = out + h * rank;
     std::fill(o, o + rank, 0.0);
     for (int64_t i = 0; i < count; ++i) {
-      if (probabilities != nullptr) probabilities[h * count + i] = p[i] / sum;
-      const double rounded = RoundToBf16(static_cast<float>(p[i] / sum));
-      for (int64_t r = 0; r < rank; ++r) o[r] += rounded * c[i * rank + r];
+      if (probabilities != nullptr) probabilities[h * count + i] = p[i];
+      const double rounded = RoundToBf16(static_cast<float>(p[i]));
+      for (int64_t r = 0; r < rank; ++r) o[r] += rounded * c_rows[i][r];
     }
   }
 }

@@ -22,22 +22,14 @@ tokens="$data/glint-tiny/crosscheck_tokens.json"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# check FILE LABEL TOP1 KL PPL_REL: the weighted top-1 (fraction) ≥ TOP1, mean KL ≤ KL, perplexity within PPL_REL of
-# the reference's (the score of the run that dumped the reference logits, in $work/$4.ppl).
-check() {
-  awk -v label="$2" -v min_top1="$3" -v max_kl="$4" \
-    '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
-     END { printf "%s: top-1 %.2f%%, mean KL %.3g over %d positions\n", label, 100 * top1 / n, kl / n, n;
-           exit !(n > 0 && top1 / n >= min_top1 && kl / n <= max_kl) }' "$1" || fail "$2 outside its thresholds"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/score_util.sh"  # check_agreement
 
 "$glint" score --model "$model" --tokens-file "$tokens" --dump-logits "$work/fp32.safetensors" >"$work/fp32" 2>/dev/null
 for spec in bf16:5e-10 fp8:2e-7 int8:5e-8; do
   dtype=${spec%%:*} kl=${spec#*:}
   "$glint" score --model "$model" --tokens-file "$tokens" --kv-cache-dtype "$dtype" \
     --reference "$work/fp32.safetensors" >"$work/$dtype" 2>"$work/err" || { cat "$work/err"; fail "score $dtype"; }
-  check "$work/$dtype" "reference path, $dtype cache vs fp32" 0.99 "$kl"
+  check_agreement "$work/$dtype" "reference path, $dtype cache vs fp32" 0.99 "$kl"
   awk -v a="$(awk '$1 == "all" { print $4 }' "$work/fp32")" '$1 == "all" { d = $4 / a - 1; if (d < 0) d = -d;
       exit !(d <= 1e-3) }' "$work/$dtype" || fail "$dtype cache moved the perplexity by more than 0.1 %"
 done
@@ -47,7 +39,7 @@ done
 for dtype in int8 fp8; do
   "$glint" score --fast --threads 2 --token-by-token --model "$model" --tokens-file "$tokens" \
     --kv-cache-dtype "$dtype" --reference "$work/fast.safetensors" >"$work/fast-$dtype" 2>/dev/null
-  check "$work/fast-$dtype" "fast path decoding, $dtype cache vs fp32" 0.985 2e-5
+  check_agreement "$work/fast-$dtype" "fast path decoding, $dtype cache vs fp32" 0.985 2e-5
 done
 
 run_ids() {

@@ -15,14 +15,7 @@ tokens="$data/glint-tiny/crosscheck_tokens.json"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }
-
-# check FILE LABEL TOP1 KL: glint score's per-sequence rows, weighted top-1 (fraction) ≥ TOP1 and mean KL ≤ KL.
-check() {
-  awk -v label="$2" -v min_top1="$3" -v max_kl="$4" \
-    '$1 ~ /^[0-9]+$/ { n += $2; top1 += $2 * $7 / 100; kl += $2 * $8 }
-     END { printf "%s: top-1 %.2f%%, mean KL %.3g over %d positions\n", label, 100 * top1 / n, kl / n, n;
-           exit !(n > 0 && top1 / n >= min_top1 && kl / n <= max_kl) }' "$1" || fail "$2 outside its thresholds"
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib/score_util.sh"  # check_agreement
 
 run_ids() {
   "$glint" run --model "$model" --prompt "The cat sat on the mat and then" --max-tokens 16 --temperature 0 \
@@ -36,7 +29,7 @@ if grep -qw avx512_bf16 /proc/cpuinfo; then
     "$glint" score --fast --threads 2 $mode --model "$model" --tokens-file "$tokens" --mla-attention bf16 \
       --reference "$work/fp32.safetensors" >"$work/bf16" 2>"$work/err" || { cat "$work/err"; fail "score bf16 $mode"; }
     grep -q "bf16 MLA attention" "$work/err" || fail "score --mla-attention bf16 $mode: the load line does not say so"
-    check "$work/bf16" "fast path ${mode:-prefill}, bf16 vs fp32 MLA attention" 0.98 3e-4
+    check_agreement "$work/bf16" "fast path ${mode:-prefill}, bf16 vs fp32 MLA attention" 0.98 3e-4
   done
   for cache in fp32 bf16; do
     run_ids --mla-attention bf16 --kv-cache-dtype "$cache" >"$work/run" 2>"$work/err" \

@@ -21,6 +21,28 @@
 namespace glint {
 namespace {
 
+// A cache of `tokens` positions of normal values in pages of 16 rows (stride rank + 3), queried at `count`
+// scattered positions, with the rows' pointers for the references.
+struct ScatteredLatents {
+  ScatteredLatents(int64_t tokens, int64_t rank, int64_t count, std::mt19937& rng) {
+    constexpr int64_t kPerPage = 16;
+    std::normal_distribution<float> normal;
+    pages.assign((tokens + kPerPage - 1) / kPerPage, std::vector<float>(kPerPage * (rank + 3)));
+    for (auto& page : pages) {
+      for (float& v : page) v = normal(rng);
+    }
+    for (auto& page : pages) page_table.push_back(page.data());
+    rows = mla::LatentRows{page_table.data(), kPerPage, rank + 3};
+    for (int64_t i = 0; i < count; ++i) positions.push_back((i * 37 + 11) % tokens);
+    for (int64_t p : positions) row_pointers.push_back(rows.Row(p));
+  }
+  std::vector<std::vector<float>> pages;
+  std::vector<const float*> page_table;
+  mla::LatentRows rows;
+  std::vector<int64_t> positions;
+  std::vector<const float*> row_pointers;
+};
+
 TEST(MlaOps, AttendMatchesReference) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
@@ -33,22 +55,12 @@ TEST(MlaOps, AttendMatchesReference) {
           SCOPED_TRACE(::testing::Message() << "heads " << heads << " rank " << rank << " count " << count);
           std::mt19937 rng(static_cast<uint32_t>(heads * 1000 + rank * 10 + count));
           std::normal_distribution<float> normal;
-          // A cache of 200 positions in pages of 16 rows (stride rank + 3), queried at scattered positions.
-          const int64_t tokens = 200, per_page = 16, stride = rank + 3;
-          std::vector<std::vector<float>> pages((tokens + per_page - 1) / per_page,
-                                                std::vector<float>(per_page * stride));
-          for (auto& page : pages) {
-            for (float& v : page) v = normal(rng);
-          }
-          std::vector<const float*> page_table;
-          for (auto& page : pages) page_table.push_back(page.data());
-          const mla::LatentRows rows{page_table.data(), per_page, stride};
-          std::vector<int64_t> positions;
-          for (int64_t i = 0; i < count; ++i) positions.push_back((i * 37 + 11) % tokens);
+          const ScatteredLatents latents(200, rank, count, rng);
+          const mla::LatentRows& rows = latents.rows;
+          const std::vector<int64_t>& positions = latents.positions;
+          const std::vector<const float*>& row_pointers = latents.row_pointers;
           std::vector<float> q(heads * rank);
           for (float& v : q) v = 2.0f * normal(rng);
-          std::vector<const float*> row_pointers;
-          for (int64_t p : positions) row_pointers.push_back(rows.Row(p));
           std::vector<double> expected(heads * rank);
           const double scale = 1.0 / std::sqrt(32.0);
           ref::LatentAttention(q.data(), heads, rank, row_pointers.data(), count, scale, expected.data());
@@ -122,22 +134,12 @@ TEST(MlaOps, AttendBf16MatchesItsReference) {
         SCOPED_TRACE(::testing::Message() << "heads " << heads << " rank " << rank << " count " << count);
         std::mt19937 rng(static_cast<uint32_t>(heads * 100000 + rank * 1000 + count));
         std::normal_distribution<float> normal;
-        // A cache of 300 positions in pages of 16 rows (stride rank + 3), queried at scattered positions.
-        const int64_t tokens = 300, per_page = 16, stride = rank + 3;
-        std::vector<std::vector<float>> pages((tokens + per_page - 1) / per_page,
-                                              std::vector<float>(per_page * stride));
-        for (auto& page : pages) {
-          for (float& v : page) v = normal(rng);
-        }
-        std::vector<const float*> page_table;
-        for (auto& page : pages) page_table.push_back(page.data());
-        const mla::LatentRows rows{page_table.data(), per_page, stride};
-        std::vector<int64_t> positions;
-        for (int64_t i = 0; i < count; ++i) positions.push_back((i * 37 + 11) % tokens);
+        const ScatteredLatents latents(300, rank, count, rng);
+        const mla::LatentRows& rows = latents.rows;
+        const std::vector<int64_t>& positions = latents.positions;
+        const std::vector<const float*>& row_pointers = latents.row_pointers;
         std::vector<float> q(heads * rank);
         for (float& v : q) v = normal(rng);
-        std::vector<const float*> row_pointers;
-        for (int64_t p : positions) row_pointers.push_back(rows.Row(p));
         const double scale = 1.0 / std::sqrt(static_cast<double>(rank));
 
         std::vector<double> expected(heads * rank), probabilities(heads * count);
