@@ -83,31 +83,37 @@ TEST(MlaOps, AttendMatchesReference) {
 // Every head's output is computed alone (its own dot products, softmax and sums, whatever tile it shares), so the
 // engine may split a token's heads over calls as it likes: 64 heads in one call, in calls of 8, or of 6 and 2, give
 // the same bits (fast_dsa.cc takes all heads per task in prefill and 8 in decode).
+// Attends 64 heads of one query over `count` positions whole, in calls of 8 heads, and in calls of 6 and 2, with the
+// given kernel, and expects the same bits from all three.
+void ExpectTheSameBitsWhateverTheHeadsPerCall(mla::AttentionPrecision precision, int64_t count, uint32_t seed) {
+  const int64_t heads = 64, rank = 512;
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal;
+  std::vector<float> latents(count * rank), q(heads * rank);
+  for (float& v : latents) v = normal(rng);
+  for (float& v : q) v = 2.0f * normal(rng);
+  const float* page = latents.data();
+  const mla::LatentRows rows{&page, count, rank};
+  std::vector<int64_t> positions(count);
+  for (int64_t i = 0; i < count; ++i) positions[i] = (i * 17) % count;
+  const auto attend = [&](int64_t h0, int64_t nh, float* out) {
+    std::vector<float> scratch(mla::AttendScratchFloats(precision, nh, count, rank));
+    mla::AttendWith(precision, q.data() + h0 * rank, nh, rank, rows, positions.data(), count, 0.05f, out + h0 * rank,
+                    scratch.data());
+  };
+  std::vector<float> whole(heads * rank), by8(heads * rank), by6and2(heads * rank);
+  attend(0, heads, whole.data());
+  for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 8, by8.data());
+  for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 6, by6and2.data()), attend(h0 + 6, 2, by6and2.data());
+  EXPECT_EQ(0, std::memcmp(whole.data(), by8.data(), whole.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(whole.data(), by6and2.data(), whole.size() * sizeof(float)));
+}
+
 TEST(MlaOps, AttendGivesTheSameBitsWhateverTheHeadsPerCall) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
-    const int64_t heads = 64, rank = 512, count = 131;  // a block of 128 rows and a partial one
-    std::mt19937 rng(7);
-    std::normal_distribution<float> normal;
-    std::vector<float> latents(count * rank), q(heads * rank);
-    for (float& v : latents) v = normal(rng);
-    for (float& v : q) v = 2.0f * normal(rng);
-    const float* page = latents.data();
-    const mla::LatentRows rows{&page, count, rank};
-    std::vector<int64_t> positions(count);
-    for (int64_t i = 0; i < count; ++i) positions[i] = (i * 17) % count;
-    const auto attend = [&](int64_t h0, int64_t nh, float* out) {
-      std::vector<float> scratch(mla::AttendScratchFloats(nh, count));
-      mla::Attend(q.data() + h0 * rank, nh, rank, rows, positions.data(), count, 0.05f, out + h0 * rank,
-                  scratch.data());
-    };
-    std::vector<float> whole(heads * rank), by8(heads * rank), by6and2(heads * rank);
-    attend(0, heads, whole.data());
-    for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 8, by8.data());
-    for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 6, by6and2.data()), attend(h0 + 6, 2, by6and2.data());
-    EXPECT_EQ(0, std::memcmp(whole.data(), by8.data(), whole.size() * sizeof(float)));
-    EXPECT_EQ(0, std::memcmp(whole.data(), by6and2.data(), whole.size() * sizeof(float)));
+    ExpectTheSameBitsWhateverTheHeadsPerCall(mla::AttentionPrecision::kFp32, 131, 7);  // a block of 128 and 3 more
   }
   hwy::SetSupportedTargetsForTest(0);
 }
@@ -196,27 +202,8 @@ TEST(MlaOps, AttendBf16MatchesItsReference) {
 // bits.
 TEST(MlaOps, AttendBf16GivesTheSameBitsWhateverTheHeadsPerCall) {
   if (!mla::AttendBf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps)";
-  const int64_t heads = 64, rank = 512, count = 301;  // a block of 256 rows and a partial one, an odd count
-  std::mt19937 rng(9);
-  std::normal_distribution<float> normal;
-  std::vector<float> latents(count * rank), q(heads * rank);
-  for (float& v : latents) v = normal(rng);
-  for (float& v : q) v = normal(rng);
-  const float* page = latents.data();
-  const mla::LatentRows rows{&page, count, rank};
-  std::vector<int64_t> positions(count);
-  for (int64_t i = 0; i < count; ++i) positions[i] = (i * 17) % count;
-  const auto attend = [&](int64_t h0, int64_t nh, float* out) {
-    std::vector<float> scratch(mla::AttendBf16ScratchFloats(nh, count, rank));
-    mla::AttendBf16(q.data() + h0 * rank, nh, rank, rows, positions.data(), count, 0.05f, out + h0 * rank,
-                    scratch.data());
-  };
-  std::vector<float> whole(heads * rank), by8(heads * rank), by6and2(heads * rank);
-  attend(0, heads, whole.data());
-  for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 8, by8.data());
-  for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 6, by6and2.data()), attend(h0 + 6, 2, by6and2.data());
-  EXPECT_EQ(0, std::memcmp(whole.data(), by8.data(), whole.size() * sizeof(float)));
-  EXPECT_EQ(0, std::memcmp(whole.data(), by6and2.data(), whole.size() * sizeof(float)));
+  // a block of 256 rows and a partial one, an odd count
+  ExpectTheSameBitsWhateverTheHeadsPerCall(mla::AttentionPrecision::kBf16, 301, 9);
 }
 
 // --mla-attention's values: fp32 always; bf16 exactly where the kernel can run, refused elsewhere naming what is
