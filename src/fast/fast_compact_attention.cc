@@ -1,6 +1,7 @@
 #include "fast/fast_compact_attention.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "kernels/mla_ops.h"
@@ -31,12 +32,46 @@ void AttendGroup(FastContext& ctx, int worker, const float* decoded, int64_t cou
   mla::AttendWith(ctx.attention, q, nh, rank, latents, Identity(count), count, scale, out, scratch);
 }
 
+// --mla-attention bf16 over a bf16 cache: the rows are what mla::AttendBf16 would round them to, so they are read in
+// place through a page table per cache (no decoding, half the bytes of fp32 rows). Tasks as for fp32 caches: a query
+// with all its heads when there are queries enough for the workers (prefill), 8 heads a task otherwise (decode).
+void AttendBf16InPlace(FastContext& ctx, std::span<const CompactRow> rows,
+                       const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
+                       float* o_latent) {
+  const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
+  std::map<const DsaCache*, std::vector<const uint16_t*>> pages;  // a page per block: its rows are contiguous
+  for (const CompactRow& row : rows) {
+    auto [it, inserted] = pages.try_emplace(row.cache);
+    if (!inserted) continue;
+    for (int64_t p = 0; p < row.cache->tokens; p += row.cache->block_tokens) {
+      it->second.push_back(reinterpret_cast<const uint16_t*>(row.cache->LatentValues(p)));
+    }
+  }
+  const int64_t heads_per_task = static_cast<int64_t>(rows.size()) >= ctx.pool.size() ? heads : kHeadsPerTask;
+  const int64_t head_groups = (heads + heads_per_task - 1) / heads_per_task;
+  ctx.pool.Run(static_cast<int64_t>(rows.size()) * head_groups, [&](int64_t task, int worker) {
+    const CompactRow& row = rows[task / head_groups];
+    const int64_t h0 = task % head_groups * heads_per_task, nh = std::min(heads_per_task, heads - h0);
+    const mla::LatentRowsBf16 latents{pages.at(row.cache).data(), row.cache->block_tokens, rank};
+    const std::vector<int64_t>& positions = selected[row.t];
+    const int64_t count = static_cast<int64_t>(positions.size());
+    float* scratch = ctx.WorkerFloats(worker, mla::AttendBf16InPlaceScratchFloats(nh, count, rank));
+    mla::AttendBf16InPlace(q_latent + (row.t * heads + h0) * rank, nh, rank, latents, positions.data(), count, scale,
+                           o_latent + (row.t * heads + h0) * rank, scratch);
+  });
+}
+
 }  // namespace
 
 void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
                    const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
                    float* o_latent) {
   const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
+  if (ctx.attention == mla::AttentionPrecision::kBf16 && !rows.empty() &&
+      rows[0].cache->dtype == KvCacheDtype::kBfloat16 && rank % 32 == 0) {
+    AttendBf16InPlace(ctx, rows, selected, q_latent, scale, o_latent);
+    return;
+  }
   const int64_t groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
   const auto group_of = [&](int64_t t, int64_t g, int worker, const float* decoded, int64_t count) {
     const int64_t h0 = g * kHeadsPerTask, nh = std::min(kHeadsPerTask, heads - h0);

@@ -1,7 +1,8 @@
 // Absorbed MLA attention of the fast path over a cache whose latents are stored compactly (bf16, fp8, int8;
 // quant/kv_rows.h): the selected rows of each query are decoded to fp32 once, then attended by the same kernel
 // as fp32 rows (mla::Attend). Decoding ~2K selected rows of 512 values costs a few percent of the attention's
-// heads × rows × rank multiply-adds; the fp32 cache path (fast_dsa.cc) reads rows in place instead.
+// heads × rows × rank multiply-adds; the fp32 cache path (fast_dsa.cc) reads rows in place instead, and so does
+// --mla-attention bf16 over a bf16 cache (mla::AttendBf16InPlace: the stored rows are the kernel's operands).
 #pragma once
 
 #include <cstdint>

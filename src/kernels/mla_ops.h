@@ -45,6 +45,22 @@ void AttendBf16(const float* q_latent, int64_t heads, int64_t rank, const Latent
                 int64_t count, float scale, float* out, float* scratch);
 int64_t AttendBf16ScratchFloats(int64_t heads, int64_t count, int64_t rank);
 
+// Latent rows already in bf16 (a `--kv-cache-dtype bf16` cache), reached through a page table as LatentRows.
+struct LatentRowsBf16 {
+  const uint16_t* const* pages = nullptr;  // [pages] → rows_per_page rows of row_stride values
+  int64_t rows_per_page = 0;
+  int64_t row_stride = 0;
+  const uint16_t* Row(int64_t position) const {
+    return pages[position / rows_per_page] + (position % rows_per_page) * row_stride;
+  }
+};
+// AttendBf16 over rows that are bf16 already, read in place (no conversion: the same results as AttendBf16 given the
+// rows widened to fp32). rank must be a multiple of 32 (each row is read in 32-value steps). Scratch:
+// AttendBf16InPlaceScratchFloats(heads, count, rank) floats.
+void AttendBf16InPlace(const float* q_latent, int64_t heads, int64_t rank, const LatentRowsBf16& rows,
+                       const int64_t* positions, int64_t count, float scale, float* out, float* scratch);
+int64_t AttendBf16InPlaceScratchFloats(int64_t heads, int64_t count, int64_t rank);
+
 // Which of the two kernels the fast path attends with (`--mla-attention`): fp32 (Attend, the default) or bf16
 // (AttendBf16). ParseAttentionPrecision refuses bf16 where the CPU lacks AVX512-BF16, naming what is missing.
 enum class AttentionPrecision { kFp32, kBf16 };

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/log.h"
 #include "kernels/mla_ops.h"
 #include "kernels/mla_tile_sums_avx512.h"
 
@@ -75,10 +76,11 @@ GLINT_INLINE_BF16 void ScoreTile(const uint16_t* const* q, const uint16_t* const
   _mm_storeu_ps(s[3], _mm512_extractf32x4_ps(sums, 3));
 }
 
-// scores [heads, count]; c: the rows [count + kTile, rank32] (rows past count are zeros, so a partial tile reads
-// defined values and its extra results are dropped). Groups of rows that fit L1 pass every head tile before the next.
-GLINT_TARGET_BF16 void Scores(const uint16_t* q, int64_t heads, int64_t rank32, const uint16_t* c, int64_t count,
-                              float scale, float* scores) {
+// scores [heads, count]; rows: count + kTile pointers to rank32 bf16 values (those past count point at zeros, so a
+// partial tile reads defined values; its extra results are dropped). Groups of rows that fit L1 pass every head tile
+// before the next.
+GLINT_TARGET_BF16 void Scores(const uint16_t* q, int64_t heads, int64_t rank32, const uint16_t* const* row,
+                              int64_t count, float scale, float* scores) {
   const int64_t group = std::max(kTile, kL1Bytes / (rank32 * 2) / kTile * kTile);
   float spare[kTile * kTile];
   for (int64_t begin = 0; begin < count; begin += group) {
@@ -88,13 +90,11 @@ GLINT_TARGET_BF16 void Scores(const uint16_t* q, int64_t heads, int64_t rank32, 
       for (int64_t a = 0; a < kTile; ++a) qa[a] = q + std::min(h + a, heads - 1) * rank32;
       for (int64_t i = begin; i < end; i += kTile) {
         const int64_t size = std::min(kTile, count - i);
-        const uint16_t* rows[kTile];
         float* s[kTile];
-        for (int64_t j = 0; j < kTile; ++j) rows[j] = c + (i + j) * rank32;
         for (int64_t a = 0; a < kTile; ++a) {
           s[a] = h + a < heads && size == kTile ? scores + (h + a) * count + i : spare + a * kTile;
         }
-        ScoreTile(qa, rows, rank32, scale, s);
+        ScoreTile(qa, row + i, rank32, scale, s);
         if (size == kTile) continue;
         for (int64_t a = 0; a < std::min(kTile, heads - h); ++a) {
           for (int64_t j = 0; j < size; ++j) scores[(h + a) * count + i + j] = spare[a * kTile + j];
@@ -114,15 +114,19 @@ GLINT_INLINE_BF16 void Unscramble(__m512 lo, __m512 hi, float* out) {
   _mm512_storeu_ps(out + 16, _mm512_permutex2var_ps(lo, second, hi));
 }
 
-// acc[a] (8 heads, 32 rank values at r, permuted) += Σ over position pairs of [begin, end) of (p_i, p_i+1) ·
-// (c_i, c_i+1). p: [heads][even count] bf16; c: rows [even count, rank32] (row count is zeros when count is odd).
-GLINT_TARGET_BF16 void OutputTile(const uint16_t* const* p, const uint16_t* c, int64_t rank32, int64_t begin,
-                                  int64_t end, int64_t r, float* const* acc) {
+// acc[a] (8 heads, 32 rank values at r, permuted) = (resume ? acc[a] : 0) + Σ over the position pairs of
+// [begin, end) of (p_i, p_i+1) · (c_i, c_i+1). p: [heads][even count] bf16; row: pointers to the rows (row count
+// points at zeros when count is odd).
+GLINT_TARGET_BF16 void OutputTile(const uint16_t* const* p, const uint16_t* const* row, int64_t begin, int64_t end,
+                                  int64_t r, bool resume, float* const* acc) {
   __m512 lo[kOutHeads], hi[kOutHeads];
 #pragma GCC unroll 8
-  for (int a = 0; a < kOutHeads; ++a) lo[a] = _mm512_loadu_ps(acc[a]), hi[a] = _mm512_loadu_ps(acc[a] + 16);
+  for (int a = 0; a < kOutHeads; ++a) {
+    lo[a] = resume ? _mm512_loadu_ps(acc[a]) : _mm512_setzero_ps();
+    hi[a] = resume ? _mm512_loadu_ps(acc[a] + 16) : _mm512_setzero_ps();
+  }
   for (int64_t i = begin; i < end; i += 2) {
-    const __m512i c0 = _mm512_loadu_si512(c + i * rank32 + r), c1 = _mm512_loadu_si512(c + (i + 1) * rank32 + r);
+    const __m512i c0 = _mm512_loadu_si512(row[i] + r), c1 = _mm512_loadu_si512(row[i + 1] + r);
     const __m512bh pairs_lo = reinterpret_cast<__m512bh>(_mm512_unpacklo_epi16(c0, c1));
     const __m512bh pairs_hi = reinterpret_cast<__m512bh>(_mm512_unpackhi_epi16(c0, c1));
 #pragma GCC unroll 8
@@ -142,37 +146,53 @@ GLINT_TARGET_BF16 void OutputTile(const uint16_t* const* p, const uint16_t* c, i
 
 bool AttendBf16Supported() { return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw"); }
 
-int64_t AttendBf16ScratchFloats(int64_t heads, int64_t count, int64_t rank) {
+namespace {
+
+// The scratch of Attention: sections on 64-byte boundaries.
+struct Scratch {
+  Scratch(float* scratch, int64_t heads, int64_t count, int64_t rank32) {
+    const int64_t even = EvenCount(count);
+    float* at = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
+    const auto take = [&](int64_t bytes) {
+      float* section = at;
+      at += Floats64(bytes);
+      return section;
+    };
+    scores = take(heads * count * 4);
+    p = reinterpret_cast<uint16_t*>(take(heads * even * 2));
+    q = reinterpret_cast<uint16_t*>(take(heads * rank32 * 2));
+    sums = take(heads * rank32 * 4);
+    rows = reinterpret_cast<const uint16_t**>(take((even + kTile) * sizeof(uint16_t*)));
+    zeros = reinterpret_cast<uint16_t*>(take(rank32 * 2));
+    converted = reinterpret_cast<uint16_t*>(at);  // AttendBf16's rows, last (AttendBf16InPlace has none)
+  }
+  static int64_t Floats(int64_t heads, int64_t count, int64_t rank32) {
+    const int64_t even = EvenCount(count);
+    return 16 + Floats64(heads * count * 4) + Floats64(heads * even * 2) + Floats64(heads * rank32 * 2) +
+           Floats64(heads * rank32 * 4) + Floats64((even + kTile) * sizeof(uint16_t*)) + Floats64(rank32 * 2);
+  }
+  float* scores;          // [heads, count] fp32
+  uint16_t* p;            // [heads, even count] bf16
+  uint16_t* q;            // [heads, rank32] bf16
+  float* sums;            // [heads, rank32] fp32, each 32-value slice permuted (Unscramble)
+  const uint16_t** rows;  // [even count + kTile] row pointers; those past count point at `zeros`
+  uint16_t* zeros;        // [rank32]
+  uint16_t* converted;    // [count, rank32] bf16
+};
+
+// The attention over rows s.rows[0, count) (each rank32 bf16 values), s.q filled.
+GLINT_TARGET_BF16 void Attention(Scratch& s, int64_t heads, int64_t rank, int64_t count, float scale, float* out) {
   const int64_t rank32 = PaddedRank(rank), even = EvenCount(count);
-  return Floats64(heads * count * 4)              // scores, fp32
-         + Floats64(heads * even * 2)             // probabilities, bf16
-         + Floats64(heads * rank32 * 2)           // q̃, bf16
-         + Floats64((even + kTile) * rank32 * 2)  // latent rows, bf16 (zero rows after count)
-         + Floats64(heads * rank32 * 4) + 16;     // output sums, fp32 (permuted); 16: aligning the start
-}
+  std::memset(s.zeros, 0, rank32 * sizeof(uint16_t));
+  for (int64_t i = count; i < even + kTile; ++i) s.rows[i] = s.zeros;
 
-GLINT_TARGET_BF16 void AttendBf16(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows,
-                                  const int64_t* positions, int64_t count, float scale, float* out, float* scratch) {
-  const int64_t rank32 = PaddedRank(rank), even = EvenCount(count);
-  float* base = reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(scratch) + 63) / 64 * 64);
-  float* scores = base;
-  auto* p = reinterpret_cast<uint16_t*>(scores + Floats64(heads * count * 4));
-  auto* q = reinterpret_cast<uint16_t*>(reinterpret_cast<float*>(p) + Floats64(heads * even * 2));
-  auto* c = reinterpret_cast<uint16_t*>(reinterpret_cast<float*>(q) + Floats64(heads * rank32 * 2));
-  float* sums = reinterpret_cast<float*>(c) + Floats64((even + kTile) * rank32 * 2);
-
-  for (int64_t h = 0; h < heads; ++h) ToBf16(q_latent + h * rank, rank, rank32, q + h * rank32);
-  for (int64_t i = 0; i < count; ++i) ToBf16(rows.Row(positions[i]), rank, rank32, c + i * rank32);
-  std::memset(c + count * rank32, 0, (even + kTile - count) * rank32 * sizeof(uint16_t));
-
-  Scores(q, heads, rank32, c, count, scale, scores);
-  SoftmaxRows(heads, count, scores);
-  for (int64_t h = 0; h < heads; ++h) ToBf16(scores + h * count, count, even, p + h * even);
+  Scores(s.q, heads, rank32, s.rows, count, scale, s.scores);
+  SoftmaxRows(heads, count, s.scores);
+  for (int64_t h = 0; h < heads; ++h) ToBf16(s.scores + h * count, count, even, s.p + h * even);
 
   // Output: position blocks that stay in L2; per block, every 32-value slice of the rank and every 8-head tile.
-  std::memset(sums, 0, heads * rank32 * sizeof(float));
   const int64_t block = std::max<int64_t>(2, kL2Bytes / (rank32 * 2) / 2 * 2);
-  alignas(64) float discard[kOutHeads][kRankStep] = {};  // a partial tile's extra heads: computed, never stored
+  alignas(64) float discard[kOutHeads][kRankStep];  // a partial tile's extra heads: computed, never read
   for (int64_t begin = 0; begin < even; begin += block) {
     const int64_t end = std::min(even, begin + block);
     for (int64_t r = 0; r < rank32; r += kRankStep) {
@@ -181,21 +201,54 @@ GLINT_TARGET_BF16 void AttendBf16(const float* q_latent, int64_t heads, int64_t 
         float* acc[kOutHeads];
         for (int64_t a = 0; a < kOutHeads; ++a) {
           const bool real = h + a < heads;
-          pa[a] = p + (real ? h + a : h) * even;
-          acc[a] = real ? sums + (h + a) * rank32 + r : discard[a];
+          pa[a] = s.p + (real ? h + a : h) * even;
+          acc[a] = real ? s.sums + (h + a) * rank32 + r : discard[a];
         }
-        OutputTile(pa, c, rank32, begin, end, r, acc);
+        OutputTile(pa, s.rows, begin, end, r, begin > 0, acc);
       }
     }
   }
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t r = 0; r < rank32; r += kRankStep) {
-      const float* s = sums + h * rank32 + r;
+      const float* sums = s.sums + h * rank32 + r;
       float natural[kRankStep];
-      Unscramble(_mm512_loadu_ps(s), _mm512_loadu_ps(s + 16), natural);
+      Unscramble(_mm512_loadu_ps(sums), _mm512_loadu_ps(sums + 16), natural);
       std::memcpy(out + h * rank + r, natural, std::min(kRankStep, rank - r) * sizeof(float));
     }
   }
+}
+
+}  // namespace
+
+int64_t AttendBf16ScratchFloats(int64_t heads, int64_t count, int64_t rank) {
+  const int64_t rank32 = PaddedRank(rank);
+  return Scratch::Floats(heads, count, rank32) + Floats64(count * rank32 * 2);
+}
+
+int64_t AttendBf16InPlaceScratchFloats(int64_t heads, int64_t count, int64_t rank) {
+  return Scratch::Floats(heads, count, PaddedRank(rank));
+}
+
+GLINT_TARGET_BF16 void AttendBf16(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows,
+                                  const int64_t* positions, int64_t count, float scale, float* out, float* scratch) {
+  const int64_t rank32 = PaddedRank(rank);
+  Scratch s(scratch, heads, count, rank32);
+  for (int64_t h = 0; h < heads; ++h) ToBf16(q_latent + h * rank, rank, rank32, s.q + h * rank32);
+  for (int64_t i = 0; i < count; ++i) {
+    ToBf16(rows.Row(positions[i]), rank, rank32, s.converted + i * rank32);
+    s.rows[i] = s.converted + i * rank32;
+  }
+  Attention(s, heads, rank, count, scale, out);
+}
+
+GLINT_TARGET_BF16 void AttendBf16InPlace(const float* q_latent, int64_t heads, int64_t rank, const LatentRowsBf16& rows,
+                                         const int64_t* positions, int64_t count, float scale, float* out,
+                                         float* scratch) {
+  GLINT_CHECK(rank % kRankStep == 0) << "AttendBf16InPlace needs a rank that is a multiple of 32, got " << rank;
+  Scratch s(scratch, heads, count, rank);
+  for (int64_t h = 0; h < heads; ++h) ToBf16(q_latent + h * rank, rank, rank, s.q + h * rank);
+  for (int64_t i = 0; i < count; ++i) s.rows[i] = rows.Row(positions[i]);
+  Attention(s, heads, rank, count, scale, out);
 }
 
 }  // namespace glint::mla

@@ -2,7 +2,8 @@
 # --mla-attention (docs/fast-path.md "MLA attention in bf16") on the trained tiny model through the glint binary:
 #  - where the CPU has AVX512-BF16: `glint score --fast` with bf16 attention against fp32 attention, whole
 #    sequences (prefill: a token's 4 heads in one call) and token by token (decode: 8-head tasks), top-1 ≥ 98 % and
-#    mean KL ≤ 3e-4 (the bf16-KDA-state bounds; measured ≈ 1e-6); `glint run` says it attends in bf16 and answers,
+#    mean KL ≤ 3e-4 (the bf16-KDA-state bounds; measured ≈ 1e-6), over an fp32 and a bf16 cache (whose rows the
+#    kernel reads in place); `glint run` says it attends in bf16 and answers,
 #    also over a bf16 cache (the compact path); `glint bench-model` names the kernel it used;
 #  - where it has not: asking for bf16 is refused, naming AVX512-BF16;
 #  - everywhere: a bad value and the reference path are refused by name.
@@ -23,13 +24,17 @@ run_ids() {
 }
 
 if grep -qw avx512_bf16 /proc/cpuinfo; then
-  for mode in "" --token-by-token; do
-    "$glint" score --fast --threads 2 $mode --model "$model" --tokens-file "$tokens" \
-      --dump-logits "$work/fp32.safetensors" >/dev/null 2>&1
-    "$glint" score --fast --threads 2 $mode --model "$model" --tokens-file "$tokens" --mla-attention bf16 \
-      --reference "$work/fp32.safetensors" >"$work/bf16" 2>"$work/err" || { cat "$work/err"; fail "score bf16 $mode"; }
-    grep -q "bf16 MLA attention" "$work/err" || fail "score --mla-attention bf16 $mode: the load line does not say so"
-    check_agreement "$work/bf16" "fast path ${mode:-prefill}, bf16 vs fp32 MLA attention" 0.98 3e-4
+  # An fp32 cache (rows rounded per call) and a bf16 cache (rows read in place: mla::AttendBf16InPlace).
+  for cache in fp32 bf16; do
+    for mode in "" --token-by-token; do
+      "$glint" score --fast --threads 2 $mode --model "$model" --tokens-file "$tokens" --kv-cache-dtype "$cache" \
+        --dump-logits "$work/fp32.safetensors" >/dev/null 2>&1
+      "$glint" score --fast --threads 2 $mode --model "$model" --tokens-file "$tokens" --kv-cache-dtype "$cache" \
+        --mla-attention bf16 --reference "$work/fp32.safetensors" >"$work/bf16" 2>"$work/err" \
+        || { cat "$work/err"; fail "score bf16 $cache $mode"; }
+      grep -q "bf16 MLA attention" "$work/err" || fail "score --mla-attention bf16 $mode: the load line does not say so"
+      check_agreement "$work/bf16" "fast path ${mode:-prefill}, $cache cache, bf16 vs fp32 MLA attention" 0.98 3e-4
+    done
   done
   for cache in fp32 bf16; do
     run_ids --mla-attention bf16 --kv-cache-dtype "$cache" >"$work/run" 2>"$work/err" \

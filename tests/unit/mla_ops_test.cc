@@ -206,6 +206,47 @@ TEST(MlaOps, AttendBf16GivesTheSameBitsWhateverTheHeadsPerCall) {
   ExpectTheSameBitsWhateverTheHeadsPerCall(mla::AttentionPrecision::kBf16, 301, 9);
 }
 
+// AttendBf16InPlace reads rows that are bf16 already (a bf16 cache) through a page table: the same bits as AttendBf16
+// given those rows widened to fp32 (its rounding of them is then exact), at ranks that are multiples of 32, across
+// the output's position blocks and an odd count.
+TEST(MlaOps, AttendBf16InPlaceEqualsAttendBf16OnBf16Rows) {
+  if (!mla::AttendBf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps)";
+  for (int64_t rank : {32, 64, 512}) {
+    for (int64_t count : {1, 5, 70, 257, 515}) {
+      SCOPED_TRACE(::testing::Message() << "rank " << rank << " count " << count);
+      const int64_t heads = 12, tokens = 300, per_page = 16;
+      std::mt19937 rng(static_cast<uint32_t>(rank * 1000 + count));
+      std::normal_distribution<float> normal;
+      std::vector<std::vector<uint16_t>> pages((tokens + per_page - 1) / per_page,
+                                               std::vector<uint16_t>(per_page * rank));
+      std::vector<std::vector<float>> widened(pages.size(), std::vector<float>(per_page * rank));
+      for (size_t pg = 0; pg < pages.size(); ++pg) {
+        for (int64_t k = 0; k < per_page * rank; ++k) {
+          pages[pg][k] = FloatToBf16(normal(rng));
+          widened[pg][k] = Bf16ToFloat(pages[pg][k]);
+        }
+      }
+      std::vector<const uint16_t*> bf16_table;
+      std::vector<const float*> fp32_table;
+      for (size_t pg = 0; pg < pages.size(); ++pg) {
+        bf16_table.push_back(pages[pg].data()), fp32_table.push_back(widened[pg].data());
+      }
+      std::vector<int64_t> positions;
+      for (int64_t i = 0; i < count; ++i) positions.push_back((i * 37 + 11) % tokens);
+      std::vector<float> q(heads * rank);
+      for (float& v : q) v = normal(rng);
+      std::vector<float> in_place(heads * rank), converted(heads * rank);
+      std::vector<float> scratch(mla::AttendBf16ScratchFloats(heads, count, rank));
+      mla::AttendBf16(q.data(), heads, rank, {fp32_table.data(), per_page, rank}, positions.data(), count, 0.08f,
+                      converted.data(), scratch.data());
+      scratch.assign(mla::AttendBf16InPlaceScratchFloats(heads, count, rank), 0.0f);
+      mla::AttendBf16InPlace(q.data(), heads, rank, {bf16_table.data(), per_page, rank}, positions.data(), count, 0.08f,
+                             in_place.data(), scratch.data());
+      EXPECT_EQ(0, std::memcmp(in_place.data(), converted.data(), in_place.size() * sizeof(float)));
+    }
+  }
+}
+
 // --mla-attention's values: fp32 always; bf16 exactly where the kernel can run, refused elsewhere naming what is
 // missing; anything else refused naming the value.
 TEST(MlaOps, AttentionPrecisionParsesWhatThisCpuCanRun) {
