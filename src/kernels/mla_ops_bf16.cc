@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "base/log.h"
+#include "base/status.h"
 #include "kernels/mla_ops.h"
 #include "kernels/mla_tile_sums_avx512.h"
 
