@@ -47,7 +47,8 @@ void AttendBf16InPlace(FastContext& ctx, std::span<const CompactRow> rows,
       it->second.push_back(reinterpret_cast<const uint16_t*>(row.cache->LatentValues(p)));
     }
   }
-  const int64_t heads_per_task = static_cast<int64_t>(rows.size()) >= ctx.pool.size() ? heads : kHeadsPerTask;
+  const int64_t heads_per_task =
+      static_cast<int64_t>(rows.size()) >= ctx.pool.size() ? heads : DecodeHeadsPerTask(ctx, false);
   const int64_t head_groups = (heads + heads_per_task - 1) / heads_per_task;
   ctx.pool.Run(static_cast<int64_t>(rows.size()) * head_groups, [&](int64_t task, int worker) {
     const CompactRow& row = rows[task / head_groups];
@@ -63,6 +64,12 @@ void AttendBf16InPlace(FastContext& ctx, std::span<const CompactRow> rows,
 
 }  // namespace
 
+int64_t DecodeHeadsPerTask(const FastContext& ctx, bool rows_rounded_per_call) {
+  if (ctx.attention != mla::AttentionPrecision::kBf16 || !rows_rounded_per_call) return kHeadsPerTask;
+  const int64_t heads = ctx.config.num_attention_heads, workers = ctx.pool.size();
+  return std::max(kHeadsPerTask, (heads + workers - 1) / workers);
+}
+
 void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
                    const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
                    float* o_latent) {
@@ -72,9 +79,10 @@ void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
     AttendBf16InPlace(ctx, rows, selected, q_latent, scale, o_latent);
     return;
   }
-  const int64_t groups = (heads + kHeadsPerTask - 1) / kHeadsPerTask;
+  const int64_t heads_per_group = DecodeHeadsPerTask(ctx, true);
+  const int64_t groups = (heads + heads_per_group - 1) / heads_per_group;
   const auto group_of = [&](int64_t t, int64_t g, int worker, const float* decoded, int64_t count) {
-    const int64_t h0 = g * kHeadsPerTask, nh = std::min(kHeadsPerTask, heads - h0);
+    const int64_t h0 = g * heads_per_group, nh = std::min(heads_per_group, heads - h0);
     AttendGroup(ctx, worker, decoded, count, q_latent + (t * heads + h0) * rank, nh, scale,
                 o_latent + (t * heads + h0) * rank);
   };

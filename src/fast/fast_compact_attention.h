@@ -20,6 +20,13 @@ struct CompactRow {
   int64_t t = 0;
 };
 
+// Heads per attention task in decode (a pass with too few queries to give each worker whole queries): 8 — small
+// tasks balance, and mla::Attend runs nearly as fast at 8 heads a call as at 64 — except for bf16 attention over rows
+// that each call rounds to bf16 itself (an fp32, fp8 or int8 cache): there every call would round the query's rows
+// again, so each worker takes one share of the heads (mla::AttendBf16, 2,051 rows, one Zen 5 thread: 1.1× the fp32
+// kernel at 8 heads a call, 1.8× at 64). Each head's output is the same bits whatever the split.
+int64_t DecodeHeadsPerTask(const FastContext& ctx, bool rows_rounded_per_call);
+
 // selected[t]: attended positions of pass row t; q_latent, o_latent: [n, heads · kv_lora]; scale = qk^-1/2.
 void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
                    const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,

@@ -22,7 +22,6 @@ namespace glint {
 namespace {
 
 constexpr float kKeyNormEps = 1e-6f;                // indexer k_norm LayerNorm eps (pitfall 9)
-constexpr int64_t kHeadsPerTask = 8;                // attention tasks in decode: one token × 8 heads
 constexpr int64_t kTokensPerWorkerForAllHeads = 4;  // from this many tokens per worker, a task takes all the heads
 
 // Appends one token's indexer key and pooling logits at `position` (cache.tokens ≤ position): a filling pool keeps
@@ -273,10 +272,11 @@ void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::spa
   const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
   // A call reads its latent rows from L3 once per pass for its heads alone, so a task takes all of a token's heads
   // when there are tokens enough to keep the workers busy (mla::Attend at 2,051 positions, 1 thread: ≈ 122 GFLOPS
-  // with 8 heads, ≈ 149 with 64; docs/fast-path.md); a decode pass's few tokens are split 8 heads a task. Each
-  // head's output is the same bits whatever the split (mla_ops_test).
+  // with 8 heads, ≈ 149 with 64; docs/fast-path.md); a decode pass's few tokens are split into smaller tasks
+  // (DecodeHeadsPerTask). Each head's output is the same bits whatever the split (mla_ops_test).
   const int64_t tokens_for_all_heads = kTokensPerWorkerForAllHeads * ctx.pool.size();
-  const int64_t heads_per_task = static_cast<int64_t>(rows.size()) >= tokens_for_all_heads ? heads : kHeadsPerTask;
+  const int64_t heads_per_task =
+      static_cast<int64_t>(rows.size()) >= tokens_for_all_heads ? heads : DecodeHeadsPerTask(ctx, true);
   const int64_t head_groups = (heads + heads_per_task - 1) / heads_per_task;
   std::vector<std::vector<const float*>> latent_pages(segments.size());  // [segments][blocks]
   for (size_t si = 0; si < segments.size(); ++si) latent_pages[si] = LatentPages(caches[si], caches[si].tokens);

@@ -25,6 +25,7 @@
 #include "base/aligned_buffer.h"
 #include "base/file.h"
 #include "base/worker_pool.h"
+#include "fast/fast_compact_attention.h"
 #include "io/token_file.h"
 #include "kernels/mla_ops.h"
 #include "model/forward_common.h"
@@ -520,6 +521,20 @@ TEST(FastTrainedModel, AgreesWithTheFp32PathWithoutForcing) {
               100 * agreement.top1(), static_cast<long long>(agreement.rows), agreement.mean_kl());
   EXPECT_GE(agreement.top1(), 0.98);
   EXPECT_LE(agreement.mean_kl(), 5e-3);
+}
+
+// Decode's attention tasks: 8 heads each, except where bf16 attention rounds the rows itself in every call — then
+// one share of the heads per worker, never fewer than 8 (docs/fast-path.md "MLA attention in bf16").
+TEST(FastDecodeHeadsPerTask, SharesTheHeadsWhereEachCallRoundsItsRows) {
+  ModelConfig config;
+  config.num_attention_heads = 64;
+  WorkerPool two(2), sixteen(16);
+  FastContext on_two(two, Isa::kScalar, config), on_sixteen(sixteen, Isa::kScalar, config);
+  EXPECT_EQ(DecodeHeadsPerTask(on_two, true), 8);  // fp32 attention
+  on_two.attention = on_sixteen.attention = mla::AttentionPrecision::kBf16;
+  EXPECT_EQ(DecodeHeadsPerTask(on_two, true), 32);
+  EXPECT_EQ(DecodeHeadsPerTask(on_two, false), 8);     // a bf16 cache read in place
+  EXPECT_EQ(DecodeHeadsPerTask(on_sixteen, true), 8);  // 4 heads a worker would be fewer than 8
 }
 
 // The cost of bf16 MLA attention (--mla-attention bf16, mla::AttendBf16) on the trained model: gate (c) as above
