@@ -19,14 +19,17 @@
 
 namespace glint::mla {
 
-struct LatentRows {
-  const float* const* pages = nullptr;  // [pages] → rows_per_page rows of row_stride floats
+// Rows of values of type T through a page table: fp32 latents (LatentRows) or a bf16 cache's (LatentRowsBf16).
+template <typename T>
+struct PagedRows {
+  const T* const* pages = nullptr;  // [pages] → rows_per_page rows of row_stride values
   int64_t rows_per_page = 0;
   int64_t row_stride = 0;
-  const float* Row(int64_t position) const {
+  const T* Row(int64_t position) const {
     return pages[position / rows_per_page] + (position % rows_per_page) * row_stride;
   }
 };
+using LatentRows = PagedRows<float>;
 
 // q_latent [heads, rank]; positions [count] (any order, count ≥ 1); out [heads, rank];
 // scratch: AttendScratchFloats(heads, count) floats.
@@ -45,15 +48,8 @@ void AttendBf16(const float* q_latent, int64_t heads, int64_t rank, const Latent
                 int64_t count, float scale, float* out, float* scratch);
 int64_t AttendBf16ScratchFloats(int64_t heads, int64_t count, int64_t rank);
 
-// Latent rows already in bf16 (a `--kv-cache-dtype bf16` cache), reached through a page table as LatentRows.
-struct LatentRowsBf16 {
-  const uint16_t* const* pages = nullptr;  // [pages] → rows_per_page rows of row_stride values
-  int64_t rows_per_page = 0;
-  int64_t row_stride = 0;
-  const uint16_t* Row(int64_t position) const {
-    return pages[position / rows_per_page] + (position % rows_per_page) * row_stride;
-  }
-};
+// Latent rows already in bf16 (a `--kv-cache-dtype bf16` cache).
+using LatentRowsBf16 = PagedRows<uint16_t>;
 // AttendBf16 over rows that are bf16 already, read in place (no conversion: the same results as AttendBf16 given the
 // rows widened to fp32). rank must be a multiple of 32 (each row is read in 32-value steps). Scratch:
 // AttendBf16InPlaceScratchFloats(heads, count, rank) floats.

@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "base/status.h"
+#include "kernels/isa.h"
 #include "kernels/mla_ops.h"
 #include "kernels/mla_tile_sums_avx512.h"
 
@@ -144,7 +145,8 @@ GLINT_TARGET_BF16 void OutputTile(const uint16_t* const* p, const uint16_t* cons
 
 }  // namespace
 
-bool AttendBf16Supported() { return __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw"); }
+// The kernel's unpacks and masked 16-bit stores are AVX512-BW: checked too, in case a hypervisor hides it.
+bool AttendBf16Supported() { return CpuHasAvx512Bf16() && __builtin_cpu_supports("avx512bw"); }
 
 namespace {
 
