@@ -52,8 +52,13 @@ double PeakFor(int threads, Isa isa) { return Int8PeakFor(g_limits, isa, threads
 // of fewer than kAmxMinTokens tokens to VNNI): the Threshold benchmarks compare it with avx512 to measure R.
 constexpr int kAmxTilesAlways = 4;
 const Int8Kernels& AmxTilesAlways() {
-  static const Int8Kernels kernels{GetInt8Kernels(Isa::kAmx).quantize, internal::Int8GemmAmxTiles,
-                                   internal::Int8GroupSumsAmxTiles};
+  static const Int8Kernels kernels{
+      GetInt8Kernels(Isa::kAmx).quantize,
+      [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t begin, int64_t end, float* y,
+         int64_t y_stride) { internal::Int8GemmAmxTiles(w, x, begin, end, y, y_stride); },
+      [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t begin, int64_t end, int32_t* sums) {
+        internal::Int8GroupSumsAmxTiles(w, x, begin, end, sums);
+      }};
   return kernels;
 }
 

@@ -54,4 +54,34 @@ GLINT_TARGET_AMX inline void TileZero() {
 // at a context switch, and the core may leave the AMX power state.
 GLINT_TARGET_AMX inline void ReleaseTiles() { asm volatile("tilerelease" ::: "memory"); }
 
+// The tile instructions as a policy, so that one kernel source runs on the tile unit (HardwareTiles) or on the
+// software model of it (EmulatedTiles, amx_emulator.h) that tests the kernels' walks — tile shapes, addressing,
+// the order of loads, products, stores and epilogues — on CPUs without AMX. Tile numbers are template arguments:
+// the instructions take them as immediates.
+struct HardwareTiles {
+  GLINT_TARGET_AMX static void Configure(const TileConfig& config) { LoadTileConfig(config); }
+  template <int T>
+  GLINT_TARGET_AMX static void Load(const void* base, int64_t stride) {
+    TileLoad<T>(base, stride);
+  }
+  template <int T>
+  GLINT_TARGET_AMX static void Store(void* base, int64_t stride) {
+    TileStore<T>(base, stride);
+  }
+  template <int T>
+  GLINT_TARGET_AMX static void Zero() {
+    TileZero<T>();
+  }
+  // C += A · B with A signed and B unsigned bytes (tdpbsud), or both signed (tdpbssd); int32 sums.
+  template <int C, int A, int B>
+  GLINT_TARGET_AMX static void DotSignedUnsigned() {
+    asm volatile("tdpbsud %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(C), "n"(A), "n"(B));
+  }
+  template <int C, int A, int B>
+  GLINT_TARGET_AMX static void DotSigned() {
+    asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(C), "n"(A), "n"(B));
+  }
+  GLINT_TARGET_AMX static void Release() { ReleaseTiles(); }
+};
+
 }  // namespace glint::internal

@@ -85,11 +85,11 @@ const Int8Kernels& Int8KernelsAvx512();
 const Int8Kernels& Int8KernelsAmx();  // gemm_i8_amx.cc
 
 // The AMX level's tile kernels themselves, whatever the token count (the table's `gemm` hands products of fewer
-// than kAmxMinTokens tokens to the VNNI kernel): for tests and benchmarks. The CPU must support Isa::kAmx.
+// than kAmxMinTokens tokens to the VNNI kernel): for tests and benchmarks.
 void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-                      float* y, int64_t y_stride);
+                      float* y, int64_t y_stride, AmxTiles tiles = AmxTiles::kHardware);
 void Int8GroupSumsAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                           int64_t block_end, int32_t* sums);
+                           int64_t block_end, int32_t* sums, AmxTiles tiles = AmxTiles::kHardware);
 }  // namespace internal
 
 }  // namespace glint

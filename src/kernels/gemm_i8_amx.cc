@@ -13,6 +13,8 @@
 // the group they go to a 4 KiB buffer where AVX-512 applies the VNNI kernels' fp32 epilogue (gemm_tile_avx512.h):
 // y += float(C) · (s_w · s_x), the first group storing. The tile unit and the vector ports are separate, so the
 // next group's multiplies overlap this group's epilogue.
+// The walk is a template on the tile instructions (amx_tiles.h HardwareTiles; amx_emulator.h EmulatedTiles, the
+// software model that tests it on CPUs without AMX).
 // GCC 12 reports its own AVX-512 intrinsics (the _mm*_undefined_* idiom) as maybe-uninitialized: GCC bug 105593.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -21,6 +23,7 @@
 #include <algorithm>
 
 #include "base/aligned_buffer.h"
+#include "kernels/amx_emulator.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/gemm_i8.h"
 
@@ -30,17 +33,12 @@ namespace {
 constexpr int kTileTokens = 16;
 constexpr int kC = 0, kA = 4, kB = 6;  // first C, A and B tile registers
 
-// C += A · B, A signed and B unsigned bytes.
-template <int C, int A, int B>
-GLINT_TARGET_AMX inline void TileDotSignedUnsigned() {
-  asm volatile("tdpbsud %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(C), "n"(A), "n"(B));
-}
-
 // K bytes per tile step: 64 (a full tile row) when the group allows, else the group's largest power-of-two
 // divisor ≥ 16 (groups are multiples of 16), so that no step crosses a group boundary.
 int KStep(int64_t group) { return group % 64 == 0 ? 64 : group % 32 == 0 ? 32 : 16; }
 
 // tokens0/tokens1: rows of token tiles 0 and 1 (tokens1 = 0: tile 1 unused).
+template <typename Tiles>
 GLINT_TARGET_AMX void ConfigureTiles(int tokens0, int tokens1, int k_step) {
   TileConfig config;
   for (int n = 0; n < 2; ++n) {
@@ -50,7 +48,7 @@ GLINT_TARGET_AMX void ConfigureTiles(int tokens0, int tokens1, int k_step) {
   }
   config.Set(kA, tokens0, k_step);
   if (tokens1 > 0) config.Set(kA + 1, tokens1, k_step);
-  LoadTileConfig(config);
+  Tiles::Configure(config);
 }
 
 struct GroupSpan {
@@ -65,34 +63,35 @@ struct GroupSpan {
 // The corrected int32 sums of one K-group for MT token tiles × NB row blocks into c [2m + n][16 tokens][16 rows].
 // The C tiles start from −128·Σx instead of zero, so the tile unit applies the bias correction (int32, exact)
 // and the epilogue is left with the fp32 scaling.
-template <int MT, int NB>
+template <typename Tiles, int MT, int NB>
 GLINT_TARGET_AMX void GroupProducts(const GroupSpan& s, int32_t* c) {
-  TileLoad<kC>(s.start, 64);
-  if constexpr (NB == 2) TileLoad<kC + 1>(s.start, 64);
-  if constexpr (MT == 2) TileLoad<kC + 2>(s.start + 256, 64);
-  if constexpr (MT == 2 && NB == 2) TileLoad<kC + 3>(s.start + 256, 64);
+  Tiles::template Load<kC>(s.start, 64);
+  if constexpr (NB == 2) Tiles::template Load<kC + 1>(s.start, 64);
+  if constexpr (MT == 2) Tiles::template Load<kC + 2>(s.start + 256, 64);
+  if constexpr (MT == 2 && NB == 2) Tiles::template Load<kC + 3>(s.start + 256, 64);
   for (int step = 0; step < s.steps; ++step) {
     const int64_t k = int64_t{step} * s.k_step;
-    TileLoad<kA>(s.x + k, s.x_stride);
-    if constexpr (MT == 2) TileLoad<kA + 1>(s.x + kTileTokens * s.x_stride + k, s.x_stride);
-    TileLoad<kB>(s.w + 16 * k, 64);
-    if constexpr (NB == 2) TileLoad<kB + 1>(s.w + s.block_bytes + 16 * k, 64);
-    TileDotSignedUnsigned<kC, kA, kB>();
-    if constexpr (NB == 2) TileDotSignedUnsigned<kC + 1, kA, kB + 1>();
-    if constexpr (MT == 2) TileDotSignedUnsigned<kC + 2, kA + 1, kB>();
-    if constexpr (MT == 2 && NB == 2) TileDotSignedUnsigned<kC + 3, kA + 1, kB + 1>();
+    Tiles::template Load<kA>(s.x + k, s.x_stride);
+    if constexpr (MT == 2) Tiles::template Load<kA + 1>(s.x + kTileTokens * s.x_stride + k, s.x_stride);
+    Tiles::template Load<kB>(s.w + 16 * k, 64);
+    if constexpr (NB == 2) Tiles::template Load<kB + 1>(s.w + s.block_bytes + 16 * k, 64);
+    Tiles::template DotSignedUnsigned<kC, kA, kB>();
+    if constexpr (NB == 2) Tiles::template DotSignedUnsigned<kC + 1, kA, kB + 1>();
+    if constexpr (MT == 2) Tiles::template DotSignedUnsigned<kC + 2, kA + 1, kB>();
+    if constexpr (MT == 2 && NB == 2) Tiles::template DotSignedUnsigned<kC + 3, kA + 1, kB + 1>();
   }
-  TileStore<kC>(c, 64);
-  if constexpr (NB == 2) TileStore<kC + 1>(c + 256, 64);
-  if constexpr (MT == 2) TileStore<kC + 2>(c + 512, 64);
-  if constexpr (MT == 2 && NB == 2) TileStore<kC + 3>(c + 768, 64);
+  Tiles::template Store<kC>(c, 64);
+  if constexpr (NB == 2) Tiles::template Store<kC + 1>(c + 256, 64);
+  if constexpr (MT == 2) Tiles::template Store<kC + 2>(c + 512, 64);
+  if constexpr (MT == 2 && NB == 2) Tiles::template Store<kC + 3>(c + 768, 64);
 }
 
+template <typename Tiles>
 GLINT_TARGET_AMX void Products(int mt, int nb, const GroupSpan& s, int32_t* c) {
   if (mt == 2) {
-    nb == 2 ? GroupProducts<2, 2>(s, c) : GroupProducts<2, 1>(s, c);
+    nb == 2 ? GroupProducts<Tiles, 2, 2>(s, c) : GroupProducts<Tiles, 2, 1>(s, c);
   } else {
-    nb == 2 ? GroupProducts<1, 2>(s, c) : GroupProducts<1, 1>(s, c);
+    nb == 2 ? GroupProducts<Tiles, 1, 2>(s, c) : GroupProducts<Tiles, 1, 1>(s, c);
   }
 }
 
@@ -116,6 +115,7 @@ GLINT_TARGET_AMX void ScaleInto(const int32_t* c, int tokens, const float* x_sca
 // inner, each pair's weights (32 rows × K) staying in L2 while the groups pass; then the K-groups, whose C tiles
 // alternate between two buffers so that group g's epilogue reads stores the tile unit finished a group earlier
 // (reading a `tilestored` result at once stalls on the store) while group g + 1 multiplies.
+template <typename Tiles>
 class TileWalk {
  public:
   GLINT_TARGET_AMX TileWalk(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
@@ -134,13 +134,13 @@ class TileWalk {
     for (t0_ = 0; t0_ < x_.tokens; t0_ += 2 * kTileTokens) {
       tokens_[0] = static_cast<int>(std::min<int64_t>(kTileTokens, x_.tokens - t0_));
       tokens_[1] = static_cast<int>(std::clamp<int64_t>(x_.tokens - t0_ - kTileTokens, 0, kTileTokens));
-      ConfigureTiles(tokens_[0], tokens_[1], k_step_);
+      ConfigureTiles<Tiles>(tokens_[0], tokens_[1], k_step_);
       FillStartTiles();
       for (int64_t b = block_begin_; b < block_end_; b += 2) {
         RowPair(b, static_cast<int>(std::min<int64_t>(2, block_end_ - b)));
       }
     }
-    ReleaseTiles();
+    Tiles::Release();
   }
 
  private:
@@ -170,7 +170,7 @@ class TileWalk {
                            start_ + g * 512,
                            static_cast<int>(x_.group / k_step_),
                            k_step_};
-      Products(mt, nb, span, c_ + (g & 1) * 1024);
+      Products<Tiles>(mt, nb, span, c_ + (g & 1) * 1024);
       if (g > 0) Finish(b, mt, nb, g - 1);
     }
     Finish(b, mt, nb, groups_ - 1);
@@ -233,9 +233,10 @@ class TileWalk {
   alignas(64) float acc_[4 * 256];      // the fp32 sums of the four C tiles over the groups so far
 };
 
+template <typename Tiles>
 GLINT_TARGET_AMX void Run(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
                           int64_t block_end, float* y, int64_t y_stride, int32_t* sums) {
-  TileWalk(w, x, block_begin, block_end, y, y_stride, sums).Run();
+  TileWalk<Tiles>(w, x, block_begin, block_end, y, y_stride, sums).Run();
 }
 
 void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end, float* y,
@@ -244,25 +245,36 @@ void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t blo
     Int8KernelsAvx512().gemm(w, x, block_begin, block_end, y, y_stride);
     return;
   }
-  Run(w, x, block_begin, block_end, y, y_stride, nullptr);
+  Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr);
 }
 
 }  // namespace
 
 void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-                      float* y, int64_t y_stride) {
-  Run(w, x, block_begin, block_end, y, y_stride, nullptr);
+                      float* y, int64_t y_stride, AmxTiles tiles) {
+  if (tiles == AmxTiles::kEmulated) {
+    Run<EmulatedTiles>(w, x, block_begin, block_end, y, y_stride, nullptr);
+  } else {
+    Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr);
+  }
 }
 
 void Int8GroupSumsAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                           int64_t block_end, int32_t* sums) {
-  Run(w, x, block_begin, block_end, nullptr, 0, sums);
+                           int64_t block_end, int32_t* sums, AmxTiles tiles) {
+  if (tiles == AmxTiles::kEmulated) {
+    Run<EmulatedTiles>(w, x, block_begin, block_end, nullptr, 0, sums);
+  } else {
+    Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums);
+  }
 }
 
 // The quantizer is the VNNI level's (same codes, scales and corrections); group_sums is the tiles' whatever the
 // token count, so the sweep tests of every level check the tile path's integers.
 const Int8Kernels& Int8KernelsAmx() {
-  static const Int8Kernels kernels{Int8KernelsAvx512().quantize, GemmAmx, Int8GroupSumsAmxTiles};
+  static const Int8Kernels kernels{
+      Int8KernelsAvx512().quantize, GemmAmx,
+      [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+         int32_t* sums) { Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums); }};
   return kernels;
 }
 

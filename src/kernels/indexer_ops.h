@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <span>
 
+#include "kernels/isa.h"
+
 namespace glint::indexer {
 
 // codes [heads, dim] (each in −127..127) and scales [heads] of query [heads, dim]: t_h = amax_h / 127, codes =
@@ -75,8 +77,10 @@ inline constexpr int64_t kAmxMaxDim = 1024;
 bool Int8AmxSupported(int64_t dim);
 int64_t AmxQueryBytes(int64_t heads, int64_t dim);
 void PackQueryForAmx(const int16_t* codes, int64_t heads, int64_t dim, int8_t* packed);
+// `tiles`: kEmulated runs the same walk on the software tiles (amx_emulator.h) for tests on CPUs without AMX.
 void ScoresInt8Amx(const int8_t* packed_query, const float* query_scales, const float* head_weights,
-                   std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale, float* scores);
+                   std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale, float* scores,
+                   AmxTiles tiles = AmxTiles::kHardware);
 
 // The first i < count with values[i] ≥ floor (a NaN never is), else count: the top-pool collector's skip over
 // scores below its floor (model/indexer.h TopKeyCollector), Highway-dispatched.

@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/amx_emulator.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/indexer_ops.h"
 #include "kernels/isa.h"
@@ -30,13 +31,13 @@
 namespace glint::indexer {
 namespace {
 
-using internal::TileLoad;
-using internal::TileStore;
-using internal::TileZero;
+using internal::EmulatedTiles;
+using internal::HardwareTiles;
 
 constexpr int64_t kTilePools = 16, kTileHeads = 16, kChunkDims = 64;
 constexpr int kC = 0, kA = 2, kALast = 3, kB = 4, kBLast = 6;
 
+template <typename Tiles>
 GLINT_TARGET_AMX void ConfigureTiles(int64_t last_chunk_dims) {
   internal::TileConfig config;
   config.Set(kC, 16, 64);
@@ -49,7 +50,7 @@ GLINT_TARGET_AMX void ConfigureTiles(int64_t last_chunk_dims) {
     config.Set(kBLast, static_cast<int>(last_chunk_dims / 4), 64);
     config.Set(kBLast + 1, static_cast<int>(last_chunk_dims / 4), 64);
   }
-  internal::LoadTileConfig(config);
+  Tiles::Configure(config);
 }
 
 struct Walk {
@@ -62,33 +63,33 @@ struct Walk {
 
 // C tmm0 (+ tmm1) += A · B for one 64-dim chunk: A (tile kATile) = the 16 key rows' chunk at `keys`, B (kBTile,
 // + 1) = the head group's (and the next group's, `group_bytes` on) packed query chunk at `b`. Signed × signed.
-template <int kATile, int kBTile, bool kPair>
+template <typename Tiles, int kATile, int kBTile, bool kPair>
 GLINT_TARGET_AMX inline void ChunkProducts(const int8_t* keys, int64_t dim, const int8_t* b, int64_t group_bytes) {
-  TileLoad<kATile>(keys, dim);
-  TileLoad<kBTile>(b, 64);
-  asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC), "n"(kATile), "n"(kBTile));
+  Tiles::template Load<kATile>(keys, dim);
+  Tiles::template Load<kBTile>(b, 64);
+  Tiles::template DotSigned<kC, kATile, kBTile>();
   if constexpr (kPair) {
-    TileLoad<kBTile + 1>(b + group_bytes, 64);
-    asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(kC + 1), "n"(kATile), "n"(kBTile + 1));
+    Tiles::template Load<kBTile + 1>(b + group_bytes, 64);
+    Tiles::template DotSigned<kC + 1, kATile, kBTile + 1>();
   }
 }
 
 // C tiles of head groups g, g + 1 (when `pair`) for the 16 key rows at `keys` (row stride dim).
-template <bool kPair>
+template <typename Tiles, bool kPair>
 GLINT_TARGET_AMX void GroupProducts(const Walk& w, const int8_t* keys, int64_t g, int32_t* c) {
-  TileZero<kC>();
-  if constexpr (kPair) TileZero<kC + 1>();
+  Tiles::template Zero<kC>();
+  if constexpr (kPair) Tiles::template Zero<kC + 1>();
   const int64_t group_bytes = w.chunks * 1024;
   for (int64_t chunk = 0; chunk < w.chunks; ++chunk) {
     const int8_t* b = w.query + g * group_bytes + chunk * 1024;
     if (chunk + 1 < w.chunks || w.dim % kChunkDims == 0) {
-      ChunkProducts<kA, kB, kPair>(keys + chunk * kChunkDims, w.dim, b, group_bytes);
+      ChunkProducts<Tiles, kA, kB, kPair>(keys + chunk * kChunkDims, w.dim, b, group_bytes);
     } else {  // the last chunk's narrower tiles (dim % 64 dims)
-      ChunkProducts<kALast, kBLast, kPair>(keys + chunk * kChunkDims, w.dim, b, group_bytes);
+      ChunkProducts<Tiles, kALast, kBLast, kPair>(keys + chunk * kChunkDims, w.dim, b, group_bytes);
     }
   }
-  TileStore<kC>(c, 64);
-  if constexpr (kPair) TileStore<kC + 1>(c + 256, 64);
+  Tiles::template Store<kC>(c, 64);
+  if constexpr (kPair) Tiles::template Store<kC + 1>(c + 256, 64);
 }
 
 // total += Σ_h w_h · max(dot_h · ((scale · t_h) · s_m), 0) over the heads of group g, ascending, as Int8Term.
@@ -117,12 +118,13 @@ struct Tile {
 };
 
 // The C tiles of every head group of `tile` into c [groups][16 pools][16 heads].
+template <typename Tiles>
 GLINT_TARGET_AMX void TileProducts(const Walk& w, const Tile& tile, int32_t* c) {
   for (int64_t g = 0; g < w.groups; g += 2) {
     if (g + 1 < w.groups) {
-      GroupProducts<true>(w, tile.keys, g, c + g * 256);
+      GroupProducts<Tiles, true>(w, tile.keys, g, c + g * 256);
     } else {
-      GroupProducts<false>(w, tile.keys, g, c + g * 256);
+      GroupProducts<Tiles, false>(w, tile.keys, g, c + g * 256);
     }
   }
 }
@@ -210,12 +212,15 @@ void PackQueryForAmx(const int16_t* codes, int64_t heads, int64_t dim, int8_t* p
   }
 }
 
+namespace {
+
 // Software-pipelined by one tile: tile t + 1's products go to the tile unit before tile t's epilogue reads its
 // stored C (reading a `tilestored` result at once stalls on the store; the tile unit and the vector ports are
 // separate, so the two overlap). The C buffers alternate.
-GLINT_TARGET_AMX void ScoresInt8Amx(const int8_t* packed_query, const float* query_scales, const float* head_weights,
-                                    std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale,
-                                    float* scores) {
+template <typename Tiles>
+GLINT_TARGET_AMX void Scores(const int8_t* packed_query, const float* query_scales, const float* head_weights,
+                             std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale,
+                             float* scores) {
   const int64_t groups = (heads + kTileHeads - 1) / kTileHeads;
   const Walk w{packed_query, query_scales, head_weights, heads, dim, (dim + kChunkDims - 1) / kChunkDims,
                groups,       scale};
@@ -225,15 +230,27 @@ GLINT_TARGET_AMX void ScoresInt8Amx(const int8_t* packed_query, const float* que
   auto cursor = std::make_unique<TileCursor>(spans, dim);
   Tile tiles[2];
   if (!cursor->Next(tiles[0])) return;
-  ConfigureTiles(dim % kChunkDims);
-  TileProducts(w, tiles[0], c[0]);
+  ConfigureTiles<Tiles>(dim % kChunkDims);
+  TileProducts<Tiles>(w, tiles[0], c[0]);
   for (int t = 0;; t ^= 1) {
     const bool more = cursor->Next(tiles[t ^ 1]);
-    if (more) TileProducts(w, tiles[t ^ 1], c[t ^ 1]);
+    if (more) TileProducts<Tiles>(w, tiles[t ^ 1], c[t ^ 1]);
     TileEpilogue(w, tiles[t], c[t], scores);
     if (!more) break;
   }
-  internal::ReleaseTiles();
+  Tiles::Release();
+}
+
+}  // namespace
+
+void ScoresInt8Amx(const int8_t* packed_query, const float* query_scales, const float* head_weights,
+                   std::span<const Int8KeySpan> spans, int64_t heads, int64_t dim, float scale, float* scores,
+                   AmxTiles tiles) {
+  if (tiles == AmxTiles::kEmulated) {
+    Scores<EmulatedTiles>(packed_query, query_scales, head_weights, spans, heads, dim, scale, scores);
+  } else {
+    Scores<HardwareTiles>(packed_query, query_scales, head_weights, spans, heads, dim, scale, scores);
+  }
 }
 
 }  // namespace glint::indexer

@@ -30,6 +30,12 @@ bool CpuHasAvx512Bf16();
 // Why kAmx is not supported here (no AMX in CPUID, or the kernel refused the tile-data permission), for
 // messages and test skips; empty when it is supported.
 std::string_view AmxUnavailableReason();
+// Where an AMX kernel's tile instructions run, for tests and benchmarks: on the tile unit (IsaSupported(kAmx)), or
+// on the software model of it (amx_emulator.h: the same walk, run on any CPU with kAvx512, whose instructions the
+// kernels' epilogues use).
+enum class AmxTiles { kHardware, kEmulated };
+// Whether `tiles` can run here, and why not (empty when it can), for test skips (amx_emulator.cc).
+std::string_view AmxTilesUnavailableReason(AmxTiles tiles);
 // The kernels' level names joined for --help and errors: "amx, avx512, avx2 or scalar".
 inline constexpr std::string_view kIsaNames = "amx, avx512, avx2 or scalar";
 

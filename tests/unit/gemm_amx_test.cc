@@ -3,16 +3,20 @@
 // bit-identical to the AVX-512 VNNI level's (both apply the same fp32 operations to the same exact integers in the
 // same order) and therefore within the VNNI level's bound of the scalar result; tile remainders (tokens around
 // 16 and 32, rows around 16-row blocks and 2-block pairs, K groups of every tile step 16, 32, 64); row-block
-// ranges; saturation; the table's threshold kAmxMinTokens. Skipped, with the reason printed, where the CPU or the
-// kernel does not offer AMX.
+// ranges; saturation; the table's threshold kAmxMinTokens. Each walk runs twice: on the tile unit, skipped with the
+// reason printed where the CPU or the kernel does not offer AMX, and on the software model of the tiles
+// (amx_emulator.h), which needs only AVX-512 for the epilogue — so the walks are checked on every AVX-512 machine,
+// and where AMX exists the model is checked against the hardware (both must give the reference's bits).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernel_test_util.h"
+#include "kernels/amx_emulator.h"
 #include "kernels/gemm_i8.h"
 #include "quant/int8_matrix.h"
 #include "test_util.h"
@@ -24,10 +28,11 @@ using glint::testing::QuantizedRows;
 using glint::testing::QuantizeRows;
 using glint::testing::Random;
 
-class AmxTiles : public ::testing::Test {
+class AmxTileKernel : public ::testing::TestWithParam<AmxTiles> {
  protected:
   void SetUp() override {
-    if (!IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
+    const std::string_view why = AmxTilesUnavailableReason(GetParam());
+    if (!why.empty()) GTEST_SKIP() << (GetParam() == AmxTiles::kHardware ? "no AMX here: " : "") << why;
   }
 
   void Check(int64_t rows, int64_t cols, int64_t group, int64_t tokens, uint32_t seed) {
@@ -43,19 +48,19 @@ class AmxTiles : public ::testing::Test {
 
     std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size(), -7);
     GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
-    internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data());
+    internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data(), GetParam());
     ASSERT_EQ(actual, expected) << "int32 group sums differ";
 
     const int64_t y_stride = rows + 3;
     std::vector<float> vnni(tokens * y_stride, 12345.0f), amx(tokens * y_stride, 12345.0f);
     GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, blocks, vnni.data(), y_stride);
-    internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, amx.data(), y_stride);
+    internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, amx.data(), y_stride, GetParam());
     // Bitwise, padding columns (never written: 12345) included.
     ASSERT_EQ(0, std::memcmp(amx.data(), vnni.data(), amx.size() * sizeof(float))) << "differs from AVX-512 VNNI";
   }
 };
 
-TEST_F(AmxTiles, SweepMatchesScalarAndVnni) {
+TEST_P(AmxTileKernel, SweepMatchesScalarAndVnni) {
   uint32_t seed = 1;
   for (int64_t group : {16, 32, 48, 64, 128}) {
     for (int64_t rows : {1, 16, 17, 33, 64, 100}) {
@@ -69,7 +74,7 @@ TEST_F(AmxTiles, SweepMatchesScalarAndVnni) {
   }
 }
 
-TEST_F(AmxTiles, SaturatedCodesAreExact) {
+TEST_P(AmxTileKernel, SaturatedCodesAreExact) {
   // Every code ±127 over K = 4096: group sums reach ±127²·128 and the int32 tile accumulation must not wrap.
   const int64_t rows = 40, cols = 4096, group = 128, tokens = 35;
   std::vector<float> weights(rows * cols), x(tokens * cols);
@@ -81,30 +86,36 @@ TEST_F(AmxTiles, SaturatedCodesAreExact) {
   const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
   std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size());
   GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
-  internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data());
+  internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data(), GetParam());
   EXPECT_EQ(actual, expected);
   EXPECT_EQ(actual[0], 127 * 127 * group);
   std::vector<float> y(tokens * rows);
-  internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, y.data(), rows);
+  internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, y.data(), rows, GetParam());
   EXPECT_FLOAT_EQ(y[0], 3.0f * 0.5f * cols);
 }
 
-TEST_F(AmxTiles, RowBlockRangesWriteOnlyTheirRows) {
+TEST_P(AmxTileKernel, RowBlockRangesWriteOnlyTheirRows) {
   const int64_t rows = 150, cols = 192, group = 64, tokens = 40;
   const std::vector<float> weights = Random(rows * cols, 5);
   ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
   const QuantizedRows q =
       QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 6), tokens, cols);
   std::vector<float> whole(tokens * rows), pieces(tokens * rows, NAN);
-  internal::Int8GemmAmxTiles(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows);
+  internal::Int8GemmAmxTiles(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows, GetParam());
   // Odd ranges leave a single-block pair at each end; together they cover every block once.
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}, {4, 9}, {9, 10}}) {
-    internal::Int8GemmAmxTiles(w.view(), q.view, begin, end, pieces.data(), rows);
+    internal::Int8GemmAmxTiles(w.view(), q.view, begin, end, pieces.data(), rows, GetParam());
   }
   EXPECT_EQ(pieces, whole);
 }
 
-TEST_F(AmxTiles, TableUsesTilesFromTheThresholdOn) {
+INSTANTIATE_TEST_SUITE_P(Tiles, AmxTileKernel, ::testing::Values(AmxTiles::kHardware, AmxTiles::kEmulated),
+                         [](const ::testing::TestParamInfo<AmxTiles>& info) {
+                           return info.param == AmxTiles::kHardware ? "Hardware" : "Emulated";
+                         });
+
+TEST(AmxLevel, TableUsesTilesFromTheThresholdOn) {
+  if (!IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
   // Both sides of kAmxMinTokens give the same bits as VNNI (which is what makes the hand-off invisible).
   const int64_t rows = 64, cols = 512, group = 128;
   const std::vector<float> weights = Random(rows * cols, 11);
@@ -117,6 +128,71 @@ TEST_F(AmxTiles, TableUsesTilesFromTheThresholdOn) {
     GetInt8Kernels(Isa::kAmx).gemm(w.view(), q.view, 0, w.layout().row_blocks(), amx.data(), rows);
     EXPECT_EQ(amx, vnni) << tokens << " tokens";
   }
+}
+
+// The software tiles on a product small enough to check by hand, both signednesses of B, accumulating onto a
+// loaded C; and the faults the hardware raises, as check failures that name the instruction.
+TEST(AmxEmulator, ProductsOfKnownTiles) {
+  internal::TileConfig config;
+  config.Set(0, 2, 8);  // C: 2 rows × 2 int32
+  config.Set(1, 2, 8);  // A: 2 rows × 8 signed bytes (k = 8)
+  config.Set(2, 2, 8);  // B: 2 rows (k / 4) × 2 columns × 4 bytes
+  const int8_t a[2][8] = {{1, 2, 3, 4, -1, -2, -3, -4}, {0, 0, 0, 0, 0, 0, 0, 1}};
+  const uint8_t b[2][8] = {{1, 1, 1, 1, 2, 2, 2, 2}, {200, 0, 0, 0, 0, 0, 0, 255}};
+  const int32_t start[2][2] = {{5, 7}, {-1, 0}};
+  for (const bool b_signed : {false, true}) {
+    internal::EmulatedTiles::Configure(config);
+    internal::EmulatedTiles::Load<0>(start, 8);
+    internal::EmulatedTiles::Load<1>(a, 8);
+    internal::EmulatedTiles::Load<2>(b, 8);
+    if (b_signed) {
+      internal::EmulatedTiles::DotSigned<0, 1, 2>();
+    } else {
+      internal::EmulatedTiles::DotSignedUnsigned<0, 1, 2>();
+    }
+    int32_t c[2][16];  // row stride 64 bytes: only the first 2 int32 of each row are the tile's
+    std::fill(&c[0][0], &c[0][0] + 32, 99);
+    internal::EmulatedTiles::Store<0>(c, 64);
+    internal::EmulatedTiles::Release();
+    // Row 0: (1+2+3+4)·1 − 1·b[1][0] and (1+2+3+4)·2 − 4·b[1][7], with b[1][0] = 200 or −56, b[1][7] = 255 or −1.
+    // Row 1: 1·b[1][7] in column 1 only.
+    if (b_signed) {
+      EXPECT_EQ(c[0][0], 5 + 10 + 56);
+      EXPECT_EQ(c[0][1], 7 + 20 + 4);
+      EXPECT_EQ(c[1][1], 0 - 1);
+    } else {
+      EXPECT_EQ(c[0][0], 5 + 10 - 200);
+      EXPECT_EQ(c[0][1], 7 + 20 - 1020);
+      EXPECT_EQ(c[1][1], 0 + 255);
+    }
+    EXPECT_EQ(c[1][0], -1);
+    EXPECT_EQ(c[0][2], 99) << "tilestored wrote past the tile's 8 bytes per row";
+  }
+  EXPECT_FALSE(internal::amx_emulator::Configured());
+}
+
+TEST(AmxEmulatorDeathTest, FaultsAreChecks) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  internal::TileConfig config;
+  config.Set(0, 16, 64);
+  config.Set(1, 16, 32);
+  config.Set(2, 8, 64);
+  uint8_t buffer[16 * 64] = {};
+  EXPECT_DEATH(internal::EmulatedTiles::Load<0>(buffer, 64), "tileloadd without a tile configuration");
+  EXPECT_DEATH(
+      {
+        internal::EmulatedTiles::Configure(config);
+        internal::EmulatedTiles::Load<3>(buffer, 64);
+      },
+      "tileloadd on tmm3, which the configuration leaves unused");
+  const auto mismatched_product = [&] {
+    internal::EmulatedTiles::Configure(config);
+    internal::EmulatedTiles::DotSignedUnsigned<0, 2, 1>();  // A of 8 rows against C's 16
+  };
+  EXPECT_DEATH(mismatched_product(), "tdpbsud: C 16×64 bytes, A 8×64, B 16×32");
+  internal::TileConfig too_large;
+  too_large.Set(0, 17, 64);
+  EXPECT_DEATH(internal::EmulatedTiles::Configure(too_large), "tmm0 of 17 rows");
 }
 
 TEST(AmxLevel, ParsesOrExplains) {

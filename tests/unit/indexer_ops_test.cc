@@ -122,9 +122,9 @@ TEST(IndexerOps, Int8VnniScoresAreBitExact) {
 // The AMX kernel against the specification, bit for bit: pools 1..70 (partial tiles, several tiles) cut into
 // spans of random sizes (a cache block each, tiles crossing span ends, empty spans), heads below, at and past a
 // tile's 16 and a pair of tiles (32, 33), dims below, at and past a 64-dim chunk; extreme codes, a zero and a NaN
-// query head, as the VNNI sweep.
-TEST(IndexerOps, Int8AmxScoresAreBitExact) {
-  if (!indexer::Int8AmxSupported(4)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
+// query head, as the VNNI sweep. On the tile unit where AMX exists, and on the software model of the tiles
+// (amx_emulator.h) wherever AVX-512 does.
+void CheckAmxScoresBitExact(AmxTiles tiles) {
   std::mt19937 rng(5);
   for (int64_t dim : {4, 16, 64, 72, 128, 200}) {
     for (int64_t heads : {1, 3, 5, 16, 17, 32, 33}) {
@@ -150,7 +150,7 @@ TEST(IndexerOps, Int8AmxScoresAreBitExact) {
         std::vector<float> fast(pools + 1, 7.0f), reference(pools);
         const float scale = 1.0f / std::sqrt(static_cast<float>(dim));
         indexer::ScoresInt8Amx(packed.data(), query_scales.data(), weights.data(), spans, heads, dim, scale,
-                               fast.data());
+                               fast.data(), tiles);
         indexer::ScoresInt8Reference(codes.data(), query_scales.data(), weights.data(), keys.data(), key_scales.data(),
                                      pools, heads, dim, scale, reference.data());
         for (int64_t m = 0; m < pools; ++m) {
@@ -162,6 +162,17 @@ TEST(IndexerOps, Int8AmxScoresAreBitExact) {
       }
     }
   }
+}
+
+TEST(IndexerOps, Int8AmxScoresAreBitExact) {
+  if (!indexer::Int8AmxSupported(4)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
+  CheckAmxScoresBitExact(AmxTiles::kHardware);
+}
+
+TEST(IndexerOps, Int8AmxScoresAreBitExactOnEmulatedTiles) {
+  const std::string_view why = AmxTilesUnavailableReason(AmxTiles::kEmulated);
+  if (!why.empty()) GTEST_SKIP() << why;
+  CheckAmxScoresBitExact(AmxTiles::kEmulated);
 }
 
 TEST(IndexerOps, Int8AmxNeedsDimMultipleOf4UpToTheBuffer) {
