@@ -35,21 +35,6 @@ GLINT_TARGET_AMX inline void LoadTileConfig(const TileConfig& config) {
   asm volatile("ldtilecfg %0" : : "m"(config) : "memory");
 }
 
-// Tile instructions through asm with "memory" clobbers: gcc 12's intrinsics are asm statements that name no memory,
-// so the compiler could move the epilogue's reads of the stored C buffer before the `tilestored`.
-template <int T>
-GLINT_TARGET_AMX inline void TileLoad(const void* base, int64_t stride) {
-  asm volatile("tileloadd (%0,%1,1), %%tmm%c2" : : "r"(base), "r"(stride), "n"(T) : "memory");
-}
-template <int T>
-GLINT_TARGET_AMX inline void TileStore(void* base, int64_t stride) {
-  asm volatile("tilestored %%tmm%c2, (%0,%1,1)" : : "r"(base), "r"(stride), "n"(T) : "memory");
-}
-template <int T>
-GLINT_TARGET_AMX inline void TileZero() {
-  asm volatile("tilezero %%tmm%c0" : : "n"(T));
-}
-
 // Returns the tiles to their initial state (no configuration): the OS then need not save 8 KiB of tile data
 // at a context switch, and the core may leave the AMX power state.
 GLINT_TARGET_AMX inline void ReleaseTiles() { asm volatile("tilerelease" ::: "memory"); }
@@ -57,20 +42,25 @@ GLINT_TARGET_AMX inline void ReleaseTiles() { asm volatile("tilerelease" ::: "me
 // The tile instructions as a policy, so that one kernel source runs on the tile unit (HardwareTiles) or on the
 // software model of it (EmulatedTiles, amx_emulator.h) that tests the kernels' walks — tile shapes, addressing,
 // the order of loads, products, stores and epilogues — on CPUs without AMX. Tile numbers are template arguments:
-// the instructions take them as immediates.
+// the instructions take them as immediates. A kernel's functions carry GLINT_TARGET_AMX in both instantiations;
+// the emulated one still runs on a CPU without AMX, since compilers emit tile instructions only where asked (here,
+// in HardwareTiles' asm), so it needs only the AVX-512 level its epilogue uses.
+//
+// Through asm with "memory" clobbers: gcc 12's tile intrinsics are asm statements that name no memory, so the
+// compiler could move the epilogue's reads of the stored C buffer before the `tilestored`.
 struct HardwareTiles {
   GLINT_TARGET_AMX static void Configure(const TileConfig& config) { LoadTileConfig(config); }
   template <int T>
   GLINT_TARGET_AMX static void Load(const void* base, int64_t stride) {
-    TileLoad<T>(base, stride);
+    asm volatile("tileloadd (%0,%1,1), %%tmm%c2" : : "r"(base), "r"(stride), "n"(T) : "memory");
   }
   template <int T>
   GLINT_TARGET_AMX static void Store(void* base, int64_t stride) {
-    TileStore<T>(base, stride);
+    asm volatile("tilestored %%tmm%c2, (%0,%1,1)" : : "r"(base), "r"(stride), "n"(T) : "memory");
   }
   template <int T>
   GLINT_TARGET_AMX static void Zero() {
-    TileZero<T>();
+    asm volatile("tilezero %%tmm%c0" : : "n"(T));
   }
   // C += A · B with A signed and B unsigned bytes (tdpbsud), or both signed (tdpbssd); int32 sums.
   template <int C, int A, int B>
