@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <bitset>
 #include <deque>
 #include <numeric>
 #include <set>
@@ -9,13 +10,9 @@
 namespace glint::grammar {
 namespace {
 
-// Appends the stack [stack] to the flat state unless an equal stack is already there. Returns the number of stacks.
-void AddStack(const std::vector<int32_t>& stack, State& state, int64_t& count) {
-  for (size_t at = 0; at < state.size();) {
-    const size_t length = static_cast<size_t>(state[at]);
-    if (length == stack.size() && std::equal(stack.begin(), stack.end(), state.begin() + at + 1)) return;
-    at += length + 1;
-  }
+// Appends the stack [stack] to the flat state. Duplicates are allowed here and removed by SortUniqueStacks: a
+// check per append would make AdvanceByte quadratic in the stacks (256 × 256 stack compares at the limit).
+void AppendStack(const std::vector<int32_t>& stack, State& state, int64_t& count) {
   state.push_back(static_cast<int32_t>(stack.size()));
   state.insert(state.end(), stack.begin(), stack.end());
   ++count;
@@ -28,24 +25,31 @@ size_t HashState(const State& state) {
   return static_cast<size_t>(h ^ (h >> 29));
 }
 
-// Sorts the stacks of a flat state (canonical form, so equal sets are equal vectors).
-void SortStacks(State& state, int64_t count) {
+// Sorts the stacks of a flat state and drops repeats (the canonical form, so equal sets are equal vectors);
+// `count` becomes the number of distinct stacks. O(n log n) stack compares for n stacks.
+void SortUniqueStacks(State& state, int64_t& count) {
   if (count < 2) return;
   std::vector<std::pair<size_t, size_t>> spans;  // (offset of the first position, length)
+  spans.reserve(static_cast<size_t>(count));
   for (size_t at = 0; at < state.size(); at += static_cast<size_t>(state[at]) + 1) {
     spans.emplace_back(at + 1, static_cast<size_t>(state[at]));
   }
+  const auto begin = [&](const std::pair<size_t, size_t>& span) { return state.begin() + span.first; };
+  const auto end = [&](const std::pair<size_t, size_t>& span) { return state.begin() + span.first + span.second; };
   std::sort(spans.begin(), spans.end(), [&](const auto& a, const auto& b) {
-    return std::lexicographical_compare(state.begin() + a.first, state.begin() + a.first + a.second,
-                                        state.begin() + b.first, state.begin() + b.first + b.second);
+    return std::lexicographical_compare(begin(a), end(a), begin(b), end(b));
   });
+  spans.erase(std::unique(spans.begin(), spans.end(),
+                          [&](const auto& a, const auto& b) { return std::equal(begin(a), end(a), begin(b), end(b)); }),
+              spans.end());
   State sorted;
   sorted.reserve(state.size());
-  for (const auto& [offset, length] : spans) {
-    sorted.push_back(static_cast<int32_t>(length));
-    sorted.insert(sorted.end(), state.begin() + offset, state.begin() + offset + length);
+  for (const auto& span : spans) {
+    sorted.push_back(static_cast<int32_t>(span.second));
+    sorted.insert(sorted.end(), begin(span), end(span));
   }
   state.swap(sorted);
+  count = static_cast<int64_t>(spans.size());
 }
 
 }  // namespace
@@ -141,7 +145,18 @@ Status CompiledGrammar::ProbeAmbiguity() const {
   while (!queue.empty() && seen.size() < kAmbiguityProbeStates) {
     const Reached from = std::move(queue.front());
     queue.pop_front();
+    // Bytes that fall in the same byte ranges of every stack top lead to the same state: one byte of each class.
+    std::bitset<257> class_starts;
+    class_starts.set(0);
+    for (size_t at = 0; at < from.state.size(); at += static_cast<size_t>(from.state[at]) + 1) {
+      const size_t length = static_cast<size_t>(from.state[at]);
+      if (length == 0) continue;
+      const Element& top = elements_[static_cast<size_t>(from.state[at + length])];
+      class_starts.set(top.lo);
+      class_starts.set(static_cast<size_t>(top.hi) + 1);
+    }
     for (int byte = 0; byte < 256; ++byte) {
+      if (!class_starts.test(static_cast<size_t>(byte))) continue;
       bool overflow = false;
       if (!AdvanceByte(from.state, static_cast<uint8_t>(byte), next, &overflow)) {
         if (!overflow) continue;
@@ -212,11 +227,11 @@ bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to, bo
     if (!IsEnd(top + 1)) {
       stack.push_back(top + 1);
       if (elements_[static_cast<size_t>(top) + 1].kind == Element::Kind::kBytes) {
-        AddStack(stack, to, count);  // the common case: the next element is a byte range, nothing to expand
+        AppendStack(stack, to, count);  // the common case: the next element is a byte range, nothing to expand
         continue;
       }
     } else if (stack.empty() || elements_[static_cast<size_t>(stack.back())].kind == Element::Kind::kBytes) {
-      AddStack(stack, to, count);
+      AppendStack(stack, to, count);
       continue;
     }
     expanded.clear();
@@ -225,14 +240,15 @@ bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to, bo
       if (overflow != nullptr) *overflow = true;
       return false;
     }
-    for (const auto& s : expanded) AddStack(s, to, count);
+    for (const auto& s : expanded) AppendStack(s, to, count);
+    if (count > kMaxStacks) SortUniqueStacks(to, count);  // only distinct stacks count against the limit
     if (count > kMaxStacks) {
       to.clear();
       if (overflow != nullptr) *overflow = true;
       return false;
     }
   }
-  SortStacks(to, count);
+  SortUniqueStacks(to, count);
   return count > 0;
 }
 
@@ -346,21 +362,21 @@ void CompiledGrammar::ComputeMask(const TokenVocabulary& vocabulary, const State
   AddNonTrieTokens(vocabulary, state, mask);
 }
 
+bool CompiledGrammar::AllowsReference(const TokenVocabulary& vocabulary, const State& state, int32_t id) const {
+  if (vocabulary.is_end(id)) return IsAccepting(state);
+  const std::string_view bytes = vocabulary.bytes(id);
+  if (bytes.empty()) return false;
+  const bool special =
+      std::find(vocabulary.special_ids().begin(), vocabulary.special_ids().end(), id) != vocabulary.special_ids().end();
+  if (special && !allow_special_tokens_) return false;
+  State copy = state;
+  return AdvanceBytes(copy, bytes);
+}
+
 void CompiledGrammar::FillMaskReference(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const {
   mask.Reset(vocabulary.size());
-  State copy;
   for (int32_t id = 0; id < vocabulary.size(); ++id) {
-    const std::string_view bytes = vocabulary.bytes(id);
-    if (vocabulary.is_end(id)) {
-      if (IsAccepting(state)) mask.Set(id);
-      continue;
-    }
-    if (bytes.empty()) continue;
-    const bool special = std::find(vocabulary.special_ids().begin(), vocabulary.special_ids().end(), id) !=
-                         vocabulary.special_ids().end();
-    if (special && !allow_special_tokens_) continue;
-    copy = state;
-    if (AdvanceBytes(copy, bytes)) mask.Set(id);
+    if (AllowsReference(vocabulary, state, id)) mask.Set(id);
   }
 }
 

@@ -108,6 +108,9 @@ class CompiledGrammar {
   // Masks: the fast one (trie walk, cached per state) and the reference (every token fed byte by byte).
   void FillMask(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const;
   void FillMaskReference(const TokenVocabulary& vocabulary, const State& state, TokenMask& mask) const;
+  // The reference verdict for one token, the reference mask's bit: its bytes fed one by one from `state` (an end
+  // token: the state accepts; a special token: only where the grammar allows them).
+  bool AllowsReference(const TokenVocabulary& vocabulary, const State& state, int32_t id) const;
   // The uncached trie walk (for the benchmark and tests). The first `memo_states` states it reaches get a
   // transition table (1 KiB each); tests pass small values to exercise the walk beyond the tables.
   static constexpr size_t kWalkMemoStates = 4096;
