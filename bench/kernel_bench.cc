@@ -5,8 +5,8 @@
 //
 // Counters: GB/s = weight bytes streamed per second (codes + scales); bw = GB/s ÷ triad bandwidth at the same
 // thread count; GOPS = 2 · rows · cols · tokens per second; peak = GOPS ÷ the VNNI loop's GOPS at the same thread
-// count (÷ the AMX loop's for isa:3, the AMX level, and isa:4, its tiles at every token count). Decode shapes
-// (1–16 tokens) are judged by bw, prefill shapes (hundreds of tokens) by peak.
+// count (÷ the AMX loop's for isa:3, the AMX level, and isa:4–7, its tiles at every token count in each walk). Decode
+// shapes (1–16 tokens) are judged by bw, prefill shapes (hundreds of tokens) by peak.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/worker_pool.h"
@@ -48,18 +49,33 @@ double TriadFor(int threads) { return threads == 1 ? g_limits.triad_gbps_one_thr
 // The int8 peak a product is judged by: the AMX loop's for the AMX level, the VNNI loop's otherwise.
 double PeakFor(int threads, Isa isa) { return Int8PeakFor(g_limits, isa, threads == 1); }
 
-// The `isa` argument value that runs the AMX tile kernel at every token count (the AMX level's table hands products
-// of fewer than kAmxMinTokens tokens to VNNI): the Threshold benchmarks compare it with avx512 to measure R.
-constexpr int kAmxTilesAlways = 4;
-const Int8Kernels& AmxTilesAlways() {
+// The `isa` argument values that run the AMX tile kernel at every token count (the AMX level's table hands products
+// of fewer than kAmxMinTokens tokens to VNNI): 4 is the engine's walk, which the Threshold benchmarks compare with
+// avx512 to measure R; 5–7 are the candidate walks (gemm_i8.h AmxWalk) after it, to time against 4 on AMX.
+constexpr int kAmxTilesAlways = 4, kAmxLastWalk = kAmxTilesAlways + 3;
+bool IsAmxTilesAlways(int64_t isa_arg) { return isa_arg >= kAmxTilesAlways && isa_arg <= kAmxLastWalk; }
+template <internal::AmxWalk kWalk>
+const Int8Kernels& AmxWalkKernels() {
   static const Int8Kernels kernels{
       GetInt8Kernels(Isa::kAmx).quantize,
       [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t begin, int64_t end, float* y,
-         int64_t y_stride) { internal::Int8GemmAmxTiles(w, x, begin, end, y, y_stride); },
+         int64_t y_stride) { internal::Int8GemmAmxTiles(w, x, begin, end, y, y_stride, AmxTiles::kHardware, kWalk); },
       [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t begin, int64_t end, int32_t* sums) {
-        internal::Int8GroupSumsAmxTiles(w, x, begin, end, sums);
+        internal::Int8GroupSumsAmxTiles(w, x, begin, end, sums, AmxTiles::kHardware, kWalk);
       }};
   return kernels;
+}
+const Int8Kernels& AmxTilesAlways(int64_t isa_arg) {
+  switch (isa_arg - kAmxTilesAlways) {
+    case 1:
+      return AmxWalkKernels<internal::AmxWalk::kRowGroups>();
+    case 2:
+      return AmxWalkKernels<internal::AmxWalk::kZeroStart>();
+    case 3:
+      return AmxWalkKernels<internal::AmxWalk::kRowGroupsZeroStart>();
+    default:
+      return AmxWalkKernels<internal::AmxWalk::kTokenPairsOuter>();
+  }
 }
 
 std::vector<float> RandomActivations(int64_t n) {
@@ -74,7 +90,7 @@ std::vector<float> RandomActivations(int64_t n) {
 void BM_LinearI8(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
-  const bool tiles_always = state.range(4) == kAmxTilesAlways;
+  const bool tiles_always = IsAmxTilesAlways(state.range(4));
   const Isa isa = tiles_always ? Isa::kAmx : static_cast<Isa>(state.range(4));
   const int64_t group = state.range(5);
   if (!IsaSupported(isa)) {
@@ -97,7 +113,7 @@ void BM_LinearI8(benchmark::State& state) {
   std::vector<float> y(tokens * rows);
   ActivationScratch scratch;
   WorkerPool& pool = Pool(threads);
-  const Int8Kernels& kernels = tiles_always ? AmxTilesAlways() : GetInt8Kernels(isa);
+  const Int8Kernels& kernels = tiles_always ? AmxTilesAlways(state.range(4)) : GetInt8Kernels(isa);
   for (auto _ : state) {
     LinearI8(pool, kernels, matrices[next].view(), x.data(), cols, tokens, y.data(), rows, scratch);
     next = (next + 1) % matrices.size();
@@ -107,7 +123,9 @@ void BM_LinearI8(benchmark::State& state) {
   const double ops = 2.0 * rows * cols * tokens;
   state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["GOPS"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  state.SetLabel(tiles_always ? "amx tiles at every token count" : std::string(IsaName(isa)));
+  static const char* const kWalkLabels[] = {"amx tiles at every token count", "amx walk: row groups",
+                                            "amx walk: zero start", "amx walk: row groups, zero start"};
+  state.SetLabel(tiles_always ? kWalkLabels[state.range(4) - kAmxTilesAlways] : std::string(IsaName(isa)));
 }
 
 // Int4 experts (W4A8, gemm_i4.h) at the expert shapes: gate+up [4096, 4096] and down [4096, 2048]. Args: rows,
@@ -228,6 +246,15 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   b->Args({4096, 4096, 64, all, static_cast<int>(Isa::kAmx), 128});
   for (int isa : {static_cast<int>(Isa::kAvx512), static_cast<int>(Isa::kAmx)}) {
     b->Args({4096, 4096, 4096, all, isa, 128});
+  }
+  // The engine's walk (4) against the candidates (5–7) on the prefill shapes, an expert's share and the batched
+  // decode tile (one thread: the whole matrix one call, where row groups matter most).
+  for (int walk = kAmxTilesAlways; walk <= kAmxLastWalk; ++walk) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {24576, 4096}, {4096, 8192}}) {
+      for (int threads : {1, all}) b->Args({rows, cols, 512, threads, walk, 128});
+    }
+    b->Args({4096, 4096, 64, all, walk, 128});
+    b->Args({4096, 4096, 16, all, walk, 128});
   }
 }
 
@@ -462,57 +489,65 @@ void BM_KdaChunk(benchmark::State& state) {
 BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
 
 // Absorbed MLA attention for one query: `heads` × rank 512 over `count` latent positions (all 64 heads in one call,
-// and the 8 heads of one attention task of fast_dsa.cc), fp32 (mla::Attend) and with bf16 dot products
-// (mla::AttendBf16, where the CPU has AVX512-BF16; skipped with a message elsewhere).
-void BM_Attend(benchmark::State& state, int64_t heads, bool bf16) {
-  if (bf16 && !mla::AttendBf16Supported()) {
+// and the 8 heads of one attention task of fast_dsa.cc), fp32 (mla::Attend), with bf16 dot products
+// (mla::AttendBf16, where the CPU has AVX512-BF16) and on AMX-BF16 tiles (mla::AttendBf16Amx, the candidate, where
+// the CPU has AMX-BF16; 64 heads and 16, one head tile); skipped with a message where the CPU lacks what they need.
+enum class AttendKernel { kFp32, kBf16, kBf16Amx };
+void BM_Attend(benchmark::State& state, int64_t heads, AttendKernel kernel) {
+  if (kernel == AttendKernel::kBf16 && !mla::AttendBf16Supported()) {
     state.SkipWithError("this CPU has no AVX512-BF16");
     return;
   }
+  if (kernel == AttendKernel::kBf16Amx && !AmxBf16UnavailableReason(AmxTiles::kHardware).empty()) {
+    state.SkipWithError(std::string(AmxBf16UnavailableReason(AmxTiles::kHardware)).c_str());
+    return;
+  }
   const int64_t rank = 512, count = state.range(0);
-  std::vector<float> latents(count * rank), q(heads * rank, 0.01f), out(heads * rank),
-      scratch(bf16 ? mla::AttendBf16ScratchFloats(heads, count, rank) : mla::AttendScratchFloats(heads, count));
+  const int64_t scratch_floats = kernel == AttendKernel::kFp32   ? mla::AttendScratchFloats(heads, count)
+                                 : kernel == AttendKernel::kBf16 ? mla::AttendBf16ScratchFloats(heads, count, rank)
+                                                                 : mla::AttendBf16AmxScratchFloats(heads, count, rank);
+  std::vector<float> latents(count * rank), q(heads * rank, 0.01f), out(heads * rank), scratch(scratch_floats);
   for (size_t i = 0; i < latents.size(); ++i) latents[i] = static_cast<float>(i % 13) * 0.01f;
   const float* page = latents.data();
   const mla::LatentRows rows{&page, count, rank};
   std::vector<int64_t> positions(count);
   for (int64_t i = 0; i < count; ++i) positions[i] = i;
-  const auto attend = bf16 ? mla::AttendBf16 : mla::Attend;
   for (auto _ : state) {
-    attend(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
+    if (kernel == AttendKernel::kBf16Amx) {
+      mla::AttendBf16Amx(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
+    } else {
+      (kernel == AttendKernel::kBf16 ? mla::AttendBf16 : mla::Attend)(q.data(), heads, rank, rows, positions.data(),
+                                                                      count, 0.0625f, out.data(), scratch.data());
+    }
     benchmark::ClobberMemory();
   }
   state.counters["GFLOPS"] =
       benchmark::Counter(4.0 * heads * rank * count * state.iterations() / 1e9, benchmark::Counter::kIsRate);
 }
-BENCHMARK_CAPTURE(BM_Attend, heads64, 64, false)
+void AttendPositions(benchmark::internal::Benchmark* b) {
+  b->ArgName("positions")->Arg(256)->Arg(1024)->Arg(2051)->UseRealTime();
+}
+BENCHMARK_CAPTURE(BM_Attend, heads64, 64, AttendKernel::kFp32)
     ->Name("MlaAttend/heads:64/rank:512")
-    ->ArgName("positions")
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(2051)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Attend, heads8, 8, false)
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, heads8, 8, AttendKernel::kFp32)
     ->Name("MlaAttend/heads:8/rank:512")
-    ->ArgName("positions")
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(2051)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Attend, bf16_heads64, 64, true)
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, bf16_heads64, 64, AttendKernel::kBf16)
     ->Name("MlaAttendBf16/heads:64/rank:512")
-    ->ArgName("positions")
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(2051)
-    ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Attend, bf16_heads8, 8, true)
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, bf16_heads8, 8, AttendKernel::kBf16)
     ->Name("MlaAttendBf16/heads:8/rank:512")
-    ->ArgName("positions")
-    ->Arg(256)
-    ->Arg(1024)
-    ->Arg(2051)
-    ->UseRealTime();
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, bf16_heads16, 16, AttendKernel::kBf16)
+    ->Name("MlaAttendBf16/heads:16/rank:512")
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, amx_heads64, 64, AttendKernel::kBf16Amx)
+    ->Name("MlaAttendBf16Amx/heads:64/rank:512")
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, amx_heads16, 16, AttendKernel::kBf16Amx)
+    ->Name("MlaAttendBf16Amx/heads:16/rank:512")
+    ->Apply(AttendPositions);
 
 // Adds bw and peak ratios to every run's counters before printing.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -536,7 +571,7 @@ class RatioReporter : public benchmark::ConsoleReporter {
   static Isa IsaOf(const std::string& name) {
     const auto at = name.find("isa:");
     const int isa = at == std::string::npos ? static_cast<int>(Isa::kAvx512) : std::atoi(name.c_str() + at + 4);
-    return isa == kAmxTilesAlways || isa == static_cast<int>(Isa::kAmx) ? Isa::kAmx : Isa::kAvx512;
+    return IsAmxTilesAlways(isa) || isa == static_cast<int>(Isa::kAmx) ? Isa::kAmx : Isa::kAvx512;
   }
   static int ThreadsOf(const std::string& name) {
     const auto at = name.find("threads:");

@@ -15,10 +15,13 @@
 //               C[m][n] += Σ_{k < colsb(A)/4} Σ_{i < 4} A[m][4k + i] · B[k][4n + i] for m < rows(C), n < colsb(C)/4,
 //               in int32 with wraparound; A signed, B unsigned (bsud) or signed (bssd) bytes. Shapes must agree:
 //               rows(A) = rows(C), colsb(A) = 4·rows(B), colsb(B) = colsb(C), colsb(C) a multiple of 4.
+//   tdpbf16ps   C[m][n] (fp32) += A[m][2k + 1] · B[k][2n + 1], then += A[m][2k] · B[k][2n], for k < colsb(A)/4, in that
+//               order (the reference's pseudo-code), each addition rounded to nearest even; bf16 inputs that are
+//               denormal read as zero and denormal results are flushed to zero; the same shape rules.
 //   tilerelease back to no configuration.
 // Where the hardware would fault (#UD: no configuration, an unused tile, shapes that disagree; #GP: a bad
 // configuration), the model fails a GLINT_CHECK naming the instruction. Not modelled: timing, palettes other than
-// 1, the restart row after a page fault, the bf16 and fp16 products. State is per thread, as the hardware's is
+// 1, the restart row after a page fault, the fp16 products. State is per thread, as the hardware's is
 // per logical core.
 #pragma once
 
@@ -34,6 +37,7 @@ void Load(int tile, const void* base, int64_t stride);
 void Store(int tile, void* base, int64_t stride);
 void Zero(int tile);
 void Dot(int c, int a, int b, bool b_signed);
+void DotBf16(int c, int a, int b);
 void Release();
 bool Configured();  // for tests: whether this thread holds a configuration
 }  // namespace amx_emulator
@@ -59,6 +63,10 @@ struct EmulatedTiles {
   template <int C, int A, int B>
   static void DotSigned() {
     amx_emulator::Dot(C, A, B, true);
+  }
+  template <int C, int A, int B>
+  static void DotBf16() {
+    amx_emulator::DotBf16(C, A, B);
   }
   static void Release() { amx_emulator::Release(); }
 };

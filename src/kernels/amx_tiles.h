@@ -71,6 +71,11 @@ struct HardwareTiles {
   GLINT_TARGET_AMX static void DotSigned() {
     asm volatile("tdpbssd %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(C), "n"(A), "n"(B));
   }
+  // C += A · B with A and B bf16 pairs and C fp32 (tdpbf16ps, AMX-BF16: check AmxBf16UnavailableReason first).
+  template <int C, int A, int B>
+  GLINT_TARGET_AMX static void DotBf16() {
+    asm volatile("tdpbf16ps %%tmm%c2, %%tmm%c1, %%tmm%c0" : : "n"(C), "n"(A), "n"(B));
+  }
   GLINT_TARGET_AMX static void Release() { ReleaseTiles(); }
 };
 

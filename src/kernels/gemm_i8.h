@@ -84,12 +84,22 @@ const Int8Kernels& Int8KernelsAvx2();
 const Int8Kernels& Int8KernelsAvx512();
 const Int8Kernels& Int8KernelsAmx();  // gemm_i8_amx.cc
 
+// Walks of the AMX tile kernel (gemm_i8_amx.cc "One call's walk"). The engine's is kTokenPairsOuter; the others
+// are candidates written on a machine without AMX, checked on the software tiles (and on the tile unit wherever
+// the tests run on AMX), waiting to be timed there: `glint_kernel_bench --benchmark_filter='LinearI8.*isa:[4-7]'`
+// (isa 4 is the engine's walk at every token count, 5–7 these in order).
+enum class AmxWalk { kTokenPairsOuter, kRowGroups, kZeroStart, kRowGroupsZeroStart };
+// Row blocks in one row group of kRowGroups (whole pairs; the weights of 1 MiB of a K of `padded_cols`).
+int64_t AmxRowGroupBlocks(int64_t padded_cols);
+
 // The AMX level's tile kernels themselves, whatever the token count (the table's `gemm` hands products of fewer
 // than kAmxMinTokens tokens to the VNNI kernel): for tests and benchmarks.
 void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-                      float* y, int64_t y_stride, AmxTiles tiles = AmxTiles::kHardware);
+                      float* y, int64_t y_stride, AmxTiles tiles = AmxTiles::kHardware,
+                      AmxWalk walk = AmxWalk::kTokenPairsOuter);
 void Int8GroupSumsAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                           int64_t block_end, int32_t* sums, AmxTiles tiles = AmxTiles::kHardware);
+                           int64_t block_end, int32_t* sums, AmxTiles tiles = AmxTiles::kHardware,
+                           AmxWalk walk = AmxWalk::kTokenPairsOuter);
 }  // namespace internal
 
 }  // namespace glint

@@ -63,12 +63,20 @@ struct GroupSpan {
 // The corrected int32 sums of one K-group for MT token tiles × NB row blocks into c [2m + n][16 tokens][16 rows].
 // The C tiles start from −128·Σx instead of zero, so the tile unit applies the bias correction (int32, exact)
 // and the epilogue is left with the fp32 scaling.
+// With s.start null the C tiles start from zero (`tilezero`, no loads) and the epilogue subtracts 128·Σx instead.
 template <typename Tiles, int MT, int NB>
 GLINT_TARGET_AMX void GroupProducts(const GroupSpan& s, int32_t* c) {
-  Tiles::template Load<kC>(s.start, 64);
-  if constexpr (NB == 2) Tiles::template Load<kC + 1>(s.start, 64);
-  if constexpr (MT == 2) Tiles::template Load<kC + 2>(s.start + 256, 64);
-  if constexpr (MT == 2 && NB == 2) Tiles::template Load<kC + 3>(s.start + 256, 64);
+  if (s.start == nullptr) {
+    Tiles::template Zero<kC>();
+    if constexpr (NB == 2) Tiles::template Zero<kC + 1>();
+    if constexpr (MT == 2) Tiles::template Zero<kC + 2>();
+    if constexpr (MT == 2 && NB == 2) Tiles::template Zero<kC + 3>();
+  } else {
+    Tiles::template Load<kC>(s.start, 64);
+    if constexpr (NB == 2) Tiles::template Load<kC + 1>(s.start, 64);
+    if constexpr (MT == 2) Tiles::template Load<kC + 2>(s.start + 256, 64);
+    if constexpr (MT == 2 && NB == 2) Tiles::template Load<kC + 3>(s.start + 256, 64);
+  }
   for (int step = 0; step < s.steps; ++step) {
     const int64_t k = int64_t{step} * s.k_step;
     Tiles::template Load<kA>(s.x + k, s.x_stride);
@@ -95,31 +103,43 @@ GLINT_TARGET_AMX void Products(int mt, int nb, const GroupSpan& s, int32_t* c) {
   }
 }
 
-// acc += float(C) · (s_w · s_x) for one C tile (`tokens` tokens × one row block) of one group; acc [16][16] is
-// the tile's fp32 sums, the first group stores. fmadd onto +0 in the first group, as the VNNI epilogue, keeps the
-// bits equal. (The sums stay in this contiguous 1 KiB until the last group: y's rows are a whole matrix row apart,
-// often a multiple of 4 KiB, so 16-32 of them fall into one L1 set and would miss on every group.)
+// acc += float(C − corrections) · (s_w · s_x) for one C tile (`tokens` tokens × one row block) of one group; acc
+// [16][16] is the tile's fp32 sums, the first group stores. `corrections` (128·Σx of each token's group, stride
+// `groups`) is null where the C tiles started from −128·Σx; the subtraction is int32 and exact either way, so both
+// give the same bits. fmadd onto +0 in the first group, as the VNNI epilogue, keeps the bits equal. (The sums stay
+// in this contiguous 1 KiB until the last group: y's rows are a whole matrix row apart, often a multiple of 4 KiB,
+// so 16-32 of them fall into one L1 set and would miss on every group.)
 template <bool kFirst>
-GLINT_TARGET_AMX void ScaleInto(const int32_t* c, int tokens, const float* x_scales, int64_t groups,
-                                const float* w_scales, float* acc) {
+GLINT_TARGET_AMX void ScaleInto(const int32_t* c, int tokens, const float* x_scales, const int32_t* corrections,
+                                int64_t groups, const float* w_scales, float* acc) {
   const __m512 w_scale = _mm512_loadu_ps(w_scales);
   for (int i = 0; i < tokens; ++i) {
     const __m512 scale = _mm512_mul_ps(w_scale, _mm512_set1_ps(x_scales[i * groups]));
-    const __m512 sums = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * i));
+    __m512i ints = _mm512_load_si512(c + 16 * i);
+    if (corrections != nullptr) ints = _mm512_sub_epi32(ints, _mm512_set1_epi32(corrections[i * groups]));
+    const __m512 sums = _mm512_cvtepi32_ps(ints);
     const __m512 previous = kFirst ? _mm512_setzero_ps() : _mm512_load_ps(acc + 16 * i);
     _mm512_store_ps(acc + 16 * i, _mm512_fmadd_ps(sums, scale, previous));
   }
 }
 
+// Row groups (AmxWalk::kRowGroups): the row blocks whose weights fill this many bytes — half a Sapphire Rapids
+// core's 2 MiB L2, the other half left to a token pair's activations (32 × K bytes) and the C and sum buffers.
+constexpr int64_t kRowGroupBytes = int64_t{1} << 20;
+
 // One call's walk: token pairs (32 tokens) outer, so the tile shape is configured once per pair; row-block pairs
 // inner, each pair's weights (32 rows × K) staying in L2 while the groups pass; then the K-groups, whose C tiles
 // alternate between two buffers so that group g's epilogue reads stores the tile unit finished a group earlier
 // (reading a `tilestored` result at once stalls on the store) while group g + 1 multiplies.
+// The candidates (AmxWalk): with row groups, the call's row blocks are taken kRowGroupBytes of weights at a time,
+// token pairs inside, so that a large call (a big matrix on few threads) reads its weights from memory once instead
+// of once per token pair; with zero start, the C tiles start from `tilezero` instead of four tile loads of −128·Σx
+// a group, and the epilogue subtracts the correction.
 template <typename Tiles>
 class TileWalk {
  public:
   GLINT_TARGET_AMX TileWalk(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                            int64_t block_end, float* y, int64_t y_stride, int32_t* sums)
+                            int64_t block_end, float* y, int64_t y_stride, int32_t* sums, AmxWalk walk)
       : w_(w),
         x_(x),
         block_begin_(block_begin),
@@ -128,16 +148,23 @@ class TileWalk {
         y_stride_(y_stride),
         sums_(sums),
         groups_(x.groups()),
-        k_step_(KStep(x.group)) {}
+        k_step_(KStep(x.group)),
+        zero_start_(walk == AmxWalk::kZeroStart || walk == AmxWalk::kRowGroupsZeroStart),
+        row_group_blocks_(walk == AmxWalk::kRowGroups || walk == AmxWalk::kRowGroupsZeroStart
+                              ? AmxRowGroupBlocks(w.layout.padded_cols())
+                              : std::max<int64_t>(1, block_end - block_begin)) {}
 
   GLINT_TARGET_AMX void Run() {
-    for (t0_ = 0; t0_ < x_.tokens; t0_ += 2 * kTileTokens) {
-      tokens_[0] = static_cast<int>(std::min<int64_t>(kTileTokens, x_.tokens - t0_));
-      tokens_[1] = static_cast<int>(std::clamp<int64_t>(x_.tokens - t0_ - kTileTokens, 0, kTileTokens));
-      ConfigureTiles<Tiles>(tokens_[0], tokens_[1], k_step_);
-      FillStartTiles();
-      for (int64_t b = block_begin_; b < block_end_; b += 2) {
-        RowPair(b, static_cast<int>(std::min<int64_t>(2, block_end_ - b)));
+    for (int64_t group_begin = block_begin_; group_begin < block_end_; group_begin += row_group_blocks_) {
+      const int64_t group_end = std::min(group_begin + row_group_blocks_, block_end_);
+      for (t0_ = 0; t0_ < x_.tokens; t0_ += 2 * kTileTokens) {
+        tokens_[0] = static_cast<int>(std::min<int64_t>(kTileTokens, x_.tokens - t0_));
+        tokens_[1] = static_cast<int>(std::clamp<int64_t>(x_.tokens - t0_ - kTileTokens, 0, kTileTokens));
+        ConfigureTiles<Tiles>(tokens_[0], tokens_[1], k_step_);
+        if (!zero_start_) FillStartTiles();
+        for (int64_t b = group_begin; b < group_end; b += 2) {
+          RowPair(b, static_cast<int>(std::min<int64_t>(2, group_end - b)));
+        }
       }
     }
     Tiles::Release();
@@ -167,7 +194,7 @@ class TileWalk {
                            w_.layout.block_code_bytes(),
                            x_.codes + t0_ * x_.padded_cols + g * x_.group,
                            x_.padded_cols,
-                           start_ + g * 512,
+                           zero_start_ ? nullptr : start_ + g * 512,
                            static_cast<int>(x_.group / k_step_),
                            k_step_};
       Products<Tiles>(mt, nb, span, c_ + (g & 1) * 1024);
@@ -182,17 +209,18 @@ class TileWalk {
       for (int n = 0; n < nb; ++n) {
         const int32_t* tile = c + (2 * m + n) * 256;
         const int64_t block = b + n, t = t0_ + m * kTileTokens;
+        const int32_t* corrections = zero_start_ ? x_.bias_correction + t * groups_ + g : nullptr;
         if (sums_ != nullptr) {
-          CopySums(tile, tokens_[m], t, block, g);
+          CopySums(tile, corrections, tokens_[m], t, block, g);
           continue;
         }
         const float* x_scales = x_.scales + t * groups_ + g;
         const float* w_scales = w_.BlockScales(block) + g * 16;
         float* acc = acc_ + (2 * m + n) * 256;
         if (g == 0) {
-          ScaleInto<true>(tile, tokens_[m], x_scales, groups_, w_scales, acc);
+          ScaleInto<true>(tile, tokens_[m], x_scales, corrections, groups_, w_scales, acc);
         } else {
-          ScaleInto<false>(tile, tokens_[m], x_scales, groups_, w_scales, acc);
+          ScaleInto<false>(tile, tokens_[m], x_scales, corrections, groups_, w_scales, acc);
         }
         if (g == groups_ - 1) Store(acc, tokens_[m], t, block);
       }
@@ -208,12 +236,14 @@ class TileWalk {
     }
   }
 
-  // The group_sums layout: sums [tokens, (block_end − block_begin)·16, groups].
-  GLINT_TARGET_AMX void CopySums(const int32_t* tile, int tokens, int64_t t, int64_t block, int64_t g) {
+  // The group_sums layout: sums [tokens, (block_end − block_begin)·16, groups]; `corrections` as in ScaleInto.
+  GLINT_TARGET_AMX void CopySums(const int32_t* tile, const int32_t* corrections, int tokens, int64_t t, int64_t block,
+                                 int64_t g) {
     const int64_t rows = (block_end_ - block_begin_) * 16;
     for (int i = 0; i < tokens; ++i) {
+      const int32_t correction = corrections != nullptr ? corrections[i * groups_] : 0;
       for (int lane = 0; lane < 16; ++lane) {
-        sums_[((t + i) * rows + (block - block_begin_) * 16 + lane) * groups_ + g] = tile[16 * i + lane];
+        sums_[((t + i) * rows + (block - block_begin_) * 16 + lane) * groups_ + g] = tile[16 * i + lane] - correction;
       }
     }
   }
@@ -226,6 +256,8 @@ class TileWalk {
   int32_t* const sums_;
   const int64_t groups_;
   const int k_step_;
+  const bool zero_start_;
+  const int64_t row_group_blocks_;
   int64_t t0_ = 0;
   int tokens_[2] = {0, 0};
   int32_t* start_ = nullptr;
@@ -235,8 +267,8 @@ class TileWalk {
 
 template <typename Tiles>
 GLINT_TARGET_AMX void Run(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                          int64_t block_end, float* y, int64_t y_stride, int32_t* sums) {
-  TileWalk<Tiles>(w, x, block_begin, block_end, y, y_stride, sums).Run();
+                          int64_t block_end, float* y, int64_t y_stride, int32_t* sums, AmxWalk walk) {
+  TileWalk<Tiles>(w, x, block_begin, block_end, y, y_stride, sums, walk).Run();
 }
 
 void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end, float* y,
@@ -245,36 +277,43 @@ void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t blo
     Int8KernelsAvx512().gemm(w, x, block_begin, block_end, y, y_stride);
     return;
   }
-  Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr);
+  Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr, AmxWalk::kTokenPairsOuter);
 }
 
 }  // namespace
 
+int64_t AmxRowGroupBlocks(int64_t padded_cols) {
+  const int64_t blocks = kRowGroupBytes / (kInt8RowBlock * std::max<int64_t>(1, padded_cols));
+  return std::max<int64_t>(2, blocks / 2 * 2);  // whole row-block pairs
+}
+
 void Int8GemmAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-                      float* y, int64_t y_stride, AmxTiles tiles) {
+                      float* y, int64_t y_stride, AmxTiles tiles, AmxWalk walk) {
   if (tiles == AmxTiles::kEmulated) {
-    Run<EmulatedTiles>(w, x, block_begin, block_end, y, y_stride, nullptr);
+    Run<EmulatedTiles>(w, x, block_begin, block_end, y, y_stride, nullptr, walk);
   } else {
-    Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr);
+    Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr, walk);
   }
 }
 
 void Int8GroupSumsAmxTiles(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                           int64_t block_end, int32_t* sums, AmxTiles tiles) {
+                           int64_t block_end, int32_t* sums, AmxTiles tiles, AmxWalk walk) {
   if (tiles == AmxTiles::kEmulated) {
-    Run<EmulatedTiles>(w, x, block_begin, block_end, nullptr, 0, sums);
+    Run<EmulatedTiles>(w, x, block_begin, block_end, nullptr, 0, sums, walk);
   } else {
-    Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums);
+    Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums, walk);
   }
 }
 
 // The quantizer is the VNNI level's (same codes, scales and corrections); group_sums is the tiles' whatever the
 // token count, so the sweep tests of every level check the tile path's integers.
 const Int8Kernels& Int8KernelsAmx() {
-  static const Int8Kernels kernels{
-      Int8KernelsAvx512().quantize, GemmAmx,
-      [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
-         int32_t* sums) { Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums); }};
+  static const Int8Kernels kernels{Int8KernelsAvx512().quantize, GemmAmx,
+                                   [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
+                                      int64_t block_end, int32_t* sums) {
+                                     Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums,
+                                                        AmxWalk::kTokenPairsOuter);
+                                   }};
   return kernels;
 }
 

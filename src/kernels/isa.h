@@ -36,6 +36,10 @@ std::string_view AmxUnavailableReason();
 enum class AmxTiles { kHardware, kEmulated };
 // Whether `tiles` can run here, and why not (empty when it can), for test skips (amx_emulator.cc).
 std::string_view AmxTilesUnavailableReason(AmxTiles tiles);
+// The same for the bf16 tile kernels (tdpbf16ps): AMX-BF16 as well on the tile unit, AVX512-BF16 either way (their
+// conversions); empty when they can run (amx_emulator.cc).
+bool CpuHasAmxBf16();
+std::string_view AmxBf16UnavailableReason(AmxTiles tiles);
 // The kernels' level names joined for --help and errors: "amx, avx512, avx2 or scalar".
 inline constexpr std::string_view kIsaNames = "amx, avx512, avx2 or scalar";
 

@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "base/status.h"
+#include "kernels/isa.h"
 
 namespace glint::mla {
 
@@ -56,6 +57,19 @@ using LatentRowsBf16 = PagedRows<uint16_t>;
 void AttendBf16InPlace(const float* q_latent, int64_t heads, int64_t rank, const LatentRowsBf16& rows,
                        const int64_t* positions, int64_t count, float scale, float* out, float* scratch);
 int64_t AttendBf16InPlaceScratchFloats(int64_t heads, int64_t count, int64_t rank);
+
+// AttendBf16 with both products on AMX-BF16 tiles (tdpbf16ps, 16 × 16 × 32 products an instruction; mla_ops_amx.cc):
+// a candidate, not dispatched, written on a machine without AMX and checked against ref::LatentAttentionBf16 on the
+// software tiles (`tiles` = kEmulated) and on the tile unit where the tests find AMX-BF16; to be timed against
+// AttendBf16 there (kernel bench MlaAttendBf16Amx). Runs where AmxBf16UnavailableReason(tiles) is empty (a check
+// failure elsewhere). Scratch: AttendBf16AmxScratchFloats(heads, count, rank) floats (any alignment). The InPlace
+// form reads a bf16 cache's rows (any rank).
+void AttendBf16Amx(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
+                   int64_t count, float scale, float* out, float* scratch, AmxTiles tiles = AmxTiles::kHardware);
+void AttendBf16AmxInPlace(const float* q_latent, int64_t heads, int64_t rank, const LatentRowsBf16& rows,
+                          const int64_t* positions, int64_t count, float scale, float* out, float* scratch,
+                          AmxTiles tiles = AmxTiles::kHardware);
+int64_t AttendBf16AmxScratchFloats(int64_t heads, int64_t count, int64_t rank);
 
 // Which of the two kernels the fast path attends with (`--mla-attention`): fp32 (Attend, the default) or bf16
 // (AttendBf16). ParseAttentionPrecision refuses bf16 where the CPU lacks AVX512-BF16, naming what is missing.

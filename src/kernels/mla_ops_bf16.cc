@@ -18,8 +18,8 @@
 #include "kernels/isa.h"
 #include "kernels/mla_ops.h"
 #include "kernels/mla_tile_sums_avx512.h"
+#include "kernels/to_bf16_avx512.h"
 
-#define GLINT_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 #define GLINT_INLINE_BF16 GLINT_TARGET_BF16 inline __attribute__((always_inline))
 
 namespace glint::mla {
@@ -34,20 +34,6 @@ constexpr int64_t kL1Bytes = 16 * 1024;   // a group of rows that stays in L1 ac
 int64_t PaddedRank(int64_t rank) { return (rank + kRankStep - 1) / kRankStep * kRankStep; }
 int64_t EvenCount(int64_t count) { return (count + 1) / 2 * 2; }
 int64_t Floats64(int64_t bytes) { return (bytes + 63) / 64 * 16; }  // floats of a 64-byte-aligned section
-
-// n fp32 values → n bf16 (round to nearest even, as vcvtne2ps2bf16), then zeros up to `padded`.
-GLINT_TARGET_BF16 void ToBf16(const float* from, int64_t n, int64_t padded, uint16_t* to) {
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(from + i + 16), _mm512_loadu_ps(from + i));
-    _mm512_storeu_si512(to + i, reinterpret_cast<__m512i>(v));
-  }
-  const auto first = [](int64_t k) { return static_cast<__mmask16>(k >= 16 ? 0xffff : k > 0 ? (1u << k) - 1 : 0); };
-  for (; i < padded; i += 16) {  // masked: loads stop at n (zeros after), stores at padded
-    const __m256bh v = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(first(n - i), from + i));
-    _mm256_mask_storeu_epi16(to + i, first(padded - i), reinterpret_cast<__m256i>(v));
-  }
-}
 
 // s[a][j] = scale · q[a] · rows[j] for 4 heads × 4 positions over the padded rank.
 GLINT_INLINE_BF16 void ScoreTile(const uint16_t* const* q, const uint16_t* const* rows, int64_t rank32, float scale,

@@ -3,7 +3,8 @@
 // bit-identical to the AVX-512 VNNI level's (both apply the same fp32 operations to the same exact integers in the
 // same order) and therefore within the VNNI level's bound of the scalar result; tile remainders (tokens around
 // 16 and 32, rows around 16-row blocks and 2-block pairs, K groups of every tile step 16, 32, 64); row-block
-// ranges; saturation; the table's threshold kAmxMinTokens. Each walk runs twice: on the tile unit, skipped with the
+// ranges; saturation; calls larger than one row group; the table's threshold kAmxMinTokens. Every walk (the
+// engine's and the candidates of gemm_i8.h AmxWalk) runs twice: on the tile unit, skipped with the
 // reason printed where the CPU or the kernel does not offer AMX, and on the software model of the tiles
 // (amx_emulator.h), which needs only AVX-512 for the epilogue — so the walks are checked on every AVX-512 machine,
 // and where AMX exists the model is checked against the hardware (both must give the reference's bits).
@@ -13,6 +14,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernel_test_util.h"
@@ -28,11 +31,19 @@ using glint::testing::QuantizedRows;
 using glint::testing::QuantizeRows;
 using glint::testing::Random;
 
-class AmxTileKernel : public ::testing::TestWithParam<AmxTiles> {
+class AmxTileKernel : public ::testing::TestWithParam<std::tuple<AmxTiles, internal::AmxWalk>> {
  protected:
   void SetUp() override {
-    const std::string_view why = AmxTilesUnavailableReason(GetParam());
-    if (!why.empty()) GTEST_SKIP() << (GetParam() == AmxTiles::kHardware ? "no AMX here: " : "") << why;
+    const std::string_view why = AmxTilesUnavailableReason(tiles());
+    if (!why.empty()) GTEST_SKIP() << (tiles() == AmxTiles::kHardware ? "no AMX here: " : "") << why;
+  }
+  AmxTiles tiles() const { return std::get<0>(GetParam()); }
+  internal::AmxWalk walk() const { return std::get<1>(GetParam()); }
+  void GroupSums(const Int8Matrix& w, const QuantizedRows& q, int64_t begin, int64_t end, int32_t* sums) const {
+    internal::Int8GroupSumsAmxTiles(w.view(), q.view, begin, end, sums, tiles(), walk());
+  }
+  void Gemm(const Int8Matrix& w, const QuantizedRows& q, int64_t begin, int64_t end, float* y, int64_t stride) const {
+    internal::Int8GemmAmxTiles(w.view(), q.view, begin, end, y, stride, tiles(), walk());
   }
 
   void Check(int64_t rows, int64_t cols, int64_t group, int64_t tokens, uint32_t seed) {
@@ -48,13 +59,13 @@ class AmxTileKernel : public ::testing::TestWithParam<AmxTiles> {
 
     std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size(), -7);
     GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
-    internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data(), GetParam());
+    GroupSums(w, q, 0, blocks, actual.data());
     ASSERT_EQ(actual, expected) << "int32 group sums differ";
 
     const int64_t y_stride = rows + 3;
     std::vector<float> vnni(tokens * y_stride, 12345.0f), amx(tokens * y_stride, 12345.0f);
     GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, blocks, vnni.data(), y_stride);
-    internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, amx.data(), y_stride, GetParam());
+    Gemm(w, q, 0, blocks, amx.data(), y_stride);
     // Bitwise, padding columns (never written: 12345) included.
     ASSERT_EQ(0, std::memcmp(amx.data(), vnni.data(), amx.size() * sizeof(float))) << "differs from AVX-512 VNNI";
   }
@@ -86,11 +97,11 @@ TEST_P(AmxTileKernel, SaturatedCodesAreExact) {
   const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
   std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size());
   GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
-  internal::Int8GroupSumsAmxTiles(w.view(), q.view, 0, blocks, actual.data(), GetParam());
+  GroupSums(w, q, 0, blocks, actual.data());
   EXPECT_EQ(actual, expected);
   EXPECT_EQ(actual[0], 127 * 127 * group);
   std::vector<float> y(tokens * rows);
-  internal::Int8GemmAmxTiles(w.view(), q.view, 0, blocks, y.data(), rows, GetParam());
+  Gemm(w, q, 0, blocks, y.data(), rows);
   EXPECT_FLOAT_EQ(y[0], 3.0f * 0.5f * cols);
 }
 
@@ -101,18 +112,64 @@ TEST_P(AmxTileKernel, RowBlockRangesWriteOnlyTheirRows) {
   const QuantizedRows q =
       QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 6), tokens, cols);
   std::vector<float> whole(tokens * rows), pieces(tokens * rows, NAN);
-  internal::Int8GemmAmxTiles(w.view(), q.view, 0, w.layout().row_blocks(), whole.data(), rows, GetParam());
+  Gemm(w, q, 0, w.layout().row_blocks(), whole.data(), rows);
   // Odd ranges leave a single-block pair at each end; together they cover every block once.
   for (auto [begin, end] : {std::pair<int64_t, int64_t>{0, 3}, {3, 4}, {4, 9}, {9, 10}}) {
-    internal::Int8GemmAmxTiles(w.view(), q.view, begin, end, pieces.data(), rows, GetParam());
+    Gemm(w, q, begin, end, pieces.data(), rows);
   }
   EXPECT_EQ(pieces, whole);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, AmxTileKernel, ::testing::Values(AmxTiles::kHardware, AmxTiles::kEmulated),
-                         [](const ::testing::TestParamInfo<AmxTiles>& info) {
-                           return info.param == AmxTiles::kHardware ? "Hardware" : "Emulated";
-                         });
+// A call larger than one row group (kRowGroups): K = 16,384 makes a group 4 row blocks, so 7 blocks are a group of
+// two pairs and one of a pair and a single block, each walked over two token pairs (33 tokens). The other walks
+// cover the same call in one group.
+TEST_P(AmxTileKernel, RowGroupsCoverLargeCalls) {
+  const int64_t rows = 100, cols = 16384, group = 128, tokens = 33;
+  ASSERT_EQ(internal::AmxRowGroupBlocks(cols), 4);
+  const std::vector<float> weights = Random(rows * cols, 21);
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(weights.data(), rows, cols, group));
+  const QuantizedRows q =
+      QuantizeRows(GetInt8Kernels(Isa::kScalar), w.layout(), Random(tokens * cols, 22), tokens, cols);
+  const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
+  std::vector<int32_t> expected(tokens * blocks * 16 * groups), actual(expected.size(), -7);
+  GetInt8Kernels(Isa::kScalar).group_sums(w.view(), q.view, 0, blocks, expected.data());
+  GroupSums(w, q, 0, blocks, actual.data());
+  ASSERT_EQ(actual, expected) << "int32 group sums differ";
+  std::vector<float> vnni(tokens * rows), amx(tokens * rows, NAN);
+  GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, blocks, vnni.data(), rows);
+  Gemm(w, q, 0, blocks, amx.data(), rows);
+  EXPECT_EQ(0, std::memcmp(amx.data(), vnni.data(), amx.size() * sizeof(float))) << "differs from AVX-512 VNNI";
+}
+
+std::string WalkName(internal::AmxWalk walk) {
+  switch (walk) {
+    case internal::AmxWalk::kTokenPairsOuter:
+      return "TokenPairsOuter";
+    case internal::AmxWalk::kRowGroups:
+      return "RowGroups";
+    case internal::AmxWalk::kZeroStart:
+      return "ZeroStart";
+    case internal::AmxWalk::kRowGroupsZeroStart:
+      return "RowGroupsZeroStart";
+  }
+  return "?";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Tiles, AmxTileKernel,
+    ::testing::Combine(::testing::Values(AmxTiles::kHardware, AmxTiles::kEmulated),
+                       ::testing::Values(internal::AmxWalk::kTokenPairsOuter, internal::AmxWalk::kRowGroups,
+                                         internal::AmxWalk::kZeroStart, internal::AmxWalk::kRowGroupsZeroStart)),
+    [](const ::testing::TestParamInfo<std::tuple<AmxTiles, internal::AmxWalk>>& info) {
+      return std::string(std::get<0>(info.param) == AmxTiles::kHardware ? "Hardware" : "Emulated") +
+             WalkName(std::get<1>(info.param));
+    });
+
+TEST(AmxWalks, RowGroupsHoldAMebibyteOfWeightsInWholePairs) {
+  EXPECT_EQ(internal::AmxRowGroupBlocks(4096), 16);    // 16 × 16 rows × 4 KiB = 1 MiB
+  EXPECT_EQ(internal::AmxRowGroupBlocks(12288), 4);    // 5.33 blocks, down to whole pairs
+  EXPECT_EQ(internal::AmxRowGroupBlocks(1 << 20), 2);  // never below one pair
+}
 
 TEST(AmxLevel, TableUsesTilesFromTheThresholdOn) {
   if (!IsaSupported(Isa::kAmx)) GTEST_SKIP() << "no AMX here: " << AmxUnavailableReason();
@@ -169,6 +226,40 @@ TEST(AmxEmulator, ProductsOfKnownTiles) {
     EXPECT_EQ(c[0][2], 99) << "tilestored wrote past the tile's 8 bytes per row";
   }
   EXPECT_FALSE(internal::amx_emulator::Configured());
+}
+
+// tdpbf16ps as the instruction reference's pseudo-code has it: the odd element of each pair first, every addition
+// rounded to nearest even (2²⁴ + 1 is a tie that rounds to 2²⁴, twice; one rounding of both products would give
+// 2²⁴ + 2), denormal bf16 inputs read as zero and denormal results flushed.
+TEST(AmxEmulator, Bf16ProductsRoundEachAddition) {
+  internal::TileConfig config;
+  config.Set(0, 1, 8);                                     // C: 1 row × 2 fp32
+  config.Set(1, 1, 4);                                     // A: 1 row × one bf16 pair
+  config.Set(2, 1, 8);                                     // B: 1 pair row × 2 columns
+  const uint16_t a[2] = {0x3f80, 0x3f80};                  // (1, 1)
+  const uint16_t b[4] = {0x3f80, 0x3f80, 0x0001, 0x4000};  // column 0: (1, 1); column 1: (denormal, 2)
+  const float start[2] = {0x1p24f, 1.0f};
+  internal::EmulatedTiles::Configure(config);
+  internal::EmulatedTiles::Load<0>(start, 8);
+  internal::EmulatedTiles::Load<1>(a, 4);
+  internal::EmulatedTiles::Load<2>(b, 8);
+  internal::EmulatedTiles::DotBf16<0, 1, 2>();
+  float c[2];
+  internal::EmulatedTiles::Store<0>(c, 8);
+  internal::EmulatedTiles::Release();
+  EXPECT_EQ(c[0], 0x1p24f);
+  EXPECT_EQ(c[1], 1.0f + 2.0f);                               // the denormal product is zero
+  const uint16_t tiny[2] = {0x0080, 0x0080};                  // 2⁻¹²⁶: a normal bf16
+  const uint16_t half[4] = {0x3f00, 0x3f00, 0x3f00, 0x3f00};  // 0.5: each product 2⁻¹²⁷, denormal in fp32
+  const float zeros[2] = {0.0f, 0.0f};
+  internal::EmulatedTiles::Configure(config);
+  internal::EmulatedTiles::Load<0>(zeros, 8);
+  internal::EmulatedTiles::Load<1>(tiny, 4);
+  internal::EmulatedTiles::Load<2>(half, 8);
+  internal::EmulatedTiles::DotBf16<0, 1, 2>();
+  internal::EmulatedTiles::Store<0>(c, 8);
+  internal::EmulatedTiles::Release();
+  EXPECT_EQ(c[0], 0.0f) << "2⁻¹²⁷ is denormal after the first addition and flushed; so is the second";
 }
 
 TEST(AmxEmulatorDeathTest, FaultsAreChecks) {

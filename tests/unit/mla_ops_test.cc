@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <vector>
 
@@ -118,6 +119,38 @@ TEST(MlaOps, AttendGivesTheSameBitsWhateverTheHeadsPerCall) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// A bf16 cache's rows through a page table and the same rows widened to fp32 (exactly), `count` scattered
+// positions of 300 and a query of `heads`: the in-place kernels' inputs and their converting twins'.
+struct Bf16CacheRows {
+  static constexpr int64_t kTokens = 300, kPerPage = 16;
+  Bf16CacheRows(int64_t heads, int64_t rank, int64_t count) : heads(heads), rank(rank) {
+    std::mt19937 rng(static_cast<uint32_t>(rank * 1000 + count));
+    std::normal_distribution<float> normal;
+    pages.assign((kTokens + kPerPage - 1) / kPerPage, std::vector<uint16_t>(kPerPage * rank));
+    widened_pages.assign(pages.size(), std::vector<float>(kPerPage * rank));
+    for (size_t pg = 0; pg < pages.size(); ++pg) {
+      for (int64_t k = 0; k < kPerPage * rank; ++k) {
+        pages[pg][k] = FloatToBf16(normal(rng));
+        widened_pages[pg][k] = Bf16ToFloat(pages[pg][k]);
+      }
+      bf16_table.push_back(pages[pg].data()), fp32_table.push_back(widened_pages[pg].data());
+    }
+    for (int64_t i = 0; i < count; ++i) positions.push_back((i * 37 + 11) % kTokens);
+    q.resize(heads * rank);
+    for (float& v : q) v = normal(rng);
+  }
+  mla::LatentRows widened() const { return {fp32_table.data(), kPerPage, rank}; }
+  mla::LatentRowsBf16 bf16() const { return {bf16_table.data(), kPerPage, rank}; }
+
+  int64_t heads, rank;
+  std::vector<std::vector<uint16_t>> pages;
+  std::vector<std::vector<float>> widened_pages;
+  std::vector<const uint16_t*> bf16_table;
+  std::vector<const float*> fp32_table;
+  std::vector<int64_t> positions;
+  std::vector<float> q;
+};
+
 // mla::AttendBf16 against ref::LatentAttentionBf16, which rounds q̃, the rows and the probabilities to bf16 as the
 // kernel does and computes the rest in double. What may differ, bounded per output element (h, r):
 //  * the scores: fp32 sums of rank products, each product of two bf16 exact in fp32, so
@@ -130,8 +163,9 @@ TEST(MlaOps, AttendGivesTheSameBitsWhateverTheHeadsPerCall) {
 //    products vdpbf16ps flushes to zero.
 // So |out − ref| ≤ Σ_i w_i |ĉ_ir| + γ_m Σ_i p̂_i |ĉ_ir| + count · 2⁻¹²⁶ · max |ĉ|. A wrong row, head, pair or
 // permutation of the rank moves outputs by O(Σ p |c|), hundreds of times that bound where no rounding flips.
-TEST(MlaOps, AttendBf16MatchesItsReference) {
-  if (!mla::AttendBf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps)";
+using Bf16Attention = std::function<void(const float* q, int64_t heads, int64_t rank, const mla::LatentRows& rows,
+                                         const int64_t* positions, int64_t count, float scale, float* out)>;
+void ExpectWithinTheBf16Bound(const Bf16Attention& attend) {
   constexpr double u = 0x1p-24;
   const auto gamma = [&](double n) { return n * u / (1 - n * u); };
   for (int64_t heads : {1, 4, 6, 9}) {
@@ -151,10 +185,9 @@ TEST(MlaOps, AttendBf16MatchesItsReference) {
         std::vector<double> expected(heads * rank), probabilities(heads * count);
         ref::LatentAttentionBf16(q.data(), heads, rank, row_pointers.data(), count, scale, expected.data(),
                                  probabilities.data());
-        std::vector<float> actual(heads * rank, NAN), scratch(mla::AttendBf16ScratchFloats(heads, count, rank) + 1);
-        // scratch + 1: any alignment
-        mla::AttendBf16(q.data(), heads, rank, rows, positions.data(), count, static_cast<float>(scale), actual.data(),
-                        scratch.data() + 1);
+        std::vector<float> actual(heads * rank, NAN);
+        attend(q.data(), heads, rank, rows, positions.data(), count, static_cast<float>(scale), actual.data());
+        if (::testing::Test::HasFatalFailure()) return;
 
         double worst = 0, largest_bound = 0, largest_sum = 0;
         for (int64_t h = 0; h < heads; ++h) {
@@ -198,6 +231,57 @@ TEST(MlaOps, AttendBf16MatchesItsReference) {
   }
 }
 
+TEST(MlaOps, AttendBf16MatchesItsReference) {
+  if (!mla::AttendBf16Supported()) GTEST_SKIP() << "this CPU has no AVX512-BF16 (vdpbf16ps)";
+  ExpectWithinTheBf16Bound([](const float* q, int64_t heads, int64_t rank, const mla::LatentRows& rows,
+                              const int64_t* positions, int64_t count, float scale, float* out) {
+    std::vector<float> scratch(mla::AttendBf16ScratchFloats(heads, count, rank) + 1);
+    mla::AttendBf16(q, heads, rank, rows, positions, count, scale, out, scratch.data() + 1);  // + 1: any alignment
+  });
+}
+
+// The AMX-BF16 candidate (mla_ops_amx.cc) under the same bound: its tiles sum the same exact bf16 products in fp32
+// (in another order, which the bound allows) and flush the same denormals. On the tile unit where AMX-BF16 is
+// there; on the software tiles on every CPU with AVX512-BF16.
+class MlaAttendBf16Amx : public ::testing::TestWithParam<AmxTiles> {
+ protected:
+  void SetUp() override {
+    const std::string_view why = AmxBf16UnavailableReason(GetParam());
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+TEST_P(MlaAttendBf16Amx, MatchesItsReference) {
+  const AmxTiles tiles = GetParam();
+  ExpectWithinTheBf16Bound([tiles](const float* q, int64_t heads, int64_t rank, const mla::LatentRows& rows,
+                                   const int64_t* positions, int64_t count, float scale, float* out) {
+    std::vector<float> scratch(mla::AttendBf16AmxScratchFloats(heads, count, rank) + 1);
+    mla::AttendBf16Amx(q, heads, rank, rows, positions, count, scale, out, scratch.data() + 1, tiles);
+  });
+}
+
+// The in-place form over a bf16 cache's pages gives the bits of the converting form over the same rows widened.
+TEST_P(MlaAttendBf16Amx, InPlaceEqualsConvertingOnBf16Rows) {
+  for (int64_t rank : {32, 100, 512}) {
+    for (int64_t count : {1, 17, 70, 257}) {
+      SCOPED_TRACE(::testing::Message() << "rank " << rank << " count " << count);
+      const Bf16CacheRows cache(/*heads=*/20, rank, count);
+      std::vector<float> in_place(cache.q.size()), converted(cache.q.size());
+      std::vector<float> scratch(mla::AttendBf16AmxScratchFloats(cache.heads, count, rank));
+      mla::AttendBf16Amx(cache.q.data(), cache.heads, rank, cache.widened(), cache.positions.data(), count, 0.08f,
+                         converted.data(), scratch.data(), GetParam());
+      mla::AttendBf16AmxInPlace(cache.q.data(), cache.heads, rank, cache.bf16(), cache.positions.data(), count, 0.08f,
+                                in_place.data(), scratch.data(), GetParam());
+      EXPECT_EQ(0, std::memcmp(in_place.data(), converted.data(), in_place.size() * sizeof(float)));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tiles, MlaAttendBf16Amx, ::testing::Values(AmxTiles::kHardware, AmxTiles::kEmulated),
+                         [](const ::testing::TestParamInfo<AmxTiles>& info) {
+                           return info.param == AmxTiles::kHardware ? "Hardware" : "Emulated";
+                         });
+
 // As Attend: each head's output is its own computation, so any split of a token's heads over calls gives the same
 // bits.
 TEST(MlaOps, AttendBf16GivesTheSameBitsWhateverTheHeadsPerCall) {
@@ -214,33 +298,13 @@ TEST(MlaOps, AttendBf16InPlaceEqualsAttendBf16OnBf16Rows) {
   for (int64_t rank : {32, 64, 512}) {
     for (int64_t count : {1, 5, 70, 257, 515}) {
       SCOPED_TRACE(::testing::Message() << "rank " << rank << " count " << count);
-      const int64_t heads = 12, tokens = 300, per_page = 16;
-      std::mt19937 rng(static_cast<uint32_t>(rank * 1000 + count));
-      std::normal_distribution<float> normal;
-      std::vector<std::vector<uint16_t>> pages((tokens + per_page - 1) / per_page,
-                                               std::vector<uint16_t>(per_page * rank));
-      std::vector<std::vector<float>> widened(pages.size(), std::vector<float>(per_page * rank));
-      for (size_t pg = 0; pg < pages.size(); ++pg) {
-        for (int64_t k = 0; k < per_page * rank; ++k) {
-          pages[pg][k] = FloatToBf16(normal(rng));
-          widened[pg][k] = Bf16ToFloat(pages[pg][k]);
-        }
-      }
-      std::vector<const uint16_t*> bf16_table;
-      std::vector<const float*> fp32_table;
-      for (size_t pg = 0; pg < pages.size(); ++pg) {
-        bf16_table.push_back(pages[pg].data()), fp32_table.push_back(widened[pg].data());
-      }
-      std::vector<int64_t> positions;
-      for (int64_t i = 0; i < count; ++i) positions.push_back((i * 37 + 11) % tokens);
-      std::vector<float> q(heads * rank);
-      for (float& v : q) v = normal(rng);
-      std::vector<float> in_place(heads * rank), converted(heads * rank);
-      std::vector<float> scratch(mla::AttendBf16ScratchFloats(heads, count, rank));
-      mla::AttendBf16(q.data(), heads, rank, {fp32_table.data(), per_page, rank}, positions.data(), count, 0.08f,
+      const Bf16CacheRows cache(/*heads=*/12, rank, count);
+      std::vector<float> in_place(cache.q.size()), converted(cache.q.size());
+      std::vector<float> scratch(mla::AttendBf16ScratchFloats(cache.heads, count, rank));
+      mla::AttendBf16(cache.q.data(), cache.heads, rank, cache.widened(), cache.positions.data(), count, 0.08f,
                       converted.data(), scratch.data());
-      scratch.assign(mla::AttendBf16InPlaceScratchFloats(heads, count, rank), 0.0f);
-      mla::AttendBf16InPlace(q.data(), heads, rank, {bf16_table.data(), per_page, rank}, positions.data(), count, 0.08f,
+      scratch.assign(mla::AttendBf16InPlaceScratchFloats(cache.heads, count, rank), 0.0f);
+      mla::AttendBf16InPlace(cache.q.data(), cache.heads, rank, cache.bf16(), cache.positions.data(), count, 0.08f,
                              in_place.data(), scratch.data());
       EXPECT_EQ(0, std::memcmp(in_place.data(), converted.data(), in_place.size() * sizeof(float)));
     }
