@@ -10,9 +10,18 @@
 namespace glint::grammar {
 namespace {
 
-// Appends the stack [stack] to the flat state. Duplicates are allowed here and removed by SortUniqueStacks: a
-// check per append would make AdvanceByte quadratic in the stacks (256 × 256 stack compares at the limit).
-void AppendStack(const std::vector<int32_t>& stack, State& state, int64_t& count) {
+// Appends the stack [stack] to the flat state unless a scan finds it there already. The scan stops once the state
+// holds kScannedStacks stacks: past that, repeats are appended and SortUniqueStacks removes them, since a scan per
+// append is quadratic in the stacks (256 × 256 stack compares at the limit). Below it the scan is cheaper than
+// sorting repeats out (small states are the common case: a JSON schema's hold a few stacks).
+constexpr int64_t kScannedStacks = 16;
+void AddStack(const std::vector<int32_t>& stack, State& state, int64_t& count) {
+  if (count <= kScannedStacks) {
+    for (size_t at = 0; at < state.size(); at += static_cast<size_t>(state[at]) + 1) {
+      const size_t length = static_cast<size_t>(state[at]);
+      if (length == stack.size() && std::equal(stack.begin(), stack.end(), state.begin() + at + 1)) return;
+    }
+  }
   state.push_back(static_cast<int32_t>(stack.size()));
   state.insert(state.end(), stack.begin(), stack.end());
   ++count;
@@ -227,11 +236,11 @@ bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to, bo
     if (!IsEnd(top + 1)) {
       stack.push_back(top + 1);
       if (elements_[static_cast<size_t>(top) + 1].kind == Element::Kind::kBytes) {
-        AppendStack(stack, to, count);  // the common case: the next element is a byte range, nothing to expand
+        AddStack(stack, to, count);  // the common case: the next element is a byte range, nothing to expand
         continue;
       }
     } else if (stack.empty() || elements_[static_cast<size_t>(stack.back())].kind == Element::Kind::kBytes) {
-      AppendStack(stack, to, count);
+      AddStack(stack, to, count);
       continue;
     }
     expanded.clear();
@@ -240,7 +249,7 @@ bool CompiledGrammar::AdvanceByte(const State& from, uint8_t byte, State& to, bo
       if (overflow != nullptr) *overflow = true;
       return false;
     }
-    for (const auto& s : expanded) AppendStack(s, to, count);
+    for (const auto& s : expanded) AddStack(s, to, count);
     if (count > kMaxStacks) SortUniqueStacks(to, count);  // only distinct stacks count against the limit
     if (count > kMaxStacks) {
       to.clear();
