@@ -65,17 +65,19 @@ const Int8Kernels& AmxWalkKernels() {
       }};
   return kernels;
 }
+internal::AmxWalk AmxWalkOf(int64_t isa_arg) { return static_cast<internal::AmxWalk>(isa_arg - kAmxTilesAlways); }
 const Int8Kernels& AmxTilesAlways(int64_t isa_arg) {
-  switch (isa_arg - kAmxTilesAlways) {
-    case 1:
+  switch (AmxWalkOf(isa_arg)) {
+    case internal::AmxWalk::kRowGroups:
       return AmxWalkKernels<internal::AmxWalk::kRowGroups>();
-    case 2:
+    case internal::AmxWalk::kZeroStart:
       return AmxWalkKernels<internal::AmxWalk::kZeroStart>();
-    case 3:
+    case internal::AmxWalk::kRowGroupsZeroStart:
       return AmxWalkKernels<internal::AmxWalk::kRowGroupsZeroStart>();
-    default:
-      return AmxWalkKernels<internal::AmxWalk::kTokenPairsOuter>();
+    case internal::AmxWalk::kTokenPairsOuter:
+      break;
   }
+  return AmxWalkKernels<internal::AmxWalk::kTokenPairsOuter>();
 }
 
 std::vector<float> RandomActivations(int64_t n) {
@@ -123,9 +125,9 @@ void BM_LinearI8(benchmark::State& state) {
   const double ops = 2.0 * rows * cols * tokens;
   state.counters["GB/s"] = benchmark::Counter(bytes * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.counters["GOPS"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
-  static const char* const kWalkLabels[] = {"amx tiles at every token count", "amx walk: row groups",
-                                            "amx walk: zero start", "amx walk: row groups, zero start"};
-  state.SetLabel(tiles_always ? kWalkLabels[state.range(4) - kAmxTilesAlways] : std::string(IsaName(isa)));
+  state.SetLabel(tiles_always ? "amx tiles at every token count, walk " +
+                                    std::string(internal::AmxWalkName(AmxWalkOf(state.range(4))))
+                              : std::string(IsaName(isa)));
 }
 
 // Int4 experts (W4A8, gemm_i4.h) at the expert shapes: gate+up [4096, 4096] and down [4096, 2048]. Args: rows,

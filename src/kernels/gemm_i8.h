@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "base/aligned_buffer.h"
 #include "kernels/isa.h"
@@ -89,6 +90,7 @@ const Int8Kernels& Int8KernelsAmx();  // gemm_i8_amx.cc
 // the tests run on AMX), waiting to be timed there: `glint_kernel_bench --benchmark_filter='LinearI8.*isa:[4-7]'`
 // (isa 4 is the engine's walk at every token count, 5–7 these in order).
 enum class AmxWalk { kTokenPairsOuter, kRowGroups, kZeroStart, kRowGroupsZeroStart };
+std::string_view AmxWalkName(AmxWalk walk);  // "TokenPairsOuter", …: test names and benchmark labels
 // Row blocks in one row group of kRowGroups (whole pairs; the weights of 1 MiB of a K of `padded_cols`).
 int64_t AmxRowGroupBlocks(int64_t padded_cols);
 

@@ -282,6 +282,20 @@ void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t blo
 
 }  // namespace
 
+std::string_view AmxWalkName(AmxWalk walk) {
+  switch (walk) {
+    case AmxWalk::kTokenPairsOuter:
+      return "TokenPairsOuter";
+    case AmxWalk::kRowGroups:
+      return "RowGroups";
+    case AmxWalk::kZeroStart:
+      return "ZeroStart";
+    case AmxWalk::kRowGroupsZeroStart:
+      return "RowGroupsZeroStart";
+  }
+  return "?";
+}
+
 int64_t AmxRowGroupBlocks(int64_t padded_cols) {
   const int64_t blocks = kRowGroupBytes / (kInt8RowBlock * std::max<int64_t>(1, padded_cols));
   return std::max<int64_t>(2, blocks / 2 * 2);  // whole row-block pairs

@@ -26,8 +26,8 @@
 #include "kernels/amx_emulator.h"
 #include "kernels/amx_tiles.h"
 #include "kernels/isa.h"
+#include "kernels/mla_bf16_common.h"
 #include "kernels/mla_ops.h"
-#include "kernels/to_bf16_avx512.h"
 
 #define GLINT_TARGET_AMX_BF16 \
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni,avx512bf16,amx-tile,amx-int8,amx-bf16")))
@@ -40,7 +40,6 @@ constexpr int64_t kTileK = 32;     // bf16 values of the summed index per tile (
 constexpr int kC = 0, kA = 4, kB = 6;
 
 int64_t RoundUp(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
-int64_t Floats64(int64_t bytes) { return (bytes + 63) / 64 * 16; }  // floats of a 64-byte-aligned section
 
 // The scratch: sections on 64-byte boundaries.
 struct Scratch {
@@ -106,25 +105,26 @@ struct Block {
 };
 
 template <typename Tiles>
-GLINT_TARGET_AMX_BF16 void Products(const Block& k) {
+GLINT_TARGET_AMX_BF16 void Products(const Block& block) {
   Tiles::template Zero<kC>();
-  if (k.nb == 2) Tiles::template Zero<kC + 1>();
-  if (k.mt == 2) Tiles::template Zero<kC + 2>();
-  if (k.mt == 2 && k.nb == 2) Tiles::template Zero<kC + 3>();
-  for (int64_t step = 0; step < k.steps; ++step) {
-    Tiles::template Load<kA>(k.a + step * k.a_step, k.a_stride);
-    if (k.mt == 2) Tiles::template Load<kA + 1>(k.a + k.a_tile + step * k.a_step, k.a_stride);
-    Tiles::template Load<kB>(k.b + step * k.b_step, k.b_stride);
-    if (k.nb == 2) Tiles::template Load<kB + 1>(k.b + k.b_tile + step * k.b_step, k.b_stride);
+  if (block.nb == 2) Tiles::template Zero<kC + 1>();
+  if (block.mt == 2) Tiles::template Zero<kC + 2>();
+  if (block.mt == 2 && block.nb == 2) Tiles::template Zero<kC + 3>();
+  for (int64_t step = 0; step < block.steps; ++step) {
+    Tiles::template Load<kA>(block.a + step * block.a_step, block.a_stride);
+    if (block.mt == 2) Tiles::template Load<kA + 1>(block.a + block.a_tile + step * block.a_step, block.a_stride);
+    Tiles::template Load<kB>(block.b + step * block.b_step, block.b_stride);
+    if (block.nb == 2) Tiles::template Load<kB + 1>(block.b + block.b_tile + step * block.b_step, block.b_stride);
     Tiles::template DotBf16<kC, kA, kB>();
-    if (k.nb == 2) Tiles::template DotBf16<kC + 1, kA, kB + 1>();
-    if (k.mt == 2) Tiles::template DotBf16<kC + 2, kA + 1, kB>();
-    if (k.mt == 2 && k.nb == 2) Tiles::template DotBf16<kC + 3, kA + 1, kB + 1>();
+    if (block.nb == 2) Tiles::template DotBf16<kC + 1, kA, kB + 1>();
+    if (block.mt == 2) Tiles::template DotBf16<kC + 2, kA + 1, kB>();
+    if (block.mt == 2 && block.nb == 2) Tiles::template DotBf16<kC + 3, kA + 1, kB + 1>();
   }
-  Tiles::template Store<kC>(k.out, k.out_stride);
-  if (k.nb == 2) Tiles::template Store<kC + 1>(k.out + k.out_n, k.out_stride);
-  if (k.mt == 2) Tiles::template Store<kC + 2>(k.out + k.out_m, k.out_stride);
-  if (k.mt == 2 && k.nb == 2) Tiles::template Store<kC + 3>(k.out + k.out_m + k.out_n, k.out_stride);
+  Tiles::template Store<kC>(block.out, block.out_stride);
+  if (block.nb == 2) Tiles::template Store<kC + 1>(block.out + block.out_n, block.out_stride);
+  if (block.mt == 2) Tiles::template Store<kC + 2>(block.out + block.out_m, block.out_stride);
+  if (block.mt == 2 && block.nb == 2)
+    Tiles::template Store<kC + 3>(block.out + block.out_m + block.out_n, block.out_stride);
 }
 
 // pairs[j][r] = (rows[2j][r], rows[2j + 1][r]) for j < count32 / 2; rows past count16 read as zeros. vpunpck{l,h}wd

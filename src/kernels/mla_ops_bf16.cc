@@ -16,9 +16,9 @@
 
 #include "base/status.h"
 #include "kernels/isa.h"
+#include "kernels/mla_bf16_common.h"
 #include "kernels/mla_ops.h"
 #include "kernels/mla_tile_sums_avx512.h"
-#include "kernels/to_bf16_avx512.h"
 
 #define GLINT_INLINE_BF16 GLINT_TARGET_BF16 inline __attribute__((always_inline))
 
@@ -33,7 +33,6 @@ constexpr int64_t kL1Bytes = 16 * 1024;   // a group of rows that stays in L1 ac
 
 int64_t PaddedRank(int64_t rank) { return (rank + kRankStep - 1) / kRankStep * kRankStep; }
 int64_t EvenCount(int64_t count) { return (count + 1) / 2 * 2; }
-int64_t Floats64(int64_t bytes) { return (bytes + 63) / 64 * 16; }  // floats of a 64-byte-aligned section
 
 // s[a][j] = scale · q[a] · rows[j] for 4 heads × 4 positions over the padded rank.
 GLINT_INLINE_BF16 void ScoreTile(const uint16_t* const* q, const uint16_t* const* rows, int64_t rank32, float scale,

@@ -141,20 +141,6 @@ TEST_P(AmxTileKernel, RowGroupsCoverLargeCalls) {
   EXPECT_EQ(0, std::memcmp(amx.data(), vnni.data(), amx.size() * sizeof(float))) << "differs from AVX-512 VNNI";
 }
 
-std::string WalkName(internal::AmxWalk walk) {
-  switch (walk) {
-    case internal::AmxWalk::kTokenPairsOuter:
-      return "TokenPairsOuter";
-    case internal::AmxWalk::kRowGroups:
-      return "RowGroups";
-    case internal::AmxWalk::kZeroStart:
-      return "ZeroStart";
-    case internal::AmxWalk::kRowGroupsZeroStart:
-      return "RowGroupsZeroStart";
-  }
-  return "?";
-}
-
 INSTANTIATE_TEST_SUITE_P(
     Tiles, AmxTileKernel,
     ::testing::Combine(::testing::Values(AmxTiles::kHardware, AmxTiles::kEmulated),
@@ -162,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          internal::AmxWalk::kZeroStart, internal::AmxWalk::kRowGroupsZeroStart)),
     [](const ::testing::TestParamInfo<std::tuple<AmxTiles, internal::AmxWalk>>& info) {
       return std::string(std::get<0>(info.param) == AmxTiles::kHardware ? "Hardware" : "Emulated") +
-             WalkName(std::get<1>(info.param));
+             std::string(internal::AmxWalkName(std::get<1>(info.param)));
     });
 
 TEST(AmxWalks, RowGroupsHoldAMebibyteOfWeightsInWholePairs) {

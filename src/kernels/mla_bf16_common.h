@@ -1,5 +1,6 @@
-// fp32 → bf16 rows with AVX512-BF16, shared by the bf16 attention kernels (mla_ops_bf16.cc, mla_ops_amx.cc).
-// Include only from translation units whose callers carry GLINT_TARGET_BF16 (or a superset of it).
+// What the bf16 attention kernels (mla_ops_bf16.cc, mla_ops_amx.cc) share: fp32 → bf16 rows with AVX512-BF16 and
+// the size of their scratch sections. Include only from translation units whose callers of ToBf16 carry
+// GLINT_TARGET_BF16 (or a superset of it).
 #pragma once
 
 #include <immintrin.h>
@@ -9,6 +10,9 @@
 #define GLINT_TARGET_BF16 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512bf16")))
 
 namespace glint::mla {
+
+// Floats of a scratch section of `bytes` that keeps the next section on a 64-byte boundary.
+inline int64_t Floats64(int64_t bytes) { return (bytes + 63) / 64 * 16; }
 
 // n fp32 values → n bf16 (round to nearest even, as vcvtne2ps2bf16), then zeros up to `padded`.
 GLINT_TARGET_BF16 inline void ToBf16(const float* from, int64_t n, int64_t padded, uint16_t* to) {
