@@ -65,6 +65,9 @@ const Int8Kernels& AmxWalkKernels() {
       }};
   return kernels;
 }
+// isa:8 runs the AVX-512 level with its tile walk at every token count: the baseline the lane walk (gemm_i8.h,
+// kLanesMinTokens–kLanesMaxTokens tokens) is timed against in the Lanes benchmarks.
+constexpr int kAvx512TilesAlways = kAmxLastWalk + 1;
 internal::AmxWalk AmxWalkOf(int64_t isa_arg) { return static_cast<internal::AmxWalk>(isa_arg - kAmxTilesAlways); }
 const Int8Kernels& AmxTilesAlways(int64_t isa_arg) {
   switch (AmxWalkOf(isa_arg)) {
@@ -93,7 +96,8 @@ void BM_LinearI8(benchmark::State& state) {
   const int64_t rows = state.range(0), cols = state.range(1), tokens = state.range(2);
   const int threads = static_cast<int>(state.range(3));
   const bool tiles_always = IsAmxTilesAlways(state.range(4));
-  const Isa isa = tiles_always ? Isa::kAmx : static_cast<Isa>(state.range(4));
+  const bool avx512_tiles = state.range(4) == kAvx512TilesAlways;
+  const Isa isa = tiles_always ? Isa::kAmx : avx512_tiles ? Isa::kAvx512 : static_cast<Isa>(state.range(4));
   const int64_t group = state.range(5);
   if (!IsaSupported(isa)) {
     state.SkipWithError("ISA not supported");
@@ -115,7 +119,9 @@ void BM_LinearI8(benchmark::State& state) {
   std::vector<float> y(tokens * rows);
   ActivationScratch scratch;
   WorkerPool& pool = Pool(threads);
-  const Int8Kernels& kernels = tiles_always ? AmxTilesAlways(state.range(4)) : GetInt8Kernels(isa);
+  const Int8Kernels& kernels = tiles_always   ? AmxTilesAlways(state.range(4))
+                               : avx512_tiles ? internal::Int8KernelsAvx512Tiles()
+                                              : GetInt8Kernels(isa);
   for (auto _ : state) {
     LinearI8(pool, kernels, matrices[next].view(), x.data(), cols, tokens, y.data(), rows, scratch);
     next = (next + 1) % matrices.size();
@@ -127,7 +133,8 @@ void BM_LinearI8(benchmark::State& state) {
   state.counters["GOPS"] = benchmark::Counter(ops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
   state.SetLabel(tiles_always ? "amx tiles at every token count, walk " +
                                     std::string(internal::AmxWalkName(AmxWalkOf(state.range(4))))
-                              : std::string(IsaName(isa)));
+                 : avx512_tiles ? "avx512, tile walk at every token count"
+                                : std::string(IsaName(isa)));
 }
 
 // Int4 experts (W4A8, gemm_i4.h) at the expert shapes: gate+up [4096, 4096] and down [4096, 2048]. Args: rows,
@@ -268,6 +275,24 @@ BENCHMARK(BM_LinearI8)
 BENCHMARK(BM_LinearI8)
     ->Name("Threshold/LinearI8")
     ->Apply(ThresholdArgs)
+    ->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})
+    ->UseRealTime();
+// The AVX-512 lane walk (isa:2 in its token range, gemm_i8.h kLanesMinTokens–kLanesMaxTokens) against the tile
+// walk (isa:8): batched decode's dense products (16 tokens), partial lane tiles and tails (20–28, 40), the range's
+// ends, and an expert's share of a 512-token prefill (≈ 64 tokens), which the tiles keep.
+void LanesArgs(benchmark::internal::Benchmark* b) {
+  const int all = static_cast<int>(std::thread::hardware_concurrency());
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {4096, 2048}, {24576, 4096}}) {
+    for (int64_t tokens : {8, 12, 16, 20, 24, 28, 32, 40, 48, 64}) {
+      for (int isa : {static_cast<int>(Isa::kAvx512), kAvx512TilesAlways}) b->Args({rows, cols, tokens, all, isa, 128});
+    }
+  }
+  for (int isa : {static_cast<int>(Isa::kAvx512), kAvx512TilesAlways}) b->Args({4096, 4096, 16, 1, isa, 128});
+}
+
+BENCHMARK(BM_LinearI8)
+    ->Name("Lanes/LinearI8")
+    ->Apply(LanesArgs)
     ->ArgNames({"rows", "cols", "tokens", "threads", "isa", "group"})
     ->UseRealTime();
 BENCHMARK(BM_LinearI8)

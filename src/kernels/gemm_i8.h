@@ -9,6 +9,10 @@
 // tile passes over them. Each level (isa.h) is its own translation unit (gemm_i8_{scalar,avx2,avx512}.cc);
 // gemm_i8_scalar.cc is the specification the others are tested against, exactly for the int32 group sums.
 //
+// Two walks on AVX-512: the tile walk above (gemm_tile_avx512.h), and from kLanesMinTokens to kLanesMaxTokens tokens
+// the lane walk (gemm_i8_avx512.cc: a register holds 16 tokens' sums of one row, so a row block streams once per
+// 16 tokens, requested far ahead). Both give the same bits for every token.
+//
 // Activation quantization (per token and group): s_x = amax/127, code = round_to_nearest_even(x · 127/amax),
 // |code| ≤ 127; a zero group has s_x = 0 and codes 0. Because packed weights are biased by +128, the kernels
 // subtract 128 · Σ codes per (token, group), which the quantizer stores as `bias_correction`.
@@ -93,6 +97,21 @@ enum class AmxWalk { kTokenPairsOuter, kRowGroups, kZeroStart, kRowGroupsZeroSta
 std::string_view AmxWalkName(AmxWalk walk);  // "TokenPairsOuter", …: test names and benchmark labels
 // Row blocks in one row group of kRowGroups (whole pairs; the weights of 1 MiB of a K of `padded_cols`).
 int64_t AmxRowGroupBlocks(int64_t padded_cols);
+
+// The AVX-512 level's walks (see the top of this file). The level's `gemm` and `group_sums` take the lane walk for
+// products of kLanesMinTokens to kLanesMaxTokens tokens and the tile walk otherwise. Against the tile walk, weights
+// from memory, 2 threads of a Zen 5 (docs/performance.md, "Tokens in lanes"): 1.06–1.13× at 12 tokens, 1.33× at 16,
+// 1.17–1.24× at 20–24, 1.1× at 32–48; in the model, batched decode's 16-token dense products 1.31×. An expert's
+// share of a 512-token prefill (≈ 64 tokens) gained 1.06× alone but nothing inside the prefill (0.98×, five
+// alternating rounds), so the range ends at 48. The lane walk itself takes any token count.
+inline constexpr int64_t kLanesMinTokens = 12;
+inline constexpr int64_t kLanesMaxTokens = 48;
+void Int8GemmLanesAvx512(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+                         float* y, int64_t y_stride);
+void Int8GroupSumsLanesAvx512(const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
+                              int64_t block_end, int32_t* sums);
+// The AVX-512 level with the tile walk at every token count: for tests and benchmarks (the lane walk's baseline).
+const Int8Kernels& Int8KernelsAvx512Tiles();
 
 // The AMX level's tile kernels themselves, whatever the token count (the table's `gemm` hands products of fewer
 // than kAmxMinTokens tokens to the VNNI kernel): for tests and benchmarks.

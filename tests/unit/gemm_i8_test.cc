@@ -2,7 +2,7 @@
 // remainders (rows around 16-row blocks and 4-block tiles, K around groups, tokens around the 6-token tile),
 // exact equality of quantized activations and int32 group sums, the fp32 output within its rounding bound,
 // saturation edges (codes ±127 everywhere), non-finite activations, and row-block ranges that leave other rows
-// untouched.
+// untouched; the AVX-512 level's two walks against each other bit for bit.
 #include "kernels/gemm_i8.h"
 
 #include <gtest/gtest.h>
@@ -290,6 +290,71 @@ TEST(Int8TileWalk, OneTokenLeadThenEvenTiles) {
   }
   EXPECT_EQ(TileTokens(16, 0), 1);  // batched decode: 1, 5, 5, 5
   EXPECT_EQ(TileTokens(16, 1), 5);
+}
+
+// The AVX-512 lane walk (gemm_i8_avx512.cc) against the tile walk and the scalar specification: the same int32
+// group sums exactly and the same output bits for every token — whole lane tiles (16, 96), a partial one (12, 15),
+// tails left to the tile walk (17, 27, 28, 31, 33, 97, 130), all tail (1, 5: the function takes any count) — over rows
+// ending in a partial row block, row groups cut short by uneven block ranges, K from a part of one 16-step transpose
+// chunk (16) to 33½ chunks (2,144), and group widths 16 to 128.
+TEST(Int8Lanes, MatchTheTileWalkBitForBit) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  const Int8Kernels& tiles = internal::Int8KernelsAvx512Tiles();
+  const Int8Kernels& scalar = GetInt8Kernels(Isa::kScalar);
+  uint32_t seed = 100;
+  struct Shape {
+    int64_t rows, cols, group;
+  };
+  for (const Shape shape : {Shape{1, 16, 16}, Shape{17, 260, 64}, Shape{67, 384, 128}, Shape{100, 2048 + 96, 32},
+                            Shape{256 + 3, 512, 128}}) {
+    for (const int64_t tokens : {1, 5, 12, 15, 16, 17, 27, 28, 31, 33, 96, 97, 130}) {
+      SCOPED_TRACE(::testing::Message() << "rows " << shape.rows << " cols " << shape.cols << " group " << shape.group
+                                        << " tokens " << tokens);
+      ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(Random(shape.rows * shape.cols, seed).data(), shape.rows,
+                                                      shape.cols, shape.group));
+      std::vector<float> x = Random(tokens * shape.cols, seed + 1, 2.0f);
+      if (tokens > 2) std::fill_n(x.begin() + 2 * shape.cols, shape.cols, 0.0f);  // an all-zero token
+      seed += 2;
+      const QuantizedRows q = QuantizeRows(tiles, w.layout(), x, tokens, shape.cols);
+      const int64_t blocks = w.layout().row_blocks(), groups = w.layout().groups();
+
+      std::vector<int32_t> sums_expected(tokens * blocks * 16 * groups), sums_actual(sums_expected.size(), -7);
+      scalar.group_sums(w.view(), q.view, 0, blocks, sums_expected.data());
+      internal::Int8GroupSumsLanesAvx512(w.view(), q.view, 0, blocks, sums_actual.data());
+      ASSERT_EQ(sums_actual, sums_expected) << "int32 group sums differ";
+
+      const int64_t y_stride = shape.rows + 5;
+      std::vector<float> expected(tokens * y_stride, -1.0f), actual(tokens * y_stride, -1.0f);
+      tiles.gemm(w.view(), q.view, 0, blocks, expected.data(), y_stride);
+      // In uneven block ranges: row groups of 4 cut short, and ranges that start mid-matrix.
+      for (int64_t begin = 0; begin < blocks; begin += 5) {
+        internal::Int8GemmLanesAvx512(w.view(), q.view, begin, std::min(blocks, begin + 5), actual.data(), y_stride);
+      }
+      for (size_t i = 0; i < expected.size(); ++i) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(actual[i]), std::bit_cast<uint32_t>(expected[i]))
+            << "token " << i / y_stride << " row " << i % y_stride;  // the gap past the rows stays −1 in both
+      }
+    }
+  }
+}
+
+// The level's table hands kLanesMinTokens–kLanesMaxTokens tokens to the lane walk and the rest to the tiles; at the
+// range's ends both give the tile walk's bits, so whichever walk runs, a sequence's logits do not depend on how many
+// others share the batch.
+TEST(Int8Lanes, TheLevelGivesTheTileWalksBitsAtTheRangesEnds) {
+  if (!IsaSupported(Isa::kAvx512)) GTEST_SKIP() << "this CPU has no AVX-512 VNNI";
+  const int64_t rows = 40, cols = 256, group = 128;
+  ASSERT_OK_AND_ASSIGN(Int8Matrix w, QuantizeInt8(Random(rows * cols, 41).data(), rows, cols, group));
+  for (const int64_t tokens : {internal::kLanesMinTokens - 1, internal::kLanesMinTokens, internal::kLanesMaxTokens,
+                               internal::kLanesMaxTokens + 1}) {
+    SCOPED_TRACE(::testing::Message() << "tokens " << tokens);
+    const QuantizedRows q =
+        QuantizeRows(GetInt8Kernels(Isa::kAvx512), w.layout(), Random(tokens * cols, 42), tokens, cols);
+    std::vector<float> level(tokens * rows), tile_walk(tokens * rows);
+    GetInt8Kernels(Isa::kAvx512).gemm(w.view(), q.view, 0, w.layout().row_blocks(), level.data(), rows);
+    internal::Int8KernelsAvx512Tiles().gemm(w.view(), q.view, 0, w.layout().row_blocks(), tile_walk.data(), rows);
+    EXPECT_EQ(0, std::memcmp(level.data(), tile_walk.data(), level.size() * sizeof(float)));
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Levels, Int8Kernel, ::testing::ValuesIn(FastIsas()),
