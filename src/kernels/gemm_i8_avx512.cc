@@ -109,14 +109,15 @@ constexpr int64_t kLanes = 16;  // tokens per register: one int32 lane each
 constexpr int64_t kRowGroupBlocks = 4;
 // How far ahead of the first tile's loads the weight stream is requested. The first tile consumes a 64-byte line per
 // 16 `vpdpbusd` (≈ 8 cycles); DRAM latency times the VM's bandwidth is a few KiB, and the hardware prefetcher alone
-// kept too few lines in flight. Interleaved A/B, 4,096 × 4,096 at 16 tokens on 2 threads (Zen 5, weights cycled
-// through 256 MiB): 512 B ahead 0.8×, 2 KiB 1.17×, 8–32 KiB 1.3–1.45× the tile walk (docs/performance.md).
+// kept too few lines in flight. A/B harness, 4,096 × 4,096 at 16 tokens (Zen 5, weights cycled through 256 MiB),
+// against the tile walk: one thread, 512 B ahead 0.7×, 2 KiB 1.1–1.2×, 16–32 KiB 1.3–1.35×, none 0.8–0.85×; two
+// threads, 16 KiB ahead 1.45×, none 0.91× (docs/performance.md "Tokens in lanes").
 constexpr int64_t kPrefetchBytes = 16384;
 
 // The tokens a call's lane tiles take: whole tiles of 16, the rest (fewer than 16) to the tile walk over each row
 // group while its weights are in L2; below 16 tokens one partial lane tile from kLanesMinTokens on. Measured against
 // the tile walk from memory (docs/performance.md "Tokens in lanes"): a partial tile of 9 tokens 0.96×, of 12
-// 1.06–1.13×; 16 + 12 tokens as two lane tiles 1.01–1.05×, as a lane tile and a tail 1.1–1.2× (as at 20 and 24).
+// 1.06–1.13×; 24 tokens as a whole and a partial lane tile 0.90–0.93×, as a lane tile and a tail 1.16–1.17×.
 int64_t LaneTokens(int64_t tokens) {
   if (tokens < kLanes) return tokens >= kLanesMinTokens ? tokens : 0;
   return tokens - tokens % kLanes;
