@@ -5,8 +5,9 @@
 //
 // Counters: GB/s = weight bytes streamed per second (codes + scales); bw = GB/s ÷ triad bandwidth at the same
 // thread count; GOPS = 2 · rows · cols · tokens per second; peak = GOPS ÷ the VNNI loop's GOPS at the same thread
-// count (÷ the AMX loop's for isa:3, the AMX level, and isa:4–7, its tiles at every token count in each walk). Decode
-// shapes (1–16 tokens) are judged by bw, prefill shapes (hundreds of tokens) by peak.
+// count (÷ the AMX loop's for isa:3, the AMX level, and isa:4–7, its tiles at every token count in each walk; isa:8
+// is the AVX-512 level with its tile walk at every token count, the Lanes benchmarks' baseline). Decode shapes
+// (1–16 tokens) are judged by bw, prefill shapes (hundreds of tokens) by peak.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
