@@ -70,17 +70,12 @@ KdaProjections Project(FastContext& ctx, const FastKdaWeights& w, const float* h
   return p;
 }
 
-// (1) short conv + SiLU per segment, stream and block of channels (sequential in time, independent across channels);
-// the conv windows at each state copy go to its destination (vec::ShortConvSilu: whole vectors of channels, the
-// window in registers' reach between rows). Blocks of at most 256 channels, a multiple of 16 (whole AVX-512
-// vectors), give the pool 3 × 32 tasks per segment at the model's width instead of 3; narrower streams still split
-// in four (16 channels at least), so the small test models run the block offsets too.
-int64_t ConvBlockChannels(int64_t width) { return std::clamp<int64_t>((width / 4 + 15) / 16 * 16, 16, 256); }
-
+// (1) short conv + SiLU per segment, stream and block of channels (KdaConvBlockChannels; sequential in time,
+// independent across channels); the conv windows at each state copy go to its destination (vec::ShortConvSilu: whole
+// vectors of channels, the window in registers' reach between rows).
 void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections& p, std::span<const Segment> segments,
                  std::span<const KdaSegmentState> states, int64_t n) {
   const int64_t width = ctx.config.KdaWidth(), kernel = ctx.config.kda_conv_kernel, history = kernel - 1;
-  const int64_t block = ConvBlockChannels(width), blocks = (width + block - 1) / block;
   struct ConvTask {
     size_t segment;
     int stream;
@@ -88,6 +83,7 @@ void ConvAndSilu(FastContext& ctx, const FastKdaWeights& w, const KdaProjections
   };
   std::vector<ConvTask> tasks;
   for (size_t s = 0; s < segments.size(); ++s) {
+    const int64_t block = KdaConvBlockChannels(width, segments[s].count), blocks = (width + block - 1) / block;
     for (int stream = 0; stream < 3; ++stream) {
       for (int64_t b = 0; b < blocks; ++b) {
         tasks.push_back({s, stream, b * block, std::min(width, (b + 1) * block)});
@@ -231,6 +227,38 @@ void GatedNorm(FastContext& ctx, const FastKdaWeights& w, const KdaProjections& 
 
 }  // namespace
 
+// For a prefill segment, blocks of at most 256 channels, a multiple of 16 (whole AVX-512 vectors), give the pool
+// 3 × 32 tasks per segment at the model's width instead of 3; narrower streams still split in four (16 channels at
+// least), so the small test models run the block offsets too. A segment of few rows (a decode step: one row each)
+// takes blocks of at least kMinConvTaskValues channels × rows: with 256-channel blocks a 16-sequence step handed out
+// 1,536 tasks of one row each per layer, each no more work than claiming it, and the part took 3.8–3.9 % of the
+// step; whole streams per task, 1.7 % (docs/performance.md, "Batched decode: the rest of the step").
+int64_t KdaConvBlockChannels(int64_t width, int64_t rows) {
+  constexpr int64_t kMinConvTaskValues = 8192;
+  const int64_t prefill_block = std::clamp<int64_t>((width / 4 + 15) / 16 * 16, 16, 256);
+  const int64_t few_rows_block = (kMinConvTaskValues / std::max<int64_t>(1, rows) + 15) / 16 * 16;
+  return std::min(width, std::max(prefill_block, few_rows_block));
+}
+
+// A segment of several rows runs the chunked form, a compute-bound task per head. A one-row segment is
+// memory-bound: each head's state (64 KB at d = 128; a segment's heads are contiguous) is read from memory and
+// written back, and a task of consecutive heads streams them as one sequential run that the hardware prefetcher
+// follows, where heads handed out one at a time send both threads to alternate 64 KB pieces. Harness (Zen 5,
+// 2 threads, 16 × 3 × 64 states, DecodeStep alone): 1 head a task 7.9 ms, 2 heads 7.1–7.2, 4 heads 6.7, 8 heads
+// 6.4–6.6 ms; a software prefetch of the next head's state on top gained nothing.
+std::vector<KdaHeadRange> KdaDeltaRuleTasks(std::span<const Segment> segments, int64_t heads, int workers) {
+  int64_t one_row_heads = 0;
+  for (const Segment& s : segments) one_row_heads += s.count == 1 ? heads : 0;
+  const int64_t decode_group =
+      std::clamp<int64_t>(one_row_heads / (4 * int64_t{std::max(1, workers)}), 1, kKdaDecodeHeadsPerTask);
+  std::vector<KdaHeadRange> tasks;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    const int64_t group = segments[s].count == 1 ? decode_group : 1;
+    for (int64_t head = 0; head < heads; head += group) tasks.push_back({s, head, std::min(heads, head + group)});
+  }
+  return tasks;
+}
+
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
                std::span<const KdaSegmentState> states, float* out) {
   GLINT_ASSIGN_OR_RETURN(const int64_t n, CheckSegments(ctx.config, segments, states));
@@ -242,9 +270,12 @@ Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::s
   }
   {
     const ScopedPart part(ctx.profile, PassPart::kKdaChunks);
-    const int64_t heads = ctx.config.kda_num_heads;
-    ctx.pool.Run(static_cast<int64_t>(segments.size()) * heads, [&](int64_t i, int worker) {
-      DeltaRuleHead(ctx, projections, segments[i / heads], states[i / heads], i % heads, worker);
+    const std::vector<KdaHeadRange> tasks = KdaDeltaRuleTasks(segments, ctx.config.kda_num_heads, ctx.pool.size());
+    ctx.pool.Run(static_cast<int64_t>(tasks.size()), [&](int64_t i, int worker) {
+      const KdaHeadRange& task = tasks[i];
+      for (int64_t head = task.begin; head < task.end; ++head) {
+        DeltaRuleHead(ctx, projections, segments[task.segment], states[task.segment], head, worker);
+      }
     });
   }
   {

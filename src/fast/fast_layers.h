@@ -204,6 +204,18 @@ struct KdaSegmentState {
 Status FastKda(FastContext& ctx, const FastKdaWeights& w, const float* h, std::span<const Segment> segments,
                std::span<const KdaSegmentState> states, float* out);
 
+// How FastKda splits its work over the pool (fast_kda.cc gives the measurements). The short conv: channels per task
+// for a segment of `rows` rows, a stream `width` channels wide. The delta rule: tasks of consecutive heads of one
+// segment, one head each for a segment of several rows, up to kKdaDecodeHeadsPerTask for one-row segments (a
+// decode step) while that leaves at least 4 tasks per worker; in segment order, each head exactly once.
+int64_t KdaConvBlockChannels(int64_t width, int64_t rows);
+inline constexpr int64_t kKdaDecodeHeadsPerTask = 8;
+struct KdaHeadRange {
+  size_t segment;
+  int64_t begin, end;  // heads
+};
+std::vector<KdaHeadRange> KdaDeltaRuleTasks(std::span<const Segment> segments, int64_t heads, int workers);
+
 // DSA over the pass: h [n, D] → out [n, D]; appends to each segment's cache (caches [segments]: a view whose
 // `tokens` is the segment's first position; an owning cache is grown, a view's blocks must already cover the new
 // positions) and advances its `tokens`. forced: empty, or [n] the forced attended positions of each pass row (null:

@@ -26,6 +26,7 @@
 #include "base/file.h"
 #include "base/worker_pool.h"
 #include "fast/fast_compact_attention.h"
+#include "fast/fast_layers.h"
 #include "io/token_file.h"
 #include "kernels/mla_ops.h"
 #include "model/forward_common.h"
@@ -130,6 +131,42 @@ TEST_P(FastGolden, BatchEqualsAlone) {
   std::vector<EntryOutput> outputs;
   ASSERT_OK(fast_->Forward(batch, outputs));
   for (size_t j = 0; j < sequences.size(); ++j) EXPECT_EQ(outputs[j].logits, Logits(*fast_, sequences[j])) << j;
+}
+
+// The same for a decode step: 8 sequences (prefixes of the fixture's) prefilled alone up to their last token, then
+// that token for all of them in one batch of one-row segments — the delta rule's heads grouped per task (16–24
+// one-row heads on 2 workers: 2–3 a task), the short conv a task per stream — against each alone (one head a task:
+// fewer than 4 per worker), bit for bit.
+TEST_P(FastGolden, BatchedDecodeEqualsAlone) {
+  std::vector<std::vector<int32_t>> sequences;
+  const auto fixture = golden_->Tokens();
+  for (size_t i = 0; i < 8; ++i) {
+    const auto& tokens = fixture[i % fixture.size()];
+    sequences.emplace_back(tokens.begin(), tokens.end() - static_cast<std::ptrdiff_t>(std::min(i, tokens.size() - 2)));
+  }
+  std::vector<SequenceState> batched, alone;
+  for (const auto& tokens : sequences) {
+    for (auto* states : {&batched, &alone}) {
+      states->push_back(fast_->NewSequence());
+      std::vector<EntryOutput> outputs;
+      BatchEntry prefill{std::span<const int32_t>(tokens.data(), tokens.size() - 1), &states->back(),
+                         LogitsWanted::kNone, false};
+      ASSERT_OK(fast_->Forward({&prefill, 1}, outputs));
+    }
+  }
+  std::vector<BatchEntry> step;
+  for (size_t j = 0; j < sequences.size(); ++j) {
+    step.push_back({std::span<const int32_t>(&sequences[j].back(), 1), &batched[j], LogitsWanted::kAll, false});
+  }
+  std::vector<EntryOutput> outputs;
+  ASSERT_OK(fast_->Forward(step, outputs));
+  ASSERT_EQ(outputs.size(), sequences.size());
+  for (size_t j = 0; j < sequences.size(); ++j) {
+    BatchEntry entry{std::span<const int32_t>(&sequences[j].back(), 1), &alone[j], LogitsWanted::kAll, false};
+    std::vector<EntryOutput> alone_outputs;
+    ASSERT_OK(fast_->Forward({&entry, 1}, alone_outputs));
+    EXPECT_EQ(outputs[j].logits, alone_outputs[0].logits) << j;
+  }
 }
 
 // Whole prefill = split prefill = token-by-token decode. The KDA chunk grid moves with the split and the decode
@@ -521,6 +558,54 @@ TEST(FastTrainedModel, AgreesWithTheFp32PathWithoutForcing) {
               100 * agreement.top1(), static_cast<long long>(agreement.rows), agreement.mean_kl());
   EXPECT_GE(agreement.top1(), 0.98);
   EXPECT_LE(agreement.mean_kl(), 5e-3);
+}
+
+// FastKda's split of its work: every head of every segment exactly once, in order; one head a task for segments of
+// several rows; for one-row segments up to 8 consecutive heads a task while that leaves 4 tasks per worker. The
+// conv: 256-channel blocks for a prefill, whole streams for one row.
+TEST(FastKdaTasks, CoverEveryHeadOnceAndGroupDecodeHeads) {
+  const auto covered = [](const std::vector<KdaHeadRange>& tasks, size_t segments, int64_t heads) {
+    std::vector<std::vector<int>> seen(segments, std::vector<int>(heads, 0));
+    size_t last_segment = 0;
+    for (const KdaHeadRange& t : tasks) {
+      EXPECT_GE(t.segment, last_segment);
+      last_segment = t.segment;
+      EXPECT_LT(t.begin, t.end);
+      for (int64_t h = t.begin; h < t.end; ++h) seen[t.segment][h]++;
+    }
+    for (const auto& segment : seen) {
+      for (int count : segment) {
+        if (count != 1) return false;
+      }
+    }
+    return true;
+  };
+  const auto group_of = [](const std::vector<KdaHeadRange>& tasks, size_t segment) {
+    for (const KdaHeadRange& t : tasks) {
+      if (t.segment == segment) return t.end - t.begin;
+    }
+    return int64_t{0};
+  };
+  std::vector<Segment> decode(16), one(1), mixed(3);
+  for (Segment& s : decode) s.count = 1;
+  one[0].count = 1;
+  mixed[0].count = 512, mixed[1].count = 1, mixed[2].count = 1;
+  const auto sixteen = KdaDeltaRuleTasks(decode, 64, 2);
+  EXPECT_TRUE(covered(sixteen, 16, 64));
+  EXPECT_EQ(sixteen.size(), 16u * 8);                         // 8 heads a task
+  EXPECT_EQ(group_of(KdaDeltaRuleTasks(one, 64, 2), 0), 8);   // 8 tasks: 4 a worker
+  EXPECT_EQ(group_of(KdaDeltaRuleTasks(one, 64, 16), 0), 1);  // 64 heads over 16 workers: one a task
+  EXPECT_EQ(group_of(KdaDeltaRuleTasks(one, 64, 4), 0), 4);
+  const auto with_prefill = KdaDeltaRuleTasks(mixed, 6, 1);
+  EXPECT_TRUE(covered(with_prefill, 3, 6));
+  EXPECT_EQ(group_of(with_prefill, 0), 1);  // the prefill segment: a head a task
+  EXPECT_EQ(group_of(with_prefill, 1), 3);  // 12 one-row heads over 1 worker: 3 a task
+  EXPECT_TRUE(covered(KdaDeltaRuleTasks(decode, 5, 3), 16, 5));
+  EXPECT_EQ(KdaConvBlockChannels(8192, 512), 256);
+  EXPECT_EQ(KdaConvBlockChannels(8192, 1), 8192);
+  EXPECT_EQ(KdaConvBlockChannels(8192, 4), 2048);
+  EXPECT_EQ(KdaConvBlockChannels(64, 512), 16);  // a test model's stream still splits in four
+  EXPECT_EQ(KdaConvBlockChannels(64, 1), 64);
 }
 
 // Decode's attention tasks: 8 heads each, except where bf16 attention rounds the rows itself in every call — then
