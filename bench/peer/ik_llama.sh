@@ -37,13 +37,15 @@ options:
   --ik-commit SHA     the tree's commit, for the report, when it is not a git work tree (e.g. a git archive)
   --skip-engines      only the server comparison
   --skip-servers      only the engine comparison
+  --thp-always        transparent huge pages 'always' for the run (root; the previous mode is put back at exit):
+                      ik's -rtr copies its weights into anonymous memory, on 4 KB pages under 'madvise'
   -h, --help          this text
 EOF
 }
 
 # ---- arguments ----
 IK_SRC="" OUT=/tmp/glint-peer-ik THREADS="" GLINT="" GLINT_MODEL="" GLINT_INT8="" QUICK=0 BUILD_JOBS=""
-SKIP_ENGINES=0 SKIP_SERVERS=0 IK_COMMIT=""
+SKIP_ENGINES=0 SKIP_SERVERS=0 IK_COMMIT="" THP_ALWAYS=0 PEER_WEIGHTS=()
 
 peer_option() {  # the remaining arguments; the options only this script takes
   PEER_OPTION_ARGS=2
@@ -115,6 +117,7 @@ make_gguf() {
   fi
   PYTHONPATH="$IK_SRC/gguf-py:$SCRIPT_DIR" "$PY" "$SCRIPT_DIR/bailingmoe3_gguf.py" check "$GGUF" >&2 ||
     die "$GGUF does not have the bench widths (delete it to rewrite it)"
+  PEER_WEIGHTS=("$GGUF")
 }
 
 # A short llama-bench before the long runs: the file loads and runs in this tree with run-time repacking.
@@ -149,6 +152,7 @@ engines() {
 ik_bench() {  # output path without extension, llama-bench options...
   local base=$1
   shift
+  drop_glint_cached
   "$IK_BIN/llama-bench" -m "$GGUF" "$@" -o json >"$base.json" 2>"$base.log" ||
     die "llama-bench failed; see $base.log"
 }
@@ -176,6 +180,7 @@ servers() {
   stop_server
   port=$(free_port) log=$OUT/servers/ik-server-Q8_0.log
   say "ik llama-server Q8_0 on port $port"
+  drop_glint_cached
   # 16 slots of 512 tokens: every request (256 + 64) fits its slot. -no-gr: graph reuse off, as the issue runs it.
   # Started in OUT/servers: it writes llama.log into its working directory.
   pushd "$OUT/servers" >/dev/null

@@ -37,6 +37,7 @@ common_option() {  # the remaining arguments
     --quick) QUICK=1; PEER_OPTION_ARGS=1 ;;
     --skip-engines) SKIP_ENGINES=1; PEER_OPTION_ARGS=1 ;;
     --skip-servers) SKIP_SERVERS=1; PEER_OPTION_ARGS=1 ;;
+    --thp-always) THP_ALWAYS=1; PEER_OPTION_ARGS=1 ;;
     *) PEER_OPTION_ARGS=0 ;;
   esac
 }
@@ -103,6 +104,71 @@ start_run() {  # the tree's gguf-py directory, the check find_python runs
   OUT=$(cd "$OUT" && pwd)
   LOAD_START=$(cut -d' ' -f1 /proc/loadavg)
   RUN_STARTED=$SECONDS
+  if [[ ${THP_ALWAYS:-0} == 1 ]]; then
+    set_thp_always
+  elif [[ $(thp_mode) != always ]]; then
+    say "transparent huge pages are '$(thp_mode)': the peer's repacked weights (anonymous memory) stay on 4 KB" \
+      "pages, which is not the peer at its best (ik prefill +9-20 % with 'always'); --thp-always sets it for the run"
+  fi
+}
+
+# ---- the machine's memory between engines ----
+# Transparent huge pages. Run-time repacking (ik's -rtr, llama.cpp's CPU repack) copies the weights into anonymous
+# memory, which the kernel backs with 2 MB pages only under 'always' ('madvise', a common default, leaves them on
+# 4 KB pages unless the program asks, and the peers do not; glint advises its own mappings). Measured on a 2-core
+# Zen 5 (docs/performance.md): ik's 512-token prefill 1.04-1.39x with 'always', its run-to-run spread a third.
+# --thp-always sets 'always' for the run and puts the previous mode back at exit.
+THP_FILE=${THP_FILE:-/sys/kernel/mm/transparent_hugepage/enabled}
+THP_BEFORE=""
+thp_mode() {  # the bracketed choice of THP_FILE ("unknown" where the kernel has none)
+  local line
+  [[ -r $THP_FILE ]] || { echo unknown; return; }
+  line=$(cat "$THP_FILE")
+  if [[ $line =~ \[([a-z]+)\] ]]; then
+    echo "${BASH_REMATCH[1]}"
+  else
+    echo "$line"
+  fi
+}
+
+set_thp_always() {
+  local mode
+  mode=$(thp_mode)
+  [[ $mode != unknown ]] || die "--thp-always: this kernel has no $THP_FILE (no transparent huge pages)"
+  [[ $mode == always ]] && return 0
+  [[ -w $THP_FILE ]] || die "--thp-always needs to write $THP_FILE (run as root), which is '$mode' now"
+  echo always >"$THP_FILE" || die "--thp-always: writing 'always' to $THP_FILE failed"
+  THP_BEFORE=$mode
+  say "transparent huge pages set to 'always' for this run (were '$mode'; put back at exit)"
+}
+
+restore_thp() {
+  [[ -z $THP_BEFORE ]] && return 0
+  echo "$THP_BEFORE" >"$THP_FILE" 2>/dev/null || echo "$PEER_NAME: could not put '$THP_BEFORE' back into $THP_FILE" >&2
+  THP_BEFORE=""
+}
+
+# The page cache. Both engines' weights (≈ 7.5 GB each, and a repacked copy of the peer's) do not fit a 24 GB
+# machine together: whichever ran last had evicted part of the other's file, which then came back in 4 KB pages
+# (glint's container 65-74 % on 2 MB pages instead of 99 %). Before each engine runs, the other's files leave the
+# cache (posix_fadvise DONTNEED: pages a live process maps stay), so each runs as it would alone on the machine.
+drop_cached() {  # files...; those that do not exist are skipped (not made yet)
+  "$PY" - "$@" <<'PYEOF'
+import os, sys
+for path in sys.argv[1:]:
+    if os.path.isfile(path):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+PYEOF
+}
+
+drop_glint_cached() {  # before a peer's run: glint's containers
+  local files=("$GLINT_INT8/model.glint")
+  [[ -n ${GLINT_INT4:-} ]] && files+=("$GLINT_INT4/model.glint")
+  drop_cached "${files[@]}"
 }
 
 # The comparisons the options ask for, then the script's report.
@@ -138,6 +204,7 @@ ensure_glint_container() {  # container dir, experts (int8|int4)
 }
 
 glint_bench_model() {  # container, threads, prompt lengths, decode steps, repetitions, log
+  drop_cached "${PEER_WEIGHTS[@]}"
   "$GLINT" bench-model --model "$1" --threads "$2" --prompts "$3" --batches 1 --context 64 --steps "$4" \
     --repetitions "$5" >"$6" 2>&1 || die "glint bench-model failed; see $6"
 }
@@ -151,7 +218,11 @@ stop_server() {
     SERVER_PID=""
   fi
 }
-trap stop_server EXIT
+peer_cleanup() {
+  stop_server
+  restore_thp
+}
+trap peer_cleanup EXIT
 
 free_port() {
   "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
@@ -169,6 +240,7 @@ wait_healthy() {  # port, log; up to 15 minutes (a cold 8 GB load from a slow di
 
 start_glint_server() {  # container, port, log
   say "glint serve $1 on port $2"
+  drop_cached "${PEER_WEIGHTS[@]}"
   "$GLINT" serve --model "$1" --port "$2" --threads "$THREADS" --max-seqs 16 --memory 2G --no-request-log \
     >"$3" 2>&1 &
   SERVER_PID=$!
@@ -194,6 +266,8 @@ report_machine() {
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs," \
     "$THREADS threads as \"all\"; load average at the start $LOAD_START, at the end $(cut -d' ' -f1 /proc/loadavg)"
   echo "- glint $(git -C "$REPO_DIR" rev-parse --short=7 HEAD 2>/dev/null || echo unknown) ($GLINT)"
+  echo "- transparent huge pages: '$(thp_mode)'$([[ -n $THP_BEFORE ]] && echo " (set by --thp-always; '$THP_BEFORE' before)")," \
+    "each engine run with the other's weights dropped from the page cache"
 }
 
 # " (SIGILL)" for an exit status of 128 + a signal number, nothing otherwise.

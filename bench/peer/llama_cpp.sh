@@ -38,13 +38,15 @@ options:
   --llama-commit SHA  the tree's commit, for the report, when it is not a git work tree (e.g. a git archive)
   --skip-engines      only the server comparison
   --skip-servers      only the engine comparison
+  --thp-always        transparent huge pages 'always' for the run (root; the previous mode is put back at exit):
+                      weights llama.cpp repacks at load live in anonymous memory, on 4 KB pages under 'madvise'
   -h, --help          this text
 EOF
 }
 
 # ---- arguments ----
 LLAMA_SRC="" OUT=/tmp/glint-peer THREADS="" GLINT="" GLINT_MODEL="" GLINT_INT8="" GLINT_INT4=""
-SERVE_INT4=0 QUICK=0 BUILD_JOBS="" SKIP_ENGINES=0 SKIP_SERVERS=0 LLAMA_COMMIT=""
+SERVE_INT4=0 QUICK=0 BUILD_JOBS="" SKIP_ENGINES=0 SKIP_SERVERS=0 LLAMA_COMMIT="" THP_ALWAYS=0 PEER_WEIGHTS=()
 
 peer_option() {  # the remaining arguments; the options only this script takes
   PEER_OPTION_ARGS=2
@@ -129,6 +131,7 @@ make_ggufs() {
       die "$OUT/kimi-linear-bench-$type.gguf does not have the bench widths (delete it to rewrite it)"
   done
   rm -f "$f16"  # 15 GB, needed only to quantize
+  PEER_WEIGHTS=("$OUT/kimi-linear-bench-Q8_0.gguf" "$OUT/kimi-linear-bench-Q4_0.gguf")
 }
 
 # A short llama-bench on each GGUF before the long runs: the file loads and runs in this llama.cpp. Any failure of
@@ -180,6 +183,7 @@ engines() {
       say "glint bench-model, $glint_w experts, $t thread(s)"
       glint_bench_model "$container" "$t" "$prompts" "$steps" "$reps" "$OUT/engines/glint-$glint_w-t$t.log"
       say "llama-bench $llama_w, $t thread(s)"
+      drop_glint_cached
       "$LLAMA_BIN/llama-bench" -m "$OUT/kimi-linear-bench-$llama_w.gguf" -t "$t" -p "$prompts" -n 0 -r "$reps" \
         -o json >"$OUT/engines/llama-$llama_w-prefill-t$t.json" 2>"$OUT/engines/llama-$llama_w-prefill-t$t.log" ||
         die "llama-bench failed; see $OUT/engines/llama-$llama_w-prefill-t$t.log"
@@ -206,6 +210,7 @@ servers() {
     stop_server
     port=$(free_port) log=$OUT/servers/llama-server-$llama_w.log
     say "llama-server $llama_w on port $port"
+    drop_glint_cached
     # 16 slots of 512 tokens: every request (256 + 64) fits its slot
     "$LLAMA_BIN/llama-server" -m "$OUT/kimi-linear-bench-$llama_w.gguf" --host 127.0.0.1 --port "$port" \
       -t "$THREADS" -np 16 -c 8192 --no-webui >"$log" 2>&1 &

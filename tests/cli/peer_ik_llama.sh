@@ -5,6 +5,8 @@
 #  (c) the tables: peer_tables.py --peer ik on fixture logs of glint bench-model, ik's llama-bench (its tgN@ppM
 #      decode test) and glint bench gives the expected speed-ups over ik's better configuration;
 #  (d) the correctness gate against a stub server: one answer passes, answers that differ under load fail it;
+#  (f) the helpers that keep the two engines' memory apart (bench/peer/lib.sh): the transparent-huge-page mode read,
+#      set to 'always' and put back (on a stand-in for the kernel's file), and the page-cache drop;
 #  (e) the GGUF writer at the tiny widths: the file it writes passes its own check, and the bench check rejects it.
 #      Needs numpy and ik's gguf-py: IK_SOURCE_DIR=TREE, or a python3 that imports gguf; skipped with the reason
 #      otherwise.
@@ -143,12 +145,38 @@ for mode in drift-text drift-logprob; do
     fail "gate message ($mode): $(cat "$work/gate")"
 done
 
+# ---- (f) ----
+(
+  # shellcheck disable=SC2030,SC2034  # these globals are lib.sh's, set here in a subshell on purpose
+  PEER_NAME=peer-test THP_FILE=$work/thp PY=$python
+  # shellcheck source-path=SCRIPTDIR source=../../bench/peer/lib.sh
+  source "$root/bench/peer/lib.sh"
+  echo 'always [madvise] never' >"$THP_FILE"
+  [[ $(thp_mode) == madvise ]] || fail "thp_mode of '$(cat "$THP_FILE")': $(thp_mode)"
+  set_thp_always 2>"$work/thp.err"
+  [[ $(cat "$THP_FILE") == always ]] || fail "set_thp_always wrote '$(cat "$THP_FILE")'"
+  grep -qF "set to 'always' for this run (were 'madvise'" "$work/thp.err" || fail "message: $(cat "$work/thp.err")"
+  restore_thp
+  [[ $(cat "$THP_FILE") == madvise ]] || fail "restore_thp wrote '$(cat "$THP_FILE")'"
+  echo '[always] madvise never' >"$THP_FILE"
+  set_thp_always 2>/dev/null
+  [[ -z $THP_BEFORE && $(cat "$THP_FILE") == '[always] madvise never' ]] || fail "set_thp_always rewrote 'always'"
+  THP_FILE=$work/no-thp
+  [[ $(thp_mode) == unknown ]] || fail "thp_mode without the file: $(thp_mode)"
+  rc=0
+  (set_thp_always) 2>"$work/thp.err" || rc=$?
+  [[ $rc -eq 2 ]] && grep -qF "this kernel has no $work/no-thp" "$work/thp.err" ||
+    fail "set_thp_always without the file: exit $rc, $(cat "$work/thp.err")"
+  head -c 65536 /dev/zero >"$work/weights"
+  drop_cached "$work/weights" "$work/not-made-yet" || fail "drop_cached failed"
+) || exit 1
+
 # ---- (e) ----
 gguf_path=$root/bench/peer
 [[ -z ${IK_SOURCE_DIR:-} ]] || gguf_path=$IK_SOURCE_DIR/gguf-py:$gguf_path
 if ! PYTHONPATH=$gguf_path "$python" -c 'import numpy, gguf, gguf.quants' 2>/dev/null; then
   echo "skipped (e): no gguf-py (set IK_SOURCE_DIR to an ik_llama.cpp tree) or no numpy"
-  echo "PASS (a-d)"
+  echo "PASS (a-d, f)"
   exit 0
 fi
 check_gguf_writer "$root/bench/peer/bailingmoe3_gguf.py" "$gguf_path" bailingmoe3
