@@ -108,7 +108,7 @@ start_run() {  # the tree's gguf-py directory, the check find_python runs
     set_thp_always
   elif [[ $(thp_mode) != always ]]; then
     say "transparent huge pages are '$(thp_mode)': the peer's repacked weights (anonymous memory) stay on 4 KB" \
-      "pages, which is not the peer at its best (ik prefill +9-20 % with 'always'); --thp-always sets it for the run"
+      "pages, which is not the peer at its best (measured for ik: prefill 1.20x with 'always'); --thp-always sets it for the run"
   fi
 }
 
