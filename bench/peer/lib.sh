@@ -108,7 +108,8 @@ start_run() {  # the tree's gguf-py directory, the check find_python runs
     set_thp_always
   elif [[ $(thp_mode) != always ]]; then
     say "transparent huge pages are '$(thp_mode)': the peer's repacked weights (anonymous memory) stay on 4 KB" \
-      "pages, which is not the peer at its best (measured for ik: prefill 1.20x with 'always'); --thp-always sets it for the run"
+      "pages, which is not the peer at its best (measured for ik: prefill 1.20x with 'always');" \
+      "--thp-always sets it for the run"
   fi
 }
 
@@ -152,6 +153,7 @@ restore_thp() {
 # machine together: whichever ran last had evicted part of the other's file, which then came back in 4 KB pages
 # (glint's container 65-74 % on 2 MB pages instead of 99 %). Before each engine runs, the other's files leave the
 # cache (posix_fadvise DONTNEED: pages a live process maps stay), so each runs as it would alone on the machine.
+# DONTNEED leaves dirty pages (a GGUF written minutes before), so the file is written back first.
 drop_cached() {  # files...; those that do not exist are skipped (not made yet)
   "$PY" - "$@" <<'PYEOF'
 import os, sys
@@ -159,6 +161,7 @@ for path in sys.argv[1:]:
     if os.path.isfile(path):
         fd = os.open(path, os.O_RDONLY)
         try:
+            os.fdatasync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         finally:
             os.close(fd)
@@ -266,8 +269,10 @@ report_machine() {
   echo "- machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(nproc) CPUs," \
     "$THREADS threads as \"all\"; load average at the start $LOAD_START, at the end $(cut -d' ' -f1 /proc/loadavg)"
   echo "- glint $(git -C "$REPO_DIR" rev-parse --short=7 HEAD 2>/dev/null || echo unknown) ($GLINT)"
-  echo "- transparent huge pages: '$(thp_mode)'$([[ -n $THP_BEFORE ]] && echo " (set by --thp-always; '$THP_BEFORE' before)")," \
-    "each engine run with the other's weights dropped from the page cache"
+  local thp
+  thp="'$(thp_mode)'"
+  [[ -n $THP_BEFORE ]] && thp+=" (set by --thp-always; '$THP_BEFORE' before)"
+  echo "- transparent huge pages: $thp, each engine run with the other's weights dropped from the page cache"
 }
 
 # " (SIGILL)" for an exit status of 128 + a signal number, nothing otherwise.

@@ -5,11 +5,13 @@
 #  (c) the tables: peer_tables.py --peer ik on fixture logs of glint bench-model, ik's llama-bench (its tgN@ppM
 #      decode test) and glint bench gives the expected speed-ups over ik's better configuration;
 #  (d) the correctness gate against a stub server: one answer passes, answers that differ under load fail it;
-#  (f) the helpers that keep the two engines' memory apart (bench/peer/lib.sh): the transparent-huge-page mode read,
-#      set to 'always' and put back (on a stand-in for the kernel's file), and the page-cache drop;
 #  (e) the GGUF writer at the tiny widths: the file it writes passes its own check, and the bench check rejects it.
 #      Needs numpy and ik's gguf-py: IK_SOURCE_DIR=TREE, or a python3 that imports gguf; skipped with the reason
 #      otherwise.
+#  (f) the helpers that keep the two engines' memory apart (bench/peer/lib.sh): the transparent-huge-page mode read,
+#      set to 'always' and put back (on a stand-in for the kernel's file), and the page-cache drop of a just-written
+#      file (its pages counted by mincore; skipped, with the reason, on tmpfs).
+
 # Args (those of every tests/cli script): path-to-glint, tests/data dir; neither is needed here. Bounded: no
 # build, no model, a few seconds.
 set -euo pipefail
@@ -167,8 +169,33 @@ done
   (set_thp_always) 2>"$work/thp.err" || rc=$?
   [[ $rc -eq 2 ]] && grep -qF "this kernel has no $work/no-thp" "$work/thp.err" ||
     fail "set_thp_always without the file: exit $rc, $(cat "$work/thp.err")"
-  head -c 65536 /dev/zero >"$work/weights"
+  # A file just written (dirty pages, which DONTNEED alone leaves) must leave the cache; residency from mincore(2).
+  head -c 1048576 /dev/urandom >"$work/weights"
+  resident() {
+    "$python" - "$1" <<'PYEOF'
+import ctypes, mmap, os, sys
+size = os.path.getsize(sys.argv[1])
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+with open(sys.argv[1], "rb") as f:
+    base = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, f.fileno(), 0)
+    if base in (None, ctypes.c_void_p(-1).value):
+        sys.exit("mmap failed: " + os.strerror(ctypes.get_errno()))
+    vec = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+    if libc.mincore(base, size, vec) != 0:
+        sys.exit("mincore failed: " + os.strerror(ctypes.get_errno()))
+    print(sum(v & 1 for v in vec))
+PYEOF
+  }
   drop_cached "$work/weights" "$work/not-made-yet" || fail "drop_cached failed"
+  if [[ $(stat -f -c %T "$work") == tmpfs ]]; then
+    echo "skipped (f) page-cache drop: $work is on tmpfs, whose pages cannot leave memory"
+  else
+    pages=$(resident "$work/weights") || fail "reading the page-cache residency of $work/weights failed"
+    [[ $pages == 0 ]] || fail "drop_cached left $pages pages of a just-written file in the page cache"
+  fi
 ) || exit 1
 
 # ---- (e) ----
