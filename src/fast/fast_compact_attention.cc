@@ -9,8 +9,9 @@
 namespace glint {
 namespace {
 
-constexpr int64_t kHeadsPerTask = 8;   // decode, as fast_dsa.cc: one token × 8 heads per attention call
-constexpr int64_t kDecodeChunk = 256;  // rows decoded per task when one query's rows are split over workers
+constexpr int64_t kHeadsPerTask = 8;       // decode with bf16 over a bf16 cache: one token × 8 heads per call
+constexpr int64_t kFp32HeadsPerTask = 16;  // decode in fp32: one AVX-512 vector of heads per call (mla_ops.h)
+constexpr int64_t kDecodeChunk = 256;      // rows decoded per task when one query's rows are split over workers
 
 // 0, 1, …, count − 1: the positions of decoded rows in their dense page.
 const int64_t* Identity(int64_t count) {
@@ -65,7 +66,8 @@ void AttendBf16InPlace(FastContext& ctx, std::span<const CompactRow> rows,
 }  // namespace
 
 int64_t DecodeHeadsPerTask(const FastContext& ctx, bool rows_rounded_per_call) {
-  if (ctx.attention != mla::AttentionPrecision::kBf16 || !rows_rounded_per_call) return kHeadsPerTask;
+  if (ctx.attention == mla::AttentionPrecision::kFp32) return kFp32HeadsPerTask;
+  if (!rows_rounded_per_call) return kHeadsPerTask;
   const int64_t heads = ctx.config.num_attention_heads, workers = ctx.pool.size();
   return std::max(kHeadsPerTask, (heads + workers - 1) / workers);
 }

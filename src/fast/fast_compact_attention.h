@@ -20,8 +20,9 @@ struct CompactRow {
   int64_t t = 0;
 };
 
-// Heads per attention task in decode (a pass with too few queries to give each worker whole queries): 8 — small
-// tasks balance, and mla::Attend runs nearly as fast at 8 heads a call as at 64 — except for bf16 attention over rows
+// Heads per attention task in decode (a pass with too few queries to give each worker whole queries): small tasks
+// balance — 16 in fp32, where mla::Attend keeps the heads in the vector lanes and fewer than 16 leave lanes idle, and
+// 8 with mla::AttendBf16InPlace (nearly as fast at 8 heads a call as at 64) — except for bf16 attention over rows
 // that each call rounds to bf16 itself (an fp32, fp8 or int8 cache): there every call would round the query's rows
 // again, so each worker takes one share of the heads (mla::AttendBf16, 2,051 rows, one Zen 5 thread: 1.1× the fp32
 // kernel at 8 heads a call, 1.8× at 64). Each head's output is the same bits whatever the split.

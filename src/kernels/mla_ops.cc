@@ -12,7 +12,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
-#include "kernels/mla_tile_sums_avx512.h"
+#include "kernels/transpose_avx512.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::mla {
@@ -20,68 +20,201 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using D = hn::ScalableTag<float>;
 
-constexpr int64_t kTile = 4;
-constexpr int64_t kOutputHeads = 8, kOutputVectors = 2;  // the output tile: 8 heads × 2 vectors of the rank
+constexpr int64_t kOutputHeads = 8, kOutputVectors = 2;  // the rows-form output tile: 8 heads × 2 vectors of rank
 
-// s[a][j] = scale · q[a] · rows[j] for a tile of 4 heads × 4 positions; q[a] and rows[j] always point at valid data
-// (callers repeat a valid head or row to fill a partial tile and ignore those results), so every loop has a
-// compile-time trip count and the 16 accumulators stay in registers (GCC keeps arrays indexed by runtime bounds in
-// memory). The sums go straight to their destinations: copied through a local array, GCC merged the copy into 8-byte
-// loads of values just stored 4 bytes at a time, which the store buffer cannot forward (17 % of the score phase).
-// kWholeVectors: rank is a multiple of the vector length, so the loads need no mask.
-template <bool kWholeVectors>
-HWY_INLINE void ScoreTile(D d, const float* const* q, int64_t rank, const float* const* rows, float scale,
-                          float* const* s) {
-  const int64_t lanes = hn::Lanes(d);
-  const auto load = [d](auto mask, const float* from) {
-    if constexpr (kWholeVectors) {
-      return hn::LoadU(d, from);
-    } else {
-      return hn::MaskedLoad(mask, d, from);
-    }
-  };
-  auto a00 = hn::Zero(d), a01 = hn::Zero(d), a02 = hn::Zero(d), a03 = hn::Zero(d);
-  auto a10 = hn::Zero(d), a11 = hn::Zero(d), a12 = hn::Zero(d), a13 = hn::Zero(d);
-  auto a20 = hn::Zero(d), a21 = hn::Zero(d), a22 = hn::Zero(d), a23 = hn::Zero(d);
-  auto a30 = hn::Zero(d), a31 = hn::Zero(d), a32 = hn::Zero(d), a33 = hn::Zero(d);
-  for (int64_t r = 0; r < rank; r += lanes) {
-    const auto mask = hn::FirstN(d, static_cast<size_t>(rank - r));
-    const auto c0 = load(mask, rows[0] + r), c1 = load(mask, rows[1] + r);
-    const auto c2 = load(mask, rows[2] + r), c3 = load(mask, rows[3] + r);
-    auto qv = load(mask, q[0] + r);
-    a00 = hn::MulAdd(qv, c0, a00), a01 = hn::MulAdd(qv, c1, a01), a02 = hn::MulAdd(qv, c2, a02),
-    a03 = hn::MulAdd(qv, c3, a03);
-    qv = load(mask, q[1] + r);
-    a10 = hn::MulAdd(qv, c0, a10), a11 = hn::MulAdd(qv, c1, a11), a12 = hn::MulAdd(qv, c2, a12),
-    a13 = hn::MulAdd(qv, c3, a13);
-    qv = load(mask, q[2] + r);
-    a20 = hn::MulAdd(qv, c0, a20), a21 = hn::MulAdd(qv, c1, a21), a22 = hn::MulAdd(qv, c2, a22),
-    a23 = hn::MulAdd(qv, c3, a23);
-    qv = load(mask, q[3] + r);
-    a30 = hn::MulAdd(qv, c0, a30), a31 = hn::MulAdd(qv, c1, a31), a32 = hn::MulAdd(qv, c2, a32),
-    a33 = hn::MulAdd(qv, c3, a33);
-  }
+// The heads sit in the lanes (model-glm53.md §6 written per lane): q̃ is transposed to qt [rank, hp] (hp: the heads
+// rounded up to whole vectors, the padding zero), so a score is one lane's chain of fused multiply-adds over the rank
+// in order and needs no horizontal sum, and a tile of V head vectors × P positions loads V vectors of qt and
+// broadcasts P latent values per step of the rank (V·P multiply-adds for V + P loads). Each head's chain is its own
+// lane's whatever the other heads of the call, so the bits do not depend on how the engine splits a token's heads
+// over calls (mla_ops_test), nor on the vector width. Measured against the earlier 4 heads × 4 positions of dot
+// products with a tree of horizontal sums (64 heads, 2,040 positions, rank 512, one thread, Zen 5): the score phase
+// ≈ 150 → ≈ 205 GFLOPS (docs/performance.md "MLA attention with the heads in the lanes").
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  // Head a's 4 sums are 128-bit block a of the transposed tree's result (TileSums512, mla_tile_sums_avx512.h).
-  const __m512 sums = _mm512_mul_ps(TileSums512(a00.raw, a01.raw, a02.raw, a03.raw, a10.raw, a11.raw, a12.raw, a13.raw,
-                                                a20.raw, a21.raw, a22.raw, a23.raw, a30.raw, a31.raw, a32.raw, a33.raw),
-                                    _mm512_set1_ps(scale));
-  _mm_storeu_ps(s[0], _mm512_castps512_ps128(sums)), _mm_storeu_ps(s[1], _mm512_extractf32x4_ps(sums, 1));
-  _mm_storeu_ps(s[2], _mm512_extractf32x4_ps(sums, 2)), _mm_storeu_ps(s[3], _mm512_extractf32x4_ps(sums, 3));
+constexpr int kRegisters = 32;
 #else
-  const auto sum = [&](auto v) { return scale * hn::GetLane(hn::SumOfLanes(d, v)); };
-  s[0][0] = sum(a00), s[0][1] = sum(a01), s[0][2] = sum(a02), s[0][3] = sum(a03);
-  s[1][0] = sum(a10), s[1][1] = sum(a11), s[1][2] = sum(a12), s[1][3] = sum(a13);
-  s[2][0] = sum(a20), s[2][1] = sum(a21), s[2][2] = sum(a22), s[2][3] = sum(a23);
-  s[3][0] = sum(a30), s[3][1] = sum(a31), s[3][2] = sum(a32), s[3][3] = sum(a33);
+constexpr int kRegisters = 16;
 #endif
+// Head vectors per tile: 4 where 32 registers hold 24 accumulators, 2 where 16 hold 12.
+constexpr int kMaxTileVectors = kRegisters == 32 ? 4 : 2;
+// Positions (or values of the rank) per tile of V head vectors: accumulators V·P ≤ 24 (12), beside V loaded
+// vectors and a broadcast.
+constexpr int TilePositions(int vectors) {
+  if (kRegisters == 32) return vectors == 4 ? 6 : vectors == 3 ? 8 : vectors == 2 ? 12 : 16;
+  return vectors == 2 ? 6 : 12;
+}
+constexpr int kMaxTilePositions = TilePositions(1);
+
+// Heads rounded up to whole vectors.
+int64_t PaddedHeads(D d, int64_t heads) {
+  const int64_t lanes = hn::Lanes(d);
+  return (heads + lanes - 1) / lanes * lanes;
 }
 
-// out[a] (8 heads) = Σ_i p[a][i] · rows[i][r : r + 2·lanes] for one slice of 2 vectors of the rank, in position
-// order; with `resume` the sums continue from out[a]'s values (a later block of positions). 8 heads × 2 vectors
-// rather than 4 × 4: each row vector loaded (from L2) serves 8 heads, and the 8 broadcasts come from L1.
-HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows, int64_t count, int64_t r, int64_t rank,
-                           bool resume, float* const* out) {
+// dst[c · dst_stride + r] = src[r · src_stride + c] for r < rows, c < cols: q̃ into qt and ot into out. On AVX-512 in
+// 16 × 16 blocks of registers (Transpose16x16), the edges one value at a time; a whole transpose of 64 heads × 512 is
+// ≈ 2 % of a 256-position call done one value at a time.
+void TransposeFloats(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst, int64_t dst_stride) {
+  int64_t whole_rows = 0, whole_cols = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+  whole_rows = rows / 16 * 16, whole_cols = cols / 16 * 16;
+  for (int64_t r0 = 0; r0 < whole_rows; r0 += 16) {
+    for (int64_t c0 = 0; c0 < whole_cols; c0 += 16) {
+      __m512i block[16];
+      for (int k = 0; k < 16; ++k) block[k] = _mm512_loadu_si512(src + (r0 + k) * src_stride + c0);
+      internal::Transpose16x16(block);
+      for (int k = 0; k < 16; ++k) _mm512_storeu_si512(dst + (c0 + k) * dst_stride + r0, block[k]);
+    }
+  }
+#endif
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = r < whole_rows ? whole_cols : 0; c < cols; ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
+  }
+}
+
+// st[j, ·] = scale · Σ_r qt[r, ·] · rows[j][r] for P positions j and V head vectors (qt and st start at the tile's
+// first head vector; rows of stride hp). Every row pointer is valid (callers repeat a row past the count and drop
+// those results).
+template <int V, int P>
+HWY_INLINE void ScoreColumnsTile(D d, const float* qt, int64_t hp, int64_t rank, const float* const* rows, float scale,
+                                 float* st) {
+  const int64_t lanes = hn::Lanes(d);
+  hn::Vec<D> acc[V][P];
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) acc[v][j] = hn::Zero(d);
+  }
+  const float* row[P];
+#pragma GCC unroll 16
+  for (int j = 0; j < P; ++j) row[j] = rows[j];
+  for (int64_t r = 0; r < rank; ++r) {
+    hn::Vec<D> q[V];
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) q[v] = hn::LoadU(d, qt + r * hp + v * lanes);
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      const auto c = hn::Set(d, row[j][r]);
+#pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) acc[v][j] = hn::MulAdd(q[v], c, acc[v][j]);
+    }
+  }
+  const auto s = hn::Set(d, scale);
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) hn::StoreU(hn::Mul(acc[v][j], s), d, st + j * hp + v * lanes);
+  }
+}
+
+// The scores of V head vectors (from head vector v0) at every position; st has rows up to the count rounded up to P.
+template <int V>
+void ScoreColumnGroup(D d, const float* qt, int64_t hp, int64_t rank, const float* const* row, int64_t count,
+                      float scale, int64_t v0, float* st) {
+  constexpr int P = TilePositions(V);
+  const int64_t lanes = hn::Lanes(d);
+  for (int64_t i = 0; i < count; i += P) {
+    ScoreColumnsTile<V, P>(d, qt + v0 * lanes, hp, rank, row + i, scale, st + i * hp + v0 * lanes);
+  }
+}
+
+// st [count, hp]: scores[h at lane h, i] = scale · q̃_h · row[i], head vectors in groups of kMaxTileVectors; the group
+// of V head vectors streams its qt (V · 64 B a step of the rank; 128 KB for 64 heads at rank 512, from L2) once per
+// tile of positions, whose rows stay in L1.
+void ScoreColumns(D d, const float* qt, int64_t hp, int64_t rank, const float* const* row, int64_t count, float scale,
+                  float* st) {
+  const int64_t vectors = hp / static_cast<int64_t>(hn::Lanes(d));
+  for (int64_t v0 = 0; v0 < vectors; v0 += kMaxTileVectors) {
+    switch (std::min<int64_t>(kMaxTileVectors, vectors - v0)) {
+      case 1:
+        ScoreColumnGroup<1>(d, qt, hp, rank, row, count, scale, v0, st);
+        break;
+      case 2:
+        ScoreColumnGroup<2>(d, qt, hp, rank, row, count, scale, v0, st);
+        break;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      case 3:
+        ScoreColumnGroup<3>(d, qt, hp, rank, row, count, scale, v0, st);
+        break;
+      case 4:
+        ScoreColumnGroup<4>(d, qt, hp, rank, row, count, scale, v0, st);
+        break;
+#endif
+      default:
+        HWY_ASSERT(false);
+    }
+  }
+}
+
+// Softmax over the positions of every head lane of st [count, hp], in place, in fp32 with the maximum subtracted:
+// each head's own lane throughout (the sum in position order), so it too is the same whatever the heads per call.
+void SoftmaxColumns(D d, int64_t hp, int64_t count, float* st) {
+  const int64_t lanes = hn::Lanes(d);
+  for (int64_t v = 0; v < hp; v += lanes) {
+    auto max_score = hn::LoadU(d, st + v);
+    for (int64_t i = 1; i < count; ++i) max_score = hn::Max(max_score, hn::LoadU(d, st + i * hp + v));
+    auto sum = hn::Zero(d);
+    for (int64_t i = 0; i < count; ++i) {
+      const auto e = hn::Exp(d, hn::Sub(hn::LoadU(d, st + i * hp + v), max_score));
+      sum = hn::Add(sum, e);
+      hn::StoreU(e, d, st + i * hp + v);
+    }
+    const auto inverse = hn::Div(hn::Set(d, 1.0f), sum);
+    for (int64_t i = 0; i < count; ++i) hn::StoreU(hn::Mul(hn::LoadU(d, st + i * hp + v), inverse), d, st + i * hp + v);
+  }
+}
+
+// ot[r, ·] = Σ_i pt[i, ·] · rows[i][r] for P values r of the rank (from r0) and V head vectors, in position order;
+// with `resume` the sums continue from ot (a later block of positions). The transposed output: V probability
+// vectors loaded and P latent values broadcast per position, the same multiply-adds in the same order as the rows
+// form (OutputTile), so the same bits.
+template <int V, int P>
+HWY_INLINE void OutputColumnsTile(D d, const float* pt, int64_t hp, const float* const* rows, int64_t count, int64_t r0,
+                                  bool resume, float* ot) {
+  const int64_t lanes = hn::Lanes(d);
+  hn::Vec<D> acc[V][P];
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) acc[v][j] = resume ? hn::LoadU(d, ot + (r0 + j) * hp + v * lanes) : hn::Zero(d);
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    hn::Vec<D> p[V];
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) p[v] = hn::LoadU(d, pt + i * hp + v * lanes);
+    const float* row = rows[i] + r0;
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) {
+      const auto c = hn::Set(d, row[j]);
+#pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) acc[v][j] = hn::MulAdd(p[v], c, acc[v][j]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+#pragma GCC unroll 16
+    for (int j = 0; j < P; ++j) hn::StoreU(acc[v][j], d, ot + (r0 + j) * hp + v * lanes);
+  }
+}
+
+// One block of positions for V head vectors (from v0) over the whole rank: tiles of P values, then single values.
+template <int V>
+void OutputColumnGroup(D d, const float* pt, int64_t hp, int64_t rank, const float* const* rows, int64_t count,
+                       bool resume, int64_t v0, float* ot) {
+  constexpr int P = TilePositions(V);
+  const int64_t lanes = hn::Lanes(d);
+  int64_t r = 0;
+  for (; r + P <= rank; r += P)
+    OutputColumnsTile<V, P>(d, pt + v0 * lanes, hp, rows, count, r, resume, ot + v0 * lanes);
+  for (; r < rank; ++r) OutputColumnsTile<V, 1>(d, pt + v0 * lanes, hp, rows, count, r, resume, ot + v0 * lanes);
+}
+
+// out[a] (8 heads) = Σ_i p[a][i · p_stride] · rows[i][r : r + 2·lanes] for one slice of 2 vectors of the rank, in
+// position order; with `resume` the sums continue from out[a]'s values (a later block of positions). The rows form
+// of the output, for calls of one head vector (a decode task's 16 heads or fewer), where OutputColumnsTile would
+// broadcast many latent values per probability vector: each row vector loaded (from L2) serves 8 heads.
+HWY_INLINE void OutputTile(D d, const float* const* p, int64_t p_stride, const float* const* rows, int64_t count,
+                           int64_t r, int64_t rank, bool resume, float* const* out) {
   const int64_t lanes = hn::Lanes(d);
   const auto m0 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r, 0, lanes)));
   const auto m1 = hn::FirstN(d, static_cast<size_t>(std::clamp<int64_t>(rank - r - lanes, 0, lanes)));
@@ -96,7 +229,7 @@ HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows,
     const float* row = rows[i] + r;
     const auto c0 = hn::MaskedLoad(m0, d, row), c1 = hn::MaskedLoad(m1, d, row + lanes);
     const auto head = [&](int64_t a, hn::Vec<D>& v0, hn::Vec<D>& v1) {  // inlined: the accumulators stay in registers
-      const auto pv = hn::Set(d, p[a][i]);
+      const auto pv = hn::Set(d, p[a][i * p_stride]);
       v0 = hn::MulAdd(pv, c0, v0), v1 = hn::MulAdd(pv, c1, v1);
     };
     head(0, a00, a01), head(1, a10, a11), head(2, a20, a21), head(3, a30, a31);
@@ -107,42 +240,6 @@ HWY_INLINE void OutputTile(D d, const float* const* p, const float* const* rows,
   };
   store(out[0], a00, a01), store(out[1], a10, a11), store(out[2], a20, a21), store(out[3], a30, a31);
   store(out[4], a40, a41), store(out[5], a50, a51), store(out[6], a60, a61), store(out[7], a70, a71);
-}
-
-// scores[h, i] = scale · q_h · row[i] for every head, one group of positions at a time: a group's rows take at most
-// 16 KB (8 rows of rank 512), so they stay in L1 beside a head tile's queries while every head tile passes over them,
-// and reach the core from L2 or L3 once; the queries (128 KB for 64 heads) wait in L2. Measured against 256 KB blocks
-// with the rows from L2 for every head tile: 64 heads, 2,051 positions 143 → 151 GFLOPS; groups of 12 or 16 rows were
-// no better.
-void Scores(D d, const float* q_latent, int64_t heads, int64_t rank, const float* const* row, int64_t count,
-            float scale, float* scores) {
-  constexpr int64_t kGroupBytes = 16 * 1024;
-  const int64_t group_rows = kGroupBytes / (std::max<int64_t>(rank, 1) * static_cast<int64_t>(sizeof(float)));
-  const int64_t group = std::max(kTile, group_rows / kTile * kTile);  // whole tiles, at least one
-  float spare[kTile * kTile];  // a partial tile's results: the repeated heads' are dropped, the positions' copied
-  for (int64_t begin = 0; begin < count; begin += group) {
-    const int64_t end = std::min(count, begin + group);
-    for (int64_t h = 0; h < heads; h += kTile) {
-      const float* q[kTile];
-      for (int64_t a = 0; a < kTile; ++a) q[a] = q_latent + std::min(h + a, heads - 1) * rank;
-      for (int64_t i = begin; i < end; i += kTile) {  // groups are whole tiles: only the last tile can be partial
-        const int64_t size = std::min(kTile, count - i);
-        float* s[kTile];
-        for (int64_t a = 0; a < kTile; ++a) {
-          s[a] = h + a < heads && size == kTile ? scores + (h + a) * count + i : spare + a * kTile;
-        }
-        if (rank % hn::Lanes(d) == 0) {
-          ScoreTile<true>(d, q, rank, row + i, scale, s);
-        } else {
-          ScoreTile<false>(d, q, rank, row + i, scale, s);
-        }
-        if (size == kTile) continue;
-        for (int64_t a = 0; a < std::min(kTile, heads - h); ++a) {
-          for (int64_t j = 0; j < size; ++j) scores[(h + a) * count + i + j] = spare[a * kTile + j];
-        }
-      }
-    }
-  }
 }
 
 // Softmax of every head's scores in place, in fp32 with the maximum subtracted.
@@ -172,42 +269,91 @@ void Softmax(D d, int64_t heads, int64_t count, float* scores) {
   }
 }
 
-// out = P C, one position block at a time: 8 heads × 2 vectors of rank per pass over the block's positions (the
-// block's rows stay in L2 across heads). The accumulators continue from out after the first block, so every
-// output is the same chain of fused multiply-adds in position order as without blocks.
-void Output(D d, const float* scores, int64_t heads, int64_t rank, const float* const* row, int64_t count, float* out) {
-  const int64_t lanes = hn::Lanes(d), block = AttendBlockRows(rank);
+// out = P C from the probabilities pt [count, hp], one block of positions at a time (the block's rows stay in L2
+// while every tile passes over them; AttendBlockRows), each output the chain of multiply-adds over the positions in
+// order (resumed across blocks): calls of two head vectors or more in the transposed form through ot [rank, hp],
+// then transposed into out; calls of one in the rows form. The same bits either way.
+void Output(D d, const float* pt, int64_t heads, int64_t hp, int64_t rank, const float* const* row, int64_t count,
+            float* ot, float* out) {
+  const int64_t lanes = hn::Lanes(d), block = AttendBlockRows(rank), vectors = hp / lanes;
   for (int64_t begin = 0; begin < count; begin += block) {
     const int64_t size = std::min(block, count - begin);
-    for (int64_t r = 0; r < rank; r += kOutputVectors * lanes) {
-      for (int64_t h = 0; h < heads; h += kOutputHeads) {
-        const float* p[kOutputHeads];
-        float* o[kOutputHeads];
-        for (int64_t a = 0; a < kOutputHeads; ++a) {
-          // A partial tile repeats head h: it computes head h's values again and writes them to the same place.
-          const int64_t head = h + a < heads ? h + a : h;
-          p[a] = scores + head * count + begin;
-          o[a] = out + head * rank;
+    const bool resume = begin > 0;
+    if (vectors == 1) {
+      for (int64_t r = 0; r < rank; r += kOutputVectors * lanes) {
+        for (int64_t h = 0; h < heads; h += kOutputHeads) {
+          const float* p[kOutputHeads];
+          float* o[kOutputHeads];
+          for (int64_t a = 0; a < kOutputHeads; ++a) {
+            // A partial tile repeats head h: it computes head h's values again and writes them to the same place.
+            const int64_t head = h + a < heads ? h + a : h;
+            p[a] = pt + begin * hp + head;
+            o[a] = out + head * rank;
+          }
+          OutputTile(d, p, hp, row + begin, size, r, rank, resume, o);
         }
-        OutputTile(d, p, row + begin, size, r, rank, begin > 0, o);
+      }
+      continue;
+    }
+    for (int64_t v0 = 0; v0 < vectors; v0 += kMaxTileVectors) {
+      const float* p = pt + begin * hp;
+      switch (std::min<int64_t>(kMaxTileVectors, vectors - v0)) {
+        case 1:
+          OutputColumnGroup<1>(d, p, hp, rank, row + begin, size, resume, v0, ot);
+          break;
+        case 2:
+          OutputColumnGroup<2>(d, p, hp, rank, row + begin, size, resume, v0, ot);
+          break;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+        case 3:
+          OutputColumnGroup<3>(d, p, hp, rank, row + begin, size, resume, v0, ot);
+          break;
+        case 4:
+          OutputColumnGroup<4>(d, p, hp, rank, row + begin, size, resume, v0, ot);
+          break;
+#endif
+        default:
+          HWY_ASSERT(false);
       }
     }
   }
+  if (vectors > 1) TransposeFloats(ot, hp, rank, heads, out, rank);
 }
 
 void SoftmaxRows(int64_t heads, int64_t count, float* scores) { Softmax(D(), heads, count, scores); }
 
+// The scratch's parts, in floats from its start (AttendScratchFloats): qt [rank, hp], st [count + P, hp] (P: the
+// longest tile of positions, whose repeated rows' scores are dropped), ot [rank, hp], then count + P row pointers.
+struct ScratchLayout {
+  int64_t hp, qt, st, ot, row, floats;
+};
+ScratchLayout Layout(D d, int64_t heads, int64_t count, int64_t rank) {
+  ScratchLayout l;
+  l.hp = PaddedHeads(d, heads);
+  l.qt = 0;
+  l.st = l.qt + rank * l.hp;
+  l.ot = l.st + (count + kMaxTilePositions) * l.hp;
+  l.row = l.ot + rank * l.hp;
+  l.floats = l.row + 2 * (count + kMaxTilePositions);  // pointers at an even float offset: 8-byte aligned
+  return l;
+}
+
+int64_t ScratchFloats(int64_t heads, int64_t count, int64_t rank) { return Layout(D(), heads, count, rank).floats; }
+
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
             int64_t count, float scale, float* out, float* scratch) {
   const D d;
-  float* scores = scratch;  // [heads, count]
-  // [count + 4] row pointers, after the scores at an even float offset (8-byte aligned for a 16-byte aligned scratch)
-  const float** row = reinterpret_cast<const float**>(scratch + (heads * count + 1) / 2 * 2);
+  const ScratchLayout l = Layout(d, heads, count, rank);
+  float* qt = scratch + l.qt;
+  TransposeFloats(q_latent, rank, heads, rank, qt, l.hp);
+  for (int64_t r = 0; r < rank; ++r) std::fill(qt + r * l.hp + heads, qt + (r + 1) * l.hp, 0.0f);  // padding heads
+  const float** row = reinterpret_cast<const float**>(scratch + l.row);
   for (int64_t i = 0; i < count; ++i) row[i] = rows.Row(positions[i]);
-  for (int64_t i = count; i < count + kTile; ++i) row[i] = row[0];  // partial tiles repeat a valid row
-  Scores(d, q_latent, heads, rank, row, count, scale, scores);
-  Softmax(d, heads, count, scores);
-  Output(d, scores, heads, rank, row, count, out);
+  for (int64_t i = count; i < count + kMaxTilePositions; ++i) row[i] = row[0];  // partial tiles repeat a valid row
+  float* st = scratch + l.st;
+  ScoreColumns(d, qt, l.hp, rank, row, count, scale, st);
+  SoftmaxColumns(d, l.hp, count, st);
+  Output(d, st, heads, l.hp, rank, row, count, scratch + l.ot, out);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -217,6 +363,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace glint::mla {
 HWY_EXPORT(Attend);
+HWY_EXPORT(ScratchFloats);
 HWY_EXPORT(SoftmaxRows);
 
 // The block's latent rows take at most 256 KB, so they stay in L2 (1 MB per core on Zen 5, 2 MB on Sapphire Rapids)
@@ -254,11 +401,11 @@ void AttendWith(AttentionPrecision precision, const float* q_latent, int64_t hea
 
 int64_t AttendScratchFloats(AttentionPrecision precision, int64_t heads, int64_t count, int64_t rank) {
   return precision == AttentionPrecision::kBf16 ? AttendBf16ScratchFloats(heads, count, rank)
-                                                : AttendScratchFloats(heads, count);
+                                                : AttendScratchFloats(heads, count, rank);
 }
 
-int64_t AttendScratchFloats(int64_t heads, int64_t count) {
-  return (heads * count + 1) / 2 * 2 + 2 * (count + 4);  // scores, then count + 4 row pointers (2 floats each)
+int64_t AttendScratchFloats(int64_t heads, int64_t count, int64_t rank) {
+  return HWY_DYNAMIC_DISPATCH(ScratchFloats)(heads, count, rank);
 }
 
 void SoftmaxRows(int64_t heads, int64_t count, float* scores) {

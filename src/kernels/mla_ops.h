@@ -4,10 +4,11 @@
 //
 //   scores[h, i] = scale · q̃_h · c_{pos_i};   p = softmax_i(scores[h, ·]);   ō_h = Σ_i p[h, i] · c_{pos_i}
 //
-// Both products are register-tiled GEMMs (4 heads × 4 positions of dot products; 8 heads × 2 vectors of rank per
-// pass over the positions), so each latent row is read from cache a few times per query instead of once per head.
-// Both walk the positions in pieces that every head tile passes over before the next: the scores in groups of rows
-// that stay in L1 (16 KB), the output in blocks that stay in L2 (AttendBlockRows).
+// Both products are register-tiled GEMMs with the heads in the vector lanes (up to 4 vectors of heads × 6 positions
+// or values of the rank per tile on AVX-512), so each latent value is read once per tile of heads instead of once
+// per head, and every score and output is one lane's chain of fused multiply-adds in order: the bits do not depend
+// on how a token's heads are split over calls. The output walks the positions in blocks that stay in L2
+// (AttendBlockRows).
 // Latent rows are reached through LatentRows, a page table (a contiguous cache is one page), so the kernel does not
 // care how the engine pages its cache.
 #pragma once
@@ -33,10 +34,11 @@ struct PagedRows {
 using LatentRows = PagedRows<float>;
 
 // q_latent [heads, rank]; positions [count] (any order, count ≥ 1); out [heads, rank];
-// scratch: AttendScratchFloats(heads, count) floats.
+// scratch: AttendScratchFloats(heads, count, rank) floats, 8-byte aligned. Calls of 16 heads (a vector's worth) or
+// more use the lanes fully: fewer heads leave lanes idle in the score phase.
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
             int64_t count, float scale, float* out, float* scratch);
-int64_t AttendScratchFloats(int64_t heads, int64_t count);
+int64_t AttendScratchFloats(int64_t heads, int64_t count, int64_t rank);
 
 // The same attention with bf16 dot products (`--mla-attention bf16`, docs/fast-path.md "MLA attention in bf16";
 // AVX512-BF16's vdpbf16ps: two products per fp32 lane, twice vfmadd's work per instruction): q̃ and the selected
@@ -82,8 +84,8 @@ void AttendWith(AttentionPrecision precision, const float* q_latent, int64_t hea
                 float* scratch);
 int64_t AttendScratchFloats(AttentionPrecision precision, int64_t heads, int64_t count, int64_t rank);
 
-// Attend's softmax of every head's scores [heads, count] in place (fp32, the maximum subtracted), shared with
-// AttendBf16.
+// The softmax of every head's scores [heads, count] in place (fp32, the maximum subtracted), for AttendBf16 and its
+// AMX form (Attend keeps its scores transposed, [count, heads], and has its own).
 void SoftmaxRows(int64_t heads, int64_t count, float* scores);
 
 // Positions per block of the output phase: every head passes over one block of latent rows (sized to stay in L2)

@@ -1,5 +1,6 @@
-// The 4 × 4 score tile's horizontal sums on AVX-512, shared by the fp32 (mla_ops.cc) and bf16 (mla_ops_bf16.cc)
-// attention kernels. Include only where AVX-512 code may be compiled: the function carries its target attribute.
+// The 4 × 4 score tile's horizontal sums on AVX-512, for the bf16 attention kernel (mla_ops_bf16.cc; the fp32 kernel
+// keeps its heads in the lanes and needs none). Include only where AVX-512 code may be compiled: the function carries
+// its target attribute.
 #pragma once
 
 #if defined(__x86_64__)

@@ -1,9 +1,11 @@
 // Absorbed MLA attention (kernels/mla_ops.h) on every compiled Highway target against ref::LatentAttention: head
-// and position counts across the score and output tiles (4 × 4, 8 heads), the score phase's groups of 16 KB of rows
-// (8 rows at rank 512, 40 at rank 100: counts 9 and 70 cross them) and the output's blocks (AttendBlockRows: one
-// short of a block, one block, one over, two and a partial tile), ranks across vector widths (whole vectors or not:
-// unmasked or masked loads), scattered positions through a paged row table. Bound: relative RMS error ≤ 1e-5 (fp32 dots
-// of length rank and a softmax; measured below 1e-6).
+// counts across the tiles' head vectors (1–6 heads: one vector, the rows-form output's 8-head tile; 20, 40, 80: two,
+// three and five vectors on AVX-512 — the transposed output, a group of four and a remainder — and 3, 5, 10 on
+// AVX2), position counts across the tiles' 6–16 positions and the output's blocks (AttendBlockRows: one short of a
+// block, one block, one over, two and a partial tile), ranks across the transposed output's tiles of 6–16 values (32,
+// 48, 100, 512, 520: whole tiles or single values after them), scattered positions through a paged row table. Bound:
+// relative RMS error ≤ 1e-5 (fp32 dots of length rank and a softmax; measured below 1e-6 with the earlier horizontal
+// sums, ≈ 2e-6 with one chain per lane).
 #include "kernels/mla_ops.h"
 
 #include <gtest/gtest.h>
@@ -48,7 +50,7 @@ TEST(MlaOps, AttendMatchesReference) {
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     SCOPED_TRACE(hwy::TargetName(target));
-    for (int64_t heads : {1, 4, 6}) {
+    for (int64_t heads : {1, 4, 6, 20, 40, 80}) {
       for (int64_t rank : {32, 48, 100, 512, 520}) {
         const int64_t block = mla::AttendBlockRows(rank);
         for (int64_t count : {int64_t{1}, int64_t{3}, int64_t{4}, int64_t{9}, int64_t{70}, block - 1, block, block + 1,
@@ -65,7 +67,7 @@ TEST(MlaOps, AttendMatchesReference) {
           std::vector<double> expected(heads * rank);
           const double scale = 1.0 / std::sqrt(32.0);
           ref::LatentAttention(q.data(), heads, rank, row_pointers.data(), count, scale, expected.data());
-          std::vector<float> actual(heads * rank), scratch(mla::AttendScratchFloats(heads, count));
+          std::vector<float> actual(heads * rank), scratch(mla::AttendScratchFloats(heads, count, rank));
           mla::Attend(q.data(), heads, rank, rows, positions.data(), count, static_cast<float>(scale), actual.data(),
                       scratch.data());
           double error = 0, norm = 0;
@@ -84,8 +86,9 @@ TEST(MlaOps, AttendMatchesReference) {
 // Every head's output is computed alone (its own dot products, softmax and sums, whatever tile it shares), so the
 // engine may split a token's heads over calls as it likes: 64 heads in one call, in calls of 8, or of 6 and 2, give
 // the same bits (fast_dsa.cc takes all heads per task in prefill and 8 in decode).
-// Attends 64 heads of one query over `count` positions whole, in calls of 8 heads, and in calls of 6 and 2, with the
-// given kernel, and expects the same bits from all three.
+// Attends 64 heads of one query over `count` positions whole, in calls of 8 heads, in calls of 6 and 2, and in calls
+// of 40 and 24 (the fp32 kernel's groups of 3 and 2 head vectors on AVX-512), with the given kernel, and expects the
+// same bits from all four.
 void ExpectTheSameBitsWhateverTheHeadsPerCall(mla::AttentionPrecision precision, int64_t count, uint32_t seed) {
   const int64_t heads = 64, rank = 512;
   std::mt19937 rng(seed);
@@ -102,12 +105,14 @@ void ExpectTheSameBitsWhateverTheHeadsPerCall(mla::AttentionPrecision precision,
     mla::AttendWith(precision, q.data() + h0 * rank, nh, rank, rows, positions.data(), count, 0.05f, out + h0 * rank,
                     scratch.data());
   };
-  std::vector<float> whole(heads * rank), by8(heads * rank), by6and2(heads * rank);
+  std::vector<float> whole(heads * rank), by8(heads * rank), by6and2(heads * rank), by40and24(heads * rank);
   attend(0, heads, whole.data());
+  attend(0, 40, by40and24.data()), attend(40, 24, by40and24.data());
   for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 8, by8.data());
   for (int64_t h0 = 0; h0 < heads; h0 += 8) attend(h0, 6, by6and2.data()), attend(h0 + 6, 2, by6and2.data());
   EXPECT_EQ(0, std::memcmp(whole.data(), by8.data(), whole.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(whole.data(), by6and2.data(), whole.size() * sizeof(float)));
+  EXPECT_EQ(0, std::memcmp(whole.data(), by40and24.data(), whole.size() * sizeof(float)));
 }
 
 TEST(MlaOps, AttendGivesTheSameBitsWhateverTheHeadsPerCall) {
