@@ -517,9 +517,10 @@ void BM_KdaChunk(benchmark::State& state) {
 BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
 
 // Absorbed MLA attention for one query: `heads` × rank 512 over `count` latent positions (all 64 heads in one call,
-// the 16 of an fp32 decode task of fast_dsa.cc and 8: lanes left idle), fp32 (mla::Attend), with bf16 dot products
-// (mla::AttendBf16, where the CPU has AVX512-BF16) and on AMX-BF16 tiles (mla::AttendBf16Amx, the candidate, where
-// the CPU has AMX-BF16; 64 heads and 16, one head tile); skipped with a message where the CPU lacks what they need.
+// 32 and 16 of the fp32 decode tasks of fast_dsa.cc, and 8: lanes left idle), fp32 (mla::Attend), with bf16 dot
+// products (mla::AttendBf16, where the CPU has AVX512-BF16) and on AMX-BF16 tiles (mla::AttendBf16Amx, the candidate,
+// where the CPU has AMX-BF16; 64 heads and 16, one head tile); skipped with a message where the CPU lacks what they
+// need.
 enum class AttendKernel { kFp32, kBf16, kBf16Amx };
 void BM_Attend(benchmark::State& state, int64_t heads, AttendKernel kernel) {
   if (kernel == AttendKernel::kBf16 && !mla::AttendBf16Supported()) {
@@ -557,6 +558,9 @@ void AttendPositions(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK_CAPTURE(BM_Attend, heads64, 64, AttendKernel::kFp32)
     ->Name("MlaAttend/heads:64/rank:512")
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, heads32, 32, AttendKernel::kFp32)
+    ->Name("MlaAttend/heads:32/rank:512")
     ->Apply(AttendPositions);
 BENCHMARK_CAPTURE(BM_Attend, heads16, 16, AttendKernel::kFp32)
     ->Name("MlaAttend/heads:16/rank:512")

@@ -66,10 +66,10 @@ void AttendBf16InPlace(FastContext& ctx, std::span<const CompactRow> rows,
 }  // namespace
 
 int64_t DecodeHeadsPerTask(const FastContext& ctx, bool rows_rounded_per_call) {
-  if (ctx.attention == mla::AttentionPrecision::kFp32) return kFp32HeadsPerTask;
-  if (!rows_rounded_per_call) return kHeadsPerTask;
+  const bool fp32 = ctx.attention == mla::AttentionPrecision::kFp32;
+  if (!fp32 && !rows_rounded_per_call) return kHeadsPerTask;
   const int64_t heads = ctx.config.num_attention_heads, workers = ctx.pool.size();
-  return std::max(kHeadsPerTask, (heads + workers - 1) / workers);
+  return std::max(fp32 ? kFp32HeadsPerTask : kHeadsPerTask, (heads + workers - 1) / workers);
 }
 
 void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,

@@ -270,10 +270,10 @@ void AttendInPlace(FastContext& ctx, std::span<const Segment> segments, std::spa
                    std::span<const PassRow> rows, const RowSelections& selections, const float* q_latent, float scale,
                    float* o_latent) {
   const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
-  // A call reads its latent rows from L3 once per pass for its heads alone, so a task takes all of a token's heads
-  // when there are tokens enough to keep the workers busy (mla::Attend at 2,051 positions, 1 thread: ≈ 122 GFLOPS
-  // with 8 heads, ≈ 149 with 64; docs/fast-path.md); a decode pass's few tokens are split into smaller tasks
-  // (DecodeHeadsPerTask). Each head's output is the same bits whatever the split (mla_ops_test).
+  // A call reads its latent rows once per tile of heads, and fp32 keeps 16 heads in a vector, so a task takes all of
+  // a token's heads when there are tokens enough to keep the workers busy (mla::Attend at 2,051 positions, 1 thread:
+  // ≈ 190 GFLOPS with 32 or 64 heads, ≈ 135 with 16; docs/fast-path.md); a decode pass's few tokens are split into
+  // smaller tasks (DecodeHeadsPerTask). Each head's output is the same bits whatever the split (mla_ops_test).
   const int64_t tokens_for_all_heads = kTokensPerWorkerForAllHeads * ctx.pool.size();
   const int64_t heads_per_task =
       static_cast<int64_t>(rows.size()) >= tokens_for_all_heads ? heads : DecodeHeadsPerTask(ctx, true);

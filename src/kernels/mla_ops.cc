@@ -107,6 +107,32 @@ HWY_INLINE void ScoreColumnsTile(D d, const float* qt, int64_t hp, int64_t rank,
   }
 }
 
+// Calls group.template operator()<V>(v0) for the head vectors [0, vectors) in groups of V ≤ kMaxTileVectors from v0:
+// the tile shape is a compile-time constant, so a tile's accumulators stay in registers.
+template <typename Group>
+void ForEachHeadGroup(int64_t vectors, const Group& group) {
+  for (int64_t v0 = 0; v0 < vectors; v0 += kMaxTileVectors) {
+    switch (std::min<int64_t>(kMaxTileVectors, vectors - v0)) {
+      case 1:
+        group.template operator()<1>(v0);
+        break;
+      case 2:
+        group.template operator()<2>(v0);
+        break;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+      case 3:
+        group.template operator()<3>(v0);
+        break;
+      case 4:
+        group.template operator()<4>(v0);
+        break;
+#endif
+      default:
+        HWY_ASSERT(false);
+    }
+  }
+}
+
 // The scores of V head vectors (from head vector v0) at every position; st has rows up to the count rounded up to P.
 template <int V>
 void ScoreColumnGroup(D d, const float* qt, int64_t hp, int64_t rank, const float* const* row, int64_t count,
@@ -123,27 +149,8 @@ void ScoreColumnGroup(D d, const float* qt, int64_t hp, int64_t rank, const floa
 // tile of positions, whose rows stay in L1.
 void ScoreColumns(D d, const float* qt, int64_t hp, int64_t rank, const float* const* row, int64_t count, float scale,
                   float* st) {
-  const int64_t vectors = hp / static_cast<int64_t>(hn::Lanes(d));
-  for (int64_t v0 = 0; v0 < vectors; v0 += kMaxTileVectors) {
-    switch (std::min<int64_t>(kMaxTileVectors, vectors - v0)) {
-      case 1:
-        ScoreColumnGroup<1>(d, qt, hp, rank, row, count, scale, v0, st);
-        break;
-      case 2:
-        ScoreColumnGroup<2>(d, qt, hp, rank, row, count, scale, v0, st);
-        break;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      case 3:
-        ScoreColumnGroup<3>(d, qt, hp, rank, row, count, scale, v0, st);
-        break;
-      case 4:
-        ScoreColumnGroup<4>(d, qt, hp, rank, row, count, scale, v0, st);
-        break;
-#endif
-      default:
-        HWY_ASSERT(false);
-    }
-  }
+  ForEachHeadGroup(hp / static_cast<int64_t>(hn::Lanes(d)),
+                   [&]<int V>(int64_t v0) { ScoreColumnGroup<V>(d, qt, hp, rank, row, count, scale, v0, st); });
 }
 
 // Softmax over the positions of every head lane of st [count, hp], in place, in fp32 with the maximum subtracted:
@@ -295,27 +302,9 @@ void Output(D d, const float* pt, int64_t heads, int64_t hp, int64_t rank, const
       }
       continue;
     }
-    for (int64_t v0 = 0; v0 < vectors; v0 += kMaxTileVectors) {
-      const float* p = pt + begin * hp;
-      switch (std::min<int64_t>(kMaxTileVectors, vectors - v0)) {
-        case 1:
-          OutputColumnGroup<1>(d, p, hp, rank, row + begin, size, resume, v0, ot);
-          break;
-        case 2:
-          OutputColumnGroup<2>(d, p, hp, rank, row + begin, size, resume, v0, ot);
-          break;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-        case 3:
-          OutputColumnGroup<3>(d, p, hp, rank, row + begin, size, resume, v0, ot);
-          break;
-        case 4:
-          OutputColumnGroup<4>(d, p, hp, rank, row + begin, size, resume, v0, ot);
-          break;
-#endif
-        default:
-          HWY_ASSERT(false);
-      }
-    }
+    ForEachHeadGroup(vectors, [&]<int V>(int64_t v0) {
+      OutputColumnGroup<V>(d, pt + begin * hp, hp, rank, row + begin, size, resume, v0, ot);
+    });
   }
   if (vectors > 1) TransposeFloats(ot, hp, rank, heads, out, rank);
 }
