@@ -52,8 +52,8 @@ int64_t PaddedHeads(D d, int64_t heads) {
 }
 
 // dst[c · dst_stride + r] = src[r · src_stride + c] for r < rows, c < cols: q̃ into qt and ot into out. On AVX-512 in
-// 16 × 16 blocks of registers (Transpose16x16), the edges one value at a time; a whole transpose of 64 heads × 512 is
-// ≈ 2 % of a 256-position call done one value at a time.
+// 16 × 16 blocks of registers (Transpose16x16), the edges one value at a time. (Done one value at a time, a transpose
+// of 64 heads × 512 took ≈ 30 µs in a harness, against ≈ 190 µs for a whole 256-position call.)
 void TransposeFloats(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst, int64_t dst_stride) {
   int64_t whole_rows = 0, whole_cols = 0;
 #if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
@@ -73,8 +73,8 @@ void TransposeFloats(const float* src, int64_t src_stride, int64_t rows, int64_t
 }
 
 // st[j, ·] = scale · Σ_r qt[r, ·] · rows[j][r] for P positions j and V head vectors (qt and st start at the tile's
-// first head vector; rows of stride hp). Every row pointer is valid (callers repeat a row past the count and drop
-// those results).
+// first head vector; both have rows of hp values). Every row pointer is valid (callers repeat a row past the count
+// and drop those results).
 template <int V, int P>
 HWY_INLINE void ScoreColumnsTile(D d, const float* qt, int64_t hp, int64_t rank, const float* const* rows, float scale,
                                  float* st) {

@@ -608,14 +608,17 @@ TEST(FastKdaTasks, CoverEveryHeadOnceAndGroupDecodeHeads) {
   EXPECT_EQ(KdaConvBlockChannels(64, 1), 64);
 }
 
-// Decode's attention tasks: 8 heads each, except where bf16 attention rounds the rows itself in every call — then
-// one share of the heads per worker, never fewer than 8 (docs/fast-path.md "MLA attention in bf16").
-TEST(FastDecodeHeadsPerTask, SharesTheHeadsWhereEachCallRoundsItsRows) {
+// Decode's attention tasks (docs/fast-path.md "MLA attention", "MLA attention in bf16"): in fp32 a worker's share of
+// the heads, never fewer than 16 (one AVX-512 vector of heads in the lanes); with bf16 attention that rounds the rows
+// itself in every call a worker's share, never fewer than 8; with bf16 over a bf16 cache read in place 8.
+TEST(FastDecodeHeadsPerTask, SharesTheHeadsInFp32AndWhereEachCallRoundsItsRows) {
   ModelConfig config;
   config.num_attention_heads = 64;
   WorkerPool two(2), sixteen(16);
   FastContext on_two(two, Isa::kScalar, config), on_sixteen(sixteen, Isa::kScalar, config);
-  EXPECT_EQ(DecodeHeadsPerTask(on_two, true), 8);  // fp32 attention
+  EXPECT_EQ(DecodeHeadsPerTask(on_two, true), 32);  // fp32 attention
+  EXPECT_EQ(DecodeHeadsPerTask(on_two, false), 32);
+  EXPECT_EQ(DecodeHeadsPerTask(on_sixteen, true), 16);  // 4 heads a worker would leave lanes idle
   on_two.attention = on_sixteen.attention = mla::AttentionPrecision::kBf16;
   EXPECT_EQ(DecodeHeadsPerTask(on_two, true), 32);
   EXPECT_EQ(DecodeHeadsPerTask(on_two, false), 8);     // a bf16 cache read in place
