@@ -12,7 +12,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
-#include "kernels/transpose_avx512.h"
+#include "kernels/transpose_floats-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::kda {
@@ -335,34 +335,6 @@ void DecaySums(D d, const ChunkArgs& args, int64_t blocks, const ChunkScratch& s
   Exponentiate(d, s.suffix, n * dk);
 }
 
-#if HWY_TARGET <= HWY_AVX3
-// dst[c, i] = src[i, c] for one 16 × 16 block, in registers (64 shuffles for 256 values, where a scalar transpose
-// stores them one by one).
-HWY_INLINE void Transpose16(const float* src, int64_t src_stride, float* dst, int64_t dst_stride) {
-  __m512i r[16];
-  for (int i = 0; i < 16; ++i) r[i] = _mm512_castps_si512(_mm512_loadu_ps(src + i * src_stride));
-  internal::Transpose16x16(r);
-  for (int c = 0; c < 16; ++c) _mm512_storeu_ps(dst + c * dst_stride, _mm512_castsi512_ps(r[c]));
-}
-#endif
-
-// dst[c, i] = src[i, c] for i < rows, c < cols.
-void Transpose(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst, int64_t dst_stride) {
-  for (int64_t i0 = 0; i0 < rows; i0 += 16) {
-    for (int64_t c0 = 0; c0 < cols; c0 += 16) {
-#if HWY_TARGET <= HWY_AVX3
-      if (i0 + 16 <= rows && c0 + 16 <= cols) {
-        Transpose16(src + i0 * src_stride + c0, src_stride, dst + c0 * dst_stride + i0, dst_stride);
-        continue;
-      }
-#endif
-      for (int64_t c = c0; c < std::min(cols, c0 + 16); ++c) {
-        for (int64_t i = i0; i < std::min(rows, i0 + 16); ++i) dst[c * dst_stride + i] = src[i * src_stride + c];
-      }
-    }
-  }
-}
-
 // The q and k rows scaled by the decays (exp(G_i) = exp(before) · exp(L_i), exp(G_last − G_j) = exp(R_j) · exp(after):
 // two factors ≤ 1 instead of the exponential of a sum), and the Gram products' keys, transposed.
 void DecayedRows(D d, const ChunkArgs& args, const ChunkScratch& s) {
@@ -392,8 +364,8 @@ void DecayedRows(D d, const ChunkArgs& args, const ChunkScratch& s) {
       hn::BlendedStore(hn::IfThenElseZero(mask, quotient), mask, d, k_check + i * dk + c);
     }
   }
-  Transpose(k_check, dk, n, dk, s.k_check_t, n);
-  Transpose(s.k_suffix, dk, n, dk, s.k_suffix_t, n);
+  glint::HWY_NAMESPACE::TransposeFloats(k_check, dk, n, dk, s.k_check_t, n);
+  glint::HWY_NAMESPACE::TransposeFloats(s.k_suffix, dk, n, dk, s.k_suffix_t, n);
 }
 
 // Decayed Gram matrices, a query block at a time: for rows i of block bi and keys j ≤ the block's end,

@@ -12,7 +12,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
-#include "kernels/transpose_avx512.h"
+#include "kernels/transpose_floats-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace glint::mla {
@@ -49,27 +49,6 @@ constexpr int kMaxTilePositions = TilePositions(1);
 int64_t PaddedHeads(D d, int64_t heads) {
   const int64_t lanes = hn::Lanes(d);
   return (heads + lanes - 1) / lanes * lanes;
-}
-
-// dst[c · dst_stride + r] = src[r · src_stride + c] for r < rows, c < cols: q̃ into qt and ot into out. On AVX-512 in
-// 16 × 16 blocks of registers (Transpose16x16), the edges one value at a time. (Done one value at a time, a transpose
-// of 64 heads × 512 took ≈ 30 µs in a harness, against ≈ 190 µs for a whole 256-position call.)
-void TransposeFloats(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst, int64_t dst_stride) {
-  int64_t whole_rows = 0, whole_cols = 0;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-  whole_rows = rows / 16 * 16, whole_cols = cols / 16 * 16;
-  for (int64_t r0 = 0; r0 < whole_rows; r0 += 16) {
-    for (int64_t c0 = 0; c0 < whole_cols; c0 += 16) {
-      __m512i block[16];
-      for (int k = 0; k < 16; ++k) block[k] = _mm512_loadu_si512(src + (r0 + k) * src_stride + c0);
-      internal::Transpose16x16(block);
-      for (int k = 0; k < 16; ++k) _mm512_storeu_si512(dst + (c0 + k) * dst_stride + r0, block[k]);
-    }
-  }
-#endif
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t c = r < whole_rows ? whole_cols : 0; c < cols; ++c) dst[c * dst_stride + r] = src[r * src_stride + c];
-  }
 }
 
 // st[j, ·] = scale · Σ_r qt[r, ·] · rows[j][r] for P positions j and V head vectors (qt and st start at the tile's
@@ -306,7 +285,7 @@ void Output(D d, const float* pt, int64_t heads, int64_t hp, int64_t rank, const
       OutputColumnGroup<V>(d, pt + begin * hp, hp, rank, row + begin, size, resume, v0, ot);
     });
   }
-  if (vectors > 1) TransposeFloats(ot, hp, rank, heads, out, rank);
+  if (vectors > 1) glint::HWY_NAMESPACE::TransposeFloats(ot, hp, rank, heads, out, rank);
 }
 
 void SoftmaxRows(int64_t heads, int64_t count, float* scores) { Softmax(D(), heads, count, scores); }
@@ -334,7 +313,7 @@ void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows
   const D d;
   const ScratchLayout l = Layout(d, heads, count, rank);
   float* qt = scratch + l.qt;
-  TransposeFloats(q_latent, rank, heads, rank, qt, l.hp);
+  glint::HWY_NAMESPACE::TransposeFloats(q_latent, rank, heads, rank, qt, l.hp);  // q̃ [heads, rank] → qt
   for (int64_t r = 0; r < rank; ++r) std::fill(qt + r * l.hp + heads, qt + (r + 1) * l.hp, 0.0f);  // padding heads
   const float** row = reinterpret_cast<const float**>(scratch + l.row);
   for (int64_t i = 0; i < count; ++i) row[i] = rows.Row(positions[i]);
