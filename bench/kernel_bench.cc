@@ -520,10 +520,11 @@ BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
 // 32 and 16 of the fp32 decode tasks of fast_dsa.cc, and 8: lanes left idle), fp32 (mla::Attend), with bf16 dot
 // products (mla::AttendBf16, where the CPU has AVX512-BF16) and on AMX-BF16 tiles (mla::AttendBf16Amx, the candidate,
 // where the CPU has AMX-BF16; 64 heads and 16, one head tile); skipped with a message where the CPU lacks what they
-// need.
-enum class AttendKernel { kFp32, kBf16, kBf16Amx };
+// need. MlaAttendBf16InPlace reads rows that are bf16 already (a `--kv-cache-dtype bf16` cache: no rounding of the
+// rows in the call, mla::AttendBf16InPlace).
+enum class AttendKernel { kFp32, kBf16, kBf16InPlace, kBf16Amx };
 void BM_Attend(benchmark::State& state, int64_t heads, AttendKernel kernel) {
-  if (kernel == AttendKernel::kBf16 && !mla::AttendBf16Supported()) {
+  if ((kernel == AttendKernel::kBf16 || kernel == AttendKernel::kBf16InPlace) && !mla::AttendBf16Supported()) {
     state.SkipWithError("this CPU has no AVX512-BF16");
     return;
   }
@@ -534,15 +535,24 @@ void BM_Attend(benchmark::State& state, int64_t heads, AttendKernel kernel) {
   const int64_t rank = 512, count = state.range(0);
   const int64_t scratch_floats = kernel == AttendKernel::kFp32   ? mla::AttendScratchFloats(heads, count, rank)
                                  : kernel == AttendKernel::kBf16 ? mla::AttendBf16ScratchFloats(heads, count, rank)
-                                                                 : mla::AttendBf16AmxScratchFloats(heads, count, rank);
+                                 : kernel == AttendKernel::kBf16InPlace
+                                     ? mla::AttendBf16InPlaceScratchFloats(heads, count, rank)
+                                     : mla::AttendBf16AmxScratchFloats(heads, count, rank);
   std::vector<float> latents(count * rank), q(heads * rank, 0.01f), out(heads * rank), scratch(scratch_floats);
   for (size_t i = 0; i < latents.size(); ++i) latents[i] = static_cast<float>(i % 13) * 0.01f;
   const float* page = latents.data();
   const mla::LatentRows rows{&page, count, rank};
   std::vector<int64_t> positions(count);
   for (int64_t i = 0; i < count; ++i) positions[i] = i;
+  std::vector<uint16_t> bf16_latents(latents.size());
+  for (size_t i = 0; i < latents.size(); ++i) bf16_latents[i] = FloatToBf16(latents[i]);
+  const uint16_t* bf16_page = bf16_latents.data();
+  const mla::LatentRowsBf16 bf16_rows{&bf16_page, count, rank};
   for (auto _ : state) {
-    if (kernel == AttendKernel::kBf16Amx) {
+    if (kernel == AttendKernel::kBf16InPlace) {
+      mla::AttendBf16InPlace(q.data(), heads, rank, bf16_rows, positions.data(), count, 0.0625f, out.data(),
+                             scratch.data());
+    } else if (kernel == AttendKernel::kBf16Amx) {
       mla::AttendBf16Amx(q.data(), heads, rank, rows, positions.data(), count, 0.0625f, out.data(), scratch.data());
     } else {
       (kernel == AttendKernel::kBf16 ? mla::AttendBf16 : mla::Attend)(q.data(), heads, rank, rows, positions.data(),
@@ -570,6 +580,15 @@ BENCHMARK_CAPTURE(BM_Attend, heads8, 8, AttendKernel::kFp32)
     ->Apply(AttendPositions);
 BENCHMARK_CAPTURE(BM_Attend, bf16_heads64, 64, AttendKernel::kBf16)
     ->Name("MlaAttendBf16/heads:64/rank:512")
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, bf16_heads32, 32, AttendKernel::kBf16)
+    ->Name("MlaAttendBf16/heads:32/rank:512")
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, bf16_in_place_heads64, 64, AttendKernel::kBf16InPlace)
+    ->Name("MlaAttendBf16InPlace/heads:64/rank:512")
+    ->Apply(AttendPositions);
+BENCHMARK_CAPTURE(BM_Attend, bf16_in_place_heads16, 16, AttendKernel::kBf16InPlace)
+    ->Name("MlaAttendBf16InPlace/heads:16/rank:512")
     ->Apply(AttendPositions);
 BENCHMARK_CAPTURE(BM_Attend, bf16_heads8, 8, AttendKernel::kBf16)
     ->Name("MlaAttendBf16/heads:8/rank:512")

@@ -9,9 +9,10 @@
 namespace glint {
 namespace {
 
-constexpr int64_t kHeadsPerTask = 8;       // decode with bf16 over a bf16 cache: one token × 8 heads per call
-constexpr int64_t kFp32HeadsPerTask = 16;  // decode in fp32: one AVX-512 vector of heads per call (mla_ops.h)
-constexpr int64_t kDecodeChunk = 256;      // rows decoded per task when one query's rows are split over workers
+// Decode: at least one AVX-512 vector of heads per call — both kernels keep the heads in the lanes (mla_ops.h), so
+// fewer leave lanes idle.
+constexpr int64_t kHeadsPerTask = 16;
+constexpr int64_t kDecodeChunk = 256;  // rows decoded per task when one query's rows are split over workers
 
 // 0, 1, …, count − 1: the positions of decoded rows in their dense page.
 const int64_t* Identity(int64_t count) {
@@ -69,7 +70,7 @@ int64_t DecodeHeadsPerTask(const FastContext& ctx, bool rows_rounded_per_call) {
   const bool fp32 = ctx.attention == mla::AttentionPrecision::kFp32;
   if (!fp32 && !rows_rounded_per_call) return kHeadsPerTask;
   const int64_t heads = ctx.config.num_attention_heads, workers = ctx.pool.size();
-  return std::max(fp32 ? kFp32HeadsPerTask : kHeadsPerTask, (heads + workers - 1) / workers);
+  return std::max(kHeadsPerTask, (heads + workers - 1) / workers);
 }
 
 void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,

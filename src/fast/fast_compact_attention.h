@@ -20,13 +20,12 @@ struct CompactRow {
   int64_t t = 0;
 };
 
-// Heads per attention task in decode (a pass with too few queries to give each worker whole queries). In fp32 a
-// worker's share of the heads, at least 16: mla::Attend keeps the heads in the vector lanes, and at 2,051 positions
-// on one Zen 5 thread runs at ≈ 190 GFLOPS with 32 or 64 heads a call, ≈ 135 with 16 and ≈ 90 with 8 (lanes idle).
-// With bf16 over a bf16 cache 8 — small tasks balance, and mla::AttendBf16InPlace runs nearly as fast at 8 heads a
-// call as at 64. With bf16 over rows that each call rounds to bf16 itself (an fp32, fp8 or int8 cache) a worker's
-// share: every call would round the query's rows again (mla::AttendBf16, 2,051 rows, one Zen 5 thread: 1.1× the
-// earlier fp32 kernel at 8 heads a call, 1.8× at 64). Each head's output is the same bits whatever the split.
+// Heads per attention task in decode (a pass with too few queries to give each worker whole queries), at least 16:
+// both kernels keep the heads in the vector lanes, and at 2,051 positions on one Zen 5 thread mla::Attend runs at
+// ≈ 190 GFLOPS with 32 or 64 heads a call, ≈ 135 with 16 and ≈ 90 with 8 (lanes idle); mla::AttendBf16 ≈ 300 with 64,
+// ≈ 230 with 16, ≈ 120–150 with 8. In fp32 a worker's share. With bf16 over a bf16 cache 16 (read in place, nothing to
+// repeat per call). With bf16 over rows that each call rounds to bf16 itself (an fp32, fp8 or int8 cache) a worker's
+// share: every call would round the query's rows again. Each head's output is the same bits whatever the split.
 int64_t DecodeHeadsPerTask(const FastContext& ctx, bool rows_rounded_per_call);
 
 // selected[t]: attended positions of pass row t; q_latent, o_latent: [n, heads · kv_lora]; scale = qk^-1/2.

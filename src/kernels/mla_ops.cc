@@ -12,6 +12,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "kernels/head_groups.h"
 #include "kernels/transpose_floats-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -86,32 +87,6 @@ HWY_INLINE void ScoreColumnsTile(D d, const float* qt, int64_t hp, int64_t rank,
   }
 }
 
-// Calls group.template operator()<V>(v0) for the head vectors [0, vectors) in groups of V ≤ kMaxTileVectors from v0:
-// the tile shape is a compile-time constant, so a tile's accumulators stay in registers.
-template <typename Group>
-void ForEachHeadGroup(int64_t vectors, const Group& group) {
-  for (int64_t v0 = 0; v0 < vectors; v0 += kMaxTileVectors) {
-    switch (std::min<int64_t>(kMaxTileVectors, vectors - v0)) {
-      case 1:
-        group.template operator()<1>(v0);
-        break;
-      case 2:
-        group.template operator()<2>(v0);
-        break;
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-      case 3:
-        group.template operator()<3>(v0);
-        break;
-      case 4:
-        group.template operator()<4>(v0);
-        break;
-#endif
-      default:
-        HWY_ASSERT(false);
-    }
-  }
-}
-
 // The scores of V head vectors (from head vector v0) at every position; st has rows up to the count rounded up to P.
 template <int V>
 void ScoreColumnGroup(D d, const float* qt, int64_t hp, int64_t rank, const float* const* row, int64_t count,
@@ -128,8 +103,9 @@ void ScoreColumnGroup(D d, const float* qt, int64_t hp, int64_t rank, const floa
 // tile of positions, whose rows stay in L1.
 void ScoreColumns(D d, const float* qt, int64_t hp, int64_t rank, const float* const* row, int64_t count, float scale,
                   float* st) {
-  ForEachHeadGroup(hp / static_cast<int64_t>(hn::Lanes(d)),
-                   [&]<int V>(int64_t v0) { ScoreColumnGroup<V>(d, qt, hp, rank, row, count, scale, v0, st); });
+  ForEachHeadGroup<kMaxTileVectors>(hp / static_cast<int64_t>(hn::Lanes(d)), [&]<int V>(int64_t v0) {
+    ScoreColumnGroup<V>(d, qt, hp, rank, row, count, scale, v0, st);
+  });
 }
 
 // Softmax over the positions of every head lane of st [count, hp], in place, in fp32 with the maximum subtracted:
@@ -281,7 +257,7 @@ void Output(D d, const float* pt, int64_t heads, int64_t hp, int64_t rank, const
       }
       continue;
     }
-    ForEachHeadGroup(vectors, [&]<int V>(int64_t v0) {
+    ForEachHeadGroup<kMaxTileVectors>(vectors, [&]<int V>(int64_t v0) {
       OutputColumnGroup<V>(d, pt + begin * hp, hp, rank, row + begin, size, resume, v0, ot);
     });
   }
@@ -289,6 +265,7 @@ void Output(D d, const float* pt, int64_t heads, int64_t hp, int64_t rank, const
 }
 
 void SoftmaxRows(int64_t heads, int64_t count, float* scores) { Softmax(D(), heads, count, scores); }
+void SoftmaxColumnsExported(int64_t hp, int64_t count, float* st) { SoftmaxColumns(D(), hp, count, st); }
 
 // The scratch's parts, in floats from its start (AttendScratchFloats): qt [rank, hp], st [count + P, hp] (P: the
 // longest tile of positions, whose repeated rows' scores are dropped), ot [rank, hp], then count + P row pointers.
@@ -333,6 +310,7 @@ namespace glint::mla {
 HWY_EXPORT(Attend);
 HWY_EXPORT(ScratchFloats);
 HWY_EXPORT(SoftmaxRows);
+HWY_EXPORT(SoftmaxColumnsExported);
 
 // The block's latent rows take at most 256 KB, so they stay in L2 (1 MB per core on Zen 5, 2 MB on Sapphire Rapids)
 // beside the probabilities while every head tile passes over them; 2,051 rows of rank 512 are 4.2 MB. Measured flat
@@ -378,6 +356,10 @@ int64_t AttendScratchFloats(int64_t heads, int64_t count, int64_t rank) {
 
 void SoftmaxRows(int64_t heads, int64_t count, float* scores) {
   HWY_DYNAMIC_DISPATCH(SoftmaxRows)(heads, count, scores);
+}
+
+void SoftmaxColumns(int64_t hp, int64_t count, float* st) {
+  HWY_DYNAMIC_DISPATCH(SoftmaxColumnsExported)(hp, count, st);
 }
 
 void Attend(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,

@@ -84,9 +84,11 @@ void AttendWith(AttentionPrecision precision, const float* q_latent, int64_t hea
                 float* scratch);
 int64_t AttendScratchFloats(AttentionPrecision precision, int64_t heads, int64_t count, int64_t rank);
 
-// The softmax of every head's scores [heads, count] in place (fp32, the maximum subtracted), for AttendBf16 and its
-// AMX form (Attend keeps its scores transposed, [count, heads], and has its own).
+// The softmax of every head's scores in place (fp32, the maximum subtracted): SoftmaxRows over scores [heads, count]
+// for AttendBf16Amx; SoftmaxColumns over st [count, hp] with a head per lane (hp a multiple of the widest vector's
+// lanes, 16), each head's sum in position order, as Attend and AttendBf16 keep their scores.
 void SoftmaxRows(int64_t heads, int64_t count, float* scores);
+void SoftmaxColumns(int64_t hp, int64_t count, float* st);
 
 // Positions per block of the output phase: every head passes over one block of latent rows (sized to stay in L2)
 // before the next. A multiple of 4 positions. Exposed so tests can cross the block edges.

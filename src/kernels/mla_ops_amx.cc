@@ -11,9 +11,9 @@
 //     qT[r/2][h] = (q̃_h[r], q̃_h[r+1]);
 //   output: ō[h][r] = Σ_i p[h][i] c_i[r], A = 16 heads' probabilities (row-major), B = the latents with pairs of
 //     positions interleaved, pairs[i/2][r] = (c_i[r], c_{i+1}[r]), built once a call.
-// Sᵀ is transposed back (× scale) for the softmax, which is AttendBf16's (SoftmaxRows in fp32, then bf16). Padding
-// (heads to 16, positions to 16 or 32, the rank to 32) is zeros, which add exact zeros. Tiles: C tmm0–3 (2 × 2),
-// A tmm4–5, B tmm6–7, every tile 16 rows × 64 bytes: one configuration for the whole call.
+// Sᵀ is transposed back (× scale) for the softmax, SoftmaxRows in fp32 (the row form of AttendBf16's), then bf16.
+// Padding (heads to 16, positions to 16 or 32, the rank to 32) is zeros, which add exact zeros. Tiles: C tmm0–3 (2 ×
+// 2), A tmm4–5, B tmm6–7, every tile 16 rows × 64 bytes: one configuration for the whole call.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // GCC bug 105593, see gemm_i8_avx512.cc
 #include <immintrin.h>
 
@@ -127,25 +127,16 @@ GLINT_TARGET_AMX_BF16 void Products(const Block& block) {
     Tiles::template Store<kC + 3>(block.out + block.out_m + block.out_n, block.out_stride);
 }
 
-// pairs[j][r] = (rows[2j][r], rows[2j + 1][r]) for j < count32 / 2; rows past count16 read as zeros. vpunpck{l,h}wd
-// interleave within 128-bit blocks; the permutes put the 32 pairs of a 32-value slice back in rank order.
+// pairs[j][r] = (rows[2j][r], rows[2j + 1][r]) for j < count32 / 2; rows past count16 read as zeros.
 GLINT_TARGET_AMX_BF16 void InterleavePositionPairs(const Scratch& s) {
-  const __m512i first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-  const __m512i second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   for (int64_t j = 0; j < s.count32 / 2; ++j) {
-    uint16_t* out = s.pairs + j * 2 * s.rank32;
+    uint32_t* out = reinterpret_cast<uint32_t*>(s.pairs) + j * s.rank32;
     if (2 * j >= s.count16) {
       std::memset(out, 0, static_cast<size_t>(s.rank32) * 4);
       continue;
     }
     const uint16_t* even = s.rows + 2 * j * s.rank32;
-    const uint16_t* odd = even + s.rank32;
-    for (int64_t r = 0; r < s.rank32; r += 32) {
-      const __m512i a = _mm512_loadu_si512(even + r), b = _mm512_loadu_si512(odd + r);
-      const __m512i lo = _mm512_unpacklo_epi16(a, b), hi = _mm512_unpackhi_epi16(a, b);
-      _mm512_storeu_si512(out + 2 * r, _mm512_permutex2var_epi64(lo, first, hi));
-      _mm512_storeu_si512(out + 2 * r + 32, _mm512_permutex2var_epi64(lo, second, hi));
-    }
+    InterleavePositions(even, even + s.rank32, s.rank32, out);
   }
 }
 
@@ -161,11 +152,7 @@ GLINT_TARGET_AMX_BF16 void Attention(const Scratch& s, const float* q_latent, in
       std::memset(s.q + h * s.rank32, 0, static_cast<size_t>(s.rank32) * 2);
     }
   }
-  for (int64_t k = 0; k < s.rank32 / 2; ++k) {
-    for (int64_t h = 0; h < s.heads16; ++h) {
-      std::memcpy(s.q_pairs + (k * s.heads16 + h) * 2, s.q + h * s.rank32 + 2 * k, 4);
-    }
-  }
+  TransposeRankPairs(s.q, s.heads16, s.rank32, reinterpret_cast<uint32_t*>(s.q_pairs));
   InterleavePositionPairs(s);
 
   ConfigureTiles<Tiles>();
@@ -191,7 +178,7 @@ GLINT_TARGET_AMX_BF16 void Attention(const Scratch& s, const float* q_latent, in
       Products<Tiles>(block);
     }
   }
-  // scale · S [heads][count], its softmax (AttendBf16's), and the probabilities in bf16 [heads16][count32].
+  // scale · S [heads][count], its softmax (SoftmaxRows), and the probabilities in bf16 [heads16][count32].
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t i = 0; i < count; ++i) s.scores[h * count + i] = s.scores_t[i * s.heads16 + h] * scale;
   }

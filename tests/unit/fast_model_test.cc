@@ -608,9 +608,9 @@ TEST(FastKdaTasks, CoverEveryHeadOnceAndGroupDecodeHeads) {
   EXPECT_EQ(KdaConvBlockChannels(64, 1), 64);
 }
 
-// Decode's attention tasks (docs/fast-path.md "MLA attention", "MLA attention in bf16"): in fp32 a worker's share of
-// the heads, never fewer than 16 (one AVX-512 vector of heads in the lanes); with bf16 attention that rounds the rows
-// itself in every call a worker's share, never fewer than 8; with bf16 over a bf16 cache read in place 8.
+// Decode's attention tasks (docs/fast-path.md "MLA attention", "MLA attention in bf16"): never fewer than 16 heads
+// (one AVX-512 vector of heads in the lanes, in both kernels); in fp32, and with bf16 attention that rounds the rows
+// itself in every call, a worker's share; with bf16 over a bf16 cache read in place 16.
 TEST(FastDecodeHeadsPerTask, SharesTheHeadsInFp32AndWhereEachCallRoundsItsRows) {
   ModelConfig config;
   config.num_attention_heads = 64;
@@ -621,8 +621,8 @@ TEST(FastDecodeHeadsPerTask, SharesTheHeadsInFp32AndWhereEachCallRoundsItsRows) 
   EXPECT_EQ(DecodeHeadsPerTask(on_sixteen, true), 16);  // 4 heads a worker would leave lanes idle
   on_two.attention = on_sixteen.attention = mla::AttentionPrecision::kBf16;
   EXPECT_EQ(DecodeHeadsPerTask(on_two, true), 32);
-  EXPECT_EQ(DecodeHeadsPerTask(on_two, false), 8);     // a bf16 cache read in place
-  EXPECT_EQ(DecodeHeadsPerTask(on_sixteen, true), 8);  // 4 heads a worker would be fewer than 8
+  EXPECT_EQ(DecodeHeadsPerTask(on_two, false), 16);     // a bf16 cache read in place
+  EXPECT_EQ(DecodeHeadsPerTask(on_sixteen, true), 16);  // 4 heads a worker would leave lanes idle
 }
 
 // The cost of bf16 MLA attention (--mla-attention bf16, mla::AttendBf16) on the trained model: gate (c) as above
