@@ -36,7 +36,7 @@ void AttendGroup(FastContext& ctx, int worker, const float* decoded, int64_t cou
 
 // --mla-attention bf16 over a bf16 cache: the rows are what mla::AttendBf16 would round them to, so they are read in
 // place through a page table per cache (no decoding, half the bytes of fp32 rows). Tasks as for fp32 caches: a query
-// with all its heads when there are queries enough for the workers (prefill), 8 heads a task otherwise (decode).
+// with all its heads when there are queries enough for the workers (prefill), 16 heads a task otherwise (decode).
 void AttendBf16InPlace(FastContext& ctx, std::span<const CompactRow> rows,
                        const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
                        float* o_latent) {

@@ -43,8 +43,10 @@ int64_t AttendScratchFloats(int64_t heads, int64_t count, int64_t rank);
 // The same attention with bf16 dot products (`--mla-attention bf16`, docs/fast-path.md "MLA attention in bf16";
 // AVX512-BF16's vdpbf16ps: two products per fp32 lane, twice vfmadd's work per instruction): q̃ and the selected
 // latents rounded to bf16 (nearest even), the scores summed in fp32, the softmax in fp32 (as Attend), the
-// probabilities rounded to bf16, the output summed in fp32. Specification: ref::LatentAttentionBf16. Only where
-// AttendBf16Supported(); scratch: AttendBf16ScratchFloats(heads, count, rank) floats (any alignment).
+// probabilities rounded to bf16, the output summed in fp32. Specification: ref::LatentAttentionBf16. The heads sit in
+// the lanes as in Attend (a lane holds one head's bf16 pair), so each head's bits do not depend on the other heads of
+// the call, and calls of 16 heads or more use the lanes fully. Only where AttendBf16Supported(); scratch:
+// AttendBf16ScratchFloats(heads, count, rank) floats (any alignment).
 // Denormal inputs and products are flushed to zero by the instructions (not by the reference): ≤ 2⁻¹²⁶ each.
 bool AttendBf16Supported();
 void AttendBf16(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
