@@ -15,7 +15,8 @@
 #      tokens at --isa amx and --isa avx512, alternating, --rounds times: the lines with the rates, the products'
 #      share of the peak and the profile.
 # Everything is written under --out (tests.log, kernels.json, kernels.txt, model.txt) and summarised at the end.
-# On a CPU without AMX it says so and exits 3 having run nothing (there is nothing to learn here). Quiet machine
+# Exits 1 when a test failed or skipped, 2 on a bad flag or a missing build, 0 otherwise. On a CPU without AMX it
+# says so and exits 3 having run nothing (there is nothing to learn here). Quiet machine
 # only: nothing else running, no helpers, no builds (the load average is printed at each start).
 #
 #   bench/amx_session.sh [--build DIR] [--model DIR] [--rounds 2] [--repetitions 3] [--out DIR] [--skip-tests]

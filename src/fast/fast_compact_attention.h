@@ -23,8 +23,8 @@ struct CompactRow {
 // Heads per attention task in decode (a pass with too few queries to give each worker whole queries), at least 16:
 // both kernels keep the heads in the vector lanes, and at 2,051 positions on one Zen 5 thread mla::Attend runs at
 // ≈ 190 GFLOPS with 32 or 64 heads a call, ≈ 135 with 16 and ≈ 90 with 8 (lanes idle); mla::AttendBf16 ≈ 300 with 64,
-// ≈ 230 with 16, ≈ 120–150 with 8. In fp32 a worker's share. With bf16 over a bf16 cache 16 (read in place, nothing to
-// repeat per call). With bf16 over rows that each call rounds to bf16 itself (an fp32, fp8 or int8 cache) a worker's
+// ≈ 190–280 with 16, ≈ 100–150 with 8. In fp32 a worker's share. With bf16 over a bf16 cache 16 (read in place, nothing
+// to repeat per call). With bf16 over rows that each call rounds to bf16 itself (an fp32, fp8 or int8 cache) a worker's
 // share: every call would round the query's rows again. Each head's output is the same bits whatever the split.
 int64_t DecodeHeadsPerTask(const FastContext& ctx, bool rows_rounded_per_call);
 

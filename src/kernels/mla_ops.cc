@@ -265,6 +265,7 @@ void Output(D d, const float* pt, int64_t heads, int64_t hp, int64_t rank, const
 }
 
 void SoftmaxRows(int64_t heads, int64_t count, float* scores) { Softmax(D(), heads, count, scores); }
+// Exported under its own name: HWY_EXPORT takes a name, and SoftmaxColumns here is also the per-target kernel.
 void SoftmaxColumnsExported(int64_t hp, int64_t count, float* st) { SoftmaxColumns(D(), hp, count, st); }
 
 // The scratch's parts, in floats from its start (AttendScratchFloats): qt [rank, hp], st [count + P, hp] (P: the

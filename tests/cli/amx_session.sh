@@ -2,7 +2,9 @@
 # bench/amx_session.sh (issue 36's AMX checklist) without an AMX machine: it refuses to run where the CPU does not
 # show AMX (exit 3, nothing written), checks its flags, and — given a cpuinfo that shows AMX and a stand-in kernel
 # benchmark that writes known medians — runs the benchmark with the filter and repetitions asked for and prints the
-# ratios that decide each dispatch (bench/lib/amx_summary.py), a skipped benchmark's reason in place of its figure.
+# ratios that decide each dispatch (bench/lib/amx_summary.py), a skipped benchmark's reason in place of its figure;
+# with a stand-in ctest, a skipped or failed tile-unit case fails the session and is named; with a stand-in glint,
+# the model rounds alternate --isa amx and avx512.
 # Args: path-to-glint, tests/data dir (unused: the script needs neither).
 set -euo pipefail
 here="$(dirname "$(readlink -f "$0")")"
@@ -100,4 +102,54 @@ row="$(grep -F '2 threads' <<<"$text" | grep -vF '4096 ×')" || fail "no indexer
 mkdir -p "$tmp/build/src/cli" && cp "$tmp/bench" "$tmp/build/src/cli/glint"
 expect_refused "holds no model.glint" --cpuinfo "$tmp/amx" --kernel-bench "$tmp/bench" --build "$tmp/build" \
   --model "$tmp" --skip-tests
+
+# (e) The tests step, with a stand-in ctest on PATH: cases that skip on a CPU showing AMX fail the session (exit 1)
+# and are named; a failing ctest fails it too; all passing, nothing skipped: exit 0.
+mkdir -p "$tmp/path"
+touch "$tmp/build/CTestTestfile.cmake"
+cat > "$tmp/path/ctest" <<'EOF2'
+#!/usr/bin/env bash
+[[ "$*" == *"-R Hardware|Amx"* ]] || { echo "unexpected ctest arguments: $*"; exit 9; }
+case "$(cat "$CTEST_MODE")" in
+  skip) printf '100%% tests passed, 0 tests failed out of 3\n\nThe following tests did not run:\n'
+        printf '\t459 - IndexerOps.Int8AmxScoresAreBitExact (Skipped)\n'
+        printf '\t556 - Tiles/MlaAttendBf16Amx.MatchesItsReference/Hardware  # GetParam() = 4-byte object (Skipped)\n' ;;
+  fail) printf '67%% tests passed, 1 tests failed out of 3\n'; exit 8 ;;
+  *) printf '100%% tests passed, 0 tests failed out of 3\n' ;;
+esac
+EOF2
+chmod +x "$tmp/path/ctest"
+session() {  # mode, then the expected exit status
+  echo "$1" > "$tmp/mode"
+  set +e
+  text="$(CTEST_MODE="$tmp/mode" PATH="$tmp/path:$PATH" bash "$script" --cpuinfo "$tmp/amx" --kernel-bench "$tmp/bench" \
+    --build "$tmp/build" --out "$tmp/out-e" 2>&1)"
+  status=$?
+  set -e
+  [[ "$status" == "$2" ]] || fail "ctest $1: exit $status, expected $2: $text"
+}
+session pass 0
+grep -q "passed: 100% tests passed" <<<"$text" || fail "ctest pass: not reported: $text"
+session skip 1
+grep -q "2 case(s) skipped on a CPU that shows AMX" <<<"$text" || fail "skips not counted: $text"
+grep -q "Tiles/MlaAttendBf16Amx.MatchesItsReference/Hardware" <<<"$text" || fail "skipped case not named: $text"
+session fail 1
+grep -q "FAILED: 67% tests passed, 1 tests failed" <<<"$text" || fail "ctest failure not reported: $text"
+
+# (f) The model step: --isa amx and avx512 alternating, --rounds times, their lines kept in model.txt.
+touch "$tmp/model.glint"
+cat > "$tmp/build/src/cli/glint" <<'EOF2'
+#!/usr/bin/env bash
+isa=""
+while [[ $# -gt 0 ]]; do [[ "$1" == --isa ]] && isa="$2"; shift; done
+echo "== prefill 512 tokens: 1.00 s = 512.0 tokens/s [isa $isa]"
+echo "unrelated line"
+EOF2
+chmod +x "$tmp/build/src/cli/glint"
+bash "$script" --cpuinfo "$tmp/amx" --kernel-bench "$tmp/bench" --build "$tmp/build" --skip-tests --model "$tmp" \
+  --rounds 2 --out "$tmp/out-f" > /dev/null || fail "the model step failed"
+order="$(grep -o '\[isa [a-z0-9]*\]' "$tmp/out-f/model.txt" | tr '\n' ' ')"
+[[ "$order" == "[isa amx] [isa avx512] [isa amx] [isa avx512] " ]] ||
+  fail "rounds not alternating amx, avx512: $order"
+! grep -q "unrelated line" "$tmp/out-f/model.txt" || fail "model.txt keeps lines it should filter"
 echo "amx_session: ok"
