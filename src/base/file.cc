@@ -213,19 +213,37 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-Status MappedFile::Release(std::span<const uint8_t> range) const {
-  if (range.empty()) return Status::Ok();
+Result<MappedFile::PageSpan> MappedFile::PagesUnder(std::span<const uint8_t> range, std::string_view verb) const {
   if (range.data() < data_ || range.data() + range.size() > data_ + size_) {
-    return InvalidArgument("cannot release ", range.size(), " bytes of the mapping of '", path_,
+    return InvalidArgument("cannot ", verb, " ", range.size(), " bytes of the mapping of '", path_,
                            "': they lie outside it");
   }
-  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = reinterpret_cast<uintptr_t>(range.data()) / page * page;  // data_ is page-aligned
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t offset = static_cast<size_t>(range.data() - data_);  // data_ is page-aligned
   // Rounded up: the mapping covers whole pages, so its last partial page is still inside it.
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(range.data() + range.size()) + page - 1) / page * page;
-  if (::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED) != 0) {
+  return PageSpan{offset / page * page, (offset + range.size() + page - 1) / page * page};
+}
+
+Status MappedFile::Release(std::span<const uint8_t> range) const {
+  if (range.empty()) return Status::Ok();
+  GLINT_ASSIGN_OR_RETURN(const PageSpan pages, PagesUnder(range, "release"));
+  if (::madvise(const_cast<uint8_t*>(data_ + pages.begin), pages.end - pages.begin, MADV_DONTNEED) != 0) {
     return IoError("cannot release pages of the mapping of '", path_, "': ", std::strerror(errno));
   }
+  return Status::Ok();
+}
+
+Status MappedFile::Uncache(std::span<const uint8_t> range) const {
+  if (range.empty()) return Status::Ok();
+  GLINT_ASSIGN_OR_RETURN(const PageSpan pages, PagesUnder(range, "drop from the page cache"));
+  // The mapping closed its descriptor (Open): the path names the file unless it was replaced since, and then the
+  // advice falls on the new file's cache, which changes nothing but its speed.
+  const int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return IoError("cannot open '", path_, "' to drop its pages from the page cache: ", std::strerror(errno));
+  const int err = ::posix_fadvise(fd, static_cast<off_t>(pages.begin), static_cast<off_t>(pages.end - pages.begin),
+                                  POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (err != 0) return IoError("cannot drop pages of '", path_, "' from the page cache: ", std::strerror(err));
   return Status::Ok();
 }
 

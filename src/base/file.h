@@ -48,6 +48,12 @@ class MappedFile {
   // was never written: nothing is lost). For bytes read once and copied elsewhere, so that they are not counted
   // twice in the RSS. A range outside the mapping is an error.
   Status Release(std::span<const uint8_t> range) const;
+  // Asks the kernel to drop the file's page-cache pages under `range` (a part of bytes(); widened to whole pages)
+  // that no process maps: Release this process's own first. The next reads of those bytes come from disk, in 2 MB
+  // folios where the kernel and filesystem can (Open's advice): the way back to 2 MB pages for a file the page cache
+  // held in small folios, which MADV_COLLAPSE refuses on file mappings here (EINVAL on 6.18 / ext4). Advice: pages
+  // the kernel keeps (mapped by another process, dirty) stay as they are. A range outside the mapping is an error.
+  Status Uncache(std::span<const uint8_t> range) const;
   // This process's resident bytes of the mapping and how many of them are mapped as 2 MB pages (from
   // /proc/self/smaps; zeros where it cannot be read). Reads the kernel's page tables: call it once, after loading.
   struct Residency {
@@ -57,6 +63,13 @@ class MappedFile {
   Residency Resident() const;
 
  private:
+  // The whole pages under `range` (a part of bytes()), as offsets into the mapping; an error naming `verb` if the
+  // range lies outside it.
+  struct PageSpan {
+    size_t begin = 0, end = 0;
+  };
+  Result<PageSpan> PagesUnder(std::span<const uint8_t> range, std::string_view verb) const;
+
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
   std::string path_;

@@ -56,6 +56,7 @@ struct ModelBenchFlags {
   int64_t probe_mib = 256;
   std::string kv_cache_dtype = "fp32";  // --kv-cache-dtype: the MLA latents and pooled indexer keys
   bool profile = true;                  // --profile / --no-profile: prefill and decode time by part
+  bool keep_small_pages = false;        // --keep-small-pages: FastModelOptions::reread_small_pages off
   ParallelFlags parallel;               // --tp / --ep under mpirun
 };
 
@@ -163,6 +164,7 @@ Result<FastModelOptions> FastOptionsFromFlags(const ModelBenchFlags& flags) {
     GLINT_ASSIGN_OR_RETURN(options.mla_attention, mla::ParseAttentionPrecision(flags.mla_attention));
   }
   GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(flags.expert_cache, options));
+  options.reread_small_pages = !flags.keep_small_pages;
   GLINT_ASSIGN_OR_RETURN(options.parallel, ToModelParallel(flags.parallel));
   return options;
 }
@@ -515,6 +517,7 @@ GLINT_REGISTER_COMMAND(
                              std::to_string(kAmxMinTokens) + " tokens on AMX tiles and everything else as avx512)");
       AddExpertsFlag(command, flags->experts);
       AddMlaAttentionFlag(command, flags->mla_attention);
+      AddKeepSmallPagesFlag(command, flags->keep_small_pages);
       AddExpertMemoryFlag(command, flags->expert_cache);
       AddParallelFlags(command, flags->parallel);
       command.add_option("--prompts", flags->prompts, "prefill prompt lengths")->delimiter(',')->capture_default_str();

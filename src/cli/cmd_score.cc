@@ -30,6 +30,7 @@ struct ScoreFlags {
   bool fast = false;              // the int8/bf16 fast path instead of the fp32 reference
   std::string experts;            // --experts (fast path)
   std::string mla_attention;      // --mla-attention (fast path)
+  bool keep_small_pages = false;  // --keep-small-pages (fast path)
   ExpertCacheFlags expert_cache;  // --expert-memory, --expert-io, --expert-trace (fast path)
   int threads = 0;
   ParallelFlags parallel;  // --tp / --ep under mpirun
@@ -206,13 +207,16 @@ Status RunScore(const ScoreFlags& flags) {
   if (!flags.fast && !flags.mla_attention.empty()) {
     return InvalidArgument("--mla-attention applies to the fast path; add --fast");
   }
+  if (!flags.fast && flags.keep_small_pages)
+    return InvalidArgument("--keep-small-pages applies to the fast path; add --fast");
   if (!flags.fast && flags.expert_cache.given()) {
     return InvalidArgument("--expert-memory and --expert-trace apply to the fast path; add --fast");
   }
   GLINT_ASSIGN_OR_RETURN(const ModelParallel parallel, ToModelParallel(flags.parallel));
   Result<std::unique_ptr<Model>> loaded = [&]() -> Result<std::unique_ptr<Model>> {
     if (flags.fast) {
-      return LoadFastModel(flags.model, pool, flags.experts, flags.expert_cache, parallel, flags.mla_attention);
+      return LoadFastModel(flags.model, pool, flags.experts, flags.expert_cache, parallel, flags.mla_attention,
+                           flags.keep_small_pages);
     }
     GLINT_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceModel> reference, LoadReferenceModel(flags.model, parallel));
     return std::unique_ptr<Model>(std::move(reference));
@@ -293,6 +297,7 @@ GLINT_REGISTER_COMMAND(
       command.add_option("--threads", flags->threads, "fast path threads (default: all cores)");
       AddExpertsFlag(command, flags->experts);
       AddMlaAttentionFlag(command, flags->mla_attention);
+      AddKeepSmallPagesFlag(command, flags->keep_small_pages);
       AddExpertMemoryFlag(command, flags->expert_cache);
       AddParallelFlags(command, flags->parallel);
       command

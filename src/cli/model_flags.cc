@@ -65,6 +65,15 @@ void AddMlaAttentionFlag(CLI::App& command, std::string& precision) {
       ->check(CLI::IsMember({"fp32", "bf16"}));
 }
 
+void AddKeepSmallPagesFlag(CLI::App& command, bool& keep) {
+  command.add_flag("--keep-small-pages", keep,
+                   "fast path: map a container's pages as the page cache holds them; by default a load that finds "
+                   "under 95% of them on 2 MB pages (the file was cached in 4 KB pages: copied or read moments ago) "
+                   "reads them again from disk as 2 MB pages, once (a cold read of the model; on the bench model "
+                   "prefill 1.05x, batched decode 1.03x after it: docs/performance.md \"Reading the container again "
+                   "for 2 MB pages\")");
+}
+
 void AddExpertMemoryFlag(CLI::App& command, ExpertCacheFlags& flags) {
   command.add_option(
       "--expert-memory", flags.memory,
@@ -131,7 +140,7 @@ Result<uint64_t> ParseExpertMemory(const std::string& expert_memory) {
 
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts,
                                              const ExpertCacheFlags& expert_cache, const ModelParallel& parallel,
-                                             const std::string& mla_attention) {
+                                             const std::string& mla_attention, bool keep_small_pages) {
   GLINT_ASSIGN_OR_RETURN(std::string dir, ResolveModelDir(flag));
   FastModelOptions options;
   options.parallel = parallel;
@@ -142,6 +151,7 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
     GLINT_ASSIGN_OR_RETURN(options.experts, ParseExpertWeights(experts));
   }
   GLINT_RETURN_IF_ERROR(ApplyExpertCacheFlags(expert_cache, options));
+  options.reread_small_pages = !keep_small_pages;
   GLINT_ASSIGN_OR_RETURN(std::unique_ptr<FastModel> model, FastModel::Load(dir, pool, options));
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
@@ -213,6 +223,7 @@ void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags) {
   AddExpertMemoryFlag(command, flags.expert_cache);
   AddMlaAttentionFlag(command, flags.mla_attention);
   AddParallelFlags(command, flags.parallel);
+  AddKeepSmallPagesFlag(command, flags.keep_small_pages);
 }
 
 Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& path) {
@@ -225,6 +236,8 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
       if (!path.mla_attention.empty()) {
         return InvalidArgument("--mla-attention applies to the fast path, not --path reference");
       }
+      if (path.keep_small_pages)
+        return InvalidArgument("--keep-small-pages applies to the fast path, not --path reference");
       if (path.expert_cache.given()) {
         return InvalidArgument("--expert-memory and --expert-trace apply to the fast path, not --path reference");
       }
@@ -234,9 +247,9 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
     }
     const int threads = path.threads > 0 ? path.threads : static_cast<int>(std::thread::hardware_concurrency());
     loaded.pool = std::make_unique<WorkerPool>(std::max(1, threads));
-    GLINT_ASSIGN_OR_RETURN(
-        std::unique_ptr<Model> fast_model,
-        LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_cache, parallel, path.mla_attention));
+    GLINT_ASSIGN_OR_RETURN(std::unique_ptr<Model> fast_model,
+                           LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_cache, parallel,
+                                         path.mla_attention, path.keep_small_pages));
     const auto& fast = static_cast<const FastModel&>(*fast_model);
     loaded.description =
         StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
@@ -264,13 +277,35 @@ std::string DescribeHugePages(const FastLoadReport& load) {
   char text[96];
   std::snprintf(text, sizeof text, "; %.2f of %.2f GB resident on 2 MB pages (%.0f%%)",
                 load.container_huge_page_bytes / 1e9, load.container_resident_bytes / 1e9, 100 * share);
-  if (share >= 0.5) return text;
-  // The file's pages were cached before this mapping asked for 2 MB pages (e.g. written moments ago by an older
-  // glint convert, or read by another program) and stay 4 KB until they leave the page cache.
-  return StrCat(text,
-                " — the page cache holds the file in 4 KB pages; once it leaves the cache (after a reboot, "
-                "or `echo 1 > /proc/sys/vm/drop_caches`) the next load reads it as 2 MB pages where the kernel "
-                "and filesystem support them (docs/performance.md \"Weights on 2 MB pages\")");
+  using SmallPages = FastLoadReport::SmallPages;
+  std::string note = text;
+  if (load.small_pages == SmallPages::kReadAgain) {
+    char reread[128];
+    std::snprintf(reread, sizeof reread,
+                  " after reading it again from disk in %.1f s (it was %.0f%%: the page cache held it in small pages)",
+                  load.reread_seconds, 100 * load.huge_page_share_before_reread);
+    note += reread;
+  }
+  if (share >= 0.95) return note;
+  // Below FastModel::Load's goal: say why, and what would change it (docs/performance.md "Weights on 2 MB pages").
+  switch (load.small_pages) {
+    case SmallPages::kNoneForThisFile:
+      return StrCat(note,
+                    " — the kernel or the filesystem maps this file in 4 KB pages only (transparent huge "
+                    "pages off, or no large folios on its filesystem)");
+    case SmallPages::kReadAgain:
+      return StrCat(note, " — pages that another process maps stay in small pages");
+    case SmallPages::kKept:
+      return StrCat(note, " — the page cache holds part of the file in 4 KB pages, kept (--keep-small-pages)");
+    case SmallPages::kNotChecked:
+    case SmallPages::kOnHugePages:
+      break;
+  }
+  if (share >= 0.5) return note;
+  return StrCat(note,
+                " — the page cache holds the file in 4 KB pages; once it leaves the cache (after a reboot, or "
+                "`echo 1 > /proc/sys/vm/drop_caches`) a load reads it as 2 MB pages where the kernel and "
+                "filesystem support them");
 }
 
 }  // namespace glint::cli

@@ -30,6 +30,8 @@ void AddExpertsFlag(CLI::App& command, std::string& experts);
 // --mla-attention fp32|bf16 (the DSA layers' attention kernel, docs/fast-path.md "MLA attention in bf16") into
 // `precision`; empty when not given (fp32).
 void AddMlaAttentionFlag(CLI::App& command, std::string& precision);
+// --keep-small-pages: FastModelOptions::reread_small_pages off.
+void AddKeepSmallPagesFlag(CLI::App& command, bool& keep);
 // The routed-expert cache's flags (docs/expert-cache.md): --expert-memory SIZE (routed experts read from the
 // container into a RAM cache of SIZE), --expert-io pread|uring, --expert-policy, --expert-trace FILE.
 struct ExpertCacheFlags {
@@ -52,7 +54,8 @@ Status ApplyExpertCacheFlags(const ExpertCacheFlags& flags, FastModelOptions& op
 // `mla_attention`: the --mla-attention value (empty: fp32).
 Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& pool, const std::string& experts = "",
                                              const ExpertCacheFlags& expert_cache = {},
-                                             const ModelParallel& parallel = {}, const std::string& mla_attention = "");
+                                             const ModelParallel& parallel = {}, const std::string& mla_attention = "",
+                                             bool keep_small_pages = false);
 // The capacity report of a model with an expert cache (start-up): resident bytes, cache slots, a short O_DIRECT read
 // probe and the expected disk bytes and tokens/s per token at a hit rate of 0. Nothing without a cache.
 Status LogExpertCacheReport(const Model& model, WorkerPool& pool);
@@ -70,6 +73,7 @@ struct ForwardPathFlags {
   ExpertCacheFlags expert_cache;  // fast path: --expert-memory SIZE, --expert-io, --expert-trace
   std::string mla_attention;      // fast path: --mla-attention fp32|bf16, empty when not given (AddMlaAttentionFlag)
   ParallelFlags parallel;         // --tp / --ep (under mpirun)
+  bool keep_small_pages = false;  // fast path: --keep-small-pages (FastModelOptions::reread_small_pages off)
 };
 void AddForwardPathFlags(CLI::App& command, ForwardPathFlags& flags);
 

@@ -31,18 +31,82 @@ namespace {
 // Reads one byte of every page of the source's blobs on the pool's threads: the pages of a mapped container come
 // in now (only the tensors this model binds: this rank's, not the vision tower's) and, on a NUMA machine, are placed on
 // the node of the threads that will read them (first touch).
-void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
+uint64_t TouchBytes(std::span<const uint8_t> blob) {
   constexpr size_t kPage = 4096;
+  const volatile uint8_t* bytes = blob.data();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < blob.size(); i += kPage) sum += bytes[i];
+  return sum;
+}
+
+void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
   std::vector<std::span<const uint8_t>> blobs;
   for (const auto& [name, tensor] : source.tensors())
     blobs.insert(blobs.end(), tensor.blobs.begin(), tensor.blobs.end());
-  std::vector<uint64_t> sums(pool.size(), 0);
-  pool.ParallelFor(static_cast<int64_t>(blobs.size()), 1, [&](int64_t begin, int64_t end, int worker) {
-    for (int64_t b = begin; b < end; ++b) {
-      const volatile uint8_t* bytes = blobs[b].data();
-      for (size_t i = 0; i < blobs[b].size(); i += kPage) sums[worker] += bytes[i];
-    }
+  pool.ParallelFor(static_cast<int64_t>(blobs.size()), 1, [&](int64_t begin, int64_t end, int) {
+    for (int64_t b = begin; b < end; ++b) TouchBytes(blobs[b]);
   });
+}
+
+// Pages of a container that were in the page cache before this load (another program read the file, it was written
+// or copied moments ago, or part of it was evicted and read back in pieces) stay in the small folios they were cached
+// in, whatever MappedFile::Open advised, and the products stream them slower: a container copied by `cp` (0 % on
+// 2 MB pages) prefilled 512 tokens 1.05× slower than after reading it again (98 %), a 16-sequence decode step 1.03×
+// (medians of six alternating pairs, docs/performance.md "Reading the container again for 2 MB
+// pages"). Dropping this process's pages (Release: the same addresses, every view stays valid) and the file's cached
+// pages (Uncache), then touching the tensors again, reads them from disk as 2 MB folios. It costs a cold read of
+// those bytes, once; pages another process maps stay as they are.
+
+constexpr double kHugePageShareGoal = 0.95;
+
+// Whether a 2 MB window of the source's tensors, read again from disk, comes back on a 2 MB page: for a container
+// with none of its resident bytes on 2 MB pages, where that may be the page cache (every page cached small) or the
+// kernel and filesystem (no THP, no large folios). The first window aligned to 2 MB inside one blob; the mapping is
+// at offset 0, so a window aligned in memory is aligned in the file too, as a PMD mapping needs.
+enum class HugePageProbe { kNoWindow, kHuge, kSmall };
+HugePageProbe ProbeHugePagesFromDisk(const FastWeightSource& source, const ContainerFile& container) {
+  constexpr uintptr_t kHuge = uintptr_t{2} << 20;
+  for (const auto& [name, tensor] : source.tensors()) {
+    for (std::span<const uint8_t> blob : tensor.blobs) {
+      const uintptr_t begin = reinterpret_cast<uintptr_t>(blob.data());
+      const uintptr_t window = (begin + kHuge - 1) / kHuge * kHuge;
+      if (!container.Holds(blob) || window + kHuge > begin + blob.size()) continue;
+      const std::span<const uint8_t> probe = blob.subspan(window - begin, kHuge);
+      if (!container.Release(probe).ok() || !container.Uncache(probe).ok()) return HugePageProbe::kSmall;
+      TouchBytes(probe);
+      return container.Resident().huge_page_bytes > 0 ? HugePageProbe::kHuge : HugePageProbe::kSmall;
+    }
+  }
+  return HugePageProbe::kNoWindow;  // no blob holds a whole aligned window (a tiny model): none could be 2 MB
+}
+
+Status ReadAgainOnHugePages(const FastWeightSource& source, WorkerPool& pool, FastLoadReport& report) {
+  const ContainerFile* container = source.container();
+  if (container == nullptr) return Status::Ok();
+  const MappedFile::Residency before = container->Resident();
+  report.small_pages = FastLoadReport::SmallPages::kOnHugePages;
+  if (!WorthReadingAgainForHugePages(before)) return Status::Ok();
+  if (before.huge_page_bytes == 0) {
+    const HugePageProbe probe = ProbeHugePagesFromDisk(source, *container);
+    if (probe == HugePageProbe::kSmall) report.small_pages = FastLoadReport::SmallPages::kNoneForThisFile;
+    if (probe != HugePageProbe::kHuge) return Status::Ok();
+  }
+  const double share = static_cast<double>(before.huge_page_bytes) / static_cast<double>(before.resident_bytes);
+  LogInfo("'", container->path(), "': ", static_cast<int>(100 * share), "% of its ", before.resident_bytes >> 20,
+          " MiB on 2 MB pages (the page cache held it in small pages); reading it again from disk for 2 MB pages "
+          "(--keep-small-pages skips this)");
+  Stopwatch watch;
+  // The whole mapping, not the tensors' blobs: the checksum pass also read the pages between them (an extent's
+  // padding, tensors this rank does not bind), and one small page left cached inside a 2 MB range keeps the whole
+  // range from coming back as one folio (on make-tiny's expert-heavy preset: 49 % before and after). Touched again
+  // below: the tensors only.
+  GLINT_RETURN_IF_ERROR(container->Release(container->bytes()));
+  GLINT_RETURN_IF_ERROR(container->Uncache(container->bytes()));
+  TouchPages(source, pool);
+  report.small_pages = FastLoadReport::SmallPages::kReadAgain;
+  report.huge_page_share_before_reread = share;
+  report.reread_seconds = watch.Seconds();
+  return Status::Ok();
 }
 
 // The checksum pass at load (io/weight_container.h): every tensor of `source` that is a view of its container,
@@ -91,6 +155,11 @@ Result<ShardPlan> FastShardPlan(const ModelConfig& config, const FastModelOption
 }
 
 }  // namespace
+
+bool WorthReadingAgainForHugePages(const MappedFile::Residency& residency) {
+  return static_cast<double>(residency.huge_page_bytes) <
+         kHugePageShareGoal * static_cast<double>(residency.resident_bytes);
+}
 
 FastModel::FastModel(ModelConfig config, FastWeightSource source, FastWeights weights, WorkerPool& pool,
                      const FastModelOptions& options, ShardPlan plan)
@@ -287,7 +356,14 @@ Result<std::unique_ptr<FastModel>> FastModel::Load(const std::string& dir, Worke
                            "; the expert format is chosen when converting (glint convert --experts ",
                            ExpertWeightsName(*options.experts), ")");
   }
-  if (from_container && options.populate && options.expert_memory == 0) TouchPages(model->source_, pool);
+  if (from_container && options.populate && options.expert_memory == 0) {
+    TouchPages(model->source_, pool);
+    if (options.reread_small_pages) {
+      GLINT_RETURN_IF_ERROR(ReadAgainOnHugePages(model->source_, pool, model->load_report_));
+    } else {
+      model->load_report_.small_pages = FastLoadReport::SmallPages::kKept;
+    }
+  }
   if (options.expert_memory > 0) GLINT_RETURN_IF_ERROR(model->AttachExpertCache(options));
   model->load_report_.from_container = from_container;
   model->load_report_.seconds = watch.Seconds();

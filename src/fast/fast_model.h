@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "base/file.h"
 #include "base/worker_pool.h"
 #include "experts/expert_store.h"
 #include "experts/expert_trace.h"
@@ -43,6 +44,10 @@ struct FastModelOptions {
   // Read this model's pages of a container in at load, on the pool's threads (first touch: their NUMA node): the
   // rank's tensors only, not the vision tower's nor, with an expert cache, the routed experts'.
   bool populate = true;
+  // With `populate`: when under 95 % of the read-in pages are on 2 MB pages (the page cache held the file in small
+  // folios before this load) and the kernel gives this file 2 MB pages, drop them and read them again from disk,
+  // which brings them as 2 MB pages (FastModel::Load, ReadAgainOnHugePages). `--keep-small-pages` turns it off.
+  bool reread_small_pages = true;
   // Check at load every tensor this model binds from a container against the container's checksums
   // (io/weight_container.h): a file changed in place after `glint convert` is refused, not served as wrong text.
   // With an expert cache the routed experts are checked as they are read instead. Off only in tools and tests (no
@@ -70,6 +75,11 @@ struct FastModelOptions {
   ConvertProgressFn progress;  // conversion progress (checkpoint loads)
 };
 
+// Whether a load reads a container's pages again for 2 MB pages (FastModelOptions::reread_small_pages): fewer than
+// 95 % of its resident bytes are on 2 MB pages. With none on them the load first reads one 2 MB part again to learn
+// whether the kernel and filesystem give this file 2 MB pages at all.
+bool WorthReadingAgainForHugePages(const MappedFile::Residency& residency);
+
 // How the weights were loaded, for `glint bench-model` and logs.
 struct FastLoadReport {
   bool from_container = false;
@@ -84,6 +94,18 @@ struct FastLoadReport {
   // stream weights faster from them: docs/performance.md "Weights on 2 MB pages").
   uint64_t container_resident_bytes = 0;
   uint64_t container_huge_page_bytes = 0;
+  // What the load did about a container's pages in small pages (FastModelOptions::reread_small_pages).
+  enum class SmallPages {
+    kNotChecked,       // not a container, `populate` off, or an expert cache (the routed experts fault in as used)
+    kKept,             // reread_small_pages off (--keep-small-pages)
+    kOnHugePages,      // at least 95 % on 2 MB pages, nothing resident, or no tensor spans a 2 MB window: done
+    kReadAgain,        // read again from disk (reread_seconds, huge_page_share_before_reread)
+    kNoneForThisFile,  // none on 2 MB pages, and a 2 MB part read again came back in small pages: the kernel or the
+                       // filesystem maps this file in 4 KB pages only (transparent huge pages off, no large folios)
+  };
+  SmallPages small_pages = SmallPages::kNotChecked;
+  double huge_page_share_before_reread = 0;
+  double reread_seconds = 0;
 };
 
 // What the last Forward did, for benchmarks: the rows it ran and the weight bytes its products read, and per MoE

@@ -133,6 +133,7 @@ class ContainerFile {
   const std::vector<ContainerExtent>& extents() const { return extents_; }
   const ContainerExtent* FindExtent(const std::string& name) const;
   uint64_t size() const { return file_->size(); }
+  std::span<const uint8_t> bytes() const { return file_->bytes(); }
   const std::string& path() const { return file_->path(); }
   // Checks the mapped bytes of `entry` against the header's checksum: its extent's whole range when it lies in one,
   // else its blobs. Reads every page of them; `release_pages` then drops them from this process's resident set again
@@ -148,6 +149,8 @@ class ContainerFile {
     return bytes.data() >= all.data() && bytes.data() + bytes.size() <= all.data() + all.size();
   }
   Status Release(std::span<const uint8_t> bytes) const { return file_->Release(bytes); }
+  // Drops the file's cached pages under `bytes` that no process maps (MappedFile::Uncache): read again from disk.
+  Status Uncache(std::span<const uint8_t> bytes) const { return file_->Uncache(bytes); }
   // This process's resident bytes of the file and those on 2 MB pages (MappedFile::Resident).
   MappedFile::Residency Resident() const { return file_->Resident(); }
 

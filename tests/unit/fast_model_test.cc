@@ -608,6 +608,20 @@ TEST(FastKdaTasks, CoverEveryHeadOnceAndGroupDecodeHeads) {
   EXPECT_EQ(KdaConvBlockChannels(64, 1), 64);
 }
 
+// A load reads a container's pages again only where that can bring 2 MB pages and they are wanted: some resident
+// bytes are on them already (the kernel and filesystem give them), but under 95 %.
+TEST(FastLoad, ReadsAgainForHugePagesOnlyWhenTooFewAreOnThem) {
+  const auto worth = [](uint64_t resident, uint64_t huge) {
+    return WorthReadingAgainForHugePages(MappedFile::Residency{resident, huge});
+  };
+  EXPECT_FALSE(worth(0, 0));      // nothing resident (an expert cache, nothing touched)
+  EXPECT_TRUE(worth(1000, 0));    // none: cached small, or no 2 MB pages for this file (the load probes 2 MB first)
+  EXPECT_TRUE(worth(1000, 710));  // the bench container at 71 %
+  EXPECT_TRUE(worth(1000, 949));
+  EXPECT_FALSE(worth(1000, 950));  // at the goal
+  EXPECT_FALSE(worth(1000, 1000));
+}
+
 // Decode's attention tasks (docs/fast-path.md "MLA attention", "MLA attention in bf16"): never fewer than 16 heads
 // (one AVX-512 vector of heads in the lanes, in both kernels); in fp32, and with bf16 attention that rounds the rows
 // itself in every call, a worker's share; with bf16 over a bf16 cache read in place 16.

@@ -96,6 +96,57 @@ TEST(MappedFile, ResidencyCountsTheMappingsPagesAndThoseOnHugePages) {
   EXPECT_GE(residency.huge_page_bytes, kBytes / 2);
 }
 
+// Pages cached in small folios before a mapping asked for 2 MB pages stay small (here: read 4 KB at a time with
+// readahead off, as the page cache keeps a file read piecemeal by another program); Release then Uncache drops them,
+// and the next reads bring them from disk as 2 MB pages: the mechanism FastModel::Load's ReadAgainOnHugePages uses.
+TEST(MappedFile, ReleaseThenUncacheBringsSmallCachedPagesBackOnHugePages) {
+  constexpr size_t kBytes = 16 << 20;
+  const std::string dir = testing::MakeTempDir("mapped_uncache");
+  const std::string path = JoinPath(dir, "blob");
+  ASSERT_OK(WriteFileAtomic(path, std::string(kBytes, 'u')));
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  {  // Control: read in afresh, the file comes on 2 MB pages where the kernel and filesystem can.
+    ASSERT_OK_AND_ASSIGN(MappedFile mapped, MappedFile::Open(path));
+    EXPECT_EQ(SumEveryPage(mapped.bytes()), uint64_t{'u'} * (kBytes / 4096));
+    if (mapped.Resident().huge_page_bytes == 0) {
+      ::close(fd);
+      GTEST_SKIP() << "the kernel or the filesystem of " << dir << " maps files in 4 KB pages only";
+    }
+  }
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+  ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM), 0);  // no readahead: one small folio per read
+  char page[4096];
+  for (size_t offset = 0; offset < kBytes; offset += sizeof page)
+    ASSERT_EQ(::pread(fd, page, sizeof page, static_cast<off_t>(offset)), static_cast<ssize_t>(sizeof page));
+  ::close(fd);
+
+  ASSERT_OK_AND_ASSIGN(MappedFile mapped, MappedFile::Open(path));
+  const std::span<const uint8_t> bytes = mapped.bytes();
+  EXPECT_EQ(SumEveryPage(bytes), uint64_t{'u'} * (kBytes / 4096));
+  const MappedFile::Residency small = mapped.Resident();
+  ASSERT_GE(small.resident_bytes, kBytes * 3 / 4);
+  if (small.huge_page_bytes >= kBytes / 2) {
+    GTEST_SKIP() << "pages read 4 KB at a time with readahead off were mapped as 2 MB pages: this kernel does not "
+                    "keep them small, so there is nothing to bring back";
+  }
+
+  // Uncache alone changes nothing while this mapping holds the pages; after Release it drops them.
+  ASSERT_OK(mapped.Uncache(bytes));
+  EXPECT_LE(mapped.Resident().huge_page_bytes, small.huge_page_bytes);
+  ASSERT_OK(mapped.Release(bytes));
+  ASSERT_OK(mapped.Uncache(bytes.subspan(4095, kBytes - 4095)));  // unaligned: widened to whole pages
+  EXPECT_EQ(SumEveryPage(bytes), uint64_t{'u'} * (kBytes / 4096));
+  const MappedFile::Residency again = mapped.Resident();
+  EXPECT_GE(again.resident_bytes, kBytes * 3 / 4);
+  EXPECT_GE(again.huge_page_bytes, kBytes / 2) << "read again from disk, the pages stayed small";
+
+  const std::vector<uint8_t> elsewhere(16);
+  EXPECT_ERROR_CONTAINS(mapped.Uncache(elsewhere), "cannot drop from the page cache 16 bytes");
+  EXPECT_OK(mapped.Uncache({}));
+}
+
 }  // namespace
 // Issue 37: a mapped file truncated under the process killed it with SIGBUS at the next read past the new end.
 // Now the read gets zeros, the process lives, and MappingFaults/MappingDamage say which file and where.
