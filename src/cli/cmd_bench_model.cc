@@ -380,10 +380,18 @@ void PrintDecodeBoundByPart(const BenchRun& run, int64_t batch_size, const Produ
         "reach on this machine\n",
         target_ratio, batched ? "batched" : "one-sequence", 1e3 * target);
   } else {
+    // The rest holds memory traffic of its own that the target's bytes leave out: each sequence's KDA recurrent
+    // states (fp32 here, [heads, d_k, d_v] per KDA layer), read and written once a step by the fused delta rule.
+    const ModelConfig& c = run.runner->config();
+    const double kda_state_bytes = 2.0 * static_cast<double>(batch_size) * c.NumLayersOf(AttentionKind::kKda) *
+                                   static_cast<double>(c.kda_num_heads) * static_cast<double>(c.kda_head_dim) *
+                                   static_cast<double>(c.kda_head_dim) * sizeof(float);
     std::printf(
         "   %.1f × triad (issue 36's %s target) is a step of %.1f ms: with every product at its bound it leaves "
-        "%.1f ms for the rest of the step, which takes %.1f ms now\n",
-        target_ratio, batched ? "batched" : "one-sequence", 1e3 * target, 1e3 * (target - bound), 1e3 * other_seconds);
+        "%.1f ms for the rest of the step, which takes %.1f ms now; of it the KDA states read and written, %.0f MB, "
+        "take %.1f ms at triad\n",
+        target_ratio, batched ? "batched" : "one-sequence", 1e3 * target, 1e3 * (target - bound), 1e3 * other_seconds,
+        kda_state_bytes / 1e6, 1e3 * kda_state_bytes / bandwidth);
   }
 }
 
