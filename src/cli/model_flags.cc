@@ -68,7 +68,7 @@ void AddMlaAttentionFlag(CLI::App& command, std::string& precision) {
 void AddKeepSmallPagesFlag(CLI::App& command, bool& keep) {
   command.add_flag("--keep-small-pages", keep,
                    "fast path: map a container's pages as the page cache holds them; by default a load that finds "
-                   "under 95% of them on 2 MB pages (the file was cached in 4 KB pages: copied or read moments ago) "
+                   "under 90% of them on 2 MB pages (the file was cached in 4 KB pages: copied or read moments ago) "
                    "reads them again from disk as 2 MB pages, once (a cold read of the model; on the bench model "
                    "prefill 1.05x, batched decode 1.03x after it: docs/performance.md \"Reading the container again "
                    "for 2 MB pages\")");
@@ -286,7 +286,7 @@ std::string DescribeHugePages(const FastLoadReport& load) {
                   load.reread_seconds, 100 * load.huge_page_share_before_reread);
     note += reread;
   }
-  if (share >= 0.95) return note;
+  if (share >= kHugePageShareGoal) return note;
   // Below FastModel::Load's goal: say why, and what would change it (docs/performance.md "Weights on 2 MB pages").
   switch (load.small_pages) {
     case SmallPages::kNoneForThisFile:

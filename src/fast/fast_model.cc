@@ -57,8 +57,6 @@ void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
 // pages (Uncache), then touching the tensors again, reads them from disk as 2 MB folios. It costs a cold read of
 // those bytes, once; pages another process maps stay as they are.
 
-constexpr double kHugePageShareGoal = 0.95;
-
 // Whether a 2 MB window of the source's tensors, read again from disk, comes back on a 2 MB page: for a container
 // with none of its resident bytes on 2 MB pages, where that may be the page cache (every page cached small) or the
 // kernel and filesystem (no THP, no large folios). The first window aligned to 2 MB inside one blob; the mapping is

@@ -44,7 +44,7 @@ struct FastModelOptions {
   // Read this model's pages of a container in at load, on the pool's threads (first touch: their NUMA node): the
   // rank's tensors only, not the vision tower's nor, with an expert cache, the routed experts'.
   bool populate = true;
-  // With `populate`: when under 95 % of the read-in pages are on 2 MB pages (the page cache held the file in small
+  // With `populate`: when under 90 % of the read-in pages are on 2 MB pages (the page cache held the file in small
   // folios before this load) and the kernel gives this file 2 MB pages, drop them and read them again from disk,
   // which brings them as 2 MB pages (FastModel::Load, ReadAgainOnHugePages). `--keep-small-pages` turns it off.
   bool reread_small_pages = true;
@@ -75,9 +75,15 @@ struct FastModelOptions {
   ConvertProgressFn progress;  // conversion progress (checkpoint loads)
 };
 
+// The share of a container's resident bytes on 2 MB pages under which a load reads it again: low enough that a
+// container whose pages cannot all come back huge (the file's last partial 2 MB, folios readahead made smaller; the
+// bench model comes back at 95–98 %) is not read again at every start, and the few percent above it are worth little
+// (from 0 to 98 %: prefill 1.05×, batched decode 1.03×; docs/performance.md "Reading the container again…").
+inline constexpr double kHugePageShareGoal = 0.90;
+
 // Whether a load reads a container's pages again for 2 MB pages (FastModelOptions::reread_small_pages): fewer than
-// 95 % of its resident bytes are on 2 MB pages. With none on them the load first reads one 2 MB part again to learn
-// whether the kernel and filesystem give this file 2 MB pages at all.
+// kHugePageShareGoal of its resident bytes are on 2 MB pages. With none on them the load first reads one 2 MB part
+// again to learn whether the kernel and filesystem give this file 2 MB pages at all.
 bool WorthReadingAgainForHugePages(const MappedFile::Residency& residency);
 
 // How the weights were loaded, for `glint bench-model` and logs.
@@ -98,7 +104,7 @@ struct FastLoadReport {
   enum class SmallPages {
     kNotChecked,       // not a container, `populate` off, or an expert cache (the routed experts fault in as used)
     kKept,             // reread_small_pages off (--keep-small-pages)
-    kOnHugePages,      // at least 95 % on 2 MB pages, nothing resident, or no tensor spans a 2 MB window: done
+    kOnHugePages,      // at least 90 % on 2 MB pages, nothing resident, or no tensor spans a 2 MB window: done
     kReadAgain,        // read again from disk (reread_seconds, huge_page_share_before_reread)
     kNoneForThisFile,  // none on 2 MB pages, and a 2 MB part read again came back in small pages: the kernel or the
                        // filesystem maps this file in 4 KB pages only (transparent huge pages off, no large folios)
