@@ -294,7 +294,7 @@ std::string DescribeHugePages(const FastLoadReport& load) {
                     " — the kernel or the filesystem maps this file in 4 KB pages only (transparent huge "
                     "pages off, or no large folios on its filesystem)");
     case SmallPages::kReadAgain:
-      return StrCat(note, " — pages that another process maps stay in small pages");
+      return StrCat(note, " — some came back in small pages (mapped by another process, or read in smaller folios)");
     case SmallPages::kKept:
       return StrCat(note, " — the page cache holds part of the file in 4 KB pages, kept (--keep-small-pages)");
     case SmallPages::kNotChecked:

@@ -28,17 +28,16 @@ struct FastPass {
 
 namespace {
 
+// Reads one byte of every 4 KB page of `blob` (volatile: the reads are the point), faulting its pages in.
+void TouchBytes(std::span<const uint8_t> blob) {
+  constexpr size_t kPage = 4096;
+  const volatile uint8_t* bytes = blob.data();
+  for (size_t i = 0; i < blob.size(); i += kPage) (void)bytes[i];
+}
+
 // Reads one byte of every page of the source's blobs on the pool's threads: the pages of a mapped container come
 // in now (only the tensors this model binds: this rank's, not the vision tower's) and, on a NUMA machine, are placed on
 // the node of the threads that will read them (first touch).
-uint64_t TouchBytes(std::span<const uint8_t> blob) {
-  constexpr size_t kPage = 4096;
-  const volatile uint8_t* bytes = blob.data();
-  uint64_t sum = 0;
-  for (size_t i = 0; i < blob.size(); i += kPage) sum += bytes[i];
-  return sum;
-}
-
 void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
   std::vector<std::span<const uint8_t>> blobs;
   for (const auto& [name, tensor] : source.tensors())
@@ -62,7 +61,7 @@ void TouchPages(const FastWeightSource& source, WorkerPool& pool) {
 // kernel and filesystem (no THP, no large folios). The first window aligned to 2 MB inside one blob; the mapping is
 // at offset 0, so a window aligned in memory is aligned in the file too, as a PMD mapping needs.
 enum class HugePageProbe { kNoWindow, kHuge, kSmall };
-HugePageProbe ProbeHugePagesFromDisk(const FastWeightSource& source, const ContainerFile& container) {
+Result<HugePageProbe> ProbeHugePagesFromDisk(const FastWeightSource& source, const ContainerFile& container) {
   constexpr uintptr_t kHuge = uintptr_t{2} << 20;
   for (const auto& [name, tensor] : source.tensors()) {
     for (std::span<const uint8_t> blob : tensor.blobs) {
@@ -70,7 +69,8 @@ HugePageProbe ProbeHugePagesFromDisk(const FastWeightSource& source, const Conta
       const uintptr_t window = (begin + kHuge - 1) / kHuge * kHuge;
       if (!container.Holds(blob) || window + kHuge > begin + blob.size()) continue;
       const std::span<const uint8_t> probe = blob.subspan(window - begin, kHuge);
-      if (!container.Release(probe).ok() || !container.Uncache(probe).ok()) return HugePageProbe::kSmall;
+      GLINT_RETURN_IF_ERROR(container.Release(probe));
+      GLINT_RETURN_IF_ERROR(container.Uncache(probe));
       TouchBytes(probe);
       return container.Resident().huge_page_bytes > 0 ? HugePageProbe::kHuge : HugePageProbe::kSmall;
     }
@@ -85,7 +85,7 @@ Status ReadAgainOnHugePages(const FastWeightSource& source, WorkerPool& pool, Fa
   report.small_pages = FastLoadReport::SmallPages::kOnHugePages;
   if (!WorthReadingAgainForHugePages(before)) return Status::Ok();
   if (before.huge_page_bytes == 0) {
-    const HugePageProbe probe = ProbeHugePagesFromDisk(source, *container);
+    GLINT_ASSIGN_OR_RETURN(const HugePageProbe probe, ProbeHugePagesFromDisk(source, *container));
     if (probe == HugePageProbe::kSmall) report.small_pages = FastLoadReport::SmallPages::kNoneForThisFile;
     if (probe != HugePageProbe::kHuge) return Status::Ok();
   }
