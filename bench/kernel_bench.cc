@@ -51,9 +51,10 @@ double TriadFor(int threads) { return threads == 1 ? g_limits.triad_gbps_one_thr
 double PeakFor(int threads, Isa isa) { return Int8PeakFor(g_limits, isa, threads == 1); }
 
 // The `isa` argument values that run the AMX tile kernel at every token count (the AMX level's table hands products
-// of fewer than kAmxMinTokens tokens to VNNI): 4 is the engine's walk, which the Threshold benchmarks compare with
-// avx512 to measure R; 5–7 are the candidate walks (gemm_i8.h AmxWalk) after it, to time against 4 on AMX.
+// of fewer than kAmxMinTokens tokens to VNNI): 4–7 are the walks of gemm_i8.h AmxWalk in order; the engine's
+// (kEngineAmxWalk, 7) is the one the Threshold benchmarks compare with avx512 to measure R.
 constexpr int kAmxTilesAlways = 4, kAmxLastWalk = kAmxTilesAlways + 3;
+constexpr int kAmxEngineWalk = kAmxTilesAlways + static_cast<int>(internal::kEngineAmxWalk);
 bool IsAmxTilesAlways(int64_t isa_arg) { return isa_arg >= kAmxTilesAlways && isa_arg <= kAmxLastWalk; }
 template <internal::AmxWalk kWalk>
 const Int8Kernels& AmxWalkKernels() {
@@ -232,7 +233,7 @@ void ThresholdArgs(benchmark::internal::Benchmark* b) {
   const int all = static_cast<int>(std::thread::hardware_concurrency());
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {512, 2048}}) {
     for (int64_t tokens : {1, 2, 4, 6, 8, 12, 16, 24, 32, 64}) {
-      for (int isa : {static_cast<int>(Isa::kAvx512), kAmxTilesAlways}) b->Args({rows, cols, tokens, all, isa, 128});
+      for (int isa : {static_cast<int>(Isa::kAvx512), kAmxEngineWalk}) b->Args({rows, cols, tokens, all, isa, 128});
     }
   }
 }
@@ -257,7 +258,7 @@ void PrefillArgs(benchmark::internal::Benchmark* b) {
   for (int isa : {static_cast<int>(Isa::kAvx512), static_cast<int>(Isa::kAmx)}) {
     b->Args({4096, 4096, 4096, all, isa, 128});
   }
-  // The engine's walk (4) against the candidates (5–7) on the prefill shapes, an expert's share and the batched
+  // The walks (4–7, the engine's is 7) against each other on the prefill shapes, an expert's share and the batched
   // decode tile (one thread: the whole matrix one call, where row groups matter most).
   for (int walk = kAmxTilesAlways; walk <= kAmxLastWalk; ++walk) {
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{4096, 4096}, {24576, 4096}, {4096, 8192}}) {

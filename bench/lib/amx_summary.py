@@ -6,7 +6,7 @@
 
 Three tables, each row one shape, each column one kernel, the last column the ratio that decides the dispatch:
   * int8 prefill products (Prefill/LinearI8, GOPS): isa:2 the AVX-512 level, isa:3 the AMX level as dispatched,
-    isa:4-7 the AMX tile walks at every token count (gemm_i8.h AmxWalk); ratio = the best walk / isa:3;
+    isa:4-7 the AMX tile walks at every token count (gemm_i8.h AmxWalk; the engine's is 7); ratio = the best walk / isa:3;
   * MLA attention (MlaAttend*, GFLOPS): AVX512-BF16 rounding its rows, the same over a bf16 cache's rows in place,
     AMX-BF16 tiles (the candidate); ratio = AMX / AVX512-BF16 (both round fp32 rows);
   * the indexer's int8 scores (Indexer/Int8Scores, GB/s of keys): generic, VNNI, AMX; ratio = AMX / VNNI.
@@ -16,7 +16,7 @@ import json
 import re
 import sys
 
-WALKS = {4: "walk 4 (engine's)", 5: "walk 5", 6: "walk 6", 7: "walk 7"}
+WALKS = {4: "walk 4", 5: "walk 5", 6: "walk 6", 7: "walk 7 (engine's)"}
 
 
 def medians(paths):

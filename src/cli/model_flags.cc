@@ -15,6 +15,17 @@
 #include "plan/expert_cache.h"
 
 namespace glint::cli {
+namespace {
+
+// The load lines' words for the MLA attention kernel: "fp32 MLA attention", "bf16 MLA attention", "bf16 MLA attention
+// on AMX tiles".
+std::string MlaAttentionWords(mla::AttentionPrecision precision) {
+  return precision == mla::AttentionPrecision::kBf16Amx
+             ? "bf16 MLA attention on AMX tiles"
+             : StrCat(mla::AttentionPrecisionName(precision), " MLA attention");
+}
+
+}  // namespace
 
 void AddModelFlag(CLI::App& command, ModelFlag& flag) {
   command.add_option("--model", flag.dir,
@@ -156,8 +167,8 @@ Result<std::unique_ptr<Model>> LoadFastModel(const ModelFlag& flag, WorkerPool& 
   const FastLoadReport& load = model->load_report();
   LogInfo("loaded ", dir, " as int8/bf16 (", load.from_container ? "container" : "converted at load", ", ",
           ExpertWeightsName(model->weights().experts), " routed experts, ", load.weight_bytes / 1e9, " GB, ",
-          IsaName(model->isa()), " kernels, ", mla::AttentionPrecisionName(model->mla_attention()), " MLA attention, ",
-          pool.size(), " threads) in ", load.seconds, " s",
+          IsaName(model->isa()), " kernels, ", MlaAttentionWords(model->mla_attention()), ", ", pool.size(),
+          " threads) in ", load.seconds, " s",
           load.verified_bytes > 0
               ? StrCat("; checksums of ", load.verified_bytes / 1e9, " GB checked in ", load.verify_seconds, " s")
               : std::string(),
@@ -251,12 +262,13 @@ Result<LoadedModel> LoadModel(const ModelFlag& flag, const ForwardPathFlags& pat
                            LoadFastModel({dir}, *loaded.pool, path.experts, path.expert_cache, parallel,
                                          path.mla_attention, path.keep_small_pages));
     const auto& fast = static_cast<const FastModel&>(*fast_model);
-    loaded.description =
-        StrCat("int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
-               fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(), " cached from disk)") : "",
-               ", ", IsaName(fast.isa()), " kernels, ",
-               fast.mla_attention() == mla::AttentionPrecision::kBf16 ? "bf16 MLA attention, " : "",
-               loaded.pool->size(), " threads");
+    loaded.description = StrCat(
+        "int8/bf16 fast path, ", ExpertWeightsName(fast.weights().experts), " experts",
+        fast.expert_cache() != nullptr ? StrCat(" (", fast.expert_cache()->slots(), " cached from disk)") : "", ", ",
+        IsaName(fast.isa()), " kernels, ",
+        fast.mla_attention() == mla::AttentionPrecision::kFp32 ? ""
+                                                               : StrCat(MlaAttentionWords(fast.mla_attention()), ", "),
+        loaded.pool->size(), " threads");
     return fast_model;
   }();
   GLINT_ASSIGN_OR_RETURN(loaded.model, JoinRanks(std::move(model), dir));

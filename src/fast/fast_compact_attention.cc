@@ -58,9 +58,15 @@ void AttendBf16InPlace(FastContext& ctx, std::span<const CompactRow> rows,
     const mla::LatentRowsBf16 latents{pages.at(row.cache).data(), row.cache->block_tokens, rank};
     const std::vector<int64_t>& positions = selected[row.t];
     const int64_t count = static_cast<int64_t>(positions.size());
-    float* scratch = ctx.WorkerFloats(worker, mla::AttendBf16InPlaceScratchFloats(nh, count, rank));
-    mla::AttendBf16InPlace(q_latent + (row.t * heads + h0) * rank, nh, rank, latents, positions.data(), count, scale,
-                           o_latent + (row.t * heads + h0) * rank, scratch);
+    const float* q = q_latent + (row.t * heads + h0) * rank;
+    float* out = o_latent + (row.t * heads + h0) * rank;
+    if (ctx.attention == mla::AttentionPrecision::kBf16Amx) {
+      float* scratch = ctx.WorkerFloats(worker, mla::AttendBf16AmxScratchFloats(nh, count, rank));
+      mla::AttendBf16AmxInPlace(q, nh, rank, latents, positions.data(), count, scale, out, scratch);
+    } else {
+      float* scratch = ctx.WorkerFloats(worker, mla::AttendBf16InPlaceScratchFloats(nh, count, rank));
+      mla::AttendBf16InPlace(q, nh, rank, latents, positions.data(), count, scale, out, scratch);
+    }
   });
 }
 
@@ -77,8 +83,10 @@ void AttendCompact(FastContext& ctx, std::span<const CompactRow> rows,
                    const std::vector<std::vector<int64_t>>& selected, const float* q_latent, float scale,
                    float* o_latent) {
   const int64_t heads = ctx.config.num_attention_heads, rank = ctx.config.kv_lora_rank;
-  if (ctx.attention == mla::AttentionPrecision::kBf16 && !rows.empty() &&
-      rows[0].cache->dtype == KvCacheDtype::kBfloat16 && rank % 32 == 0) {
+  // AttendBf16InPlace reads rows in 32-value steps; the tiles read any rank.
+  const bool in_place = ctx.attention == mla::AttentionPrecision::kBf16Amx ||
+                        (ctx.attention == mla::AttentionPrecision::kBf16 && rank % 32 == 0);
+  if (in_place && !rows.empty() && rows[0].cache->dtype == KvCacheDtype::kBfloat16) {
     AttendBf16InPlace(ctx, rows, selected, q_latent, scale, o_latent);
     return;
   }

@@ -297,7 +297,7 @@ Result<std::unique_ptr<FastModel>> FastModel::Assemble(ModelConfig config, FastW
   auto model = std::unique_ptr<FastModel>(
       new FastModel(std::move(config), std::move(source), std::move(weights), pool, options, std::move(plan)));
   model->context_ = std::make_unique<FastContext>(pool, options.isa, model->local_);
-  model->context_->attention = options.mla_attention;
+  model->context_->attention = mla::AttentionOnTiles(options.mla_attention, options.isa);
   model->load_report_.verify_seconds = verify_seconds;
   model->load_report_.verified_bytes = verified_bytes;
   if (!options.expert_trace.empty()) {

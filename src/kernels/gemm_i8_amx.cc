@@ -127,14 +127,18 @@ GLINT_TARGET_AMX void ScaleInto(const int32_t* c, int tokens, const float* x_sca
 // core's 2 MiB L2, the other half left to a token pair's activations (32 × K bytes) and the C and sum buffers.
 constexpr int64_t kRowGroupBytes = int64_t{1} << 20;
 
-// One call's walk: token pairs (32 tokens) outer, so the tile shape is configured once per pair; row-block pairs
-// inner, each pair's weights (32 rows × K) staying in L2 while the groups pass; then the K-groups, whose C tiles
+// One call's walk (kEngineAmxWalk, gemm_i8.h): the call's row blocks taken kRowGroupBytes of weights at a time
+// (row groups), so that a call larger than L2 (a big matrix on few threads) reads its weights from memory once
+// instead of once per 32 tokens; inside a row group, token pairs (32 tokens; the tile shape configured once per
+// pair), then row-block pairs, each pair's weights (32 rows × K) read from L2 while the K-groups pass; the C tiles
+// of a group start from `tilezero` and the epilogue subtracts the −128·Σx correction (int32, exact). The C tiles
 // alternate between two buffers so that group g's epilogue reads stores the tile unit finished a group earlier
 // (reading a `tilestored` result at once stalls on the store) while group g + 1 multiplies.
-// The candidates (AmxWalk): with row groups, the call's row blocks are taken kRowGroupBytes of weights at a time,
-// token pairs inside, so that a large call (a big matrix on few threads) reads its weights from memory once instead
-// of once per token pair; with zero start, the C tiles start from `tilezero` instead of four tile loads of −128·Σx
-// a group, and the epilogue subtracts the correction.
+// The other walks (AmxWalk): token pairs outer over the whole call (the first engine walk: weights from memory
+// once per token pair), and the C tiles started by four tile loads of −128·Σx a group instead of `tilezero`.
+// Where the time goes (docs/fast-path.md "AMX", measured on L2-resident weights): the products alone, tile loads
+// of activations and weights included, run at ≈ 55–65 % of the tile unit's peak; the four `tilestored` a group
+// (a 128-k group is only two `tdpbsud` per C tile) take that to ≈ 37 %, the fp32 epilogue to ≈ 25 %.
 template <typename Tiles>
 class TileWalk {
  public:
@@ -277,7 +281,7 @@ void GemmAmx(const Int8MatrixView& w, const QuantizedActivations& x, int64_t blo
     Int8KernelsAvx512().gemm(w, x, block_begin, block_end, y, y_stride);
     return;
   }
-  Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr, AmxWalk::kTokenPairsOuter);
+  Run<HardwareTiles>(w, x, block_begin, block_end, y, y_stride, nullptr, kEngineAmxWalk);
 }
 
 }  // namespace
@@ -322,12 +326,10 @@ void Int8GroupSumsAmxTiles(const Int8MatrixView& w, const QuantizedActivations& 
 // The quantizer is the VNNI level's (same codes, scales and corrections); group_sums is the tiles' whatever the
 // token count, so the sweep tests of every level check the tile path's integers.
 const Int8Kernels& Int8KernelsAmx() {
-  static const Int8Kernels kernels{Int8KernelsAvx512().quantize, GemmAmx,
-                                   [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin,
-                                      int64_t block_end, int32_t* sums) {
-                                     Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums,
-                                                        AmxWalk::kTokenPairsOuter);
-                                   }};
+  static const Int8Kernels kernels{
+      Int8KernelsAvx512().quantize, GemmAmx,
+      [](const Int8MatrixView& w, const QuantizedActivations& x, int64_t block_begin, int64_t block_end,
+         int32_t* sums) { Run<HardwareTiles>(w, x, block_begin, block_end, nullptr, 0, sums, kEngineAmxWalk); }};
   return kernels;
 }
 

@@ -333,22 +333,49 @@ Result<AttentionPrecision> ParseAttentionPrecision(std::string_view name) {
 }
 
 std::string_view AttentionPrecisionName(AttentionPrecision precision) {
-  return precision == AttentionPrecision::kBf16 ? "bf16" : "fp32";
+  switch (precision) {
+    case AttentionPrecision::kBf16:
+      return "bf16";
+    case AttentionPrecision::kBf16Amx:
+      return "bf16 on AMX tiles";
+    case AttentionPrecision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+
+AttentionPrecision AttentionOnTiles(AttentionPrecision precision, Isa isa) {
+  const bool tiles =
+      isa == Isa::kAmx && IsaSupported(Isa::kAmx) && AmxBf16UnavailableReason(AmxTiles::kHardware).empty();
+  return precision == AttentionPrecision::kBf16 && tiles ? AttentionPrecision::kBf16Amx : precision;
 }
 
 void AttendWith(AttentionPrecision precision, const float* q_latent, int64_t heads, int64_t rank,
                 const LatentRows& rows, const int64_t* positions, int64_t count, float scale, float* out,
                 float* scratch) {
-  if (precision == AttentionPrecision::kBf16) {
-    AttendBf16(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
-  } else {
-    Attend(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
+  switch (precision) {
+    case AttentionPrecision::kBf16:
+      AttendBf16(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
+      return;
+    case AttentionPrecision::kBf16Amx:
+      AttendBf16Amx(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
+      return;
+    case AttentionPrecision::kFp32:
+      break;
   }
+  Attend(q_latent, heads, rank, rows, positions, count, scale, out, scratch);
 }
 
 int64_t AttendScratchFloats(AttentionPrecision precision, int64_t heads, int64_t count, int64_t rank) {
-  return precision == AttentionPrecision::kBf16 ? AttendBf16ScratchFloats(heads, count, rank)
-                                                : AttendScratchFloats(heads, count, rank);
+  switch (precision) {
+    case AttentionPrecision::kBf16:
+      return AttendBf16ScratchFloats(heads, count, rank);
+    case AttentionPrecision::kBf16Amx:
+      return AttendBf16AmxScratchFloats(heads, count, rank);
+    case AttentionPrecision::kFp32:
+      break;
+  }
+  return AttendScratchFloats(heads, count, rank);
 }
 
 int64_t AttendScratchFloats(int64_t heads, int64_t count, int64_t rank) {

@@ -62,12 +62,14 @@ void AttendBf16InPlace(const float* q_latent, int64_t heads, int64_t rank, const
                        const int64_t* positions, int64_t count, float scale, float* out, float* scratch);
 int64_t AttendBf16InPlaceScratchFloats(int64_t heads, int64_t count, int64_t rank);
 
-// AttendBf16 with both products on AMX-BF16 tiles (tdpbf16ps, 16 × 16 × 32 products an instruction; mla_ops_amx.cc):
-// a candidate, not dispatched, written on a machine without AMX and checked against ref::LatentAttentionBf16 on the
-// software tiles (`tiles` = kEmulated) and on the tile unit where the tests find AMX-BF16; to be timed against
-// AttendBf16 there (kernel bench MlaAttendBf16Amx). Runs where AmxBf16UnavailableReason(tiles) is empty (a check
-// failure elsewhere). Scratch: AttendBf16AmxScratchFloats(heads, count, rank) floats (any alignment). The InPlace
-// form reads a bf16 cache's rows (any rank).
+// AttendBf16 with both products on AMX-BF16 tiles (tdpbf16ps, 16 × 16 × 32 products an instruction; mla_ops_amx.cc),
+// checked against ref::LatentAttentionBf16 on the software tiles (`tiles` = kEmulated) and on the tile unit where
+// the tests find AMX-BF16. What `--mla-attention bf16` runs where the kernels are AMX (AttentionPrecision::kBf16Amx):
+// 1.5–3.4× AttendBf16 on a 2-vCPU Xeon (kernel bench MlaAttend, 16–64 heads over 256–2,051 positions; docs/fast-path.md
+// "AMX"). The same rounding of inputs and probabilities as AttendBf16, its sums in another order: the same error
+// bound, not the same bits. Runs where AmxBf16UnavailableReason(tiles) is empty (a check failure elsewhere). Scratch:
+// AttendBf16AmxScratchFloats(heads, count, rank) floats (any alignment). The InPlace form reads a bf16 cache's rows
+// (any rank).
 void AttendBf16Amx(const float* q_latent, int64_t heads, int64_t rank, const LatentRows& rows, const int64_t* positions,
                    int64_t count, float scale, float* out, float* scratch, AmxTiles tiles = AmxTiles::kHardware);
 void AttendBf16AmxInPlace(const float* q_latent, int64_t heads, int64_t rank, const LatentRowsBf16& rows,
@@ -75,12 +77,16 @@ void AttendBf16AmxInPlace(const float* q_latent, int64_t heads, int64_t rank, co
                           AmxTiles tiles = AmxTiles::kHardware);
 int64_t AttendBf16AmxScratchFloats(int64_t heads, int64_t count, int64_t rank);
 
-// Which of the two kernels the fast path attends with (`--mla-attention`): fp32 (Attend, the default) or bf16
-// (AttendBf16). ParseAttentionPrecision refuses bf16 where the CPU lacks AVX512-BF16, naming what is missing.
-enum class AttentionPrecision { kFp32, kBf16 };
+// Which kernel the fast path attends with (`--mla-attention`): fp32 (Attend, the default) or bf16 (AttendBf16).
+// ParseAttentionPrecision refuses bf16 where the CPU lacks AVX512-BF16, naming what is missing. kBf16Amx is bf16 on
+// AMX-BF16 tiles (AttendBf16Amx): never parsed, the fast path's choice for bf16 where its kernels are AMX
+// (FastAttentionFor, fast_model.cc).
+enum class AttentionPrecision { kFp32, kBf16, kBf16Amx };
 Result<AttentionPrecision> ParseAttentionPrecision(std::string_view name);  // "fp32" or "bf16"
-std::string_view AttentionPrecisionName(AttentionPrecision precision);
-// Attend or AttendBf16, with the scratch each needs.
+std::string_view AttentionPrecisionName(AttentionPrecision precision);      // "fp32", "bf16", "bf16 on AMX tiles"
+// bf16 attention on tiles where `isa` is the AMX level and the tile unit does bf16 (AMX-BF16), else `precision`.
+AttentionPrecision AttentionOnTiles(AttentionPrecision precision, Isa isa);
+// Attend, AttendBf16 or AttendBf16Amx, with the scratch each needs.
 void AttendWith(AttentionPrecision precision, const float* q_latent, int64_t heads, int64_t rank,
                 const LatentRows& rows, const int64_t* positions, int64_t count, float scale, float* out,
                 float* scratch);

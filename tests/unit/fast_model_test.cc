@@ -654,7 +654,8 @@ TEST(FastTrainedModel, Bf16MlaAttentionCostsLessThanW8A8) {
   FastModelOptions bf16_options;
   bf16_options.mla_attention = mla::AttentionPrecision::kBf16;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<FastModel> bf16, FastModel::Load(dir, pool, bf16_options));
-  ASSERT_EQ(bf16->mla_attention(), mla::AttentionPrecision::kBf16);
+  // bf16 on AMX tiles where the kernels are AMX and the tile unit does bf16: then this gate checks that kernel.
+  ASSERT_EQ(bf16->mla_attention(), mla::AttentionOnTiles(mla::AttentionPrecision::kBf16, bf16->isa()));
   ASSERT_OK_AND_ASSIGN(
       const std::vector<std::vector<int32_t>> sequences,
       ReadTokenSequences(testing::TestDataPath("glint-tiny/crosscheck_tokens.json"), reference->config().vocab_size));

@@ -336,6 +336,30 @@ TEST(MlaOps, AttentionPrecisionParsesWhatThisCpuCanRun) {
   EXPECT_NE(bad.status().message().find("'fp16'"), std::string::npos) << bad.status().ToString();
   EXPECT_EQ(mla::AttentionPrecisionName(mla::AttentionPrecision::kBf16), "bf16");
   EXPECT_EQ(mla::AttentionPrecisionName(mla::AttentionPrecision::kFp32), "fp32");
+  EXPECT_EQ(mla::AttentionPrecisionName(mla::AttentionPrecision::kBf16Amx), "bf16 on AMX tiles");
+}
+
+// bf16 attention moves onto the tiles exactly where the kernels are AMX and the tile unit does bf16; fp32 attention
+// and every other level keep their kernel.
+TEST(MlaOps, Bf16AttentionRunsOnTilesWhereTheKernelsAreAmx) {
+  using mla::AttentionPrecision;
+  const bool tiles = IsaSupported(Isa::kAmx) && AmxBf16UnavailableReason(AmxTiles::kHardware).empty();
+  EXPECT_EQ(mla::AttentionOnTiles(AttentionPrecision::kBf16, Isa::kAmx),
+            tiles ? AttentionPrecision::kBf16Amx : AttentionPrecision::kBf16);
+  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+    EXPECT_EQ(mla::AttentionOnTiles(AttentionPrecision::kBf16, isa), AttentionPrecision::kBf16) << IsaName(isa);
+  }
+  for (Isa isa : {Isa::kAvx512, Isa::kAmx}) {
+    EXPECT_EQ(mla::AttentionOnTiles(AttentionPrecision::kFp32, isa), AttentionPrecision::kFp32) << IsaName(isa);
+  }
+}
+
+// On the tiles too each head's output is its own column of the products: any split of a token's heads over calls
+// (the fast path's tasks) gives the same bits.
+TEST(MlaOps, AttendBf16AmxGivesTheSameBitsWhateverTheHeadsPerCall) {
+  const std::string_view why = AmxBf16UnavailableReason(AmxTiles::kHardware);
+  if (!why.empty()) GTEST_SKIP() << "no AMX-BF16 tile unit here: " << why;
+  ExpectTheSameBitsWhateverTheHeadsPerCall(mla::AttentionPrecision::kBf16Amx, 301, 9);
 }
 
 }  // namespace
