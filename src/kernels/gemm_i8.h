@@ -71,9 +71,13 @@ struct Int8Kernels {
 
 const Int8Kernels& GetInt8Kernels(Isa isa);
 // At the AMX level, int8 products with at least this many tokens (rows per weight) run on AMX tiles and smaller
-// ones on AVX-512 VNNI, where one token's 16-row tile would leave 15/16 of the tile multiply idle while the weights
-// stream from memory either way (docs/fast-path.md, "AMX": how R was measured).
-inline constexpr int64_t kAmxMinTokens = 8;  // the level must be supported (IsaSupported)
+// ones on AVX-512 VNNI: below 8 one token's 16-row tile leaves most of the tile multiply idle while the weights
+// stream from memory either way, and at 12–16 the VNNI lane walk (a register holds 16 tokens' sums of one row, the
+// weights requested far ahead) streams a weight faster than the tiles. Threshold benchmark, 2 threads of a 2-vCPU
+// Xeon with AMX (2026-12-07, medians of 3; docs/fast-path.md "AMX"): a 4,096 × 4,096 weight from memory (batched
+// decode's dense products) VNNI ÷ tiles 1.09× at 8 tokens, 1.07× at 12, 1.27× at 16, 0.94× at 24, 0.73× at 32; an
+// expert's share in L2 (512 × 2,048) 0.86–0.89× at 12–16, 0.80× at 24. From 17 the tiles.
+inline constexpr int64_t kAmxMinTokens = 17;  // the level must be supported (IsaSupported)
 
 // The view of `tokens` rows quantized into `scratch` (reserved for them) for `layout`'s K-grouping.
 QuantizedActivations ActivationsIn(const Int8Layout& layout, int64_t tokens, ActivationScratch& scratch);
