@@ -8,7 +8,7 @@
 #   2. kernels: glint_kernel_bench's int8 prefill products at the AVX-512 level (isa:2), the AMX level as
 #      dispatched (isa:3) and the AMX tile walks at every token count (isa:4-7: the four walks of gemm_i8.h
 #      AmxWalk, the engine's last), MLA attention in fp32, AVX512-BF16 (rounding fp32 rows, and over a bf16
-#      cache in place) and on AMX-BF16 tiles (the candidate, mla::AttendBf16Amx), and the indexer's int8 scores
+#      cache in place) and on AMX-BF16 tiles (mla::AttendBf16Amx, dispatched where AMX), and the indexer's int8 scores
 #      (generic, VNNI, AMX); medians of --repetitions, then tables with the ratio that decides each dispatch
 #      (bench/lib/amx_summary.py).
 #   3. model, with --model DIR (a `glint convert` output, e.g. the bench model): `bench-model` prefill 512 and 4,096

@@ -519,10 +519,10 @@ BENCHMARK(BM_KdaChunk)->Name("KdaChunk/n:64/d:128")->UseRealTime();
 
 // Absorbed MLA attention for one query: `heads` × rank 512 over `count` latent positions (all 64 heads in one call,
 // 32 and 16 of the fp32 decode tasks of fast_dsa.cc, and 8: lanes left idle), fp32 (mla::Attend), with bf16 dot
-// products (mla::AttendBf16, where the CPU has AVX512-BF16) and on AMX-BF16 tiles (mla::AttendBf16Amx, the candidate,
-// where the CPU has AMX-BF16; 64 heads and 16, one head tile); skipped with a message where the CPU lacks what they
-// need. MlaAttendBf16InPlace reads rows that are bf16 already (a `--kv-cache-dtype bf16` cache: no rounding of the
-// rows in the call, mla::AttendBf16InPlace).
+// products (mla::AttendBf16, where the CPU has AVX512-BF16) and on AMX-BF16 tiles (mla::AttendBf16Amx, what bf16
+// attention runs where the kernels are AMX and the CPU has AMX-BF16; 64 heads and 16, one head tile); skipped with
+// a message where the CPU lacks what they need. MlaAttendBf16InPlace reads rows that are bf16 already (a
+// `--kv-cache-dtype bf16` cache: no rounding of the rows in the call, mla::AttendBf16InPlace).
 enum class AttendKernel { kFp32, kBf16, kBf16InPlace, kBf16Amx };
 void BM_Attend(benchmark::State& state, int64_t heads, AttendKernel kernel) {
   if ((kernel == AttendKernel::kBf16 || kernel == AttendKernel::kBf16InPlace) && !mla::AttendBf16Supported()) {

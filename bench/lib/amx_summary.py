@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables of the AMX candidates against what glint dispatches today, from glint_kernel_bench's JSON output
+"""Tables of the AMX kernels against the others glint could dispatch, from glint_kernel_bench's JSON output
 (--benchmark_out_format=json with repetitions: the medians are read). Used by bench/amx_session.sh.
 
   amx_summary.py RESULTS.json [MORE.json ...]
@@ -8,7 +8,7 @@ Three tables, each row one shape, each column one kernel, the last column the ra
   * int8 prefill products (Prefill/LinearI8, GOPS): isa:2 the AVX-512 level, isa:3 the AMX level as dispatched,
     isa:4-7 the AMX tile walks at every token count (gemm_i8.h AmxWalk; the engine's is 7); ratio = the best walk / isa:3;
   * MLA attention (MlaAttend*, GFLOPS): AVX512-BF16 rounding its rows, the same over a bf16 cache's rows in place,
-    AMX-BF16 tiles (the candidate); ratio = AMX / AVX512-BF16 (both round fp32 rows);
+    AMX-BF16 tiles (dispatched for bf16 attention at the AMX level); ratio = AMX / AVX512-BF16 (both round fp32 rows);
   * the indexer's int8 scores (Indexer/Int8Scores, GB/s of keys): generic, VNNI, AMX; ratio = AMX / VNNI.
 A benchmark that skipped (the CPU lacks what it needs) shows its message instead of a figure.
 """
@@ -112,7 +112,7 @@ def main(paths):
                      cell(by_kernel.get("Bf16Amx"), "GFLOPS"),
                      ratio(value(by_kernel.get("Bf16Amx"), "GFLOPS"), value(by_kernel.get("Bf16"), "GFLOPS"))])
     table("MLA attention, GFLOPS (medians, one thread)",
-          ["call", "fp32", "avx512-bf16", "avx512-bf16 in place", "amx-bf16 (candidate)", "amx ÷ avx512-bf16"], rows)
+          ["call", "fp32", "avx512-bf16", "avx512-bf16 in place", "amx-bf16", "amx ÷ avx512-bf16"], rows)
 
     # Indexer int8 scores by threads.
     indexer = {}

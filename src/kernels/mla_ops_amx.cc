@@ -1,6 +1,7 @@
-// mla::AttendBf16Amx (mla_ops.h): AttendBf16's attention with both products on AMX-BF16 tiles. A candidate written
-// on a machine without AMX: checked against ref::LatentAttentionBf16 on the software tiles (amx_emulator.h) and on
-// the tile unit wherever the tests run with AMX-BF16; not dispatched until timed there (docs/fast-path.md "AMX").
+// mla::AttendBf16Amx (mla_ops.h): AttendBf16's attention with both products on AMX-BF16 tiles, what
+// `--mla-attention bf16` runs where the kernels are AMX (1.5–3.4× AttendBf16 on a 2-vCPU Xeon; docs/fast-path.md
+// "MLA attention in bf16"). Checked against ref::LatentAttentionBf16 on the software tiles (amx_emulator.h) and on
+// the tile unit wherever the tests run with AMX-BF16.
 //
 // tdpbf16ps C += A·B: C [16 rows][16 fp32], A [16 rows][16 bf16 pairs], B [16 pair rows][16 columns × a pair]:
 // C[m][n] += Σ_k A[m][2k]·B[k][2n] + A[m][2k+1]·B[k][2n+1], 16 × 16 × 32 products an instruction. A's rows are
