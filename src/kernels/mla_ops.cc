@@ -345,8 +345,8 @@ std::string_view AttentionPrecisionName(AttentionPrecision precision) {
 }
 
 AttentionPrecision AttentionOnTiles(AttentionPrecision precision, Isa isa) {
-  const bool tiles =
-      isa == Isa::kAmx && IsaSupported(Isa::kAmx) && AmxBf16UnavailableReason(AmxTiles::kHardware).empty();
+  // AmxBf16UnavailableReason(kHardware) is empty only where the OS granted the tiles (IsaSupported(kAmx)) too.
+  const bool tiles = isa == Isa::kAmx && AmxBf16UnavailableReason(AmxTiles::kHardware).empty();
   return precision == AttentionPrecision::kBf16 && tiles ? AttentionPrecision::kBf16Amx : precision;
 }
 

@@ -80,7 +80,7 @@ int64_t AttendBf16AmxScratchFloats(int64_t heads, int64_t count, int64_t rank);
 // Which kernel the fast path attends with (`--mla-attention`): fp32 (Attend, the default) or bf16 (AttendBf16).
 // ParseAttentionPrecision refuses bf16 where the CPU lacks AVX512-BF16, naming what is missing. kBf16Amx is bf16 on
 // AMX-BF16 tiles (AttendBf16Amx): never parsed, the fast path's choice for bf16 where its kernels are AMX
-// (FastAttentionFor, fast_model.cc).
+// (AttentionOnTiles, at FastModel's load).
 enum class AttentionPrecision { kFp32, kBf16, kBf16Amx };
 Result<AttentionPrecision> ParseAttentionPrecision(std::string_view name);  // "fp32" or "bf16"
 std::string_view AttentionPrecisionName(AttentionPrecision precision);      // "fp32", "bf16", "bf16 on AMX tiles"
